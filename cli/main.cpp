@@ -1,0 +1,129 @@
+// The `parallax` command. Exit codes: 0 done, 1 failed while running, 2 bad input (scenario,
+// schedule, flags). With --json, stdout carries one JSON object and nothing else; human text
+// and progress go to stderr.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "cli/plan_report.hpp"
+#include "plan/error.hpp"
+#include "plan/plan.hpp"
+#include "plan/schedule_csv.hpp"
+
+namespace {
+
+using namespace parallax;
+
+constexpr int kExitFailed = 1;
+constexpr int kExitBadInput = 2;
+
+/// The options every scenario command shares.
+struct ScenarioArgs {
+  std::string scenario;
+  std::vector<std::string> sets;
+  bool json = false;
+
+  void add_to(CLI::App* cmd, bool with_json = true) {
+    cmd->add_option("SCENARIO", scenario,
+                    "Scenario YAML file; without one, the built-in default (GPipe transformer on 2 T4s, "
+                    "batch 32, chunks 16)");
+    cmd->add_option("--set", sets, "Override a scenario value, e.g. --set parallel.chunks=8 (repeatable)")
+        ->expected(1)
+        ->type_name("KEY=VALUE");
+    if (with_json) cmd->add_flag("--json", json, "Print one JSON object on stdout instead of text");
+  }
+
+  plan::Plan resolve() const { return plan::resolve_plan(plan::load_scenario(scenario, sets)); }
+};
+
+/// Writes `text` to `path` through a temporary file and a rename, so a failure never leaves a
+/// half-written file behind.
+void write_file_atomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    if (!out) throw plan::InputError(plan::Location{path}, "cannot write here (does the folder exist?)");
+    out << text;
+    if (!out.flush()) {
+      std::remove(tmp.c_str());
+      throw std::runtime_error("writing " + path + " failed");
+    }
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+int run_plan(const ScenarioArgs& args) {
+  const plan::Plan p = args.resolve();
+  if (args.json) std::cout << cli::plan_json(p).dump(2) << "\n";
+  else std::cout << cli::plan_text(p);
+  return 0;
+}
+
+int run_schedule(const ScenarioArgs& args, const std::string& csv_path) {
+  const plan::Plan p = args.resolve();
+  if (!csv_path.empty()) {
+    std::ostringstream csv;
+    plan::write_schedule_csv(p.schedule, csv);
+    write_file_atomically(csv_path, csv.str());
+    std::cerr << "wrote " << csv_path << " (PyTorch pipelining CSV, compute actions of one mini-batch)\n";
+  }
+  if (args.json) std::cout << cli::schedule_json(p).dump(2) << "\n";
+  else std::cout << cli::schedule_text(p);
+  return 0;
+}
+
+/// The main job on the default scenario. For now: the resolved plan and its schedule.
+int run_main_job() {
+  ScenarioArgs args;
+  const plan::Plan p = args.resolve();
+  std::cout << cli::plan_text(p) << "\n" << cli::schedule_text(p);
+  std::cerr << "\n(parallax --help lists the commands; parallax plan SCENARIO.yaml resolves your own scenario)\n";
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "Parallax: predict, run and compare distributed training plans.\n"
+      "Without a command, runs the main job on the built-in default scenario."};
+  app.require_subcommand(0, 1);
+  app.set_version_flag("--version", "parallax 0.1.0");
+
+  ScenarioArgs plan_args;
+  auto* plan_cmd = app.add_subcommand(
+      "plan", "Resolve a scenario: rank grid, layers per stage, DDP buckets, memory per rank");
+  plan_args.add_to(plan_cmd);
+  plan_cmd->footer("Example: parallax plan scenarios/gpipe-1b-4xA100.yaml --set parallel.schedule=1f1b");
+
+  ScenarioArgs sched_args;
+  std::string csv_path;
+  auto* sched_cmd = app.add_subcommand(
+      "schedule", "Per-rank action lists of one optimizer step (F, B, SEND/RECV, ALLREDUCE, OPTIM)");
+  sched_args.add_to(sched_cmd);
+  sched_cmd->add_option("--csv", csv_path,
+                        "Also write the compute order as PyTorch pipelining CSV (one row per rank); "
+                        "read one back with parallel.schedule: FILE.csv");
+  sched_cmd->footer("Example: parallax schedule --set parallel.schedule=1f1b --csv 1f1b.csv");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : kExitBadInput;
+  }
+
+  try {
+    if (*plan_cmd) return run_plan(plan_args);
+    if (*sched_cmd) return run_schedule(sched_args, csv_path);
+    return run_main_job();
+  } catch (const plan::InputError& e) {
+    std::cerr << e.what() << "\n";
+    return kExitBadInput;
+  } catch (const std::exception& e) {
+    std::cerr << "parallax: failed: " << e.what() << "\n";
+    return kExitFailed;
+  }
+}

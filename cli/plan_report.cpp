@@ -1,0 +1,180 @@
+#include "cli/plan_report.hpp"
+
+#include <cstdio>
+#include <sstream>
+
+namespace parallax::cli {
+namespace {
+
+using nlohmann::json;
+using plan::Plan;
+
+std::string layer_span(const Plan& p, const plan::Stage& st) {
+  const auto& first = p.layers()[st.first_layer].name;
+  if (st.layer_count == 1) return first;
+  return first + " .. " + p.layers()[st.first_layer + st.layer_count - 1].name + " (" +
+         std::to_string(st.layer_count) + ")";
+}
+
+int64_t total_params(const Plan& p) {
+  int64_t n = 0;
+  for (const auto& l : p.layers()) n += l.param_count();
+  return n;
+}
+
+std::string pad(std::string s, size_t width) {
+  if (s.size() < width) s.append(width - s.size(), ' ');
+  return s;
+}
+
+}  // namespace
+
+std::string format_bytes(int64_t bytes) {
+  char buf[64];
+  const double b = static_cast<double>(bytes);
+  if (bytes < 1024) std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(bytes));
+  else if (b < 1024.0 * 1024) std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024);
+  else if (b < 1024.0 * 1024 * 1024) std::snprintf(buf, sizeof buf, "%.1f MiB", b / (1024.0 * 1024));
+  else std::snprintf(buf, sizeof buf, "%.2f GiB", b / (1024.0 * 1024 * 1024));
+  return buf;
+}
+
+json plan_json(const Plan& p) {
+  const auto& s = p.scenario;
+  json out;
+  out["scenario"] = s.name;
+  out["file"] = s.file;
+  out["model"] = s.model_description;
+  out["hardware"] = s.hardware.name;
+  out["world_size"] = p.world_size;
+  out["nodes"] = p.nodes;
+  out["grid"] = {{"data", s.parallel.data}, {"pipeline", s.parallel.pipeline}, {"virtual", s.parallel.virtual_stages}};
+  out["schedule"] = plan::name(s.parallel.schedule);
+  out["microbatch_size"] = p.microbatch_size;
+  out["chunks"] = p.chunks();
+  out["grad_accumulation"] = s.parallel.grad_accumulation;
+  out["global_batch"] = s.data.batch_size * s.parallel.grad_accumulation * s.parallel.data;
+  out["precision"] = plan::name(s.parallel.precision);
+  out["partition_len"] = p.partition;
+
+  json layers = json::array();
+  for (const auto& l : p.layers()) {
+    json params = json::array();
+    for (const auto& prm : l.params) params.push_back({{"name", prm.name}, {"shape", prm.shape}});
+    layers.push_back({{"name", l.name},
+                      {"kind", plan::name(l.kind)},
+                      {"params", params},
+                      {"param_count", l.param_count()},
+                      {"activation_elems_per_sample", l.activation_elems_per_sample},
+                      {"output_elems_per_sample", l.output_elems_per_sample},
+                      {"flops_per_sample", l.flops_per_sample}});
+  }
+  out["layers"] = layers;
+
+  json stages = json::array(), buckets = json::array();
+  for (const auto& st : p.stages) {
+    json names = json::array();
+    for (int l = st.first_layer; l < st.first_layer + st.layer_count; ++l) names.push_back(p.layers()[l].name);
+    stages.push_back({{"index", st.index}, {"pipeline_rank", st.pipeline_rank}, {"layers", names},
+                      {"param_bytes", st.param_bytes}, {"activation_bytes_per_microbatch", plan::stage_activation_bytes(p, st)}});
+    for (const auto& b : st.buckets)
+      buckets.push_back({{"stage", b.stage}, {"index", b.index}, {"bytes", b.bytes}, {"params", b.params},
+                         {"ready_layer", p.layers()[b.ready_layer].name}});
+  }
+  out["stages"] = stages;
+  out["buckets"] = buckets;
+
+  json ranks = json::array(), memory = json::array();
+  const int64_t capacity = s.hardware.device.memory_bytes();
+  for (const auto& r : p.ranks) {
+    ranks.push_back({{"rank", r.rank}, {"replica", r.replica}, {"pipeline_rank", r.pipeline_rank},
+                     {"node", r.node}, {"local_rank", r.local_rank}, {"stages", r.stages}});
+    const auto& m = r.memory;
+    memory.push_back({{"rank", r.rank}, {"params", m.params}, {"gradients", m.gradients}, {"optimizer", m.optimizer},
+                      {"buckets", m.buckets}, {"activations", m.activations}, {"peak_inflight", m.peak_inflight},
+                      {"total", m.total()}, {"device_bytes", capacity}, {"fits", m.total() <= capacity}});
+  }
+  out["ranks"] = ranks;
+  out["memory"] = memory;
+  return out;
+}
+
+std::string plan_text(const Plan& p) {
+  const auto& s = p.scenario;
+  const auto& hw = s.hardware;
+  std::ostringstream o;
+  o << "scenario   " << s.name << "  (" << s.file << ")\n";
+  o << "model      " << s.model_description << "\n"
+    << "           " << p.layers().size() << " layers, " << total_params(p) << " parameters\n";
+  o << "hardware   " << hw.name << ": " << hw.devices_per_node << " x " << hw.device.name << " per node ("
+    << hw.node_link.name << ")" << (hw.network ? ", network " + hw.network->name : std::string()) << "; plan uses "
+    << p.nodes << " node" << (p.nodes > 1 ? "s" : "") << "\n";
+  o << "grid       data " << s.parallel.data << " x pipeline " << s.parallel.pipeline << " x virtual "
+    << s.parallel.virtual_stages << " = " << p.world_size << " ranks, " << p.stages.size() << " stages\n";
+  o << "batch      " << s.data.batch_size << " per replica = " << p.chunks() << " chunks x " << p.microbatch_size
+    << "; grad_accumulation " << s.parallel.grad_accumulation << "; global batch "
+    << s.data.batch_size * s.parallel.grad_accumulation * s.parallel.data << "\n";
+  o << "schedule   " << plan::name(s.parallel.schedule) << ", precision " << plan::name(s.parallel.precision)
+    << (s.parallel.activation_checkpointing ? ", activation checkpointing" : "") << "\n\n";
+
+  o << pad("stage", 7) << pad("rank", 6) << pad("params", 12) << pad("buckets", 9) << "layers\n";
+  for (const auto& st : p.stages) {
+    o << pad(std::to_string(st.index), 7) << pad(std::to_string(st.pipeline_rank), 6)
+      << pad(format_bytes(st.param_bytes), 12) << pad(std::to_string(st.buckets.size()), 9) << layer_span(p, st)
+      << "\n";
+  }
+  bool any_buckets = false;
+  for (const auto& st : p.stages) any_buckets = any_buckets || !st.buckets.empty();
+  if (any_buckets) {
+    o << "\nDDP buckets (gradient-ready order; first " << s.parallel.first_bucket_mb << " MiB, then "
+      << s.parallel.bucket_cap_mb << " MiB):\n";
+    for (const auto& st : p.stages)
+      for (const auto& b : st.buckets)
+        o << "  stage " << b.stage << " bucket " << b.index << ": " << pad(format_bytes(b.bytes), 11) << b.params.size()
+          << " tensors, " << b.params.front() << " .. " << b.params.back() << "\n";
+  }
+  const int64_t capacity = hw.device.memory_bytes();
+  o << "\nmemory per rank (device: " << format_bytes(capacity) << ")\n";
+  o << pad("rank", 6) << pad("params", 11) << pad("grads", 11) << pad("optimizer", 11) << pad("buckets", 11)
+    << pad("activations", 22) << "total\n";
+  for (const auto& r : p.ranks) {
+    const auto& m = r.memory;
+    o << pad(std::to_string(r.rank), 6) << pad(format_bytes(m.params), 11) << pad(format_bytes(m.gradients), 11)
+      << pad(format_bytes(m.optimizer), 11) << pad(format_bytes(m.buckets), 11)
+      << pad(format_bytes(m.activations) + " (" + std::to_string(m.peak_inflight) + " mb)", 22)
+      << format_bytes(m.total()) << (m.total() > capacity ? "  DOES NOT FIT" : "") << "\n";
+  }
+  return o.str();
+}
+
+json schedule_json(const Plan& p) {
+  json ranks = json::array();
+  for (const auto& actions : p.schedule.ranks) {
+    json ids = json::array();
+    for (const auto& a : actions) ids.push_back(a.id());
+    ranks.push_back(ids);
+  }
+  return {{"scenario", p.scenario.name},
+          {"schedule", plan::name(p.schedule.kind)},
+          {"pipeline", p.schedule.pipeline},
+          {"virtual", p.schedule.virtual_stages},
+          {"chunks", p.schedule.chunks},
+          {"grad_accumulation", p.schedule.grad_accumulation},
+          {"ranks", ranks}};
+}
+
+std::string schedule_text(const Plan& p) {
+  std::ostringstream o;
+  o << "schedule " << plan::name(p.schedule.kind) << ": " << p.schedule.pipeline << " pipeline ranks, "
+    << p.schedule.stages() << " stages, " << p.schedule.microbatches() << " micro-batches per step";
+  if (p.world_size > p.schedule.pipeline) o << " (every replica runs the same lists)";
+  o << "\n";
+  for (size_t r = 0; r < p.schedule.ranks.size(); ++r) {
+    o << "rank " << r << ":";
+    for (const auto& a : p.schedule.ranks[r]) o << " " << a.id();
+    o << "\n";
+  }
+  return o.str();
+}
+
+}  // namespace parallax::cli

@@ -1,0 +1,20 @@
+#pragma once
+// What `parallax plan` and `parallax schedule` print: human text for people, one JSON object for
+// scripts (the shapes are documented in docs/cli.md).
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "plan/plan.hpp"
+
+namespace parallax::cli {
+
+nlohmann::json plan_json(const plan::Plan& plan);
+std::string plan_text(const plan::Plan& plan);
+
+nlohmann::json schedule_json(const plan::Plan& plan);
+std::string schedule_text(const plan::Plan& plan);
+
+/// "12.5 MiB", "1.20 GiB", "512 B".
+std::string format_bytes(int64_t bytes);
+
+}  // namespace parallax::cli

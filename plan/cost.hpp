@@ -1,0 +1,19 @@
+#pragma once
+// First-order cost of a layer on a device: synthetic layers state it; the others take their FLOPs
+// at the device's peak times its efficiency, plus a fixed per-call overhead, so tiny micro-batches
+// cost more per sample. Shared by "balanced" partitioning here and by the simulator.
+#include "plan/hardware.hpp"
+#include "plan/layers.hpp"
+#include "plan/time.hpp"
+
+namespace parallax::plan {
+
+struct LayerCost {
+  Time forward;
+  Time backward;  ///< without recomputation; activation checkpointing adds `forward` on top
+};
+
+LayerCost estimate_layer_cost(const Layer& layer, const Device& device, Precision precision,
+                              int microbatch_size);
+
+}  // namespace parallax::plan

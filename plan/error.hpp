@@ -1,0 +1,31 @@
+#pragma once
+// Errors in what the user gave us (scenario files, profiles, schedules, flags). They carry the
+// place — file:line:column, or the --set flag that introduced the value — and a sentence the user
+// can act on. The CLI turns them into exit code 2; nothing is printed on stdout before that.
+#include <stdexcept>
+#include <string>
+
+namespace parallax::plan {
+
+/// Where a value came from. line and column are 1-based; 0 means "not known".
+struct Location {
+  std::string file;
+  int line = 0;
+  int column = 0;
+
+  /// "file:line:column", "file:line", or "file" as far as known.
+  std::string str() const;
+};
+
+class InputError : public std::runtime_error {
+ public:
+  InputError(Location where, const std::string& message);
+  const Location& where() const { return where_; }
+  const std::string& message() const { return message_; }
+
+ private:
+  Location where_;
+  std::string message_;
+};
+
+}  // namespace parallax::plan

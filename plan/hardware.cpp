@@ -1,0 +1,126 @@
+#include "plan/hardware.hpp"
+
+#include <cmath>
+#include <filesystem>
+
+#include "plan/builtin.hpp"
+
+namespace parallax::plan {
+namespace {
+
+const double kInf = std::numeric_limits<double>::infinity();
+
+Link parse_link(const Field& map, bool with_nics) {
+  std::vector<std::string> keys = {"name", "bandwidth_gb_per_s", "latency_us"};
+  if (with_nics) keys.push_back("nics_per_node");
+  expect_keys(map, keys);
+  Link link;
+  link.name = string_or(map, "name", map.path());
+  Field bw = require(map, "bandwidth_gb_per_s");
+  link.bandwidth_gb_per_s = to_number(bw, 0);
+  if (link.bandwidth_gb_per_s <= 0) bw.fail("'" + bw.path() + "' must be > 0 (use .inf for free links)");
+  link.latency_us = to_number(require(map, "latency_us"), 0);
+  return link;
+}
+
+Device parse_device(const Field& map) {
+  expect_keys(map, {"name", "memory_gb", "memory_bandwidth_gb_per_s", "peak_tflops", "efficiency",
+                    "layer_overhead_us"});
+  Device d;
+  d.name = string_or(map, "name", "device");
+  d.memory_gb = to_number(require(map, "memory_gb"), 0);
+  d.memory_bandwidth_gb_per_s = number_or(map, "memory_bandwidth_gb_per_s", kInf, 0);
+  Field peaks = require(map, "peak_tflops");
+  expect_keys(peaks, {"fp32", "bf16", "fp16"});
+  for (const char* p : {"fp32", "bf16", "fp16"}) {
+    Field f = peaks[p];
+    if (!f.present()) continue;
+    const double v = to_number(f, 0);
+    if (v <= 0) f.fail("'" + f.path() + "' must be > 0 (leave the key out if the device lacks it)");
+    d.peak_tflops[*precision_from_name(p)] = v;
+  }
+  if (!d.peak_tflops.count(Precision::fp32)) peaks.fail("'" + peaks.path() + "' must give fp32");
+  Field eff = map["efficiency"];
+  d.efficiency = number_or(map, "efficiency", 0.5, 0);
+  if (d.efficiency <= 0 || d.efficiency > 1) eff.fail("'" + eff.path() + "' must be in (0, 1]");
+  d.layer_overhead_us = number_or(map, "layer_overhead_us", 0, 0);
+  return d;
+}
+
+std::string source_name(const Field& f) { return f.doc().file(); }
+
+HardwareProfile from_document(const YamlDocument& doc) {
+  return parse_hardware(Field::root(doc));
+}
+
+HardwareProfile load_named(const Field& value, const std::string& name) {
+  const bool looks_like_path = name.find('/') != std::string::npos ||
+                               name.ends_with(".yaml") || name.ends_with(".yml");
+  if (looks_like_path) {
+    std::filesystem::path p(name);
+    if (p.is_relative()) p = std::filesystem::path(value.doc().base_dir()) / p;
+    if (!std::filesystem::exists(p)) value.fail("hardware profile file '" + p.string() + "' does not exist");
+    return from_document(YamlDocument::from_file(p.string()));
+  }
+  if (const char* text = builtin_hardware_text(name)) {
+    return from_document(YamlDocument::from_text(text, "hardware/" + name + ".yaml (built-in)"));
+  }
+  value.fail("unknown hardware profile '" + name + "'; built-in profiles: " +
+             join(builtin_hardware_names()) + "; or give a path to a .yaml profile or an inline map");
+}
+
+}  // namespace
+
+int64_t Device::memory_bytes() const {
+  if (std::isinf(memory_gb)) return std::numeric_limits<int64_t>::max();
+  return static_cast<int64_t>(memory_gb * 1024.0 * 1024.0 * 1024.0);
+}
+
+HardwareProfile parse_hardware(const Field& map) {
+  expect_keys(map, {"name", "device", "node", "network", "nodes"});
+  HardwareProfile hw;
+  hw.name = string_or(map, "name", "inline");
+  hw.source = source_name(map);
+  hw.device = parse_device(require(map, "device"));
+  Field node = require(map, "node");
+  expect_keys(node, {"devices", "link"});
+  hw.devices_per_node = static_cast<int>(to_int(require(node, "devices"), 1, 1 << 20));
+  hw.node_link = parse_link(require(node, "link"), false);
+  Field net = map["network"];
+  if (net.present()) {
+    Link link = parse_link(net, true);
+    hw.nics_per_node = static_cast<int>(int_or(net, "nics_per_node", 1, 1, 1024));
+    hw.network = link;
+  }
+  Field nodes = map["nodes"];
+  if (nodes.present()) hw.max_nodes = static_cast<int>(to_int(nodes, 1, 1 << 24));
+  return hw;
+}
+
+HardwareProfile resolve_hardware(const Field& value) {
+  if (!value.present()) value.fail("missing required key 'hardware' (a profile name such as t4-pcie)");
+  if (value.is_scalar()) return load_named(value, to_string(value));
+  if (value.is_map() && value["profile"].present()) {
+    expect_keys(value, {"profile", "nodes"});
+    HardwareProfile hw = load_named(value["profile"], to_string(value["profile"]));
+    Field nodes = value["nodes"];
+    if (nodes.present()) hw.max_nodes = static_cast<int>(to_int(nodes, 1, 1 << 24));
+    return hw;
+  }
+  if (value.is_map()) return parse_hardware(value);
+  value.fail("'hardware' must be a profile name, a path to a .yaml profile, or a map");
+}
+
+std::vector<std::string> builtin_hardware_names() {
+  std::vector<std::string> names;
+  for (const auto& f : builtin_hardware_files()) names.emplace_back(f.name);
+  return names;
+}
+
+const char* builtin_hardware_text(const std::string& name) {
+  for (const auto& f : builtin_hardware_files())
+    if (name == f.name) return f.text;
+  return nullptr;
+}
+
+}  // namespace parallax::plan

@@ -1,0 +1,58 @@
+#pragma once
+// A hardware profile: one kind of node (devices per node and the link between them) and the
+// network between nodes. Profiles ship in scenarios/hardware/ and are built into the binary, so
+// `hardware: a100-nvlink-ib` works from any folder; a scenario may also give a path or a map.
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "plan/precision.hpp"
+#include "plan/yaml_reader.hpp"
+
+namespace parallax::plan {
+
+struct Link {
+  std::string name;
+  double bandwidth_gb_per_s = 0;  ///< per direction; GB = 1e9 bytes; may be +inf (free)
+  double latency_us = 0;
+};
+
+struct Device {
+  std::string name;
+  double memory_gb = 0;  ///< device memory; as on datasheets, "GB" of memory means GiB (2^30 bytes)
+  double memory_bandwidth_gb_per_s = 0;
+  std::map<Precision, double> peak_tflops;  ///< dense peak per precision it supports
+  double efficiency = 0.5;                  ///< fraction of peak that layers reach
+  double layer_overhead_us = 0;             ///< fixed cost of one layer call (launches)
+
+  int64_t memory_bytes() const;
+};
+
+struct HardwareProfile {
+  std::string name;
+  std::string source;  ///< the file (or built-in name) it was read from
+  Device device;
+  int devices_per_node = 1;
+  Link node_link;               ///< between devices inside a node
+  std::optional<Link> network;  ///< between nodes; absent for single-node machines
+  int nics_per_node = 1;
+  std::optional<int> max_nodes;  ///< cap on nodes, from the profile or the scenario
+
+  /// Nodes a plan of `ranks` ranks uses.
+  int nodes_for(int ranks) const { return (ranks + devices_per_node - 1) / devices_per_node; }
+};
+
+/// Parses a profile map (a whole profile file, or a scenario's inline `hardware:` map).
+HardwareProfile parse_hardware(const Field& map);
+
+/// Resolves a scenario's `hardware:` value: a built-in profile name, a path to a .yaml file
+/// (relative to the scenario's folder), an inline profile map, or {profile: NAME, nodes: N}.
+HardwareProfile resolve_hardware(const Field& value);
+
+/// Names of the profiles built into the binary (from scenarios/hardware/).
+std::vector<std::string> builtin_hardware_names();
+/// Text of a built-in profile, or nullptr.
+const char* builtin_hardware_text(const std::string& name);
+
+}  // namespace parallax::plan

@@ -1,0 +1,51 @@
+#include "plan/partition.hpp"
+
+#include <algorithm>
+#include <cassert>
+#include <limits>
+
+namespace parallax::plan {
+
+std::vector<int> balanced_partition(const std::vector<int64_t>& costs, int stages) {
+  const int n = static_cast<int>(costs.size());
+  assert(stages >= 1 && stages <= n);
+  std::vector<int64_t> prefix(n + 1, 0);
+  for (int i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + costs[i];
+  constexpr int64_t kInf = std::numeric_limits<int64_t>::max();
+  // best[k][j]: smallest bottleneck covering the first j layers with k stages; cut[k][j]: where
+  // the k-th stage starts in that optimum. O(stages * n^2), instant for real layer counts.
+  std::vector<std::vector<int64_t>> best(stages + 1, std::vector<int64_t>(n + 1, kInf));
+  std::vector<std::vector<int>> cut(stages + 1, std::vector<int>(n + 1, 0));
+  best[0][0] = 0;
+  for (int k = 1; k <= stages; ++k) {
+    for (int j = k; j <= n - (stages - k); ++j) {
+      for (int i = k - 1; i < j; ++i) {
+        if (best[k - 1][i] == kInf) continue;
+        const int64_t v = std::max(best[k - 1][i], prefix[j] - prefix[i]);
+        if (v < best[k][j]) {
+          best[k][j] = v;
+          cut[k][j] = i;
+        }
+      }
+    }
+  }
+  std::vector<int> lens(stages);
+  for (int k = stages, j = n; k >= 1; --k) {
+    lens[k - 1] = j - cut[k][j];
+    j = cut[k][j];
+  }
+  return lens;
+}
+
+int64_t bottleneck(const std::vector<int64_t>& costs, const std::vector<int>& lens) {
+  int64_t worst = 0;
+  size_t at = 0;
+  for (int len : lens) {
+    int64_t sum = 0;
+    for (int i = 0; i < len; ++i) sum += costs[at++];
+    worst = std::max(worst, sum);
+  }
+  return worst;
+}
+
+}  // namespace parallax::plan

@@ -1,0 +1,74 @@
+#pragma once
+// A Plan is a scenario resolved into what runs where: the rank grid, the layers of each stage,
+// the micro-batch size, the DDP buckets of each stage, the schedule, and a memory estimate per
+// rank. Ranks are numbered replica-major: rank = replica * pipeline + pipeline_rank, so the
+// stages of one replica sit on neighbouring devices of a node.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "plan/scenario.hpp"
+#include "plan/schedule.hpp"
+
+namespace parallax::plan {
+
+struct Bucket {
+  int stage = 0;
+  int index = 0;  ///< in gradient-ready order (the order the all-reduces start)
+  int64_t bytes = 0;
+  std::vector<std::string> params;  ///< names, in gradient-ready order
+  /// The layer whose backward produces the bucket's last gradient (its earliest layer).
+  int ready_layer = 0;
+};
+
+struct Stage {
+  int index = 0;
+  int pipeline_rank = 0;
+  int first_layer = 0;
+  int layer_count = 0;
+  int64_t param_bytes = 0;
+  std::vector<Bucket> buckets;  ///< empty without data parallelism
+};
+
+/// Bytes one rank holds at its peak.
+struct MemoryEstimate {
+  int64_t params = 0;
+  int64_t gradients = 0;
+  int64_t optimizer = 0;
+  int64_t buckets = 0;      ///< DDP's flat bucket buffers (a copy of the gradients)
+  int64_t activations = 0;  ///< at the schedule's peak of micro-batches in flight
+  int peak_inflight = 0;    ///< micro-batches whose activations are held at that peak
+  int64_t total() const { return params + gradients + optimizer + buckets + activations; }
+};
+
+struct RankPlan {
+  int rank = 0;
+  int replica = 0;
+  int pipeline_rank = 0;
+  int node = 0;
+  int local_rank = 0;  ///< device index inside its node
+  std::vector<int> stages;
+  MemoryEstimate memory;
+};
+
+struct Plan {
+  Scenario scenario;
+  int world_size = 1;
+  int nodes = 1;
+  int microbatch_size = 1;
+  std::vector<int> partition;  ///< layers per stage
+  std::vector<Stage> stages;
+  std::vector<RankPlan> ranks;
+  Schedule schedule;
+
+  const std::vector<Layer>& layers() const { return scenario.layers; }
+  int chunks() const { return scenario.parallel.chunks; }
+};
+
+/// Resolves a scenario; an imported schedule that fails validation is an InputError.
+Plan resolve_plan(const Scenario& scenario);
+
+/// Activation bytes one micro-batch of a stage holds until its backward.
+int64_t stage_activation_bytes(const Plan& plan, const Stage& stage);
+
+}  // namespace parallax::plan

@@ -1,0 +1,86 @@
+#pragma once
+// A scenario: what to train (model, data, optimizer), how to split it (parallel) and on what
+// (hardware). Parsed from YAML with every value checked; a Scenario that exists is consistent
+// (batch divisible by chunks, partition_len covering the layers, ...), so later stages only meet
+// errors of their own.
+#include <map>
+#include <string>
+#include <vector>
+
+#include "plan/error.hpp"
+#include "plan/hardware.hpp"
+#include "plan/layers.hpp"
+#include "plan/precision.hpp"
+
+namespace parallax::plan {
+
+enum class ScheduleKind { gpipe, one_f_one_b, interleaved_1f1b, csv };
+const char* name(ScheduleKind k);
+
+/// `partition_len`: layers per stage as one number for every stage, a list, or "balanced".
+struct PartitionLen {
+  enum class Mode { per_stage, list, balanced };
+  Mode mode = Mode::balanced;
+  int per_stage = 0;
+  std::vector<int> lens;
+};
+
+struct DataSpec {
+  std::string source = "synthetic";  ///< synthetic | fashion-mnist
+  int batch_size = 32;               ///< samples per replica per mini-batch
+  int steps = 10;                    ///< optimizer steps
+  uint64_t seed = 0;
+};
+
+struct ParallelSpec {
+  int data = 1;            ///< replicas (DDP)
+  int pipeline = 1;        ///< pipeline ranks per replica
+  int virtual_stages = 1;  ///< stages per pipeline rank (YAML: `virtual`)
+  PartitionLen partition_len;
+  int chunks = 1;  ///< micro-batches per mini-batch
+  ScheduleKind schedule = ScheduleKind::gpipe;
+  std::string schedule_csv;  ///< path of an imported PyTorch pipelining CSV
+  int grad_accumulation = 1;
+  double bucket_cap_mb = 25;
+  double first_bucket_mb = 1;
+  Precision precision = Precision::fp32;
+  bool activation_checkpointing = false;
+
+  int stages() const { return pipeline * virtual_stages; }
+  int world_size() const { return data * pipeline; }
+};
+
+struct OptimizerSpec {
+  std::string kind = "sgd";  ///< sgd | adam | adamw
+  double lr = 0.01;
+  double momentum = 0;
+  double weight_decay = 0;
+  /// fp32 tensors of optimizer state per parameter (momentum: 1, Adam: 2).
+  int state_per_param() const;
+};
+
+struct Scenario {
+  std::string name;
+  std::string file;  ///< where it was read from ("(built-in) ..." for the default)
+  std::string model_description;
+  std::vector<Layer> layers;
+  DataSpec data;
+  ParallelSpec parallel;
+  OptimizerSpec optimizer;
+  HardwareProfile hardware;
+
+  /// The place of a key ("parallel.chunks"), for errors found after parsing.
+  Location where(const std::string& key_path) const;
+  std::map<std::string, Location> places;
+};
+
+/// Parses and checks a scenario document (overrides already applied).
+Scenario parse_scenario(const YamlDocument& doc);
+
+/// Loads SCENARIO (a path; empty means the built-in default) and applies --set overrides.
+Scenario load_scenario(const std::string& path, const std::vector<std::string>& overrides);
+
+/// Every key a scenario file may hold, as "section.key" (docs/scenarios.md lists the same).
+std::vector<std::string> scenario_keys();
+
+}  // namespace parallax::plan

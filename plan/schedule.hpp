@@ -1,0 +1,65 @@
+#pragma once
+// Schedules: for every pipeline rank, the ordered list of actions it performs in one optimizer
+// step. The same lists drive the simulator and the executor, so they are made once, here.
+//
+// Stage s lives on pipeline rank s mod p (interleaved: rank r holds r, r+p, ...). A step runs
+// grad_accumulation mini-batches of `chunks` micro-batches each, numbered 0 .. chunks*ga-1; the
+// compute order of each mini-batch is the schedule's (gpipe, 1f1b, interleaved-1f1b as in
+// torch.distributed.pipelining, or an imported CSV). Lowering then adds the communication around
+// each compute action (RECV before it, SEND after it), the DDP all-reduce of each bucket after the
+// stage's last backward of the step, and one OPTIM per stage at the end.
+#include <string>
+#include <vector>
+
+#include "plan/scenario.hpp"
+
+namespace parallax::plan {
+
+enum class ActionKind { F, B, SEND_F, RECV_F, SEND_B, RECV_B, ALLREDUCE, OPTIM };
+const char* name(ActionKind k);
+bool is_compute(ActionKind k);
+
+struct Action {
+  ActionKind kind = ActionKind::F;
+  int stage = 0;
+  int mb = -1;      ///< micro-batch for F/B/SEND/RECV, -1 otherwise
+  int bucket = -1;  ///< bucket for ALLREDUCE, -1 otherwise
+
+  /// Stable printable id, as torch.distributed.pipelining prints actions: "2F5", "0SEND_F3",
+  /// "1ALLREDUCE3" (bucket 3 of stage 1), "1OPTIM".
+  std::string id() const;
+  bool operator==(const Action&) const = default;
+};
+
+/// Parses an id made by Action::id(); returns false when it is not one.
+bool parse_action_id(const std::string& text, Action* out);
+
+struct Schedule {
+  ScheduleKind kind = ScheduleKind::gpipe;
+  int pipeline = 1;         ///< pipeline ranks
+  int virtual_stages = 1;   ///< stages per rank
+  int chunks = 1;           ///< micro-batches per mini-batch
+  int grad_accumulation = 1;
+  std::vector<int> buckets_per_stage;  ///< empty without data parallelism
+  std::vector<std::vector<Action>> ranks;  ///< per pipeline rank, in execution order
+
+  int stages() const { return pipeline * virtual_stages; }
+  int microbatches() const { return chunks * grad_accumulation; }
+  int rank_of_stage(int stage) const { return stage % pipeline; }
+};
+
+/// Compute order (F and B only) of one mini-batch for each pipeline rank.
+using ComputeOrder = std::vector<std::vector<Action>>;
+ComputeOrder gpipe_order(int pipeline, int chunks);
+ComputeOrder one_f_one_b_order(int pipeline, int chunks);
+ComputeOrder interleaved_1f1b_order(int pipeline, int virtual_stages, int chunks);
+
+/// Repeats a mini-batch order grad_accumulation times and adds communication, all-reduces and
+/// optimizer steps. buckets_per_stage is empty when there is no DDP.
+Schedule lower(const ComputeOrder& order, ScheduleKind kind, int pipeline, int virtual_stages,
+               int chunks, int grad_accumulation, const std::vector<int>& buckets_per_stage);
+
+/// The compute order of a scenario's schedule (generated, or read from its CSV).
+ComputeOrder compute_order(const Scenario& scenario);
+
+}  // namespace parallax::plan

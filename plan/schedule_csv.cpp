@@ -1,0 +1,82 @@
+#include "plan/schedule_csv.hpp"
+
+#include <fstream>
+#include <ostream>
+#include <sstream>
+
+#include "plan/error.hpp"
+
+namespace parallax::plan {
+
+void write_schedule_csv(const Schedule& schedule, std::ostream& out) {
+  for (const auto& rank : schedule.ranks) {
+    bool first = true;
+    for (const Action& a : rank) {
+      if (!is_compute(a.kind) || a.mb >= schedule.chunks) continue;
+      out << (first ? "" : ",") << a.id();
+      first = false;
+    }
+    out << "\n";
+  }
+}
+
+ComputeOrder read_schedule_csv(const std::string& path, int pipeline, int stages, int chunks) {
+  std::ifstream in(path);
+  if (!in) throw InputError(Location{path}, "cannot open schedule CSV (does it exist?)");
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_schedule_csv(text.str(), path, pipeline, stages, chunks);
+}
+
+ComputeOrder parse_schedule_csv(const std::string& text, const std::string& file, int pipeline,
+                                int stages, int chunks) {
+  // The cells are plain tokens without commas or quotes, so splitting lines on ',' is the whole
+  // CSV grammar needed here; Python's csv module writes them unquoted.
+  ComputeOrder order;
+  std::istringstream lines(text);
+  int line_no = 0;
+  for (std::string line; std::getline(lines, line);) {
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t,") == std::string::npos && order.size() >= static_cast<size_t>(pipeline)) continue;
+    const int rank = static_cast<int>(order.size());
+    if (rank >= pipeline)
+      throw InputError(Location{file, line_no, 1}, "more rows than pipeline ranks (" + std::to_string(pipeline) +
+                                                       "); the CSV needs one row per rank");
+    order.emplace_back();
+    size_t start = 0;
+    while (start <= line.size()) {
+      size_t end = line.find(',', start);
+      if (end == std::string::npos) end = line.size();
+      std::string cell = line.substr(start, end - start);
+      const size_t b = cell.find_first_not_of(" \t\"");
+      const size_t e = cell.find_last_not_of(" \t\"");
+      cell = b == std::string::npos ? "" : cell.substr(b, e - b + 1);
+      const Location at{file, line_no, static_cast<int>(start) + 1};
+      if (!cell.empty()) {
+        Action a;
+        if (!parse_action_id(cell, &a) || !is_compute(a.kind))
+          throw InputError(at, "'" + cell + "' is not a compute action; cells must be like 0F3 (forward) or 1B2 "
+                                   "(backward): Parallax adds the communication itself, and I/W/UNSHARD are not supported yet");
+        if (a.stage >= stages)
+          throw InputError(at, "'" + cell + "': stage " + std::to_string(a.stage) + " does not exist; the plan has " +
+                                   std::to_string(stages) + " stages");
+        if (a.stage % pipeline != rank)
+          throw InputError(at, "'" + cell + "': stage " + std::to_string(a.stage) + " lives on rank " +
+                                   std::to_string(a.stage % pipeline) + ", not on rank " + std::to_string(rank) + " (row " +
+                                   std::to_string(rank + 1) + ")");
+        if (a.mb >= chunks)
+          throw InputError(at, "'" + cell + "': micro-batch " + std::to_string(a.mb) + " does not exist; chunks is " +
+                                   std::to_string(chunks));
+        order.back().push_back(a);
+      }
+      start = end + 1;
+    }
+  }
+  if (order.size() != static_cast<size_t>(pipeline))
+    throw InputError(Location{file, line_no, 0}, "the CSV has " + std::to_string(order.size()) + " rows, but the plan has " +
+                                                    std::to_string(pipeline) + " pipeline ranks; it needs one row per rank");
+  return order;
+}
+
+}  // namespace parallax::plan

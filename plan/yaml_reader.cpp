@@ -1,0 +1,255 @@
+#include "plan/yaml_reader.hpp"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace parallax::plan {
+namespace {
+
+Location location_of(const std::string& file, const YAML::Mark& mark) {
+  if (mark.is_null()) return Location{file, 0, 0};
+  return Location{file, mark.line + 1, mark.column + 1};
+}
+
+YAML::Node parse_text(const std::string& text, const std::string& file) {
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    throw InputError(location_of(file, e.mark), "YAML syntax error: " + e.msg);
+  }
+}
+
+// Edit distance for "did you mean" hints on misspelt keys.
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string scalar_text(const Field& f) {
+  if (!f.present()) return "nothing";
+  if (f.is_map()) return "a map";
+  if (f.is_sequence()) return "a list";
+  return "'" + f.node().Scalar() + "'";
+}
+
+}  // namespace
+
+std::string join(const std::vector<std::string>& items, const std::string& sep) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? sep : "") + items[i];
+  return out;
+}
+
+YamlDocument YamlDocument::from_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError(Location{path}, "cannot open file (does it exist and is it readable?)");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  return from_text(text.str(), path, dir.empty() ? "." : dir.string());
+}
+
+YamlDocument YamlDocument::from_text(const std::string& text, const std::string& display_name,
+                                     const std::string& base_dir) {
+  YamlDocument doc;
+  doc.file_ = display_name;
+  doc.base_dir_ = base_dir;
+  doc.root_ = parse_text(text, display_name);
+  if (!doc.root_.IsDefined() || doc.root_.IsNull()) doc.root_ = YAML::Node(YAML::NodeType::Map);
+  if (!doc.root_.IsMap()) throw InputError(Location{display_name, 1, 1}, "expected a YAML map at the top");
+  return doc;
+}
+
+void YamlDocument::apply_override(const std::string& assignment) {
+  const std::string flag = "--set " + assignment;
+  const auto eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw InputError(Location{flag}, "expected key.path=value, e.g. --set parallel.chunks=8");
+  const std::string path = assignment.substr(0, eq);
+  const YAML::Node value = parse_text(assignment.substr(eq + 1), flag);
+
+  std::vector<std::string> keys;
+  std::stringstream ss(path);
+  for (std::string key; std::getline(ss, key, '.');) {
+    if (key.empty()) throw InputError(Location{flag}, "empty key in '" + path + "'");
+    keys.push_back(key);
+  }
+  // yaml-cpp nodes are handles: reset() rebinds `cur` without writing into the tree.
+  YAML::Node cur = root_;
+  std::string walked;
+  for (size_t i = 0; i + 1 < keys.size(); ++i) {
+    walked += (i ? "." : "") + keys[i];
+    YAML::Node next = cur[keys[i]];
+    if (!next.IsDefined() || next.IsNull()) {
+      cur[keys[i]] = YAML::Node(YAML::NodeType::Map);
+      next = cur[keys[i]];
+    } else if (!next.IsMap()) {
+      throw InputError(Location{flag}, "'" + walked + "' is not a map, so it has no key '" +
+                                           keys[i + 1] + "'");
+    }
+    cur.reset(next);
+  }
+  cur[keys.back()] = value;
+  overrides_[path] = flag;
+}
+
+std::string YamlDocument::override_for(const std::string& path) const {
+  // The longest overridden prefix wins: --set model={...} covers model.layers too.
+  std::string best;
+  size_t best_len = 0;
+  for (const auto& [key, flag] : overrides_) {
+    const bool prefix = path == key || (path.size() > key.size() && path.compare(0, key.size(), key) == 0 &&
+                                        path[key.size()] == '.');
+    if (prefix && key.size() >= best_len) {
+      best = flag;
+      best_len = key.size();
+    }
+  }
+  return best;
+}
+
+Field::Field(const YamlDocument& doc, YAML::Node node, std::string path, YAML::Mark mark)
+    : doc_(&doc), node_(std::move(node)), path_(std::move(path)), mark_(mark) {}
+
+Field Field::root(const YamlDocument& doc) { return Field(doc, doc.root(), "", doc.root().Mark()); }
+
+Field Field::operator[](const std::string& key) const {
+  const std::string child_path = path_.empty() ? key : path_ + "." + key;
+  if (!node_.IsMap()) return Field(*doc_, YAML::Node(YAML::NodeType::Undefined), child_path, mark_);
+  YAML::Node child = node_[key];
+  return Field(*doc_, child, child_path, child.IsDefined() ? child.Mark() : mark_);
+}
+
+std::vector<Field> Field::elements() const {
+  std::vector<Field> out;
+  size_t i = 0;
+  for (const auto& item : node_) {
+    out.emplace_back(*doc_, item, path_ + "[" + std::to_string(i++) + "]", item.Mark());
+  }
+  return out;
+}
+
+Location Field::where() const {
+  const std::string flag = doc_->override_for(path_);
+  if (!flag.empty()) return Location{flag};
+  return location_of(doc_->file(), mark_);
+}
+
+void Field::fail(const std::string& message) const { throw InputError(where(), message); }
+
+void expect_keys(const Field& map, const std::vector<std::string>& allowed) {
+  const std::string name = map.path().empty() ? "the scenario" : "'" + map.path() + "'";
+  if (!map.is_map()) map.fail("expected " + name + " to be a map with keys: " + join(allowed));
+  for (const auto& item : map.node()) {
+    const std::string key = item.first.Scalar();
+    if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) continue;
+    std::string hint;
+    for (const auto& a : allowed)
+      if (edit_distance(key, a) <= 2) hint = " (did you mean '" + a + "'?)";
+    Field key_field(map.doc(), item.first,
+                    map.path().empty() ? key : map.path() + "." + key, item.first.Mark());
+    key_field.fail("unknown key '" + key + "' in " + name + hint + "; allowed: " + join(allowed));
+  }
+}
+
+Field require(const Field& map, const std::string& key) {
+  Field f = map[key];
+  if (!f.present()) {
+    map.fail("missing required key '" + key + "' in " +
+             (map.path().empty() ? std::string("the scenario") : "'" + map.path() + "'"));
+  }
+  return f;
+}
+
+int64_t to_int(const Field& f, int64_t min, int64_t max) {
+  int64_t v = 0;
+  bool ok = f.is_scalar();
+  if (ok) {
+    try {
+      v = f.node().as<int64_t>();
+    } catch (const YAML::Exception&) {
+      ok = false;
+    }
+  }
+  std::string range = "an integer";
+  if (min != std::numeric_limits<int64_t>::min()) range += " >= " + std::to_string(min);
+  if (max != std::numeric_limits<int64_t>::max()) range += " and <= " + std::to_string(max);
+  if (!ok) f.fail("'" + f.path() + "' must be " + range + ", got " + scalar_text(f));
+  if (v < min || v > max) f.fail("'" + f.path() + "' must be " + range + ", got " + std::to_string(v));
+  return v;
+}
+
+double to_number(const Field& f, double min) {
+  double v = 0;
+  bool ok = f.is_scalar();
+  if (ok) {
+    try {
+      v = f.node().as<double>();
+    } catch (const YAML::Exception&) {
+      ok = false;
+    }
+  }
+  if (!ok || std::isnan(v)) f.fail("'" + f.path() + "' must be a number, got " + scalar_text(f));
+  if (v < min) {
+    std::ostringstream m;
+    m << "'" << f.path() << "' must be >= " << min << ", got " << v;
+    f.fail(m.str());
+  }
+  return v;
+}
+
+bool to_bool(const Field& f) {
+  if (f.is_scalar()) {
+    try {
+      return f.node().as<bool>();
+    } catch (const YAML::Exception&) {
+    }
+  }
+  f.fail("'" + f.path() + "' must be true or false, got " + scalar_text(f));
+}
+
+std::string to_string(const Field& f) {
+  if (!f.is_scalar()) f.fail("'" + f.path() + "' must be a string, got " + scalar_text(f));
+  return f.node().Scalar();
+}
+
+std::string to_choice(const Field& f, const std::vector<std::string>& choices) {
+  const std::string v = f.is_scalar() ? f.node().Scalar() : "";
+  if (std::find(choices.begin(), choices.end(), v) == choices.end() || !f.is_scalar())
+    f.fail("'" + f.path() + "' must be one of " + join(choices, " | ") + ", got " + scalar_text(f));
+  return v;
+}
+
+int64_t int_or(const Field& map, const std::string& key, int64_t fallback, int64_t min, int64_t max) {
+  Field f = map[key];
+  return f.present() ? to_int(f, min, max) : fallback;
+}
+
+double number_or(const Field& map, const std::string& key, double fallback, double min) {
+  Field f = map[key];
+  return f.present() ? to_number(f, min) : fallback;
+}
+
+bool bool_or(const Field& map, const std::string& key, bool fallback) {
+  Field f = map[key];
+  return f.present() ? to_bool(f) : fallback;
+}
+
+std::string string_or(const Field& map, const std::string& key, const std::string& fallback) {
+  Field f = map[key];
+  return f.present() ? to_string(f) : fallback;
+}
+
+}  // namespace parallax::plan
