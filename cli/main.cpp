@@ -30,7 +30,7 @@ struct ScenarioArgs {
                     "Scenario YAML file; without one, the built-in default (GPipe transformer on 2 T4s, "
                     "batch 32, chunks 16)");
     cmd->add_option("--set", sets, "Override a scenario value, e.g. --set parallel.chunks=8 (repeatable)")
-        ->expected(1)
+        ->allow_extra_args(false)  // each --set takes one value, so SCENARIO may follow it
         ->type_name("KEY=VALUE");
     if (with_json) cmd->add_flag("--json", json, "Print one JSON object on stdout instead of text");
   }

@@ -136,12 +136,12 @@ std::string plan_text(const Plan& p) {
   const int64_t capacity = hw.device.memory_bytes();
   o << "\nmemory per rank (device: " << format_bytes(capacity) << ")\n";
   o << pad("rank", 6) << pad("params", 11) << pad("grads", 11) << pad("optimizer", 11) << pad("buckets", 11)
-    << pad("activations", 22) << "total\n";
+    << pad("activations", 27) << "total\n";
   for (const auto& r : p.ranks) {
     const auto& m = r.memory;
     o << pad(std::to_string(r.rank), 6) << pad(format_bytes(m.params), 11) << pad(format_bytes(m.gradients), 11)
       << pad(format_bytes(m.optimizer), 11) << pad(format_bytes(m.buckets), 11)
-      << pad(format_bytes(m.activations) + " (" + std::to_string(m.peak_inflight) + " mb)", 22)
+      << pad(format_bytes(m.activations) + " (" + std::to_string(m.peak_inflight) + " in flight)", 27)
       << format_bytes(m.total()) << (m.total() > capacity ? "  DOES NOT FIT" : "") << "\n";
   }
   return o.str();

@@ -70,7 +70,7 @@ std::vector<Layer> transformer_preset(const Field& m, std::string* description) 
   const int64_t blocks = positive(m, "layers", 8);
   const int64_t hidden = positive(m, "hidden", 512);
   const int64_t heads = positive(m, "heads", 8);
-  if (hidden % heads != 0) m["heads"].fail("'model.hidden' (" + std::to_string(hidden) + ") must be divisible by 'model.heads' (" + std::to_string(heads) + ")");
+  if (hidden % heads != 0) m["hidden"].fail("'model.hidden' (" + std::to_string(hidden) + ") must be divisible by 'model.heads' (" + std::to_string(heads) + ")");
   const int64_t ffn = positive(m, "ffn", 4 * hidden);
   const int64_t seq = positive(m, "seq_len", 128);
   const int64_t vocab = positive(m, "vocab", 10000);

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Parallax builds with. Idempotent and quick when they are present:
+# it only calls apt-get for what is missing. Run as root, or with sudo available.
+set -euo pipefail
+
+packages=(
+  cmake g++ make           # build
+  libyaml-cpp-dev          # scenario files, with line/column marks
+  nlohmann-json3-dev       # JSON output and traces
+  libcli11-dev             # the command line
+  libboost-graph-dev       # schedule validation, critical paths
+  zlib1g-dev               # gzipped traces and datasets
+  catch2                   # tests (v2)
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#packages[@]} packages present" >&2
+  exit 0
+fi
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "setup: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+  sudo="sudo"
+fi
+echo "setup: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+# Package lists may be stale on a fresh machine: refresh once if the first try fails.
+if ! $sudo apt-get install -y -q --no-install-recommends "${missing[@]}" >&2; then
+  $sudo apt-get update -q >&2
+  $sudo apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
+fi

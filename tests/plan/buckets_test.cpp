@@ -1,0 +1,69 @@
+#include <catch2/catch.hpp>
+
+#include "plan/buckets.hpp"
+#include "tests/test_util.hpp"
+
+using namespace parallax;
+using Groups = std::vector<std::vector<int>>;
+
+namespace {
+constexpr int64_t MiB = 1024 * 1024;
+}
+
+// Cases worked out by hand from Reducer's compute_bucket_assignment_by_size: add the tensor, then
+// close the bucket if its size reached the current limit (limits: first bucket, then the cap).
+TEST_CASE("plan::assign_buckets: the first bucket closes at first_bucket_mb, later ones at the cap", "[plan]") {
+  // 0.5 + 0.5 = 1 MiB closes bucket 0; 3 + 1 = 4 MiB closes bucket 1; 2 MiB is left open.
+  CHECK(plan::assign_buckets({MiB / 2, MiB / 2, 3 * MiB, MiB, 2 * MiB}, MiB, 4 * MiB) ==
+        Groups{{0, 1}, {2, 3}, {4}});
+}
+
+TEST_CASE("plan::assign_buckets: a bucket overshoots its cap by one tensor", "[plan]") {
+  // 0.75 < 1, 1.5 >= 1: bucket 0 holds 1.5 MiB. 3.5 < 4, 7 >= 4: bucket 1 holds 7 MiB.
+  CHECK(plan::assign_buckets({3 * MiB / 4, 3 * MiB / 4, 7 * MiB / 2, 7 * MiB / 2, MiB}, MiB, 4 * MiB) ==
+        Groups{{0, 1}, {2, 3}, {4}});
+}
+
+TEST_CASE("plan::assign_buckets: tensors larger than the cap are never split", "[plan]") {
+  CHECK(plan::assign_buckets({10 * MiB, 10 * MiB, 1}, MiB, 4 * MiB) == Groups{{0}, {1}, {2}});
+  CHECK(plan::assign_buckets({}, MiB, 4 * MiB).empty());
+}
+
+TEST_CASE("plan::mib_to_bytes: truncates like int(bucket_cap_mb * 1024 * 1024)", "[plan]") {
+  CHECK(plan::mib_to_bytes(25) == 26214400);
+  CHECK(plan::mib_to_bytes(0.25) == 262144);
+  CHECK(plan::mib_to_bytes(1e-7) == 0);
+}
+
+TEST_CASE("plan::Plan: MLP buckets in gradient-ready order, worked by hand", "[plan]") {
+  // 784 -> 256 -> 256 -> 10 in fp32. Ready order and bytes: out.bias 40, out.weight 10240,
+  // fc1.bias 1024, fc1.weight 262144, fc0.bias 1024, fc0.weight 802816. With a 0.25 MiB
+  // (262144 B) first bucket, the running sum reaches 273448 at fc1.weight: bucket 0 closes there;
+  // the rest (803840 B) stays under 25 MiB and forms the last bucket.
+  const auto p = test::plan_from(
+      "model: {preset: mlp, layers: 2, hidden: 256}\n"
+      "parallel: {data: 2, first_bucket_mb: 0.25, bucket_cap_mb: 25}\n"
+      "hardware: cpu-host\n");
+  REQUIRE(p.stages.size() == 1);
+  const auto& b = p.stages[0].buckets;
+  REQUIRE(b.size() == 2);
+  CHECK(b[0].params == std::vector<std::string>{"out.bias", "out.weight", "fc1.bias", "fc1.weight"});
+  CHECK(b[0].bytes == 273448);
+  CHECK(b[1].params == std::vector<std::string>{"fc0.bias", "fc0.weight"});
+  CHECK(b[1].bytes == 803840);
+  CHECK(p.layers()[b[0].ready_layer].name == "fc1");
+  CHECK(p.layers()[b[1].ready_layer].name == "fc0");
+}
+
+TEST_CASE("plan::Plan: no buckets without data parallelism; one set per stage with it", "[plan]") {
+  const std::string yaml = test::synthetic_scenario(8, 2, 4, "1f1b");
+  CHECK(test::plan_from(yaml).stages[0].buckets.empty());
+  const auto p = test::plan_from(yaml, {"parallel.data=2", "parallel.bucket_cap_mb=2"});
+  // Each stage holds 4 layers of 1 MiB: 1 MiB first bucket, then 2 + 1 MiB (open at the end).
+  for (const auto& st : p.stages) {
+    REQUIRE(st.buckets.size() == 3);
+    CHECK(st.buckets[0].bytes == MiB);
+    CHECK(st.buckets[1].bytes == 2 * MiB);
+    CHECK(st.buckets[2].bytes == MiB);
+  }
+}

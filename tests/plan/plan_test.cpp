@@ -1,0 +1,65 @@
+#include <catch2/catch.hpp>
+
+#include "plan/plan.hpp"
+#include "tests/test_util.hpp"
+
+using namespace parallax;
+
+TEST_CASE("plan::Plan: rank grid is replica-major and nodes follow the profile", "[plan]") {
+  // t4-pcie has 4 devices per node: 3 replicas x 2 stages = 6 ranks on 2 nodes.
+  const auto p = test::plan_from(
+      "model: {preset: mlp, layers: 3}\nparallel: {data: 3, pipeline: 2}\nhardware: t4-pcie\n");
+  REQUIRE(p.ranks.size() == 6);
+  CHECK(p.nodes == 2);
+  CHECK(p.ranks[5].replica == 2);
+  CHECK(p.ranks[5].pipeline_rank == 1);
+  CHECK(p.ranks[5].node == 1);
+  CHECK(p.ranks[5].local_rank == 1);
+  CHECK(p.ranks[3].stages == std::vector<int>{1});
+}
+
+TEST_CASE("plan::Plan: interleaved ranks hold stages r, r+p, ...", "[plan]") {
+  const auto p = test::plan_from(test::synthetic_scenario(8, 2, 4, "interleaved-1f1b", 2));
+  CHECK(p.ranks[1].stages == std::vector<int>{1, 3});
+  CHECK(p.stages[3].pipeline_rank == 1);
+}
+
+TEST_CASE("plan::Plan: GPipe's activation memory grows with chunks, 1F1B's stays at p micro-batches", "[plan]") {
+  // 8 synthetic layers of 1 MB activation per sample over 4 stages: 2 MiB per sample per stage;
+  // micro-batches of 2 samples hold 4 MiB each.
+  const int64_t per_microbatch = 4 * 1024 * 1024;
+  for (int m : {4, 8, 16}) {
+    const auto gpipe = test::plan_from(test::synthetic_scenario(8, 4, m, "gpipe"));
+    const auto ofob = test::plan_from(test::synthetic_scenario(8, 4, m, "1f1b"));
+    for (int r = 0; r < 4; ++r) {
+      INFO("m=" << m << " rank=" << r);
+      CHECK(gpipe.ranks[r].memory.activations == m * per_microbatch);
+      CHECK(ofob.ranks[r].memory.activations == std::min(m, 4 - r) * per_microbatch);
+    }
+  }
+}
+
+TEST_CASE("plan::Plan: parameters, gradients and optimizer state per rank", "[plan]") {
+  // 4 layers of 1 MiB over 2 stages: 2 MiB of parameters per rank; Adam keeps two more copies;
+  // DDP adds the flat bucket buffers.
+  const auto p = test::plan_from(test::synthetic_scenario(4, 2, 2, "gpipe"),
+                                 {"optimizer.kind=adam", "parallel.data=2"});
+  const int64_t MiB = 1024 * 1024;
+  for (const auto& r : p.ranks) {
+    CHECK(r.memory.params == 2 * MiB);
+    CHECK(r.memory.gradients == 2 * MiB);
+    CHECK(r.memory.optimizer == 4 * MiB);
+    CHECK(r.memory.buckets == 2 * MiB);
+  }
+}
+
+TEST_CASE("plan::Plan: activation checkpointing keeps only each stage's input", "[plan]") {
+  const auto full = test::plan_from(test::synthetic_scenario(8, 2, 4, "gpipe"));
+  const auto ckpt = test::plan_from(test::synthetic_scenario(8, 2, 4, "gpipe"),
+                                    {"parallel.activation_checkpointing=true"});
+  // Stage of 4 layers x 1 MiB per sample, micro-batch 2: 8 MiB without, 2 MiB of inputs with, plus
+  // one micro-batch recomputed during backward.
+  const int64_t MiB = 1024 * 1024;
+  CHECK(full.ranks[0].memory.activations == 4 * 8 * MiB);
+  CHECK(ckpt.ranks[0].memory.activations == 4 * 2 * MiB + 8 * MiB);
+}

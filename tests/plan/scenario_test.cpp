@@ -1,0 +1,134 @@
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "plan/scenario.hpp"
+#include "tests/test_util.hpp"
+
+using namespace parallax;
+using test::parse_error;
+
+namespace {
+const std::string kGood =
+    "name: t\n"                                        // line 1
+    "model: {preset: mlp, layers: 2, hidden: 64}\n"    // line 2
+    "data: {batch_size: 32}\n"                         // line 3
+    "parallel:\n"                                      // line 4
+    "  pipeline: 2\n"                                  // line 5
+    "  chunks: 4\n"                                    // line 6
+    "hardware: cpu-host\n";                            // line 7
+}
+
+TEST_CASE("plan::Scenario: defaults fill what the file leaves out", "[plan]") {
+  const auto s = test::scenario_from(kGood);
+  CHECK(s.parallel.data == 1);
+  CHECK(s.parallel.virtual_stages == 1);
+  CHECK(s.parallel.schedule == plan::ScheduleKind::gpipe);
+  CHECK(s.parallel.partition_len.mode == plan::PartitionLen::Mode::balanced);
+  CHECK(s.parallel.bucket_cap_mb == 25);
+  CHECK(s.parallel.first_bucket_mb == 1);
+  CHECK(s.parallel.precision == plan::Precision::fp32);
+  CHECK(s.layers.size() == 3);  // fc0, fc1, out
+  CHECK(s.hardware.name == "cpu-host");
+}
+
+TEST_CASE("plan::Scenario: --set overrides any value, lists and maps included", "[plan]") {
+  const auto s = test::scenario_from(kGood, {"parallel.chunks=8", "parallel.partition_len=[2, 1]",
+                                             "optimizer.kind=adam", "hardware={profile: cpu-host, nodes: 1}"});
+  CHECK(s.parallel.chunks == 8);
+  CHECK(s.parallel.partition_len.lens == std::vector<int>{2, 1});
+  CHECK(s.optimizer.kind == "adam");
+}
+
+TEST_CASE("plan::Scenario: each bad input names its line and column", "[plan]") {
+  SECTION("unknown key, with a hint") {
+    std::string yaml = kGood;
+    yaml.replace(yaml.find("  chunks: 4"), 11, "  chunk: 4");
+    const auto e = parse_error(yaml);
+    CHECK_THAT(e, Catch::StartsWith("test.yaml:6:3: unknown key 'chunk'"));
+    CHECK_THAT(e, Catch::Contains("did you mean 'chunks'"));
+    CHECK_THAT(e, Catch::Contains("allowed: data, pipeline, virtual"));
+  }
+  SECTION("wrong type") {
+    std::string yaml = kGood;
+    yaml.replace(yaml.find("chunks: 4"), 9, "chunks: four");
+    CHECK_THAT(parse_error(yaml), Catch::StartsWith("test.yaml:6:11: 'parallel.chunks' must be an integer >= 1"));
+  }
+  SECTION("batch not divisible by chunks") {
+    std::string yaml = kGood;
+    yaml.replace(yaml.find("chunks: 4"), 9, "chunks: 5");
+    CHECK_THAT(parse_error(yaml), Catch::StartsWith("test.yaml:6:11: data.batch_size (32) is not divisible"));
+  }
+  SECTION("partition_len that does not cover the layers") {
+    std::string yaml = kGood + "";
+    yaml.replace(yaml.find("  chunks: 4"), 11, "  chunks: 4\n  partition_len: [1, 1]");
+    CHECK_THAT(parse_error(yaml), Catch::StartsWith("test.yaml:7:18: partition_len lists 2 stages covering 2 layers"));
+    yaml.replace(yaml.find("[1, 1]"), 6, "2");
+    CHECK_THAT(parse_error(yaml), Catch::StartsWith("test.yaml:7:18: partition_len 2 x 2 stages = 4 layers"));
+  }
+  SECTION("pipeline larger than the layer count") {
+    std::string yaml = kGood;
+    yaml.replace(yaml.find("pipeline: 2"), 11, "pipeline: 4");
+    CHECK_THAT(parse_error(yaml), Catch::StartsWith("test.yaml:5:13: parallel.pipeline (4) is larger than the model's 3 layers"));
+  }
+  SECTION("missing hardware profile") {
+    std::string yaml = kGood;
+    yaml.replace(yaml.find("cpu-host"), 8, "tpu-v9");
+    const auto e = parse_error(yaml);
+    CHECK_THAT(e, Catch::StartsWith("test.yaml:7:11: unknown hardware profile 'tpu-v9'"));
+    CHECK_THAT(e, Catch::Contains("t4-pcie"));
+  }
+  SECTION("a profile file that does not exist") {
+    std::string yaml = kGood;
+    yaml.replace(yaml.find("cpu-host"), 8, "profiles/mine.yaml");
+    CHECK_THAT(parse_error(yaml), Catch::StartsWith("test.yaml:7:11: hardware profile file"));
+  }
+  SECTION("unknown schedule and precision name the choices") {
+    CHECK_THAT(parse_error(kGood, {"parallel.schedule=zb"}),
+               Catch::Equals("--set parallel.schedule=zb: 'parallel.schedule' must be one of gpipe | 1f1b | "
+                             "interleaved-1f1b | <file>.csv, got 'zb'"));
+    CHECK_THAT(parse_error(kGood, {"parallel.precision=fp8"}), Catch::Contains("fp32 | bf16 | fp16"));
+  }
+  SECTION("a value from --set is blamed on the flag") {
+    CHECK_THAT(parse_error(kGood, {"parallel.chunks=3"}), Catch::StartsWith("--set parallel.chunks=3: data.batch_size (32)"));
+  }
+  SECTION("YAML syntax errors") {
+    CHECK_THAT(parse_error("model: {preset: mlp\nhardware: x\n"), Catch::StartsWith("test.yaml:2:"));
+  }
+  SECTION("a node count beyond the profile's cap") {
+    CHECK_THAT(parse_error(kGood, {"parallel.data=8"}), Catch::Contains("caps nodes at 1"));
+  }
+  SECTION("precision the device lacks") {
+    CHECK_THAT(parse_error(kGood, {"parallel.precision=fp16"}), Catch::Contains("has no fp16 peak"));
+  }
+}
+
+TEST_CASE("plan::Scenario: --set needs key=value and a map to descend into", "[plan]") {
+  CHECK_THAT(parse_error(kGood, {"parallel.chunks"}), Catch::StartsWith("--set parallel.chunks: expected key.path=value"));
+  CHECK_THAT(parse_error(kGood, {"hardware.nodes.x=1"}), Catch::Contains("'hardware' is not a map"));
+}
+
+TEST_CASE("plan::Scenario: every shipped scenario resolves", "[plan]") {
+  const std::filesystem::path dir = std::filesystem::path(PARALLAX_SOURCE_DIR) / "scenarios";
+  int count = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() != ".yaml") continue;
+    INFO(entry.path().string());
+    const auto p = plan::resolve_plan(plan::load_scenario(entry.path().string(), {}));
+    CHECK(p.stages.size() == static_cast<size_t>(p.scenario.parallel.stages()));
+    ++count;
+  }
+  CHECK(count >= 7);
+}
+
+TEST_CASE("plan::Scenario: docs/scenarios.md documents every key the parser accepts", "[plan][docs]") {
+  std::ifstream in(std::filesystem::path(PARALLAX_SOURCE_DIR) / "docs" / "scenarios.md");
+  REQUIRE(in);
+  std::stringstream text;
+  text << in.rdbuf();
+  for (const auto& key : plan::scenario_keys()) {
+    INFO(key);
+    CHECK_THAT(text.str(), Catch::Contains("`" + key + "`"));
+  }
+}
