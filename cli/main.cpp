@@ -8,9 +8,13 @@
 #include <iostream>
 
 #include "cli/plan_report.hpp"
+#include "cli/sim_report.hpp"
 #include "plan/error.hpp"
 #include "plan/plan.hpp"
 #include "plan/schedule_csv.hpp"
+#include "plan/trace_writer.hpp"
+#include "sim/metrics.hpp"
+#include "sim/simulator.hpp"
 
 namespace {
 
@@ -74,6 +78,29 @@ int run_schedule(const ScenarioArgs& args, const std::string& csv_path) {
   return 0;
 }
 
+int run_simulate(const ScenarioArgs& args, const std::string& trace_path) {
+  const plan::Plan p = args.resolve();
+  if (!trace_path.empty() && std::filesystem::path(trace_path).has_parent_path() &&
+      !std::filesystem::is_directory(std::filesystem::path(trace_path).parent_path()))
+    throw plan::InputError(plan::Location{trace_path}, "cannot write the trace here: the folder does not exist");
+  sim::SimOptions options;
+  options.record_link_samples = !trace_path.empty();
+  const sim::SimRun run = sim::simulate(p, options);
+  const sim::Metrics m = sim::compute_metrics(p, run);
+  if (!trace_path.empty()) {
+    std::ostringstream trace;
+    plan::write_chrome_trace(cli::predicted_timeline(p, run), trace);
+    write_file_atomically(trace_path, trace.str());
+  }
+  if (args.json) {
+    std::cout << cli::simulate_json(p, run, m).dump(2) << "\n";
+  } else {
+    std::cout << cli::simulate_text(p, run, m);
+  }
+  if (!trace_path.empty()) std::cerr << "wrote " << trace_path << " (open it in https://ui.perfetto.dev)\n";
+  return 0;
+}
+
 /// The main job on the default scenario. For now: the resolved plan and its schedule.
 int run_main_job() {
   ScenarioArgs args;
@@ -108,6 +135,14 @@ int main(int argc, char** argv) {
                         "read one back with parallel.schedule: FILE.csv");
   sched_cmd->footer("Example: parallax schedule --set parallel.schedule=1f1b --csv 1f1b.csv");
 
+  ScenarioArgs sim_args;
+  std::string trace_path;
+  auto* sim_cmd = app.add_subcommand(
+      "simulate", "Predict one optimizer step: step time, bubbles, exposed communication, links, memory, critical path");
+  sim_args.add_to(sim_cmd);
+  sim_cmd->add_option("-o,--output", trace_path, "Write the predicted timeline as a Chrome trace (Perfetto)");
+  sim_cmd->footer("Example: parallax simulate --set parallel.schedule=1f1b -o predicted.json");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -118,6 +153,7 @@ int main(int argc, char** argv) {
   try {
     if (*plan_cmd) return run_plan(plan_args);
     if (*sched_cmd) return run_schedule(sched_args, csv_path);
+    if (*sim_cmd) return run_simulate(sim_args, trace_path);
     return run_main_job();
   } catch (const plan::InputError& e) {
     std::cerr << e.what() << "\n";

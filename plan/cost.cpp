@@ -2,8 +2,25 @@
 
 namespace parallax::plan {
 
-LayerCost estimate_layer_cost(const Layer& layer, const Device& device, Precision precision,
+namespace {
+
+const MeasuredLayerCost* find_measured(const Layer& layer, const HardwareProfile& hw) {
+  for (const auto& m : hw.measured_layers)
+    if (m.layer == layer.name) return &m;
+  for (const auto& m : hw.measured_layers)
+    if (!m.kind.empty() && m.kind == name(layer.kind)) return &m;
+  return nullptr;
+}
+
+}  // namespace
+
+LayerCost estimate_layer_cost(const Layer& layer, const HardwareProfile& hardware, Precision precision,
                               int microbatch_size) {
+  if (const MeasuredLayerCost* m = find_measured(layer, hardware)) {
+    return {Time::us(m->fwd_us_fixed + m->fwd_us_per_sample * microbatch_size),
+            Time::us(m->bwd_us_fixed + m->bwd_us_per_sample * microbatch_size)};
+  }
+  const Device& device = hardware.device;
   if (layer.kind == LayerKind::synthetic) {
     const double fwd_us = layer.synthetic.fwd_us_fixed + layer.synthetic.fwd_us_per_sample * microbatch_size;
     return {Time::us(fwd_us), Time::us(fwd_us * layer.synthetic.bwd_ratio)};

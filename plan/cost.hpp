@@ -1,7 +1,8 @@
 #pragma once
-// First-order cost of a layer on a device: synthetic layers state it; the others take their FLOPs
-// at the device's peak times its efficiency, plus a fixed per-call overhead, so tiny micro-batches
-// cost more per sample. Shared by "balanced" partitioning here and by the simulator.
+// First-order cost of a layer on a device, in this order of preference: a cost measured on the
+// device (the profile's measured_layers, by layer name, then by kind); the cost a synthetic layer
+// states; else its FLOPs at the device's peak times its efficiency plus a fixed per-call overhead,
+// so tiny micro-batches cost more per sample. Shared by "balanced" partitioning and the simulator.
 #include "plan/hardware.hpp"
 #include "plan/layers.hpp"
 #include "plan/time.hpp"
@@ -13,7 +14,7 @@ struct LayerCost {
   Time backward;  ///< without recomputation; activation checkpointing adds `forward` on top
 };
 
-LayerCost estimate_layer_cost(const Layer& layer, const Device& device, Precision precision,
+LayerCost estimate_layer_cost(const Layer& layer, const HardwareProfile& hardware, Precision precision,
                               int microbatch_size);
 
 }  // namespace parallax::plan

@@ -47,6 +47,19 @@ Device parse_device(const Field& map) {
   return d;
 }
 
+MeasuredLayerCost parse_measured(const Field& item) {
+  expect_keys(item, {"layer", "kind", "fwd_us_fixed", "fwd_us_per_sample", "bwd_us_fixed", "bwd_us_per_sample"});
+  MeasuredLayerCost m;
+  m.layer = string_or(item, "layer", "");
+  if (item["kind"].present()) m.kind = to_choice(item["kind"], {"linear", "embedding", "encoder", "head", "synthetic"});
+  if (m.layer.empty() == m.kind.empty()) item.fail("each measured layer cost needs exactly one of 'layer' (a name) or 'kind'");
+  m.fwd_us_fixed = number_or(item, "fwd_us_fixed", 0, 0);
+  m.fwd_us_per_sample = number_or(item, "fwd_us_per_sample", 0, 0);
+  m.bwd_us_fixed = number_or(item, "bwd_us_fixed", 0, 0);
+  m.bwd_us_per_sample = number_or(item, "bwd_us_per_sample", 0, 0);
+  return m;
+}
+
 std::string source_name(const Field& f) { return f.doc().file(); }
 
 HardwareProfile from_document(const YamlDocument& doc) {
@@ -77,7 +90,7 @@ int64_t Device::memory_bytes() const {
 }
 
 HardwareProfile parse_hardware(const Field& map) {
-  expect_keys(map, {"name", "device", "node", "network", "nodes"});
+  expect_keys(map, {"name", "device", "node", "network", "nodes", "measured_layers"});
   HardwareProfile hw;
   hw.name = string_or(map, "name", "inline");
   hw.source = source_name(map);
@@ -94,6 +107,11 @@ HardwareProfile parse_hardware(const Field& map) {
   }
   Field nodes = map["nodes"];
   if (nodes.present()) hw.max_nodes = static_cast<int>(to_int(nodes, 1, 1 << 24));
+  Field measured = map["measured_layers"];
+  if (measured.present()) {
+    if (!measured.is_sequence()) measured.fail("'measured_layers' must be a list of {layer | kind, fwd_us_fixed, ...}");
+    for (const Field& item : measured.elements()) hw.measured_layers.push_back(parse_measured(item));
+  }
   return hw;
 }
 

@@ -29,6 +29,17 @@ struct Device {
   int64_t memory_bytes() const;
 };
 
+/// A layer cost measured on the device (by `parallax calibrate`), preferred over the FLOP estimate.
+/// It applies to the layer called `layer`, or to every layer of kind `kind`.
+struct MeasuredLayerCost {
+  std::string layer;
+  std::string kind;
+  double fwd_us_fixed = 0;
+  double fwd_us_per_sample = 0;
+  double bwd_us_fixed = 0;
+  double bwd_us_per_sample = 0;
+};
+
 struct HardwareProfile {
   std::string name;
   std::string source;  ///< the file (or built-in name) it was read from
@@ -38,6 +49,7 @@ struct HardwareProfile {
   std::optional<Link> network;  ///< between nodes; absent for single-node machines
   int nics_per_node = 1;
   std::optional<int> max_nodes;  ///< cap on nodes, from the profile or the scenario
+  std::vector<MeasuredLayerCost> measured_layers;
 
   /// Nodes a plan of `ranks` ranks uses.
   int nodes_for(int ranks) const { return (ranks + devices_per_node - 1) / devices_per_node; }

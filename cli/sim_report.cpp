@@ -1,0 +1,144 @@
+#include "cli/sim_report.hpp"
+
+#include <cstdio>
+#include <map>
+#include <sstream>
+
+#include "cli/plan_report.hpp"
+
+namespace parallax::cli {
+namespace {
+
+using nlohmann::json;
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+std::string ms(plan::Time t) { return fmt("%.3f ms", t.to_ms()); }
+std::string pct(double f) { return fmt("%.1f%%", 100.0 * f); }
+
+std::string event_label(const plan::Timeline& t, int32_t i) {
+  return t.events[i].action.id() + "@r" + std::to_string(t.events[i].rank);
+}
+
+}  // namespace
+
+json simulate_json(const plan::Plan& plan, const sim::SimRun& run, const sim::Metrics& m) {
+  json ranks = json::array();
+  for (const auto& r : m.ranks) {
+    ranks.push_back({{"rank", r.rank},
+                     {"busy_ms", r.busy.to_ms()},
+                     {"bubble_ms", r.bubble.to_ms()},
+                     {"bubble_fraction", r.bubble_fraction},
+                     {"exposed_comm_ms", r.exposed_comm.to_ms()},
+                     {"peak_memory_mb", static_cast<double>(r.peak_memory) / (1024.0 * 1024.0)},
+                     {"fits", r.fits}});
+  }
+  json links = json::array();
+  for (const auto& l : m.links) {
+    links.push_back({{"name", l.name},
+                     {"bytes", l.bytes},
+                     {"avg_gbps", l.avg_gb_per_s},
+                     {"peak_gbps", l.peak_gb_per_s},
+                     {"utilization", l.utilization},
+                     {"busy_fraction", l.busy_fraction}});
+  }
+  json path = json::array(), path_ranks = json::array();
+  for (int32_t i : m.critical_path) {
+    path.push_back(run.timeline.events[i].action.id());
+    path_ranks.push_back(run.timeline.events[i].rank);
+  }
+  return {{"scenario", plan.scenario.name},
+          {"step_time_ms", m.step_time.to_ms()},
+          {"bubble_fraction", m.bubble_fraction},
+          {"ranks", ranks},
+          {"links", links},
+          {"critical_path", path},
+          {"critical_path_ranks", path_ranks},
+          {"device_memory_mb", static_cast<double>(m.device_memory) / (1024.0 * 1024.0)},
+          {"fits", m.fits},
+          {"events", run.events},
+          {"wall_ms", run.wall_ms}};
+}
+
+std::string simulate_text(const plan::Plan& plan, const sim::SimRun& run, const sim::Metrics& m) {
+  std::ostringstream o;
+  const auto& p = plan.scenario.parallel;
+  o << "simulated  " << plan.scenario.name << ": one optimizer step, " << plan.world_size << " ranks ("
+    << p.data << " x " << p.pipeline << (p.virtual_stages > 1 ? " x v" + std::to_string(p.virtual_stages) : "")
+    << "), " << plan::name(p.schedule) << ", " << plan.schedule.microbatches() << " micro-batches; " << run.events
+    << " events in " << fmt("%.1f ms", run.wall_ms) << "\n";
+  o << "step time  " << ms(m.step_time) << "\n";
+
+  // Bubble per pipeline rank (every replica plays the same part), with its stages.
+  o << "bubble     mean " << pct(m.bubble_fraction) << "; per pipeline rank:";
+  for (int pr = 0; pr < p.pipeline; ++pr) {
+    double sum = 0;
+    int n = 0;
+    for (const auto& r : m.ranks)
+      if (r.rank % p.pipeline == pr) sum += r.bubble_fraction, ++n;
+    o << " " << pr << ": " << pct(n ? sum / n : 0);
+  }
+  o << "\n";
+  const sim::RankMetrics* worst_comm = &m.ranks.front();
+  const sim::RankMetrics* worst_mem = &m.ranks.front();
+  double comm_sum = 0;
+  for (const auto& r : m.ranks) {
+    comm_sum += r.exposed_comm.to_ms();
+    if (r.exposed_comm > worst_comm->exposed_comm) worst_comm = &r;
+    if (r.peak_memory > worst_mem->peak_memory) worst_mem = &r;
+  }
+  o << "exposed    communication with compute idle: mean " << fmt("%.3f ms", comm_sum / m.ranks.size()) << ", max "
+    << ms(worst_comm->exposed_comm) << " (rank " << worst_comm->rank << ")\n";
+  o << "memory     peak " << format_bytes(worst_mem->peak_memory) << " of " << format_bytes(m.device_memory)
+    << " (rank " << worst_mem->rank << ")" << (m.fits ? "" : "  DOES NOT FIT on every rank") << "\n";
+  if (m.links.empty()) {
+    o << "links      no traffic\n";
+  } else {
+    o << "links      " << m.links.size() << " carried traffic; busiest:\n";
+    for (size_t i = 0; i < std::min<size_t>(m.links.size(), 4); ++i) {
+      const auto& l = m.links[i];
+      o << "           " << l.name << ": " << format_bytes(static_cast<int64_t>(l.bytes)) << ", avg "
+        << fmt("%.2f GB/s", l.avg_gb_per_s) << ", peak " << fmt("%.2f GB/s", l.peak_gb_per_s) << ", utilisation "
+        << pct(l.utilization) << ", busy " << pct(l.busy_fraction) << "\n";
+    }
+  }
+  // Critical path: its length by lane, then the chain, shortened in the middle.
+  std::map<std::string, double> by_kind;
+  for (int32_t i : m.critical_path) {
+    const auto& e = run.timeline.events[i];
+    by_kind[plan::name(e.lane)] += (e.end - e.start).to_ms();
+  }
+  o << "critical   " << m.critical_path.size() << " actions (";
+  bool first = true;
+  for (const auto& [lane, t] : by_kind) {
+    o << (first ? "" : ", ") << lane << " " << fmt("%.3f ms", t);
+    first = false;
+  }
+  o << "):\n          ";
+  const size_t n = m.critical_path.size();
+  for (size_t i = 0; i < n; ++i) {
+    if (n > 16 && i == 8) {
+      o << " ... (" << n - 16 << " more)";
+      i = n - 8;
+    }
+    o << " " << event_label(run.timeline, m.critical_path[i]);
+  }
+  o << "\n";
+  return o.str();
+}
+
+plan::Timeline predicted_timeline(const plan::Plan& plan, const sim::SimRun& run) {
+  plan::Timeline t = run.timeline;
+  t.plan_summary = plan_json(plan).dump();
+  for (const auto& l : run.links) {
+    if (l.bytes <= 0 || l.samples.empty()) continue;
+    t.counters.push_back({l.name, "GB/s", l.samples});
+  }
+  return t;
+}
+
+}  // namespace parallax::cli

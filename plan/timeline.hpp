@@ -1,0 +1,50 @@
+#pragma once
+// A timeline: what each rank did when, as action-level events on named lanes. The simulator
+// writes predicted ones and the profiler measured ones; both carry the schedule's action ids, which
+// is what `parallax compare` and the GUI join on.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "plan/schedule.hpp"
+#include "plan/time.hpp"
+
+namespace parallax::plan {
+
+/// One row per rank and lane in every view.
+enum class Lane : uint8_t { compute, send, recv, allreduce };
+constexpr int kLaneCount = 4;
+const char* name(Lane lane);
+
+/// How a collective was carried out (shown in traces).
+enum class Algorithm : uint8_t { none, ring, hierarchical };
+const char* name(Algorithm a);
+
+struct TimelineEvent {
+  int32_t rank = 0;
+  Lane lane = Lane::compute;
+  Algorithm algorithm = Algorithm::none;
+  Action action;
+  Time start;
+  Time end;
+  int64_t bytes = 0;  ///< moved by a communication action
+  int32_t step = 0;   ///< optimizer step
+};
+
+/// A value over time, e.g. a link's bandwidth: samples hold from their time to the next one.
+struct Counter {
+  std::string name;
+  std::string unit;
+  std::vector<std::pair<Time, double>> samples;
+};
+
+struct Timeline {
+  std::string kind;      ///< "predicted" or "measured"
+  std::string scenario;  ///< scenario name
+  std::string plan_summary;  ///< JSON text describing the plan (kept opaque here)
+  int world_size = 0;
+  std::vector<TimelineEvent> events;
+  std::vector<Counter> counters;
+};
+
+}  // namespace parallax::plan

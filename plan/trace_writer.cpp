@@ -1,0 +1,98 @@
+#include "plan/trace_writer.hpp"
+
+#include <cinttypes>
+#include <cstdio>
+#include <ostream>
+
+#include <nlohmann/json.hpp>
+
+namespace parallax::plan {
+namespace {
+
+// The counters' pseudo-process, after every rank.
+int counter_pid(const Timeline& t) { return t.world_size; }
+
+void put_us(char* buf, size_t n, Time t) {
+  const int64_t ns = t.count_ns();
+  std::snprintf(buf, n, "%" PRId64 ".%03" PRId64, ns / 1000, ns % 1000);
+}
+
+}  // namespace
+
+const char* name(Lane lane) {
+  switch (lane) {
+    case Lane::compute: return "compute";
+    case Lane::send: return "send";
+    case Lane::recv: return "recv";
+    case Lane::allreduce: return "allreduce";
+  }
+  return "?";
+}
+
+const char* name(Algorithm a) {
+  switch (a) {
+    case Algorithm::none: return "none";
+    case Algorithm::ring: return "ring";
+    case Algorithm::hierarchical: return "hierarchical";
+  }
+  return "?";
+}
+
+void write_chrome_trace(const Timeline& t, std::ostream& out) {
+  nlohmann::json header = {{"kind", t.kind}, {"scenario", t.scenario}, {"world_size", t.world_size}};
+  if (!t.plan_summary.empty()) header["plan"] = nlohmann::json::parse(t.plan_summary);
+  out << "{\"parallax\": " << header.dump() << ",\n\"displayTimeUnit\": \"ns\",\n\"traceEvents\": [\n";
+  char line[512];
+  bool first = true;
+  auto emit = [&](const char* text) {
+    out << (first ? "" : ",\n") << text;
+    first = false;
+  };
+  for (int r = 0; r < t.world_size; ++r) {
+    std::snprintf(line, sizeof line,
+                  "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"args\":{\"name\":\"rank %d\"}}", r, r);
+    emit(line);
+    std::snprintf(line, sizeof line,
+                  "{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%d,\"args\":{\"sort_index\":%d}}", r, r);
+    emit(line);
+    for (int lane = 0; lane < kLaneCount; ++lane) {
+      std::snprintf(line, sizeof line,
+                    "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s\"}}", r,
+                    lane, name(static_cast<Lane>(lane)));
+      emit(line);
+    }
+  }
+  char ts[32], dur[32];
+  for (const TimelineEvent& e : t.events) {
+    put_us(ts, sizeof ts, e.start);
+    put_us(dur, sizeof dur, e.end - e.start);
+    const std::string id = e.action.id();
+    int n = std::snprintf(line, sizeof line,
+                          "{\"ph\":\"X\",\"name\":\"%s\",\"cat\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":%s,\"dur\":%s,"
+                          "\"args\":{\"action\":\"%s\",\"stage\":%d,\"mb\":%d,\"bucket\":%d,\"bytes\":%" PRId64
+                          ",\"step\":%d",
+                          id.c_str(), name(e.action.kind), e.rank, static_cast<int>(e.lane), ts, dur, id.c_str(),
+                          e.action.stage, e.action.mb, e.action.bucket, e.bytes, e.step);
+    if (e.algorithm != Algorithm::none)
+      n += std::snprintf(line + n, sizeof line - n, ",\"algorithm\":\"%s\"", name(e.algorithm));
+    std::snprintf(line + n, sizeof line - n, "}}");
+    emit(line);
+  }
+  if (!t.counters.empty()) {
+    std::snprintf(line, sizeof line,
+                  "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"args\":{\"name\":\"links\"}}", counter_pid(t));
+    emit(line);
+  }
+  for (const Counter& c : t.counters) {
+    const std::string quoted = nlohmann::json(c.name + " (" + c.unit + ")").dump();
+    for (const auto& [time, value] : c.samples) {
+      put_us(ts, sizeof ts, time);
+      std::snprintf(line, sizeof line, "{\"ph\":\"C\",\"name\":%s,\"pid\":%d,\"ts\":%s,\"args\":{\"value\":%.6g}}",
+                    quoted.c_str(), counter_pid(t), ts, value);
+      emit(line);
+    }
+  }
+  out << "\n]}\n";
+}
+
+}  // namespace parallax::plan

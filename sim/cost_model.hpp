@@ -1,0 +1,34 @@
+#pragma once
+// What each action of a plan costs on its hardware: forward and backward time per stage (from
+// plan::estimate_layer_cost, so measured costs win when the profile has them), when each DDP bucket
+// becomes ready inside the last backward, the bytes each pipeline send moves, and the optimizer
+// step. Precision enters through the device's peak per precision and the activation element size.
+#include <vector>
+
+#include "plan/plan.hpp"
+#include "plan/time.hpp"
+
+namespace parallax::sim {
+
+using plan::Time;
+
+struct StageCost {
+  Time forward;
+  Time backward;  ///< includes the recomputed forward with activation checkpointing
+  /// Offset from the start of a backward at which each bucket's last gradient is produced
+  /// (backward runs from the stage's last layer to its first).
+  std::vector<Time> bucket_ready;
+  int64_t send_forward_bytes = 0;   ///< the stage's output for one micro-batch
+  int64_t send_backward_bytes = 0;  ///< the gradient of the stage's input for one micro-batch
+  Time optimizer;
+  int64_t activation_bytes = 0;  ///< held per micro-batch from F until B
+  int64_t recompute_bytes = 0;   ///< with checkpointing: one micro-batch's full activations
+};
+
+std::vector<StageCost> stage_costs(const plan::Plan& plan);
+
+/// Optimizer step: read params and grads, write params, read and write each state buffer, at the
+/// device's memory bandwidth, plus one call overhead.
+Time optimizer_time(int64_t param_bytes, int state_per_param, const plan::Device& device);
+
+}  // namespace parallax::sim

@@ -1,0 +1,193 @@
+#include "sim/network.hpp"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <limits>
+#include <queue>
+#include <tuple>
+
+namespace parallax::sim {
+namespace {
+constexpr double kInf = std::numeric_limits<double>::infinity();
+}
+
+Network::Network(EventQueue& queue, uint32_t activate_type, uint32_t done_type, DoneFn done)
+    : queue_(queue), activate_type_(activate_type), done_type_(done_type), done_(std::move(done)) {}
+
+int Network::add_link(std::string name, double gb_per_s) {
+  Link l;
+  l.name = std::move(name);
+  l.capacity = gb_per_s;
+  links_.push_back(std::move(l));
+  return static_cast<int>(links_.size()) - 1;
+}
+
+void Network::start_flow(Time now, Time latency, double bytes, const std::vector<int>& route, int tag) {
+  int id;
+  if (!free_flows_.empty()) {
+    id = free_flows_.back();
+    free_flows_.pop_back();
+  } else {
+    id = static_cast<int>(flows_.size());
+    flows_.emplace_back();
+  }
+  Flow& f = flows_[id];
+  f.remaining = std::max(0.0, bytes);
+  f.rate = 0;
+  f.tag = tag;
+  f.route = route;
+  f.active = false;
+  // Latency first (the first byte's trip), then the bytes at the shared rate.
+  if (latency.count_ns() > 0) queue_.push(now + latency, activate_type_, id);
+  else activate(id, now);
+}
+
+void Network::handle(const Event& e) {
+  if (e.type == activate_type_) {
+    activate(e.a, e.time());
+  } else if (e.type == done_type_) {
+    Flow& f = flows_[e.a];
+    if (f.active && f.version == static_cast<uint32_t>(e.b)) complete(e.a, e.time());  // else superseded
+  }
+}
+
+void Network::activate(int id, Time now) {
+  Flow& f = flows_[id];
+  f.active = true;
+  f.last_update_ns = now.count_ns();
+  if (f.route.empty() || f.remaining <= 0) {
+    // Nothing to share: done as soon as it starts.
+    f.rate = kInf;
+    queue_.push(now, done_type_, id, static_cast<int32_t>(++f.version));
+    return;
+  }
+  for (int l : f.route) links_[l].flows.push_back(id);
+  resolve(f.route, now);
+}
+
+void Network::complete(int id, Time now) {
+  Flow& f = flows_[id];
+  // The last bytes arrive now; count them exactly so every link's total is conserved.
+  for (int l : f.route) links_[l].bytes += f.remaining;
+  f.remaining = 0;
+  f.active = false;
+  for (int l : f.route) {
+    auto& fl = links_[l].flows;
+    auto it = std::find(fl.begin(), fl.end(), id);
+    if (it != fl.end()) {
+      *it = fl.back();
+      fl.pop_back();
+    }
+  }
+  const std::vector<int> route = std::move(f.route);
+  f.route.clear();
+  const int tag = f.tag;
+  free_flows_.push_back(id);
+  if (!route.empty()) resolve(route, now);
+  done_(tag, now);
+}
+
+void Network::settle(Flow& f, Time now) {
+  const int64_t dt = now.count_ns() - f.last_update_ns;
+  f.last_update_ns = now.count_ns();
+  if (dt <= 0 || f.rate <= 0 || std::isinf(f.rate)) return;
+  const double moved = std::min(f.remaining, f.rate * static_cast<double>(dt));
+  f.remaining -= moved;
+  for (int l : f.route) links_[l].bytes += moved;
+}
+
+void Network::set_link_rate(Link& l, double rate, Time now) {
+  if (l.rate > 0) l.busy_ns += now.count_ns() - l.last_change_ns;
+  l.last_change_ns = now.count_ns();
+  if (rate == l.rate) return;
+  l.rate = rate;
+  if (std::isfinite(rate)) l.peak = std::max(l.peak, rate);
+  if (record_samples_) {
+    if (!l.samples.empty() && l.samples.back().first == now) l.samples.back().second = rate;
+    else l.samples.emplace_back(now, rate);
+  }
+}
+
+void Network::resolve(const std::vector<int>& seed_links, Time now) {
+  // 1. The connected component: links and flows reachable from the seeds through shared use.
+  ++epoch_;
+  comp_links_.clear();
+  comp_flows_.clear();
+  stack_.clear();
+  for (int l : seed_links) {
+    if (links_[l].mark != epoch_) {
+      links_[l].mark = epoch_;
+      stack_.push_back(l);
+    }
+  }
+  while (!stack_.empty()) {
+    const int l = stack_.back();
+    stack_.pop_back();
+    comp_links_.push_back(l);
+    for (int fid : links_[l].flows) {
+      Flow& f = flows_[fid];
+      if (f.mark == epoch_) continue;
+      f.mark = epoch_;
+      comp_flows_.push_back(fid);
+      for (int l2 : f.route) {
+        if (links_[l2].mark != epoch_) {
+          links_[l2].mark = epoch_;
+          stack_.push_back(l2);
+        }
+      }
+    }
+  }
+  // 2. Bring every affected flow's progress up to now at its old rate.
+  for (int fid : comp_flows_) settle(flows_[fid], now);
+
+  // 3. Progressive filling.
+  using Entry = std::tuple<double, int, uint32_t>;  // share, link, version
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap;
+  for (int l : comp_links_) {
+    Link& link = links_[l];
+    link.residual = link.capacity;
+    link.unfixed = static_cast<int>(link.flows.size());
+    ++link.heap_version;
+    if (link.unfixed > 0) heap.emplace(link.residual / link.unfixed, l, link.heap_version);
+  }
+  while (!heap.empty()) {
+    const auto [share, l, version] = heap.top();
+    heap.pop();
+    Link& link = links_[l];
+    if (version != link.heap_version || link.unfixed == 0) continue;
+    for (int fid : link.flows) {
+      Flow& f = flows_[fid];
+      if (f.fixed == epoch_) continue;
+      f.fixed = epoch_;
+      f.rate = share;
+      for (int l2 : f.route) {
+        if (l2 == l) continue;
+        Link& other = links_[l2];
+        if (std::isfinite(share)) other.residual = std::max(0.0, other.residual - share);
+        if (--other.unfixed > 0) heap.emplace(other.residual / other.unfixed, l2, ++other.heap_version);
+        else ++other.heap_version;
+      }
+    }
+    link.unfixed = 0;
+  }
+
+  // 4. New completion times (older events for these flows become stale) and link rates.
+  for (int fid : comp_flows_) {
+    Flow& f = flows_[fid];
+    int64_t eta = 0;
+    if (std::isfinite(f.rate) && f.rate > 0) eta = static_cast<int64_t>(std::ceil(f.remaining / f.rate - 1e-9));
+    queue_.push(now + Time::ns(std::max<int64_t>(0, eta)), done_type_, fid, static_cast<int32_t>(++f.version));
+  }
+  for (int l : comp_links_) {
+    double total = 0;
+    for (int fid : links_[l].flows) total += flows_[fid].rate;
+    set_link_rate(links_[l], total, now);
+  }
+}
+
+void Network::finish(Time now) {
+  for (Link& l : links_) set_link_rate(l, 0.0, now);
+}
+
+}  // namespace parallax::sim

@@ -1,0 +1,84 @@
+#pragma once
+// Links and the flows that share them, in the manner of SimGrid: a flow moves its bytes across
+// every link of its route at one rate; the rates are max-min fair (progressive filling: the link
+// with the smallest fair share fixes the rate of its flows, their share is taken off their other
+// links, repeat). Rates are recomputed when a flow starts or ends, but only for the flows
+// connected to it through shared links, so a 16k-rank step does not re-solve the whole machine
+// for every pipeline send. Bandwidths are in GB/s, which is bytes per nanosecond.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "sim/event_queue.hpp"
+
+namespace parallax::sim {
+
+struct Link {
+  std::string name;
+  double capacity = 0;  ///< bytes per ns (= GB/s); may be +inf
+  std::vector<int> flows;  ///< active flows crossing it
+  double bytes = 0;        ///< moved so far
+  double rate = 0;         ///< current total rate
+  double peak = 0;         ///< highest total rate seen
+  int64_t busy_ns = 0;     ///< time with at least one flow moving
+  int64_t last_change_ns = 0;
+  std::vector<std::pair<Time, double>> samples;  ///< rate over time, when recorded
+
+  // Scratch for the solver.
+  uint32_t mark = 0;
+  uint32_t heap_version = 0;
+  double residual = 0;
+  int unfixed = 0;
+};
+
+class Network {
+ public:
+  /// Called when a flow's last byte arrives.
+  using DoneFn = std::function<void(int tag, Time now)>;
+
+  /// The network schedules its own events in `queue` with the two given type numbers; the owner
+  /// forwards those events to handle().
+  Network(EventQueue& queue, uint32_t activate_type, uint32_t done_type, DoneFn done);
+
+  int add_link(std::string name, double gb_per_s);
+  /// Moves `bytes` across every link of `route`, starting after `latency`.
+  void start_flow(Time now, Time latency, double bytes, const std::vector<int>& route, int tag);
+  void handle(const Event& e);
+
+  /// Record every link's rate over time (for traces and the GUI; costs memory at scale).
+  void record_samples(bool on) { record_samples_ = on; }
+  const std::vector<Link>& links() const { return links_; }
+  /// Closes the busy-time accounting at the end of the run.
+  void finish(Time now);
+
+ private:
+  struct Flow {
+    double remaining = 0;
+    double rate = 0;
+    int64_t last_update_ns = 0;
+    uint32_t version = 0;
+    uint32_t mark = 0;
+    uint32_t fixed = 0;
+    int tag = 0;
+    bool active = false;
+    std::vector<int> route;
+  };
+
+  void activate(int flow, Time now);
+  void complete(int flow, Time now);
+  void settle(Flow& f, Time now);
+  void resolve(const std::vector<int>& seed_links, Time now);
+  void set_link_rate(Link& l, double rate, Time now);
+
+  EventQueue& queue_;
+  uint32_t activate_type_, done_type_;
+  DoneFn done_;
+  std::vector<Link> links_;
+  std::vector<Flow> flows_;
+  std::vector<int> free_flows_;
+  bool record_samples_ = false;
+  uint32_t epoch_ = 0;
+  std::vector<int> comp_links_, comp_flows_, stack_;
+};
+
+}  // namespace parallax::sim

@@ -1,0 +1,438 @@
+#include "sim/simulator.hpp"
+
+#include <algorithm>
+#include <cassert>
+#include <chrono>
+#include <unordered_map>
+
+#include "sim/cost_model.hpp"
+#include "sim/event_queue.hpp"
+#include "sim/network.hpp"
+#include "sim/topology.hpp"
+
+namespace parallax::sim {
+namespace {
+
+using plan::Action;
+using plan::ActionKind;
+using plan::Lane;
+
+enum EventType : uint32_t { kComputeDone, kBucketReady, kFlowActivate, kFlowDone };
+
+struct RankState {
+  int pipeline_rank = 0;
+  int replica = 0;
+  size_t pc = 0;          // next action in the rank's list
+  bool waiting = false;   // blocked on a RECV or on OPTIM's all-reduces
+  int32_t last_compute = -1;
+  int32_t last_done = -1;  // the latest event that let this rank go on
+  std::vector<int32_t> pending;  // events finished since the last compute started, that it waited on
+  std::vector<int> backwards_done;  // per local stage
+  int64_t held = 0, peak_held = 0;  // activation bytes
+};
+
+struct Transfer {
+  int src = 0, dst = 0;
+  ActionKind send_kind = ActionKind::SEND_F;
+  int send_stage = 0, recv_stage = 0, mb = 0;
+  Time start;
+  int64_t bytes = 0;
+  int32_t send_dep = -1, recv_dep = -1;
+};
+
+// Both halves of a point-to-point transfer, until both are posted.
+struct Rendezvous {
+  Time send_post, recv_post;
+  bool sent = false, received = false;
+  int32_t send_dep = -1, recv_dep = -1;
+};
+
+struct Phase {
+  std::vector<int> links;
+  Time latency;
+  double bytes_per_byte = 0;  // bytes over each link per bucket byte
+};
+
+// One DDP group: a stage across its replicas.
+struct Group {
+  std::vector<int> members;
+  plan::Algorithm algorithm = plan::Algorithm::ring;
+  std::vector<Phase> phases;
+  std::vector<int64_t> bucket_bytes;
+  std::vector<int> arrivals;
+  std::vector<Time> last_arrival;
+  std::vector<int32_t> last_arrival_event;
+  std::vector<int32_t> member_last_event;  // previous all-reduce event of each member
+  size_t next = 0;      // next bucket to all-reduce
+  bool running = false;
+  size_t phase = 0;
+  Time started;
+  int done = 0;
+};
+
+class Simulation {
+ public:
+  Simulation(const plan::Plan& plan, const SimOptions& options)
+      : plan_(plan),
+        sched_(plan.schedule),
+        costs_(stage_costs(plan)),
+        network_(queue_, kFlowActivate, kFlowDone, [this](int tag, Time now) { on_flow_done(tag, now); }),
+        topo_(plan, network_) {
+    network_.record_samples(options.record_link_samples);
+    const int p = sched_.pipeline;
+    ranks_.resize(plan.world_size);
+    for (int r = 0; r < plan.world_size; ++r) {
+      ranks_[r].pipeline_rank = r % p;
+      ranks_[r].replica = r / p;
+      ranks_[r].backwards_done.assign(sched_.virtual_stages, 0);
+    }
+    if (plan.scenario.parallel.data > 1) build_groups();
+    run_.timeline.kind = "predicted";
+    run_.timeline.scenario = plan.scenario.name;
+    run_.timeline.world_size = plan.world_size;
+  }
+
+  SimRun run() {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int r = 0; r < plan_.world_size; ++r) advance(r, Time());
+    while (!queue_.empty()) dispatch(queue_.pop());
+    for (int r = 0; r < plan_.world_size; ++r) {
+      if (ranks_[r].pc < sched_.ranks[ranks_[r].pipeline_rank].size())
+        throw std::logic_error("simulation stalled: rank " + std::to_string(r) + " waits at " +
+                               sched_.ranks[ranks_[r].pipeline_rank][ranks_[r].pc].id());
+    }
+    Time end;
+    for (const auto& e : run_.timeline.events) end = std::max(end, e.end);
+    network_.finish(end);
+    collect_links();
+    for (int r = 0; r < plan_.world_size; ++r) {
+      const auto& m = plan_.ranks[r].memory;
+      int64_t recompute = 0;  // one micro-batch's full activations while a backward recomputes
+      for (int s : plan_.ranks[r].stages) recompute = std::max(recompute, costs_[s].recompute_bytes);
+      run_.peak_memory.push_back(m.params + m.gradients + m.optimizer + m.buckets + ranks_[r].peak_held + recompute);
+    }
+    run_.events = queue_.popped();
+    run_.wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    return std::move(run_);
+  }
+
+ private:
+  void build_groups() {
+    const int p = sched_.pipeline;
+    for (const plan::Stage& st : plan_.stages) {
+      Group g;
+      for (int rep = 0; rep < plan_.scenario.parallel.data; ++rep) g.members.push_back(rep * p + st.pipeline_rank);
+      for (const auto& b : st.buckets) g.bucket_bytes.push_back(b.bytes);
+      const size_t nb = g.bucket_bytes.size();
+      g.arrivals.assign(nb, 0);
+      g.last_arrival.assign(nb, Time());
+      g.last_arrival_event.assign(nb, -1);
+      g.member_last_event.assign(g.members.size(), -1);
+      plan_collective(g);
+      groups_.push_back(std::move(g));
+    }
+  }
+
+  // Chooses how a group all-reduces and the flows that carry it (formulas in docs/simulator.md).
+  void plan_collective(Group& g) {
+    const double n = static_cast<double>(g.members.size());
+    std::vector<std::vector<int>> by_node;
+    std::unordered_map<int, size_t> node_index;
+    for (int r : g.members) {
+      auto [it, fresh] = node_index.emplace(topo_.node_of(r), by_node.size());
+      if (fresh) by_node.emplace_back();
+      by_node[it->second].push_back(r);
+    }
+    const int nodes = static_cast<int>(by_node.size());
+    size_t per_node = 0;
+    for (const auto& v : by_node) per_node = std::max(per_node, v.size());
+    auto dedupe = [](std::vector<int> v) {
+      std::sort(v.begin(), v.end());
+      v.erase(std::unique(v.begin(), v.end()), v.end());
+      return v;
+    };
+    if (nodes == 1 || per_node == 1) {
+      g.algorithm = plan::Algorithm::ring;
+      const Time alpha = nodes == 1 ? topo_.node_latency() : topo_.network_latency();
+      g.phases.push_back({dedupe(nodes == 1 ? topo_.device_ports(g.members) : topo_.nic_ports(g.members)),
+                          Time::ns(alpha.count_ns() * 2 * (static_cast<int64_t>(n) - 1)), 2 * (n - 1) / n});
+      return;
+    }
+    // Reduce inside each node to a leader, all-reduce across the leaders, broadcast inside.
+    g.algorithm = plan::Algorithm::hierarchical;
+    std::vector<int> leaders;
+    for (const auto& v : by_node) leaders.push_back(v.front());
+    const auto k = static_cast<int64_t>(per_node);
+    const std::vector<int> inside = dedupe(topo_.device_ports(g.members));
+    const Time chain = Time::ns(topo_.node_latency().count_ns() * (k - 1));
+    g.phases.push_back({inside, chain, 1.0});
+    g.phases.push_back({dedupe(topo_.nic_ports(leaders)), Time::ns(topo_.network_latency().count_ns() * 2 * (nodes - 1)),
+                        2.0 * (nodes - 1) / nodes});
+    g.phases.push_back({inside, chain, 1.0});
+  }
+
+  void dispatch(const Event& e) {
+    switch (e.type) {
+      case kComputeDone: on_compute_done(e.a, e.time()); break;
+      case kBucketReady: on_bucket_ready(e.a, e.b, e.c, e.time()); break;
+      default: network_.handle(e); break;
+    }
+  }
+
+  int32_t record(int rank, Lane lane, const Action& a, Time start, Time end, int64_t bytes,
+                 plan::Algorithm algorithm = plan::Algorithm::none) {
+    plan::TimelineEvent ev;
+    ev.rank = rank;
+    ev.lane = lane;
+    ev.action = a;
+    ev.start = start;
+    ev.end = end;
+    ev.bytes = bytes;
+    ev.algorithm = algorithm;
+    run_.timeline.events.push_back(ev);
+    return static_cast<int32_t>(run_.timeline.events.size()) - 1;
+  }
+
+  void depend(int32_t from, int32_t to, Time release) {
+    if (from >= 0) run_.dependencies.push_back({from, to, release.count_ns()});
+  }
+
+  Time end_of(int32_t event) const { return run_.timeline.events[event].end; }
+
+  void advance(int rank, Time now) {
+    RankState& st = ranks_[rank];
+    const auto& list = sched_.ranks[st.pipeline_rank];
+    st.waiting = false;
+    while (st.pc < list.size()) {
+      const Action& a = list[st.pc];
+      switch (a.kind) {
+        case ActionKind::F:
+        case ActionKind::B:
+          start_compute(rank, a, now);
+          ++st.pc;
+          return;
+        case ActionKind::OPTIM:
+          if (!stage_reduced(a.stage)) {
+            st.waiting = true;
+            return;
+          }
+          start_compute(rank, a, now);
+          ++st.pc;
+          return;
+        case ActionKind::SEND_F:
+        case ActionKind::SEND_B:
+          post_send(rank, a, now);
+          ++st.pc;
+          break;
+        case ActionKind::RECV_F:
+        case ActionKind::RECV_B:
+          st.waiting = true;
+          post_recv(rank, a, now);
+          return;  // on_transfer_done moves past it
+        case ActionKind::ALLREDUCE:
+          ++st.pc;  // handed to the group when the bucket became ready, inside the last backward
+          break;
+      }
+    }
+  }
+
+  void start_compute(int rank, const Action& a, Time now) {
+    RankState& st = ranks_[rank];
+    const StageCost& c = costs_[a.stage];
+    const Time dur = a.kind == ActionKind::F ? c.forward : a.kind == ActionKind::B ? c.backward : c.optimizer;
+    const int32_t ev = record(rank, Lane::compute, a, now, now + dur, 0);
+    if (st.last_compute >= 0) depend(st.last_compute, ev, end_of(st.last_compute));
+    for (int32_t d : st.pending) depend(d, ev, end_of(d));
+    st.pending.clear();
+    st.last_compute = ev;
+    if (a.kind == ActionKind::F) {
+      st.held += c.activation_bytes;
+      st.peak_held = std::max(st.peak_held, st.held);
+    } else if (a.kind == ActionKind::B) {
+      st.held -= c.activation_bytes;
+      const int local = a.stage / sched_.pipeline;
+      if (++st.backwards_done[local] == sched_.microbatches() && !groups_.empty()) {
+        // Bucket events go in before the compute's end so that, at equal times, they come first.
+        for (size_t b = 0; b < c.bucket_ready.size(); ++b)
+          queue_.push(now + c.bucket_ready[b], kBucketReady, rank, a.stage, static_cast<int32_t>(b));
+      }
+    }
+    queue_.push(now + dur, kComputeDone, rank);
+  }
+
+  void on_compute_done(int rank, Time now) {
+    ranks_[rank].last_done = ranks_[rank].last_compute;
+    advance(rank, now);
+  }
+
+  // --- point-to-point ---
+
+  int peer_rank(int rank, int stage) const { return ranks_[rank].replica * sched_.pipeline + stage % sched_.pipeline; }
+
+  static uint64_t rendezvous_key(int dst, bool forward, int recv_stage, int mb) {
+    return (static_cast<uint64_t>(dst) << 40) | (static_cast<uint64_t>(forward) << 39) |
+           (static_cast<uint64_t>(recv_stage) << 27) | static_cast<uint64_t>(mb);
+  }
+
+  void post_send(int rank, const Action& a, Time now) {
+    const bool forward = a.kind == ActionKind::SEND_F;
+    const int recv_stage = forward ? a.stage + 1 : a.stage - 1;
+    const int dst = peer_rank(rank, recv_stage);
+    Rendezvous& rv = rendezvous_[rendezvous_key(dst, forward, recv_stage, a.mb)];
+    rv.sent = true;
+    rv.send_post = now;
+    rv.send_dep = ranks_[rank].last_compute;  // the compute that produced the data
+    if (rv.received) start_transfer(rank, dst, a, recv_stage, rv, now);
+  }
+
+  void post_recv(int rank, const Action& a, Time now) {
+    const bool forward = a.kind == ActionKind::RECV_F;
+    const int send_stage = forward ? a.stage - 1 : a.stage + 1;
+    const int src = peer_rank(rank, send_stage);
+    const uint64_t key = rendezvous_key(rank, forward, a.stage, a.mb);
+    Rendezvous& rv = rendezvous_[key];
+    rv.received = true;
+    rv.recv_post = now;
+    rv.recv_dep = ranks_[rank].last_done;
+    if (rv.sent) {
+      const Action send{forward ? ActionKind::SEND_F : ActionKind::SEND_B, send_stage, a.mb};
+      start_transfer(src, rank, send, a.stage, rv, now);
+    }
+  }
+
+  void start_transfer(int src, int dst, const Action& send, int recv_stage, const Rendezvous& rv, Time now) {
+    Transfer t;
+    t.src = src;
+    t.dst = dst;
+    t.send_kind = send.kind;
+    t.send_stage = send.stage;
+    t.recv_stage = recv_stage;
+    t.mb = send.mb;
+    t.start = now;
+    const StageCost& c = costs_[send.stage];
+    t.bytes = send.kind == ActionKind::SEND_F ? c.send_forward_bytes : c.send_backward_bytes;
+    t.send_dep = rv.send_dep;
+    t.recv_dep = rv.recv_dep;
+    const bool forward = send.kind == ActionKind::SEND_F;
+    rendezvous_.erase(rendezvous_key(dst, forward, recv_stage, send.mb));
+    const Route route = topo_.p2p(src, dst);
+    transfers_.push_back(t);
+    network_.start_flow(now, route.latency, static_cast<double>(t.bytes), route.links,
+                        static_cast<int>(transfers_.size()) - 1);
+  }
+
+  void on_transfer_done(int id, Time now) {
+    const Transfer& t = transfers_[id];
+    const bool forward = t.send_kind == ActionKind::SEND_F;
+    const int32_t send_ev = record(t.src, Lane::send, {t.send_kind, t.send_stage, t.mb}, t.start, now, t.bytes);
+    depend(t.send_dep, send_ev, end_of(t.send_dep));
+    if (t.recv_dep >= 0) depend(t.recv_dep, send_ev, end_of(t.recv_dep));
+    const Action recv{forward ? ActionKind::RECV_F : ActionKind::RECV_B, t.recv_stage, t.mb};
+    const int32_t recv_ev = record(t.dst, Lane::recv, recv, t.start, now, t.bytes);
+    depend(send_ev, recv_ev, now);
+    RankState& dst = ranks_[t.dst];
+    assert(dst.waiting && sched_.ranks[dst.pipeline_rank][dst.pc] == recv);
+    dst.pending.push_back(recv_ev);
+    dst.last_done = recv_ev;
+    ++dst.pc;
+    advance(t.dst, now);
+  }
+
+  // --- DDP all-reduce ---
+
+  bool stage_reduced(int stage) const {
+    return groups_.empty() || groups_[stage].done == static_cast<int>(groups_[stage].bucket_bytes.size());
+  }
+
+  void on_bucket_ready(int rank, int stage, int bucket, Time now) {
+    Group& g = groups_[stage];
+    ++g.arrivals[bucket];
+    g.last_arrival[bucket] = now;
+    g.last_arrival_event[bucket] = ranks_[rank].last_compute;  // the backward producing it
+    try_start(stage, now);
+  }
+
+  void try_start(int stage, Time now) {
+    Group& g = groups_[stage];
+    if (g.running || g.next >= g.bucket_bytes.size()) return;
+    if (g.arrivals[g.next] < static_cast<int>(g.members.size())) return;
+    g.running = true;
+    g.phase = 0;
+    g.started = now;
+    start_phase(stage, now);
+  }
+
+  void start_phase(int stage, Time now) {
+    Group& g = groups_[stage];
+    const Phase& ph = g.phases[g.phase];
+    network_.start_flow(now, ph.latency, ph.bytes_per_byte * static_cast<double>(g.bucket_bytes[g.next]), ph.links,
+                        -stage - 1);
+  }
+
+  void on_collective_phase_done(int stage, Time now) {
+    Group& g = groups_[stage];
+    if (++g.phase < g.phases.size()) {
+      start_phase(stage, now);
+      return;
+    }
+    const int bucket = static_cast<int>(g.next);
+    const Action a{ActionKind::ALLREDUCE, stage, -1, bucket};
+    for (size_t i = 0; i < g.members.size(); ++i) {
+      const int r = g.members[i];
+      const int32_t ev = record(r, Lane::allreduce, a, g.started, now, g.bucket_bytes[bucket], g.algorithm);
+      depend(g.last_arrival_event[bucket], ev, g.last_arrival[bucket]);
+      if (g.member_last_event[i] >= 0) depend(g.member_last_event[i], ev, end_of(g.member_last_event[i]));
+      g.member_last_event[i] = ev;
+    }
+    g.running = false;
+    ++g.next;
+    if (++g.done == static_cast<int>(g.bucket_bytes.size())) {
+      for (size_t i = 0; i < g.members.size(); ++i) {
+        RankState& st = ranks_[g.members[i]];
+        st.pending.push_back(g.member_last_event[i]);
+        const auto& list = sched_.ranks[st.pipeline_rank];
+        if (st.waiting && st.pc < list.size() && list[st.pc].kind == ActionKind::OPTIM && list[st.pc].stage == stage) {
+          st.last_done = g.member_last_event[i];
+          advance(g.members[i], now);
+        }
+      }
+    }
+    try_start(stage, now);
+  }
+
+  void on_flow_done(int tag, Time now) {
+    if (tag >= 0) on_transfer_done(tag, now);
+    else on_collective_phase_done(-tag - 1, now);
+  }
+
+  void collect_links() {
+    for (const Link& l : network_.links()) {
+      LinkUsage u;
+      u.name = l.name;
+      u.capacity_gb_per_s = l.capacity;
+      u.bytes = l.bytes;
+      u.peak_gb_per_s = l.peak;
+      u.busy = Time::ns(l.busy_ns);
+      u.samples = l.samples;
+      run_.links.push_back(std::move(u));
+    }
+  }
+
+  const plan::Plan& plan_;
+  const plan::Schedule& sched_;
+  std::vector<StageCost> costs_;
+  EventQueue queue_;
+  Network network_;
+  Topology topo_;
+  std::vector<RankState> ranks_;
+  std::vector<Group> groups_;
+  std::vector<Transfer> transfers_;
+  std::unordered_map<uint64_t, Rendezvous> rendezvous_;
+  SimRun run_;
+};
+
+}  // namespace
+
+SimRun simulate(const plan::Plan& plan, const SimOptions& options) { return Simulation(plan, options).run(); }
+
+}  // namespace parallax::sim

@@ -1,0 +1,59 @@
+#pragma once
+// The simulator plays a plan's schedule on a model of its hardware and predicts the timeline of
+// one optimizer step.
+//
+// Every rank walks its action list in order, as the executor does. F, B and OPTIM occupy the
+// rank's compute stream. A SEND is posted without blocking; a RECV blocks until its data has
+// arrived; a transfer starts once both sides have posted (rendezvous, as NCCL and Gloo
+// point-to-point do) and moves its bytes as a flow on the links of its route. During a stage's
+// last backward of the step each DDP bucket is handed to its group the moment its last gradient
+// exists; a group all-reduces its buckets one after another, in that order, once every replica
+// has handed the bucket over (ring inside a node or across nodes; hierarchical when a group spans
+// several nodes with several members each). OPTIM waits for its stage's buckets.
+//
+// Every recorded event keeps the dependencies that released it, so the critical path can be
+// read off the executed dependency graph afterwards.
+#include <cstdint>
+#include <vector>
+
+#include "plan/plan.hpp"
+#include "plan/time.hpp"
+#include "plan/timeline.hpp"
+
+namespace parallax::sim {
+
+using plan::Time;
+
+struct SimOptions {
+  bool record_link_samples = true;  ///< bandwidth over time per link, for traces
+};
+
+/// "`to` could not start before `from` released it at `release`."
+struct Dependency {
+  int32_t from = 0;
+  int32_t to = 0;
+  int64_t release_ns = 0;
+};
+
+struct LinkUsage {
+  std::string name;
+  double capacity_gb_per_s = 0;
+  double bytes = 0;
+  double peak_gb_per_s = 0;
+  Time busy;
+  std::vector<std::pair<Time, double>> samples;  ///< GB/s over time, when recorded
+};
+
+struct SimRun {
+  plan::Timeline timeline;            ///< events: compute, send, recv, allreduce lanes
+  std::vector<Dependency> dependencies;  ///< the executed dependency graph
+  std::vector<LinkUsage> links;
+  std::vector<int64_t> peak_memory;   ///< bytes per rank
+  uint64_t events = 0;                ///< simulator events processed
+  double wall_ms = 0;                 ///< time the simulation took
+};
+
+/// Simulates one optimizer step of the plan.
+SimRun simulate(const plan::Plan& plan, const SimOptions& options = {});
+
+}  // namespace parallax::sim

@@ -1,0 +1,56 @@
+#include "sim/topology.hpp"
+
+namespace parallax::sim {
+
+Topology::Topology(const plan::Plan& plan, Network& network) {
+  const auto& hw = plan.scenario.hardware;
+  devices_per_node_ = hw.devices_per_node;
+  nics_per_node_ = hw.nics_per_node;
+  node_latency_ = Time::us(hw.node_link.latency_us);
+  node_bandwidth_ = hw.node_link.bandwidth_gb_per_s;
+  for (int r = 0; r < plan.world_size; ++r) {
+    const std::string dev = "node" + std::to_string(r / devices_per_node_) + "/dev" + std::to_string(r % devices_per_node_);
+    up_.push_back(network.add_link(dev + " " + hw.node_link.name + " up", hw.node_link.bandwidth_gb_per_s));
+    down_.push_back(network.add_link(dev + " " + hw.node_link.name + " down", hw.node_link.bandwidth_gb_per_s));
+  }
+  if (hw.network && plan.nodes > 1) {
+    network_latency_ = Time::us(hw.network->latency_us);
+    network_bandwidth_ = hw.network->bandwidth_gb_per_s;
+    for (int n = 0; n < plan.nodes; ++n) {
+      for (int i = 0; i < nics_per_node_; ++i) {
+        const std::string nic = "node" + std::to_string(n) + "/nic" + std::to_string(i) + " " + hw.network->name;
+        nic_up_.push_back(network.add_link(nic + " up", hw.network->bandwidth_gb_per_s));
+        nic_down_.push_back(network.add_link(nic + " down", hw.network->bandwidth_gb_per_s));
+      }
+    }
+  }
+}
+
+int Topology::nic_of(int rank) const {
+  return node_of(rank) * nics_per_node_ + (rank % devices_per_node_) % nics_per_node_;
+}
+
+Route Topology::p2p(int src, int dst) const {
+  if (node_of(src) == node_of(dst)) return {{up_[src], down_[dst]}, node_latency_};
+  return {{nic_up_[nic_of(src)], nic_down_[nic_of(dst)]}, network_latency_};
+}
+
+std::vector<int> Topology::device_ports(const std::vector<int>& ranks) const {
+  std::vector<int> links;
+  for (int r : ranks) {
+    links.push_back(up_[r]);
+    links.push_back(down_[r]);
+  }
+  return links;
+}
+
+std::vector<int> Topology::nic_ports(const std::vector<int>& ranks) const {
+  std::vector<int> links;
+  for (int r : ranks) {
+    links.push_back(nic_up_[nic_of(r)]);
+    links.push_back(nic_down_[nic_of(r)]);
+  }
+  return links;
+}
+
+}  // namespace parallax::sim

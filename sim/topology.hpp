@@ -1,0 +1,45 @@
+#pragma once
+// The machine a plan runs on, as links: every device has an up and a down port into its node's
+// fabric (NVLink/NVSwitch, or PCIe), every node has nics_per_node NICs with an up and a down link
+// into a non-blocking network. A device uses NIC (local_rank mod nics_per_node), as rail-optimised
+// clusters wire them. Routes: inside a node, source up + destination down; across nodes, source
+// NIC up + destination NIC down (GPUDirect RDMA; the PCIe hop to the NIC is not modelled).
+#include <vector>
+
+#include "plan/plan.hpp"
+#include "sim/network.hpp"
+
+namespace parallax::sim {
+
+struct Route {
+  std::vector<int> links;
+  Time latency;
+};
+
+class Topology {
+ public:
+  Topology(const plan::Plan& plan, Network& network);
+
+  int node_of(int rank) const { return rank / devices_per_node_; }
+  Route p2p(int src, int dst) const;
+  /// Ports of the given ranks inside their node (up and down of each).
+  std::vector<int> device_ports(const std::vector<int>& ranks) const;
+  /// NIC links (up and down) used by the given ranks.
+  std::vector<int> nic_ports(const std::vector<int>& ranks) const;
+  Time node_latency() const { return node_latency_; }
+  Time network_latency() const { return network_latency_; }
+  double node_bandwidth() const { return node_bandwidth_; }
+  double network_bandwidth() const { return network_bandwidth_; }
+
+ private:
+  int nic_of(int rank) const;
+
+  int devices_per_node_ = 1;
+  int nics_per_node_ = 1;
+  std::vector<int> up_, down_;          // per rank
+  std::vector<int> nic_up_, nic_down_;  // per node * nics + nic
+  Time node_latency_, network_latency_;
+  double node_bandwidth_ = 0, network_bandwidth_ = 0;
+};
+
+}  // namespace parallax::sim
