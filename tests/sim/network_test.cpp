@@ -1,0 +1,81 @@
+#include <catch2/catch.hpp>
+#include <map>
+
+#include "sim/network.hpp"
+
+using namespace parallax;
+using sim::Time;
+
+namespace {
+
+// A network on its own clock: runs flows to completion and reports when each finished.
+struct Bench {
+  sim::EventQueue queue;
+  std::map<int, Time> done;
+  sim::Network net{queue, 1, 2, [this](int tag, Time now) { done[tag] = now; }};
+
+  void run() {
+    while (!queue.empty()) net.handle(queue.pop());
+  }
+};
+
+}  // namespace
+
+TEST_CASE("sim::Network: a lone flow takes latency + bytes / bandwidth", "[sim]") {
+  Bench b;
+  const int l = b.net.add_link("l", 2.0);  // 2 GB/s = 2 bytes/ns
+  b.net.start_flow(Time(), Time::us(5), 1e6, {l}, 7);
+  b.run();
+  CHECK(b.done.at(7) == Time::us(5) + Time::ns(500000));
+  CHECK(b.net.links()[l].bytes == Approx(1e6));
+}
+
+TEST_CASE("sim::Network: flows sharing a link split it fairly and both slow down", "[sim]") {
+  Bench b;
+  const int shared = b.net.add_link("shared", 1.0);
+  const int a_only = b.net.add_link("a", 1.0);
+  const int c_only = b.net.add_link("c", 1.0);
+  b.net.start_flow(Time(), Time(), 1000, {a_only, shared}, 0);
+  b.net.start_flow(Time(), Time(), 3000, {shared, c_only}, 1);
+  b.run();
+  // Half each until flow 0 ends at 2000 ns; flow 1 then has 2000 bytes left at full rate.
+  CHECK(b.done.at(0) == Time::ns(2000));
+  CHECK(b.done.at(1) == Time::ns(4000));
+  // Bytes are conserved on every link.
+  CHECK(b.net.links()[shared].bytes == Approx(4000));
+  CHECK(b.net.links()[a_only].bytes == Approx(1000));
+  CHECK(b.net.links()[c_only].bytes == Approx(3000));
+}
+
+TEST_CASE("sim::Network: max-min fairness gives a flow the capacity others cannot use", "[sim]") {
+  // Flow 0 crosses a slow link (1) and the shared one (10); flow 1 only the shared one. Max-min:
+  // flow 0 gets 1, flow 1 gets the remaining 9 (not 5).
+  Bench b;
+  const int slow = b.net.add_link("slow", 1.0);
+  const int shared = b.net.add_link("shared", 10.0);
+  b.net.start_flow(Time(), Time(), 1000, {slow, shared}, 0);
+  b.net.start_flow(Time(), Time(), 9000, {shared}, 1);
+  b.run();
+  CHECK(b.done.at(0) == Time::ns(1000));
+  CHECK(b.done.at(1) == Time::ns(1000));
+  CHECK(b.net.links()[shared].peak == Approx(10.0));
+}
+
+TEST_CASE("sim::Network: free links move any amount at once", "[sim]") {
+  Bench b;
+  const int l = b.net.add_link("free", std::numeric_limits<double>::infinity());
+  b.net.start_flow(Time::ns(10), Time(), 1e12, {l}, 3);
+  b.run();
+  CHECK(b.done.at(3) == Time::ns(10));
+}
+
+TEST_CASE("sim::EventQueue: ties break by insertion order", "[sim]") {
+  sim::EventQueue q;
+  q.push(Time::ns(5), 0, 1);
+  q.push(Time::ns(3), 0, 2);
+  q.push(Time::ns(5), 0, 3);
+  q.push(Time::ns(3), 0, 4);
+  std::vector<int> order;
+  while (!q.empty()) order.push_back(q.pop().a);
+  CHECK(order == std::vector<int>{2, 4, 1, 3});
+}

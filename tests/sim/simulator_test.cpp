@@ -1,0 +1,216 @@
+#include <catch2/catch.hpp>
+#include <sstream>
+
+#include "plan/trace_writer.hpp"
+#include "sim/metrics.hpp"
+#include "sim/simulator.hpp"
+#include "tests/test_util.hpp"
+
+using namespace parallax;
+using plan::ActionKind;
+using sim::Time;
+
+namespace {
+
+sim::Metrics simulate(const plan::Plan& p, sim::SimRun* out = nullptr) {
+  sim::SimRun run = sim::simulate(p);
+  sim::Metrics m = sim::compute_metrics(p, run);
+  if (out) *out = std::move(run);
+  return m;
+}
+
+// A profile whose only cost is the link: one node of `devices`, or `devices` nodes of one.
+std::string link_profile(int devices, bool across_nodes, double gb_per_s, double latency_us) {
+  const std::string link = "{name: l, bandwidth_gb_per_s: " + std::to_string(gb_per_s) +
+                           ", latency_us: " + std::to_string(latency_us) + "}";
+  return "hardware:\n"
+         "  device: {memory_gb: 80, memory_bandwidth_gb_per_s: .inf, peak_tflops: {fp32: 100}, efficiency: 1}\n"
+         "  node: {devices: " + std::to_string(across_nodes ? 1 : devices) + ", link: " + link + "}\n"
+         "  network: {name: net, nics_per_node: 1, bandwidth_gb_per_s: " + std::to_string(gb_per_s) +
+         ", latency_us: " + std::to_string(latency_us) + "}\n";
+}
+
+const plan::TimelineEvent& find(const sim::SimRun& run, int rank, const std::string& id) {
+  for (const auto& e : run.timeline.events)
+    if (e.rank == rank && e.action.id() == id) return e;
+  FAIL("no event " << id << " on rank " << rank);
+  return run.timeline.events.front();
+}
+
+}  // namespace
+
+TEST_CASE("sim: with free communication, GPipe and 1F1B bubbles are (p-1)/(m+p-1)", "[sim]") {
+  for (const std::string schedule : {"gpipe", "1f1b"}) {
+    for (int p : {1, 2, 3, 4, 8}) {
+      for (int m : {1, 2, 3, 5, 8, 16}) {
+        INFO(schedule << " p=" << p << " m=" << m);
+        const auto metrics = simulate(test::plan_from(test::synthetic_scenario(p * 2, p, m, schedule)));
+        const double expected = static_cast<double>(p - 1) / (m + p - 1);
+        for (const auto& r : metrics.ranks) CHECK(r.bubble_fraction == Approx(expected).margin(1e-9));
+      }
+    }
+  }
+}
+
+TEST_CASE("sim: with free communication, interleaved 1F1B's bubble is (p-1)/(v*m+p-1)", "[sim]") {
+  // The formula holds once the pipeline can be filled: m >= p (Narayanan et al. 2021).
+  for (int p : {2, 3, 4}) {
+    for (int v : {2, 3, 4}) {
+      for (int m : {4, 6, 8, 12, 16}) {
+        if (m < p || m % std::max(1, m / p) != 0) continue;
+        INFO("p=" << p << " v=" << v << " m=" << m);
+        const auto metrics =
+            simulate(test::plan_from(test::synthetic_scenario(p * v, p, m, "interleaved-1f1b", v)));
+        const double expected = static_cast<double>(p - 1) / (v * m + p - 1);
+        for (const auto& r : metrics.ranks) CHECK(r.bubble_fraction == Approx(expected).margin(1e-9));
+      }
+    }
+  }
+}
+
+TEST_CASE("sim: a lone ring all-reduce takes 2(n-1)/n * S/B + 2(n-1) * latency", "[sim]") {
+  // One synthetic layer of 64 MiB: one bucket of S bytes, all-reduced by n replicas.
+  for (bool across_nodes : {false, true}) {
+    for (int n : {2, 3, 4, 8}) {
+      INFO("n=" << n << (across_nodes ? " across nodes" : " inside a node"));
+      const double gbps = 12.5, latency_us = 3;
+      const auto p = test::plan_from(
+          "model: {preset: synthetic, layers: 1, fwd_us_per_sample: 1, params_mb: 64}\n"
+          "parallel: {data: " + std::to_string(n) + ", first_bucket_mb: 1000}\n" +
+          link_profile(n, across_nodes, gbps, latency_us));
+      sim::SimRun run;
+      simulate(p, &run);
+      const auto& ar = find(run, 0, "0ALLREDUCE0");
+      CHECK(ar.algorithm == plan::Algorithm::ring);
+      const double S = 64.0 * 1024 * 1024;
+      const double expected_ns = 2.0 * (n - 1) / n * S / gbps + 2.0 * (n - 1) * latency_us * 1000;
+      CHECK(static_cast<double>((ar.end - ar.start).count_ns()) == Approx(expected_ns).margin(2));
+    }
+  }
+}
+
+TEST_CASE("sim: groups spanning nodes with several members each all-reduce hierarchically", "[sim]") {
+  // 2 devices per node, 4 replicas: 2 nodes x 2 members. Reduce inside (S), ring across the two
+  // leaders (2(N-1)/N * S = S), broadcast inside (S): 3 * S/B + latencies (k-1), 2(N-1), (k-1).
+  const auto p = test::plan_from(
+      "model: {preset: synthetic, layers: 1, fwd_us_per_sample: 1, params_mb: 16}\n"
+      "parallel: {data: 4, first_bucket_mb: 1000}\n"
+      "hardware:\n"
+      "  device: {memory_gb: 80, memory_bandwidth_gb_per_s: .inf, peak_tflops: {fp32: 100}}\n"
+      "  node: {devices: 2, link: {bandwidth_gb_per_s: 100, latency_us: 1}}\n"
+      "  network: {nics_per_node: 1, bandwidth_gb_per_s: 10, latency_us: 5}\n");
+  sim::SimRun run;
+  simulate(p, &run);
+  const auto& ar = find(run, 3, "0ALLREDUCE0");
+  CHECK(ar.algorithm == plan::Algorithm::hierarchical);
+  const double S = 16.0 * 1024 * 1024;
+  const double expected_ns = S / 100 + 1000 + S / 10 + 2 * 5000 + S / 100 + 1000;
+  CHECK(static_cast<double>((ar.end - ar.start).count_ns()) == Approx(expected_ns).margin(3));
+}
+
+TEST_CASE("sim: a pipeline send that overlaps an all-reduce on the same link slows both", "[sim]") {
+  // Two replicas of a 2-stage pipeline on one node of 4 devices. Stage 1's bucket all-reduce
+  // (ranks 1 and 3) starts after its last backward and shares rank 1's up port with rank 1's last
+  // gradient send to rank 0. Compare with the same plan where the all-reduce is free of sends:
+  // one replica's send alone, and the all-reduce alone (no pipeline).
+  const std::string model =
+      "model: {preset: synthetic, layers: 2, fwd_us_per_sample: 1, params_mb: 64, activation_mb: 16}\n"
+      "data: {batch_size: 2}\n";
+  const std::string profile = link_profile(4, false, 10, 0);
+  const auto both = test::plan_from(model + "parallel: {data: 2, pipeline: 2, chunks: 1, first_bucket_mb: 1000}\n" + profile);
+  sim::SimRun run;
+  simulate(both, &run);
+  const auto& send = find(run, 1, "1SEND_B0");
+  const auto& ar = find(run, 1, "1ALLREDUCE0");
+  REQUIRE(ar.start < send.end);  // they overlap
+
+  sim::SimRun alone_send_run;
+  simulate(test::plan_from(model + "parallel: {data: 1, pipeline: 2, chunks: 1}\n" + profile), &alone_send_run);
+  const auto& alone_send = find(alone_send_run, 1, "1SEND_B0");
+  CHECK((send.end - send.start) > (alone_send.end - alone_send.start));
+
+  // Alone, the ring all-reduce of S over 2 ranks moves S at 10 GB/s.
+  const double S = 64.0 * 1024 * 1024;
+  CHECK(static_cast<double>((ar.end - ar.start).count_ns()) > S / 10 + 1);
+
+  // Bytes moved on rank 1's up port: the send and the all-reduce's share, nothing lost.
+  double up_bytes = 0;
+  for (const auto& l : run.links)
+    if (l.name == "node0/dev1 l up") up_bytes = l.bytes;
+  CHECK(up_bytes == Approx(static_cast<double>(send.bytes) + S).epsilon(1e-9));
+}
+
+TEST_CASE("sim: GPipe's peak activation memory grows with chunks; 1F1B's stays at p micro-batches", "[sim]") {
+  // 8 layers of 1 MiB activations per sample over 4 stages, micro-batches of 2: 4 MiB each.
+  const int64_t per_mb = 4 * 1024 * 1024;
+  int64_t static_bytes = 0;
+  for (int m : {4, 8, 16, 32}) {
+    const auto g = test::plan_from(test::synthetic_scenario(8, 4, m, "gpipe"));
+    const auto o = test::plan_from(test::synthetic_scenario(8, 4, m, "1f1b"));
+    const auto& gm = g.ranks[0].memory;
+    static_bytes = gm.params + gm.gradients + gm.optimizer + gm.buckets;
+    const auto gmet = simulate(g), omet = simulate(o);
+    INFO("m=" << m);
+    CHECK(gmet.ranks[0].peak_memory - static_bytes == m * per_mb);
+    CHECK(omet.ranks[0].peak_memory - static_bytes == std::min(m, 4) * per_mb);
+  }
+}
+
+TEST_CASE("sim: a plan that does not fit its devices still simulates, flagged", "[sim]") {
+  const auto p = test::plan_from(test::synthetic_scenario(8, 2, 4, "gpipe"),
+                                 {"model.params_mb=4000", "hardware=t4-pcie"});
+  const auto m = simulate(p);
+  CHECK_FALSE(m.fits);
+  CHECK(m.step_time > Time());
+}
+
+TEST_CASE("sim: gradient accumulation communicates only on the last mini-batch", "[sim]") {
+  const auto p = test::plan_from(test::synthetic_scenario(4, 2, 2, "1f1b"),
+                                 {"parallel.data=2", "parallel.grad_accumulation=3", "hardware=a100-nvlink-ib"});
+  sim::SimRun run;
+  simulate(p, &run);
+  Time last_backward, first_allreduce = Time::seconds(1e6);
+  for (const auto& e : run.timeline.events) {
+    if (e.rank != 0) continue;
+    if (e.action.kind == ActionKind::B && e.action.mb == 5) last_backward = e.end;  // last mini-batch's last
+    if (e.action.kind == ActionKind::ALLREDUCE) first_allreduce = std::min(first_allreduce, e.start);
+    if (e.action.kind == ActionKind::ALLREDUCE) CHECK(e.bytes > 0);
+  }
+  // The first bucket becomes ready inside the last backward of micro-batch 5 (round 3 of 3).
+  const auto& b5 = find(run, 0, "0B5");
+  CHECK(first_allreduce >= b5.start);
+  CHECK(first_allreduce <= last_backward);
+  // OPTIM waits for every bucket.
+  const auto& optim = find(run, 0, "0OPTIM");
+  for (const auto& e : run.timeline.events)
+    if (e.rank == 0 && e.action.kind == ActionKind::ALLREDUCE) CHECK(e.end <= optim.start);
+}
+
+TEST_CASE("sim: the critical path runs from the first action to the one that ends the step", "[sim]") {
+  const auto p = test::plan_from(test::synthetic_scenario(8, 4, 8, "1f1b"));
+  sim::SimRun run;
+  const auto m = simulate(p, &run);
+  REQUIRE(!m.critical_path.empty());
+  const auto& first = run.timeline.events[m.critical_path.front()];
+  const auto& last = run.timeline.events[m.critical_path.back()];
+  CHECK(first.start == Time());
+  CHECK(first.action.id() == "0F0");
+  CHECK(last.end == m.step_time);
+  // With free communication the compute on the path adds up to the step time.
+  Time compute;
+  for (int32_t i : m.critical_path)
+    if (run.timeline.events[i].lane == plan::Lane::compute) compute += run.timeline.events[i].end - run.timeline.events[i].start;
+  CHECK(compute == m.step_time);
+}
+
+TEST_CASE("sim: the same scenario gives a byte-identical trace", "[sim]") {
+  auto trace = [] {
+    const auto p = test::plan_from(test::synthetic_scenario(8, 4, 8, "1f1b"), {"parallel.data=2", "hardware=a100-nvlink-ib"});
+    std::ostringstream out;
+    plan::write_chrome_trace(sim::simulate(p).timeline, out);
+    return out.str();
+  };
+  const std::string a = trace(), b = trace();
+  CHECK(a.size() > 1000);
+  CHECK(a == b);
+}
