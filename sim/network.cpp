@@ -23,7 +23,7 @@ int Network::add_link(std::string name, double gb_per_s) {
   return static_cast<int>(links_.size()) - 1;
 }
 
-void Network::start_flow(Time now, Time latency, double bytes, const std::vector<int>& route, int tag) {
+void Network::start_flow(Time now, Time latency, double bytes, std::span<const int> route, int tag) {
   int id;
   if (!free_flows_.empty()) {
     id = free_flows_.back();
@@ -35,8 +35,9 @@ void Network::start_flow(Time now, Time latency, double bytes, const std::vector
   Flow& f = flows_[id];
   f.remaining = std::max(0.0, bytes);
   f.rate = 0;
+  f.old_rate = -1;
   f.tag = tag;
-  f.route = route;
+  f.route.assign(route.begin(), route.end());  // reuses the recycled flow's buffer
   f.active = false;
   // Latency first (the first byte's trip), then the bytes at the shared rate.
   if (latency.count_ns() > 0) queue_.push(now + latency, activate_type_, id);
@@ -80,11 +81,11 @@ void Network::complete(int id, Time now) {
       fl.pop_back();
     }
   }
-  const std::vector<int> route = std::move(f.route);
+  done_route_.assign(f.route.begin(), f.route.end());
   f.route.clear();
   const int tag = f.tag;
   free_flows_.push_back(id);
-  if (!route.empty()) resolve(route, now);
+  if (!done_route_.empty()) resolve(done_route_, now);
   done_(tag, now);
 }
 
@@ -109,7 +110,7 @@ void Network::set_link_rate(Link& l, double rate, Time now) {
   }
 }
 
-void Network::resolve(const std::vector<int>& seed_links, Time now) {
+void Network::resolve(std::span<const int> seed_links, Time now) {
   // 1. The connected component: links and flows reachable from the seeds through shared use.
   ++epoch_;
   comp_links_.clear();
@@ -139,21 +140,29 @@ void Network::resolve(const std::vector<int>& seed_links, Time now) {
     }
   }
   // 2. Bring every affected flow's progress up to now at its old rate.
-  for (int fid : comp_flows_) settle(flows_[fid], now);
+  for (int fid : comp_flows_) {
+    Flow& f = flows_[fid];
+    settle(f, now);
+  }
 
-  // 3. Progressive filling.
-  using Entry = std::tuple<double, int, uint32_t>;  // share, link, version
-  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap;
+  // 3. Progressive filling, with a min-heap of fair shares (stale entries skipped by version).
+  const auto later = std::greater<std::tuple<double, int, uint32_t>>();
+  auto push = [&](double share, int l, uint32_t version) {
+    heap_.emplace_back(share, l, version);
+    std::push_heap(heap_.begin(), heap_.end(), later);
+  };
+  heap_.clear();
   for (int l : comp_links_) {
     Link& link = links_[l];
     link.residual = link.capacity;
     link.unfixed = static_cast<int>(link.flows.size());
     ++link.heap_version;
-    if (link.unfixed > 0) heap.emplace(link.residual / link.unfixed, l, link.heap_version);
+    if (link.unfixed > 0) push(link.residual / link.unfixed, l, link.heap_version);
   }
-  while (!heap.empty()) {
-    const auto [share, l, version] = heap.top();
-    heap.pop();
+  while (!heap_.empty()) {
+    std::pop_heap(heap_.begin(), heap_.end(), later);
+    const auto [share, l, version] = heap_.back();
+    heap_.pop_back();
     Link& link = links_[l];
     if (version != link.heap_version || link.unfixed == 0) continue;
     for (int fid : link.flows) {
@@ -165,16 +174,19 @@ void Network::resolve(const std::vector<int>& seed_links, Time now) {
         if (l2 == l) continue;
         Link& other = links_[l2];
         if (std::isfinite(share)) other.residual = std::max(0.0, other.residual - share);
-        if (--other.unfixed > 0) heap.emplace(other.residual / other.unfixed, l2, ++other.heap_version);
+        if (--other.unfixed > 0) push(other.residual / other.unfixed, l2, ++other.heap_version);
         else ++other.heap_version;
       }
     }
     link.unfixed = 0;
   }
 
-  // 4. New completion times (older events for these flows become stale) and link rates.
+  // 4. New completion times for flows whose rate changed (their older events become stale; a
+  //    flow at an unchanged rate keeps its event) and the links' total rates.
   for (int fid : comp_flows_) {
     Flow& f = flows_[fid];
+    if (f.old_rate == f.rate) continue;
+    f.old_rate = f.rate;
     int64_t eta = 0;
     if (std::isfinite(f.rate) && f.rate > 0) eta = static_cast<int64_t>(std::ceil(f.remaining / f.rate - 1e-9));
     queue_.push(now + Time::ns(std::max<int64_t>(0, eta)), done_type_, fid, static_cast<int32_t>(++f.version));

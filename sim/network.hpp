@@ -6,6 +6,8 @@
 // connected to it through shared links, so a 16k-rank step does not re-solve the whole machine
 // for every pipeline send. Bandwidths are in GB/s, which is bytes per nanosecond.
 #include <functional>
+#include <span>
+#include <tuple>
 #include <string>
 #include <vector>
 
@@ -42,7 +44,7 @@ class Network {
 
   int add_link(std::string name, double gb_per_s);
   /// Moves `bytes` across every link of `route`, starting after `latency`.
-  void start_flow(Time now, Time latency, double bytes, const std::vector<int>& route, int tag);
+  void start_flow(Time now, Time latency, double bytes, std::span<const int> route, int tag);
   void handle(const Event& e);
 
   /// Record every link's rate over time (for traces and the GUI; costs memory at scale).
@@ -59,6 +61,7 @@ class Network {
     uint32_t version = 0;
     uint32_t mark = 0;
     uint32_t fixed = 0;
+    double old_rate = -1;  // rate before the current re-solve; -1 when no completion is scheduled
     int tag = 0;
     bool active = false;
     std::vector<int> route;
@@ -67,7 +70,7 @@ class Network {
   void activate(int flow, Time now);
   void complete(int flow, Time now);
   void settle(Flow& f, Time now);
-  void resolve(const std::vector<int>& seed_links, Time now);
+  void resolve(std::span<const int> seed_links, Time now);
   void set_link_rate(Link& l, double rate, Time now);
 
   EventQueue& queue_;
@@ -78,7 +81,8 @@ class Network {
   std::vector<int> free_flows_;
   bool record_samples_ = false;
   uint32_t epoch_ = 0;
-  std::vector<int> comp_links_, comp_flows_, stack_;
+  std::vector<int> comp_links_, comp_flows_, stack_, done_route_;
+  std::vector<std::tuple<double, int, uint32_t>> heap_;  // share, link, version
 };
 
 }  // namespace parallax::sim

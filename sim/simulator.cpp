@@ -87,6 +87,12 @@ class Simulation {
       ranks_[r].backwards_done.assign(sched_.virtual_stages, 0);
     }
     if (plan.scenario.parallel.data > 1) build_groups();
+    rendezvous_.resize(static_cast<size_t>(plan.world_size) * 2 * sched_.virtual_stages * sched_.microbatches());
+    // Roughly what the step records: every action once, transfers twice (send and receive side).
+    size_t actions = 0;
+    for (int r = 0; r < plan.world_size; ++r) actions += sched_.ranks[r % p].size();
+    run_.timeline.events.reserve(actions + actions / 4);
+    run_.dependencies.reserve(actions * 2);
     run_.timeline.kind = "predicted";
     run_.timeline.scenario = plan.scenario.name;
     run_.timeline.world_size = plan.world_size;
@@ -269,16 +275,17 @@ class Simulation {
 
   int peer_rank(int rank, int stage) const { return ranks_[rank].replica * sched_.pipeline + stage % sched_.pipeline; }
 
-  static uint64_t rendezvous_key(int dst, bool forward, int recv_stage, int mb) {
-    return (static_cast<uint64_t>(dst) << 40) | (static_cast<uint64_t>(forward) << 39) |
-           (static_cast<uint64_t>(recv_stage) << 27) | static_cast<uint64_t>(mb);
+  // Slot of the transfer that `dst` receives for (direction, its stage, micro-batch).
+  size_t rendezvous_slot(int dst, bool forward, int recv_stage, int mb) const {
+    const size_t local = static_cast<size_t>(recv_stage / sched_.pipeline);
+    return ((static_cast<size_t>(dst) * 2 + forward) * sched_.virtual_stages + local) * sched_.microbatches() + mb;
   }
 
   void post_send(int rank, const Action& a, Time now) {
     const bool forward = a.kind == ActionKind::SEND_F;
     const int recv_stage = forward ? a.stage + 1 : a.stage - 1;
     const int dst = peer_rank(rank, recv_stage);
-    Rendezvous& rv = rendezvous_[rendezvous_key(dst, forward, recv_stage, a.mb)];
+    Rendezvous& rv = rendezvous_[rendezvous_slot(dst, forward, recv_stage, a.mb)];
     rv.sent = true;
     rv.send_post = now;
     rv.send_dep = ranks_[rank].last_compute;  // the compute that produced the data
@@ -289,8 +296,7 @@ class Simulation {
     const bool forward = a.kind == ActionKind::RECV_F;
     const int send_stage = forward ? a.stage - 1 : a.stage + 1;
     const int src = peer_rank(rank, send_stage);
-    const uint64_t key = rendezvous_key(rank, forward, a.stage, a.mb);
-    Rendezvous& rv = rendezvous_[key];
+    Rendezvous& rv = rendezvous_[rendezvous_slot(rank, forward, a.stage, a.mb)];
     rv.received = true;
     rv.recv_post = now;
     rv.recv_dep = ranks_[rank].last_done;
@@ -313,16 +319,22 @@ class Simulation {
     t.bytes = send.kind == ActionKind::SEND_F ? c.send_forward_bytes : c.send_backward_bytes;
     t.send_dep = rv.send_dep;
     t.recv_dep = rv.recv_dep;
-    const bool forward = send.kind == ActionKind::SEND_F;
-    rendezvous_.erase(rendezvous_key(dst, forward, recv_stage, send.mb));
     const Route route = topo_.p2p(src, dst);
-    transfers_.push_back(t);
-    network_.start_flow(now, route.latency, static_cast<double>(t.bytes), route.links,
-                        static_cast<int>(transfers_.size()) - 1);
+    int id;
+    if (!free_transfers_.empty()) {
+      id = free_transfers_.back();
+      free_transfers_.pop_back();
+      transfers_[id] = t;
+    } else {
+      id = static_cast<int>(transfers_.size());
+      transfers_.push_back(t);
+    }
+    network_.start_flow(now, route.latency, static_cast<double>(t.bytes), route.links, id);
   }
 
   void on_transfer_done(int id, Time now) {
-    const Transfer& t = transfers_[id];
+    const Transfer t = transfers_[id];
+    free_transfers_.push_back(id);
     const bool forward = t.send_kind == ActionKind::SEND_F;
     const int32_t send_ev = record(t.src, Lane::send, {t.send_kind, t.send_stage, t.mb}, t.start, now, t.bytes);
     depend(t.send_dep, send_ev, end_of(t.send_dep));
@@ -427,7 +439,8 @@ class Simulation {
   std::vector<RankState> ranks_;
   std::vector<Group> groups_;
   std::vector<Transfer> transfers_;
-  std::unordered_map<uint64_t, Rendezvous> rendezvous_;
+  std::vector<int> free_transfers_;
+  std::vector<Rendezvous> rendezvous_;  // dense: each (receiver, direction, stage, micro-batch) once
   SimRun run_;
 };
 

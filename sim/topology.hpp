@@ -4,6 +4,7 @@
 // into a non-blocking network. A device uses NIC (local_rank mod nics_per_node), as rail-optimised
 // clusters wire them. Routes: inside a node, source up + destination down; across nodes, source
 // NIC up + destination NIC down (GPUDirect RDMA; the PCIe hop to the NIC is not modelled).
+#include <array>
 #include <vector>
 
 #include "plan/plan.hpp"
@@ -11,8 +12,9 @@
 
 namespace parallax::sim {
 
+/// A point-to-point path: two links (the sender's way out, the receiver's way in).
 struct Route {
-  std::vector<int> links;
+  std::array<int, 2> links;
   Time latency;
 };
 

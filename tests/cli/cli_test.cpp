@@ -88,3 +88,44 @@ TEST_CASE("cli: schedule --csv writes a file the scenario can read back", "[cli]
   CHECK(run("schedule --csv " + (dir / "no" / "x.csv").string()).code == 2);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("cli: simulate --json has the documented fields; -o writes a Perfetto-loadable trace", "[cli]") {
+  const auto dir = std::filesystem::temp_directory_path() / "parallax_cli_sim";
+  std::filesystem::create_directories(dir);
+  const std::string trace = (dir / "predicted.json").string();
+  const auto r = run("simulate " + scenario("mlp-fashion-mnist-ddp2.yaml") + " -o " + trace + " --json");
+  REQUIRE(r.code == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  for (const char* key : {"step_time_ms", "bubble_fraction", "ranks", "links", "critical_path", "events", "wall_ms", "fits"})
+    CHECK(j.contains(key));
+  for (const char* key : {"rank", "busy_ms", "bubble_ms", "bubble_fraction", "exposed_comm_ms", "peak_memory_mb"})
+    CHECK(j["ranks"][0].contains(key));
+  for (const char* key : {"name", "bytes", "avg_gbps", "utilization"}) CHECK(j["links"][0].contains(key));
+  CHECK(j["step_time_ms"].get<double>() > 0);
+
+  std::ifstream in(trace);
+  const auto t = nlohmann::json::parse(in);
+  CHECK(t["parallax"]["kind"] == "predicted");
+  int complete = 0, names = 0, counters = 0;
+  for (const auto& e : t["traceEvents"]) {
+    if (e["ph"] == "X") {
+      ++complete;
+      CHECK(e["args"].contains("action"));
+    }
+    if (e["ph"] == "M" && e["name"] == "thread_name") ++names;
+    if (e["ph"] == "C") ++counters;
+  }
+  CHECK(complete > 0);
+  CHECK(names == 2 * 4);  // 2 ranks x 4 lanes
+  CHECK(counters > 0);    // link bandwidth over time
+  // A missing folder is bad input: exit 2, nothing written.
+  CHECK(run("simulate -o " + (dir / "no" / "t.json").string()).code == 2);
+  CHECK_FALSE(std::filesystem::exists(dir / "no"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("cli: simulate flags a plan that does not fit", "[cli]") {
+  const auto r = run("simulate " + scenario("gpipe-1b-4xA100.yaml") + " --set hardware=t4-pcie --set parallel.precision=fp16 --json");
+  REQUIRE(r.code == 0);
+  CHECK(nlohmann::json::parse(r.out)["fits"] == false);
+}

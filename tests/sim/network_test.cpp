@@ -24,7 +24,7 @@ struct Bench {
 TEST_CASE("sim::Network: a lone flow takes latency + bytes / bandwidth", "[sim]") {
   Bench b;
   const int l = b.net.add_link("l", 2.0);  // 2 GB/s = 2 bytes/ns
-  b.net.start_flow(Time(), Time::us(5), 1e6, {l}, 7);
+  b.net.start_flow(Time(), Time::us(5), 1e6, std::vector<int>{l}, 7);
   b.run();
   CHECK(b.done.at(7) == Time::us(5) + Time::ns(500000));
   CHECK(b.net.links()[l].bytes == Approx(1e6));
@@ -35,8 +35,8 @@ TEST_CASE("sim::Network: flows sharing a link split it fairly and both slow down
   const int shared = b.net.add_link("shared", 1.0);
   const int a_only = b.net.add_link("a", 1.0);
   const int c_only = b.net.add_link("c", 1.0);
-  b.net.start_flow(Time(), Time(), 1000, {a_only, shared}, 0);
-  b.net.start_flow(Time(), Time(), 3000, {shared, c_only}, 1);
+  b.net.start_flow(Time(), Time(), 1000, std::vector<int>{a_only, shared}, 0);
+  b.net.start_flow(Time(), Time(), 3000, std::vector<int>{shared, c_only}, 1);
   b.run();
   // Half each until flow 0 ends at 2000 ns; flow 1 then has 2000 bytes left at full rate.
   CHECK(b.done.at(0) == Time::ns(2000));
@@ -53,8 +53,8 @@ TEST_CASE("sim::Network: max-min fairness gives a flow the capacity others canno
   Bench b;
   const int slow = b.net.add_link("slow", 1.0);
   const int shared = b.net.add_link("shared", 10.0);
-  b.net.start_flow(Time(), Time(), 1000, {slow, shared}, 0);
-  b.net.start_flow(Time(), Time(), 9000, {shared}, 1);
+  b.net.start_flow(Time(), Time(), 1000, std::vector<int>{slow, shared}, 0);
+  b.net.start_flow(Time(), Time(), 9000, std::vector<int>{shared}, 1);
   b.run();
   CHECK(b.done.at(0) == Time::ns(1000));
   CHECK(b.done.at(1) == Time::ns(1000));
@@ -64,7 +64,7 @@ TEST_CASE("sim::Network: max-min fairness gives a flow the capacity others canno
 TEST_CASE("sim::Network: free links move any amount at once", "[sim]") {
   Bench b;
   const int l = b.net.add_link("free", std::numeric_limits<double>::infinity());
-  b.net.start_flow(Time::ns(10), Time(), 1e12, {l}, 3);
+  b.net.start_flow(Time::ns(10), Time(), 1e12, std::vector<int>{l}, 3);
   b.run();
   CHECK(b.done.at(3) == Time::ns(10));
 }
