@@ -101,11 +101,13 @@ int run_simulate(const ScenarioArgs& args, const std::string& trace_path) {
   return 0;
 }
 
-/// The main job on the default scenario. For now: the resolved plan and its schedule.
+/// The main job on the default scenario: the resolved plan, its schedule and its prediction.
 int run_main_job() {
   ScenarioArgs args;
   const plan::Plan p = args.resolve();
-  std::cout << cli::plan_text(p) << "\n" << cli::schedule_text(p);
+  const sim::SimRun run = sim::simulate(p, {.record_link_samples = false});
+  std::cout << cli::plan_text(p) << "\n" << cli::schedule_text(p) << "\n"
+            << cli::simulate_text(p, run, sim::compute_metrics(p, run));
   std::cerr << "\n(parallax --help lists the commands; parallax plan SCENARIO.yaml resolves your own scenario)\n";
   return 0;
 }
