@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "cli/plan_report.hpp"
+#include "cli/run_command.hpp"
 #include "cli/sim_report.hpp"
 #include "plan/error.hpp"
 #include "plan/plan.hpp"
@@ -145,6 +146,25 @@ int main(int argc, char** argv) {
   sim_cmd->add_option("-o,--output", trace_path, "Write the predicted timeline as a Chrome trace (Perfetto)");
   sim_cmd->footer("Example: parallax simulate --set parallel.schedule=1f1b -o predicted.json");
 
+  cli::RunArgs run_args;
+  auto* run_cmd = app.add_subcommand(
+      "run", "Run the plan for real with LibTorch and Gloo, and record the measured timeline");
+  run_cmd->add_option("SCENARIO", run_args.scenario, "Scenario YAML file; without one, the built-in default");
+  run_cmd->add_option("--set", run_args.sets, "Override a scenario value (repeatable)")
+      ->allow_extra_args(false)
+      ->type_name("KEY=VALUE");
+  run_cmd->add_flag("--json", run_args.json, "Print one JSON object on stdout: steps, accuracy, trace");
+  run_cmd->add_option("--nproc", run_args.nproc, "Local ranks to start (default: the plan's world size)");
+  run_cmd->add_option("-o,--output", run_args.trace_path, "Write the measured timeline as a Chrome trace");
+  run_cmd->add_option("--checkpoint-dir", run_args.checkpoint_dir, "Folder for checkpoints");
+  run_cmd->add_option("--checkpoint-every", run_args.checkpoint_every, "Save a checkpoint every K optimizer steps");
+  run_cmd->add_flag("--resume", run_args.resume, "Continue from the latest complete checkpoint in --checkpoint-dir");
+  run_cmd->add_option("--timeout", run_args.timeout_s,
+                      "Seconds a rank waits for a peer before the job fails (default 60)");
+  run_cmd->footer(
+      "Examples:\n  parallax run scenarios/mlp-fashion-mnist-ddp2.yaml -o measured.json\n"
+      "  torchrun --nproc-per-node 2 $(which parallax) run scenarios/mlp-fashion-mnist-pipeline2.yaml");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -156,6 +176,7 @@ int main(int argc, char** argv) {
     if (*plan_cmd) return run_plan(plan_args);
     if (*sched_cmd) return run_schedule(sched_args, csv_path);
     if (*sim_cmd) return run_simulate(sim_args, trace_path);
+    if (*run_cmd) return cli::run_command(run_args, std::vector<std::string>(argv, argv + argc));
     return run_main_job();
   } catch (const plan::InputError& e) {
     std::cerr << e.what() << "\n";

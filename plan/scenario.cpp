@@ -30,6 +30,7 @@ DataSpec parse_data(const Field& m, Scenario& s) {
   d.steps = static_cast<int>(int_or(m, "steps", d.steps, 1, kMaxCount));
   d.seed = static_cast<uint64_t>(int_or(m, "seed", 0, 0));
   remember(s, m["batch_size"]);
+  remember(s, m["source"]);
   return d;
 }
 

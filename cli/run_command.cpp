@@ -1,0 +1,156 @@
+#include "cli/run_command.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cli/plan_report.hpp"
+#include "exec/comm.hpp"
+#include "exec/data.hpp"
+#include "exec/launcher.hpp"
+#include "exec/model.hpp"
+#include "exec/runtime.hpp"
+#include "plan/error.hpp"
+#include "plan/trace_writer.hpp"
+
+namespace parallax::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// Everything that can be wrong with the input is found here, before any rank starts.
+plan::Plan check_input(const RunArgs& args) {
+  plan::Plan p = plan::resolve_plan(plan::load_scenario(args.scenario, args.sets));
+  exec::check_executable(p.scenario);
+  if (p.scenario.data.source == "fashion-mnist") {
+    const std::string f = exec::DataSource::fashion_mnist_dir() + "/train-images-idx3-ubyte.gz";
+    if (!fs::exists(f))
+      throw plan::InputError(p.scenario.where("data.source"),
+                             "Fashion-MNIST is not installed (" + f + " is missing); install Debian's dataset-fashion-mnist "
+                             "(apt-get install dataset-fashion-mnist, or scripts/setup.sh)");
+  }
+  if (!args.trace_path.empty() && fs::path(args.trace_path).has_parent_path() &&
+      !fs::is_directory(fs::path(args.trace_path).parent_path()))
+    throw plan::InputError(plan::Location{args.trace_path}, "cannot write the trace here: the folder does not exist");
+  if ((args.checkpoint_every > 0 || args.resume) && args.checkpoint_dir.empty())
+    throw plan::InputError(plan::Location{"--checkpoint-every/--resume"}, "needs --checkpoint-dir");
+  if (args.timeout_s < 1) throw plan::InputError(plan::Location{"--timeout"}, "must be at least 1 second");
+  return p;
+}
+
+void write_atomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  std::ofstream(tmp) << text;
+  fs::rename(tmp, path);
+}
+
+// Rank 0: one report from every rank's result.
+int report(const plan::Plan& p, const RunArgs& args, std::vector<exec::RankResult> results) {
+  const auto& s = p.scenario;
+  const size_t steps = results.front().steps.size();
+  json steps_json = json::array();
+  std::ostringstream text;
+  text << "ran " << s.name << " on " << p.world_size << " ranks (data " << s.parallel.data << " x pipeline "
+       << s.parallel.pipeline << ", " << plan::name(s.parallel.schedule) << ", " << s.parallel.chunks << " chunks)\n";
+  text << "step   loss       step time\n";
+  for (size_t i = 0; i < steps; ++i) {
+    double loss_sum = 0, step_ms = 0;
+    int count = 0;
+    for (const auto& r : results) {
+      loss_sum += r.steps[i].loss_sum;
+      count += r.steps[i].loss_count;
+      step_ms = std::max(step_ms, r.steps[i].step_ms);
+    }
+    const double loss = count ? loss_sum / count : 0.0;
+    steps_json.push_back({{"step", results.front().steps[i].step}, {"step_time_ms", step_ms}, {"loss", loss}});
+    char line[96];
+    std::snprintf(line, sizeof line, "%-6lld %-10.5f %.2f ms\n", static_cast<long long>(results.front().steps[i].step + 1),
+                  loss, step_ms);
+    if (steps <= 20 || i < 5 || i + 5 >= steps) text << line;
+    else if (i == 5) text << "...\n";
+  }
+  int64_t correct = 0, tested = 0;
+  uint64_t dropped = 0;
+  for (const auto& r : results) {
+    correct += r.correct;
+    tested += r.tested;
+    dropped += r.dropped;
+  }
+  json accuracy = nullptr;
+  if (tested > 0) {
+    accuracy = static_cast<double>(correct) / static_cast<double>(tested);
+    text << "accuracy " << 100.0 * correct / tested << "% on " << tested << " test images\n";
+  }
+  json trace = nullptr;
+  if (!args.trace_path.empty()) {
+    plan::Timeline t;
+    t.kind = "measured";
+    t.scenario = s.name;
+    t.world_size = p.world_size;
+    t.plan_summary = plan_json(p).dump();
+    int64_t origin = INT64_MAX;
+    for (const auto& r : results)
+      for (const auto& e : r.events) origin = std::min(origin, e.start.count_ns());
+    for (auto& r : results)
+      for (auto e : r.events) {
+        e.start -= plan::Time::ns(origin);
+        e.end -= plan::Time::ns(origin);
+        t.events.push_back(e);
+      }
+    std::ostringstream out;
+    plan::write_chrome_trace(t, out);
+    write_atomically(args.trace_path, out.str());
+    trace = args.trace_path;
+    text << "trace    " << args.trace_path << " (" << t.events.size() << " spans)\n";
+  }
+  if (dropped) std::cerr << "warning: the tracer dropped " << dropped << " spans (buffer full)\n";
+  if (args.json) {
+    std::cout << json{{"scenario", s.name}, {"world_size", p.world_size}, {"steps", steps_json}, {"accuracy", accuracy},
+                      {"trace", trace}, {"dropped_spans", dropped}}
+                     .dump(2)
+              << "\n";
+  } else {
+    std::cout << text.str();
+  }
+  return 0;
+}
+
+int run_as_rank(const plan::Plan& p, const RunArgs& args, exec::LaunchInfo launch) {
+  if (launch.world_size != p.world_size)
+    throw plan::InputError(plan::Location{"WORLD_SIZE"}, "the job has " + std::to_string(launch.world_size) +
+                                                             " ranks, but the plan needs " + std::to_string(p.world_size));
+  launch.timeout = std::chrono::seconds(args.timeout_s);
+  exec::RunOptions options{args.checkpoint_dir, args.checkpoint_every, args.resume};
+  try {
+    auto results = exec::run_rank(p, launch, options);
+    if (launch.rank == 0) return report(p, args, std::move(results));
+    return 0;
+  } catch (const std::exception& e) {
+    std::string msg = e.what();
+    if (const auto nl = msg.find("\nException raised from"); nl != std::string::npos) msg.resize(nl);
+    std::cerr << "rank " << launch.rank << ": error: " << msg << "\n";
+    return 1;
+  }
+}
+
+}  // namespace
+
+int run_command(const RunArgs& args, const std::vector<std::string>& argv) {
+  const plan::Plan p = check_input(args);
+  exec::LaunchInfo launch;
+  if (exec::LaunchInfo::from_environment(&launch)) return run_as_rank(p, args, launch);
+  const int nproc = args.nproc > 0 ? args.nproc : p.world_size;
+  if (nproc != p.world_size)
+    throw plan::InputError(plan::Location{"--nproc " + std::to_string(nproc)},
+                           "the plan needs " + std::to_string(p.world_size) + " ranks (data " +
+                               std::to_string(p.scenario.parallel.data) + " x pipeline " +
+                               std::to_string(p.scenario.parallel.pipeline) + ")");
+  return exec::launch_local(nproc, argv, std::chrono::seconds(args.timeout_s));
+}
+
+}  // namespace parallax::cli

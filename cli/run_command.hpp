@@ -1,0 +1,26 @@
+#pragma once
+// `parallax run`: the plan for real. Without RANK/WORLD_SIZE in the environment it checks the
+// scenario (exit 2 before any rank starts) and launches --nproc local ranks of itself; as a rank
+// (started by that launcher, torchrun or srun) it trains, and rank 0 merges every rank's
+// measured spans into one trace and prints the report.
+#include <string>
+#include <vector>
+
+namespace parallax::cli {
+
+struct RunArgs {
+  std::string scenario;
+  std::vector<std::string> sets;
+  bool json = false;
+  int nproc = 0;  ///< 0: the plan's world size
+  std::string trace_path;
+  std::string checkpoint_dir;
+  int checkpoint_every = 0;
+  bool resume = false;
+  int timeout_s = 60;
+};
+
+/// `argv` is the whole command line, for the launcher to start the ranks with.
+int run_command(const RunArgs& args, const std::vector<std::string>& argv);
+
+}  // namespace parallax::cli

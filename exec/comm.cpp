@@ -1,0 +1,117 @@
+#include "exec/comm.hpp"
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <cstdlib>
+
+namespace parallax::exec {
+namespace {
+
+bool env_int(const char* name, int* out) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return false;
+  *out = std::atoi(v);
+  return true;
+}
+
+c10::intrusive_ptr<c10d::ProcessGroupGloo> make_group(const c10::intrusive_ptr<c10d::Store>& store,
+                                                      const std::string& prefix, int rank, int size,
+                                                      const LaunchInfo& launch) {
+  auto options = c10d::ProcessGroupGloo::Options::create(std::chrono::milliseconds(launch.timeout));
+  // Loopback for local jobs; the address of this host's interface towards MASTER_ADDR otherwise.
+  options->devices.push_back(launch.master_addr == "127.0.0.1" || launch.master_addr == "localhost"
+                                 ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
+                                 : c10d::ProcessGroupGloo::createDefaultDevice());
+  return c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::PrefixStore>(prefix, store), rank,
+                                                     size, options);
+}
+
+}  // namespace
+
+bool LaunchInfo::from_environment(LaunchInfo* out) {
+  LaunchInfo info;
+  if (!env_int("RANK", &info.rank) || !env_int("WORLD_SIZE", &info.world_size)) return false;
+  if (!env_int("LOCAL_RANK", &info.local_rank)) info.local_rank = info.rank;
+  if (const char* a = std::getenv("MASTER_ADDR")) info.master_addr = a;
+  env_int("MASTER_PORT", &info.master_port);
+  int timeout = 0;
+  if (env_int("PARALLAX_TIMEOUT", &timeout) && timeout > 0) info.timeout = std::chrono::seconds(timeout);
+  *out = info;
+  return true;
+}
+
+Communicator::Communicator(const plan::Plan& plan, const LaunchInfo& launch) : launch_(launch) {
+  c10d::TCPStoreOptions opts;
+  opts.port = static_cast<uint16_t>(launch.master_port);
+  opts.isServer = launch.rank == 0;
+  opts.numWorkers = launch.world_size;
+  opts.waitWorkers = true;
+  opts.timeout = std::chrono::milliseconds(launch.timeout);
+  try {
+    store_ = c10::make_intrusive<c10d::TCPStore>(launch.master_addr, opts);
+    world_ = make_group(store_, "world/", launch.rank, launch.world_size, launch);
+  } catch (const std::exception& e) {
+    throw std::runtime_error("rank " + std::to_string(launch.rank) + ": rendezvous at " + launch.master_addr + ":" +
+                             std::to_string(launch.master_port) + " failed within " +
+                             std::to_string(launch.timeout.count()) + " s: " + e.what());
+  }
+  const auto& p = plan.scenario.parallel;
+  stage_groups_.resize(plan.stages.size());
+  if (p.data > 1) {
+    // Every member creates its stage groups in stage order, so their rendezvous line up.
+    for (const auto& st : plan.stages) {
+      if (launch.rank % p.pipeline != st.pipeline_rank) continue;
+      stage_groups_[st.index] = make_group(store_, "ddp-stage-" + std::to_string(st.index) + "/",
+                                           launch.rank / p.pipeline, p.data, launch);
+    }
+  }
+}
+
+Communicator::Work Communicator::send(torch::Tensor& t, int dst, int tag) {
+  std::vector<torch::Tensor> v{t};
+  return world_->send(v, dst, tag);
+}
+
+Communicator::Work Communicator::recv(torch::Tensor& t, int src, int tag) {
+  std::vector<torch::Tensor> v{t};
+  return world_->recv(v, src, tag);
+}
+
+c10d::ProcessGroup* Communicator::stage_group(int stage) const { return stage_groups_.at(stage).get(); }
+
+void Communicator::wait(const Work& work, const std::string& what) const {
+  try {
+    work->wait(std::chrono::milliseconds(launch_.timeout));
+  } catch (const std::exception& e) {
+    std::string reason = e.what();
+    if (const auto nl = reason.find('\n'); nl != std::string::npos) reason.resize(nl);
+    throw std::runtime_error("rank " + std::to_string(launch_.rank) + " gave up waiting at " + what + " (timeout " +
+                             std::to_string(launch_.timeout.count()) + " s): " + reason);
+  }
+}
+
+void Communicator::barrier(const std::string& what) { wait(world_->barrier(), what); }
+
+std::vector<std::string> Communicator::gather_to_rank0(const std::string& mine) {
+  const std::string key = "parallax/result/";
+  if (launch_.rank != 0) {
+    store_->set(key + std::to_string(launch_.rank), std::vector<uint8_t>(mine.begin(), mine.end()));
+    // Stay until rank 0 has read everything: the store lives in rank 0's process.
+    wait(world_->barrier(), "the end of the run");
+    return {};
+  }
+  std::vector<std::string> all = {mine};
+  for (int r = 1; r < launch_.world_size; ++r) {
+    try {
+      const auto bytes = store_->get(key + std::to_string(r));
+      all.emplace_back(bytes.begin(), bytes.end());
+    } catch (const std::exception& e) {
+      throw std::runtime_error("rank 0 gave up waiting for rank " + std::to_string(r) + "'s results: " + e.what());
+    }
+  }
+  wait(world_->barrier(), "the end of the run");
+  return all;
+}
+
+}  // namespace parallax::exec

@@ -1,0 +1,86 @@
+#include "exec/ddp.hpp"
+
+#include <map>
+
+namespace parallax::exec {
+
+BucketReducer::BucketReducer(const plan::Stage& stage, Stage& module, c10d::ProcessGroup* group, int replicas,
+                             profiler::HostTracer& tracer)
+    : stage_(stage.index), group_(group), replicas_(replicas), tracer_(tracer) {
+  std::map<std::string, torch::Tensor> by_name;
+  for (const auto& p : module->named_parameters()) by_name[p.key()] = p.value();
+  for (const plan::Bucket& b : stage.buckets) {
+    Bucket bucket;
+    bucket.index = b.index;
+    int64_t numel = 0;
+    for (const auto& name : b.params) {
+      auto it = by_name.find(name);
+      if (it == by_name.end()) throw std::logic_error("bucket parameter " + name + " is not in stage " + std::to_string(stage_));
+      const int i = static_cast<int>(params_.size());
+      params_.push_back(it->second);
+      bucket_of_.push_back(static_cast<int>(buckets_.size()));
+      offset_of_.push_back(static_cast<int>(numel));
+      bucket.params.push_back(i);
+      numel += it->second.numel();
+    }
+    bucket.flat = torch::zeros({numel});
+    buckets_.push_back(std::move(bucket));
+  }
+  for (int i = 0; i < static_cast<int>(params_.size()); ++i)
+    params_[i].register_hook([this, i](torch::Tensor grad) { on_grad(i, grad); });
+}
+
+void BucketReducer::arm(int32_t step) {
+  armed_ = true;
+  step_ = step;
+  for (auto& b : buckets_) {
+    b.pending = static_cast<int>(b.params.size());
+    b.work.reset();
+    b.traced = false;
+  }
+}
+
+void BucketReducer::on_grad(int i, const torch::Tensor& grad) {
+  if (!armed_) return;
+  Bucket& b = buckets_[bucket_of_[i]];
+  const torch::Tensor& p = params_[i];
+  auto slot = b.flat.narrow(0, offset_of_[i], p.numel()).view(p.sizes());
+  // The hook sees this micro-batch's gradient before it is added to .grad.
+  if (p.grad().defined()) torch::add_out(slot, p.grad(), grad.to(slot.dtype()));
+  else slot.copy_(grad);
+  if (--b.pending == 0) {
+    std::vector<torch::Tensor> tensors{b.flat};
+    b.launched_ns = profiler::now_ns();
+    b.work = group_->allreduce(tensors);
+  }
+}
+
+void BucketReducer::poll() {
+  for (auto& b : buckets_) {
+    if (b.work && !b.traced && b.work->isCompleted()) {
+      tracer_.span(plan::Lane::allreduce, {plan::ActionKind::ALLREDUCE, stage_, -1, b.index}, b.launched_ns,
+                   profiler::now_ns(), b.flat.numel() * 4, step_);
+      b.traced = true;
+    }
+  }
+}
+
+void BucketReducer::finish(const Communicator& comm) {
+  armed_ = false;
+  for (auto& b : buckets_) {
+    const plan::Action a{plan::ActionKind::ALLREDUCE, stage_, -1, b.index};
+    if (!b.work) throw std::logic_error("bucket " + a.id() + " never filled: a parameter got no gradient");
+    comm.wait(b.work, a.id() + " (DDP group of stage " + std::to_string(stage_) + ")");
+    if (!b.traced) {
+      tracer_.span(plan::Lane::allreduce, a, b.launched_ns, profiler::now_ns(), b.flat.numel() * 4, step_);
+      b.traced = true;
+    }
+    b.flat.div_(replicas_);
+    for (int i : b.params) {
+      const torch::Tensor& p = params_[i];
+      p.mutable_grad() = b.flat.narrow(0, offset_of_[i], p.numel()).view(p.sizes()).clone();
+    }
+  }
+}
+
+}  // namespace parallax::exec

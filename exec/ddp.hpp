@@ -1,0 +1,55 @@
+#pragma once
+// DDP's gradient buckets for one stage, after PyTorch's Reducer: each bucket is one flat buffer
+// holding its parameters' gradients in the plan's bucket order. Hooks on the parameters fire as
+// autograd produces each gradient; during the stage's last backward of an optimizer step (armed)
+// a hook copies the fully accumulated gradient into its slot, and the moment a bucket's last slot
+// is filled its all-reduce starts on the stage's DDP group, overlapping the rest of backward.
+// Earlier backwards only accumulate (no_sync). The optimizer step waits for every bucket and
+// writes the averaged gradients back. (PyTorch's own Reducer needs headers Debian's libtorch-dev
+// lacks, see DESIGN.md; Tensor::register_hook fires in gradient-ready order and is enough.)
+#include <torch/torch.h>
+
+#include <vector>
+
+#include "exec/comm.hpp"
+#include "exec/model.hpp"
+#include "profiler/host_tracer.hpp"
+
+namespace parallax::exec {
+
+class BucketReducer {
+ public:
+  BucketReducer(const plan::Stage& stage, Stage& module, c10d::ProcessGroup* group, int replicas,
+                profiler::HostTracer& tracer);
+
+  /// The next backward of this stage is its last of the optimizer step.
+  void arm(int32_t step);
+  /// Records all-reduces that have finished since the last call.
+  void poll();
+  /// Waits for every bucket and replaces each gradient by the replicas' mean.
+  void finish(const Communicator& comm);
+
+ private:
+  struct Bucket {
+    int index = 0;
+    torch::Tensor flat;
+    std::vector<int> params;  // positions in params_
+    int pending = 0;
+    Communicator::Work work;
+    int64_t launched_ns = 0;
+    bool traced = false;
+  };
+  void on_grad(int param, const torch::Tensor& grad);
+
+  int stage_;
+  c10d::ProcessGroup* group_;
+  int replicas_;
+  profiler::HostTracer& tracer_;
+  std::vector<torch::Tensor> params_;
+  std::vector<int> bucket_of_, offset_of_;
+  std::vector<Bucket> buckets_;
+  bool armed_ = false;
+  int32_t step_ = 0;
+};
+
+}  // namespace parallax::exec

@@ -1,0 +1,112 @@
+#include "exec/launcher.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <cstdlib>
+#include <map>
+#include <stdexcept>
+#include <thread>
+
+namespace parallax::exec {
+namespace {
+
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof addr;
+  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    if (fd >= 0) close(fd);
+    throw std::runtime_error("cannot find a free port on 127.0.0.1 for the rendezvous");
+  }
+  const int port = ntohs(addr.sin_port);
+  close(fd);
+  return port;
+}
+
+std::string describe(int status) {
+  if (WIFSIGNALED(status)) return std::string("was killed by signal ") + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
+  return "exited with code " + std::to_string(WEXITSTATUS(status));
+}
+
+}  // namespace
+
+int launch_local(int nproc, const std::vector<std::string>& argv, std::chrono::seconds timeout) {
+  const int port = free_port();
+  const pid_t launcher = getpid();
+  std::map<pid_t, int> ranks;
+  for (int r = 0; r < nproc; ++r) {
+    const pid_t pid = fork();
+    if (pid < 0) throw std::runtime_error("fork failed");
+    if (pid == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != launcher) _exit(1);
+      setenv("RANK", std::to_string(r).c_str(), 1);
+      setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
+      setenv("WORLD_SIZE", std::to_string(nproc).c_str(), 1);
+      setenv("LOCAL_WORLD_SIZE", std::to_string(nproc).c_str(), 1);
+      setenv("MASTER_ADDR", "127.0.0.1", 1);
+      setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+      std::vector<char*> args;
+      for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+      args.push_back(nullptr);
+      execv("/proc/self/exe", args.data());
+      std::perror("parallax run: exec");
+      _exit(127);
+    }
+    ranks[pid] = r;
+  }
+  std::fprintf(stderr, "parallax run: started %d ranks (rendezvous 127.0.0.1:%d, timeout %lld s)\n", nproc, port,
+               static_cast<long long>(timeout.count()));
+
+  int failures = 0;
+  std::string first_failure;
+  auto stop_others = [&] {
+    for (const auto& [pid, r] : ranks) kill(pid, SIGTERM);
+    // Grace period, then SIGKILL whatever is left.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (!ranks.empty() && std::chrono::steady_clock::now() < deadline) {
+      int status = 0;
+      const pid_t pid = waitpid(-1, &status, WNOHANG);
+      if (pid > 0) ranks.erase(pid);
+      else std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    for (const auto& [pid, r] : ranks) kill(pid, SIGKILL);
+    while (!ranks.empty()) {
+      int status = 0;
+      const pid_t pid = waitpid(-1, &status, 0);
+      if (pid < 0) break;
+      ranks.erase(pid);
+    }
+  };
+  while (!ranks.empty()) {
+    int status = 0;
+    const pid_t pid = waitpid(-1, &status, 0);
+    if (pid < 0) break;
+    const int r = ranks[pid];
+    ranks.erase(pid);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) continue;
+    ++failures;
+    first_failure = "rank " + std::to_string(r) + " " + describe(status);
+    std::fprintf(stderr, "parallax run: %s; stopping the other ranks\n", first_failure.c_str());
+    stop_others();
+  }
+  if (failures) {
+    std::fprintf(stderr, "parallax run: failed: %s\n", first_failure.c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace parallax::exec

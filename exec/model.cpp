@@ -1,0 +1,147 @@
+#include "exec/model.hpp"
+
+#include "plan/error.hpp"
+
+namespace parallax::exec {
+namespace {
+
+// Token embedding plus learned positions; output [seq, batch, hidden] as LibTorch's encoder
+// layers expect (no batch_first in its C++ API).
+class EmbedImpl : public torch::nn::Module {
+ public:
+  EmbedImpl(int64_t vocab, int64_t hidden, int64_t seq_len)
+      : tok(register_module("tok", torch::nn::Embedding(vocab, hidden))),
+        pos(register_module("pos", torch::nn::Embedding(seq_len, hidden))) {}
+  torch::Tensor forward(const torch::Tensor& ids) {
+    const auto positions = torch::arange(ids.size(1), torch::TensorOptions().dtype(torch::kLong));
+    return (tok(ids) + pos(positions).unsqueeze(0)).transpose(0, 1).contiguous();
+  }
+  torch::nn::Embedding tok, pos;
+};
+TORCH_MODULE(Embed);
+
+class HeadImpl : public torch::nn::Module {
+ public:
+  HeadImpl(int64_t hidden, int64_t vocab)
+      : norm(register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({hidden})))),
+        output(register_module("output", torch::nn::Linear(hidden, vocab))) {}
+  torch::Tensor forward(const torch::Tensor& x) { return output(norm(x)); }
+  torch::nn::LayerNorm norm;
+  torch::nn::Linear output;
+};
+TORCH_MODULE(Head);
+
+// Registers `child` under a dotted name, creating plain holder modules for the prefixes
+// ("layers.4" -> holder "layers", child "4"), as nn.ModuleDict does in Python.
+void register_dotted(torch::nn::Module& root, const std::string& dotted, std::shared_ptr<torch::nn::Module> child) {
+  torch::nn::Module* at = &root;
+  std::string rest = dotted;
+  for (auto dot = rest.find('.'); dot != std::string::npos; dot = rest.find('.')) {
+    const std::string head = rest.substr(0, dot);
+    rest = rest.substr(dot + 1);
+    std::shared_ptr<torch::nn::Module> next;
+    for (const auto& c : at->named_children())
+      if (c.key() == head) next = c.value();
+    if (!next) next = at->register_module(head, std::make_shared<torch::nn::Module>());
+    at = next.get();
+  }
+  at->register_module(rest, std::move(child));
+}
+
+}  // namespace
+
+StageImpl::StageImpl(const plan::Plan& plan, int stage, uint64_t seed) {
+  const plan::Stage& st = plan.stages.at(stage);
+  for (int l = st.first_layer; l < st.first_layer + st.layer_count; ++l) {
+    const plan::Layer& layer = plan.layers()[l];
+    torch::manual_seed(seed * 1000003ULL + static_cast<uint64_t>(l));
+    const auto& s = layer.shape;
+    Entry e{layer.kind, s.relu, nullptr, nullptr, nullptr, {}};
+    std::shared_ptr<torch::nn::Module> module;
+    switch (layer.kind) {
+      case plan::LayerKind::linear:
+        e.linear = torch::nn::Linear(torch::nn::LinearOptions(s.in, s.out).bias(s.bias)).ptr();
+        module = e.linear;
+        break;
+      case plan::LayerKind::embedding: {
+        auto m = Embed(s.vocab, s.hidden, s.seq_len).ptr();
+        e.call_other = [m](const torch::Tensor& x) { return m->forward(x); };
+        module = m;
+        break;
+      }
+      case plan::LayerKind::encoder:
+        // Dropout 0: runs with different layouts must compute the same function.
+        e.encoder = torch::nn::TransformerEncoderLayer(
+                        torch::nn::TransformerEncoderLayerOptions(s.hidden, s.heads).dim_feedforward(s.ffn).dropout(0.0))
+                        .ptr();
+        module = e.encoder;
+        break;
+      case plan::LayerKind::head: {
+        auto m = Head(s.hidden, s.vocab).ptr();
+        e.call_other = [m](const torch::Tensor& x) { return m->forward(x); };
+        module = m;
+        break;
+      }
+      case plan::LayerKind::synthetic: throw std::logic_error("synthetic layers cannot be executed");
+    }
+    register_dotted(*this, layer.name, module);
+    layers_.push_back(std::move(e));
+  }
+}
+
+torch::Tensor StageImpl::forward(torch::Tensor x) {
+  for (const Entry& e : layers_) {
+    if (e.linear) {
+      x = e.linear->forward(x);
+      if (e.relu) x = torch::relu(x);
+    } else if (e.encoder) {
+      x = e.encoder->forward(x);
+    } else {
+      x = e.call_other(x);
+    }
+  }
+  return x;
+}
+
+std::vector<int64_t> output_shape(const plan::Layer& layer, int64_t microbatch) {
+  const auto& s = layer.shape;
+  switch (layer.kind) {
+    case plan::LayerKind::linear: return {microbatch, s.out};
+    case plan::LayerKind::embedding:
+    case plan::LayerKind::encoder: return {s.seq_len, microbatch, s.hidden};
+    case plan::LayerKind::head: return {s.seq_len, microbatch, s.vocab};
+    case plan::LayerKind::synthetic: break;
+  }
+  throw std::logic_error("no output shape for a synthetic layer");
+}
+
+torch::Tensor model_loss(const plan::Layer& last, const torch::Tensor& output, const torch::Tensor& target) {
+  if (last.kind == plan::LayerKind::head) {
+    // [seq, batch, vocab] against [batch, seq].
+    const auto logits = output.transpose(0, 1).reshape({-1, last.shape.vocab}).to(torch::kFloat);
+    return torch::nn::functional::cross_entropy(logits, target.reshape({-1}));
+  }
+  return torch::nn::functional::cross_entropy(output.to(torch::kFloat), target);
+}
+
+void check_executable(const plan::Scenario& s) {
+  for (const auto& l : s.layers)
+    if (l.kind == plan::LayerKind::synthetic)
+      throw plan::InputError(s.where("model"), "layer '" + l.name +
+                                                   "' is synthetic: synthetic layers describe a cost for the simulator and "
+                                                   "cannot be run; use a preset (mlp, transformer) or linear/embedding/encoder/head layers");
+  if (s.parallel.precision == plan::Precision::fp16)
+    throw plan::InputError(s.where("parallel.precision"),
+                           "precision fp16 cannot run on this CPU build of LibTorch (no fp16 autocast on CPU); "
+                           "use fp32 or bf16, or a CUDA LibTorch");
+  const auto& first = s.layers.front();
+  const bool tokens = first.kind == plan::LayerKind::embedding;
+  if (s.data.source == "fashion-mnist" && (tokens || first.shape.in != 784 || s.layers.back().kind != plan::LayerKind::linear ||
+                                           s.layers.back().shape.out != 10))
+    throw plan::InputError(s.where("data.source"),
+                           "fashion-mnist needs a model taking 784 features and giving 10 classes (the mlp preset)");
+  if (s.layers.back().kind != plan::LayerKind::head && s.layers.back().kind != plan::LayerKind::linear)
+    throw plan::InputError(s.where("model"), "the model must end in a head or linear layer to compute a loss");
+}
+
+}  // namespace parallax::exec

@@ -1,0 +1,46 @@
+#pragma once
+// The plan's layers as LibTorch modules. A stage is a module whose children are its layers,
+// registered under the layer names ("embed", "layers.4", "head", "fc0"), so its named_parameters()
+// equal, name for name and shape for shape, the plan's parameter lists (tested for every preset).
+// Each layer is initialised from (seed, layer index) alone, so a layer starts from the same
+// weights whichever stage, rank or process builds it.
+#include <torch/torch.h>
+
+#include <functional>
+#include <vector>
+
+#include "plan/plan.hpp"
+
+namespace parallax::exec {
+
+class StageImpl : public torch::nn::Module {
+ public:
+  StageImpl(const plan::Plan& plan, int stage, uint64_t seed);
+  /// Input: token ids [batch, seq] (int64) for a stage starting with an embedding, features
+  /// [batch, in] for one starting with a linear layer, else the previous stage's output.
+  torch::Tensor forward(torch::Tensor x);
+
+ private:
+  // One of the typed modules is set, by kind (forward dispatches on the kind, no casts).
+  struct Entry {
+    plan::LayerKind kind;
+    bool relu = false;
+    std::shared_ptr<torch::nn::LinearImpl> linear;
+    std::shared_ptr<torch::nn::TransformerEncoderLayerImpl> encoder;
+    std::shared_ptr<torch::nn::Module> other;  // embedding or head (file-local types)
+    std::function<torch::Tensor(const torch::Tensor&)> call_other;
+  };
+  std::vector<Entry> layers_;
+};
+TORCH_MODULE(Stage);
+
+/// Shape of a layer's output for a micro-batch (what crosses a stage boundary).
+std::vector<int64_t> output_shape(const plan::Layer& layer, int64_t microbatch);
+
+/// The loss of the model's last layer: cross-entropy over classes (MLP) or tokens (transformer).
+torch::Tensor model_loss(const plan::Layer& last_layer, const torch::Tensor& output, const torch::Tensor& target);
+
+/// Refuses, before anything starts, what the executor cannot build (synthetic layers).
+void check_executable(const plan::Scenario& scenario);
+
+}  // namespace parallax::exec

@@ -1,0 +1,41 @@
+// RankResult as JSON, to hand each rank's result to rank 0 through the c10d store.
+#include <nlohmann/json.hpp>
+
+#include "exec/runtime.hpp"
+
+namespace parallax::exec {
+
+std::string result_to_json(const RankResult& r) {
+  nlohmann::json steps = nlohmann::json::array(), events = nlohmann::json::array();
+  for (const auto& s : r.steps) steps.push_back({s.step, s.loss_sum, s.loss_count, s.step_ms});
+  for (const auto& e : r.events)
+    events.push_back({static_cast<int>(e.lane), static_cast<int>(e.action.kind), e.action.stage, e.action.mb,
+                      e.action.bucket, e.start.count_ns(), e.end.count_ns(), e.bytes, e.step});
+  return nlohmann::json{{"rank", r.rank}, {"correct", r.correct}, {"tested", r.tested}, {"dropped", r.dropped},
+                        {"steps", steps}, {"events", events}}
+      .dump();
+}
+
+RankResult result_from_json(const std::string& text) {
+  const auto j = nlohmann::json::parse(text);
+  RankResult r;
+  r.rank = j["rank"];
+  r.correct = j["correct"];
+  r.tested = j["tested"];
+  r.dropped = j["dropped"];
+  for (const auto& s : j["steps"]) r.steps.push_back({s[0], s[1], s[2], s[3]});
+  for (const auto& e : j["events"]) {
+    plan::TimelineEvent ev;
+    ev.rank = r.rank;
+    ev.lane = static_cast<plan::Lane>(e[0].get<int>());
+    ev.action = {static_cast<plan::ActionKind>(e[1].get<int>()), e[2], e[3], e[4]};
+    ev.start = plan::Time::ns(e[5]);
+    ev.end = plan::Time::ns(e[6]);
+    ev.bytes = e[7];
+    ev.step = e[8];
+    r.events.push_back(ev);
+  }
+  return r;
+}
+
+}  // namespace parallax::exec

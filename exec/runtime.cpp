@@ -1,0 +1,368 @@
+#include "exec/runtime.hpp"
+
+#include <ATen/autocast_mode.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <thread>
+
+#include "exec/checkpoint.hpp"
+#include "exec/data.hpp"
+#include "exec/ddp.hpp"
+#include "exec/model.hpp"
+#include "profiler/host_tracer.hpp"
+
+namespace parallax::exec {
+namespace {
+
+using plan::Action;
+using plan::ActionKind;
+using plan::Lane;
+
+// CPU autocast to bf16 for one forward; restores the previous state (LibTorch 1.13 has no guard).
+class AutocastScope {
+ public:
+  explicit AutocastScope(bool on) : on_(on) {
+    if (!on_) return;
+    was_ = at::autocast::is_cpu_enabled();
+    at::autocast::set_cpu_enabled(true);
+    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+  }
+  ~AutocastScope() {
+    if (!on_) return;
+    at::autocast::set_cpu_enabled(was_);
+    at::autocast::clear_cache();
+  }
+
+ private:
+  bool on_ = false, was_ = false;
+};
+
+// What a micro-batch leaves behind on a stage between its forward and its backward.
+struct Slot {
+  torch::Tensor input, output, loss, target, grad_out, grad_in;
+};
+
+struct PendingSend {
+  Communicator::Work work;
+  torch::Tensor tensor;  // kept alive until sent
+  Action action;
+  int peer = 0;
+  int64_t start_ns = 0;
+};
+
+// Testing aid: PARALLAX_FAULT=rank:step:exit|hang makes one rank die or hang at a step's start.
+void maybe_inject_fault(int rank, int64_t step) {
+  const char* spec = std::getenv("PARALLAX_FAULT");
+  if (!spec) return;
+  int r = -1;
+  long long s = -1;
+  char mode[16] = {0};
+  if (std::sscanf(spec, "%d:%lld:%15s", &r, &s, mode) != 3 || r != rank || s != step) return;
+  std::fprintf(stderr, "rank %d: injected fault (%s) at step %lld\n", rank, mode, s);
+  if (std::string(mode) == "hang")
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+  std::_Exit(3);
+}
+
+class Runtime {
+ public:
+  Runtime(const plan::Plan& plan, const LaunchInfo& launch, const RunOptions& options)
+      : plan_(plan),
+        launch_(launch),
+        options_(options),
+        p_(plan.scenario.parallel),
+        pipeline_rank_(launch.rank % p_.pipeline),
+        replica_(launch.rank / p_.pipeline),
+        actions_(plan.schedule.ranks[pipeline_rank_]),
+        tracer_(launch.rank),
+        data_(plan),
+        comm_(plan, launch) {
+    const int threads = std::max(1u, std::thread::hardware_concurrency()) / std::max(1, launch.world_size);
+    torch::set_num_threads(std::max(1, threads));
+    for (int s : plan.ranks[launch.rank].stages) build_stage(s);
+    slots_.resize(plan.stages.size());
+    for (auto& v : slots_) v.resize(plan.schedule.microbatches());
+    dtype_ = p_.precision == plan::Precision::bf16 ? torch::kBFloat16 : torch::kFloat;
+  }
+
+  RankResult run() {
+    RankResult result;
+    result.rank = launch_.rank;
+    int64_t start = 0;
+    if (options_.resume && !options_.checkpoint_dir.empty()) {
+      if (auto latest = latest_checkpoint(options_.checkpoint_dir)) {
+        for (auto& [s, st] : stages_) load_stage(options_.checkpoint_dir, *latest, s, *st.module, *st.optimizer);
+        start = *latest;
+        progress("resumed from " + options_.checkpoint_dir + " at step " + std::to_string(start));
+      }
+    }
+    const int64_t steps = plan_.scenario.data.steps;
+    for (int64_t step = start; step < steps; ++step) {
+      maybe_inject_fault(launch_.rank, step);
+      const int64_t t0 = profiler::now_ns();
+      StepRecord rec = run_step(step);
+      rec.step_ms = static_cast<double>(profiler::now_ns() - t0) / 1e6;
+      report(rec, steps);
+      result.steps.push_back(rec);
+      if (options_.checkpoint_every > 0 && (step + 1) % options_.checkpoint_every == 0) checkpoint(step + 1);
+    }
+    if (data_.has_test_set()) evaluate(&result.correct, &result.tested);
+    result.events = tracer_.events();
+    result.dropped = tracer_.dropped();
+    return result;
+  }
+
+  Communicator& comm() { return comm_; }
+
+ private:
+  struct StageState {
+    Stage module{nullptr};
+    std::unique_ptr<torch::optim::Optimizer> optimizer;
+    std::unique_ptr<BucketReducer> reducer;
+    int backwards = 0;
+  };
+
+  void build_stage(int s) {
+    StageState st;
+    st.module = Stage(plan_, s, plan_.scenario.data.seed);
+    const auto& o = plan_.scenario.optimizer;
+    if (o.kind == "sgd")
+      st.optimizer = std::make_unique<torch::optim::SGD>(
+          st.module->parameters(), torch::optim::SGDOptions(o.lr).momentum(o.momentum).weight_decay(o.weight_decay));
+    else if (o.kind == "adam")
+      st.optimizer = std::make_unique<torch::optim::Adam>(st.module->parameters(),
+                                                          torch::optim::AdamOptions(o.lr).weight_decay(o.weight_decay));
+    else
+      st.optimizer = std::make_unique<torch::optim::AdamW>(st.module->parameters(),
+                                                           torch::optim::AdamWOptions(o.lr).weight_decay(o.weight_decay));
+    if (p_.data > 1)
+      st.reducer = std::make_unique<BucketReducer>(plan_.stages[s], st.module, comm_.stage_group(s), p_.data, tracer_);
+    stages_.emplace(s, std::move(st));
+  }
+
+  bool is_last(int stage) const { return stage == static_cast<int>(plan_.stages.size()) - 1; }
+  const plan::Layer& first_layer(int stage) const { return plan_.layers()[plan_.stages[stage].first_layer]; }
+  const plan::Layer& last_layer(int stage) const {
+    const auto& st = plan_.stages[stage];
+    return plan_.layers()[st.first_layer + st.layer_count - 1];
+  }
+  int peer(int stage) const { return replica_ * p_.pipeline + stage % p_.pipeline; }
+  // One tag per (sending stage, micro-batch, direction), identical on both sides.
+  int tag(int send_stage, int mb, bool backward) const {
+    return (mb * static_cast<int>(plan_.stages.size()) + send_stage) * 2 + (backward ? 1 : 0);
+  }
+
+  StepRecord run_step(int64_t step) {
+    step_ = step;
+    StepRecord rec;
+    rec.step = step;
+    loss_sum_ = 0;
+    loss_count_ = 0;
+    for (auto& [s, st] : stages_) st.backwards = 0;
+    for (const Action& a : actions_) {
+      perform(a, step);
+      poll();
+    }
+    for (auto& ps : sends_) {
+      comm_.wait(ps.work, ps.action.id() + " to rank " + std::to_string(ps.peer));
+      tracer_.span(Lane::send, ps.action, ps.start_ns, profiler::now_ns(), ps.tensor.nbytes(), static_cast<int32_t>(step));
+    }
+    sends_.clear();
+    for (auto& v : slots_)
+      for (auto& slot : v) slot = Slot{};
+    rec.loss_sum = loss_sum_;
+    rec.loss_count = loss_count_;
+    return rec;
+  }
+
+  void poll() {
+    for (size_t i = 0; i < sends_.size();) {
+      if (sends_[i].work->isCompleted()) {
+        const auto& ps = sends_[i];
+        tracer_.span(Lane::send, ps.action, ps.start_ns, profiler::now_ns(), ps.tensor.nbytes(), static_cast<int32_t>(step_));
+        sends_.erase(sends_.begin() + static_cast<std::ptrdiff_t>(i));
+      } else {
+        ++i;
+      }
+    }
+    for (auto& [s, st] : stages_)
+      if (st.reducer) st.reducer->poll();
+  }
+
+  void perform(const Action& a, int64_t step) {
+    const auto step32 = static_cast<int32_t>(step);
+    Slot& slot = a.kind == ActionKind::OPTIM || a.kind == ActionKind::ALLREDUCE ? dummy_ : slots_[a.stage][a.mb];
+    const int64_t t0 = profiler::now_ns();
+    switch (a.kind) {
+      case ActionKind::F: forward(a, slot, step); break;
+      case ActionKind::B: backward(a, slot); break;
+      case ActionKind::SEND_F:
+      case ActionKind::SEND_B: {
+        const bool fwd = a.kind == ActionKind::SEND_F;
+        const int dst = peer(fwd ? a.stage + 1 : a.stage - 1);
+        torch::Tensor t = (fwd ? slot.output : slot.grad_in).detach().to(dtype_).contiguous();
+        sends_.push_back({comm_.send(t, dst, tag(a.stage, a.mb, !fwd)), t, a, dst, t0});
+        return;
+      }
+      case ActionKind::RECV_F:
+      case ActionKind::RECV_B: {
+        const bool fwd = a.kind == ActionKind::RECV_F;
+        const int send_stage = fwd ? a.stage - 1 : a.stage + 1;
+        const int src = peer(send_stage);
+        const auto shape = output_shape(fwd ? last_layer(send_stage) : last_layer(a.stage), plan_.microbatch_size);
+        torch::Tensor buf = torch::empty(shape, torch::TensorOptions().dtype(dtype_));
+        comm_.wait(comm_.recv(buf, src, tag(send_stage, a.mb, !fwd)), a.id() + " from rank " + std::to_string(src));
+        tracer_.span(Lane::recv, a, t0, profiler::now_ns(), buf.nbytes(), step32);
+        if (fwd) slot.input = buf.to(torch::kFloat).requires_grad_(true);
+        else slot.grad_out = buf.to(torch::kFloat);
+        return;
+      }
+      case ActionKind::ALLREDUCE: return;  // started by the bucket's gradient hooks during B
+      case ActionKind::OPTIM: {
+        StageState& st = stages_.at(a.stage);
+        if (st.reducer) st.reducer->finish(comm_);
+        st.optimizer->step();
+        st.optimizer->zero_grad();
+        break;
+      }
+    }
+    tracer_.span(Lane::compute, a, t0, profiler::now_ns(), 0, step32);
+  }
+
+  void forward(const Action& a, Slot& slot, int64_t step) {
+    StageState& st = stages_.at(a.stage);
+    if (a.stage == 0 || is_last(a.stage)) {
+      MicroBatch mb = data_.micro_batch(step, a.mb, replica_);
+      if (a.stage == 0) slot.input = mb.input;
+      slot.target = mb.target;
+    }
+    torch::Tensor out;
+    {
+      AutocastScope autocast(dtype_ == torch::kBFloat16);
+      if (p_.activation_checkpointing) {
+        torch::NoGradGuard no_grad;  // keep only the input; B recomputes
+        out = st.module->forward(slot.input);
+      } else {
+        out = st.module->forward(slot.input);
+      }
+      if (is_last(a.stage)) {
+        slot.loss = model_loss(last_layer(a.stage), out, slot.target);
+        loss_sum_ += slot.loss.item<double>();
+        ++loss_count_;
+      }
+    }
+    slot.output = out;
+  }
+
+  void backward(const Action& a, Slot& slot) {
+    StageState& st = stages_.at(a.stage);
+    if (st.reducer && ++st.backwards == plan_.schedule.microbatches()) st.reducer->arm(static_cast<int32_t>(step_));
+    torch::Tensor out = slot.output, loss = slot.loss;
+    if (p_.activation_checkpointing) {
+      AutocastScope autocast(dtype_ == torch::kBFloat16);
+      out = st.module->forward(slot.input);
+      if (is_last(a.stage)) loss = model_loss(last_layer(a.stage), out, slot.target);
+    }
+    // Every micro-batch's loss is a mean over its samples; scaling by 1/(chunks x accumulation)
+    // makes the step's gradient the mean over the whole mini-batches, as one big batch would.
+    const double scale = 1.0 / plan_.schedule.microbatches();
+    if (is_last(a.stage)) (loss * scale).backward();
+    else out.backward(slot.grad_out.to(out.scalar_type()));
+    if (a.stage > 0) slot.grad_in = slot.input.grad();
+    slot.output = torch::Tensor();
+    slot.loss = torch::Tensor();
+  }
+
+  void report(const StepRecord& rec, int64_t steps) {
+    // The first replica's last stage knows the loss; it speaks for the job.
+    if (replica_ != 0 || !stages_.count(static_cast<int>(plan_.stages.size()) - 1)) return;
+    const int64_t now = profiler::now_ns();
+    if (rec.step + 1 < steps && now - last_report_ns_ < 1'000'000'000) return;
+    last_report_ns_ = now;
+    char line[160];
+    std::snprintf(line, sizeof line, "step %lld/%lld  loss %.4f  %.1f ms/step", static_cast<long long>(rec.step + 1),
+                  static_cast<long long>(steps), rec.loss_count ? rec.loss_sum / rec.loss_count : 0.0, rec.step_ms);
+    progress(line);
+  }
+
+  void progress(const std::string& text) { std::fprintf(stderr, "[rank %d] %s\n", launch_.rank, text.c_str()); }
+
+  void checkpoint(int64_t step) {
+    for (auto& [s, st] : stages_) save_stage(options_.checkpoint_dir, step, s, *st.module, *st.optimizer);
+    comm_.barrier("checkpoint of step " + std::to_string(step));
+    if (launch_.rank == 0) mark_complete(options_.checkpoint_dir, step);
+  }
+
+  // Test-set accuracy: forward-only through the pipeline, each replica on its share of the set.
+  void evaluate(int64_t* correct, int64_t* tested) {
+    torch::NoGradGuard no_grad;
+    const auto& images = data_.test_images();
+    const int64_t mb = plan_.microbatch_size;
+    const int64_t share = images.size(0) / p_.data;
+    const int64_t batches = share / mb;
+    const int stages = static_cast<int>(plan_.stages.size());
+    const int eval_tag_base = 1 << 28;
+    for (int64_t b = 0; b < batches; ++b) {
+      const int64_t first = replica_ * share + b * mb;
+      for (auto& [s, st] : stages_) {
+        torch::Tensor x;
+        if (s == 0) {
+          x = images.narrow(0, first, mb);
+        } else {
+          x = torch::empty(output_shape(last_layer(s - 1), mb), torch::TensorOptions().dtype(dtype_));
+          const int tag = eval_tag_base + static_cast<int>(b % 100000) * stages + s;
+          comm_.wait(comm_.recv(x, peer(s - 1), tag), "test-set evaluation of stage " + std::to_string(s));
+          x = x.to(torch::kFloat);
+        }
+        torch::Tensor out;
+        {
+          AutocastScope autocast(dtype_ == torch::kBFloat16);
+          out = st.module->forward(x);
+        }
+        if (is_last(s)) {
+          *correct += out.argmax(1).eq(data_.test_labels().narrow(0, first, mb)).sum().item<int64_t>();
+          *tested += mb;
+        } else {
+          torch::Tensor t = out.to(dtype_).contiguous();
+          const int tag = eval_tag_base + static_cast<int>(b % 100000) * stages + s + 1;
+          comm_.wait(comm_.send(t, peer(s + 1), tag), "test-set evaluation of stage " + std::to_string(s));
+        }
+      }
+    }
+  }
+
+  const plan::Plan& plan_;
+  LaunchInfo launch_;
+  RunOptions options_;
+  const plan::ParallelSpec& p_;
+  int pipeline_rank_, replica_;
+  const std::vector<Action>& actions_;
+  profiler::HostTracer tracer_;
+  DataSource data_;
+  Communicator comm_;
+  std::map<int, StageState> stages_;
+  std::vector<std::vector<Slot>> slots_;
+  Slot dummy_;
+  std::vector<PendingSend> sends_;
+  torch::ScalarType dtype_ = torch::kFloat;
+  int64_t step_ = 0;
+  double loss_sum_ = 0;
+  int loss_count_ = 0;
+  int64_t last_report_ns_ = 0;
+};
+
+}  // namespace
+
+std::vector<RankResult> run_rank(const plan::Plan& plan, const LaunchInfo& launch, const RunOptions& options) {
+  Runtime runtime(plan, launch, options);
+  const RankResult mine = runtime.run();
+  std::vector<RankResult> all;
+  for (const std::string& text : runtime.comm().gather_to_rank0(result_to_json(mine))) all.push_back(result_from_json(text));
+  if (launch.rank != 0) all = {mine};
+  return all;
+}
+
+}  // namespace parallax::exec

@@ -1,0 +1,45 @@
+#pragma once
+// One rank of a real run: builds its stages, then performs its schedule's actions, in order, for
+// every optimizer step — exactly the lists the simulator plays. F and B run the stage module,
+// SEND/RECV move activations and gradients with c10d point-to-point (sends are asynchronous and
+// waited at the end of the step; receives wait), ALLREDUCE is the DDP bucket all-reduce started
+// from the gradient hooks, OPTIM steps the stage's optimizer. Every action is a span in the host
+// tracer with the schedule's action id.
+#include <string>
+#include <vector>
+
+#include "exec/comm.hpp"
+#include "plan/plan.hpp"
+#include "plan/timeline.hpp"
+
+namespace parallax::exec {
+
+struct RunOptions {
+  std::string checkpoint_dir;  ///< empty: no checkpoints
+  int checkpoint_every = 0;    ///< optimizer steps between checkpoints
+  bool resume = false;         ///< continue from the latest complete checkpoint
+};
+
+struct StepRecord {
+  int64_t step = 0;
+  double loss_sum = 0;  ///< over this rank's last-stage micro-batches (each a mean over its samples)
+  int loss_count = 0;
+  double step_ms = 0;
+};
+
+struct RankResult {
+  int rank = 0;
+  std::vector<StepRecord> steps;
+  int64_t correct = 0, tested = 0;  ///< test-set accuracy (Fashion-MNIST), on last-stage ranks
+  std::vector<plan::TimelineEvent> events;
+  uint64_t dropped = 0;  ///< spans the tracer could not hold
+};
+
+/// Runs this rank to the end of data.steps; throws on failure (the message names rank and action).
+/// Rank 0 returns every rank's result (gathered through the c10d store); the others their own.
+std::vector<RankResult> run_rank(const plan::Plan& plan, const LaunchInfo& launch, const RunOptions& options);
+
+std::string result_to_json(const RankResult& r);
+RankResult result_from_json(const std::string& text);
+
+}  // namespace parallax::exec
