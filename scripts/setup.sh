@@ -11,6 +11,9 @@ packages=(
   libboost-graph-dev       # schedule validation, critical paths
   zlib1g-dev               # gzipped traces and datasets
   catch2                   # tests (v2)
+  libtorch-dev             # the executor's compute (CPU LibTorch 1.13) and c10d
+  libgloo-dev              # ProcessGroupGloo's headers
+  dataset-fashion-mnist    # real data for the MLP
 )
 
 missing=()

@@ -1,0 +1,169 @@
+// Real 2-rank jobs through the `parallax run` command, as users start them.
+#include <sys/wait.h>
+
+#include <array>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string out;
+  double seconds = 0;
+};
+
+Result run(const std::string& args, const std::string& env = "") {
+  const std::string cmd = env + " " + PARALLAX_BINARY + " " + args + " 2>/dev/null";
+  Result r;
+  const auto t0 = std::chrono::steady_clock::now();
+  FILE* pipe = popen(cmd.c_str(), "r");
+  REQUIRE(pipe);
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
+  const int status = pclose(pipe);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+const std::string kMlp = std::string(PARALLAX_SOURCE_DIR) + "/scenarios/mlp-fashion-mnist-ddp2.yaml";
+const std::string kSmall = " --set data.steps=3 --set model.hidden=32 --set optimizer.lr=0.1 --json";
+
+std::vector<double> losses(const std::string& sets) {
+  const auto r = run("run " + kMlp + kSmall + " " + sets);
+  REQUIRE(r.code == 0);
+  std::vector<double> out;
+  const auto j = nlohmann::json::parse(r.out);
+  for (const auto& s : j["steps"]) out.push_back(s["loss"]);
+  return out;
+}
+
+bool fashion_mnist_installed() { return std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"); }
+
+std::multiset<std::string> action_set(const std::string& trace_path, int step) {
+  std::ifstream in(trace_path);
+  const auto t = nlohmann::json::parse(in);
+  std::multiset<std::string> ids;
+  for (const auto& e : t["traceEvents"])
+    if (e["ph"] == "X" && e["args"]["step"] == step) ids.insert(std::to_string(e["pid"].get<int>()) + ":" + e["name"].get<std::string>());
+  return ids;
+}
+
+int count_processes(const std::string& needle) {
+  int n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    std::ifstream cmd(entry.path() / "cmdline");
+    std::string line;
+    std::getline(cmd, line, '\0');
+    std::string rest((std::istreambuf_iterator<char>(cmd)), {});
+    if ((line + " " + rest).find(needle) != std::string::npos) ++n;
+  }
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("exec: pipelined and data-parallel runs compute the losses of one process", "[exec][run]") {
+  INFO("Fashion-MNIST is missing: scripts/setup.sh installs dataset-fashion-mnist");
+  REQUIRE(fashion_mnist_installed());
+  const auto single = losses("--set parallel.data=1 --set data.batch_size=32");
+  REQUIRE(single.size() == 3);
+  const std::vector<std::string> layouts = {
+      "--set parallel.data=1 --set parallel.pipeline=2 --set parallel.chunks=4 --set data.batch_size=32 --set parallel.schedule=gpipe",
+      "--set parallel.data=1 --set parallel.pipeline=2 --set parallel.chunks=4 --set data.batch_size=32 --set parallel.schedule=1f1b",
+      "--set parallel.data=2 --set data.batch_size=16",
+      "--set parallel.data=1 --set data.batch_size=16 --set parallel.grad_accumulation=2"};
+  for (const auto& layout : layouts) {
+    INFO(layout);
+    const auto other = losses(layout);
+    REQUIRE(other.size() == single.size());
+    for (size_t i = 0; i < single.size(); ++i) CHECK(other[i] == Approx(single[i]).epsilon(1e-5));
+  }
+}
+
+TEST_CASE("exec: measured and predicted traces hold the same actions", "[exec][run]") {
+  INFO("Fashion-MNIST is missing: scripts/setup.sh installs dataset-fashion-mnist");
+  REQUIRE(fashion_mnist_installed());
+  const auto dir = std::filesystem::temp_directory_path() / "parallax_exec_trace";
+  std::filesystem::create_directories(dir);
+  const std::string sets =
+      " --set data.steps=2 --set model.hidden=32 --set parallel.data=1 --set parallel.pipeline=2 --set parallel.chunks=4 "
+      "--set parallel.schedule=1f1b";
+  const std::string measured = (dir / "m.json").string(), predicted = (dir / "p.json").string();
+  REQUIRE(run("run " + kMlp + sets + " -o " + measured).code == 0);
+  REQUIRE(run("simulate " + kMlp + sets + " -o " + predicted).code == 0);
+  const auto m0 = action_set(measured, 0), m1 = action_set(measured, 1), p0 = action_set(predicted, 0);
+  CHECK(m0.size() > 10);
+  CHECK(m0 == p0);
+  CHECK(m1 == p0);
+  // DDP adds the all-reduces on both sides.
+  const std::string ddp = " --set data.steps=1 --set model.hidden=32";
+  REQUIRE(run("run " + kMlp + ddp + " -o " + measured).code == 0);
+  REQUIRE(run("simulate " + kMlp + ddp + " -o " + predicted).code == 0);
+  CHECK(action_set(measured, 0) == action_set(predicted, 0));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("exec: a resumed run continues with the losses of an uninterrupted one", "[exec][run]") {
+  INFO("Fashion-MNIST is missing: scripts/setup.sh installs dataset-fashion-mnist");
+  REQUIRE(fashion_mnist_installed());
+  const auto dir = std::filesystem::temp_directory_path() / "parallax_exec_ckpt";
+  std::filesystem::remove_all(dir);
+  const std::string layout = " --set parallel.pipeline=2 --set parallel.data=1 --set parallel.chunks=2 --set data.steps=";
+  const auto full = run("run " + kMlp + kSmall + layout + "4");
+  REQUIRE(full.code == 0);
+  // Stop after 2 steps with a checkpoint every 2, then resume to 4.
+  REQUIRE(run("run " + kMlp + kSmall + layout + "2 --checkpoint-dir " + dir.string() + " --checkpoint-every 2").code == 0);
+  CHECK(std::filesystem::exists(dir / "step-2" / "COMPLETE"));
+  const auto resumed = run("run " + kMlp + kSmall + layout + "4 --checkpoint-dir " + dir.string() + " --resume");
+  REQUIRE(resumed.code == 0);
+  const auto a = nlohmann::json::parse(full.out)["steps"], b = nlohmann::json::parse(resumed.out)["steps"];
+  REQUIRE(b.size() == 2);
+  CHECK(b[0]["step"] == 2);
+  CHECK(b[0]["loss"].get<double>() == Approx(a[2]["loss"].get<double>()).epsilon(1e-6));
+  CHECK(b[1]["loss"].get<double>() == Approx(a[3]["loss"].get<double>()).epsilon(1e-6));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("exec: a rank that dies or hangs ends the job with exit 1 in bounded time, no orphans", "[exec][run]") {
+  INFO("Fashion-MNIST is missing: scripts/setup.sh installs dataset-fashion-mnist");
+  REQUIRE(fashion_mnist_installed());
+  const std::string args = "run " + kMlp + " --set data.steps=50 --set model.hidden=32 --timeout 5";
+  const auto died = run(args, "PARALLAX_FAULT=1:2:exit");
+  CHECK(died.code == 1);
+  CHECK(died.seconds < 20);
+  const auto hung = run(args, "PARALLAX_FAULT=1:2:hang");
+  CHECK(hung.code == 1);
+  CHECK(hung.seconds < 30);  // the peer's 5 s timeout, then the launcher's grace period
+  CHECK(count_processes("PARALLAX_FAULT") == 0);
+  CHECK(count_processes(kMlp + " --set data.steps=50") == 0);
+}
+
+TEST_CASE("exec: bad input exits 2 before any rank starts", "[exec][run]") {
+  CHECK(run("run --set model.preset=synthetic").code == 2);
+  CHECK(run("run " + kMlp + " --set parallel.precision=bf16 --set hardware=t4-pcie").code == 2);
+  CHECK(run("run " + kMlp + " --nproc 3").code == 2);
+  CHECK(run("run " + kMlp + " --resume").code == 2);
+  CHECK(run("run " + kMlp + " -o /nonexistent/dir/t.json").code == 2);
+  const auto missing = run("run " + kMlp, "PARALLAX_FASHION_MNIST=/nonexistent");
+  CHECK(missing.code == 2);
+  CHECK(missing.out.empty());
+}
+
+TEST_CASE("exec: the MLP learns Fashion-MNIST under pipeline and data parallelism", "[exec][run][slow]") {
+  INFO("Fashion-MNIST is missing: scripts/setup.sh installs dataset-fashion-mnist");
+  REQUIRE(fashion_mnist_installed());
+  const std::string scenario = std::string(PARALLAX_SOURCE_DIR) + "/scenarios/mlp-fashion-mnist-pipeline2.yaml";
+  const auto r = run("run " + scenario +
+                     " --set parallel.data=2 --set data.steps=400 --set optimizer.kind=adam --set optimizer.momentum=0 "
+                     "--set optimizer.lr=0.002 --json");
+  REQUIRE(r.code == 0);
+  CHECK(nlohmann::json::parse(r.out)["accuracy"].get<double>() >= 0.80);
+}
