@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <cstdlib>
+#include <algorithm>
 #include <map>
 #include <stdexcept>
 #include <thread>
@@ -58,6 +59,11 @@ int launch_local(int nproc, const std::vector<std::string>& argv, std::chrono::s
       setenv("LOCAL_WORLD_SIZE", std::to_string(nproc).c_str(), 1);
       setenv("MASTER_ADDR", "127.0.0.1", 1);
       setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+      // The cores are shared out between the ranks; BLAS and OpenMP pools that each assume the
+      // whole machine would spin against each other. A user's own setting wins.
+      const std::string threads = std::to_string(std::max(1u, std::thread::hardware_concurrency() / nproc));
+      setenv("OMP_NUM_THREADS", threads.c_str(), 0);
+      setenv("OPENBLAS_NUM_THREADS", threads.c_str(), 0);
       std::vector<char*> args;
       for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
       args.push_back(nullptr);

@@ -80,6 +80,8 @@ class Runtime {
         tracer_(launch.rank),
         data_(plan),
         comm_(plan, launch) {
+    // PARALLAX_TRACE=0 turns the tracer off, to measure its overhead (bench/exec_bench.sh).
+    if (const char* t = std::getenv("PARALLAX_TRACE"); t && std::string(t) == "0") tracer_.set_enabled(false);
     const int threads = std::max(1u, std::thread::hardware_concurrency()) / std::max(1, launch.world_size);
     torch::set_num_threads(std::max(1, threads));
     for (int s : plan.ranks[launch.rank].stages) build_stage(s);

@@ -18,9 +18,13 @@ class HostTracer {
  public:
   explicit HostTracer(int rank, size_t capacity = 1 << 20);
 
+  /// Off: span() returns at once (to measure the tracer's own overhead).
+  void set_enabled(bool on) { enabled_ = on; }
+
   /// Records one finished span. Safe from any thread; never blocks.
   void span(plan::Lane lane, const plan::Action& action, int64_t start_ns, int64_t end_ns, int64_t bytes = 0,
             int32_t step = 0) noexcept {
+    if (!enabled_) return;
     const size_t i = next_.fetch_add(1, std::memory_order_relaxed);
     if (i >= events_.size()) {
       dropped_.fetch_add(1, std::memory_order_relaxed);
@@ -42,6 +46,7 @@ class HostTracer {
 
  private:
   int rank_;
+  bool enabled_ = true;
   std::vector<plan::TimelineEvent> events_;
   std::atomic<size_t> next_{0};
   std::atomic<uint64_t> dropped_{0};

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs the Debian packages Parallax builds with. Idempotent and quick when they are present:
-# it only calls apt-get for what is missing. Run as root, or with sudo available.
+# Installs the Debian packages Parallax builds with (and, with --bench, those its benchmarks
+# compare against). Idempotent and quick when they are present: it only calls apt-get for what is
+# missing. Run as root, or with sudo available.
 set -euo pipefail
 
 packages=(
@@ -12,9 +13,13 @@ packages=(
   zlib1g-dev               # gzipped traces and datasets
   catch2                   # tests (v2)
   libtorch-dev             # the executor's compute (CPU LibTorch 1.13) and c10d
+  libopenblas0-pthread     # LibTorch's BLAS: without it Debian's reference BLAS makes matmuls ~5x slower
   libgloo-dev              # ProcessGroupGloo's headers
   dataset-fashion-mnist    # real data for the MLP
 )
+
+# --bench: also what the benchmarks compare against (PyTorch's own DDP).
+[ "${1:-}" = "--bench" ] && packages+=(python3-torch)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,0 +1,47 @@
+"""PyTorch's own DistributedDataParallel on the step Parallax runs for
+scenarios/mlp-fashion-mnist-ddp2.yaml: the same MLP (784-256-256-10), per-rank batch, world size,
+bucket_cap_mb, first bucket, SGD with momentum, Gloo on CPU, one thread per rank.
+Prints the median step time in ms. Used by bench/exec_bench.sh; needs Debian's python3-torch."""
+import os
+import statistics
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn as nn
+
+
+def worker(rank, world, port, batch, steps, bucket_cap_mb, first_bucket_mb, out):
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10))
+    ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=bucket_cap_mb)
+    ddp._set_ddp_runtime_logging_sample_rate  # noqa: B018 (exists in 1.13; keeps defaults)
+    dist._DEFAULT_FIRST_BUCKET_BYTES = int(first_bucket_mb * 1024 * 1024)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
+    x = torch.rand(batch, 784)
+    y = torch.randint(0, 10, (batch,))
+    loss_fn = nn.CrossEntropyLoss()
+    times = []
+    for step in range(steps):
+        t0 = time.perf_counter()
+        opt.zero_grad()
+        loss_fn(ddp(x), y).backward()
+        opt.step()
+        times.append((time.perf_counter() - t0) * 1000)
+    dist.barrier()
+    if rank == 0:
+        with open(out, "w") as f:
+            f.write("%f\n" % statistics.median(times[steps // 5:]))
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    world, batch, steps, cap, first, port, out = sys.argv[1:8]
+    mp.spawn(worker, args=(int(world), int(port), int(batch), int(steps), float(cap), float(first), out),
+             nprocs=int(world))

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Executor benchmarks; prints figures (goals in docs/executor.md). Run after building:
+#   bench/exec_bench.sh [build-folder]
+# (a) one DDP step of scenarios/mlp-fashion-mnist-ddp2.yaml in Parallax and in PyTorch's own
+#     DistributedDataParallel (Debian's python3-torch: scripts/setup.sh --bench), as a ratio;
+# (b) the host tracer's overhead: the same run with PARALLAX_TRACE=0 and with the tracer on;
+# (c) measured bubble fraction of gpipe and 1f1b on 2 ranks against (p-1)/(m+p-1).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+parallax="$build/parallax"
+scenario=scenarios/mlp-fashion-mnist-ddp2.yaml
+steps=300
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+median_step_ms() {  # the median step time after a warm-up fifth, from parallax run --json
+  python3 -c '
+import json, statistics, sys
+steps = json.load(sys.stdin)["steps"]
+print("%.4f" % statistics.median(s["step_time_ms"] for s in steps[len(steps) // 5:]))'
+}
+
+best() { python3 -c "import sys; print(min(float(x) for x in sys.argv[1:]))" "$@"; }
+rounds=3  # alternate the contenders and keep each one's best median: the machine is shared
+
+echo "(a) DDP step, 2 ranks, Gloo, MLP 784-256-256-10, batch 64 per rank, 1 MiB buckets (best of $rounds)"
+ours=() theirs=()
+for _ in $(seq $rounds); do
+  ours+=("$("$parallax" run "$scenario" --set data.steps=$steps --json 2>/dev/null | median_step_ms)")
+  if /usr/bin/python3 -c "import torch" 2>/dev/null; then
+    /usr/bin/python3 bench/ddp_pytorch.py 2 64 $steps 1 0.25 $((20000 + RANDOM % 20000)) "$tmp/pt" 2>/dev/null
+    theirs+=("$(cat "$tmp/pt")")
+  fi
+done
+if [ ${#theirs[@]} -gt 0 ]; then
+  python3 -c "print('    parallax %.3f ms, pytorch DDP %.3f ms, ratio %.3f (goal <= 1.0)' % ($(best "${ours[@]}"), $(best "${theirs[@]}"), $(best "${ours[@]}") / $(best "${theirs[@]}")))"
+else
+  echo "    parallax $(best "${ours[@]}") ms; PyTorch is not installed (scripts/setup.sh --bench installs python3-torch)"
+fi
+
+echo "(b) tracer overhead on the same run (best of $rounds)"
+off=() on=()
+for _ in $(seq $rounds); do
+  off+=("$(PARALLAX_TRACE=0 "$parallax" run "$scenario" --set data.steps=$steps --json 2>/dev/null | median_step_ms)")
+  on+=("$("$parallax" run "$scenario" --set data.steps=$steps --json 2>/dev/null | median_step_ms)")
+done
+python3 -c "o, n = $(best "${off[@]}"), $(best "${on[@]}"); print('    tracer off %.3f ms, on %.3f ms: %+.2f%% (goal under 1%%)' % (o, n, 100 * (n - o) / o))"
+
+echo "(c) measured bubble of 2-stage pipelines with equal stages vs (p-1)/(m+p-1)"
+for schedule in gpipe 1f1b; do
+  for m in 2 4 8; do
+    "$parallax" run --set "model={layers: [{kind: linear, in: 2048, out: 2048}, {kind: linear, in: 2048, out: 2048}]}" \
+      --set data.source=synthetic --set data.batch_size=$((m * 64)) --set data.steps=12 --set hardware=cpu-host \
+      --set parallel.partition_len=1 --set parallel.chunks=$m --set parallel.schedule=$schedule \
+      -o "$tmp/t.json" >/dev/null 2>&1
+    python3 - "$tmp/t.json" $m $schedule <<'PY'
+import json, sys
+from collections import defaultdict
+trace, m, schedule = json.load(open(sys.argv[1])), int(sys.argv[2]), sys.argv[3]
+p = 2
+fractions = []
+by_step = defaultdict(list)
+for e in trace["traceEvents"]:
+    if e["ph"] == "X":
+        by_step[e["args"]["step"]].append(e)
+for step, events in by_step.items():
+    if step < 4:
+        continue  # warm-up
+    start = min(e["ts"] for e in events)
+    end = max(e["ts"] + e["dur"] for e in events)
+    for rank in range(p):
+        busy = sum(e["dur"] for e in events if e["pid"] == rank and e["tid"] == 0)
+        fractions.append(1 - busy / (end - start))
+measured = sum(fractions) / len(fractions)
+print("    %-5s m=%d: measured %.3f, formula %.3f" % (schedule, m, measured, (p - 1) / (m + p - 1)))
+PY
+  done
+done
