@@ -22,14 +22,14 @@ print("%.4f" % statistics.median(s["step_time_ms"] for s in steps[len(steps) // 
 }
 
 best() { python3 -c "import sys; print(min(float(x) for x in sys.argv[1:]))" "$@"; }
-rounds=3  # alternate the contenders and keep each one's best median: the machine is shared
+rounds=5  # alternate the contenders and keep each one's best median: the machine is shared
 
 echo "(a) DDP step, 2 ranks, Gloo, MLP 784-256-256-10, batch 64 per rank, 1 MiB buckets (best of $rounds)"
 ours=() theirs=()
 for _ in $(seq $rounds); do
   ours+=("$("$parallax" run "$scenario" --set data.steps=$steps --json 2>/dev/null | median_step_ms)")
   if /usr/bin/python3 -c "import torch" 2>/dev/null; then
-    /usr/bin/python3 bench/ddp_pytorch.py 2 64 $steps 1 0.25 $((20000 + RANDOM % 20000)) "$tmp/pt" 2>/dev/null
+    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 /usr/bin/python3 bench/ddp_pytorch.py 2 64 $steps 1 0.25 $((20000 + RANDOM % 20000)) "$tmp/pt" 2>/dev/null
     theirs+=("$(cat "$tmp/pt")")
   fi
 done

@@ -2,10 +2,14 @@
 
 #include <ATen/autocast_mode.h>
 
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
+#include <exception>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <thread>
 
 #include "exec/checkpoint.hpp"
@@ -51,6 +55,75 @@ struct PendingSend {
   Action action;
   int peer = 0;
   int64_t start_ns = 0;
+  int32_t step = 0;
+};
+
+// Gloo's send works only learn they are done when waited on, so a thread waits on them in order
+// and records each span's end as it returns; the training loop never blocks on a send until the
+// end of the step (drain). A failed wait is kept and rethrown there.
+class SendWatcher {
+ public:
+  SendWatcher(const Communicator& comm, profiler::HostTracer& tracer)
+      : comm_(comm), tracer_(tracer), thread_([this] { loop(); }) {}
+  ~SendWatcher() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+      for (auto& ps : queue_) ps.work->abort();
+      if (current_) current_->abort();
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+  void push(PendingSend ps) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.push_back(std::move(ps));
+    }
+    cv_.notify_all();
+  }
+
+  /// Waits until every send so far is done; rethrows the first failure.
+  void drain() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return (queue_.empty() && !current_) || error_; });
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+      if (stop_) return;
+      PendingSend ps = std::move(queue_.front());
+      queue_.pop_front();
+      current_ = ps.work;
+      lock.unlock();
+      std::exception_ptr failure;
+      try {
+        comm_.wait(ps.work, ps.action.id() + " to rank " + std::to_string(ps.peer));
+        tracer_.span(plan::Lane::send, ps.action, ps.start_ns, profiler::now_ns(), ps.tensor.nbytes(), ps.step);
+      } catch (...) {
+        failure = std::current_exception();
+      }
+      lock.lock();
+      current_.reset();
+      if (failure && !error_) error_ = failure;
+      cv_.notify_all();
+    }
+  }
+
+  const Communicator& comm_;
+  profiler::HostTracer& tracer_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<PendingSend> queue_;
+  Communicator::Work current_;
+  std::exception_ptr error_;
+  bool stop_ = false;
+  std::thread thread_;
 };
 
 // Testing aid: PARALLAX_FAULT=rank:step:exit|hang makes one rank die or hang at a step's start.
@@ -79,7 +152,8 @@ class Runtime {
         actions_(plan.schedule.ranks[pipeline_rank_]),
         tracer_(launch.rank),
         data_(plan),
-        comm_(plan, launch) {
+        comm_(plan, launch),
+        sends_(comm_, tracer_) {
     // PARALLAX_TRACE=0 turns the tracer off, to measure its overhead (bench/exec_bench.sh).
     if (const char* t = std::getenv("PARALLAX_TRACE"); t && std::string(t) == "0") tracer_.set_enabled(false);
     const int threads = std::max(1u, std::thread::hardware_concurrency()) / std::max(1, launch.world_size);
@@ -168,11 +242,7 @@ class Runtime {
       perform(a, step);
       poll();
     }
-    for (auto& ps : sends_) {
-      comm_.wait(ps.work, ps.action.id() + " to rank " + std::to_string(ps.peer));
-      tracer_.span(Lane::send, ps.action, ps.start_ns, profiler::now_ns(), ps.tensor.nbytes(), static_cast<int32_t>(step));
-    }
-    sends_.clear();
+    sends_.drain();
     for (auto& v : slots_)
       for (auto& slot : v) slot = Slot{};
     rec.loss_sum = loss_sum_;
@@ -181,15 +251,6 @@ class Runtime {
   }
 
   void poll() {
-    for (size_t i = 0; i < sends_.size();) {
-      if (sends_[i].work->isCompleted()) {
-        const auto& ps = sends_[i];
-        tracer_.span(Lane::send, ps.action, ps.start_ns, profiler::now_ns(), ps.tensor.nbytes(), static_cast<int32_t>(step_));
-        sends_.erase(sends_.begin() + static_cast<std::ptrdiff_t>(i));
-      } else {
-        ++i;
-      }
-    }
     for (auto& [s, st] : stages_)
       if (st.reducer) st.reducer->poll();
   }
@@ -206,7 +267,7 @@ class Runtime {
         const bool fwd = a.kind == ActionKind::SEND_F;
         const int dst = peer(fwd ? a.stage + 1 : a.stage - 1);
         torch::Tensor t = (fwd ? slot.output : slot.grad_in).detach().to(dtype_).contiguous();
-        sends_.push_back({comm_.send(t, dst, tag(a.stage, a.mb, !fwd)), t, a, dst, t0});
+        sends_.push({comm_.send(t, dst, tag(a.stage, a.mb, !fwd)), t, a, dst, t0, step32});
         return;
       }
       case ActionKind::RECV_F:
@@ -348,7 +409,7 @@ class Runtime {
   std::map<int, StageState> stages_;
   std::vector<std::vector<Slot>> slots_;
   Slot dummy_;
-  std::vector<PendingSend> sends_;
+  SendWatcher sends_;
   torch::ScalarType dtype_ = torch::kFloat;
   int64_t step_ = 0;
   double loss_sum_ = 0;

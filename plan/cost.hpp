@@ -14,7 +14,10 @@ struct LayerCost {
   Time backward;  ///< without recomputation; activation checkpointing adds `forward` on top
 };
 
+/// `input_gradient`: whether backward must also compute the gradient of the layer's input; the
+/// model's first layer has none to compute (its input is data), so its backward does only the
+/// weight gradient, half the work.
 LayerCost estimate_layer_cost(const Layer& layer, const HardwareProfile& hardware, Precision precision,
-                              int microbatch_size);
+                              int microbatch_size, bool input_gradient = true);
 
 }  // namespace parallax::plan

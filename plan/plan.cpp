@@ -25,7 +25,7 @@ std::vector<int> choose_partition(const Scenario& s, int microbatch_size) {
   // Balance what a stage spends per micro-batch: forward + backward (+ recomputation).
   std::vector<int64_t> costs(layers);
   for (int i = 0; i < layers; ++i) {
-    const LayerCost c = estimate_layer_cost(s.layers[i], s.hardware, p.precision, microbatch_size);
+    const LayerCost c = estimate_layer_cost(s.layers[i], s.hardware, p.precision, microbatch_size, /*input_gradient=*/i > 0);
     Time t = c.forward + c.backward;
     if (p.activation_checkpointing) t += c.forward;
     costs[i] = t.count_ns();

@@ -21,7 +21,8 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan) {
     const int last = st.first_layer + st.layer_count - 1;
     std::vector<Time> bwd_layer(plan.layers().size());
     for (int l = st.first_layer; l <= last; ++l) {
-      const auto lc = plan::estimate_layer_cost(plan.layers()[l], s.hardware, s.parallel.precision, plan.microbatch_size);
+      const auto lc = plan::estimate_layer_cost(plan.layers()[l], s.hardware, s.parallel.precision, plan.microbatch_size,
+                                              /*input_gradient=*/l > 0);
       c.forward += lc.forward;
       c.backward += lc.backward;
       bwd_layer[l] = lc.backward;
