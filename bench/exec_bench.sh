@@ -46,18 +46,20 @@ for _ in $(seq $rounds); do
   on+=("$("$parallax" run "$scenario" --set data.steps=$steps --json 2>/dev/null | median_step_ms)")
 done
 python3 -c "o, n = $(best "${off[@]}"), $(best "${on[@]}"); print('    tracer off %.3f ms, on %.3f ms: %+.2f%% (goal under 1%%)' % (o, n, 100 * (n - o) / o))"
+"$build/parallax_tracer_bench" | sed 's/^/    /'  # the cost of one span, without the noise of a run
 
-echo "(c) measured bubble of 2-stage pipelines with equal stages vs (p-1)/(m+p-1)"
+echo "(c) measured bubble of 2-stage pipelines with equal stages vs (p-1)/(m+p-1) and the simulator (cpu-host)"
 for schedule in gpipe 1f1b; do
   for m in 2 4 8; do
-    "$parallax" run --set "model={layers: [{kind: linear, in: 2048, out: 2048}, {kind: linear, in: 2048, out: 2048}]}" \
-      --set data.source=synthetic --set data.batch_size=$((m * 64)) --set data.steps=12 --set hardware=cpu-host \
-      --set parallel.partition_len=1 --set parallel.chunks=$m --set parallel.schedule=$schedule \
-      -o "$tmp/t.json" >/dev/null 2>&1
-    python3 - "$tmp/t.json" $m $schedule <<'PY'
+    sets=(--set "model={layers: [{kind: linear, in: 2048, out: 2048}, {kind: linear, in: 2048, out: 2048}]}"
+          --set data.source=synthetic --set data.batch_size=$((m * 64)) --set data.steps=12 --set hardware=cpu-host
+          --set parallel.partition_len=1 --set parallel.chunks=$m --set parallel.schedule=$schedule)
+    "$parallax" run "${sets[@]}" -o "$tmp/t.json" >/dev/null 2>&1
+    simulated=$("$parallax" simulate "${sets[@]}" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["bubble_fraction"])')
+    python3 - "$tmp/t.json" $m $schedule "$simulated" <<'PY'
 import json, sys
 from collections import defaultdict
-trace, m, schedule = json.load(open(sys.argv[1])), int(sys.argv[2]), sys.argv[3]
+trace, m, schedule, simulated = json.load(open(sys.argv[1])), int(sys.argv[2]), sys.argv[3], float(sys.argv[4])
 p = 2
 fractions = []
 by_step = defaultdict(list)
@@ -73,7 +75,7 @@ for step, events in by_step.items():
         busy = sum(e["dur"] for e in events if e["pid"] == rank and e["tid"] == 0)
         fractions.append(1 - busy / (end - start))
 measured = sum(fractions) / len(fractions)
-print("    %-5s m=%d: measured %.3f, formula %.3f" % (schedule, m, measured, (p - 1) / (m + p - 1)))
+print("    %-5s m=%d: measured %.3f, formula %.3f, simulated %.3f" % (schedule, m, measured, (p - 1) / (m + p - 1), simulated))
 PY
   done
 done

@@ -98,7 +98,7 @@ int64_t DataSource::sample_index(int64_t position) const {
   return permutation_[position % per_epoch];
 }
 
-MicroBatch DataSource::micro_batch(int64_t step, int mb, int replica) const {
+MicroBatch DataSource::micro_batch(int64_t step, int mb, int replica, bool with_input) const {
   const auto& p = plan_.scenario.parallel;
   const int round = mb / p.chunks, chunk = mb % p.chunks;
   const int64_t batch = plan_.scenario.data.batch_size;
@@ -106,15 +106,16 @@ MicroBatch DataSource::micro_batch(int64_t step, int mb, int replica) const {
                         static_cast<int64_t>(chunk) * plan_.microbatch_size;
   std::vector<int64_t> ids(plan_.microbatch_size);
   for (int i = 0; i < plan_.microbatch_size; ++i) ids[i] = sample_index(first + i);
-  if (!images_.defined()) return synthetic(ids);
+  if (!images_.defined()) return synthetic(ids, with_input);
   const auto index = torch::tensor(ids, torch::kLong);
-  return {images_.index_select(0, index), labels_.index_select(0, index)};
+  return {with_input ? images_.index_select(0, index) : torch::Tensor(), labels_.index_select(0, index)};
 }
 
 // Synthetic samples are functions of (seed, sample id): tokens from a hash, and a next-token
-// target that is a fixed mapping of the token, so the loss can fall; for linear models random
-// features with a class derived from them.
-MicroBatch DataSource::synthetic(const std::vector<int64_t>& ids) const {
+// target that is a fixed mapping of the token, so the loss can fall; for linear models a class
+// from a hash and random features with a bump at the class's feature, so the class is learnable
+// and a last stage can know it without making the features.
+MicroBatch DataSource::synthetic(const std::vector<int64_t>& ids, bool with_input) const {
   const auto& first = plan_.layers().front();
   const auto& last = plan_.layers().back();
   const uint64_t seed = plan_.scenario.data.seed;
@@ -136,12 +137,15 @@ MicroBatch DataSource::synthetic(const std::vector<int64_t>& ids) const {
     return {input, target};
   }
   const int64_t in_features = first.shape.in, classes = last.shape.out;
-  auto input = torch::empty({n, in_features});
   auto target = torch::empty({n}, torch::kLong);
+  for (int64_t i = 0; i < n; ++i)
+    target[i] = static_cast<int64_t>(splitmix(seed ^ (static_cast<uint64_t>(ids[i]) << 1)) % static_cast<uint64_t>(classes));
+  if (!with_input) return {torch::Tensor(), target};
+  auto input = torch::empty({n, in_features});
   for (int64_t i = 0; i < n; ++i) {
     auto gen = at::detail::createCPUGenerator(splitmix(seed + static_cast<uint64_t>(ids[i])));
     input[i] = at::randn({in_features}, gen);
-    target[i] = input[i].slice(0, 0, std::min(classes, in_features)).argmax().item<int64_t>();
+    input[i][target[i].item<int64_t>() % in_features] += 3.0;
   }
   return {input, target};
 }

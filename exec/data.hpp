@@ -24,8 +24,9 @@ class DataSource {
   /// is an InputError naming the package.
   explicit DataSource(const plan::Plan& plan);
 
-  /// Micro-batch `mb` (0 .. chunks*ga-1) of `replica` in optimizer step `step`.
-  MicroBatch micro_batch(int64_t step, int mb, int replica) const;
+  /// Micro-batch `mb` (0 .. chunks*ga-1) of `replica` in optimizer step `step`. Without
+  /// `with_input` only the target is filled (what a last stage needs).
+  MicroBatch micro_batch(int64_t step, int mb, int replica, bool with_input = true) const;
   /// The test set (Fashion-MNIST only): images [n, 784], labels [n].
   bool has_test_set() const { return test_images_.defined(); }
   const torch::Tensor& test_images() const { return test_images_; }
@@ -36,7 +37,7 @@ class DataSource {
 
  private:
   int64_t sample_index(int64_t global_position) const;
-  MicroBatch synthetic(const std::vector<int64_t>& ids) const;
+  MicroBatch synthetic(const std::vector<int64_t>& ids, bool with_input) const;
 
   const plan::Plan& plan_;
   int64_t size_ = 0;

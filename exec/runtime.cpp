@@ -298,7 +298,7 @@ class Runtime {
   void forward(const Action& a, Slot& slot, int64_t step) {
     StageState& st = stages_.at(a.stage);
     if (a.stage == 0 || is_last(a.stage)) {
-      MicroBatch mb = data_.micro_batch(step, a.mb, replica_);
+      MicroBatch mb = data_.micro_batch(step, a.mb, replica_, /*with_input=*/a.stage == 0);
       if (a.stage == 0) slot.input = mb.input;
       slot.target = mb.target;
     }
