@@ -126,6 +126,15 @@ class SendWatcher {
   std::thread thread_;
 };
 
+// Room for every span of the run: each action of every step, plus slack; capped at 4M spans
+// (~200 MB), beyond which spans are counted as dropped.
+size_t tracer_capacity(const plan::Plan& plan) {
+  size_t most = 0;
+  for (const auto& actions : plan.schedule.ranks) most = std::max(most, actions.size());
+  const size_t want = most * static_cast<size_t>(plan.scenario.data.steps) + 1024;
+  return std::min<size_t>(want, size_t{1} << 22);
+}
+
 // Testing aid: PARALLAX_FAULT=rank:step:exit|hang makes one rank die or hang at a step's start.
 void maybe_inject_fault(int rank, int64_t step) {
   const char* spec = std::getenv("PARALLAX_FAULT");
@@ -150,7 +159,7 @@ class Runtime {
         pipeline_rank_(launch.rank % p_.pipeline),
         replica_(launch.rank / p_.pipeline),
         actions_(plan.schedule.ranks[pipeline_rank_]),
-        tracer_(launch.rank),
+        tracer_(launch.rank, tracer_capacity(plan)),
         data_(plan),
         comm_(plan, launch),
         sends_(comm_, tracer_) {
