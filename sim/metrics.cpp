@@ -5,40 +5,9 @@
 #include <boost/range/iterator_range.hpp>
 #include <cmath>
 
+#include "plan/timeline_metrics.hpp"
+
 namespace parallax::sim {
-namespace {
-
-using Interval = std::pair<int64_t, int64_t>;
-
-// Sorts and merges overlapping intervals.
-std::vector<Interval> merged(std::vector<Interval> v) {
-  std::sort(v.begin(), v.end());
-  std::vector<Interval> out;
-  for (const auto& iv : v) {
-    if (!out.empty() && iv.first <= out.back().second) out.back().second = std::max(out.back().second, iv.second);
-    else out.push_back(iv);
-  }
-  return out;
-}
-
-// Length of `a` not covered by `b` (both merged).
-int64_t uncovered(const std::vector<Interval>& a, const std::vector<Interval>& b) {
-  int64_t total = 0;
-  size_t j = 0;
-  for (const auto& [s, e] : a) {
-    int64_t at = s;
-    while (j < b.size() && b[j].second <= at) ++j;
-    for (size_t k = j; k < b.size() && b[k].first < e; ++k) {
-      if (b[k].first > at) total += b[k].first - at;
-      at = std::max(at, b[k].second);
-      if (at >= e) break;
-    }
-    if (at < e) total += e - at;
-  }
-  return total;
-}
-
-}  // namespace
 
 std::vector<int32_t> critical_path(const plan::Timeline& timeline, const std::vector<Dependency>& deps) {
   const auto& events = timeline.events;
@@ -86,40 +55,23 @@ std::vector<int32_t> critical_path(const plan::Timeline& timeline, const std::ve
 
 Metrics compute_metrics(const plan::Plan& plan, const SimRun& run) {
   Metrics m;
-  const auto& events = run.timeline.events;
-  int64_t first = INT64_MAX, last = 0;
-  for (const auto& e : events) {
-    first = std::min(first, e.start.count_ns());
-    last = std::max(last, e.end.count_ns());
-  }
-  if (events.empty()) first = 0;
-  const int64_t step = last - first;
-  m.step_time = Time::ns(step);
+  const plan::StepTimes times = plan::step_times(run.timeline, 0);
+  const int64_t step = times.step_time.count_ns();
+  m.step_time = times.step_time;
+  m.bubble_fraction = times.bubble_fraction;
   m.device_memory = plan.scenario.hardware.device.memory_bytes();
-
-  std::vector<std::vector<Interval>> compute(plan.world_size), comm(plan.world_size);
-  for (const auto& e : events) {
-    auto& bucket = e.lane == plan::Lane::compute ? compute : comm;
-    bucket[e.rank].emplace_back(e.start.count_ns(), e.end.count_ns());
-  }
-  double bubble_sum = 0;
-  for (int r = 0; r < plan.world_size; ++r) {
+  for (const plan::RankTimes& t : times.ranks) {
     RankMetrics rm;
-    rm.rank = r;
-    const auto busy = merged(std::move(compute[r]));
-    int64_t busy_ns = 0;
-    for (const auto& [s, e] : busy) busy_ns += e - s;
-    rm.busy = Time::ns(busy_ns);
-    rm.bubble = Time::ns(step - busy_ns);
-    rm.bubble_fraction = step > 0 ? static_cast<double>(step - busy_ns) / static_cast<double>(step) : 0.0;
-    rm.exposed_comm = Time::ns(uncovered(merged(std::move(comm[r])), busy));
-    rm.peak_memory = r < static_cast<int>(run.peak_memory.size()) ? run.peak_memory[r] : 0;
+    rm.rank = t.rank;
+    rm.busy = t.busy;
+    rm.bubble = t.bubble;
+    rm.bubble_fraction = t.bubble_fraction;
+    rm.exposed_comm = t.exposed_comm;
+    rm.peak_memory = t.rank < static_cast<int>(run.peak_memory.size()) ? run.peak_memory[t.rank] : 0;
     rm.fits = rm.peak_memory <= m.device_memory;
     m.fits = m.fits && rm.fits;
-    bubble_sum += rm.bubble_fraction;
     m.ranks.push_back(rm);
   }
-  m.bubble_fraction = plan.world_size > 0 ? bubble_sum / plan.world_size : 0;
 
   for (const auto& l : run.links) {
     if (l.bytes <= 0) continue;

@@ -1,0 +1,34 @@
+#pragma once
+// The definitions of DESIGN.md computed from any timeline, predicted or measured, so the
+// simulator's summary and `parallax compare` mean the same thing by each number:
+// step time = last end - first start of the step's events; busy = union of a rank's compute
+// events; bubble = step time - busy; exposed communication = the part of the union of a rank's
+// send, recv and all-reduce events not covered by its compute events.
+#include <vector>
+
+#include "plan/timeline.hpp"
+
+namespace parallax::plan {
+
+struct RankTimes {
+  int rank = 0;
+  Time busy;
+  Time bubble;
+  double bubble_fraction = 0;
+  Time exposed_comm;
+};
+
+struct StepTimes {
+  int step = 0;
+  Time start;  ///< first event start
+  Time step_time;
+  std::vector<RankTimes> ranks;  ///< every rank 0 .. world_size-1
+  double bubble_fraction = 0;    ///< mean over ranks
+};
+
+/// The numbers of one optimizer step (events of other steps are ignored).
+StepTimes step_times(const Timeline& timeline, int step);
+/// The steps present in a timeline, ascending.
+std::vector<int> steps_of(const Timeline& timeline);
+
+}  // namespace parallax::plan
