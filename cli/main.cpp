@@ -10,6 +10,7 @@
 #include "cli/plan_report.hpp"
 #include "cli/run_command.hpp"
 #include "cli/sim_report.hpp"
+#include "cli/trace_report.hpp"
 #include "plan/error.hpp"
 #include "plan/plan.hpp"
 #include "plan/schedule_csv.hpp"
@@ -102,6 +103,33 @@ int run_simulate(const ScenarioArgs& args, const std::string& trace_path) {
   return 0;
 }
 
+int run_trace(const std::vector<std::string>& files, bool json) {
+  std::vector<profiler::LoadedTrace> traces;
+  for (size_t i = 0; i < files.size(); ++i) traces.push_back(profiler::read_trace(files[i], static_cast<int>(i)));
+  const auto summary = cli::trace_summary_json(traces);
+  if (json) std::cout << summary.dump(2) << "\n";
+  else std::cout << cli::trace_summary_text(summary);
+  return 0;
+}
+
+profiler::LoadedTrace read_parallax_trace(const std::string& path) {
+  auto t = profiler::read_trace(path);
+  if (t.format != "parallax")
+    throw plan::InputError(plan::Location{path}, "compare needs Parallax traces (from parallax simulate -o or parallax run -o); "
+                                                 "this one is a " + t.format + " trace");
+  return t;
+}
+
+int run_compare(const std::string& predicted, const std::string& measured, bool json) {
+  const auto p = read_parallax_trace(predicted), m = read_parallax_trace(measured);
+  const auto report = profiler::compare(p.timeline, m.timeline);
+  if (json) std::cout << cli::compare_json(report).dump(2) << "\n";
+  else std::cout << cli::compare_text(report);
+  if (!report.only_predicted.empty() || !report.only_measured.empty())
+    std::cerr << "warning: the two traces hold different actions: they are not of the same plan\n";
+  return 0;
+}
+
 /// The main job on the default scenario: the resolved plan, its schedule and its prediction.
 int run_main_job() {
   ScenarioArgs args;
@@ -165,6 +193,21 @@ int main(int argc, char** argv) {
       "Examples:\n  parallax run scenarios/mlp-fashion-mnist-ddp2.yaml -o measured.json\n"
       "  torchrun --nproc-per-node 2 $(which parallax) run scenarios/mlp-fashion-mnist-pipeline2.yaml");
 
+  std::vector<std::string> trace_files;
+  bool trace_json = false;
+  auto* trace_cmd = app.add_subcommand(
+      "trace", "Summarise traces: Parallax's, or PyTorch profiler (Kineto) JSON, gzipped or not; several files of one job merge");
+  trace_cmd->add_option("FILE", trace_files, "Trace files (.json or .json.gz)")->required();
+  trace_cmd->add_flag("--json", trace_json, "Print one JSON object on stdout");
+
+  std::string predicted_path, measured_path;
+  bool compare_json = false;
+  auto* compare_cmd = app.add_subcommand(
+      "compare", "Predicted vs measured, action by action: step time, bubbles, exposed communication, per-kind errors");
+  compare_cmd->add_option("PREDICTED", predicted_path, "Trace from parallax simulate -o")->required();
+  compare_cmd->add_option("MEASURED", measured_path, "Trace from parallax run -o")->required();
+  compare_cmd->add_flag("--json", compare_json, "Print one JSON object on stdout");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -176,6 +219,8 @@ int main(int argc, char** argv) {
     if (*plan_cmd) return run_plan(plan_args);
     if (*sched_cmd) return run_schedule(sched_args, csv_path);
     if (*sim_cmd) return run_simulate(sim_args, trace_path);
+    if (*trace_cmd) return run_trace(trace_files, trace_json);
+    if (*compare_cmd) return run_compare(predicted_path, measured_path, compare_json);
     if (*run_cmd) return cli::run_command(run_args, std::vector<std::string>(argv, argv + argc));
     return run_main_job();
   } catch (const plan::InputError& e) {

@@ -1,0 +1,185 @@
+#include "cli/trace_report.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "plan/timeline_metrics.hpp"
+
+namespace parallax::cli {
+namespace {
+
+using nlohmann::json;
+
+// Length of the union of intervals.
+int64_t union_ns(std::vector<std::pair<int64_t, int64_t>> v) {
+  std::sort(v.begin(), v.end());
+  int64_t total = 0, end = INT64_MIN;
+  for (const auto& [s, e] : v) {
+    if (s > end) {
+      total += e - s;
+      end = e;
+    } else if (e > end) {
+      total += e - end;
+      end = e;
+    }
+  }
+  return total;
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+}  // namespace
+
+json trace_summary_json(const std::vector<profiler::LoadedTrace>& traces) {
+  // rank -> lane -> intervals; rank -> communication intervals.
+  std::map<int, std::map<std::string, std::vector<std::pair<int64_t, int64_t>>>> lanes;
+  std::map<int, std::vector<std::pair<int64_t, int64_t>>> comm;
+  std::map<int, std::pair<int64_t, int64_t>> extent;
+  json files = json::array(), steps = json::array();
+  size_t events = 0;
+  for (const auto& t : traces) {
+    files.push_back({{"path", t.path}, {"format", t.format}, {"kind", t.kind}, {"events", t.events.size()}});
+    events += t.events.size();
+    for (const auto& e : t.events) {
+      lanes[e.rank][e.lane].emplace_back(e.start_ns, e.end_ns);
+      if (e.communication) comm[e.rank].emplace_back(e.start_ns, e.end_ns);
+      auto [it, fresh] = extent.emplace(e.rank, std::make_pair(e.start_ns, e.end_ns));
+      if (!fresh) it->second = {std::min(it->second.first, e.start_ns), std::max(it->second.second, e.end_ns)};
+    }
+    if (t.format == "parallax") {
+      for (int s : plan::steps_of(t.timeline))
+        steps.push_back({{"rank", "all"}, {"step", s}, {"step_time_ms", plan::step_times(t.timeline, s).step_time.to_ms()}});
+    }
+    for (const auto& s : t.steps)
+      steps.push_back({{"rank", s.rank}, {"step", s.step}, {"step_time_ms", static_cast<double>(s.end_ns - s.start_ns) / 1e6}});
+  }
+  json ranks = json::array();
+  for (auto& [rank, by_lane] : lanes) {
+    const double span_ms = static_cast<double>(extent[rank].second - extent[rank].first) / 1e6;
+    json lane_list = json::array();
+    for (auto& [lane, iv] : by_lane) {
+      const size_t n = iv.size();
+      const double busy = static_cast<double>(union_ns(std::move(iv))) / 1e6;
+      lane_list.push_back({{"lane", lane}, {"events", n}, {"busy_ms", busy}, {"idle_ms", span_ms - busy}});
+    }
+    ranks.push_back({{"rank", rank},
+                     {"span_ms", span_ms},
+                     {"lanes", lane_list},
+                     {"communication_ms", static_cast<double>(union_ns(comm[rank])) / 1e6}});
+  }
+  return {{"files", files}, {"events", events}, {"ranks", ranks}, {"steps", steps}};
+}
+
+std::string trace_summary_text(const json& s) {
+  std::ostringstream o;
+  for (const auto& f : s["files"])
+    o << f["path"].get<std::string>() << ": " << f["format"].get<std::string>()
+      << (f["kind"].get<std::string>().empty() ? "" : " (" + f["kind"].get<std::string>() + ")") << ", "
+      << f["events"].get<size_t>() << " events\n";
+  o << s["ranks"].size() << " rank(s), " << s["events"].get<size_t>() << " events\n";
+  for (const auto& r : s["ranks"]) {
+    o << "\nrank " << r["rank"].get<int>() << ": " << fmt("%.3f ms", r["span_ms"].get<double>()) << " traced, communication "
+      << fmt("%.3f ms", r["communication_ms"].get<double>()) << "\n";
+    for (const auto& l : r["lanes"]) {
+      char line[256];
+      std::snprintf(line, sizeof line, "  %-40s %8zu events  busy %10.3f ms  idle %10.3f ms\n",
+                    l["lane"].get<std::string>().c_str(), l["events"].get<size_t>(), l["busy_ms"].get<double>(),
+                    l["idle_ms"].get<double>());
+      o << line;
+    }
+  }
+  if (!s["steps"].empty()) {
+    o << "\nsteps:";
+    size_t shown = 0;
+    for (const auto& st : s["steps"]) {
+      if (shown++ == 12) {
+        o << " ...";
+        break;
+      }
+      o << " " << st["step"].get<int>() << " " << fmt("%.3f ms", st["step_time_ms"].get<double>());
+      o << (st["rank"].is_number() ? " (rank " + std::to_string(st["rank"].get<int>()) + ")" : "") << ";";
+    }
+    o << "\n";
+  }
+  return o.str();
+}
+
+json compare_json(const profiler::CompareReport& r) {
+  json ranks = json::array(), kinds = json::array(), worst = json::array();
+  for (const auto& c : r.ranks)
+    ranks.push_back({{"rank", c.rank},
+                     {"bubble_ms", {{"predicted", c.predicted_bubble_ms}, {"measured", c.measured_bubble_ms}}},
+                     {"bubble_fraction",
+                      {{"predicted", c.predicted_bubble_fraction},
+                       {"measured", c.measured_bubble_fraction},
+                       {"difference", c.predicted_bubble_fraction - c.measured_bubble_fraction}}},
+                     {"exposed_comm_ms", {{"predicted", c.predicted_exposed_comm_ms}, {"measured", c.measured_exposed_comm_ms}}}});
+  for (const auto& k : r.kinds)
+    kinds.push_back({{"kind", k.kind}, {"actions", k.actions}, {"mean_abs_error", k.mean_abs_error},
+                     {"worst_error", k.worst_error}, {"worst_action", k.worst_action}});
+  for (const auto& a : r.worst)
+    worst.push_back({{"rank", a.rank}, {"action", a.action}, {"difference_ms", a.difference_ms},
+                     {"predicted", {{"start_ms", a.predicted_start_ms}, {"duration_ms", a.predicted_duration_ms}}},
+                     {"measured", {{"start_ms", a.measured_start_ms}, {"duration_ms", a.measured_duration_ms}}}});
+  return {{"step_time_ms",
+           {{"predicted", r.predicted_step_ms},
+            {"measured", r.measured_step_ms.median},
+            {"measured_min", r.measured_step_ms.min},
+            {"measured_max", r.measured_step_ms.max},
+            {"error", r.step_error}}},
+          {"measured_steps", r.measured_steps},
+          {"ranks", ranks},
+          {"kinds", kinds},
+          {"worst", worst},
+          {"missing", {{"only_predicted", r.only_predicted}, {"only_measured", r.only_measured}}}};
+}
+
+std::string compare_text(const profiler::CompareReport& r) {
+  std::ostringstream o;
+  o << "step time   predicted " << fmt("%.3f ms", r.predicted_step_ms) << ", measured median "
+    << fmt("%.3f ms", r.measured_step_ms.median) << " (min " << fmt("%.3f", r.measured_step_ms.min) << ", max "
+    << fmt("%.3f", r.measured_step_ms.max) << ", " << r.measured_steps.size() << " steps after warm-up): error "
+    << fmt("%+.1f%%", 100 * r.step_error) << "\n\n";
+  o << "rank  bubble predicted  measured  difference   exposed comm predicted  measured\n";
+  for (const auto& c : r.ranks) {
+    char line[200];
+    std::snprintf(line, sizeof line, "%-5d %7.3f ms %5.1f%%  %7.3f ms %5.1f%%  %+6.1f pts    %10.3f ms  %10.3f ms\n", c.rank,
+                  c.predicted_bubble_ms, 100 * c.predicted_bubble_fraction, c.measured_bubble_ms,
+                  100 * c.measured_bubble_fraction, 100 * (c.predicted_bubble_fraction - c.measured_bubble_fraction),
+                  c.predicted_exposed_comm_ms, c.measured_exposed_comm_ms);
+    o << line;
+  }
+  o << "\nduration error by kind (predicted vs measured)\n";
+  for (const auto& k : r.kinds) {
+    char line[200];
+    std::snprintf(line, sizeof line, "  %-10s %5d actions  mean |error| %6.1f%%  worst %+7.1f%% (%s)\n", k.kind.c_str(),
+                  k.actions, 100 * k.mean_abs_error, 100 * k.worst_error, k.worst_action.c_str());
+    o << line;
+  }
+  o << "\nlargest timing differences (start and end relative to the step's start)\n";
+  for (const auto& a : r.worst) {
+    char line[240];
+    std::snprintf(line, sizeof line,
+                  "  rank %d %-14s predicted %9.3f ms +%8.3f   measured %9.3f ms +%8.3f   differs %8.3f ms\n", a.rank,
+                  a.action.c_str(), a.predicted_start_ms, a.predicted_duration_ms, a.measured_start_ms,
+                  a.measured_duration_ms, a.difference_ms);
+    o << line;
+  }
+  if (!r.only_predicted.empty() || !r.only_measured.empty()) {
+    o << "\nWARNING: the plans differ: " << r.only_predicted.size() << " actions only predicted, "
+      << r.only_measured.size() << " only measured";
+    if (!r.only_predicted.empty()) o << " (e.g. " << r.only_predicted.front() << ")";
+    if (!r.only_measured.empty()) o << " (e.g. " << r.only_measured.front() << ")";
+    o << "\n";
+  }
+  return o.str();
+}
+
+}  // namespace parallax::cli

@@ -1,0 +1,148 @@
+#include "profiler/compare.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "plan/timeline_metrics.hpp"
+
+namespace parallax::profiler {
+namespace {
+
+using Key = std::pair<int, std::string>;  // rank, action id
+
+struct Span {
+  double start_ms = 0, duration_ms = 0;  // start relative to the step's start
+};
+
+std::map<Key, Span> spans_of(const plan::Timeline& t, int step) {
+  const plan::Time origin = plan::step_times(t, step).start;
+  std::map<Key, Span> out;
+  for (const auto& e : t.events) {
+    if (e.step != step) continue;
+    out[{e.rank, e.action.id()}] = {(e.start - origin).to_ms(), (e.end - e.start).to_ms()};
+  }
+  return out;
+}
+
+std::string kind_of(plan::ActionKind k) {
+  switch (k) {
+    case plan::ActionKind::SEND_F:
+    case plan::ActionKind::SEND_B: return "SEND";
+    case plan::ActionKind::RECV_F:
+    case plan::ActionKind::RECV_B: return "RECV";
+    default: return plan::name(k);
+  }
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n == 0 ? 0.0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+std::string label(const Key& k) { return std::to_string(k.first) + ":" + k.second; }
+
+}  // namespace
+
+CompareReport compare(const plan::Timeline& predicted, const plan::Timeline& measured) {
+  CompareReport r;
+  const std::vector<int> pred_steps = plan::steps_of(predicted);
+  const int pstep = pred_steps.empty() ? 0 : pred_steps.front();
+  std::vector<int> msteps = plan::steps_of(measured);
+  if (msteps.size() > 1) msteps.erase(msteps.begin());  // the first step warms up
+  r.measured_steps = msteps;
+
+  const plan::StepTimes pt = plan::step_times(predicted, pstep);
+  r.predicted_step_ms = pt.step_time.to_ms();
+  std::vector<plan::StepTimes> mt;
+  std::vector<double> step_ms;
+  for (int s : msteps) {
+    mt.push_back(plan::step_times(measured, s));
+    step_ms.push_back(mt.back().step_time.to_ms());
+  }
+  if (!step_ms.empty()) {
+    r.measured_step_ms = {*std::min_element(step_ms.begin(), step_ms.end()), median(step_ms),
+                          *std::max_element(step_ms.begin(), step_ms.end())};
+    r.step_error = (r.predicted_step_ms - r.measured_step_ms.median) / r.measured_step_ms.median;
+  }
+
+  const int ranks = std::max(predicted.world_size, measured.world_size);
+  for (int rank = 0; rank < ranks; ++rank) {
+    RankComparison rc;
+    rc.rank = rank;
+    if (rank < static_cast<int>(pt.ranks.size())) {
+      rc.predicted_bubble_ms = pt.ranks[rank].bubble.to_ms();
+      rc.predicted_bubble_fraction = pt.ranks[rank].bubble_fraction;
+      rc.predicted_exposed_comm_ms = pt.ranks[rank].exposed_comm.to_ms();
+    }
+    std::vector<double> bubble, fraction, exposed;
+    for (const auto& m : mt) {
+      if (rank >= static_cast<int>(m.ranks.size())) continue;
+      bubble.push_back(m.ranks[rank].bubble.to_ms());
+      fraction.push_back(m.ranks[rank].bubble_fraction);
+      exposed.push_back(m.ranks[rank].exposed_comm.to_ms());
+    }
+    rc.measured_bubble_ms = median(bubble);
+    rc.measured_bubble_fraction = median(fraction);
+    rc.measured_exposed_comm_ms = median(exposed);
+    r.ranks.push_back(rc);
+  }
+
+  // Join action by action; measured spans are averaged over the measured steps.
+  const auto pspans = spans_of(predicted, pstep);
+  std::map<Key, std::vector<Span>> mspans;
+  for (int s : msteps)
+    for (const auto& [k, span] : spans_of(measured, s)) mspans[k].push_back(span);
+  std::map<Key, plan::ActionKind> kinds;
+  for (const auto& e : predicted.events) kinds[{e.rank, e.action.id()}] = e.action.kind;
+  for (const auto& e : measured.events) kinds[{e.rank, e.action.id()}] = e.action.kind;
+
+  std::map<std::string, KindComparison> by_kind;
+  for (const auto& [key, p] : pspans) {
+    auto it = mspans.find(key);
+    if (it == mspans.end()) {
+      r.only_predicted.push_back(label(key));
+      continue;
+    }
+    ActionComparison a;
+    a.rank = key.first;
+    a.action = key.second;
+    a.predicted_start_ms = p.start_ms;
+    a.predicted_duration_ms = p.duration_ms;
+    for (const Span& m : it->second) {
+      a.measured_start_ms += m.start_ms / it->second.size();
+      a.measured_duration_ms += m.duration_ms / it->second.size();
+    }
+    a.difference_ms = std::max(std::abs(a.predicted_start_ms - a.measured_start_ms),
+                               std::abs(a.predicted_start_ms + a.predicted_duration_ms - a.measured_start_ms -
+                                        a.measured_duration_ms));
+    r.worst.push_back(a);
+
+    KindComparison& kc = by_kind[kind_of(kinds[key])];
+    kc.kind = kind_of(kinds[key]);
+    if (a.measured_duration_ms > 0) {
+      const double err = (a.predicted_duration_ms - a.measured_duration_ms) / a.measured_duration_ms;
+      kc.mean_abs_error += std::abs(err);
+      if (kc.actions == 0 || std::abs(err) > std::abs(kc.worst_error)) {
+        kc.worst_error = err;
+        kc.worst_action = label(key);
+      }
+      ++kc.actions;
+    }
+  }
+  for (const auto& [key, spans] : mspans)
+    if (!pspans.count(key)) r.only_measured.push_back(label(key));
+  for (const char* k : {"F", "B", "SEND", "RECV", "ALLREDUCE", "OPTIM"}) {
+    auto it = by_kind.find(k);
+    if (it == by_kind.end()) continue;
+    if (it->second.actions > 0) it->second.mean_abs_error /= it->second.actions;
+    r.kinds.push_back(it->second);
+  }
+  std::stable_sort(r.worst.begin(), r.worst.end(),
+                   [](const ActionComparison& x, const ActionComparison& y) { return x.difference_ms > y.difference_ms; });
+  if (r.worst.size() > 10) r.worst.resize(10);
+  return r;
+}
+
+}  // namespace parallax::profiler

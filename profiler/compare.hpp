@@ -1,0 +1,53 @@
+#pragma once
+// Predicted against measured, action by action. The two timelines are joined on (rank, action
+// id) within each optimizer step; step-level numbers use the definitions of plan/timeline_metrics.
+// Measured figures are taken over the steps after the first (a warm-up) when there are several,
+// with min / median / max.
+#include <string>
+#include <vector>
+
+#include "plan/timeline.hpp"
+
+namespace parallax::profiler {
+
+struct Spread {
+  double min = 0, median = 0, max = 0;
+};
+
+struct RankComparison {
+  int rank = 0;
+  double predicted_bubble_ms = 0, measured_bubble_ms = 0;
+  double predicted_bubble_fraction = 0, measured_bubble_fraction = 0;
+  double predicted_exposed_comm_ms = 0, measured_exposed_comm_ms = 0;
+};
+
+struct KindComparison {
+  std::string kind;  ///< F, B, SEND, RECV, ALLREDUCE, OPTIM
+  int actions = 0;
+  double mean_abs_error = 0;  ///< mean of |predicted - measured| / measured duration
+  double worst_error = 0;     ///< signed, the largest in magnitude
+  std::string worst_action;   ///< "rank:id"
+};
+
+struct ActionComparison {
+  int rank = 0;
+  std::string action;
+  double predicted_start_ms = 0, predicted_duration_ms = 0;  ///< start relative to the step's start
+  double measured_start_ms = 0, measured_duration_ms = 0;    ///< means over the measured steps
+  double difference_ms = 0;  ///< max(|start difference|, |end difference|)
+};
+
+struct CompareReport {
+  double predicted_step_ms = 0;
+  Spread measured_step_ms;
+  double step_error = 0;  ///< (predicted - measured median) / measured median
+  std::vector<int> measured_steps;  ///< the steps the measured figures are over
+  std::vector<RankComparison> ranks;
+  std::vector<KindComparison> kinds;
+  std::vector<ActionComparison> worst;  ///< the ten largest timing differences
+  std::vector<std::string> only_predicted, only_measured;  ///< "rank:id"
+};
+
+CompareReport compare(const plan::Timeline& predicted, const plan::Timeline& measured);
+
+}  // namespace parallax::profiler
