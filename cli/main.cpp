@@ -130,14 +130,55 @@ int run_compare(const std::string& predicted, const std::string& measured, bool 
   return 0;
 }
 
-/// The main job on the default scenario: the resolved plan, its schedule and its prediction.
-int run_main_job() {
+/// The main job on the default scenario: plan, predict (on the scenario's hardware and on this
+/// machine), run for real on this machine's CPU, compare, and leave everything in one folder.
+int run_main_job(const std::string& self) {
+  namespace fs = std::filesystem;
+  constexpr int kSteps = 4;  // one warm-up step and three measured ones
   ScenarioArgs args;
   const plan::Plan p = args.resolve();
-  const sim::SimRun run = sim::simulate(p, {.record_link_samples = false});
-  std::cout << cli::plan_text(p) << "\n" << cli::schedule_text(p) << "\n"
-            << cli::simulate_text(p, run, sim::compute_metrics(p, run));
-  std::cerr << "\n(parallax --help lists the commands; parallax plan SCENARIO.yaml resolves your own scenario)\n";
+  const fs::path out = fs::path("parallax-out") / p.scenario.name;
+  fs::create_directories(out);
+  std::ostringstream report;
+
+  const sim::SimRun predicted = sim::simulate(p);
+  const sim::Metrics predicted_metrics = sim::compute_metrics(p, predicted);
+  const std::string predicted_path = (out / ("predicted-" + p.scenario.hardware.name + ".json")).string();
+  std::ostringstream trace;
+  plan::write_chrome_trace(cli::predicted_timeline(p, predicted), trace);
+  write_file_atomically(predicted_path, trace.str());
+  report << cli::plan_text(p) << "\n" << cli::simulate_text(p, predicted, predicted_metrics) << "\n";
+  std::cout << report.str() << std::flush;
+
+  // The same plan predicted for this machine, which is where it is about to run.
+  ScenarioArgs here;
+  here.sets = {"hardware=cpu-host", "data.steps=" + std::to_string(kSteps)};
+  const plan::Plan local = here.resolve();
+  const sim::SimRun local_run = sim::simulate(local);
+  const std::string local_path = (out / "predicted-cpu-host.json").string();
+  trace.str("");
+  plan::write_chrome_trace(cli::predicted_timeline(local, local_run), trace);
+  write_file_atomically(local_path, trace.str());
+
+  const std::string measured_path = (out / "measured.json").string();
+  std::cerr << "\nrunning " << kSteps << " steps of " << p.scenario.name << " for real on this machine's CPU ("
+            << p.world_size << " ranks; about half a minute)\n";
+  cli::RunArgs run;
+  run.sets = {"data.steps=" + std::to_string(kSteps)};
+  run.trace_path = measured_path;
+  const int rc = cli::run_command(run, {self, "run", "--set", run.sets.front(), "-o", measured_path});
+  if (rc != 0) return rc;
+
+  const auto comparison = profiler::compare(profiler::read_trace(local_path).timeline,
+                                            profiler::read_trace(measured_path).timeline);
+  const std::string compare_text = cli::compare_text(comparison);
+  std::cout << "\npredicted (cpu-host profile) vs measured on this machine\n" << compare_text;
+  report << "predicted (cpu-host profile) vs measured on this machine\n" << compare_text;
+  write_file_atomically((out / "report.txt").string(), report.str());
+  write_file_atomically((out / "report.json").string(), cli::compare_json(comparison).dump(2) + "\n");
+  std::cout << "\nwrote " << out.string() << "/: predicted-" << p.scenario.hardware.name
+            << ".json, predicted-cpu-host.json, measured.json (open them in https://ui.perfetto.dev), report.txt, "
+               "report.json\n";
   return 0;
 }
 
@@ -222,7 +263,7 @@ int main(int argc, char** argv) {
     if (*trace_cmd) return run_trace(trace_files, trace_json);
     if (*compare_cmd) return run_compare(predicted_path, measured_path, compare_json);
     if (*run_cmd) return cli::run_command(run_args, std::vector<std::string>(argv, argv + argc));
-    return run_main_job();
+    return run_main_job(argv[0]);
   } catch (const plan::InputError& e) {
     std::cerr << e.what() << "\n";
     return kExitBadInput;
