@@ -129,3 +129,32 @@ TEST_CASE("cli: simulate flags a plan that does not fit", "[cli]") {
   REQUIRE(r.code == 0);
   CHECK(nlohmann::json::parse(r.out)["fits"] == false);
 }
+
+TEST_CASE("cli: trace merges the ranks of a PyTorch profiler job", "[cli]") {
+  const std::string dir = std::string(PARALLAX_SOURCE_DIR) + "/../shared/fixtures/kineto/";
+  if (!std::filesystem::exists(dir)) {
+    WARN("skipped: ../shared/fixtures is not present");
+    return;
+  }
+  const auto r = run("trace " + dir + "sampled_rank-0.json.gz " + dir + "sampled_rank-1.json.gz --json");
+  REQUIRE(r.code == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  REQUIRE(j["ranks"].size() == 2);
+  bool nccl_lane = false;
+  for (const auto& l : j["ranks"][1]["lanes"]) nccl_lane = nccl_lane || l["lane"].get<std::string>().ends_with(" nccl");
+  CHECK(nccl_lane);
+  CHECK(j["ranks"][0]["communication_ms"].get<double>() > 0);
+  CHECK(j["steps"].size() == 4);  // two profiled steps on each rank
+}
+
+TEST_CASE("cli: trace and compare reject what they cannot read with exit 2", "[cli]") {
+  const auto dir = std::filesystem::temp_directory_path() / "parallax_cli_trace";
+  std::filesystem::create_directories(dir);
+  const std::string bad = (dir / "bad.json").string();
+  std::ofstream(bad) << "{\"traceEvents\": [";
+  CHECK(run("trace " + bad).code == 2);
+  CHECK(run("trace " + (dir / "missing.json").string()).code == 2);
+  const std::string kineto = std::string(PARALLAX_SOURCE_DIR) + "/../shared/fixtures/kineto/sampled_rank-0.json.gz";
+  if (std::filesystem::exists(kineto)) CHECK(run("compare " + kineto + " " + kineto).code == 2);
+  std::filesystem::remove_all(dir);
+}

@@ -103,6 +103,14 @@ TEST_CASE("exec: measured and predicted traces hold the same actions", "[exec][r
   CHECK(m0.size() > 10);
   CHECK(m0 == p0);
   CHECK(m1 == p0);
+  // compare joins them without warnings of missing actions.
+  const auto cmp = run("compare " + predicted + " " + measured + " --json");
+  REQUIRE(cmp.code == 0);
+  const auto report = nlohmann::json::parse(cmp.out);
+  CHECK(report["missing"]["only_predicted"].empty());
+  CHECK(report["missing"]["only_measured"].empty());
+  CHECK(report["measured_steps"] == std::vector<int>{1});
+  CHECK(report["step_time_ms"]["measured"].get<double>() > 0);
   // DDP adds the all-reduces on both sides.
   const std::string ddp = " --set data.steps=1 --set model.hidden=32";
   REQUIRE(run("run " + kMlp + ddp + " -o " + measured).code == 0);
