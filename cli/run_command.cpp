@@ -96,6 +96,7 @@ int report(const plan::Plan& p, const RunArgs& args, std::vector<exec::RankResul
     int64_t origin = INT64_MAX;
     for (const auto& r : results)
       for (const auto& e : r.events) origin = std::min(origin, e.start.count_ns());
+    for (const auto& r : results) t.clocks.push_back(r.clock);
     for (auto& r : results)
       for (auto e : r.events) {
         e.start -= plan::Time::ns(origin);

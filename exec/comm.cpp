@@ -5,6 +5,8 @@
 
 #include <cstdlib>
 
+#include "profiler/host_tracer.hpp"
+
 namespace parallax::exec {
 namespace {
 
@@ -92,6 +94,33 @@ void Communicator::wait(const Work& work, const std::string& what) const {
 }
 
 void Communicator::barrier(const std::string& what) { wait(world_->barrier(), what); }
+
+std::vector<profiler::RoundTrip> Communicator::clock_round_trips(const std::string& round, int count) {
+  auto key = [&](const char* what, int rank, int k) {
+    return "parallax/clock/" + round + "/" + what + "/" + std::to_string(rank) + "/" + std::to_string(k);
+  };
+  std::vector<profiler::RoundTrip> trips;
+  if (launch_.rank == 0) {
+    for (int r = 1; r < launch_.world_size; ++r) {
+      for (int k = 0; k < count; ++k) {
+        store_->get(key("ask", r, k));  // blocks until rank r asks
+        const std::string now = std::to_string(profiler::now_ns());
+        store_->set(key("answer", r, k), std::vector<uint8_t>(now.begin(), now.end()));
+      }
+    }
+    return trips;
+  }
+  for (int k = 0; k < count; ++k) {
+    profiler::RoundTrip t;
+    t.local_send = profiler::now_ns();
+    store_->set(key("ask", launch_.rank, k), std::vector<uint8_t>{1});
+    const auto answer = store_->get(key("answer", launch_.rank, k));
+    t.local_receive = profiler::now_ns();
+    t.reference = std::stoll(std::string(answer.begin(), answer.end()));
+    trips.push_back(t);
+  }
+  return trips;
+}
 
 std::vector<std::string> Communicator::gather_to_rank0(const std::string& mine) {
   const std::string key = "parallax/result/";

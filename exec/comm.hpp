@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "plan/plan.hpp"
+#include "profiler/clock_sync.hpp"
 
 namespace parallax::exec {
 
@@ -39,6 +40,8 @@ class Communicator {
   /// Waits for `work`; on timeout or a lost peer throws naming `what` (e.g. "1RECV_F3 from rank 0").
   void wait(const Work& work, const std::string& what) const;
   void barrier(const std::string& what);
+  /// Round trips to rank 0's clock through the store (rank 0 answers every rank and gets none).
+  std::vector<profiler::RoundTrip> clock_round_trips(const std::string& round, int count);
   /// Every rank hands in `mine`; rank 0 gets all of them in rank order, the others nothing.
   std::vector<std::string> gather_to_rank0(const std::string& mine);
   int rank() const { return launch_.rank; }

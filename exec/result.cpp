@@ -11,8 +11,13 @@ std::string result_to_json(const RankResult& r) {
   for (const auto& e : r.events)
     events.push_back({static_cast<int>(e.lane), static_cast<int>(e.action.kind), e.action.stage, e.action.mb,
                       e.action.bucket, e.start.count_ns(), e.end.count_ns(), e.bytes, e.step});
-  return nlohmann::json{{"rank", r.rank}, {"correct", r.correct}, {"tested", r.tested}, {"dropped", r.dropped},
-                        {"steps", steps}, {"events", events}}
+  return nlohmann::json{{"rank", r.rank},
+                        {"correct", r.correct},
+                        {"tested", r.tested},
+                        {"dropped", r.dropped},
+                        {"clock", {r.clock.offset_ns, r.clock.drift_ppm, r.clock.error_bound_ns}},
+                        {"steps", steps},
+                        {"events", events}}
       .dump();
 }
 
@@ -23,6 +28,7 @@ RankResult result_from_json(const std::string& text) {
   r.correct = j["correct"];
   r.tested = j["tested"];
   r.dropped = j["dropped"];
+  r.clock = {r.rank, j["clock"][0], j["clock"][1], j["clock"][2]};
   for (const auto& s : j["steps"]) r.steps.push_back({s[0], s[1], s[2], s[3]});
   for (const auto& e : j["events"]) {
     plan::TimelineEvent ev;

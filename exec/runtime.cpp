@@ -176,6 +176,7 @@ class Runtime {
   RankResult run() {
     RankResult result;
     result.rank = launch_.rank;
+    const auto clock_start = comm_.clock_round_trips("start", kClockRoundTrips);
     int64_t start = 0;
     if (options_.resume && !options_.checkpoint_dir.empty()) {
       if (auto latest = latest_checkpoint(options_.checkpoint_dir)) {
@@ -195,14 +196,33 @@ class Runtime {
       if (options_.checkpoint_every > 0 && (step + 1) % options_.checkpoint_every == 0) checkpoint(step + 1);
     }
     if (data_.has_test_set()) evaluate(&result.correct, &result.tested);
+    const auto clock_end = comm_.clock_round_trips("end", kClockRoundTrips);
     result.events = tracer_.events();
     result.dropped = tracer_.dropped();
+    align_clock(clock_start, clock_end, &result);
     return result;
   }
 
   Communicator& comm() { return comm_; }
 
  private:
+  static constexpr int kClockRoundTrips = 8;
+
+  // Puts this rank's spans on rank 0's clock (drift corrected between the two estimates).
+  static void align_clock(const std::vector<profiler::RoundTrip>& start, const std::vector<profiler::RoundTrip>& end,
+                          RankResult* result) {
+    result->clock.rank = result->rank;
+    if (start.empty()) return;  // rank 0 is the reference
+    const profiler::ClockModel model(profiler::estimate_offset(start), profiler::estimate_offset(end));
+    for (auto& e : result->events) {
+      e.start = plan::Time::ns(model.to_reference(e.start.count_ns()));
+      e.end = plan::Time::ns(model.to_reference(e.end.count_ns()));
+    }
+    result->clock.offset_ns = model.offset_at_start();
+    result->clock.drift_ppm = model.drift_ppm();
+    result->clock.error_bound_ns = model.error_bound();
+  }
+
   struct StageState {
     Stage module{nullptr};
     std::unique_ptr<torch::optim::Optimizer> optimizer;

@@ -38,6 +38,14 @@ struct Counter {
   std::vector<std::pair<Time, double>> samples;
 };
 
+/// How a rank's clock was put on rank 0's axis (measured timelines).
+struct ClockAlignment {
+  int rank = 0;
+  int64_t offset_ns = 0;  ///< rank 0's clock minus this rank's at the start of the run
+  double drift_ppm = 0;
+  int64_t error_bound_ns = 0;
+};
+
 struct Timeline {
   std::string kind;      ///< "predicted" or "measured"
   std::string scenario;  ///< scenario name
@@ -45,6 +53,7 @@ struct Timeline {
   int world_size = 0;
   std::vector<TimelineEvent> events;
   std::vector<Counter> counters;
+  std::vector<ClockAlignment> clocks;
 };
 
 }  // namespace parallax::plan

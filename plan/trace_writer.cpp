@@ -41,6 +41,12 @@ const char* name(Algorithm a) {
 void write_chrome_trace(const Timeline& t, std::ostream& out) {
   nlohmann::json header = {{"kind", t.kind}, {"scenario", t.scenario}, {"world_size", t.world_size}};
   if (!t.plan_summary.empty()) header["plan"] = nlohmann::json::parse(t.plan_summary);
+  if (!t.clocks.empty()) {
+    auto& clocks = header["clock_alignment"] = nlohmann::json::array();
+    for (const auto& c : t.clocks)
+      clocks.push_back({{"rank", c.rank}, {"offset_ns", c.offset_ns}, {"drift_ppm", c.drift_ppm},
+                        {"error_bound_ns", c.error_bound_ns}});
+  }
   out << "{\"parallax\": " << header.dump() << ",\n\"displayTimeUnit\": \"ns\",\n\"traceEvents\": [\n";
   char line[512];
   bool first = true;
