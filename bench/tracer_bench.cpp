@@ -11,7 +11,7 @@ using namespace parallax;
 namespace {
 
 double ns_per_span(int threads, int spans_per_thread) {
-  profiler::HostTracer tracer(0, static_cast<size_t>(threads) * spans_per_thread);
+  profiler::HostTracer tracer(0, static_cast<size_t>(spans_per_thread));  // per thread
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) {

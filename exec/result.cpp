@@ -6,7 +6,8 @@
 namespace parallax::exec {
 
 std::string result_to_json(const RankResult& r) {
-  nlohmann::json steps = nlohmann::json::array(), events = nlohmann::json::array();
+  nlohmann::json steps = nlohmann::json::array(), events = nlohmann::json::array(), instants = nlohmann::json::array();
+  for (const auto& i : r.instants) instants.push_back({i.at.count_ns(), i.name, i.step});
   for (const auto& s : r.steps) steps.push_back({s.step, s.loss_sum, s.loss_count, s.step_ms});
   for (const auto& e : r.events)
     events.push_back({static_cast<int>(e.lane), static_cast<int>(e.action.kind), e.action.stage, e.action.mb,
@@ -17,6 +18,7 @@ std::string result_to_json(const RankResult& r) {
                         {"dropped", r.dropped},
                         {"clock", {r.clock.offset_ns, r.clock.drift_ppm, r.clock.error_bound_ns}},
                         {"steps", steps},
+                        {"instants", instants},
                         {"events", events}}
       .dump();
 }
@@ -30,6 +32,7 @@ RankResult result_from_json(const std::string& text) {
   r.dropped = j["dropped"];
   r.clock = {r.rank, j["clock"][0], j["clock"][1], j["clock"][2]};
   for (const auto& s : j["steps"]) r.steps.push_back({s[0], s[1], s[2], s[3]});
+  for (const auto& i : j["instants"]) r.instants.push_back({r.rank, plan::Time::ns(i[0]), i[1], i[2]});
   for (const auto& e : j["events"]) {
     plan::TimelineEvent ev;
     ev.rank = r.rank;

@@ -93,6 +93,7 @@ class SendWatcher {
 
  private:
   void loop() {
+    tracer_.register_thread();
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
       cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
@@ -189,6 +190,7 @@ class Runtime {
     for (int64_t step = start; step < steps; ++step) {
       maybe_inject_fault(launch_.rank, step);
       const int64_t t0 = profiler::now_ns();
+      tracer_.instant("step", t0, static_cast<int32_t>(step));
       StepRecord rec = run_step(step);
       rec.step_ms = static_cast<double>(profiler::now_ns() - t0) / 1e6;
       report(rec, steps);
@@ -198,6 +200,7 @@ class Runtime {
     if (data_.has_test_set()) evaluate(&result.correct, &result.tested);
     const auto clock_end = comm_.clock_round_trips("end", kClockRoundTrips);
     result.events = tracer_.events();
+    result.instants = tracer_.instants();
     result.dropped = tracer_.dropped();
     align_clock(clock_start, clock_end, &result);
     return result;
@@ -218,6 +221,7 @@ class Runtime {
       e.start = plan::Time::ns(model.to_reference(e.start.count_ns()));
       e.end = plan::Time::ns(model.to_reference(e.end.count_ns()));
     }
+    for (auto& i : result->instants) i.at = plan::Time::ns(model.to_reference(i.at.count_ns()));
     result->clock.offset_ns = model.offset_at_start();
     result->clock.drift_ppm = model.drift_ppm();
     result->clock.error_bound_ns = model.error_bound();

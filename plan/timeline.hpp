@@ -38,6 +38,14 @@ struct Counter {
   std::vector<std::pair<Time, double>> samples;
 };
 
+/// A point in time on a rank, e.g. the start of an optimizer step.
+struct Instant {
+  int rank = 0;
+  Time at;
+  std::string name;
+  int32_t step = 0;
+};
+
 /// How a rank's clock was put on rank 0's axis (measured timelines).
 struct ClockAlignment {
   int rank = 0;
@@ -53,6 +61,7 @@ struct Timeline {
   int world_size = 0;
   std::vector<TimelineEvent> events;
   std::vector<Counter> counters;
+  std::vector<Instant> instants;
   std::vector<ClockAlignment> clocks;
 };
 

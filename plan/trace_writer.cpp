@@ -14,7 +14,8 @@ int counter_pid(const Timeline& t) { return t.world_size; }
 
 void put_us(char* buf, size_t n, Time t) {
   const int64_t ns = t.count_ns();
-  std::snprintf(buf, n, "%" PRId64 ".%03" PRId64, ns / 1000, ns % 1000);
+  const int64_t abs_ns = ns < 0 ? -ns : ns;
+  std::snprintf(buf, n, "%s%" PRId64 ".%03" PRId64, ns < 0 ? "-" : "", abs_ns / 1000, abs_ns % 1000);
 }
 
 }  // namespace
@@ -82,6 +83,13 @@ void write_chrome_trace(const Timeline& t, std::ostream& out) {
     if (e.algorithm != Algorithm::none)
       n += std::snprintf(line + n, sizeof line - n, ",\"algorithm\":\"%s\"", name(e.algorithm));
     std::snprintf(line + n, sizeof line - n, "}}");
+    emit(line);
+  }
+  for (const Instant& i : t.instants) {
+    put_us(ts, sizeof ts, i.at);
+    const std::string quoted = nlohmann::json(i.name).dump();
+    std::snprintf(line, sizeof line, "{\"ph\":\"i\",\"s\":\"p\",\"name\":%s,\"pid\":%d,\"tid\":0,\"ts\":%s,\"args\":{\"step\":%d}}",
+                  quoted.c_str(), i.rank, ts, i.step);
     emit(line);
   }
   if (!t.counters.empty()) {

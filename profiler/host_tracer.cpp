@@ -2,8 +2,22 @@
 
 #include <algorithm>
 #include <ctime>
+#include <map>
+#include <string>
 
 namespace parallax::profiler {
+namespace {
+
+std::atomic<uint64_t> next_tracer_id{1};
+
+// The calling thread's buffer for the tracer it last recorded into.
+struct ThreadCache {
+  uint64_t tracer = 0;
+  void* buffer = nullptr;
+};
+thread_local ThreadCache cache;
+
+}  // namespace
 
 int64_t now_ns() {
   timespec ts{};
@@ -11,11 +25,117 @@ int64_t now_ns() {
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
-HostTracer::HostTracer(int rank, size_t capacity) : rank_(rank), events_(capacity) {}
+HostTracer::HostTracer(int rank, size_t capacity) : id_(next_tracer_id++), rank_(rank), capacity_(capacity) {
+  register_thread();
+}
+
+HostTracer::~HostTracer() {
+  if (cache.tracer == id_) cache = {};
+}
+
+void HostTracer::register_thread() {
+  auto b = std::make_unique<ThreadBuffer>();
+  b->spans.resize(capacity_);
+  b->marks.resize(std::max<size_t>(capacity_ / 4, 64));
+  std::lock_guard<std::mutex> lock(registry_mu_);
+  cache = {id_, b.get()};
+  buffers_.push_back(std::move(b));
+}
+
+HostTracer::ThreadBuffer* HostTracer::buffer() noexcept {
+  if (cache.tracer != id_) {
+    // A thread's first record: the only time recording allocates (register_thread avoids it).
+    try {
+      register_thread();
+    } catch (...) {
+      return nullptr;
+    }
+  }
+  return static_cast<ThreadBuffer*>(cache.buffer);
+}
+
+void HostTracer::span(plan::Lane lane, const plan::Action& action, int64_t start_ns, int64_t end_ns, int64_t bytes,
+                      int32_t step) noexcept {
+  if (!enabled_) return;
+  ThreadBuffer* b = buffer();
+  if (!b) return;
+  if (b->used_spans == b->spans.size()) {
+    b->dropped.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  plan::TimelineEvent& e = b->spans[b->used_spans++];
+  e.rank = rank_;
+  e.lane = lane;
+  e.action = action;
+  e.start = plan::Time::ns(start_ns);
+  e.end = plan::Time::ns(end_ns);
+  e.bytes = bytes;
+  e.step = step;
+}
+
+void HostTracer::instant(const char* name, int64_t at_ns, int32_t step) noexcept {
+  if (!enabled_) return;
+  ThreadBuffer* b = buffer();
+  if (!b) return;
+  if (b->used_marks == b->marks.size()) {
+    b->dropped.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  b->marks[b->used_marks++] = {name, at_ns, 0.0, step, false};
+}
+
+void HostTracer::counter(const char* name, double value, int64_t at_ns) noexcept {
+  if (!enabled_) return;
+  ThreadBuffer* b = buffer();
+  if (!b) return;
+  if (b->used_marks == b->marks.size()) {
+    b->dropped.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  b->marks[b->used_marks++] = {name, at_ns, value, 0, true};
+}
 
 std::vector<plan::TimelineEvent> HostTracer::events() const {
-  const size_t n = std::min(next_.load(), events_.size());
-  return {events_.begin(), events_.begin() + static_cast<std::ptrdiff_t>(n)};
+  std::lock_guard<std::mutex> lock(registry_mu_);
+  std::vector<plan::TimelineEvent> out;
+  for (const auto& b : buffers_) out.insert(out.end(), b->spans.begin(), b->spans.begin() + static_cast<std::ptrdiff_t>(b->used_spans));
+  std::stable_sort(out.begin(), out.end(), [](const auto& x, const auto& y) { return x.start < y.start; });
+  return out;
+}
+
+std::vector<plan::Instant> HostTracer::instants() const {
+  std::lock_guard<std::mutex> lock(registry_mu_);
+  std::vector<plan::Instant> out;
+  for (const auto& b : buffers_)
+    for (size_t i = 0; i < b->used_marks; ++i)
+      if (!b->marks[i].is_counter) out.push_back({rank_, plan::Time::ns(b->marks[i].at_ns), b->marks[i].name, b->marks[i].step});
+  std::stable_sort(out.begin(), out.end(), [](const auto& x, const auto& y) { return x.at < y.at; });
+  return out;
+}
+
+std::vector<plan::Counter> HostTracer::counters() const {
+  std::lock_guard<std::mutex> lock(registry_mu_);
+  std::map<std::string, plan::Counter> by_name;
+  for (const auto& b : buffers_)
+    for (size_t i = 0; i < b->used_marks; ++i)
+      if (b->marks[i].is_counter) {
+        plan::Counter& c = by_name[b->marks[i].name];
+        c.name = b->marks[i].name;
+        c.samples.emplace_back(plan::Time::ns(b->marks[i].at_ns), b->marks[i].value);
+      }
+  std::vector<plan::Counter> out;
+  for (auto& [name, c] : by_name) {
+    std::stable_sort(c.samples.begin(), c.samples.end());
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+uint64_t HostTracer::dropped() const {
+  std::lock_guard<std::mutex> lock(registry_mu_);
+  uint64_t n = 0;
+  for (const auto& b : buffers_) n += b->dropped.load();
+  return n;
 }
 
 }  // namespace parallax::profiler

@@ -1,10 +1,18 @@
 #pragma once
-// The host tracer: records action spans on the CPU's monotonic clock into a buffer allocated up
-// front. Recording never allocates, locks or throws (a slot is claimed with one atomic add); when
-// the buffer is full the span is counted as dropped and reported with the trace. CLOCK_MONOTONIC
-// is shared by all processes of a host, so ranks on one machine share a time axis as recorded.
+// Tracing. `Tracer` is what the training loop records through: complete action spans (or a
+// begin timestamp and the span's end), instant marks and counters, all with timestamps in
+// nanoseconds on the host's monotonic clock. Nothing it does may disturb the loop: no locks, no
+// allocation, no exceptions on the recording path.
+//
+// `HostTracer` gives every recording thread its own buffer, allocated up front (when the thread
+// registers, or on its first record); a record claims the next slot of its thread's buffer with
+// a plain increment, so threads never contend. A full buffer drops the record and counts it; the
+// count travels with the trace. CLOCK_MONOTONIC is shared by all processes of a host, so ranks on
+// one machine share a time axis as recorded (across hosts, see clock_sync.hpp).
 #include <atomic>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <vector>
 
 #include "plan/timeline.hpp"
@@ -14,42 +22,69 @@ namespace parallax::profiler {
 /// Start timestamp in nanoseconds on the host's monotonic clock.
 int64_t now_ns();
 
-class HostTracer {
+class Tracer {
  public:
-  explicit HostTracer(int rank, size_t capacity = 1 << 20);
+  virtual ~Tracer() = default;
+  /// A finished action span.
+  virtual void span(plan::Lane lane, const plan::Action& action, int64_t start_ns, int64_t end_ns, int64_t bytes = 0,
+                    int32_t step = 0) noexcept = 0;
+  /// A point in time (`name` must outlive the tracer: a string literal).
+  virtual void instant(const char* name, int64_t at_ns, int32_t step = 0) noexcept = 0;
+  /// A counter's value from `at_ns` on (`name` a string literal).
+  virtual void counter(const char* name, double value, int64_t at_ns) noexcept = 0;
 
-  /// Off: span() returns at once (to measure the tracer's own overhead).
+  /// Begin of a span: its timestamp, to pass to end().
+  static int64_t begin() noexcept { return now_ns(); }
+  void end(plan::Lane lane, const plan::Action& action, int64_t begin_ns, int64_t bytes = 0, int32_t step = 0) noexcept {
+    span(lane, action, begin_ns, now_ns(), bytes, step);
+  }
+};
+
+class HostTracer final : public Tracer {
+ public:
+  /// `capacity`: spans each thread can hold; marks get a quarter of that.
+  explicit HostTracer(int rank, size_t capacity = 1 << 16);
+  ~HostTracer() override;
+
+  /// Allocates the calling thread's buffer now rather than at its first record.
+  void register_thread();
+  /// Off: records return at once (to measure the tracer's own overhead).
   void set_enabled(bool on) { enabled_ = on; }
 
-  /// Records one finished span. Safe from any thread; never blocks.
   void span(plan::Lane lane, const plan::Action& action, int64_t start_ns, int64_t end_ns, int64_t bytes = 0,
-            int32_t step = 0) noexcept {
-    if (!enabled_) return;
-    const size_t i = next_.fetch_add(1, std::memory_order_relaxed);
-    if (i >= events_.size()) {
-      dropped_.fetch_add(1, std::memory_order_relaxed);
-      return;
-    }
-    plan::TimelineEvent& e = events_[i];
-    e.rank = rank_;
-    e.lane = lane;
-    e.action = action;
-    e.start = plan::Time::ns(start_ns);
-    e.end = plan::Time::ns(end_ns);
-    e.bytes = bytes;
-    e.step = step;
-  }
+            int32_t step = 0) noexcept override;
+  void instant(const char* name, int64_t at_ns, int32_t step = 0) noexcept override;
+  void counter(const char* name, double value, int64_t at_ns) noexcept override;
 
-  /// The recorded spans (call once recording has stopped).
+  /// Everything recorded, every thread's, spans in time order (call once recording has stopped).
   std::vector<plan::TimelineEvent> events() const;
-  uint64_t dropped() const { return dropped_.load(); }
+  std::vector<plan::Instant> instants() const;
+  std::vector<plan::Counter> counters() const;
+  uint64_t dropped() const;
 
  private:
+  struct Mark {
+    const char* name;
+    int64_t at_ns;
+    double value;
+    int32_t step;
+    bool is_counter;
+  };
+  struct ThreadBuffer {
+    std::vector<plan::TimelineEvent> spans;
+    size_t used_spans = 0;
+    std::vector<Mark> marks;
+    size_t used_marks = 0;
+    std::atomic<uint64_t> dropped{0};
+  };
+  ThreadBuffer* buffer() noexcept;
+
+  const uint64_t id_;  // tells this tracer's thread-local cache entries from another's
   int rank_;
+  size_t capacity_;
   bool enabled_ = true;
-  std::vector<plan::TimelineEvent> events_;
-  std::atomic<size_t> next_{0};
-  std::atomic<uint64_t> dropped_{0};
+  mutable std::mutex registry_mu_;  // taken when a thread registers, never on the recording path
+  std::vector<std::unique_ptr<ThreadBuffer>> buffers_;
 };
 
 }  // namespace parallax::profiler

@@ -99,3 +99,21 @@ TEST_CASE("profiler::read_trace: PyTorch profiler traces of a real NCCL job, ran
     CHECK(t.steps.size() == 2);  // ProfilerStep#551 and #552
   }
 }
+
+TEST_CASE("profiler::read_trace: times before the origin and instants survive the round trip", "[profiler]") {
+  plan::Timeline t;
+  t.kind = "measured";
+  t.world_size = 1;
+  plan::TimelineEvent e;
+  e.action = {plan::ActionKind::F, 0, 2};
+  e.start = plan::Time::ns(-1234);
+  e.end = plan::Time::ns(5678);
+  t.events.push_back(e);
+  t.instants.push_back({0, plan::Time::ns(-5), "step", 0});
+  std::ostringstream out;
+  plan::write_chrome_trace(t, out);
+  const auto back = profiler::parse_trace(out.str(), "t.json");
+  REQUIRE(back.timeline.events.size() == 1);
+  CHECK(back.timeline.events[0].start == plan::Time::ns(-1234));
+  CHECK(back.timeline.events[0].end == plan::Time::ns(5678));
+}
