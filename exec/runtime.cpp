@@ -17,6 +17,9 @@
 #include "exec/ddp.hpp"
 #include "exec/model.hpp"
 #include "profiler/host_tracer.hpp"
+#ifdef PARALLAX_HAVE_CUPTI
+#include "profiler/cupti_tracer.hpp"
+#endif
 
 namespace parallax::exec {
 namespace {
@@ -172,6 +175,10 @@ class Runtime {
     slots_.resize(plan.stages.size());
     for (auto& v : slots_) v.resize(plan.schedule.microbatches());
     dtype_ = p_.precision == plan::Precision::bf16 ? torch::kBFloat16 : torch::kFloat;
+#ifdef PARALLAX_HAVE_CUPTI
+    // GPU activity where there is a GPU; elsewhere rank 0 says once why there is none.
+    cupti_ = profiler::CuptiTracer::start(/*quiet=*/launch.rank != 0);
+#endif
   }
 
   RankResult run() {
@@ -271,11 +278,21 @@ class Runtime {
     loss_sum_ = 0;
     loss_count_ = 0;
     for (auto& [s, st] : stages_) st.backwards = 0;
-    for (const Action& a : actions_) {
-      perform(a, step);
+    for (size_t i = 0; i < actions_.size(); ++i) {
+#ifdef PARALLAX_HAVE_CUPTI
+      // Kernels launched inside the action carry (step, index) as their external correlation id.
+      if (cupti_) cupti_->push(static_cast<uint64_t>(step) * actions_.size() + i);
+#endif
+      perform(actions_[i], step);
+#ifdef PARALLAX_HAVE_CUPTI
+      if (cupti_) cupti_->pop();
+#endif
       poll();
     }
     sends_.drain();
+#ifdef PARALLAX_HAVE_CUPTI
+    if (cupti_) gpu_activities_ += cupti_->flush().activities.size();
+#endif
     for (auto& v : slots_)
       for (auto& slot : v) slot = Slot{};
     rec.loss_sum = loss_sum_;
@@ -443,6 +460,10 @@ class Runtime {
   std::vector<std::vector<Slot>> slots_;
   Slot dummy_;
   SendWatcher sends_;
+#ifdef PARALLAX_HAVE_CUPTI
+  std::unique_ptr<profiler::CuptiTracer> cupti_;
+  size_t gpu_activities_ = 0;  // parsed and attributed; not yet written into the merged trace
+#endif
   torch::ScalarType dtype_ = torch::kFloat;
   int64_t step_ = 0;
   double loss_sum_ = 0;
