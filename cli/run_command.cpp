@@ -109,6 +109,11 @@ int report(const plan::Plan& p, const RunArgs& args, std::vector<exec::RankResul
         i.at -= plan::Time::ns(origin);
         t.instants.push_back(i);
       }
+      for (auto d : r.device) {
+        d.start -= plan::Time::ns(origin);
+        d.end -= plan::Time::ns(origin);
+        t.device.push_back(d);
+      }
     }
     std::ostringstream out;
     plan::write_chrome_trace(t, out);

@@ -8,6 +8,10 @@ namespace parallax::exec {
 std::string result_to_json(const RankResult& r) {
   nlohmann::json steps = nlohmann::json::array(), events = nlohmann::json::array(), instants = nlohmann::json::array();
   for (const auto& i : r.instants) instants.push_back({i.at.count_ns(), i.name, i.step});
+  nlohmann::json device = nlohmann::json::array();
+  for (const auto& d : r.device)
+    device.push_back({d.lane, d.name, d.start.count_ns(), d.end.count_ns(), d.attributed, d.attributed ? d.action.id() : "",
+                      d.step, d.bytes});
   for (const auto& s : r.steps) steps.push_back({s.step, s.loss_sum, s.loss_count, s.step_ms});
   for (const auto& e : r.events)
     events.push_back({static_cast<int>(e.lane), static_cast<int>(e.action.kind), e.action.stage, e.action.mb,
@@ -19,6 +23,7 @@ std::string result_to_json(const RankResult& r) {
                         {"clock", {r.clock.offset_ns, r.clock.drift_ppm, r.clock.error_bound_ns}},
                         {"steps", steps},
                         {"instants", instants},
+                        {"device", device},
                         {"events", events}}
       .dump();
 }
@@ -33,6 +38,18 @@ RankResult result_from_json(const std::string& text) {
   r.clock = {r.rank, j["clock"][0], j["clock"][1], j["clock"][2]};
   for (const auto& s : j["steps"]) r.steps.push_back({s[0], s[1], s[2], s[3]});
   for (const auto& i : j["instants"]) r.instants.push_back({r.rank, plan::Time::ns(i[0]), i[1], i[2]});
+  for (const auto& d : j["device"]) {
+    plan::DeviceSpan s;
+    s.rank = r.rank;
+    s.lane = d[0];
+    s.name = d[1];
+    s.start = plan::Time::ns(d[2]);
+    s.end = plan::Time::ns(d[3]);
+    s.attributed = d[4] && plan::parse_action_id(d[5].get<std::string>(), &s.action);
+    s.step = d[6];
+    s.bytes = d[7];
+    r.device.push_back(std::move(s));
+  }
   for (const auto& e : j["events"]) {
     plan::TimelineEvent ev;
     ev.rank = r.rank;

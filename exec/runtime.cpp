@@ -208,6 +208,7 @@ class Runtime {
     const auto clock_end = comm_.clock_round_trips("end", kClockRoundTrips);
     result.events = tracer_.events();
     result.instants = tracer_.instants();
+    result.device = std::move(device_);
     result.dropped = tracer_.dropped();
     align_clock(clock_start, clock_end, &result);
     return result;
@@ -229,6 +230,10 @@ class Runtime {
       e.end = plan::Time::ns(model.to_reference(e.end.count_ns()));
     }
     for (auto& i : result->instants) i.at = plan::Time::ns(model.to_reference(i.at.count_ns()));
+    for (auto& d : result->device) {
+      d.start = plan::Time::ns(model.to_reference(d.start.count_ns()));
+      d.end = plan::Time::ns(model.to_reference(d.end.count_ns()));
+    }
     result->clock.offset_ns = model.offset_at_start();
     result->clock.drift_ppm = model.drift_ppm();
     result->clock.error_bound_ns = model.error_bound();
@@ -291,7 +296,7 @@ class Runtime {
     }
     sends_.drain();
 #ifdef PARALLAX_HAVE_CUPTI
-    if (cupti_) gpu_activities_ += cupti_->flush().activities.size();
+    if (cupti_) collect_gpu_activity(step);
 #endif
     for (auto& v : slots_)
       for (auto& slot : v) slot = Slot{};
@@ -461,9 +466,28 @@ class Runtime {
   Slot dummy_;
   SendWatcher sends_;
 #ifdef PARALLAX_HAVE_CUPTI
+  // This step's GPU activity, attributed to the actions that launched it, on the host axis.
+  void collect_gpu_activity(int64_t step) {
+    std::map<uint64_t, std::pair<Action, int32_t>> ids;
+    for (size_t i = 0; i < actions_.size(); ++i)
+      ids[static_cast<uint64_t>(step) * actions_.size() + i] = {actions_[i], static_cast<int32_t>(step)};
+    for (const auto& a : profiler::attribute(cupti_->flush(), ids, cupti_->cupti_to_host_ns())) {
+      plan::DeviceSpan d;
+      d.rank = launch_.rank;
+      d.lane = a.lane;
+      d.name = a.activity.name;
+      d.start = plan::Time::ns(a.host_start_ns);
+      d.end = plan::Time::ns(a.host_end_ns);
+      d.attributed = a.attributed;
+      d.action = a.action;
+      d.step = a.attributed ? a.step : static_cast<int32_t>(step);
+      d.bytes = a.activity.bytes;
+      device_.push_back(std::move(d));
+    }
+  }
   std::unique_ptr<profiler::CuptiTracer> cupti_;
-  size_t gpu_activities_ = 0;  // parsed and attributed; not yet written into the merged trace
 #endif
+  std::vector<plan::DeviceSpan> device_;
   torch::ScalarType dtype_ = torch::kFloat;
   int64_t step_ = 0;
   double loss_sum_ = 0;

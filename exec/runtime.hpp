@@ -33,6 +33,7 @@ struct RankResult {
   int64_t correct = 0, tested = 0;  ///< test-set accuracy (Fashion-MNIST), on last-stage ranks
   std::vector<plan::TimelineEvent> events;  ///< on rank 0's clock
   std::vector<plan::Instant> instants;      ///< step starts, on rank 0's clock
+  std::vector<plan::DeviceSpan> device;     ///< GPU activity (CUPTI), on rank 0's clock
   plan::ClockAlignment clock;              ///< how this rank's clock was mapped to rank 0's
   uint64_t dropped = 0;  ///< spans the tracer could not hold
 };

@@ -38,6 +38,20 @@ struct Counter {
   std::vector<std::pair<Time, double>> samples;
 };
 
+/// Device activity (a GPU kernel, memcpy or memset recorded by CUPTI) on its own lane beside the
+/// action lanes, with the action that launched it when known.
+struct DeviceSpan {
+  int rank = 0;
+  std::string lane;  ///< "gpu stream 7", "gpu stream 84 nccl", "gpu stream 7 memcpy"
+  std::string name;  ///< kernel name
+  Time start;
+  Time end;
+  bool attributed = false;
+  Action action;  ///< when attributed
+  int32_t step = 0;
+  int64_t bytes = 0;
+};
+
 /// A point in time on a rank, e.g. the start of an optimizer step.
 struct Instant {
   int rank = 0;
@@ -62,6 +76,7 @@ struct Timeline {
   std::vector<TimelineEvent> events;
   std::vector<Counter> counters;
   std::vector<Instant> instants;
+  std::vector<DeviceSpan> device;
   std::vector<ClockAlignment> clocks;
 };
 

@@ -2,6 +2,8 @@
 
 #include <cinttypes>
 #include <cstdio>
+#include <algorithm>
+#include <map>
 #include <ostream>
 
 #include <nlohmann/json.hpp>
@@ -69,6 +71,18 @@ void write_chrome_trace(const Timeline& t, std::ostream& out) {
       emit(line);
     }
   }
+  // Device lanes: threads numbered from kFirstDeviceTid per rank, named after their lane.
+  std::map<std::pair<int, std::string>, int> device_tid;
+  for (const DeviceSpan& d : t.device) {
+    const int next = kFirstDeviceTid + static_cast<int>(std::count_if(device_tid.begin(), device_tid.end(),
+                                                                        [&](const auto& kv) { return kv.first.first == d.rank; }));
+    if (device_tid.emplace(std::make_pair(d.rank, d.lane), next).second) {
+      std::snprintf(line, sizeof line,
+                    "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":%s}}", d.rank,
+                    next, nlohmann::json(d.lane).dump().c_str());
+      emit(line);
+    }
+  }
   char ts[32], dur[32];
   for (const TimelineEvent& e : t.events) {
     put_us(ts, sizeof ts, e.start);
@@ -84,6 +98,16 @@ void write_chrome_trace(const Timeline& t, std::ostream& out) {
       n += std::snprintf(line + n, sizeof line - n, ",\"algorithm\":\"%s\"", name(e.algorithm));
     std::snprintf(line + n, sizeof line - n, "}}");
     emit(line);
+  }
+  for (const DeviceSpan& d : t.device) {
+    put_us(ts, sizeof ts, d.start);
+    put_us(dur, sizeof dur, d.end - d.start);
+    nlohmann::json args = {{"step", d.step}, {"bytes", d.bytes}};
+    if (d.attributed) args["action"] = d.action.id();
+    out << (first ? "" : ",\n") << "{\"ph\":\"X\",\"cat\":\"gpu\",\"name\":" << nlohmann::json(d.name).dump()
+        << ",\"pid\":" << d.rank << ",\"tid\":" << device_tid.at({d.rank, d.lane}) << ",\"ts\":" << ts
+        << ",\"dur\":" << dur << ",\"args\":" << args.dump() << "}";
+    first = false;
   }
   for (const Instant& i : t.instants) {
     put_us(ts, sizeof ts, i.at);

@@ -11,6 +11,9 @@
 
 namespace parallax::plan {
 
+/// Device lanes (DeviceSpan) are threads from this number on, named after their lane.
+constexpr int kFirstDeviceTid = 16;
+
 void write_chrome_trace(const Timeline& timeline, std::ostream& out);
 
 }  // namespace parallax::plan

@@ -3,11 +3,13 @@
 #include <zlib.h>
 
 #include <cmath>
+#include <map>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "plan/error.hpp"
+#include "plan/trace_writer.hpp"
 
 namespace parallax::profiler {
 namespace {
@@ -44,6 +46,11 @@ void read_parallax(const json& root, const std::string& name, LoadedTrace& out) 
   out.timeline.scenario = header.value("scenario", "");
   out.timeline.world_size = out.world_size;
   const json& events = root["traceEvents"];
+  std::map<std::pair<int, int>, std::string> device_lanes;  // (pid, tid) -> lane name
+  for (const json& e : events)
+    if (e.is_object() && e.value("ph", "") == "M" && e.value("name", "") == "thread_name" && number(e, "pid") &&
+        number(e, "tid") && e["tid"].get<int>() >= plan::kFirstDeviceTid && e.contains("args") && e["args"].is_object())
+      device_lanes[{e["pid"].get<int>(), e["tid"].get<int>()}] = e["args"].value("name", "device");
   for (size_t i = 0; i < events.size(); ++i) {
     const json& e = events[i];
     if (!e.is_object()) bad_event(name, i, "not an object");
@@ -52,6 +59,21 @@ void read_parallax(const json& root, const std::string& name, LoadedTrace& out) 
       bad_event(name, i, "an X event needs numeric ts, dur, pid and tid");
     const int rank = e["pid"], lane = e["tid"];
     if (rank < 0 || rank >= out.world_size) bad_event(name, i, "pid " + std::to_string(rank) + " is not a rank of this " + std::to_string(out.world_size) + "-rank trace");
+    if (lane >= plan::kFirstDeviceTid) {
+      plan::DeviceSpan d;
+      d.rank = rank;
+      d.lane = device_lanes.count({rank, lane}) ? device_lanes[{rank, lane}] : "device " + std::to_string(lane);
+      d.name = e.value("name", "");
+      d.start = plan::Time::ns(to_ns(e["ts"]));
+      d.end = d.start + plan::Time::ns(to_ns(e["dur"]));
+      const json& args = e.contains("args") && e["args"].is_object() ? e["args"] : json::object();
+      d.step = args.value("step", 0);
+      d.bytes = args.value("bytes", int64_t{0});
+      if (args.contains("action") && args["action"].is_string()) d.attributed = plan::parse_action_id(args["action"], &d.action);
+      out.timeline.device.push_back(d);
+      out.events.push_back({rank, d.lane, d.name, "gpu", d.start.count_ns(), d.end.count_ns(), d.lane.ends_with(" nccl")});
+      continue;
+    }
     if (lane < 0 || lane >= plan::kLaneCount) bad_event(name, i, "tid " + std::to_string(lane) + " is not a lane (0-3)");
     if (!e.contains("args") || !e["args"].contains("action") || !e["args"]["action"].is_string())
       bad_event(name, i, "missing args.action");

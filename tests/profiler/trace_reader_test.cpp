@@ -117,3 +117,34 @@ TEST_CASE("profiler::read_trace: times before the origin and instants survive th
   CHECK(back.timeline.events[0].start == plan::Time::ns(-1234));
   CHECK(back.timeline.events[0].end == plan::Time::ns(5678));
 }
+
+TEST_CASE("profiler::read_trace: device lanes (GPU activity) round-trip beside the action lanes", "[profiler]") {
+  plan::Timeline t;
+  t.kind = "measured";
+  t.world_size = 2;
+  plan::DeviceSpan k;
+  k.rank = 1;
+  k.lane = "gpu stream 84 nccl";
+  k.name = "ncclKernel_SendRecv";
+  k.start = plan::Time::ns(1000);
+  k.end = plan::Time::ns(4000);
+  k.attributed = true;
+  k.action = {plan::ActionKind::SEND_B, 1, 3};
+  k.step = 2;
+  t.device.push_back(k);
+  std::ostringstream out;
+  plan::write_chrome_trace(t, out);
+  const auto back = profiler::parse_trace(out.str(), "t.json");
+  REQUIRE(back.timeline.device.size() == 1);
+  const auto& d = back.timeline.device[0];
+  CHECK(d.rank == 1);
+  CHECK(d.lane == "gpu stream 84 nccl");
+  CHECK(d.name == "ncclKernel_SendRecv");
+  CHECK(d.start == k.start);
+  CHECK(d.end == k.end);
+  CHECK(d.attributed);
+  CHECK(d.action.id() == "1SEND_B3");
+  CHECK(d.step == 2);
+  REQUIRE(back.events.size() == 1);
+  CHECK(back.events[0].communication);
+}
