@@ -63,8 +63,24 @@ void Network::activate(int id, Time now) {
     queue_.push(now, done_type_, id, static_cast<int32_t>(++f.version));
     return;
   }
-  for (int l : f.route) links_[l].flows.push_back(id);
-  resolve(f.route, now);
+  bool alone = true;
+  for (int l : f.route) {
+    links_[l].flows.push_back(id);
+    alone = alone && links_[l].flows.size() == 1;
+  }
+  if (!alone) {
+    resolve(f.route, now);
+    return;
+  }
+  // Fast path (most pipeline sends): no other flow on its links, so it gets their smallest
+  // capacity; the same answer as resolve(), without the search.
+  double rate = std::numeric_limits<double>::infinity();
+  for (int l : f.route) rate = std::min(rate, links_[l].capacity);
+  f.rate = f.old_rate = rate;
+  int64_t eta = 0;
+  if (std::isfinite(rate)) eta = static_cast<int64_t>(std::ceil(f.remaining / rate - 1e-9));
+  queue_.push(now + Time::ns(std::max<int64_t>(0, eta)), done_type_, id, static_cast<int32_t>(++f.version));
+  for (int l : f.route) set_link_rate(links_[l], rate, now);
 }
 
 void Network::complete(int id, Time now) {
@@ -85,7 +101,13 @@ void Network::complete(int id, Time now) {
   f.route.clear();
   const int tag = f.tag;
   free_flows_.push_back(id);
-  if (!done_route_.empty()) resolve(done_route_, now);
+  bool emptied = true;  // no flow left on its links: nothing to re-share
+  for (int l : done_route_) emptied = emptied && links_[l].flows.empty();
+  if (emptied) {
+    for (int l : done_route_) set_link_rate(links_[l], 0.0, now);
+  } else {
+    resolve(done_route_, now);
+  }
   done_(tag, now);
 }
 
