@@ -73,7 +73,7 @@ void HostTracer::span(plan::Lane lane, const plan::Action& action, int64_t start
   e.step = step;
 }
 
-void HostTracer::instant(const char* name, int64_t at_ns, int32_t step) noexcept {
+void HostTracer::mark(const Mark& m) noexcept {
   if (!enabled_) return;
   ThreadBuffer* b = buffer();
   if (!b) return;
@@ -81,19 +81,12 @@ void HostTracer::instant(const char* name, int64_t at_ns, int32_t step) noexcept
     b->dropped.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  b->marks[b->used_marks++] = {name, at_ns, 0.0, step, false};
+  b->marks[b->used_marks++] = m;
 }
 
-void HostTracer::counter(const char* name, double value, int64_t at_ns) noexcept {
-  if (!enabled_) return;
-  ThreadBuffer* b = buffer();
-  if (!b) return;
-  if (b->used_marks == b->marks.size()) {
-    b->dropped.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
-  b->marks[b->used_marks++] = {name, at_ns, value, 0, true};
-}
+void HostTracer::instant(const char* name, int64_t at_ns, int32_t step) noexcept { mark({name, at_ns, 0.0, step, false}); }
+
+void HostTracer::counter(const char* name, double value, int64_t at_ns) noexcept { mark({name, at_ns, value, 0, true}); }
 
 std::vector<plan::TimelineEvent> HostTracer::events() const {
   std::lock_guard<std::mutex> lock(registry_mu_);

@@ -78,6 +78,7 @@ class HostTracer final : public Tracer {
     std::atomic<uint64_t> dropped{0};
   };
   ThreadBuffer* buffer() noexcept;
+  void mark(const Mark& m) noexcept;
 
   const uint64_t id_;  // tells this tracer's thread-local cache entries from another's
   int rank_;

@@ -1,5 +1,11 @@
 #pragma once
 // Small helpers shared by the tests.
+#include <sys/wait.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -8,6 +14,29 @@
 #include "plan/yaml_reader.hpp"
 
 namespace parallax::test {
+
+/// What running the `parallax` binary gave: exit code, stdout (stderr is dropped), wall time.
+struct CommandResult {
+  int code = -1;
+  std::string out;
+  double seconds = 0;
+};
+
+/// Runs the built `parallax` with `args` (and `env` assignments before it), as a user would.
+inline CommandResult run_parallax(const std::string& args, const std::string& env = "") {
+  const std::string cmd = env + " " + PARALLAX_BINARY + " " + args + " 2>/dev/null";
+  CommandResult r;
+  const auto t0 = std::chrono::steady_clock::now();
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) throw std::runtime_error("popen failed");
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
+  const int status = pclose(pipe);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
 
 /// Parses scenario text as if it were the file "test.yaml".
 inline plan::Scenario scenario_from(const std::string& yaml, const std::vector<std::string>& sets = {}) {

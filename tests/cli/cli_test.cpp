@@ -7,27 +7,15 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+
+#include "tests/test_util.hpp"
 #include <sstream>
 
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string out;  ///< stdout only
-};
+using Result = parallax::test::CommandResult;
 
-Result run(const std::string& args) {
-  const std::string cmd = std::string(PARALLAX_BINARY) + " " + args + " 2>/dev/null";
-  Result r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  REQUIRE(pipe);
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+Result run(const std::string& args, const std::string& env = "") { return parallax::test::run_parallax(args, env); }
 
 std::string scenario(const std::string& name) { return std::string(PARALLAX_SOURCE_DIR) + "/scenarios/" + name; }
 

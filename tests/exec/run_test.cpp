@@ -8,30 +8,15 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+
+#include "tests/test_util.hpp"
 #include <set>
 
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string out;
-  double seconds = 0;
-};
+using Result = parallax::test::CommandResult;
 
-Result run(const std::string& args, const std::string& env = "") {
-  const std::string cmd = env + " " + PARALLAX_BINARY + " " + args + " 2>/dev/null";
-  Result r;
-  const auto t0 = std::chrono::steady_clock::now();
-  FILE* pipe = popen(cmd.c_str(), "r");
-  REQUIRE(pipe);
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return r;
-}
+Result run(const std::string& args, const std::string& env = "") { return parallax::test::run_parallax(args, env); }
 
 const std::string kMlp = std::string(PARALLAX_SOURCE_DIR) + "/scenarios/mlp-fashion-mnist-ddp2.yaml";
 const std::string kSmall = " --set data.steps=3 --set model.hidden=32 --set optimizer.lr=0.1 --json";
