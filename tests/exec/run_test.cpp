@@ -19,7 +19,7 @@ using Result = parallax::test::CommandResult;
 Result run(const std::string& args, const std::string& env = "") { return parallax::test::run_parallax(args, env); }
 
 const std::string kMlp = std::string(PARALLAX_SOURCE_DIR) + "/scenarios/mlp-fashion-mnist-ddp2.yaml";
-const std::string kSmall = " --set data.steps=3 --set model.hidden=32 --set optimizer.lr=0.1 --json";
+const std::string kSmall = " --set data.steps=3 --set model.layers=3 --set model.hidden=32 --set optimizer.lr=0.1 --json";
 
 std::vector<double> losses(const std::string& sets) {
   const auto r = run("run " + kMlp + kSmall + " " + sets);
@@ -55,7 +55,7 @@ int count_processes(const std::string& needle) {
 
 }  // namespace
 
-TEST_CASE("exec: pipelined and data-parallel runs compute the losses of one process", "[exec][run]") {
+TEST_CASE("exec: pipelined, interleaved, checkpointed and data-parallel runs compute the losses of one process", "[exec][run]") {
   INFO("Fashion-MNIST is missing: scripts/setup.sh installs dataset-fashion-mnist");
   REQUIRE(fashion_mnist_installed());
   const auto single = losses("--set parallel.data=1 --set data.batch_size=32");
@@ -64,7 +64,11 @@ TEST_CASE("exec: pipelined and data-parallel runs compute the losses of one proc
       "--set parallel.data=1 --set parallel.pipeline=2 --set parallel.chunks=4 --set data.batch_size=32 --set parallel.schedule=gpipe",
       "--set parallel.data=1 --set parallel.pipeline=2 --set parallel.chunks=4 --set data.batch_size=32 --set parallel.schedule=1f1b",
       "--set parallel.data=2 --set data.batch_size=16",
-      "--set parallel.data=1 --set data.batch_size=16 --set parallel.grad_accumulation=2"};
+      "--set parallel.data=1 --set data.batch_size=16 --set parallel.grad_accumulation=2",
+      "--set parallel.data=1 --set parallel.pipeline=2 --set parallel.virtual=2 --set parallel.partition_len=1 "
+      "--set parallel.chunks=4 --set data.batch_size=32 --set parallel.schedule=interleaved-1f1b",
+      "--set parallel.data=1 --set parallel.pipeline=2 --set parallel.chunks=4 --set data.batch_size=32 "
+      "--set parallel.schedule=1f1b --set parallel.activation_checkpointing=true"};
   for (const auto& layout : layouts) {
     INFO(layout);
     const auto other = losses(layout);
