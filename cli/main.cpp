@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "cli/output.hpp"
 #include "cli/plan_report.hpp"
 #include "cli/run_command.hpp"
 #include "cli/sim_report.hpp"
@@ -44,22 +45,6 @@ struct ScenarioArgs {
   plan::Plan resolve() const { return plan::resolve_plan(plan::load_scenario(scenario, sets)); }
 };
 
-/// Writes `text` to `path` through a temporary file and a rename, so a failure never leaves a
-/// half-written file behind.
-void write_file_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    if (!out) throw plan::InputError(plan::Location{path}, "cannot write here (does the folder exist?)");
-    out << text;
-    if (!out.flush()) {
-      std::remove(tmp.c_str());
-      throw std::runtime_error("writing " + path + " failed");
-    }
-  }
-  std::filesystem::rename(tmp, path);
-}
-
 int run_plan(const ScenarioArgs& args) {
   const plan::Plan p = args.resolve();
   if (args.json) std::cout << cli::plan_json(p).dump(2) << "\n";
@@ -72,7 +57,7 @@ int run_schedule(const ScenarioArgs& args, const std::string& csv_path) {
   if (!csv_path.empty()) {
     std::ostringstream csv;
     plan::write_schedule_csv(p.schedule, csv);
-    write_file_atomically(csv_path, csv.str());
+    cli::write_file_atomically(csv_path, csv.str());
     std::cerr << "wrote " << csv_path << " (PyTorch pipelining CSV, compute actions of one mini-batch)\n";
   }
   if (args.json) std::cout << cli::schedule_json(p).dump(2) << "\n";
@@ -82,9 +67,7 @@ int run_schedule(const ScenarioArgs& args, const std::string& csv_path) {
 
 int run_simulate(const ScenarioArgs& args, const std::string& trace_path) {
   const plan::Plan p = args.resolve();
-  if (!trace_path.empty() && std::filesystem::path(trace_path).has_parent_path() &&
-      !std::filesystem::is_directory(std::filesystem::path(trace_path).parent_path()))
-    throw plan::InputError(plan::Location{trace_path}, "cannot write the trace here: the folder does not exist");
+  cli::require_output_folder(trace_path);
   sim::SimOptions options;
   options.record_link_samples = !trace_path.empty();
   const sim::SimRun run = sim::simulate(p, options);
@@ -92,7 +75,7 @@ int run_simulate(const ScenarioArgs& args, const std::string& trace_path) {
   if (!trace_path.empty()) {
     std::ostringstream trace;
     plan::write_chrome_trace(cli::predicted_timeline(p, run), trace);
-    write_file_atomically(trace_path, trace.str());
+    cli::write_file_atomically(trace_path, trace.str());
   }
   if (args.json) {
     std::cout << cli::simulate_json(p, run, m).dump(2) << "\n";
@@ -146,7 +129,7 @@ int run_main_job(const std::string& self) {
   const std::string predicted_path = (out / ("predicted-" + p.scenario.hardware.name + ".json")).string();
   std::ostringstream trace;
   plan::write_chrome_trace(cli::predicted_timeline(p, predicted), trace);
-  write_file_atomically(predicted_path, trace.str());
+  cli::write_file_atomically(predicted_path, trace.str());
   report << cli::plan_text(p) << "\n" << cli::simulate_text(p, predicted, predicted_metrics) << "\n";
   std::cout << report.str() << std::flush;
 
@@ -158,7 +141,7 @@ int run_main_job(const std::string& self) {
   const std::string local_path = (out / "predicted-cpu-host.json").string();
   trace.str("");
   plan::write_chrome_trace(cli::predicted_timeline(local, local_run), trace);
-  write_file_atomically(local_path, trace.str());
+  cli::write_file_atomically(local_path, trace.str());
 
   const std::string measured_path = (out / "measured.json").string();
   std::cerr << "\nrunning " << kSteps << " steps of " << p.scenario.name << " for real on this machine's CPU ("
@@ -174,8 +157,8 @@ int run_main_job(const std::string& self) {
   const std::string compare_text = cli::compare_text(comparison);
   std::cout << "\npredicted (cpu-host profile) vs measured on this machine\n" << compare_text;
   report << "predicted (cpu-host profile) vs measured on this machine\n" << compare_text;
-  write_file_atomically((out / "report.txt").string(), report.str());
-  write_file_atomically((out / "report.json").string(), cli::compare_json(comparison).dump(2) + "\n");
+  cli::write_file_atomically((out / "report.txt").string(), report.str());
+  cli::write_file_atomically((out / "report.json").string(), cli::compare_json(comparison).dump(2) + "\n");
   std::cout << "\nwrote " << out.string() << "/: predicted-" << p.scenario.hardware.name
             << ".json, predicted-cpu-host.json, measured.json (open them in https://ui.perfetto.dev), report.txt, "
                "report.json\n";

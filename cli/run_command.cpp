@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "cli/output.hpp"
 #include "cli/plan_report.hpp"
 #include "exec/comm.hpp"
 #include "exec/data.hpp"
@@ -27,26 +28,12 @@ using nlohmann::json;
 plan::Plan check_input(const RunArgs& args) {
   plan::Plan p = plan::resolve_plan(plan::load_scenario(args.scenario, args.sets));
   exec::check_executable(p.scenario);
-  if (p.scenario.data.source == "fashion-mnist") {
-    const std::string f = exec::DataSource::fashion_mnist_dir() + "/train-images-idx3-ubyte.gz";
-    if (!fs::exists(f))
-      throw plan::InputError(p.scenario.where("data.source"),
-                             "Fashion-MNIST is not installed (" + f + " is missing); install Debian's dataset-fashion-mnist "
-                             "(apt-get install dataset-fashion-mnist, or scripts/setup.sh)");
-  }
-  if (!args.trace_path.empty() && fs::path(args.trace_path).has_parent_path() &&
-      !fs::is_directory(fs::path(args.trace_path).parent_path()))
-    throw plan::InputError(plan::Location{args.trace_path}, "cannot write the trace here: the folder does not exist");
+  exec::DataSource::require_installed(p.scenario);
+  require_output_folder(args.trace_path);
   if ((args.checkpoint_every > 0 || args.resume) && args.checkpoint_dir.empty())
     throw plan::InputError(plan::Location{"--checkpoint-every/--resume"}, "needs --checkpoint-dir");
   if (args.timeout_s < 1) throw plan::InputError(plan::Location{"--timeout"}, "must be at least 1 second");
   return p;
-}
-
-void write_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  std::ofstream(tmp) << text;
-  fs::rename(tmp, path);
 }
 
 // Rank 0: one report from every rank's result.
@@ -117,7 +104,7 @@ int report(const plan::Plan& p, const RunArgs& args, std::vector<exec::RankResul
     }
     std::ostringstream out;
     plan::write_chrome_trace(t, out);
-    write_atomically(args.trace_path, out.str());
+    write_file_atomically(args.trace_path, out.str());
     trace = args.trace_path;
     text << "trace    " << args.trace_path << " (" << t.events.size() << " spans)\n";
   }

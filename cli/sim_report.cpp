@@ -4,18 +4,13 @@
 #include <map>
 #include <sstream>
 
+#include "cli/output.hpp"
 #include "cli/plan_report.hpp"
 
 namespace parallax::cli {
 namespace {
 
 using nlohmann::json;
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
 
 std::string ms(plan::Time t) { return fmt("%.3f ms", t.to_ms()); }
 std::string pct(double f) { return fmt("%.1f%%", 100.0 * f); }

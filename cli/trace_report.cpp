@@ -6,6 +6,7 @@
 #include <set>
 #include <sstream>
 
+#include "cli/output.hpp"
 #include "plan/timeline_metrics.hpp"
 
 namespace parallax::cli {
@@ -27,12 +28,6 @@ int64_t union_ns(std::vector<std::pair<int64_t, int64_t>> v) {
     }
   }
   return total;
-}
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
 }
 
 }  // namespace

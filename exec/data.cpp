@@ -62,17 +62,22 @@ std::string DataSource::fashion_mnist_dir() {
   return env ? env : "/usr/share/datasets/fashion-mnist";
 }
 
+void DataSource::require_installed(const plan::Scenario& s) {
+  if (s.data.source != "fashion-mnist") return;
+  const std::string train = fashion_mnist_dir() + "/train-images-idx3-ubyte.gz";
+  if (!std::filesystem::exists(train))
+    throw plan::InputError(s.where("data.source"), "Fashion-MNIST is not installed: " + train +
+                                                       " is missing; install Debian's dataset-fashion-mnist "
+                                                       "(apt-get install dataset-fashion-mnist, or scripts/setup.sh)");
+}
+
 DataSource::DataSource(const plan::Plan& plan) : plan_(plan) {
   const auto& s = plan.scenario;
   global_batch_ = static_cast<int64_t>(s.data.batch_size) * s.parallel.grad_accumulation * s.parallel.data;
+  require_installed(s);
   if (s.data.source == "fashion-mnist") {
     const std::string dir = fashion_mnist_dir();
-    const std::string train = dir + "/train-images-idx3-ubyte.gz";
-    if (!std::filesystem::exists(train))
-      throw plan::InputError(s.where("data.source"), "Fashion-MNIST is not installed: " + train +
-                                                         " is missing; install Debian's dataset-fashion-mnist "
-                                                         "(apt-get install dataset-fashion-mnist, or scripts/setup.sh)");
-    images_ = read_idx(train, 3).reshape({-1, 784}).to(torch::kFloat).div_(255.0);
+    images_ = read_idx(dir + "/train-images-idx3-ubyte.gz", 3).reshape({-1, 784}).to(torch::kFloat).div_(255.0);
     labels_ = read_idx(dir + "/train-labels-idx1-ubyte.gz", 1).to(torch::kLong);
     test_images_ = read_idx(dir + "/t10k-images-idx3-ubyte.gz", 3).reshape({-1, 784}).to(torch::kFloat).div_(255.0);
     test_labels_ = read_idx(dir + "/t10k-labels-idx1-ubyte.gz", 1).to(torch::kLong);

@@ -34,6 +34,8 @@ class DataSource {
   int64_t train_size() const { return size_; }
 
   static std::string fashion_mnist_dir();
+  /// Bad input (naming the Debian package) when the scenario needs a dataset that is missing.
+  static void require_installed(const plan::Scenario& scenario);
 
  private:
   int64_t sample_index(int64_t global_position) const;
