@@ -16,6 +16,11 @@ packages=(
   libopenblas0-pthread     # LibTorch's BLAS: without it Debian's reference BLAS makes matmuls ~5x slower
   libgloo-dev              # ProcessGroupGloo's headers
   dataset-fashion-mnist    # real data for the MLP
+  qt6-base-dev             # parallax-gui: Qt6 Widgets (and Qt Test)
+  qt6-charts-dev           # parallax-gui: metrics charts
+  libqt6opengl6-dev        # Qt Charts' CMake config needs Qt6OpenGL
+  libxkbcommon-dev         # Qt6Gui's CMake config needs XKB
+  fonts-dejavu-core        # text in headless (offscreen) screenshots
 )
 
 # --bench: also what the benchmarks compare against (PyTorch's own DDP).

@@ -1,0 +1,275 @@
+#include "gui/metrics_view.hpp"
+
+#include <QBarCategoryAxis>
+#include <QBarSeries>
+#include <QBarSet>
+#include <QChart>
+#include <QChartView>
+#include <QGridLayout>
+#include <QLineSeries>
+#include <QStackedBarSeries>
+#include <QVBoxLayout>
+#include <QValueAxis>
+#include <algorithm>
+
+
+namespace parallax::gui {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+QChart* new_chart(const QString& title) {
+  auto* chart = new QChart;
+  chart->setTitle(title);
+  chart->setAnimationOptions(QChart::NoAnimation);
+  chart->legend()->setAlignment(Qt::AlignBottom);
+  chart->setMargins(QMargins(4, 4, 4, 4));
+  return chart;
+}
+
+QBarSet* bar_set(const QString& name, const std::vector<double>& values, QColor color) {
+  auto* set = new QBarSet(name);
+  for (double v : values) *set << v;
+  set->setColor(color);
+  set->setBorderColor(color.darker(130));
+  return set;
+}
+
+// Category x axis and a value y axis from 0 to a little above the largest value.
+void attach_axes(QChart* chart, QAbstractSeries* series, const QStringList& categories, double max_value,
+                 const QString& y_title) {
+  auto* x = new QBarCategoryAxis;
+  x->append(categories);
+  auto* y = new QValueAxis;
+  y->setRange(0, max_value > 0 ? max_value * 1.15 : 1);
+  y->setTitleText(y_title);
+  y->applyNiceNumbers();
+  chart->addAxis(x, Qt::AlignBottom);
+  chart->addAxis(y, Qt::AlignLeft);
+  series->attachAxis(x);
+  series->attachAxis(y);
+}
+
+QStringList to_list(const std::vector<std::string>& v) {
+  QStringList out;
+  for (const auto& s : v) out << QString::fromStdString(s);
+  return out;
+}
+
+const QColor kPredicted(120, 144, 156);
+const QColor kMeasured(30, 136, 229);
+
+}  // namespace
+
+StageBubbles stage_bubbles(const Prediction& prediction, const profiler::CompareReport* comparison) {
+  const plan::Plan& plan = prediction.plan;
+  const int p = plan.scenario.parallel.pipeline;
+  StageBubbles out;
+  std::vector<double> predicted(p, 0), measured(p, 0);
+  std::vector<int> count(p, 0);
+  for (const auto& r : prediction.metrics.ranks) {
+    const int pr = plan.ranks[r.rank].pipeline_rank;
+    predicted[pr] += r.bubble_fraction;
+    count[pr] += 1;
+  }
+  if (comparison)
+    for (const auto& r : comparison->ranks)
+      if (r.rank < static_cast<int>(plan.ranks.size())) measured[plan.ranks[r.rank].pipeline_rank] += r.measured_bubble_fraction;
+  for (int pr = 0; pr < p; ++pr) {
+    std::string label = plan.scenario.parallel.virtual_stages > 1 ? "stages " : "stage ";
+    const auto& stages = plan.ranks[pr].stages;
+    for (size_t i = 0; i < stages.size(); ++i) label += (i ? ", " : "") + std::to_string(stages[i]);
+    out.labels.push_back(label);
+    out.predicted.push_back(count[pr] ? predicted[pr] / count[pr] : 0);
+    if (comparison) out.measured.push_back(count[pr] ? measured[pr] / count[pr] : 0);
+  }
+  return out;
+}
+
+QString step_time_text(const Prediction* prediction, const profiler::CompareReport* comparison) {
+  if (!prediction && !comparison) return "Step time: —";
+  QString text = "Step time ";
+  const double predicted_ms = comparison ? comparison->predicted_step_ms : prediction->metrics.step_time.to_ms();
+  text += QString::number(predicted_ms, 'f', 2) + " ms predicted";
+  if (comparison) {
+    text += QString(", %1 ms measured (median of %2 steps), error %3%")
+                .arg(comparison->measured_step_ms.median, 0, 'f', 2)
+                .arg(comparison->measured_steps.size())
+                .arg(100.0 * comparison->step_error, 0, 'f', 1);
+  }
+  return text;
+}
+
+MetricsView::MetricsView(QWidget* parent) : QWidget(parent) {
+  auto* layout = new QVBoxLayout(this);
+  summary_ = new QLabel;
+  summary_->setTextFormat(Qt::RichText);
+  summary_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  layout->addWidget(summary_);
+  auto* grid = new QGridLayout;
+  bubbles_ = new QChartView;
+  exposed_ = new QChartView;
+  memory_ = new QChartView;
+  bandwidth_ = new QChartView;
+  int i = 0;
+  for (QChartView* v : {bubbles_, exposed_, memory_, bandwidth_}) {
+    v->setRenderHint(QPainter::Antialiasing);
+    v->setMinimumSize(320, 220);
+    grid->addWidget(v, i / 2, i % 2);
+    ++i;
+  }
+  layout->addLayout(grid, 1);
+}
+
+void MetricsView::set_chart(QChartView* view, QChart* chart) {
+  QChart* old = view->chart();
+  view->setChart(chart);
+  delete old;  // the view releases, but does not delete, the chart it showed
+}
+
+void MetricsView::show_session(const PlanSession& session) {
+  const auto prediction = session.prediction();
+  const profiler::CompareReport* c = session.comparison() ? &*session.comparison() : nullptr;
+  if (!prediction) {
+    summary_->setText("No prediction yet.");
+    return;
+  }
+  const sim::Metrics& m = prediction->metrics;
+  double exposed = 0;
+  for (const auto& r : m.ranks) exposed = std::max(exposed, r.exposed_comm.to_ms());
+  int64_t peak = 0;
+  for (const auto& r : m.ranks) peak = std::max(peak, r.peak_memory);
+  QString html = "<b>" + step_time_text(prediction.get(), c).toHtmlEscaped() + "</b><br>";
+  html += QString("Bubble fraction %1 (mean over ranks)").arg(m.bubble_fraction, 0, 'f', 3);
+  if (c) {
+    double measured = 0;
+    for (const auto& r : c->ranks) measured += r.measured_bubble_fraction;
+    if (!c->ranks.empty()) html += QString(", measured %1").arg(measured / c->ranks.size(), 0, 'f', 3);
+  }
+  html += QString(" &nbsp;·&nbsp; exposed communication up to %1 ms per rank").arg(exposed, 0, 'f', 2);
+  html += QString(" &nbsp;·&nbsp; memory peak %1 of %2 GiB %3")
+              .arg(static_cast<double>(peak) / kGiB, 0, 'f', 2)
+              .arg(static_cast<double>(m.device_memory) / kGiB, 0, 'f', 1)
+              .arg(m.fits ? "(fits)" : "<span style='color:#c62828'><b>(does not fit)</b></span>");
+  if (session.predicted_from_file()) html += "<br><i>Predicted timeline from a file; the charts show the knobs' prediction.</i>";
+  summary_->setText(html);
+  set_chart(bubbles_, bubble_chart(*prediction, c));
+  set_chart(exposed_, exposed_chart(*prediction, c));
+  set_chart(memory_, memory_chart(*prediction));
+  set_chart(bandwidth_, bandwidth_chart(*prediction));
+}
+
+QChart* MetricsView::bubble_chart(const Prediction& p, const profiler::CompareReport* c) {
+  const StageBubbles b = stage_bubbles(p, c);
+  QChart* chart = new_chart("Bubble fraction per stage");
+  auto* series = new QBarSeries;
+  series->append(bar_set("predicted", b.predicted, kPredicted));
+  double top = *std::max_element(b.predicted.begin(), b.predicted.end());
+  if (!b.measured.empty()) {
+    series->append(bar_set("measured", b.measured, kMeasured));
+    top = std::max(top, *std::max_element(b.measured.begin(), b.measured.end()));
+  }
+  chart->addSeries(series);
+  attach_axes(chart, series, to_list(b.labels), std::min(1.0, top), "fraction of the step");
+  return chart;
+}
+
+QChart* MetricsView::exposed_chart(const Prediction& p, const profiler::CompareReport* c) {
+  QChart* chart = new_chart("Exposed communication per rank (ms)");
+  std::vector<double> predicted, measured;
+  std::vector<std::string> labels;
+  for (const auto& r : p.metrics.ranks) {
+    predicted.push_back(r.exposed_comm.to_ms());
+    labels.push_back("rank " + std::to_string(r.rank));
+  }
+  if (c) {
+    measured.assign(predicted.size(), 0);
+    for (const auto& r : c->ranks)
+      if (r.rank < static_cast<int>(measured.size())) measured[r.rank] = r.measured_exposed_comm_ms;
+  }
+  auto* series = new QBarSeries;
+  series->append(bar_set("predicted", predicted, kPredicted));
+  if (c) series->append(bar_set("measured", measured, kMeasured));
+  chart->addSeries(series);
+  double top = 0;
+  for (double v : predicted) top = std::max(top, v);
+  for (double v : measured) top = std::max(top, v);
+  attach_axes(chart, series, to_list(labels), top, "ms");
+  return chart;
+}
+
+QChart* MetricsView::memory_chart(const Prediction& p) {
+  QChart* chart = new_chart("Memory per rank (GiB, predicted) against the device");
+  const char* const names[] = {"parameters", "gradients", "optimizer", "DDP buckets", "activations"};
+  const QColor colors[] = {QColor(92, 107, 192), QColor(38, 166, 154), QColor(255, 167, 38), QColor(141, 110, 99),
+                           QColor(236, 64, 122)};
+  std::vector<std::vector<double>> parts(5);
+  std::vector<std::string> labels;
+  double top = static_cast<double>(p.metrics.device_memory) / kGiB;
+  for (const auto& r : p.plan.ranks) {
+    const plan::MemoryEstimate& m = r.memory;
+    const int64_t values[] = {m.params, m.gradients, m.optimizer, m.buckets, m.activations};
+    for (int i = 0; i < 5; ++i) parts[i].push_back(static_cast<double>(values[i]) / kGiB);
+    top = std::max(top, static_cast<double>(m.total()) / kGiB);
+    labels.push_back("rank " + std::to_string(r.rank));
+  }
+  auto* series = new QStackedBarSeries;
+  for (int i = 0; i < 5; ++i) series->append(bar_set(names[i], parts[i], colors[i]));
+  chart->addSeries(series);
+  attach_axes(chart, series, to_list(labels), top, "GiB");
+  // The device's capacity as a line across all bars.
+  auto* capacity = new QLineSeries;
+  capacity->setName("device memory");
+  const double cap = static_cast<double>(p.metrics.device_memory) / kGiB;
+  capacity->append(-0.5, cap);
+  capacity->append(static_cast<double>(labels.size()) - 0.5, cap);
+  capacity->setPen(QPen(QColor(198, 40, 40), 2, Qt::DashLine));
+  chart->addSeries(capacity);
+  auto* hidden_x = new QValueAxis;
+  hidden_x->setRange(-0.5, static_cast<double>(labels.size()) - 0.5);
+  hidden_x->setVisible(false);
+  chart->addAxis(hidden_x, Qt::AlignTop);
+  capacity->attachAxis(hidden_x);
+  capacity->attachAxis(chart->axes(Qt::Vertical).front());
+  return chart;
+}
+
+QChart* MetricsView::bandwidth_chart(const Prediction& p) {
+  QChart* chart = new_chart("Link bandwidth over the step (GB/s, predicted)");
+  std::vector<const sim::LinkUsage*> links;
+  for (const auto& l : p.run.links)
+    if (l.bytes > 0) links.push_back(&l);
+  std::sort(links.begin(), links.end(), [](auto* a, auto* b) { return a->bytes > b->bytes; });
+  if (links.size() > 5) links.resize(5);  // the busiest; the rest would be unreadable
+  const double end_ms = p.metrics.step_time.to_ms();
+  double top = 0;
+  auto* x = new QValueAxis;
+  x->setRange(0, std::max(end_ms, 1e-3));
+  x->setTitleText("ms into the step");
+  auto* y = new QValueAxis;
+  chart->addAxis(x, Qt::AlignBottom);
+  chart->addAxis(y, Qt::AlignLeft);
+  for (const auto* l : links) {
+    auto* s = new QLineSeries;
+    s->setName(QString::fromStdString(l->name));
+    double level = 0;
+    s->append(0, 0);
+    for (const auto& [t, gbps] : l->samples) {  // a sample holds until the next: draw steps
+      s->append(t.to_ms(), level);
+      s->append(t.to_ms(), gbps);
+      level = gbps;
+      top = std::max(top, gbps);
+    }
+    s->append(end_ms, level);
+    chart->addSeries(s);
+    s->attachAxis(x);
+    s->attachAxis(y);
+  }
+  if (links.empty()) chart->setTitle("Link bandwidth: no link carries traffic in this plan");
+  y->setRange(0, top > 0 ? top * 1.1 : 1);
+  y->applyNiceNumbers();
+  y->setTitleText("GB/s");
+  return chart;
+}
+
+}  // namespace parallax::gui

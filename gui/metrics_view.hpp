@@ -1,0 +1,48 @@
+#pragma once
+// The numbers of DESIGN.md's "Definitions" for the step on screen, predicted beside measured:
+// step time, bubble fraction per stage, exposed communication per rank, memory per rank against
+// the device's capacity, and the bandwidth of the busiest links over the step (Qt Charts).
+#include <QLabel>
+#include <QWidget>
+#include <optional>
+
+#include "gui/plan_session.hpp"
+
+class QChartView;
+class QChart;
+
+namespace parallax::gui {
+
+/// Bubble fraction per pipeline position: ranks holding the same stages, averaged over replicas.
+struct StageBubbles {
+  std::vector<std::string> labels;  ///< "stage 0", or "stages 0, 2" when interleaved
+  std::vector<double> predicted;
+  std::vector<double> measured;     ///< empty without a measured trace
+};
+StageBubbles stage_bubbles(const Prediction& prediction, const profiler::CompareReport* comparison);
+
+/// "Step time 123.45 ms predicted, 130.00 ms measured (median of 3 steps), error -5.0%".
+QString step_time_text(const Prediction* prediction, const profiler::CompareReport* comparison);
+
+class MetricsView : public QWidget {
+  Q_OBJECT
+ public:
+  explicit MetricsView(QWidget* parent = nullptr);
+  void show_session(const PlanSession& session);
+  QString summary_text() const { return summary_->text(); }
+
+ private:
+  void set_chart(QChartView* view, QChart* chart);
+  QChart* bubble_chart(const Prediction& p, const profiler::CompareReport* c);
+  QChart* exposed_chart(const Prediction& p, const profiler::CompareReport* c);
+  QChart* memory_chart(const Prediction& p);
+  QChart* bandwidth_chart(const Prediction& p);
+
+  QLabel* summary_;
+  QChartView* bubbles_;
+  QChartView* exposed_;
+  QChartView* memory_;
+  QChartView* bandwidth_;
+};
+
+}  // namespace parallax::gui

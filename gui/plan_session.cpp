@@ -1,0 +1,192 @@
+#include "gui/plan_session.hpp"
+
+#include <QCoreApplication>
+#include <QSaveFile>
+#include <QtConcurrent/QtConcurrentRun>
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "plan/builtin.hpp"
+#include "plan/timeline_metrics.hpp"
+
+namespace parallax::gui {
+
+ScenarioSource ScenarioSource::from_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw plan::InputError(plan::Location{path}, "cannot open file (does it exist and is it readable?)");
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  return ScenarioSource{path, path, text.str(), dir.empty() ? "." : dir.string(), {}};
+}
+
+ScenarioSource ScenarioSource::builtin() {
+  const plan::BuiltinFile def = plan::builtin_default_scenario();
+  return ScenarioSource{"", std::string("(built-in) scenarios/") + def.name + ".yaml", def.text, ".", {}};
+}
+
+plan::YamlDocument ScenarioSource::document(const std::vector<std::string>& overrides) const {
+  plan::YamlDocument doc = plan::YamlDocument::from_text(text, display_name, base_dir);
+  for (const auto& o : sets) doc.apply_override(o);
+  for (const auto& o : overrides) doc.apply_override(o);
+  return doc;
+}
+
+std::shared_ptr<const Prediction> predict(const ScenarioSource& source, const std::vector<std::string>& overrides,
+                                          bool link_samples) {
+  auto p = std::make_shared<Prediction>();
+  p->plan = plan::resolve_plan(plan::parse_scenario(source.document(overrides)));
+  p->run = sim::simulate(p->plan, sim::SimOptions{link_samples});
+  p->metrics = sim::compute_metrics(p->plan, p->run);
+  return p;
+}
+
+PlanSession::PlanSession(QObject* parent) : QObject(parent) {
+  connect(&watcher_, &QFutureWatcher<Evaluation>::finished, this, &PlanSession::on_evaluated);
+}
+
+PlanSession::~PlanSession() { watcher_.waitForFinished(); }
+
+void PlanSession::open_scenario(const std::string& path, const std::vector<std::string>& sets) {
+  ScenarioSource source = path.empty() ? ScenarioSource::builtin() : ScenarioSource::from_file(path);
+  source.sets = sets;
+  const Knobs knobs = Knobs::from(plan::parse_scenario(source.document({})));
+  source_ = std::move(source);
+  file_knobs_ = knobs;
+  predicted_file_.reset();
+  set_knobs(knobs);
+}
+
+void PlanSession::set_knobs(const Knobs& knobs) {
+  knobs_ = knobs;
+  predicted_file_.reset();  // the knobs now say what is predicted
+  ++generation_;
+  if (running_) {
+    pending_ = true;
+    return;
+  }
+  start_evaluation();
+}
+
+void PlanSession::start_evaluation() {
+  running_ = true;
+  pending_ = false;
+  emit busy_changed(true);
+  const ScenarioSource source = source_;
+  const std::vector<std::string> overrides = knobs_.overrides();
+  const uint64_t generation = generation_;
+  watcher_.setFuture(QtConcurrent::run([source, overrides, generation] {
+    Evaluation e;
+    e.generation = generation;
+    try {
+      e.prediction = predict(source, overrides);
+    } catch (const plan::InputError& err) {
+      e.error_knob = knob_of_error(err.where().str(), err.message());
+      // Under its knob the message speaks for itself; elsewhere it needs its place.
+      e.error = e.error_knob.empty() ? err.what() : err.message();
+    } catch (const std::exception& err) {
+      e.error = std::string("the simulation failed: ") + err.what();
+    }
+    return e;
+  }));
+}
+
+void PlanSession::on_evaluated() {
+  if (!running_ || !watcher_.isFinished()) return;  // handled by wait_idle(), or a stale signal
+  running_ = false;
+  const Evaluation e = watcher_.result();
+  if (pending_) {
+    start_evaluation();  // newer knobs arrived meanwhile: this result is stale
+    return;
+  }
+  emit busy_changed(false);
+  if (e.generation != generation_) return;
+  error_ = e.error;
+  error_knob_ = e.error_knob;
+  if (e.prediction) {
+    prediction_ = e.prediction;
+    update_comparison();
+    emit predicted_changed();
+  } else {
+    emit prediction_failed(QString::fromStdString(error_knob_), QString::fromStdString(error_));
+  }
+}
+
+void PlanSession::wait_idle() {
+  while (running_) {
+    watcher_.waitForFinished();
+    on_evaluated();
+  }
+}
+
+std::string PlanSession::open_trace(const std::string& path) {
+  const int next_rank = static_cast<int>(imported_.size());
+  profiler::LoadedTrace t = profiler::read_trace(path, next_rank);
+  if (t.format == "kineto") {
+    imported_.push_back(std::move(t));
+    emit traces_changed();
+    return "kineto";
+  }
+  if (t.kind == "measured") {
+    measured_ = std::move(t.timeline);
+    const auto steps = measured_steps();
+    // The median step after the first (a warm-up), as `parallax compare` reports.
+    std::vector<std::pair<int64_t, int>> by_time;
+    for (int s : steps)
+      if (s != steps.front() || steps.size() == 1) by_time.push_back({plan::step_times(*measured_, s).step_time.count_ns(), s});
+    std::sort(by_time.begin(), by_time.end());
+    measured_step_ = by_time.empty() ? -1 : by_time[(by_time.size() - 1) / 2].second;
+  } else {
+    predicted_file_ = std::move(t.timeline);
+  }
+  update_comparison();
+  emit traces_changed();
+  return t.kind;
+}
+
+void PlanSession::clear_traces() {
+  measured_.reset();
+  predicted_file_.reset();
+  imported_.clear();
+  comparison_.reset();
+  measured_step_ = -1;
+  emit traces_changed();
+}
+
+const plan::Timeline* PlanSession::predicted_timeline() const {
+  if (predicted_file_) return &*predicted_file_;
+  return prediction_ ? &prediction_->run.timeline : nullptr;
+}
+
+std::vector<int> PlanSession::measured_steps() const {
+  return measured_ ? plan::steps_of(*measured_) : std::vector<int>{};
+}
+
+void PlanSession::set_measured_step(int step) {
+  measured_step_ = step;
+  emit traces_changed();
+}
+
+void PlanSession::update_comparison() {
+  comparison_.reset();
+  const plan::Timeline* predicted = predicted_timeline();
+  if (measured_ && predicted && !measured_->events.empty() && !predicted->events.empty())
+    comparison_ = profiler::compare(*predicted, *measured_);
+}
+
+void PlanSession::save_scenario(const std::string& path) const {
+  const plan::YamlDocument doc = source_.document(knobs_.overrides());
+  YAML::Emitter out;
+  out << doc.root();
+  QSaveFile file(QString::fromStdString(path));  // written whole or not at all
+  if (!file.open(QIODevice::WriteOnly))
+    throw plan::InputError(plan::Location{path}, "cannot write here: " + file.errorString().toStdString());
+  file.write("# saved by parallax-gui\n");
+  file.write(out.c_str());
+  file.write("\n");
+  if (!file.commit()) throw plan::InputError(plan::Location{path}, "writing failed: " + file.errorString().toStdString());
+}
+
+}  // namespace parallax::gui

@@ -1,0 +1,132 @@
+#pragma once
+// A PlanSession is what the GUI is looking at: a scenario and the knob values applied to it, the
+// prediction for them, and any traces opened beside it (a measured run, a predicted trace from a
+// file, PyTorch profiler traces).
+//
+// Every knob change re-simulates in the background (Qt Concurrent), so the window never waits on
+// the simulator. Changes that arrive while a simulation runs are coalesced: when it finishes, only
+// the newest knob values are simulated next, and results of superseded values are dropped. A
+// failed combination leaves the last good prediction on screen and reports the knob at fault.
+#include <QFutureWatcher>
+#include <QObject>
+#include <QString>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gui/knobs.hpp"
+#include "plan/plan.hpp"
+#include "plan/yaml_reader.hpp"
+#include "profiler/compare.hpp"
+#include "profiler/trace_reader.hpp"
+#include "sim/metrics.hpp"
+#include "sim/simulator.hpp"
+
+namespace parallax::gui {
+
+/// The text of a scenario and where it came from, re-parsed for every evaluation (yaml-cpp nodes
+/// are shared handles, so a document is never shared between threads).
+struct ScenarioSource {
+  std::string path;          ///< "" for the built-in default scenario
+  std::string display_name;  ///< used in error messages
+  std::string text;
+  std::string base_dir;      ///< relative hardware paths resolve against it
+  std::vector<std::string> sets;  ///< --set overrides given on the command line, applied first
+
+  static ScenarioSource from_file(const std::string& path);  ///< InputError when unreadable
+  static ScenarioSource builtin();
+  plan::YamlDocument document(const std::vector<std::string>& overrides) const;
+};
+
+struct Prediction {
+  plan::Plan plan;
+  sim::SimRun run;
+  sim::Metrics metrics;
+};
+
+/// Resolves and simulates a scenario with overrides; InputError for a bad combination.
+std::shared_ptr<const Prediction> predict(const ScenarioSource& source, const std::vector<std::string>& overrides,
+                                          bool link_samples = true);
+
+/// The outcome of one background evaluation.
+struct Evaluation {
+  uint64_t generation = 0;
+  std::shared_ptr<const Prediction> prediction;  ///< null when the knobs were rejected
+  std::string error_knob;                        ///< knob key the error is about, if any
+  std::string error;                             ///< "where: message"
+};
+
+class PlanSession : public QObject {
+  Q_OBJECT
+ public:
+  explicit PlanSession(QObject* parent = nullptr);
+  ~PlanSession() override;
+
+  /// Opens a scenario ("" = built-in default) with --set overrides; InputError when it is bad.
+  /// Re-simulates.
+  void open_scenario(const std::string& path, const std::vector<std::string>& sets = {});
+  const ScenarioSource& source() const { return source_; }
+  /// The knob values of the scenario as opened.
+  const Knobs& scenario_knobs() const { return file_knobs_; }
+  const Knobs& knobs() const { return knobs_; }
+  /// Applies knob values; simulation follows in the background.
+  void set_knobs(const Knobs& knobs);
+  /// Blocks until no simulation is running or pending (screenshots, tests).
+  void wait_idle();
+  bool busy() const { return running_; }
+
+  /// The prediction for the current knobs (or the last good one); may be null before the first.
+  std::shared_ptr<const Prediction> prediction() const { return prediction_; }
+  /// Why the current knobs were rejected ("" when they were not), and the knob at fault.
+  const std::string& error() const { return error_; }
+  const std::string& error_knob() const { return error_knob_; }
+
+  /// Opens a trace file of any kind; InputError when it cannot be read. Returns its kind:
+  /// "measured", "predicted" or "kineto".
+  std::string open_trace(const std::string& path);
+  const std::optional<plan::Timeline>& measured() const { return measured_; }
+  /// A predicted trace opened from a file; shown until the knobs change.
+  const std::optional<plan::Timeline>& predicted_from_file() const { return predicted_file_; }
+  const std::vector<profiler::LoadedTrace>& imported() const { return imported_; }
+  void clear_traces();
+
+  /// The predicted timeline on screen: from the file if one was opened, else the simulation's.
+  const plan::Timeline* predicted_timeline() const;
+  /// The measured steps, and the one shown (the median step after the warm-up by default).
+  std::vector<int> measured_steps() const;
+  int measured_step() const { return measured_step_; }
+  void set_measured_step(int step);
+  /// Predicted against measured; null without a measured trace.
+  const std::optional<profiler::CompareReport>& comparison() const { return comparison_; }
+
+  /// Writes the scenario with the knobs applied as YAML; InputError when it cannot.
+  void save_scenario(const std::string& path) const;
+
+ signals:
+  void predicted_changed();
+  void prediction_failed(QString knob, QString message);
+  void traces_changed();
+  void busy_changed(bool busy);
+
+ private:
+  void start_evaluation();
+  void on_evaluated();
+  void update_comparison();
+
+  ScenarioSource source_;
+  Knobs file_knobs_;
+  Knobs knobs_;
+  uint64_t generation_ = 0;
+  bool running_ = false;
+  bool pending_ = false;
+  QFutureWatcher<Evaluation> watcher_;
+  std::shared_ptr<const Prediction> prediction_;
+  std::string error_, error_knob_;
+  std::optional<plan::Timeline> measured_, predicted_file_;
+  std::vector<profiler::LoadedTrace> imported_;
+  int measured_step_ = -1;
+  std::optional<profiler::CompareReport> comparison_;
+};
+
+}  // namespace parallax::gui

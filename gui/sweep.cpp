@@ -1,0 +1,112 @@
+#include "gui/sweep.hpp"
+
+#include <algorithm>
+#include <set>
+#include <sstream>
+
+namespace parallax::gui {
+namespace {
+
+std::string list_text(const std::vector<int>& lens) {
+  plan::PartitionLen p;
+  p.mode = plan::PartitionLen::Mode::list;
+  p.lens = lens;
+  return partition_len_text(p);
+}
+
+std::vector<std::string> chunk_values(int batch_size) {
+  std::vector<std::string> out;
+  for (int c = 1; c <= batch_size && out.size() < 12; ++c)
+    if (batch_size % c == 0) out.push_back(std::to_string(c));
+  return out;
+}
+
+// The current split and every split one layer away from it at one boundary; with two stages,
+// every split.
+std::vector<std::string> partition_values(const plan::Plan& plan) {
+  const std::vector<int>& current = plan.partition;
+  const int layers = static_cast<int>(plan.layers().size());
+  std::vector<std::vector<int>> splits;
+  if (current.size() == 2) {
+    for (int first = 1; first < layers && splits.size() < 16; ++first) splits.push_back({first, layers - first});
+  } else {
+    splits.push_back(current);
+    for (size_t b = 0; b + 1 < current.size(); ++b) {
+      for (int dir : {-1, +1}) {
+        std::vector<int> s = current;
+        s[b] += dir;
+        s[b + 1] -= dir;
+        if (s[b] >= 1 && s[b + 1] >= 1) splits.push_back(s);
+      }
+    }
+    std::sort(splits.begin(), splits.end(), std::greater<>());
+    if (splits.size() > 16) splits.resize(16);
+  }
+  std::vector<std::string> out;
+  for (const auto& s : splits) out.push_back(list_text(s));
+  return out;
+}
+
+}  // namespace
+
+int SweepGrid::best() const {
+  int best = -1;
+  for (size_t i = 0; i < cells.size(); ++i)
+    if (cells[i].done && !std::isnan(cells[i].step_ms) && (best < 0 || cells[i].step_ms < cells[best].step_ms))
+      best = static_cast<int>(i);
+  return best;
+}
+
+Knobs SweepGrid::knobs_of(int cell, const Knobs& base) const {
+  Knobs k = base;
+  k.chunks = std::stoi(y.values[cell / columns()]);
+  const std::string& v = x.values[cell % columns()];
+  if (kind == SweepKind::chunks_by_bucket_cap) k.bucket_cap_mb = std::stod(v);
+  else k.partition_len = v;
+  return k;
+}
+
+int SweepGrid::cell_of(const Knobs& k) const {
+  const auto row = std::find(y.values.begin(), y.values.end(), std::to_string(k.chunks));
+  std::ostringstream cap;
+  cap << k.bucket_cap_mb;
+  const std::string xv = kind == SweepKind::chunks_by_bucket_cap ? cap.str() : k.partition_len;
+  const auto col = std::find(x.values.begin(), x.values.end(), xv);
+  if (row == y.values.end() || col == x.values.end()) return -1;
+  return static_cast<int>((row - y.values.begin()) * columns() + (col - x.values.begin()));
+}
+
+SweepGrid make_sweep(SweepKind kind, const plan::Plan& plan, const Knobs& knobs) {
+  SweepGrid g;
+  g.kind = kind;
+  g.y = {"parallel.chunks", chunk_values(plan.scenario.data.batch_size)};
+  if (kind == SweepKind::chunks_by_bucket_cap) {
+    std::set<double> caps = {1, 2, 5, 10, 25, 50, 100, 250};
+    caps.insert(knobs.bucket_cap_mb);
+    g.x.key = "parallel.bucket_cap_mb";
+    for (double c : caps) {
+      std::ostringstream o;
+      o << c;
+      g.x.values.push_back(o.str());
+    }
+  } else {
+    g.x = {"parallel.partition_len", partition_values(plan)};
+  }
+  g.cells.assign(static_cast<size_t>(g.rows() * g.columns()), SweepCell{});
+  return g;
+}
+
+SweepCell simulate_cell(const ScenarioSource& source, const Knobs& knobs) {
+  SweepCell c;
+  c.done = true;
+  try {
+    c.step_ms = predict(source, knobs.overrides(), false)->metrics.step_time.to_ms();
+  } catch (const plan::InputError& e) {
+    c.error = e.message();
+  } catch (const std::exception& e) {
+    c.error = e.what();
+  }
+  return c;
+}
+
+}  // namespace parallax::gui

@@ -1,0 +1,50 @@
+#pragma once
+// A sweep: the predicted step time of every configuration on a grid of two knobs (chunks against
+// bucket_cap_mb, or chunks against partition_len), everything else as the knobs are. The grid's
+// values are what the scenario allows: chunks that divide the batch, the stage splits of the
+// model's layers around the current one.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "gui/knobs.hpp"
+#include "gui/plan_session.hpp"
+
+namespace parallax::gui {
+
+enum class SweepKind { chunks_by_bucket_cap, chunks_by_partition_len };
+
+struct SweepAxis {
+  std::string key;                  ///< "parallel.bucket_cap_mb"
+  std::vector<std::string> values;  ///< YAML values: "25", "[4, 6]"
+};
+
+struct SweepCell {
+  double step_ms = std::nan("");  ///< NaN until simulated, or when rejected
+  std::string error;               ///< why the configuration is not valid
+  bool done = false;
+};
+
+struct SweepGrid {
+  SweepKind kind = SweepKind::chunks_by_bucket_cap;
+  SweepAxis x;  ///< columns
+  SweepAxis y;  ///< rows: chunks
+  std::vector<SweepCell> cells;  ///< row-major: cells[row * columns + column]
+
+  int columns() const { return static_cast<int>(x.values.size()); }
+  int rows() const { return static_cast<int>(y.values.size()); }
+  /// The cell with the smallest predicted step time, -1 while none has one.
+  int best() const;
+  /// The knobs of a cell: `base` with the two swept values set.
+  Knobs knobs_of(int cell, const Knobs& base) const;
+  /// The cell `knobs` is on, -1 when off the grid.
+  int cell_of(const Knobs& knobs) const;
+};
+
+/// The grid for the plan being looked at.
+SweepGrid make_sweep(SweepKind kind, const plan::Plan& plan, const Knobs& knobs);
+
+/// Simulates one cell (any thread); a rejected configuration gets its error.
+SweepCell simulate_cell(const ScenarioSource& source, const Knobs& knobs);
+
+}  // namespace parallax::gui
