@@ -21,6 +21,14 @@ bool has_display() {
   return std::getenv("DISPLAY") || std::getenv("WAYLAND_DISPLAY") || std::getenv("QT_QPA_PLATFORM");
 }
 
+QtMessageHandler default_handler = nullptr;
+
+// Qt's offscreen platform warns about things that do not matter for a PNG; keep stderr for ours.
+void quiet_offscreen(QtMsgType type, const QMessageLogContext& context, const QString& message) {
+  if (message.contains("propagateSizeHints") || message.contains("XDG_RUNTIME_DIR")) return;
+  if (default_handler) default_handler(type, context, message);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -34,6 +42,7 @@ int main(int argc, char** argv) {
                  "Run it on a desktop, under xvfb-run, or headless with --screenshot out.png.\n");
     return 1;
   }
+  if (headless) default_handler = qInstallMessageHandler(quiet_offscreen);
   QApplication app(argc, argv);
   QApplication::setApplicationName("parallax-gui");
 

@@ -186,6 +186,11 @@ void SweepView::start(SweepKind kind, const PlanSession& session) {
   progress_->setRange(0, total);
   progress_->setValue(0);
   status_->setText(QString("Simulating %1 configurations of %2 …").arg(total).arg(QString::fromStdString(prediction->plan.scenario.name)));
+  note_.clear();
+  if (kind == SweepKind::chunks_by_bucket_cap && base_.data == 1)
+    note_ = " bucket_cap_mb has no effect here: there is no data parallelism (data = 1).";
+  if (kind == SweepKind::chunks_by_partition_len && base_.pipeline * base_.virtual_stages == 1)
+    note_ = " partition_len has no effect here: there is one stage.";
   run_->setEnabled(false);
   cancel_->setEnabled(true);
   const ScenarioSource source = session.source();
@@ -231,7 +236,7 @@ void SweepView::on_finished() {
   int done = 0, invalid = 0;
   for (const auto& c : grid_.cells) done += c.done, invalid += c.done && std::isnan(c.step_ms);
   if (done == static_cast<int>(grid_.cells.size()))
-    status_->setText(QString("%1 configurations simulated (%2 invalid for this scenario).").arg(done).arg(invalid));
+    status_->setText(QString("%1 configurations simulated (%2 invalid for this scenario).").arg(done).arg(invalid) + note_);
   heatmap_->update();
 }
 

@@ -54,6 +54,7 @@ class SweepView : public QWidget {
   Heatmap* heatmap_;
   SweepGrid grid_;
   Knobs base_;
+  QString note_;  ///< why the sweep may show nothing interesting
   const PlanSession* session_ = nullptr;
   QFutureWatcher<std::pair<int, SweepCell>> watcher_;
 };

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <limits>
 #include <map>
+#include <sstream>
 
 namespace parallax::gui {
 namespace {
@@ -166,7 +167,7 @@ void TimelineModel::rebuild() {
       b.kind = kind_of_device(e.lane, e.name, e.communication);
       b.name = static_cast<int32_t>(names_.size());
       names_.push_back(e.name);
-      names_.push_back("trace: " + e.lane);
+      names_.push_back(std::string("trace: ").append(e.lane));
       b.row = -1 - e.rank;
       bars_.push_back(b);
     }
@@ -185,7 +186,7 @@ void TimelineModel::rebuild() {
   for (auto& [key, index] : row_index) {
     index = static_cast<int>(rows_.size());
     const auto& [rank, order, lane] = key;
-    rows_.push_back(TimelineRow{rank, lane, "rank " + std::to_string(rank) + " " + lane});
+    rows_.push_back(TimelineRow{rank, lane, std::string("rank ").append(std::to_string(rank)).append(" ").append(lane)});
   }
   for (auto& b : bars_) {
     auto [rank, lane] = lane_of(b);
@@ -260,42 +261,43 @@ std::pair<int64_t, int64_t> TimelineModel::extent() const {
 }
 
 std::pair<int64_t, int64_t> TimelineModel::step_range() const {
-  for (Layer layer : {Layer::predicted, Layer::measured}) {
-    int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
-    for (const auto& b : bars_)
-      if (b.layer == layer && b.source >= 0) lo = std::min(lo, b.start_ns), hi = std::max(hi, b.end_ns);
-    if (lo <= hi) return {lo, hi};
-  }
-  return extent();
+  int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
+  for (const auto& b : bars_)
+    if (b.layer != Layer::imported && b.source >= 0) lo = std::min(lo, b.start_ns), hi = std::max(hi, b.end_ns);
+  return lo <= hi ? std::make_pair(lo, hi) : extent();
 }
 
 std::string TimelineModel::describe(int index) const {
   const TimelineBar& b = bars_[index];
   const TimelineRow& row = rows_[b.row];
-  std::string s = names_[b.name] + "   rank " + std::to_string(row.rank) + ", " + row.lane;
-  if (b.source >= 0 && b.mb >= 0) s += "\nstage " + std::to_string(b.stage) + ", micro-batch " + std::to_string(b.mb);
-  if (b.bucket >= 0) s += "\nstage " + std::to_string(b.stage) + ", bucket " + std::to_string(b.bucket);
-  if (b.bytes > 0) s += "\n" + std::to_string(b.bytes) + " bytes";
+  std::ostringstream s;  // (not string +: GCC 12 warns falsely about it, -Wrestrict)
+  s << names_[b.name] << "   rank " << row.rank << ", " << row.lane;
+  if (b.source >= 0 && b.mb >= 0) s << "\nstage " << b.stage << ", micro-batch " << b.mb;
+  if (b.bucket >= 0) s << "\nstage " << b.stage << ", bucket " << b.bucket;
+  if (b.bytes > 0) s << "\n" << b.bytes << " bytes";
   auto line = [&](const TimelineBar& x) {
-    return std::string("\n") + name(x.layer) + ": start " + ms(static_cast<double>(x.start_ns)) + ", duration " +
-           ms(static_cast<double>(x.end_ns - x.start_ns));
+    s << "\n" << name(x.layer) << ": start " << ms(static_cast<double>(x.start_ns)) << ", duration "
+      << ms(static_cast<double>(x.end_ns - x.start_ns));
   };
+  if (b.layer == Layer::imported) {
+    line(b);
+    return s.str();
+  }
   const TimelineBar* predicted = b.layer == Layer::predicted ? &b : (b.pair >= 0 ? &bars_[b.pair] : nullptr);
   const TimelineBar* measured = b.layer == Layer::measured ? &b : (b.pair >= 0 ? &bars_[b.pair] : nullptr);
-  if (b.layer == Layer::imported) return s + line(b);
-  if (predicted) s += line(*predicted);
-  if (measured) s += line(*measured);
+  if (predicted) line(*predicted);
+  if (measured) line(*measured);
   if (predicted && measured && measured->end_ns > measured->start_ns) {
     const double p = static_cast<double>(predicted->end_ns - predicted->start_ns);
     const double m = static_cast<double>(measured->end_ns - measured->start_ns);
     char buf[96];
     std::snprintf(buf, sizeof buf, "\nerror: %+.1f%% of the measured duration; start off by %s", 100.0 * (p - m) / m,
                   ms(static_cast<double>(predicted->start_ns - measured->start_ns)).c_str());
-    s += buf;
-  } else if (b.source >= 0 && b.layer != Layer::imported && (has(Layer::predicted) && has(Layer::measured))) {
-    s += std::string("\nnot in the ") + (b.layer == Layer::predicted ? "measured" : "predicted") + " step";
+    s << buf;
+  } else if (b.source >= 0 && has(Layer::predicted) && has(Layer::measured)) {
+    s << "\nnot in the " << (b.layer == Layer::predicted ? "measured" : "predicted") << " step";
   }
-  return s;
+  return s.str();
 }
 
 bool TimelineModel::related(int index, int selected) const {

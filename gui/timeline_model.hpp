@@ -99,7 +99,7 @@ class TimelineModel {
 
   /// First start and last end over all bars ({0, 0} when empty).
   std::pair<int64_t, int64_t> extent() const;
-  /// The step shown: the predicted step's extent, else the measured one's.
+  /// The step shown: from the first start to the last end of the predicted and measured actions.
   std::pair<int64_t, int64_t> step_range() const;
 
   /// Hover text: action id, rank, start, duration, predicted against measured and the error.

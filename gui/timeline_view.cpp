@@ -88,7 +88,7 @@ void TimelineView::select(int bar) {
 
 std::vector<DrawItem> TimelineView::visible_items() const {
   const int first = scroll_y_ / kRowHeight;
-  const int last = (scroll_y_ + height() - kRuler) / kRowHeight;
+  const int last = (scroll_y_ + height() - kRuler - kLegend) / kRowHeight;
   return model_.layout(axis_, first, last);
 }
 
@@ -108,6 +108,7 @@ void TimelineView::paintEvent(QPaintEvent*) {
   }
   paint_rows(p);
   paint_ruler(p);
+  paint_legend(p);
 }
 
 void TimelineView::paint_ruler(QPainter& p) {
@@ -128,21 +129,36 @@ void TimelineView::paint_ruler(QPainter& p) {
     const double x = kGutter + axis_.x_of(static_cast<double>(t));
     if (x >= kGutter && x <= width()) p.drawLine(QPointF(x, kRuler), QPointF(x, height()));
   }
-  p.setPen(QColor(60, 60, 60));
-  QString legend = model_.has(Layer::measured) && model_.has(Layer::predicted) ? "measured filled, predicted outlined"
+}
+
+void TimelineView::paint_legend(QPainter& p) {
+  const int y = height() - kLegend;
+  p.fillRect(QRect(0, y, width(), kLegend), QColor(236, 239, 241));
+  bool present[kBarKindCount] = {};
+  for (const auto& b : model_.bars()) present[static_cast<int>(b.kind)] = true;
+  int x = 8;
+  p.setPen(QColor(40, 40, 40));
+  for (int k = 0; k < kBarKindCount; ++k) {
+    if (!present[k]) continue;
+    p.fillRect(QRect(x, y + 5, 12, kLegend - 10), color_of(static_cast<BarKind>(k)));
+    const QString text = name(static_cast<BarKind>(k));
+    p.drawText(QRect(x + 16, y, 200, kLegend), Qt::AlignVCenter | Qt::AlignLeft, text);
+    x += 16 + p.fontMetrics().horizontalAdvance(text) + 14;
+  }
+  QString layers = model_.has(Layer::measured) && model_.has(Layer::predicted) ? "measured filled, predicted outlined"
                    : model_.has(Layer::measured)                               ? "measured"
                                                                                : "predicted";
-  if (critical_) legend += ", critical path in red";
-  p.drawText(QRect(0, 0, kGutter - 6, kRuler), Qt::AlignVCenter | Qt::AlignLeft, " " + legend.section(',', 0, 0));
-  p.drawText(QRect(kGutter, 0, width() - kGutter - 6, kRuler), Qt::AlignVCenter | Qt::AlignRight, legend);
+  if (model_.has(Layer::imported)) layers += ", PyTorch trace rows marked 'trace:'";
+  if (critical_) layers += " · critical path in red";
+  p.drawText(QRect(x, y, width() - x - 8, kLegend), Qt::AlignVCenter | Qt::AlignRight, layers);
 }
 
 void TimelineView::paint_rows(QPainter& p) {
   const auto& rows = model_.rows();
   p.save();
-  p.setClipRect(QRect(0, kRuler, width(), height() - kRuler));
+  p.setClipRect(QRect(0, kRuler, width(), height() - kRuler - kLegend));
   const int first = scroll_y_ / kRowHeight;
-  const int last = std::min<int>(rows.size() - 1, (scroll_y_ + height() - kRuler) / kRowHeight);
+  const int last = std::min<int>(rows.size() - 1, (scroll_y_ + height() - kRuler - kLegend) / kRowHeight);
   for (int r = first; r <= last; ++r) {
     const int y = kRuler + r * kRowHeight - scroll_y_;
     const bool new_rank = r == 0 || rows[r].rank != rows[r - 1].rank;
@@ -155,7 +171,7 @@ void TimelineView::paint_rows(QPainter& p) {
     p.drawText(QRect(6, y, kGutter - 10, kRowHeight), Qt::AlignVCenter | Qt::AlignLeft,
                p.fontMetrics().elidedText(QString::fromStdString(rows[r].label), Qt::ElideMiddle, kGutter - 10));
   }
-  p.setClipRect(QRect(kGutter, kRuler, width() - kGutter, height() - kRuler));
+  p.setClipRect(QRect(kGutter, kRuler, width() - kGutter, height() - kRuler - kLegend));
   p.translate(kGutter, 0);
   for (const DrawItem& item : model_.layout(axis_, first, last)) paint_bar(p, item);
   p.restore();
@@ -192,13 +208,13 @@ void TimelineView::paint_bar(QPainter& p, const DrawItem& item) {
     p.setBrush(Qt::NoBrush);
     p.drawRect(r.adjusted(-1, -1, 1, 1));
   }
-  // Label with stage and micro-batch (the action id, e.g. 1F3) when it fits.
-  if (!outline && r.width() > 22) {
-    const QString label = QString::fromStdString(model_.name_of(b));
-    const QString text = p.fontMetrics().elidedText(label, Qt::ElideRight, static_cast<int>(r.width()) - 4);
-    if (text.size() > 1 && text != "…") {
+  // Label with stage and micro-batch (the action id, e.g. 1F3) when it fits, else the micro-batch.
+  if (!outline && r.width() > 14) {
+    QString label = QString::fromStdString(model_.name_of(b));
+    if (p.fontMetrics().horizontalAdvance(label) + 4 > r.width()) label = b.mb >= 0 ? QString::number(b.mb) : QString();
+    if (!label.isEmpty() && p.fontMetrics().horizontalAdvance(label) + 4 <= r.width()) {
       p.setPen(dim ? QColor(0, 0, 0, 90) : QColor(255, 255, 255));
-      p.drawText(r, Qt::AlignCenter, text);
+      p.drawText(r, Qt::AlignCenter, label);
     }
   }
 }
@@ -216,7 +232,7 @@ int TimelineView::bar_under(QPoint pos) const {
 
 void TimelineView::scroll_rows(int dy_px) {
   const int content = static_cast<int>(model_.rows().size()) * kRowHeight;
-  scroll_y_ = std::clamp(scroll_y_ + dy_px, 0, std::max(0, content - (height() - kRuler)));
+  scroll_y_ = std::clamp(scroll_y_ + dy_px, 0, std::max(0, content - (height() - kRuler - kLegend)));
   update();
 }
 

@@ -35,6 +35,7 @@ class TimelineView : public QWidget {
   static constexpr int kGutter = 170;  ///< row labels
   static constexpr int kRuler = 26;    ///< time axis on top
   static constexpr int kRowHeight = 20;
+  static constexpr int kLegend = 22;   ///< colours of the bar kinds, at the bottom
 
  signals:
   void selection_changed(QString description);
@@ -55,6 +56,7 @@ class TimelineView : public QWidget {
   int bar_under(QPoint p) const;
   void paint_ruler(QPainter& p);
   void paint_rows(QPainter& p);
+  void paint_legend(QPainter& p);
   void paint_bar(QPainter& p, const DrawItem& item);
   void scroll_rows(int dy_px);
 

@@ -1,0 +1,381 @@
+// parallax-gui tests (Qt Test, offscreen platform). The numbers shown are checked against the
+// simulator run directly, analytic counts, and hand-made traces whose errors are known.
+#include <QCoreApplication>
+#include <QElapsedTimer>
+#include <QImage>
+#include <QProcess>
+#include <QSignalSpy>
+#include <QSpinBox>
+#include <QTemporaryDir>
+#include <QtTest/QtTest>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+
+#include "gui/main_window.hpp"
+#include "gui/run_panel.hpp"
+#include "gui/sweep.hpp"
+#include "gui/timeline_model.hpp"
+#include "plan/trace_writer.hpp"
+#include "sim/metrics.hpp"
+#include "sim/simulator.hpp"
+
+using namespace parallax;
+using namespace parallax::gui;
+
+namespace {
+
+const std::string kSource = PARALLAX_SOURCE_DIR;
+const std::string kPipeline2 = kSource + "/scenarios/mlp-fashion-mnist-pipeline2.yaml";
+const std::string kDdp = kSource + "/scenarios/ddp-transformer-accum-4xA100.yaml";
+
+// The step time of a configuration, straight from the simulator (not through the GUI).
+double simulated_step_ms(const std::string& scenario, const std::vector<std::string>& sets) {
+  const plan::Plan p = plan::resolve_plan(plan::load_scenario(scenario, sets));
+  const sim::SimRun run = sim::simulate(p);
+  return sim::compute_metrics(p, run).step_time.to_ms();
+}
+
+// A "measured" trace of two steps made from a prediction with every duration scaled by `scale`
+// (start times scaled too, so the schedule's order is kept).
+std::string write_scaled_trace(const plan::Timeline& predicted, double scale, const QTemporaryDir& dir) {
+  plan::Timeline t = predicted;
+  t.kind = "measured";
+  t.events.clear();
+  int64_t offset = 0;
+  for (int step = 0; step < 2; ++step) {
+    int64_t end = 0;
+    for (auto e : predicted.events) {
+      e.start = plan::Time::ns(offset + std::llround(e.start.count_ns() * scale));
+      e.end = plan::Time::ns(offset + std::llround(e.end.count_ns() * scale));
+      e.step = step;
+      end = std::max(end, e.end.count_ns());
+      t.events.push_back(e);
+    }
+    offset = end + 1000;
+  }
+  const std::string path = dir.filePath("measured.json").toStdString();
+  std::ofstream out(path);
+  plan::write_chrome_trace(t, out);
+  return path;
+}
+
+int count_pixels(const QImage& image, QColor color) {
+  int n = 0;
+  const QRgb want = color.rgb();
+  for (int y = 0; y < image.height(); ++y)
+    for (int x = 0; x < image.width(); ++x) n += image.pixel(x, y) == want;
+  return n;
+}
+
+QString gui_binary() { return PARALLAX_GUI_BINARY; }
+
+}  // namespace
+
+class GuiTest : public QObject {
+  Q_OBJECT
+ private slots:
+  void changing_chunks_changes_the_step_time_shown();
+  void a_bad_combination_is_shown_beside_its_knob();
+  void overlay_with_a_measured_trace_draws_both();
+  void selecting_an_action_highlights_its_micro_batch();
+  void sweep_marks_the_best_simulated_cell();
+  void visible_bars_match_a_brute_force_search();
+  void zoom_keeps_the_time_under_the_cursor();
+  void pytorch_profiler_traces_open_on_their_own_rows();
+  void screenshots_are_not_blank();
+  void screenshot_rejects_bad_input_and_writes_nothing();
+  void saved_scenario_reopens_with_the_knobs();
+  void run_for_real_overlays_the_measured_trace();
+};
+
+void GuiTest::changing_chunks_changes_the_step_time_shown() {
+  MainWindow w;
+  w.open_scenario("");
+  w.session().wait_idle();
+  QCoreApplication::processEvents();
+  const QString before = w.step_time_shown();
+  QVERIFY(before.contains(QString::number(simulated_step_ms("", {}), 'f', 2)));
+
+  w.knob_panel()->chunks_box()->setValue(4);
+  w.session().wait_idle();
+  QCoreApplication::processEvents();
+  const QString after = w.step_time_shown();
+  QVERIFY2(after != before, qPrintable(after));
+  QVERIFY2(after.contains(QString::number(simulated_step_ms("", {"parallel.chunks=4"}), 'f', 2)), qPrintable(after));
+  // GPipe with 4 chunks: each of the 2 stages runs 4 forwards.
+  const auto& model = w.timeline()->model();
+  int forwards = 0;
+  for (const auto& b : model.bars()) forwards += b.kind == BarKind::forward;
+  QCOMPARE(forwards, 2 * 4);
+}
+
+void GuiTest::a_bad_combination_is_shown_beside_its_knob() {
+  MainWindow w;
+  w.open_scenario("");
+  w.session().wait_idle();
+  QCoreApplication::processEvents();
+  const QString good = w.step_time_shown();
+  w.knob_panel()->chunks_box()->setValue(7);  // the batch of 32 does not split into 7
+  w.session().wait_idle();
+  QCoreApplication::processEvents();
+  QVERIFY2(w.knob_panel()->error_of("parallel.chunks").contains("divisible"), qPrintable(w.knob_panel()->error_of("parallel.chunks")));
+  QVERIFY(w.knob_panel()->error_of("parallel.pipeline").isEmpty());
+  QCOMPARE(w.step_time_shown(), good);  // the last good prediction stays
+  w.knob_panel()->chunks_box()->setValue(8);
+  w.session().wait_idle();
+  QCoreApplication::processEvents();
+  QVERIFY(w.knob_panel()->error_of("parallel.chunks").isEmpty());
+}
+
+void GuiTest::overlay_with_a_measured_trace_draws_both() {
+  QTemporaryDir dir;
+  MainWindow w;
+  w.resize(1400, 800);
+  w.open_scenario(kPipeline2);
+  w.session().wait_idle();
+  w.open_trace(write_scaled_trace(w.session().prediction()->run.timeline, 1.5, dir));
+  w.show();
+  QCoreApplication::processEvents();
+  TimelineView* view = w.timeline();
+  view->fit_step();
+
+  const auto items = view->visible_items();
+  std::set<Layer> layers;
+  for (const auto& i : items) layers.insert(view->model().bars()[i.bar].layer);
+  QVERIFY(layers.count(Layer::predicted) && layers.count(Layer::measured));
+  // Every action of the measured step is paired with its prediction.
+  for (const auto& b : view->model().bars())
+    if (b.layer == Layer::measured) QVERIFY(b.pair >= 0);
+  // Measured durations are 1.5x predicted: the error is (p - m) / m = -33.3%.
+  int measured_forward = -1;
+  for (size_t i = 0; i < view->model().bars().size(); ++i)
+    if (view->model().bars()[i].layer == Layer::measured && view->model().bars()[i].kind == BarKind::forward)
+      measured_forward = static_cast<int>(i);
+  QVERIFY(measured_forward >= 0);
+  const QString text = QString::fromStdString(view->model().describe(measured_forward));
+  QVERIFY2(text.contains("-33.3%"), qPrintable(text));
+  // On screen: measured bars filled, predicted ones outlined in the darker shade.
+  const QImage image = view->grab().toImage();
+  const QColor forward = TimelineView::color_of(BarKind::forward);
+  QVERIFY(count_pixels(image, forward) > 50);
+  QVERIFY(count_pixels(image, forward.darker(130)) > 50);
+  // The comparison's step error: predicted / measured - 1 = 1/1.5 - 1.
+  QVERIFY(w.session().comparison());
+  QVERIFY(std::abs(w.session().comparison()->step_error - (1 / 1.5 - 1)) < 0.01);
+}
+
+void GuiTest::selecting_an_action_highlights_its_micro_batch() {
+  MainWindow w;
+  w.open_scenario(kPipeline2);
+  w.session().wait_idle();
+  QCoreApplication::processEvents();
+  const auto& model = w.timeline()->model();
+  int pick = -1;
+  for (size_t i = 0; i < model.bars().size(); ++i)
+    if (model.bars()[i].kind == BarKind::backward && model.bars()[i].mb == 3) pick = static_cast<int>(i);
+  QVERIFY(pick >= 0);
+  w.timeline()->select(pick);
+  std::set<int> ranks;
+  int compute = 0;
+  for (size_t i = 0; i < model.bars().size(); ++i) {
+    const bool related = model.related(static_cast<int>(i), pick);
+    QCOMPARE(related, model.bars()[i].mb == 3);
+    if (related) ranks.insert(model.rows()[model.bars()[i].row].rank);
+    compute += related && (model.bars()[i].kind == BarKind::forward || model.bars()[i].kind == BarKind::backward);
+  }
+  QCOMPARE(static_cast<int>(ranks.size()), 2);
+  QCOMPARE(compute, 4);  // F and B of micro-batch 3 on each of the 2 stages
+}
+
+void GuiTest::sweep_marks_the_best_simulated_cell() {
+  MainWindow w;
+  w.open_scenario(kDdp);
+  w.session().wait_idle();
+  SweepView* sweep = w.sweep();
+  sweep->start(SweepKind::chunks_by_bucket_cap, w.session());
+  sweep->wait_finished();
+  const SweepGrid& g = sweep->grid();
+  QVERIFY(g.rows() >= 3 && g.columns() >= 5);
+  // Every cell against the simulator run directly; the best is the smallest of those.
+  double best_ms = INFINITY;
+  int best = -1;
+  for (int i = 0; i < static_cast<int>(g.cells.size()); ++i) {
+    const double ms = simulated_step_ms(kDdp, g.knobs_of(i, w.session().knobs()).overrides());
+    QVERIFY(g.cells[i].done);
+    QCOMPARE(g.cells[i].step_ms, ms);
+    if (ms < best_ms) best_ms = ms, best = i;
+  }
+  QCOMPARE(g.best(), best);
+  // The bucket size matters here (4 replicas): not all cells of a row are equal.
+  std::set<double> row0;
+  for (int c = 0; c < g.columns(); ++c) row0.insert(g.cells[c].step_ms);
+  QVERIFY(row0.size() > 1);
+  // Clicking the best cell loads it into the knobs.
+  sweep->chosen(best);
+  w.session().wait_idle();
+  QCOMPARE(w.knob_panel()->knobs().chunks, g.knobs_of(best, w.session().knobs()).chunks);
+  QCOMPARE(w.session().prediction()->metrics.step_time.to_ms(), best_ms);
+}
+
+void GuiTest::visible_bars_match_a_brute_force_search() {
+  std::mt19937 rng(7);
+  plan::Timeline t;
+  t.kind = "predicted";
+  for (int i = 0; i < 20000; ++i) {
+    plan::TimelineEvent e;
+    e.rank = static_cast<int>(rng() % 4);
+    e.lane = plan::Lane::compute;
+    e.action = plan::Action{plan::ActionKind::F, 0, i, -1};
+    const int64_t start = rng() % 1'000'000'000;
+    e.start = plan::Time::ns(start);
+    e.end = plan::Time::ns(start + (rng() % 5 == 0 ? rng() % 50'000'000 : rng() % 100'000));
+    t.events.push_back(e);
+  }
+  TimelineModel model;
+  model.set_predicted(&t);
+  QCOMPARE(model.bars().size(), t.events.size());
+  for (int trial = 0; trial < 200; ++trial) {
+    const int row = static_cast<int>(rng() % model.rows().size());
+    const double t0 = rng() % 1'000'000'000, t1 = t0 + rng() % 20'000'000;
+    std::set<int> fast, slow;
+    model.for_each_in(row, t0, t1, [&](int i) { fast.insert(i); });
+    for (size_t i = 0; i < model.bars().size(); ++i) {
+      const auto& b = model.bars()[i];
+      if (b.row == row && b.end_ns >= t0 && b.start_ns <= t1) slow.insert(static_cast<int>(i));
+    }
+    QCOMPARE(fast, slow);
+  }
+  // Zoomed out, drawing is bounded by pixels, not by bars.
+  TimeAxis axis;
+  axis.width_px = 1000;
+  axis.fit(0, 1'050'000'000);
+  const auto items = model.layout(axis, 0, 3);
+  QVERIFY2(items.size() < 3 * 4 * 1000, qPrintable(QString::number(items.size())));
+}
+
+void GuiTest::zoom_keeps_the_time_under_the_cursor() {
+  TimeAxis axis;
+  axis.width_px = 800;
+  axis.fit(0, 1'000'000);
+  const double at = axis.t_of(300);
+  axis.zoom(4, 300);
+  QVERIFY(std::abs(axis.t_of(300) - at) < 1e-6);
+  QVERIFY(std::abs(axis.end_ns() - axis.start_ns - 1'040'000 / 4.0) < 1);
+  axis.pan(100);
+  QVERIFY(std::abs(axis.t_of(400) - at) < 1e-6);
+}
+
+void GuiTest::pytorch_profiler_traces_open_on_their_own_rows() {
+  const std::string fixture = kSource + "/../shared/fixtures/kineto/sampled_rank-1.json.gz";
+  if (!std::filesystem::exists(fixture)) QSKIP("../shared/fixtures is absent");
+  MainWindow w;
+  w.open_scenario("");
+  w.session().wait_idle();
+  w.open_trace(fixture);
+  const auto& model = w.timeline()->model();
+  const auto& imported = w.session().imported();
+  QCOMPARE(static_cast<int>(imported.size()), 1);
+  QCOMPARE(model.count(Layer::imported), imported.front().events.size());
+  bool nccl_row = false;
+  for (const auto& r : model.rows()) nccl_row |= r.lane.rfind("trace: ", 0) == 0 && r.lane.find("nccl") != std::string::npos;
+  QVERIFY(nccl_row);
+}
+
+void GuiTest::screenshots_are_not_blank() {
+  QTemporaryDir dir;
+  for (const QString view : {"timeline", "metrics", "sweep"}) {
+    const QString png = dir.filePath(view + ".png");
+    QProcess p;
+    p.start(gui_binary(), {"--screenshot", png, QString::fromStdString(kDdp), "--view", view, "--size", "1000x700"});
+    QVERIFY(p.waitForFinished(60000));
+    QCOMPARE(p.exitCode(), 0);
+    QImage image(png);
+    QCOMPARE(image.size(), QSize(1000, 700));
+    std::map<QRgb, int> colors;
+    for (int y = 0; y < image.height(); y += 2)
+      for (int x = 0; x < image.width(); x += 2) ++colors[image.pixel(x, y)];
+    int most = 0;
+    for (const auto& [c, n] : colors) most = std::max(most, n);
+    const int total = (image.width() / 2) * (image.height() / 2);
+    QVERIFY2(colors.size() > 30, qPrintable(view));
+    QVERIFY2(most < total * 0.9, qPrintable(view));  // not one flat colour
+  }
+}
+
+void GuiTest::screenshot_rejects_bad_input_and_writes_nothing() {
+  QTemporaryDir dir;
+  const QString png = dir.filePath("bad.png");
+  const QList<QStringList> cases = {
+      {"--set", "parallel.chunks=7"},
+      {"--view", "flamegraph"},
+      {QString::fromStdString(kSource + "/no-such-scenario.yaml")},
+      {"--measured", dir.filePath("missing.json")},
+  };
+  for (const QStringList& extra : cases) {
+    QProcess p;
+    p.start(gui_binary(), QStringList{"--screenshot", png} + extra);
+    QVERIFY(p.waitForFinished(30000));
+    QCOMPARE(p.exitCode(), 2);
+    const QString err = QString::fromUtf8(p.readAllStandardError());
+    QVERIFY2(err.contains("parallax-gui: "), qPrintable(err));
+    QVERIFY(!QFileInfo::exists(png));
+  }
+}
+
+void GuiTest::saved_scenario_reopens_with_the_knobs() {
+  QTemporaryDir dir;
+  const std::string path = dir.filePath("saved.yaml").toStdString();
+  MainWindow w;
+  w.open_scenario(kPipeline2);
+  w.session().wait_idle();
+  Knobs k = w.session().knobs();
+  k.chunks = 4;
+  k.schedule = "gpipe";
+  k.partition_len = "[1, 3]";
+  w.session().set_knobs(k);
+  w.session().wait_idle();
+  w.session().save_scenario(path);
+  MainWindow again;
+  again.open_scenario(path);
+  again.session().wait_idle();
+  QCOMPARE(again.session().knobs(), k);
+  QCOMPARE(again.session().prediction()->metrics.step_time, w.session().prediction()->metrics.step_time);
+}
+
+void GuiTest::run_for_real_overlays_the_measured_trace() {
+  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist"))
+    QSKIP("Fashion-MNIST is not installed (scripts/setup.sh installs it)");
+  qputenv("PARALLAX_BIN", PARALLAX_BINARY);
+  MainWindow w;
+  w.open_scenario(kPipeline2);
+  w.session().wait_idle();
+  RealRun run;
+  QSignalSpy progress(&run, &RealRun::progress);
+  QSignalSpy finished(&run, &RealRun::finished);
+  QVERIFY(run.start(w.session().source(), w.session().knobs(), 3));
+  QVERIFY(finished.wait(120000));
+  const auto args = finished.takeFirst();
+  QVERIFY2(args[0].toBool(), qPrintable(args[2].toString()));
+  QVERIFY(progress.count() > 0);
+  w.open_trace(args[1].toString().toStdString());
+  QCOMPARE(static_cast<int>(w.session().measured_steps().size()), 3);
+  QVERIFY(w.timeline()->model().has(Layer::measured));
+  // The measured step holds the same actions the simulator played.
+  QCOMPARE(w.timeline()->model().count(Layer::measured), w.timeline()->model().count(Layer::predicted));
+
+  // A long run is cancelled promptly.
+  QSignalSpy cancelled(&run, &RealRun::finished);
+  QVERIFY(run.start(w.session().source(), w.session().knobs(), 100000));
+  QVERIFY(progress.wait(60000));
+  QElapsedTimer clock;
+  clock.start();
+  run.cancel();
+  QVERIFY(cancelled.wait(10000));
+  QVERIFY(!cancelled.takeFirst()[0].toBool());
+  QVERIFY(clock.elapsed() < 10000);
+}
+
+QTEST_MAIN(GuiTest)
+#include "gui_test.moc"
