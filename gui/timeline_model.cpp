@@ -94,9 +94,7 @@ void TimelineModel::set_imported(const std::vector<profiler::LoadedTrace>& trace
 
 bool TimelineModel::has(Layer layer) const { return count(layer) > 0; }
 
-size_t TimelineModel::count(Layer layer) const {
-  return std::count_if(bars_.begin(), bars_.end(), [&](const TimelineBar& b) { return b.layer == layer; });
-}
+size_t TimelineModel::count(Layer layer) const { return layer_counts_[static_cast<int>(layer)]; }
 
 void TimelineModel::add_timeline(const plan::Timeline& t, Layer layer, int step) {
   // The step starts at zero on the common axis.
@@ -207,6 +205,9 @@ void TimelineModel::rebuild() {
     bars_[it->second].pair = static_cast<int32_t>(i);
   }
 
+  for (auto& c : layer_counts_) c = 0;
+  for (auto& c : kind_counts_) c = 0;
+  for (const auto& b : bars_) ++layer_counts_[static_cast<int>(b.layer)], ++kind_counts_[static_cast<int>(b.kind)];
   row_bars_.assign(rows_.size(), {});
   row_reach_.assign(rows_.size(), {});
   for (size_t i = 0; i < bars_.size(); ++i) row_bars_[bars_[i].row].push_back(static_cast<int32_t>(i));
@@ -245,7 +246,7 @@ std::vector<DrawItem> TimelineModel::layout(const TimeAxis& axis, int first_row,
       double x0 = axis.x_of(static_cast<double>(b.start_ns));
       double x1 = std::max(axis.x_of(static_cast<double>(b.end_ns)), x0 + 1);
       double& edge = drawn_to[static_cast<int>(b.layer)];
-      if (x1 - x0 < 1.5 && x1 <= edge + 1) return;  // inside a pixel already painted
+      if (x1 - x0 < 2 && x1 <= edge + 1.5) return;  // inside the pixels already painted
       edge = std::max(edge, x1);
       items.push_back(DrawItem{i, row, std::max(x0, -2.0), std::min(x1, axis.width_px + 2.0)});
     });

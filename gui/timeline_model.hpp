@@ -87,6 +87,8 @@ class TimelineModel {
   const std::string& name_of(const TimelineBar& bar) const { return names_[bar.name]; }
   bool has(Layer layer) const;
   size_t count(Layer layer) const;
+  /// Bars of a kind, over all layers.
+  size_t count(BarKind kind) const { return kind_counts_[static_cast<int>(kind)]; }
 
   /// Calls f(bar index) for each bar of `row` overlapping [t0, t1], in order of start.
   template <class F>
@@ -125,6 +127,8 @@ class TimelineModel {
   std::vector<std::string> names_;
   std::vector<std::vector<int32_t>> row_bars_;   ///< per row, bar indices by start
   std::vector<std::vector<int64_t>> row_reach_;  ///< per row, running max of ends in that order
+  size_t layer_counts_[3] = {};
+  size_t kind_counts_[kBarKindCount] = {};
 };
 
 template <class F>

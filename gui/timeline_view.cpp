@@ -134,12 +134,10 @@ void TimelineView::paint_ruler(QPainter& p) {
 void TimelineView::paint_legend(QPainter& p) {
   const int y = height() - kLegend;
   p.fillRect(QRect(0, y, width(), kLegend), QColor(236, 239, 241));
-  bool present[kBarKindCount] = {};
-  for (const auto& b : model_.bars()) present[static_cast<int>(b.kind)] = true;
   int x = 8;
   p.setPen(QColor(40, 40, 40));
   for (int k = 0; k < kBarKindCount; ++k) {
-    if (!present[k]) continue;
+    if (model_.count(static_cast<BarKind>(k)) == 0) continue;
     p.fillRect(QRect(x, y + 5, 12, kLegend - 10), color_of(static_cast<BarKind>(k)));
     const QString text = name(static_cast<BarKind>(k));
     p.drawText(QRect(x + 16, y, 200, kLegend), Qt::AlignVCenter | Qt::AlignLeft, text);
@@ -188,6 +186,12 @@ void TimelineView::paint_bar(QPainter& p, const DrawItem& item) {
   if (dim) color.setAlpha(55);
   const bool outline = b.layer == Layer::predicted && model_.has(Layer::measured);
   QRectF r(item.x0, y + 2, item.x1 - item.x0, kRowHeight - 4);
+  if (r.width() < 3 && !(critical_ && model_.on_critical_path(item.bar)) && item.bar != selected_) {
+    // Too narrow for an outline or a label: one fill is all that shows (and much cheaper).
+    if (b.layer == Layer::measured && model_.has(Layer::predicted)) r.adjust(0, 3, 0, -3);
+    p.fillRect(r, outline ? color.darker(130) : color);
+    return;
+  }
   if (outline) {
     r.adjust(0.5, 0.5, -0.5, -0.5);
     p.setPen(QPen(color.darker(130), 1.6));
