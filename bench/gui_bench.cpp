@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
 
   QElapsedTimer clock;
   clock.start();
-  const gui::ScenarioSource source = gui::ScenarioSource::from_file(PARALLAX_SOURCE_DIR "/scenarios/gpipe-1b-4xA100.yaml");
+  const gui::ScenarioSource source{PARALLAX_SOURCE_DIR "/scenarios/gpipe-1b-4xA100.yaml", {}, ""};
   const auto prediction = gui::predict(source, {"parallel.schedule=1f1b", "parallel.data=8",
                                                 "data.batch_size=" + std::to_string(chunks),
                                                 "parallel.chunks=" + std::to_string(chunks)});

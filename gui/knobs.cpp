@@ -3,15 +3,11 @@
 #include <sstream>
 
 namespace parallax::gui {
-namespace {
-
 std::string number(double v) {
   std::ostringstream o;
   o << v;
   return o.str();
 }
-
-}  // namespace
 
 const std::vector<std::string>& knob_keys() {
   static const std::vector<std::string> keys = {

@@ -38,6 +38,9 @@ const std::vector<std::string>& knob_keys();
 /// values of the file, from the key its message names first; "" when none.
 std::string knob_of_error(const std::string& where, const std::string& message);
 
+/// A number as the knobs write it into YAML ("25", "0.5").
+std::string number(double v);
+
 /// partition_len as YAML text: "balanced", "5" or "[4, 6]".
 std::string partition_len_text(const plan::PartitionLen& p);
 

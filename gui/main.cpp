@@ -2,8 +2,8 @@
 #include <QApplication>
 #include <QCommandLineParser>
 #include <cstdio>
-#include <cstring>
 #include <cstdlib>
+#include <string>
 
 #include "gui/main_window.hpp"
 #include "gui/screenshot.hpp"
@@ -11,9 +11,10 @@
 
 namespace {
 
-bool wants(int argc, char** argv, const char* flag) {
+// Whether `flag` is given, alone or as --flag=value (before Qt parses anything).
+bool wants(int argc, char** argv, const std::string& flag) {
   for (int i = 1; i < argc; ++i)
-    if (std::strcmp(argv[i], flag) == 0 || std::strncmp(argv[i], flag, std::strlen(flag)) == 0) return true;
+    if (argv[i] == flag || std::string(argv[i]).rfind(flag + "=", 0) == 0) return true;
   return false;
 }
 

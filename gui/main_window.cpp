@@ -134,10 +134,8 @@ void MainWindow::build_toolbar() {
 
 void MainWindow::open_scenario(const std::string& path, const std::vector<std::string>& sets) {
   session_.open_scenario(path, sets);
-  const auto doc_name = session_.source().display_name;
-  scenario_label_->setText("Scenario: " + QString::fromStdString(doc_name));
-  const plan::Scenario s = plan::parse_scenario(session_.source().document({}));
-  knobs_->set_knobs(session_.knobs(), s.hardware.name);
+  scenario_label_->setText("Scenario: " + QString::fromStdString(session_.source().display_name));
+  knobs_->set_knobs(session_.knobs(), session_.scenario_hardware());
   knobs_->clear_errors();
 }
 

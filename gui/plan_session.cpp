@@ -1,37 +1,17 @@
 #include "gui/plan_session.hpp"
 
-#include <QCoreApplication>
 #include <QSaveFile>
 #include <QtConcurrent/QtConcurrentRun>
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 
-#include "plan/builtin.hpp"
 #include "plan/timeline_metrics.hpp"
 
 namespace parallax::gui {
 
-ScenarioSource ScenarioSource::from_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw plan::InputError(plan::Location{path}, "cannot open file (does it exist and is it readable?)");
-  std::stringstream text;
-  text << in.rdbuf();
-  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
-  return ScenarioSource{path, path, text.str(), dir.empty() ? "." : dir.string(), {}};
-}
-
-ScenarioSource ScenarioSource::builtin() {
-  const plan::BuiltinFile def = plan::builtin_default_scenario();
-  return ScenarioSource{"", std::string("(built-in) scenarios/") + def.name + ".yaml", def.text, ".", {}};
-}
-
 plan::YamlDocument ScenarioSource::document(const std::vector<std::string>& overrides) const {
-  plan::YamlDocument doc = plan::YamlDocument::from_text(text, display_name, base_dir);
-  for (const auto& o : sets) doc.apply_override(o);
-  for (const auto& o : overrides) doc.apply_override(o);
-  return doc;
+  std::vector<std::string> all = sets;
+  all.insert(all.end(), overrides.begin(), overrides.end());
+  return plan::scenario_document(path, all);
 }
 
 std::shared_ptr<const Prediction> predict(const ScenarioSource& source, const std::vector<std::string>& overrides,
@@ -50,13 +30,15 @@ PlanSession::PlanSession(QObject* parent) : QObject(parent) {
 PlanSession::~PlanSession() { watcher_.waitForFinished(); }
 
 void PlanSession::open_scenario(const std::string& path, const std::vector<std::string>& sets) {
-  ScenarioSource source = path.empty() ? ScenarioSource::builtin() : ScenarioSource::from_file(path);
-  source.sets = sets;
-  const Knobs knobs = Knobs::from(plan::parse_scenario(source.document({})));
+  ScenarioSource source{path, sets, ""};
+  const plan::YamlDocument doc = source.document({});
+  source.display_name = doc.file();
+  const plan::Scenario scenario = plan::parse_scenario(doc);
   source_ = std::move(source);
-  file_knobs_ = knobs;
+  file_knobs_ = Knobs::from(scenario);
+  file_hardware_ = scenario.hardware.name;
   predicted_file_.reset();
-  set_knobs(knobs);
+  set_knobs(file_knobs_);
 }
 
 void PlanSession::set_knobs(const Knobs& knobs) {

@@ -25,17 +25,14 @@
 
 namespace parallax::gui {
 
-/// The text of a scenario and where it came from, re-parsed for every evaluation (yaml-cpp nodes
-/// are shared handles, so a document is never shared between threads).
+/// Where a scenario comes from. Every evaluation reads its own document (yaml-cpp nodes are
+/// shared handles, so a document is never shared between threads).
 struct ScenarioSource {
-  std::string path;          ///< "" for the built-in default scenario
-  std::string display_name;  ///< used in error messages
-  std::string text;
-  std::string base_dir;      ///< relative hardware paths resolve against it
+  std::string path;               ///< "" for the built-in default scenario
   std::vector<std::string> sets;  ///< --set overrides given on the command line, applied first
+  std::string display_name;       ///< the name errors use ("(built-in) scenarios/...")
 
-  static ScenarioSource from_file(const std::string& path);  ///< InputError when unreadable
-  static ScenarioSource builtin();
+  /// The document with `sets`, then `overrides`, applied; InputError when it cannot be read.
   plan::YamlDocument document(const std::vector<std::string>& overrides) const;
 };
 
@@ -67,8 +64,9 @@ class PlanSession : public QObject {
   /// Re-simulates.
   void open_scenario(const std::string& path, const std::vector<std::string>& sets = {});
   const ScenarioSource& source() const { return source_; }
-  /// The knob values of the scenario as opened.
+  /// The knob values of the scenario as opened, and the name of its own hardware profile.
   const Knobs& scenario_knobs() const { return file_knobs_; }
+  const std::string& scenario_hardware() const { return file_hardware_; }
   const Knobs& knobs() const { return knobs_; }
   /// Applies knob values; simulation follows in the background.
   void set_knobs(const Knobs& knobs);
@@ -116,6 +114,7 @@ class PlanSession : public QObject {
 
   ScenarioSource source_;
   Knobs file_knobs_;
+  std::string file_hardware_;
   Knobs knobs_;
   uint64_t generation_ = 0;
   bool running_ = false;

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <set>
-#include <sstream>
 
 namespace parallax::gui {
 namespace {
@@ -68,9 +67,7 @@ Knobs SweepGrid::knobs_of(int cell, const Knobs& base) const {
 
 int SweepGrid::cell_of(const Knobs& k) const {
   const auto row = std::find(y.values.begin(), y.values.end(), std::to_string(k.chunks));
-  std::ostringstream cap;
-  cap << k.bucket_cap_mb;
-  const std::string xv = kind == SweepKind::chunks_by_bucket_cap ? cap.str() : k.partition_len;
+  const std::string xv = kind == SweepKind::chunks_by_bucket_cap ? number(k.bucket_cap_mb) : k.partition_len;
   const auto col = std::find(x.values.begin(), x.values.end(), xv);
   if (row == y.values.end() || col == x.values.end()) return -1;
   return static_cast<int>((row - y.values.begin()) * columns() + (col - x.values.begin()));
@@ -84,11 +81,7 @@ SweepGrid make_sweep(SweepKind kind, const plan::Plan& plan, const Knobs& knobs)
     std::set<double> caps = {1, 2, 5, 10, 25, 50, 100, 250};
     caps.insert(knobs.bucket_cap_mb);
     g.x.key = "parallel.bucket_cap_mb";
-    for (double c : caps) {
-      std::ostringstream o;
-      o << c;
-      g.x.values.push_back(o.str());
-    }
+    for (double c : caps) g.x.values.push_back(number(c));
   } else {
     g.x = {"parallel.partition_len", partition_values(plan)};
   }

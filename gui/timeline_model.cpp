@@ -96,7 +96,7 @@ bool TimelineModel::has(Layer layer) const { return count(layer) > 0; }
 
 size_t TimelineModel::count(Layer layer) const { return layer_counts_[static_cast<int>(layer)]; }
 
-void TimelineModel::add_timeline(const plan::Timeline& t, Layer layer, int step) {
+void TimelineModel::add_timeline(const plan::Timeline& t, Layer layer, int step, std::vector<LaneKey>* lanes) {
   // The step starts at zero on the common axis.
   int64_t origin = std::numeric_limits<int64_t>::max();
   for (const auto& e : t.events)
@@ -115,10 +115,10 @@ void TimelineModel::add_timeline(const plan::Timeline& t, Layer layer, int step)
     b.bucket = e.action.bucket;
     b.bytes = e.bytes;
     b.source = static_cast<int32_t>(i);
-    b.row = e.rank * 8 + static_cast<int>(e.lane);  // replaced by the real row in rebuild()
     b.name = static_cast<int32_t>(names_.size());
     names_.push_back(e.action.id());
     bars_.push_back(b);
+    lanes->push_back({e.rank, plan::name(e.lane)});
   }
   for (const auto& d : t.device) {
     if (d.step != step) continue;
@@ -131,27 +131,18 @@ void TimelineModel::add_timeline(const plan::Timeline& t, Layer layer, int step)
     b.bytes = d.bytes;
     b.name = static_cast<int32_t>(names_.size());
     names_.push_back(d.name);
-    b.row = -1 - d.rank;  // a device lane: resolved in rebuild()
     bars_.push_back(b);
-    names_.push_back(d.lane);  // the lane name follows the kernel name
+    lanes->push_back({d.rank, d.lane});
   }
-}
-
-int TimelineModel::row_of(int rank, const std::string& lane,
-                          std::vector<std::pair<std::pair<int, std::string>, int>>* keys) {
-  for (const auto& [key, row] : *keys)
-    if (key.first == rank && key.second == lane) return row;
-  const int row = static_cast<int>(keys->size());
-  keys->push_back({{rank, lane}, row});
-  return row;
 }
 
 void TimelineModel::rebuild() {
   bars_.clear();
   names_.clear();
   rows_.clear();
-  if (predicted_) add_timeline(*predicted_, Layer::predicted, 0);
-  if (measured_) add_timeline(*measured_, Layer::measured, measured_step_);
+  std::vector<LaneKey> lanes;  // the (rank, lane) of each bar, until rows are known
+  if (predicted_) add_timeline(*predicted_, Layer::predicted, 0, &lanes);
+  if (measured_) add_timeline(*measured_, Layer::measured, measured_step_, &lanes);
   // Imported traces start at zero together (their ranks share one clock in a merged job).
   int64_t origin = std::numeric_limits<int64_t>::max();
   for (const auto& t : imported_)
@@ -165,30 +156,22 @@ void TimelineModel::rebuild() {
       b.kind = kind_of_device(e.lane, e.name, e.communication);
       b.name = static_cast<int32_t>(names_.size());
       names_.push_back(e.name);
-      names_.push_back(std::string("trace: ").append(e.lane));
-      b.row = -1 - e.rank;
       bars_.push_back(b);
+      lanes.push_back({e.rank, std::string("trace: ").append(e.lane)});
     }
   }
 
   // Rows: (rank, lane) sorted by rank, then action lanes in DESIGN order, then the others by name.
   std::map<std::tuple<int, int, std::string>, int> row_index;
-  auto lane_of = [&](const TimelineBar& b) -> std::pair<int, std::string> {
-    if (b.row >= 0) return {b.row / 8, plan::name(static_cast<plan::Lane>(b.row % 8))};
-    return {-1 - b.row, names_[b.name + 1]};
-  };
-  for (const auto& b : bars_) {
-    auto [rank, lane] = lane_of(b);
-    row_index[{rank, lane_rank(lane), lane}] = 0;
-  }
+  for (const auto& [rank, lane] : lanes) row_index[{rank, lane_rank(lane), lane}] = 0;
   for (auto& [key, index] : row_index) {
     index = static_cast<int>(rows_.size());
     const auto& [rank, order, lane] = key;
     rows_.push_back(TimelineRow{rank, lane, std::string("rank ").append(std::to_string(rank)).append(" ").append(lane)});
   }
-  for (auto& b : bars_) {
-    auto [rank, lane] = lane_of(b);
-    b.row = row_index[{rank, lane_rank(lane), lane}];
+  for (size_t i = 0; i < bars_.size(); ++i) {
+    const auto& [rank, lane] = lanes[i];
+    bars_[i].row = row_index[{rank, lane_rank(lane), lane}];
   }
 
   // Measured actions are paired with the same action predicted on the same rank.

@@ -112,9 +112,9 @@ class TimelineModel {
   bool on_critical_path(int bar) const;
 
  private:
+  using LaneKey = std::pair<int, std::string>;  ///< (rank, lane)
   void rebuild();
-  int row_of(int rank, const std::string& lane, std::vector<std::pair<std::pair<int, std::string>, int>>* keys);
-  void add_timeline(const plan::Timeline& t, Layer layer, int step);
+  void add_timeline(const plan::Timeline& t, Layer layer, int step, std::vector<LaneKey>* lanes);
 
   const plan::Timeline* predicted_ = nullptr;
   const plan::Timeline* measured_ = nullptr;
@@ -124,7 +124,7 @@ class TimelineModel {
 
   std::vector<TimelineRow> rows_;
   std::vector<TimelineBar> bars_;
-  std::vector<std::string> names_;
+  std::vector<std::string> names_;  ///< per bar: action id or kernel name
   std::vector<std::vector<int32_t>> row_bars_;   ///< per row, bar indices by start
   std::vector<std::vector<int64_t>> row_reach_;  ///< per row, running max of ends in that order
   size_t layer_counts_[3] = {};

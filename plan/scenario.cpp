@@ -207,14 +207,18 @@ Scenario parse_scenario(const YamlDocument& doc) {
   return s;
 }
 
-Scenario load_scenario(const std::string& path, const std::vector<std::string>& overrides) {
+YamlDocument scenario_document(const std::string& path, const std::vector<std::string>& overrides) {
   YamlDocument doc = [&] {
     if (!path.empty()) return YamlDocument::from_file(path);
     const BuiltinFile def = builtin_default_scenario();
     return YamlDocument::from_text(def.text, std::string("(built-in) scenarios/") + def.name + ".yaml");
   }();
   for (const auto& o : overrides) doc.apply_override(o);
-  return parse_scenario(doc);
+  return doc;
+}
+
+Scenario load_scenario(const std::string& path, const std::vector<std::string>& overrides) {
+  return parse_scenario(scenario_document(path, overrides));
 }
 
 std::vector<std::string> scenario_keys() {

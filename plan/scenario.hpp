@@ -77,6 +77,10 @@ struct Scenario {
 /// Parses and checks a scenario document (overrides already applied).
 Scenario parse_scenario(const YamlDocument& doc);
 
+/// The document of SCENARIO (a path; empty means the built-in default) with --set overrides
+/// applied in order; InputError when it cannot be read.
+YamlDocument scenario_document(const std::string& path, const std::vector<std::string>& overrides);
+
 /// Loads SCENARIO (a path; empty means the built-in default) and applies --set overrides.
 Scenario load_scenario(const std::string& path, const std::vector<std::string>& overrides);
 

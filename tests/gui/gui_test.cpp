@@ -71,6 +71,17 @@ int count_pixels(const QImage& image, QColor color) {
 
 QString gui_binary() { return PARALLAX_GUI_BINARY; }
 
+// Lets the background simulation finish and the window take its result.
+void settle(MainWindow& w) {
+  w.session().wait_idle();
+  QCoreApplication::processEvents();
+}
+
+void open(MainWindow& w, const std::string& scenario) {
+  w.open_scenario(scenario);
+  settle(w);
+}
+
 }  // namespace
 
 class GuiTest : public QObject {
@@ -88,19 +99,17 @@ class GuiTest : public QObject {
   void screenshot_rejects_bad_input_and_writes_nothing();
   void saved_scenario_reopens_with_the_knobs();
   void run_for_real_overlays_the_measured_trace();
+  void run_for_real_reports_a_dead_rank();
 };
 
 void GuiTest::changing_chunks_changes_the_step_time_shown() {
   MainWindow w;
-  w.open_scenario("");
-  w.session().wait_idle();
-  QCoreApplication::processEvents();
+  open(w, "");
   const QString before = w.step_time_shown();
   QVERIFY(before.contains(QString::number(simulated_step_ms("", {}), 'f', 2)));
 
   w.knob_panel()->chunks_box()->setValue(4);
-  w.session().wait_idle();
-  QCoreApplication::processEvents();
+  settle(w);
   const QString after = w.step_time_shown();
   QVERIFY2(after != before, qPrintable(after));
   QVERIFY2(after.contains(QString::number(simulated_step_ms("", {"parallel.chunks=4"}), 'f', 2)), qPrintable(after));
@@ -113,19 +122,15 @@ void GuiTest::changing_chunks_changes_the_step_time_shown() {
 
 void GuiTest::a_bad_combination_is_shown_beside_its_knob() {
   MainWindow w;
-  w.open_scenario("");
-  w.session().wait_idle();
-  QCoreApplication::processEvents();
+  open(w, "");
   const QString good = w.step_time_shown();
   w.knob_panel()->chunks_box()->setValue(7);  // the batch of 32 does not split into 7
-  w.session().wait_idle();
-  QCoreApplication::processEvents();
+  settle(w);
   QVERIFY2(w.knob_panel()->error_of("parallel.chunks").contains("divisible"), qPrintable(w.knob_panel()->error_of("parallel.chunks")));
   QVERIFY(w.knob_panel()->error_of("parallel.pipeline").isEmpty());
   QCOMPARE(w.step_time_shown(), good);  // the last good prediction stays
   w.knob_panel()->chunks_box()->setValue(8);
-  w.session().wait_idle();
-  QCoreApplication::processEvents();
+  settle(w);
   QVERIFY(w.knob_panel()->error_of("parallel.chunks").isEmpty());
 }
 
@@ -133,8 +138,7 @@ void GuiTest::overlay_with_a_measured_trace_draws_both() {
   QTemporaryDir dir;
   MainWindow w;
   w.resize(1400, 800);
-  w.open_scenario(kPipeline2);
-  w.session().wait_idle();
+  open(w, kPipeline2);
   w.open_trace(write_scaled_trace(w.session().prediction()->run.timeline, 1.5, dir));
   w.show();
   QCoreApplication::processEvents();
@@ -168,9 +172,7 @@ void GuiTest::overlay_with_a_measured_trace_draws_both() {
 
 void GuiTest::selecting_an_action_highlights_its_micro_batch() {
   MainWindow w;
-  w.open_scenario(kPipeline2);
-  w.session().wait_idle();
-  QCoreApplication::processEvents();
+  open(w, kPipeline2);
   const auto& model = w.timeline()->model();
   int pick = -1;
   for (size_t i = 0; i < model.bars().size(); ++i)
@@ -191,8 +193,7 @@ void GuiTest::selecting_an_action_highlights_its_micro_batch() {
 
 void GuiTest::sweep_marks_the_best_simulated_cell() {
   MainWindow w;
-  w.open_scenario(kDdp);
-  w.session().wait_idle();
+  open(w, kDdp);
   SweepView* sweep = w.sweep();
   sweep->start(SweepKind::chunks_by_bucket_cap, w.session());
   sweep->wait_finished();
@@ -271,8 +272,7 @@ void GuiTest::pytorch_profiler_traces_open_on_their_own_rows() {
   const std::string fixture = kSource + "/../shared/fixtures/kineto/sampled_rank-1.json.gz";
   if (!std::filesystem::exists(fixture)) QSKIP("../shared/fixtures is absent");
   MainWindow w;
-  w.open_scenario("");
-  w.session().wait_idle();
+  open(w, "");
   w.open_trace(fixture);
   const auto& model = w.timeline()->model();
   const auto& imported = w.session().imported();
@@ -328,8 +328,7 @@ void GuiTest::saved_scenario_reopens_with_the_knobs() {
   QTemporaryDir dir;
   const std::string path = dir.filePath("saved.yaml").toStdString();
   MainWindow w;
-  w.open_scenario(kPipeline2);
-  w.session().wait_idle();
+  open(w, kPipeline2);
   Knobs k = w.session().knobs();
   k.chunks = 4;
   k.schedule = "gpipe";
@@ -338,8 +337,7 @@ void GuiTest::saved_scenario_reopens_with_the_knobs() {
   w.session().wait_idle();
   w.session().save_scenario(path);
   MainWindow again;
-  again.open_scenario(path);
-  again.session().wait_idle();
+  open(again, path);
   QCOMPARE(again.session().knobs(), k);
   QCOMPARE(again.session().prediction()->metrics.step_time, w.session().prediction()->metrics.step_time);
 }
@@ -349,8 +347,7 @@ void GuiTest::run_for_real_overlays_the_measured_trace() {
     QSKIP("Fashion-MNIST is not installed (scripts/setup.sh installs it)");
   qputenv("PARALLAX_BIN", PARALLAX_BINARY);
   MainWindow w;
-  w.open_scenario(kPipeline2);
-  w.session().wait_idle();
+  open(w, kPipeline2);
   RealRun run;
   QSignalSpy progress(&run, &RealRun::progress);
   QSignalSpy finished(&run, &RealRun::finished);
@@ -375,6 +372,24 @@ void GuiTest::run_for_real_overlays_the_measured_trace() {
   QVERIFY(cancelled.wait(10000));
   QVERIFY(!cancelled.takeFirst()[0].toBool());
   QVERIFY(clock.elapsed() < 10000);
+}
+
+void GuiTest::run_for_real_reports_a_dead_rank() {
+  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist"))
+    QSKIP("Fashion-MNIST is not installed (scripts/setup.sh installs it)");
+  qputenv("PARALLAX_BIN", PARALLAX_BINARY);
+  qputenv("PARALLAX_FAULT", "1:1:exit");  // rank 1 dies at the start of step 2
+  MainWindow w;
+  open(w, kPipeline2);
+  RealRun run;
+  QSignalSpy finished(&run, &RealRun::finished);
+  QVERIFY(run.start(w.session().source(), w.session().knobs(), 5));
+  QVERIFY(finished.wait(60000));
+  qunsetenv("PARALLAX_FAULT");
+  const auto args = finished.takeFirst();
+  QVERIFY(!args[0].toBool());
+  const QString message = args[2].toString();
+  QVERIFY2(message.contains("the run failed (exit code 1)") && message.contains("rank 1"), qPrintable(message));
 }
 
 QTEST_MAIN(GuiTest)
