@@ -37,8 +37,7 @@ void PlanSession::open_scenario(const std::string& path, const std::vector<std::
   source_ = std::move(source);
   file_knobs_ = Knobs::from(scenario);
   file_hardware_ = scenario.hardware.name;
-  predicted_file_.reset();
-  set_knobs(file_knobs_);
+  set_knobs(file_knobs_);  // also drops a predicted trace opened from a file
 }
 
 void PlanSession::set_knobs(const Knobs& knobs) {
