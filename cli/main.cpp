@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "cli/calibrate_command.hpp"
 #include "cli/output.hpp"
 #include "cli/plan_report.hpp"
 #include "cli/run_command.hpp"
@@ -232,6 +233,21 @@ int main(int argc, char** argv) {
   compare_cmd->add_option("MEASURED", measured_path, "Trace from parallax run -o")->required();
   compare_cmd->add_flag("--json", compare_json, "Print one JSON object on stdout");
 
+  cli::CalibrateArgs cal_args;
+  auto* cal_cmd = app.add_subcommand(
+      "calibrate",
+      "Measure this machine with the executor's own code (layers, loss, data, optimizer, Gloo, interference) "
+      "and write a calibrated hardware profile");
+  cal_cmd->add_option("SCENARIO", cal_args.scenarios,
+                      "Scenarios whose layer signatures to measure (default: the built-in scenario, scenarios/*.yaml "
+                      "on cpu-host and scenarios/accuracy/*.yaml under this folder)");
+  cal_cmd->add_option("-o,--output", cal_args.output, "Profile to write (default parallax-out/calibrated-HOST.yaml)");
+  cal_cmd->add_option("--base", cal_args.base, "Profile whose device and network the output keeps (default cpu-host)");
+  cal_cmd->add_flag("--quick", cal_args.quick, "Only the micro-batch sizes the scenarios use, fewer repeats");
+  cal_cmd->footer(
+      "Examples:\n  parallax calibrate -o here.yaml && parallax simulate scenarios/mlp-fashion-mnist-pipeline2.yaml "
+      "--set hardware=here.yaml\n  parallax calibrate --quick my-model.yaml -o my-model-here.yaml");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -246,6 +262,7 @@ int main(int argc, char** argv) {
     if (*trace_cmd) return run_trace(trace_files, trace_json);
     if (*compare_cmd) return run_compare(predicted_path, measured_path, compare_json);
     if (*run_cmd) return cli::run_command(run_args, std::vector<std::string>(argv, argv + argc));
+    if (*cal_cmd) return cli::calibrate_command(cal_args, std::vector<std::string>(argv, argv + argc));
     return run_main_job(argv[0]);
   } catch (const plan::InputError& e) {
     std::cerr << e.what() << "\n";

@@ -43,7 +43,7 @@ bool LaunchInfo::from_environment(LaunchInfo* out) {
   return true;
 }
 
-Communicator::Communicator(const plan::Plan& plan, const LaunchInfo& launch) : launch_(launch) {
+Communicator::Communicator(const LaunchInfo& launch) : launch_(launch) {
   c10d::TCPStoreOptions opts;
   opts.port = static_cast<uint16_t>(launch.master_port);
   opts.isServer = launch.rank == 0;
@@ -58,6 +58,9 @@ Communicator::Communicator(const plan::Plan& plan, const LaunchInfo& launch) : l
                              std::to_string(launch.master_port) + " failed within " +
                              std::to_string(launch.timeout.count()) + " s: " + e.what());
   }
+}
+
+Communicator::Communicator(const plan::Plan& plan, const LaunchInfo& launch) : Communicator(launch) {
   const auto& p = plan.scenario.parallel;
   stage_groups_.resize(plan.stages.size());
   if (p.data > 1) {

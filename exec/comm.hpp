@@ -31,6 +31,8 @@ struct LaunchInfo {
 class Communicator {
  public:
   Communicator(const plan::Plan& plan, const LaunchInfo& launch);
+  /// The store and the world group only (calibration).
+  explicit Communicator(const LaunchInfo& launch);
 
   using Work = c10::intrusive_ptr<c10d::Work>;
   Work send(torch::Tensor& t, int dst, int tag);
@@ -45,6 +47,8 @@ class Communicator {
   /// Every rank hands in `mine`; rank 0 gets all of them in rank order, the others nothing.
   std::vector<std::string> gather_to_rank0(const std::string& mine);
   int rank() const { return launch_.rank; }
+  c10d::ProcessGroup& world() const { return *world_; }
+  c10d::Store& store() const { return *store_; }
   std::chrono::seconds timeout() const { return launch_.timeout; }
 
  private:

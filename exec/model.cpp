@@ -50,10 +50,12 @@ void register_dotted(torch::nn::Module& root, const std::string& dotted, std::sh
 
 }  // namespace
 
-StageImpl::StageImpl(const plan::Plan& plan, int stage, uint64_t seed) {
-  const plan::Stage& st = plan.stages.at(stage);
-  for (int l = st.first_layer; l < st.first_layer + st.layer_count; ++l) {
-    const plan::Layer& layer = plan.layers()[l];
+StageImpl::StageImpl(const plan::Plan& plan, int stage, uint64_t seed)
+    : StageImpl(plan.layers(), plan.stages.at(stage).first_layer, plan.stages.at(stage).layer_count, seed) {}
+
+StageImpl::StageImpl(const std::vector<plan::Layer>& layers, int first, int count, uint64_t seed) {
+  for (int l = first; l < first + count; ++l) {
+    const plan::Layer& layer = layers[l];
     torch::manual_seed(seed * 1000003ULL + static_cast<uint64_t>(l));
     const auto& s = layer.shape;
     Entry e{layer.kind, s.relu, nullptr, nullptr, nullptr, {}};

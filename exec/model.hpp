@@ -6,6 +6,8 @@
 // weights whichever stage, rank or process builds it.
 #include <torch/torch.h>
 
+#include <ATen/autocast_mode.h>
+
 #include <functional>
 #include <vector>
 
@@ -16,6 +18,8 @@ namespace parallax::exec {
 class StageImpl : public torch::nn::Module {
  public:
   StageImpl(const plan::Plan& plan, int stage, uint64_t seed);
+  /// Layers [first, first + count) of `layers` (calibration builds one layer at a time).
+  StageImpl(const std::vector<plan::Layer>& layers, int first, int count, uint64_t seed);
   /// Input: token ids [batch, seq] (int64) for a stage starting with an embedding, features
   /// [batch, in] for one starting with a linear layer, else the previous stage's output.
   torch::Tensor forward(torch::Tensor x);
@@ -33,6 +37,27 @@ class StageImpl : public torch::nn::Module {
   std::vector<Entry> layers_;
 };
 TORCH_MODULE(Stage);
+
+// CPU autocast to bf16 for one forward; restores the previous state (LibTorch 1.13 has no guard).
+class AutocastScope {
+ public:
+  explicit AutocastScope(bool on) : on_(on) {
+    if (!on_) return;
+    was_ = at::autocast::is_cpu_enabled();
+    at::autocast::set_cpu_enabled(true);
+    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+  }
+  ~AutocastScope() {
+    if (!on_) return;
+    at::autocast::set_cpu_enabled(was_);
+    at::autocast::clear_cache();
+  }
+  AutocastScope(const AutocastScope&) = delete;
+  AutocastScope& operator=(const AutocastScope&) = delete;
+
+ private:
+  bool on_ = false, was_ = false;
+};
 
 /// Shape of a layer's output for a micro-batch (what crosses a stage boundary).
 std::vector<int64_t> output_shape(const plan::Layer& layer, int64_t microbatch);

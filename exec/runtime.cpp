@@ -28,25 +28,6 @@ using plan::Action;
 using plan::ActionKind;
 using plan::Lane;
 
-// CPU autocast to bf16 for one forward; restores the previous state (LibTorch 1.13 has no guard).
-class AutocastScope {
- public:
-  explicit AutocastScope(bool on) : on_(on) {
-    if (!on_) return;
-    was_ = at::autocast::is_cpu_enabled();
-    at::autocast::set_cpu_enabled(true);
-    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
-  }
-  ~AutocastScope() {
-    if (!on_) return;
-    at::autocast::set_cpu_enabled(was_);
-    at::autocast::clear_cache();
-  }
-
- private:
-  bool on_ = false, was_ = false;
-};
-
 // What a micro-batch leaves behind on a stage between its forward and its backward.
 struct Slot {
   torch::Tensor input, output, loss, target, grad_out, grad_in;

@@ -90,7 +90,7 @@ int64_t Device::memory_bytes() const {
 }
 
 HardwareProfile parse_hardware(const Field& map) {
-  expect_keys(map, {"name", "device", "node", "network", "nodes", "measured_layers"});
+  expect_keys(map, {"name", "device", "node", "network", "nodes", "measured_layers", "calibration"});
   HardwareProfile hw;
   hw.name = string_or(map, "name", "inline");
   hw.source = source_name(map);
@@ -112,6 +112,7 @@ HardwareProfile parse_hardware(const Field& map) {
     if (!measured.is_sequence()) measured.fail("'measured_layers' must be a list of {layer | kind, fwd_us_fixed, ...}");
     for (const Field& item : measured.elements()) hw.measured_layers.push_back(parse_measured(item));
   }
+  if (map["calibration"].present()) hw.calibration = parse_calibration(map["calibration"]);
   return hw;
 }
 

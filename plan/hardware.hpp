@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "plan/calibration.hpp"
 #include "plan/precision.hpp"
 #include "plan/yaml_reader.hpp"
 
@@ -50,6 +51,8 @@ struct HardwareProfile {
   int nics_per_node = 1;
   std::optional<int> max_nodes;  ///< cap on nodes, from the profile or the scenario
   std::vector<MeasuredLayerCost> measured_layers;
+  /// Costs measured on this machine by `parallax calibrate`; preferred over every estimate.
+  std::optional<Calibration> calibration;
 
   /// Nodes a plan of `ranks` ranks uses.
   int nodes_for(int ranks) const { return (ranks + devices_per_node - 1) / devices_per_node; }

@@ -6,6 +6,64 @@
 
 namespace parallax::sim {
 
+namespace {
+
+// What a calibrated profile adds around a stage's layers (zero without a calibration).
+struct StageExtras {
+  Time forward;    // data loading and the loss forward
+  Time backward;   // the autograd call and the loss backward
+  Time recompute;  // the loss forward again, with activation checkpointing
+};
+
+StageExtras stage_extras(const plan::Plan& plan, const plan::Stage& st) {
+  StageExtras x;
+  const auto& s = plan.scenario;
+  if (!s.hardware.calibration) return x;
+  const plan::Calibration& cal = *s.hardware.calibration;
+  const int mb = plan.microbatch_size;
+  const bool first = st.index == 0, last = st.index + 1 == static_cast<int>(plan.stages.size());
+  const std::string data_key =
+      s.data.source + " " + plan::layer_signature(plan.layers().front(), plan::Precision::fp32);
+  auto data = [&](const char* what) {
+    auto it = cal.data.find(data_key + what);
+    return it == cal.data.end() ? Time() : Time::us(it->second.at(mb));
+  };
+  if (first) x.forward += data(" input");
+  else if (last) x.forward += data(" target");
+  if (last) {
+    if (const plan::SignatureCost* loss = cal.loss(plan::layer_signature(plan.layers().back(), s.parallel.precision))) {
+      x.forward += Time::us(loss->forward.at(mb));
+      x.backward += Time::us(loss->backward.at(mb));
+      if (s.parallel.activation_checkpointing) x.recompute = Time::us(loss->forward.at(mb));
+    }
+  }
+  x.backward += Time::us(cal.backward_call_us);
+  return x;
+}
+
+Time calibrated_optimizer(const plan::Plan& plan, const plan::Stage& st, const plan::Calibration& cal) {
+  const auto& o = plan.scenario.optimizer;
+  Time t;
+  if (const plan::OptimizerCost* c = cal.optimizer(o.kind, o.momentum > 0))
+    t = Time::us(c->by_params.at(static_cast<double>(st.param_bytes) / 4.0));  // parameters are fp32
+  // DDP: the averaged buckets are divided and copied back into the gradients (two passes).
+  if (plan.scenario.parallel.data > 1 && cal.copy_gb_per_s > 0)
+    t += Time::us(2.0 * static_cast<double>(st.param_bytes) / (cal.copy_gb_per_s * 1e3));
+  return t;
+}
+
+// How much slower compute runs because local ranks share cores: the measured interference when
+// another rank computes beside it, times the oversubscription when ranks outnumber cores.
+double sharing_factor(const plan::Plan& plan, const plan::Calibration& cal) {
+  const int local = std::min(plan.world_size, plan.scenario.hardware.devices_per_node);
+  if (local < 2) return 1.0;
+  return cal.interference * std::max(1.0, static_cast<double>(local) / cal.cores);
+}
+
+Time scaled(Time t, double f) { return Time::ns(std::llround(static_cast<double>(t.count_ns()) * f)); }
+
+}  // namespace
+
 Time optimizer_time(int64_t param_bytes, int state_per_param, const plan::Device& device) {
   const double bytes = static_cast<double>(param_bytes) * (3 + 2 * state_per_param);
   const double ns = std::isinf(device.memory_bandwidth_gb_per_s) ? 0.0 : bytes / device.memory_bandwidth_gb_per_s;
@@ -14,33 +72,59 @@ Time optimizer_time(int64_t param_bytes, int state_per_param, const plan::Device
 
 std::vector<StageCost> stage_costs(const plan::Plan& plan) {
   const auto& s = plan.scenario;
+  const bool checkpointing = s.parallel.activation_checkpointing;
+  const plan::Calibration* cal = s.hardware.calibration ? &*s.hardware.calibration : nullptr;
   const int elem = plan::activation_bytes(s.parallel.precision);
   std::vector<StageCost> out;
   for (const plan::Stage& st : plan.stages) {
     StageCost c;
     const int last = st.first_layer + st.layer_count - 1;
     std::vector<Time> bwd_layer(plan.layers().size());
+    Time forward_with_grad;
     for (int l = st.first_layer; l <= last; ++l) {
       const auto lc = plan::estimate_layer_cost(plan.layers()[l], s.hardware, s.parallel.precision, plan.microbatch_size,
-                                              /*input_gradient=*/l > 0);
-      c.forward += lc.forward;
+                                                /*input_gradient=*/l > 0);
+      c.forward += checkpointing ? lc.forward_no_grad : lc.forward;
+      forward_with_grad += lc.forward;
       c.backward += lc.backward;
       bwd_layer[l] = lc.backward;
     }
-    // Checkpointing re-runs the whole stage forward before the first layer's backward.
-    const Time recompute = s.parallel.activation_checkpointing ? c.forward : Time();
-    c.backward += recompute;
+    const StageExtras extras = stage_extras(plan, st);
+    if (cal) {
+      // Each F and B of an inner stage sits between a receive and a send; Gloo's threads take
+      // CPU from it (measured per receive+send pair).
+      const int messages = (st.index > 0) + (st.index + 1 < static_cast<int>(plan.stages.size()));
+      const Time message_cpu = Time::us(cal->message_cpu_us * messages / 2.0);
+      c.forward += message_cpu;
+      c.backward += message_cpu;
+    }
+    c.forward += extras.forward;
+    // Checkpointing re-runs the whole stage forward (with autograd) before the backward.
+    const Time recompute = checkpointing ? forward_with_grad + extras.recompute : Time();
+    const Time before_layers = recompute + extras.backward;
+    c.backward += before_layers;
     for (const plan::Bucket& b : st.buckets) {
-      Time at = recompute;
+      Time at = before_layers;
       for (int l = last; l >= b.ready_layer; --l) at += bwd_layer[l];
       c.bucket_ready.push_back(at);
     }
     c.send_forward_bytes = std::llround(plan.layers()[last].output_elems_per_sample * plan.microbatch_size * elem);
     c.send_backward_bytes =
         std::llround(plan.layers()[st.first_layer].input_elems_per_sample * plan.microbatch_size * elem);
-    c.optimizer = optimizer_time(st.param_bytes, s.optimizer.state_per_param(), s.hardware.device);
+    c.optimizer = cal ? calibrated_optimizer(plan, st, *cal)
+                      : optimizer_time(st.param_bytes, s.optimizer.state_per_param(), s.hardware.device);
+    if (cal && s.parallel.data > 1 && cal->copy_gb_per_s > 0)
+      c.bucket_copy_in = Time::us(static_cast<double>(st.param_bytes) / (cal->copy_gb_per_s * 1e3));
+    if (cal) {
+      const double f = sharing_factor(plan, *cal);
+      c.forward = scaled(c.forward, f);
+      c.backward = scaled(c.backward, f);
+      for (Time& t : c.bucket_ready) t = scaled(t, f);
+      c.optimizer = scaled(c.optimizer, f);
+      c.bucket_copy_in = scaled(c.bucket_copy_in, f);
+    }
     c.activation_bytes = plan::stage_activation_bytes(plan, st);
-    if (s.parallel.activation_checkpointing) {
+    if (checkpointing) {
       double elems = 0;
       for (int l = st.first_layer; l <= last; ++l) elems += plan.layers()[l].activation_elems_per_sample;
       c.recompute_bytes = std::llround(elems * plan.microbatch_size * elem);

@@ -3,6 +3,9 @@
 // plan::estimate_layer_cost, so measured costs win when the profile has them), when each DDP bucket
 // becomes ready inside the last backward, the bytes each pipeline send moves, and the optimizer
 // step. Precision enters through the device's peak per precision and the activation element size.
+// With a calibrated profile (`parallax calibrate`) a stage's forward also holds its data loading
+// (first stage: inputs and targets, last stage: targets) and the loss, its backward one autograd
+// call overhead and the loss gradient, and the optimizer step its measured cost per parameter.
 #include <vector>
 
 #include "plan/plan.hpp"
@@ -21,6 +24,8 @@ struct StageCost {
   int64_t send_forward_bytes = 0;   ///< the stage's output for one micro-batch
   int64_t send_backward_bytes = 0;  ///< the gradient of the stage's input for one micro-batch
   Time optimizer;
+  /// Extra time of the step's last backward of the stage: DDP hooks copy gradients into buckets.
+  Time bucket_copy_in;
   int64_t activation_bytes = 0;  ///< held per micro-batch from F until B
   int64_t recompute_bytes = 0;   ///< with checkpointing: one micro-batch's full activations
 };

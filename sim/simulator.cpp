@@ -157,6 +157,18 @@ class Simulation {
       v.erase(std::unique(v.begin(), v.end()), v.end());
       return v;
     };
+    const auto& cal = plan_.scenario.hardware.calibration;
+    if (nodes == 1 && cal && cal->allreduce.bandwidth_gb_per_s > 0) {
+      // Measured on this host (parallax calibrate) for cal->allreduce_ranks ranks; a ring of n
+      // ranks scales its latency by (n-1) and its bytes per rank by 2(n-1)/n.
+      g.algorithm = plan::Algorithm::ring;
+      const double m = cal->allreduce_ranks;
+      const double capacity = topo_.node_bandwidth();
+      const double latency_us = cal->allreduce.latency_us * (n - 1) / (m - 1);
+      const double per_byte = (2 * (n - 1) / n) / (2 * (m - 1) / m) * capacity / cal->allreduce.bandwidth_gb_per_s;
+      g.phases.push_back({dedupe(topo_.device_ports(g.members)), Time::us(latency_us), per_byte});
+      return;
+    }
     if (nodes == 1 || per_node == 1) {
       g.algorithm = plan::Algorithm::ring;
       const Time alpha = nodes == 1 ? topo_.node_latency() : topo_.network_latency();
@@ -245,7 +257,11 @@ class Simulation {
   void start_compute(int rank, const Action& a, Time now) {
     RankState& st = ranks_[rank];
     const StageCost& c = costs_[a.stage];
-    const Time dur = a.kind == ActionKind::F ? c.forward : a.kind == ActionKind::B ? c.backward : c.optimizer;
+    Time dur = a.kind == ActionKind::F ? c.forward : a.kind == ActionKind::B ? c.backward : c.optimizer;
+    // The step's last backward of a stage also copies its gradients into the DDP buckets.
+    if (a.kind == ActionKind::B && !groups_.empty() &&
+        st.backwards_done[a.stage / sched_.pipeline] + 1 == sched_.microbatches())
+      dur += c.bucket_copy_in;
     const int32_t ev = record(rank, Lane::compute, a, now, now + dur, 0);
     if (st.last_compute >= 0) depend(st.last_compute, ev, end_of(st.last_compute));
     for (int32_t d : st.pending) depend(d, ev, end_of(d));

@@ -1,0 +1,25 @@
+#pragma once
+// `parallax calibrate`: measures this machine (exec/calibrate.hpp) and writes a hardware profile
+// with a `calibration:` section that `hardware: FILE` or `--set hardware=FILE` then uses.
+#include <string>
+#include <vector>
+
+namespace parallax::cli {
+
+struct CalibrateArgs {
+  std::vector<std::string> scenarios;  ///< empty: the default set (default_calibration_scenarios)
+  std::string output;                  ///< empty: parallax-out/calibrated-<host>.yaml
+  std::string base = "cpu-host";       ///< profile whose device and network the output keeps
+  bool quick = false;
+};
+
+/// The default set: the built-in default scenario, then every scenarios/*.yaml on hardware
+/// cpu-host and every scenarios/accuracy/*.yaml under the current folder ("" is the built-in).
+std::vector<std::string> default_calibration_scenarios();
+/// Where calibrate writes by default, one file per machine (by host name).
+std::string default_calibration_path();
+
+/// `argv` is the whole command line, for the launcher to start the two ranks with.
+int calibrate_command(const CalibrateArgs& args, const std::vector<std::string>& argv);
+
+}  // namespace parallax::cli

@@ -1,0 +1,596 @@
+#include "exec/calibrate.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <cmath>
+#include <map>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "exec/data.hpp"
+#include "exec/model.hpp"
+
+namespace parallax::exec {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kIdleWait = std::chrono::seconds(1800);  // rank 1 idles while rank 0 measures
+
+double us_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// How long to keep repeating one measurement.
+struct Budget {
+  int min_reps = 5;
+  int max_reps = 200;
+  double min_total_us = 60'000;
+};
+Budget budget(bool quick) { return quick ? Budget{3, 60, 20'000} : Budget{}; }
+
+// Repeats `rep` (which returns one sample per named figure) after one warm-up call, and returns
+// each figure's median.
+std::vector<double> repeat(const std::function<std::vector<double>()>& rep, const Budget& b) {
+  rep();
+  std::vector<std::vector<double>> samples;
+  double total = 0;
+  for (int i = 0; i < b.max_reps && (i < b.min_reps || total < b.min_total_us); ++i) {
+    const auto t0 = Clock::now();
+    const auto s = rep();
+    total += us_since(t0);
+    if (samples.empty()) samples.resize(s.size());
+    for (size_t k = 0; k < s.size(); ++k) samples[k].push_back(s[k]);
+  }
+  std::vector<double> out;
+  for (auto& v : samples) out.push_back(median(std::move(v)));
+  return out;
+}
+
+// A layer's input for a micro-batch, as the previous layer (or the data) gives it.
+torch::Tensor layer_input(const plan::Layer& l, int64_t mb) {
+  const auto& s = l.shape;
+  switch (l.kind) {
+    case plan::LayerKind::linear: return torch::randn({mb, s.in});
+    case plan::LayerKind::embedding: return torch::randint(0, s.vocab, {mb, s.seq_len}, torch::kLong);
+    case plan::LayerKind::encoder:
+    case plan::LayerKind::head: return torch::randn({s.seq_len, mb, s.hidden});
+    case plan::LayerKind::synthetic: break;
+  }
+  throw std::logic_error("synthetic layers are not measured");
+}
+
+torch::Tensor loss_target(const plan::Layer& last, int64_t mb) {
+  if (last.kind == plan::LayerKind::head) return torch::randint(0, last.shape.vocab, {mb, last.shape.seq_len}, torch::kLong);
+  return torch::randint(0, last.shape.out, {mb}, torch::kLong);
+}
+
+// One layer signature to measure, with an example layer and what its models need.
+struct Work {
+  plan::Layer layer;
+  plan::Precision precision = plan::Precision::fp32;
+  bool first = false;  // some model starts with it: measure backward without the input gradient
+  bool last = false;   // some model ends with it: measure the loss
+  std::set<int> used;  // micro-batch sizes plans use
+  int largest_batch = 1;
+};
+
+// The optimizer step of `params` parameters split over a few tensors, as a stage holds them.
+double optimizer_step_us(const plan::OptimizerSpec& spec, int64_t params, const Budget& b) {
+  std::vector<torch::Tensor> ps;
+  const int64_t parts = 4;
+  for (int64_t i = 0; i < parts; ++i) {
+    auto p = torch::randn({params / parts}).requires_grad_(true);
+    p.mutable_grad() = torch::randn({params / parts});
+    ps.push_back(p);
+  }
+  std::unique_ptr<torch::optim::Optimizer> opt;
+  if (spec.kind == "sgd")
+    opt = std::make_unique<torch::optim::SGD>(ps, torch::optim::SGDOptions(0.01).momentum(spec.momentum));
+  else if (spec.kind == "adam")
+    opt = std::make_unique<torch::optim::Adam>(ps, torch::optim::AdamOptions(1e-3));
+  else
+    opt = std::make_unique<torch::optim::AdamW>(ps, torch::optim::AdamWOptions(1e-3));
+  return repeat(
+             [&] {
+               const auto t0 = Clock::now();
+               opt->step();
+               opt->zero_grad();
+               return std::vector<double>{us_since(t0)};
+             },
+             b)[0];
+}
+
+class Calibrator {
+ public:
+  Calibrator(const std::vector<plan::Plan>& plans, const LaunchInfo& launch, const CalibrateOptions& options)
+      : plans_(plans), comm_(launch), options_(options), budget_(budget(options.quick)) {
+    collect_work();
+  }
+
+  std::optional<plan::Calibration> run() {
+    if (comm_.rank() != 0) {
+      serve();
+      return std::nullopt;
+    }
+    plan::Calibration c;
+    c.threads = torch::get_num_threads();
+    c.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    c.backward_call_us = backward_call_us();
+    say("backward call overhead " + fmt(c.backward_call_us) + " us");
+    int i = 0;
+    for (const auto& w : work_) {
+      const auto t0 = Clock::now();
+      auto [layer, loss] = measure(w, c.backward_call_us);
+      c.layers[layer.signature] = layer;
+      if (w.last) c.losses[loss.signature] = loss;
+      const auto fit = plan::fit_linear(layer.forward.mb, layer.forward.us);
+      // (a stream: gcc 12 warns falsely on long chains of string +)
+      std::ostringstream line;
+      line << "[" << ++i << "/" << work_.size() << "] " << layer.signature << ": mb " << layer.forward.mb.front() << ".."
+           << layer.forward.mb.back() << ", forward " << fmt(layer.forward.us.front()) << ".."
+           << fmt(layer.forward.us.back()) << " us (one line would be off by up to "
+           << fmt(100 * fit.max_relative_residual) << "%), " << fmt(us_since(t0) / 1e6) << " s";
+      say(line.str());
+    }
+    measure_data(c);
+    measure_optimizers(c);
+    c.copy_gb_per_s = copy_gb_per_s();
+    say("memory copy " + fmt(c.copy_gb_per_s) + " GB/s");
+    c.interference = interference();
+    say("interference: compute runs " + fmt(c.interference) + "x slower while the other rank computes");
+    command("messages");
+    c.message_cpu_us = message_cpu_us();
+    say("messages: a compute action between a receive and a send runs " + fmt(c.message_cpu_us) +
+        " us longer than alone (Gloo and its threads share the cores)");
+    command("gloo");
+    gloo(&c);
+    say("Gloo send/recv " + fmt(c.p2p.latency_us) + " us + " + fmt(c.p2p.bandwidth_gb_per_s) +
+        " GB/s; all-reduce (2 ranks) " + fmt(c.allreduce.latency_us) + " us + " +
+        fmt(c.allreduce.bandwidth_gb_per_s) + " GB/s");
+    command("done");
+    return c;
+  }
+
+ private:
+  static std::string fmt(double v) {
+    char b[32];
+    std::snprintf(b, sizeof b, v >= 100 ? "%.0f" : v >= 10 ? "%.1f" : "%.2f", v);
+    return b;
+  }
+  void say(const std::string& line) const {
+    if (options_.progress) options_.progress(line);
+  }
+
+  void collect_work() {
+    std::map<std::string, size_t> index;
+    for (const plan::Plan& p : plans_) {
+      const auto precision = p.scenario.parallel.precision;
+      const int n = static_cast<int>(p.layers().size());
+      for (int l = 0; l < n; ++l) {
+        const std::string sig = plan::layer_signature(p.layers()[l], precision);
+        auto [it, fresh] = index.emplace(sig, work_.size());
+        if (fresh) work_.push_back(Work{p.layers()[l], precision, false, false, {}, 1});
+        Work& w = work_[it->second];
+        w.first |= l == 0;
+        w.last |= l == n - 1;
+        w.used.insert(p.microbatch_size);
+        w.largest_batch = std::max(w.largest_batch, p.scenario.data.batch_size);
+      }
+    }
+  }
+
+  // --- compute (rank 0 alone) ---
+
+  double backward_call_us() {
+    return repeat(
+               [] {
+                 auto x = torch::ones({1}, torch::requires_grad());
+                 auto y = (x * 2).sum();
+                 const auto t0 = Clock::now();
+                 y.backward();
+                 return std::vector<double>{us_since(t0)};
+               },
+               budget_)[0];
+  }
+
+  // One layer signature over its micro-batch sizes; also its loss when a model ends with it.
+  std::pair<plan::SignatureCost, plan::SignatureCost> measure(const Work& w, double call_us) {
+    plan::SignatureCost layer, loss;
+    layer.signature = loss.signature = plan::layer_signature(w.layer, w.precision);
+    Stage module(std::vector<plan::Layer>{w.layer}, 0, 1, /*seed=*/1);
+    const bool bf16 = w.precision == plan::Precision::bf16;
+    const bool float_input = w.layer.kind != plan::LayerKind::embedding;
+    double last_pass_us = 0;
+    for (int mb : calibration_sizes({w.used.begin(), w.used.end()}, w.largest_batch, options_.quick)) {
+      // Sizes whose one pass would take over ~2 s are left to extrapolation (keeps calibrate short).
+      if (last_pass_us > 0 && !w.used.count(mb) && last_pass_us * 2 > 2e6) break;
+      const auto x = layer_input(w.layer, mb);
+      const auto grad = torch::randn(output_shape(w.layer, mb));
+      auto pass = [&](bool input_grad) {
+        return repeat(
+            [&] {
+              auto in = float_input ? x.clone().requires_grad_(input_grad) : x;
+              auto t0 = Clock::now();
+              torch::Tensor out;
+              {
+                AutocastScope autocast(bf16);
+                out = module->forward(in);
+              }
+              const double fwd = us_since(t0);
+              t0 = Clock::now();
+              torch::autograd::backward({out}, {grad.to(out.scalar_type())});
+              const double bwd = us_since(t0);
+              t0 = Clock::now();
+              {
+                torch::NoGradGuard no_grad;
+                AutocastScope autocast(bf16);
+                module->forward(in);
+              }
+              return std::vector<double>{fwd, bwd, us_since(t0)};
+            },
+            budget_);
+      };
+      const auto with = pass(float_input);
+      layer.forward.mb.push_back(mb);
+      layer.forward.us.push_back(with[0]);
+      layer.backward.mb.push_back(mb);
+      layer.backward.us.push_back(std::max(0.0, with[1] - call_us));
+      layer.forward_no_grad.mb.push_back(mb);
+      layer.forward_no_grad.us.push_back(with[2]);
+      if (w.first && float_input) {
+        const auto without = pass(false);
+        layer.backward_no_input.mb.push_back(mb);
+        layer.backward_no_input.us.push_back(std::max(0.0, without[1] - call_us));
+      }
+      if (w.last) {
+        const auto target = loss_target(w.layer, mb);
+        const auto l = repeat(
+            [&] {
+              auto out = torch::randn(output_shape(w.layer, mb)).requires_grad_(true);
+              auto t0 = Clock::now();
+              torch::Tensor value;
+              {
+                AutocastScope autocast(bf16);
+                value = model_loss(w.layer, out, target);
+              }
+              const double fwd = us_since(t0);
+              t0 = Clock::now();
+              value.backward();
+              return std::vector<double>{fwd, us_since(t0)};
+            },
+            budget_);
+        loss.forward.mb.push_back(mb);
+        loss.forward.us.push_back(l[0]);
+        loss.backward.mb.push_back(mb);
+        loss.backward.us.push_back(std::max(0.0, l[1] - call_us));
+      }
+      last_pass_us = with[0] + with[1] + with[2];
+    }
+    return {layer, loss};
+  }
+
+  // Loading one micro-batch as the executor does (stage 0 with its input, the last stage the
+  // target only), per data source and model input.
+  void measure_data(plan::Calibration& c) {
+    std::set<std::string> done;
+    for (const plan::Plan& p : plans_) {
+      const std::string key = p.scenario.data.source + " " +
+                              plan::layer_signature(p.layers().front(), plan::Precision::fp32);
+      if (!done.insert(key).second) continue;
+      // A copy of the plan whose micro-batch size we change between measurements: DataSource
+      // reads it by reference, and its global batch (set at construction) covers every size.
+      plan::Plan probe = p;
+      const int largest = p.scenario.data.batch_size;
+      probe.scenario.data.batch_size = largest;
+      probe.scenario.parallel.chunks = 1;
+      probe.scenario.parallel.data = 1;
+      probe.scenario.parallel.grad_accumulation = 1;
+      probe.microbatch_size = largest;
+      DataSource data(probe);
+      plan::CostCurve input, target;
+      int64_t step = 0;
+      for (int mb : calibration_sizes({p.microbatch_size}, largest, options_.quick)) {
+        probe.microbatch_size = mb;
+        const auto t = repeat(
+            [&] {
+              auto t0 = Clock::now();
+              data.micro_batch(step, 0, 0, true);
+              const double with_input = us_since(t0);
+              t0 = Clock::now();
+              data.micro_batch(step++, 0, 0, false);
+              return std::vector<double>{with_input, us_since(t0)};
+            },
+            budget_);
+        input.mb.push_back(mb);
+        input.us.push_back(t[0]);
+        target.mb.push_back(mb);
+        target.us.push_back(t[1]);
+      }
+      c.data[key + " input"] = input;
+      c.data[key + " target"] = target;
+      say("data " + key + ": " + fmt(input.us.front()) + ".." + fmt(input.us.back()) + " us per micro-batch");
+    }
+  }
+
+  void measure_optimizers(plan::Calibration& c) {
+    std::set<std::pair<std::string, bool>> done;
+    for (const plan::Plan& p : plans_) {
+      const auto& o = p.scenario.optimizer;
+      if (!done.insert({o.kind, o.momentum > 0}).second) continue;
+      // Per-parameter cost bends where the state leaves the caches: a table over stage sizes.
+      plan::CostCurve curve;
+      for (int64_t n = 1 << 12; n <= largest_stage_params(); n *= 4) {
+        curve.mb.push_back(static_cast<double>(n));
+        curve.us.push_back(optimizer_step_us(o, n, budget_));
+      }
+      c.optimizers.push_back({o.kind, o.momentum > 0, curve});
+      say("optimizer " + o.kind + (o.momentum > 0 ? " (momentum)" : "") + ": " + fmt(curve.us.front()) + " us at " +
+          fmt(curve.mb.front()) + " parameters .. " + fmt(curve.us.back()) + " us at " + fmt(curve.mb.back()));
+    }
+  }
+
+  // Parameters of the largest stage of any plan, rounded up to the next power of 4 from 4096.
+  int64_t largest_stage_params() const {
+    int64_t most = 1 << 12;
+    for (const auto& p : plans_)
+      for (const auto& st : p.stages) most = std::max(most, st.param_bytes / 4);
+    int64_t n = 1 << 12;
+    while (n < most) n *= 4;
+    return n;
+  }
+
+  double copy_gb_per_s() {
+    const auto src = torch::randn({1 << 22});
+    auto dst = torch::empty_like(src);
+    const double us = repeat(
+        [&] {
+          const auto t0 = Clock::now();
+          dst.copy_(src);
+          return std::vector<double>{us_since(t0)};
+        },
+        budget_)[0];
+    return static_cast<double>(src.nbytes()) / (us * 1e3);
+  }
+
+  // --- both ranks ---
+
+  // The slowdown of rank 0's layers while rank 1 runs the same layer: each signature at a
+  // middle size, weighted by its time.
+  double interference() {
+    double alone = 0, shared = 0;
+    for (size_t i = 0; i < work_.size(); ++i) {
+      const int mb = middle_size(work_[i]);
+      const double a = fwd_bwd_us(work_[i], mb);
+      command("spin " + std::to_string(i) + " " + std::to_string(mb));
+      const double s = fwd_bwd_us(work_[i], mb);
+      comm_.store().set(stop_key(), std::vector<uint8_t>{1});
+      comm_.store().wait({stop_key() + "/ack"}, kIdleWait);  // the next measurement is alone again
+      alone += a;
+      shared += s;
+    }
+    return alone > 0 ? std::max(1.0, shared / alone) : 1.0;
+  }
+
+  int middle_size(const Work& w) const {
+    const auto sizes = calibration_sizes({w.used.begin(), w.used.end()}, w.largest_batch, true);
+    return sizes[sizes.size() / 2];
+  }
+
+  double fwd_bwd_us(const Work& w, int mb) {
+    Stage module(std::vector<plan::Layer>{w.layer}, 0, 1, 1);
+    const auto x = layer_input(w.layer, mb);
+    const auto grad = torch::randn(output_shape(w.layer, mb));
+    const bool bf16 = w.precision == plan::Precision::bf16;
+    return repeat(
+        [&] {
+          const auto t0 = Clock::now();
+          torch::Tensor out;
+          {
+            AutocastScope autocast(bf16);
+            out = module->forward(x.is_floating_point() ? x.clone().requires_grad_(true) : x);
+          }
+          torch::autograd::backward({out}, {grad.to(out.scalar_type())});
+          return std::vector<double>{us_since(t0)};
+        },
+        budget_)[0];
+  }
+
+  void gloo(plan::Calibration* c) {
+    const std::vector<int64_t> sizes = {1 << 8, 1 << 10, 1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22};  // floats
+    std::vector<double> bytes, p2p, allreduce;
+    for (int64_t n : sizes) {
+      auto t = torch::zeros({n});
+      const int reps = n >= (1 << 20) ? 8 : 30;
+      std::vector<double> one_way, ar;
+      for (int r = 0; r < reps + 2; ++r) {
+        std::vector<torch::Tensor> v{t};
+        const auto t0 = Clock::now();
+        if (comm_.rank() == 0) {
+          comm_.world().send(v, 1, 7)->wait();
+          comm_.world().recv(v, 1, 8)->wait();
+        } else {
+          comm_.world().recv(v, 0, 7)->wait();
+          comm_.world().send(v, 0, 8)->wait();
+        }
+        if (r >= 2) one_way.push_back(us_since(t0) / 2);
+        const auto t1 = Clock::now();
+        comm_.world().allreduce(v)->wait();
+        if (r >= 2) ar.push_back(us_since(t1));
+      }
+      bytes.push_back(static_cast<double>(t.nbytes()));
+      p2p.push_back(median(one_way));
+      allreduce.push_back(median(ar));
+    }
+    if (!c) return;
+    c->p2p = alpha_beta(bytes, p2p);
+    c->allreduce = alpha_beta(bytes, allreduce);
+    c->allreduce_ranks = 2;
+  }
+
+  // Both ranks play a two-stage pipeline's inner loop, as the runtime does it: wait for a
+  // receive, compute, post a send that a second thread waits for. The compute's time against
+  // the same compute alone is what messages cost the cores.
+  double message_cpu_us() {
+    const auto a = torch::randn({64, 256}), w = torch::randn({256, 256});
+    auto compute = [&] { return torch::relu(torch::mm(a, w)).sum(); };
+    const double alone = repeat(
+        [&] {
+          const auto t0 = Clock::now();
+          compute();
+          return std::vector<double>{us_since(t0)};
+        },
+        budget_)[0];
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<Communicator::Work> sends;
+    bool stop = false;
+    std::thread watcher([&] {
+      std::unique_lock<std::mutex> lock(mu);
+      for (;;) {
+        cv.wait(lock, [&] { return stop || !sends.empty(); });
+        if (sends.empty()) return;
+        auto work = sends.front();
+        sends.pop_front();
+        lock.unlock();
+        work->wait();
+        lock.lock();
+      }
+    });
+    const int peer = 1 - comm_.rank();
+    const int rounds = options_.quick ? 200 : 600;
+    std::vector<double> inside;
+    std::vector<torch::Tensor> keep;
+    auto buf = torch::zeros({8, 256});
+    for (int r = 0; r < rounds; ++r) {
+      if (r > 0 || comm_.rank() == 1) {
+        std::vector<torch::Tensor> v{buf};
+        comm_.world().recv(v, peer, 2 * r + (comm_.rank() == 1 ? 0 : 1))->wait();
+      }
+      const auto t0 = Clock::now();
+      compute();
+      inside.push_back(us_since(t0));
+      auto out = torch::randn({8, 256});
+      std::vector<torch::Tensor> v{out};
+      auto work = comm_.world().send(v, peer, 2 * r + (comm_.rank() == 0 ? 0 : 1) + (comm_.rank() == 1 ? 2 : 0));
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        sends.push_back(work);
+        keep.push_back(out);
+      }
+      cv.notify_all();
+    }
+    if (comm_.rank() == 0) {  // rank 1's last message
+      std::vector<torch::Tensor> v{buf};
+      comm_.world().recv(v, peer, 2 * rounds + 1)->wait();
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      stop = true;
+    }
+    cv.notify_all();
+    watcher.join();
+    comm_.world().barrier()->wait();
+    return std::max(0.0, median(inside) - alone);
+  }
+
+  // Latency from the smallest message, bandwidth from the slope over the large ones.
+  static plan::AlphaBeta alpha_beta(const std::vector<double>& bytes, const std::vector<double>& us) {
+    const size_t from = bytes.size() / 2;
+    const auto fit = plan::fit_linear({bytes.begin() + from, bytes.end()}, {us.begin() + from, us.end()});
+    plan::AlphaBeta ab;
+    ab.bandwidth_gb_per_s = fit.per_sample_us > 0 ? 1.0 / (fit.per_sample_us * 1e3) : 1e3;
+    ab.latency_us = std::max(0.0, us.front() - bytes.front() / (ab.bandwidth_gb_per_s * 1e3));
+    return ab;
+  }
+
+  // --- commands from rank 0 to the other rank, through the store ---
+
+  std::string command_key(int k) const { return "parallax/calibrate/cmd/" + std::to_string(k); }
+  std::string stop_key() const { return "parallax/calibrate/stop/" + std::to_string(commands_ - 1); }
+
+  void command(const std::string& what) {
+    comm_.store().set(command_key(commands_++), std::vector<uint8_t>(what.begin(), what.end()));
+  }
+
+  void serve() {
+    for (int k = 0;; ++k) {
+      comm_.store().wait({command_key(k)}, kIdleWait);
+      const auto bytes = comm_.store().get(command_key(k));
+      const std::string cmd(bytes.begin(), bytes.end());
+      if (cmd == "done") return;
+      if (cmd == "gloo") {
+        gloo(nullptr);
+        continue;
+      }
+      if (cmd == "messages") {
+        message_cpu_us();
+        continue;
+      }
+      size_t i = 0;
+      int mb = 1;
+      if (std::sscanf(cmd.c_str(), "spin %zu %d", &i, &mb) != 2 || i >= work_.size())
+        throw std::runtime_error("calibrate: unknown command '" + cmd + "' from rank 0");
+      const std::string stop = "parallax/calibrate/stop/" + std::to_string(k);
+      spin(work_[i], mb, stop);
+      comm_.store().set(stop + "/ack", std::vector<uint8_t>{1});
+    }
+  }
+
+  void spin(const Work& w, int mb, const std::string& stop) {
+    Stage module(std::vector<plan::Layer>{w.layer}, 0, 1, 1);
+    const auto x = layer_input(w.layer, mb);
+    const auto grad = torch::randn(output_shape(w.layer, mb));
+    const bool bf16 = w.precision == plan::Precision::bf16;
+    while (!comm_.store().check({stop})) {
+      torch::Tensor out;
+      {
+        AutocastScope autocast(bf16);
+        out = module->forward(x.is_floating_point() ? x.clone().requires_grad_(true) : x);
+      }
+      torch::autograd::backward({out}, {grad.to(out.scalar_type())});
+    }
+  }
+
+  const std::vector<plan::Plan>& plans_;
+  Communicator comm_;
+  CalibrateOptions options_;
+  Budget budget_;
+  std::vector<Work> work_;
+  int commands_ = 0;
+};
+
+}  // namespace
+
+std::vector<int> calibration_sizes(const std::vector<int>& used, int largest_batch, bool quick) {
+  std::set<int> sizes(used.begin(), used.end());
+  if (quick) {
+    for (int u : used) sizes.insert(std::max(1, u / 2));
+  } else {
+    for (int s = 1; s <= std::max(1, largest_batch); s *= 2) sizes.insert(s);
+  }
+  return {sizes.begin(), sizes.end()};
+}
+
+std::optional<plan::Calibration> calibrate_rank(const std::vector<plan::Plan>& plans, const LaunchInfo& launch,
+                                                const CalibrateOptions& options) {
+  if (launch.world_size != 2)
+    throw std::runtime_error("calibrate runs as 2 local ranks (the layout of two-rank plans); this job has " +
+                             std::to_string(launch.world_size));
+  // The threads per rank `parallax run` sets for a job of this size.
+  torch::set_num_threads(static_cast<int>(std::max(1u, std::thread::hardware_concurrency() / 2)));
+  Calibrator c(plans, launch, options);
+  return c.run();
+}
+
+}  // namespace parallax::exec

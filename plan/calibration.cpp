@@ -1,0 +1,283 @@
+#include "plan/calibration.hpp"
+
+#include "plan/hardware.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <iomanip>
+#include <sstream>
+
+namespace parallax::plan {
+
+double CostCurve::at(double x) const {
+  const size_t n = mb.size();
+  if (n == 0) return 0;
+  if (n == 1) return us[0] * (x / mb[0]);  // one point: proportional
+  if (x <= mb.front()) {
+    // Below the smallest size: along the first segment, but never under zero.
+    const double slope = (us[1] - us[0]) / (mb[1] - mb[0]);
+    return std::max(0.0, us[0] + slope * (x - mb[0]));
+  }
+  if (x >= mb.back()) {
+    // Beyond the table: the line through its upper half (one noisy point should not set the slope).
+    const size_t from = n / 2;
+    const LinearFit f = fit_linear({mb.begin() + from, mb.end()}, {us.begin() + from, us.end()});
+    return std::max(0.0, us.back() + f.per_sample_us * (x - mb.back()));
+  }
+  const size_t i = static_cast<size_t>(std::upper_bound(mb.begin(), mb.end(), x) - mb.begin());
+  const double t = (x - mb[i - 1]) / (mb[i] - mb[i - 1]);
+  return us[i - 1] + t * (us[i] - us[i - 1]);
+}
+
+LinearFit fit_linear(const std::vector<double>& x, const std::vector<double>& y) {
+  LinearFit f;
+  const size_t n = std::min(x.size(), y.size());
+  if (n == 0) return f;
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (size_t i = 0; i < n; ++i) {
+    sx += x[i];
+    sy += y[i];
+    sxx += x[i] * x[i];
+    sxy += x[i] * y[i];
+  }
+  const double det = n * sxx - sx * sx;
+  if (n == 1 || std::abs(det) < 1e-12) {
+    f.per_sample_us = sx > 0 ? sy / sx : 0;
+  } else {
+    f.per_sample_us = (n * sxy - sx * sy) / det;
+    f.fixed_us = (sy - f.per_sample_us * sx) / n;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const double fitted = f.fixed_us + f.per_sample_us * x[i];
+    if (y[i] > 0) f.max_relative_residual = std::max(f.max_relative_residual, std::abs(fitted - y[i]) / y[i]);
+  }
+  return f;
+}
+
+const SignatureCost* Calibration::layer(const std::string& s) const {
+  auto it = layers.find(s);
+  return it == layers.end() ? nullptr : &it->second;
+}
+
+const SignatureCost* Calibration::loss(const std::string& s) const {
+  auto it = losses.find(s);
+  return it == losses.end() ? nullptr : &it->second;
+}
+
+const OptimizerCost* Calibration::optimizer(const std::string& kind, bool momentum) const {
+  const OptimizerCost* any = nullptr;
+  for (const auto& o : optimizers) {
+    if (o.kind != kind) continue;
+    if (o.momentum == momentum) return &o;
+    any = &o;
+  }
+  return any;
+}
+
+std::string layer_signature(const Layer& l, Precision precision) {
+  std::ostringstream s;
+  const auto& sh = l.shape;
+  s << name(l.kind) << " ";
+  switch (l.kind) {
+    case LayerKind::linear:
+      s << sh.in << "x" << sh.out << (sh.relu ? " relu" : "") << (sh.bias ? "" : " nobias");
+      break;
+    case LayerKind::embedding: s << "vocab" << sh.vocab << " h" << sh.hidden << " seq" << sh.seq_len; break;
+    case LayerKind::encoder:
+      s << "h" << sh.hidden << " heads" << sh.heads << " ffn" << sh.ffn << " seq" << sh.seq_len;
+      break;
+    case LayerKind::head: s << "h" << sh.hidden << " vocab" << sh.vocab << " seq" << sh.seq_len; break;
+    case LayerKind::synthetic: s << l.name; break;
+  }
+  s << " " << name(precision);
+  return s.str();
+}
+
+namespace {
+
+CostCurve parse_curve(const Field& map, const std::string& key, const std::vector<double>& mb) {
+  CostCurve c;
+  Field f = map[key];
+  if (!f.present()) return c;
+  if (!f.is_sequence()) f.fail("'" + f.path() + "' must be a list of microseconds, one per entry of 'mb'");
+  for (const Field& e : f.elements()) {
+    const double v = to_number(e, 0);  // to_number names the place when v < 0
+    c.us.push_back(v);
+  }
+  if (c.us.size() != mb.size())
+    f.fail("'" + f.path() + "' has " + std::to_string(c.us.size()) + " values but 'mb' has " + std::to_string(mb.size()));
+  c.mb = mb;
+  return c;
+}
+
+std::vector<double> parse_sizes(const Field& item) {
+  Field f = require(item, "mb");
+  if (!f.is_sequence() || f.elements().empty()) f.fail("'" + f.path() + "' must be a non-empty list of micro-batch sizes");
+  std::vector<double> mb;
+  for (const Field& e : f.elements()) {
+    const double v = to_number(e, 1);
+    if (!mb.empty() && v <= mb.back()) e.fail("'" + f.path() + "' must be ascending");
+    mb.push_back(v);
+  }
+  return mb;
+}
+
+SignatureCost parse_signature(const Field& item) {
+  expect_keys(item, {"signature", "mb", "fwd_us", "fwd_no_grad_us", "bwd_us", "bwd_no_input_us"});
+  SignatureCost c;
+  c.signature = to_string(require(item, "signature"));
+  const auto mb = parse_sizes(item);
+  c.forward = parse_curve(item, "fwd_us", mb);
+  c.forward_no_grad = parse_curve(item, "fwd_no_grad_us", mb);
+  c.backward = parse_curve(item, "bwd_us", mb);
+  c.backward_no_input = parse_curve(item, "bwd_no_input_us", mb);
+  if (c.forward.empty()) require(item, "fwd_us");
+  return c;
+}
+
+AlphaBeta parse_alpha_beta(const Field& map) {
+  expect_keys(map, {"latency_us", "bandwidth_gb_per_s", "ranks"});
+  AlphaBeta ab;
+  ab.latency_us = to_number(require(map, "latency_us"), 0);
+  Field bw = require(map, "bandwidth_gb_per_s");
+  ab.bandwidth_gb_per_s = to_number(bw, 0);
+  if (ab.bandwidth_gb_per_s <= 0) bw.fail("'" + bw.path() + "' must be > 0");
+  return ab;
+}
+
+std::map<std::string, SignatureCost> parse_signatures(const Field& list) {
+  std::map<std::string, SignatureCost> out;
+  if (!list.present()) return out;
+  if (!list.is_sequence()) list.fail("'" + list.path() + "' must be a list of {signature, mb, fwd_us, ...}");
+  for (const Field& item : list.elements()) {
+    SignatureCost c = parse_signature(item);
+    if (out.count(c.signature)) item.fail("signature '" + c.signature + "' appears twice");
+    out.emplace(c.signature, std::move(c));
+  }
+  return out;
+}
+
+}  // namespace
+
+Calibration parse_calibration(const Field& map) {
+  expect_keys(map, {"threads", "cores", "interference", "backward_call_us", "copy_gb_per_s", "message_cpu_us", "p2p", "allreduce",
+                    "layers", "losses", "data", "optimizers"});
+  Calibration c;
+  c.source = map.doc().file();
+  c.threads = static_cast<int>(int_or(map, "threads", 1, 1, 4096));
+  c.cores = static_cast<int>(int_or(map, "cores", 1, 1, 1 << 20));
+  c.interference = number_or(map, "interference", 1, 1);
+  c.backward_call_us = number_or(map, "backward_call_us", 0, 0);
+  c.copy_gb_per_s = number_or(map, "copy_gb_per_s", 0, 0);
+  c.message_cpu_us = number_or(map, "message_cpu_us", 0, 0);
+  if (map["p2p"].present()) c.p2p = parse_alpha_beta(map["p2p"]);
+  if (map["allreduce"].present()) {
+    c.allreduce = parse_alpha_beta(map["allreduce"]);
+    c.allreduce_ranks = static_cast<int>(int_or(map["allreduce"], "ranks", 2, 2, 1 << 20));
+  }
+  c.layers = parse_signatures(map["layers"]);
+  c.losses = parse_signatures(map["losses"]);
+  Field data = map["data"];
+  if (data.present()) {
+    if (!data.is_sequence()) data.fail("'" + data.path() + "' must be a list of {load, mb, us}");
+    for (const Field& item : data.elements()) {
+      expect_keys(item, {"load", "mb", "us"});
+      const std::string load = to_string(require(item, "load"));
+      c.data[load] = parse_curve(item, "us", parse_sizes(item));
+    }
+  }
+  Field opt = map["optimizers"];
+  if (opt.present()) {
+    if (!opt.is_sequence()) opt.fail("'" + opt.path() + "' must be a list of {kind, momentum, mb, us}");
+    for (const Field& item : opt.elements()) {
+      expect_keys(item, {"kind", "momentum", "mb", "us"});
+      OptimizerCost o;
+      o.kind = to_choice(require(item, "kind"), {"sgd", "adam", "adamw"});
+      o.momentum = bool_or(item, "momentum", false);
+      o.by_params = parse_curve(item, "us", parse_sizes(item));
+      c.optimizers.push_back(o);
+    }
+  }
+  return c;
+}
+
+namespace {
+
+std::string list(const std::vector<double>& v, int precision) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(precision) << "[";
+  for (size_t i = 0; i < v.size(); ++i) s << (i ? ", " : "") << v[i];
+  s << "]";
+  return s.str();
+}
+
+void write_signatures(std::ostringstream& s, const char* key, const std::map<std::string, SignatureCost>& m) {
+  if (m.empty()) return;
+  s << "  " << key << ":\n";
+  for (const auto& [sig, c] : m) {
+    s << "    - signature: \"" << sig << "\"\n";
+    s << "      mb: " << list(c.forward.mb.empty() ? c.backward.mb : c.forward.mb, 0) << "\n";
+    if (!c.forward.empty()) s << "      fwd_us: " << list(c.forward.us, 2) << "\n";
+    if (!c.forward_no_grad.empty()) s << "      fwd_no_grad_us: " << list(c.forward_no_grad.us, 2) << "\n";
+    if (!c.backward.empty()) s << "      bwd_us: " << list(c.backward.us, 2) << "\n";
+    if (!c.backward_no_input.empty()) s << "      bwd_no_input_us: " << list(c.backward_no_input.us, 2) << "\n";
+  }
+}
+
+}  // namespace
+
+std::string calibration_yaml(const Calibration& c) {
+  std::ostringstream s;
+  s << std::setprecision(6);
+  s << "  threads: " << c.threads << "\n";
+  s << "  cores: " << c.cores << "\n";
+  s << "  interference: " << c.interference << "\n";
+  s << "  backward_call_us: " << c.backward_call_us << "\n";
+  s << "  copy_gb_per_s: " << c.copy_gb_per_s << "\n";
+  s << "  message_cpu_us: " << c.message_cpu_us << "\n";
+  s << "  p2p: {latency_us: " << c.p2p.latency_us << ", bandwidth_gb_per_s: " << c.p2p.bandwidth_gb_per_s << "}\n";
+  s << "  allreduce: {ranks: " << c.allreduce_ranks << ", latency_us: " << c.allreduce.latency_us
+    << ", bandwidth_gb_per_s: " << c.allreduce.bandwidth_gb_per_s << "}\n";
+  if (!c.optimizers.empty()) {
+    s << "  optimizers:\n";
+    for (const auto& o : c.optimizers)
+      s << "    - {kind: " << o.kind << ", momentum: " << (o.momentum ? "true" : "false")
+        << ", mb: " << list(o.by_params.mb, 0) << ", us: " << list(o.by_params.us, 2) << "}\n";
+  }
+  if (!c.data.empty()) {
+    s << "  data:\n";
+    for (const auto& [load, curve] : c.data)
+      s << "    - {load: \"" << load << "\", mb: " << list(curve.mb, 0) << ", us: " << list(curve.us, 2) << "}\n";
+  }
+  write_signatures(s, "losses", c.losses);
+  write_signatures(s, "layers", c.layers);
+  return s.str();
+}
+
+std::string calibrated_profile_yaml(const HardwareProfile& base, const std::string& name, const Calibration& c,
+                                    const std::vector<std::string>& header) {
+  std::ostringstream s;
+  s << std::setprecision(6);
+  for (const auto& line : header) s << "# " << line << "\n";
+  const Device& d = base.device;
+  s << "name: " << name << "\n";
+  s << "device:\n  name: \"" << d.name << "\"\n  memory_gb: " << d.memory_gb << "\n";
+  if (!std::isinf(d.memory_bandwidth_gb_per_s)) s << "  memory_bandwidth_gb_per_s: " << d.memory_bandwidth_gb_per_s << "\n";
+  s << "  peak_tflops: {";
+  bool first = true;
+  for (const auto& [p, v] : d.peak_tflops) {
+    s << (first ? "" : ", ") << plan::name(p) << ": " << v;
+    first = false;
+  }
+  s << "}\n  efficiency: " << d.efficiency << "\n  layer_overhead_us: " << d.layer_overhead_us << "\n";
+  s << "node:\n  devices: " << base.devices_per_node << "\n  link: {name: gloo-loopback-measured, bandwidth_gb_per_s: "
+    << c.p2p.bandwidth_gb_per_s << ", latency_us: " << c.p2p.latency_us << "}\n";
+  if (base.network)
+    s << "network: {name: " << base.network->name << ", bandwidth_gb_per_s: " << base.network->bandwidth_gb_per_s
+      << ", latency_us: " << base.network->latency_us << ", nics_per_node: " << base.nics_per_node << "}\n";
+  if (base.max_nodes) s << "nodes: " << *base.max_nodes << "\n";
+  s << "calibration:\n" << calibration_yaml(c);
+  return s.str();
+}
+
+}  // namespace parallax::plan

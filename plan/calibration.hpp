@@ -1,0 +1,102 @@
+#pragma once
+// What `parallax calibrate` measured on one machine, as the `calibration:` section of a hardware
+// profile. Layer costs are keyed by a layer *signature* (kind, shapes, precision), so any model
+// made of the same layers reuses them whatever its name or depth. Each cost is a table over
+// micro-batch sizes: linear between measured sizes and, beyond the largest, the least-squares line
+// through the upper half of the table (calibrate prints how far a single line would be off; on
+// this CPU per-sample costs bend at cache sizes, so a table is kept rather than one line).
+//
+// No LibTorch here: exec/calibrate measures and writes, plan/ reads, the simulator applies.
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "plan/layers.hpp"
+#include "plan/precision.hpp"
+#include "plan/yaml_reader.hpp"
+
+namespace parallax::plan {
+
+/// Microseconds as a function of micro-batch size.
+struct CostCurve {
+  std::vector<double> mb;  ///< ascending, > 0
+  std::vector<double> us;  ///< same length, >= 0
+
+  bool empty() const { return mb.empty(); }
+  /// Interpolated cost; 0 for an empty curve; never negative.
+  double at(double microbatch) const;
+};
+
+/// Least-squares line us = fixed_us + per_sample_us * mb and its largest relative residual.
+struct LinearFit {
+  double fixed_us = 0;
+  double per_sample_us = 0;
+  double max_relative_residual = 0;
+};
+LinearFit fit_linear(const std::vector<double>& mb, const std::vector<double>& us);
+
+/// One layer signature measured with the executor's own module.
+struct SignatureCost {
+  std::string signature;
+  CostCurve forward;              ///< with autograd recording (the normal F)
+  CostCurve forward_no_grad;      ///< under no_grad (F with activation checkpointing)
+  CostCurve backward;             ///< with the input gradient, without the backward call overhead
+  CostCurve backward_no_input;    ///< the model's first layer: weight gradients only
+};
+
+/// A point-to-point or collective time model: latency + bytes / bandwidth.
+struct AlphaBeta {
+  double latency_us = 0;
+  double bandwidth_gb_per_s = 0;  ///< GB = 1e9 bytes
+  double us(double bytes) const { return latency_us + (bandwidth_gb_per_s > 0 ? bytes / (bandwidth_gb_per_s * 1e3) : 0); }
+};
+
+/// One optimizer step plus zero_grad, against the parameters it updates.
+struct OptimizerCost {
+  std::string kind;  ///< sgd | adam | adamw
+  bool momentum = false;
+  CostCurve by_params;  ///< "mb" holds parameter counts
+};
+
+struct Calibration {
+  std::string source;   ///< file it came from
+  int threads = 1;      ///< LibTorch threads per rank the costs were measured with
+  int cores = 1;        ///< cores the local ranks share
+  /// Compute slowdown of a rank while another local rank computes on the shared cores.
+  double interference = 1;
+  double backward_call_us = 0;  ///< fixed cost of one autograd backward call (once per B)
+  double copy_gb_per_s = 0;     ///< memory copy bandwidth (DDP bucket copies)
+  /// Extra time of a compute action between a point-to-point receive and send: the CPU that
+  /// Gloo's threads take from compute on shared cores.
+  double message_cpu_us = 0;
+  AlphaBeta p2p;                ///< Gloo send/recv between two local ranks
+  AlphaBeta allreduce;          ///< Gloo all-reduce of `allreduce_ranks` local ranks
+  int allreduce_ranks = 2;
+  std::map<std::string, SignatureCost> layers;  ///< by signature
+  std::map<std::string, SignatureCost> losses;  ///< by the last layer's signature (forward, backward)
+  std::map<std::string, CostCurve> data;        ///< by "SOURCE input|target": loading one micro-batch
+  std::vector<OptimizerCost> optimizers;
+
+  const SignatureCost* layer(const std::string& signature) const;
+  const SignatureCost* loss(const std::string& signature) const;
+  const OptimizerCost* optimizer(const std::string& kind, bool momentum) const;
+};
+
+/// "linear 784x256 relu fp32", "encoder h512 heads8 ffn2048 seq128 bf16", ...
+std::string layer_signature(const Layer& layer, Precision precision);
+
+/// Parses a profile's `calibration:` map (unknown keys and negative costs are InputErrors).
+Calibration parse_calibration(const Field& map);
+/// The `calibration:` section as YAML text (indented two spaces, as under the key).
+std::string calibration_yaml(const Calibration& c);
+
+}  // namespace parallax::plan
+
+namespace parallax::plan {
+struct HardwareProfile;
+/// A whole profile file: `base`'s device and network (the node link set to the measured Gloo
+/// send/recv figures), named NAME, with `calibration`; `header` lines become leading comments.
+std::string calibrated_profile_yaml(const HardwareProfile& base, const std::string& name, const Calibration& calibration,
+                                    const std::vector<std::string>& header);
+}  // namespace parallax::plan

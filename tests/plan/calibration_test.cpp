@@ -1,0 +1,196 @@
+#include <catch2/catch.hpp>
+#include <random>
+
+#include "plan/calibration.hpp"
+#include "plan/cost.hpp"
+#include "plan/hardware.hpp"
+#include "sim/cost_model.hpp"
+#include "tests/test_util.hpp"
+
+using namespace parallax;
+
+namespace {
+
+plan::HardwareProfile profile_from(const std::string& text) {
+  const auto doc = plan::YamlDocument::from_text(text, "profile.yaml");
+  return plan::parse_hardware(plan::Field::root(doc));
+}
+
+plan::HardwareProfile builtin(const std::string& name) {
+  return profile_from(plan::builtin_hardware_text(name));
+}
+
+std::string error_of(const std::string& text) {
+  try {
+    profile_from(text);
+  } catch (const plan::InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// A calibration with hand-picked numbers for one linear layer and its loss.
+plan::Calibration sample_calibration() {
+  plan::Calibration c;
+  c.threads = 1;
+  c.cores = 2;
+  c.interference = 1.25;
+  c.backward_call_us = 7;
+  c.copy_gb_per_s = 20;
+  c.message_cpu_us = 12;
+  c.p2p = {60, 3};
+  c.allreduce = {300, 1.5};
+  plan::SignatureCost l;
+  l.signature = "linear 784x256 relu fp32";
+  l.forward = {{1, 8, 64}, {60, 70, 280}};
+  l.forward_no_grad = {{1, 8, 64}, {55, 66, 270}};
+  l.backward = {{1, 8, 64}, {100, 130, 650}};
+  l.backward_no_input = {{1, 8, 64}, {45, 77, 390}};
+  c.layers[l.signature] = l;
+  plan::SignatureCost loss;
+  loss.signature = "linear 256x10 fp32";
+  loss.forward = {{1, 64}, {2, 5.5}};
+  loss.backward = {{1, 64}, {0.5, 2.5}};
+  c.losses[loss.signature] = loss;
+  c.data["fashion-mnist linear 784x256 relu fp32 input"] = {{1, 64}, {3, 25}};
+  c.optimizers.push_back({"sgd", true, {{4096, 1048576}, {12, 300}}});
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("plan::fit_linear: recovers known coefficients from synthetic timings", "[plan]") {
+  std::mt19937 rng(7);
+  std::normal_distribution<double> noise(0, 0.2);
+  std::vector<double> mb, us;
+  for (double x : {1, 2, 4, 8, 16, 32, 64}) {
+    mb.push_back(x);
+    us.push_back(12.0 + 3.5 * x + noise(rng));
+  }
+  const auto f = plan::fit_linear(mb, us);
+  CHECK(f.fixed_us == Approx(12.0).margin(0.5));
+  CHECK(f.per_sample_us == Approx(3.5).epsilon(0.01));
+  CHECK(f.max_relative_residual < 0.05);
+  // A curve that bends (cache effects) is reported as far from one line.
+  const auto bent = plan::fit_linear({1, 2, 4, 8, 16, 32, 64}, {10, 10, 10, 10, 20, 60, 200});
+  CHECK(bent.max_relative_residual > 0.3);
+}
+
+TEST_CASE("plan::CostCurve: interpolates between sizes and extrapolates along the upper half", "[plan]") {
+  const plan::CostCurve c{{1, 2, 4, 8}, {10, 12, 16, 24}};
+  CHECK(c.at(2) == Approx(12));
+  CHECK(c.at(3) == Approx(14));   // halfway between 12 and 16
+  CHECK(c.at(6) == Approx(20));
+  CHECK(c.at(16) == Approx(24 + 2 * 8));  // slope of (4,16)-(8,24) is 2 per sample
+  CHECK(c.at(0.5) >= 0);
+  CHECK(plan::CostCurve{}.at(4) == 0);
+}
+
+TEST_CASE("plan::Calibration: a calibrated profile round-trips with the same costs", "[plan]") {
+  const auto c = sample_calibration();
+  const std::string text = plan::calibrated_profile_yaml(builtin("cpu-host"), "here", c, {"a comment"});
+  const auto hw = profile_from(text);
+  REQUIRE(hw.calibration);
+  const auto& r = *hw.calibration;
+  CHECK(hw.name == "here");
+  CHECK(r.interference == Approx(c.interference));
+  CHECK(r.message_cpu_us == Approx(c.message_cpu_us));
+  CHECK(r.p2p.latency_us == Approx(60));
+  CHECK(hw.node_link.latency_us == Approx(60));  // the node link carries the measured send/recv
+  CHECK(r.allreduce.bandwidth_gb_per_s == Approx(1.5));
+  const auto* l = r.layer("linear 784x256 relu fp32");
+  REQUIRE(l);
+  for (double mb : {1.0, 5.0, 8.0, 30.0, 100.0}) {
+    CHECK(l->forward.at(mb) == Approx(c.layers.at(l->signature).forward.at(mb)));
+    CHECK(l->backward_no_input.at(mb) == Approx(c.layers.at(l->signature).backward_no_input.at(mb)));
+  }
+  REQUIRE(r.optimizer("sgd", true));
+  CHECK(r.optimizer("sgd", true)->by_params.at(500000) ==
+        Approx(c.optimizers[0].by_params.at(500000)));
+  CHECK(r.data.at("fashion-mnist linear 784x256 relu fp32 input").at(32) ==
+        Approx(c.data.at("fashion-mnist linear 784x256 relu fp32 input").at(32)));
+}
+
+TEST_CASE("plan::layer_signature: same shapes match whatever the layer's name", "[plan]") {
+  const auto a = plan::make_linear("fc0", 784, 256, true);
+  const auto b = plan::make_linear("encoder.first", 784, 256, true);
+  const auto c = plan::make_linear("fc0", 784, 256, false);
+  CHECK(plan::layer_signature(a, plan::Precision::fp32) == "linear 784x256 relu fp32");
+  CHECK(plan::layer_signature(a, plan::Precision::fp32) == plan::layer_signature(b, plan::Precision::fp32));
+  CHECK(plan::layer_signature(a, plan::Precision::fp32) != plan::layer_signature(c, plan::Precision::fp32));
+  CHECK(plan::layer_signature(a, plan::Precision::fp32) != plan::layer_signature(a, plan::Precision::bf16));
+  CHECK(plan::layer_signature(plan::make_encoder("layers.3", 512, 8, 2048, 128), plan::Precision::bf16) ==
+        "encoder h512 heads8 ffn2048 seq128 bf16");
+
+  auto hw = builtin("cpu-host");
+  hw.calibration = sample_calibration();
+  // A matched signature takes the measured cost: with the input gradient, and without it.
+  const auto m = plan::estimate_layer_cost(b, hw, plan::Precision::fp32, 8, true);
+  CHECK(m.measured);
+  CHECK(m.forward.to_us() == Approx(70));
+  CHECK(m.backward.to_us() == Approx(130));
+  CHECK(plan::estimate_layer_cost(b, hw, plan::Precision::fp32, 8, false).backward.to_us() == Approx(77));
+  // An unmatched one falls back to the roofline: the larger of the FLOP and memory times.
+  const auto r = plan::estimate_layer_cost(c, hw, plan::Precision::fp32, 8, true);
+  CHECK_FALSE(r.measured);
+  const double flop_us = c.flops_per_sample * 8 / (hw.device.peak_tflops.at(plan::Precision::fp32) *
+                                                   hw.device.efficiency * 1e6);
+  CHECK(r.forward.to_us() >= Approx(hw.device.layer_overhead_us + flop_us));
+  CHECK(r.backward.to_us() >= Approx(hw.device.layer_overhead_us + 2 * flop_us));
+}
+
+TEST_CASE("plan::Roofline: memory-bound layers are costed by their bytes", "[plan]") {
+  auto hw = builtin("cpu-host");
+  hw.device.layer_overhead_us = 0;
+  // An embedding has no FLOPs worth counting but moves its output: bytes decide.
+  const auto e = plan::make_embedding("embed", 1000, 64, 16);
+  const auto cost = plan::estimate_layer_cost(e, hw, plan::Precision::fp32, 4, false);
+  const double out_bytes = e.output_elems_per_sample * 4 * 4;
+  CHECK(cost.forward.to_us() >= out_bytes / (hw.device.memory_bandwidth_gb_per_s * 1e3) * 0.999);
+}
+
+TEST_CASE("plan::Calibration: bad profiles name the place", "[plan]") {
+  const std::string head =
+      "name: x\ndevice: {name: d, memory_gb: 1, peak_tflops: {fp32: 1}}\nnode: {devices: 2, link: {bandwidth_gb_per_s: 1, "
+      "latency_us: 1}}\n";
+  const std::string negative = error_of(head +
+                                        "calibration:\n"
+                                        "  layers:\n"
+                                        "    - {signature: \"linear 4x4 fp32\", mb: [1, 2], fwd_us: [3, -1]}\n");
+  CHECK_THAT(negative, Catch::Contains("profile.yaml:6:"));
+  CHECK_THAT(negative, Catch::Contains("fwd_us"));
+  const std::string unknown = error_of(head + "calibration:\n  interferance: 1.2\n");
+  CHECK_THAT(unknown, Catch::Contains("profile.yaml:5:"));
+  CHECK_THAT(unknown, Catch::Contains("interferance"));
+  CHECK_THAT(error_of(head + "calibration:\n  layers:\n    - {signature: s, mb: [1, 2], fwd_us: [3]}\n"),
+             Catch::Contains("has 1 values but 'mb' has 2"));
+  CHECK_THAT(error_of(head + "calibration:\n  layers:\n    - {signature: s, mb: [2, 1], fwd_us: [3, 4]}\n"),
+             Catch::Contains("ascending"));
+}
+
+TEST_CASE("sim::stage_costs: a calibrated stage adds data, loss, backward call and optimizer", "[sim]") {
+  auto s = test::scenario_from(
+      "name: t\nmodel: {preset: mlp, layers: 1, hidden: 256, input: 784, classes: 10}\n"
+      "data: {source: fashion-mnist, batch_size: 8}\nparallel: {chunks: 1}\n"
+      "optimizer: {kind: sgd, momentum: 0.9}\nhardware: cpu-host\n");
+  auto c = sample_calibration();
+  plan::SignatureCost out;
+  out.signature = "linear 256x10 fp32";
+  out.forward = {{1, 64}, {3, 9}};
+  out.backward = {{1, 64}, {6, 15}};
+  c.layers[out.signature] = out;
+  s.hardware.calibration = c;
+  const plan::Plan p = plan::resolve_plan(s);
+  const auto costs = sim::stage_costs(p);
+  REQUIRE(costs.size() == 1);
+  const double mb = 8;
+  // One rank alone: no sharing factor, no messages.
+  const double forward = c.data.at("fashion-mnist linear 784x256 relu fp32 input").at(mb) + 70 + out.forward.at(mb) +
+                         c.losses.at("linear 256x10 fp32").forward.at(mb);
+  const double backward = c.backward_call_us + c.losses.at("linear 256x10 fp32").backward.at(mb) + out.backward.at(mb) +
+                          77;  // the first layer has no input gradient
+  CHECK(costs[0].forward.to_us() == Approx(forward).epsilon(1e-3));
+  CHECK(costs[0].backward.to_us() == Approx(backward).epsilon(1e-3));
+  const double params = 784 * 256 + 256 + 256 * 10 + 10;
+  CHECK(costs[0].optimizer.to_us() == Approx(c.optimizers[0].by_params.at(params)).epsilon(1e-3));
+}
