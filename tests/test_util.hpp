@@ -23,8 +23,9 @@ struct CommandResult {
 };
 
 /// Runs the built `parallax` with `args` (and `env` assignments before it), as a user would.
-inline CommandResult run_parallax(const std::string& args, const std::string& env = "") {
-  const std::string cmd = env + " " + PARALLAX_BINARY + " " + args + " 2>/dev/null";
+/// With `with_stderr`, stderr is read too (after stdout's lines, interleaved as written).
+inline CommandResult run_parallax(const std::string& args, const std::string& env = "", bool with_stderr = false) {
+  const std::string cmd = env + " " + PARALLAX_BINARY + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
   CommandResult r;
   const auto t0 = std::chrono::steady_clock::now();
   FILE* pipe = popen(cmd.c_str(), "r");

@@ -8,6 +8,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
+
+#include "plan/hardware.hpp"
 #include "tests/test_util.hpp"
 #include <sstream>
 
@@ -15,7 +18,9 @@ namespace {
 
 using Result = parallax::test::CommandResult;
 
-Result run(const std::string& args, const std::string& env = "") { return parallax::test::run_parallax(args, env); }
+Result run(const std::string& args, const std::string& env = "", bool with_stderr = false) {
+  return parallax::test::run_parallax(args, env, with_stderr);
+}
 
 std::string scenario(const std::string& name) { return std::string(PARALLAX_SOURCE_DIR) + "/scenarios/" + name; }
 
@@ -144,5 +149,43 @@ TEST_CASE("cli: trace and compare reject what they cannot read with exit 2", "[c
   CHECK(run("trace " + (dir / "missing.json").string()).code == 2);
   const std::string kineto = std::string(PARALLAX_SOURCE_DIR) + "/../shared/fixtures/kineto/sampled_rank-0.json.gz";
   if (std::filesystem::exists(kineto)) CHECK(run("compare " + kineto + " " + kineto).code == 2);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("cli: calibrate writes a profile that simulate uses, with measured layer costs", "[cli][exec]") {
+  const auto dir = std::filesystem::temp_directory_path() / ("parallax-cal-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string profile = (dir / "here.yaml").string();
+  const auto r = run("calibrate --quick " + scenario("mlp-fashion-mnist-ddp2.yaml") + " -o " + profile, "", true);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("linear 784x256 relu fp32"));
+  const auto doc = parallax::plan::YamlDocument::from_file(profile);
+  const auto hw = parallax::plan::parse_hardware(parallax::plan::Field::root(doc));
+  REQUIRE(hw.calibration);
+  const auto* fc0 = hw.calibration->layer("linear 784x256 relu fp32");
+  REQUIRE(fc0);
+  // Forward at the plan's micro-batch (64) was measured, and backward costs more than forward.
+  CHECK(fc0->forward.at(64) > 0);
+  CHECK(fc0->backward.at(64) > fc0->forward.at(64));
+  CHECK(hw.calibration->p2p.bandwidth_gb_per_s > 0);
+  const auto sim = run("simulate " + scenario("mlp-fashion-mnist-ddp2.yaml") + " --set hardware=" + profile + " --json");
+  REQUIRE(sim.code == 0);
+  CHECK(nlohmann::json::parse(sim.out)["step_time_ms"].get<double>() > 0);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("cli: calibrate refuses a scenario it cannot run, and bad profiles, with exit 2", "[cli]") {
+  const auto r = run("calibrate " + scenario("interleaved-synthetic-ideal.yaml") + " -o /tmp/never-written.yaml", "", true);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("synthetic"));
+  CHECK_FALSE(std::filesystem::exists("/tmp/never-written.yaml"));
+  const auto dir = std::filesystem::temp_directory_path() / ("parallax-badcal-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "bad.yaml") << "name: x\ndevice: {name: d, memory_gb: 1, peak_tflops: {fp32: 1}}\n"
+                                     "node: {devices: 2, link: {bandwidth_gb_per_s: 1, latency_us: 1}}\n"
+                                     "calibration: {backward_call_us: -3}\n";
+  const auto bad = run("simulate --set hardware=" + (dir / "bad.yaml").string(), "", true);
+  CHECK(bad.code == 2);
+  CHECK_THAT(bad.out, Catch::Contains("bad.yaml:4:"));
   std::filesystem::remove_all(dir);
 }
