@@ -91,9 +91,7 @@ int calibrate_command(const CalibrateArgs& args, const std::vector<std::string>&
     return plan::resolve_hardware(plan::Field::root(doc)["hardware"]);
   }();
   if (!as_rank) {
-    if (output.find('/') != std::string::npos && !fs::path(output).parent_path().empty() &&
-        fs::path(output).parent_path() == "parallax-out")
-      fs::create_directories("parallax-out");
+    if (args.output.empty()) fs::create_directories(fs::path(output).parent_path());  // the default folder
     require_output_folder(output);
     std::cerr << "calibrate: measuring " << plans.size() << " scenario(s) on this machine with 2 local ranks"
               << (args.quick ? " (quick)" : "") << "\n";

@@ -85,6 +85,27 @@ struct Work {
   int largest_batch = 1;
 };
 
+// One layer's forward and backward on a micro-batch, as rank 0 times it for interference and
+// as the other rank runs it meanwhile.
+struct LayerProbe {
+  LayerProbe(const Work& w, int mb)
+      : module(std::vector<plan::Layer>{w.layer}, 0, 1, 1),
+        x(layer_input(w.layer, mb)),
+        grad(torch::randn(output_shape(w.layer, mb))),
+        bf16(w.precision == plan::Precision::bf16) {}
+  void forward_backward() {
+    torch::Tensor out;
+    {
+      AutocastScope autocast(bf16);
+      out = module->forward(x.is_floating_point() ? x.clone().requires_grad_(true) : x);
+    }
+    torch::autograd::backward({out}, {grad.to(out.scalar_type())});
+  }
+  Stage module;
+  torch::Tensor x, grad;
+  bool bf16;
+};
+
 // The optimizer step of `params` parameters split over a few tensors, as a stage holds them.
 double optimizer_step_us(const plan::OptimizerSpec& spec, int64_t params, const Budget& b) {
   std::vector<torch::Tensor> ps;
@@ -285,8 +306,7 @@ class Calibrator {
   void measure_data(plan::Calibration& c) {
     std::set<std::string> done;
     for (const plan::Plan& p : plans_) {
-      const std::string key = p.scenario.data.source + " " +
-                              plan::layer_signature(p.layers().front(), plan::Precision::fp32);
+      const std::string key = plan::data_key(p.scenario.data.source, p.layers().front(), true);
       if (!done.insert(key).second) continue;
       // A copy of the plan whose micro-batch size we change between measurements: DataSource
       // reads it by reference, and its global batch (set at construction) covers every size.
@@ -317,8 +337,8 @@ class Calibrator {
         target.mb.push_back(mb);
         target.us.push_back(t[1]);
       }
-      c.data[key + " input"] = input;
-      c.data[key + " target"] = target;
+      c.data[key] = input;
+      c.data[plan::data_key(p.scenario.data.source, p.layers().front(), false)] = target;
       say("data " + key + ": " + fmt(input.us.front()) + ".." + fmt(input.us.back()) + " us per micro-batch");
     }
   }
@@ -388,19 +408,11 @@ class Calibrator {
   }
 
   double fwd_bwd_us(const Work& w, int mb) {
-    Stage module(std::vector<plan::Layer>{w.layer}, 0, 1, 1);
-    const auto x = layer_input(w.layer, mb);
-    const auto grad = torch::randn(output_shape(w.layer, mb));
-    const bool bf16 = w.precision == plan::Precision::bf16;
+    LayerProbe probe(w, mb);
     return repeat(
         [&] {
           const auto t0 = Clock::now();
-          torch::Tensor out;
-          {
-            AutocastScope autocast(bf16);
-            out = module->forward(x.is_floating_point() ? x.clone().requires_grad_(true) : x);
-          }
-          torch::autograd::backward({out}, {grad.to(out.scalar_type())});
+          probe.forward_backward();
           return std::vector<double>{us_since(t0)};
         },
         budget_)[0];
@@ -548,19 +560,10 @@ class Calibrator {
   }
 
   void spin(const Work& w, int mb, const std::string& stop) {
-    Stage module(std::vector<plan::Layer>{w.layer}, 0, 1, 1);
-    const auto x = layer_input(w.layer, mb);
-    const auto grad = torch::randn(output_shape(w.layer, mb));
-    const bool bf16 = w.precision == plan::Precision::bf16;
-    while (!comm_.store().check({stop})) {
-      torch::Tensor out;
-      {
-        AutocastScope autocast(bf16);
-        out = module->forward(x.is_floating_point() ? x.clone().requires_grad_(true) : x);
-      }
-      torch::autograd::backward({out}, {grad.to(out.scalar_type())});
-    }
+    LayerProbe probe(w, mb);
+    while (!comm_.store().check({stop})) probe.forward_backward();
   }
+
 
   const std::vector<plan::Plan>& plans_;
   Communicator comm_;

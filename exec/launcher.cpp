@@ -44,6 +44,8 @@ std::string describe(int status) {
 }  // namespace
 
 int launch_local(int nproc, const std::vector<std::string>& argv, std::chrono::seconds timeout) {
+  // Messages name the command that started the ranks ("parallax run", "parallax calibrate").
+  const std::string who = "parallax " + (argv.size() > 1 ? argv[1] : std::string("run"));
   const int port = free_port();
   const pid_t launcher = getpid();
   std::map<pid_t, int> ranks;
@@ -68,12 +70,12 @@ int launch_local(int nproc, const std::vector<std::string>& argv, std::chrono::s
       for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
       args.push_back(nullptr);
       execv("/proc/self/exe", args.data());
-      std::perror("parallax run: exec");
+      std::perror((who + ": exec").c_str());
       _exit(127);
     }
     ranks[pid] = r;
   }
-  std::fprintf(stderr, "parallax run: started %d ranks (rendezvous 127.0.0.1:%d, timeout %lld s)\n", nproc, port,
+  std::fprintf(stderr, "%s: started %d ranks (rendezvous 127.0.0.1:%d, timeout %lld s)\n", who.c_str(), nproc, port,
                static_cast<long long>(timeout.count()));
 
   int failures = 0;
@@ -105,11 +107,11 @@ int launch_local(int nproc, const std::vector<std::string>& argv, std::chrono::s
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) continue;
     ++failures;
     first_failure = "rank " + std::to_string(r) + " " + describe(status);
-    std::fprintf(stderr, "parallax run: %s; stopping the other ranks\n", first_failure.c_str());
+    std::fprintf(stderr, "%s: %s; stopping the other ranks\n", who.c_str(), first_failure.c_str());
     stop_others();
   }
   if (failures) {
-    std::fprintf(stderr, "parallax run: failed: %s\n", first_failure.c_str());
+    std::fprintf(stderr, "%s: failed: %s\n", who.c_str(), first_failure.c_str());
     return 1;
   }
   return 0;

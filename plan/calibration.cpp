@@ -93,6 +93,10 @@ std::string layer_signature(const Layer& l, Precision precision) {
   return s.str();
 }
 
+std::string data_key(const std::string& source, const Layer& first_layer, bool with_input) {
+  return source + " " + layer_signature(first_layer, Precision::fp32) + (with_input ? " input" : " target");
+}
+
 namespace {
 
 CostCurve parse_curve(const Field& map, const std::string& key, const std::vector<double>& mb) {
@@ -126,12 +130,12 @@ SignatureCost parse_signature(const Field& item) {
   expect_keys(item, {"signature", "mb", "fwd_us", "fwd_no_grad_us", "bwd_us", "bwd_no_input_us"});
   SignatureCost c;
   c.signature = to_string(require(item, "signature"));
+  require(item, "fwd_us");
   const auto mb = parse_sizes(item);
   c.forward = parse_curve(item, "fwd_us", mb);
   c.forward_no_grad = parse_curve(item, "fwd_no_grad_us", mb);
   c.backward = parse_curve(item, "bwd_us", mb);
   c.backward_no_input = parse_curve(item, "bwd_no_input_us", mb);
-  if (c.forward.empty()) require(item, "fwd_us");
   return c;
 }
 

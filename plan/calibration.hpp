@@ -86,17 +86,19 @@ struct Calibration {
 /// "linear 784x256 relu fp32", "encoder h512 heads8 ffn2048 seq128 bf16", ...
 std::string layer_signature(const Layer& layer, Precision precision);
 
+/// Key of `Calibration::data`: loading one micro-batch of `source` for a model starting with
+/// `first_layer`, with its inputs (first stage) or only its targets (last stage).
+std::string data_key(const std::string& source, const Layer& first_layer, bool with_input);
+
 /// Parses a profile's `calibration:` map (unknown keys and negative costs are InputErrors).
 Calibration parse_calibration(const Field& map);
 /// The `calibration:` section as YAML text (indented two spaces, as under the key).
 std::string calibration_yaml(const Calibration& c);
 
-}  // namespace parallax::plan
-
-namespace parallax::plan {
 struct HardwareProfile;
 /// A whole profile file: `base`'s device and network (the node link set to the measured Gloo
 /// send/recv figures), named NAME, with `calibration`; `header` lines become leading comments.
 std::string calibrated_profile_yaml(const HardwareProfile& base, const std::string& name, const Calibration& calibration,
                                     const std::vector<std::string>& header);
+
 }  // namespace parallax::plan

@@ -22,14 +22,12 @@ StageExtras stage_extras(const plan::Plan& plan, const plan::Stage& st) {
   const plan::Calibration& cal = *s.hardware.calibration;
   const int mb = plan.microbatch_size;
   const bool first = st.index == 0, last = st.index + 1 == static_cast<int>(plan.stages.size());
-  const std::string data_key =
-      s.data.source + " " + plan::layer_signature(plan.layers().front(), plan::Precision::fp32);
-  auto data = [&](const char* what) {
-    auto it = cal.data.find(data_key + what);
+  auto data = [&](bool with_input) {
+    auto it = cal.data.find(plan::data_key(s.data.source, plan.layers().front(), with_input));
     return it == cal.data.end() ? Time() : Time::us(it->second.at(mb));
   };
-  if (first) x.forward += data(" input");
-  else if (last) x.forward += data(" target");
+  if (first) x.forward += data(true);
+  else if (last) x.forward += data(false);
   if (last) {
     if (const plan::SignatureCost* loss = cal.loss(plan::layer_signature(plan.layers().back(), s.parallel.precision))) {
       x.forward += Time::us(loss->forward.at(mb));
