@@ -16,6 +16,10 @@
 #include "exec/model.hpp"
 #include "plan/error.hpp"
 #include "plan/hardware.hpp"
+#include "plan/timeline_metrics.hpp"
+#include "profiler/compare.hpp"
+#include "profiler/messages.hpp"
+#include "sim/simulator.hpp"
 
 namespace parallax::cli {
 namespace {
@@ -42,15 +46,20 @@ bool uses_cpu_host(const fs::path& file) {
   return false;
 }
 
+struct Calibrated {
+  std::string file;
+  plan::Plan plan;
+};
+
 // Plans of the scenarios that the executor can run. Named scenarios that cannot run are bad
 // input; in the default set they are skipped.
-std::vector<plan::Plan> executable_plans(const std::vector<std::string>& files, bool named, bool say) {
-  std::vector<plan::Plan> plans;
+std::vector<Calibrated> executable_plans(const std::vector<std::string>& files, bool named, bool say) {
+  std::vector<Calibrated> plans;
   for (const auto& f : files) {
     try {
       plan::Plan p = plan::resolve_plan(plan::load_scenario(f, {"hardware=ideal"}));
       exec::check_executable(p.scenario);
-      plans.push_back(std::move(p));
+      plans.push_back({f, std::move(p)});
     } catch (const plan::InputError& e) {
       if (named) throw;
       if (say) std::cerr << "calibrate: skipping " << f << ": " << e.what() << "\n";
@@ -58,6 +67,77 @@ std::vector<plan::Plan> executable_plans(const std::vector<std::string>& files, 
   }
   if (plans.empty()) throw plan::InputError(plan::Location{"SCENARIO"}, "no scenario the executor can run was given");
   return plans;
+}
+
+// The plan calibrate runs for real to measure how much slower compute is inside a run than
+// alone: the first calibrated model with two layers or more, as a two-stage 1F1B pipeline of
+// (up to) 4 micro-batches, for about 2 s of steps by the base profile's estimate.
+std::optional<plan::Plan> probe_plan(const std::vector<Calibrated>& plans, const plan::HardwareProfile& base) {
+  for (const auto& c : plans) {
+    const auto& s = c.plan.scenario;
+    if (c.plan.layers().size() < 2) continue;
+    const int batch = s.data.batch_size;
+    const int chunks = batch % 4 == 0 ? 4 : batch % 2 == 0 ? 2 : 1;
+    std::vector<std::string> sets = {"hardware=ideal",
+                                     "parallel.data=1",
+                                     "parallel.pipeline=2",
+                                     "parallel.virtual=1",
+                                     "parallel.partition_len=balanced",
+                                     "parallel.schedule=1f1b",
+                                     "parallel.chunks=" + std::to_string(chunks),
+                                     "parallel.grad_accumulation=1",
+                                     "parallel.activation_checkpointing=false",
+                                     "data.steps=3"};
+    plan::Scenario guess = plan::load_scenario(c.file, sets);
+    guess.hardware = base;
+    const double step_ms = plan::step_times(sim::simulate(plan::resolve_plan(guess)).timeline, 0).step_time.to_ms();
+    const int steps = std::clamp(static_cast<int>(2000.0 / std::max(step_ms, 0.01)), 20, 400);
+    sets.back() = "data.steps=" + std::to_string(steps);
+    plan::Plan probe = plan::resolve_plan(plan::load_scenario(c.file, sets));
+    probe.scenario.name += " (calibration probe)";
+    return probe;
+  }
+  return std::nullopt;
+}
+
+// The mean without the top 1% (a rank descheduled for milliseconds is not the machine's rule; the
+// frequent shorter delays are, and a step's time adds them up, so a mean rather than a median).
+double typical(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  v.resize(std::max<size_t>(1, v.size() - v.size() / 100));
+  double sum = 0;
+  for (double x : v) sum += x;
+  return sum / static_cast<double>(v.size());
+}
+
+// The in-run factors: the probe's measured F, B and OPTIM (per-action means, summed) against
+// what `calibration` predicts for them without factors.
+plan::InRunFactors in_run_factors(plan::Plan probe, const plan::Calibration& calibration,
+                                  const std::vector<exec::RankResult>& results) {
+  plan::Calibration alone = calibration;
+  alone.in_run = {};
+  probe.scenario.hardware.calibration = alone;
+  const plan::Timeline predicted = sim::simulate(probe).timeline;
+  const plan::Timeline measured = exec::measured_timeline(results, probe.scenario.name, probe.world_size);
+  const profiler::CompareReport r = profiler::compare(predicted, measured);
+  plan::InRunFactors f;
+  const profiler::MessageTiming m = profiler::message_timing(measured, probe.scenario.parallel.pipeline);
+  if (!m.send_us.empty() && !calibration.send_call.empty())
+    f.send_extra_us = typical(m.send_us) - calibration.send_call.at(typical(m.bytes));
+  if (!m.delivery_us.empty() && calibration.p2p.bandwidth_gb_per_s > 0)
+    f.delivery_extra_us = typical(m.delivery_us) - calibration.p2p.us(typical(m.bytes));
+  for (const auto& k : r.kinds) {
+    if (k.predicted_ms <= 0 || k.measured_ms <= 0) continue;
+    const double ratio = k.measured_ms / k.predicted_ms;
+    if (k.kind == "F") f.forward = ratio;
+    else if (k.kind == "B") f.backward = ratio;
+    else if (k.kind == "OPTIM") f.optimizer = ratio;
+  }
+  const auto& p = probe.scenario.parallel;
+  f.probe = probe.scenario.name + ": pipeline 2, 1f1b, " + std::to_string(p.chunks) + " chunks, " +
+            std::to_string(probe.scenario.data.steps) + " steps";
+  return f;
 }
 
 }  // namespace
@@ -85,7 +165,9 @@ int calibrate_command(const CalibrateArgs& args, const std::vector<std::string>&
   exec::LaunchInfo launch;
   const bool as_rank = exec::LaunchInfo::from_environment(&launch);
   // Everything that can be wrong with the input is found before the ranks start.
-  const auto plans = executable_plans(files, named, !as_rank);
+  const auto calibrated = executable_plans(files, named, !as_rank);
+  std::vector<plan::Plan> plans;
+  for (const auto& c : calibrated) plans.push_back(c.plan);
   const plan::HardwareProfile base = [&] {
     const auto doc = plan::YamlDocument::from_text("hardware: " + args.base, "--base");
     return plan::resolve_hardware(plan::Field::root(doc)["hardware"]);
@@ -102,8 +184,23 @@ int calibrate_command(const CalibrateArgs& args, const std::vector<std::string>&
   exec::CalibrateOptions options;
   options.quick = args.quick;
   options.progress = [](const std::string& line) { std::cerr << "calibrate: " << line << "\n" << std::flush; };
-  const auto c = exec::calibrate_rank(plans, launch, options);
-  if (!c) return 0;
+  options.probe = probe_plan(calibrated, base);
+  const auto run = exec::calibrate_rank(plans, launch, options);
+  if (!run) return 0;
+  plan::Calibration cal = run->calibration;
+  // The probe's simulation needs the link the profile will carry: the measured Gloo delivery.
+  if (options.probe) {
+    const auto doc = plan::YamlDocument::from_text(plan::calibrated_profile_yaml(base, "probe", cal, {}), "probe");
+    plan::Plan probe = *options.probe;
+    probe.scenario.hardware = plan::parse_hardware(plan::Field::root(doc));
+    cal.in_run = in_run_factors(probe, cal, run->probe);
+    std::cerr << "calibrate: in a real run compute takes " << fmt("%.2f", cal.in_run.forward) << "x (F), "
+              << fmt("%.2f", cal.in_run.backward) << "x (B), " << fmt("%.2f", cal.in_run.optimizer)
+              << "x (OPTIM) its time alone; a send keeps its rank " << fmt("%+.0f", cal.in_run.send_extra_us)
+              << " us longer than the bare call, delivery takes " << fmt("%+.0f", cal.in_run.delivery_extra_us)
+              << " us more than between idle ranks; probe " << cal.in_run.probe << "\n";
+  }
+  const auto* c = &cal;
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const std::time_t now = std::time(nullptr);
   char date[32];

@@ -75,33 +75,8 @@ int report(const plan::Plan& p, const RunArgs& args, std::vector<exec::RankResul
   }
   json trace = nullptr;
   if (!args.trace_path.empty()) {
-    plan::Timeline t;
-    t.kind = "measured";
-    t.scenario = s.name;
-    t.world_size = p.world_size;
+    plan::Timeline t = exec::measured_timeline(results, s.name, p.world_size);
     t.plan_summary = plan_json(p).dump();
-    int64_t origin = INT64_MAX;
-    for (const auto& r : results) {
-      for (const auto& e : r.events) origin = std::min(origin, e.start.count_ns());
-      for (const auto& i : r.instants) origin = std::min(origin, i.at.count_ns());
-    }
-    for (const auto& r : results) t.clocks.push_back(r.clock);
-    for (auto& r : results) {
-      for (auto e : r.events) {
-        e.start -= plan::Time::ns(origin);
-        e.end -= plan::Time::ns(origin);
-        t.events.push_back(e);
-      }
-      for (auto i : r.instants) {
-        i.at -= plan::Time::ns(origin);
-        t.instants.push_back(i);
-      }
-      for (auto d : r.device) {
-        d.start -= plan::Time::ns(origin);
-        d.end -= plan::Time::ns(origin);
-        t.device.push_back(d);
-      }
-    }
     std::ostringstream out;
     plan::write_chrome_trace(t, out);
     write_file_atomically(args.trace_path, out.str());

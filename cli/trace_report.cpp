@@ -118,7 +118,8 @@ json compare_json(const profiler::CompareReport& r) {
                      {"exposed_comm_ms", {{"predicted", c.predicted_exposed_comm_ms}, {"measured", c.measured_exposed_comm_ms}}}});
   for (const auto& k : r.kinds)
     kinds.push_back({{"kind", k.kind}, {"actions", k.actions}, {"mean_abs_error", k.mean_abs_error},
-                     {"worst_error", k.worst_error}, {"worst_action", k.worst_action}});
+                     {"worst_error", k.worst_error}, {"worst_action", k.worst_action},
+                     {"total_ms", {{"predicted", k.predicted_ms}, {"measured", k.measured_ms}}}});
   for (const auto& a : r.worst)
     worst.push_back({{"rank", a.rank}, {"action", a.action}, {"difference_ms", a.difference_ms},
                      {"predicted", {{"start_ms", a.predicted_start_ms}, {"duration_ms", a.predicted_duration_ms}}},

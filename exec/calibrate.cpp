@@ -2,9 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
-#include <deque>
-#include <mutex>
 #include <cmath>
 #include <map>
 #include <set>
@@ -12,6 +9,7 @@
 #include <thread>
 
 #include "exec/data.hpp"
+#include "exec/launcher.hpp"
 #include "exec/model.hpp"
 
 namespace parallax::exec {
@@ -19,6 +17,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr auto kIdleWait = std::chrono::seconds(1800);  // rank 1 idles while rank 0 measures
+const std::string kProbePortKey = "parallax/calibrate/probe-port";
+const std::string kByeKey = "parallax/calibrate/bye";
 
 double us_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
@@ -85,27 +85,6 @@ struct Work {
   int largest_batch = 1;
 };
 
-// One layer's forward and backward on a micro-batch, as rank 0 times it for interference and
-// as the other rank runs it meanwhile.
-struct LayerProbe {
-  LayerProbe(const Work& w, int mb)
-      : module(std::vector<plan::Layer>{w.layer}, 0, 1, 1),
-        x(layer_input(w.layer, mb)),
-        grad(torch::randn(output_shape(w.layer, mb))),
-        bf16(w.precision == plan::Precision::bf16) {}
-  void forward_backward() {
-    torch::Tensor out;
-    {
-      AutocastScope autocast(bf16);
-      out = module->forward(x.is_floating_point() ? x.clone().requires_grad_(true) : x);
-    }
-    torch::autograd::backward({out}, {grad.to(out.scalar_type())});
-  }
-  Stage module;
-  torch::Tensor x, grad;
-  bool bf16;
-};
-
 // The optimizer step of `params` parameters split over a few tensors, as a stage holds them.
 double optimizer_step_us(const plan::OptimizerSpec& spec, int64_t params, const Budget& b) {
   std::vector<torch::Tensor> ps;
@@ -139,9 +118,14 @@ class Calibrator {
     collect_work();
   }
 
-  std::optional<plan::Calibration> run() {
+  /// Rank 0: the measurements. The other rank: serves rank 0's commands. Both: the port on
+  /// which the probe run meets (the calibration's store goes away before it).
+  std::optional<plan::Calibration> run(int* probe_port) {
     if (comm_.rank() != 0) {
       serve();
+      const auto port = comm_.store().get(kProbePortKey);
+      *probe_port = std::stoi(std::string(port.begin(), port.end()));
+      comm_.store().set(kByeKey, std::vector<uint8_t>{1});
       return std::nullopt;
     }
     plan::Calibration c;
@@ -168,18 +152,17 @@ class Calibrator {
     measure_optimizers(c);
     c.copy_gb_per_s = copy_gb_per_s();
     say("memory copy " + fmt(c.copy_gb_per_s) + " GB/s");
-    c.interference = interference();
-    say("interference: compute runs " + fmt(c.interference) + "x slower while the other rank computes");
-    command("messages");
-    c.message_cpu_us = message_cpu_us();
-    say("messages: a compute action between a receive and a send runs " + fmt(c.message_cpu_us) +
-        " us longer than alone (Gloo and its threads share the cores)");
     command("gloo");
     gloo(&c);
-    say("Gloo send/recv " + fmt(c.p2p.latency_us) + " us + " + fmt(c.p2p.bandwidth_gb_per_s) +
-        " GB/s; all-reduce (2 ranks) " + fmt(c.allreduce.latency_us) + " us + " +
-        fmt(c.allreduce.bandwidth_gb_per_s) + " GB/s");
+    say("Gloo send call " + fmt(c.send_call.us.front()) + ".." + fmt(c.send_call.us.back()) + " us (" +
+        bytes_text(c.send_call.mb.front()) + ".." + bytes_text(c.send_call.mb.back()) + "), delivery after it " +
+        fmt(c.p2p.latency_us) + " us + " + fmt(c.p2p.bandwidth_gb_per_s) + " GB/s; all-reduce (2 ranks) " +
+        fmt(c.allreduce.latency_us) + " us + " + fmt(c.allreduce.bandwidth_gb_per_s) + " GB/s");
+    *probe_port = free_port();
+    const std::string port = std::to_string(*probe_port);
+    comm_.store().set(kProbePortKey, std::vector<uint8_t>(port.begin(), port.end()));
     command("done");
+    comm_.store().wait({kByeKey}, kIdleWait);  // the store lives in this process
     return c;
   }
 
@@ -188,6 +171,9 @@ class Calibrator {
     char b[32];
     std::snprintf(b, sizeof b, v >= 100 ? "%.0f" : v >= 10 ? "%.1f" : "%.2f", v);
     return b;
+  }
+  static std::string bytes_text(double b) {
+    return b >= (1 << 20) ? fmt(b / (1 << 20)) + " MB" : b >= 1024 ? fmt(b / 1024) + " KB" : fmt(b) + " B";
   }
   void say(const std::string& line) const {
     if (options_.progress) options_.progress(line);
@@ -385,51 +371,20 @@ class Calibrator {
 
   // --- both ranks ---
 
-  // The slowdown of rank 0's layers while rank 1 runs the same layer: each signature at a
-  // middle size, weighted by its time.
-  double interference() {
-    double alone = 0, shared = 0;
-    for (size_t i = 0; i < work_.size(); ++i) {
-      const int mb = middle_size(work_[i]);
-      const double a = fwd_bwd_us(work_[i], mb);
-      command("spin " + std::to_string(i) + " " + std::to_string(mb));
-      const double s = fwd_bwd_us(work_[i], mb);
-      comm_.store().set(stop_key(), std::vector<uint8_t>{1});
-      comm_.store().wait({stop_key() + "/ack"}, kIdleWait);  // the next measurement is alone again
-      alone += a;
-      shared += s;
-    }
-    return alone > 0 ? std::max(1.0, shared / alone) : 1.0;
-  }
-
-  int middle_size(const Work& w) const {
-    const auto sizes = calibration_sizes({w.used.begin(), w.used.end()}, w.largest_batch, true);
-    return sizes[sizes.size() / 2];
-  }
-
-  double fwd_bwd_us(const Work& w, int mb) {
-    LayerProbe probe(w, mb);
-    return repeat(
-        [&] {
-          const auto t0 = Clock::now();
-          probe.forward_backward();
-          return std::vector<double>{us_since(t0)};
-        },
-        budget_)[0];
-  }
-
   void gloo(plan::Calibration* c) {
     const std::vector<int64_t> sizes = {1 << 8, 1 << 10, 1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22};  // floats
-    std::vector<double> bytes, p2p, allreduce;
+    std::vector<double> bytes, call, delivery, allreduce;
     for (int64_t n : sizes) {
       auto t = torch::zeros({n});
       const int reps = n >= (1 << 20) ? 8 : 30;
-      std::vector<double> one_way, ar;
+      std::vector<double> in_call, one_way, ar;
       for (int r = 0; r < reps + 2; ++r) {
         std::vector<torch::Tensor> v{t};
         const auto t0 = Clock::now();
         if (comm_.rank() == 0) {
-          comm_.world().send(v, 1, 7)->wait();
+          auto work = comm_.world().send(v, 1, 7);
+          if (r >= 2) in_call.push_back(us_since(t0));
+          work->wait();
           comm_.world().recv(v, 1, 8)->wait();
         } else {
           comm_.world().recv(v, 0, 7)->wait();
@@ -441,79 +396,19 @@ class Calibrator {
         if (r >= 2) ar.push_back(us_since(t1));
       }
       bytes.push_back(static_cast<double>(t.nbytes()));
-      p2p.push_back(median(one_way));
+      if (comm_.rank() == 0) {
+        call.push_back(median(in_call));
+        // A one-way trip is the send call, then delivery (the receiver's Gloo thread reading).
+        delivery.push_back(std::max(0.0, median(one_way) - call.back()));
+      }
       allreduce.push_back(median(ar));
     }
     if (!c) return;
-    c->p2p = alpha_beta(bytes, p2p);
+    c->send_call.mb = bytes;
+    c->send_call.us = call;
+    c->p2p = alpha_beta(bytes, delivery);
     c->allreduce = alpha_beta(bytes, allreduce);
     c->allreduce_ranks = 2;
-  }
-
-  // Both ranks play a two-stage pipeline's inner loop, as the runtime does it: wait for a
-  // receive, compute, post a send that a second thread waits for. The compute's time against
-  // the same compute alone is what messages cost the cores.
-  double message_cpu_us() {
-    const auto a = torch::randn({64, 256}), w = torch::randn({256, 256});
-    auto compute = [&] { return torch::relu(torch::mm(a, w)).sum(); };
-    const double alone = repeat(
-        [&] {
-          const auto t0 = Clock::now();
-          compute();
-          return std::vector<double>{us_since(t0)};
-        },
-        budget_)[0];
-    std::mutex mu;
-    std::condition_variable cv;
-    std::deque<Communicator::Work> sends;
-    bool stop = false;
-    std::thread watcher([&] {
-      std::unique_lock<std::mutex> lock(mu);
-      for (;;) {
-        cv.wait(lock, [&] { return stop || !sends.empty(); });
-        if (sends.empty()) return;
-        auto work = sends.front();
-        sends.pop_front();
-        lock.unlock();
-        work->wait();
-        lock.lock();
-      }
-    });
-    const int peer = 1 - comm_.rank();
-    const int rounds = options_.quick ? 200 : 600;
-    std::vector<double> inside;
-    std::vector<torch::Tensor> keep;
-    auto buf = torch::zeros({8, 256});
-    for (int r = 0; r < rounds; ++r) {
-      if (r > 0 || comm_.rank() == 1) {
-        std::vector<torch::Tensor> v{buf};
-        comm_.world().recv(v, peer, 2 * r + (comm_.rank() == 1 ? 0 : 1))->wait();
-      }
-      const auto t0 = Clock::now();
-      compute();
-      inside.push_back(us_since(t0));
-      auto out = torch::randn({8, 256});
-      std::vector<torch::Tensor> v{out};
-      auto work = comm_.world().send(v, peer, 2 * r + (comm_.rank() == 0 ? 0 : 1) + (comm_.rank() == 1 ? 2 : 0));
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        sends.push_back(work);
-        keep.push_back(out);
-      }
-      cv.notify_all();
-    }
-    if (comm_.rank() == 0) {  // rank 1's last message
-      std::vector<torch::Tensor> v{buf};
-      comm_.world().recv(v, peer, 2 * rounds + 1)->wait();
-    }
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      stop = true;
-    }
-    cv.notify_all();
-    watcher.join();
-    comm_.world().barrier()->wait();
-    return std::max(0.0, median(inside) - alone);
   }
 
   // Latency from the smallest message, bandwidth from the slope over the large ones.
@@ -529,7 +424,6 @@ class Calibrator {
   // --- commands from rank 0 to the other rank, through the store ---
 
   std::string command_key(int k) const { return "parallax/calibrate/cmd/" + std::to_string(k); }
-  std::string stop_key() const { return "parallax/calibrate/stop/" + std::to_string(commands_ - 1); }
 
   void command(const std::string& what) {
     comm_.store().set(command_key(commands_++), std::vector<uint8_t>(what.begin(), what.end()));
@@ -545,23 +439,8 @@ class Calibrator {
         gloo(nullptr);
         continue;
       }
-      if (cmd == "messages") {
-        message_cpu_us();
-        continue;
-      }
-      size_t i = 0;
-      int mb = 1;
-      if (std::sscanf(cmd.c_str(), "spin %zu %d", &i, &mb) != 2 || i >= work_.size())
-        throw std::runtime_error("calibrate: unknown command '" + cmd + "' from rank 0");
-      const std::string stop = "parallax/calibrate/stop/" + std::to_string(k);
-      spin(work_[i], mb, stop);
-      comm_.store().set(stop + "/ack", std::vector<uint8_t>{1});
+      throw std::runtime_error("calibrate: unknown command '" + cmd + "' from rank 0");
     }
-  }
-
-  void spin(const Work& w, int mb, const std::string& stop) {
-    LayerProbe probe(w, mb);
-    while (!comm_.store().check({stop})) probe.forward_backward();
   }
 
 
@@ -585,15 +464,25 @@ std::vector<int> calibration_sizes(const std::vector<int>& used, int largest_bat
   return {sizes.begin(), sizes.end()};
 }
 
-std::optional<plan::Calibration> calibrate_rank(const std::vector<plan::Plan>& plans, const LaunchInfo& launch,
-                                                const CalibrateOptions& options) {
+std::optional<CalibrationRun> calibrate_rank(const std::vector<plan::Plan>& plans, const LaunchInfo& launch,
+                                           const CalibrateOptions& options) {
   if (launch.world_size != 2)
     throw std::runtime_error("calibrate runs as 2 local ranks (the layout of two-rank plans); this job has " +
                              std::to_string(launch.world_size));
   // The threads per rank `parallax run` sets for a job of this size.
   torch::set_num_threads(static_cast<int>(std::max(1u, std::thread::hardware_concurrency() / 2)));
-  Calibrator c(plans, launch, options);
-  return c.run();
+  int probe_port = 0;
+  std::optional<plan::Calibration> measured = Calibrator(plans, launch, options).run(&probe_port);
+  std::vector<RankResult> probe;
+  if (options.probe) {
+    if (options.progress && launch.rank == 0)
+      options.progress("in-run probe: running " + options.probe->scenario.name + " for real");
+    LaunchInfo again = launch;
+    again.master_port = probe_port;
+    probe = run_rank(*options.probe, again, RunOptions{});
+  }
+  if (!measured) return std::nullopt;
+  return CalibrationRun{std::move(*measured), std::move(probe)};
 }
 
 }  // namespace parallax::exec

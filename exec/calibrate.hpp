@@ -8,16 +8,18 @@
 //    (forward, forward under no_grad, backward with and without the input gradient) over
 //    micro-batch sizes, and the loss, data loading, the optimizer step and memory copies, while
 //    the other rank waits idle on the store;
-// 2. both ranks compute at once and rank 0 times again: the ratio is the interference factor;
-// 3. both ranks time Gloo send/recv (ping-pong, half the round trip) and all-reduce over
-//    message sizes, fitted to latency + bytes / bandwidth.
-// Each figure is the median of repeated runs after a warm-up.
+// 2. both ranks time Gloo's send call, send/recv (ping-pong, half the round trip less the send
+//    call) and all-reduce over message sizes;
+// 3. both ranks run a probe plan for real with the runtime of `parallax run`; its trace goes back
+//    to the caller, which compares it with the simulator to get the in-run factors.
+// Each figure of 1 and 2 is the median of repeated runs after a warm-up.
 #include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "exec/comm.hpp"
+#include "exec/runtime.hpp"
 #include "plan/calibration.hpp"
 #include "plan/plan.hpp"
 
@@ -27,6 +29,14 @@ struct CalibrateOptions {
   bool quick = false;  ///< only the micro-batch sizes the plans use, fewer repeats
   /// Receives one line per measurement (rank 0).
   std::function<void(const std::string&)> progress;
+  /// Run for real after the measurements, on both ranks (world size 2).
+  std::optional<plan::Plan> probe;
+};
+
+/// What rank 0 ends with.
+struct CalibrationRun {
+  plan::Calibration calibration;
+  std::vector<RankResult> probe;  ///< every rank's result of the probe run (empty without one)
 };
 
 /// Micro-batch sizes to measure for plans whose micro-batches are `used`: powers of two up to
@@ -34,7 +44,7 @@ struct CalibrateOptions {
 std::vector<int> calibration_sizes(const std::vector<int>& used, int largest_batch, bool quick);
 
 /// Runs on every rank of the calibration job (world size 2). Rank 0 returns the calibration.
-std::optional<plan::Calibration> calibrate_rank(const std::vector<plan::Plan>& plans, const LaunchInfo& launch,
-                                                const CalibrateOptions& options);
+std::optional<CalibrationRun> calibrate_rank(const std::vector<plan::Plan>& plans, const LaunchInfo& launch,
+                                           const CalibrateOptions& options);
 
 }  // namespace parallax::exec

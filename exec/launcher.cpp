@@ -19,6 +19,13 @@
 namespace parallax::exec {
 namespace {
 
+std::string describe(int status) {
+  if (WIFSIGNALED(status)) return std::string("was killed by signal ") + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
+  return "exited with code " + std::to_string(WEXITSTATUS(status));
+}
+
+}  // namespace
+
 int free_port() {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
@@ -35,13 +42,6 @@ int free_port() {
   close(fd);
   return port;
 }
-
-std::string describe(int status) {
-  if (WIFSIGNALED(status)) return std::string("was killed by signal ") + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
-  return "exited with code " + std::to_string(WEXITSTATUS(status));
-}
-
-}  // namespace
 
 int launch_local(int nproc, const std::vector<std::string>& argv, std::chrono::seconds timeout) {
   // Messages name the command that started the ranks ("parallax run", "parallax calibrate").

@@ -10,6 +10,9 @@
 
 namespace parallax::exec {
 
+/// A port on 127.0.0.1 that nothing listens on now.
+int free_port();
+
 /// Runs `argv` (this program's own command line) as `nproc` ranks; returns 0 when all succeed,
 /// 1 otherwise, after printing which rank failed and how.
 int launch_local(int nproc, const std::vector<std::string>& argv, std::chrono::seconds timeout);

@@ -1,5 +1,9 @@
-// RankResult as JSON, to hand each rank's result to rank 0 through the c10d store.
+// RankResult as JSON, to hand each rank's result to rank 0 through the c10d store, and every
+// rank's results as one measured timeline.
 #include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdint>
 
 #include "exec/runtime.hpp"
 
@@ -62,6 +66,37 @@ RankResult result_from_json(const std::string& text) {
     r.events.push_back(ev);
   }
   return r;
+}
+
+plan::Timeline measured_timeline(const std::vector<RankResult>& results, const std::string& scenario, int world_size) {
+  plan::Timeline t;
+  t.kind = "measured";
+  t.scenario = scenario;
+  t.world_size = world_size;
+  int64_t origin = INT64_MAX;
+  for (const auto& r : results) {
+    for (const auto& e : r.events) origin = std::min(origin, e.start.count_ns());
+    for (const auto& i : r.instants) origin = std::min(origin, i.at.count_ns());
+  }
+  if (origin == INT64_MAX) origin = 0;
+  for (const auto& r : results) t.clocks.push_back(r.clock);
+  for (const auto& r : results) {
+    for (auto e : r.events) {
+      e.start -= plan::Time::ns(origin);
+      e.end -= plan::Time::ns(origin);
+      t.events.push_back(e);
+    }
+    for (auto i : r.instants) {
+      i.at -= plan::Time::ns(origin);
+      t.instants.push_back(i);
+    }
+    for (auto d : r.device) {
+      d.start -= plan::Time::ns(origin);
+      d.end -= plan::Time::ns(origin);
+      t.device.push_back(d);
+    }
+  }
+  return t;
 }
 
 }  // namespace parallax::exec

@@ -43,6 +43,8 @@ struct RankResult {
 std::vector<RankResult> run_rank(const plan::Plan& plan, const LaunchInfo& launch, const RunOptions& options);
 
 std::string result_to_json(const RankResult& r);
+/// Every rank's spans in one measured timeline, its clock starting at the earliest of them.
+plan::Timeline measured_timeline(const std::vector<RankResult>& results, const std::string& scenario, int world_size);
 RankResult result_from_json(const std::string& text);
 
 }  // namespace parallax::exec

@@ -109,14 +109,14 @@ CostCurve parse_curve(const Field& map, const std::string& key, const std::vecto
     c.us.push_back(v);
   }
   if (c.us.size() != mb.size())
-    f.fail("'" + f.path() + "' has " + std::to_string(c.us.size()) + " values but 'mb' has " + std::to_string(mb.size()));
+    f.fail("'" + f.path() + "' has " + std::to_string(c.us.size()) + " values for " + std::to_string(mb.size()) + " sizes");
   c.mb = mb;
   return c;
 }
 
-std::vector<double> parse_sizes(const Field& item) {
-  Field f = require(item, "mb");
-  if (!f.is_sequence() || f.elements().empty()) f.fail("'" + f.path() + "' must be a non-empty list of micro-batch sizes");
+std::vector<double> parse_sizes(const Field& item, const char* key = "mb") {
+  Field f = require(item, key);
+  if (!f.is_sequence() || f.elements().empty()) f.fail("'" + f.path() + "' must be a non-empty ascending list of sizes");
   std::vector<double> mb;
   for (const Field& e : f.elements()) {
     const double v = to_number(e, 1);
@@ -164,16 +164,31 @@ std::map<std::string, SignatureCost> parse_signatures(const Field& list) {
 }  // namespace
 
 Calibration parse_calibration(const Field& map) {
-  expect_keys(map, {"threads", "cores", "interference", "backward_call_us", "copy_gb_per_s", "message_cpu_us", "p2p", "allreduce",
-                    "layers", "losses", "data", "optimizers"});
+  for (const char* old : {"interference", "message_cpu_us"})
+    if (map[old].present())
+      map[old].fail("'" + map[old].path() + "' is from an older `parallax calibrate`; run it again to measure this machine");
+  expect_keys(map, {"threads", "cores", "in_run", "backward_call_us", "copy_gb_per_s", "send_call", "p2p",
+                    "allreduce", "layers", "losses", "data", "optimizers"});
   Calibration c;
   c.source = map.doc().file();
   c.threads = static_cast<int>(int_or(map, "threads", 1, 1, 4096));
   c.cores = static_cast<int>(int_or(map, "cores", 1, 1, 1 << 20));
-  c.interference = number_or(map, "interference", 1, 1);
   c.backward_call_us = number_or(map, "backward_call_us", 0, 0);
   c.copy_gb_per_s = number_or(map, "copy_gb_per_s", 0, 0);
-  c.message_cpu_us = number_or(map, "message_cpu_us", 0, 0);
+  if (Field in_run = map["in_run"]; in_run.present()) {
+    expect_keys(in_run, {"forward", "backward", "optimizer", "send_extra_us", "delivery_extra_us", "probe"});
+    c.in_run.forward = number_or(in_run, "forward", 1, 0.1);
+    c.in_run.backward = number_or(in_run, "backward", 1, 0.1);
+    c.in_run.optimizer = number_or(in_run, "optimizer", 1, 0.1);
+    // Extras may be negative (the run can beat the isolated figure); the sum never goes below 0.
+    c.in_run.send_extra_us = number_or(in_run, "send_extra_us", 0, -1e9);
+    c.in_run.delivery_extra_us = number_or(in_run, "delivery_extra_us", 0, -1e9);
+    if (in_run["probe"].present()) c.in_run.probe = to_string(in_run["probe"]);
+  }
+  if (Field send = map["send_call"]; send.present()) {
+    expect_keys(send, {"bytes", "us"});
+    c.send_call = parse_curve(send, "us", parse_sizes(send, "bytes"));
+  }
   if (map["p2p"].present()) c.p2p = parse_alpha_beta(map["p2p"]);
   if (map["allreduce"].present()) {
     c.allreduce = parse_alpha_beta(map["allreduce"]);
@@ -235,10 +250,15 @@ std::string calibration_yaml(const Calibration& c) {
   s << std::setprecision(6);
   s << "  threads: " << c.threads << "\n";
   s << "  cores: " << c.cores << "\n";
-  s << "  interference: " << c.interference << "\n";
   s << "  backward_call_us: " << c.backward_call_us << "\n";
   s << "  copy_gb_per_s: " << c.copy_gb_per_s << "\n";
-  s << "  message_cpu_us: " << c.message_cpu_us << "\n";
+  s << "  in_run: {forward: " << c.in_run.forward << ", backward: " << c.in_run.backward
+    << ", optimizer: " << c.in_run.optimizer << ",\n            send_extra_us: " << c.in_run.send_extra_us
+    << ", delivery_extra_us: " << c.in_run.delivery_extra_us;
+  if (!c.in_run.probe.empty()) s << ", probe: \"" << c.in_run.probe << "\"";
+  s << "}\n";
+  if (!c.send_call.empty())
+    s << "  send_call: {bytes: " << list(c.send_call.mb, 0) << ", us: " << list(c.send_call.us, 2) << "}\n";
   s << "  p2p: {latency_us: " << c.p2p.latency_us << ", bandwidth_gb_per_s: " << c.p2p.bandwidth_gb_per_s << "}\n";
   s << "  allreduce: {ranks: " << c.allreduce_ranks << ", latency_us: " << c.allreduce.latency_us
     << ", bandwidth_gb_per_s: " << c.allreduce.bandwidth_gb_per_s << "}\n";
@@ -274,8 +294,10 @@ std::string calibrated_profile_yaml(const HardwareProfile& base, const std::stri
     first = false;
   }
   s << "}\n  efficiency: " << d.efficiency << "\n  layer_overhead_us: " << d.layer_overhead_us << "\n";
+  // The link as a run sees it: Gloo's delivery after the send call, plus what the probe run added.
   s << "node:\n  devices: " << base.devices_per_node << "\n  link: {name: gloo-loopback-measured, bandwidth_gb_per_s: "
-    << c.p2p.bandwidth_gb_per_s << ", latency_us: " << c.p2p.latency_us << "}\n";
+    << c.p2p.bandwidth_gb_per_s << ", latency_us: " << std::max(0.0, c.p2p.latency_us + c.in_run.delivery_extra_us)
+    << "}\n";
   if (base.network)
     s << "network: {name: " << base.network->name << ", bandwidth_gb_per_s: " << base.network->bandwidth_gb_per_s
       << ", latency_us: " << base.network->latency_us << ", nics_per_node: " << base.nics_per_node << "}\n";

@@ -52,6 +52,19 @@ struct AlphaBeta {
   double us(double bytes) const { return latency_us + (bandwidth_gb_per_s > 0 ? bytes / (bandwidth_gb_per_s * 1e3) : 0); }
 };
 
+/// How much longer compute takes inside a real run than alone, per action kind: measured by
+/// running the executor on a probe plan and dividing its per-action medians by what the
+/// calibrated tables predict for them. It holds what isolated timings miss: caches that the other
+/// micro-batches, the messages and the other rank's threads evict, and Gloo's threads taking CPU
+/// from compute on shared cores.
+struct InRunFactors {
+  double forward = 1, backward = 1, optimizer = 1;
+  /// A SEND's main-thread time in the run beyond the bare send call (converting the tensor,
+  /// handing it to the watcher thread), and message delivery beyond the ping-pong's.
+  double send_extra_us = 0, delivery_extra_us = 0;
+  std::string probe;  ///< the plan it was measured on, in words
+};
+
 /// One optimizer step plus zero_grad, against the parameters it updates.
 struct OptimizerCost {
   std::string kind;  ///< sgd | adam | adamw
@@ -63,14 +76,13 @@ struct Calibration {
   std::string source;   ///< file it came from
   int threads = 1;      ///< LibTorch threads per rank the costs were measured with
   int cores = 1;        ///< cores the local ranks share
-  /// Compute slowdown of a rank while another local rank computes on the shared cores.
-  double interference = 1;
+  InRunFactors in_run;          ///< compute inside a real run against alone
   double backward_call_us = 0;  ///< fixed cost of one autograd backward call (once per B)
   double copy_gb_per_s = 0;     ///< memory copy bandwidth (DDP bucket copies)
-  /// Extra time of a compute action between a point-to-point receive and send: the CPU that
-  /// Gloo's threads take from compute on shared cores.
-  double message_cpu_us = 0;
-  AlphaBeta p2p;                ///< Gloo send/recv between two local ranks
+  /// The sender's own time in Gloo's send call (the loopback TCP stack copies the message in
+  /// the caller's thread), by message size: "mb" holds bytes. It keeps the sender from computing.
+  CostCurve send_call;
+  AlphaBeta p2p;                ///< Gloo delivery between two local ranks, after the send call
   AlphaBeta allreduce;          ///< Gloo all-reduce of `allreduce_ranks` local ranks
   int allreduce_ranks = 2;
   std::map<std::string, SignatureCost> layers;  ///< by signature

@@ -129,6 +129,8 @@ CompareReport compare(const plan::Timeline& predicted, const plan::Timeline& mea
         kc.worst_action = label(key);
       }
       ++kc.actions;
+      kc.predicted_ms += a.predicted_duration_ms;
+      kc.measured_ms += a.measured_duration_ms;
     }
   }
   for (const auto& [key, spans] : mspans)

@@ -2,7 +2,8 @@
 // Predicted against measured, action by action. The two timelines are joined on (rank, action
 // id) within each optimizer step; step-level numbers use the definitions of plan/timeline_metrics.
 // Measured figures are taken over the steps after the first (a warm-up) when there are several,
-// with min / median / max.
+// with min / median / max; an action's measured start and duration are its means over them (a
+// step's time is a sum of durations along its critical path, so the rare long ones count).
 #include <string>
 #include <vector>
 
@@ -27,6 +28,7 @@ struct KindComparison {
   double mean_abs_error = 0;  ///< mean of |predicted - measured| / measured duration
   double worst_error = 0;     ///< signed, the largest in magnitude
   std::string worst_action;   ///< "rank:id"
+  double predicted_ms = 0, measured_ms = 0;  ///< summed over the kind's actions (one step)
 };
 
 struct ActionComparison {

@@ -50,12 +50,11 @@ Time calibrated_optimizer(const plan::Plan& plan, const plan::Stage& st, const p
   return t;
 }
 
-// How much slower compute runs because local ranks share cores: the measured interference when
-// another rank computes beside it, times the oversubscription when ranks outnumber cores.
-double sharing_factor(const plan::Plan& plan, const plan::Calibration& cal) {
+// How much slower compute runs when local ranks outnumber the cores they share. (Two ranks on
+// two cores are already in the calibration's in-run factors, measured in such a run.)
+double oversubscription(const plan::Plan& plan, const plan::Calibration& cal) {
   const int local = std::min(plan.world_size, plan.scenario.hardware.devices_per_node);
-  if (local < 2) return 1.0;
-  return cal.interference * std::max(1.0, static_cast<double>(local) / cal.cores);
+  return std::max(1.0, static_cast<double>(local) / cal.cores);
 }
 
 Time scaled(Time t, double f) { return Time::ns(std::llround(static_cast<double>(t.count_ns()) * f)); }
@@ -88,14 +87,6 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan) {
       bwd_layer[l] = lc.backward;
     }
     const StageExtras extras = stage_extras(plan, st);
-    if (cal) {
-      // Each F and B of an inner stage sits between a receive and a send; Gloo's threads take
-      // CPU from it (measured per receive+send pair).
-      const int messages = (st.index > 0) + (st.index + 1 < static_cast<int>(plan.stages.size()));
-      const Time message_cpu = Time::us(cal->message_cpu_us * messages / 2.0);
-      c.forward += message_cpu;
-      c.backward += message_cpu;
-    }
     c.forward += extras.forward;
     // Checkpointing re-runs the whole stage forward (with autograd) before the backward.
     const Time recompute = checkpointing ? forward_with_grad + extras.recompute : Time();
@@ -114,12 +105,19 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan) {
     if (cal && s.parallel.data > 1 && cal->copy_gb_per_s > 0)
       c.bucket_copy_in = Time::us(static_cast<double>(st.param_bytes) / (cal->copy_gb_per_s * 1e3));
     if (cal) {
-      const double f = sharing_factor(plan, *cal);
-      c.forward = scaled(c.forward, f);
-      c.backward = scaled(c.backward, f);
-      for (Time& t : c.bucket_ready) t = scaled(t, f);
-      c.optimizer = scaled(c.optimizer, f);
-      c.bucket_copy_in = scaled(c.bucket_copy_in, f);
+      const double f = oversubscription(plan, *cal);
+      const plan::InRunFactors& in = cal->in_run;
+      c.forward = scaled(c.forward, f * in.forward);
+      c.backward = scaled(c.backward, f * in.backward);
+      for (Time& t : c.bucket_ready) t = scaled(t, f * in.backward);
+      c.optimizer = scaled(c.optimizer, f * in.optimizer);
+      c.bucket_copy_in = scaled(c.bucket_copy_in, f * in.backward);
+      auto call = [&](int64_t bytes) {
+        if (cal->send_call.empty()) return Time();
+        return scaled(Time::us(std::max(0.0, cal->send_call.at(static_cast<double>(bytes)) + in.send_extra_us)), f);
+      };
+      c.send_forward_call = call(c.send_forward_bytes);
+      c.send_backward_call = call(c.send_backward_bytes);
     }
     c.activation_bytes = plan::stage_activation_bytes(plan, st);
     if (checkpointing) {

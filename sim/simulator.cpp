@@ -17,7 +17,7 @@ using plan::Action;
 using plan::ActionKind;
 using plan::Lane;
 
-enum EventType : uint32_t { kComputeDone, kBucketReady, kFlowActivate, kFlowDone };
+enum EventType : uint32_t { kComputeDone, kBucketReady, kSendCallDone, kFlowActivate, kFlowDone };
 
 struct RankState {
   int pipeline_rank = 0;
@@ -38,13 +38,17 @@ struct Transfer {
   Time start;
   int64_t bytes = 0;
   int32_t send_dep = -1, recv_dep = -1;
+  size_t slot = 0;  // its rendezvous
 };
 
-// Both halves of a point-to-point transfer, until both are posted.
+// Both halves of a point-to-point transfer, until both are posted (or, with eager sends, until
+// the data has arrived and the receiver has posted).
 struct Rendezvous {
   Time send_post, recv_post;
   bool sent = false, received = false;
+  bool arrived = false;      // eager: the data is at the receiver, waiting for its RECV
   int32_t send_dep = -1, recv_dep = -1;
+  int32_t arrival = -1;      // eager: the send event that delivered it
 };
 
 struct Phase {
@@ -76,6 +80,7 @@ class Simulation {
       : plan_(plan),
         sched_(plan.schedule),
         costs_(stage_costs(plan)),
+        eager_(plan.scenario.hardware.calibration.has_value()),
         network_(queue_, kFlowActivate, kFlowDone, [this](int tag, Time now) { on_flow_done(tag, now); }),
         topo_(plan, network_) {
     network_.record_samples(options.record_link_samples);
@@ -193,6 +198,7 @@ class Simulation {
     switch (e.type) {
       case kComputeDone: on_compute_done(e.a, e.time()); break;
       case kBucketReady: on_bucket_ready(e.a, e.b, e.c, e.time()); break;
+      case kSendCallDone: on_send_call_done(e.a, e.time()); break;
       default: network_.handle(e); break;
     }
   }
@@ -238,12 +244,22 @@ class Simulation {
           ++st.pc;
           return;
         case ActionKind::SEND_F:
-        case ActionKind::SEND_B:
-          post_send(rank, a, now);
+        case ActionKind::SEND_B: {
+          const Time call = send_call(a);
+          if (call > Time()) {  // the sender is busy in the send call; the data leaves after it
+            queue_.push(now + call, kSendCallDone, rank);
+            return;
+          }
+          post_send(rank, a, now, now);
           ++st.pc;
           break;
+        }
         case ActionKind::RECV_F:
         case ActionKind::RECV_B:
+          if (take_arrived(rank, a, now)) {
+            ++st.pc;
+            break;
+          }
           st.waiting = true;
           post_recv(rank, a, now);
           return;  // on_transfer_done moves past it
@@ -297,15 +313,47 @@ class Simulation {
     return ((static_cast<size_t>(dst) * 2 + forward) * sched_.virtual_stages + local) * sched_.microbatches() + mb;
   }
 
-  void post_send(int rank, const Action& a, Time now) {
+  Time send_call(const Action& a) const {
+    const StageCost& c = costs_[a.stage];
+    return a.kind == ActionKind::SEND_F ? c.send_forward_call : c.send_backward_call;
+  }
+
+  void on_send_call_done(int rank, Time now) {
+    RankState& st = ranks_[rank];
+    const Action& a = sched_.ranks[st.pipeline_rank][st.pc];
+    post_send(rank, a, now - send_call(a), now);
+    ++st.pc;
+    advance(rank, now);
+  }
+
+  // `called` is when the sender entered the send call, `now` when the data can leave.
+  void post_send(int rank, const Action& a, Time called, Time now) {
     const bool forward = a.kind == ActionKind::SEND_F;
     const int recv_stage = forward ? a.stage + 1 : a.stage - 1;
     const int dst = peer_rank(rank, recv_stage);
-    Rendezvous& rv = rendezvous_[rendezvous_slot(dst, forward, recv_stage, a.mb)];
+    const size_t slot = rendezvous_slot(dst, forward, recv_stage, a.mb);
+    Rendezvous& rv = rendezvous_[slot];
     rv.sent = true;
-    rv.send_post = now;
+    rv.send_post = called;
     rv.send_dep = ranks_[rank].last_compute;  // the compute that produced the data
-    if (rv.received) start_transfer(rank, dst, a, recv_stage, rv, now);
+    // Gloo writes a message into the socket without waiting for the receiver (eager); a
+    // rendezvous transport moves it once both sides have posted.
+    if (rv.received || eager_) start_transfer(rank, dst, a, recv_stage, slot, now);
+  }
+
+  // Eager sends: a RECV whose data has already arrived completes at once.
+  bool take_arrived(int rank, const Action& a, Time now) {
+    if (!eager_) return false;
+    const bool forward = a.kind == ActionKind::RECV_F;
+    Rendezvous& rv = rendezvous_[rendezvous_slot(rank, forward, a.stage, a.mb)];
+    if (!rv.arrived) return false;
+    const StageCost& c = costs_[forward ? a.stage - 1 : a.stage + 1];
+    const int32_t ev = record(rank, Lane::recv, a, now, now, forward ? c.send_forward_bytes : c.send_backward_bytes);
+    depend(rv.arrival, ev, end_of(rv.arrival));
+    RankState& st = ranks_[rank];
+    st.pending.push_back(ev);
+    st.last_done = ev;
+    return true;
   }
 
   void post_recv(int rank, const Action& a, Time now) {
@@ -316,13 +364,14 @@ class Simulation {
     rv.received = true;
     rv.recv_post = now;
     rv.recv_dep = ranks_[rank].last_done;
-    if (rv.sent) {
+    if (rv.sent && !eager_) {
       const Action send{forward ? ActionKind::SEND_F : ActionKind::SEND_B, send_stage, a.mb};
-      start_transfer(src, rank, send, a.stage, rv, now);
+      start_transfer(src, rank, send, a.stage, rendezvous_slot(rank, forward, a.stage, a.mb), now);
     }
   }
 
-  void start_transfer(int src, int dst, const Action& send, int recv_stage, const Rendezvous& rv, Time now) {
+  void start_transfer(int src, int dst, const Action& send, int recv_stage, size_t slot, Time now) {
+    const Rendezvous& rv = rendezvous_[slot];
     Transfer t;
     t.src = src;
     t.dst = dst;
@@ -330,11 +379,12 @@ class Simulation {
     t.send_stage = send.stage;
     t.recv_stage = recv_stage;
     t.mb = send.mb;
-    t.start = now;
     const StageCost& c = costs_[send.stage];
     t.bytes = send.kind == ActionKind::SEND_F ? c.send_forward_bytes : c.send_backward_bytes;
     t.send_dep = rv.send_dep;
-    t.recv_dep = rv.recv_dep;
+    t.recv_dep = rv.received ? rv.recv_dep : -1;
+    t.slot = slot;
+    t.start = rv.send_post;
     const Route route = topo_.p2p(src, dst);
     int id;
     if (!free_transfers_.empty()) {
@@ -355,8 +405,14 @@ class Simulation {
     const int32_t send_ev = record(t.src, Lane::send, {t.send_kind, t.send_stage, t.mb}, t.start, now, t.bytes);
     depend(t.send_dep, send_ev, end_of(t.send_dep));
     if (t.recv_dep >= 0) depend(t.recv_dep, send_ev, end_of(t.recv_dep));
+    Rendezvous& rv = rendezvous_[t.slot];
+    if (!rv.received) {  // eager: the data waits at the receiver for its RECV
+      rv.arrived = true;
+      rv.arrival = send_ev;
+      return;
+    }
     const Action recv{forward ? ActionKind::RECV_F : ActionKind::RECV_B, t.recv_stage, t.mb};
-    const int32_t recv_ev = record(t.dst, Lane::recv, recv, t.start, now, t.bytes);
+    const int32_t recv_ev = record(t.dst, Lane::recv, recv, std::max(t.start, rv.recv_post), now, t.bytes);
     depend(send_ev, recv_ev, now);
     RankState& dst = ranks_[t.dst];
     assert(dst.waiting && sched_.ranks[dst.pipeline_rank][dst.pc] == recv);
@@ -449,6 +505,7 @@ class Simulation {
   const plan::Plan& plan_;
   const plan::Schedule& sched_;
   std::vector<StageCost> costs_;
+  bool eager_;  // point-to-point sends go out without waiting for the receiver (Gloo on a calibrated host)
   EventQueue queue_;
   Network network_;
   Topology topo_;

@@ -5,6 +5,7 @@
 #include "plan/cost.hpp"
 #include "plan/hardware.hpp"
 #include "sim/cost_model.hpp"
+#include "sim/simulator.hpp"
 #include "tests/test_util.hpp"
 
 using namespace parallax;
@@ -34,10 +35,10 @@ plan::Calibration sample_calibration() {
   plan::Calibration c;
   c.threads = 1;
   c.cores = 2;
-  c.interference = 1.25;
+  c.in_run = {1.25, 1.5, 2.0, 40, 15, "probe"};
   c.backward_call_us = 7;
   c.copy_gb_per_s = 20;
-  c.message_cpu_us = 12;
+  c.send_call = {{1024, 65536}, {12, 30}};
   c.p2p = {60, 3};
   c.allreduce = {300, 1.5};
   plan::SignatureCost l;
@@ -93,10 +94,14 @@ TEST_CASE("plan::Calibration: a calibrated profile round-trips with the same cos
   REQUIRE(hw.calibration);
   const auto& r = *hw.calibration;
   CHECK(hw.name == "here");
-  CHECK(r.interference == Approx(c.interference));
-  CHECK(r.message_cpu_us == Approx(c.message_cpu_us));
+  CHECK(r.in_run.forward == Approx(1.25));
+  CHECK(r.in_run.optimizer == Approx(2.0));
+  CHECK(r.in_run.delivery_extra_us == Approx(15));
+  CHECK(r.in_run.probe == "probe");
+  CHECK(r.send_call.at(32768) == Approx(c.send_call.at(32768)));
   CHECK(r.p2p.latency_us == Approx(60));
-  CHECK(hw.node_link.latency_us == Approx(60));  // the node link carries the measured send/recv
+  // The node link carries delivery as a run sees it: the ping-pong's plus the probe's extra.
+  CHECK(hw.node_link.latency_us == Approx(60 + 15));
   CHECK(r.allreduce.bandwidth_gb_per_s == Approx(1.5));
   const auto* l = r.layer("linear 784x256 relu fp32");
   REQUIRE(l);
@@ -163,7 +168,9 @@ TEST_CASE("plan::Calibration: bad profiles name the place", "[plan]") {
   CHECK_THAT(unknown, Catch::Contains("profile.yaml:5:"));
   CHECK_THAT(unknown, Catch::Contains("interferance"));
   CHECK_THAT(error_of(head + "calibration:\n  layers:\n    - {signature: s, mb: [1, 2], fwd_us: [3]}\n"),
-             Catch::Contains("has 1 values but 'mb' has 2"));
+             Catch::Contains("has 1 values for 2 sizes"));
+  // A profile from before the in-run probe says to calibrate again.
+  CHECK_THAT(error_of(head + "calibration:\n  interference: 1.1\n"), Catch::Contains("calibrate"));
   CHECK_THAT(error_of(head + "calibration:\n  layers:\n    - {signature: s, mb: [2, 1], fwd_us: [3, 4]}\n"),
              Catch::Contains("ascending"));
 }
@@ -179,12 +186,13 @@ TEST_CASE("sim::stage_costs: a calibrated stage adds data, loss, backward call a
   out.forward = {{1, 64}, {3, 9}};
   out.backward = {{1, 64}, {6, 15}};
   c.layers[out.signature] = out;
+  c.in_run = {};  // factors of 1: the sum of the parts
   s.hardware.calibration = c;
-  const plan::Plan p = plan::resolve_plan(s);
+  plan::Plan p = plan::resolve_plan(s);
   const auto costs = sim::stage_costs(p);
   REQUIRE(costs.size() == 1);
   const double mb = 8;
-  // One rank alone: no sharing factor, no messages.
+  // One rank alone: no oversubscription, no messages.
   const double forward = c.data.at("fashion-mnist linear 784x256 relu fp32 input").at(mb) + 70 + out.forward.at(mb) +
                          c.losses.at("linear 256x10 fp32").forward.at(mb);
   const double backward = c.backward_call_us + c.losses.at("linear 256x10 fp32").backward.at(mb) + out.backward.at(mb) +
@@ -193,4 +201,49 @@ TEST_CASE("sim::stage_costs: a calibrated stage adds data, loss, backward call a
   CHECK(costs[0].backward.to_us() == Approx(backward).epsilon(1e-3));
   const double params = 784 * 256 + 256 + 256 * 10 + 10;
   CHECK(costs[0].optimizer.to_us() == Approx(c.optimizers[0].by_params.at(params)).epsilon(1e-3));
+  // The in-run factors scale each kind of compute as measured in the probe run.
+  p.scenario.hardware.calibration->in_run = {1.25, 1.5, 2.0, 0, 0, ""};
+  const auto in_run = sim::stage_costs(p);
+  CHECK(in_run[0].forward.to_us() == Approx(1.25 * forward).epsilon(1e-3));
+  CHECK(in_run[0].backward.to_us() == Approx(1.5 * backward).epsilon(1e-3));
+  CHECK(in_run[0].optimizer.to_us() == Approx(2.0 * costs[0].optimizer.to_us()).epsilon(1e-3));
+}
+
+TEST_CASE("sim::simulate: on a calibrated host a send costs its call, and data that arrived early is taken at once",
+          "[sim]") {
+  auto s = test::scenario_from(
+      "name: t\nmodel: {preset: mlp, layers: 1, hidden: 256, input: 784, classes: 10}\n"
+      "data: {source: fashion-mnist, batch_size: 16}\n"
+      "parallel: {pipeline: 2, partition_len: [1, 1], chunks: 2, schedule: gpipe}\n"
+      "optimizer: {kind: sgd, momentum: 0.9}\nhardware: cpu-host\n");
+  auto c = sample_calibration();
+  c.in_run = {};
+  c.layers.at("linear 784x256 relu fp32").backward_no_input = {{1, 64}, {1000, 1000}};  // a heavy stage 0 B
+  s.hardware.calibration = c;
+  s.hardware.node_link = {"measured", 3, 60};  // GB/s, us: what the calibrated profile carries
+  const plan::Plan p = plan::resolve_plan(s);
+  const auto costs = sim::stage_costs(p);
+  const auto run = sim::simulate(p);
+  auto find = [&](int rank, const std::string& id) {
+    for (const auto& e : run.timeline.events)
+      if (e.rank == rank && e.action.id() == id) return e;
+    FAIL("no " << id << " on rank " << rank);
+    return plan::TimelineEvent{};
+  };
+  // Stage 0's output for 8 samples of 256 floats leaves after the send call and arrives after
+  // the link's latency and bytes: rank 1's first forward starts then.
+  const double bytes = 8 * 256 * 4;
+  const double call = c.send_call.at(bytes);
+  REQUIRE(costs[0].send_forward_call.to_us() == Approx(call));
+  const auto f0 = find(0, "0F0");
+  const double arrival = f0.end.to_us() + call + 60 + bytes / 3e3;
+  CHECK(find(1, "1F0").start.to_us() == Approx(arrival).epsilon(1e-3));
+  // Rank 0's second forward waits for its first send call.
+  CHECK(find(0, "0F1").start.to_us() == Approx(f0.end.to_us() + call).epsilon(1e-3));
+  // Stage 1 (one small layer) sends B1's gradient long before rank 0, busy with the heavy B0,
+  // asks for it: that receive takes no time and B1 follows B0 directly.
+  const auto b0 = find(0, "0B0"), recv_b1 = find(0, "0RECV_B1"), send_b1 = find(1, "1SEND_B1");
+  REQUIRE(send_b1.end < b0.end);
+  CHECK(recv_b1.end == recv_b1.start);
+  CHECK(find(0, "0B1").start == b0.end);
 }
