@@ -236,8 +236,8 @@ int main(int argc, char** argv) {
   cli::CalibrateArgs cal_args;
   auto* cal_cmd = app.add_subcommand(
       "calibrate",
-      "Measure this machine with the executor's own code (layers, loss, data, optimizer, Gloo, interference) "
-      "and write a calibrated hardware profile");
+      "Measure this machine with the executor's own code (layers, loss, data, optimizer, Gloo, and a real "
+      "probe run for in-run slowdowns) and write a calibrated hardware profile");
   cal_cmd->add_option("SCENARIO", cal_args.scenarios,
                       "Scenarios whose layer signatures to measure (default: the built-in scenario, scenarios/*.yaml "
                       "on cpu-host and scenarios/accuracy/*.yaml under this folder)");
