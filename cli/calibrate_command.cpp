@@ -78,7 +78,7 @@ std::optional<plan::Plan> probe_plan(const std::vector<Calibrated>& plans, const
     if (c.plan.layers().size() < 2) continue;
     const int batch = s.data.batch_size;
     const int chunks = batch % 4 == 0 ? 4 : batch % 2 == 0 ? 2 : 1;
-    std::vector<std::string> sets = {"hardware=ideal",
+    const std::vector<std::string> sets = {"hardware=ideal",
                                      "parallel.data=1",
                                      "parallel.pipeline=2",
                                      "parallel.virtual=1",
@@ -86,16 +86,14 @@ std::optional<plan::Plan> probe_plan(const std::vector<Calibrated>& plans, const
                                      "parallel.schedule=1f1b",
                                      "parallel.chunks=" + std::to_string(chunks),
                                      "parallel.grad_accumulation=1",
-                                     "parallel.activation_checkpointing=false",
-                                     "data.steps=3"};
-    plan::Scenario guess = plan::load_scenario(c.file, sets);
+                                     "parallel.activation_checkpointing=false"};
+    plan::Scenario probe = plan::load_scenario(c.file, sets);
+    plan::Scenario guess = probe;
     guess.hardware = base;
     const double step_ms = plan::step_times(sim::simulate(plan::resolve_plan(guess)).timeline, 0).step_time.to_ms();
-    const int steps = std::clamp(static_cast<int>(2000.0 / std::max(step_ms, 0.01)), 20, 400);
-    sets.back() = "data.steps=" + std::to_string(steps);
-    plan::Plan probe = plan::resolve_plan(plan::load_scenario(c.file, sets));
-    probe.scenario.name += " (calibration probe)";
-    return probe;
+    probe.data.steps = std::clamp(static_cast<int>(2000.0 / std::max(step_ms, 0.01)), 20, 400);
+    probe.name += " (calibration probe)";
+    return plan::resolve_plan(probe);
   }
   return std::nullopt;
 }
