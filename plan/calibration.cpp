@@ -176,13 +176,16 @@ Calibration parse_calibration(const Field& map) {
   c.backward_call_us = number_or(map, "backward_call_us", 0, 0);
   c.copy_gb_per_s = number_or(map, "copy_gb_per_s", 0, 0);
   if (Field in_run = map["in_run"]; in_run.present()) {
-    expect_keys(in_run, {"forward", "backward", "optimizer", "send_extra_us", "delivery_extra_us", "probe"});
+    expect_keys(in_run, {"forward", "backward", "optimizer", "send_extra_us", "delivery_extra_us", "send_unposted_us",
+                         "late_receive_us", "probe"});
     c.in_run.forward = number_or(in_run, "forward", 1, 0.1);
     c.in_run.backward = number_or(in_run, "backward", 1, 0.1);
     c.in_run.optimizer = number_or(in_run, "optimizer", 1, 0.1);
     // Extras may be negative (the run can beat the isolated figure); the sum never goes below 0.
     c.in_run.send_extra_us = number_or(in_run, "send_extra_us", 0, -1e9);
     c.in_run.delivery_extra_us = number_or(in_run, "delivery_extra_us", 0, -1e9);
+    c.in_run.send_unposted_us = number_or(in_run, "send_unposted_us", 0, 0);
+    c.in_run.late_receive_us = number_or(in_run, "late_receive_us", 0, 0);
     if (in_run["probe"].present()) c.in_run.probe = to_string(in_run["probe"]);
   }
   if (Field send = map["send_call"]; send.present()) {
@@ -254,7 +257,9 @@ std::string calibration_yaml(const Calibration& c) {
   s << "  copy_gb_per_s: " << c.copy_gb_per_s << "\n";
   s << "  in_run: {forward: " << c.in_run.forward << ", backward: " << c.in_run.backward
     << ", optimizer: " << c.in_run.optimizer << ",\n            send_extra_us: " << c.in_run.send_extra_us
-    << ", delivery_extra_us: " << c.in_run.delivery_extra_us;
+    << ", delivery_extra_us: " << c.in_run.delivery_extra_us
+    << ",\n            send_unposted_us: " << c.in_run.send_unposted_us
+    << ", late_receive_us: " << c.in_run.late_receive_us;
   if (!c.in_run.probe.empty()) s << ", probe: \"" << c.in_run.probe << "\"";
   s << "}\n";
   if (!c.send_call.empty())

@@ -59,9 +59,14 @@ struct AlphaBeta {
 /// from compute on shared cores.
 struct InRunFactors {
   double forward = 1, backward = 1, optimizer = 1;
-  /// A SEND's main-thread time in the run beyond the bare send call (converting the tensor,
-  /// handing it to the watcher thread), and message delivery beyond the ping-pong's.
+  /// Gloo moves a message once both sides have posted. When the receive was posted first: a
+  /// SEND's main-thread time in the run beyond the bare send call (converting the tensor,
+  /// handing it to the watcher thread), and delivery beyond the ping-pong's.
   double send_extra_us = 0, delivery_extra_us = 0;
+  /// When the send was posted first: the SEND's main-thread time (the call only notifies the
+  /// receiver), and the receive's time from its post to the data in hand, beyond the bytes over
+  /// the link's bandwidth (a notification back, the sender's event-loop thread writing).
+  double send_unposted_us = 0, late_receive_us = 0;
   std::string probe;  ///< the plan it was measured on, in words
 };
 

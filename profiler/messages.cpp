@@ -2,34 +2,45 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <tuple>
 
 namespace parallax::profiler {
 
+namespace {
+
+using plan::ActionKind;
+using plan::Lane;
+using plan::Time;
+
+struct Send {
+  Time start;
+  std::optional<Time> left;  // start of the rank's next main-thread span: the send call is over
+  int64_t bytes = 0;
+};
+
+}  // namespace
+
 MessageTiming message_timing(const plan::Timeline& measured, int pipeline) {
-  using plan::ActionKind;
-  using plan::Lane;
   MessageTiming out;
   int first_step = INT32_MAX;
   for (const auto& e : measured.events) first_step = std::min(first_step, e.step);
 
   // Each rank's main-thread spans (compute and receives) by start time.
-  std::map<int, std::vector<plan::Time>> main_starts;
+  std::map<int, std::vector<Time>> main_starts;
   for (const auto& e : measured.events)
     if (e.lane == Lane::compute || e.lane == Lane::recv) main_starts[e.rank].push_back(e.start);
   for (auto& [rank, v] : main_starts) std::sort(v.begin(), v.end());
 
-  // When each send's data left its rank: key (step, sending rank, action id).
-  std::map<std::tuple<int, int, std::string>, plan::Time> left;
+  // Sends by (step, sending rank, action id).
+  std::map<std::tuple<int, int, std::string>, Send> sends;
   for (const auto& e : measured.events) {
-    if (e.lane != Lane::send) continue;
+    if (e.lane != Lane::send || e.step == first_step) continue;
+    Send s{e.start, std::nullopt, e.bytes};
     const auto& starts = main_starts[e.rank];
     const auto next = std::lower_bound(starts.begin(), starts.end(), e.start);
-    if (next == starts.end()) continue;  // the step's last action: nothing to time it by
-    left[{e.step, e.rank, e.action.id()}] = *next;
-    if (e.step == first_step) continue;
-    out.send_us.push_back((*next - e.start).to_us());
-    out.bytes.push_back(static_cast<double>(e.bytes));
+    if (next != starts.end()) s.left = *next;  // else the step's last action: nothing to time it by
+    sends[{e.step, e.rank, e.action.id()}] = s;
   }
 
   for (const auto& e : measured.events) {
@@ -38,9 +49,20 @@ MessageTiming message_timing(const plan::Timeline& measured, int pipeline) {
     const plan::Action send{forward ? ActionKind::SEND_F : ActionKind::SEND_B, e.action.stage + (forward ? -1 : 1),
                             e.action.mb};
     const int sender = (e.rank / pipeline) * pipeline + send.stage % pipeline;
-    const auto it = left.find({e.step, sender, send.id()});
-    if (it == left.end() || e.start > it->second) continue;
-    out.delivery_us.push_back((e.end - it->second).to_us());
+    const auto it = sends.find({e.step, sender, send.id()});
+    if (it == sends.end()) continue;
+    const Send& s = it->second;
+    const auto bytes = static_cast<double>(s.bytes);
+    if (e.start <= s.start) {  // the receive was posted first
+      if (!s.left) continue;
+      out.send_us.push_back((*s.left - s.start).to_us());
+      out.bytes.push_back(bytes);
+      out.delivery_us.push_back((e.end - *s.left).to_us());
+    } else {
+      if (s.left) out.unposted_send_us.push_back((*s.left - s.start).to_us());
+      out.late_receive_us.push_back((e.end - e.start).to_us());
+      out.late_bytes.push_back(bytes);
+    }
   }
   return out;
 }

@@ -118,6 +118,7 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan) {
       };
       c.send_forward_call = call(c.send_forward_bytes);
       c.send_backward_call = call(c.send_backward_bytes);
+      c.send_unposted_call = scaled(Time::us(in.send_unposted_us), f);
     }
     c.activation_bytes = plan::stage_activation_bytes(plan, st);
     if (checkpointing) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <chrono>
+#include <optional>
 #include <unordered_map>
 
 #include "sim/cost_model.hpp"
@@ -29,6 +30,7 @@ struct RankState {
   std::vector<int32_t> pending;  // events finished since the last compute started, that it waited on
   std::vector<int> backwards_done;  // per local stage
   int64_t held = 0, peak_held = 0;  // activation bytes
+  Time send_called;  // when the rank entered the send call it is in
 };
 
 struct Transfer {
@@ -41,14 +43,11 @@ struct Transfer {
   size_t slot = 0;  // its rendezvous
 };
 
-// Both halves of a point-to-point transfer, until both are posted (or, with eager sends, until
-// the data has arrived and the receiver has posted).
+// Both halves of a point-to-point transfer, until both are posted.
 struct Rendezvous {
   Time send_post, recv_post;
   bool sent = false, received = false;
-  bool arrived = false;      // eager: the data is at the receiver, waiting for its RECV
   int32_t send_dep = -1, recv_dep = -1;
-  int32_t arrival = -1;      // eager: the send event that delivered it
 };
 
 struct Phase {
@@ -74,13 +73,20 @@ struct Group {
   int done = 0;
 };
 
+// What a calibrated profile measured for a message whose receive is posted after its send.
+std::optional<Time> late_receive(const plan::Plan& plan) {
+  const auto& cal = plan.scenario.hardware.calibration;
+  if (!cal || cal->in_run.late_receive_us <= 0) return std::nullopt;
+  return Time::us(cal->in_run.late_receive_us);
+}
+
 class Simulation {
  public:
   Simulation(const plan::Plan& plan, const SimOptions& options)
       : plan_(plan),
         sched_(plan.schedule),
         costs_(stage_costs(plan)),
-        eager_(plan.scenario.hardware.calibration.has_value()),
+        late_receive_(late_receive(plan)),
         network_(queue_, kFlowActivate, kFlowDone, [this](int tag, Time now) { on_flow_done(tag, now); }),
         topo_(plan, network_) {
     network_.record_samples(options.record_link_samples);
@@ -245,8 +251,9 @@ class Simulation {
           return;
         case ActionKind::SEND_F:
         case ActionKind::SEND_B: {
-          const Time call = send_call(a);
+          const Time call = send_call(rank, a);
           if (call > Time()) {  // the sender is busy in the send call; the data leaves after it
+            st.send_called = now;
             queue_.push(now + call, kSendCallDone, rank);
             return;
           }
@@ -256,10 +263,6 @@ class Simulation {
         }
         case ActionKind::RECV_F:
         case ActionKind::RECV_B:
-          if (take_arrived(rank, a, now)) {
-            ++st.pc;
-            break;
-          }
           st.waiting = true;
           post_recv(rank, a, now);
           return;  // on_transfer_done moves past it
@@ -313,15 +316,23 @@ class Simulation {
     return ((static_cast<size_t>(dst) * 2 + forward) * sched_.virtual_stages + local) * sched_.microbatches() + mb;
   }
 
-  Time send_call(const Action& a) const {
+  size_t send_slot(int rank, const Action& send) const {
+    const bool forward = send.kind == ActionKind::SEND_F;
+    const int recv_stage = forward ? send.stage + 1 : send.stage - 1;
+    return rendezvous_slot(peer_rank(rank, recv_stage), forward, recv_stage, send.mb);
+  }
+
+  // The sender's time in the send call: with the receive posted, Gloo writes the payload in it.
+  Time send_call(int rank, const Action& a) const {
     const StageCost& c = costs_[a.stage];
+    if (!rendezvous_[send_slot(rank, a)].received) return c.send_unposted_call;
     return a.kind == ActionKind::SEND_F ? c.send_forward_call : c.send_backward_call;
   }
 
   void on_send_call_done(int rank, Time now) {
     RankState& st = ranks_[rank];
     const Action& a = sched_.ranks[st.pipeline_rank][st.pc];
-    post_send(rank, a, now - send_call(a), now);
+    post_send(rank, a, st.send_called, now);
     ++st.pc;
     advance(rank, now);
   }
@@ -336,24 +347,8 @@ class Simulation {
     rv.sent = true;
     rv.send_post = called;
     rv.send_dep = ranks_[rank].last_compute;  // the compute that produced the data
-    // Gloo writes a message into the socket without waiting for the receiver (eager); a
-    // rendezvous transport moves it once both sides have posted.
-    if (rv.received || eager_) start_transfer(rank, dst, a, recv_stage, slot, now);
-  }
-
-  // Eager sends: a RECV whose data has already arrived completes at once.
-  bool take_arrived(int rank, const Action& a, Time now) {
-    if (!eager_) return false;
-    const bool forward = a.kind == ActionKind::RECV_F;
-    Rendezvous& rv = rendezvous_[rendezvous_slot(rank, forward, a.stage, a.mb)];
-    if (!rv.arrived) return false;
-    const StageCost& c = costs_[forward ? a.stage - 1 : a.stage + 1];
-    const int32_t ev = record(rank, Lane::recv, a, now, now, forward ? c.send_forward_bytes : c.send_backward_bytes);
-    depend(rv.arrival, ev, end_of(rv.arrival));
-    RankState& st = ranks_[rank];
-    st.pending.push_back(ev);
-    st.last_done = ev;
-    return true;
+    // Transports (Gloo's TCP pairs, NCCL) move a message once both sides have posted.
+    if (rv.received) start_transfer(rank, dst, a, recv_stage, slot, now, /*late=*/false);
   }
 
   void post_recv(int rank, const Action& a, Time now) {
@@ -364,13 +359,16 @@ class Simulation {
     rv.received = true;
     rv.recv_post = now;
     rv.recv_dep = ranks_[rank].last_done;
-    if (rv.sent && !eager_) {
+    if (rv.sent) {
       const Action send{forward ? ActionKind::SEND_F : ActionKind::SEND_B, send_stage, a.mb};
-      start_transfer(src, rank, send, a.stage, rendezvous_slot(rank, forward, a.stage, a.mb), now);
+      start_transfer(src, rank, send, a.stage, rendezvous_slot(rank, forward, a.stage, a.mb), now, /*late=*/true);
     }
   }
 
-  void start_transfer(int src, int dst, const Action& send, int recv_stage, size_t slot, Time now) {
+  // `late`: the receive was posted after the send. On a calibrated host the message then takes
+  // the measured late-receive time instead of the link's latency: the receiver's notification
+  // goes back and the sender's event-loop thread writes the payload.
+  void start_transfer(int src, int dst, const Action& send, int recv_stage, size_t slot, Time now, bool late) {
     const Rendezvous& rv = rendezvous_[slot];
     Transfer t;
     t.src = src;
@@ -395,7 +393,8 @@ class Simulation {
       id = static_cast<int>(transfers_.size());
       transfers_.push_back(t);
     }
-    network_.start_flow(now, route.latency, static_cast<double>(t.bytes), route.links, id);
+    const Time latency = late && late_receive_ ? *late_receive_ : route.latency;
+    network_.start_flow(now, latency, static_cast<double>(t.bytes), route.links, id);
   }
 
   void on_transfer_done(int id, Time now) {
@@ -405,12 +404,7 @@ class Simulation {
     const int32_t send_ev = record(t.src, Lane::send, {t.send_kind, t.send_stage, t.mb}, t.start, now, t.bytes);
     depend(t.send_dep, send_ev, end_of(t.send_dep));
     if (t.recv_dep >= 0) depend(t.recv_dep, send_ev, end_of(t.recv_dep));
-    Rendezvous& rv = rendezvous_[t.slot];
-    if (!rv.received) {  // eager: the data waits at the receiver for its RECV
-      rv.arrived = true;
-      rv.arrival = send_ev;
-      return;
-    }
+    const Rendezvous& rv = rendezvous_[t.slot];
     const Action recv{forward ? ActionKind::RECV_F : ActionKind::RECV_B, t.recv_stage, t.mb};
     const int32_t recv_ev = record(t.dst, Lane::recv, recv, std::max(t.start, rv.recv_post), now, t.bytes);
     depend(send_ev, recv_ev, now);
@@ -505,7 +499,9 @@ class Simulation {
   const plan::Plan& plan_;
   const plan::Schedule& sched_;
   std::vector<StageCost> costs_;
-  bool eager_;  // point-to-point sends go out without waiting for the receiver (Gloo on a calibrated host)
+  // Calibrated hosts: a message whose receive comes after its send takes this long (beyond its
+  // bytes) from the receive's post.
+  std::optional<Time> late_receive_;
   EventQueue queue_;
   Network network_;
   Topology topo_;

@@ -35,7 +35,7 @@ plan::Calibration sample_calibration() {
   plan::Calibration c;
   c.threads = 1;
   c.cores = 2;
-  c.in_run = {1.25, 1.5, 2.0, 40, 15, "probe"};
+  c.in_run = {1.25, 1.5, 2.0, 40, 15, 20, 150, "probe"};
   c.backward_call_us = 7;
   c.copy_gb_per_s = 20;
   c.send_call = {{1024, 65536}, {12, 30}};
@@ -97,6 +97,8 @@ TEST_CASE("plan::Calibration: a calibrated profile round-trips with the same cos
   CHECK(r.in_run.forward == Approx(1.25));
   CHECK(r.in_run.optimizer == Approx(2.0));
   CHECK(r.in_run.delivery_extra_us == Approx(15));
+  CHECK(r.in_run.send_unposted_us == Approx(20));
+  CHECK(r.in_run.late_receive_us == Approx(150));
   CHECK(r.in_run.probe == "probe");
   CHECK(r.send_call.at(32768) == Approx(c.send_call.at(32768)));
   CHECK(r.p2p.latency_us == Approx(60));
@@ -202,14 +204,14 @@ TEST_CASE("sim::stage_costs: a calibrated stage adds data, loss, backward call a
   const double params = 784 * 256 + 256 + 256 * 10 + 10;
   CHECK(costs[0].optimizer.to_us() == Approx(c.optimizers[0].by_params.at(params)).epsilon(1e-3));
   // The in-run factors scale each kind of compute as measured in the probe run.
-  p.scenario.hardware.calibration->in_run = {1.25, 1.5, 2.0, 0, 0, ""};
+  p.scenario.hardware.calibration->in_run = {1.25, 1.5, 2.0, 0, 0, 0, 0, ""};
   const auto in_run = sim::stage_costs(p);
   CHECK(in_run[0].forward.to_us() == Approx(1.25 * forward).epsilon(1e-3));
   CHECK(in_run[0].backward.to_us() == Approx(1.5 * backward).epsilon(1e-3));
   CHECK(in_run[0].optimizer.to_us() == Approx(2.0 * costs[0].optimizer.to_us()).epsilon(1e-3));
 }
 
-TEST_CASE("sim::simulate: on a calibrated host a send costs its call, and data that arrived early is taken at once",
+TEST_CASE("sim::simulate: on a calibrated host a message moves once both sides have posted, as Gloo's do",
           "[sim]") {
   auto s = test::scenario_from(
       "name: t\nmodel: {preset: mlp, layers: 1, hidden: 256, input: 784, classes: 10}\n"
@@ -218,6 +220,8 @@ TEST_CASE("sim::simulate: on a calibrated host a send costs its call, and data t
       "optimizer: {kind: sgd, momentum: 0.9}\nhardware: cpu-host\n");
   auto c = sample_calibration();
   c.in_run = {};
+  c.in_run.send_unposted_us = 20;
+  c.in_run.late_receive_us = 150;
   c.layers.at("linear 784x256 relu fp32").backward_no_input = {{1, 64}, {1000, 1000}};  // a heavy stage 0 B
   s.hardware.calibration = c;
   s.hardware.node_link = {"measured", 3, 60};  // GB/s, us: what the calibrated profile carries
@@ -230,20 +234,25 @@ TEST_CASE("sim::simulate: on a calibrated host a send costs its call, and data t
     FAIL("no " << id << " on rank " << rank);
     return plan::TimelineEvent{};
   };
-  // Stage 0's output for 8 samples of 256 floats leaves after the send call and arrives after
-  // the link's latency and bytes: rank 1's first forward starts then.
+  // Receive posted first: rank 1 waits from the start, so stage 0's output for 8 samples of 256
+  // floats is written in the send call and arrives after the link's latency and bytes. Rank 1's
+  // first forward starts then; rank 0's second forward waits for the call.
   const double bytes = 8 * 256 * 4;
   const double call = c.send_call.at(bytes);
   REQUIRE(costs[0].send_forward_call.to_us() == Approx(call));
   const auto f0 = find(0, "0F0");
-  const double arrival = f0.end.to_us() + call + 60 + bytes / 3e3;
-  CHECK(find(1, "1F0").start.to_us() == Approx(arrival).epsilon(1e-3));
-  // Rank 0's second forward waits for its first send call.
+  CHECK(find(1, "1F0").start.to_us() == Approx(f0.end.to_us() + call + 60 + bytes / 3e3).epsilon(1e-3));
   CHECK(find(0, "0F1").start.to_us() == Approx(f0.end.to_us() + call).epsilon(1e-3));
-  // Stage 1 (one small layer) sends B1's gradient long before rank 0, busy with the heavy B0,
-  // asks for it: that receive takes no time and B1 follows B0 directly.
+  // Send posted first: stage 1 (one small layer) sends B1's gradient long before rank 0, busy
+  // with the heavy B0, posts its receive. The call only notifies (20 us), and the data comes
+  // the late-receive time after rank 0 posts, not at once.
   const auto b0 = find(0, "0B0"), recv_b1 = find(0, "0RECV_B1"), send_b1 = find(1, "1SEND_B1");
-  REQUIRE(send_b1.end < b0.end);
-  CHECK(recv_b1.end == recv_b1.start);
-  CHECK(find(0, "0B1").start == b0.end);
+  REQUIRE(send_b1.start < b0.end);
+  CHECK(recv_b1.start == b0.end);
+  CHECK(recv_b1.end.to_us() == Approx(b0.end.to_us() + 150 + bytes / 3e3).epsilon(1e-3));
+  CHECK(find(0, "0B1").start == recv_b1.end);
+  plan::Time after_send_b1 = plan::Time::ns(INT64_MAX);
+  for (const auto& e : run.timeline.events)
+    if (e.rank == 1 && e.lane != plan::Lane::send && e.start >= send_b1.start) after_send_b1 = std::min(after_send_b1, e.start);
+  CHECK(after_send_b1.to_us() == Approx(send_b1.start.to_us() + 20).epsilon(1e-3));
 }
