@@ -69,40 +69,45 @@ std::vector<Calibrated> executable_plans(const std::vector<std::string>& files, 
   return plans;
 }
 
-// The plan calibrate runs for real to measure how much slower compute is inside a run than
-// alone: a calibrated model with two layers or more, as a two-stage 1F1B pipeline of (up to) 4
-// micro-batches, for about 2 s of steps by the base profile's estimate. Of several models, the
-// one with the shortest step: the probe's length then stays small (a large model's step can take
-// seconds here), and its steps are many.
-std::optional<plan::Plan> probe_plan(const std::vector<Calibrated>& plans, const plan::HardwareProfile& base) {
-  std::optional<plan::Scenario> best;
-  double best_ms = 0;
-  for (const auto& c : plans) {
-    const auto& s = c.plan.scenario;
-    if (c.plan.layers().size() < 2) continue;
-    const int batch = s.data.batch_size;
-    const int chunks = batch % 4 == 0 ? 4 : batch % 2 == 0 ? 2 : 1;
-    const std::vector<std::string> sets = {"hardware=ideal",
-                                     "parallel.data=1",
-                                     "parallel.pipeline=2",
-                                     "parallel.virtual=1",
-                                     "parallel.partition_len=balanced",
-                                     "parallel.schedule=1f1b",
-                                     "parallel.chunks=" + std::to_string(chunks),
-                                     "parallel.grad_accumulation=1",
-                                     "parallel.activation_checkpointing=false"};
-    plan::Scenario probe = plan::load_scenario(c.file, sets);
-    plan::Scenario guess = probe;
+// The plans calibrate runs for real to measure how much slower compute and communication are
+// inside a run than alone. Both take one calibrated model with two layers or more: of several,
+// the one with the shortest step, so that the probes stay short (a large model's step can take
+// seconds here) and their steps are many. Each runs about 2 s by the base profile's estimate.
+// - pipeline: two stages, 1F1B, (up to) 4 micro-batches: compute between pipeline messages, and
+//   the messages themselves;
+// - data-parallel: two DDP replicas, one micro-batch: compute sharing the cores with all-reduces.
+std::vector<plan::Plan> probe_plans(const std::vector<Calibrated>& plans, const plan::HardwareProfile& base) {
+  const std::vector<std::string> common = {"hardware=ideal", "parallel.virtual=1", "parallel.partition_len=balanced",
+                                           "parallel.grad_accumulation=1", "parallel.activation_checkpointing=false"};
+  auto probe = [&](const Calibrated& c, const std::vector<std::string>& layout, const std::string& words) {
+    std::vector<std::string> sets = common;
+    sets.insert(sets.end(), layout.begin(), layout.end());
+    plan::Scenario s = plan::load_scenario(c.file, sets);
+    plan::Scenario guess = s;
     guess.hardware = base;
     const double step_ms = plan::step_times(sim::simulate(plan::resolve_plan(guess)).timeline, 0).step_time.to_ms();
-    if (best && step_ms >= best_ms) continue;
-    probe.data.steps = std::clamp(static_cast<int>(2000.0 / std::max(step_ms, 0.01)), 20, 400);
-    probe.name += " (calibration probe)";
-    best = probe;
-    best_ms = step_ms;
+    s.data.steps = std::clamp(static_cast<int>(2000.0 / std::max(step_ms, 0.01)), 20, 400);
+    s.name += " (calibration probe: " + words + ", " + std::to_string(s.data.steps) + " steps)";
+    return std::make_pair(step_ms, plan::resolve_plan(s));
+  };
+  std::optional<std::pair<double, plan::Plan>> pipeline;
+  const Calibrated* model = nullptr;
+  for (const auto& c : plans) {
+    if (c.plan.layers().size() < 2) continue;
+    const int batch = c.plan.scenario.data.batch_size;
+    const int chunks = batch % 4 == 0 ? 4 : batch % 2 == 0 ? 2 : 1;
+    auto p = probe(c, {"parallel.data=1", "parallel.pipeline=2", "parallel.schedule=1f1b",
+                       "parallel.chunks=" + std::to_string(chunks)},
+                   "pipeline 2, 1f1b, " + std::to_string(chunks) + " chunks");
+    if (pipeline && p.first >= pipeline->first) continue;
+    pipeline = std::move(p);
+    model = &c;
   }
-  if (best) return plan::resolve_plan(*best);
-  return std::nullopt;
+  if (!model) return {};
+  std::vector<plan::Plan> out = {std::move(pipeline->second)};
+  if (model->plan.scenario.data.batch_size % 2 == 0)
+    out.push_back(probe(*model, {"parallel.data=2", "parallel.pipeline=1", "parallel.chunks=1"}, "data 2").second);
+  return out;
 }
 
 // The mean without the top 1% (a rank descheduled for milliseconds is not the machine's rule; the
@@ -116,12 +121,39 @@ double typical(std::vector<double> v) {
   return sum / static_cast<double>(v.size());
 }
 
-// The in-run factors: the probe's measured F, B and OPTIM (per-action means, summed) against
-// what `calibration` predicts for them without factors.
+// A step's all-reduce time on one rank: the union of its ALLREDUCE spans (they may overlap), as
+// a mean over ranks and steps (after the first, when there are several).
+double allreduce_ms(const plan::Timeline& t) {
+  std::map<std::pair<int, int>, std::vector<std::pair<plan::Time, plan::Time>>> spans;
+  int first_step = INT32_MAX, last_step = INT32_MIN;
+  for (const auto& e : t.events) {
+    first_step = std::min(first_step, e.step);
+    last_step = std::max(last_step, e.step);
+    if (e.lane == plan::Lane::allreduce) spans[{e.step, e.rank}].push_back({e.start, e.end});
+  }
+  double sum = 0;
+  int n = 0;
+  for (auto& [key, v] : spans) {
+    if (key.first == first_step && last_step > first_step) continue;
+    std::sort(v.begin(), v.end());
+    plan::Time covered, reach = v.front().first;
+    for (const auto& [start, end] : v) {
+      if (end > reach) covered += end - std::max(start, reach);
+      reach = std::max(reach, end);
+    }
+    sum += covered.to_ms();
+    ++n;
+  }
+  return n ? sum / n : 0.0;
+}
+
+// The in-run factors: a probe's measured F, B and OPTIM (per-action means, summed) and its
+// all-reduces against what `calibration` predicts for them without factors; its messages.
 plan::InRunFactors in_run_factors(plan::Plan probe, const plan::Calibration& calibration,
                                   const std::vector<exec::RankResult>& results) {
   plan::Calibration alone = calibration;
   alone.in_run = {};
+  alone.in_run_data.reset();
   probe.scenario.hardware.calibration = alone;
   const plan::Timeline predicted = sim::simulate(probe).timeline;
   const plan::Timeline measured = exec::measured_timeline(results, probe.scenario.name, probe.world_size);
@@ -143,9 +175,11 @@ plan::InRunFactors in_run_factors(plan::Plan probe, const plan::Calibration& cal
     else if (k.kind == "B") f.backward = ratio;
     else if (k.kind == "OPTIM") f.optimizer = ratio;
   }
-  const auto& p = probe.scenario.parallel;
-  f.probe = probe.scenario.name + ": pipeline 2, 1f1b, " + std::to_string(p.chunks) + " chunks, " +
-            std::to_string(probe.scenario.data.steps) + " steps";
+  if (const double predicted_ms = allreduce_ms(predicted); predicted_ms > 0) {
+    const double measured_ms = allreduce_ms(measured);
+    if (measured_ms > 0) f.allreduce = measured_ms / predicted_ms;
+  }
+  f.probe = probe.scenario.name;
   return f;
 }
 
@@ -193,24 +227,34 @@ int calibrate_command(const CalibrateArgs& args, const std::vector<std::string>&
   exec::CalibrateOptions options;
   options.quick = args.quick;
   options.progress = [](const std::string& line) { std::cerr << "calibrate: " << line << "\n" << std::flush; };
-  options.probe = probe_plan(calibrated, base);
-  const auto run = exec::calibrate_rank(plans, launch, options);
+  options.probes = probe_plans(calibrated, base);
+  // The probes' micro-batch sizes are measured too: their factors divide by those costs.
+  std::vector<plan::Plan> measured_plans = plans;
+  measured_plans.insert(measured_plans.end(), options.probes.begin(), options.probes.end());
+  const auto run = exec::calibrate_rank(measured_plans, launch, options);
   if (!run) return 0;
   plan::Calibration cal = run->calibration;
-  // The probe's simulation needs the link the profile will carry: the measured Gloo delivery.
-  if (options.probe) {
-    const auto doc = plan::YamlDocument::from_text(plan::calibrated_profile_yaml(base, "probe", cal, {}), "probe");
-    plan::Plan probe = *options.probe;
-    probe.scenario.hardware = plan::parse_hardware(plan::Field::root(doc));
-    cal.in_run = in_run_factors(probe, cal, run->probe);
-    std::cerr << "calibrate: in a real run compute takes " << fmt("%.2f", cal.in_run.forward) << "x (F), "
-              << fmt("%.2f", cal.in_run.backward) << "x (B), " << fmt("%.2f", cal.in_run.optimizer)
-              << "x (OPTIM) its time alone; probe " << cal.in_run.probe << "\n"
+  // A probe's simulation needs the link the profile will carry: the measured Gloo delivery.
+  const auto doc = plan::YamlDocument::from_text(plan::calibrated_profile_yaml(base, "probe", cal, {}), "probe");
+  const plan::HardwareProfile measured = plan::parse_hardware(plan::Field::root(doc));
+  for (size_t i = 0; i < options.probes.size(); ++i) {
+    plan::Plan probe = options.probes[i];
+    probe.scenario.hardware = measured;
+    const plan::InRunFactors f = in_run_factors(probe, cal, run->probes[i]);
+    std::cerr << "calibrate: in a real run compute takes " << fmt("%.2f", f.forward) << "x (F), "
+              << fmt("%.2f", f.backward) << "x (B), " << fmt("%.2f", f.optimizer) << "x (OPTIM)";
+    if (probe.scenario.parallel.data > 1) {
+      std::cerr << ", all-reduces " << fmt("%.2f", f.allreduce) << "x, their time alone; " << f.probe << "\n";
+      cal.in_run_data = f;
+      continue;
+    }
+    std::cerr << " their time alone; " << f.probe << "\n"
               << "calibrate: a message whose receive is posted first: the send keeps its rank "
-              << fmt("%+.0f", cal.in_run.send_extra_us) << " us beyond the bare call, delivery takes "
-              << fmt("%+.0f", cal.in_run.delivery_extra_us) << " us beyond idle ranks'; posted after the send: the send "
-              << "takes " << fmt("%.0f", cal.in_run.send_unposted_us) << " us, the receive "
-              << fmt("%.0f", cal.in_run.late_receive_us) << " us from its post\n";
+              << fmt("%+.0f", f.send_extra_us) << " us beyond the bare call, delivery takes "
+              << fmt("%+.0f", f.delivery_extra_us) << " us beyond idle ranks'; posted after the send: the send "
+              << "takes " << fmt("%.0f", f.send_unposted_us) << " us, the receive " << fmt("%.0f", f.late_receive_us)
+              << " us from its post\n";
+    cal.in_run = f;
   }
   const auto* c = &cal;
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

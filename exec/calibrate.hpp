@@ -10,8 +10,9 @@
 //    the other rank waits idle on the store;
 // 2. both ranks time Gloo's send call, send/recv (ping-pong, half the round trip less the send
 //    call) and all-reduce over message sizes;
-// 3. both ranks run a probe plan for real with the runtime of `parallax run`; its trace goes back
-//    to the caller, which compares it with the simulator to get the in-run factors.
+// 3. both ranks run the probe plans for real, one after the other, with the runtime of `parallax
+//    run`; their traces go back to the caller, which compares them with the simulator to get the
+//    in-run factors.
 // Each figure of 1 and 2 is the median of repeated runs after a warm-up.
 #include <functional>
 #include <optional>
@@ -29,14 +30,14 @@ struct CalibrateOptions {
   bool quick = false;  ///< only the micro-batch sizes the plans use, fewer repeats
   /// Receives one line per measurement (rank 0).
   std::function<void(const std::string&)> progress;
-  /// Run for real after the measurements, on both ranks (world size 2).
-  std::optional<plan::Plan> probe;
+  /// Run for real after the measurements, on both ranks (world size 2), in order.
+  std::vector<plan::Plan> probes;
 };
 
 /// What rank 0 ends with.
 struct CalibrationRun {
   plan::Calibration calibration;
-  std::vector<RankResult> probe;  ///< every rank's result of the probe run (empty without one)
+  std::vector<std::vector<RankResult>> probes;  ///< per probe, every rank's result of its run
 };
 
 /// Micro-batch sizes to measure for plans whose micro-batches are `used`: powers of two up to

@@ -36,7 +36,7 @@ void BucketReducer::arm(int32_t step) {
   for (auto& b : buckets_) {
     b.pending = static_cast<int>(b.params.size());
     b.work.reset();
-    b.traced = false;
+    b.completed_ns.reset();
   }
 }
 
@@ -52,29 +52,27 @@ void BucketReducer::on_grad(int i, const torch::Tensor& grad) {
     std::vector<torch::Tensor> tensors{b.flat};
     b.launched_ns = profiler::now_ns();
     b.work = group_->allreduce(tensors);
+    b.completed_ns = std::make_shared<std::atomic<int64_t>>(0);
+    b.work->getFuture()->addCallback(
+        [done = b.completed_ns](c10::ivalue::Future&) { done->store(profiler::now_ns()); });
   }
 }
 
-void BucketReducer::poll() {
-  for (auto& b : buckets_) {
-    if (b.work && !b.traced && b.work->isCompleted()) {
-      tracer_.span(plan::Lane::allreduce, {plan::ActionKind::ALLREDUCE, stage_, -1, b.index}, b.launched_ns,
-                   profiler::now_ns(), b.flat.numel() * 4, step_);
-      b.traced = true;
-    }
-  }
-}
-
-void BucketReducer::finish(const Communicator& comm) {
+void BucketReducer::wait(const Communicator& comm) {
   armed_ = false;
   for (auto& b : buckets_) {
     const plan::Action a{plan::ActionKind::ALLREDUCE, stage_, -1, b.index};
     if (!b.work) throw std::logic_error("bucket " + a.id() + " never filled: a parameter got no gradient");
     comm.wait(b.work, a.id() + " (DDP group of stage " + std::to_string(stage_) + ")");
-    if (!b.traced) {
-      tracer_.span(plan::Lane::allreduce, a, b.launched_ns, profiler::now_ns(), b.flat.numel() * 4, step_);
-      b.traced = true;
-    }
+    // The future is marked complete before its callbacks run: wait() can return first.
+    const int64_t done = b.completed_ns->load();
+    tracer_.span(plan::Lane::allreduce, a, b.launched_ns, done > 0 ? done : profiler::now_ns(), b.flat.numel() * 4,
+                 step_);
+  }
+}
+
+void BucketReducer::apply() {
+  for (auto& b : buckets_) {
     b.flat.div_(replicas_);
     for (int i : b.params) {
       const torch::Tensor& p = params_[i];

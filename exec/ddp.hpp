@@ -5,10 +5,13 @@
 // a hook copies the fully accumulated gradient into its slot, and the moment a bucket's last slot
 // is filled its all-reduce starts on the stage's DDP group, overlapping the rest of backward.
 // Earlier backwards only accumulate (no_sync). The optimizer step waits for every bucket and
-// writes the averaged gradients back. (PyTorch's own Reducer needs headers Debian's libtorch-dev
+// writes the averaged gradients back. Each all-reduce's span ends when its work completes (a
+// callback on its future, run by the process group's worker thread), not when the rank next looks. (PyTorch's own Reducer needs headers Debian's libtorch-dev
 // lacks, see DESIGN.md; Tensor::register_hook fires in gradient-ready order and is enough.)
 #include <torch/torch.h>
 
+#include <atomic>
+#include <memory>
 #include <vector>
 
 #include "exec/comm.hpp"
@@ -24,10 +27,10 @@ class BucketReducer {
 
   /// The next backward of this stage is its last of the optimizer step.
   void arm(int32_t step);
-  /// Records all-reduces that have finished since the last call.
-  void poll();
-  /// Waits for every bucket and replaces each gradient by the replicas' mean.
-  void finish(const Communicator& comm);
+  /// Waits for every bucket's all-reduce and records its span.
+  void wait(const Communicator& comm);
+  /// Replaces each gradient by the replicas' mean (after wait()).
+  void apply();
 
  private:
   struct Bucket {
@@ -37,7 +40,9 @@ class BucketReducer {
     int pending = 0;
     Communicator::Work work;
     int64_t launched_ns = 0;
-    bool traced = false;
+    // Set by the completion callback; a fresh one per launch, so that a late callback of one
+    // step cannot write into the next.
+    std::shared_ptr<std::atomic<int64_t>> completed_ns;
   };
   void on_grad(int param, const torch::Tensor& grad);
 

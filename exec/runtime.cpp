@@ -273,7 +273,6 @@ class Runtime {
 #ifdef PARALLAX_HAVE_CUPTI
       if (cupti_) cupti_->pop();
 #endif
-      poll();
     }
     sends_.drain();
 #ifdef PARALLAX_HAVE_CUPTI
@@ -286,14 +285,12 @@ class Runtime {
     return rec;
   }
 
-  void poll() {
-    for (auto& [s, st] : stages_)
-      if (st.reducer) st.reducer->poll();
-  }
-
   void perform(const Action& a, int64_t step) {
     const auto step32 = static_cast<int32_t>(step);
     Slot& slot = a.kind == ActionKind::OPTIM || a.kind == ActionKind::ALLREDUCE ? dummy_ : slots_[a.stage][a.mb];
+    // OPTIM first waits for the stage's all-reduces; the wait is idle time, not OPTIM's.
+    if (a.kind == ActionKind::OPTIM)
+      if (const auto& reducer = stages_.at(a.stage).reducer) reducer->wait(comm_);
     const int64_t t0 = profiler::now_ns();
     switch (a.kind) {
       case ActionKind::F: forward(a, slot, step); break;
@@ -322,7 +319,7 @@ class Runtime {
       case ActionKind::ALLREDUCE: return;  // started by the bucket's gradient hooks during B
       case ActionKind::OPTIM: {
         StageState& st = stages_.at(a.stage);
-        if (st.reducer) st.reducer->finish(comm_);
+        if (st.reducer) st.reducer->apply();
         st.optimizer->step();
         st.optimizer->zero_grad();
         break;

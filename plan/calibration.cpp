@@ -161,13 +161,30 @@ std::map<std::string, SignatureCost> parse_signatures(const Field& list) {
   return out;
 }
 
+InRunFactors parse_in_run(const Field& in_run) {
+  expect_keys(in_run, {"forward", "backward", "optimizer", "allreduce", "send_extra_us", "delivery_extra_us",
+                       "send_unposted_us", "late_receive_us", "probe"});
+  InRunFactors f;
+  f.forward = number_or(in_run, "forward", 1, 0.1);
+  f.backward = number_or(in_run, "backward", 1, 0.1);
+  f.optimizer = number_or(in_run, "optimizer", 1, 0.1);
+  f.allreduce = number_or(in_run, "allreduce", 1, 0.1);
+  // Extras may be negative (the run can beat the isolated figure); the sum never goes below 0.
+  f.send_extra_us = number_or(in_run, "send_extra_us", 0, -1e9);
+  f.delivery_extra_us = number_or(in_run, "delivery_extra_us", 0, -1e9);
+  f.send_unposted_us = number_or(in_run, "send_unposted_us", 0, 0);
+  f.late_receive_us = number_or(in_run, "late_receive_us", 0, 0);
+  if (in_run["probe"].present()) f.probe = to_string(in_run["probe"]);
+  return f;
+}
+
 }  // namespace
 
 Calibration parse_calibration(const Field& map) {
   for (const char* old : {"interference", "message_cpu_us"})
     if (map[old].present())
       map[old].fail("'" + map[old].path() + "' is from an older `parallax calibrate`; run it again to measure this machine");
-  expect_keys(map, {"threads", "cores", "in_run", "backward_call_us", "copy_gb_per_s", "send_call", "p2p",
+  expect_keys(map, {"threads", "cores", "in_run", "in_run_data", "backward_call_us", "copy_gb_per_s", "send_call", "p2p",
                     "allreduce", "layers", "losses", "data", "optimizers"});
   Calibration c;
   c.source = map.doc().file();
@@ -175,19 +192,8 @@ Calibration parse_calibration(const Field& map) {
   c.cores = static_cast<int>(int_or(map, "cores", 1, 1, 1 << 20));
   c.backward_call_us = number_or(map, "backward_call_us", 0, 0);
   c.copy_gb_per_s = number_or(map, "copy_gb_per_s", 0, 0);
-  if (Field in_run = map["in_run"]; in_run.present()) {
-    expect_keys(in_run, {"forward", "backward", "optimizer", "send_extra_us", "delivery_extra_us", "send_unposted_us",
-                         "late_receive_us", "probe"});
-    c.in_run.forward = number_or(in_run, "forward", 1, 0.1);
-    c.in_run.backward = number_or(in_run, "backward", 1, 0.1);
-    c.in_run.optimizer = number_or(in_run, "optimizer", 1, 0.1);
-    // Extras may be negative (the run can beat the isolated figure); the sum never goes below 0.
-    c.in_run.send_extra_us = number_or(in_run, "send_extra_us", 0, -1e9);
-    c.in_run.delivery_extra_us = number_or(in_run, "delivery_extra_us", 0, -1e9);
-    c.in_run.send_unposted_us = number_or(in_run, "send_unposted_us", 0, 0);
-    c.in_run.late_receive_us = number_or(in_run, "late_receive_us", 0, 0);
-    if (in_run["probe"].present()) c.in_run.probe = to_string(in_run["probe"]);
-  }
+  if (Field in_run = map["in_run"]; in_run.present()) c.in_run = parse_in_run(in_run);
+  if (Field in_run = map["in_run_data"]; in_run.present()) c.in_run_data = parse_in_run(in_run);
   if (Field send = map["send_call"]; send.present()) {
     expect_keys(send, {"bytes", "us"});
     c.send_call = parse_curve(send, "us", parse_sizes(send, "bytes"));
@@ -262,6 +268,12 @@ std::string calibration_yaml(const Calibration& c) {
     << ", late_receive_us: " << c.in_run.late_receive_us;
   if (!c.in_run.probe.empty()) s << ", probe: \"" << c.in_run.probe << "\"";
   s << "}\n";
+  if (const auto& d = c.in_run_data) {
+    s << "  in_run_data: {forward: " << d->forward << ", backward: " << d->backward << ", optimizer: " << d->optimizer
+      << ", allreduce: " << d->allreduce;
+    if (!d->probe.empty()) s << ",\n                probe: \"" << d->probe << "\"";
+    s << "}\n";
+  }
   if (!c.send_call.empty())
     s << "  send_call: {bytes: " << list(c.send_call.mb, 0) << ", us: " << list(c.send_call.us, 2) << "}\n";
   s << "  p2p: {latency_us: " << c.p2p.latency_us << ", bandwidth_gb_per_s: " << c.p2p.bandwidth_gb_per_s << "}\n";

@@ -59,6 +59,9 @@ struct AlphaBeta {
 /// from compute on shared cores.
 struct InRunFactors {
   double forward = 1, backward = 1, optimizer = 1;
+  /// DDP all-reduces of a step (the time from the first one's start to the last one's end)
+  /// against the calibrated all-reduce cost: they share the cores with backward and each other.
+  double allreduce = 1;
   /// Gloo moves a message once both sides have posted. When the receive was posted first: a
   /// SEND's main-thread time in the run beyond the bare send call (converting the tensor,
   /// handing it to the watcher thread), and delivery beyond the ping-pong's.
@@ -81,7 +84,10 @@ struct Calibration {
   std::string source;   ///< file it came from
   int threads = 1;      ///< LibTorch threads per rank the costs were measured with
   int cores = 1;        ///< cores the local ranks share
-  InRunFactors in_run;          ///< compute inside a real run against alone
+  InRunFactors in_run;          ///< compute inside a real run against alone: a pipeline probe
+  /// The same measured on a data-parallel probe (DDP): for plans with data > 1, whose compute
+  /// shares the cores with all-reduces rather than with pipeline messages.
+  std::optional<InRunFactors> in_run_data;
   double backward_call_us = 0;  ///< fixed cost of one autograd backward call (once per B)
   double copy_gb_per_s = 0;     ///< memory copy bandwidth (DDP bucket copies)
   /// The sender's own time in Gloo's send call (the loopback TCP stack copies the message in

@@ -61,6 +61,10 @@ Time scaled(Time t, double f) { return Time::ns(std::llround(static_cast<double>
 
 }  // namespace
 
+const plan::InRunFactors& in_run_factors(const plan::Plan& plan, const plan::Calibration& cal) {
+  return plan.scenario.parallel.data > 1 && cal.in_run_data ? *cal.in_run_data : cal.in_run;
+}
+
 Time optimizer_time(int64_t param_bytes, int state_per_param, const plan::Device& device) {
   const double bytes = static_cast<double>(param_bytes) * (3 + 2 * state_per_param);
   const double ns = std::isinf(device.memory_bandwidth_gb_per_s) ? 0.0 : bytes / device.memory_bandwidth_gb_per_s;
@@ -106,19 +110,21 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan) {
       c.bucket_copy_in = Time::us(static_cast<double>(st.param_bytes) / (cal->copy_gb_per_s * 1e3));
     if (cal) {
       const double f = oversubscription(plan, *cal);
-      const plan::InRunFactors& in = cal->in_run;
+      const plan::InRunFactors& in = in_run_factors(plan, *cal);
       c.forward = scaled(c.forward, f * in.forward);
       c.backward = scaled(c.backward, f * in.backward);
       for (Time& t : c.bucket_ready) t = scaled(t, f * in.backward);
       c.optimizer = scaled(c.optimizer, f * in.optimizer);
       c.bucket_copy_in = scaled(c.bucket_copy_in, f * in.backward);
+      // Messages as the pipeline probe measured them.
+      const plan::InRunFactors& msg = cal->in_run;
       auto call = [&](int64_t bytes) {
         if (cal->send_call.empty()) return Time();
-        return scaled(Time::us(std::max(0.0, cal->send_call.at(static_cast<double>(bytes)) + in.send_extra_us)), f);
+        return scaled(Time::us(std::max(0.0, cal->send_call.at(static_cast<double>(bytes)) + msg.send_extra_us)), f);
       };
       c.send_forward_call = call(c.send_forward_bytes);
       c.send_backward_call = call(c.send_backward_bytes);
-      c.send_unposted_call = scaled(Time::us(in.send_unposted_us), f);
+      c.send_unposted_call = scaled(Time::us(msg.send_unposted_us), f);
     }
     c.activation_bytes = plan::stage_activation_bytes(plan, st);
     if (checkpointing) {

@@ -36,6 +36,10 @@ struct StageCost {
 
 std::vector<StageCost> stage_costs(const plan::Plan& plan);
 
+/// The in-run factors a calibrated plan's compute and all-reduces take: the data-parallel probe's
+/// when the plan has data > 1 and the profile has them, else the pipeline probe's.
+const plan::InRunFactors& in_run_factors(const plan::Plan& plan, const plan::Calibration& cal);
+
 /// Optimizer step: read params and grads, write params, read and write each state buffer, at the
 /// device's memory bandwidth, plus one call overhead.
 Time optimizer_time(int64_t param_bytes, int state_per_param, const plan::Device& device);

@@ -171,12 +171,15 @@ class Simulation {
     const auto& cal = plan_.scenario.hardware.calibration;
     if (nodes == 1 && cal && cal->allreduce.bandwidth_gb_per_s > 0) {
       // Measured on this host (parallax calibrate) for cal->allreduce_ranks ranks; a ring of n
-      // ranks scales its latency by (n-1) and its bytes per rank by 2(n-1)/n.
+      // ranks scales its latency by (n-1) and its bytes per rank by 2(n-1)/n. Inside a run it
+      // takes the in-run factor longer (it shares the cores with backward).
       g.algorithm = plan::Algorithm::ring;
       const double m = cal->allreduce_ranks;
       const double capacity = topo_.node_bandwidth();
-      const double latency_us = cal->allreduce.latency_us * (n - 1) / (m - 1);
-      const double per_byte = (2 * (n - 1) / n) / (2 * (m - 1) / m) * capacity / cal->allreduce.bandwidth_gb_per_s;
+      const double in_run = in_run_factors(plan_, *cal).allreduce;
+      const double latency_us = in_run * cal->allreduce.latency_us * (n - 1) / (m - 1);
+      const double per_byte =
+          in_run * (2 * (n - 1) / n) / (2 * (m - 1) / m) * capacity / cal->allreduce.bandwidth_gb_per_s;
       g.phases.push_back({dedupe(topo_.device_ports(g.members)), Time::us(latency_us), per_byte});
       return;
     }

@@ -35,7 +35,7 @@ plan::Calibration sample_calibration() {
   plan::Calibration c;
   c.threads = 1;
   c.cores = 2;
-  c.in_run = {1.25, 1.5, 2.0, 40, 15, 20, 150, "probe"};
+  c.in_run = {1.25, 1.5, 2.0, 1.0, 40, 15, 20, 150, "probe"};
   c.backward_call_us = 7;
   c.copy_gb_per_s = 20;
   c.send_call = {{1024, 65536}, {12, 30}};
@@ -88,7 +88,8 @@ TEST_CASE("plan::CostCurve: interpolates between sizes and extrapolates along th
 }
 
 TEST_CASE("plan::Calibration: a calibrated profile round-trips with the same costs", "[plan]") {
-  const auto c = sample_calibration();
+  auto c = sample_calibration();
+  c.in_run_data = plan::InRunFactors{1.1, 1.2, 1.3, 2.5, 0, 0, 0, 0, "ddp probe"};
   const std::string text = plan::calibrated_profile_yaml(builtin("cpu-host"), "here", c, {"a comment"});
   const auto hw = profile_from(text);
   REQUIRE(hw.calibration);
@@ -99,6 +100,10 @@ TEST_CASE("plan::Calibration: a calibrated profile round-trips with the same cos
   CHECK(r.in_run.delivery_extra_us == Approx(15));
   CHECK(r.in_run.send_unposted_us == Approx(20));
   CHECK(r.in_run.late_receive_us == Approx(150));
+  REQUIRE(r.in_run_data);
+  CHECK(r.in_run_data->backward == Approx(1.2));
+  CHECK(r.in_run_data->allreduce == Approx(2.5));
+  CHECK(r.in_run_data->probe == "ddp probe");
   CHECK(r.in_run.probe == "probe");
   CHECK(r.send_call.at(32768) == Approx(c.send_call.at(32768)));
   CHECK(r.p2p.latency_us == Approx(60));
@@ -204,7 +209,7 @@ TEST_CASE("sim::stage_costs: a calibrated stage adds data, loss, backward call a
   const double params = 784 * 256 + 256 + 256 * 10 + 10;
   CHECK(costs[0].optimizer.to_us() == Approx(c.optimizers[0].by_params.at(params)).epsilon(1e-3));
   // The in-run factors scale each kind of compute as measured in the probe run.
-  p.scenario.hardware.calibration->in_run = {1.25, 1.5, 2.0, 0, 0, 0, 0, ""};
+  p.scenario.hardware.calibration->in_run = {1.25, 1.5, 2.0, 1.0, 0, 0, 0, 0, ""};
   const auto in_run = sim::stage_costs(p);
   CHECK(in_run[0].forward.to_us() == Approx(1.25 * forward).epsilon(1e-3));
   CHECK(in_run[0].backward.to_us() == Approx(1.5 * backward).epsilon(1e-3));
@@ -255,4 +260,35 @@ TEST_CASE("sim::simulate: on a calibrated host a message moves once both sides h
   for (const auto& e : run.timeline.events)
     if (e.rank == 1 && e.lane != plan::Lane::send && e.start >= send_b1.start) after_send_b1 = std::min(after_send_b1, e.start);
   CHECK(after_send_b1.to_us() == Approx(send_b1.start.to_us() + 20).epsilon(1e-3));
+}
+
+TEST_CASE("sim::simulate: a data-parallel plan takes the data-parallel probe's factors, all-reduce included", "[sim]") {
+  auto s = test::scenario_from(
+      "name: t\nmodel: {preset: mlp, layers: 1, hidden: 256, input: 784, classes: 10}\n"
+      "data: {source: fashion-mnist, batch_size: 16}\nparallel: {data: 2, chunks: 1, bucket_cap_mb: 100}\n"
+      "optimizer: {kind: sgd, momentum: 0.9}\nhardware: cpu-host\n");
+  auto c = sample_calibration();
+  c.in_run = {};
+  s.hardware.calibration = c;
+  const plan::Plan alone = plan::resolve_plan(s);
+  c.in_run_data = plan::InRunFactors{1.5, 2.0, 1.0, 3.0, 0, 0, 0, 0, ""};
+  s.hardware.calibration = c;
+  const plan::Plan in_run = plan::resolve_plan(s);
+  auto span = [](const sim::SimRun& run, plan::ActionKind kind) {
+    for (const auto& e : run.timeline.events)
+      if (e.rank == 0 && e.action.kind == kind) return (e.end - e.start).to_us();
+    FAIL("no such action");
+    return 0.0;
+  };
+  const auto a = sim::simulate(alone), b = sim::simulate(in_run);
+  CHECK(span(b, plan::ActionKind::F) == Approx(1.5 * span(a, plan::ActionKind::F)).epsilon(1e-3));
+  // One bucket: alone it takes the measured 2-rank all-reduce, latency + bytes / bandwidth.
+  const double bytes = (784 * 256 + 256 + 256 * 10 + 10) * 4.0;
+  CHECK(span(a, plan::ActionKind::ALLREDUCE) == Approx(300 + bytes / 1.5e3).epsilon(1e-3));
+  CHECK(span(b, plan::ActionKind::ALLREDUCE) == Approx(3.0 * span(a, plan::ActionKind::ALLREDUCE)).epsilon(1e-3));
+  // A pipeline-only plan keeps the pipeline probe's factors (here 1).
+  CHECK(&sim::in_run_factors(alone, c) == &*c.in_run_data);
+  auto p = s;
+  p.parallel.data = 1;
+  CHECK(&sim::in_run_factors(plan::resolve_plan(p), c) == &c.in_run);
 }
