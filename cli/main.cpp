@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "cli/calibrate_command.hpp"
+#include "cli/validate_command.hpp"
 #include "cli/output.hpp"
 #include "cli/plan_report.hpp"
 #include "cli/run_command.hpp"
@@ -114,8 +115,41 @@ int run_compare(const std::string& predicted, const std::string& measured, bool 
   return 0;
 }
 
+/// Whether `path` is a calibrated profile that costs every layer of `plan` from measurements.
+bool covers(const std::string& path, const plan::Plan& plan) {
+  try {
+    const auto doc = plan::YamlDocument::from_file(path);
+    const plan::HardwareProfile hw = plan::parse_hardware(plan::Field::root(doc));
+    if (!hw.calibration) return false;
+    for (const auto& layer : plan.layers())
+      if (!hw.calibration->layer(plan::layer_signature(layer, plan.scenario.parallel.precision))) return false;
+    return true;
+  } catch (const plan::InputError&) {
+    return false;  // from an older calibrate, or damaged: measure again
+  }
+}
+
+/// The profile the main job predicts this machine with: this machine's calibration, measured once
+/// (`parallax calibrate --quick`, about a minute) and kept in parallax-out/ for the next runs; the
+/// built-in cpu-host profile if calibrating fails.
+std::string this_machine_profile(const std::string& self, const plan::Plan& plan) {
+  const std::string path = cli::default_calibration_path();
+  if (covers(path, plan)) {
+    std::cerr << "\nusing this machine's calibration " << path << " (delete it to measure again)\n";
+    return path;
+  }
+  std::cerr << "\ncalibrating this machine first (parallax calibrate --quick; once, kept in " << path << ")\n";
+  cli::CalibrateArgs args;
+  args.quick = true;
+  const int rc = cli::calibrate_command(args, {self, "calibrate", "--quick"});
+  if (rc == 0 && covers(path, plan)) return path;
+  std::cerr << "warning: calibrating failed (exit " << rc << "); predicting with the uncalibrated cpu-host profile\n";
+  return "cpu-host";
+}
+
 /// The main job on the default scenario: plan, predict (on the scenario's hardware and on this
-/// machine), run for real on this machine's CPU, compare, and leave everything in one folder.
+/// machine, calibrated), run for real on this machine's CPU, compare, and leave everything in one
+/// folder.
 int run_main_job(const std::string& self) {
   namespace fs = std::filesystem;
   constexpr int kSteps = 4;  // one warm-up step and three measured ones
@@ -135,11 +169,12 @@ int run_main_job(const std::string& self) {
   std::cout << report.str() << std::flush;
 
   // The same plan predicted for this machine, which is where it is about to run.
+  const std::string profile = this_machine_profile(self, p);
   ScenarioArgs here;
-  here.sets = {"hardware=cpu-host", "data.steps=" + std::to_string(kSteps)};
+  here.sets = {"hardware=" + profile, "data.steps=" + std::to_string(kSteps)};
   const plan::Plan local = here.resolve();
   const sim::SimRun local_run = sim::simulate(local);
-  const std::string local_path = (out / "predicted-cpu-host.json").string();
+  const std::string local_path = (out / "predicted-here.json").string();
   trace.str("");
   plan::write_chrome_trace(cli::predicted_timeline(local, local_run), trace);
   cli::write_file_atomically(local_path, trace.str());
@@ -156,12 +191,15 @@ int run_main_job(const std::string& self) {
   const auto comparison = profiler::compare(profiler::read_trace(local_path).timeline,
                                             profiler::read_trace(measured_path).timeline);
   const std::string compare_text = cli::compare_text(comparison);
-  std::cout << "\npredicted (cpu-host profile) vs measured on this machine\n" << compare_text;
-  report << "predicted (cpu-host profile) vs measured on this machine\n" << compare_text;
+  const std::string heading = "predicted (" + (profile == "cpu-host" ? std::string("uncalibrated cpu-host profile")
+                                                                     : "calibrated profile " + profile) +
+                              ") vs measured on this machine\n";
+  std::cout << "\n" << heading << compare_text;
+  report << heading << compare_text;
   cli::write_file_atomically((out / "report.txt").string(), report.str());
   cli::write_file_atomically((out / "report.json").string(), cli::compare_json(comparison).dump(2) + "\n");
   std::cout << "\nwrote " << out.string() << "/: predicted-" << p.scenario.hardware.name
-            << ".json, predicted-cpu-host.json, measured.json (open them in https://ui.perfetto.dev), report.txt, "
+            << ".json, predicted-here.json, measured.json (open them in https://ui.perfetto.dev), report.txt, "
                "report.json\n";
   return 0;
 }
@@ -248,6 +286,33 @@ int main(int argc, char** argv) {
       "Examples:\n  parallax calibrate -o here.yaml && parallax simulate scenarios/mlp-fashion-mnist-pipeline2.yaml "
       "--set hardware=here.yaml\n  parallax calibrate --quick my-model.yaml -o my-model-here.yaml");
 
+  cli::ValidateArgs val_args;
+  auto* val_cmd = app.add_subcommand(
+      "validate",
+      "Run configurations for real and simulate them with the calibrated profile: step time errors, bubbles, "
+      "and how well the prediction ranks each sweep");
+  val_cmd->add_option("SCENARIO", val_args.scenarios, "Scenario files to validate")->required();
+  val_cmd->add_option("--set", val_args.sets, "Override a scenario value in every configuration (repeatable)")
+      ->allow_extra_args(false)
+      ->type_name("KEY=VALUE");
+  val_cmd->add_option("--sweep", val_args.sweeps,
+                      "Run each scenario once per value and rank them together (repeatable; each is its own sweep)")
+      ->allow_extra_args(false)
+      ->type_name("KEY=V1,V2,...");
+  val_cmd->add_option("--profile", val_args.profile,
+                      "Calibrated profile to predict with (default parallax-out/calibrated-HOST.yaml, from parallax "
+                      "calibrate)");
+  val_cmd->add_option("--steps", val_args.steps, "Steps per run; the first is a warm-up (default 60)");
+  val_cmd->add_option("--repeats", val_args.repeats,
+                      "Runs per configuration; the measured step is the median of their medians (default 1)");
+  val_cmd->add_flag("--json", val_args.json,
+                    "Print one JSON object on stdout: configurations[], mape, worst_error, sweeps[]");
+  val_cmd->footer(
+      "Step times on a shared machine vary from run to run: use --repeats 3 and read the spread beside each error.\n"
+      "Examples:\n  parallax calibrate && parallax validate scenarios/mlp-fashion-mnist-pipeline2.yaml "
+      "--sweep parallel.chunks=2,4,8,16\n"
+      "  parallax validate scenarios/accuracy/*.yaml --repeats 3 --json > accuracy.json");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -263,6 +328,7 @@ int main(int argc, char** argv) {
     if (*compare_cmd) return run_compare(predicted_path, measured_path, compare_json);
     if (*run_cmd) return cli::run_command(run_args, std::vector<std::string>(argv, argv + argc));
     if (*cal_cmd) return cli::calibrate_command(cal_args, std::vector<std::string>(argv, argv + argc));
+    if (*val_cmd) return cli::validate_command(val_args, std::filesystem::read_symlink("/proc/self/exe").string());
     return run_main_job(argv[0]);
   } catch (const plan::InputError& e) {
     std::cerr << e.what() << "\n";

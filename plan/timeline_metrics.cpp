@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <set>
+#include <tuple>
 
 namespace parallax::plan {
 namespace {
@@ -37,6 +39,42 @@ int64_t uncovered(const std::vector<Interval>& a, const std::vector<Interval>& b
   return total;
 }
 
+// Ranks per pipeline (replica): the distance between the first two ranks that run stage 0.
+int pipeline_ranks(const Timeline& timeline) {
+  std::set<int> firsts;
+  for (const auto& e : timeline.events)
+    if (e.lane == Lane::compute && e.action.stage == 0) firsts.insert(e.rank);
+  if (firsts.size() < 2) return std::max(1, timeline.world_size);
+  return *std::next(firsts.begin()) - *firsts.begin();
+}
+
+// A point-to-point message of a step: (receiving rank, forward, receiving stage, micro-batch).
+using MessageKey = std::tuple<int, bool, int, int>;
+
+// When each message of `step` had both sides posted: the later of its SEND's and RECV's starts.
+std::map<MessageKey, int64_t> both_posted(const Timeline& timeline, int step) {
+  const int p = pipeline_ranks(timeline);
+  std::map<MessageKey, std::pair<int64_t, int64_t>> posts;  // send start, recv start
+  for (const auto& e : timeline.events) {
+    if (e.step != step) continue;
+    const ActionKind k = e.action.kind;
+    if (k == ActionKind::SEND_F || k == ActionKind::SEND_B) {
+      const bool forward = k == ActionKind::SEND_F;
+      const int stage = e.action.stage + (forward ? 1 : -1);
+      const int receiver = (e.rank / p) * p + stage % p;
+      posts.try_emplace({receiver, forward, stage, e.action.mb}, INT64_MIN, INT64_MIN).first->second.first =
+          e.start.count_ns();
+    } else if (k == ActionKind::RECV_F || k == ActionKind::RECV_B) {
+      posts.try_emplace({e.rank, k == ActionKind::RECV_F, e.action.stage, e.action.mb}, INT64_MIN, INT64_MIN)
+          .first->second.second = e.start.count_ns();
+    }
+  }
+  std::map<MessageKey, int64_t> out;
+  for (const auto& [key, t] : posts)
+    if (t.first != INT64_MIN && t.second != INT64_MIN) out[key] = std::max(t.first, t.second);
+  return out;
+}
+
 }  // namespace
 
 std::vector<int> steps_of(const Timeline& timeline) {
@@ -50,11 +88,28 @@ StepTimes step_times(const Timeline& timeline, int step) {
   out.step = step;
   int64_t first = INT64_MAX, last = INT64_MIN;
   std::vector<std::vector<Interval>> compute(timeline.world_size), comm(timeline.world_size);
+  const auto posted = both_posted(timeline, step);
+  const int p = pipeline_ranks(timeline);
   for (const auto& e : timeline.events) {
     if (e.step != step || e.rank < 0 || e.rank >= timeline.world_size) continue;
     first = std::min(first, e.start.count_ns());
     last = std::max(last, e.end.count_ns());
-    (e.lane == Lane::compute ? compute : comm)[e.rank].emplace_back(e.start.count_ns(), e.end.count_ns());
+    if (e.lane == Lane::compute) {
+      compute[e.rank].emplace_back(e.start.count_ns(), e.end.count_ns());
+      continue;
+    }
+    // A message is communication only once both sides have posted.
+    int64_t from = e.start.count_ns();
+    const ActionKind k = e.action.kind;
+    const bool send = k == ActionKind::SEND_F || k == ActionKind::SEND_B;
+    if (send || k == ActionKind::RECV_F || k == ActionKind::RECV_B) {
+      const bool forward = k == ActionKind::SEND_F || k == ActionKind::RECV_F;
+      const int stage = send ? e.action.stage + (forward ? 1 : -1) : e.action.stage;
+      const int receiver = send ? (e.rank / p) * p + stage % p : e.rank;
+      if (auto it = posted.find({receiver, forward, stage, e.action.mb}); it != posted.end())
+        from = std::max(from, it->second);
+    }
+    if (from < e.end.count_ns()) comm[e.rank].emplace_back(from, e.end.count_ns());
   }
   if (first > last) first = last = 0;
   const int64_t span = last - first;
@@ -68,9 +123,10 @@ StepTimes step_times(const Timeline& timeline, int step) {
     int64_t busy_ns = 0;
     for (const auto& [s, e] : busy) busy_ns += e - s;
     rt.busy = Time::ns(busy_ns);
-    rt.bubble = Time::ns(span - busy_ns);
-    rt.bubble_fraction = span > 0 ? static_cast<double>(span - busy_ns) / static_cast<double>(span) : 0.0;
     rt.exposed_comm = Time::ns(uncovered(merged(std::move(comm[r])), busy));
+    const int64_t bubble_ns = std::max<int64_t>(0, span - busy_ns - rt.exposed_comm.count_ns());
+    rt.bubble = Time::ns(bubble_ns);
+    rt.bubble_fraction = span > 0 ? static_cast<double>(bubble_ns) / static_cast<double>(span) : 0.0;
     sum += rt.bubble_fraction;
     out.ranks.push_back(rt);
   }

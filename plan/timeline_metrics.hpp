@@ -2,8 +2,13 @@
 // The definitions of DESIGN.md computed from any timeline, predicted or measured, so the
 // simulator's summary and `parallax compare` mean the same thing by each number:
 // step time = last end - first start of the step's events; busy = union of a rank's compute
-// events; bubble = step time - busy; exposed communication = the part of the union of a rank's
-// send, recv and all-reduce events not covered by its compute events.
+// events; idle = step time - busy, split in two:
+// - exposed communication: the part of the union of a rank's send, recv and all-reduce events
+//   not covered by its compute events, where a point-to-point event counts only from the moment
+//   both its SEND and its RECV were posted (before that the data could not flow);
+// - bubble: the rest of idle, including waiting for data the peer has not yet sent.
+// Both sides are read the same way: a measured RECV that waited for its peer's compute counts as
+// bubble there, as on the predicted side.
 #include <vector>
 
 #include "plan/timeline.hpp"

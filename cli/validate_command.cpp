@@ -1,0 +1,261 @@
+#include "cli/validate_command.hpp"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cli/calibrate_command.hpp"
+#include "cli/output.hpp"
+#include "cli/sim_report.hpp"
+#include "plan/error.hpp"
+#include "plan/scenario.hpp"
+#include "profiler/compare.hpp"
+#include "profiler/trace_reader.hpp"
+#include "sim/simulator.hpp"
+
+extern char** environ;
+
+namespace parallax::cli {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+double kendall_tau(const std::vector<double>& a, const std::vector<double>& b) {
+  const size_t n = std::min(a.size(), b.size());
+  if (n < 2) return 1.0;
+  double score = 0;
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = i + 1; j < n; ++j) {
+      const double s = (a[i] - a[j]) * (b[i] - b[j]);
+      score += s > 0 ? 1 : s < 0 ? -1 : 0;
+    }
+  return score / (static_cast<double>(n) * static_cast<double>(n - 1) / 2);
+}
+
+namespace {
+
+struct Config {
+  std::string scenario;
+  std::vector<std::string> overrides;  ///< --set values beyond the common ones
+  std::string sweep;                   ///< "" or "SCENARIO KEY": the group it is ranked in
+  std::string label;
+};
+
+struct Outcome {
+  double predicted_ms = 0;
+  std::vector<double> measured_ms;  ///< one median per run
+  double measured_median = 0, spread = 0, error = 0;
+  std::vector<profiler::RankComparison> ranks;  ///< of the first run
+};
+
+// "2,4,[1,3],8" -> 2 | 4 | [1,3] | 8: commas inside brackets belong to the value.
+std::vector<std::string> split_values(const std::string& text) {
+  std::vector<std::string> out(1);
+  int depth = 0;
+  for (char ch : text) {
+    if (ch == ',' && depth == 0) {
+      out.emplace_back();
+      continue;
+    }
+    depth += ch == '[' ? 1 : ch == ']' ? -1 : 0;
+    out.back() += ch;
+  }
+  return out;
+}
+
+std::vector<Config> configurations(const ValidateArgs& args) {
+  std::vector<Config> out;
+  for (const auto& s : args.scenarios) {
+    const std::string name = fs::path(s).stem().string();
+    if (args.sweeps.empty()) {
+      out.push_back({s, {}, "", name});
+      continue;
+    }
+    for (const auto& sweep : args.sweeps) {
+      const auto eq = sweep.find('=');
+      if (eq == std::string::npos || eq == 0 || eq + 1 == sweep.size())
+        throw plan::InputError(plan::Location{"--sweep"}, "'" + sweep + "' is not KEY=V1,V2,...");
+      const std::string key = sweep.substr(0, eq);
+      for (const auto& v : split_values(sweep.substr(eq + 1)))
+        out.push_back({s, {key + "=" + v}, name + " " + key, name + " " + key + "=" + v});
+    }
+  }
+  return out;
+}
+
+// Runs argv as a child with stdout and stderr into files; returns its exit code.
+int run_child(const std::vector<std::string>& argv, const std::string& out, const std::string& err) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  std::vector<char*> cargv;
+  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, cargv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) return 127;
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::string tail_of(const std::string& path, size_t lines) {
+  std::ifstream in(path);
+  std::vector<std::string> all;
+  for (std::string l; std::getline(in, l);) all.push_back(l);
+  std::string out;
+  for (size_t i = all.size() > lines ? all.size() - lines : 0; i < all.size(); ++i) out += "  " + all[i] + "\n";
+  return out;
+}
+
+Outcome validate_one(const Config& c, const ValidateArgs& args, const std::vector<std::string>& common,
+                     const std::string& self, const fs::path& work) {
+  std::vector<std::string> sets = common;
+  sets.insert(sets.end(), c.overrides.begin(), c.overrides.end());
+  sets.push_back("data.steps=" + std::to_string(args.steps));
+  const plan::Plan plan = plan::resolve_plan(plan::load_scenario(c.scenario, sets));
+  const plan::Timeline predicted = predicted_timeline(plan, sim::simulate(plan));
+  Outcome o;
+  for (int r = 0; r < args.repeats; ++r) {
+    const std::string trace = (work / "measured.json").string();
+    std::vector<std::string> argv = {self, "run", c.scenario, "-o", trace};
+    for (const auto& s : sets) argv.insert(argv.end(), {"--set", s});
+    const int rc = run_child(argv, (work / "run.out").string(), (work / "run.err").string());
+    if (rc != 0)
+      throw std::runtime_error("the run of " + c.label + " failed (exit " + std::to_string(rc) + "):\n" +
+                               tail_of((work / "run.err").string(), 8));
+    const auto report = profiler::compare(predicted, profiler::read_trace(trace).timeline);
+    o.predicted_ms = report.predicted_step_ms;
+    o.measured_ms.push_back(report.measured_step_ms.median);
+    if (r == 0) o.ranks = report.ranks;
+  }
+  std::vector<double> m = o.measured_ms;
+  std::sort(m.begin(), m.end());
+  o.measured_median = m.size() % 2 ? m[m.size() / 2] : (m[m.size() / 2 - 1] + m[m.size() / 2]) / 2;
+  o.spread = o.measured_median > 0 ? (m.back() - m.front()) / o.measured_median : 0;
+  o.error = o.measured_median > 0 ? (o.predicted_ms - o.measured_median) / o.measured_median : 0;
+  return o;
+}
+
+std::string bubbles_text(const Outcome& o) {
+  std::string s;
+  for (const auto& r : o.ranks)
+    s += (s.empty() ? "" : "  ") + std::to_string(r.rank) + ": " + fmt("%.0f", 100 * r.predicted_bubble_fraction) +
+         "/" + fmt("%.0f%%", 100 * r.measured_bubble_fraction);
+  return s;
+}
+
+}  // namespace
+
+int validate_command(const ValidateArgs& args, const std::string& self) {
+  if (args.scenarios.empty()) throw plan::InputError(plan::Location{"SCENARIO"}, "give at least one scenario");
+  if (args.steps < 3) throw plan::InputError(plan::Location{"--steps"}, "needs 3 steps or more (the first is a warm-up)");
+  if (args.repeats < 1) throw plan::InputError(plan::Location{"--repeats"}, "needs 1 or more");
+  const std::string profile = args.profile.empty() ? default_calibration_path() : args.profile;
+  if (!fs::exists(profile))
+    throw plan::InputError(plan::Location{profile},
+                           "no calibrated profile here; run `parallax calibrate` first (or give one with --profile)");
+  std::vector<std::string> common = args.sets;
+  common.push_back("hardware=" + profile);
+  const std::vector<Config> configs = configurations(args);
+  // Every configuration must load and plan before anything runs.
+  for (const auto& c : configs) {
+    std::vector<std::string> sets = common;
+    sets.insert(sets.end(), c.overrides.begin(), c.overrides.end());
+    plan::resolve_plan(plan::load_scenario(c.scenario, sets));
+  }
+  const fs::path work = fs::temp_directory_path() / ("parallax-validate-" + std::to_string(::getpid()));
+  fs::create_directories(work);
+  std::cerr << "validate: " << configs.size() << " configuration(s) with profile " << profile << ", " << args.steps
+            << " steps x " << args.repeats << " run(s) each\n";
+  std::vector<Outcome> outcomes;
+  try {
+    for (size_t i = 0; i < configs.size(); ++i) {
+      outcomes.push_back(validate_one(configs[i], args, common, self, work));
+      const Outcome& o = outcomes.back();
+      std::cerr << "validate: [" << i + 1 << "/" << configs.size() << "] " << configs[i].label << ": predicted "
+                << fmt("%.3f", o.predicted_ms) << " ms, measured " << fmt("%.3f", o.measured_median) << " ms ("
+                << fmt("%+.1f%%", 100 * o.error) << ")\n";
+    }
+  } catch (...) {
+    fs::remove_all(work);
+    throw;
+  }
+  fs::remove_all(work);
+
+  double sum = 0, worst = 0;
+  std::string worst_label;
+  for (size_t i = 0; i < outcomes.size(); ++i) {
+    sum += std::abs(outcomes[i].error);
+    if (std::abs(outcomes[i].error) >= std::abs(worst)) {
+      worst = outcomes[i].error;
+      worst_label = configs[i].label;
+    }
+  }
+  const double mape = sum / static_cast<double>(outcomes.size());
+  std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> sweeps;
+  for (size_t i = 0; i < outcomes.size(); ++i)
+    if (!configs[i].sweep.empty()) {
+      sweeps[configs[i].sweep].first.push_back(outcomes[i].predicted_ms);
+      sweeps[configs[i].sweep].second.push_back(outcomes[i].measured_median);
+    }
+
+  if (args.json) {
+    json j;
+    j["profile"] = profile;
+    j["steps"] = args.steps;
+    j["repeats"] = args.repeats;
+    j["configurations"] = json::array();
+    for (size_t i = 0; i < outcomes.size(); ++i) {
+      const Outcome& o = outcomes[i];
+      json ranks = json::array();
+      for (const auto& r : o.ranks)
+        ranks.push_back({{"rank", r.rank},
+                         {"predicted_bubble_fraction", r.predicted_bubble_fraction},
+                         {"measured_bubble_fraction", r.measured_bubble_fraction}});
+      j["configurations"].push_back({{"scenario", configs[i].scenario},
+                                     {"overrides", configs[i].overrides},
+                                     {"predicted_step_ms", o.predicted_ms},
+                                     {"measured_step_ms", o.measured_median},
+                                     {"measured_runs_ms", o.measured_ms},
+                                     {"spread", o.spread},
+                                     {"error", o.error},
+                                     {"ranks", ranks}});
+    }
+    j["mape"] = mape;
+    j["worst_error"] = worst;
+    j["sweeps"] = json::array();
+    for (const auto& [name, v] : sweeps)
+      j["sweeps"].push_back({{"sweep", name}, {"configurations", v.first.size()}, {"kendall_tau", kendall_tau(v.first, v.second)}});
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  std::printf("%-52s %10s %10s %8s %7s  %s\n", "configuration", "predicted", "measured", "error", "spread",
+              "bubble per rank, predicted/measured");
+  for (size_t i = 0; i < outcomes.size(); ++i) {
+    const Outcome& o = outcomes[i];
+    std::printf("%-52s %7.3f ms %7.3f ms %+7.1f%% %6.1f%%  %s\n", configs[i].label.c_str(), o.predicted_ms,
+                o.measured_median, 100 * o.error, 100 * o.spread, bubbles_text(o).c_str());
+  }
+  std::printf("\nmean absolute error %.1f%% over %zu configurations; worst %+.1f%% (%s)\n", 100 * mape, outcomes.size(),
+              100 * worst, worst_label.c_str());
+  for (const auto& [name, v] : sweeps)
+    std::printf("Kendall tau %+.2f over the %zu configurations of sweep %s\n", kendall_tau(v.first, v.second),
+                v.first.size(), name.c_str());
+  return 0;
+}
+
+}  // namespace parallax::cli
