@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "plan/hardware.hpp"
+#include "cli/validate_command.hpp"
 #include "tests/test_util.hpp"
 #include <sstream>
 
@@ -39,8 +40,9 @@ TEST_CASE("cli: plan --json prints one object with the documented fields", "[cli
 }
 
 TEST_CASE("cli: every shipped scenario gives a plan as JSON", "[cli]") {
-  for (const auto& entry : std::filesystem::directory_iterator(std::string(PARALLAX_SOURCE_DIR) + "/scenarios")) {
-    if (entry.path().extension() != ".yaml") continue;
+  for (const auto& entry :
+       std::filesystem::recursive_directory_iterator(std::string(PARALLAX_SOURCE_DIR) + "/scenarios")) {
+    if (entry.path().extension() != ".yaml" || entry.path().parent_path().filename() == "hardware") continue;
     INFO(entry.path());
     const auto r = run("plan " + entry.path().string() + " --json");
     CHECK(r.code == 0);
@@ -188,4 +190,54 @@ TEST_CASE("cli: calibrate refuses a scenario it cannot run, and bad profiles, wi
   CHECK(bad.code == 2);
   CHECK_THAT(bad.out, Catch::Contains("bad.yaml:4:"));
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("cli: validate runs each configuration of a sweep for real and ranks them", "[cli][exec]") {
+  // Any profile will do for the machinery (calibrated ones are what users give it).
+  const std::string profile = std::string(PARALLAX_SOURCE_DIR) + "/scenarios/hardware/cpu-host.yaml";
+  const auto r = run("validate " + scenario("mlp-fashion-mnist-pipeline2.yaml") +
+                     " --sweep parallel.chunks=2,4 --steps 3 --json --profile " + profile);
+  REQUIRE(r.code == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  REQUIRE(j["configurations"].size() == 2);
+  double sum = 0;
+  std::vector<double> predicted, measured;
+  for (size_t i = 0; i < 2; ++i) {
+    const auto& c = j["configurations"][i];
+    CHECK(c["overrides"][0] == (i == 0 ? "parallel.chunks=2" : "parallel.chunks=4"));
+    const double p = c["predicted_step_ms"], m = c["measured_step_ms"];
+    CHECK(p > 0);
+    CHECK(m > 0);
+    CHECK(c["error"].get<double>() == Approx((p - m) / m));
+    CHECK(c["ranks"].size() == 2);
+    sum += std::abs((p - m) / m);
+    predicted.push_back(p);
+    measured.push_back(m);
+  }
+  CHECK(j["mape"].get<double>() == Approx(sum / 2));
+  // Two configurations: tau is +1 when both sides order them alike, -1 otherwise.
+  REQUIRE(j["sweeps"].size() == 1);
+  const double same = (predicted[0] - predicted[1]) * (measured[0] - measured[1]) > 0 ? 1.0 : -1.0;
+  CHECK(j["sweeps"][0]["kendall_tau"].get<double>() == Approx(same));
+}
+
+TEST_CASE("cli: validate refuses what it cannot run with exit 2, before running anything", "[cli]") {
+  const std::string pipe = scenario("mlp-fashion-mnist-pipeline2.yaml");
+  const std::string profile = " --profile " + std::string(PARALLAX_SOURCE_DIR) + "/scenarios/hardware/cpu-host.yaml";
+  const auto missing = run("validate " + pipe + " --profile /nonexistent/profile.yaml", "", true);
+  CHECK(missing.code == 2);
+  CHECK_THAT(missing.out, Catch::Contains("parallax calibrate"));
+  const auto sweep = run("validate " + pipe + " --sweep parallel.chunks" + profile, "", true);
+  CHECK(sweep.code == 2);
+  CHECK_THAT(sweep.out, Catch::Contains("KEY=V1,V2"));
+  const auto key = run("validate " + pipe + " --sweep parallel.chunkz=2,4" + profile, "", true);
+  CHECK(key.code == 2);
+  CHECK_THAT(key.out, Catch::Contains("chunkz"));
+}
+
+TEST_CASE("cli::kendall_tau: pairs in the same and in the opposite order", "[cli]") {
+  CHECK(parallax::cli::kendall_tau({1, 2, 3, 4}, {10, 20, 30, 40}) == Approx(1));
+  CHECK(parallax::cli::kendall_tau({1, 2, 3, 4}, {40, 30, 20, 10}) == Approx(-1));
+  // One swapped pair of six: (5 - 1) / 6.
+  CHECK(parallax::cli::kendall_tau({1, 2, 3, 4}, {1, 3, 2, 4}) == Approx(4.0 / 6));
 }
