@@ -169,11 +169,11 @@ plan::InRunFactors in_run_factors(plan::Plan probe, const plan::Calibration& cal
     f.late_receive_us =
         std::max(0.0, typical(m.late_receive_us) - typical(m.late_bytes) / (calibration.p2p.bandwidth_gb_per_s * 1e3));
   for (const auto& k : r.kinds) {
-    if (k.predicted_ms <= 0 || k.measured_ms <= 0) continue;
-    const double ratio = k.measured_ms / k.predicted_ms;
-    if (k.kind == "F") f.forward = ratio;
-    else if (k.kind == "B") f.backward = ratio;
-    else if (k.kind == "OPTIM") f.optimizer = ratio;
+    if (k.actions == 0 || k.measured_ms <= 0) continue;
+    const double extra_us = (k.measured_ms - k.predicted_ms) * 1e3 / k.actions;
+    if (k.kind == "F") f.forward_extra_us = extra_us;
+    else if (k.kind == "B") f.backward_extra_us = extra_us;
+    else if (k.kind == "OPTIM") f.optimizer_extra_us = extra_us;
   }
   if (const double predicted_ms = allreduce_ms(predicted); predicted_ms > 0) {
     const double measured_ms = allreduce_ms(measured);
@@ -241,14 +241,15 @@ int calibrate_command(const CalibrateArgs& args, const std::vector<std::string>&
     plan::Plan probe = options.probes[i];
     probe.scenario.hardware = measured;
     const plan::InRunFactors f = in_run_factors(probe, cal, run->probes[i]);
-    std::cerr << "calibrate: in a real run compute takes " << fmt("%.2f", f.forward) << "x (F), "
-              << fmt("%.2f", f.backward) << "x (B), " << fmt("%.2f", f.optimizer) << "x (OPTIM)";
+    std::cerr << "calibrate: in a real run each F takes " << fmt("%+.0f", f.forward_extra_us) << " us, each B "
+              << fmt("%+.0f", f.backward_extra_us) << " us, each OPTIM " << fmt("%+.0f", f.optimizer_extra_us)
+              << " us beyond its time alone";
     if (probe.scenario.parallel.data > 1) {
-      std::cerr << ", all-reduces " << fmt("%.2f", f.allreduce) << "x, their time alone; " << f.probe << "\n";
+      std::cerr << ", all-reduces take " << fmt("%.2f", f.allreduce) << "x theirs; " << f.probe << "\n";
       cal.in_run_data = f;
       continue;
     }
-    std::cerr << " their time alone; " << f.probe << "\n"
+    std::cerr << "; " << f.probe << "\n"
               << "calibrate: a message whose receive is posted first: the send keeps its rank "
               << fmt("%+.0f", f.send_extra_us) << " us beyond the bare call, delivery takes "
               << fmt("%+.0f", f.delivery_extra_us) << " us beyond idle ranks'; posted after the send: the send "

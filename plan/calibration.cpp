@@ -162,13 +162,18 @@ std::map<std::string, SignatureCost> parse_signatures(const Field& list) {
 }
 
 InRunFactors parse_in_run(const Field& in_run) {
-  expect_keys(in_run, {"forward", "backward", "optimizer", "allreduce", "send_extra_us", "delivery_extra_us",
-                       "send_unposted_us", "late_receive_us", "probe"});
+  expect_keys(in_run, {"forward", "backward", "optimizer", "forward_extra_us", "backward_extra_us",
+                       "optimizer_extra_us", "allreduce", "send_extra_us", "delivery_extra_us", "send_unposted_us",
+                       "late_receive_us", "probe"});
   InRunFactors f;
   f.forward = number_or(in_run, "forward", 1, 0.1);
   f.backward = number_or(in_run, "backward", 1, 0.1);
   f.optimizer = number_or(in_run, "optimizer", 1, 0.1);
   f.allreduce = number_or(in_run, "allreduce", 1, 0.1);
+  // May be negative (a run can beat the time alone); the sum never goes below 0.
+  f.forward_extra_us = number_or(in_run, "forward_extra_us", 0, -1e9);
+  f.backward_extra_us = number_or(in_run, "backward_extra_us", 0, -1e9);
+  f.optimizer_extra_us = number_or(in_run, "optimizer_extra_us", 0, -1e9);
   // Extras may be negative (the run can beat the isolated figure); the sum never goes below 0.
   f.send_extra_us = number_or(in_run, "send_extra_us", 0, -1e9);
   f.delivery_extra_us = number_or(in_run, "delivery_extra_us", 0, -1e9);
@@ -262,7 +267,9 @@ std::string calibration_yaml(const Calibration& c) {
   s << "  backward_call_us: " << c.backward_call_us << "\n";
   s << "  copy_gb_per_s: " << c.copy_gb_per_s << "\n";
   s << "  in_run: {forward: " << c.in_run.forward << ", backward: " << c.in_run.backward
-    << ", optimizer: " << c.in_run.optimizer << ",\n            send_extra_us: " << c.in_run.send_extra_us
+    << ", optimizer: " << c.in_run.optimizer << ",\n            forward_extra_us: " << c.in_run.forward_extra_us
+    << ", backward_extra_us: " << c.in_run.backward_extra_us
+    << ", optimizer_extra_us: " << c.in_run.optimizer_extra_us << ",\n            send_extra_us: " << c.in_run.send_extra_us
     << ", delivery_extra_us: " << c.in_run.delivery_extra_us
     << ",\n            send_unposted_us: " << c.in_run.send_unposted_us
     << ", late_receive_us: " << c.in_run.late_receive_us;
@@ -270,7 +277,8 @@ std::string calibration_yaml(const Calibration& c) {
   s << "}\n";
   if (const auto& d = c.in_run_data) {
     s << "  in_run_data: {forward: " << d->forward << ", backward: " << d->backward << ", optimizer: " << d->optimizer
-      << ", allreduce: " << d->allreduce;
+      << ",\n                forward_extra_us: " << d->forward_extra_us << ", backward_extra_us: " << d->backward_extra_us
+      << ", optimizer_extra_us: " << d->optimizer_extra_us << ", allreduce: " << d->allreduce;
     if (!d->probe.empty()) s << ",\n                probe: \"" << d->probe << "\"";
     s << "}\n";
   }

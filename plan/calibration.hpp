@@ -59,6 +59,12 @@ struct AlphaBeta {
 /// from compute on shared cores.
 struct InRunFactors {
   double forward = 1, backward = 1, optimizer = 1;
+  /// Time each F, B and OPTIM adds inside a run, beyond its (scaled) time alone. calibrate fits
+  /// these and leaves the factors at 1: the slowdown is a cost per action (caches refilled after
+  /// the other micro-batches and the messages, threads woken on shared cores) more than a
+  /// proportion: measured, small MLP layers take ~2x their time alone in a run, a transformer's
+  /// 10-20 ms layers ~1.1x.
+  double forward_extra_us = 0, backward_extra_us = 0, optimizer_extra_us = 0;
   /// DDP all-reduces of a step (the time from the first one's start to the last one's end)
   /// against the calibrated all-reduce cost: they share the cores with backward and each other.
   double allreduce = 1;

@@ -111,10 +111,14 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan) {
     if (cal) {
       const double f = oversubscription(plan, *cal);
       const plan::InRunFactors& in = in_run_factors(plan, *cal);
-      c.forward = scaled(c.forward, f * in.forward);
-      c.backward = scaled(c.backward, f * in.backward);
-      for (Time& t : c.bucket_ready) t = scaled(t, f * in.backward);
-      c.optimizer = scaled(c.optimizer, f * in.optimizer);
+      // Never below 0: a negative extra larger than the time alone would.
+      auto in_run = [&](Time alone, double factor, double extra_us) {
+        return std::max(Time(), scaled(alone, f * factor) + scaled(Time::us(extra_us), f));
+      };
+      c.forward = in_run(c.forward, in.forward, in.forward_extra_us);
+      c.backward = in_run(c.backward, in.backward, in.backward_extra_us);
+      for (Time& t : c.bucket_ready) t = in_run(t, in.backward, in.backward_extra_us);
+      c.optimizer = in_run(c.optimizer, in.optimizer, in.optimizer_extra_us);
       c.bucket_copy_in = scaled(c.bucket_copy_in, f * in.backward);
       // Messages as the pipeline probe measured them.
       const plan::InRunFactors& msg = cal->in_run;

@@ -35,7 +35,9 @@ plan::Calibration sample_calibration() {
   plan::Calibration c;
   c.threads = 1;
   c.cores = 2;
-  c.in_run = {1.25, 1.5, 2.0, 1.0, 40, 15, 20, 150, "probe"};
+  c.in_run = {.forward = 1.25, .backward = 1.5, .optimizer = 2.0, .forward_extra_us = 12, .backward_extra_us = -5,
+              .send_extra_us = 40, .delivery_extra_us = 15, .send_unposted_us = 20, .late_receive_us = 150,
+              .probe = "probe"};
   c.backward_call_us = 7;
   c.copy_gb_per_s = 20;
   c.send_call = {{1024, 65536}, {12, 30}};
@@ -89,7 +91,8 @@ TEST_CASE("plan::CostCurve: interpolates between sizes and extrapolates along th
 
 TEST_CASE("plan::Calibration: a calibrated profile round-trips with the same costs", "[plan]") {
   auto c = sample_calibration();
-  c.in_run_data = plan::InRunFactors{1.1, 1.2, 1.3, 2.5, 0, 0, 0, 0, "ddp probe"};
+  c.in_run_data = plan::InRunFactors{.forward = 1.1, .backward = 1.2, .optimizer = 1.3, .optimizer_extra_us = 9,
+                                     .allreduce = 2.5, .probe = "ddp probe"};
   const std::string text = plan::calibrated_profile_yaml(builtin("cpu-host"), "here", c, {"a comment"});
   const auto hw = profile_from(text);
   REQUIRE(hw.calibration);
@@ -103,6 +106,8 @@ TEST_CASE("plan::Calibration: a calibrated profile round-trips with the same cos
   REQUIRE(r.in_run_data);
   CHECK(r.in_run_data->backward == Approx(1.2));
   CHECK(r.in_run_data->allreduce == Approx(2.5));
+  CHECK(r.in_run_data->optimizer_extra_us == Approx(9));
+  CHECK(r.in_run.backward_extra_us == Approx(-5));
   CHECK(r.in_run_data->probe == "ddp probe");
   CHECK(r.in_run.probe == "probe");
   CHECK(r.send_call.at(32768) == Approx(c.send_call.at(32768)));
@@ -209,11 +214,16 @@ TEST_CASE("sim::stage_costs: a calibrated stage adds data, loss, backward call a
   const double params = 784 * 256 + 256 + 256 * 10 + 10;
   CHECK(costs[0].optimizer.to_us() == Approx(c.optimizers[0].by_params.at(params)).epsilon(1e-3));
   // The in-run factors scale each kind of compute as measured in the probe run.
-  p.scenario.hardware.calibration->in_run = {1.25, 1.5, 2.0, 1.0, 0, 0, 0, 0, ""};
+  p.scenario.hardware.calibration->in_run = {.forward = 1.25, .backward = 1.5, .optimizer = 2.0, .probe = ""};
   const auto in_run = sim::stage_costs(p);
   CHECK(in_run[0].forward.to_us() == Approx(1.25 * forward).epsilon(1e-3));
   CHECK(in_run[0].backward.to_us() == Approx(1.5 * backward).epsilon(1e-3));
   CHECK(in_run[0].optimizer.to_us() == Approx(2.0 * costs[0].optimizer.to_us()).epsilon(1e-3));
+  // And the extras add a cost per action on top.
+  p.scenario.hardware.calibration->in_run = {.forward_extra_us = 30, .backward_extra_us = -20, .probe = ""};
+  const auto extra = sim::stage_costs(p);
+  CHECK(extra[0].forward.to_us() == Approx(forward + 30).epsilon(1e-3));
+  CHECK(extra[0].backward.to_us() == Approx(backward - 20).epsilon(1e-3));
 }
 
 TEST_CASE("sim::simulate: on a calibrated host a message moves once both sides have posted, as Gloo's do",
@@ -271,7 +281,7 @@ TEST_CASE("sim::simulate: a data-parallel plan takes the data-parallel probe's f
   c.in_run = {};
   s.hardware.calibration = c;
   const plan::Plan alone = plan::resolve_plan(s);
-  c.in_run_data = plan::InRunFactors{1.5, 2.0, 1.0, 3.0, 0, 0, 0, 0, ""};
+  c.in_run_data = plan::InRunFactors{.forward = 1.5, .backward = 2.0, .allreduce = 3.0, .probe = ""};
   s.hardware.calibration = c;
   const plan::Plan in_run = plan::resolve_plan(s);
   auto span = [](const sim::SimRun& run, plan::ActionKind kind) {
