@@ -17,7 +17,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr auto kIdleWait = std::chrono::seconds(1800);  // rank 1 idles while rank 0 measures
-const std::string kProbePortKey = "parallax/calibrate/probe-ports";
+const std::string kProbePortKey = "parallax/calibrate/probe-port";  // + "/" + the probe's index
 const std::string kByeKey = "parallax/calibrate/bye";
 
 double us_since(Clock::time_point t0) {

@@ -13,7 +13,8 @@
 // 3. both ranks run the probe plans for real, one after the other, with the runtime of `parallax
 //    run`; their traces go back to the caller, which compares them with the simulator to get the
 //    in-run factors.
-// Each figure of 1 and 2 is the median of repeated runs after a warm-up.
+// Each figure of 1 is the lower quartile of repeated runs after a warm-up (the cost alone, unmoved
+// by bursts of interference), each of 2 the median.
 #include <functional>
 #include <optional>
 #include <string>

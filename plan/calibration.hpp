@@ -52,11 +52,12 @@ struct AlphaBeta {
   double us(double bytes) const { return latency_us + (bandwidth_gb_per_s > 0 ? bytes / (bandwidth_gb_per_s * 1e3) : 0); }
 };
 
-/// How much longer compute takes inside a real run than alone, per action kind: measured by
-/// running the executor on a probe plan and dividing its per-action medians by what the
-/// calibrated tables predict for them. It holds what isolated timings miss: caches that the other
-/// micro-batches, the messages and the other rank's threads evict, and Gloo's threads taking CPU
-/// from compute on shared cores.
+/// How much longer compute and communication take inside a real run than alone, measured by
+/// running the executor on a probe plan and comparing its actions (means without the top 1%) with
+/// what the calibrated tables predict for them. It holds what isolated timings miss: caches that
+/// the other micro-batches, the messages and the other rank's threads evict, and Gloo's threads
+/// taking CPU from compute on shared cores. Compute in a run takes
+/// `alone x factor + extra_us`.
 struct InRunFactors {
   double forward = 1, backward = 1, optimizer = 1;
   /// Time each F, B and OPTIM adds inside a run, beyond its (scaled) time alone. calibrate fits

@@ -36,7 +36,7 @@ struct StageCost {
 
 std::vector<StageCost> stage_costs(const plan::Plan& plan);
 
-/// The in-run factors a calibrated plan's compute and all-reduces take: the data-parallel probe's
+/// The in-run costs a calibrated plan's compute and all-reduces take: the data-parallel probe's
 /// when the plan has data > 1 and the profile has them, else the pipeline probe's.
 const plan::InRunFactors& in_run_factors(const plan::Plan& plan, const plan::Calibration& cal);
 
