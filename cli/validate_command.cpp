@@ -121,33 +121,43 @@ std::string tail_of(const std::string& path, size_t lines) {
   return out;
 }
 
-Outcome validate_one(const Config& c, const ValidateArgs& args, const std::vector<std::string>& common,
-                     const std::string& self, const fs::path& work) {
-  std::vector<std::string> sets = common;
-  sets.insert(sets.end(), c.overrides.begin(), c.overrides.end());
-  sets.push_back("data.steps=" + std::to_string(args.steps));
-  const plan::Plan plan = plan::resolve_plan(plan::load_scenario(c.scenario, sets));
-  const plan::Timeline predicted = predicted_timeline(plan, sim::simulate(plan));
-  Outcome o;
-  for (int r = 0; r < args.repeats; ++r) {
-    const std::string trace = (work / "measured.json").string();
-    std::vector<std::string> argv = {self, "run", c.scenario, "-o", trace};
-    for (const auto& s : sets) argv.insert(argv.end(), {"--set", s});
-    const int rc = run_child(argv, (work / "run.out").string(), (work / "run.err").string());
-    if (rc != 0)
-      throw std::runtime_error("the run of " + c.label + " failed (exit " + std::to_string(rc) + "):\n" +
-                               tail_of((work / "run.err").string(), 8));
-    const auto report = profiler::compare(predicted, profiler::read_trace(trace).timeline);
-    o.predicted_ms = report.predicted_step_ms;
-    o.measured_ms.push_back(report.measured_step_ms.median);
-    if (r == 0) o.ranks = report.ranks;
-  }
-  std::vector<double> m = o.measured_ms;
+// A configuration's plan with the run's step count, and its predicted timeline.
+struct Prepared {
+  std::vector<std::string> sets;
+  plan::Timeline predicted;
+};
+
+Prepared prepare(const Config& c, const ValidateArgs& args, const std::vector<std::string>& common) {
+  Prepared p;
+  p.sets = common;
+  p.sets.insert(p.sets.end(), c.overrides.begin(), c.overrides.end());
+  p.sets.push_back("data.steps=" + std::to_string(args.steps));
+  const plan::Plan plan = plan::resolve_plan(plan::load_scenario(c.scenario, p.sets));
+  p.predicted = predicted_timeline(plan, sim::simulate(plan));
+  return p;
+}
+
+// One run of a configuration for real, compared with its prediction into `o`.
+void run_once(const Config& c, const Prepared& p, const std::string& self, const fs::path& work, Outcome* o) {
+  const std::string trace = (work / "measured.json").string();
+  std::vector<std::string> argv = {self, "run", c.scenario, "-o", trace};
+  for (const auto& s : p.sets) argv.insert(argv.end(), {"--set", s});
+  const int rc = run_child(argv, (work / "run.out").string(), (work / "run.err").string());
+  if (rc != 0)
+    throw std::runtime_error("the run of " + c.label + " failed (exit " + std::to_string(rc) + "):\n" +
+                             tail_of((work / "run.err").string(), 8));
+  const auto report = profiler::compare(p.predicted, profiler::read_trace(trace).timeline);
+  o->predicted_ms = report.predicted_step_ms;
+  o->measured_ms.push_back(report.measured_step_ms.median);
+  if (o->ranks.empty()) o->ranks = report.ranks;
+}
+
+void summarise(Outcome* o) {
+  std::vector<double> m = o->measured_ms;
   std::sort(m.begin(), m.end());
-  o.measured_median = m.size() % 2 ? m[m.size() / 2] : (m[m.size() / 2 - 1] + m[m.size() / 2]) / 2;
-  o.spread = o.measured_median > 0 ? (m.back() - m.front()) / o.measured_median : 0;
-  o.error = o.measured_median > 0 ? (o.predicted_ms - o.measured_median) / o.measured_median : 0;
-  return o;
+  o->measured_median = m.size() % 2 ? m[m.size() / 2] : (m[m.size() / 2 - 1] + m[m.size() / 2]) / 2;
+  o->spread = o->measured_median > 0 ? (m.back() - m.front()) / o->measured_median : 0;
+  o->error = o->measured_median > 0 ? (o->predicted_ms - o->measured_median) / o->measured_median : 0;
 }
 
 std::string bubbles_text(const Outcome& o) {
@@ -171,25 +181,27 @@ int validate_command(const ValidateArgs& args, const std::string& self) {
   std::vector<std::string> common = args.sets;
   common.push_back("hardware=" + profile);
   const std::vector<Config> configs = configurations(args);
-  // Every configuration must load and plan before anything runs.
-  for (const auto& c : configs) {
-    std::vector<std::string> sets = common;
-    sets.insert(sets.end(), c.overrides.begin(), c.overrides.end());
-    plan::resolve_plan(plan::load_scenario(c.scenario, sets));
-  }
+  // Every configuration is planned and predicted before anything runs: bad input exits 2 at once.
+  std::vector<Prepared> prepared;
+  for (const auto& c : configs) prepared.push_back(prepare(c, args, common));
   const fs::path work = fs::temp_directory_path() / ("parallax-validate-" + std::to_string(::getpid()));
   fs::create_directories(work);
   std::cerr << "validate: " << configs.size() << " configuration(s) with profile " << profile << ", " << args.steps
             << " steps x " << args.repeats << " run(s) each\n";
-  std::vector<Outcome> outcomes;
+  // Repeats go round the configurations rather than one after another, so that the machine's
+  // drift over the minutes spreads over all of them instead of biasing some.
+  std::vector<Outcome> outcomes(configs.size());
   try {
-    for (size_t i = 0; i < configs.size(); ++i) {
-      outcomes.push_back(validate_one(configs[i], args, common, self, work));
-      const Outcome& o = outcomes.back();
-      std::cerr << "validate: [" << i + 1 << "/" << configs.size() << "] " << configs[i].label << ": predicted "
-                << fmt("%.3f", o.predicted_ms) << " ms, measured " << fmt("%.3f", o.measured_median) << " ms ("
-                << fmt("%+.1f%%", 100 * o.error) << ")\n";
-    }
+    for (int r = 0; r < args.repeats; ++r)
+      for (size_t i = 0; i < configs.size(); ++i) {
+        run_once(configs[i], prepared[i], self, work, &outcomes[i]);
+        const Outcome& o = outcomes[i];
+        std::cerr << "validate: [" << r * configs.size() + i + 1 << "/" << configs.size() * args.repeats << "] "
+                  << configs[i].label << ": predicted " << fmt("%.3f", o.predicted_ms) << " ms, measured "
+                  << fmt("%.3f", o.measured_ms.back()) << " ms ("
+                  << fmt("%+.1f%%", 100 * (o.predicted_ms - o.measured_ms.back()) / o.measured_ms.back()) << ")\n";
+      }
+    for (auto& o : outcomes) summarise(&o);
   } catch (...) {
     fs::remove_all(work);
     throw;
