@@ -124,24 +124,18 @@ double typical(std::vector<double> v) {
 // A step's all-reduce time on one rank: the union of its ALLREDUCE spans (they may overlap), as
 // a mean over ranks and steps (after the first, when there are several).
 double allreduce_ms(const plan::Timeline& t) {
-  std::map<std::pair<int, int>, std::vector<std::pair<plan::Time, plan::Time>>> spans;
+  std::map<std::pair<int, int>, std::vector<std::pair<int64_t, int64_t>>> spans;  // by (step, rank)
   int first_step = INT32_MAX, last_step = INT32_MIN;
   for (const auto& e : t.events) {
     first_step = std::min(first_step, e.step);
     last_step = std::max(last_step, e.step);
-    if (e.lane == plan::Lane::allreduce) spans[{e.step, e.rank}].push_back({e.start, e.end});
+    if (e.lane == plan::Lane::allreduce) spans[{e.step, e.rank}].emplace_back(e.start.count_ns(), e.end.count_ns());
   }
   double sum = 0;
   int n = 0;
   for (auto& [key, v] : spans) {
     if (key.first == first_step && last_step > first_step) continue;
-    std::sort(v.begin(), v.end());
-    plan::Time covered, reach = v.front().first;
-    for (const auto& [start, end] : v) {
-      if (end > reach) covered += end - std::max(start, reach);
-      reach = std::max(reach, end);
-    }
-    sum += covered.to_ms();
+    sum += plan::Time::ns(plan::union_length(std::move(v))).to_ms();
     ++n;
   }
   return n ? sum / n : 0.0;

@@ -153,10 +153,9 @@ void run_once(const Config& c, const Prepared& p, const std::string& self, const
 }
 
 void summarise(Outcome* o) {
-  std::vector<double> m = o->measured_ms;
-  std::sort(m.begin(), m.end());
-  o->measured_median = m.size() % 2 ? m[m.size() / 2] : (m[m.size() / 2 - 1] + m[m.size() / 2]) / 2;
-  o->spread = o->measured_median > 0 ? (m.back() - m.front()) / o->measured_median : 0;
+  const auto [low, high] = std::minmax_element(o->measured_ms.begin(), o->measured_ms.end());
+  o->measured_median = profiler::median(o->measured_ms);
+  o->spread = o->measured_median > 0 ? (*high - *low) / o->measured_median : 0;
   o->error = o->measured_median > 0 ? (o->predicted_ms - o->measured_median) / o->measured_median : 0;
 }
 

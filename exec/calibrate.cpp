@@ -11,6 +11,7 @@
 #include "exec/data.hpp"
 #include "exec/launcher.hpp"
 #include "exec/model.hpp"
+#include "profiler/compare.hpp"
 
 namespace parallax::exec {
 namespace {
@@ -24,12 +25,7 @@ double us_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
+using profiler::median;
 
 // The lower quartile: a cost alone, as the machine gives it when nothing else interferes.
 // Bursts of interference on this shared VM (another tenant, a descheduled vCPU) can slow half

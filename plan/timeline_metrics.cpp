@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -51,23 +52,27 @@ int pipeline_ranks(const Timeline& timeline) {
 // A point-to-point message of a step: (receiving rank, forward, receiving stage, micro-batch).
 using MessageKey = std::tuple<int, bool, int, int>;
 
+// The message a SEND or RECV event is one side of (`p` ranks per pipeline).
+std::optional<MessageKey> message_of(const TimelineEvent& e, int p) {
+  const ActionKind k = e.action.kind;
+  const bool send = k == ActionKind::SEND_F || k == ActionKind::SEND_B;
+  if (!send && k != ActionKind::RECV_F && k != ActionKind::RECV_B) return std::nullopt;
+  const bool forward = k == ActionKind::SEND_F || k == ActionKind::RECV_F;
+  const int stage = send ? e.action.stage + (forward ? 1 : -1) : e.action.stage;
+  const int receiver = send ? (e.rank / p) * p + stage % p : e.rank;
+  return MessageKey{receiver, forward, stage, e.action.mb};
+}
+
 // When each message of `step` had both sides posted: the later of its SEND's and RECV's starts.
-std::map<MessageKey, int64_t> both_posted(const Timeline& timeline, int step) {
-  const int p = pipeline_ranks(timeline);
+std::map<MessageKey, int64_t> both_posted(const Timeline& timeline, int step, int p) {
   std::map<MessageKey, std::pair<int64_t, int64_t>> posts;  // send start, recv start
   for (const auto& e : timeline.events) {
     if (e.step != step) continue;
-    const ActionKind k = e.action.kind;
-    if (k == ActionKind::SEND_F || k == ActionKind::SEND_B) {
-      const bool forward = k == ActionKind::SEND_F;
-      const int stage = e.action.stage + (forward ? 1 : -1);
-      const int receiver = (e.rank / p) * p + stage % p;
-      posts.try_emplace({receiver, forward, stage, e.action.mb}, INT64_MIN, INT64_MIN).first->second.first =
-          e.start.count_ns();
-    } else if (k == ActionKind::RECV_F || k == ActionKind::RECV_B) {
-      posts.try_emplace({e.rank, k == ActionKind::RECV_F, e.action.stage, e.action.mb}, INT64_MIN, INT64_MIN)
-          .first->second.second = e.start.count_ns();
-    }
+    const auto key = message_of(e, p);
+    if (!key) continue;
+    auto& post = posts.try_emplace(*key, INT64_MIN, INT64_MIN).first->second;
+    const bool send = e.action.kind == ActionKind::SEND_F || e.action.kind == ActionKind::SEND_B;
+    (send ? post.first : post.second) = e.start.count_ns();
   }
   std::map<MessageKey, int64_t> out;
   for (const auto& [key, t] : posts)
@@ -76,6 +81,12 @@ std::map<MessageKey, int64_t> both_posted(const Timeline& timeline, int step) {
 }
 
 }  // namespace
+
+int64_t union_length(std::vector<std::pair<int64_t, int64_t>> intervals) {
+  int64_t total = 0;
+  for (const auto& [s, e] : merged(std::move(intervals))) total += e - s;
+  return total;
+}
 
 std::vector<int> steps_of(const Timeline& timeline) {
   std::set<int> steps;
@@ -88,8 +99,8 @@ StepTimes step_times(const Timeline& timeline, int step) {
   out.step = step;
   int64_t first = INT64_MAX, last = INT64_MIN;
   std::vector<std::vector<Interval>> compute(timeline.world_size), comm(timeline.world_size);
-  const auto posted = both_posted(timeline, step);
   const int p = pipeline_ranks(timeline);
+  const auto posted = both_posted(timeline, step, p);
   for (const auto& e : timeline.events) {
     if (e.step != step || e.rank < 0 || e.rank >= timeline.world_size) continue;
     first = std::min(first, e.start.count_ns());
@@ -100,15 +111,8 @@ StepTimes step_times(const Timeline& timeline, int step) {
     }
     // A message is communication only once both sides have posted.
     int64_t from = e.start.count_ns();
-    const ActionKind k = e.action.kind;
-    const bool send = k == ActionKind::SEND_F || k == ActionKind::SEND_B;
-    if (send || k == ActionKind::RECV_F || k == ActionKind::RECV_B) {
-      const bool forward = k == ActionKind::SEND_F || k == ActionKind::RECV_F;
-      const int stage = send ? e.action.stage + (forward ? 1 : -1) : e.action.stage;
-      const int receiver = send ? (e.rank / p) * p + stage % p : e.rank;
-      if (auto it = posted.find({receiver, forward, stage, e.action.mb}); it != posted.end())
-        from = std::max(from, it->second);
-    }
+    if (const auto key = message_of(e, p))
+      if (auto it = posted.find(*key); it != posted.end()) from = std::max(from, it->second);
     if (from < e.end.count_ns()) comm[e.rank].emplace_back(from, e.end.count_ns());
   }
   if (first > last) first = last = 0;

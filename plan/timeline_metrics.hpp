@@ -9,6 +9,8 @@
 // - bubble: the rest of idle, including waiting for data the peer has not yet sent.
 // Both sides are read the same way: a measured RECV that waited for its peer's compute counts as
 // bubble there, as on the predicted side.
+#include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "plan/timeline.hpp"
@@ -33,6 +35,8 @@ struct StepTimes {
 
 /// The numbers of one optimizer step (events of other steps are ignored).
 StepTimes step_times(const Timeline& timeline, int step);
+/// The length of the union of [start, end) intervals (ns).
+int64_t union_length(std::vector<std::pair<int64_t, int64_t>> intervals);
 /// The steps present in a timeline, ascending.
 std::vector<int> steps_of(const Timeline& timeline);
 

@@ -35,15 +35,15 @@ std::string kind_of(plan::ActionKind k) {
   }
 }
 
+std::string label(const Key& k) { return std::to_string(k.first) + ":" + k.second; }
+
+}  // namespace
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n == 0 ? 0.0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
-
-std::string label(const Key& k) { return std::to_string(k.first) + ":" + k.second; }
-
-}  // namespace
 
 CompareReport compare(const plan::Timeline& predicted, const plan::Timeline& measured) {
   CompareReport r;

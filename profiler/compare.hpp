@@ -52,4 +52,7 @@ struct CompareReport {
 
 CompareReport compare(const plan::Timeline& predicted, const plan::Timeline& measured);
 
+/// The median of `v` (the mean of the middle two for an even count; 0 when empty).
+double median(std::vector<double> v);
+
 }  // namespace parallax::profiler

@@ -11,6 +11,7 @@
 
 #include "plan/plan.hpp"
 #include "plan/scenario.hpp"
+#include "plan/timeline.hpp"
 #include "plan/yaml_reader.hpp"
 
 namespace parallax::test {
@@ -37,6 +38,20 @@ inline CommandResult run_parallax(const std::string& args, const std::string& en
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
+}
+
+/// Adds one event to `t`, times in microseconds.
+inline void add_event(plan::Timeline& t, int rank, plan::Lane lane, plan::Action action, double start_us,
+                      double end_us, int step = 0, int64_t bytes = 0) {
+  plan::TimelineEvent e;
+  e.rank = rank;
+  e.lane = lane;
+  e.action = action;
+  e.start = plan::Time::us(start_us);
+  e.end = plan::Time::us(end_us);
+  e.step = step;
+  e.bytes = bytes;
+  t.events.push_back(e);
 }
 
 /// Parses scenario text as if it were the file "test.yaml".

@@ -2,34 +2,26 @@
 
 #include <catch2/catch.hpp>
 
+#include "tests/test_util.hpp"
+
 namespace {
 
 using namespace parallax;
 using plan::ActionKind;
 using plan::Lane;
 
-void add(plan::Timeline& t, int rank, Lane lane, plan::Action a, double start_us, double end_us) {
-  plan::TimelineEvent e;
-  e.rank = rank;
-  e.lane = lane;
-  e.action = a;
-  e.start = plan::Time::us(start_us);
-  e.end = plan::Time::us(end_us);
-  t.events.push_back(e);
-}
-
 // One micro-batch through two stages on ranks `first` and `first + 1`, times shifted by `at` and
 // rank 1's compute stretched by `slow` (microseconds).
 void replica(plan::Timeline& t, int first, double at, double slow) {
   const int r0 = first, r1 = first + 1;
-  add(t, r0, Lane::compute, {ActionKind::F, 0, 0}, at, at + 100);
-  add(t, r0, Lane::send, {ActionKind::SEND_F, 0, 0}, at + 100, at + 250);
-  add(t, r0, Lane::recv, {ActionKind::RECV_B, 0, 0}, at + 110, at + 600 + 2 * slow);
-  add(t, r0, Lane::compute, {ActionKind::B, 0, 0}, at + 600 + 2 * slow, at + 800 + 2 * slow);
-  add(t, r1, Lane::recv, {ActionKind::RECV_F, 1, 0}, at, at + 250);
-  add(t, r1, Lane::compute, {ActionKind::F, 1, 0}, at + 250, at + 350 + slow);
-  add(t, r1, Lane::compute, {ActionKind::B, 1, 0}, at + 350 + slow, at + 500 + 2 * slow);
-  add(t, r1, Lane::send, {ActionKind::SEND_B, 1, 0}, at + 500 + 2 * slow, at + 590 + 2 * slow);
+  test::add_event(t, r0, Lane::compute, {ActionKind::F, 0, 0}, at, at + 100);
+  test::add_event(t, r0, Lane::send, {ActionKind::SEND_F, 0, 0}, at + 100, at + 250);
+  test::add_event(t, r0, Lane::recv, {ActionKind::RECV_B, 0, 0}, at + 110, at + 600 + 2 * slow);
+  test::add_event(t, r0, Lane::compute, {ActionKind::B, 0, 0}, at + 600 + 2 * slow, at + 800 + 2 * slow);
+  test::add_event(t, r1, Lane::recv, {ActionKind::RECV_F, 1, 0}, at, at + 250);
+  test::add_event(t, r1, Lane::compute, {ActionKind::F, 1, 0}, at + 250, at + 350 + slow);
+  test::add_event(t, r1, Lane::compute, {ActionKind::B, 1, 0}, at + 350 + slow, at + 500 + 2 * slow);
+  test::add_event(t, r1, Lane::send, {ActionKind::SEND_B, 1, 0}, at + 500 + 2 * slow, at + 590 + 2 * slow);
 }
 
 }  // namespace
@@ -72,4 +64,10 @@ TEST_CASE("plan::step_times: messages are matched within their replica", "[plan]
   // Rank 2's RECV_B waits until its own peer sends at 600 (not rank 1's 500), then flows 600..700.
   CHECK(s.ranks[2].exposed_comm.to_us() == Approx(150 + 100));
   CHECK(s.ranks[2].busy.to_us() == Approx(300));
+}
+
+TEST_CASE("plan::union_length: overlapping and touching intervals count once", "[plan]") {
+  CHECK(plan::union_length({}) == 0);
+  // [0,10) and [5,20) overlap: 20; [20,25) touches: 25; [30,31) apart: 26.
+  CHECK(plan::union_length({{5, 20}, {0, 10}, {30, 31}, {20, 25}}) == 26);
 }

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "tests/test_util.hpp"
+
 namespace {
 
 using namespace parallax;
@@ -11,33 +13,23 @@ using plan::Action;
 using plan::ActionKind;
 using plan::Lane;
 
-plan::TimelineEvent span(int rank, Lane lane, Action a, double start_us, double end_us, int step, int64_t bytes = 0) {
-  plan::TimelineEvent e;
-  e.rank = rank;
-  e.lane = lane;
-  e.action = a;
-  e.start = plan::Time::us(start_us);
-  e.end = plan::Time::us(end_us);
-  e.step = step;
-  e.bytes = bytes;
-  return e;
-}
+using test::add_event;
 
 // One micro-batch through a two-stage pipeline, with hand-picked times (microseconds).
 void add_step(plan::Timeline& t, int step, double at) {
   // Rank 0: F, then a SEND posted at +100 whose main-thread part ends when RECV_B starts (+130).
-  t.events.push_back(span(0, Lane::compute, {ActionKind::F, 0, 0}, at, at + 100, step));
-  t.events.push_back(span(0, Lane::send, {ActionKind::SEND_F, 0, 0}, at + 100, at + 400, step, 4096));
-  t.events.push_back(span(0, Lane::recv, {ActionKind::RECV_B, 0, 0}, at + 130, at + 700, step));
+  add_event(t, 0, Lane::compute, {ActionKind::F, 0, 0}, at, at + 100, step);
+  add_event(t, 0, Lane::send, {ActionKind::SEND_F, 0, 0}, at + 100, at + 400, step, 4096);
+  add_event(t, 0, Lane::recv, {ActionKind::RECV_B, 0, 0}, at + 130, at + 700, step);
   // Rank 1 waits from the start: its data left rank 0 at +130 and arrives at +210.
-  t.events.push_back(span(1, Lane::recv, {ActionKind::RECV_F, 1, 0}, at, at + 210, step));
-  t.events.push_back(span(1, Lane::compute, {ActionKind::F, 1, 0}, at + 210, at + 300, step));
-  t.events.push_back(span(1, Lane::compute, {ActionKind::B, 1, 0}, at + 300, at + 500, step));
+  add_event(t, 1, Lane::recv, {ActionKind::RECV_F, 1, 0}, at, at + 210, step);
+  add_event(t, 1, Lane::compute, {ActionKind::F, 1, 0}, at + 210, at + 300, step);
+  add_event(t, 1, Lane::compute, {ActionKind::B, 1, 0}, at + 300, at + 500, step);
   // Its SEND_B's main-thread part: +500..+540, before its OPTIM.
-  t.events.push_back(span(1, Lane::send, {ActionKind::SEND_B, 1, 0}, at + 500, at + 650, step, 4096));
-  t.events.push_back(span(1, Lane::compute, {ActionKind::OPTIM, 1, -1}, at + 540, at + 560, step));
+  add_event(t, 1, Lane::send, {ActionKind::SEND_B, 1, 0}, at + 500, at + 650, step, 4096);
+  add_event(t, 1, Lane::compute, {ActionKind::OPTIM, 1, -1}, at + 540, at + 560, step);
   // Rank 0 was waiting since +130: delivery +540..+700.
-  t.events.push_back(span(0, Lane::compute, {ActionKind::B, 0, 0}, at + 700, at + 900, step));
+  add_event(t, 0, Lane::compute, {ActionKind::B, 0, 0}, at + 700, at + 900, step);
 }
 
 }  // namespace
@@ -69,11 +61,11 @@ TEST_CASE("profiler::message_timing: a send posted before its receive is timed o
   t.world_size = 2;
   for (int step = 0; step < 2; ++step) {
     const double at = 1000.0 * step;
-    t.events.push_back(span(0, Lane::compute, {ActionKind::F, 0, 0}, at, at + 100, step));
-    t.events.push_back(span(0, Lane::send, {ActionKind::SEND_F, 0, 0}, at + 100, at + 150, step, 64));
-    t.events.push_back(span(0, Lane::compute, {ActionKind::OPTIM, 0, -1}, at + 120, at + 130, step));
+    add_event(t, 0, Lane::compute, {ActionKind::F, 0, 0}, at, at + 100, step);
+    add_event(t, 0, Lane::send, {ActionKind::SEND_F, 0, 0}, at + 100, at + 150, step, 64);
+    add_event(t, 0, Lane::compute, {ActionKind::OPTIM, 0, -1}, at + 120, at + 130, step);
     // Rank 1 is busy until +500, then its receive takes 35 us from post to data.
-    t.events.push_back(span(1, Lane::recv, {ActionKind::RECV_F, 1, 0}, at + 500, at + 535, step));
+    add_event(t, 1, Lane::recv, {ActionKind::RECV_F, 1, 0}, at + 500, at + 535, step);
   }
   const auto m = profiler::message_timing(t, 2);
   CHECK(m.send_us.empty());
