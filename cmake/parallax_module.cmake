@@ -5,7 +5,7 @@
 # only way one module may use another; the arrows allowed are those of DESIGN.md. To keep those
 # arrows honest, configuration fails when a source or header includes a module's header
 # ("sim/engine.hpp") that is not in DEPS.
-set(PARALLAX_MODULES plan sim profiler exec gui cli)
+set(PARALLAX_MODULES plan sim tune profiler exec gui cli)
 
 function(parallax_check_includes module deps)
   set(files "")
@@ -18,8 +18,8 @@ function(parallax_check_includes module deps)
     endif()
   endforeach()
   foreach(file IN LISTS files)
-    if(module STREQUAL "plan" OR module STREQUAL "sim")
-      # plan/ and sim/ build and test anywhere: no LibTorch, Qt or CUDA.
+    if(module STREQUAL "plan" OR module STREQUAL "sim" OR module STREQUAL "tune")
+      # plan/, sim/ and tune/ build and test anywhere: no LibTorch, Qt or CUDA.
       file(STRINGS "${file}" heavy REGEX "^[ \t]*#[ \t]*include[ \t]*[<\"](torch/|ATen/|c10/|Q[A-Za-z]|cuda|cupti|nccl)")
       if(heavy)
         message(FATAL_ERROR "${file}: module '${module}' must not include LibTorch, Qt or CUDA: ${heavy}")

@@ -65,8 +65,10 @@ struct Plan {
   int chunks() const { return scenario.parallel.chunks; }
 };
 
-/// Resolves a scenario; an imported schedule that fails validation is an InputError.
-Plan resolve_plan(const Scenario& scenario);
+/// Resolves a scenario; an imported schedule that fails validation is an InputError. A generated
+/// schedule is checked too (a logic_error when a generator is wrong) unless `check_generated` is
+/// off: the tuner resolves tens of thousands of plans, and the check costs more than the rest.
+Plan resolve_plan(const Scenario& scenario, bool check_generated = true);
 
 /// Activation bytes one micro-batch of a stage holds until its backward.
 int64_t stage_activation_bytes(const Plan& plan, const Stage& stage);

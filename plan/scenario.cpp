@@ -108,8 +108,10 @@ OptimizerSpec parse_optimizer(const Field& m) {
   throw InputError(s.where(key), message);
 }
 
+}  // namespace
+
 // Checks that need several values at once; each error points at the value to change.
-void check_consistency(const Scenario& s) {
+void check_scenario(const Scenario& s) {
   const ParallelSpec& p = s.parallel;
   const int layers = static_cast<int>(s.layers.size());
   const int stages = p.stages();
@@ -160,8 +162,6 @@ void check_consistency(const Scenario& s) {
                                "' has no 'network' between nodes");
 }
 
-}  // namespace
-
 const char* name(ScheduleKind k) {
   switch (k) {
     case ScheduleKind::gpipe: return "gpipe";
@@ -203,7 +203,7 @@ Scenario parse_scenario(const YamlDocument& doc) {
   s.hardware = resolve_hardware(root["hardware"]);
   // A key that is absent points at its section (or the top of the file) in later errors.
   if (!s.places.count("parallel")) s.places["parallel"] = root.where();
-  check_consistency(s);
+  check_scenario(s);
   return s;
 }
 

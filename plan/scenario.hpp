@@ -74,6 +74,11 @@ struct Scenario {
   std::map<std::string, Location> places;
 };
 
+/// The checks that need several values at once (batch divisible by chunks, a stage per layer at
+/// least, the precision on the device, ...), for a Scenario changed after parsing (the tuner's
+/// typed knobs); InputError at the value to change.
+void check_scenario(const Scenario& scenario);
+
 /// Parses and checks a scenario document (overrides already applied).
 Scenario parse_scenario(const YamlDocument& doc);
 

@@ -71,7 +71,7 @@ Time optimizer_time(int64_t param_bytes, int state_per_param, const plan::Device
   return Time::us(device.layer_overhead_us) + Time::ns(std::llround(ns));
 }
 
-std::vector<StageCost> stage_costs(const plan::Plan& plan) {
+std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<plan::LayerCost>* layer_costs) {
   const auto& s = plan.scenario;
   const bool checkpointing = s.parallel.activation_checkpointing;
   const plan::Calibration* cal = s.hardware.calibration ? &*s.hardware.calibration : nullptr;
@@ -83,8 +83,9 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan) {
     std::vector<Time> bwd_layer(plan.layers().size());
     Time forward_with_grad;
     for (int l = st.first_layer; l <= last; ++l) {
-      const auto lc = plan::estimate_layer_cost(plan.layers()[l], s.hardware, s.parallel.precision, plan.microbatch_size,
-                                                /*input_gradient=*/l > 0);
+      const auto lc = layer_costs ? (*layer_costs)[l]
+                                  : plan::estimate_layer_cost(plan.layers()[l], s.hardware, s.parallel.precision,
+                                                              plan.microbatch_size, /*input_gradient=*/l > 0);
       c.forward += checkpointing ? lc.forward_no_grad : lc.forward;
       forward_with_grad += lc.forward;
       c.backward += lc.backward;

@@ -8,6 +8,7 @@
 // call overhead and the loss gradient, and the optimizer step its measured cost per parameter.
 #include <vector>
 
+#include "plan/cost.hpp"
 #include "plan/plan.hpp"
 #include "plan/time.hpp"
 
@@ -34,7 +35,8 @@ struct StageCost {
   int64_t recompute_bytes = 0;   ///< with checkpointing: one micro-batch's full activations
 };
 
-std::vector<StageCost> stage_costs(const plan::Plan& plan);
+/// `layer_costs`: each layer's cost for the plan's precision and micro-batch size, when cached.
+std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<plan::LayerCost>* layer_costs = nullptr);
 
 /// The in-run costs a calibrated plan's compute and all-reduces take: the data-parallel probe's
 /// when the plan has data > 1 and the profile has them, else the pipeline probe's.

@@ -43,6 +43,7 @@ class Network {
   Network(EventQueue& queue, uint32_t activate_type, uint32_t done_type, DoneFn done);
 
   int add_link(std::string name, double gb_per_s);
+  void reserve_links(size_t n) { links_.reserve(n); }
   /// Moves `bytes` across every link of `route`, starting after `latency`.
   void start_flow(Time now, Time latency, double bytes, std::span<const int> route, int tag);
   void handle(const Event& e);

@@ -85,25 +85,30 @@ class Simulation {
   Simulation(const plan::Plan& plan, const SimOptions& options)
       : plan_(plan),
         sched_(plan.schedule),
-        costs_(stage_costs(plan)),
+        costs_(stage_costs(plan, options.layer_costs)),
+        step_only_(options.step_only),
+        played_(options.step_only && replicas_alike(plan) ? sched_.pipeline : plan.world_size),
         late_receive_(late_receive(plan)),
         network_(queue_, kFlowActivate, kFlowDone, [this](int tag, Time now) { on_flow_done(tag, now); }),
-        topo_(plan, network_) {
+        topo_(plan, network_, /*named=*/!options.step_only) {
     network_.record_samples(options.record_link_samples);
     const int p = sched_.pipeline;
-    ranks_.resize(plan.world_size);
-    for (int r = 0; r < plan.world_size; ++r) {
+    ranks_.resize(played_);
+    for (int r = 0; r < played_; ++r) {
       ranks_[r].pipeline_rank = r % p;
       ranks_[r].replica = r / p;
       ranks_[r].backwards_done.assign(sched_.virtual_stages, 0);
     }
     if (plan.scenario.parallel.data > 1) build_groups();
-    rendezvous_.resize(static_cast<size_t>(plan.world_size) * 2 * sched_.virtual_stages * sched_.microbatches());
-    // Roughly what the step records: every action once, transfers twice (send and receive side).
-    size_t actions = 0;
-    for (int r = 0; r < plan.world_size; ++r) actions += sched_.ranks[r % p].size();
-    run_.timeline.events.reserve(actions + actions / 4);
-    run_.dependencies.reserve(actions * 2);
+    rendezvous_.resize(static_cast<size_t>(played_) * 2 * sched_.virtual_stages * sched_.microbatches());
+    run_.folded = played_ < plan.world_size;
+    if (!step_only_) {
+      // Roughly what the step records: every action once, transfers twice (send and receive side).
+      size_t actions = 0;
+      for (int r = 0; r < plan.world_size; ++r) actions += sched_.ranks[r % p].size();
+      run_.timeline.events.reserve(actions + actions / 4);
+      run_.dependencies.reserve(actions * 2);
+    }
     run_.timeline.kind = "predicted";
     run_.timeline.scenario = plan.scenario.name;
     run_.timeline.world_size = plan.world_size;
@@ -111,22 +116,24 @@ class Simulation {
 
   SimRun run() {
     const auto t0 = std::chrono::steady_clock::now();
-    for (int r = 0; r < plan_.world_size; ++r) advance(r, Time());
+    for (int r = 0; r < played_; ++r) advance(r, Time());
     while (!queue_.empty()) dispatch(queue_.pop());
-    for (int r = 0; r < plan_.world_size; ++r) {
+    for (int r = 0; r < played_; ++r) {
       if (ranks_[r].pc < sched_.ranks[ranks_[r].pipeline_rank].size())
         throw std::logic_error("simulation stalled: rank " + std::to_string(r) + " waits at " +
                                sched_.ranks[ranks_[r].pipeline_rank][ranks_[r].pc].id());
     }
-    Time end;
-    for (const auto& e : run_.timeline.events) end = std::max(end, e.end);
-    network_.finish(end);
-    collect_links();
+    run_.step_time = end_;
+    if (!step_only_) {
+      network_.finish(end_);
+      collect_links();
+    }
     for (int r = 0; r < plan_.world_size; ++r) {
       const auto& m = plan_.ranks[r].memory;
       int64_t recompute = 0;  // one micro-batch's full activations while a backward recomputes
       for (int s : plan_.ranks[r].stages) recompute = std::max(recompute, costs_[s].recompute_bytes);
-      run_.peak_memory.push_back(m.params + m.gradients + m.optimizer + m.buckets + ranks_[r].peak_held + recompute);
+      const int64_t held = ranks_[r < played_ ? r : r % sched_.pipeline].peak_held;  // folded: as replica 0
+      run_.peak_memory.push_back(m.params + m.gradients + m.optimizer + m.buckets + held + recompute);
     }
     run_.events = queue_.popped();
     run_.wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -212,8 +219,11 @@ class Simulation {
     }
   }
 
+  // The event's index in the timeline; -1 in step_only mode, which keeps only the latest end.
   int32_t record(int rank, Lane lane, const Action& a, Time start, Time end, int64_t bytes,
                  plan::Algorithm algorithm = plan::Algorithm::none) {
+    end_ = std::max(end_, end);
+    if (step_only_) return -1;
     plan::TimelineEvent ev;
     ev.rank = rank;
     ev.lane = lane;
@@ -227,10 +237,10 @@ class Simulation {
   }
 
   void depend(int32_t from, int32_t to, Time release) {
-    if (from >= 0) run_.dependencies.push_back({from, to, release.count_ns()});
+    if (from >= 0 && to >= 0) run_.dependencies.push_back({from, to, release.count_ns()});
   }
 
-  Time end_of(int32_t event) const { return run_.timeline.events[event].end; }
+  Time end_of(int32_t event) const { return event < 0 ? Time() : run_.timeline.events[event].end; }
 
   void advance(int rank, Time now) {
     RankState& st = ranks_[rank];
@@ -427,7 +437,8 @@ class Simulation {
 
   void on_bucket_ready(int rank, int stage, int bucket, Time now) {
     Group& g = groups_[stage];
-    ++g.arrivals[bucket];
+    // Folded, replica 0's bucket stands for every replica's, ready at the same time.
+    g.arrivals[bucket] += played_ < plan_.world_size ? static_cast<int>(g.members.size()) : 1;
     g.last_arrival[bucket] = now;
     g.last_arrival_event[bucket] = ranks_[rank].last_compute;  // the backward producing it
     try_start(stage, now);
@@ -460,6 +471,7 @@ class Simulation {
     const Action a{ActionKind::ALLREDUCE, stage, -1, bucket};
     for (size_t i = 0; i < g.members.size(); ++i) {
       const int r = g.members[i];
+      if (r >= played_) continue;
       const int32_t ev = record(r, Lane::allreduce, a, g.started, now, g.bucket_bytes[bucket], g.algorithm);
       depend(g.last_arrival_event[bucket], ev, g.last_arrival[bucket]);
       if (g.member_last_event[i] >= 0) depend(g.member_last_event[i], ev, end_of(g.member_last_event[i]));
@@ -469,6 +481,7 @@ class Simulation {
     ++g.next;
     if (++g.done == static_cast<int>(g.bucket_bytes.size())) {
       for (size_t i = 0; i < g.members.size(); ++i) {
+        if (g.members[i] >= played_) continue;
         RankState& st = ranks_[g.members[i]];
         st.pending.push_back(g.member_last_event[i]);
         const auto& list = sched_.ranks[st.pipeline_rank];
@@ -502,6 +515,9 @@ class Simulation {
   const plan::Plan& plan_;
   const plan::Schedule& sched_;
   std::vector<StageCost> costs_;
+  bool step_only_ = false;
+  int played_ = 0;  // ranks played: all, or replica 0's when folded
+  Time end_;        // the latest end of any recorded event
   // Calibrated hosts: a message whose receive comes after its send takes this long (beyond its
   // bytes) from the receive's post.
   std::optional<Time> late_receive_;
@@ -512,11 +528,19 @@ class Simulation {
   std::vector<Group> groups_;
   std::vector<Transfer> transfers_;
   std::vector<int> free_transfers_;
-  std::vector<Rendezvous> rendezvous_;  // dense: each (receiver, direction, stage, micro-batch) once
+  std::vector<Rendezvous> rendezvous_;  // dense: each (played receiver, direction, stage, micro-batch) once
   SimRun run_;
 };
 
 }  // namespace
+
+bool replicas_alike(const plan::Plan& plan) {
+  // Every replica then meets the same links in the same roles: it fills whole nodes, or each
+  // node holds whole replicas.
+  const int per_node = plan.scenario.hardware.devices_per_node;
+  const int p = plan.scenario.parallel.pipeline;
+  return plan.scenario.parallel.data > 1 && (per_node % p == 0 || p % per_node == 0);
+}
 
 SimRun simulate(const plan::Plan& plan, const SimOptions& options) { return Simulation(plan, options).run(); }
 

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "plan/cost.hpp"
 #include "plan/plan.hpp"
 #include "plan/time.hpp"
 #include "plan/timeline.hpp"
@@ -26,6 +27,14 @@ using plan::Time;
 
 struct SimOptions {
   bool record_link_samples = true;  ///< bandwidth over time per link, for traces
+  /// Step time and peak memory only (the tuner): no timeline, dependencies or link usage. When the
+  /// data-parallel replicas sit alike on the topology (pipeline divides the devices of a node, or
+  /// the reverse), only replica 0 is played: the others do the same at the same times, and each
+  /// all-reduce is still one flow over every member's links. Gives exactly the full step time.
+  bool step_only = false;
+  /// Every layer's cost for the plan's precision and micro-batch size, when the caller has them
+  /// cached (plan::estimate_layer_cost otherwise).
+  const std::vector<plan::LayerCost>* layer_costs = nullptr;
 };
 
 /// "`to` could not start before `from` released it at `release`."
@@ -48,10 +57,15 @@ struct SimRun {
   plan::Timeline timeline;            ///< events: compute, send, recv, allreduce lanes
   std::vector<Dependency> dependencies;  ///< the executed dependency graph
   std::vector<LinkUsage> links;
+  Time step_time;                     ///< when the last action ends
+  bool folded = false;                ///< step_only played one replica for all
   std::vector<int64_t> peak_memory;   ///< bytes per rank
   uint64_t events = 0;                ///< simulator events processed
   double wall_ms = 0;                 ///< time the simulation took
 };
+
+/// Whether step_only may play one replica for all (see SimOptions::step_only).
+bool replicas_alike(const plan::Plan& plan);
 
 /// Simulates one optimizer step of the plan.
 SimRun simulate(const plan::Plan& plan, const SimOptions& options = {});

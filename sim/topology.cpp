@@ -2,25 +2,27 @@
 
 namespace parallax::sim {
 
-Topology::Topology(const plan::Plan& plan, Network& network) {
+Topology::Topology(const plan::Plan& plan, Network& network, bool named) {
   const auto& hw = plan.scenario.hardware;
   devices_per_node_ = hw.devices_per_node;
   nics_per_node_ = hw.nics_per_node;
   node_latency_ = Time::us(hw.node_link.latency_us);
   node_bandwidth_ = hw.node_link.bandwidth_gb_per_s;
+  network.reserve_links(2 * static_cast<size_t>(plan.world_size) + 2 * static_cast<size_t>(plan.nodes) * nics_per_node_);
   for (int r = 0; r < plan.world_size; ++r) {
-    const std::string dev = "node" + std::to_string(r / devices_per_node_) + "/dev" + std::to_string(r % devices_per_node_);
-    up_.push_back(network.add_link(dev + " " + hw.node_link.name + " up", hw.node_link.bandwidth_gb_per_s));
-    down_.push_back(network.add_link(dev + " " + hw.node_link.name + " down", hw.node_link.bandwidth_gb_per_s));
+    const std::string dev =
+        named ? "node" + std::to_string(r / devices_per_node_) + "/dev" + std::to_string(r % devices_per_node_) + " " + hw.node_link.name : "";
+    up_.push_back(network.add_link(named ? dev + " up" : dev, hw.node_link.bandwidth_gb_per_s));
+    down_.push_back(network.add_link(named ? dev + " down" : dev, hw.node_link.bandwidth_gb_per_s));
   }
   if (hw.network && plan.nodes > 1) {
     network_latency_ = Time::us(hw.network->latency_us);
     network_bandwidth_ = hw.network->bandwidth_gb_per_s;
     for (int n = 0; n < plan.nodes; ++n) {
       for (int i = 0; i < nics_per_node_; ++i) {
-        const std::string nic = "node" + std::to_string(n) + "/nic" + std::to_string(i) + " " + hw.network->name;
-        nic_up_.push_back(network.add_link(nic + " up", hw.network->bandwidth_gb_per_s));
-        nic_down_.push_back(network.add_link(nic + " down", hw.network->bandwidth_gb_per_s));
+        const std::string nic = named ? "node" + std::to_string(n) + "/nic" + std::to_string(i) + " " + hw.network->name : "";
+        nic_up_.push_back(network.add_link(named ? nic + " up" : nic, hw.network->bandwidth_gb_per_s));
+        nic_down_.push_back(network.add_link(named ? nic + " down" : nic, hw.network->bandwidth_gb_per_s));
       }
     }
   }

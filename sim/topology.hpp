@@ -20,7 +20,8 @@ struct Route {
 
 class Topology {
  public:
-  Topology(const plan::Plan& plan, Network& network);
+  /// `named`: give links readable names ("node0/dev1 NVLink up"); step-only runs need none.
+  Topology(const plan::Plan& plan, Network& network, bool named = true);
 
   int node_of(int rank) const { return rank / devices_per_node_; }
   Route p2p(int src, int dst) const;

@@ -1,0 +1,103 @@
+// Tuner speed and picks (issue 11's figures). Prints:
+//  1. a 1,024-rank job (the 1.1B transformer at data 128 x pipeline 8 on a100-nvlink-ib): the
+//     default space searched exhaustively (every configuration simulated) and with pruning;
+//  2. every shipped scenario: its full default space, the wall time, and the pick's predicted step
+//     time against the scenario as given and against PyTorch's defaults.
+// The measured check of the picks on this machine is bench/tune_bench.sh.
+//
+//   parallax_tune_bench [--big] [--scenarios] [--threads N]      (both parts by default)
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <algorithm>
+#include <string>
+#include <thread>
+
+#include "plan/scenario.hpp"
+#include "tune/search.hpp"
+
+using namespace parallax;
+
+namespace {
+
+void print_result(const char* what, const tune::SearchResult& r) {
+  std::printf("  %-11s %7zu configurations, %7zu simulated, %7zu pruned, %5zu over memory in %6.2f s  (%.0f simulated/s)%s\n",
+              what, r.combinations, r.evaluated, r.pruned, r.over_memory, r.wall_s,
+              static_cast<double>(r.evaluated) / r.wall_s, r.stopped.empty() ? "" : (" stopped: " + r.stopped).c_str());
+}
+
+std::string pick_text(const tune::SearchResult& r, const tune::Config& base) {
+  if (r.ranked.empty()) return "no configuration fits";
+  return tune::describe(tune::overrides(base, r.ranked.front().config));
+}
+
+void bench_big(int threads) {
+  const std::string path = std::string(PARALLAX_SOURCE_DIR) + "/scenarios/gpipe-1b-4xA100.yaml";
+  const plan::Scenario s = plan::load_scenario(path, {"parallel.data=128", "parallel.pipeline=8", "parallel.schedule=1f1b"});
+  tune::Evaluator ev(s);
+  const tune::Space space = tune::default_space(s);
+  std::printf("1,024-rank job: %s with data 128 x pipeline 8 (1f1b), %zu layers, on %s, %d thread(s)\n", path.c_str(),
+              s.layers.size(), s.hardware.name.c_str(), threads);
+  for (bool prune : {false, true}) {
+    tune::SearchOptions o;
+    o.prune = prune;
+    o.threads = threads;
+    const auto r = tune::search(ev, space, o);
+    print_result(prune ? "pruned" : "exhaustive", r);
+    if (!r.ranked.empty())
+      std::printf("  %-11s best %.1f ms (%s); as given %.1f ms\n", "", r.ranked.front().step_ms,
+                  pick_text(r, tune::config_of(s)).c_str(), r.baseline.step_ms);
+  }
+}
+
+void bench_scenarios(int threads) {
+  std::printf("\nshipped scenarios, full default space, pruned search, %d thread(s)\n", threads);
+  std::printf("%-44s %8s %8s %7s %9s %9s %9s %8s %8s  %s\n", "scenario", "configs", "simul.", "wall s", "given ms",
+              "PyTorch", "pick ms", "vs given", "vs PyT", "pick");
+  double total = 0;
+  std::vector<std::filesystem::path> files;
+  for (const char* dir : {"/scenarios", "/scenarios/accuracy"})
+    for (const auto& f : std::filesystem::directory_iterator(std::string(PARALLAX_SOURCE_DIR) + dir))
+      if (f.path().extension() == ".yaml") files.push_back(f.path());
+  std::sort(files.begin(), files.end());
+  for (const auto& f : files) {
+    const plan::Scenario s = plan::load_scenario(f.string(), {});
+    if (s.parallel.schedule == plan::ScheduleKind::csv) {
+      std::printf("%-44s (an imported CSV schedule: not tuned)\n", f.filename().c_str());
+      continue;
+    }
+    tune::Evaluator ev(s);
+    tune::SearchOptions o;
+    o.threads = threads;
+    const auto r = tune::search(ev, tune::default_space(s), o);
+    total += r.wall_s;
+    const double pick = r.ranked.empty() ? std::nan("") : r.ranked.front().step_ms;
+    std::printf("%-44s %8zu %8zu %7.2f %9.3f %9.3f %9.3f %7.2fx %7.2fx  %s\n", f.filename().c_str(), r.combinations,
+                r.evaluated, r.wall_s, r.baseline.step_ms, r.defaults.step_ms, pick, r.baseline.step_ms / pick,
+                r.defaults.step_ms / pick, pick_text(r, tune::config_of(s)).c_str());
+  }
+  std::printf("total %.2f s\n", total);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool big = false, scenarios = false;
+  int threads = 0;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--big")) big = true;
+    else if (!std::strcmp(argv[i], "--scenarios")) scenarios = true;
+    else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) threads = std::atoi(argv[++i]);
+    else {
+      std::fprintf(stderr, "usage: %s [--big] [--scenarios] [--threads N]\n", argv[0]);
+      return 2;
+    }
+  }
+  if (!big && !scenarios) big = scenarios = true;
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (big) bench_big(threads);
+  if (scenarios) bench_scenarios(threads);
+  return 0;
+}

@@ -1,0 +1,79 @@
+#include "tune/evaluator.hpp"
+
+#include <algorithm>
+
+#include "plan/partition.hpp"
+#include "sim/cost_model.hpp"
+#include "sim/simulator.hpp"
+
+namespace parallax::tune {
+
+using plan::Time;
+
+Evaluator::Evaluator(plan::Scenario base) : base_(std::move(base)) {}
+
+const std::vector<plan::LayerCost>& Evaluator::layer_costs(plan::Precision precision, int mb) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto [it, fresh] = costs_.try_emplace({precision, mb});
+  if (fresh) {
+    for (size_t l = 0; l < base_.layers.size(); ++l)
+      it->second.push_back(plan::estimate_layer_cost(base_.layers[l], base_.hardware, precision, mb, /*input_gradient=*/l > 0));
+  }
+  return it->second;  // std::map keeps references valid while others are added
+}
+
+std::vector<int> Evaluator::balanced_partition(const Config& c) {
+  // As resolve_plan's "balanced": forward + backward (+ the recomputed forward) per layer.
+  const auto& lc = layer_costs(c.precision, c.batch_size / c.chunks);
+  std::vector<int64_t> costs;
+  for (const auto& l : lc)
+    costs.push_back((l.forward + l.backward + (c.activation_checkpointing ? l.forward : Time())).count_ns());
+  return plan::balanced_partition(costs, c.stages());
+}
+
+plan::Plan Evaluator::plan_of(const Config& c) {
+  Config explicit_split = c;
+  if (c.partition.empty() && c.stages() <= static_cast<int>(base_.layers.size()))
+    explicit_split.partition = balanced_partition(c);  // the same split, without re-estimating costs
+  return plan::resolve_plan(with_config(base_, explicit_split), /*check_generated=*/false);
+}
+
+Evaluation Evaluator::bound(const plan::Plan& p, const Config& c) {
+  Evaluation e;
+  e.config = c;
+  for (const auto& r : p.ranks) e.peak_memory = std::max(e.peak_memory, r.memory.total());
+  e.fits = e.peak_memory <= base_.hardware.device.memory_bytes();
+  e.lower_bound_ms = lower_bound(p, layer_costs(c.precision, p.microbatch_size)).to_ms();
+  return e;
+}
+
+Evaluation Evaluator::bound(const Config& c) { return bound(plan_of(c), c); }
+
+Evaluation Evaluator::evaluate(const Config& c) {
+  const plan::Plan p = plan_of(c);
+  Evaluation e = bound(p, c);
+  sim::SimOptions options;
+  options.step_only = true;
+  options.record_link_samples = false;
+  options.layer_costs = &layer_costs(c.precision, p.microbatch_size);
+  e.step_ms = sim::simulate(p, options).step_time.to_ms();
+  return e;
+}
+
+Time lower_bound(const plan::Plan& p, const std::vector<plan::LayerCost>& layer_costs) {
+  const std::vector<sim::StageCost> c = sim::stage_costs(p, &layer_costs);
+  const int64_t m = p.schedule.microbatches();
+  Time best;
+  std::vector<Time> rank_busy(p.scenario.parallel.pipeline);
+  for (const plan::Stage& st : p.stages)
+    rank_busy[st.pipeline_rank] += Time::ns(m * (c[st.index].forward + c[st.index].backward).count_ns()) + c[st.index].optimizer;
+  for (Time t : rank_busy) best = std::max(best, t);
+  Time before;  // micro-batch 0's forward and its last backward through the stages before b
+  for (size_t b = 0; b < c.size(); ++b) {
+    best = std::max(best, before + Time::ns(m * (c[b].forward + c[b].backward).count_ns()) + c[0].optimizer);
+    before += c[b].forward + c[b].backward;
+  }
+  return best;
+}
+
+}  // namespace parallax::tune

@@ -1,0 +1,57 @@
+#pragma once
+// Evaluating one configuration fast: the scenario is parsed once; each configuration sets typed
+// knobs on a copy, is resolved into a plan and simulated in step-only mode (no timeline, one
+// replica for all when they are alike). Layer costs are cached per (precision, micro-batch size),
+// so the balanced split, the lower bound and the simulation of every configuration that shares
+// them cost no new estimates. Safe to call from several threads.
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "plan/cost.hpp"
+#include "plan/plan.hpp"
+#include "tune/config.hpp"
+
+namespace parallax::tune {
+
+struct Evaluation {
+  Config config;
+  double step_ms = std::nan("");  ///< predicted step time; NaN until simulated
+  double lower_bound_ms = 0;      ///< no schedule of this plan can take less (see lower_bound)
+  int64_t peak_memory = 0;        ///< bytes, the fullest rank's
+  bool fits = true;               ///< every rank's peak within its device's memory
+  size_t index = 0;               ///< in the search's enumeration (ties keep this order)
+  bool simulated() const { return !std::isnan(step_ms); }
+};
+
+class Evaluator {
+ public:
+  explicit Evaluator(plan::Scenario base);
+  const plan::Scenario& base() const { return base_; }
+
+  /// Each layer's cost at this precision and micro-batch size (cached).
+  const std::vector<plan::LayerCost>& layer_costs(plan::Precision precision, int microbatch_size);
+  /// The split resolve_plan's "balanced" picks for the configuration's stages.
+  std::vector<int> balanced_partition(const Config& config);
+  /// The configuration's plan; InputError when the knobs do not fit together.
+  plan::Plan plan_of(const Config& config);
+  /// Memory and lower bound, without simulating.
+  Evaluation bound(const Config& config);
+  /// bound() plus the step-only simulation's step time.
+  Evaluation evaluate(const Config& config);
+
+ private:
+  Evaluation bound(const plan::Plan& plan, const Config& config);
+  plan::Scenario base_;
+  std::mutex mutex_;
+  std::map<std::pair<plan::Precision, int>, std::vector<plan::LayerCost>> costs_;
+};
+
+/// A floor on the plan's step time from its stage costs: the busiest rank's compute, and for
+/// each stage b the chain micro-batch 0 must pass before b starts plus b's own m forwards and
+/// backwards plus the backwards after it and stage 0's optimizer step. Communication counts 0.
+plan::Time lower_bound(const plan::Plan& plan, const std::vector<plan::LayerCost>& layer_costs);
+
+}  // namespace parallax::tune

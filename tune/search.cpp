@@ -1,0 +1,280 @@
+#include "tune/search.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <set>
+#include <thread>
+
+namespace parallax::tune {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+std::vector<int> divisors(int n) {
+  std::vector<int> out;
+  for (int d = 1; d <= n; ++d)
+    if (n % d == 0) out.push_back(d);
+  return out;
+}
+
+// The balanced split and every split one layer away from it at one boundary.
+std::vector<std::vector<int>> partitions_around(Evaluator& ev, const Config& c) {
+  std::vector<std::vector<int>> out = {{}};  // {} = balanced
+  if (c.stages() < 2) return out;
+  const std::vector<int> balanced = ev.balanced_partition(c);
+  for (size_t b = 0; b + 1 < balanced.size(); ++b)
+    for (int dir : {-1, +1}) {
+      std::vector<int> s = balanced;
+      s[b] += dir;
+      s[b + 1] -= dir;
+      if (s[b] >= 1 && s[b + 1] >= 1) out.push_back(s);
+    }
+  return out;
+}
+
+// Ranking keys, compared as pairs: the objective first, the other quantity second.
+using Key = std::pair<double, double>;
+Key key_of(const Evaluation& e, Objective o) {
+  const double mem = static_cast<double>(e.peak_memory);
+  return o == Objective::step ? Key{e.step_ms, mem} : Key{mem, e.step_ms};
+}
+// The smallest key the configuration could still reach once simulated.
+Key floor_of(const Evaluation& e, Objective o) {
+  return o == Objective::step ? Key{e.lower_bound_ms, 0} : Key{static_cast<double>(e.peak_memory), e.lower_bound_ms};
+}
+
+// Runs work(i) for i in [0, n) on `threads` threads until `stop()` says so; the calling thread
+// reports progress about 10 times a second meanwhile.
+void parallel_for(size_t n, int threads, const std::function<void(size_t)>& work, const std::function<bool()>& stop,
+                  const std::function<void(size_t)>& report) {
+  std::atomic<size_t> next{0}, finished{0};
+  std::mutex m;
+  std::condition_variable all_done;
+  int running = threads;
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&] {
+      for (size_t i; !stop() && (i = next.fetch_add(1)) < n;) {
+        work(i);
+        ++finished;
+      }
+      std::lock_guard<std::mutex> lock(m);
+      if (--running == 0) all_done.notify_one();
+    });
+  {
+    std::unique_lock<std::mutex> lock(m);
+    while (!all_done.wait_for(lock, std::chrono::milliseconds(100), [&] { return running == 0; })) {
+      lock.unlock();
+      report(finished.load());
+      lock.lock();
+    }
+  }
+  for (auto& t : pool) t.join();
+  report(finished.load());
+}
+
+}  // namespace
+
+std::vector<Config> enumerate(Evaluator& ev, const Space& sp, size_t* invalid, std::string* invalid_example) {
+  const plan::Scenario& base = ev.base();
+  const Config given = config_of(base);
+  const int global = given.global_batch();
+  plan::Scenario scratch = base;  // knobs are set on it to check them, nothing is copied per try
+  auto valid = [&](const Config& c) {
+    try {
+      apply(c, &scratch);
+      plan::check_scenario(scratch);
+      return true;
+    } catch (const plan::InputError& e) {
+      ++*invalid;
+      if (invalid_example->empty()) *invalid_example = e.message();
+      return false;
+    }
+  };
+  const bool has_gpipe = std::count(sp.schedules.begin(), sp.schedules.end(), plan::ScheduleKind::gpipe) > 0;
+  std::vector<Config> out;
+  for (int p : sp.pipeline) {
+    if (sp.world % p != 0 || !std::count(sp.data.begin(), sp.data.end(), sp.world / p)) continue;
+    const int d = sp.world / p;
+    for (int ga : sp.accumulations) {
+      if (global % (d * ga) != 0) {
+        ++*invalid;
+        if (invalid_example->empty())
+          *invalid_example = "the global batch of " + std::to_string(global) + " does not split into data " +
+                             std::to_string(d) + " x grad_accumulation " + std::to_string(ga);
+        continue;
+      }
+      const int batch = global / (d * ga);
+      for (plan::ScheduleKind kind : sp.schedules) {
+        // One stage per rank: 1F1B is GPipe's order and interleaving has nothing to interleave.
+        if (p == 1 && (kind == plan::ScheduleKind::interleaved_1f1b || (kind == plan::ScheduleKind::one_f_one_b && has_gpipe)))
+          continue;
+        const std::vector<int> virtuals = kind == plan::ScheduleKind::interleaved_1f1b ? sp.virtual_stages : std::vector<int>{1};
+        for (int v : virtuals)
+          for (int chunks : sp.chunks.empty() ? divisors(batch) : sp.chunks)
+            for (plan::Precision precision : sp.precisions)
+              for (bool ckpt : sp.checkpointing) {
+                Config c = given;
+                c.data = d;
+                c.pipeline = p;
+                c.virtual_stages = v;
+                c.schedule = kind;
+                c.chunks = chunks;
+                c.batch_size = batch;
+                c.grad_accumulation = ga;
+                c.precision = precision;
+                c.activation_checkpointing = ckpt;
+                c.partition.clear();
+                if (!valid(c)) continue;
+                for (const auto& split : sp.partitions.empty() ? partitions_around(ev, c) : sp.partitions) {
+                  c.partition = split;
+                  if (!split.empty() && !valid(c)) continue;
+                  if (d == 1) {  // no DDP: the bucket knobs change nothing
+                    out.push_back(c);
+                    continue;
+                  }
+                  for (double cap : sp.bucket_caps)
+                    for (double first : sp.first_buckets) {
+                      c.bucket_cap_mb = cap;
+                      c.first_bucket_mb = first;
+                      out.push_back(c);
+                    }
+                }
+              }
+      }
+    }
+  }
+  return out;
+}
+
+Config pytorch_defaults(const plan::Scenario& s) {
+  Config c = config_of(s);
+  c.chunks = c.batch_size;
+  for (int d : divisors(c.batch_size))
+    if (d >= c.pipeline) {
+      c.chunks = d;
+      break;
+    }
+  c.bucket_cap_mb = 25;
+  c.first_bucket_mb = 1;
+  const int layers = static_cast<int>(s.layers.size()), stages = c.stages();
+  c.partition.clear();
+  if (stages > 1 && stages <= layers)
+    for (int i = 0; i < stages; ++i) c.partition.push_back(layers / stages + (i < layers % stages ? 1 : 0));
+  return c;
+}
+
+SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
+  const auto t0 = Clock::now();
+  SearchResult r;
+  r.baseline = ev.evaluate(config_of(ev.base()));
+  try {
+    r.defaults = ev.evaluate(pytorch_defaults(ev.base()));
+  } catch (const plan::InputError&) {
+    r.defaults.config = pytorch_defaults(ev.base());  // not a valid plan here: step_ms stays NaN
+  }
+  std::vector<Config> configs = enumerate(ev, sp, &r.invalid, &r.invalid_example);
+  // The scenario as given and PyTorch's defaults compete too, even where the space misses them.
+  for (const Evaluation* e : {&r.baseline, &r.defaults})
+    if (e->simulated() && std::find(configs.begin(), configs.end(), e->config) == configs.end())
+      configs.push_back(e->config);
+  r.combinations = configs.size();
+
+  const int threads = opt.threads > 0 ? opt.threads : std::max(1u, std::thread::hardware_concurrency());
+  std::atomic<bool> out_of_time{false};
+  auto stop = [&] {
+    if (opt.cancel && opt.cancel->load()) return true;
+    if (opt.time_limit_s > 0 && !out_of_time && seconds_since(t0) > opt.time_limit_s) out_of_time = true;
+    return out_of_time.load();
+  };
+  std::mutex mutex;
+  std::set<std::pair<Key, size_t>> best;  // the K best simulated keys so far
+  auto report = [&](const char* phase, size_t done, size_t total) {
+    if (!opt.progress) return;
+    Progress p;
+    p.phase = phase;
+    p.done = done;
+    p.total = total;
+    p.elapsed_s = seconds_since(t0);
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!best.empty()) p.best_ms = opt.objective == Objective::step ? best.begin()->first.first : best.begin()->first.second;
+    opt.progress(p);
+  };
+
+  // 1. Plan every configuration: memory, fit and lower bound.
+  std::vector<Evaluation> bounds(configs.size());
+  std::vector<char> planned(configs.size(), 0);
+  parallel_for(
+      configs.size(), threads,
+      [&](size_t i) {
+        bounds[i] = ev.bound(configs[i]);
+        bounds[i].index = i;
+        planned[i] = 1;
+      },
+      stop, [&](size_t done) { report("planning", done, configs.size()); });
+
+  // 2. Simulate those that fit, most promising first, until the rest cannot enter the top K.
+  std::vector<size_t> order;
+  for (size_t i = 0; i < configs.size(); ++i) {
+    if (!planned[i]) continue;
+    if (bounds[i].fits) order.push_back(i);
+    else ++r.over_memory;
+  }
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return std::pair(floor_of(bounds[a], opt.objective), a) < std::pair(floor_of(bounds[b], opt.objective), b);
+  });
+  const size_t top = static_cast<size_t>(std::max(1, opt.top));
+  std::atomic<size_t> simulated{0}, pruned{0};
+  std::atomic<bool> hit_max{false};
+  parallel_for(
+      order.size(), threads,
+      [&](size_t k) {
+        Evaluation& e = bounds[order[k]];
+        if (opt.prune) {
+          std::lock_guard<std::mutex> lock(mutex);
+          if (best.size() >= top && floor_of(e, opt.objective) > std::prev(best.end())->first) {
+            ++pruned;
+            return;
+          }
+        }
+        if (opt.max_configs && simulated.fetch_add(1) >= opt.max_configs) {
+          hit_max = true;
+          return;
+        }
+        if (!opt.max_configs) ++simulated;
+        const size_t index = e.index;
+        e = ev.evaluate(e.config);
+        e.index = index;
+        std::lock_guard<std::mutex> lock(mutex);
+        best.insert({key_of(e, opt.objective), index});
+        if (best.size() > top) best.erase(std::prev(best.end()));
+      },
+      [&] { return stop() || hit_max.load(); }, [&](size_t done) { report("simulating", done, order.size()); });
+
+  std::vector<Evaluation> done;
+  for (size_t i : order)
+    if (bounds[i].simulated()) done.push_back(bounds[i]);
+  r.evaluated = done.size();
+  r.pruned = pruned;
+  std::sort(done.begin(), done.end(), [&](const Evaluation& a, const Evaluation& b) {
+    return std::pair(key_of(a, opt.objective), a.index) < std::pair(key_of(b, opt.objective), b.index);
+  });
+  r.ranked.assign(done.begin(), done.begin() + std::min(done.size(), top));
+  // Pareto frontier over what was simulated: fastest first, each smaller than all faster ones.
+  std::sort(done.begin(), done.end(), [](const Evaluation& a, const Evaluation& b) {
+    return std::tuple(a.step_ms, a.peak_memory, a.index) < std::tuple(b.step_ms, b.peak_memory, b.index);
+  });
+  for (const auto& e : done)
+    if (r.pareto.empty() || e.peak_memory < r.pareto.back().peak_memory) r.pareto.push_back(e);
+  if (opt.cancel && opt.cancel->load()) r.stopped = "interrupted";
+  else if (out_of_time) r.stopped = "time limit";
+  else if (hit_max) r.stopped = "max-configs";
+  r.wall_s = seconds_since(t0);
+  return r;
+}
+
+}  // namespace parallax::tune

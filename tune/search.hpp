@@ -1,0 +1,63 @@
+#pragma once
+// The search: every combination of the space's values that makes a valid plan, evaluated on a
+// pool of threads, best lower bound first. A configuration whose lower bound is already above the
+// K-th best step time found cannot enter the top K and is pruned without being simulated, so the
+// top K is the same as an exhaustive search's. Configurations that do not fit device memory are
+// never ranked.
+#include <atomic>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "tune/evaluator.hpp"
+#include "tune/space.hpp"
+
+namespace parallax::tune {
+
+enum class Objective { step, memory };
+
+struct Progress {
+  const char* phase = "";  ///< "planning" every configuration, then "simulating" the promising ones
+  size_t done = 0;   ///< configurations simulated or pruned
+  size_t total = 0;
+  double elapsed_s = 0;
+  double best_ms = 0;  ///< best step time so far (0 before the first)
+};
+
+struct SearchOptions {
+  Objective objective = Objective::step;
+  size_t max_configs = 0;   ///< simulate at most this many (0: no limit)
+  double time_limit_s = 0;  ///< stop after this long (0: no limit)
+  int top = 10;             ///< K
+  int threads = 0;          ///< 0: one per core
+  bool prune = true;        ///< false: simulate every configuration (for checking the pruning)
+  std::function<void(const Progress&)> progress;  ///< called about 10 times a second
+  const std::atomic<bool>* cancel = nullptr;      ///< set (e.g. by Ctrl-C) to stop with the best so far
+};
+
+struct SearchResult {
+  Evaluation baseline;          ///< the scenario as given
+  Evaluation defaults;          ///< PyTorch's defaults: chunks = pipeline, 25 MB buckets, even split
+  std::vector<Evaluation> ranked;  ///< the top K that fit, best first
+  std::vector<Evaluation> pareto;  ///< step time against peak memory, fastest first
+  size_t combinations = 0;      ///< valid configurations in the space
+  size_t invalid = 0;           ///< combinations the scenario rules reject
+  std::string invalid_example;  ///< one such reason
+  size_t evaluated = 0;         ///< simulated
+  size_t pruned = 0;            ///< skipped by the lower bound
+  size_t over_memory = 0;       ///< do not fit device memory
+  double wall_s = 0;
+  std::string stopped;          ///< why the search ended early ("" when it covered the space)
+};
+
+/// Every valid configuration of the space (the scenario's rules decide), in a fixed order.
+std::vector<Config> enumerate(Evaluator& evaluator, const Space& space, size_t* invalid, std::string* invalid_example);
+
+/// PyTorch's defaults on the scenario's layout and schedule: chunks = pipeline (the smallest
+/// divisor of the batch at or above it), DDP's 25 MiB buckets with a 1 MiB first bucket, and an
+/// even split of the layers (the first stages take one more when they do not divide).
+Config pytorch_defaults(const plan::Scenario& scenario);
+
+SearchResult search(Evaluator& evaluator, const Space& space, const SearchOptions& options);
+
+}  // namespace parallax::tune
