@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "cli/calibrate_command.hpp"
+#include "cli/tune_command.hpp"
 #include "cli/validate_command.hpp"
 #include "cli/output.hpp"
 #include "cli/plan_report.hpp"
@@ -313,6 +314,49 @@ int main(int argc, char** argv) {
       "--sweep parallel.chunks=2,4,8,16\n"
       "  parallax validate scenarios/accuracy/*.yaml --repeats 3 --json > accuracy.json");
 
+  cli::TuneArgs tune_args;
+  auto* tune_cmd = app.add_subcommand(
+      "tune",
+      "Search chunks, partition_len, schedule, data x pipeline, DDP buckets, checkpointing and precision on the "
+      "simulator for the fastest plan that fits device memory; optionally confirm the top few with real runs");
+  tune_cmd->add_option("SCENARIO", tune_args.scenario, "Scenario YAML file; without one, the built-in default");
+  tune_cmd->add_option("--set", tune_args.sets, "Override a scenario value before tuning (repeatable)")
+      ->allow_extra_args(false)
+      ->type_name("KEY=VALUE");
+  tune_cmd->add_option("--world", tune_args.world, "Ranks to spread over (default: the scenario's data x pipeline)");
+  tune_cmd->add_option("--search", tune_args.searches,
+                       "Search only these values of a key, e.g. parallel.chunks=4,8,16 or parallel.partition_len="
+                       "balanced,[5,7] (repeatable; parallel.grad_accumulation is searched only when given here)")
+      ->allow_extra_args(false)
+      ->type_name("KEY=V1,V2,...");
+  tune_cmd->add_option("--fix", tune_args.fixes, "Keep a key as the scenario has it, e.g. parallel.precision (repeatable)")
+      ->allow_extra_args(false)
+      ->type_name("KEY");
+  tune_cmd->add_option("--objective", tune_args.objective,
+                       "step: fastest step (ties: less memory); memory: least peak memory (ties: faster)")
+      ->default_str("step");
+  tune_cmd->add_option("--max-configs", tune_args.max_configs,
+                       "Simulate at most N configurations, most promising (lowest bound) first");
+  tune_cmd->add_option("--time-limit", tune_args.time_limit_s, "Stop after S seconds with the best so far");
+  tune_cmd->add_option("--top", tune_args.top, "Configurations in the ranked table (default 10)");
+  tune_cmd->add_option("--validate", tune_args.validate,
+                       "Run the top K for real on this machine (as parallax run does); the best measured is the pick");
+  tune_cmd->add_option("--validate-steps", tune_args.validate_steps, "Steps of each --validate run (default 60)");
+  tune_cmd->add_option("--threads", tune_args.threads, "Threads to simulate on (default: one per core)");
+  tune_cmd->add_flag("--json", tune_args.json,
+                     "Print one JSON object on stdout: configs_evaluated, configs_pruned, wall_s, baseline, best, "
+                     "ranked[], pareto[], validated[]");
+  tune_cmd->add_option("-o,--output", tune_args.output, "Write the pick as a scenario file (atomically)");
+  tune_cmd->footer(
+      "The global batch (data x batch_size x grad_accumulation) never changes; every pick fits device memory.\n"
+      "Predictions are as good as the hardware profile: on this machine, tune with its calibration "
+      "(parallax calibrate) before --validate.\n"
+      "Ctrl-C stops the search and prints the best so far.\n"
+      "Examples:\n  parallax tune scenarios/gpipe-1b-4xA100.yaml -o best.yaml\n"
+      "  parallax tune scenarios/gpipe-1b-4xA100.yaml --world 64 --fix parallel.precision --top 5\n"
+      "  parallax calibrate && parallax tune scenarios/mlp-fashion-mnist-pipeline2.yaml "
+      "--set hardware=parallax-out/calibrated-$(hostname).yaml --search parallel.chunks=1,2,4,8,16 --validate 3");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -329,6 +373,7 @@ int main(int argc, char** argv) {
     if (*run_cmd) return cli::run_command(run_args, std::vector<std::string>(argv, argv + argc));
     if (*cal_cmd) return cli::calibrate_command(cal_args, std::vector<std::string>(argv, argv + argc));
     if (*val_cmd) return cli::validate_command(val_args, std::filesystem::read_symlink("/proc/self/exe").string());
+    if (*tune_cmd) return cli::tune_command(tune_args, std::filesystem::read_symlink("/proc/self/exe").string());
     return run_main_job(argv[0]);
   } catch (const plan::InputError& e) {
     std::cerr << e.what() << "\n";

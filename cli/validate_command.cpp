@@ -140,7 +140,8 @@ Prepared prepare(const Config& c, const ValidateArgs& args, const std::vector<st
 // One run of a configuration for real, compared with its prediction into `o`.
 void run_once(const Config& c, const Prepared& p, const std::string& self, const fs::path& work, Outcome* o) {
   const std::string trace = (work / "measured.json").string();
-  std::vector<std::string> argv = {self, "run", c.scenario, "-o", trace};
+  std::vector<std::string> argv = {self, "run", "-o", trace};
+  if (!c.scenario.empty()) argv.push_back(c.scenario);  // none: the built-in default
   for (const auto& s : p.sets) argv.insert(argv.end(), {"--set", s});
   const int rc = run_child(argv, (work / "run.out").string(), (work / "run.err").string());
   if (rc != 0)
@@ -168,6 +169,24 @@ std::string bubbles_text(const Outcome& o) {
 }
 
 }  // namespace
+
+Measurement measure(const std::string& self, const std::string& scenario, const std::vector<std::string>& sets, int steps) {
+  ValidateArgs args;
+  args.steps = steps;
+  const Config c{scenario, {}, "", fs::path(scenario.empty() ? "default" : scenario).stem().string()};
+  const Prepared p = prepare(c, args, sets);
+  const fs::path work = fs::temp_directory_path() / ("parallax-measure-" + std::to_string(::getpid()));
+  fs::create_directories(work);
+  Outcome o;
+  try {
+    run_once(c, p, self, work, &o);
+  } catch (...) {
+    fs::remove_all(work);
+    throw;
+  }
+  fs::remove_all(work);
+  return {o.predicted_ms, o.measured_ms.front()};
+}
 
 int validate_command(const ValidateArgs& args, const std::string& self) {
   if (args.scenarios.empty()) throw plan::InputError(plan::Location{"SCENARIO"}, "give at least one scenario");

@@ -26,4 +26,13 @@ double kendall_tau(const std::vector<double>& a, const std::vector<double>& b);
 
 int validate_command(const ValidateArgs& args, const std::string& self);
 
+/// One configuration run for real (`parallax run SCENARIO --set ...` in a child process, `steps`
+/// steps) and simulated, through compare's definitions: the predicted and the median measured
+/// step time (after the warm-up step). runtime_error when the run fails.
+struct Measurement {
+  double predicted_ms = 0;
+  double measured_ms = 0;
+};
+Measurement measure(const std::string& self, const std::string& scenario, const std::vector<std::string>& sets, int steps);
+
 }  // namespace parallax::cli

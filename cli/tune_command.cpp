@@ -1,0 +1,296 @@
+#include "cli/tune_command.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "cli/output.hpp"
+#include "cli/validate_command.hpp"
+#include "plan/error.hpp"
+#include "plan/scenario.hpp"
+#include "plan/yaml_reader.hpp"
+#include "sim/metrics.hpp"
+#include "sim/simulator.hpp"
+#include "tune/search.hpp"
+
+namespace parallax::cli {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+extern "C" void on_sigint(int) { g_interrupted = true; }
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+// What the full simulation says about one configuration, for the ranked table and the "why".
+struct Detail {
+  double bubble = 0;        // mean over ranks, fraction of the step
+  double exposed_ms = 0;    // the largest of any rank
+  std::string why;          // the critical path, summarised
+};
+
+// The critical path's time by what it is made of: compute per stage and kind, point-to-point,
+// all-reduce, and the gaps where it waited.
+std::string critical_path_text(const sim::SimRun& run, const sim::Metrics& m) {
+  std::map<std::string, double> parts;
+  double total = 0;
+  for (int32_t i : m.critical_path) {
+    const auto& e = run.timeline.events[i];
+    const double ms = (e.end - e.start).to_ms();
+    total += ms;
+    std::string what;
+    switch (e.action.kind) {
+      case plan::ActionKind::F: what = "stage " + std::to_string(e.action.stage) + " forward"; break;
+      case plan::ActionKind::B: what = "stage " + std::to_string(e.action.stage) + " backward"; break;
+      case plan::ActionKind::OPTIM: what = "optimizer"; break;
+      case plan::ActionKind::ALLREDUCE: what = "all-reduce"; break;
+      default: what = "point-to-point"; break;
+    }
+    parts[what] += ms;
+  }
+  if (total <= 0) return "";
+  std::vector<std::pair<double, std::string>> sorted;
+  for (const auto& [what, ms] : parts) sorted.emplace_back(ms, what);
+  std::sort(sorted.rbegin(), sorted.rend());
+  std::string s;
+  for (size_t i = 0; i < sorted.size() && i < 3; ++i)
+    s += (i ? ", " : "") + sorted[i].second + " " + fmt("%.0f%%", 100 * sorted[i].first / total);
+  return s;
+}
+
+Detail detail_of(tune::Evaluator& ev, const tune::Config& c) {
+  const plan::Plan p = ev.plan_of(c);
+  sim::SimOptions o;
+  o.record_link_samples = false;
+  const sim::SimRun run = sim::simulate(p, o);
+  const sim::Metrics m = sim::compute_metrics(p, run);
+  Detail d;
+  d.bubble = m.bubble_fraction;
+  for (const auto& r : m.ranks) d.exposed_ms = std::max(d.exposed_ms, r.exposed_comm.to_ms());
+  d.why = critical_path_text(run, m);
+  return d;
+}
+
+json overrides_json(const tune::Overrides& o) {
+  json j = json::object();
+  for (const auto& [k, v] : o) j[k] = v;
+  return j;
+}
+
+std::vector<std::string> set_flags(const tune::Overrides& o) {
+  std::vector<std::string> out;
+  for (const auto& [k, v] : o) out.push_back(k + "=" + v);
+  return out;
+}
+
+// Progress on stderr: one updating line on a terminal, a line every few seconds otherwise.
+class ProgressBar {
+ public:
+  void operator()(const tune::Progress& p) {
+    const bool tty = ::isatty(2);
+    if (!tty && p.elapsed_s - last_ < 5 && p.done < p.total) return;
+    last_ = p.elapsed_s;
+    const double frac = p.total ? static_cast<double>(p.done) / static_cast<double>(p.total) : 1;
+    const int width = 30, filled = static_cast<int>(frac * width);
+    std::string bar(filled, '#');
+    bar.resize(width, '.');
+    const double eta = frac > 0 ? p.elapsed_s * (1 - frac) / frac : 0;
+    char line[200];
+    std::snprintf(line, sizeof line, "tune: %-10s [%s] %zu/%zu  %.1f s, ETA %.0f s%s", p.phase, bar.c_str(), p.done,
+                  p.total, p.elapsed_s, eta, p.best_ms > 0 ? fmt(", best %.3f ms", p.best_ms).c_str() : "");
+    std::cerr << (tty ? "\r" : "") << line << (tty ? "\033[K" : "\n") << std::flush;
+    shown_ = tty;
+  }
+  void done() {
+    if (shown_) std::cerr << "\n";
+  }
+
+ private:
+  double last_ = -10;
+  bool shown_ = false;
+};
+
+// The scenario document with the pick's overrides, as YAML. A relative hardware file is rewritten
+// relative to where the new file goes, so it still loads from there.
+std::string best_yaml(const plan::YamlDocument& given, const std::string& output, const tune::Overrides& o,
+                      const std::string& header) {
+  plan::YamlDocument doc = given;
+  for (const auto& s : set_flags(o)) doc.apply_override(s);
+  YAML::Node root = YAML::Clone(doc.root());
+  if (root["hardware"] && root["hardware"].IsScalar()) {
+    const std::string hw = root["hardware"].Scalar();
+    if (hw.ends_with(".yaml") && fs::path(hw).is_relative()) {
+      const fs::path from = fs::absolute(fs::path(doc.base_dir()) / hw);
+      const fs::path to_dir = fs::absolute(fs::path(output)).parent_path();
+      root["hardware"] = fs::proximate(from, to_dir).string();
+    }
+  }
+  YAML::Emitter out;
+  out << root;
+  return header + out.c_str() + "\n";
+}
+
+std::string samples_per_s(const tune::Evaluation& e) {
+  return fmt("%.0f", e.config.global_batch() / (e.step_ms / 1e3));
+}
+
+}  // namespace
+
+int tune_command(const TuneArgs& args, const std::string& self) {
+  require_output_folder(args.output);
+  if (args.objective != "step" && args.objective != "memory")
+    throw plan::InputError(plan::Location{"--objective"}, "'" + args.objective + "' is not an objective; use step or memory");
+  if (args.top < 1) throw plan::InputError(plan::Location{"--top"}, "needs 1 or more");
+  if (args.validate < 0) throw plan::InputError(plan::Location{"--validate"}, "needs 0 or more");
+  if (args.world < 0) throw plan::InputError(plan::Location{"--world"}, "needs 1 or more");
+  const plan::YamlDocument doc = plan::scenario_document(args.scenario, args.sets);
+  const plan::Scenario base = plan::parse_scenario(doc);
+  if (base.parallel.schedule == plan::ScheduleKind::csv)
+    throw plan::InputError(base.where("parallel.schedule"),
+                           "tune searches generated schedules; this scenario imports " + base.parallel.schedule_csv +
+                               " (set parallel.schedule to gpipe, 1f1b or interleaved-1f1b to tune it)");
+  tune::Space space = tune::default_space(base, args.world);
+  for (const auto& s : args.searches) tune::search(&space, s);
+  for (const auto& f : args.fixes) tune::fix(&space, base, f);
+
+  tune::Evaluator ev(base);
+  tune::SearchOptions opt;
+  opt.objective = args.objective == "memory" ? tune::Objective::memory : tune::Objective::step;
+  opt.max_configs = args.max_configs;
+  opt.time_limit_s = args.time_limit_s;
+  opt.top = args.top;
+  opt.threads = args.threads;
+  ProgressBar bar;
+  opt.progress = [&](const tune::Progress& p) { bar(p); };
+  g_interrupted = false;
+  opt.cancel = &g_interrupted;
+  auto previous = std::signal(SIGINT, on_sigint);
+  const tune::SearchResult r = tune::search(ev, space, opt);
+  std::signal(SIGINT, previous);
+  bar.done();
+  const tune::Config given = tune::config_of(base);
+  if (r.ranked.empty()) {
+    std::cerr << "tune: no configuration of the " << r.combinations << " searched fits device memory"
+              << (r.invalid_example.empty() ? "" : " (" + std::to_string(r.invalid) + " combinations were not valid, e.g.: " + r.invalid_example + ")")
+              << "\n";
+    return 1;
+  }
+
+  // Run the top K for real: the best measured wins.
+  struct Validated {
+    const tune::Evaluation* e;
+    double predicted_ms, measured_ms;
+  };
+  std::vector<Validated> validated;
+  const size_t k = std::min(r.ranked.size(), static_cast<size_t>(args.validate));
+  for (size_t i = 0; i < k && !g_interrupted; ++i) {
+    const tune::Evaluation& e = r.ranked[i];
+    std::vector<std::string> sets = args.sets;
+    for (const auto& s : set_flags(tune::overrides(given, e.config))) sets.push_back(s);
+    std::cerr << "tune: running #" << i + 1 << " for real (" << tune::describe(tune::overrides(given, e.config)) << ", "
+              << args.validate_steps << " steps)\n";
+    const Measurement m = measure(self, args.scenario, sets, args.validate_steps);
+    validated.push_back({&e, e.step_ms, m.measured_ms});
+    std::cerr << "tune:   predicted " << fmt("%.3f", e.step_ms) << " ms, measured " << fmt("%.3f", m.measured_ms) << " ms\n";
+  }
+  const tune::Evaluation* best = &r.ranked.front();
+  if (!validated.empty())
+    best = std::min_element(validated.begin(), validated.end(),
+                            [](const Validated& a, const Validated& b) { return a.measured_ms < b.measured_ms; })->e;
+
+  const tune::Overrides best_overrides = tune::overrides(given, best->config);
+  const Detail best_detail = detail_of(ev, best->config);
+  const Detail given_detail = detail_of(ev, given);
+  const double vs_given = r.baseline.step_ms / best->step_ms;
+  const double vs_defaults = r.defaults.simulated() ? r.defaults.step_ms / best->step_ms : std::nan("");
+  const std::string why =
+      "bubble " + fmt("%.0f%%", 100 * best_detail.bubble) + " (as given " + fmt("%.0f%%", 100 * given_detail.bubble) +
+      "), exposed communication " + fmt("%.3f ms", best_detail.exposed_ms) + " (as given " +
+      fmt("%.3f ms", given_detail.exposed_ms) + "); its critical path: " + best_detail.why;
+
+  if (!args.output.empty()) {
+    const std::string header = "# Written by parallax tune from " + (args.scenario.empty() ? doc.file() : args.scenario) +
+                               ": " + tune::describe(best_overrides) + "\n# predicted step " +
+                               fmt("%.3f ms", best->step_ms) + " (as given " + fmt("%.3f ms", r.baseline.step_ms) + ")\n";
+    write_file_atomically(args.output, best_yaml(doc, args.output, best_overrides, header));
+  }
+
+  const std::string stopped = r.stopped.empty() ? "" : " (stopped early: " + r.stopped + "; the best so far)";
+  if (args.json) {
+    auto eval_json = [&](const tune::Evaluation& e) {
+      return json{{"overrides", overrides_json(tune::overrides(given, e.config))},
+                  {"predicted_step_ms", e.step_ms},
+                  {"peak_memory_mb", static_cast<double>(e.peak_memory) / kMiB}};
+    };
+    json j;
+    j["configs_total"] = r.combinations;
+    j["configs_invalid"] = r.invalid;
+    j["configs_evaluated"] = r.evaluated;
+    j["configs_pruned"] = r.pruned;
+    j["configs_over_memory"] = r.over_memory;
+    j["wall_s"] = r.wall_s;
+    j["stopped"] = r.stopped;
+    j["baseline"] = eval_json(r.baseline);
+    j["pytorch_defaults"] = r.defaults.simulated() ? eval_json(r.defaults) : json();
+    j["best"] = eval_json(*best);
+    j["speedup_vs_given"] = vs_given;
+    j["speedup_vs_pytorch_defaults"] = r.defaults.simulated() ? json(vs_defaults) : json();
+    j["why"] = why;
+    j["ranked"] = json::array();
+    for (const auto& e : r.ranked) j["ranked"].push_back(eval_json(e));
+    j["pareto"] = json::array();
+    for (const auto& e : r.pareto) j["pareto"].push_back(eval_json(e));
+    j["validated"] = json::array();
+    for (const auto& v : validated)
+      j["validated"].push_back({{"overrides", overrides_json(tune::overrides(given, v.e->config))},
+                                {"predicted_step_ms", v.predicted_ms},
+                                {"measured_step_ms", v.measured_ms}});
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::printf("tune: %s, %zu ranks; %zu configurations (%zu more combinations not valid), %zu simulated, %zu pruned "
+                "by the lower bound, %zu over device memory, in %.2f s%s\n\n",
+                base.name.c_str(), space.world, r.combinations, r.invalid, r.evaluated, r.pruned, r.over_memory, r.wall_s,
+                stopped.c_str());
+    std::printf("%4s %10s %10s %7s %12s %10s  %s\n", "rank", "step ms", "samples/s", "bubble", "exposed ms",
+                "peak MiB", "what changes from the scenario");
+    for (size_t i = 0; i < r.ranked.size(); ++i) {
+      const auto& e = r.ranked[i];
+      const Detail d = detail_of(ev, e.config);
+      std::printf("%4zu %10.3f %10s %6.1f%% %12.3f %10.1f  %s\n", i + 1, e.step_ms, samples_per_s(e).c_str(),
+                  100 * d.bubble, d.exposed_ms, static_cast<double>(e.peak_memory) / kMiB,
+                  tune::describe(tune::overrides(given, e.config)).c_str());
+    }
+    std::printf("\nPareto frontier, step time against peak memory (of the configurations simulated):\n");
+    for (const auto& e : r.pareto)
+      std::printf("  %10.3f ms %10.1f MiB  %s\n", e.step_ms, static_cast<double>(e.peak_memory) / kMiB,
+                  tune::describe(tune::overrides(given, e.config)).c_str());
+    if (!validated.empty()) {
+      std::printf("\nrun for real (%d steps each; the best measured is the pick):\n", args.validate_steps);
+      for (const auto& v : validated)
+        std::printf("  predicted %10.3f ms, measured %10.3f ms (%+.1f%%)  %s\n", v.predicted_ms, v.measured_ms,
+                    100 * (v.predicted_ms - v.measured_ms) / v.measured_ms,
+                    tune::describe(tune::overrides(given, v.e->config)).c_str());
+    }
+    std::printf("\npick: %s\n", tune::describe(best_overrides).c_str());
+    std::printf("  predicted step %.3f ms: %.2fx the scenario as given (%.3f ms)", best->step_ms, vs_given, r.baseline.step_ms);
+    if (r.defaults.simulated())
+      std::printf(", %.2fx PyTorch's defaults (%.3f ms: %s)", vs_defaults, r.defaults.step_ms,
+                  tune::describe(tune::overrides(given, r.defaults.config)).c_str());
+    std::printf("\n  why: %s\n", why.c_str());
+    if (!args.output.empty())
+      std::printf("\nwrote %s; run it with: parallax run %s\n", args.output.c_str(), args.output.c_str());
+  }
+  return g_interrupted ? 130 : 0;
+}
+
+}  // namespace parallax::cli

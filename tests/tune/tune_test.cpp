@@ -1,0 +1,200 @@
+// The tuner's engine: step-only simulation against the full one, the lower bound against the
+// simulated step, pruned search against exhaustive search, memory fit, and the overrides and
+// written file reproducing a pick.
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "plan/timeline_metrics.hpp"
+#include "sim/simulator.hpp"
+#include "tests/test_util.hpp"
+#include "tune/search.hpp"
+
+using namespace parallax;
+
+namespace {
+
+std::string source(const std::string& rel) { return std::string(PARALLAX_SOURCE_DIR) + "/" + rel; }
+
+double full_step_ms(const plan::Plan& p) { return sim::simulate(p).step_time.to_ms(); }
+
+}  // namespace
+
+TEST_CASE("tune: step-only simulation gives exactly the full simulation's step time and memory", "[tune]") {
+  // Multi-node layouts with alike replicas (folded), pipelines across nodes, DDP over several
+  // nodes, interleaving, checkpointing, a calibrated-style CPU host, and a layout that is not alike.
+  struct Case {
+    std::string file;
+    std::vector<std::string> sets;
+  };
+  const std::vector<Case> cases = {
+      {"scenarios/gpipe-1b-4xA100.yaml", {"parallel.data=8", "parallel.pipeline=2", "parallel.schedule=1f1b"}},
+      {"scenarios/gpipe-1b-4xA100.yaml", {"parallel.data=4", "parallel.pipeline=16", "parallel.chunks=16"}},
+      {"scenarios/gpipe-1b-4xA100.yaml",
+       {"parallel.data=6", "parallel.pipeline=4", "parallel.schedule=interleaved-1f1b", "parallel.virtual=2",
+        "parallel.activation_checkpointing=true"}},
+      {"scenarios/gpipe-1b-4xA100.yaml", {"parallel.data=5", "parallel.pipeline=3", "parallel.bucket_cap_mb=5"}},
+      {"scenarios/ddp-transformer-accum-4xA100.yaml", {"parallel.data=16"}},
+      {"scenarios/mlp-fashion-mnist-ddp4.yaml", {}},
+      {"scenarios/accuracy/mlp-ddp2.yaml", {"parallel.bucket_cap_mb=0.25"}},
+      {"scenarios/mlp-fashion-mnist-pipeline2.yaml", {"parallel.chunks=16"}},
+  };
+  int folded = 0;
+  for (const auto& c : cases) {
+    const plan::Plan p = plan::resolve_plan(plan::load_scenario(source(c.file), c.sets));
+    const sim::SimRun full = sim::simulate(p);
+    sim::SimOptions o;
+    o.step_only = true;
+    const sim::SimRun quick = sim::simulate(p, o);
+    INFO(c.file << " " << plan::join(c.sets) << " (" << p.world_size << " ranks)");
+    CHECK(quick.step_time.count_ns() == plan::step_times(full.timeline, 0).step_time.count_ns());
+    CHECK(quick.peak_memory == full.peak_memory);
+    CHECK(quick.timeline.events.empty());
+    folded += quick.folded;
+  }
+  CHECK(folded >= 5);  // the fast path was taken where replicas are alike
+}
+
+TEST_CASE("tune: the lower bound never exceeds the simulated step time", "[tune]") {
+  for (const char* file : {"scenarios/gpipe-transformer-2xT4.yaml", "scenarios/accuracy/mlp-interleaved.yaml",
+                           "scenarios/mlp-fashion-mnist-ddp4.yaml"}) {
+    const plan::Scenario s = plan::load_scenario(source(file), {});
+    tune::Evaluator ev(s);
+    size_t invalid = 0;
+    std::string why;
+    const auto configs = tune::enumerate(ev, tune::default_space(s), &invalid, &why);
+    REQUIRE(configs.size() > 50);
+    for (size_t i = 0; i < configs.size(); i += 7) {
+      const tune::Evaluation e = ev.evaluate(configs[i]);
+      INFO(file << ": " << tune::describe(tune::overrides(tune::config_of(s), configs[i])));
+      CHECK(e.lower_bound_ms <= e.step_ms * (1 + 1e-12));
+      CHECK(e.lower_bound_ms > 0.3 * e.step_ms);  // and is not trivially loose
+    }
+  }
+}
+
+TEST_CASE("tune: pruned search ranks the same top K as exhaustive search", "[tune]") {
+  for (const char* file : {"scenarios/accuracy/mlp-pipeline2.yaml", "scenarios/mlp-fashion-mnist-ddp4.yaml",
+                           "scenarios/gpipe-transformer-2xT4.yaml"}) {
+    const plan::Scenario s = plan::load_scenario(source(file), {});
+    tune::Evaluator ev(s);
+    const tune::Space space = tune::default_space(s);
+    tune::SearchOptions o;
+    o.top = 5;
+    o.prune = false;
+    const auto all = tune::search(ev, space, o);
+    o.prune = true;
+    const auto pruned = tune::search(ev, space, o);
+    INFO(file);
+    CHECK(all.pruned == 0);
+    CHECK(all.evaluated == all.combinations - all.over_memory);
+    CHECK(pruned.pruned > 0);
+    CHECK(pruned.evaluated < all.evaluated);
+    REQUIRE(pruned.ranked.size() == all.ranked.size());
+    for (size_t i = 0; i < all.ranked.size(); ++i) {
+      CHECK(pruned.ranked[i].step_ms == all.ranked[i].step_ms);
+      CHECK(pruned.ranked[i].config == all.ranked[i].config);
+    }
+    // The global batch is never changed.
+    for (const auto& e : all.ranked) CHECK(e.config.global_batch() == tune::config_of(s).global_batch());
+  }
+}
+
+TEST_CASE("tune: a configuration that does not fit device memory is never picked", "[tune]") {
+  // The 1.1B model with Adam needs ~18 GB of parameters, gradients and optimizer state: on 16 GB
+  // T4s the pure data-parallel layouts (the fastest unconstrained) do not fit.
+  const plan::Scenario s = plan::load_scenario(source("scenarios/gpipe-1b-4xA100.yaml"),
+                                               {"hardware=t4-pcie", "parallel.precision=fp16"});
+  tune::Evaluator ev(s);
+  tune::Space space = tune::default_space(s);
+  tune::search(&space, "parallel.activation_checkpointing=false");
+  const auto r = tune::search(ev, space, {});
+  REQUIRE(!r.ranked.empty());
+  CHECK(r.over_memory > 0);
+  for (const auto& e : r.ranked) CHECK(e.fits);
+  CHECK(r.ranked.front().config.pipeline > 1);
+  tune::Config ddp = r.ranked.front().config;
+  ddp.data = 4;
+  ddp.pipeline = 1;
+  ddp.virtual_stages = 1;
+  ddp.schedule = plan::ScheduleKind::gpipe;
+  ddp.partition.clear();
+  ddp.chunks = 1;
+  ddp.batch_size = s.data.batch_size / 4;
+  const tune::Evaluation faster = ev.evaluate(ddp);
+  CHECK_FALSE(faster.fits);
+  CHECK(faster.step_ms < r.ranked.front().step_ms);  // faster, but it would not fit
+}
+
+TEST_CASE("tune: the overrides of a configuration plan it exactly as the typed knobs do", "[tune]") {
+  const std::string file = source("scenarios/gpipe-1b-4xA100.yaml");
+  const plan::Scenario s = plan::load_scenario(file, {});
+  tune::Evaluator ev(s);
+  size_t invalid = 0;
+  std::string why;
+  const auto configs = tune::enumerate(ev, tune::default_space(s), &invalid, &why);
+  for (size_t i = 0; i < configs.size(); i += configs.size() / 25) {
+    std::vector<std::string> sets;
+    for (const auto& [k, v] : tune::overrides(tune::config_of(s), configs[i])) sets.push_back(k + "=" + v);
+    const plan::Plan from_file = plan::resolve_plan(plan::load_scenario(file, sets));
+    INFO(plan::join(sets));
+    CHECK(from_file.partition == ev.plan_of(configs[i]).partition);
+    CHECK(full_step_ms(from_file) == ev.evaluate(configs[i]).step_ms);
+  }
+}
+
+TEST_CASE("tune: bad --search and --fix get a clear message", "[tune]") {
+  const plan::Scenario s = plan::load_scenario(source("scenarios/mlp-fashion-mnist-pipeline2.yaml"), {});
+  tune::Space sp = tune::default_space(s);
+  auto message = [&](const std::string& a) {
+    try {
+      tune::search(&sp, a);
+    } catch (const plan::InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK_THAT(message("parallel.chunkz=4"), Catch::Contains("not a key the tuner searches"));
+  CHECK_THAT(message("parallel.chunks=4,x"), Catch::Contains("'x' is not a positive integer"));
+  CHECK_THAT(message("parallel.schedule=zigzag"), Catch::Contains("not a schedule"));
+  CHECK_THAT(message("parallel.partition_len=[2,0]"), Catch::Contains("'0' is not a positive integer"));
+  CHECK_THAT(message("parallel.data=3"), Catch::Contains("does not divide the world"));
+  CHECK_THAT(message("parallel.chunks"), Catch::Contains("expected KEY=V1,V2"));
+  CHECK(message("parallel.partition_len=balanced,[1, 3],[2,2]").empty());
+  CHECK(sp.partitions.size() == 3);
+  CHECK_THROWS_AS(tune::fix(&sp, s, "hardware"), plan::InputError);
+}
+
+TEST_CASE("tune: the command writes a scenario that reproduces its pick; bad flags exit 2", "[tune][cli]") {
+  const auto out = std::filesystem::temp_directory_path() / "parallax-tune-test";
+  std::filesystem::create_directories(out);
+  const std::string best = (out / "best.yaml").string();
+  const auto r = test::run_parallax("tune " + source("scenarios/gpipe-transformer-2xT4.yaml") +
+                                    " --search parallel.chunks=2,4,8 --top 3 --json -o " + best);
+  REQUIRE(r.code == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j["ranked"].size() == 3);
+  CHECK(j["configs_evaluated"].get<int>() + j["configs_pruned"].get<int>() + j["configs_over_memory"].get<int>() ==
+        j["configs_total"].get<int>());
+  const double pick = j["best"]["predicted_step_ms"];
+  CHECK(pick == j["ranked"][0]["predicted_step_ms"].get<double>());
+  CHECK(pick <= j["baseline"]["predicted_step_ms"].get<double>());
+  // The file, read back by the scenario parser, simulates to the same step time.
+  const plan::Plan p = plan::resolve_plan(plan::load_scenario(best, {}));
+  CHECK(full_step_ms(p) == Approx(pick).epsilon(1e-9));
+  // --set flags from the JSON's overrides run exactly the pick too.
+  std::vector<std::string> sets;
+  for (const auto& [k, v] : j["best"]["overrides"].items()) sets.push_back(k + "=" + v.get<std::string>());
+  CHECK(full_step_ms(plan::resolve_plan(plan::load_scenario(source("scenarios/gpipe-transformer-2xT4.yaml"), sets))) ==
+        Approx(pick).epsilon(1e-9));
+
+  std::filesystem::remove(best);
+  const auto bad = test::run_parallax("tune --search parallel.chunks=0 -o " + best, "", true);
+  CHECK(bad.code == 2);
+  CHECK_THAT(bad.out, Catch::Contains("--search parallel.chunks=0"));
+  CHECK_FALSE(std::filesystem::exists(best));
+  CHECK(test::run_parallax("tune --objective speed").code == 2);
+  CHECK(test::run_parallax("tune --fix parallel.colour").code == 2);
+  std::filesystem::remove_all(out);
+}
