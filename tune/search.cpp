@@ -179,9 +179,12 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
   }
   std::vector<Config> configs = enumerate(ev, sp, &r.invalid, &r.invalid_example);
   // The scenario as given and PyTorch's defaults compete too, even where the space misses them.
-  for (const Evaluation* e : {&r.baseline, &r.defaults})
-    if (e->simulated() && std::find(configs.begin(), configs.end(), e->config) == configs.end())
-      configs.push_back(e->config);
+  for (const Evaluation* e : {&r.baseline, &r.defaults}) {
+    if (!e->simulated()) continue;
+    Config c = e->config;
+    if (!c.partition.empty() && c.partition == ev.balanced_partition(c)) c.partition.clear();  // the same plan
+    if (std::find(configs.begin(), configs.end(), c) == configs.end()) configs.push_back(e->config);
+  }
   r.combinations = configs.size();
 
   const int threads = opt.threads > 0 ? opt.threads : std::max(1u, std::thread::hardware_concurrency());

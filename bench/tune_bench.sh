@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# The tuner's figures (issue 11), on this machine:
+#  1. speed: build/parallax_tune_bench (a 1,024-rank job's default space, exhaustive and pruned;
+#     every shipped scenario's full default space, and its pick against PyTorch's defaults);
+#  2. the pick against reality for 2-rank jobs: calibrates this machine, measures an exhaustive
+#     grid (every configuration of the space below, REPEATS runs each, round-robin), then runs
+#     `parallax tune --validate 3` and prints where its pick lands in the measured grid.
+#
+# Usage: bench/tune_bench.sh [BUILD_DIR]   (environment: STEPS=60 REPEATS=3 SCENARIOS="...")
+# The grid's space: data x pipeline of 2 ranks, gpipe and 1f1b, chunks 1-16, the balanced split,
+# the scenario's precision, checkpointing and buckets (as `parallax tune` searches with the flags
+# in $space below).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build="${1:-build}"
+bin="$build/parallax"
+steps="${STEPS:-60}"
+repeats="${REPEATS:-3}"
+scenarios="${SCENARIOS:-scenarios/mlp-fashion-mnist-pipeline2.yaml scenarios/accuracy/transformer-pipeline2.yaml}"
+out="$(mktemp -d)"
+trap 'rm -rf "$out"' EXIT
+
+"$build/parallax_tune_bench"
+
+echo
+echo "calibrating this machine ($(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs))" >&2
+# shellcheck disable=SC2086
+"$bin" calibrate --quick $scenarios -o "$out/here.yaml" 2>&1 | grep -E "wrote" >&2
+space=(--search parallel.chunks=1,2,4,8,16 --search parallel.schedule=gpipe,1f1b --search parallel.partition_len=balanced
+       --fix parallel.precision --fix parallel.activation_checkpointing --fix parallel.bucket_cap_mb
+       --fix parallel.first_bucket_mb)
+
+for scenario in $scenarios; do
+  name="$(basename "$scenario" .yaml)"
+  # Every configuration of the space, as --set flags (a top K as large as the space prunes nothing).
+  "$bin" tune "$scenario" --set hardware="$out/here.yaml" "${space[@]}" --top 100000 --json 2>/dev/null >"$out/$name-all.json"
+  python3 - "$out/$name-all.json" >"$out/$name-grid.txt" <<'PY'
+import json, sys
+for r in json.load(open(sys.argv[1]))["ranked"]:
+    print(" ".join("%s=%s" % kv for kv in sorted(r["overrides"].items())) or "-")
+PY
+  count=$(wc -l <"$out/$name-grid.txt")
+  echo "$name: measuring the grid of $count configurations, $repeats x $steps steps each" >&2
+  for rep in $(seq "$repeats"); do
+    i=0
+    while read -r line; do
+      i=$((i + 1))
+      sets=(--set "data.steps=$steps")
+      [ "$line" != "-" ] && for kv in $line; do sets+=(--set "$kv"); done
+      "$bin" validate "$scenario" "${sets[@]}" --profile "$out/here.yaml" --steps "$steps" --json 2>/dev/null |
+        python3 -c "import json,sys; c=json.load(sys.stdin)['configurations'][0]; print('$i', c['predicted_step_ms'], c['measured_step_ms'])" \
+        >>"$out/$name-measured.txt"
+      printf "  [%d/%d] %s\n" "$(( (rep - 1) * count + i ))" "$(( repeats * count ))" "$line" >&2
+    done <"$out/$name-grid.txt"
+  done
+  "$bin" tune "$scenario" --set hardware="$out/here.yaml" "${space[@]}" --validate 3 --validate-steps "$steps" --json \
+    2>/dev/null >"$out/$name-tune.json"
+  python3 - "$name" "$out/$name-grid.txt" "$out/$name-measured.txt" "$out/$name-tune.json" <<'PY'
+import json, statistics, sys
+name, grid_f, measured_f, tune_f = sys.argv[1:]
+grid = [l.strip() for l in open(grid_f)]
+runs = {}
+for l in open(measured_f):
+    i, p, m = l.split()
+    runs.setdefault(int(i) - 1, []).append((float(p), float(m)))
+rows = []
+for i, line in enumerate(grid):
+    ms = [m for _, m in runs[i]]
+    med = statistics.median(ms)
+    rows.append((line, runs[i][0][0], med, (max(ms) - min(ms)) / med))
+best = min(rows, key=lambda r: r[2])
+t = json.load(open(tune_f))
+pick = " ".join("%s=%s" % kv for kv in sorted(t["best"]["overrides"].items())) or "-"
+print("\n%s: the measured grid (median of the runs; spread = (max - min) / median)" % name)
+print("| configuration | predicted ms | measured ms | spread |")
+print("|---|---:|---:|---:|")
+for line, p, m, s in sorted(rows, key=lambda r: r[2]):
+    mark = " **tune's pick**" if line == pick else ""
+    print("| %s%s | %.3f | %.3f | %.0f%% |" % (line, mark, p, m, 100 * s))
+picked = [r for r in rows if r[0] == pick]
+print("\ntune --validate 3 ran:")
+for v in t["validated"]:
+    print("  %-70s predicted %.3f ms, measured %.3f ms" % (
+        " ".join("%s=%s" % kv for kv in sorted(v["overrides"].items())) or "-", v["predicted_step_ms"], v["measured_step_ms"]))
+if picked:
+    print("pick %s: %.3f ms in the grid, %+.1f%% from the grid's best (%s, %.3f ms)" % (
+        pick, picked[0][2], 100 * (picked[0][2] - best[2]) / best[2], best[0], best[2]))
+print("pick's step against PyTorch's defaults (predicted): %.2fx" % (t["speedup_vs_pytorch_defaults"] or float("nan")))
+PY
+done
