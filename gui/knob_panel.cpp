@@ -42,6 +42,7 @@ KnobPanel::KnobPanel(QWidget* parent) : QWidget(parent) {
   partition_len_->setEditable(true);
   partition_len_->addItem("balanced");
   chunks_ = spin(1, 65536);
+  batch_size_ = spin(1, 1 << 24);
   schedule_ = new QComboBox;
   schedule_->addItems({"gpipe", "1f1b", "interleaved-1f1b"});
   bucket_cap_ = mb_spin();
@@ -58,6 +59,8 @@ KnobPanel::KnobPanel(QWidget* parent) : QWidget(parent) {
   add_row(form, "parallel.partition_len", "partition_len", partition_len_,
           "Layers per stage: balanced, one number for every stage, or a list such as [4, 6].");
   add_row(form, "parallel.chunks", "chunks", chunks_, "Micro-batches per mini-batch; must divide data.batch_size.");
+  add_row(form, "data.batch_size", "batch_size", batch_size_,
+          "Samples per replica per mini-batch; the global batch is batch_size x grad_accumulation x data.");
   add_row(form, "parallel.schedule", "schedule", schedule_, "Pipeline schedule.");
   add_row(form, "parallel.bucket_cap_mb", "bucket_cap_mb", bucket_cap_, "DDP bucket size (as PyTorch's DDP).");
   add_row(form, "parallel.first_bucket_mb", "first_bucket_mb", first_bucket_, "Size of DDP's first bucket.");
@@ -73,7 +76,7 @@ KnobPanel::KnobPanel(QWidget* parent) : QWidget(parent) {
   general_error_->hide();
   form->addRow(general_error_);
 
-  for (QSpinBox* s : {data_, pipeline_, virtual_, chunks_, grad_accumulation_})
+  for (QSpinBox* s : {data_, pipeline_, virtual_, chunks_, batch_size_, grad_accumulation_})
     connect(s, &QSpinBox::valueChanged, this, &KnobPanel::changed);
   for (QDoubleSpinBox* s : {bucket_cap_, first_bucket_}) connect(s, &QDoubleSpinBox::valueChanged, this, &KnobPanel::changed);
   for (QComboBox* c : {schedule_, precision_, hardware_}) connect(c, &QComboBox::currentIndexChanged, this, &KnobPanel::changed);
@@ -102,6 +105,7 @@ void KnobPanel::set_knobs(const Knobs& k, const std::string& scenario_hardware) 
   virtual_->setValue(k.virtual_stages);
   partition_len_->setCurrentText(QString::fromStdString(k.partition_len));
   chunks_->setValue(k.chunks);
+  batch_size_->setValue(k.batch_size);
   if (schedule_->findText(QString::fromStdString(k.schedule)) < 0) schedule_->addItem(QString::fromStdString(k.schedule));
   schedule_->setCurrentText(QString::fromStdString(k.schedule));
   bucket_cap_->setValue(k.bucket_cap_mb);
@@ -126,6 +130,7 @@ Knobs KnobPanel::knobs() const {
   k.virtual_stages = virtual_->value();
   k.partition_len = partition_len_->currentText().trimmed().toStdString();
   k.chunks = chunks_->value();
+  k.batch_size = batch_size_->value();
   k.schedule = schedule_->currentText().toStdString();
   k.bucket_cap_mb = bucket_cap_->value();
   k.first_bucket_mb = first_bucket_->value();

@@ -46,6 +46,7 @@ class KnobPanel : public QWidget {
   QSpinBox* virtual_;
   QComboBox* partition_len_;
   QSpinBox* chunks_;
+  QSpinBox* batch_size_;
   QComboBox* schedule_;
   QDoubleSpinBox* bucket_cap_;
   QDoubleSpinBox* first_bucket_;

@@ -12,7 +12,7 @@ std::string number(double v) {
 const std::vector<std::string>& knob_keys() {
   static const std::vector<std::string> keys = {
       "parallel.data",          "parallel.pipeline",         "parallel.virtual",
-      "parallel.partition_len", "parallel.chunks",           "parallel.schedule",
+      "parallel.partition_len", "parallel.chunks",           "data.batch_size",           "parallel.schedule",
       "parallel.bucket_cap_mb", "parallel.first_bucket_mb",  "parallel.grad_accumulation",
       "parallel.precision",     "parallel.activation_checkpointing", "hardware"};
   return keys;
@@ -39,12 +39,36 @@ Knobs Knobs::from(const plan::Scenario& s) {
   k.virtual_stages = p.virtual_stages;
   k.partition_len = partition_len_text(p.partition_len);
   k.chunks = p.chunks;
+  k.batch_size = s.data.batch_size;
   k.schedule = p.schedule == plan::ScheduleKind::csv ? p.schedule_csv : plan::name(p.schedule);
   k.bucket_cap_mb = p.bucket_cap_mb;
   k.first_bucket_mb = p.first_bucket_mb;
   k.grad_accumulation = p.grad_accumulation;
   k.precision = plan::name(p.precision);
   k.activation_checkpointing = p.activation_checkpointing;
+  return k;
+}
+
+Knobs knobs_of(const tune::Config& c, const std::string& hardware) {
+  Knobs k;
+  k.data = c.data;
+  k.pipeline = c.pipeline;
+  k.virtual_stages = c.virtual_stages;
+  plan::PartitionLen p;
+  if (!c.partition.empty()) {
+    p.mode = plan::PartitionLen::Mode::list;
+    p.lens = c.partition;
+  }
+  k.partition_len = partition_len_text(p);
+  k.chunks = c.chunks;
+  k.batch_size = c.batch_size;
+  k.schedule = plan::name(c.schedule);
+  k.bucket_cap_mb = c.bucket_cap_mb;
+  k.first_bucket_mb = c.first_bucket_mb;
+  k.grad_accumulation = c.grad_accumulation;
+  k.precision = plan::name(c.precision);
+  k.activation_checkpointing = c.activation_checkpointing;
+  k.hardware = hardware;
   return k;
 }
 
@@ -55,6 +79,7 @@ std::vector<std::string> Knobs::overrides() const {
       "parallel.virtual=" + std::to_string(virtual_stages),
       "parallel.partition_len=" + partition_len,
       "parallel.chunks=" + std::to_string(chunks),
+      "data.batch_size=" + std::to_string(batch_size),
       "parallel.schedule=" + schedule,
       "parallel.bucket_cap_mb=" + number(bucket_cap_mb),
       "parallel.first_bucket_mb=" + number(first_bucket_mb),

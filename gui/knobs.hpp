@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "plan/scenario.hpp"
+#include "tune/config.hpp"
 
 namespace parallax::gui {
 
@@ -16,6 +17,7 @@ struct Knobs {
   int virtual_stages = 1;
   std::string partition_len = "balanced";  ///< YAML: balanced, 5, or [4, 6]
   int chunks = 1;
+  int batch_size = 32;  ///< data.batch_size, per replica; the tuner changes it with data at a fixed global batch
   std::string schedule = "gpipe";
   double bucket_cap_mb = 25;
   double first_bucket_mb = 1;
@@ -26,10 +28,13 @@ struct Knobs {
 
   /// The values a scenario holds (hardware left empty: "as in the scenario").
   static Knobs from(const plan::Scenario& scenario);
-  /// "parallel.chunks=16", ... for every parallel knob, and "hardware=NAME" when one is chosen.
+  /// "parallel.chunks=16", ... for every parallel knob and data.batch_size, and "hardware=NAME" when one is chosen.
   std::vector<std::string> overrides() const;
   bool operator==(const Knobs&) const = default;
 };
+
+/// A tuner's configuration as knob values, with `hardware` (the tuner does not change it).
+Knobs knobs_of(const tune::Config& config, const std::string& hardware);
 
 /// The scenario keys the knobs set, in panel order ("parallel.chunks", ..., "hardware").
 const std::vector<std::string>& knob_keys();

@@ -50,7 +50,8 @@ int main(int argc, char** argv) {
   QCommandLineParser parser;
   parser.setApplicationDescription(
       "Explore a training plan: turn the knobs and watch the predicted timeline change, run the plan for real\n"
-      "and lay the measured timeline over the prediction, sweep chunks against bucket_cap_mb or partition_len.\n\n"
+      "and lay the measured timeline over the prediction, sweep chunks against bucket_cap_mb or partition_len,\n"
+      "tune the plan on the simulator and validate the best configurations for real.\n\n"
       "Examples:\n"
       "  parallax-gui                                   the built-in default scenario\n"
       "  parallax-gui scenarios/gpipe-1b-4xA100.yaml measured.json\n"
@@ -61,7 +62,8 @@ int main(int argc, char** argv) {
                                        "measured traces, PyTorch profiler traces.", "[SCENARIO] [TRACE...]");
   QCommandLineOption screenshot("screenshot", "Render a view to a PNG file without a display and exit.", "PNG");
   QCommandLineOption measured("measured", "A measured trace to lay over the prediction (repeatable).", "TRACE");
-  QCommandLineOption view("view", "The view for --screenshot: timeline, metrics or sweep (default timeline).", "VIEW",
+  QCommandLineOption view("view", "The view for --screenshot: timeline, metrics, sweep or tune (default timeline).",
+                          "VIEW",
                           "timeline");
   QCommandLineOption sweep("sweep", "The sweep for --view sweep: chunks-bucket or chunks-partition.", "SWEEP",
                            "chunks-bucket");

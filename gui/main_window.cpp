@@ -63,6 +63,9 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   sweep_ = new SweepView;
   sweep_->set_session(&session_);
   tabs_->addTab(sweep_, "Sweep");
+  tune_ = new TuneView;
+  tune_->set_session(&session_);
+  tabs_->addTab(tune_, "Tune");
 
   build_toolbar();
   busy_ = new QLabel;
@@ -82,10 +85,11 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   connect(timeline_, &TimelineView::selection_changed, this,
           [this](const QString& d) { statusBar()->showMessage(QString(d).replace('\n', "  ·  ")); });
   connect(sweep_, &SweepView::configuration_chosen, this, [this](const Knobs& k) {
-    knobs_->set_knobs(k, "");
-    on_knobs(k);
+    load_knobs(k);
     tabs_->setCurrentIndex(0);
   });
+  // The Tune tab stays in front: its table and chart are what the user compares against.
+  connect(tune_, &TuneView::configuration_chosen, this, &MainWindow::load_knobs);
   connect(&run_, &RealRun::progress, this, [this](int step, int steps, const QString& line) {
     if (step >= 0) run_progress_->setRange(0, steps), run_progress_->setValue(step);
     statusBar()->showMessage(line);
@@ -147,7 +151,7 @@ void MainWindow::open_trace(const std::string& path) {
 }
 
 bool MainWindow::show_view(const QString& view) {
-  const QStringList views = {"timeline", "metrics", "sweep"};
+  const QStringList views = {"timeline", "metrics", "sweep", "tune"};
   const int i = views.indexOf(view);
   if (i < 0) return false;
   tabs_->setCurrentIndex(i);
@@ -160,6 +164,11 @@ void MainWindow::on_knobs(const Knobs& knobs) {
   knobs_->clear_errors();
   session_.set_knobs(knobs);
   sweep_->set_current(knobs);
+}
+
+void MainWindow::load_knobs(const Knobs& knobs) {
+  knobs_->set_knobs(knobs, "");
+  on_knobs(knobs);
 }
 
 void MainWindow::on_predicted() {

@@ -1,6 +1,6 @@
 #pragma once
 // The desktop app's window: knobs on the left; the step time above three views (timeline,
-// metrics, sweep); a toolbar to open and save scenarios, open traces and run the plan for real.
+// metrics, sweep, tune); a toolbar to open and save scenarios, open traces and run the plan for real.
 #include <QMainWindow>
 
 #include "gui/knob_panel.hpp"
@@ -9,6 +9,7 @@
 #include "gui/run_panel.hpp"
 #include "gui/sweep_view.hpp"
 #include "gui/timeline_view.hpp"
+#include "gui/tune_view.hpp"
 
 class QComboBox;
 class QLabel;
@@ -28,7 +29,7 @@ class MainWindow : public QMainWindow {
   void open_scenario(const std::string& path, const std::vector<std::string>& sets = {});
   /// Opens a trace beside the prediction; InputError when it cannot be read.
   void open_trace(const std::string& path);
-  /// Shows "timeline", "metrics" or "sweep"; false for another name.
+  /// Shows "timeline", "metrics", "sweep" or "tune"; false for another name.
   bool show_view(const QString& view);
 
   PlanSession& session() { return session_; }
@@ -36,6 +37,7 @@ class MainWindow : public QMainWindow {
   TimelineView* timeline() { return timeline_; }
   MetricsView* metrics() { return metrics_; }
   SweepView* sweep() { return sweep_; }
+  TuneView* tune() { return tune_; }
   /// The step time as shown above the views.
   QString step_time_shown() const;
 
@@ -44,6 +46,7 @@ class MainWindow : public QMainWindow {
   void refresh(bool refit);
   void on_predicted();
   void on_knobs(const Knobs& knobs);
+  void load_knobs(const Knobs& knobs);
   void on_run_finished(bool ok, const QString& trace, const QString& message);
   void choose_scenario();
   void save_scenario();
@@ -61,6 +64,7 @@ class MainWindow : public QMainWindow {
   QComboBox* measured_step_;
   MetricsView* metrics_;
   SweepView* sweep_;
+  TuneView* tune_;
   QSpinBox* run_steps_;
   QAction* run_action_;
   QAction* cancel_action_;

@@ -14,6 +14,10 @@ plan::YamlDocument ScenarioSource::document(const std::vector<std::string>& over
   return plan::scenario_document(path, all);
 }
 
+plan::Scenario ScenarioSource::scenario(const std::vector<std::string>& overrides) const {
+  return plan::parse_scenario(document(overrides));
+}
+
 std::shared_ptr<const Prediction> predict(const ScenarioSource& source, const std::vector<std::string>& overrides,
                                           bool link_samples) {
   auto p = std::make_shared<Prediction>();

@@ -34,6 +34,8 @@ struct ScenarioSource {
 
   /// The document with `sets`, then `overrides`, applied; InputError when it cannot be read.
   plan::YamlDocument document(const std::vector<std::string>& overrides) const;
+  /// The scenario parsed from document(overrides); InputError when it is bad.
+  plan::Scenario scenario(const std::vector<std::string>& overrides) const;
 };
 
 struct Prediction {

@@ -23,9 +23,10 @@ void classify_files(const QStringList& files, GuiArgs* args) {
 }
 
 void write_screenshot(const GuiArgs& args) {
-  const QStringList views = {"timeline", "metrics", "sweep"};
+  const QStringList views = {"timeline", "metrics", "sweep", "tune"};
   if (!views.contains(args.view))
-    throw plan::InputError(plan::Location{"--view"}, "unknown view '" + args.view.toStdString() + "'; use timeline, metrics or sweep");
+    throw plan::InputError(plan::Location{"--view"},
+                           "unknown view '" + args.view.toStdString() + "'; use timeline, metrics, sweep or tune");
   if (args.sweep != "chunks-bucket" && args.sweep != "chunks-partition")
     throw plan::InputError(plan::Location{"--sweep"},
                            "unknown sweep '" + args.sweep.toStdString() + "'; use chunks-bucket or chunks-partition");
@@ -46,6 +47,10 @@ void write_screenshot(const GuiArgs& args) {
     window.sweep()->start(args.sweep == "chunks-bucket" ? SweepKind::chunks_by_bucket_cap : SweepKind::chunks_by_partition_len,
                           window.session());
     window.sweep()->wait_finished();
+  }
+  if (args.view == "tune") {
+    window.tune()->start(window.session());
+    window.tune()->wait_finished();
   }
   window.timeline()->fit_step();
   window.timeline()->set_critical_path(args.critical_path);

@@ -1,7 +1,7 @@
 #pragma once
 // parallax-gui's command line, and headless screenshots: `--screenshot out.png` renders one view
-// of the window to PNG under Qt's offscreen platform, with the simulation (and for the sweep view,
-// the sweep) finished first, so documentation, CI and bug reports get the picture a user would see.
+// of the window to PNG under Qt's offscreen platform, with the simulation (and for the sweep and
+// tune views, the sweep or search) finished first, so documentation, CI and bug reports get the picture a user would see.
 #include <QString>
 #include <QStringList>
 #include <string>
@@ -14,7 +14,7 @@ struct GuiArgs {
   std::vector<std::string> traces;   ///< positional trace files and --measured
   std::vector<std::string> sets;     ///< --set key=value
   QString screenshot;                ///< PNG to write, headless
-  QString view = "timeline";         ///< timeline | metrics | sweep
+  QString view = "timeline";         ///< timeline | metrics | sweep | tune
   QString sweep = "chunks-bucket";   ///< chunks-bucket | chunks-partition
   int width = 1600, height = 1000;
   bool critical_path = false;

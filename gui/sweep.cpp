@@ -46,6 +46,21 @@ std::vector<std::string> partition_values(const plan::Plan& plan) {
   return out;
 }
 
+// "[4, 6]" -> {4, 6}; "balanced" -> {} (the evaluator's balanced split).
+std::vector<int> partition_of(const std::string& text) {
+  std::vector<int> out;
+  int value = -1;
+  for (char ch : text + ",") {
+    if (ch >= '0' && ch <= '9') {
+      value = (value < 0 ? 0 : value * 10) + (ch - '0');
+    } else if (value >= 0) {
+      out.push_back(value);
+      value = -1;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 int SweepGrid::best() const {
@@ -63,6 +78,15 @@ Knobs SweepGrid::knobs_of(int cell, const Knobs& base) const {
   if (kind == SweepKind::chunks_by_bucket_cap) k.bucket_cap_mb = std::stod(v);
   else k.partition_len = v;
   return k;
+}
+
+tune::Config SweepGrid::config_of(int cell, const tune::Config& base) const {
+  tune::Config c = base;
+  c.chunks = std::stoi(y.values[cell / columns()]);
+  const std::string& v = x.values[cell % columns()];
+  if (kind == SweepKind::chunks_by_bucket_cap) c.bucket_cap_mb = std::stod(v);
+  else c.partition = partition_of(v);
+  return c;
 }
 
 int SweepGrid::cell_of(const Knobs& k) const {
@@ -89,11 +113,11 @@ SweepGrid make_sweep(SweepKind kind, const plan::Plan& plan, const Knobs& knobs)
   return g;
 }
 
-SweepCell simulate_cell(const ScenarioSource& source, const Knobs& knobs) {
+SweepCell evaluate_cell(tune::Evaluator& evaluator, const tune::Config& config) {
   SweepCell c;
   c.done = true;
   try {
-    c.step_ms = predict(source, knobs.overrides(), false)->metrics.step_time.to_ms();
+    c.step_ms = evaluator.evaluate(config).step_ms;
   } catch (const plan::InputError& e) {
     c.error = e.message();
   } catch (const std::exception& e) {

@@ -2,13 +2,16 @@
 // A sweep: the predicted step time of every configuration on a grid of two knobs (chunks against
 // bucket_cap_mb, or chunks against partition_len), everything else as the knobs are. The grid's
 // values are what the scenario allows: chunks that divide the batch, the stage splits of the
-// model's layers around the current one.
+// model's layers around the current one. Cells are evaluated by the tuner's engine: the scenario
+// with the knobs applied is parsed once into a tune::Evaluator, and each cell is a typed
+// tune::Config simulated step-only (no YAML and no string overrides per cell).
 #include <cmath>
 #include <string>
 #include <vector>
 
 #include "gui/knobs.hpp"
 #include "gui/plan_session.hpp"
+#include "tune/evaluator.hpp"
 
 namespace parallax::gui {
 
@@ -37,6 +40,8 @@ struct SweepGrid {
   int best() const;
   /// The knobs of a cell: `base` with the two swept values set.
   Knobs knobs_of(int cell, const Knobs& base) const;
+  /// The configuration of a cell: `base` (the knobs' own, as parsed) with the two swept values set.
+  tune::Config config_of(int cell, const tune::Config& base) const;
   /// The cell `knobs` is on, -1 when off the grid.
   int cell_of(const Knobs& knobs) const;
 };
@@ -44,7 +49,7 @@ struct SweepGrid {
 /// The grid for the plan being looked at.
 SweepGrid make_sweep(SweepKind kind, const plan::Plan& plan, const Knobs& knobs);
 
-/// Simulates one cell (any thread); a rejected configuration gets its error.
-SweepCell simulate_cell(const ScenarioSource& source, const Knobs& knobs);
+/// Simulates one cell on the sweep's evaluator (any thread); a rejected configuration gets its error.
+SweepCell evaluate_cell(tune::Evaluator& evaluator, const tune::Config& config);
 
 }  // namespace parallax::gui

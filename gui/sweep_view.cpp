@@ -12,6 +12,7 @@
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrentRun>
 #include <cmath>
+#include <memory>
 
 namespace parallax::gui {
 
@@ -198,9 +199,20 @@ void SweepView::start(SweepKind kind, const PlanSession& session) {
   const Knobs base = base_;
   watcher_.setFuture(QtConcurrent::run([source, grid, base](QPromise<std::pair<int, SweepCell>>& promise) {
     promise.setProgressRange(0, static_cast<int>(grid.cells.size()));
+    // One parse for the whole sweep; each cell is a typed configuration of it.
+    std::unique_ptr<tune::Evaluator> evaluator;
+    tune::Config given;
+    SweepCell rejected;
+    rejected.done = true;
+    try {
+      evaluator = std::make_unique<tune::Evaluator>(source.scenario(base.overrides()));
+      given = tune::config_of(evaluator->base());
+    } catch (const plan::InputError& e) {
+      rejected.error = e.what();
+    }
     for (int i = 0; i < static_cast<int>(grid.cells.size()); ++i) {
       if (promise.isCanceled()) return;
-      promise.addResult(std::make_pair(i, simulate_cell(source, grid.knobs_of(i, base))));
+      promise.addResult(std::make_pair(i, evaluator ? evaluate_cell(*evaluator, grid.config_of(i, given)) : rejected));
       promise.setProgressValue(i + 1);
     }
   }));

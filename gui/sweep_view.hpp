@@ -1,6 +1,6 @@
 #pragma once
 // The sweep tab: a heatmap of predicted step time over chunks x bucket_cap_mb or chunks x
-// partition_len, simulated in the background with progress (Qt Concurrent, a QPromise per sweep,
+// partition_len, simulated in the background on the tuner's evaluator with progress (Qt Concurrent, a QPromise per sweep,
 // cancellable). The best cell is marked with a star and the knobs' own cell outlined; clicking a
 // cell loads its configuration into the knobs.
 #include <QFutureWatcher>

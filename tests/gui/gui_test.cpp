@@ -3,9 +3,13 @@
 #include <QCoreApplication>
 #include <QElapsedTimer>
 #include <QImage>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QProcess>
 #include <QSignalSpy>
 #include <QSpinBox>
+#include <QTableWidget>
 #include <QTemporaryDir>
 #include <QtTest/QtTest>
 #include <filesystem>
@@ -20,6 +24,7 @@
 #include "plan/trace_writer.hpp"
 #include "sim/metrics.hpp"
 #include "sim/simulator.hpp"
+#include "tune/evaluator.hpp"
 
 using namespace parallax;
 using namespace parallax::gui;
@@ -100,6 +105,10 @@ class GuiTest : public QObject {
   void saved_scenario_reopens_with_the_knobs();
   void run_for_real_overlays_the_measured_trace();
   void run_for_real_reports_a_dead_rank();
+  void tune_tab_ranks_as_the_evaluator_predicts();
+  void clicking_a_tune_row_loads_it_into_the_knobs();
+  void cancel_stops_a_tune_search();
+  void validate_shows_predicted_against_measured();
 };
 
 void GuiTest::changing_chunks_changes_the_step_time_shown() {
@@ -390,6 +399,171 @@ void GuiTest::run_for_real_reports_a_dead_rank() {
   QVERIFY(!args[0].toBool());
   const QString message = args[2].toString();
   QVERIFY2(message.contains("the run failed (exit code 1)") && message.contains("rank 1"), qPrintable(message));
+}
+
+// A finished search of the tune tab on a scenario, the knobs as opened.
+const tune::SearchResult& tune_search(MainWindow& w) {
+  TuneView* tune = w.tune();
+  const bool started = tune->start(w.session());
+  tune->wait_finished();
+  if (!started || !tune->result()) qFatal("the tune search did not run: %s", qPrintable(tune->status()));
+  return *tune->result();
+}
+
+void GuiTest::tune_tab_ranks_as_the_evaluator_predicts() {
+  MainWindow w;
+  open(w, kPipeline2);
+  QElapsedTimer clock;
+  clock.start();
+  const tune::SearchResult& r = tune_search(w);
+  QVERIFY2(clock.elapsed() < 4000, qPrintable(QString::number(clock.elapsed())));
+  QVERIFY(r.stopped.empty());
+  QVERIFY(r.ranked.size() >= 3);
+  QCOMPARE(w.tune()->table()->rowCount(), static_cast<int>(r.ranked.size()));
+  // Independently: the scenario file with the knobs, parsed and evaluated again.
+  const plan::Scenario scenario = plan::load_scenario(kPipeline2, w.session().knobs().overrides());
+  tune::Evaluator evaluator(scenario);
+  const tune::Evaluation first = evaluator.evaluate(r.ranked[0].config);
+  QCOMPARE(first.step_ms, r.ranked[0].step_ms);
+  QCOMPARE(first.peak_memory, r.ranked[0].peak_memory);
+  // The table shows what changed against the knobs, the step time and the throughput.
+  const auto changed = tune::overrides(tune::config_of(scenario), r.ranked[0].config);
+  QCOMPARE(w.tune()->table()->item(0, 1)->text(), QString::fromStdString(tune::describe(changed)));
+  QVERIFY(std::abs(w.tune()->table()->item(0, 2)->text().toDouble() - first.step_ms) < 0.01);
+  const double samples = r.ranked[0].config.global_batch() / (first.step_ms / 1000);
+  QVERIFY(std::abs(w.tune()->table()->item(0, 3)->text().toDouble() - samples) <= 1);
+  // Best first, and nothing ranked is slower than the scenario as given when that fits.
+  for (size_t i = 1; i < r.ranked.size(); ++i) QVERIFY(r.ranked[i - 1].step_ms <= r.ranked[i].step_ms);
+  QVERIFY(r.ranked[0].step_ms <= r.baseline.step_ms);
+  QVERIFY(!r.pareto.empty());
+}
+
+void GuiTest::clicking_a_tune_row_loads_it_into_the_knobs() {
+  MainWindow w;
+  w.resize(1400, 900);
+  open(w, kPipeline2);
+  w.show_view("tune");
+  w.show();
+  const tune::SearchResult& r = tune_search(w);
+  QCoreApplication::processEvents();
+  for (int row : {0, 1}) {
+    QTableWidget* table = w.tune()->table();
+    QTest::mouseClick(table->viewport(), Qt::LeftButton, {}, table->visualItemRect(table->item(row, 1)).center());
+    settle(w);
+    const Knobs want = w.tune()->knobs_of(row);
+    QCOMPARE(w.knob_panel()->knobs(), want);
+    QCOMPARE(w.session().knobs(), want);
+    const double ms = w.session().prediction()->metrics.step_time.to_ms();
+    QCOMPARE(ms, r.ranked[row].step_ms);
+    QVERIFY2(w.step_time_shown().contains(QString::number(ms, 'f', 2)), qPrintable(w.step_time_shown()));
+  }
+  // A configuration with two replicas halves the per-replica batch (the global batch stays): the
+  // knobs carry data.batch_size too.
+  const plan::Scenario scenario = plan::load_scenario(kPipeline2, {});
+  tune::Config two = tune::config_of(scenario);
+  two.data = 2;
+  two.pipeline = 1;
+  two.partition.clear();
+  two.batch_size /= 2;
+  two.chunks = 4;
+  emit w.tune()->configuration_chosen(knobs_of(two, ""));
+  settle(w);
+  QCOMPARE(w.knob_panel()->knobs().batch_size, 32);
+  QCOMPARE(w.session().prediction()->plan.scenario.data.batch_size, 32);
+  tune::Evaluator evaluator(scenario);
+  QCOMPARE(w.session().prediction()->metrics.step_time.to_ms(), evaluator.evaluate(two).step_ms);
+}
+
+void GuiTest::cancel_stops_a_tune_search() {
+  MainWindow w;
+  open(w, kDdp);
+  TuneView* tune = w.tune();
+  QVERIFY(tune->start(w.session()));
+  // Cancelled once it reports progress, i.e. while it plans or simulates.
+  QElapsedTimer clock;
+  clock.start();
+  while (tune->running() && !tune->status().contains(" of ") && clock.elapsed() < 3000) QTest::qWait(5);
+  QVERIFY2(tune->running(), "the search finished before it could be cancelled");
+  clock.restart();
+  tune->cancel();
+  tune->wait_finished();
+  QVERIFY2(clock.elapsed() < 1500, qPrintable(QString::number(clock.elapsed())));
+  QVERIFY(tune->result());
+  QCOMPARE(QString::fromStdString(tune->result()->stopped), QString("interrupted"));
+  QVERIFY(tune->result()->evaluated + tune->result()->pruned + tune->result()->over_memory < tune->result()->combinations);
+  QVERIFY2(tune->status().contains("stopped (interrupted)"), qPrintable(tune->status()));
+  // A new search starts afresh after a cancel.
+  QVERIFY(tune->start(w.session()));
+  QVERIFY(tune->running());
+  tune->cancel();
+  tune->wait_finished();
+}
+
+void GuiTest::validate_shows_predicted_against_measured() {
+  MainWindow w;
+  open(w, kPipeline2);
+  const tune::SearchResult& r = tune_search(w);
+  TuneView* tune = w.tune();
+  // A stand-in for `parallax tune --validate 3 --json` (the contract: validated[] with overrides,
+  // predicted_step_ms, measured_step_ms); it records its arguments.
+  QTemporaryDir dir;
+  QJsonArray validated;
+  for (int row = 0; row < 2; ++row) {
+    QJsonObject overrides;
+    for (const auto& [key, value] : tune->overrides_of(row)) overrides[QString::fromStdString(key)] = QString::fromStdString(value);
+    validated.append(QJsonObject{{"overrides", overrides},
+                                 {"predicted_step_ms", r.ranked[row].step_ms},
+                                 {"measured_step_ms", r.ranked[row].step_ms * 2}});
+  }
+  validated.append(QJsonObject{{"overrides", QJsonObject{{"parallel.chunks", 3}}}, {"predicted_step_ms", 5.0}, {"measured_step_ms", 4.0}});
+  const QString json = QString::fromUtf8(QJsonDocument(QJsonObject{{"validated", validated}}).toJson(QJsonDocument::Compact));
+  const QString script = dir.filePath("parallax");
+  {
+    QFile f(script);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(QString("#!/bin/sh\nprintf '%s\\n' \"$@\" > '%1'\necho 'validate 1/3' >&2\necho 'validate 3/3' >&2\n"
+                    "cat <<'EOF'\n%2\nEOF\n")
+                .arg(dir.filePath("args.txt"), json)
+                .toUtf8());
+    f.close();
+    f.setPermissions(f.permissions() | QFileDevice::ExeOwner);
+  }
+  qputenv("PARALLAX_BIN", script.toUtf8());
+  QSignalSpy finished(tune, &TuneView::validation_finished);
+  QVERIFY(tune->validate(3));
+  QVERIFY(finished.wait(10000));
+  const auto args = finished.takeFirst();
+  QVERIFY2(args[0].toBool(), qPrintable(args[1].toString()));
+  QFile recorded(dir.filePath("args.txt"));
+  QVERIFY(recorded.open(QIODevice::ReadOnly));
+  const QStringList given = QString::fromUtf8(recorded.readAll()).split('\n', Qt::SkipEmptyParts);
+  QCOMPARE(given.mid(0, 2), (QStringList{"tune", QString::fromStdString(kPipeline2)}));
+  QVERIFY(given.contains("parallel.chunks=8") && given.contains("data.batch_size=64"));
+  QCOMPARE(given.mid(given.size() - 3), (QStringList{"--validate", "3", "--json"}));
+  // Predicted against measured per validated configuration; the ranked rows get their measured time.
+  QCOMPARE(static_cast<int>(tune->validated().size()), 3);
+  QTableWidget* table = tune->validation_table();
+  QCOMPARE(table->rowCount(), 3);
+  QCOMPARE(table->item(0, 3)->text(), QString("-50.0%"));
+  QCOMPARE(table->item(2, 0)->text(), QString("chunks=3"));
+  QCOMPARE(table->item(2, 3)->text(), QString("+25.0%"));
+  for (int row = 0; row < 2; ++row)
+    QVERIFY(std::abs(tune->table()->item(row, 5)->text().toDouble() - 2 * r.ranked[row].step_ms) < 0.01);
+  QVERIFY(tune->table()->item(2, 5)->text().isEmpty());
+
+  // A failing command says why, with its last line.
+  {
+    QFile f(script);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write("#!/bin/sh\necho 'parallax: --validate: no such flag' >&2\nexit 2\n");
+  }
+  QVERIFY(tune->validate(3));
+  QVERIFY(finished.wait(10000));
+  const auto failed = finished.takeFirst();
+  qunsetenv("PARALLAX_BIN");
+  QVERIFY(!failed[0].toBool());
+  QVERIFY2(failed[1].toString().contains("exit code 2") && failed[1].toString().contains("no such flag"),
+           qPrintable(failed[1].toString()));
 }
 
 QTEST_MAIN(GuiTest)

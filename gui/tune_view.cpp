@@ -1,0 +1,577 @@
+#include "gui/tune_view.hpp"
+
+#include <QChart>
+#include <QChartView>
+#include <QFileInfo>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QLabel>
+#include <QLineSeries>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QRegularExpression>
+#include <QScatterSeries>
+#include <QSplitter>
+#include <QTableWidget>
+#include <QTimer>
+#include <QVBoxLayout>
+#include <QValueAxis>
+#include <QtConcurrent/QtConcurrentRun>
+#include <algorithm>
+#include <cmath>
+
+#include "gui/run_panel.hpp"
+
+namespace parallax::gui {
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+constexpr int kTop = 10;
+
+enum Column { kRank, kChanged, kStep, kSamples, kMemory, kMeasured, kColumns };
+
+QTableWidgetItem* item(const QString& text,
+                       Qt::Alignment align = Qt::AlignRight | Qt::AlignVCenter) {
+  auto* i = new QTableWidgetItem(text);
+  i->setFlags(Qt::ItemIsEnabled | Qt::ItemIsSelectable);
+  i->setTextAlignment(align);
+  return i;
+}
+
+QString ms_text(double ms) {
+  return std::isnan(ms) ? QString("—") : QString::number(ms, 'f', ms < 10 ? 3 : 2);
+}
+
+QString seconds_text(double s) {
+  return s < 10 ? QString::number(s, 'f', 1) + " s" : QString::number(std::lround(s)) + " s";
+}
+
+// A JSON value as the overrides write it: "8", "0.5", "true", "[2, 2]", "1f1b".
+std::string value_text(const QJsonValue& v) {
+  if (v.isString()) return v.toString().toStdString();
+  if (v.isBool()) return v.toBool() ? "true" : "false";
+  if (v.isDouble()) return tune::number_text(v.toDouble());
+  if (v.isArray()) {
+    std::string s = "[";
+    const QJsonArray a = v.toArray();
+    for (qsizetype i = 0; i < a.size(); ++i) s += (i ? ", " : "") + value_text(a[i]);
+    return s + "]";
+  }
+  return "";
+}
+
+tune::Overrides sorted(tune::Overrides o) {
+  std::sort(o.begin(), o.end());
+  return o;
+}
+
+}  // namespace
+
+std::vector<ValidatedRow> parse_validated(const QByteArray& json, QString* error) {
+  QJsonParseError parse;
+  const QJsonDocument doc = QJsonDocument::fromJson(json, &parse);
+  if (!doc.isObject()) {
+    *error = parse.error != QJsonParseError::NoError
+                 ? "its output is not JSON: " + parse.errorString()
+                 : QString("its output is not a JSON object");
+    return {};
+  }
+  const QJsonValue validated = doc.object().value("validated");
+  if (!validated.isArray()) {
+    *error = "its output has no validated[] array";
+    return {};
+  }
+  std::vector<ValidatedRow> out;
+  for (const QJsonValue& v : validated.toArray()) {
+    const QJsonObject o = v.toObject();
+    ValidatedRow row;
+    const QJsonObject overrides = o.value("overrides").toObject();
+    for (auto it = overrides.begin(); it != overrides.end(); ++it)
+      row.overrides.emplace_back(it.key().toStdString(), value_text(it.value()));
+    row.predicted_step_ms = o.value("predicted_step_ms").toDouble(std::nan(""));
+    row.measured_step_ms = o.value("measured_step_ms").toDouble(std::nan(""));
+    out.push_back(std::move(row));
+  }
+  error->clear();
+  return out;
+}
+
+TuneView::TuneView(QWidget* parent) : QWidget(parent) {
+  auto* layout = new QVBoxLayout(this);
+  auto* bar = new QHBoxLayout;
+  start_ = new QPushButton("Start");
+  start_->setToolTip(
+      "Search chunks, schedule, partition_len, bucket sizes, ... on the simulator, from the knobs "
+      "as they are");
+  cancel_ = new QPushButton("Cancel");
+  validate_ = new QPushButton("Validate top 3 for real");
+  validate_->setToolTip(
+      "Run `parallax tune --validate 3`: the three best configurations run on this machine, "
+      "predicted against measured");
+  progress_ = new QProgressBar;
+  progress_->setTextVisible(true);
+  progress_->setRange(0, 1);
+  progress_->setValue(0);
+  bar->addWidget(start_);
+  bar->addWidget(cancel_);
+  bar->addWidget(progress_, 1);
+  bar->addWidget(validate_);
+  layout->addLayout(bar);
+  status_ = new QLabel("Press Start to search the configurations of the current plan.");
+  status_->setWordWrap(true);
+  summary_ = new QLabel;
+  summary_->setWordWrap(true);
+  summary_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  layout->addWidget(status_);
+  layout->addWidget(summary_);
+
+  table_ = new QTableWidget(0, kColumns);
+  table_->setHorizontalHeaderLabels(
+      {"#", "what changed", "step (ms)", "samples/s", "peak memory (MiB)", "measured (ms)"});
+  table_->horizontalHeader()->setSectionResizeMode(kChanged, QHeaderView::Stretch);
+  table_->verticalHeader()->hide();
+  table_->setSelectionBehavior(QAbstractItemView::SelectRows);
+  table_->setSelectionMode(QAbstractItemView::SingleSelection);
+  table_->setToolTip("Click a row to load its configuration into the knobs");
+
+  chart_ = new QChartView;
+  chart_->setRenderHint(QPainter::Antialiasing);
+  chart_->setMinimumHeight(200);
+
+  validation_table_ = new QTableWidget(0, 4);
+  validation_table_->setHorizontalHeaderLabels(
+      {"validated for real", "predicted (ms)", "measured (ms)", "error"});
+  validation_table_->horizontalHeader()->setSectionResizeMode(0, QHeaderView::Stretch);
+  validation_table_->verticalHeader()->hide();
+  validation_table_->hide();
+
+  auto* split = new QSplitter(Qt::Vertical);
+  split->addWidget(table_);
+  split->addWidget(chart_);
+  split->addWidget(validation_table_);
+  split->setStretchFactor(0, 3);
+  split->setStretchFactor(1, 2);
+  layout->addWidget(split, 1);
+
+  connect(start_, &QPushButton::clicked, this, [this] {
+    if (session_) start(*session_);
+  });
+  connect(cancel_, &QPushButton::clicked, this, &TuneView::cancel);
+  connect(validate_, &QPushButton::clicked, this, [this] { validate(3); });
+  connect(table_, &QTableWidget::cellClicked, this, [this](int row, int) { choose(row); });
+  connect(&watcher_, &QFutureWatcher<TuneOutcome>::finished, this, &TuneView::on_finished);
+  show_chart();
+  update_buttons();
+}
+
+TuneView::~TuneView() {
+  if (cancel_flag_) cancel_flag_->store(true);
+  watcher_.waitForFinished();
+  if (validating()) {
+    process_->kill();
+    process_->waitForFinished(3000);
+  }
+}
+
+bool TuneView::start(const PlanSession& session) {
+  session_ = &session;
+  if (running()) {
+    cancel_flag_->store(true);
+    watcher_.waitForFinished();
+  }
+  ++generation_;
+  source_ = session.source();
+  base_knobs_ = session.knobs();
+  std::shared_ptr<tune::Evaluator> evaluator;
+  try {
+    evaluator = std::make_shared<tune::Evaluator>(source_.scenario(base_knobs_.overrides()));
+  } catch (const plan::InputError& e) {
+    status_->setText("Nothing to tune: the knobs have no valid scenario (" +
+                     QString::fromStdString(e.what()) + ").");
+    return false;
+  }
+  base_config_ = tune::config_of(evaluator->base());
+  const tune::Space space = tune::default_space(evaluator->base());
+  result_.reset();
+  validated_.clear();
+  table_->setRowCount(0);
+  validation_table_->setRowCount(0);
+  validation_table_->hide();
+  summary_->clear();
+  show_chart();
+  phase_.clear();
+  phase_start_s_ = 0;
+  progress_->setRange(0, 0);  // busy until the first report
+  status_->setText(QString("Searching the configurations of %1 on %2 ranks …")
+                       .arg(QString::fromStdString(evaluator->base().name))
+                       .arg(space.world));
+
+  cancel_flag_ = std::make_shared<std::atomic<bool>>(false);
+  tune::SearchOptions options;
+  options.top = kTop;
+  options.cancel = cancel_flag_.get();
+  const uint64_t generation = generation_;
+  // Reported from the search's thread; shown on the GUI thread.
+  options.progress = [this, generation](const tune::Progress& p) {
+    QMetaObject::invokeMethod(
+        this, [this, generation, p] { on_progress(generation, p); }, Qt::QueuedConnection);
+  };
+  searching_ = true;
+  watcher_.setFuture(QtConcurrent::run([evaluator, space, options, flag = cancel_flag_] {
+    TuneOutcome o;
+    try {
+      o.result = tune::search(*evaluator, space, options);
+    } catch (const plan::InputError& e) {
+      o.error = e.what();
+    } catch (const std::exception& e) {
+      o.error = std::string("the search failed: ") + e.what();
+    }
+    return o;
+  }));
+  update_buttons();
+  return true;
+}
+
+void TuneView::cancel() {
+  if (running()) {
+    cancel_flag_->store(true);
+    status_->setText("Cancelling: the best configurations simulated so far will be shown …");
+  }
+  if (validating()) {
+    validation_cancelled_ = true;
+    process_->terminate();
+    // A run that ignores SIGTERM is killed; its ranks follow their parent.
+    QTimer::singleShot(3000, process_.get(), [p = process_.get()] {
+      if (p->state() != QProcess::NotRunning) p->kill();
+    });
+  }
+}
+
+void TuneView::wait_finished() {
+  watcher_.waitForFinished();
+  on_finished();
+}
+
+void TuneView::on_progress(uint64_t generation, const tune::Progress& p) {
+  if (generation != generation_ || !running()) return;  // a report of a search that is over
+  if (phase_ != p.phase) phase_ = p.phase, phase_start_s_ = p.elapsed_s;
+  const int total = static_cast<int>(std::max<size_t>(p.total, 1));
+  progress_->setRange(0, total);
+  progress_->setValue(static_cast<int>(std::min(p.done, p.total)));
+  progress_->setFormat(QString::fromStdString(phase_) + " %p%");
+  QString text = QString("%1 %2 of %3 configurations · %4")
+                     .arg(QString::fromStdString(phase_))
+                     .arg(p.done)
+                     .arg(p.total)
+                     .arg(seconds_text(p.elapsed_s));
+  // The rate of this phase so far; pruned configurations are fast, so this is an upper bound.
+  const double in_phase = p.elapsed_s - phase_start_s_;
+  if (p.done > 0 && p.done < p.total && in_phase > 0)
+    text += " · ETA " + seconds_text(in_phase * static_cast<double>(p.total - p.done) /
+                                     static_cast<double>(p.done));
+  if (p.best_ms > 0) text += " · best " + ms_text(p.best_ms) + " ms";
+  status_->setText(text);
+}
+
+void TuneView::on_finished() {
+  if (!searching_ || !watcher_.isFinished())
+    return;  // handled by wait_finished(), or a stale signal
+  searching_ = false;
+  const TuneOutcome outcome = watcher_.result();
+  progress_->setRange(0, 1);
+  progress_->setValue(1);
+  progress_->setFormat("%p%");
+  update_buttons();
+  if (!outcome.result) {
+    progress_->setValue(0);
+    status_->setText("The search could not run: " + QString::fromStdString(outcome.error));
+    return;
+  }
+  result_ = outcome.result;
+  const tune::SearchResult& r = *result_;
+  QString status = r.stopped.empty() ? "Search finished"
+                                     : "Search stopped (" + QString::fromStdString(r.stopped) +
+                                           "): the best simulated so far";
+  status += QString(" in %1. Click a row or a point to load it into the knobs.")
+                .arg(seconds_text(r.wall_s));
+  status_->setText(status);
+  show_result();
+}
+
+void TuneView::show_result() {
+  const tune::SearchResult& r = *result_;
+  auto vs = [](const tune::Evaluation& e, double best) {
+    if (!e.simulated()) return QString("not a valid plan here");
+    QString s = ms_text(e.step_ms) + " ms";
+    if (best > 0 && e.step_ms > best)
+      s += QString(" (best is %1% faster)").arg((1 - best / e.step_ms) * 100, 0, 'f', 1);
+    return s;
+  };
+  const double best = r.ranked.empty() ? 0 : r.ranked.front().step_ms;
+  QString text = QString(
+                     "%1 configurations (%2 combinations invalid for this scenario), %3 simulated, "
+                     "%4 pruned by the "
+                     "lower bound, %5 over device memory.<br>As given: %6 · PyTorch defaults: %7")
+                     .arg(r.combinations)
+                     .arg(r.invalid)
+                     .arg(r.evaluated)
+                     .arg(r.pruned)
+                     .arg(r.over_memory)
+                     .arg(vs(r.baseline, best), vs(r.defaults, best));
+  summary_->setText(text);
+
+  table_->setRowCount(static_cast<int>(r.ranked.size()));
+  for (int row = 0; row < static_cast<int>(r.ranked.size()); ++row) {
+    const tune::Evaluation& e = r.ranked[row];
+    const QString changed = QString::fromStdString(tune::describe(overrides_of(row)));
+    table_->setItem(row, kRank, item(QString::number(row + 1)));
+    auto* what = item(changed, Qt::AlignLeft | Qt::AlignVCenter);
+    what->setToolTip(changed);
+    table_->setItem(row, kChanged, what);
+    table_->setItem(row, kStep, item(ms_text(e.step_ms)));
+    table_->setItem(row, kSamples,
+                    item(QString::number(e.config.global_batch() / (e.step_ms / 1000), 'f', 0)));
+    table_->setItem(row, kMemory, item(QString::number(e.peak_memory / kMiB, 'f', 1)));
+    table_->setItem(row, kMeasured, item(""));
+  }
+  table_->resizeColumnToContents(kRank);
+  show_chart();
+}
+
+void TuneView::show_chart() {
+  auto* chart = new QChart;
+  chart->setAnimationOptions(QChart::NoAnimation);
+  chart->setTitle("Predicted step time against peak memory (the fullest rank's)");
+  chart->legend()->setAlignment(Qt::AlignBottom);
+  chart->setMargins(QMargins(4, 4, 4, 4));
+  QChart* old = chart_->chart();
+  chart_->setChart(chart);
+  delete old;
+  if (!result_) return;
+  const tune::SearchResult& r = *result_;
+  double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
+  auto add = [&](auto* series, const std::vector<tune::Evaluation>& points) {
+    for (const auto& e : points) {
+      if (!e.simulated()) continue;
+      const double x = e.peak_memory / kMiB;
+      series->append(x, e.step_ms);
+      x0 = std::min(x0, x), x1 = std::max(x1, x), y0 = std::min(y0, e.step_ms),
+      y1 = std::max(y1, e.step_ms);
+    }
+    chart->addSeries(series);
+    return series;
+  };
+  auto scatter = [](const QString& name, QColor color, double size,
+                    QScatterSeries::MarkerShape shape) {
+    auto* s = new QScatterSeries;
+    s->setName(name);
+    s->setColor(color);
+    s->setBorderColor(color.darker(140));
+    s->setMarkerSize(size);
+    s->setMarkerShape(shape);
+    return s;
+  };
+  auto* frontier = new QLineSeries;
+  frontier->setName("Pareto frontier");
+  frontier->setColor(QColor(239, 108, 0));
+  add(frontier, r.pareto);
+  auto* top = add(scatter(QString("top %1").arg(r.ranked.size()), QColor(30, 136, 229), 10,
+                          QScatterSeries::MarkerShapeCircle),
+                  r.ranked);
+  auto* pareto =
+      add(scatter("on the frontier", QColor(239, 108, 0), 8, QScatterSeries::MarkerShapeCircle),
+          r.pareto);
+  add(scatter("as given", QColor(33, 33, 33), 12, QScatterSeries::MarkerShapeRectangle),
+      {r.baseline});
+  add(scatter("PyTorch defaults", QColor(67, 160, 71), 12, QScatterSeries::MarkerShapeTriangle),
+      {r.defaults});
+  auto* x = new QValueAxis;
+  x->setTitleText("peak memory (MiB)");
+  auto* y = new QValueAxis;
+  y->setTitleText("step time (ms)");
+  if (x1 >= x0) {
+    const double dx = std::max((x1 - x0) * 0.08, x1 * 0.02 + 1e-3),
+                 dy = std::max((y1 - y0) * 0.08, y1 * 0.02 + 1e-3);
+    x->setRange(std::max(0.0, x0 - dx), x1 + dx);
+    y->setRange(std::max(0.0, y0 - dy), y1 + dy);
+  }
+  chart->addAxis(x, Qt::AlignBottom);
+  chart->addAxis(y, Qt::AlignLeft);
+  for (QAbstractSeries* s : chart->series()) s->attachAxis(x), s->attachAxis(y);
+  // A click on a point loads the nearest configuration of that series.
+  auto clickable = [this](QScatterSeries* series, std::vector<tune::Evaluation> points) {
+    connect(series, &QScatterSeries::clicked, this, [this, points](const QPointF& at) {
+      const tune::Evaluation* near = nullptr;
+      double best = INFINITY;
+      for (const auto& e : points) {
+        const double d = std::hypot((e.peak_memory / kMiB - at.x()) / std::max(1.0, at.x()),
+                                    (e.step_ms - at.y()) / std::max(1e-9, at.y()));
+        if (d < best) best = d, near = &e;
+      }
+      if (near) emit configuration_chosen(gui::knobs_of(near->config, base_knobs_.hardware));
+    });
+  };
+  clickable(top, r.ranked);
+  clickable(pareto, r.pareto);
+}
+
+tune::Overrides TuneView::overrides_of(int row) const {
+  return tune::overrides(base_config_, result_->ranked.at(row).config);
+}
+
+Knobs TuneView::knobs_of(int row) const {
+  return gui::knobs_of(result_->ranked.at(row).config, base_knobs_.hardware);
+}
+
+void TuneView::choose(int row) {
+  if (!result_ || row < 0 || row >= static_cast<int>(result_->ranked.size())) return;
+  table_->selectRow(row);
+  emit configuration_chosen(knobs_of(row));
+}
+
+QStringList TuneView::validate_arguments(const ScenarioSource& source, const Knobs& knobs,
+                                         int count) {
+  QStringList args = {"tune"};
+  if (!source.path.empty()) args << QString::fromStdString(source.path);
+  for (const auto& s : source.sets) args << "--set" << QString::fromStdString(s);
+  for (const auto& s : knobs.overrides()) args << "--set" << QString::fromStdString(s);
+  args << "--validate" << QString::number(count) << "--json";
+  return args;
+}
+
+bool TuneView::validate(int count) {
+  if (validating()) return false;
+  // The configuration the shown rows are relative to; before any search, the knobs as they are.
+  if (!result_ && !session_) return false;
+  const ScenarioSource source = result_ ? source_ : session_->source();
+  const Knobs knobs = result_ ? base_knobs_ : session_->knobs();
+  const QString binary = RealRun::parallax_binary();
+  if (!QFileInfo(binary).isExecutable()) {
+    const QString message =
+        "cannot run " + binary + ": no such program (set PARALLAX_BIN to the parallax binary)";
+    status_->setText(message);
+    emit validation_finished(false, message);
+    return false;
+  }
+  if (!result_) {
+    source_ = source;
+    base_knobs_ = knobs;
+  }
+  validated_.clear();
+  validation_stdout_.clear();
+  validation_last_line_.clear();
+  validation_cancelled_ = false;
+  validation_count_ = count;
+  process_ = std::make_unique<QProcess>();
+  connect(process_.get(), &QProcess::readyReadStandardError, this,
+          &TuneView::read_validation_progress);
+  connect(process_.get(), &QProcess::readyReadStandardOutput, this,
+          [this] { validation_stdout_ += process_->readAllStandardOutput(); });
+  connect(process_.get(), &QProcess::finished, this, &TuneView::on_validation_finished);
+  connect(process_.get(), &QProcess::errorOccurred, this, [this](QProcess::ProcessError e) {
+    if (e != QProcess::FailedToStart) return;
+    const QString message = "could not start " + process_->program();
+    status_->setText(message);
+    update_buttons();
+    emit validation_finished(false, message);
+  });
+  const QStringList args = validate_arguments(source, knobs, count);
+  process_->start(binary, args);
+  progress_->setRange(0, 0);
+  progress_->setFormat("validating %p%");
+  status_->setText(
+      QString("Validating the top %1 for real: parallax %2 …").arg(count).arg(args.join(' ')));
+  update_buttons();
+  return true;
+}
+
+void TuneView::read_validation_progress() {
+  static const QRegularExpression lines("[\r\n]");
+  static const QRegularExpression fraction(R"((\d+)/(\d+))");
+  static const QRegularExpression started(R"(running #(\d+) for real)");
+  const QString text = QString::fromUtf8(process_->readAllStandardError());
+  for (const QString& part : text.split(lines, Qt::SkipEmptyParts)) {
+    const QString line = part.trimmed();
+    if (line.isEmpty()) continue;
+    validation_last_line_ = line;
+    // "tune: running #2 for real (...)": two of the configurations started.
+    if (const auto r = started.match(line); r.hasMatch() && validation_count_ > 0) {
+      progress_->setRange(0, validation_count_);
+      progress_->setValue(std::min(r.captured(1).toInt() - 1, validation_count_));
+      continue;
+    }
+    const auto m = fraction.match(line);
+    if (m.hasMatch() && m.captured(2).toInt() > 0) {
+      progress_->setRange(0, m.captured(2).toInt());
+      progress_->setValue(std::min(m.captured(1).toInt(), m.captured(2).toInt()));
+    }
+  }
+  if (!validation_last_line_.isEmpty()) status_->setText("parallax tune: " + validation_last_line_);
+}
+
+void TuneView::on_validation_finished(int code, QProcess::ExitStatus exit) {
+  read_validation_progress();
+  validation_stdout_ += process_->readAllStandardOutput();
+  progress_->setRange(0, 1);
+  progress_->setFormat("%p%");
+  progress_->setValue(0);
+  update_buttons();
+  QString message;
+  if (validation_cancelled_) {
+    message = "validation cancelled";
+  } else if (exit != QProcess::NormalExit || code != 0) {
+    message = QString("parallax tune %1 (exit code %2): %3")
+                  .arg(code == 2 ? "rejected its input" : "failed")
+                  .arg(code)
+                  .arg(validation_last_line_);
+  } else {
+    QString error;
+    validated_ = parse_validated(validation_stdout_, &error);
+    if (!error.isEmpty()) message = "parallax tune: " + error;
+  }
+  if (!message.isEmpty()) {
+    status_->setText(message);
+    emit validation_finished(false, message);
+    return;
+  }
+  progress_->setValue(1);
+  show_validation();
+  message = QString("%1 configurations validated for real.").arg(validated_.size());
+  status_->setText(message);
+  emit validation_finished(true, message);
+}
+
+void TuneView::show_validation() {
+  validation_table_->setRowCount(static_cast<int>(validated_.size()));
+  for (int i = 0; i < static_cast<int>(validated_.size()); ++i) {
+    const ValidatedRow& v = validated_[i];
+    const double error = (v.predicted_step_ms / v.measured_step_ms - 1) * 100;
+    const QString changed = QString::fromStdString(tune::describe(v.overrides));
+    validation_table_->setItem(i, 0, item(changed, Qt::AlignLeft | Qt::AlignVCenter));
+    validation_table_->setItem(i, 1, item(ms_text(v.predicted_step_ms)));
+    validation_table_->setItem(i, 2, item(ms_text(v.measured_step_ms)));
+    validation_table_->setItem(
+        i, 3,
+        item(std::isfinite(error) ? QString("%1%2%").arg(error > 0 ? "+" : "").arg(error, 0, 'f', 1)
+                                  : "—"));
+    // The same configuration in the ranked table gets its measured time too.
+    if (!result_) continue;
+    for (int row = 0; row < static_cast<int>(result_->ranked.size()); ++row)
+      if (sorted(overrides_of(row)) == sorted(v.overrides))
+        table_->setItem(row, kMeasured, item(ms_text(v.measured_step_ms)));
+  }
+  validation_table_->setVisible(!validated_.empty());
+}
+
+void TuneView::update_buttons() {
+  start_->setEnabled(!running() && !validating());
+  cancel_->setEnabled(running() || validating());
+  validate_->setEnabled(!running() && !validating());
+}
+
+QString TuneView::status() const { return status_->text(); }
+
+}  // namespace parallax::gui
