@@ -131,6 +131,7 @@ TuneView::TuneView(QWidget* parent) : QWidget(parent) {
   table_ = new QTableWidget(0, kColumns);
   table_->setHorizontalHeaderLabels(
       {"#", "what changed", "step (ms)", "samples/s", "peak memory (MiB)", "measured (ms)"});
+  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   table_->horizontalHeader()->setSectionResizeMode(kChanged, QHeaderView::Stretch);
   table_->verticalHeader()->hide();
   table_->setSelectionBehavior(QAbstractItemView::SelectRows);
@@ -144,6 +145,7 @@ TuneView::TuneView(QWidget* parent) : QWidget(parent) {
   validation_table_ = new QTableWidget(0, 4);
   validation_table_->setHorizontalHeaderLabels(
       {"validated for real", "predicted (ms)", "measured (ms)", "error"});
+  validation_table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   validation_table_->horizontalHeader()->setSectionResizeMode(0, QHeaderView::Stretch);
   validation_table_->verticalHeader()->hide();
   validation_table_->hide();
@@ -545,11 +547,25 @@ void TuneView::on_validation_finished(int code, QProcess::ExitStatus exit) {
 }
 
 void TuneView::show_validation() {
+  // The fastest measured is the pick `parallax tune --validate` makes.
+  int fastest = -1;
+  for (int i = 0; i < static_cast<int>(validated_.size()); ++i)
+    if (std::isfinite(validated_[i].measured_step_ms) &&
+        (fastest < 0 || validated_[i].measured_step_ms < validated_[fastest].measured_step_ms))
+      fastest = i;
   validation_table_->setRowCount(static_cast<int>(validated_.size()));
   for (int i = 0; i < static_cast<int>(validated_.size()); ++i) {
     const ValidatedRow& v = validated_[i];
     const double error = (v.predicted_step_ms / v.measured_step_ms - 1) * 100;
-    const QString changed = QString::fromStdString(tune::describe(v.overrides));
+    // The same configuration in the ranked table gets its measured time too, and names the
+    // overrides in the tuner's order (JSON objects come back sorted by key).
+    int ranked_row = -1;
+    for (int row = 0; result_ && row < static_cast<int>(result_->ranked.size()); ++row)
+      if (sorted(overrides_of(row)) == sorted(v.overrides)) ranked_row = row;
+    QString changed = QString::fromStdString(
+        tune::describe(ranked_row >= 0 ? overrides_of(ranked_row) : v.overrides));
+    if (ranked_row >= 0) changed = QString("#%1: %2").arg(ranked_row + 1).arg(changed);
+    if (i == fastest) changed = "★ " + changed;
     validation_table_->setItem(i, 0, item(changed, Qt::AlignLeft | Qt::AlignVCenter));
     validation_table_->setItem(i, 1, item(ms_text(v.predicted_step_ms)));
     validation_table_->setItem(i, 2, item(ms_text(v.measured_step_ms)));
@@ -557,11 +573,7 @@ void TuneView::show_validation() {
         i, 3,
         item(std::isfinite(error) ? QString("%1%2%").arg(error > 0 ? "+" : "").arg(error, 0, 'f', 1)
                                   : "—"));
-    // The same configuration in the ranked table gets its measured time too.
-    if (!result_) continue;
-    for (int row = 0; row < static_cast<int>(result_->ranked.size()); ++row)
-      if (sorted(overrides_of(row)) == sorted(v.overrides))
-        table_->setItem(row, kMeasured, item(ms_text(v.measured_step_ms)));
+    if (ranked_row >= 0) table_->setItem(ranked_row, kMeasured, item(ms_text(v.measured_step_ms)));
   }
   validation_table_->setVisible(!validated_.empty());
 }

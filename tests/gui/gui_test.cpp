@@ -545,7 +545,11 @@ void GuiTest::validate_shows_predicted_against_measured() {
   QTableWidget* table = tune->validation_table();
   QCOMPARE(table->rowCount(), 3);
   QCOMPARE(table->item(0, 3)->text(), QString("-50.0%"));
-  QCOMPARE(table->item(2, 0)->text(), QString("chunks=3"));
+  // Ranked rows are named by rank; the fastest measured (the pick) is starred.
+  const bool first_fastest = 2 * r.ranked[0].step_ms < 4.0;
+  QCOMPARE(table->item(0, 0)->text(),
+           (first_fastest ? "★ #1: " : "#1: ") + QString::fromStdString(tune::describe(tune->overrides_of(0))));
+  QCOMPARE(table->item(2, 0)->text(), first_fastest ? QString("chunks=3") : QString("★ chunks=3"));
   QCOMPARE(table->item(2, 3)->text(), QString("+25.0%"));
   for (int row = 0; row < 2; ++row)
     QVERIFY(std::abs(tune->table()->item(row, 5)->text().toDouble() - 2 * r.ranked[row].step_ms) < 0.01);
