@@ -11,6 +11,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "cli/calibrate_command.hpp"
 #include "cli/output.hpp"
 #include "cli/validate_command.hpp"
 #include "plan/error.hpp"
@@ -159,6 +160,10 @@ int tune_command(const TuneArgs& args, const std::string& self) {
     throw plan::InputError(base.where("parallel.schedule"),
                            "tune searches generated schedules; this scenario imports " + base.parallel.schedule_csv +
                                " (set parallel.schedule to gpipe, 1f1b or interleaved-1f1b to tune it)");
+  if (args.validate > 0 && !base.hardware.calibration)
+    std::cerr << "tune: note: predicting with '" << base.hardware.name
+              << "', which is not calibrated; --validate runs on this machine's CPU, so tune with its calibration "
+                 "(parallax calibrate, then --set hardware=" << default_calibration_path() << ")\n";
   tune::Space space = tune::default_space(base, args.world);
   for (const auto& s : args.searches) tune::search(&space, s);
   for (const auto& f : args.fixes) tune::fix(&space, base, f);
@@ -259,7 +264,7 @@ int tune_command(const TuneArgs& args, const std::string& self) {
   } else {
     std::printf("tune: %s, %zu ranks; %zu configurations (%zu more combinations not valid), %zu simulated, %zu pruned "
                 "by the lower bound, %zu over device memory, in %.2f s%s\n\n",
-                base.name.c_str(), space.world, r.combinations, r.invalid, r.evaluated, r.pruned, r.over_memory, r.wall_s,
+                base.name.c_str(), static_cast<size_t>(space.world), r.combinations, r.invalid, r.evaluated, r.pruned, r.over_memory, r.wall_s,
                 stopped.c_str());
     std::printf("%4s %10s %10s %7s %12s %10s  %s\n", "rank", "step ms", "samples/s", "bubble", "exposed ms",
                 "peak MiB", "what changes from the scenario");
