@@ -263,6 +263,13 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
     if (bounds[i].simulated()) done.push_back(bounds[i]);
   r.evaluated = done.size();
   r.pruned = pruned;
+  // Stopped early, the scenario as given and PyTorch's defaults (simulated first) still compete.
+  for (const Evaluation* e : {&r.baseline, &r.defaults})
+    if (e->simulated() && e->fits &&
+        std::none_of(done.begin(), done.end(), [&](const Evaluation& d) { return d.config == e->config; })) {
+      done.push_back(*e);
+      done.back().index = configs.size();  // after every enumerated one in ties
+    }
   std::sort(done.begin(), done.end(), [&](const Evaluation& a, const Evaluation& b) {
     return std::pair(key_of(a, opt.objective), a.index) < std::pair(key_of(b, opt.objective), b.index);
   });
