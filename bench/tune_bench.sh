@@ -37,7 +37,8 @@ for scenario in $scenarios; do
   python3 - "$out/$name-all.json" >"$out/$name-grid.txt" <<'PY'
 import json, sys
 for r in json.load(open(sys.argv[1]))["ranked"]:
-    print(" ".join("%s=%s" % kv for kv in sorted(r["overrides"].items())) or "-")
+    # Values without spaces ("[2,2]"): the shell splits the line into --set flags at spaces.
+    print(" ".join("%s=%s" % (k, v.replace(" ", "")) for k, v in sorted(r["overrides"].items())) or "-")
 PY
   count=$(wc -l <"$out/$name-grid.txt")
   echo "$name: measuring the grid of $count configurations, $repeats x $steps steps each" >&2
@@ -70,7 +71,9 @@ for i, line in enumerate(grid):
     rows.append((line, runs[i][0][0], med, (max(ms) - min(ms)) / med))
 best = min(rows, key=lambda r: r[2])
 t = json.load(open(tune_f))
-pick = " ".join("%s=%s" % kv for kv in sorted(t["best"]["overrides"].items())) or "-"
+def flags(overrides):
+    return " ".join("%s=%s" % (k, v.replace(" ", "")) for k, v in sorted(overrides.items())) or "-"
+pick = flags(t["best"]["overrides"])
 print("\n%s: the measured grid (median of the runs; spread = (max - min) / median)" % name)
 print("| configuration | predicted ms | measured ms | spread |")
 print("|---|---:|---:|---:|")
@@ -80,8 +83,7 @@ for line, p, m, s in sorted(rows, key=lambda r: r[2]):
 picked = [r for r in rows if r[0] == pick]
 print("\ntune --validate 3 ran:")
 for v in t["validated"]:
-    print("  %-70s predicted %.3f ms, measured %.3f ms" % (
-        " ".join("%s=%s" % kv for kv in sorted(v["overrides"].items())) or "-", v["predicted_step_ms"], v["measured_step_ms"]))
+    print("  %-70s predicted %.3f ms, measured %.3f ms" % (flags(v["overrides"]), v["predicted_step_ms"], v["measured_step_ms"]))
 if picked:
     print("pick %s: %.3f ms in the grid, %+.1f%% from the grid's best (%s, %.3f ms)" % (
         pick, picked[0][2], 100 * (picked[0][2] - best[2]) / best[2], best[0], best[2]))
