@@ -340,7 +340,8 @@ int main(int argc, char** argv) {
   tune_cmd->add_option("--time-limit", tune_args.time_limit_s, "Stop after S seconds with the best so far");
   tune_cmd->add_option("--top", tune_args.top, "Configurations in the ranked table (default 10)");
   tune_cmd->add_option("--validate", tune_args.validate,
-                       "Run the top K for real on this machine (as parallax run does); the best measured is the pick");
+                       "Run K configurations for real on this machine (as parallax run does): the best prediction, the best of "
+                       "each other data x pipeline layout, then the next best; the best measured is the pick");
   tune_cmd->add_option("--validate-steps", tune_args.validate_steps, "Steps of each --validate run (default 60)");
   tune_cmd->add_option("--threads", tune_args.threads, "Threads to simulate on (default: one per core)");
   tune_cmd->add_flag("--json", tune_args.json,

@@ -141,6 +141,21 @@ std::string best_yaml(const plan::YamlDocument& given, const std::string& output
   return header + out.c_str() + "\n";
 }
 
+// What --validate K runs: the best prediction, then the best of each other data x pipeline layout
+// (the model errs most between layouts: a pipeline's messages against DDP's all-reduces), then
+// the next best predictions.
+std::vector<const tune::Evaluation*> validation_candidates(const tune::SearchResult& r, size_t k) {
+  std::vector<const tune::Evaluation*> out;
+  auto add = [&](const tune::Evaluation& e) {
+    if (out.size() < k && std::none_of(out.begin(), out.end(), [&](const tune::Evaluation* o) { return o->config == e.config; }))
+      out.push_back(&e);
+  };
+  if (!r.ranked.empty()) add(r.ranked.front());
+  for (const auto& e : r.layout_best) add(e);
+  for (const auto& e : r.ranked) add(e);
+  return out;
+}
+
 std::string samples_per_s(const tune::Evaluation& e) {
   return fmt("%.0f", e.config.global_batch() / (e.step_ms / 1e3));
 }
@@ -197,12 +212,12 @@ int tune_command(const TuneArgs& args, const std::string& self) {
     double predicted_ms, measured_ms;
   };
   std::vector<Validated> validated;
-  const size_t k = std::min(r.ranked.size(), static_cast<size_t>(args.validate));
-  for (size_t i = 0; i < k && !g_interrupted; ++i) {
-    const tune::Evaluation& e = r.ranked[i];
+  const std::vector<const tune::Evaluation*> to_run = validation_candidates(r, static_cast<size_t>(args.validate));
+  for (size_t i = 0; i < to_run.size() && !g_interrupted; ++i) {
+    const tune::Evaluation& e = *to_run[i];
     std::vector<std::string> sets = args.sets;
     for (const auto& s : set_flags(tune::overrides(given, e.config))) sets.push_back(s);
-    std::cerr << "tune: running #" << i + 1 << " for real (" << tune::describe(tune::overrides(given, e.config)) << ", "
+    std::cerr << "tune: running " << i + 1 << " of " << to_run.size() << " for real (" << tune::describe(tune::overrides(given, e.config)) << ", "
               << args.validate_steps << " steps)\n";
     const Measurement m = measure(self, args.scenario, sets, args.validate_steps);
     validated.push_back({&e, e.step_ms, m.measured_ms});

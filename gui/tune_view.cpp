@@ -493,13 +493,13 @@ bool TuneView::validate(int count) {
 void TuneView::read_validation_progress() {
   static const QRegularExpression lines("[\r\n]");
   static const QRegularExpression fraction(R"((\d+)/(\d+))");
-  static const QRegularExpression started(R"(running #(\d+) for real)");
+  static const QRegularExpression started(R"(running (\d+) of \d+ for real)");
   const QString text = QString::fromUtf8(process_->readAllStandardError());
   for (const QString& part : text.split(lines, Qt::SkipEmptyParts)) {
     const QString line = part.trimmed();
     if (line.isEmpty()) continue;
     validation_last_line_ = line;
-    // "tune: running #2 for real (...)": two of the configurations started.
+    // "tune: running 2 of 3 for real (...)": two of the configurations started.
     if (const auto r = started.match(line); r.hasMatch() && validation_count_ > 0) {
       progress_->setRange(0, validation_count_);
       progress_->setValue(std::min(r.captured(1).toInt() - 1, validation_count_));

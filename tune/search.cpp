@@ -4,6 +4,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -196,6 +197,7 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
   };
   std::mutex mutex;
   std::set<std::pair<Key, size_t>> best;  // the K best simulated keys so far
+  std::map<std::pair<int, int>, Key> layout_best;  // the best key so far of each data x pipeline
   auto report = [&](const char* phase, size_t done, size_t total) {
     if (!opt.progress) return;
     Progress p;
@@ -239,7 +241,10 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
         Evaluation& e = bounds[order[k]];
         if (opt.prune) {
           std::lock_guard<std::mutex> lock(mutex);
-          if (best.size() >= top && floor_of(e, opt.objective) > std::prev(best.end())->first) {
+          const Key floor = floor_of(e, opt.objective);
+          const auto layout = layout_best.find({e.config.data, e.config.pipeline});
+          if (best.size() >= top && floor > std::prev(best.end())->first && layout != layout_best.end() &&
+              floor > layout->second) {
             ++pruned;
             return;
           }
@@ -253,7 +258,10 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
         e = ev.evaluate(e.config);
         e.index = index;
         std::lock_guard<std::mutex> lock(mutex);
-        best.insert({key_of(e, opt.objective), index});
+        const Key key = key_of(e, opt.objective);
+        best.insert({key, index});
+        auto [layout, fresh] = layout_best.try_emplace({e.config.data, e.config.pipeline}, key);
+        if (!fresh) layout->second = std::min(layout->second, key);
         if (best.size() > top) best.erase(std::prev(best.end()));
       },
       [&] { return stop() || hit_max.load(); }, [&](size_t done) { report("simulating", done, order.size()); });
@@ -274,6 +282,11 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
     return std::pair(key_of(a, opt.objective), a.index) < std::pair(key_of(b, opt.objective), b.index);
   });
   r.ranked.assign(done.begin(), done.begin() + std::min(done.size(), top));
+  for (const auto& e : done)
+    if (std::none_of(r.layout_best.begin(), r.layout_best.end(), [&](const Evaluation& b) {
+          return b.config.data == e.config.data && b.config.pipeline == e.config.pipeline;
+        }))
+      r.layout_best.push_back(e);
   // Pareto frontier over what was simulated: fastest first, each smaller than all faster ones.
   std::sort(done.begin(), done.end(), [](const Evaluation& a, const Evaluation& b) {
     return std::tuple(a.step_ms, a.peak_memory, a.index) < std::tuple(b.step_ms, b.peak_memory, b.index);

@@ -1,9 +1,10 @@
 #pragma once
 // The search: every combination of the space's values that makes a valid plan, evaluated on a
 // pool of threads, best lower bound first. A configuration whose lower bound is already above the
-// K-th best step time found cannot enter the top K and is pruned without being simulated, so the
-// top K is the same as an exhaustive search's. Configurations that do not fit device memory are
-// never ranked.
+// K-th best step time found, and above the best of its own data x pipeline layout, can enter
+// neither the top K nor be its layout's best: it is pruned without being simulated, so both are
+// the same as an exhaustive search's. Configurations that do not fit device memory are never
+// ranked.
 #include <atomic>
 #include <functional>
 #include <string>
@@ -40,6 +41,9 @@ struct SearchResult {
   Evaluation defaults;          ///< PyTorch's defaults: chunks = pipeline, 25 MB buckets, even split
   std::vector<Evaluation> ranked;  ///< the top K that fit, best first
   std::vector<Evaluation> pareto;  ///< step time against peak memory, fastest first
+  /// The best of each data x pipeline layout, best first: real runs of different layouts guard
+  /// against the prediction's largest errors, which lie between layouts rather than within one.
+  std::vector<Evaluation> layout_best;
   size_t combinations = 0;      ///< valid configurations in the space
   size_t invalid = 0;           ///< combinations the scenario rules reject
   std::string invalid_example;  ///< one such reason

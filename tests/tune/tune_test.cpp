@@ -96,6 +96,10 @@ TEST_CASE("tune: pruned search ranks the same top K as exhaustive search", "[tun
       CHECK(pruned.ranked[i].step_ms == all.ranked[i].step_ms);
       CHECK(pruned.ranked[i].config == all.ranked[i].config);
     }
+    // And the best of each data x pipeline layout (what --validate runs besides the top).
+    REQUIRE(pruned.layout_best.size() == all.layout_best.size());
+    CHECK(all.layout_best.size() >= 2);
+    for (size_t i = 0; i < all.layout_best.size(); ++i) CHECK(pruned.layout_best[i].config == all.layout_best[i].config);
     // The global batch is never changed.
     for (const auto& e : all.ranked) CHECK(e.config.global_batch() == tune::config_of(s).global_batch());
   }
