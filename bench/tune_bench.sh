@@ -6,7 +6,7 @@
 #     grid (every configuration of the space below, REPEATS runs each, round-robin), then runs
 #     `parallax tune --validate 3` and prints where its pick lands in the measured grid.
 #
-# Usage: bench/tune_bench.sh [BUILD_DIR]   (environment: STEPS=60 REPEATS=3 SCENARIOS="...")
+# Usage: bench/tune_bench.sh [BUILD_DIR]   (environment: STEPS=200 REPEATS=3 SCENARIOS="...")
 # The grid's space: data x pipeline of 2 ranks, gpipe and 1f1b, chunks 1-16, the balanced split,
 # the scenario's precision, checkpointing and buckets (as `parallax tune` searches with the flags
 # in $space below).
@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build="${1:-build}"
 bin="$build/parallax"
-steps="${STEPS:-60}"
+steps="${STEPS:-200}"
 repeats="${REPEATS:-3}"
 scenarios="${SCENARIOS:-scenarios/mlp-fashion-mnist-pipeline2.yaml scenarios/accuracy/transformer-pipeline2.yaml}"
 out="$(mktemp -d)"

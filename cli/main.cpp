@@ -342,7 +342,7 @@ int main(int argc, char** argv) {
   tune_cmd->add_option("--validate", tune_args.validate,
                        "Run K configurations for real on this machine (as parallax run does): the best prediction, the best of "
                        "each other data x pipeline layout, then the next best; the best measured is the pick");
-  tune_cmd->add_option("--validate-steps", tune_args.validate_steps, "Steps of each --validate run (default 60)");
+  tune_cmd->add_option("--validate-steps", tune_args.validate_steps, "Steps of each --validate run (default 200: one run per configuration, so a long one)");
   tune_cmd->add_option("--threads", tune_args.threads, "Threads to simulate on (default: one per core)");
   tune_cmd->add_flag("--json", tune_args.json,
                      "Print one JSON object on stdout: configs_evaluated, configs_pruned, wall_s, baseline, best, "

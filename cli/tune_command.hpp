@@ -19,7 +19,7 @@ struct TuneArgs {
   double time_limit_s = 0;
   int top = 10;
   int validate = 0;                   ///< run the top K for real
-  int validate_steps = 60;
+  int validate_steps = 200;  // one run per configuration: long enough to average over the machine's drift
   int threads = 0;
   bool json = false;
   std::string output;                 ///< -o BEST.yaml
