@@ -213,16 +213,24 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
   // 1. Plan every configuration: memory, fit and lower bound.
   std::vector<Evaluation> bounds(configs.size());
   std::vector<char> planned(configs.size(), 0);
+  std::atomic<size_t> unplannable{0};
   parallel_for(
       configs.size(), threads,
       [&](size_t i) {
-        bounds[i] = ev.bound(configs[i]);
+        try {
+          bounds[i] = ev.bound(configs[i]);
+        } catch (const plan::InputError&) {
+          ++unplannable;  // the scenario rules passed it, resolving the plan did not
+          return;
+        }
         bounds[i].index = i;
         planned[i] = 1;
       },
       stop, [&](size_t done) { report("planning", done, configs.size()); });
 
   // 2. Simulate those that fit, most promising first, until the rest cannot enter the top K.
+  r.invalid += unplannable;
+  r.combinations -= unplannable;
   std::vector<size_t> order;
   for (size_t i = 0; i < configs.size(); ++i) {
     if (!planned[i]) continue;
