@@ -23,6 +23,7 @@
 #include "profiler/compare.hpp"
 #include "profiler/trace_reader.hpp"
 #include "sim/simulator.hpp"
+#include "tune/space.hpp"
 
 extern char** environ;
 
@@ -59,21 +60,6 @@ struct Outcome {
   std::vector<profiler::RankComparison> ranks;  ///< of the first run
 };
 
-// "2,4,[1,3],8" -> 2 | 4 | [1,3] | 8: commas inside brackets belong to the value.
-std::vector<std::string> split_values(const std::string& text) {
-  std::vector<std::string> out(1);
-  int depth = 0;
-  for (char ch : text) {
-    if (ch == ',' && depth == 0) {
-      out.emplace_back();
-      continue;
-    }
-    depth += ch == '[' ? 1 : ch == ']' ? -1 : 0;
-    out.back() += ch;
-  }
-  return out;
-}
-
 std::vector<Config> configurations(const ValidateArgs& args) {
   std::vector<Config> out;
   for (const auto& s : args.scenarios) {
@@ -87,7 +73,7 @@ std::vector<Config> configurations(const ValidateArgs& args) {
       if (eq == std::string::npos || eq == 0 || eq + 1 == sweep.size())
         throw plan::InputError(plan::Location{"--sweep"}, "'" + sweep + "' is not KEY=V1,V2,...");
       const std::string key = sweep.substr(0, eq);
-      for (const auto& v : split_values(sweep.substr(eq + 1)))
+      for (const auto& v : tune::split_values(sweep.substr(eq + 1)))
         out.push_back({s, {key + "=" + v}, name + " " + key, name + " " + key + "=" + v});
     }
   }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <set>
 
+#include "tune/space.hpp"
+
 namespace parallax::gui {
 namespace {
 
@@ -46,21 +48,6 @@ std::vector<std::string> partition_values(const plan::Plan& plan) {
   return out;
 }
 
-// "[4, 6]" -> {4, 6}; "balanced" -> {} (the evaluator's balanced split).
-std::vector<int> partition_of(const std::string& text) {
-  std::vector<int> out;
-  int value = -1;
-  for (char ch : text + ",") {
-    if (ch >= '0' && ch <= '9') {
-      value = (value < 0 ? 0 : value * 10) + (ch - '0');
-    } else if (value >= 0) {
-      out.push_back(value);
-      value = -1;
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 int SweepGrid::best() const {
@@ -85,7 +72,7 @@ tune::Config SweepGrid::config_of(int cell, const tune::Config& base) const {
   c.chunks = std::stoi(y.values[cell / columns()]);
   const std::string& v = x.values[cell % columns()];
   if (kind == SweepKind::chunks_by_bucket_cap) c.bucket_cap_mb = std::stod(v);
-  else c.partition = partition_of(v);
+  else c.partition = tune::parse_partition(x.key, v);
   return c;
 }
 

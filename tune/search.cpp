@@ -15,13 +15,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-std::vector<int> divisors(int n) {
-  std::vector<int> out;
-  for (int d = 1; d <= n; ++d)
-    if (n % d == 0) out.push_back(d);
-  return out;
-}
-
 // The balanced split and every split one layer away from it at one boundary.
 std::vector<std::vector<int>> partitions_around(Evaluator& ev, const Config& c) {
   std::vector<std::vector<int>> out = {{}};  // {} = balanced

@@ -8,13 +8,6 @@
 namespace parallax::tune {
 namespace {
 
-std::vector<int> divisors(int n) {
-  std::vector<int> out;
-  for (int d = 1; d <= n; ++d)
-    if (n % d == 0) out.push_back(d);
-  return out;
-}
-
 [[noreturn]] void fail(const std::string& flag, const std::string& message) {
   throw plan::InputError(plan::Location{flag}, message);
 }
@@ -50,8 +43,16 @@ plan::ScheduleKind to_schedule(const std::string& flag, const std::string& v) {
   fail(flag, "'" + v + "' is not a schedule the tuner searches; use gpipe, 1f1b or interleaved-1f1b");
 }
 
-// "[4, 6]" -> {4, 6}; "balanced" -> {}.
-std::vector<int> to_partition(const std::string& flag, const std::string& v) {
+}  // namespace
+
+std::vector<int> divisors(int n) {
+  std::vector<int> out;
+  for (int d = 1; d <= n; ++d)
+    if (n % d == 0) out.push_back(d);
+  return out;
+}
+
+std::vector<int> parse_partition(const std::string& flag, const std::string& v) {
   if (v == "balanced") return {};
   YAML::Node n;
   try {
@@ -65,7 +66,6 @@ std::vector<int> to_partition(const std::string& flag, const std::string& v) {
   return lens;
 }
 
-}  // namespace
 
 const std::vector<std::string>& search_keys() {
   static const std::vector<std::string> keys = {
@@ -162,7 +162,7 @@ void search(Space* sp, const std::string& assignment) {
     sp->chunks = ints();
   } else if (key == "parallel.partition_len") {
     sp->partitions.clear();
-    for (const auto& v : values) sp->partitions.push_back(to_partition(flag, v));
+    for (const auto& v : values) sp->partitions.push_back(parse_partition(flag, v));
   } else if (key == "parallel.bucket_cap_mb") {
     sp->bucket_caps = numbers();
   } else if (key == "parallel.first_bucket_mb") {

@@ -42,6 +42,12 @@ void search(Space* space, const std::string& assignment);
 /// `--fix KEY`: the scenario's own value only.
 void fix(Space* space, const plan::Scenario& scenario, const std::string& key);
 
+/// Every divisor of n, ascending.
+std::vector<int> divisors(int n);
+
+/// partition_len as text: "[4, 6]" -> {4, 6}, "balanced" -> {}; InputError naming `flag` otherwise.
+std::vector<int> parse_partition(const std::string& flag, const std::string& text);
+
 /// "2,4,[1,3],8" -> 2 | 4 | [1,3] | 8: commas inside brackets belong to the value.
 std::vector<std::string> split_values(const std::string& text);
 
