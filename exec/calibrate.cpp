@@ -497,6 +497,7 @@ std::optional<CalibrationRun> calibrate_rank(const std::vector<plan::Plan>& plan
   if (launch.world_size != 2)
     throw std::runtime_error("calibrate runs as 2 local ranks (the layout of two-rank plans); this job has " +
                              std::to_string(launch.world_size));
+  keep_freed_memory();  // as run_rank does, so the layers are timed with the same allocator behaviour
   // The threads per rank `parallax run` sets for a job of this size.
   torch::set_num_threads(static_cast<int>(std::max(1u, std::thread::hardware_concurrency() / 2)));
   Calibrator calibrator(plans, launch, options);
