@@ -101,16 +101,24 @@ StepTimes step_times(const Timeline& timeline, int step) {
   std::vector<std::vector<Interval>> compute(timeline.world_size), comm(timeline.world_size);
   const int p = pipeline_ranks(timeline);
   const auto posted = both_posted(timeline, step, p);
+  // The step starts with its first piece of work. A receive posted earlier is a rank that finished
+  // the previous step first and waits for this one's data: in a real run the later stages post
+  // their first receive while stage 0 is still finishing the step before, and counting that wait
+  // would add the stagger between ranks to every measured step (the simulator starts all ranks
+  // together, so its steps have none).
   for (const auto& e : timeline.events) {
     if (e.step != step || e.rank < 0 || e.rank >= timeline.world_size) continue;
-    first = std::min(first, e.start.count_ns());
     last = std::max(last, e.end.count_ns());
+    if (e.action.kind != ActionKind::RECV_F && e.action.kind != ActionKind::RECV_B) first = std::min(first, e.start.count_ns());
+  }
+  for (const auto& e : timeline.events) {
+    if (e.step != step || e.rank < 0 || e.rank >= timeline.world_size) continue;
     if (e.lane == Lane::compute) {
       compute[e.rank].emplace_back(e.start.count_ns(), e.end.count_ns());
       continue;
     }
     // A message is communication only once both sides have posted.
-    int64_t from = e.start.count_ns();
+    int64_t from = std::max(first, e.start.count_ns());
     if (const auto key = message_of(e, p))
       if (auto it = posted.find(*key); it != posted.end()) from = std::max(from, it->second);
     if (from < e.end.count_ns()) comm[e.rank].emplace_back(from, e.end.count_ns());

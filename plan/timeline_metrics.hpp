@@ -27,7 +27,7 @@ struct RankTimes {
 
 struct StepTimes {
   int step = 0;
-  Time start;  ///< first event start
+  Time start;  ///< first event start, receives posted before any work of the step aside
   Time step_time;
   std::vector<RankTimes> ranks;  ///< every rank 0 .. world_size-1
   double bubble_fraction = 0;    ///< mean over ranks

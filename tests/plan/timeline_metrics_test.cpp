@@ -66,6 +66,22 @@ TEST_CASE("plan::step_times: messages are matched within their replica", "[plan]
   CHECK(s.ranks[2].busy.to_us() == Approx(300));
 }
 
+TEST_CASE("plan::step_times: a receive posted before the step's first work does not lengthen the step", "[plan]") {
+  // As in a real run: rank 1 finished the previous step first and has waited in RECV_F since
+  // -300 us, while rank 0 still ran its optimizer. The step is the same 800 us as above.
+  plan::Timeline t;
+  t.world_size = 2;
+  replica(t, 0, 0, 0);
+  for (auto& e : t.events)
+    if (e.rank == 1 && e.action.kind == ActionKind::RECV_F) e.start = plan::Time::us(-300);
+  const auto s = plan::step_times(t, 0);
+  CHECK(s.start.to_us() == Approx(0));
+  CHECK(s.step_time.to_us() == Approx(800));
+  // Rank 1's split is unchanged: the early part of its wait lies outside the step.
+  CHECK(s.ranks[1].exposed_comm.to_us() == Approx(150 + 90));
+  CHECK(s.ranks[1].bubble.to_us() == Approx(100 + 210));
+}
+
 TEST_CASE("plan::union_length: overlapping and touching intervals count once", "[plan]") {
   CHECK(plan::union_length({}) == 0);
   // [0,10) and [5,20) overlap: 20; [20,25) touches: 25; [30,31) apart: 26.
