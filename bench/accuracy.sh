@@ -8,16 +8,22 @@
 # of scenarios/mlp-fashion-mnist-ddp2.yaml (2 hidden layers of 256), which no configuration of the
 # set uses: the errors below are on configurations the profile was not fitted to.
 #
-# Usage: bench/accuracy.sh [BUILD_DIR]   (environment: STEPS=40 REPEATS=3)
+# Usage: bench/accuracy.sh [BUILD_DIR]   (environment: STEPS=100 REPEATS=3, OUT=DIR keeps the
+# profile and validate's JSON there instead of in a temporary directory)
 # Each configuration runs REPEATS times; the measured step is the median of the runs' medians
 # (after the warm-up step), and the spread is (max - min) / median of those.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin="${1:-build}/parallax"
-steps="${STEPS:-40}"
+steps="${STEPS:-100}"
 repeats="${REPEATS:-3}"
-out="$(mktemp -d)"
-trap 'rm -rf "$out"' EXIT
+if [ -n "${OUT:-}" ]; then
+  out="$OUT"
+  mkdir -p "$out"
+else
+  out="$(mktemp -d)"
+  trap 'rm -rf "$out"' EXIT
+fi
 
 "$bin" calibrate scenarios/mlp-fashion-mnist-ddp2.yaml scenarios/accuracy/*.yaml -o "$out/here.yaml" 2>&1 |
   grep -E "wrote|in a real run|message whose" >&2
