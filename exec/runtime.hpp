@@ -40,8 +40,8 @@ struct RankResult {
 
 /// Makes the C library keep the memory a rank frees instead of handing it back to the kernel, as
 /// PyTorch's CPU performance guide advises (there by preloading jemalloc or tcmalloc). LibTorch's
-/// CPU allocator is plain malloc: with glibc's defaults, every activation of 128 KiB or more is
-/// mmap'd and unmapped again, so each step page-faults its working set back in. On the VMs this
+/// CPU allocator is plain malloc: with glibc's defaults, large blocks (from 128 KiB) are mmap'd and
+/// unmapped again and a freed heap top is trimmed, so each step page-faults its activations back in. On the VMs this
 /// runs on that tripled the step time of a small transformer and made it jump between 4 and 28 ms
 /// per micro-batch. A user's own GLIBC_TUNABLES malloc setting wins. run_rank calls it.
 void keep_freed_memory();
