@@ -10,6 +10,11 @@
 namespace parallax::exec {
 namespace {
 
+std::string first_line(std::string text) {
+  if (const auto nl = text.find('\n'); nl != std::string::npos) text.resize(nl);
+  return text;
+}
+
 bool env_int(const char* name, int* out) {
   const char* v = std::getenv(name);
   if (!v || !*v) return false;
@@ -123,6 +128,20 @@ std::vector<profiler::RoundTrip> Communicator::clock_round_trips(const std::stri
     trips.push_back(t);
   }
   return trips;
+}
+
+std::string Communicator::share_from_rank0(const std::string& key, const std::string& value) {
+  if (launch_.rank == 0) {
+    store_->set(key, std::vector<uint8_t>(value.begin(), value.end()));
+    return value;
+  }
+  try {
+    const auto bytes = store_->get(key);  // waits for rank 0, up to the store's timeout
+    return std::string(bytes.begin(), bytes.end());
+  } catch (const std::exception& e) {
+    throw std::runtime_error("rank " + std::to_string(launch_.rank) + " gave up waiting for rank 0's " + key +
+                             " (rank 0 holds the job's store): " + first_line(e.what()));
+  }
 }
 
 std::vector<std::string> Communicator::gather_to_rank0(const std::string& mine) {

@@ -44,6 +44,8 @@ class Communicator {
   void barrier(const std::string& what);
   /// Round trips to rank 0's clock through the store (rank 0 answers every rank and gets none).
   std::vector<profiler::RoundTrip> clock_round_trips(const std::string& round, int count);
+  /// Rank 0's `value` under `key` of the store, on every rank (the others' `value` is ignored).
+  std::string share_from_rank0(const std::string& key, const std::string& value);
   /// Every rank hands in `mine`; rank 0 gets all of them in rank order, the others nothing.
   std::vector<std::string> gather_to_rank0(const std::string& mine);
   int rank() const { return launch_.rank; }

@@ -122,15 +122,22 @@ size_t tracer_capacity(const plan::Plan& plan) {
   return std::min<size_t>(want, size_t{1} << 22);
 }
 
-// Testing aid: PARALLAX_FAULT=rank:step:exit|hang makes one rank die or hang at a step's start.
-void maybe_inject_fault(int rank, int64_t step) {
+// Testing aid: PARALLAX_FAULT=RANK:STEP:MODE makes rank RANK fail on purpose. `exit` and `hang`
+// strike at the start of step STEP (0-based); `save` dies in the middle of writing checkpoint
+// step-STEP: a rank that writes a shard dies after its temporary file is written and before the
+// rename, any other rank where it would have written.
+enum class FaultPoint { step_start, checkpoint_save };
+
+void maybe_inject_fault(int rank, int64_t step, FaultPoint at) {
   const char* spec = std::getenv("PARALLAX_FAULT");
   if (!spec) return;
   int r = -1;
   long long s = -1;
   char mode[16] = {0};
   if (std::sscanf(spec, "%d:%lld:%15s", &r, &s, mode) != 3 || r != rank || s != step) return;
-  std::fprintf(stderr, "rank %d: injected fault (%s) at step %lld\n", rank, mode, s);
+  const bool save = std::string(mode) == "save";
+  if (save != (at == FaultPoint::checkpoint_save)) return;
+  std::fprintf(stderr, "rank %d: injected fault (%s) at %s %lld\n", rank, mode, save ? "checkpoint step" : "step", s);
   if (std::string(mode) == "hang")
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
   std::_Exit(3);
@@ -168,17 +175,10 @@ class Runtime {
     RankResult result;
     result.rank = launch_.rank;
     const auto clock_start = comm_.clock_round_trips("start", kClockRoundTrips);
-    int64_t start = 0;
-    if (options_.resume && !options_.checkpoint_dir.empty()) {
-      if (auto latest = latest_checkpoint(options_.checkpoint_dir)) {
-        for (auto& [s, st] : stages_) load_stage(options_.checkpoint_dir, *latest, s, *st.module, *st.optimizer);
-        start = *latest;
-        progress("resumed from " + options_.checkpoint_dir + " at step " + std::to_string(start));
-      }
-    }
+    const int64_t start = options_.resume && !options_.checkpoint_dir.empty() ? resume() : 0;
     const int64_t steps = plan_.scenario.data.steps;
     for (int64_t step = start; step < steps; ++step) {
-      maybe_inject_fault(launch_.rank, step);
+      maybe_inject_fault(launch_.rank, step, FaultPoint::step_start);
       const int64_t t0 = profiler::now_ns();
       tracer_.instant("step", t0, static_cast<int32_t>(step));
       StepRecord rec = run_step(step);
@@ -388,10 +388,46 @@ class Runtime {
 
   void progress(const std::string& text) { std::fprintf(stderr, "[rank %d] %s\n", launch_.rank, text.c_str()); }
 
+  // Replicas of a stage hold the same parameters and optimizer state (DDP averages every
+  // gradient before the step), so replica 0 writes each stage: one writer per file. The barrier
+  // means every shard is durable; only then does rank 0 write the marker.
   void checkpoint(int64_t step) {
-    for (auto& [s, st] : stages_) save_stage(options_.checkpoint_dir, step, s, *st.module, *st.optimizer);
-    comm_.barrier("checkpoint of step " + std::to_string(step));
-    if (launch_.rank == 0) mark_complete(options_.checkpoint_dir, step);
+    const std::string& dir = options_.checkpoint_dir;
+    auto fault = [&] { maybe_inject_fault(launch_.rank, step, FaultPoint::checkpoint_save); };
+    if (replica_ == 0)
+      for (auto& [s, st] : stages_) save_stage(dir, step, s, *st.module, *st.optimizer, fault);
+    else
+      fault();
+    comm_.barrier("checkpoint " + checkpoint_folder(dir, step) + " (every shard written)");
+    if (launch_.rank == 0) mark_complete(dir, step);
+  }
+
+  // Loads the newest complete checkpoint on every rank (replicas read the same shard) and
+  // returns its step, the first one to run. Rank 0 picks it and hands the choice to the others,
+  // so all ranks load the same step even when they see the folder at different moments.
+  int64_t resume() {
+    const std::string& dir = options_.checkpoint_dir;
+    std::string chosen;
+    if (launch_.rank == 0) {
+      const CheckpointScan scan = scan_checkpoints(dir);
+      chosen = scan.latest ? std::to_string(*scan.latest) : "none";
+      progress(resume_message(scan));
+    }
+    chosen = comm_.share_from_rank0("parallax/resume", chosen);
+    if (chosen == "none") return 0;
+    const int64_t step = std::stoll(chosen);
+    for (auto& [s, st] : stages_) load_stage(dir, step, s, *st.module, *st.optimizer);
+    return step;
+  }
+
+  std::string resume_message(const CheckpointScan& scan) const {
+    const std::string& dir = options_.checkpoint_dir;
+    std::string text = scan.latest ? "resumed from " + checkpoint_folder(dir, *scan.latest) +
+                                         ", the newest complete checkpoint; continuing after step " +
+                                         std::to_string(*scan.latest)
+                                   : "no complete checkpoint in " + dir + "; starting from the first step";
+    for (int64_t s : scan.skipped) text += "\n  skipped " + checkpoint_folder(dir, s) + " (no COMPLETE marker: a torn save)";
+    return text;
   }
 
   // Test-set accuracy: forward-only through the pipeline, each replica on its share of the set.
