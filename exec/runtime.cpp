@@ -90,7 +90,7 @@ class SendWatcher {
       lock.unlock();
       std::exception_ptr failure;
       try {
-        comm_.wait(ps.work, ps.action.id() + " to rank " + std::to_string(ps.peer));
+        comm_.wait(ps.work, ps.action.id() + " to rank " + std::to_string(ps.peer), {ps.peer});
         tracer_.span(plan::Lane::send, ps.action, ps.start_ns, profiler::now_ns(), ps.tensor.nbytes(), ps.step);
       } catch (...) {
         failure = std::current_exception();
@@ -302,7 +302,8 @@ class Runtime {
         const bool fwd = a.kind == ActionKind::SEND_F;
         const int dst = peer(fwd ? a.stage + 1 : a.stage - 1);
         torch::Tensor t = (fwd ? slot.output : slot.grad_in).detach().to(dtype_).contiguous();
-        sends_.push({comm_.send(t, dst, tag(a.stage, a.mb, !fwd)), t, a, dst, t0, step32});
+        const std::string what = a.id() + " to rank " + std::to_string(dst);
+        sends_.push({comm_.send(t, dst, tag(a.stage, a.mb, !fwd), what), t, a, dst, t0, step32});
         return;
       }
       case ActionKind::RECV_F:
@@ -312,7 +313,8 @@ class Runtime {
         const int src = peer(send_stage);
         const auto shape = output_shape(fwd ? last_layer(send_stage) : last_layer(a.stage), plan_.microbatch_size);
         torch::Tensor buf = torch::empty(shape, torch::TensorOptions().dtype(dtype_));
-        comm_.wait(comm_.recv(buf, src, tag(send_stage, a.mb, !fwd)), a.id() + " from rank " + std::to_string(src));
+        const std::string what = a.id() + " from rank " + std::to_string(src);
+        comm_.wait(comm_.recv(buf, src, tag(send_stage, a.mb, !fwd), what), what, {src});
         tracer_.span(Lane::recv, a, t0, profiler::now_ns(), buf.nbytes(), step32);
         if (fwd) slot.input = buf.to(torch::kFloat).requires_grad_(true);
         else slot.grad_out = buf.to(torch::kFloat);
@@ -448,7 +450,8 @@ class Runtime {
         } else {
           x = torch::empty(output_shape(last_layer(s - 1), mb), torch::TensorOptions().dtype(dtype_));
           const int tag = eval_tag_base + static_cast<int>(b % 100000) * stages + s;
-          comm_.wait(comm_.recv(x, peer(s - 1), tag), "test-set evaluation of stage " + std::to_string(s));
+          const std::string what = "test-set evaluation of stage " + std::to_string(s);
+          comm_.wait(comm_.recv(x, peer(s - 1), tag, what), what, {peer(s - 1)});
           x = x.to(torch::kFloat);
         }
         torch::Tensor out;
@@ -462,7 +465,8 @@ class Runtime {
         } else {
           torch::Tensor t = out.to(dtype_).contiguous();
           const int tag = eval_tag_base + static_cast<int>(b % 100000) * stages + s + 1;
-          comm_.wait(comm_.send(t, peer(s + 1), tag), "test-set evaluation of stage " + std::to_string(s));
+          const std::string what = "test-set evaluation of stage " + std::to_string(s);
+          comm_.wait(comm_.send(t, peer(s + 1), tag, what), what, {peer(s + 1)});
         }
       }
     }
@@ -522,12 +526,22 @@ void keep_freed_memory() {
 
 std::vector<RankResult> run_rank(const plan::Plan& plan, const LaunchInfo& launch, const RunOptions& options) {
   keep_freed_memory();
-  Runtime runtime(plan, launch, options);
-  const RankResult mine = runtime.run();
-  std::vector<RankResult> all;
-  for (const std::string& text : runtime.comm().gather_to_rank0(result_to_json(mine))) all.push_back(result_from_json(text));
-  if (launch.rank != 0) all = {mine};
-  return all;
+  auto runtime = std::make_unique<Runtime>(plan, launch, options);
+  try {
+    const RankResult mine = runtime->run();
+    std::vector<RankResult> all;
+    for (const std::string& text : runtime->comm().gather_to_rank0(result_to_json(mine)))
+      all.push_back(result_from_json(text));
+    if (launch.rank != 0) all = {mine};
+    return all;
+  } catch (const std::exception& e) {
+    runtime->comm().report_failure(e.what());
+    // Left standing on purpose: a process group's destructor waits for every collective still
+    // queued behind the failed one, each up to the timeout again, which would hold a failed
+    // rank for a multiple of --timeout. The caller ends the process.
+    (void)runtime.release();
+    throw;
+  }
 }
 
 }  // namespace parallax::exec
