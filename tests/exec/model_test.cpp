@@ -1,7 +1,8 @@
-#include <catch2/catch.hpp>
-
 #include "exec/model.hpp"
 #include "tests/test_util.hpp"
+// LibTorch's logging defines CHECK (glog's, which aborts the process); Catch's must win here.
+#undef CHECK
+#include <catch2/catch.hpp>
 
 using namespace parallax;
 
