@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -108,8 +109,11 @@ int run_as_rank(const plan::Plan& p, const RunArgs& args, exec::LaunchInfo launc
   } catch (const std::exception& e) {
     std::string msg = e.what();
     if (const auto nl = msg.find("\nException raised from"); nl != std::string::npos) msg.resize(nl);
-    std::cerr << "rank " << launch.rank << ": error: " << msg << "\n";
-    return 1;
+    std::cerr << "rank " << launch.rank << ": error: " << msg << std::endl;
+    // run_rank left the failed runtime standing (its process groups would wait out the timeout
+    // again for every queued collective); leave without running destructors.
+    std::cout.flush();
+    std::_Exit(1);
   }
 }
 

@@ -1,55 +1,125 @@
 #include "exec/checkpoint.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
 
 namespace parallax::exec {
 namespace fs = std::filesystem;
 namespace {
 
 fs::path step_dir(const std::string& dir, int64_t step) { return fs::path(dir) / ("step-" + std::to_string(step)); }
+fs::path shard_path(const std::string& dir, int64_t step, int stage) {
+  return step_dir(dir, step) / ("stage-" + std::to_string(stage) + ".pt");
+}
+
+// A rename is only durable once the folder holding the name is synced, and a file's bytes only
+// once the file is: without both, a power cut after COMPLETE could leave a marker over shards
+// that never reached the disk.
+void sync(const fs::path& path, bool directory) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (directory ? O_DIRECTORY : 0));
+  if (fd < 0) throw std::runtime_error("checkpoint: cannot open " + path.string() + " to sync it: " + std::strerror(errno));
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) throw std::runtime_error("checkpoint: cannot sync " + path.string() + ": " + std::strerror(err));
+}
+
+// Creates DIR/step-N and makes its name durable in DIR.
+fs::path make_step_dir(const std::string& dir, int64_t step) {
+  const fs::path folder = step_dir(dir, step);
+  if (!fs::is_directory(folder)) {
+    fs::create_directories(folder);  // several writers may race here; an existing folder is fine
+    sync(folder.parent_path(), true);
+  }
+  return folder;
+}
+
+// Renames `tmp` over `final_path` once its bytes are on disk, then syncs the folder.
+void commit(const fs::path& tmp, const fs::path& final_path) {
+  sync(tmp, false);
+  fs::rename(tmp, final_path);
+  sync(final_path.parent_path(), true);
+}
+
+bool all_digits(const std::string& s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
+}
 
 }  // namespace
 
-void save_stage(const std::string& dir, int64_t step, int stage, torch::nn::Module& module, torch::optim::Optimizer& opt) {
-  const fs::path folder = step_dir(dir, step);
-  fs::create_directories(folder);
+std::string checkpoint_folder(const std::string& dir, int64_t step) { return step_dir(dir, step).string(); }
+
+void save_stage(const std::string& dir, int64_t step, int stage, torch::nn::Module& module,
+                torch::optim::Optimizer& opt, const std::function<void()>& before_rename) {
+  const fs::path folder = make_step_dir(dir, step);
+  // A marker left by an earlier run of this step must go before its shards change.
+  if (fs::remove(folder / "COMPLETE")) sync(folder, true);
   torch::serialize::OutputArchive archive, opt_archive;
   module.save(archive);
   opt.save(opt_archive);
   archive.write("optimizer", opt_archive);
   archive.write("step", torch::tensor(step));
-  const fs::path final_path = folder / ("stage-" + std::to_string(stage) + ".pt");
+  const fs::path final_path = shard_path(dir, step, stage);
   const fs::path tmp = final_path.string() + ".tmp";
   archive.save_to(tmp.string());
-  fs::rename(tmp, final_path);
+  if (before_rename) before_rename();
+  commit(tmp, final_path);
 }
 
 void mark_complete(const std::string& dir, int64_t step) {
   const fs::path marker = step_dir(dir, step) / "COMPLETE";
   const fs::path tmp = marker.string() + ".tmp";
-  std::ofstream(tmp) << step << "\n";
-  fs::rename(tmp, marker);
+  {
+    std::ofstream out(tmp);
+    out << step << "\n";
+    if (!out.flush()) throw std::runtime_error("checkpoint: cannot write " + tmp.string());
+  }
+  commit(tmp, marker);
 }
 
-std::optional<int64_t> latest_checkpoint(const std::string& dir) {
-  std::optional<int64_t> best;
-  if (!fs::is_directory(dir)) return best;
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind("step-", 0) != 0 || !fs::exists(entry.path() / "COMPLETE")) continue;
-    try {
-      const int64_t step = std::stoll(name.substr(5));
-      if (!best || step > *best) best = step;
-    } catch (const std::exception&) {
+CheckpointScan scan_checkpoints(const std::string& dir) {
+  std::vector<std::pair<int64_t, bool>> found;  // step, complete
+  if (fs::is_directory(dir)) {
+    for (const auto& entry : fs::directory_iterator(dir)) {
+      const std::string name = entry.path().filename().string();
+      if (name.rfind("step-", 0) != 0 || !all_digits(name.substr(5)) || !entry.is_directory()) continue;
+      found.emplace_back(std::stoll(name.substr(5)), fs::exists(entry.path() / "COMPLETE"));
     }
   }
-  return best;
+  std::sort(found.begin(), found.end());
+  CheckpointScan scan;
+  for (const auto& [step, complete] : found) {
+    if (complete) {
+      scan.latest = step;
+      scan.skipped.clear();
+    } else {
+      scan.skipped.push_back(step);
+    }
+  }
+  return scan;
 }
 
 void load_stage(const std::string& dir, int64_t step, int stage, torch::nn::Module& module, torch::optim::Optimizer& opt) {
+  const fs::path path = shard_path(dir, step, stage);
+  // Under a multi-host job every host must see the same DIR (a shared file system).
+  if (!fs::exists(path))
+    throw std::runtime_error("checkpoint " + step_dir(dir, step).string() + " is complete but " + path.string() +
+                             " is missing here (is the checkpoint folder shared by every host?)");
   torch::serialize::InputArchive archive, opt_archive;
-  archive.load_from((step_dir(dir, step) / ("stage-" + std::to_string(stage) + ".pt")).string());
+  archive.load_from(path.string());
+  torch::Tensor saved_step;
+  archive.read("step", saved_step);
+  if (saved_step.item<int64_t>() != step)
+    throw std::runtime_error("checkpoint " + path.string() + " holds step " + std::to_string(saved_step.item<int64_t>()) +
+                             ", not " + std::to_string(step));
   module.load(archive);
   archive.read("optimizer", opt_archive);
   opt.load(opt_archive);

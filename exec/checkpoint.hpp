@@ -1,19 +1,39 @@
 #pragma once
-// Checkpoints: DIR/step-N/stage-S.pt holds stage S's parameters, its optimizer state and N; each
-// file is written to a temporary name and renamed, and DIR/step-N/COMPLETE appears (same way)
-// only after every rank has written its stages, so a crash never leaves a checkpoint that looks
-// complete but is torn. Resuming loads the highest N with COMPLETE.
+// Checkpoints: DIR/step-N/stage-S.pt holds stage S's parameters, its optimizer state and N after
+// N optimizer steps. One writer per file: replica 0 of each stage (under DDP every replica holds
+// the same parameters and optimizer state, so the others have nothing to add). A shard is written
+// to a temporary name, synced, renamed and its folder synced; DIR/step-N/COMPLETE is written the
+// same way, last, by rank 0 once every rank has passed a barrier after its writes. A writer first
+// removes the step's marker, so a step whose shards are being replaced never looks complete, and
+// a crash at any point leaves the previous complete checkpoint as it was. Resuming loads the
+// highest N with COMPLETE.
 #include <torch/torch.h>
 
+#include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace parallax::exec {
 
-void save_stage(const std::string& dir, int64_t step, int stage, torch::nn::Module& module, torch::optim::Optimizer& opt);
+/// DIR/step-N, the folder of one checkpoint.
+std::string checkpoint_folder(const std::string& dir, int64_t step);
+
+/// Writes stage `stage`'s shard of step `step` durably. `before_rename` runs between writing the
+/// temporary file and renaming it (tests inject a crash there).
+void save_stage(const std::string& dir, int64_t step, int stage, torch::nn::Module& module,
+                torch::optim::Optimizer& opt, const std::function<void()>& before_rename = {});
+/// Writes DIR/step-N/COMPLETE durably; call once every shard of the step is durable.
 void mark_complete(const std::string& dir, int64_t step);
-/// The latest complete checkpoint's step, if any.
-std::optional<int64_t> latest_checkpoint(const std::string& dir);
+
+struct CheckpointScan {
+  std::optional<int64_t> latest;  ///< the highest step with its COMPLETE marker
+  std::vector<int64_t> skipped;   ///< higher steps without it (torn saves), ascending
+};
+/// The checkpoints in `dir` (none if it does not exist).
+CheckpointScan scan_checkpoints(const std::string& dir);
+
+/// Loads stage `stage` of step `step`; throws naming the file when it is missing or not that step.
 void load_stage(const std::string& dir, int64_t step, int stage, torch::nn::Module& module, torch::optim::Optimizer& opt);
 
 }  // namespace parallax::exec

@@ -10,6 +10,11 @@
 namespace parallax::exec {
 namespace {
 
+std::string first_line(std::string text) {
+  if (const auto nl = text.find('\n'); nl != std::string::npos) text.resize(nl);
+  return text;
+}
+
 bool env_int(const char* name, int* out) {
   const char* v = std::getenv(name);
   if (!v || !*v) return false;
@@ -63,6 +68,10 @@ Communicator::Communicator(const LaunchInfo& launch) : launch_(launch) {
 Communicator::Communicator(const plan::Plan& plan, const LaunchInfo& launch) : Communicator(launch) {
   const auto& p = plan.scenario.parallel;
   stage_groups_.resize(plan.stages.size());
+  stage_ranks_.resize(plan.stages.size());
+  for (const auto& st : plan.stages)
+    for (int replica = 0; replica < p.data; ++replica) stage_ranks_[st.index].push_back(replica * p.pipeline + st.pipeline_rank);
+  liveness_ = std::make_unique<Liveness>(launch.master_addr, launch.master_port, launch.rank, launch.world_size);
   if (p.data > 1) {
     // Every member creates its stage groups in stage order, so their rendezvous line up.
     for (const auto& st : plan.stages) {
@@ -73,27 +82,48 @@ Communicator::Communicator(const plan::Plan& plan, const LaunchInfo& launch) : C
   }
 }
 
-Communicator::Work Communicator::send(torch::Tensor& t, int dst, int tag) {
+Communicator::Work Communicator::send(torch::Tensor& t, int dst, int tag, const std::string& what) {
   std::vector<torch::Tensor> v{t};
-  return world_->send(v, dst, tag);
+  try {
+    return world_->send(v, dst, tag);
+  } catch (const std::exception& e) {
+    fail("could not start " + what, e, {dst});
+  }
 }
 
-Communicator::Work Communicator::recv(torch::Tensor& t, int src, int tag) {
+Communicator::Work Communicator::recv(torch::Tensor& t, int src, int tag, const std::string& what) {
   std::vector<torch::Tensor> v{t};
-  return world_->recv(v, src, tag);
+  try {
+    return world_->recv(v, src, tag);
+  } catch (const std::exception& e) {
+    fail("could not start " + what, e, {src});
+  }
 }
 
 c10d::ProcessGroup* Communicator::stage_group(int stage) const { return stage_groups_.at(stage).get(); }
 
-void Communicator::wait(const Work& work, const std::string& what) const {
+void Communicator::wait(const Work& work, const std::string& what, const std::vector<int>& peers) const {
   try {
     work->wait(std::chrono::milliseconds(launch_.timeout));
   } catch (const std::exception& e) {
-    std::string reason = e.what();
-    if (const auto nl = reason.find('\n'); nl != std::string::npos) reason.resize(nl);
-    throw std::runtime_error("rank " + std::to_string(launch_.rank) + " gave up waiting at " + what + " (timeout " +
-                             std::to_string(launch_.timeout.count()) + " s): " + reason);
+    fail("gave up waiting at " + what + " (timeout " + std::to_string(launch_.timeout.count()) + " s)", e, peers);
   }
+}
+
+void Communicator::wait(const Work& work, const std::string& what) const {
+  std::vector<int> everyone(launch_.world_size);
+  for (int r = 0; r < launch_.world_size; ++r) everyone[r] = r;
+  wait(work, what, everyone);
+}
+
+void Communicator::fail(const std::string& doing, const std::exception& e, const std::vector<int>& peers) const {
+  const std::string found = liveness_ ? liveness_->explain(peers) : "";
+  throw std::runtime_error("rank " + std::to_string(launch_.rank) + " " + doing + ": " + first_line(e.what()) +
+                           (found.empty() ? "" : "; " + found));
+}
+
+void Communicator::report_failure(const std::string& message) const noexcept {
+  if (liveness_) liveness_->report(message);
 }
 
 void Communicator::barrier(const std::string& what) { wait(world_->barrier(), what); }
@@ -123,6 +153,20 @@ std::vector<profiler::RoundTrip> Communicator::clock_round_trips(const std::stri
     trips.push_back(t);
   }
   return trips;
+}
+
+std::string Communicator::share_from_rank0(const std::string& key, const std::string& value) {
+  if (launch_.rank == 0) {
+    store_->set(key, std::vector<uint8_t>(value.begin(), value.end()));
+    return value;
+  }
+  try {
+    const auto bytes = store_->get(key);  // waits for rank 0, up to the store's timeout
+    return std::string(bytes.begin(), bytes.end());
+  } catch (const std::exception& e) {
+    throw std::runtime_error("rank " + std::to_string(launch_.rank) + " gave up waiting for rank 0's " + key +
+                             " (rank 0 holds the job's store): " + first_line(e.what()));
+  }
 }
 
 std::vector<std::string> Communicator::gather_to_rank0(const std::string& mine) {

@@ -2,15 +2,18 @@
 // Communication through c10d: a TCPStore rendezvous, one Gloo process group for all ranks and one
 // per pipeline stage across its replicas (the DDP groups). Every wait has a deadline and, when it
 // passes or a peer vanishes, fails with the rank, the action and the peer it was waiting on, so a
-// dead or hung rank stops the job instead of hanging it.
+// dead or hung rank stops the job instead of hanging it. A failed wait also says which rank the
+// job lost, when the ranks' reports and heartbeats tell (see liveness.hpp).
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/torch.h>
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "exec/liveness.hpp"
 #include "plan/plan.hpp"
 #include "profiler/clock_sync.hpp"
 
@@ -35,15 +38,26 @@ class Communicator {
   explicit Communicator(const LaunchInfo& launch);
 
   using Work = c10::intrusive_ptr<c10d::Work>;
-  Work send(torch::Tensor& t, int dst, int tag);
-  Work recv(torch::Tensor& t, int src, int tag);
+  /// Posts a send (receive); a peer already lost makes it throw at once, naming `what` and whom.
+  Work send(torch::Tensor& t, int dst, int tag, const std::string& what);
+  Work recv(torch::Tensor& t, int src, int tag, const std::string& what);
   /// The DDP group of `stage`, or nullptr without data parallelism.
   c10d::ProcessGroup* stage_group(int stage) const;
-  /// Waits for `work`; on timeout or a lost peer throws naming `what` (e.g. "1RECV_F3 from rank 0").
+  /// The global ranks of `stage`'s DDP group (every replica of the stage).
+  const std::vector<int>& stage_group_ranks(int stage) const { return stage_ranks_.at(stage); }
+  /// Waits for `work`, an operation with `peers`; on timeout or a lost peer throws naming `what`
+  /// (e.g. "1RECV_F3 from rank 0") and the rank the job lost, if the reports tell.
+  void wait(const Work& work, const std::string& what, const std::vector<int>& peers) const;
+  /// The same, with every other rank as a peer (collectives of the world group).
   void wait(const Work& work, const std::string& what) const;
+  /// Leaves this rank's failure in the store for its peers to read (see liveness.hpp); never
+  /// throws and returns within about 2 s.
+  void report_failure(const std::string& message) const noexcept;
   void barrier(const std::string& what);
   /// Round trips to rank 0's clock through the store (rank 0 answers every rank and gets none).
   std::vector<profiler::RoundTrip> clock_round_trips(const std::string& round, int count);
+  /// Rank 0's `value` under `key` of the store, on every rank (the others' `value` is ignored).
+  std::string share_from_rank0(const std::string& key, const std::string& value);
   /// Every rank hands in `mine`; rank 0 gets all of them in rank order, the others nothing.
   std::vector<std::string> gather_to_rank0(const std::string& mine);
   int rank() const { return launch_.rank; }
@@ -52,10 +66,15 @@ class Communicator {
   std::chrono::seconds timeout() const { return launch_.timeout; }
 
  private:
+  /// Throws "rank R DOING: REASON; lost rank 2 (...)", the last part from the peers' reports.
+  [[noreturn]] void fail(const std::string& doing, const std::exception& e, const std::vector<int>& peers) const;
+
   LaunchInfo launch_;
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> world_;
   std::vector<c10::intrusive_ptr<c10d::ProcessGroupGloo>> stage_groups_;  // indexed by stage
+  std::vector<std::vector<int>> stage_ranks_;                              // indexed by stage
+  std::unique_ptr<Liveness> liveness_;  // with a plan only (not for calibration's own exchanges)
 };
 
 }  // namespace parallax::exec

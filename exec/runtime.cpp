@@ -90,7 +90,7 @@ class SendWatcher {
       lock.unlock();
       std::exception_ptr failure;
       try {
-        comm_.wait(ps.work, ps.action.id() + " to rank " + std::to_string(ps.peer));
+        comm_.wait(ps.work, ps.action.id() + " to rank " + std::to_string(ps.peer), {ps.peer});
         tracer_.span(plan::Lane::send, ps.action, ps.start_ns, profiler::now_ns(), ps.tensor.nbytes(), ps.step);
       } catch (...) {
         failure = std::current_exception();
@@ -122,15 +122,22 @@ size_t tracer_capacity(const plan::Plan& plan) {
   return std::min<size_t>(want, size_t{1} << 22);
 }
 
-// Testing aid: PARALLAX_FAULT=rank:step:exit|hang makes one rank die or hang at a step's start.
-void maybe_inject_fault(int rank, int64_t step) {
+// Testing aid: PARALLAX_FAULT=RANK:STEP:MODE makes rank RANK fail on purpose. `exit` and `hang`
+// strike at the start of step STEP (0-based); `save` dies in the middle of writing checkpoint
+// step-STEP: a rank that writes a shard dies after its temporary file is written and before the
+// rename, any other rank where it would have written.
+enum class FaultPoint { step_start, checkpoint_save };
+
+void maybe_inject_fault(int rank, int64_t step, FaultPoint at) {
   const char* spec = std::getenv("PARALLAX_FAULT");
   if (!spec) return;
   int r = -1;
   long long s = -1;
   char mode[16] = {0};
   if (std::sscanf(spec, "%d:%lld:%15s", &r, &s, mode) != 3 || r != rank || s != step) return;
-  std::fprintf(stderr, "rank %d: injected fault (%s) at step %lld\n", rank, mode, s);
+  const bool save = std::string(mode) == "save";
+  if (save != (at == FaultPoint::checkpoint_save)) return;
+  std::fprintf(stderr, "rank %d: injected fault (%s) at %s %lld\n", rank, mode, save ? "checkpoint step" : "step", s);
   if (std::string(mode) == "hang")
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
   std::_Exit(3);
@@ -168,17 +175,10 @@ class Runtime {
     RankResult result;
     result.rank = launch_.rank;
     const auto clock_start = comm_.clock_round_trips("start", kClockRoundTrips);
-    int64_t start = 0;
-    if (options_.resume && !options_.checkpoint_dir.empty()) {
-      if (auto latest = latest_checkpoint(options_.checkpoint_dir)) {
-        for (auto& [s, st] : stages_) load_stage(options_.checkpoint_dir, *latest, s, *st.module, *st.optimizer);
-        start = *latest;
-        progress("resumed from " + options_.checkpoint_dir + " at step " + std::to_string(start));
-      }
-    }
+    const int64_t start = options_.resume && !options_.checkpoint_dir.empty() ? resume() : 0;
     const int64_t steps = plan_.scenario.data.steps;
     for (int64_t step = start; step < steps; ++step) {
-      maybe_inject_fault(launch_.rank, step);
+      maybe_inject_fault(launch_.rank, step, FaultPoint::step_start);
       const int64_t t0 = profiler::now_ns();
       tracer_.instant("step", t0, static_cast<int32_t>(step));
       StepRecord rec = run_step(step);
@@ -302,7 +302,8 @@ class Runtime {
         const bool fwd = a.kind == ActionKind::SEND_F;
         const int dst = peer(fwd ? a.stage + 1 : a.stage - 1);
         torch::Tensor t = (fwd ? slot.output : slot.grad_in).detach().to(dtype_).contiguous();
-        sends_.push({comm_.send(t, dst, tag(a.stage, a.mb, !fwd)), t, a, dst, t0, step32});
+        const std::string what = a.id() + " to rank " + std::to_string(dst);
+        sends_.push({comm_.send(t, dst, tag(a.stage, a.mb, !fwd), what), t, a, dst, t0, step32});
         return;
       }
       case ActionKind::RECV_F:
@@ -312,7 +313,8 @@ class Runtime {
         const int src = peer(send_stage);
         const auto shape = output_shape(fwd ? last_layer(send_stage) : last_layer(a.stage), plan_.microbatch_size);
         torch::Tensor buf = torch::empty(shape, torch::TensorOptions().dtype(dtype_));
-        comm_.wait(comm_.recv(buf, src, tag(send_stage, a.mb, !fwd)), a.id() + " from rank " + std::to_string(src));
+        const std::string what = a.id() + " from rank " + std::to_string(src);
+        comm_.wait(comm_.recv(buf, src, tag(send_stage, a.mb, !fwd), what), what, {src});
         tracer_.span(Lane::recv, a, t0, profiler::now_ns(), buf.nbytes(), step32);
         if (fwd) slot.input = buf.to(torch::kFloat).requires_grad_(true);
         else slot.grad_out = buf.to(torch::kFloat);
@@ -388,10 +390,46 @@ class Runtime {
 
   void progress(const std::string& text) { std::fprintf(stderr, "[rank %d] %s\n", launch_.rank, text.c_str()); }
 
+  // Replicas of a stage hold the same parameters and optimizer state (DDP averages every
+  // gradient before the step), so replica 0 writes each stage: one writer per file. The barrier
+  // means every shard is durable; only then does rank 0 write the marker.
   void checkpoint(int64_t step) {
-    for (auto& [s, st] : stages_) save_stage(options_.checkpoint_dir, step, s, *st.module, *st.optimizer);
-    comm_.barrier("checkpoint of step " + std::to_string(step));
-    if (launch_.rank == 0) mark_complete(options_.checkpoint_dir, step);
+    const std::string& dir = options_.checkpoint_dir;
+    auto fault = [&] { maybe_inject_fault(launch_.rank, step, FaultPoint::checkpoint_save); };
+    if (replica_ == 0)
+      for (auto& [s, st] : stages_) save_stage(dir, step, s, *st.module, *st.optimizer, fault);
+    else
+      fault();
+    comm_.barrier("checkpoint " + checkpoint_folder(dir, step) + " (every shard written)");
+    if (launch_.rank == 0) mark_complete(dir, step);
+  }
+
+  // Loads the newest complete checkpoint on every rank (replicas read the same shard) and
+  // returns its step, the first one to run. Rank 0 picks it and hands the choice to the others,
+  // so all ranks load the same step even when they see the folder at different moments.
+  int64_t resume() {
+    const std::string& dir = options_.checkpoint_dir;
+    std::string chosen;
+    if (launch_.rank == 0) {
+      const CheckpointScan scan = scan_checkpoints(dir);
+      chosen = scan.latest ? std::to_string(*scan.latest) : "none";
+      progress(resume_message(scan));
+    }
+    chosen = comm_.share_from_rank0("parallax/resume", chosen);
+    if (chosen == "none") return 0;
+    const int64_t step = std::stoll(chosen);
+    for (auto& [s, st] : stages_) load_stage(dir, step, s, *st.module, *st.optimizer);
+    return step;
+  }
+
+  std::string resume_message(const CheckpointScan& scan) const {
+    const std::string& dir = options_.checkpoint_dir;
+    std::string text = scan.latest ? "resumed from " + checkpoint_folder(dir, *scan.latest) +
+                                         ", the newest complete checkpoint; continuing after step " +
+                                         std::to_string(*scan.latest)
+                                   : "no complete checkpoint in " + dir + "; starting from the first step";
+    for (int64_t s : scan.skipped) text += "\n  skipped " + checkpoint_folder(dir, s) + " (no COMPLETE marker: a torn save)";
+    return text;
   }
 
   // Test-set accuracy: forward-only through the pipeline, each replica on its share of the set.
@@ -412,7 +450,8 @@ class Runtime {
         } else {
           x = torch::empty(output_shape(last_layer(s - 1), mb), torch::TensorOptions().dtype(dtype_));
           const int tag = eval_tag_base + static_cast<int>(b % 100000) * stages + s;
-          comm_.wait(comm_.recv(x, peer(s - 1), tag), "test-set evaluation of stage " + std::to_string(s));
+          const std::string what = "test-set evaluation of stage " + std::to_string(s);
+          comm_.wait(comm_.recv(x, peer(s - 1), tag, what), what, {peer(s - 1)});
           x = x.to(torch::kFloat);
         }
         torch::Tensor out;
@@ -426,7 +465,8 @@ class Runtime {
         } else {
           torch::Tensor t = out.to(dtype_).contiguous();
           const int tag = eval_tag_base + static_cast<int>(b % 100000) * stages + s + 1;
-          comm_.wait(comm_.send(t, peer(s + 1), tag), "test-set evaluation of stage " + std::to_string(s));
+          const std::string what = "test-set evaluation of stage " + std::to_string(s);
+          comm_.wait(comm_.send(t, peer(s + 1), tag, what), what, {peer(s + 1)});
         }
       }
     }
@@ -486,12 +526,22 @@ void keep_freed_memory() {
 
 std::vector<RankResult> run_rank(const plan::Plan& plan, const LaunchInfo& launch, const RunOptions& options) {
   keep_freed_memory();
-  Runtime runtime(plan, launch, options);
-  const RankResult mine = runtime.run();
-  std::vector<RankResult> all;
-  for (const std::string& text : runtime.comm().gather_to_rank0(result_to_json(mine))) all.push_back(result_from_json(text));
-  if (launch.rank != 0) all = {mine};
-  return all;
+  auto runtime = std::make_unique<Runtime>(plan, launch, options);
+  try {
+    const RankResult mine = runtime->run();
+    std::vector<RankResult> all;
+    for (const std::string& text : runtime->comm().gather_to_rank0(result_to_json(mine)))
+      all.push_back(result_from_json(text));
+    if (launch.rank != 0) all = {mine};
+    return all;
+  } catch (const std::exception& e) {
+    runtime->comm().report_failure(e.what());
+    // Left standing on purpose: a process group's destructor waits for every collective still
+    // queued behind the failed one, each up to the timeout again, which would hold a failed
+    // rank for a multiple of --timeout. The caller ends the process.
+    (void)runtime.release();
+    throw;
+  }
 }
 
 }  // namespace parallax::exec
