@@ -110,14 +110,13 @@ void Communicator::wait(const Work& work, const std::string& what, const std::ve
   }
 }
 
-void Communicator::wait(const Work& work, const std::string& what) const {
-  std::vector<int> everyone(launch_.world_size);
-  for (int r = 0; r < launch_.world_size; ++r) everyone[r] = r;
-  wait(work, what, everyone);
-}
+void Communicator::wait(const Work& work, const std::string& what) const { wait(work, what, {}); }
 
 void Communicator::fail(const std::string& doing, const std::exception& e, const std::vector<int>& peers) const {
-  const std::string found = liveness_ ? liveness_->explain(peers) : "";
+  std::vector<int> everyone;
+  if (peers.empty())
+    for (int r = 0; r < launch_.world_size; ++r) everyone.push_back(r);
+  const std::string found = liveness_ ? liveness_->explain(peers.empty() ? everyone : peers) : "";
   throw std::runtime_error("rank " + std::to_string(launch_.rank) + " " + doing + ": " + first_line(e.what()) +
                            (found.empty() ? "" : "; " + found));
 }

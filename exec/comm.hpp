@@ -45,8 +45,8 @@ class Communicator {
   c10d::ProcessGroup* stage_group(int stage) const;
   /// The global ranks of `stage`'s DDP group (every replica of the stage).
   const std::vector<int>& stage_group_ranks(int stage) const { return stage_ranks_.at(stage); }
-  /// Waits for `work`, an operation with `peers`; on timeout or a lost peer throws naming `what`
-  /// (e.g. "1RECV_F3 from rank 0") and the rank the job lost, if the reports tell.
+  /// Waits for `work`, an operation with `peers` (empty: every rank); on timeout or a lost peer
+  /// throws naming `what` (e.g. "1RECV_F3 from rank 0") and the rank the job lost, if the reports tell.
   void wait(const Work& work, const std::string& what, const std::vector<int>& peers) const;
   /// The same, with every other rank as a peer (collectives of the world group).
   void wait(const Work& work, const std::string& what) const;
@@ -66,7 +66,8 @@ class Communicator {
   std::chrono::seconds timeout() const { return launch_.timeout; }
 
  private:
-  /// Throws "rank R DOING: REASON; lost rank 2 (...)", the last part from the peers' reports.
+  /// Throws "rank R DOING: REASON; lost rank 2 (...)", the last part from the peers' reports
+  /// (`peers` empty: every rank's).
   [[noreturn]] void fail(const std::string& doing, const std::exception& e, const std::vector<int>& peers) const;
 
   LaunchInfo launch_;
