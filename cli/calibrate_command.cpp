@@ -75,7 +75,8 @@ std::vector<Calibrated> executable_plans(const std::vector<std::string>& files, 
 // seconds here) and their steps are many. Each runs about 2 s by the base profile's estimate.
 // - pipeline: two stages, 1F1B, (up to) 4 micro-batches: compute between pipeline messages, and
 //   the messages themselves;
-// - data-parallel: two DDP replicas, one micro-batch: compute sharing the cores with all-reduces.
+// - data-parallel: two DDP replicas, two micro-batches: compute sharing the cores with all-reduces
+//   in the last backward, and without them in the first.
 std::vector<plan::Plan> probe_plans(const std::vector<Calibrated>& plans, const plan::HardwareProfile& base) {
   const std::vector<std::string> common = {"hardware=ideal", "parallel.virtual=1", "parallel.partition_len=balanced",
                                            "parallel.grad_accumulation=1", "parallel.activation_checkpointing=false"};
@@ -105,8 +106,13 @@ std::vector<plan::Plan> probe_plans(const std::vector<Calibrated>& plans, const 
   }
   if (!model) return {};
   std::vector<plan::Plan> out = {std::move(pipeline->second)};
-  if (model->plan.scenario.data.batch_size % 2 == 0)
-    out.push_back(probe(*model, {"parallel.data=2", "parallel.pipeline=1", "parallel.chunks=1"}, "data 2").second);
+  if (model->plan.scenario.data.batch_size % 2 == 0) {
+    // Two micro-batches where the batch allows: the first backward without all-reduces, the last with.
+    const int chunks = model->plan.scenario.data.batch_size % 4 == 0 ? 2 : 1;
+    out.push_back(probe(*model, {"parallel.data=2", "parallel.pipeline=1", "parallel.chunks=" + std::to_string(chunks)},
+                        "data 2, " + std::to_string(chunks) + " chunk(s)")
+                      .second);
+  }
   return out;
 }
 
@@ -141,6 +147,39 @@ double allreduce_ms(const plan::Timeline& t) {
   return n ? sum / n : 0.0;
 }
 
+// The mean duration of a timeline's B actions, the step's last ones (which start the DDP
+// all-reduces) or the others, over the steps after the first when there are several.
+double mean_backward_us(const plan::Timeline& t, int microbatches, bool last) {
+  int first_step = INT32_MAX, last_step = INT32_MIN;
+  for (const auto& e : t.events) first_step = std::min(first_step, e.step), last_step = std::max(last_step, e.step);
+  double sum = 0;
+  int n = 0;
+  for (const auto& e : t.events) {
+    if (e.action.kind != plan::ActionKind::B || (e.step == first_step && last_step > first_step)) continue;
+    if ((e.action.mb == microbatches - 1) != last) continue;
+    sum += (e.end - e.start).to_us();
+    ++n;
+  }
+  return n ? sum / n : 0.0;
+}
+
+// Under DDP the step's last backward shares the cores with the all-reduces its hooks start; the
+// earlier ones (no_sync) do not. With two micro-batches or more the probe measures both: the
+// others' extra is backward_extra_us, the last one's beyond it is per MB of the stage's
+// gradients. With one, the pipeline probe's backward extra stands for the others'.
+void fit_sync_backward(const plan::Plan& probe, const plan::Timeline& predicted, const plan::Timeline& measured,
+                       const plan::Calibration& calibration, plan::InRunFactors* f) {
+  const int n = probe.scenario.parallel.chunks * probe.scenario.parallel.grad_accumulation;
+  if (n > 1)
+    f->backward_extra_us = mean_backward_us(measured, n, false) - mean_backward_us(predicted, n, false);
+  else
+    f->backward_extra_us = calibration.in_run.backward_extra_us;
+  const double sync_extra_us =
+      mean_backward_us(measured, n, true) - mean_backward_us(predicted, n, true) - f->backward_extra_us;
+  const double mb = static_cast<double>(probe.stages.at(0).param_bytes) / 1e6;
+  f->sync_backward_extra_us_per_mb = mb > 0 ? sync_extra_us / mb : 0.0;
+}
+
 // The in-run factors: a probe's measured F, B and OPTIM (per-action means, summed) and its
 // all-reduces against what `calibration` predicts for them without factors; its messages.
 plan::InRunFactors in_run_factors(plan::Plan probe, const plan::Calibration& calibration,
@@ -169,6 +208,7 @@ plan::InRunFactors in_run_factors(plan::Plan probe, const plan::Calibration& cal
     else if (k.kind == "B") f.backward_extra_us = extra_us;
     else if (k.kind == "OPTIM") f.optimizer_extra_us = extra_us;
   }
+  if (probe.scenario.parallel.data > 1) fit_sync_backward(probe, predicted, measured, calibration, &f);
   if (const double predicted_ms = allreduce_ms(predicted); predicted_ms > 0) {
     const double measured_ms = allreduce_ms(measured);
     if (measured_ms > 0) f.allreduce = measured_ms / predicted_ms;
@@ -239,7 +279,9 @@ int calibrate_command(const CalibrateArgs& args, const std::vector<std::string>&
               << fmt("%+.0f", f.backward_extra_us) << " us, each OPTIM " << fmt("%+.0f", f.optimizer_extra_us)
               << " us beyond its time alone";
     if (probe.scenario.parallel.data > 1) {
-      std::cerr << ", all-reduces take " << fmt("%.2f", f.allreduce) << "x theirs; " << f.probe << "\n";
+      std::cerr << ", the step's last B " << fmt("%+.0f", f.sync_backward_extra_us_per_mb)
+                << " us more per MB of gradients, all-reduces take " << fmt("%.2f", f.allreduce) << "x theirs; "
+                << f.probe << "\n";
       cal.in_run_data = f;
       continue;
     }

@@ -163,7 +163,7 @@ std::map<std::string, SignatureCost> parse_signatures(const Field& list) {
 
 InRunFactors parse_in_run(const Field& in_run) {
   expect_keys(in_run, {"forward", "backward", "optimizer", "forward_extra_us", "backward_extra_us",
-                       "optimizer_extra_us", "allreduce", "send_extra_us", "delivery_extra_us", "send_unposted_us",
+                       "optimizer_extra_us", "allreduce", "sync_backward_extra_us_per_mb", "send_extra_us", "delivery_extra_us", "send_unposted_us",
                        "late_receive_us", "probe"});
   InRunFactors f;
   f.forward = number_or(in_run, "forward", 1, 0.1);
@@ -174,6 +174,7 @@ InRunFactors parse_in_run(const Field& in_run) {
   f.forward_extra_us = number_or(in_run, "forward_extra_us", 0, -1e9);
   f.backward_extra_us = number_or(in_run, "backward_extra_us", 0, -1e9);
   f.optimizer_extra_us = number_or(in_run, "optimizer_extra_us", 0, -1e9);
+  f.sync_backward_extra_us_per_mb = number_or(in_run, "sync_backward_extra_us_per_mb", 0, -1e9);
   // Extras may be negative (the run can beat the isolated figure); the sum never goes below 0.
   f.send_extra_us = number_or(in_run, "send_extra_us", 0, -1e9);
   f.delivery_extra_us = number_or(in_run, "delivery_extra_us", 0, -1e9);
@@ -278,7 +279,8 @@ std::string calibration_yaml(const Calibration& c) {
   if (const auto& d = c.in_run_data) {
     s << "  in_run_data: {forward: " << d->forward << ", backward: " << d->backward << ", optimizer: " << d->optimizer
       << ",\n                forward_extra_us: " << d->forward_extra_us << ", backward_extra_us: " << d->backward_extra_us
-      << ", optimizer_extra_us: " << d->optimizer_extra_us << ", allreduce: " << d->allreduce;
+      << ", optimizer_extra_us: " << d->optimizer_extra_us << ", allreduce: " << d->allreduce
+      << ",\n                sync_backward_extra_us_per_mb: " << d->sync_backward_extra_us_per_mb;
     if (!d->probe.empty()) s << ",\n                probe: \"" << d->probe << "\"";
     s << "}\n";
   }

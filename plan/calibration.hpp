@@ -69,6 +69,12 @@ struct InRunFactors {
   /// DDP all-reduces of a step (the time from the first one's start to the last one's end)
   /// against the calibrated all-reduce cost: they share the cores with backward and each other.
   double allreduce = 1;
+  /// DDP (the data-parallel probe's factors only): the step's last backward of a stage, whose
+  /// hooks hand the buckets to Gloo, takes this much longer than the other backwards per MB of
+  /// the stage's gradients beyond the bucket copy-in: the all-reduces' copies and sums run on the
+  /// same cores meanwhile. Measured here ~180-250 us per MB for MLPs of 0.9-7 MB of gradients,
+  /// with 2 or 3 buckets alike; the earlier backwards (no_sync) take only backward_extra_us.
+  double sync_backward_extra_us_per_mb = 0;
   /// Gloo moves a message once both sides have posted. When the receive was posted first: a
   /// SEND's main-thread time in the run beyond the bare send call (converting the tensor,
   /// handing it to the watcher thread), and delivery beyond the ping-pong's.

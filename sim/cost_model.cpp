@@ -121,6 +121,9 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<pla
       for (Time& t : c.bucket_ready) t = in_run(t, in.backward, in.backward_extra_us);
       c.optimizer = in_run(c.optimizer, in.optimizer, in.optimizer_extra_us);
       c.bucket_copy_in = scaled(c.bucket_copy_in, f * in.backward);
+      if (s.parallel.data > 1)
+        c.sync_backward_extra = std::max(
+            Time(), scaled(Time::us(in.sync_backward_extra_us_per_mb * static_cast<double>(st.param_bytes) / 1e6), f));
       // Messages as the pipeline probe measured them.
       const plan::InRunFactors& msg = cal->in_run;
       auto call = [&](int64_t bytes) {

@@ -31,6 +31,9 @@ struct StageCost {
   Time optimizer;
   /// Extra time of the step's last backward of the stage: DDP hooks copy gradients into buckets.
   Time bucket_copy_in;
+  /// And, in a calibrated run, the all-reduces' work on the shared cores meanwhile
+  /// (plan::InRunFactors::sync_backward_extra_us_per_mb).
+  Time sync_backward_extra;
   int64_t activation_bytes = 0;  ///< held per micro-batch from F until B
   int64_t recompute_bytes = 0;   ///< with checkpointing: one micro-batch's full activations
 };

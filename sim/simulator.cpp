@@ -290,10 +290,11 @@ class Simulation {
     RankState& st = ranks_[rank];
     const StageCost& c = costs_[a.stage];
     Time dur = a.kind == ActionKind::F ? c.forward : a.kind == ActionKind::B ? c.backward : c.optimizer;
-    // The step's last backward of a stage also copies its gradients into the DDP buckets.
+    // The step's last backward of a stage also copies its gradients into the DDP buckets, and
+    // shares the cores with the all-reduces it starts.
     if (a.kind == ActionKind::B && !groups_.empty() &&
         st.backwards_done[a.stage / sched_.pipeline] + 1 == sched_.microbatches())
-      dur += c.bucket_copy_in;
+      dur += c.bucket_copy_in + c.sync_backward_extra;
     const int32_t ev = record(rank, Lane::compute, a, now, now + dur, 0);
     if (st.last_compute >= 0) depend(st.last_compute, ev, end_of(st.last_compute));
     for (int32_t d : st.pending) depend(d, ev, end_of(d));

@@ -1,4 +1,5 @@
 #include <catch2/catch.hpp>
+#include <map>
 #include <random>
 
 #include "plan/calibration.hpp"
@@ -92,7 +93,7 @@ TEST_CASE("plan::CostCurve: interpolates between sizes and extrapolates along th
 TEST_CASE("plan::Calibration: a calibrated profile round-trips with the same costs", "[plan]") {
   auto c = sample_calibration();
   c.in_run_data = plan::InRunFactors{.forward = 1.1, .backward = 1.2, .optimizer = 1.3, .optimizer_extra_us = 9,
-                                     .allreduce = 2.5, .probe = "ddp probe"};
+                                     .allreduce = 2.5, .sync_backward_extra_us_per_mb = 210, .probe = "ddp probe"};
   const std::string text = plan::calibrated_profile_yaml(builtin("cpu-host"), "here", c, {"a comment"});
   const auto hw = profile_from(text);
   REQUIRE(hw.calibration);
@@ -107,6 +108,7 @@ TEST_CASE("plan::Calibration: a calibrated profile round-trips with the same cos
   CHECK(r.in_run_data->backward == Approx(1.2));
   CHECK(r.in_run_data->allreduce == Approx(2.5));
   CHECK(r.in_run_data->optimizer_extra_us == Approx(9));
+  CHECK(r.in_run_data->sync_backward_extra_us_per_mb == Approx(210));
   CHECK(r.in_run.backward_extra_us == Approx(-5));
   CHECK(r.in_run_data->probe == "ddp probe");
   CHECK(r.in_run.probe == "probe");
@@ -301,4 +303,25 @@ TEST_CASE("sim::simulate: a data-parallel plan takes the data-parallel probe's f
   auto p = s;
   p.parallel.data = 1;
   CHECK(&sim::in_run_factors(plan::resolve_plan(p), c) == &c.in_run);
+}
+
+TEST_CASE("sim::simulate: under DDP only the step's last backward takes the all-reduces' extra, per MB", "[sim]") {
+  auto s = test::scenario_from(
+      "name: t\nmodel: {preset: mlp, layers: 1, hidden: 256, input: 784, classes: 10}\n"
+      "data: {source: fashion-mnist, batch_size: 32}\nparallel: {data: 2, chunks: 4, bucket_cap_mb: 100}\n"
+      "optimizer: {kind: sgd, momentum: 0.9}\nhardware: cpu-host\n");
+  auto c = sample_calibration();
+  c.in_run_data = plan::InRunFactors{.backward_extra_us = 40, .sync_backward_extra_us_per_mb = 500, .probe = ""};
+  s.hardware.calibration = c;
+  const auto run = sim::simulate(plan::resolve_plan(s));
+  std::map<int, double> backward_us;  // by micro-batch, rank 0
+  for (const auto& e : run.timeline.events)
+    if (e.rank == 0 && e.action.kind == plan::ActionKind::B) backward_us[e.action.mb] = (e.end - e.start).to_us();
+  REQUIRE(backward_us.size() == 4);
+  CHECK(backward_us[1] == Approx(backward_us[0]));
+  CHECK(backward_us[2] == Approx(backward_us[0]));
+  // The last one adds the bucket copy-in (bytes at the measured copy rate) and 500 us per MB.
+  const double bytes = (784 * 256 + 256 + 256 * 10 + 10) * 4.0;
+  const double copy_us = bytes / (c.copy_gb_per_s * 1e3);
+  CHECK(backward_us[3] == Approx(backward_us[0] + copy_us + 500 * bytes / 1e6).epsilon(1e-3));
 }
