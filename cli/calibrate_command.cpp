@@ -69,6 +69,8 @@ std::vector<Calibrated> executable_plans(const std::vector<std::string>& files, 
   return plans;
 }
 
+constexpr int kProbeRepeats = 3;
+
 // The plans calibrate runs for real to measure how much slower compute and communication are
 // inside a run than alone. Both take one calibrated model with two layers or more: of several,
 // the one with the shortest step, so that the probes stay short (a large model's step can take
@@ -180,6 +182,25 @@ void fit_sync_backward(const plan::Plan& probe, const plan::Timeline& predicted,
   f->sync_backward_extra_us_per_mb = mb > 0 ? sync_extra_us / mb : 0.0;
 }
 
+// Field by field, the median of several probe runs' factors.
+plan::InRunFactors median_factors(const std::vector<plan::InRunFactors>& runs) {
+  plan::InRunFactors m = runs.front();
+  auto field = [&](double plan::InRunFactors::*x) {
+    std::vector<double> v;
+    for (const auto& f : runs) v.push_back(f.*x);
+    m.*x = profiler::median(v);
+  };
+  for (auto x : {&plan::InRunFactors::forward, &plan::InRunFactors::backward, &plan::InRunFactors::optimizer,
+                 &plan::InRunFactors::forward_extra_us, &plan::InRunFactors::backward_extra_us,
+                 &plan::InRunFactors::optimizer_extra_us, &plan::InRunFactors::allreduce,
+                 &plan::InRunFactors::sync_backward_extra_us_per_mb, &plan::InRunFactors::send_extra_us,
+                 &plan::InRunFactors::delivery_extra_us, &plan::InRunFactors::send_unposted_us,
+                 &plan::InRunFactors::late_receive_us})
+    field(x);
+  if (runs.size() > 1) m.probe += ", median of " + std::to_string(runs.size()) + " runs";
+  return m;
+}
+
 // The in-run factors: a probe's measured F, B and OPTIM (per-action means, summed) and its
 // all-reduces against what `calibration` predicts for them without factors; its messages.
 plan::InRunFactors in_run_factors(plan::Plan probe, const plan::Calibration& calibration,
@@ -261,7 +282,11 @@ int calibrate_command(const CalibrateArgs& args, const std::vector<std::string>&
   exec::CalibrateOptions options;
   options.quick = args.quick;
   options.progress = [](const std::string& line) { std::cerr << "calibrate: " << line << "\n" << std::flush; };
-  options.probes = probe_plans(calibrated, base);
+  // Each probe runs kProbeRepeats times, interleaved, and each in-run figure is the median of
+  // the repeats: one ~2 s probe on this kind of shared machine can land in a slow spell (a
+  // calibration's pipeline extras have come out twice another's an hour apart).
+  const std::vector<plan::Plan> probes = probe_plans(calibrated, base);
+  for (int r = 0; r < kProbeRepeats; ++r) options.probes.insert(options.probes.end(), probes.begin(), probes.end());
   // The probes' micro-batch sizes are measured too: their factors divide by those costs.
   std::vector<plan::Plan> measured_plans = plans;
   measured_plans.insert(measured_plans.end(), options.probes.begin(), options.probes.end());
@@ -271,10 +296,13 @@ int calibrate_command(const CalibrateArgs& args, const std::vector<std::string>&
   // A probe's simulation needs the link the profile will carry: the measured Gloo delivery.
   const auto doc = plan::YamlDocument::from_text(plan::calibrated_profile_yaml(base, "probe", cal, {}), "probe");
   const plan::HardwareProfile measured = plan::parse_hardware(plan::Field::root(doc));
-  for (size_t i = 0; i < options.probes.size(); ++i) {
-    plan::Plan probe = options.probes[i];
+  for (size_t i = 0; i < probes.size(); ++i) {
+    plan::Plan probe = probes[i];
     probe.scenario.hardware = measured;
-    const plan::InRunFactors f = in_run_factors(probe, cal, run->probes[i]);
+    std::vector<plan::InRunFactors> repeats;
+    for (int r = 0; r < kProbeRepeats; ++r)
+      repeats.push_back(in_run_factors(probe, cal, run->probes[r * probes.size() + i]));
+    const plan::InRunFactors f = median_factors(repeats);
     std::cerr << "calibrate: in a real run each F takes " << fmt("%+.0f", f.forward_extra_us) << " us, each B "
               << fmt("%+.0f", f.backward_extra_us) << " us, each OPTIM " << fmt("%+.0f", f.optimizer_extra_us)
               << " us beyond its time alone";
