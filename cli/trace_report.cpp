@@ -40,7 +40,8 @@ json trace_summary_json(const std::vector<profiler::LoadedTrace>& traces) {
   json files = json::array(), steps = json::array();
   size_t events = 0;
   for (const auto& t : traces) {
-    files.push_back({{"path", t.path}, {"format", t.format}, {"kind", t.kind}, {"events", t.events.size()}});
+    files.push_back({{"path", t.path}, {"format", t.format}, {"kind", t.kind}, {"events", t.events.size()},
+                     {"warnings", t.warnings}});
     events += t.events.size();
     for (const auto& e : t.events) {
       lanes[e.rank][e.lane].emplace_back(e.start_ns, e.end_ns);
@@ -78,6 +79,8 @@ std::string trace_summary_text(const json& s) {
     o << f["path"].get<std::string>() << ": " << f["format"].get<std::string>()
       << (f["kind"].get<std::string>().empty() ? "" : " (" + f["kind"].get<std::string>() + ")") << ", "
       << f["events"].get<size_t>() << " events\n";
+  for (const auto& f : s["files"])
+    for (const auto& w : f["warnings"]) o << "warning: " << w.get<std::string>() << "\n";
   o << s["ranks"].size() << " rank(s), " << s["events"].get<size_t>() << " events\n";
   for (const auto& r : s["ranks"]) {
     o << "\nrank " << r["rank"].get<int>() << ": " << fmt("%.3f ms", r["span_ms"].get<double>()) << " traced, communication "

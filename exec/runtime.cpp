@@ -157,6 +157,7 @@ class Runtime {
         data_(plan),
         comm_(plan, launch),
         sends_(comm_, tracer_) {
+    tracer_.register_thread();  // the training loop's thread (the send watcher registers its own)
     // PARALLAX_TRACE=0 turns the tracer off, to measure its overhead (bench/exec_bench.sh).
     if (const char* t = std::getenv("PARALLAX_TRACE"); t && std::string(t) == "0") tracer_.set_enabled(false);
     const int threads = std::max(1u, std::thread::hardware_concurrency()) / std::max(1, launch.world_size);

@@ -109,10 +109,11 @@ void PlanSession::wait_idle() {
 std::string PlanSession::open_trace(const std::string& path) {
   const int next_rank = static_cast<int>(imported_.size());
   profiler::LoadedTrace t = profiler::read_trace(path, next_rank);
-  if (t.format == "kineto") {
+  if (t.format != "parallax") {  // PyTorch profiler and other Chrome traces: shown on their own rows
+    const std::string format = t.format;
     imported_.push_back(std::move(t));
     emit traces_changed();
-    return "kineto";
+    return format;
   }
   if (t.kind == "measured") {
     measured_ = std::move(t.timeline);

@@ -83,7 +83,7 @@ class PlanSession : public QObject {
   const std::string& error_knob() const { return error_knob_; }
 
   /// Opens a trace file of any kind; InputError when it cannot be read. Returns its kind:
-  /// "measured", "predicted" or "kineto".
+  /// "measured", "predicted", or the format of another trace ("kineto", "pytorch-legacy", "chrome").
   std::string open_trace(const std::string& path);
   const std::optional<plan::Timeline>& measured() const { return measured_; }
   /// A predicted trace opened from a file; shown until the knobs change.

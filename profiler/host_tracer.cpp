@@ -10,12 +10,14 @@ namespace {
 
 std::atomic<uint64_t> next_tracer_id{1};
 
-// The calling thread's buffer for the tracer it last recorded into.
-struct ThreadCache {
-  uint64_t tracer = 0;
-  void* buffer = nullptr;
+// The calling thread's buffers, by tracer id (0: free). Fixed size, so a lookup on the recording
+// path is a scan of a few words and never allocates.
+struct ThreadTable {
+  uint64_t tracer[HostTracer::kTracersPerThread] = {};
+  void* buffer[HostTracer::kTracersPerThread] = {};
+  int next = 0;  // the slot a new registration takes when none is free (the oldest)
 };
-thread_local ThreadCache cache;
+thread_local ThreadTable table;
 
 }  // namespace
 
@@ -25,40 +27,44 @@ int64_t now_ns() {
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
-HostTracer::HostTracer(int rank, size_t capacity) : id_(next_tracer_id++), rank_(rank), capacity_(capacity) {
-  register_thread();
-}
+HostTracer::HostTracer(int rank, size_t capacity) : id_(next_tracer_id++), rank_(rank), capacity_(capacity) {}
 
 HostTracer::~HostTracer() {
-  if (cache.tracer == id_) cache = {};
+  // Other threads' entries for this tracer stay behind, harmless: tracer ids are never reused.
+  for (int i = 0; i < kTracersPerThread; ++i)
+    if (table.tracer[i] == id_) table.tracer[i] = 0;
 }
 
 void HostTracer::register_thread() {
+  if (buffer()) return;
   auto b = std::make_unique<ThreadBuffer>();
+  // resize(), not reserve(): the elements are written now, so the pages are mapped before the
+  // first record rather than faulted in by it.
   b->spans.resize(capacity_);
   b->marks.resize(std::max<size_t>(capacity_ / 4, 64));
+  int slot = 0;
+  while (slot < kTracersPerThread && table.tracer[slot] != 0) ++slot;
+  if (slot == kTracersPerThread) slot = table.next++ % kTracersPerThread;
+  table.tracer[slot] = id_;
+  table.buffer[slot] = b.get();
   std::lock_guard<std::mutex> lock(registry_mu_);
-  cache = {id_, b.get()};
   buffers_.push_back(std::move(b));
 }
 
-HostTracer::ThreadBuffer* HostTracer::buffer() noexcept {
-  if (cache.tracer != id_) {
-    // A thread's first record: the only time recording allocates (register_thread avoids it).
-    try {
-      register_thread();
-    } catch (...) {
-      return nullptr;
-    }
-  }
-  return static_cast<ThreadBuffer*>(cache.buffer);
+HostTracer::ThreadBuffer* HostTracer::buffer() const noexcept {
+  for (int i = 0; i < kTracersPerThread; ++i)
+    if (table.tracer[i] == id_) return static_cast<ThreadBuffer*>(table.buffer[i]);
+  return nullptr;
 }
 
 void HostTracer::span(plan::Lane lane, const plan::Action& action, int64_t start_ns, int64_t end_ns, int64_t bytes,
                       int32_t step) noexcept {
   if (!enabled_) return;
   ThreadBuffer* b = buffer();
-  if (!b) return;
+  if (!b) {
+    unregistered_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   if (b->used_spans == b->spans.size()) {
     b->dropped.fetch_add(1, std::memory_order_relaxed);
     return;
@@ -76,7 +82,10 @@ void HostTracer::span(plan::Lane lane, const plan::Action& action, int64_t start
 void HostTracer::mark(const Mark& m) noexcept {
   if (!enabled_) return;
   ThreadBuffer* b = buffer();
-  if (!b) return;
+  if (!b) {
+    unregistered_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   if (b->used_marks == b->marks.size()) {
     b->dropped.fetch_add(1, std::memory_order_relaxed);
     return;
@@ -126,7 +135,7 @@ std::vector<plan::Counter> HostTracer::counters() const {
 
 uint64_t HostTracer::dropped() const {
   std::lock_guard<std::mutex> lock(registry_mu_);
-  uint64_t n = 0;
+  uint64_t n = unregistered_.load();
   for (const auto& b : buffers_) n += b->dropped.load();
   return n;
 }

@@ -4,10 +4,12 @@
 // nanoseconds on the host's monotonic clock. Nothing it does may disturb the loop: no locks, no
 // allocation, no exceptions on the recording path.
 //
-// `HostTracer` gives every recording thread its own buffer, allocated up front (when the thread
-// registers, or on its first record); a record claims the next slot of its thread's buffer with
-// a plain increment, so threads never contend. A full buffer drops the record and counts it; the
-// count travels with the trace. CLOCK_MONOTONIC is shared by all processes of a host, so ranks on
+// `HostTracer` gives every recording thread its own buffer, allocated and touched when the thread
+// registers (register_thread(), which each of the executor's recording threads calls as it
+// starts); a record finds its thread's buffer through a small thread-local table and claims the
+// next slot with a plain increment, so threads never contend and recording never allocates, not
+// even on a thread's first record. A record that has no room (a full buffer, or a thread that
+// never registered) is dropped and counted; the count travels with the trace. CLOCK_MONOTONIC is shared by all processes of a host, so ranks on
 // one machine share a time axis as recorded (across hosts, see clock_sync.hpp).
 #include <atomic>
 #include <cstdint>
@@ -46,8 +48,12 @@ class HostTracer final : public Tracer {
   explicit HostTracer(int rank, size_t capacity = 1 << 16);
   ~HostTracer() override;
 
-  /// Allocates the calling thread's buffer now rather than at its first record.
+  /// Gives the calling thread its buffer (allocated and touched now, so recording never
+  /// allocates). Every thread that records calls it first; again on the same thread does
+  /// nothing. A thread can be registered with up to kTracersPerThread tracers at once (the
+  /// oldest registration makes room for a newer one).
   void register_thread();
+  static constexpr int kTracersPerThread = 4;
   /// Off: records return at once (to measure the tracer's own overhead).
   void set_enabled(bool on) { enabled_ = on; }
 
@@ -60,6 +66,7 @@ class HostTracer final : public Tracer {
   std::vector<plan::TimelineEvent> events() const;
   std::vector<plan::Instant> instants() const;
   std::vector<plan::Counter> counters() const;
+  /// Records dropped: no room in their thread's buffer, or a thread that never registered.
   uint64_t dropped() const;
 
  private:
@@ -77,7 +84,7 @@ class HostTracer final : public Tracer {
     size_t used_marks = 0;
     std::atomic<uint64_t> dropped{0};
   };
-  ThreadBuffer* buffer() noexcept;
+  ThreadBuffer* buffer() const noexcept;
   void mark(const Mark& m) noexcept;
 
   const uint64_t id_;  // tells this tracer's thread-local cache entries from another's
@@ -86,6 +93,7 @@ class HostTracer final : public Tracer {
   bool enabled_ = true;
   mutable std::mutex registry_mu_;  // taken when a thread registers, never on the recording path
   std::vector<std::unique_ptr<ThreadBuffer>> buffers_;
+  std::atomic<uint64_t> unregistered_{0};  // records from threads that never registered
 };
 
 }  // namespace parallax::profiler

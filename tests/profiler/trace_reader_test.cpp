@@ -1,7 +1,10 @@
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <set>
 #include <sstream>
+#include <tuple>
+#include <zlib.h>
 
 #include "plan/error.hpp"
 #include "plan/trace_writer.hpp"
@@ -52,12 +55,26 @@ TEST_CASE("profiler::read_trace: malformed traces are rejected with their positi
   CHECK_THAT(error_of("{\"traceEvents\": [\n  {\"ph\": \"X\", \"ts\": 1,\n"), Catch::StartsWith("t.json:3:1: not valid JSON"));
   // A missing comma: the position is the end of the unexpected "ts" (column 32).
   CHECK_THAT(error_of("{\"traceEvents\": [{\"ph\": \"X\" \"ts\": 1}]}"), Catch::StartsWith("t.json:1:32: not valid JSON"));
-  CHECK_THAT(error_of("[1, 2]"), Catch::Contains("expected an object with a \"traceEvents\" list"));
-  CHECK_THAT(error_of("{\"traceEvents\": [{\"ph\": \"X\", \"ts\": 1}]}"), Catch::Contains("traceEvents[0]: an X event needs numeric ts and dur"));
+  CHECK_THAT(error_of("{\"events\": []}"), Catch::Contains("expected a list of events or an object with a \"traceEvents\" list"));
+  CHECK_THAT(error_of("[1, 2]"), Catch::StartsWith("t.json:1:2: event 0: not an object"));
+  // Every event error names the event's own line and column.
+  CHECK_THAT(error_of("{\"traceEvents\": [\n {\"ph\": \"i\", \"ts\": 1},\n   {\"ph\": \"X\", \"ts\": 1}]}"),
+             Catch::StartsWith("t.json:3:4: event 1: an X event needs numeric ts and dur"));
+  CHECK_THAT(error_of("[{\"ph\": \"X\", \"ts\": 1, \"dur\": -2}]"), Catch::StartsWith("t.json:1:2: event 0: dur is negative"));
+  CHECK_THAT(error_of("[{\"ph\": \"B\", \"ts\": \"soon\"}]"), Catch::Contains("event 0: a B event needs a numeric ts"));
+  CHECK_THAT(error_of("[{\"ph\": \"X\", \"ts\": 1e300, \"dur\": 1}]"), Catch::Contains("event 0: ts is out of range"));
+  CHECK_THAT(error_of("[{\"ph\": \"X\", \"ts\": 1e999, \"dur\": 1}]"), Catch::StartsWith("t.json:1:20: not valid JSON (number overflow"));
   CHECK_THAT(error_of("{\"parallax\": {\"world_size\": 1}, \"traceEvents\": [{\"ph\": \"X\", \"ts\": 1, \"dur\": 1, \"pid\": 3, \"tid\": 0}]}"),
              Catch::Contains("pid 3 is not a rank"));
   CHECK_THAT(error_of("{\"parallax\": {\"world_size\": 1}, \"traceEvents\": [{\"ph\": \"X\", \"ts\": 1, \"dur\": 1, \"pid\": 0, \"tid\": 0, \"args\": {\"action\": \"zz\"}}]}"),
-             Catch::Contains("'zz' is not an action id"));
+             Catch::StartsWith("t.json:1:49: event 0: args.action 'zz' is not an action id"));
+  CHECK_THAT(error_of("{\"parallax\": {\"world_size\": 1}, \"traceEvents\": [{\"ph\": \"X\", \"ts\": 1, \"dur\": 1, \"pid\": 0, \"tid\": 0, \"args\": {\"action\": \"0F1\", \"step\": 1e30}}]}"),
+             Catch::Contains("args.step must be an integer"));
+  // Header errors point at the header.
+  CHECK_THAT(error_of("{\"traceEvents\": [],\n \"parallax\": {\"world_size\": -1}}"),
+             Catch::StartsWith("t.json:2:14: parallax.world_size must be an integer from 0 to"));
+  CHECK_THAT(error_of("{\"distributedInfo\": {\"rank\": \"one\"}, \"traceEvents\": []}"),
+             Catch::StartsWith("t.json:1:21: distributedInfo.rank must be an integer"));
 }
 
 TEST_CASE("profiler::read_trace: a truncated .gz is an error, not a crash", "[profiler]") {
@@ -147,4 +164,161 @@ TEST_CASE("profiler::read_trace: device lanes (GPU activity) round-trip beside t
   CHECK(d.step == 2);
   REQUIRE(back.events.size() == 1);
   CHECK(back.events[0].communication);
+}
+
+namespace {
+
+// The events of a lane, as (name, start_ns, end_ns), in start order.
+std::vector<std::tuple<std::string, int64_t, int64_t>> lane(const profiler::LoadedTrace& t, const std::string& name) {
+  std::vector<std::tuple<std::string, int64_t, int64_t>> v;
+  for (const auto& e : t.events)
+    if (e.lane == name) v.emplace_back(e.name, e.start_ns, e.end_ns);
+  std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return std::get<1>(a) < std::get<1>(b); });
+  return v;
+}
+
+using Ev = std::tuple<std::string, int64_t, int64_t>;
+
+// One trace in every phase: X, nested B/E listed out of time order, an instant, a counter, a
+// flow, metadata naming the process and a thread. Times in microseconds.
+const char* kEveryPhase = R"([
+  {"ph": "M", "name": "process_name", "pid": 7, "args": {"name": "trainer"}},
+  {"ph": "M", "name": "thread_name", "pid": 7, "tid": 1, "args": {"name": "main"}},
+  {"ph": "X", "name": "step", "pid": 7, "tid": 1, "ts": 100, "dur": 50.5},
+  {"ph": "E", "pid": 7, "tid": 2, "ts": 40},
+  {"ph": "B", "name": "outer", "pid": 7, "tid": 2, "ts": 10},
+  {"ph": "B", "name": "inner", "pid": 7, "tid": 2, "ts": 20.25},
+  {"ph": "E", "pid": 7, "tid": 2, "ts": 30},
+  {"ph": "i", "name": "mark", "pid": 7, "tid": 1, "ts": 120, "s": "t"},
+  {"ph": "C", "name": "memory", "pid": 7, "ts": 120, "args": {"bytes": 5}},
+  {"ph": "s", "name": "flow", "pid": 7, "tid": 1, "ts": 100, "id": 1}
+)";
+
+}  // namespace
+
+TEST_CASE("profiler::read_trace: every phase, in the array form without its closing bracket", "[profiler]") {
+  for (const std::string ending : {"", ",", ",\n", "]", "\n]\n"}) {
+    INFO("ending: '" << ending << "'");
+    const auto t = profiler::parse_trace(kEveryPhase + ending, "t.json", 3);
+    CHECK(t.format == "chrome");
+    CHECK(t.warnings.empty());
+    for (const auto& e : t.events) CHECK(e.rank == 3);  // the default rank
+    CHECK(lane(t, "trainer / main") == std::vector<Ev>{{"step", 100'000, 150'500}, {"mark", 120'000, 120'000}});
+    // B/E pair as a stack in time order, though the file lists the outer E first.
+    CHECK(lane(t, "trainer / tid 2") == std::vector<Ev>{{"outer", 10'000, 40'000}, {"inner", 20'250, 30'000}});
+    CHECK(t.events.size() == 4);  // the counter and the flow are not shown
+  }
+}
+
+TEST_CASE("profiler::read_trace: the object form reads the same events", "[profiler]") {
+  const std::string text = std::string("{\"displayTimeUnit\": \"ns\", \"traceEvents\": ") + kEveryPhase + "]}";
+  const auto t = profiler::parse_trace(text, "t.json");
+  CHECK(t.format == "chrome");
+  CHECK(lane(t, "trainer / main") == std::vector<Ev>{{"step", 100'000, 150'500}, {"mark", 120'000, 120'000}});
+  CHECK(lane(t, "trainer / tid 2") == std::vector<Ev>{{"outer", 10'000, 40'000}, {"inner", 20'250, 30'000}});
+}
+
+TEST_CASE("profiler::read_trace: B and E that do not pair up are left out with their position", "[profiler]") {
+  const auto t = profiler::parse_trace(R"([
+{"ph": "E", "pid": 1, "tid": 1, "ts": 5},
+{"ph": "B", "name": "a", "pid": 1, "tid": 1, "ts": 10},
+{"ph": "E", "pid": 1, "tid": 1, "ts": 12},
+  {"ph": "B", "name": "cut", "pid": 1, "tid": 1, "ts": 20},)", "t.json");
+  CHECK(lane(t, "pid 1 / tid 1") == std::vector<Ev>{{"a", 10'000, 12'000}});
+  REQUIRE(t.warnings.size() == 2);
+  CHECK_THAT(t.warnings[0], Catch::StartsWith("t.json:2:1: an E event with no B open"));
+  CHECK_THAT(t.warnings[1], Catch::StartsWith("t.json:5:3: a B event that never ends"));
+}
+
+TEST_CASE("profiler::read_trace: the legacy autograd profiler's export_chrome_trace", "[profiler]") {
+  // As torch.autograd.profiler.profile(use_cuda=True).export_chrome_trace() writes it: CPU ops
+  // under pid "CPU functions", kernels under "CUDA functions" with the device as tid, flow
+  // arrows (s/f) between them, a remote op's tid as a string.
+  const auto t = profiler::parse_trace(R"([{"name": "aten::add", "ph": "X", "ts": 1000.5, "dur": 20.25, "tid": 4, "pid": "CPU functions", "args": {}}, )"
+                                       R"({"name": "aten::add", "ph": "s", "ts": 1000.5, "tid": 4, "pid": "CPU functions", "id": 0, "cat": "cpu_to_cuda", "args": {}}, )"
+                                       R"({"name": "add_kernel", "ph": "f", "ts": 1030, "tid": 0, "pid": "CUDA functions", "id": 0, "cat": "cpu_to_cuda", "args": {}}, )"
+                                       R"({"name": "add_kernel", "ph": "X", "ts": 1030, "dur": 5, "tid": 0, "pid": "CUDA functions", "args": {}}, )"
+                                       R"({"name": "ncclKernel_AllReduce", "ph": "X", "ts": 1040, "dur": 7, "tid": 0, "pid": "CUDA functions", "args": {}}, )"
+                                       R"({"name": "rpc", "ph": "X", "ts": 2000, "dur": 1, "tid": " node_id:1, thread_id:9 ", "pid": "CPU functions", "args": {}}])",
+                                       "legacy.json", 2);
+  CHECK(t.format == "pytorch-legacy");
+  CHECK(lane(t, "cpu thread 4") == std::vector<Ev>{{"aten::add", 1'000'500, 1'020'750}});
+  CHECK(lane(t, "gpu 0") == std::vector<Ev>{{"add_kernel", 1'030'000, 1'035'000}});
+  CHECK(lane(t, "gpu 0 nccl") == std::vector<Ev>{{"ncclKernel_AllReduce", 1'040'000, 1'047'000}});
+  CHECK(lane(t, "cpu thread  node_id:1, thread_id:9 ") == std::vector<Ev>{{"rpc", 2'000'000, 2'001'000}});
+  for (const auto& e : t.events) CHECK(e.rank == 2);
+  int communication = 0;
+  for (const auto& e : t.events) communication += e.communication;
+  CHECK(communication == 1);
+}
+
+TEST_CASE("profiler::read_trace: Kineto traces with PyTorch 1.8's category names and with today's", "[profiler]") {
+  const std::string old_names = R"({"schemaVersion": 1, "traceEvents": [
+    {"ph": "X", "cat": "Operator", "name": "ProfilerStep#4", "pid": 10, "tid": 10, "ts": 0, "dur": 900},
+    {"ph": "X", "cat": "Operator", "name": "aten::mm", "pid": 10, "tid": 10, "ts": 100, "dur": 50},
+    {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 10, "tid": 10, "ts": 110, "dur": 8},
+    {"ph": "X", "cat": "Kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 130, "dur": 40, "args": {"stream": 7}},
+    {"ph": "X", "cat": "Memcpy", "name": "Memcpy HtoD", "pid": 0, "tid": 7, "ts": 200, "dur": 4, "args": {"stream": 7}},
+    {"ph": "X", "cat": "Trace", "name": "PyTorch Profiler", "pid": "Spans", "tid": "PyTorch Profiler", "ts": 0, "dur": 1000}]})";
+  const std::string new_names = R"j({"schemaVersion": 1, "distributedInfo": {"rank": 5, "world_size": 8}, "traceEvents": [
+    {"ph": "M", "name": "thread_name", "pid": 10, "tid": 10, "args": {"name": "thread 10 (python)"}},
+    {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#4", "pid": 10, "tid": 10, "ts": 0, "dur": 900},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 10, "tid": 10, "ts": 100, "dur": 50},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 10, "tid": 10, "ts": 110, "dur": 8},
+    {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 130, "dur": 40, "args": {"stream": 7}},
+    {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD", "pid": 0, "tid": 7, "ts": 200, "dur": 4, "args": {"stream": 7}},
+    {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 10, "tid": 10, "ts": 300, "s": "t"}]})j";
+  const auto a = profiler::parse_trace(old_names, "old.json", 1);
+  const auto b = profiler::parse_trace(new_names, "new.json", 1);
+  CHECK(a.format == "kineto");
+  CHECK(b.format == "kineto");
+  CHECK(lane(a, "cpu thread 10") == std::vector<Ev>{{"ProfilerStep#4", 0, 900'000}, {"aten::mm", 100'000, 150'000}});
+  CHECK(lane(b, "cpu thread 10 (python)") == std::vector<Ev>{{"aten::mm", 100'000, 150'000}});
+  for (const auto* t : {&a, &b}) {
+    CHECK(lane(*t, "cuda runtime (thread 10)") == std::vector<Ev>{{"cudaLaunchKernel", 110'000, 118'000}});
+    CHECK(lane(*t, "gpu stream 7") == std::vector<Ev>{{"gemm", 130'000, 170'000}});
+    CHECK(lane(*t, "gpu stream 7 memcpy") == std::vector<Ev>{{"Memcpy HtoD", 200'000, 204'000}});
+    REQUIRE(t->steps.size() == 1);
+    CHECK(t->steps[0].step == 4);
+    CHECK(t->steps[0].end_ns - t->steps[0].start_ns == 900'000);
+  }
+  CHECK(a.steps[0].rank == 1);  // no distributedInfo: the default rank
+  CHECK(b.steps[0].rank == 5);
+  CHECK(b.world_size == 8);
+  CHECK(lane(b, "cpu_instant_event") == std::vector<Ev>{{"[memory]", 300'000, 300'000}});
+  CHECK(a.events.size() == 5);  // the profiler's own "Trace" span is left out
+}
+
+namespace {
+
+// `text` as one gzip member, compressed here with zlib.
+std::string gzip(const std::string& text) {
+  z_stream z{};
+  REQUIRE(deflateInit2(&z, Z_BEST_SPEED, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) == Z_OK);
+  std::string out(deflateBound(&z, text.size()) + 32, '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
+  z.avail_in = static_cast<uInt>(text.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  REQUIRE(deflate(&z, Z_FINISH) == Z_STREAM_END);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("profiler::gunzip: gzip members, concatenated or cut short", "[profiler]") {
+  const std::string a = R"([{"ph": "X", "name": "a", "ts": 1, "dur": 2},)", b = R"({"ph": "X", "name": "b", "ts": 5, "dur": 1}])";
+  CHECK(profiler::gunzip(gzip(a), "t.json.gz") == a);
+  CHECK(profiler::gunzip(a, "t.json") == a);  // plain text as it is
+  const std::string both = profiler::gunzip(gzip(a) + gzip(b), "t.json.gz");
+  CHECK(both == a + b);
+  const auto t = profiler::parse_trace(both, "t.json");
+  CHECK(lane(t, "pid 0 / tid 0") == std::vector<Ev>{{"a", 1000, 3000}, {"b", 5000, 6000}});
+  const std::string cut = gzip(a + b).substr(0, 20);
+  CHECK_THROWS_WITH(profiler::gunzip(cut, "t.json.gz"), Catch::StartsWith("t.json.gz: cannot decompress the trace"));
+  std::string corrupt = gzip(a);
+  corrupt[12] ^= 0x55;
+  CHECK_THROWS_AS(profiler::gunzip(corrupt, "t.json.gz"), plan::InputError);
 }

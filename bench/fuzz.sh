@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Fuzzes Parallax's input parsers with libFuzzer under ASan and UBSan: scenarios with --set
+# overrides, hardware profiles, schedule CSVs, traces (Parallax, Kineto, legacy PyTorch, any
+# Chrome trace) and gzipped traces. Configures a separate build (build-fuzz, clang, only the
+# LibTorch-free parsers), seeds each target from the shipped files, runs each for RUNS executions
+# (or FUZZ_SECONDS seconds, whichever ends first) and prints executions, exec/s, wall time and
+# crashes per target. An InputError is the parser rejecting bad input; a crash, a sanitizer
+# report, a timeout or any other exception is a finding, kept under WORK/crashes.
+#
+#   bench/fuzz.sh                        # 10 M runs per target, one target at a time
+#   RUNS=100000 bench/fuzz.sh            # a quick pass
+#   JOBS=2 TARGETS="trace trace_gzip" bench/fuzz.sh
+#
+# Environment: RUNS (10000000), FUZZ_SECONDS (0 = no limit), MAX_LEN (8192 bytes per input),
+# JOBS (targets run at once, 1), TARGETS, BUILD (build-fuzz), WORK (a new temporary folder:
+# corpora, logs, crashes; kept).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+RUNS=${RUNS:-10000000}
+FUZZ_SECONDS=${FUZZ_SECONDS:-0}
+MAX_LEN=${MAX_LEN:-8192}
+JOBS=${JOBS:-1}
+TARGETS=${TARGETS:-"scenario hardware schedule_csv trace trace_gzip"}
+BUILD=${BUILD:-build-fuzz}
+WORK=${WORK:-$(mktemp -d -t parallax-fuzz.XXXXXX)}
+FIXTURES=../shared/fixtures
+
+cmake -S . -B "$BUILD" -DPARALLAX_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+for t in $TARGETS; do nice -n 10 cmake --build "$BUILD" -j2 --target "fuzz_$t" >/dev/null; done
+
+# Seeds: copies of the shipped files and the small hand-written ones in tests/fuzz/seeds.
+seed() {  # seed TARGET FILE...
+  mkdir -p "$WORK/corpus/$1"
+  local target=$1
+  shift
+  for f in "$@"; do [ -f "$f" ] && cp "$f" "$WORK/corpus/$target/$(echo "$f" | tr / _)"; done
+  return 0
+}
+seed scenario scenarios/*.yaml scenarios/accuracy/*.yaml tests/fuzz/seeds/scenario/*
+seed hardware scenarios/hardware/*.yaml tests/fuzz/seeds/hardware/*
+seed schedule_csv tests/fuzz/seeds/schedule_csv/*
+seed trace tests/fuzz/seeds/trace/*
+if [ -d "$FIXTURES/kineto" ]; then
+  # The real Kineto traces are 120 kB gzipped; their header and first events make small seeds.
+  for f in "$FIXTURES"/kineto/*.json.gz; do
+    python3 - "$f" "$WORK/corpus/trace/$(basename "$f" .json.gz)" <<'EOF'
+import gzip, json, sys
+root = json.load(gzip.open(sys.argv[1]))
+events = root.pop("traceEvents")
+for n, cut in ((12, 0), (40, 200)):
+    root["traceEvents"] = events[cut:cut + n]
+    open(f"{sys.argv[2]}-{cut}.json", "w").write(json.dumps(root))
+EOF
+  done
+fi
+mkdir -p "$WORK/corpus/trace_gzip"
+for f in "$WORK"/corpus/trace/*; do gzip -c "$f" > "$WORK/corpus/trace_gzip/$(basename "$f").gz"; done
+
+run() {  # run TARGET: prints "target execs exec/s seconds crashes"
+  local t=$1 start end
+  mkdir -p "$WORK/crashes/$t"
+  start=$(date +%s.%N)
+  # -timeout: an input taking over 10 s is a hang. Exit status is non-zero on a finding.
+  nice -n 10 "$BUILD/fuzz_$t" -runs="$RUNS" -max_total_time="$FUZZ_SECONDS" -max_len="$MAX_LEN" -timeout=10 \
+    -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$WORK/crashes/$t/" "$WORK/corpus/$t" \
+    >"$WORK/$t.log" 2>&1 || true
+  end=$(date +%s.%N)
+  local execs rate crashes
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$WORK/$t.log" | tail -1)
+  rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$WORK/$t.log" | tail -1)
+  crashes=$(find "$WORK/crashes/$t" -type f | wc -l)
+  printf '%-14s %12s %9s %8.0f %8s\n' "$t" "${execs:-?}" "${rate:-?}" "$(echo "$end - $start" | bc)" "$crashes"
+}
+
+echo "work folder: $WORK"
+printf '%-14s %12s %9s %8s %8s\n' target execs exec/s seconds crashes
+export -f run
+export WORK BUILD RUNS FUZZ_SECONDS MAX_LEN
+printf '%s\n' $TARGETS | xargs -P "$JOBS" -I{} bash -c 'run {}'
+if [ -n "$(find "$WORK/crashes" -type f)" ]; then
+  echo "findings (reproduce with $BUILD/fuzz_TARGET FILE):"
+  find "$WORK/crashes" -type f
+  exit 1
+fi
