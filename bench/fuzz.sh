@@ -7,6 +7,7 @@
 # crashes per target. An InputError is the parser rejecting bad input; a crash, a sanitizer
 # report, a timeout or any other exception is a finding, kept under WORK/crashes.
 #
+#   scripts/setup.sh --fuzz              # once: clang and libFuzzer
 #   bench/fuzz.sh                        # 10 M runs per target, one target at a time
 #   RUNS=100000 bench/fuzz.sh            # a quick pass
 #   JOBS=2 TARGETS="trace trace_gzip" bench/fuzz.sh

@@ -22,14 +22,43 @@ bool env_int(const char* name, int* out) {
   return true;
 }
 
+// The network devices Gloo binds to, chosen as PyTorch's Python front end chooses them (its
+// ProcessGroupGloo constructor in torch/csrc/distributed/c10d/init.cpp; the C++ class leaves it to
+// the caller): every interface named in GLOO_SOCKET_IFNAME (comma-separated, used round-robin),
+// else loopback for a local job, else the address this host's name resolves to, which Gloo
+// replaces with loopback when it cannot bind there. Across machines (or network namespaces) whose
+// host name does not resolve to the interface the peers reach, GLOO_SOCKET_IFNAME is the fix.
+std::vector<std::shared_ptr<::gloo::transport::Device>> gloo_devices(const LaunchInfo& launch) {
+  std::vector<std::shared_ptr<::gloo::transport::Device>> devices;
+  if (const char* names = std::getenv("GLOO_SOCKET_IFNAME"); names && *names) {
+    std::string list = names;
+    for (size_t start = 0; start <= list.size();) {
+      const size_t comma = std::min(list.find(',', start), list.size());
+      const std::string name = list.substr(start, comma - start);
+      if (!name.empty()) {
+        try {
+          devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(name));
+        } catch (const std::exception& e) {
+          throw std::runtime_error("GLOO_SOCKET_IFNAME names interface '" + name +
+                                   "', which Gloo cannot use on this host: " + first_line(e.what()));
+        }
+      }
+      start = comma + 1;
+    }
+  }
+  if (!devices.empty()) return devices;
+  if (launch.master_addr == "127.0.0.1" || launch.master_addr == "localhost")
+    devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+  else
+    devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+  return devices;
+}
+
 c10::intrusive_ptr<c10d::ProcessGroupGloo> make_group(const c10::intrusive_ptr<c10d::Store>& store,
                                                       const std::string& prefix, int rank, int size,
                                                       const LaunchInfo& launch) {
   auto options = c10d::ProcessGroupGloo::Options::create(std::chrono::milliseconds(launch.timeout));
-  // Loopback for local jobs; the address of this host's interface towards MASTER_ADDR otherwise.
-  options->devices.push_back(launch.master_addr == "127.0.0.1" || launch.master_addr == "localhost"
-                                 ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
-                                 : c10d::ProcessGroupGloo::createDefaultDevice());
+  options->devices = gloo_devices(launch);
   return c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::PrefixStore>(prefix, store), rank,
                                                      size, options);
 }

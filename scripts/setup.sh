@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Parallax builds with (and, with --bench, those its benchmarks
-# compare against). Idempotent and quick when they are present: it only calls apt-get for what is
+# compare against; with --fuzz, clang for the fuzz targets). Idempotent and quick when they are present: it only calls apt-get for what is
 # missing. Run as root, or with sudo available.
 set -euo pipefail
 
@@ -21,10 +21,18 @@ packages=(
   libqt6opengl6-dev        # Qt Charts' CMake config needs Qt6OpenGL
   libxkbcommon-dev         # Qt6Gui's CMake config needs XKB
   fonts-dejavu-core        # text in headless (offscreen) screenshots
+  iproute2                 # the multi-host test: two network namespaces joined by veth
 )
 
 # --bench: also what the benchmarks compare against (PyTorch's own DDP).
-[ "${1:-}" = "--bench" ] && packages+=(python3-torch)
+# --fuzz: clang and its libFuzzer/sanitizer runtimes, for bench/fuzz.sh.
+for flag in "$@"; do
+  case "$flag" in
+    --bench) packages+=(python3-torch) ;;
+    --fuzz) packages+=(clang libclang-rt-14-dev) ;;
+    *) echo "setup: unknown flag $flag (known: --bench, --fuzz)" >&2; exit 2 ;;
+  esac
+done
 
 missing=()
 for p in "${packages[@]}"; do

@@ -23,10 +23,8 @@ struct CommandResult {
   double seconds = 0;
 };
 
-/// Runs the built `parallax` with `args` (and `env` assignments before it), as a user would.
-/// With `with_stderr`, stderr is read too (after stdout's lines, interleaved as written).
-inline CommandResult run_parallax(const std::string& args, const std::string& env = "", bool with_stderr = false) {
-  const std::string cmd = env + " " + PARALLAX_BINARY + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
+/// Runs `cmd` with /bin/sh: exit code, stdout, wall time.
+inline CommandResult run_shell(const std::string& cmd) {
   CommandResult r;
   const auto t0 = std::chrono::steady_clock::now();
   FILE* pipe = popen(cmd.c_str(), "r");
@@ -38,6 +36,12 @@ inline CommandResult run_parallax(const std::string& args, const std::string& en
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
+}
+
+/// Runs the built `parallax` with `args` (and `env` assignments before it), as a user would.
+/// With `with_stderr`, stderr is read too (after stdout's lines, interleaved as written).
+inline CommandResult run_parallax(const std::string& args, const std::string& env = "", bool with_stderr = false) {
+  return run_shell(env + " " + PARALLAX_BINARY + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null"));
 }
 
 /// Adds one event to `t`, times in microseconds.
