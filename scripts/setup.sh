@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Parallax builds with (and, with --bench, those its benchmarks
-# compare against; with --fuzz, clang for the fuzz targets). Idempotent and quick when they are present: it only calls apt-get for what is
+# compare against; with --fuzz, clang for the fuzz targets; with --browser, Chromium). Idempotent and quick when they are present: it only calls apt-get for what is
 # missing. Run as root, or with sudo available.
 set -euo pipefail
 
@@ -26,11 +26,13 @@ packages=(
 
 # --bench: also what the benchmarks compare against (PyTorch's own DDP).
 # --fuzz: clang and its libFuzzer/sanitizer runtimes, for bench/fuzz.sh.
+# --browser: headless Chromium, which the HTML report's test opens the report in.
 for flag in "$@"; do
   case "$flag" in
     --bench) packages+=(python3-torch) ;;
     --fuzz) packages+=(clang libclang-rt-14-dev) ;;
-    *) echo "setup: unknown flag $flag (known: --bench, --fuzz)" >&2; exit 2 ;;
+    --browser) packages+=(chromium) ;;
+    *) echo "setup: unknown flag $flag (known: --bench, --fuzz, --browser)" >&2; exit 2 ;;
   esac
 done
 
