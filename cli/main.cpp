@@ -12,6 +12,7 @@
 #include "cli/validate_command.hpp"
 #include "cli/output.hpp"
 #include "cli/plan_report.hpp"
+#include "cli/report_command.hpp"
 #include "cli/run_command.hpp"
 #include "cli/sim_report.hpp"
 #include "cli/trace_report.hpp"
@@ -199,9 +200,13 @@ int run_main_job(const std::string& self) {
   report << heading << compare_text;
   cli::write_file_atomically((out / "report.txt").string(), report.str());
   cli::write_file_atomically((out / "report.json").string(), cli::compare_json(comparison).dump(2) + "\n");
+  parallax::report::ReportInput page = cli::simulated_report_input(local, local_run);
+  page.measured = profiler::read_trace(measured_path).timeline;
+  page.title = p.scenario.name + " on this machine";
+  cli::write_file_atomically((out / "report.html").string(), parallax::report::render_html(page));
   std::cout << "\nwrote " << out.string() << "/: predicted-" << p.scenario.hardware.name
             << ".json, predicted-here.json, measured.json (open them in https://ui.perfetto.dev), report.txt, "
-               "report.json\n";
+               "report.json, report.html (open it in a browser)\n";
   return 0;
 }
 
@@ -358,6 +363,26 @@ int main(int argc, char** argv) {
       "  parallax calibrate && parallax tune scenarios/mlp-fashion-mnist-pipeline2.yaml "
       "--set hardware=parallax-out/calibrated-$(hostname).yaml --search parallel.chunks=1,2,4,8,16 --validate 3");
 
+  cli::ReportArgs report_args;
+  auto* report_cmd = app.add_subcommand(
+      "report",
+      "Write a self-contained HTML report (no network needed): timeline with measured actions inside their "
+      "predicted outlines, step time and its error, bubbles, exposed communication, memory, links, per-kind "
+      "errors, critical path, and a tune result's ranking");
+  report_cmd->add_option("SCENARIO", report_args.scenario,
+                         "Scenario to simulate when no --predicted is given; without one, the built-in default");
+  report_cmd->add_option("--set", report_args.sets, "Override a scenario value (repeatable)")
+      ->allow_extra_args(false)
+      ->type_name("KEY=VALUE");
+  report_cmd->add_option("--predicted", report_args.predicted, "Predicted trace (parallax simulate -o) instead of simulating");
+  report_cmd->add_option("--measured", report_args.measured, "Measured trace of the same plan (parallax run -o)");
+  report_cmd->add_option("--tune", report_args.tune, "A tune result (the JSON of parallax tune --json): ranked table and Pareto chart");
+  report_cmd->add_option("-o,--output", report_args.output, "The HTML file to write (atomically)");
+  report_cmd->footer(
+      "Examples:\n  parallax report scenarios/gpipe-1b-4xA100.yaml -o report.html\n"
+      "  parallax report --predicted predicted.json --measured measured.json -o report.html\n"
+      "  parallax tune --json > tune.json && parallax report --tune tune.json -o report.html");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -374,6 +399,7 @@ int main(int argc, char** argv) {
     if (*run_cmd) return cli::run_command(run_args, std::vector<std::string>(argv, argv + argc));
     if (*cal_cmd) return cli::calibrate_command(cal_args, std::vector<std::string>(argv, argv + argc));
     if (*val_cmd) return cli::validate_command(val_args, std::filesystem::read_symlink("/proc/self/exe").string());
+    if (*report_cmd) return cli::report_command(report_args);
     if (*tune_cmd) return cli::tune_command(tune_args, std::filesystem::read_symlink("/proc/self/exe").string());
     return run_main_job(argv[0]);
   } catch (const plan::InputError& e) {

@@ -282,6 +282,20 @@ void read_action_span(const json& e, int rank, int lane, Span s, const Source& s
                         ev.lane != plan::Lane::compute});
 }
 
+// A "C" sample of a predicted trace's link counters, named "LINK (UNIT)" by the writer. Samples that
+// are not numbers are skipped: counters only decorate a timeline.
+void read_counter_sample(const json& e, const Source& src, size_t i, std::map<std::string, plan::Counter>& counters) {
+  const std::string name = text_of(e, "name");
+  const json* value = field(args_of(e), "value");
+  const auto ts = micros(e, "ts", src, i);
+  const size_t open = name.rfind(" (");
+  if (!ts || !value || !value->is_number() || open == std::string::npos || name.back() != ')') return;
+  plan::Counter& c = counters[name];
+  c.name = name.substr(0, open);
+  c.unit = name.substr(open + 2, name.size() - open - 3);
+  c.samples.emplace_back(plan::Time::ns(*ts), value->get<double>());
+}
+
 void read_parallax(const json& header, const json& events, const Source& src, LoadedTrace& out) {
   const auto bad_header = [&](const std::string& why) { throw plan::InputError(src.key_location("parallax"), "parallax." + why); };
   out.format = "parallax";
@@ -290,10 +304,13 @@ void read_parallax(const json& header, const json& events, const Source& src, Lo
   out.timeline.kind = out.kind;
   out.timeline.scenario = text_of(header, "scenario");
   out.timeline.world_size = out.world_size;
+  if (const json* plan = field(header, "plan"); plan && plan->is_object()) out.timeline.plan_summary = plan->dump();
   const auto device_lanes = device_lane_names(events);
+  std::map<std::string, plan::Counter> counters;
   for (size_t i = 0; i < events.size(); ++i) {
     const json& e = events[i];
     if (!e.is_object()) src.fail(i, "not an object");
+    if (text_of(e, "ph") == "C") read_counter_sample(e, src, i, counters);
     if (text_of(e, "ph") != "X") continue;
     const Span s = complete_span(e, src, i, "an X event needs numeric ts, dur, pid and tid");
     int64_t rank = 0, lane = 0;
@@ -308,6 +325,10 @@ void read_parallax(const json& header, const json& events, const Source& src, Lo
     }
     if (lane < 0 || lane >= plan::kLaneCount) src.fail(i, "tid " + std::to_string(lane) + " is not a lane (0-3)");
     read_action_span(e, r, static_cast<int>(lane), s, src, i, out);
+  }
+  for (auto& [name, c] : counters) {
+    std::stable_sort(c.samples.begin(), c.samples.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    out.timeline.counters.push_back(std::move(c));
   }
 }
 

@@ -1,0 +1,84 @@
+#include "cli/report_command.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "cli/output.hpp"
+#include "cli/sim_report.hpp"
+#include "plan/error.hpp"
+#include "plan/scenario.hpp"
+#include "profiler/trace_reader.hpp"
+#include "sim/metrics.hpp"
+
+namespace parallax::cli {
+namespace {
+
+using nlohmann::json;
+
+/// A Parallax trace of the expected kind ("predicted" or "measured").
+plan::Timeline read_timeline(const std::string& path, const std::string& kind) {
+  auto t = profiler::read_trace(path);
+  if (t.format != "parallax")
+    throw plan::InputError(plan::Location{path}, "report needs Parallax traces (from parallax simulate -o or parallax "
+                                                 "run -o); this one is a " + t.format + " trace");
+  if (t.kind != kind)
+    throw plan::InputError(plan::Location{path}, "--" + kind + " needs a " + kind + " trace; this one is " +
+                                                     (t.kind.empty() ? "of no kind" : t.kind));
+  return std::move(t.timeline);
+}
+
+json read_tune_result(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw plan::InputError(plan::Location{path}, "cannot open the tune result (does it exist?)");
+  const json j = json::parse(in, nullptr, false);
+  if (!report::is_tune_result(j))
+    throw plan::InputError(plan::Location{path}, "not a tune result: expected the JSON object that "
+                                                 "`parallax tune --json` prints, with a \"ranked\" list");
+  return j;
+}
+
+void check_output(const std::string& path) {
+  if (path.empty())
+    throw plan::InputError(plan::Location{"-o"}, "report needs the file to write: -o report.html");
+  const std::filesystem::path p(path);
+  if (p.has_parent_path() && !std::filesystem::is_directory(p.parent_path()))
+    throw plan::InputError(plan::Location{path}, "cannot write the report here: the folder does not exist");
+}
+
+}  // namespace
+
+report::ReportInput simulated_report_input(const plan::Plan& plan, const sim::SimRun& run) {
+  report::ReportInput in;
+  in.predicted = predicted_timeline(plan, run);
+  in.critical_path = sim::compute_metrics(plan, run).critical_path;
+  return in;
+}
+
+int report_command(const ReportArgs& args) {
+  check_output(args.output);
+  if (!args.predicted.empty() && (!args.scenario.empty() || !args.sets.empty()))
+    throw plan::InputError(plan::Location{args.predicted},
+                           "give either a SCENARIO to simulate or --predicted TRACE, not both");
+  // Read everything the user named before the (possibly long) simulation, so bad input fails fast.
+  std::optional<plan::Timeline> measured;
+  if (!args.measured.empty()) measured = read_timeline(args.measured, "measured");
+  const json tune = args.tune.empty() ? json() : read_tune_result(args.tune);
+
+  report::ReportInput in;
+  if (!args.predicted.empty()) {
+    in.predicted = read_timeline(args.predicted, "predicted");
+  } else {
+    const plan::Plan p = plan::resolve_plan(plan::load_scenario(args.scenario, args.sets));
+    sim::SimOptions options;
+    options.record_link_samples = true;  // the page's link bandwidth
+    in = simulated_report_input(p, sim::simulate(p, options));
+  }
+  in.measured = std::move(measured);
+  in.tune = tune;
+  write_file_atomically(args.output, report::render_html(in));
+  std::cerr << "wrote " << args.output << " (self-contained: open it in any browser, no network needed)\n";
+  return 0;
+}
+
+}  // namespace parallax::cli

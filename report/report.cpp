@@ -1,0 +1,291 @@
+#include "report/report.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+
+#include "plan/timeline_metrics.hpp"
+#include "profiler/compare.hpp"
+#include "report/assets.hpp"
+
+namespace parallax::report {
+namespace {
+
+using nlohmann::json;
+
+constexpr double kMiB = 1024.0 * 1024.0;
+constexpr size_t kLinksShown = 24;  // the busiest; a 1,024-rank plan has thousands of links
+
+/// The step of a timeline the report shows: the first (simulations hold one).
+int first_step(const plan::Timeline& t) {
+  const auto steps = plan::steps_of(t);
+  return steps.empty() ? 0 : steps.front();
+}
+
+/// The measured step drawn on the timeline: of the steps compare measured over, the one whose step
+/// time is closest to their median, so the picture is a typical step and not the warm-up.
+int typical_step(const plan::Timeline& measured, const std::vector<int>& steps, double median_ms) {
+  int best = steps.empty() ? first_step(measured) : steps.front();
+  double best_gap = std::numeric_limits<double>::infinity();
+  for (int s : steps) {
+    const double gap = std::abs(plan::step_times(measured, s).step_time.to_ms() - median_ms);
+    if (gap < best_gap) best = s, best_gap = gap;
+  }
+  return best;
+}
+
+/// The events of one step as columns of integers, times in ns from the step's start. `index`
+/// receives, for each event of the timeline, its column position (-1 when not in the step).
+json timeline_columns(const plan::Timeline& t, int step, std::vector<int32_t>* index = nullptr) {
+  const int64_t origin = plan::step_times(t, step).start.count_ns();
+  json rank = json::array(), lane = json::array(), kind = json::array(), stage = json::array(), mb = json::array(),
+       bucket = json::array(), start = json::array(), end = json::array();
+  if (index) index->assign(t.events.size(), -1);
+  for (size_t i = 0; i < t.events.size(); ++i) {
+    const auto& e = t.events[i];
+    if (e.step != step) continue;
+    if (index) (*index)[i] = static_cast<int32_t>(rank.size());
+    rank.push_back(e.rank);
+    lane.push_back(static_cast<int>(e.lane));
+    kind.push_back(static_cast<int>(e.action.kind));
+    stage.push_back(e.action.stage);
+    mb.push_back(e.action.mb);
+    bucket.push_back(e.action.bucket);
+    start.push_back(e.start.count_ns() - origin);
+    end.push_back(e.end.count_ns() - origin);
+  }
+  return {{"step", step}, {"rank", rank}, {"lane", lane}, {"kind", kind}, {"stage", stage},
+          {"mb", mb},     {"bucket", bucket}, {"start", start}, {"end", end}};
+}
+
+/// The plan the predicted trace carries (plan_json of cli), or an empty object.
+json plan_of(const plan::Timeline& t) {
+  if (t.plan_summary.empty()) return json::object();
+  json p = json::parse(t.plan_summary, nullptr, false);
+  return p.is_object() ? p : json::object();
+}
+
+/// Per rank: bubble and exposed communication, predicted and (when measured) measured.
+json ranks_json(const plan::StepTimes& predicted, const profiler::CompareReport* cmp) {
+  json out = json::array();
+  if (cmp) {
+    for (const auto& r : cmp->ranks)
+      out.push_back({{"rank", r.rank},
+                     {"bubble_ms", {r.predicted_bubble_ms, r.measured_bubble_ms}},
+                     {"bubble_fraction", {r.predicted_bubble_fraction, r.measured_bubble_fraction}},
+                     {"exposed_comm_ms", {r.predicted_exposed_comm_ms, r.measured_exposed_comm_ms}}});
+    return out;
+  }
+  for (const auto& r : predicted.ranks)
+    out.push_back({{"rank", r.rank},
+                   {"bubble_ms", {r.bubble.to_ms()}},
+                   {"bubble_fraction", {r.bubble_fraction}},
+                   {"exposed_comm_ms", {r.exposed_comm.to_ms()}}});
+  return out;
+}
+
+/// Bubble per pipeline rank (the stages it holds), averaged over the replicas that play it.
+json stages_json(const json& ranks, const json& plan) {
+  std::map<int, int> pipeline_rank_of;
+  std::map<int, json> stages_of;
+  if (plan.contains("ranks"))
+    for (const auto& r : plan["ranks"]) {
+      pipeline_rank_of[r.value("rank", 0)] = r.value("pipeline_rank", 0);
+      stages_of[r.value("pipeline_rank", 0)] = r.value("stages", json::array());
+    }
+  std::map<int, std::vector<double>> sums;  // pipeline rank -> [predicted, measured, count]
+  for (const auto& r : ranks) {
+    const int rank = r["rank"].get<int>();
+    const auto it = pipeline_rank_of.find(rank);
+    auto& s = sums[it == pipeline_rank_of.end() ? rank : it->second];
+    s.resize(3);
+    const auto& f = r["bubble_fraction"];
+    s[0] += f[0].get<double>();
+    s[1] += f.size() > 1 ? f[1].get<double>() : 0.0;
+    s[2] += 1;
+  }
+  const bool measured = !ranks.empty() && ranks[0]["bubble_fraction"].size() > 1;
+  json out = json::array();
+  for (const auto& [pr, s] : sums) {
+    json fractions = {s[0] / s[2]};
+    if (measured) fractions.push_back(s[1] / s[2]);
+    out.push_back({{"pipeline_rank", pr}, {"stages", stages_of.count(pr) ? stages_of[pr] : json::array({pr})},
+                   {"bubble_fraction", fractions}});
+  }
+  return out;
+}
+
+/// Memory per rank against the device, from the plan (the estimate; runs do not record memory).
+json memory_json(const json& plan) {
+  json out = json::array();
+  if (!plan.contains("memory")) return out;
+  for (const auto& m : plan["memory"])
+    out.push_back({{"rank", m.value("rank", 0)},
+                   {"params_mb", m.value("params", 0.0) / kMiB},
+                   {"gradients_mb", m.value("gradients", 0.0) / kMiB},
+                   {"optimizer_mb", m.value("optimizer", 0.0) / kMiB},
+                   {"activations_mb", (m.value("activations", 0.0) + m.value("buckets", 0.0)) / kMiB},
+                   {"total_mb", m.value("total", 0.0) / kMiB},
+                   {"device_mb", m.value("device_bytes", 0.0) / kMiB}});
+  return out;
+}
+
+/// Link bandwidth over the step from the predicted link counters (GB/s held until the next
+/// sample): the average over the step and the peak, busiest links first.
+json links_json(const plan::Timeline& t, const plan::StepTimes& step) {
+  const int64_t from = step.start.count_ns(), to = from + step.step_time.count_ns();
+  struct Link {
+    std::string name;
+    double avg = 0, peak = 0;
+  };
+  std::vector<Link> links;
+  for (const auto& c : t.counters) {
+    if (c.unit != "GB/s" || to <= from) continue;
+    Link l{c.name};
+    double integral = 0;  // GB/s x ns
+    for (size_t i = 0; i < c.samples.size(); ++i) {
+      const int64_t a = std::max(from, c.samples[i].first.count_ns());
+      const int64_t b = std::min(to, i + 1 < c.samples.size() ? c.samples[i + 1].first.count_ns() : to);
+      if (b <= a) continue;
+      integral += c.samples[i].second * static_cast<double>(b - a);
+      l.peak = std::max(l.peak, c.samples[i].second);
+    }
+    l.avg = integral / static_cast<double>(to - from);
+    if (l.peak > 0) links.push_back(l);
+  }
+  std::stable_sort(links.begin(), links.end(), [](const Link& a, const Link& b) { return a.avg > b.avg; });
+  json shown = json::array();
+  for (size_t i = 0; i < std::min(links.size(), kLinksShown); ++i)
+    shown.push_back({{"name", links[i].name}, {"avg_gbps", links[i].avg}, {"peak_gbps", links[i].peak}});
+  return {{"count", links.size()}, {"busiest", shown}};
+}
+
+/// The critical path as the page lists it, with each action's position in the embedded columns.
+json critical_json(const ReportInput& in, const plan::StepTimes& step, const std::vector<int32_t>& column_of) {
+  json actions = json::array();
+  for (int32_t i : in.critical_path) {
+    if (i < 0 || static_cast<size_t>(i) >= in.predicted.events.size()) continue;
+    const auto& e = in.predicted.events[i];
+    actions.push_back({{"rank", e.rank},
+                       {"action", e.action.id()},
+                       {"lane", plan::name(e.lane)},
+                       {"start_ms", (e.start - step.start).to_ms()},
+                       {"duration_ms", (e.end - e.start).to_ms()},
+                       {"event", column_of[i]}});
+  }
+  return {{"known", !in.critical_path.empty()}, {"actions", actions}};
+}
+
+json kinds_json(const profiler::CompareReport& r) {
+  json out = json::array();
+  for (const auto& k : r.kinds)
+    out.push_back({{"kind", k.kind}, {"actions", k.actions}, {"mean_abs_error", k.mean_abs_error},
+                   {"worst_error", k.worst_error}, {"worst_action", k.worst_action},
+                   {"total_ms", {k.predicted_ms, k.measured_ms}}});
+  return out;
+}
+
+json worst_json(const profiler::CompareReport& r) {
+  json out = json::array();
+  for (const auto& a : r.worst)
+    out.push_back({{"rank", a.rank}, {"action", a.action}, {"difference_ms", a.difference_ms},
+                   {"predicted", {a.predicted_start_ms, a.predicted_duration_ms}},
+                   {"measured", {a.measured_start_ms, a.measured_duration_ms}}});
+  return out;
+}
+
+std::string html_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '&': out += "&amp;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+/// JSON that is safe inside <script>: "</" would end the element, so it is written "<\/" (the
+/// same string to a JSON parser).
+std::string script_safe_json(const json& data) {
+  std::string text = data.dump(-1, ' ', false, json::error_handler_t::replace);
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    out += text[i];
+    if (text[i] == '<' && i + 1 < text.size() && text[i + 1] == '/') out += '\\';
+  }
+  return out;
+}
+
+void replace_once(std::string& text, const std::string& marker, const std::string& value) {
+  const size_t at = text.find(marker);
+  if (at != std::string::npos) text.replace(at, marker.size(), value);
+}
+
+}  // namespace
+
+bool is_tune_result(const json& tune) {
+  return tune.is_object() && tune.contains("ranked") && tune["ranked"].is_array();
+}
+
+json report_data(const ReportInput& in) {
+  const int pstep = first_step(in.predicted);
+  const plan::StepTimes predicted = plan::step_times(in.predicted, pstep);
+  const json plan = plan_of(in.predicted);
+  std::vector<int32_t> column_of;
+  json data;
+  data["title"] = in.title.empty() ? in.predicted.scenario : in.title;
+  data["scenario"] = in.predicted.scenario;
+  data["world_size"] = in.predicted.world_size;
+  data["plan"] = {{"schedule", plan.value("schedule", "")}, {"chunks", plan.value("chunks", 0)},
+                  {"grid", plan.value("grid", json::object())}, {"hardware", plan.value("hardware", json())}};
+  data["timeline"]["predicted"] = timeline_columns(in.predicted, pstep, &column_of);
+  data["critical_path"] = critical_json(in, predicted, column_of);
+  data["memory"] = memory_json(plan);
+  data["links"] = links_json(in.predicted, predicted);
+  data["tune"] = is_tune_result(in.tune) ? in.tune : json();
+
+  json summary = {{"predicted_step_ms", predicted.step_time.to_ms()}, {"measured", false}};
+  if (in.measured) {
+    const profiler::CompareReport cmp = profiler::compare(in.predicted, *in.measured);
+    const int mstep = typical_step(*in.measured, cmp.measured_steps, cmp.measured_step_ms.median);
+    summary = {{"predicted_step_ms", cmp.predicted_step_ms},
+               {"measured", true},
+               {"measured_step_ms", {{"median", cmp.measured_step_ms.median},
+                                     {"min", cmp.measured_step_ms.min},
+                                     {"max", cmp.measured_step_ms.max}}},
+               {"step_error", cmp.step_error},
+               {"measured_steps", cmp.measured_steps},
+               {"shown_step", mstep},
+               {"only_predicted", cmp.only_predicted.size()},
+               {"only_measured", cmp.only_measured.size()}};
+    data["timeline"]["measured"] = timeline_columns(*in.measured, mstep);
+    data["ranks"] = ranks_json(predicted, &cmp);
+    data["kinds"] = kinds_json(cmp);
+    data["worst"] = worst_json(cmp);
+  } else {
+    data["ranks"] = ranks_json(predicted, nullptr);
+    data["kinds"] = json::array();
+    data["worst"] = json::array();
+  }
+  data["summary"] = summary;
+  data["stages"] = stages_json(data["ranks"], plan);
+  return data;
+}
+
+std::string render_html(const ReportInput& input) {
+  const json data = report_data(input);
+  std::string page = kPageHtml;
+  replace_once(page, "PARALLAX_TITLE", html_escape(data["title"].get<std::string>()));
+  replace_once(page, "/*PARALLAX_CSS*/", kPageCss);
+  replace_once(page, "PARALLAX_DATA", script_safe_json(data));
+  replace_once(page, "/*PARALLAX_JS*/", kPageJs);
+  return page;
+}
+
+}  // namespace parallax::report

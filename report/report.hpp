@@ -1,0 +1,42 @@
+#pragma once
+// The HTML report: one self-contained page (inline CSS, JS and data, no network) that shows a
+// predicted timeline, and when given the measured one of the same plan, lays the measured actions
+// inside their predicted outlines, with the step time and its error, bubble per stage, exposed
+// communication per rank, memory per rank against the device, link bandwidth, per-kind errors,
+// the critical path, and a tuner's ranked table and Pareto chart.
+//
+// The numbers are computed here, in C++, with the same definitions as `parallax simulate` and
+// `parallax compare` (plan/timeline_metrics, profiler/compare); the page only draws them. The data
+// goes into the page as one JSON object (see report_data), the timeline as columns of integers so
+// that a 1,024-rank prediction stays a few megabytes.
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "plan/timeline.hpp"
+
+namespace parallax::report {
+
+/// What one report shows.
+struct ReportInput {
+  plan::Timeline predicted;                ///< from the simulator (or a trace of it)
+  std::optional<plan::Timeline> measured;  ///< a measured run of the same plan, when there is one
+  /// Indices into predicted.events, first to last; empty when unknown (e.g. read from a trace).
+  std::vector<int32_t> critical_path;
+  nlohmann::json tune;  ///< the object `parallax tune --json` prints, or null
+  std::string title;    ///< heading; the scenario name when empty
+};
+
+/// The data the page draws (embedded in it as JSON): summary, ranks, stages, kinds, worst, memory,
+/// links, critical_path, timeline {predicted, measured}, tune.
+nlohmann::json report_data(const ReportInput& input);
+
+/// The whole page: inline CSS and JS, the data embedded; opens from file:// with no network.
+std::string render_html(const ReportInput& input);
+
+/// Whether `tune` looks like the output of `parallax tune --json` (an object with a `ranked` list).
+bool is_tune_result(const nlohmann::json& tune);
+
+}  // namespace parallax::report

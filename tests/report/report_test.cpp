@@ -1,0 +1,275 @@
+// The HTML report: its numbers against the commands that compute them independently (simulate
+// --json, compare --json), bad input, and the page opened in headless Chromium.
+#include <zlib.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "cli/report_command.hpp"
+#include "cli/sim_report.hpp"
+#include "plan/scenario.hpp"
+#include "plan/trace_writer.hpp"
+#include "sim/simulator.hpp"
+#include "tests/test_util.hpp"
+
+namespace {
+
+using namespace parallax;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+const std::string kScenario = std::string(PARALLAX_SOURCE_DIR) + "/scenarios/gpipe-1b-4xA100.yaml";
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("parallax-report-test-" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+/// The JSON the page embeds, as the page's script reads it.
+json embedded_data(const std::string& html) {
+  const std::string open = "<script type=\"application/json\" id=\"data\">";
+  const size_t from = html.find(open);
+  REQUIRE(from != std::string::npos);
+  const size_t to = html.find("</script>", from);
+  return json::parse(html.substr(from + open.size(), to - from - open.size()));
+}
+
+/// Writes a predicted trace of the default scenario and a made-up measured one of the same plan:
+/// every time stretched by 1.25, three steps. Returns their paths.
+std::pair<std::string, std::string> write_traces(const fs::path& dir) {
+  const plan::Plan p = plan::resolve_plan(plan::load_scenario("", {}));
+  const plan::Timeline predicted = cli::predicted_timeline(p, sim::simulate(p));
+  plan::Timeline measured = predicted;
+  measured.kind = "measured";
+  measured.counters.clear();
+  measured.events.clear();
+  const int64_t period = predicted.events.back().end.count_ns() * 2;
+  for (int step = 0; step < 3; ++step)
+    for (auto e : predicted.events) {
+      e.step = step;
+      e.start = plan::Time::ns(step * period + e.start.count_ns() * 5 / 4);
+      e.end = plan::Time::ns(step * period + e.end.count_ns() * 5 / 4);
+      measured.events.push_back(e);
+    }
+  const std::string ppath = (dir / "predicted.json").string(), mpath = (dir / "measured.json").string();
+  std::ofstream(ppath) << [&] { std::ostringstream o; plan::write_chrome_trace(predicted, o); return o.str(); }();
+  std::ofstream(mpath) << [&] { std::ostringstream o; plan::write_chrome_trace(measured, o); return o.str(); }();
+  return {ppath, mpath};
+}
+
+// ---- headless Chromium
+
+bool have_chromium() { return test::run_shell("command -v chromium >/dev/null 2>&1").code == 0; }
+
+/// Runs headless Chromium on `page` with `what` (--dump-dom, or --screenshot=FILE); stdout.
+std::string chromium(const fs::path& page, const std::string& what) {
+  const fs::path profile = page.parent_path() / "chromium-profile";
+  return test::run_shell("chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run "
+                         "--disable-background-networking --disable-component-update --disable-sync --user-data-dir=" +
+                         profile.string() + " --window-size=1280,900 " + what + " file://" + page.string() +
+                         " 2>/dev/null")
+      .out;
+}
+
+uint32_t be32(const std::string& s, size_t at) {
+  return (uint32_t(uint8_t(s[at])) << 24) | (uint32_t(uint8_t(s[at + 1])) << 16) | (uint32_t(uint8_t(s[at + 2])) << 8) |
+         uint32_t(uint8_t(s[at + 3]));
+}
+
+struct Png {
+  uint32_t width = 0, height = 0;
+  size_t colours = 0;  ///< distinct colours, counted up to 1000
+};
+
+/// Decodes an 8-bit RGB or RGBA PNG (what Chromium writes) far enough to count its colours.
+Png decode_png(const std::string& file) {
+  Png png;
+  REQUIRE(file.size() > 33);
+  REQUIRE(file.compare(1, 3, "PNG") == 0);
+  png.width = be32(file, 16);
+  png.height = be32(file, 20);
+  const int depth = uint8_t(file[24]), type = uint8_t(file[25]);
+  REQUIRE(depth == 8);
+  REQUIRE((type == 2 || type == 6));
+  const size_t bpp = type == 6 ? 4 : 3, stride = png.width * bpp;
+  std::string idat;
+  for (size_t at = 8; at + 8 <= file.size();) {
+    const uint32_t len = be32(file, at);
+    if (file.compare(at + 4, 4, "IDAT") == 0) idat += file.substr(at + 8, len);
+    at += 12 + len;
+  }
+  std::vector<uint8_t> raw(png.height * (stride + 1));
+  uLongf size = raw.size();
+  REQUIRE(uncompress(raw.data(), &size, reinterpret_cast<const Bytef*>(idat.data()), idat.size()) == Z_OK);
+  std::vector<uint8_t> prev(stride, 0), cur(stride);
+  std::set<uint32_t> colours;
+  for (uint32_t y = 0; y < png.height; ++y) {
+    const uint8_t filter = raw[y * (stride + 1)];
+    const uint8_t* in = &raw[y * (stride + 1) + 1];
+    for (size_t x = 0; x < stride; ++x) {
+      const int a = x >= bpp ? cur[x - bpp] : 0, b = prev[x], c = x >= bpp ? prev[x - bpp] : 0;
+      const int p = a + b - c, pa = std::abs(p - a), pb = std::abs(p - b), pc = std::abs(p - c);
+      const int predictor = filter == 1 ? a : filter == 2 ? b : filter == 3 ? (a + b) / 2
+                            : filter == 4 ? (pa <= pb && pa <= pc ? a : pb <= pc ? b : c) : 0;
+      cur[x] = static_cast<uint8_t>(in[x] + predictor);
+    }
+    for (size_t x = 0; x + 2 < stride && colours.size() < 1000; x += bpp)
+      colours.insert(uint32_t(cur[x]) << 16 | uint32_t(cur[x + 1]) << 8 | cur[x + 2]);
+    prev.swap(cur);
+  }
+  png.colours = colours.size();
+  return png;
+}
+
+/// The text of the element with `id` in dumped HTML ("" when absent).
+std::string element_text(const std::string& dom, const std::string& id) {
+  const size_t at = dom.find("id=\"" + id + "\"");
+  if (at == std::string::npos) return "";
+  const size_t from = dom.find('>', at) + 1;
+  return dom.substr(from, dom.find('<', from) - from);
+}
+
+}  // namespace
+
+TEST_CASE("report: the page of a simulated scenario shows what simulate --json predicts", "[report]") {
+  const fs::path dir = fresh_dir("simulated");
+  const std::string page = (dir / "report.html").string();
+  REQUIRE(test::run_parallax("report " + kScenario + " -o " + page).code == 0);
+  const auto sim = test::run_parallax("simulate " + kScenario + " --json");
+  REQUIRE(sim.code == 0);
+  const json expected = json::parse(sim.out);
+  const std::string html = read_text(page);
+  const json data = embedded_data(html);
+
+  CHECK(data["summary"]["predicted_step_ms"].get<double>() == Approx(expected["step_time_ms"].get<double>()).epsilon(1e-9));
+  CHECK(data["critical_path"]["actions"].size() == expected["critical_path"].size());
+  CHECK(data["critical_path"]["actions"][0]["action"] == expected["critical_path"][0]);
+  REQUIRE(!data["links"]["busiest"].empty());
+  CHECK(data["links"]["busiest"][0]["avg_gbps"].get<double>() ==
+        Approx(expected["links"][0]["avg_gbps"].get<double>()).epsilon(1e-3));
+  REQUIRE(data["memory"].size() == expected["ranks"].size());
+  CHECK(data["memory"][0]["total_mb"].get<double>() ==
+        Approx(expected["ranks"][0]["peak_memory_mb"].get<double>()).epsilon(1e-6));
+  CHECK(data["ranks"][1]["bubble_fraction"][0].get<double>() ==
+        Approx(expected["ranks"][1]["bubble_fraction"].get<double>()).margin(1e-9));
+
+  // Self-contained: nothing to fetch. The SVG namespace name is an identifier, never loaded.
+  std::string text = html;
+  for (size_t at; (at = text.find("http://www.w3.org/2000/svg")) != std::string::npos;) text.erase(at, 26);
+  CHECK(text.find("http://") == std::string::npos);
+  CHECK(text.find("https://") == std::string::npos);
+  CHECK(text.find("<link") == std::string::npos);
+  CHECK(text.find(" src=") == std::string::npos);
+}
+
+TEST_CASE("report: predicted and measured traces give compare's step error and per-kind errors", "[report]") {
+  const fs::path dir = fresh_dir("traces");
+  const auto [predicted, measured] = write_traces(dir);
+  const std::string page = (dir / "report.html").string();
+  REQUIRE(test::run_parallax("report --predicted " + predicted + " --measured " + measured + " -o " + page).code == 0);
+  const auto cmp = test::run_parallax("compare " + predicted + " " + measured + " --json");
+  REQUIRE(cmp.code == 0);
+  const json expected = json::parse(cmp.out);
+  const json data = embedded_data(read_text(page));
+
+  CHECK(data["summary"]["step_error"].get<double>() == Approx(expected["step_time_ms"]["error"].get<double>()));
+  CHECK(data["summary"]["step_error"].get<double>() == Approx(1 / 1.25 - 1).margin(1e-4));  // everything 1.25x longer
+  CHECK(data["summary"]["shown_step"] == 1);  // steps 1 and 2 are measured, equally long: the first of them
+  REQUIRE(data["kinds"].size() == expected["kinds"].size());
+  CHECK(data["kinds"][0]["mean_abs_error"].get<double>() == Approx(expected["kinds"][0]["mean_abs_error"].get<double>()));
+  // The predicted trace carries its plan and link counters, so memory and links survive the file.
+  CHECK(!data["memory"].empty());
+  CHECK(!data["links"]["busiest"].empty());
+  CHECK_FALSE(data["critical_path"]["known"].get<bool>());
+  CHECK(data["timeline"]["measured"]["start"].size() == data["timeline"]["predicted"]["start"].size());
+}
+
+TEST_CASE("report: bad input exits 2 and writes nothing", "[report]") {
+  const fs::path dir = fresh_dir("bad");
+  const auto [predicted, measured] = write_traces(dir);
+  const std::string page = (dir / "report.html").string();
+  std::ofstream(dir / "broken.json") << "{\"traceEvents\": [";
+  std::ofstream(dir / "not-tune.json") << "{\"step_time_ms\": 3}";
+  const std::vector<std::string> bad = {
+      "report",                                                    // no -o
+      "report --predicted " + (dir / "missing.json").string() + " -o " + page,
+      "report --predicted " + (dir / "broken.json").string() + " -o " + page,
+      "report --predicted " + measured + " -o " + page,            // a measured trace as the prediction
+      "report --predicted " + predicted + " --measured " + predicted + " -o " + page,
+      "report --tune " + (dir / "not-tune.json").string() + " -o " + page,
+      "report -o " + (dir / "no-such-folder" / "r.html").string(),
+      "report " + kScenario + " --set parallel.chunks=0 -o " + page,
+  };
+  for (const auto& args : bad) {
+    INFO(args);
+    const auto r = test::run_parallax(args, "", true);
+    CHECK(r.code == 2);
+    CHECK(!r.out.empty());  // a message on stderr
+    CHECK_FALSE(fs::exists(page));
+  }
+}
+
+TEST_CASE("report: headless Chromium shows the step time and errors, draws the page, logs no errors",
+          "[report][browser]") {
+  if (!have_chromium()) {
+    WARN("skipped: chromium is not installed (scripts/setup.sh --browser installs it)");
+    return;
+  }
+  const fs::path dir = fresh_dir("browser");
+  const auto [predicted, measured] = write_traces(dir);
+  const fs::path page = dir / "report.html";
+  std::ofstream(dir / "tune.json") << test::run_parallax("tune --search parallel.chunks=4,8,16 --json").out;
+  REQUIRE(test::run_parallax("report --predicted " + predicted + " --measured " + measured + " --tune " +
+                             (dir / "tune.json").string() + " -o " + page.string()).code == 0);
+  const json cmp = json::parse(test::run_parallax("compare " + predicted + " " + measured + " --json").out);
+
+  const std::string dom = chromium(page, "--dump-dom");
+  REQUIRE(dom.find("data-ready=\"1\"") != std::string::npos);  // the script ran to its end
+  CHECK(element_text(dom, "errors").empty());
+  char expected[64];
+  std::snprintf(expected, sizeof expected, "%.3f ms", cmp["step_time_ms"]["predicted"].get<double>());
+  CHECK(element_text(dom, "step-predicted") == expected);
+  std::snprintf(expected, sizeof expected, "%.3f ms", cmp["step_time_ms"]["measured"].get<double>());
+  CHECK(element_text(dom, "step-measured") == expected);
+  std::snprintf(expected, sizeof expected, "%+.1f%%", 100 * cmp["step_time_ms"]["error"].get<double>());
+  CHECK(element_text(dom, "step-error") == expected);
+  CHECK(dom.find("id=\"kinds-table\"") != std::string::npos);
+  CHECK(dom.find("id=\"tune-table-ranked\"") != std::string::npos);
+
+  const fs::path shot = dir / "report.png";
+  chromium(page, "--screenshot=" + shot.string());
+  REQUIRE(fs::exists(shot));
+  const Png png = decode_png(read_text(shot));
+  CHECK(png.width == 1280);
+  CHECK(png.height == 900);
+  CHECK(png.colours > 50);  // text, bars and charts; a blank page has one colour
+}
+
+TEST_CASE("report: a 1,024-rank prediction draws groups of ranks per row", "[report][browser]") {
+  const fs::path dir = fresh_dir("large");
+  const fs::path page = dir / "report.html";
+  REQUIRE(test::run_parallax("report " + kScenario + " --set parallel.data=256 -o " + page.string()).code == 0);
+  CHECK(fs::file_size(page) < 20u * 1024 * 1024);
+  if (!have_chromium()) {
+    WARN("skipped: chromium is not installed (scripts/setup.sh --browser installs it)");
+    return;
+  }
+  const std::string dom = chromium(page, "--dump-dom");
+  REQUIRE(dom.find("data-ready=\"1\"") != std::string::npos);
+  CHECK(element_text(dom, "errors").empty());
+  const size_t at = dom.find("data-ranks-per-row=\"");
+  REQUIRE(at != std::string::npos);
+  CHECK(std::stoi(dom.substr(at + 20)) >= 1024 / 48);  // 1,024 ranks in at most 48 rows
+}
