@@ -431,6 +431,7 @@ class Timeline {
     ctx.fillStyle = '#1d2430';
     ctx.font = `${Math.min(12, Math.max(8, h - 3))}px system-ui, sans-serif`;
     if (h >= 8 || row.from % (4 * this.group) === 0) ctx.fillText(row.label, 4, y + Math.min(h, 14) - 3);
+    if (row.to - row.from > 1) { this.drawGroupRow(row, y, h); return; }
     ctx.save();
     ctx.beginPath(); ctx.rect(this.gutter, y, this.width - this.gutter, h); ctx.clip();
     for (let r = row.from; r < row.to; ++r)
@@ -439,6 +440,41 @@ class Timeline {
         if (both) this.drawList(this.measured, r * 4 + l, y + Math.min(3, h / 4), h - 2 * Math.min(3, h / 4), 'fill');
       }
     ctx.restore();
+  }
+
+  /// A row standing for several ranks: each layer is first rasterised into one kind per pixel
+  /// column (compute over communication), then drawn as runs, so the cost of drawing does not grow
+  /// with the ranks in the row. The predicted layer is pale behind the measured one.
+  drawGroupRow(row, y, h) {
+    const layers = this.measured ? [[this.predicted, 0.35, y + 1, h - 2], [this.measured, 1, y + h / 4, h / 2]]
+                                 : [[this.predicted, 1, y + 1, h - 2]];
+    const w = Math.ceil(this.width), ctx = this.ctx;
+    for (const [layer, alpha, ly, lh] of layers) {
+      const pixels = new Int8Array(w).fill(-1);
+      const lanes = row.lanes.slice().sort((a, b) => b - a);  // compute (0) last, so it wins
+      for (const l of lanes)
+        for (let r = row.from; r < row.to; ++r) this.rasterise(layer, r * 4 + l, pixels);
+      ctx.globalAlpha = alpha;
+      for (let x = Math.floor(this.gutter); x < w;) {
+        const kind = pixels[x];
+        let end = x + 1;
+        while (end < w && pixels[end] === kind) ++end;
+        if (kind >= 0) { ctx.fillStyle = COLORS[kind]; ctx.fillRect(x, ly, end - x, lh); }
+        x = end;
+      }
+      ctx.globalAlpha = 1;
+    }
+  }
+
+  rasterise(layer, key, pixels) {
+    const list = layer && layer.lists.get(key);
+    if (!list) return;
+    const cols = layer.cols, lo = Math.floor(this.gutter);
+    for (let k = lowerBound(list.starts, this.t0 - list.maxDur); k < list.idx.length && list.starts[k] <= this.t1; ++k) {
+      const i = list.idx[k];
+      const x0 = Math.max(lo, Math.floor(this.x(cols.start[i]))), x1 = Math.min(pixels.length, Math.ceil(this.x(cols.end[i])));
+      if (x1 > x0) pixels.fill(cols.kind[i], x0, x1);
+    }
   }
 
   /// Draws one (rank, lane) list of a layer: actions in view, narrow neighbours merged into runs.
