@@ -11,8 +11,9 @@
 // tolerated too). Phases: X (complete), B/E (matched per pid/tid as a stack, in time order), i/I
 // (instants, zero-length), M (process_name/thread_name name the lanes); counters (C), flows,
 // async and sample events are skipped (a Parallax trace keeps its plan and its link counters).
-// Gzipped files (.json.gz, as PyTorch writes them) are read directly. A malformed or truncated file is an InputError with file:line:column, never a crash;
-// B/E events that do not pair up are left out and reported in `warnings`.
+// Gzipped files (.json.gz, as PyTorch writes them) are read directly. A malformed or truncated
+// file is an InputError with file:line:column, never a crash; B/E events that do not pair up are
+// left out and reported in `warnings`.
 #include <string>
 #include <vector>
 
