@@ -129,7 +129,10 @@ Field Field::operator[](const std::string& key) const {
   const std::string child_path = path_.empty() ? key : path_ + "." + key;
   if (!node_.IsMap()) return Field(*doc_, YAML::Node(YAML::NodeType::Undefined), child_path, mark_);
   YAML::Node child = node_[key];
-  return Field(*doc_, child, child_path, child.IsDefined() ? child.Mark() : mark_);
+  // A missing key gives yaml-cpp's "zombie" node, on which every type query throws InvalidNode
+  // (found by fuzzing: `model: {}` ended in "invalid node", exit 1); keep a valid undefined node.
+  if (!child.IsDefined()) return Field(*doc_, YAML::Node(YAML::NodeType::Undefined), child_path, mark_);
+  return Field(*doc_, child, child_path, child.Mark());
 }
 
 std::vector<Field> Field::elements() const {

@@ -93,6 +93,11 @@ TEST_CASE("plan::Scenario: each bad input names its line and column", "[plan]") 
   SECTION("a value from --set is blamed on the flag") {
     CHECK_THAT(parse_error(kGood, {"parallel.chunks=3"}), Catch::StartsWith("--set parallel.chunks=3: data.batch_size (32)"));
   }
+  SECTION("a model with neither a preset nor layers (fuzzing found these ending in yaml-cpp's 'invalid node')") {
+    for (const std::string model : {"model: {}", "model: {preset: }", "model: {preset: ~, layers: }"})
+      CHECK_THAT(parse_error(model + "\nhardware: cpu-host\n"),
+                 Catch::StartsWith("test.yaml:1:8: 'model' needs a 'preset' (mlp | transformer | synthetic) or a non-empty"));
+  }
   SECTION("YAML syntax errors") {
     CHECK_THAT(parse_error("model: {preset: mlp\nhardware: x\n"), Catch::StartsWith("test.yaml:2:"));
   }
