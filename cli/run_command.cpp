@@ -69,6 +69,20 @@ int report(const plan::Plan& p, const RunArgs& args, std::vector<exec::RankResul
     tested += r.tested;
     dropped += r.dropped;
   }
+  json memory = json::array();
+  text << "memory   per rank, measured (peak RSS less the size before the model was built) / the plan's estimate:\n        ";
+  for (const auto& r : results) {
+    constexpr double kMiB = 1024.0 * 1024.0;
+    const double measured = static_cast<double>(r.memory.training_bytes()) / kMiB;
+    const double predicted = static_cast<double>(p.ranks[r.rank].memory.total()) / kMiB;
+    memory.push_back({{"rank", r.rank}, {"measured_mb", measured}, {"predicted_mb", predicted},
+                      {"peak_rss_mb", static_cast<double>(r.memory.peak_rss_bytes) / kMiB}});
+    char line[96];
+    std::snprintf(line, sizeof line, "%s rank %d: %.1f / %.1f MiB", r.rank == results.front().rank ? "" : ",", r.rank,
+                  measured, predicted);
+    text << line;
+  }
+  text << "\n";
   json accuracy = nullptr;
   if (tested > 0) {
     accuracy = static_cast<double>(correct) / static_cast<double>(tested);
@@ -86,7 +100,7 @@ int report(const plan::Plan& p, const RunArgs& args, std::vector<exec::RankResul
   }
   if (dropped) std::cerr << "warning: the tracer dropped " << dropped << " spans (buffer full)\n";
   if (args.json) {
-    std::cout << json{{"scenario", s.name}, {"world_size", p.world_size}, {"steps", steps_json}, {"accuracy", accuracy},
+    std::cout << json{{"scenario", s.name}, {"world_size", p.world_size}, {"steps", steps_json}, {"memory", memory}, {"accuracy", accuracy},
                       {"trace", trace}, {"dropped_spans", dropped}}
                      .dump(2)
               << "\n";

@@ -118,7 +118,10 @@ json compare_json(const profiler::CompareReport& r) {
                       {{"predicted", c.predicted_bubble_fraction},
                        {"measured", c.measured_bubble_fraction},
                        {"difference", c.predicted_bubble_fraction - c.measured_bubble_fraction}}},
-                     {"exposed_comm_ms", {{"predicted", c.predicted_exposed_comm_ms}, {"measured", c.measured_exposed_comm_ms}}}});
+                     {"exposed_comm_ms", {{"predicted", c.predicted_exposed_comm_ms}, {"measured", c.measured_exposed_comm_ms}}},
+                     {"memory_mb",
+                      {{"predicted", c.predicted_memory_mb < 0 ? json() : json(c.predicted_memory_mb)},
+                       {"measured", c.measured_memory_mb < 0 ? json() : json(c.measured_memory_mb)}}}});
   for (const auto& k : r.kinds)
     kinds.push_back({{"kind", k.kind}, {"actions", k.actions}, {"mean_abs_error", k.mean_abs_error},
                      {"worst_error", k.worst_error}, {"worst_action", k.worst_action},
@@ -154,6 +157,21 @@ std::string compare_text(const profiler::CompareReport& r) {
                   100 * c.measured_bubble_fraction, 100 * (c.predicted_bubble_fraction - c.measured_bubble_fraction),
                   c.predicted_exposed_comm_ms, c.measured_exposed_comm_ms);
     o << line;
+  }
+  if (std::any_of(r.ranks.begin(), r.ranks.end(), [](const auto& c) { return c.measured_memory_mb >= 0; })) {
+    o << "\nmemory per rank: the plan's estimate, and what the run took (peak RSS less the size before the model\n"
+         "was built; host memory on CPU ranks)\n";
+    for (const auto& c : r.ranks) {
+      char line[160];
+      if (c.predicted_memory_mb >= 0 && c.measured_memory_mb > 0)
+        std::snprintf(line, sizeof line, "  rank %-4d predicted %9.1f MiB  measured %9.1f MiB  error %+6.1f%%\n", c.rank,
+                      c.predicted_memory_mb, c.measured_memory_mb,
+                      100 * (c.predicted_memory_mb - c.measured_memory_mb) / c.measured_memory_mb);
+      else
+        std::snprintf(line, sizeof line, "  rank %-4d predicted %9.1f MiB  measured %9.1f MiB\n", c.rank,
+                      c.predicted_memory_mb, c.measured_memory_mb);
+      o << line;
+    }
   }
   o << "\nduration error by kind (predicted vs measured)\n";
   for (const auto& k : r.kinds) {

@@ -25,6 +25,7 @@ std::string result_to_json(const RankResult& r) {
                         {"tested", r.tested},
                         {"dropped", r.dropped},
                         {"clock", {r.clock.offset_ns, r.clock.drift_ppm, r.clock.error_bound_ns}},
+                        {"memory", {r.memory.peak_rss_bytes, r.memory.baseline_rss_bytes}},
                         {"steps", steps},
                         {"instants", instants},
                         {"device", device},
@@ -40,6 +41,7 @@ RankResult result_from_json(const std::string& text) {
   r.tested = j["tested"];
   r.dropped = j["dropped"];
   r.clock = {r.rank, j["clock"][0], j["clock"][1], j["clock"][2]};
+  r.memory = {r.rank, j["memory"][0], j["memory"][1]};
   for (const auto& s : j["steps"]) r.steps.push_back({s[0], s[1], s[2], s[3]});
   for (const auto& i : j["instants"]) r.instants.push_back({r.rank, plan::Time::ns(i[0]), i[1], i[2]});
   for (const auto& d : j["device"]) {
@@ -80,6 +82,7 @@ plan::Timeline measured_timeline(const std::vector<RankResult>& results, const s
   }
   if (origin == INT64_MAX) origin = 0;
   for (const auto& r : results) t.clocks.push_back(r.clock);
+  for (const auto& r : results) t.memory.push_back(r.memory);
   for (const auto& r : results) {
     for (auto e : r.events) {
       e.start -= plan::Time::ns(origin);

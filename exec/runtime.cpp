@@ -2,12 +2,15 @@
 
 #include <ATen/autocast_mode.h>
 #include <malloc.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
 #include <exception>
+#include <fstream>
 #include <limits>
 #include <map>
 #include <memory>
@@ -143,6 +146,22 @@ void maybe_inject_fault(int rank, int64_t step, FaultPoint at) {
   std::_Exit(3);
 }
 
+// The process's resident set size now (/proc/self/statm), and its peak so far (getrusage), in
+// bytes: a rank's measured memory is the peak less the size before its stages were built. Ranks
+// keep the memory they free (keep_freed_memory), so the peak holds what training held at once.
+int64_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t size = 0, resident = 0;
+  statm >> size >> resident;
+  return resident * sysconf(_SC_PAGESIZE);
+}
+
+int64_t peak_resident_bytes() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
 class Runtime {
  public:
   Runtime(const plan::Plan& plan, const LaunchInfo& launch, const RunOptions& options)
@@ -162,6 +181,8 @@ class Runtime {
     if (const char* t = std::getenv("PARALLAX_TRACE"); t && std::string(t) == "0") tracer_.set_enabled(false);
     const int threads = std::max(1u, std::thread::hardware_concurrency()) / std::max(1, launch.world_size);
     torch::set_num_threads(std::max(1, threads));
+    memory_.rank = launch.rank;
+    memory_.baseline_rss_bytes = resident_bytes();  // data and process groups are set up
     for (int s : plan.ranks[launch.rank].stages) build_stage(s);
     slots_.resize(plan.stages.size());
     for (auto& v : slots_) v.resize(plan.schedule.microbatches());
@@ -188,6 +209,8 @@ class Runtime {
       result.steps.push_back(rec);
       if (options_.checkpoint_every > 0 && (step + 1) % options_.checkpoint_every == 0) checkpoint(step + 1);
     }
+    memory_.peak_rss_bytes = std::max(memory_.baseline_rss_bytes, peak_resident_bytes());  // before evaluation
+    result.memory = memory_;
     if (data_.has_test_set()) evaluate(&result.correct, &result.tested);
     const auto clock_end = comm_.clock_round_trips("end", kClockRoundTrips);
     result.events = tracer_.events();
@@ -513,6 +536,7 @@ class Runtime {
   int64_t step_ = 0;
   double loss_sum_ = 0;
   int loss_count_ = 0;
+  plan::RankMemory memory_;
   int64_t last_report_ns_ = 0;
 };
 

@@ -35,6 +35,7 @@ struct RankResult {
   std::vector<plan::Instant> instants;      ///< step starts, on rank 0's clock
   std::vector<plan::DeviceSpan> device;     ///< GPU activity (CUPTI), on rank 0's clock
   plan::ClockAlignment clock;              ///< how this rank's clock was mapped to rank 0's
+  plan::RankMemory memory;                 ///< the host memory its training took
   uint64_t dropped = 0;  ///< spans the tracer could not hold
 };
 

@@ -68,6 +68,17 @@ struct ClockAlignment {
   int64_t error_bound_ns = 0;
 };
 
+/// The host memory a rank's training took (measured timelines): the peak resident set size of
+/// its process over the run, less its resident size once its data and process groups were set up
+/// and before its stages were built. What is left is the model, gradients, optimizer state,
+/// activations and buffers at their peak: what the plan's memory estimate predicts.
+struct RankMemory {
+  int rank = 0;
+  int64_t peak_rss_bytes = 0;      ///< the whole process, at its peak
+  int64_t baseline_rss_bytes = 0;  ///< before the stages were built
+  int64_t training_bytes() const { return peak_rss_bytes - baseline_rss_bytes; }
+};
+
 struct Timeline {
   std::string kind;      ///< "predicted" or "measured"
   std::string scenario;  ///< scenario name
@@ -78,6 +89,7 @@ struct Timeline {
   std::vector<Instant> instants;
   std::vector<DeviceSpan> device;
   std::vector<ClockAlignment> clocks;
+  std::vector<RankMemory> memory;  ///< per rank, measured timelines only
 };
 
 }  // namespace parallax::plan

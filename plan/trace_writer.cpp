@@ -50,6 +50,11 @@ void write_chrome_trace(const Timeline& t, std::ostream& out) {
       clocks.push_back({{"rank", c.rank}, {"offset_ns", c.offset_ns}, {"drift_ppm", c.drift_ppm},
                         {"error_bound_ns", c.error_bound_ns}});
   }
+  if (!t.memory.empty()) {
+    auto& memory = header["memory"] = nlohmann::json::array();
+    for (const auto& m : t.memory)
+      memory.push_back({{"rank", m.rank}, {"peak_rss_bytes", m.peak_rss_bytes}, {"baseline_rss_bytes", m.baseline_rss_bytes}});
+  }
   out << "{\"parallax\": " << header.dump() << ",\n\"displayTimeUnit\": \"ns\",\n\"traceEvents\": [\n";
   char line[512];
   bool first = true;

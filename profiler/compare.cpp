@@ -4,6 +4,8 @@
 #include <cmath>
 #include <map>
 
+#include <nlohmann/json.hpp>
+
 #include "plan/timeline_metrics.hpp"
 
 namespace parallax::profiler {
@@ -37,6 +39,19 @@ std::string kind_of(plan::ActionKind k) {
 
 std::string label(const Key& k) { return std::to_string(k.first) + ":" + k.second; }
 
+constexpr double kMiB = 1024.0 * 1024.0;
+
+// The plan's memory estimate per rank, in MiB, from a trace's plan summary ("memory": [{rank,
+// total}], as cli's plan_json writes it); empty when the trace carries no plan.
+std::map<int, double> estimated_memory_mb(const plan::Timeline& t) {
+  std::map<int, double> out;
+  const auto plan = nlohmann::json::parse(t.plan_summary, nullptr, false);
+  if (!plan.is_object() || !plan.contains("memory") || !plan["memory"].is_array()) return out;
+  for (const auto& m : plan["memory"])
+    if (m.is_object() && m.value("total", -1.0) >= 0) out[m.value("rank", 0)] = m.value("total", 0.0) / kMiB;
+  return out;
+}
+
 }  // namespace
 
 double median(std::vector<double> v) {
@@ -68,9 +83,13 @@ CompareReport compare(const plan::Timeline& predicted, const plan::Timeline& mea
   }
 
   const int ranks = std::max(predicted.world_size, measured.world_size);
+  const auto estimate = estimated_memory_mb(predicted);
   for (int rank = 0; rank < ranks; ++rank) {
     RankComparison rc;
     rc.rank = rank;
+    if (const auto it = estimate.find(rank); it != estimate.end()) rc.predicted_memory_mb = it->second;
+    for (const auto& m : measured.memory)
+      if (m.rank == rank) rc.measured_memory_mb = static_cast<double>(m.training_bytes()) / kMiB;
     if (rank < static_cast<int>(pt.ranks.size())) {
       rc.predicted_bubble_ms = pt.ranks[rank].bubble.to_ms();
       rc.predicted_bubble_fraction = pt.ranks[rank].bubble_fraction;

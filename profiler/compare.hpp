@@ -20,6 +20,9 @@ struct RankComparison {
   double predicted_bubble_ms = 0, measured_bubble_ms = 0;
   double predicted_bubble_fraction = 0, measured_bubble_fraction = 0;
   double predicted_exposed_comm_ms = 0, measured_exposed_comm_ms = 0;
+  /// MiB: the plan's estimate (from the trace's plan) and the run's measured training memory
+  /// (plan::RankMemory); negative when a trace does not carry it.
+  double predicted_memory_mb = -1, measured_memory_mb = -1;
 };
 
 struct KindComparison {

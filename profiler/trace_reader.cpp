@@ -296,6 +296,25 @@ void read_counter_sample(const json& e, const Source& src, size_t i, std::map<st
   c.samples.emplace_back(plan::Time::ns(*ts), value->get<double>());
 }
 
+// The measured memory per rank of a Parallax trace's header ("memory": [{rank, peak_rss_bytes,
+// baseline_rss_bytes}]); a malformed entry is reported by `bad`.
+template <typename Bad>
+std::vector<plan::RankMemory> read_memory(const json& header, int world_size, Bad bad) {
+  std::vector<plan::RankMemory> out;
+  const json* memory = field(header, "memory");
+  if (!memory) return out;
+  if (!memory->is_array()) bad("memory must be a list of {rank, peak_rss_bytes, baseline_rss_bytes}");
+  for (const json& m : *memory) {
+    if (!m.is_object()) bad("memory must be a list of {rank, peak_rss_bytes, baseline_rss_bytes}");
+    plan::RankMemory r;
+    r.rank = static_cast<int>(int_field(m, "rank", 0, std::max(0, world_size - 1), 0, bad));
+    r.peak_rss_bytes = int_field(m, "peak_rss_bytes", 0, INT64_MAX, 0, bad);
+    r.baseline_rss_bytes = int_field(m, "baseline_rss_bytes", 0, r.peak_rss_bytes, 0, bad);
+    out.push_back(r);
+  }
+  return out;
+}
+
 void read_parallax(const json& header, const json& events, const Source& src, LoadedTrace& out) {
   const auto bad_header = [&](const std::string& why) { throw plan::InputError(src.key_location("parallax"), "parallax." + why); };
   out.format = "parallax";
@@ -305,6 +324,7 @@ void read_parallax(const json& header, const json& events, const Source& src, Lo
   out.timeline.scenario = text_of(header, "scenario");
   out.timeline.world_size = out.world_size;
   if (const json* plan = field(header, "plan"); plan && plan->is_object()) out.timeline.plan_summary = plan->dump();
+  out.timeline.memory = read_memory(header, out.world_size, bad_header);
   const auto device_lanes = device_lane_names(events);
   std::map<std::string, plan::Counter> counters;
   for (size_t i = 0; i < events.size(); ++i) {

@@ -116,18 +116,26 @@ json stages_json(const json& ranks, const json& plan) {
   return out;
 }
 
-/// Memory per rank against the device, from the plan (the estimate; runs do not record memory).
-json memory_json(const json& plan) {
+/// Memory per rank against the device: the plan's estimate, and with a measured run that recorded
+/// it, what each rank's training took (plan::RankMemory; null for ranks without a figure).
+json memory_json(const json& plan, const plan::Timeline* measured) {
   json out = json::array();
   if (!plan.contains("memory")) return out;
-  for (const auto& m : plan["memory"])
-    out.push_back({{"rank", m.value("rank", 0)},
+  std::map<int, double> measured_mb;
+  if (measured)
+    for (const auto& m : measured->memory) measured_mb[m.rank] = static_cast<double>(m.training_bytes()) / kMiB;
+  for (const auto& m : plan["memory"]) {
+    const int rank = m.value("rank", 0);
+    const auto it = measured_mb.find(rank);
+    out.push_back({{"rank", rank},
+                   {"measured_mb", it == measured_mb.end() ? json() : json(it->second)},
                    {"params_mb", m.value("params", 0.0) / kMiB},
                    {"gradients_mb", m.value("gradients", 0.0) / kMiB},
                    {"optimizer_mb", m.value("optimizer", 0.0) / kMiB},
                    {"activations_mb", (m.value("activations", 0.0) + m.value("buckets", 0.0)) / kMiB},
                    {"total_mb", m.value("total", 0.0) / kMiB},
                    {"device_mb", m.value("device_bytes", 0.0) / kMiB}});
+  }
   return out;
 }
 
@@ -246,7 +254,7 @@ json report_data(const ReportInput& in) {
                   {"grid", plan.value("grid", json::object())}, {"hardware", plan.value("hardware", json())}};
   data["timeline"]["predicted"] = timeline_columns(in.predicted, pstep, &column_of);
   data["critical_path"] = critical_json(in, predicted, column_of);
-  data["memory"] = memory_json(plan);
+  data["memory"] = memory_json(plan, in.measured ? &*in.measured : nullptr);
   data["links"] = links_json(in.predicted, predicted);
   data["tune"] = is_tune_result(in.tune) ? in.tune : json();
 

@@ -189,12 +189,22 @@ function renderCharts() {
   });
   const memory = document.getElementById('memory-chart');
   if (!D.memory.length) { memory.append(note('The trace does not carry its plan: no memory estimate.')); return; }
+  const series = [{ name: 'peak memory predicted', color: PREDICTED, values: D.memory.map(m => m.total_mb) }];
+  const measured = D.memory.some(m => m.measured_mb !== null);
+  if (measured) series.push({ name: 'peak memory measured', color: MEASURED, values: D.memory.map(m => m.measured_mb || 0) });
+  // The device's line only where the bars would still show beside it (a small model on a 16 GiB
+  // device would be a row of flat bars); otherwise its size goes into the note.
+  const device = D.memory[0].device_mb, deviceText = `device ${(device / 1024).toFixed(1)} GiB`;
+  const largest = Math.max(...series.flatMap(s => s.values));
+  const showDevice = largest >= 0.05 * device;
   barChart(memory, {
     labels: D.memory.map(m => `r${m.rank}`),
-    series: [{ name: 'peak memory (estimate)', color: PREDICTED, values: D.memory.map(m => m.total_mb) }],
-    limit: { value: D.memory[0].device_mb, label: `device ${(D.memory[0].device_mb / 1024).toFixed(1)} GiB` },
+    series,
+    limit: showDevice ? { value: device, label: deviceText } : null,
     unit: 'MiB per rank: parameters, gradients, optimizer state and activations at the peak, as the plan estimates ' +
-          'them (runs do not record memory)',
+          'them' + (measured ? '; measured: the run\'s peak resident memory less its size before the model was built'
+                             : ' (this run did not record memory)') +
+          (showDevice ? '' : `. The ${deviceText} is off the scale.`),
     format: v => v >= 1024 ? (v / 1024).toFixed(1) + ' GiB' : v.toFixed(0) + ' MiB',
   });
 }

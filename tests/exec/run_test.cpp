@@ -143,6 +143,35 @@ TEST_CASE("exec: a rank that dies or hangs ends the job with exit 1 in bounded t
   CHECK(count_processes(kMlp + " --set data.steps=50") == 0);
 }
 
+TEST_CASE("exec: measured memory grows with the model as its parameters, gradients and momentum do", "[exec][run]") {
+  INFO("Fashion-MNIST is missing: scripts/setup.sh installs dataset-fashion-mnist");
+  REQUIRE(fashion_mnist_installed());
+  // One process, SGD with momentum: each parameter is held three times (weight, gradient, momentum
+  // buffer), 4 bytes each. The MLP 784 -> 3 x h -> 10 has (784 + 1) h + 2 (h + 1) h + (h + 1) 10
+  // parameters, so going from h = 1024 to h = 2048 adds 12 bytes x the difference, while the
+  // process's own overheads cancel out.
+  const auto params = [](double h) { return 785 * h + 2 * (h + 1) * h + (h + 1) * 10; };
+  const auto measured_mb = [](int hidden) {
+    const auto r = run("run " + kMlp + " --set parallel.data=1 --set data.steps=3 --set model.layers=3 --set model.hidden=" +
+                       std::to_string(hidden) + " --json");
+    REQUIRE(r.code == 0);
+    const auto memory = nlohmann::json::parse(r.out).at("memory");
+    REQUIRE(memory.size() == 1);
+    INFO(memory.dump());
+    CHECK(memory[0].at("measured_mb").get<double>() <= memory[0].at("peak_rss_mb").get<double>());
+    return memory[0].at("measured_mb").get<double>();
+  };
+  const double small = measured_mb(1024), large = measured_mb(2048);
+  const double expected = 12 * (params(2048) - params(1024)) / (1024.0 * 1024.0);  // 81.3 MiB
+  INFO("measured " << small << " MiB at h = 1024, " << large << " MiB at h = 2048; expected growth " << expected);
+  CHECK(small >= 0.9 * 12 * params(1024) / (1024.0 * 1024.0));
+  CHECK(large - small >= 0.8 * expected);
+#if !defined(__SANITIZE_ADDRESS__)
+  // (Under ASan, freed blocks wait in its quarantine and count as resident.)
+  CHECK(large - small <= 1.5 * expected);
+#endif
+}
+
 TEST_CASE("exec: bad input exits 2 before any rank starts", "[exec][run]") {
   CHECK(run("run --set model.preset=synthetic").code == 2);
   CHECK(run("run " + kMlp + " --set parallel.precision=bf16 --set hardware=t4-pcie").code == 2);

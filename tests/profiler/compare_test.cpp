@@ -80,3 +80,17 @@ TEST_CASE("profiler::compare: bubbles per rank, both sides", "[profiler]") {
   CHECK(r.ranks[0].predicted_bubble_ms == Approx(0));
   CHECK(r.ranks[0].measured_bubble_ms == Approx(0));
 }
+
+TEST_CASE("profiler::compare: memory per rank, the plan's estimate against the run's", "[profiler]") {
+  plan::Timeline predicted, measured;
+  build(predicted, measured);
+  // As cli's plan_json writes the plan: bytes per rank.
+  predicted.plan_summary = R"({"memory": [{"rank": 0, "total": 104857600}]})";
+  auto r = profiler::compare(predicted, measured);
+  REQUIRE(r.ranks.size() == 1);
+  CHECK(r.ranks[0].predicted_memory_mb == Approx(100));
+  CHECK(r.ranks[0].measured_memory_mb < 0);  // this run recorded none
+  measured.memory = {{0, 300LL << 20, 180LL << 20}};
+  r = profiler::compare(predicted, measured);
+  CHECK(r.ranks[0].measured_memory_mb == Approx(120));
+}

@@ -322,3 +322,22 @@ TEST_CASE("profiler::gunzip: gzip members, concatenated or cut short", "[profile
   corrupt[12] ^= 0x55;
   CHECK_THROWS_AS(profiler::gunzip(corrupt, "t.json.gz"), plan::InputError);
 }
+
+TEST_CASE("profiler::read_trace: a measured trace's memory per rank round-trips, and bad entries are refused", "[profiler]") {
+  plan::Timeline t;
+  t.kind = "measured";
+  t.world_size = 2;
+  t.memory = {{0, 700LL << 20, 400LL << 20}, {1, 650LL << 20, 410LL << 20}};
+  std::ostringstream out;
+  plan::write_chrome_trace(t, out);
+  const auto back = profiler::parse_trace(out.str(), "t.json").timeline;
+  REQUIRE(back.memory.size() == 2);
+  CHECK(back.memory[1].rank == 1);
+  CHECK(back.memory[1].peak_rss_bytes == 650LL << 20);
+  CHECK(back.memory[1].training_bytes() == 240LL << 20);
+  CHECK_THAT(error_of("{\"parallax\": {\"world_size\": 1, \"memory\": [{\"rank\": 0, \"peak_rss_bytes\": 5, "
+                      "\"baseline_rss_bytes\": 9}]}, \"traceEvents\": []}"),
+             Catch::StartsWith("t.json:1:14: parallax.baseline_rss_bytes must be an integer from 0 to 5"));
+  CHECK_THAT(error_of("{\"parallax\": {\"world_size\": 1, \"memory\": [{\"rank\": 3}]}, \"traceEvents\": []}"),
+             Catch::Contains("parallax.rank must be an integer from 0 to 0"));
+}

@@ -55,6 +55,7 @@ std::pair<std::string, std::string> write_traces(const fs::path& dir) {
   measured.kind = "measured";
   measured.counters.clear();
   measured.events.clear();
+  measured.memory = {{0, 900LL << 20, 100LL << 20}, {1, 700LL << 20, 100LL << 20}};  // 800 and 600 MiB taken
   const int64_t period = predicted.events.back().end.count_ns() * 2;
   for (int step = 0; step < 3; ++step)
     for (auto e : predicted.events) {
@@ -190,7 +191,9 @@ TEST_CASE("report: predicted and measured traces give compare's step error and p
   REQUIRE(data["kinds"].size() == expected["kinds"].size());
   CHECK(data["kinds"][0]["mean_abs_error"].get<double>() == Approx(expected["kinds"][0]["mean_abs_error"].get<double>()));
   // The predicted trace carries its plan and link counters, so memory and links survive the file.
-  CHECK(!data["memory"].empty());
+  REQUIRE(data["memory"].size() == 2);
+  CHECK(data["memory"][1]["measured_mb"].get<double>() == Approx(600));
+  CHECK(data["memory"][1]["measured_mb"].get<double>() == Approx(expected["ranks"][1]["memory_mb"]["measured"].get<double>()));
   CHECK(!data["links"]["busiest"].empty());
   CHECK_FALSE(data["critical_path"]["known"].get<bool>());
   CHECK(data["timeline"]["measured"]["start"].size() == data["timeline"]["predicted"]["start"].size());
