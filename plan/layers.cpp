@@ -18,9 +18,19 @@ void add_layer_norm_params(Layer& l, const std::string& prefix, int64_t hidden) 
   l.params.push_back({prefix + "bias", {hidden}});
 }
 
+// Bounds on what a model may ask for. The largest published models have a few hundred layers and
+// widths, vocabularies and sequences below a million; past these a typo of a few digits would
+// build millions of layers (fuzzing found 69,935 transformer blocks taking 4 s to plan, and a
+// billion would exhaust memory) or overflow the byte counts (width x width x layers in int64).
+constexpr int64_t kMaxLayers = 10000;
+constexpr int64_t kMaxWidth = int64_t{1} << 20;
+
+// A width, vocabulary, sequence length or head count.
 int64_t positive(const Field& map, const std::string& key, int64_t fallback) {
-  return int_or(map, key, fallback, 1, int64_t{1} << 40);
+  return int_or(map, key, fallback, 1, kMaxWidth);
 }
+
+int64_t layer_count(const Field& map, int64_t fallback) { return int_or(map, "layers", fallback, 1, kMaxLayers); }
 
 const std::vector<std::string> kKinds = {"linear", "embedding", "encoder", "head", "synthetic"};
 
@@ -39,25 +49,25 @@ Layer parse_layer(const Field& item, size_t index) {
   if (kind == "linear") {
     expect_keys(item, {"kind", "name", "in", "out", "bias", "activation"});
     const bool relu = item["activation"].present() && to_choice(item["activation"], {"none", "relu"}) == "relu";
-    return make_linear(name, to_int(require(item, "in"), 1), to_int(require(item, "out"), 1), relu,
+    return make_linear(name, to_int(require(item, "in"), 1, kMaxWidth), to_int(require(item, "out"), 1, kMaxWidth), relu,
                        bool_or(item, "bias", true));
   }
   if (kind == "embedding") {
     expect_keys(item, {"kind", "name", "vocab", "hidden", "seq_len"});
-    return make_embedding(name, to_int(require(item, "vocab"), 1), to_int(require(item, "hidden"), 1),
-                          to_int(require(item, "seq_len"), 1));
+    return make_embedding(name, to_int(require(item, "vocab"), 1, kMaxWidth), to_int(require(item, "hidden"), 1, kMaxWidth),
+                          to_int(require(item, "seq_len"), 1, kMaxWidth));
   }
   if (kind == "encoder") {
     expect_keys(item, {"kind", "name", "hidden", "heads", "ffn", "seq_len"});
-    const int64_t hidden = to_int(require(item, "hidden"), 1);
-    const int64_t heads = to_int(require(item, "heads"), 1);
+    const int64_t hidden = to_int(require(item, "hidden"), 1, kMaxWidth);
+    const int64_t heads = to_int(require(item, "heads"), 1, kMaxWidth);
     if (hidden % heads != 0) item["heads"].fail("'hidden' must be divisible by 'heads'");
-    return make_encoder(name, hidden, heads, positive(item, "ffn", 4 * hidden), to_int(require(item, "seq_len"), 1));
+    return make_encoder(name, hidden, heads, positive(item, "ffn", 4 * hidden), to_int(require(item, "seq_len"), 1, kMaxWidth));
   }
   if (kind == "head") {
     expect_keys(item, {"kind", "name", "hidden", "vocab", "seq_len"});
-    return make_head(name, to_int(require(item, "hidden"), 1), to_int(require(item, "vocab"), 1),
-                     to_int(require(item, "seq_len"), 1));
+    return make_head(name, to_int(require(item, "hidden"), 1, kMaxWidth), to_int(require(item, "vocab"), 1, kMaxWidth),
+                     to_int(require(item, "seq_len"), 1, kMaxWidth));
   }
   expect_keys(item, {"kind", "name", "fwd_us_per_sample", "fwd_us_fixed", "bwd_ratio", "params_mb",
                      "activation_mb"});
@@ -67,7 +77,7 @@ Layer parse_layer(const Field& item, size_t index) {
 
 std::vector<Layer> transformer_preset(const Field& m, std::string* description) {
   expect_keys(m, {"preset", "layers", "hidden", "heads", "ffn", "seq_len", "vocab"});
-  const int64_t blocks = positive(m, "layers", 8);
+  const int64_t blocks = layer_count(m, 8);
   const int64_t hidden = positive(m, "hidden", 512);
   const int64_t heads = positive(m, "heads", 8);
   if (hidden % heads != 0) m["hidden"].fail("'model.hidden' (" + std::to_string(hidden) + ") must be divisible by 'model.heads' (" + std::to_string(heads) + ")");
@@ -88,7 +98,7 @@ std::vector<Layer> transformer_preset(const Field& m, std::string* description) 
 
 std::vector<Layer> mlp_preset(const Field& m, std::string* description) {
   expect_keys(m, {"preset", "layers", "hidden", "input", "classes"});
-  const int64_t hidden_layers = positive(m, "layers", 2);
+  const int64_t hidden_layers = layer_count(m, 2);
   const int64_t hidden = positive(m, "hidden", 256);
   const int64_t input = positive(m, "input", 784);
   const int64_t classes = positive(m, "classes", 10);
@@ -108,7 +118,7 @@ std::vector<Layer> mlp_preset(const Field& m, std::string* description) {
 std::vector<Layer> synthetic_preset(const Field& m, std::string* description) {
   expect_keys(m, {"preset", "layers", "fwd_us_per_sample", "fwd_us_fixed", "bwd_ratio", "params_mb",
                   "activation_mb"});
-  const int64_t count = to_int(require(m, "layers"), 1, 1 << 20);
+  const int64_t count = to_int(require(m, "layers"), 1, kMaxLayers);
   const SyntheticCost cost = parse_synthetic_cost(m);
   const double params_mb = number_or(m, "params_mb", 0, 0);
   const double activation_mb = number_or(m, "activation_mb", 0, 0);
@@ -262,6 +272,9 @@ std::vector<Layer> parse_model(const Field& model, std::string* description) {
   Field list = model["layers"];
   if (!list.is_sequence() || list.node().size() == 0)
     model.fail("'model' needs a 'preset' (mlp | transformer | synthetic) or a non-empty 'layers:' list");
+  if (list.node().size() > static_cast<size_t>(kMaxLayers))
+    list.fail("'model.layers' lists " + std::to_string(list.node().size()) + " layers; at most " +
+              std::to_string(kMaxLayers) + " are allowed");
   std::vector<Layer> layers;
   for (const Field& item : list.elements()) {
     layers.push_back(parse_layer(item, layers.size()));

@@ -98,6 +98,12 @@ TEST_CASE("plan::Scenario: each bad input names its line and column", "[plan]") 
       CHECK_THAT(parse_error(model + "\nhardware: cpu-host\n"),
                  Catch::StartsWith("test.yaml:1:8: 'model' needs a 'preset' (mlp | transformer | synthetic) or a non-empty"));
   }
+  SECTION("a layer count or width past the bounds (fuzzing found 69,935 transformer blocks taking seconds)") {
+    CHECK_THAT(parse_error("model: {preset: transformer, layers: 69935}\nhardware: cpu-host\n"),
+               Catch::StartsWith("test.yaml:1:38: 'model.layers' must be an integer >= 1 and <= 10000, got 69935"));
+    CHECK_THAT(parse_error("model: {preset: mlp, hidden: 1099511627776}\nhardware: cpu-host\n"),
+               Catch::StartsWith("test.yaml:1:30: 'model.hidden' must be an integer >= 1 and <= 1048576, got 1099511627776"));
+  }
   SECTION("YAML syntax errors") {
     CHECK_THAT(parse_error("model: {preset: mlp\nhardware: x\n"), Catch::StartsWith("test.yaml:2:"));
   }
