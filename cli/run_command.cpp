@@ -100,8 +100,8 @@ int report(const plan::Plan& p, const RunArgs& args, std::vector<exec::RankResul
   }
   if (dropped) std::cerr << "warning: the tracer dropped " << dropped << " spans (buffer full)\n";
   if (args.json) {
-    std::cout << json{{"scenario", s.name}, {"world_size", p.world_size}, {"steps", steps_json}, {"memory", memory}, {"accuracy", accuracy},
-                      {"trace", trace}, {"dropped_spans", dropped}}
+    std::cout << json{{"scenario", s.name}, {"world_size", p.world_size}, {"steps", steps_json}, {"memory", memory},
+                      {"accuracy", accuracy}, {"trace", trace}, {"dropped_spans", dropped}}
                      .dump(2)
               << "\n";
   } else {
