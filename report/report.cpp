@@ -289,10 +289,12 @@ json report_data(const ReportInput& in) {
 std::string render_html(const ReportInput& input) {
   const json data = report_data(input);
   std::string page = kPageHtml;
-  replace_once(page, "PARALLAX_TITLE", html_escape(data["title"].get<std::string>()));
-  replace_once(page, "/*PARALLAX_CSS*/", kPageCss);
-  replace_once(page, "PARALLAX_DATA", script_safe_json(data));
+  // Last marker first: each replacement finds the first occurrence, and what is put in (a title or
+  // data naming a marker, say a scenario called "PARALLAX_DATA") must not be found in its place.
   replace_once(page, "/*PARALLAX_JS*/", kPageJs);
+  replace_once(page, "PARALLAX_DATA", script_safe_json(data));
+  replace_once(page, "/*PARALLAX_CSS*/", kPageCss);
+  replace_once(page, "PARALLAX_TITLE", html_escape(data["title"].get<std::string>()));
   return page;
 }
 

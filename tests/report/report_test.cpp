@@ -276,3 +276,15 @@ TEST_CASE("report: a 1,024-rank prediction draws groups of ranks per row", "[rep
   REQUIRE(at != std::string::npos);
   CHECK(std::stoi(dom.substr(at + 20)) >= 1024 / 48);  // 1,024 ranks in at most 48 rows
 }
+
+TEST_CASE("report: a scenario named after the page's markers still gives a whole page", "[report]") {
+  const fs::path dir = fresh_dir("markers");
+  const std::string page = (dir / "report.html").string();
+  const std::string name = "/*PARALLAX_JS*/ PARALLAX_DATA PARALLAX_TITLE <b>";
+  REQUIRE(test::run_parallax("report " + kScenario + " --set 'name=" + name + "' -o " + page).code == 0);
+  const std::string html = read_text(page);
+  CHECK(embedded_data(html)["title"] == name);  // the data landed in its own element, whole
+  CHECK(html.find("<title>Parallax report: /*PARALLAX_JS*/ PARALLAX_DATA PARALLAX_TITLE &lt;b&gt;</title>") != std::string::npos);
+  CHECK(html.find("'use strict';") != std::string::npos);  // the script was put in once, in its place
+  CHECK(html.find("'use strict';") > html.find("id=\"data\""));
+}
