@@ -7,6 +7,7 @@
 #include <QChartView>
 #include <QGridLayout>
 #include <QLineSeries>
+#include <QScatterSeries>
 #include <QStackedBarSeries>
 #include <QVBoxLayout>
 #include <QValueAxis>
@@ -127,6 +128,16 @@ void MetricsView::set_chart(QChartView* view, QChart* chart) {
   delete old;  // the view releases, but does not delete, the chart it showed
 }
 
+namespace {
+// The largest measured training memory of any rank, MiB; negative when the run recorded none.
+double measured_memory_peak_mb(const profiler::CompareReport* c) {
+  double peak = -1;
+  if (c)
+    for (const auto& r : c->ranks) peak = std::max(peak, r.measured_memory_mb);
+  return peak;
+}
+}  // namespace
+
 void MetricsView::show_session(const PlanSession& session) {
   const auto prediction = session.prediction();
   const profiler::CompareReport* c = session.comparison() ? &*session.comparison() : nullptr;
@@ -151,11 +162,13 @@ void MetricsView::show_session(const PlanSession& session) {
               .arg(static_cast<double>(peak) / kGiB, 0, 'f', 2)
               .arg(static_cast<double>(m.device_memory) / kGiB, 0, 'f', 1)
               .arg(m.fits ? "(fits)" : "<span style='color:#c62828'><b>(does not fit)</b></span>");
+  if (const double measured_mb = measured_memory_peak_mb(c); measured_mb >= 0)
+    html += QString(", %1 GiB measured").arg(measured_mb / 1024.0, 0, 'f', 2);
   if (session.predicted_from_file()) html += "<br><i>Predicted timeline from a file; the charts show the knobs' prediction.</i>";
   summary_->setText(html);
   set_chart(bubbles_, bubble_chart(*prediction, c));
   set_chart(exposed_, exposed_chart(*prediction, c));
-  set_chart(memory_, memory_chart(*prediction));
+  set_chart(memory_, memory_chart(*prediction, c));
   set_chart(bandwidth_, bandwidth_chart(*prediction));
 }
 
@@ -198,8 +211,10 @@ QChart* MetricsView::exposed_chart(const Prediction& p, const profiler::CompareR
   return chart;
 }
 
-QChart* MetricsView::memory_chart(const Prediction& p) {
-  QChart* chart = new_chart("Memory per rank (GiB, predicted) against the device");
+QChart* MetricsView::memory_chart(const Prediction& p, const profiler::CompareReport* c) {
+  const bool measured = measured_memory_peak_mb(c) >= 0;
+  QChart* chart = new_chart(measured ? "Memory per rank (GiB): predicted bars, measured dots, against the device"
+                                     : "Memory per rank (GiB, predicted) against the device");
   const char* const names[] = {"parameters", "gradients", "optimizer", "DDP buckets", "activations"};
   const QColor colors[] = {QColor(92, 107, 192), QColor(38, 166, 154), QColor(255, 167, 38), QColor(141, 110, 99),
                            QColor(236, 64, 122)};
@@ -231,6 +246,18 @@ QChart* MetricsView::memory_chart(const Prediction& p) {
   chart->addAxis(hidden_x, Qt::AlignTop);
   capacity->attachAxis(hidden_x);
   capacity->attachAxis(chart->axes(Qt::Vertical).front());
+  if (measured) {
+    // What each rank's training took in the run (plan::RankMemory), a dot over its bar.
+    auto* dots = new QScatterSeries;
+    dots->setName("measured");
+    dots->setColor(kMeasured);
+    dots->setMarkerSize(12);
+    for (const auto& r : c->ranks)
+      if (r.measured_memory_mb >= 0) dots->append(r.rank, r.measured_memory_mb / 1024.0);
+    chart->addSeries(dots);
+    dots->attachAxis(hidden_x);
+    dots->attachAxis(chart->axes(Qt::Vertical).front());
+  }
   return chart;
 }
 

@@ -35,7 +35,7 @@ class MetricsView : public QWidget {
   void set_chart(QChartView* view, QChart* chart);
   QChart* bubble_chart(const Prediction& p, const profiler::CompareReport* c);
   QChart* exposed_chart(const Prediction& p, const profiler::CompareReport* c);
-  QChart* memory_chart(const Prediction& p);
+  QChart* memory_chart(const Prediction& p, const profiler::CompareReport* c);
   QChart* bandwidth_chart(const Prediction& p);
 
   QLabel* summary_;

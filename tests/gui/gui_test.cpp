@@ -22,6 +22,7 @@
 #include "gui/sweep.hpp"
 #include "gui/timeline_model.hpp"
 #include "plan/trace_writer.hpp"
+#include "profiler/trace_reader.hpp"
 #include "sim/metrics.hpp"
 #include "sim/simulator.hpp"
 #include "tune/evaluator.hpp"
@@ -370,6 +371,13 @@ void GuiTest::run_for_real_overlays_the_measured_trace() {
   QVERIFY(w.timeline()->model().has(Layer::measured));
   // The measured step holds the same actions the simulator played.
   QCOMPARE(w.timeline()->model().count(Layer::measured), w.timeline()->model().count(Layer::predicted));
+  // The metrics show the memory the run recorded: the fullest rank's, as its trace holds it.
+  int64_t fullest = 0;
+  for (const auto& m : parallax::profiler::read_trace(args[1].toString().toStdString()).timeline.memory)
+    fullest = std::max(fullest, m.training_bytes());
+  QVERIFY(fullest > 0);
+  const QString memory = QString("%1 GiB measured").arg(static_cast<double>(fullest) / (1024.0 * 1024 * 1024), 0, 'f', 2);
+  QVERIFY2(w.metrics()->summary_text().contains(memory), qPrintable(w.metrics()->summary_text() + " lacks " + memory));
 
   // A long run is cancelled promptly.
   QSignalSpy cancelled(&run, &RealRun::finished);
