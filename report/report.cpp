@@ -117,13 +117,14 @@ json stages_json(const json& ranks, const json& plan) {
 }
 
 /// Memory per rank against the device: the plan's estimate, and with a measured run that recorded
-/// it, what each rank's training took (plan::RankMemory; null for ranks without a figure).
-json memory_json(const json& plan, const plan::Timeline* measured) {
+/// it, what each rank's training took, as compare reports it (null for ranks without a figure).
+json memory_json(const json& plan, const profiler::CompareReport* cmp) {
   json out = json::array();
   if (!plan.contains("memory")) return out;
   std::map<int, double> measured_mb;
-  if (measured)
-    for (const auto& m : measured->memory) measured_mb[m.rank] = static_cast<double>(m.training_bytes()) / kMiB;
+  if (cmp)
+    for (const auto& r : cmp->ranks)
+      if (r.measured_memory_mb >= 0) measured_mb[r.rank] = r.measured_memory_mb;
   for (const auto& m : plan["memory"]) {
     const int rank = m.value("rank", 0);
     const auto it = measured_mb.find(rank);
@@ -254,7 +255,6 @@ json report_data(const ReportInput& in) {
                   {"grid", plan.value("grid", json::object())}, {"hardware", plan.value("hardware", json())}};
   data["timeline"]["predicted"] = timeline_columns(in.predicted, pstep, &column_of);
   data["critical_path"] = critical_json(in, predicted, column_of);
-  data["memory"] = memory_json(plan, in.measured ? &*in.measured : nullptr);
   data["links"] = links_json(in.predicted, predicted);
   data["tune"] = is_tune_result(in.tune) ? in.tune : json();
 
@@ -276,7 +276,9 @@ json report_data(const ReportInput& in) {
     data["ranks"] = ranks_json(predicted, &cmp);
     data["kinds"] = kinds_json(cmp);
     data["worst"] = worst_json(cmp);
+    data["memory"] = memory_json(plan, &cmp);
   } else {
+    data["memory"] = memory_json(plan, nullptr);
     data["ranks"] = ranks_json(predicted, nullptr);
     data["kinds"] = json::array();
     data["worst"] = json::array();
