@@ -13,14 +13,17 @@
 #   JOBS=2 TARGETS="trace trace_gzip" bench/fuzz.sh
 #
 # Environment: RUNS (10000000), FUZZ_SECONDS (0 = no limit), MAX_LEN (8192 bytes per input),
+# TIMEOUT (10: seconds on one input that count as a hang; libFuzzer measures wall time, so raise
+# it when the fuzzers may be paused, e.g. with SIGSTOP while timing runs share the machine),
 # JOBS (targets run at once, 1), TARGETS, BUILD (build-fuzz), WORK (a new temporary folder:
-# corpora, logs, crashes; kept).
+# corpora, logs, crashes; kept; an existing WORK's corpora are fuzzed further).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 RUNS=${RUNS:-10000000}
 FUZZ_SECONDS=${FUZZ_SECONDS:-0}
 MAX_LEN=${MAX_LEN:-8192}
+TIMEOUT=${TIMEOUT:-10}
 JOBS=${JOBS:-1}
 TARGETS=${TARGETS:-"scenario hardware schedule_csv trace trace_gzip"}
 BUILD=${BUILD:-build-fuzz}
@@ -62,8 +65,8 @@ run() {  # run TARGET: prints "target execs exec/s seconds crashes"
   local t=$1 start end
   mkdir -p "$WORK/crashes/$t"
   start=$(date +%s.%N)
-  # -timeout: an input taking over 10 s is a hang. Exit status is non-zero on a finding.
-  nice -n 10 "$BUILD/fuzz_$t" -runs="$RUNS" -max_total_time="$FUZZ_SECONDS" -max_len="$MAX_LEN" -timeout=10 \
+  # -timeout: an input taking over TIMEOUT s is a hang. Exit status is non-zero on a finding.
+  nice -n 10 "$BUILD/fuzz_$t" -runs="$RUNS" -max_total_time="$FUZZ_SECONDS" -max_len="$MAX_LEN" -timeout="$TIMEOUT" \
     -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$WORK/crashes/$t/" "$WORK/corpus/$t" \
     >"$WORK/$t.log" 2>&1 || true
   end=$(date +%s.%N)
@@ -82,7 +85,7 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-malloc_context_size=0:quarantine_size_mb=16}
 echo "work folder: $WORK"
 printf '%-14s %12s %9s %8s %8s\n' target execs exec/s seconds crashes
 export -f run
-export WORK BUILD RUNS FUZZ_SECONDS MAX_LEN ASAN_OPTIONS
+export WORK BUILD RUNS FUZZ_SECONDS MAX_LEN TIMEOUT ASAN_OPTIONS
 printf '%s\n' $TARGETS | xargs -P "$JOBS" -I{} bash -c 'run {}'
 if [ -n "$(find "$WORK/crashes" -type f)" ]; then
   echo "findings (reproduce with $BUILD/fuzz_TARGET FILE):"
