@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <optional>
 #include <thread>
 
 #include "cli/output.hpp"
@@ -71,49 +73,83 @@ std::vector<Calibrated> executable_plans(const std::vector<std::string>& files, 
 
 constexpr int kProbeRepeats = 3;
 
+// A plan calibrate runs for real to measure compute and messages inside a run.
+struct Probe {
+  plan::Plan plan;
+  bool data = false;  ///< the data-parallel layout (else the pipeline one)
+  int model = 0;      ///< 0: the smallest calibrated model; 1: a model whose actions are several times longer
+};
+
+enum ComputeKind { kF, kB, kOptim, kComputeKinds };
+
+// One probe run's in-run figures, and the per-action means they came from.
+struct ProbeResult {
+  plan::InRunFactors factors;
+  plan::InRunPoint means[kComputeKinds];  ///< per-action means of F, B and OPTIM
+};
+
 // The plans calibrate runs for real to measure how much slower compute and communication are
-// inside a run than alone. Both take one calibrated model with two layers or more: of several,
-// the one with the shortest step, so that the probes stay short (a large model's step can take
-// seconds here) and their steps are many. Each runs about 2 s by the base profile's estimate.
+// inside a run than alone:
 // - pipeline: two stages, 1F1B, (up to) 4 micro-batches: compute between pipeline messages, and
 //   the messages themselves;
 // - data-parallel: two DDP replicas, two micro-batches: compute sharing the cores with all-reduces
 //   in the last backward, and without them in the first.
-std::vector<plan::Plan> probe_plans(const std::vector<Calibrated>& plans, const plan::HardwareProfile& base) {
+// Both run on the calibrated model with two layers or more whose step is shortest, so that the
+// probes stay short and their steps many. Where another model's actions are several times
+// longer (and its step still short enough to probe), both probes run on it too: a run slows small
+// layers by a fixed cost per action (threads woken, caches refilled after the messages) and large
+// ones in proportion (the other rank's compute sharing caches and memory bandwidth), and two
+// models of different sizes tell the two apart (plan::fit_in_run_line). Each probe runs about 2 s by the
+// base profile's estimate.
+std::vector<Probe> probe_plans(const std::vector<Calibrated>& plans, const plan::HardwareProfile& base) {
   const std::vector<std::string> common = {"hardware=ideal", "parallel.virtual=1", "parallel.partition_len=balanced",
                                            "parallel.grad_accumulation=1", "parallel.activation_checkpointing=false"};
+  auto estimate_ms = [&](plan::Scenario s) {
+    s.hardware = base;
+    return plan::step_times(sim::simulate(plan::resolve_plan(s)).timeline, 0).step_time.to_ms();
+  };
   auto probe = [&](const Calibrated& c, const std::vector<std::string>& layout, const std::string& words) {
     std::vector<std::string> sets = common;
     sets.insert(sets.end(), layout.begin(), layout.end());
     plan::Scenario s = plan::load_scenario(c.file, sets);
-    plan::Scenario guess = s;
-    guess.hardware = base;
-    const double step_ms = plan::step_times(sim::simulate(plan::resolve_plan(guess)).timeline, 0).step_time.to_ms();
+    const double step_ms = estimate_ms(s);
     s.data.steps = std::clamp(static_cast<int>(2000.0 / std::max(step_ms, 0.01)), 20, 400);
     s.name += " (calibration probe: " + words + ", " + std::to_string(s.data.steps) + " steps)";
     return std::make_pair(step_ms, plan::resolve_plan(s));
   };
-  std::optional<std::pair<double, plan::Plan>> pipeline;
-  const Calibrated* model = nullptr;
-  for (const auto& c : plans) {
-    if (c.plan.layers().size() < 2) continue;
+  auto pipeline = [&](const Calibrated& c) {
     const int batch = c.plan.scenario.data.batch_size;
     const int chunks = batch % 4 == 0 ? 4 : batch % 2 == 0 ? 2 : 1;
-    auto p = probe(c, {"parallel.data=1", "parallel.pipeline=2", "parallel.schedule=1f1b",
-                       "parallel.chunks=" + std::to_string(chunks)},
-                   "pipeline 2, 1f1b, " + std::to_string(chunks) + " chunks");
-    if (pipeline && p.first >= pipeline->first) continue;
-    pipeline = std::move(p);
-    model = &c;
+    return probe(c, {"parallel.data=1", "parallel.pipeline=2", "parallel.schedule=1f1b",
+                     "parallel.chunks=" + std::to_string(chunks)},
+                 "pipeline 2, 1f1b, " + std::to_string(chunks) + " chunks");
+  };
+  // The shortest and the longest pipeline probe among models whose probe step is short enough.
+  constexpr double kLongestProbeStepMs = 100;  // 20 steps in 2 s
+  std::optional<std::pair<double, plan::Plan>> small, large;
+  const Calibrated *small_model = nullptr, *large_model = nullptr;
+  for (const auto& c : plans) {
+    if (c.plan.layers().size() < 2) continue;
+    auto p = pipeline(c);
+    if (!small || p.first < small->first) small = p, small_model = &c;
+    if (p.first <= kLongestProbeStepMs && (!large || p.first > large->first)) large = p, large_model = &c;
   }
-  if (!model) return {};
-  std::vector<plan::Plan> out = {std::move(pipeline->second)};
-  if (model->plan.scenario.data.batch_size % 2 == 0) {
-    // Two micro-batches where the batch allows: the first backward without all-reduces, the last with.
-    const int chunks = model->plan.scenario.data.batch_size % 4 == 0 ? 2 : 1;
-    out.push_back(probe(*model, {"parallel.data=2", "parallel.pipeline=1", "parallel.chunks=" + std::to_string(chunks)},
-                        "data 2, " + std::to_string(chunks) + " chunk(s)")
-                      .second);
+  if (!small_model) return {};
+  constexpr double kDistinctSize = 3;  // step ratio from which the two models tell size effects apart
+  if (!large || large->first < kDistinctSize * small->first) large_model = nullptr;
+  std::vector<Probe> out;
+  for (const Calibrated* model : {small_model, large_model}) {
+    if (!model) continue;
+    const int size = model == small_model ? 0 : 1;
+    out.push_back({size == 0 ? small->second : large->second, false, size});
+    if (model->plan.scenario.data.batch_size % 2 == 0) {
+      // Two micro-batches where the batch allows: the first backward without all-reduces, the last with.
+      const int chunks = model->plan.scenario.data.batch_size % 4 == 0 ? 2 : 1;
+      out.push_back({probe(*model, {"parallel.data=2", "parallel.pipeline=1", "parallel.chunks=" + std::to_string(chunks)},
+                           "data 2, " + std::to_string(chunks) + " chunk(s)")
+                         .second,
+                     true, size});
+    }
   }
   return out;
 }
@@ -201,10 +237,10 @@ plan::InRunFactors median_factors(const std::vector<plan::InRunFactors>& runs) {
   return m;
 }
 
-// The in-run factors: a probe's measured F, B and OPTIM (per-action means, summed) and its
-// all-reduces against what `calibration` predicts for them without factors; its messages.
-plan::InRunFactors in_run_factors(plan::Plan probe, const plan::Calibration& calibration,
-                                  const std::vector<exec::RankResult>& results) {
+// The in-run factors: a probe's measured F, B and OPTIM (per-action means) and its all-reduces
+// against what `calibration` predicts for them without in-run figures; its messages.
+ProbeResult in_run_factors(plan::Plan probe, const plan::Calibration& calibration,
+                           const std::vector<exec::RankResult>& results) {
   plan::Calibration alone = calibration;
   alone.in_run = {};
   alone.in_run_data.reset();
@@ -212,7 +248,8 @@ plan::InRunFactors in_run_factors(plan::Plan probe, const plan::Calibration& cal
   const plan::Timeline predicted = sim::simulate(probe).timeline;
   const plan::Timeline measured = exec::measured_timeline(results, probe.scenario.name, probe.world_size);
   const profiler::CompareReport r = profiler::compare(predicted, measured);
-  plan::InRunFactors f;
+  ProbeResult out;
+  plan::InRunFactors& f = out.factors;
   const profiler::MessageTiming m = profiler::message_timing(measured, probe.scenario.parallel.pipeline);
   if (!m.send_us.empty() && !calibration.send_call.empty())
     f.send_extra_us = typical(m.send_us) - calibration.send_call.at(typical(m.bytes));
@@ -224,17 +261,58 @@ plan::InRunFactors in_run_factors(plan::Plan probe, const plan::Calibration& cal
         std::max(0.0, typical(m.late_receive_us) - typical(m.late_bytes) / (calibration.p2p.bandwidth_gb_per_s * 1e3));
   for (const auto& k : r.kinds) {
     if (k.actions == 0 || k.measured_ms <= 0) continue;
-    const double extra_us = (k.measured_ms - k.predicted_ms) * 1e3 / k.actions;
-    if (k.kind == "F") f.forward_extra_us = extra_us;
-    else if (k.kind == "B") f.backward_extra_us = extra_us;
-    else if (k.kind == "OPTIM") f.optimizer_extra_us = extra_us;
+    const plan::InRunPoint means{k.predicted_ms * 1e3 / k.actions, k.measured_ms * 1e3 / k.actions};
+    const double extra_us = means.in_run_us - means.alone_us;
+    if (k.kind == "F") f.forward_extra_us = extra_us, out.means[kF] = means;
+    else if (k.kind == "B") f.backward_extra_us = extra_us, out.means[kB] = means;
+    else if (k.kind == "OPTIM") f.optimizer_extra_us = extra_us, out.means[kOptim] = means;
   }
-  if (probe.scenario.parallel.data > 1) fit_sync_backward(probe, predicted, measured, calibration, &f);
+  if (probe.scenario.parallel.data > 1) {
+    fit_sync_backward(probe, predicted, measured, calibration, &f);
+    // The backwards the fit by size uses are the ones without all-reduces.
+    const int n = probe.scenario.parallel.chunks * probe.scenario.parallel.grad_accumulation;
+    if (n > 1) out.means[kB] = {mean_backward_us(predicted, n, false), mean_backward_us(measured, n, false)};
+  }
   if (const double predicted_ms = allreduce_ms(predicted); predicted_ms > 0) {
     const double measured_ms = allreduce_ms(measured);
     if (measured_ms > 0) f.allreduce = measured_ms / predicted_ms;
   }
   f.probe = probe.scenario.name;
+  return out;
+}
+
+// The repeats of one probe: each in-run figure and each mean is the median of the repeats'.
+ProbeResult median_result(const std::vector<ProbeResult>& repeats) {
+  ProbeResult m;
+  std::vector<plan::InRunFactors> factors;
+  for (const auto& r : repeats) factors.push_back(r.factors);
+  m.factors = median_factors(factors);
+  for (int k = 0; k < kComputeKinds; ++k) {
+    std::vector<double> alone, measured;
+    for (const auto& r : repeats) alone.push_back(r.means[k].alone_us), measured.push_back(r.means[k].in_run_us);
+    m.means[k] = {profiler::median(alone), profiler::median(measured)};
+  }
+  return m;
+}
+
+// "1.18x its time alone +40 us", or "+144 us beyond its time alone" when the factor is 1.
+std::string in_run_words(double factor, double extra_us) {
+  if (factor == 1) return fmt("%+.0f", extra_us) + " us beyond its time alone";
+  return fmt("%.2f", factor) + "x its time alone " + fmt("%+.0f", extra_us) + " us";
+}
+
+// The in-run figures of one layout: the small model's, with F, B and OPTIM fitted by size.
+plan::InRunFactors layout_factors(const ProbeResult& small, const ProbeResult* large) {
+  plan::InRunFactors f = small.factors;
+  auto fit = [&](ComputeKind k, double* factor, double* extra_us) {
+    const plan::InRunLine line = plan::fit_in_run_line(small.means[k], large ? &large->means[k] : nullptr);
+    *factor = line.factor;
+    *extra_us = line.extra_us;
+  };
+  fit(kF, &f.forward, &f.forward_extra_us);
+  fit(kB, &f.backward, &f.backward_extra_us);
+  fit(kOptim, &f.optimizer, &f.optimizer_extra_us);
+  if (large) f.probe += "; sizes from " + large->factors.probe;
   return f;
 }
 
@@ -285,8 +363,9 @@ int calibrate_command(const CalibrateArgs& args, const std::vector<std::string>&
   // Each probe runs kProbeRepeats times, interleaved, and each in-run figure is the median of
   // the repeats: one ~2 s probe on this kind of shared machine can land in a slow spell (a
   // calibration's pipeline extras have come out twice another's an hour apart).
-  const std::vector<plan::Plan> probes = probe_plans(calibrated, base);
-  for (int r = 0; r < kProbeRepeats; ++r) options.probes.insert(options.probes.end(), probes.begin(), probes.end());
+  const std::vector<Probe> probes = probe_plans(calibrated, base);
+  for (int r = 0; r < kProbeRepeats; ++r)
+    for (const Probe& p : probes) options.probes.push_back(p.plan);
   // The probes' micro-batch sizes are measured too: their factors divide by those costs.
   std::vector<plan::Plan> measured_plans = plans;
   measured_plans.insert(measured_plans.end(), options.probes.begin(), options.probes.end());
@@ -296,17 +375,24 @@ int calibrate_command(const CalibrateArgs& args, const std::vector<std::string>&
   // A probe's simulation needs the link the profile will carry: the measured Gloo delivery.
   const auto doc = plan::YamlDocument::from_text(plan::calibrated_profile_yaml(base, "probe", cal, {}), "probe");
   const plan::HardwareProfile measured = plan::parse_hardware(plan::Field::root(doc));
+  // Each probe's repeats, by (layout, model).
+  std::map<std::pair<bool, int>, ProbeResult> results;
   for (size_t i = 0; i < probes.size(); ++i) {
-    plan::Plan probe = probes[i];
+    plan::Plan probe = probes[i].plan;
     probe.scenario.hardware = measured;
-    std::vector<plan::InRunFactors> repeats;
+    std::vector<ProbeResult> repeats;
     for (int r = 0; r < kProbeRepeats; ++r)
       repeats.push_back(in_run_factors(probe, cal, run->probes[r * probes.size() + i]));
-    const plan::InRunFactors f = median_factors(repeats);
-    std::cerr << "calibrate: in a real run each F takes " << fmt("%+.0f", f.forward_extra_us) << " us, each B "
-              << fmt("%+.0f", f.backward_extra_us) << " us, each OPTIM " << fmt("%+.0f", f.optimizer_extra_us)
-              << " us beyond its time alone";
-    if (probe.scenario.parallel.data > 1) {
+    results[{probes[i].data, probes[i].model}] = median_result(repeats);
+  }
+  for (bool data : {false, true}) {
+    if (!results.count({data, 0})) continue;
+    const auto large = results.find({data, 1});
+    const plan::InRunFactors f = layout_factors(results.at({data, 0}), large == results.end() ? nullptr : &large->second);
+    std::cerr << "calibrate: in a real run each F takes " << in_run_words(f.forward, f.forward_extra_us) << ", each B "
+              << in_run_words(f.backward, f.backward_extra_us) << ", each OPTIM "
+              << in_run_words(f.optimizer, f.optimizer_extra_us);
+    if (data) {
       std::cerr << ", the step's last B " << fmt("%+.0f", f.sync_backward_extra_us_per_mb)
                 << " us more per MB of gradients, all-reduces take " << fmt("%.2f", f.allreduce) << "x theirs; "
                 << f.probe << "\n";

@@ -54,6 +54,16 @@ LinearFit fit_linear(const std::vector<double>& x, const std::vector<double>& y)
   return f;
 }
 
+InRunLine fit_in_run_line(const InRunPoint& small, const InRunPoint* large) {
+  constexpr double kMinFactor = 0.8, kMaxFactor = 2.5;
+  InRunLine line;
+  if (large && large->alone_us > 2 * small.alone_us && small.in_run_us > 0 && large->in_run_us > 0)
+    line.factor = std::clamp((large->in_run_us - small.in_run_us) / (large->alone_us - small.alone_us), kMinFactor,
+                             kMaxFactor);
+  line.extra_us = small.in_run_us - line.factor * small.alone_us;
+  return line;
+}
+
 const SignatureCost* Calibration::layer(const std::string& s) const {
   auto it = layers.find(s);
   return it == layers.end() ? nullptr : &it->second;

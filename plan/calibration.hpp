@@ -36,6 +36,24 @@ struct LinearFit {
 };
 LinearFit fit_linear(const std::vector<double>& mb, const std::vector<double>& us);
 
+/// One kind of action (F, B or OPTIM) measured in a probe run: its mean time alone (the
+/// calibrated tables) and its mean time in the run, per action.
+struct InRunPoint {
+  double alone_us = 0, in_run_us = 0;
+};
+
+/// A kind's time in a run as a line over its time alone: in_run = factor x alone + extra_us.
+struct InRunLine {
+  double factor = 1, extra_us = 0;
+};
+
+/// The line through a small model's point and a large model's. A run slows small layers by a
+/// fixed cost per action and large ones in proportion, and one model cannot tell the two apart:
+/// without `large`, or when its actions are not at least twice as long, the factor is 1 and the
+/// extra the small model's difference. The factor is bounded to [0.8, 2.5] (a noisy probe must
+/// not turn a 1.2x slowdown into 5x); the line then still passes through the small model's point.
+InRunLine fit_in_run_line(const InRunPoint& small, const InRunPoint* large);
+
 /// One layer signature measured with the executor's own module.
 struct SignatureCost {
   std::string signature;
@@ -60,11 +78,12 @@ struct AlphaBeta {
 /// `alone x factor + extra_us`.
 struct InRunFactors {
   double forward = 1, backward = 1, optimizer = 1;
-  /// Time each F, B and OPTIM adds inside a run, beyond its (scaled) time alone. calibrate fits
-  /// these and leaves the factors at 1: the slowdown is a cost per action (caches refilled after
-  /// the other micro-batches and the messages, threads woken on shared cores) more than a
-  /// proportion: measured, small MLP layers take ~2x their time alone in a run, a transformer's
-  /// 10-20 ms layers ~1.1x.
+  /// Time each F, B and OPTIM adds inside a run, beyond its (scaled) time alone. The slowdown is
+  /// partly a cost per action (caches refilled after the other micro-batches and the messages,
+  /// threads woken on shared cores) and partly a proportion (the other rank's compute sharing
+  /// caches and memory bandwidth): small MLP layers take ~2x their time alone in a run, a small
+  /// transformer's layers 1.2-1.5x. calibrate fits both where it has two models of different
+  /// sizes to probe (fit_in_run_line), else the extras alone with the factors at 1.
   double forward_extra_us = 0, backward_extra_us = 0, optimizer_extra_us = 0;
   /// DDP all-reduces of a step (the time from the first one's start to the last one's end)
   /// against the calibrated all-reduce cost: they share the cores with backward and each other.

@@ -80,6 +80,29 @@ TEST_CASE("plan::fit_linear: recovers known coefficients from synthetic timings"
   CHECK(bent.max_relative_residual > 0.3);
 }
 
+TEST_CASE("plan::fit_in_run_line: recovers a run's factor and fixed extra from a small and a large model", "[plan]") {
+  // Synthetic in-run times from a known line, in_run = 1.3 x alone + 60 us.
+  auto in_run = [](double alone) { return plan::InRunPoint{alone, 1.3 * alone + 60}; };
+  const plan::InRunPoint small = in_run(120), large = in_run(2400);
+  const plan::InRunLine line = plan::fit_in_run_line(small, &large);
+  CHECK(line.factor == Approx(1.3));
+  CHECK(line.extra_us == Approx(60));
+
+  // One model cannot separate the two: a fixed extra through its point.
+  const plan::InRunLine one = plan::fit_in_run_line(small, nullptr);
+  CHECK(one.factor == 1);
+  CHECK(one.extra_us == Approx(1.3 * 120 + 60 - 120));
+  // Nor can two of nearly the same size.
+  const plan::InRunPoint similar = in_run(200);
+  CHECK(plan::fit_in_run_line(small, &similar).factor == 1);
+
+  // A noisy large probe cannot make the factor absurd; the line still meets the small model.
+  const plan::InRunPoint wild{2400, 30000};
+  const plan::InRunLine bounded = plan::fit_in_run_line(small, &wild);
+  CHECK(bounded.factor == Approx(2.5));
+  CHECK(bounded.factor * small.alone_us + bounded.extra_us == Approx(small.in_run_us));
+}
+
 TEST_CASE("plan::CostCurve: interpolates between sizes and extrapolates along the upper half", "[plan]") {
   const plan::CostCurve c{{1, 2, 4, 8}, {10, 12, 16, 24}};
   CHECK(c.at(2) == Approx(12));
