@@ -14,6 +14,7 @@
 #include "exec/comm.hpp"
 #include "exec/data.hpp"
 #include "exec/launcher.hpp"
+#include "exec/device.hpp"
 #include "exec/model.hpp"
 #include "exec/runtime.hpp"
 #include "plan/error.hpp"
@@ -29,6 +30,7 @@ using nlohmann::json;
 plan::Plan check_input(const RunArgs& args) {
   plan::Plan p = plan::resolve_plan(plan::load_scenario(args.scenario, args.sets));
   exec::check_executable(p.scenario);
+  exec::check_device(p.scenario);
   exec::DataSource::require_installed(p.scenario);
   require_output_folder(args.trace_path);
   if ((args.checkpoint_every > 0 || args.resume) && args.checkpoint_dir.empty())

@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 
+#include "exec/gpu.hpp"
 #include "profiler/host_tracer.hpp"
 
 namespace parallax::exec {
@@ -54,9 +55,12 @@ std::vector<std::shared_ptr<::gloo::transport::Device>> gloo_devices(const Launc
   return devices;
 }
 
-c10::intrusive_ptr<c10d::ProcessGroupGloo> make_group(const c10::intrusive_ptr<c10d::Store>& store,
-                                                      const std::string& prefix, int rank, int size,
-                                                      const LaunchInfo& launch) {
+c10::intrusive_ptr<c10d::ProcessGroup> make_group(const c10::intrusive_ptr<c10d::Store>& store,
+                                                   const std::string& prefix, int rank, int size,
+                                                   const LaunchInfo& launch, bool nccl) {
+  if (nccl)
+    return gpu::make_nccl_group(c10::make_intrusive<c10d::PrefixStore>(prefix, store), rank, size,
+                                std::chrono::milliseconds(launch.timeout));
   auto options = c10d::ProcessGroupGloo::Options::create(std::chrono::milliseconds(launch.timeout));
   options->devices = gloo_devices(launch);
   return c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::PrefixStore>(prefix, store), rank,
@@ -77,7 +81,7 @@ bool LaunchInfo::from_environment(LaunchInfo* out) {
   return true;
 }
 
-Communicator::Communicator(const LaunchInfo& launch) : launch_(launch) {
+Communicator::Communicator(const LaunchInfo& launch, bool nccl) : launch_(launch), nccl_(nccl) {
   c10d::TCPStoreOptions opts;
   opts.port = static_cast<uint16_t>(launch.master_port);
   opts.isServer = launch.rank == 0;
@@ -86,7 +90,7 @@ Communicator::Communicator(const LaunchInfo& launch) : launch_(launch) {
   opts.timeout = std::chrono::milliseconds(launch.timeout);
   try {
     store_ = c10::make_intrusive<c10d::TCPStore>(launch.master_addr, opts);
-    world_ = make_group(store_, "world/", launch.rank, launch.world_size, launch);
+    world_ = make_group(store_, "world/", launch.rank, launch.world_size, launch, nccl);
   } catch (const std::exception& e) {
     throw std::runtime_error("rank " + std::to_string(launch.rank) + ": rendezvous at " + launch.master_addr + ":" +
                              std::to_string(launch.master_port) + " failed within " +
@@ -94,7 +98,8 @@ Communicator::Communicator(const LaunchInfo& launch) : launch_(launch) {
   }
 }
 
-Communicator::Communicator(const plan::Plan& plan, const LaunchInfo& launch) : Communicator(launch) {
+Communicator::Communicator(const plan::Plan& plan, const LaunchInfo& launch)
+    : Communicator(launch, plan.scenario.hardware.device.kind == plan::DeviceKind::cuda) {
   const auto& p = plan.scenario.parallel;
   stage_groups_.resize(plan.stages.size());
   stage_ranks_.resize(plan.stages.size());
@@ -106,7 +111,7 @@ Communicator::Communicator(const plan::Plan& plan, const LaunchInfo& launch) : C
     for (const auto& st : plan.stages) {
       if (launch.rank % p.pipeline != st.pipeline_rank) continue;
       stage_groups_[st.index] = make_group(store_, "ddp-stage-" + std::to_string(st.index) + "/",
-                                           launch.rank / p.pipeline, p.data, launch);
+                                           launch.rank / p.pipeline, p.data, launch, nccl_);
     }
   }
 }

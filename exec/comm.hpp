@@ -1,6 +1,7 @@
 #pragma once
-// Communication through c10d: a TCPStore rendezvous, one Gloo process group for all ranks and one
-// per pipeline stage across its replicas (the DDP groups). Every wait has a deadline and, when it
+// Communication through c10d: a TCPStore rendezvous, one process group for all ranks and one
+// per pipeline stage across its replicas (the DDP groups): Gloo for plans on the CPU, NCCL for
+// plans whose profile trains on CUDA GPUs (exec/gpu.hpp). Every wait has a deadline and, when it
 // passes or a peer vanishes, fails with the rank, the action and the peer it was waiting on, so a
 // dead or hung rank stops the job instead of hanging it. A failed wait also says which rank the
 // job lost, when the ranks' reports and heartbeats tell (see liveness.hpp).
@@ -33,9 +34,10 @@ struct LaunchInfo {
 
 class Communicator {
  public:
+  /// NCCL groups when the plan's profile trains on CUDA GPUs, else Gloo.
   Communicator(const plan::Plan& plan, const LaunchInfo& launch);
-  /// The store and the world group only (calibration).
-  explicit Communicator(const LaunchInfo& launch);
+  /// The store and the world group only (calibration: Gloo).
+  explicit Communicator(const LaunchInfo& launch, bool nccl = false);
 
   using Work = c10::intrusive_ptr<c10d::Work>;
   /// Posts a send (receive); a peer already lost makes it throw at once, naming `what` and whom.
@@ -72,8 +74,9 @@ class Communicator {
 
   LaunchInfo launch_;
   c10::intrusive_ptr<c10d::Store> store_;
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> world_;
-  std::vector<c10::intrusive_ptr<c10d::ProcessGroupGloo>> stage_groups_;  // indexed by stage
+  bool nccl_ = false;
+  c10::intrusive_ptr<c10d::ProcessGroup> world_;
+  std::vector<c10::intrusive_ptr<c10d::ProcessGroup>> stage_groups_;  // indexed by stage
   std::vector<std::vector<int>> stage_ranks_;                              // indexed by stage
   std::unique_ptr<Liveness> liveness_;  // with a plan only (not for calibration's own exchanges)
 };

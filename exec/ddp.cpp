@@ -23,7 +23,7 @@ BucketReducer::BucketReducer(const plan::Stage& stage, Stage& module, c10d::Proc
       bucket.params.push_back(i);
       numel += it->second.numel();
     }
-    bucket.flat = torch::zeros({numel});
+    bucket.flat = torch::zeros({numel}, params_.empty() ? torch::TensorOptions() : params_.back().options());  // their device
     buckets_.push_back(std::move(bucket));
   }
   for (int i = 0; i < static_cast<int>(params_.size()); ++i)

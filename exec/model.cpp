@@ -134,8 +134,8 @@ void check_executable(const plan::Scenario& s) {
                                                    "cannot be run; use a preset (mlp, transformer) or linear/embedding/encoder/head layers");
   if (s.parallel.precision == plan::Precision::fp16)
     throw plan::InputError(s.where("parallel.precision"),
-                           "precision fp16 cannot run: the executor runs on the CPU, which has no fp16 autocast; "
-                           "use fp32 or bf16");
+                           "precision fp16 cannot run: the CPU has no fp16 autocast, and on GPUs fp16 training needs "
+                           "a gradient scaler, which the executor does not have yet; use fp32 or bf16");
   const auto& first = s.layers.front();
   const bool tokens = first.kind == plan::LayerKind::embedding;
   if (s.data.source == "fashion-mnist" && (tokens || first.shape.in != 784 || s.layers.back().kind != plan::LayerKind::linear ||

@@ -38,25 +38,33 @@ class StageImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Stage);
 
-// CPU autocast to bf16 for one forward; restores the previous state (LibTorch 1.13 has no guard).
+// Autocast to bf16 for one forward, on the CPU or on CUDA; restores the previous state
+// (LibTorch 1.13 has no guard).
 class AutocastScope {
  public:
-  explicit AutocastScope(bool on) : on_(on) {
+  explicit AutocastScope(bool on, c10::DeviceType device = c10::kCPU) : on_(on), cuda_(device == c10::kCUDA) {
     if (!on_) return;
-    was_ = at::autocast::is_cpu_enabled();
-    at::autocast::set_cpu_enabled(true);
-    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+    if (cuda_) {
+      was_ = at::autocast::is_enabled();
+      at::autocast::set_enabled(true);
+      at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
+    } else {
+      was_ = at::autocast::is_cpu_enabled();
+      at::autocast::set_cpu_enabled(true);
+      at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+    }
   }
   ~AutocastScope() {
     if (!on_) return;
-    at::autocast::set_cpu_enabled(was_);
+    if (cuda_) at::autocast::set_enabled(was_);
+    else at::autocast::set_cpu_enabled(was_);
     at::autocast::clear_cache();
   }
   AutocastScope(const AutocastScope&) = delete;
   AutocastScope& operator=(const AutocastScope&) = delete;
 
  private:
-  bool on_ = false, was_ = false;
+  bool on_ = false, cuda_ = false, was_ = false;
 };
 
 /// Shape of a layer's output for a micro-batch (what crosses a stage boundary).

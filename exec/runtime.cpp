@@ -20,6 +20,7 @@
 #include "exec/checkpoint.hpp"
 #include "exec/data.hpp"
 #include "exec/ddp.hpp"
+#include "exec/device.hpp"
 #include "exec/model.hpp"
 #include "profiler/host_tracer.hpp"
 #ifdef PARALLAX_HAVE_CUPTI
@@ -172,6 +173,7 @@ class Runtime {
         pipeline_rank_(launch.rank % p_.pipeline),
         replica_(launch.rank / p_.pipeline),
         actions_(plan.schedule.ranks[pipeline_rank_]),
+        train_device_(rank_device(plan.scenario, launch.local_rank)),
         tracer_(launch.rank, tracer_capacity(plan)),
         data_(plan),
         comm_(plan, launch),
@@ -256,6 +258,7 @@ class Runtime {
   void build_stage(int s) {
     StageState st;
     st.module = Stage(plan_, s, plan_.scenario.data.seed);
+    st.module->to(train_device_);  // before the optimizer and the DDP buckets take its parameters
     const auto& o = plan_.scenario.optimizer;
     if (o.kind == "sgd")
       st.optimizer = std::make_unique<torch::optim::SGD>(
@@ -287,7 +290,7 @@ class Runtime {
     step_ = step;
     StepRecord rec;
     rec.step = step;
-    loss_sum_ = 0;
+    loss_total_ = torch::Tensor();
     loss_count_ = 0;
     for (auto& [s, st] : stages_) st.backwards = 0;
     for (size_t i = 0; i < actions_.size(); ++i) {
@@ -301,12 +304,14 @@ class Runtime {
 #endif
     }
     sends_.drain();
+    // A GPU rank's host spans end when their kernels are queued; the step ends when they are done.
+    if (train_device_.is_cuda()) torch::cuda::synchronize(train_device_.index());
 #ifdef PARALLAX_HAVE_CUPTI
     if (cupti_) collect_gpu_activity(step);
 #endif
     for (auto& v : slots_)
       for (auto& slot : v) slot = Slot{};
-    rec.loss_sum = loss_sum_;
+    rec.loss_sum = loss_total_.defined() ? loss_total_.item<double>() : 0.0;  // on a GPU, the step's kernels are done
     rec.loss_count = loss_count_;
     return rec;
   }
@@ -336,7 +341,7 @@ class Runtime {
         const int send_stage = fwd ? a.stage - 1 : a.stage + 1;
         const int src = peer(send_stage);
         const auto shape = output_shape(fwd ? last_layer(send_stage) : last_layer(a.stage), plan_.microbatch_size);
-        torch::Tensor buf = torch::empty(shape, torch::TensorOptions().dtype(dtype_));
+        torch::Tensor buf = torch::empty(shape, torch::TensorOptions().dtype(dtype_).device(train_device_));
         const std::string what = a.id() + " from rank " + std::to_string(src);
         comm_.wait(comm_.recv(buf, src, tag(send_stage, a.mb, !fwd), what), what, {src});
         tracer_.span(Lane::recv, a, t0, profiler::now_ns(), buf.nbytes(), step32);
@@ -360,12 +365,12 @@ class Runtime {
     StageState& st = stages_.at(a.stage);
     if (a.stage == 0 || is_last(a.stage)) {
       MicroBatch mb = data_.micro_batch(step, a.mb, replica_, /*with_input=*/a.stage == 0);
-      if (a.stage == 0) slot.input = mb.input;
-      slot.target = mb.target;
+      if (a.stage == 0) slot.input = mb.input.to(train_device_);
+      slot.target = mb.target.to(train_device_);
     }
     torch::Tensor out;
     {
-      AutocastScope autocast(dtype_ == torch::kBFloat16);
+      AutocastScope autocast(dtype_ == torch::kBFloat16, train_device_.type());
       if (p_.activation_checkpointing) {
         torch::NoGradGuard no_grad;  // keep only the input; B recomputes
         out = st.module->forward(slot.input);
@@ -374,7 +379,10 @@ class Runtime {
       }
       if (is_last(a.stage)) {
         slot.loss = model_loss(last_layer(a.stage), out, slot.target);
-        loss_sum_ += slot.loss.item<double>();
+        // Summed where the loss is, in double, and read once per step: reading it here would
+        // make a GPU rank wait for its kernels after every micro-batch.
+        const torch::Tensor loss = slot.loss.detach().to(torch::kDouble);
+        loss_total_ = loss_total_.defined() ? loss_total_ + loss : loss;
         ++loss_count_;
       }
     }
@@ -386,7 +394,7 @@ class Runtime {
     if (st.reducer && ++st.backwards == plan_.schedule.microbatches()) st.reducer->arm(static_cast<int32_t>(step_));
     torch::Tensor out = slot.output, loss = slot.loss;
     if (p_.activation_checkpointing) {
-      AutocastScope autocast(dtype_ == torch::kBFloat16);
+      AutocastScope autocast(dtype_ == torch::kBFloat16, train_device_.type());
       out = st.module->forward(slot.input);
       if (is_last(a.stage)) loss = model_loss(last_layer(a.stage), out, slot.target);
     }
@@ -470,9 +478,10 @@ class Runtime {
       for (auto& [s, st] : stages_) {
         torch::Tensor x;
         if (s == 0) {
-          x = images.narrow(0, first, mb);
+          x = images.narrow(0, first, mb).to(train_device_);
         } else {
-          x = torch::empty(output_shape(last_layer(s - 1), mb), torch::TensorOptions().dtype(dtype_));
+          x = torch::empty(output_shape(last_layer(s - 1), mb),
+                           torch::TensorOptions().dtype(dtype_).device(train_device_));
           const int tag = eval_tag_base + static_cast<int>(b % 100000) * stages + s;
           const std::string what = "test-set evaluation of stage " + std::to_string(s);
           comm_.wait(comm_.recv(x, peer(s - 1), tag, what), what, {peer(s - 1)});
@@ -480,11 +489,11 @@ class Runtime {
         }
         torch::Tensor out;
         {
-          AutocastScope autocast(dtype_ == torch::kBFloat16);
+          AutocastScope autocast(dtype_ == torch::kBFloat16, train_device_.type());
           out = st.module->forward(x);
         }
         if (is_last(s)) {
-          *correct += out.argmax(1).eq(data_.test_labels().narrow(0, first, mb)).sum().item<int64_t>();
+          *correct += out.argmax(1).eq(data_.test_labels().narrow(0, first, mb).to(train_device_)).sum().item<int64_t>();
           *tested += mb;
         } else {
           torch::Tensor t = out.to(dtype_).contiguous();
@@ -502,6 +511,7 @@ class Runtime {
   const plan::ParallelSpec& p_;
   int pipeline_rank_, replica_;
   const std::vector<Action>& actions_;
+  torch::Device train_device_;  // before comm_: a GPU rank selects its GPU before NCCL starts
   profiler::HostTracer tracer_;
   DataSource data_;
   Communicator comm_;
@@ -534,7 +544,7 @@ class Runtime {
   std::vector<plan::DeviceSpan> device_;
   torch::ScalarType dtype_ = torch::kFloat;
   int64_t step_ = 0;
-  double loss_sum_ = 0;
+  torch::Tensor loss_total_;  // the step's last-stage losses so far, on the rank's device
   int loss_count_ = 0;
   plan::RankMemory memory_;
   int64_t last_report_ns_ = 0;

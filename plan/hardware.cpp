@@ -24,10 +24,11 @@ Link parse_link(const Field& map, bool with_nics) {
 }
 
 Device parse_device(const Field& map) {
-  expect_keys(map, {"name", "memory_gb", "memory_bandwidth_gb_per_s", "peak_tflops", "efficiency",
+  expect_keys(map, {"name", "kind", "memory_gb", "memory_bandwidth_gb_per_s", "peak_tflops", "efficiency",
                     "layer_overhead_us"});
   Device d;
   d.name = string_or(map, "name", "device");
+  if (Field kind = map["kind"]; kind.present()) d.kind = to_choice(kind, {"cpu", "cuda"}) == "cuda" ? DeviceKind::cuda : DeviceKind::cpu;
   d.memory_gb = to_number(require(map, "memory_gb"), 0);
   d.memory_bandwidth_gb_per_s = number_or(map, "memory_bandwidth_gb_per_s", kInf, 0);
   Field peaks = require(map, "peak_tflops");
@@ -141,5 +142,7 @@ const char* builtin_hardware_text(const std::string& name) {
     if (name == f.name) return f.text;
   return nullptr;
 }
+
+const char* name(DeviceKind kind) { return kind == DeviceKind::cuda ? "cuda" : "cpu"; }
 
 }  // namespace parallax::plan

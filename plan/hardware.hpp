@@ -19,8 +19,13 @@ struct Link {
   double latency_us = 0;
 };
 
+/// Where the executor runs a rank: the host CPU, or the CUDA GPU at the rank's LOCAL_RANK.
+enum class DeviceKind { cpu, cuda };
+const char* name(DeviceKind kind);
+
 struct Device {
   std::string name;
+  DeviceKind kind = DeviceKind::cpu;  ///< `device.kind`; the simulator does not use it
   double memory_gb = 0;  ///< device memory; as on datasheets, "GB" of memory means GiB (2^30 bytes)
   double memory_bandwidth_gb_per_s = 0;
   std::map<Precision, double> peak_tflops;  ///< dense peak per precision it supports

@@ -1,6 +1,9 @@
 // Real 2-rank jobs through the `parallax run` command, as users start them.
 #include <sys/wait.h>
 
+// Before Catch: LibTorch's headers define glog's CHECK, which Catch's must replace.
+#include "exec/gpu.hpp"
+
 #include <array>
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -170,6 +173,29 @@ TEST_CASE("exec: measured memory grows with the model as its parameters, gradien
   // (Under ASan, freed blocks wait in its quarantine and count as resident.)
   CHECK(large - small <= 1.5 * expected);
 #endif
+}
+
+TEST_CASE("exec: a GPU profile without a GPU exits 2 in one line, naming the way to run on the CPU", "[exec][run]") {
+  // The shipped GPU profiles say so; the CPU ones do not.
+  CHECK(parallax::test::scenario_from("model: {preset: mlp}\nhardware: t4-pcie\n").hardware.device.kind ==
+        parallax::plan::DeviceKind::cuda);
+  CHECK(parallax::test::scenario_from("model: {preset: mlp}\nhardware: cpu-host\n").hardware.device.kind ==
+        parallax::plan::DeviceKind::cpu);
+  if (parallax::exec::gpu::built_with_cuda() && parallax::exec::gpu::visible_devices() > 0) {
+    WARN("skipped: this machine has a GPU");
+    return;
+  }
+  const auto r = parallax::test::run_parallax(
+      "run " + std::string(PARALLAX_SOURCE_DIR) + "/scenarios/gpipe-transformer-2xT4.yaml --set data.steps=1", "", true);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("hardware 't4-pcie' trains on CUDA GPUs") && Catch::Contains("--set hardware=cpu-host"));
+  CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 1);
+  // The same plan on this machine's CPU is fine (one step of a tiny copy of it).
+  CHECK(run("run " + std::string(PARALLAX_SOURCE_DIR) +
+            "/scenarios/gpipe-transformer-2xT4.yaml --set hardware=cpu-host --set data.steps=1 --set model.layers=2 "
+            "--set parallel.partition_len=balanced "
+            "--set model.hidden=32 --set model.heads=2 --set model.ffn=64 --set model.seq_len=8 --set model.vocab=50")
+            .code == 0);
 }
 
 TEST_CASE("exec: bad input exits 2 before any rank starts", "[exec][run]") {

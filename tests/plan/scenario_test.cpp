@@ -79,6 +79,15 @@ TEST_CASE("plan::Scenario: each bad input names its line and column", "[plan]") 
     CHECK_THAT(e, Catch::StartsWith("test.yaml:7:11: unknown hardware profile 'tpu-v9'"));
     CHECK_THAT(e, Catch::Contains("t4-pcie"));
   }
+  SECTION("a device kind other than cpu or cuda") {
+    std::string yaml = kGood;
+    yaml.replace(yaml.find("cpu-host"), 8,
+                 "{name: x, device: {kind: tpu, memory_gb: 1, peak_tflops: {fp32: 1}}, "
+                 "node: {devices: 1, link: {name: l, bandwidth_gb_per_s: 1, latency_us: 1}}}");
+    const auto e = parse_error(yaml);
+    CHECK_THAT(e, Catch::StartsWith("test.yaml:7:"));
+    CHECK_THAT(e, Catch::Contains("cpu | cuda"));
+  }
   SECTION("a profile file that does not exist") {
     std::string yaml = kGood;
     yaml.replace(yaml.find("cpu-host"), 8, "profiles/mine.yaml");

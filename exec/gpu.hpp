@@ -1,0 +1,29 @@
+#pragma once
+// What the executor needs from CUDA, behind a header free of CUDA: the one place that knows
+// whether this binary's LibTorch has CUDA. exec/cuda/gpu.cpp implements it against c10's CUDA
+// API and ProcessGroupNCCL, linked where CMake finds a CUDA LibTorch (and compiled everywhere
+// the CUDA toolkit is, to keep it building: the `parallax_cuda_check` object library);
+// exec/gpu_stub.cpp stands in elsewhere and refuses.
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <chrono>
+#include <string>
+
+namespace parallax::exec::gpu {
+
+/// True when this binary's LibTorch was built with CUDA and NCCL.
+bool built_with_cuda();
+/// GPUs this process can see (0 without CUDA).
+int visible_devices();
+/// Makes GPU `index` the current device of the calling thread (kernels, NCCL, allocations).
+void select(int index);
+/// An NCCL process group of `size` ranks meeting through `store`. NCCL matches point-to-point
+/// messages by order per peer, not by tag: the schedule must post them in the same order on
+/// both sides. Collectives and point-to-point run on NCCL's own streams; a work's wait() makes
+/// the calling thread's current stream wait for it (compute and communication overlap, ordered
+/// by CUDA events).
+c10::intrusive_ptr<c10d::ProcessGroup> make_nccl_group(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                                                       int size, std::chrono::milliseconds timeout);
+
+}  // namespace parallax::exec::gpu

@@ -1,0 +1,23 @@
+// The CPU-only build's exec/gpu.hpp: no GPU, and a clear error if one is asked for anyway
+// (run_command refuses CUDA profiles before any rank starts, so these throws are a second line).
+#include "exec/gpu.hpp"
+
+#include <stdexcept>
+
+namespace parallax::exec::gpu {
+
+namespace {
+[[noreturn]] void refuse(const std::string& what) {
+  throw std::runtime_error(what + ": this Parallax is built with a LibTorch without CUDA");
+}
+}  // namespace
+
+bool built_with_cuda() { return false; }
+int visible_devices() { return 0; }
+void select(int index) { refuse("selecting GPU " + std::to_string(index)); }
+c10::intrusive_ptr<c10d::ProcessGroup> make_nccl_group(const c10::intrusive_ptr<c10d::Store>&, int, int,
+                                                       std::chrono::milliseconds) {
+  refuse("creating an NCCL process group");
+}
+
+}  // namespace parallax::exec::gpu
