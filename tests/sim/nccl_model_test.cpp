@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "plan/trace_writer.hpp"
 #include "sim/nccl_model.hpp"
