@@ -61,6 +61,30 @@ MeasuredLayerCost parse_measured(const Field& item) {
   return m;
 }
 
+NcclConfig parse_nccl(const Field& map, const HardwareProfile& hw) {
+  expect_keys(map, {"generation", "nvlinks", "channels", "nvls", "cpu", "algorithm", "protocol"});
+  NcclConfig c;
+  const std::string gen = to_choice(require(map, "generation"), {"volta", "ampere", "hopper"});
+  c.generation = gen == "volta" ? NcclConfig::Generation::volta
+                 : gen == "ampere" ? NcclConfig::Generation::ampere
+                                   : NcclConfig::Generation::hopper;
+  c.nvlinks = static_cast<int>(to_int(require(map, "nvlinks"), 0, 64));
+  c.channels = static_cast<int>(to_int(require(map, "channels"), 1, 64));
+  c.nvls = bool_or(map, "nvls", false);
+  if (map["cpu"].present())
+    c.cpu = to_choice(map["cpu"], {"intel", "amd"}) == "amd" ? NcclConfig::Cpu::amd : NcclConfig::Cpu::intel;
+  if (c.nvls && (c.generation != NcclConfig::Generation::hopper || c.nvlinks == 0))
+    map["nvls"].fail("'" + map["nvls"].path() + "' needs generation hopper and nvlinks > 0 (NVLink SHARP is an NVSwitch feature of Hopper)");
+  if (map["algorithm"].present()) c.algorithm = to_choice(map["algorithm"], {"auto", "ring", "tree", "nvls", "hierarchical"});
+  if (c.algorithm == "nvls" && !c.nvls) map["algorithm"].fail("'" + map["algorithm"].path() + "' is nvls but the profile has no 'nvls: true'");
+  if (map["protocol"].present()) c.protocol = to_choice(map["protocol"], {"auto", "ll", "ll128", "simple"});
+  // NCCL's model turns link bandwidths into times; a free link has none to give.
+  const bool free_node = std::isinf(hw.node_link.bandwidth_gb_per_s);
+  const bool free_net = hw.network && std::isinf(hw.network->bandwidth_gb_per_s);
+  if (free_node || free_net) map.fail("'" + map.path() + "' needs finite link bandwidths (node.link and network)");
+  return c;
+}
+
 std::string source_name(const Field& f) { return f.doc().file(); }
 
 HardwareProfile from_document(const YamlDocument& doc) {
@@ -91,7 +115,7 @@ int64_t Device::memory_bytes() const {
 }
 
 HardwareProfile parse_hardware(const Field& map) {
-  expect_keys(map, {"name", "device", "node", "network", "nodes", "measured_layers", "calibration"});
+  expect_keys(map, {"name", "device", "node", "network", "nodes", "measured_layers", "calibration", "nccl"});
   HardwareProfile hw;
   hw.name = string_or(map, "name", "inline");
   hw.source = source_name(map);
@@ -113,6 +137,7 @@ HardwareProfile parse_hardware(const Field& map) {
     if (!measured.is_sequence()) measured.fail("'measured_layers' must be a list of {layer | kind, fwd_us_fixed, ...}");
     for (const Field& item : measured.elements()) hw.measured_layers.push_back(parse_measured(item));
   }
+  if (map["nccl"].present()) hw.nccl = parse_nccl(map["nccl"], hw);
   if (map["calibration"].present()) hw.calibration = parse_calibration(map["calibration"]);
   return hw;
 }

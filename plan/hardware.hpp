@@ -46,6 +46,20 @@ struct MeasuredLayerCost {
   double bwd_us_per_sample = 0;
 };
 
+/// How the GPUs' collective library (NCCL) runs all-reduce: the inputs of NCCL's own tuning model
+/// (src/graph/tuning.cc). Absent from a profile, all-reduce is the plain ring / hierarchical model.
+struct NcclConfig {
+  enum class Generation { volta, ampere, hopper };  ///< the row of NCCL's tables (compute capability 7, 8, 9)
+  Generation generation = Generation::ampere;
+  int nvlinks = 0;    ///< NVLinks per GPU into the node's NVSwitch fabric; 0: GPUs meet over PCIe
+  int channels = 16;  ///< NCCL channels of a collective (NCCL_DEBUG=INFO prints "N coll channels")
+  bool nvls = false;  ///< NVLink SHARP: the NVSwitch reduces (Hopper NVSwitch systems)
+  enum class Cpu { intel, amd };
+  Cpu cpu = Cpu::intel;  ///< host CPU vendor: NCCL's LL cap and network post overhead across nodes depend on it
+  std::string algorithm = "auto";  ///< auto | ring | tree | nvls | hierarchical, as NCCL_ALGO forces one
+  std::string protocol = "auto";   ///< auto | ll | ll128 | simple, as NCCL_PROTO forces one
+};
+
 struct HardwareProfile {
   std::string name;
   std::string source;  ///< the file (or built-in name) it was read from
@@ -56,6 +70,8 @@ struct HardwareProfile {
   int nics_per_node = 1;
   std::optional<int> max_nodes;  ///< cap on nodes, from the profile or the scenario
   std::vector<MeasuredLayerCost> measured_layers;
+  /// GPU collectives as NCCL runs them; absent on CPU hosts and the ideal machine.
+  std::optional<NcclConfig> nccl;
   /// Costs measured on this machine by `parallax calibrate`; preferred over every estimate.
   std::optional<Calibration> calibration;
 

@@ -17,13 +17,17 @@ constexpr int kLaneCount = 4;
 const char* name(Lane lane);
 
 /// How a collective was carried out (shown in traces).
-enum class Algorithm : uint8_t { none, ring, hierarchical };
+enum class Algorithm : uint8_t { none, ring, hierarchical, tree, nvls };
 const char* name(Algorithm a);
+/// NCCL's protocol for a collective (none where the model has no protocols).
+enum class Protocol : uint8_t { none, ll, ll128, simple };
+const char* name(Protocol p);
 
 struct TimelineEvent {
   int32_t rank = 0;
   Lane lane = Lane::compute;
   Algorithm algorithm = Algorithm::none;
+  Protocol protocol = Protocol::none;
   Action action;
   Time start;
   Time end;

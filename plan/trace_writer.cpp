@@ -37,6 +37,18 @@ const char* name(Algorithm a) {
     case Algorithm::none: return "none";
     case Algorithm::ring: return "ring";
     case Algorithm::hierarchical: return "hierarchical";
+    case Algorithm::tree: return "tree";
+    case Algorithm::nvls: return "nvls";
+  }
+  return "?";
+}
+
+const char* name(Protocol p) {
+  switch (p) {
+    case Protocol::none: return "none";
+    case Protocol::ll: return "LL";
+    case Protocol::ll128: return "LL128";
+    case Protocol::simple: return "Simple";
   }
   return "?";
 }
@@ -101,6 +113,8 @@ void write_chrome_trace(const Timeline& t, std::ostream& out) {
                           e.action.stage, e.action.mb, e.action.bucket, e.bytes, e.step);
     if (e.algorithm != Algorithm::none)
       n += std::snprintf(line + n, sizeof line - n, ",\"algorithm\":\"%s\"", name(e.algorithm));
+    if (e.protocol != Protocol::none)
+      n += std::snprintf(line + n, sizeof line - n, ",\"protocol\":\"%s\"", name(e.protocol));
     std::snprintf(line + n, sizeof line - n, "}}");
     emit(line);
   }

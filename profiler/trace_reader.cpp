@@ -274,9 +274,13 @@ void read_action_span(const json& e, int rank, int lane, Span s, const Source& s
   ev.bytes = int_field(args, "bytes", 0, INT64_MAX, 0, bad);
   ev.step = static_cast<int32_t>(int_field(args, "step", INT32_MIN, INT32_MAX, 0, bad));
   const std::string algorithm = text_of(args, "algorithm");
-  ev.algorithm = algorithm == "ring" ? plan::Algorithm::ring
-                 : algorithm == "hierarchical" ? plan::Algorithm::hierarchical
-                                               : plan::Algorithm::none;
+  ev.algorithm = plan::Algorithm::none;
+  for (auto a : {plan::Algorithm::ring, plan::Algorithm::hierarchical, plan::Algorithm::tree, plan::Algorithm::nvls})
+    if (algorithm == plan::name(a)) ev.algorithm = a;
+  const std::string protocol = text_of(args, "protocol");
+  ev.protocol = plan::Protocol::none;
+  for (auto p : {plan::Protocol::ll, plan::Protocol::ll128, plan::Protocol::simple})
+    if (protocol == plan::name(p)) ev.protocol = p;
   out.timeline.events.push_back(ev);
   out.events.push_back({rank, plan::name(ev.lane), ev.action.id(), text_of(e, "cat"), s.start_ns, s.end_ns,
                         ev.lane != plan::Lane::compute});

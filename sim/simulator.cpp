@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <cassert>
 #include <chrono>
+#include <limits>
 #include <optional>
 #include <unordered_map>
 
 #include "sim/cost_model.hpp"
 #include "sim/event_queue.hpp"
+#include "sim/nccl_model.hpp"
 #include "sim/network.hpp"
 #include "sim/topology.hpp"
 
@@ -56,11 +58,17 @@ struct Phase {
   double bytes_per_byte = 0;  // bytes over each link per bucket byte
 };
 
+// How one bucket is all-reduced: its algorithm, protocol and the phases that carry it.
+struct CollectivePlan {
+  plan::Algorithm algorithm = plan::Algorithm::ring;
+  plan::Protocol protocol = plan::Protocol::none;
+  std::vector<Phase> phases;
+};
+
 // One DDP group: a stage across its replicas.
 struct Group {
   std::vector<int> members;
-  plan::Algorithm algorithm = plan::Algorithm::ring;
-  std::vector<Phase> phases;
+  std::vector<CollectivePlan> plans;  // per bucket (NCCL picks by size), or one for all buckets
   std::vector<int64_t> bucket_bytes;
   std::vector<int> arrivals;
   std::vector<Time> last_arrival;
@@ -157,57 +165,111 @@ class Simulation {
     }
   }
 
-  // Chooses how a group all-reduces and the flows that carry it (formulas in docs/simulator.md).
+  struct GroupNodes {
+    std::vector<std::vector<int>> members;  // per node, in order of first appearance
+    size_t per_node = 0;                    // the most members on one node
+  };
+
+  // Chooses how a group all-reduces each bucket and the flows that carry it (docs/simulator.md).
   void plan_collective(Group& g) {
-    const double n = static_cast<double>(g.members.size());
-    std::vector<std::vector<int>> by_node;
+    const GroupNodes nodes = group_nodes(g);
+    if (!plan_.scenario.hardware.nccl) {
+      g.plans.push_back(plain_collective(g, nodes));
+      return;
+    }
+    for (int64_t bytes : g.bucket_bytes) g.plans.push_back(nccl_collective(g, nodes, static_cast<double>(bytes)));
+  }
+
+  GroupNodes group_nodes(const Group& g) const {
+    GroupNodes out;
     std::unordered_map<int, size_t> node_index;
     for (int r : g.members) {
-      auto [it, fresh] = node_index.emplace(topo_.node_of(r), by_node.size());
-      if (fresh) by_node.emplace_back();
-      by_node[it->second].push_back(r);
+      auto [it, fresh] = node_index.emplace(topo_.node_of(r), out.members.size());
+      if (fresh) out.members.emplace_back();
+      out.members[it->second].push_back(r);
     }
+    for (const auto& v : out.members) out.per_node = std::max(out.per_node, v.size());
+    return out;
+  }
+
+  static std::vector<int> dedupe(std::vector<int> v) {
+    std::sort(v.begin(), v.end());
+    v.erase(std::unique(v.begin(), v.end()), v.end());
+    return v;
+  }
+
+  // NCCL's choice for a bucket of `bytes` (sim/nccl_model.hpp), as flows: each phase moves its
+  // bytes at the speed of its slowest link, scaled so that alone it takes NCCL's predicted time.
+  CollectivePlan nccl_collective(const Group& g, const GroupNodes& nodes, double bytes) {
+    const auto& hw = plan_.scenario.hardware;
+    GroupShape shape;
+    shape.ranks = static_cast<int>(g.members.size());
+    shape.nodes = static_cast<int>(nodes.members.size());
+    shape.per_node = static_cast<int>(nodes.per_node);
+    shape.nic_gb_per_s = hw.network ? hw.network->bandwidth_gb_per_s : 0;
+    shape.nics_per_node = hw.nics_per_node;
+    const CollectiveCost cost = choose_allreduce(*hw.nccl, shape, bytes);
+    CollectivePlan out;
+    out.algorithm = cost.algorithm;
+    out.protocol = cost.phases.front().protocol;
+    const std::vector<int> inside = dedupe(topo_.device_ports(g.members));
+    const std::vector<int> nics = shape.nodes > 1 ? dedupe(topo_.nic_ports(g.members)) : std::vector<int>{};
+    for (const PhaseCost& pc : cost.phases) {
+      if (pc.across_nodes) out.protocol = pc.protocol;  // the phase across nodes is the one that shows
+      // A whole-group ring or tree across nodes crosses the node fabric and the NICs; a rail's
+      // shard of the hierarchical form only the NICs.
+      std::vector<int> links = pc.across_nodes ? nics : inside;
+      if (pc.across_nodes && cost.algorithm != plan::Algorithm::hierarchical)
+        links.insert(links.end(), inside.begin(), inside.end());
+      double slowest = std::numeric_limits<double>::infinity();
+      for (int l : links) slowest = std::min(slowest, network_.links()[l].capacity);
+      out.phases.push_back({links, Time::us(pc.latency_us), slowest / pc.bandwidth_gb_per_s});
+    }
+    return out;
+  }
+
+  // The plain model: a ring inside a node or across one member per node, else reduce to a leader,
+  // ring across the leaders, broadcast (formulas in docs/simulator.md).
+  CollectivePlan plain_collective(const Group& g, const GroupNodes& by) {
+    CollectivePlan out;
+    const double n = static_cast<double>(g.members.size());
+    const auto& by_node = by.members;
     const int nodes = static_cast<int>(by_node.size());
-    size_t per_node = 0;
-    for (const auto& v : by_node) per_node = std::max(per_node, v.size());
-    auto dedupe = [](std::vector<int> v) {
-      std::sort(v.begin(), v.end());
-      v.erase(std::unique(v.begin(), v.end()), v.end());
-      return v;
-    };
+    const size_t per_node = by.per_node;
     const auto& cal = plan_.scenario.hardware.calibration;
     if (nodes == 1 && cal && cal->allreduce.bandwidth_gb_per_s > 0) {
       // Measured on this host (parallax calibrate) for cal->allreduce_ranks ranks; a ring of n
       // ranks scales its latency by (n-1) and its bytes per rank by 2(n-1)/n. Inside a run it
       // takes the in-run factor longer (it shares the cores with backward).
-      g.algorithm = plan::Algorithm::ring;
+      out.algorithm = plan::Algorithm::ring;
       const double m = cal->allreduce_ranks;
       const double capacity = topo_.node_bandwidth();
       const double in_run = in_run_factors(plan_, *cal).allreduce;
       const double latency_us = in_run * cal->allreduce.latency_us * (n - 1) / (m - 1);
       const double per_byte =
           in_run * (2 * (n - 1) / n) / (2 * (m - 1) / m) * capacity / cal->allreduce.bandwidth_gb_per_s;
-      g.phases.push_back({dedupe(topo_.device_ports(g.members)), Time::us(latency_us), per_byte});
-      return;
+      out.phases.push_back({dedupe(topo_.device_ports(g.members)), Time::us(latency_us), per_byte});
+      return out;
     }
     if (nodes == 1 || per_node == 1) {
-      g.algorithm = plan::Algorithm::ring;
+      out.algorithm = plan::Algorithm::ring;
       const Time alpha = nodes == 1 ? topo_.node_latency() : topo_.network_latency();
-      g.phases.push_back({dedupe(nodes == 1 ? topo_.device_ports(g.members) : topo_.nic_ports(g.members)),
-                          Time::ns(alpha.count_ns() * 2 * (static_cast<int64_t>(n) - 1)), 2 * (n - 1) / n});
-      return;
+      out.phases.push_back({dedupe(nodes == 1 ? topo_.device_ports(g.members) : topo_.nic_ports(g.members)),
+                            Time::ns(alpha.count_ns() * 2 * (static_cast<int64_t>(n) - 1)), 2 * (n - 1) / n});
+      return out;
     }
     // Reduce inside each node to a leader, all-reduce across the leaders, broadcast inside.
-    g.algorithm = plan::Algorithm::hierarchical;
+    out.algorithm = plan::Algorithm::hierarchical;
     std::vector<int> leaders;
     for (const auto& v : by_node) leaders.push_back(v.front());
     const auto k = static_cast<int64_t>(per_node);
     const std::vector<int> inside = dedupe(topo_.device_ports(g.members));
     const Time chain = Time::ns(topo_.node_latency().count_ns() * (k - 1));
-    g.phases.push_back({inside, chain, 1.0});
-    g.phases.push_back({dedupe(topo_.nic_ports(leaders)), Time::ns(topo_.network_latency().count_ns() * 2 * (nodes - 1)),
-                        2.0 * (nodes - 1) / nodes});
-    g.phases.push_back({inside, chain, 1.0});
+    out.phases.push_back({inside, chain, 1.0});
+    out.phases.push_back({dedupe(topo_.nic_ports(leaders)), Time::ns(topo_.network_latency().count_ns() * 2 * (nodes - 1)),
+                          2.0 * (nodes - 1) / nodes});
+    out.phases.push_back({inside, chain, 1.0});
+    return out;
   }
 
   void dispatch(const Event& e) {
@@ -221,7 +283,7 @@ class Simulation {
 
   // The event's index in the timeline; -1 in step_only mode, which keeps only the latest end.
   int32_t record(int rank, Lane lane, const Action& a, Time start, Time end, int64_t bytes,
-                 plan::Algorithm algorithm = plan::Algorithm::none) {
+                 plan::Algorithm algorithm = plan::Algorithm::none, plan::Protocol protocol = plan::Protocol::none) {
     end_ = std::max(end_, end);
     if (step_only_) return -1;
     plan::TimelineEvent ev;
@@ -232,6 +294,7 @@ class Simulation {
     ev.end = end;
     ev.bytes = bytes;
     ev.algorithm = algorithm;
+    ev.protocol = protocol;
     run_.timeline.events.push_back(ev);
     return static_cast<int32_t>(run_.timeline.events.size()) - 1;
   }
@@ -455,16 +518,21 @@ class Simulation {
     start_phase(stage, now);
   }
 
+  const CollectivePlan& plan_of(const Group& g, size_t bucket) const {
+    return g.plans.size() == 1 ? g.plans.front() : g.plans[bucket];
+  }
+
   void start_phase(int stage, Time now) {
     Group& g = groups_[stage];
-    const Phase& ph = g.phases[g.phase];
+    const Phase& ph = plan_of(g, g.next).phases[g.phase];
     network_.start_flow(now, ph.latency, ph.bytes_per_byte * static_cast<double>(g.bucket_bytes[g.next]), ph.links,
                         -stage - 1);
   }
 
   void on_collective_phase_done(int stage, Time now) {
     Group& g = groups_[stage];
-    if (++g.phase < g.phases.size()) {
+    const CollectivePlan& how = plan_of(g, g.next);
+    if (++g.phase < how.phases.size()) {
       start_phase(stage, now);
       return;
     }
@@ -473,7 +541,7 @@ class Simulation {
     for (size_t i = 0; i < g.members.size(); ++i) {
       const int r = g.members[i];
       if (r >= played_) continue;
-      const int32_t ev = record(r, Lane::allreduce, a, g.started, now, g.bucket_bytes[bucket], g.algorithm);
+      const int32_t ev = record(r, Lane::allreduce, a, g.started, now, g.bucket_bytes[bucket], how.algorithm, how.protocol);
       depend(g.last_arrival_event[bucket], ev, g.last_arrival[bucket]);
       if (g.member_last_event[i] >= 0) depend(g.member_last_event[i], ev, end_of(g.member_last_event[i]));
       g.member_last_event[i] = ev;

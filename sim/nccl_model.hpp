@@ -1,0 +1,83 @@
+#pragma once
+// All-reduce as NCCL runs it, from NCCL's own tuning model (NVIDIA/nccl src/graph/tuning.cc,
+// ncclTopoTuneModel and ncclTopoGetAlgoTime, at commit 5067397c2676d5aed50042fc39e5c8ee96eb0027).
+//
+// NCCL predicts each (algorithm, protocol) as `latency + bytes / bandwidth` and runs the fastest.
+// The latency is a base per algorithm and protocol plus a hardware latency per hop (NVLink, PCIe,
+// network); the bandwidth is the channels' bandwidth, cut by each protocol's efficiency and capped
+// per channel, then turned from bus into algorithm bandwidth (ring: n / 2(n-1), tree: 1/2).
+// Here the same tables and formulas give every candidate's cost, and the simulator plays the
+// winner as flows on the machine's links, so other traffic on those links still slows it down.
+//
+// Two forms beyond NCCL's ring and tree:
+// - nvls: NVLink SHARP on Hopper NVSwitch nodes, one node: every GPU sends its buffer to the
+//   switch once and receives the reduced buffer once;
+// - hierarchical: reduce-scatter inside each node, all-reduce of each 1/k shard across nodes on its
+//   own rail (every NIC of a node busy at once), all-gather inside each node; three phases, one
+//   after the other, each costed by the same model on its own communicator.
+#include <vector>
+
+#include "plan/hardware.hpp"
+#include "plan/timeline.hpp"
+
+namespace parallax::sim {
+
+/// A communicator as NCCL's tuning sees it.
+struct Communicator {
+  int ranks = 1;
+  int nodes = 1;
+  /// Bandwidth of one rank's channels together (GB/s): inside a node its NVLinks (or PCIe) as NCCL
+  /// counts them; across nodes the lesser of that and the NIC bandwidth its rings get.
+  double bus_gb_per_s = 0;
+};
+
+/// Which collective: NCCL's step count and bus-to-algorithm factor depend on it.
+enum class Collective { all_reduce, reduce_scatter, all_gather };
+
+/// One phase of a collective: `latency_us + buffer bytes / bandwidth_gb_per_s` when alone, where
+/// the buffer is the whole all-reduce buffer (a shard's phase has its bandwidth scaled to match).
+struct PhaseCost {
+  plan::Protocol protocol = plan::Protocol::simple;
+  double latency_us = 0;
+  double bandwidth_gb_per_s = 0;
+  bool across_nodes = false;  ///< runs over the NICs (else over the node fabric only)
+  double time_us(double bytes) const { return latency_us + bytes / (1e3 * bandwidth_gb_per_s); }
+};
+
+struct CollectiveCost {
+  plan::Algorithm algorithm = plan::Algorithm::ring;
+  std::vector<PhaseCost> phases;
+  double time_us(double bytes) const;
+};
+
+/// NCCL's bandwidth of one NVLink for the generation (src/graph/topo.h SM70/SM80/SM90_NVLINK_BW),
+/// or of the PCIe path when nvlinks is 0 (PCI_BW).
+double nccl_intra_gb_per_s(const plan::NcclConfig& cfg);
+
+/// NCCL's cost of one (algorithm, protocol) for a collective of `bytes`; bandwidth 0 when NCCL
+/// would not use it (LL128 off PCIe, tree only for all-reduce).
+PhaseCost nccl_cost(const plan::NcclConfig& cfg, const Communicator& comm, Collective coll, plan::Algorithm algorithm,
+                    plan::Protocol protocol, double bytes);
+
+/// The fastest protocol for an algorithm (or the forced one), as NCCL picks it.
+PhaseCost best_protocol(const plan::NcclConfig& cfg, const Communicator& comm, Collective coll,
+                        plan::Algorithm algorithm, double bytes);
+
+/// The shape of an all-reduce group on the machine.
+struct GroupShape {
+  int ranks = 1;
+  int nodes = 1;
+  int per_node = 1;           ///< members per node (the largest)
+  double nic_gb_per_s = 0;    ///< one NIC's bandwidth
+  int nics_per_node = 1;
+};
+
+/// Every candidate NCCL would consider for an all-reduce of `bytes` (the forced one alone when the
+/// profile forces an algorithm), and the chosen, fastest one.
+std::vector<CollectiveCost> allreduce_candidates(const plan::NcclConfig& cfg, const GroupShape& g, double bytes);
+CollectiveCost choose_allreduce(const plan::NcclConfig& cfg, const GroupShape& g, double bytes);
+
+/// nccl-tests' bus bandwidth of an all-reduce (doc/PERFORMANCE.md: algbw × 2(n-1)/n).
+double allreduce_bus_gb_per_s(double bytes, double time_us, int ranks);
+
+}  // namespace parallax::sim
