@@ -138,14 +138,18 @@ Lists repeat_rounds(const ComputeOrder& order, int chunks, int grad_accumulation
   return step;
 }
 
-// Appends a compute action and, after the stage's last backward of the step, the all-reduce of its
-// buckets (in gradient-ready order) while later backwards of other stages run.
+// After the stage's last backward of the step, the all-reduce of its buckets (in gradient-ready
+// order) while later backwards of other stages run.
 class Emitter {
  public:
   explicit Emitter(const Schedule& s) : s_(s), backwards_done_(s.stages(), 0) {}
 
   void compute(std::vector<Action>& out, const Action& a) {
     out.push_back(a);
+    all_reduce_after(out, a);
+  }
+
+  void all_reduce_after(std::vector<Action>& out, const Action& a) {
     if (a.kind != ActionKind::B || s_.buckets_per_stage.empty()) return;
     if (++backwards_done_[a.stage] != s_.microbatches()) return;
     for (int b = 0; b < s_.buckets_per_stage[a.stage]; ++b) out.push_back({ActionKind::ALLREDUCE, a.stage, -1, b});
@@ -182,8 +186,9 @@ Lists lower_locally(const Lists& step, const Schedule& s) {
   for (size_t r = 0; r < step.size(); ++r) {
     for (const Action& a : step[r]) {
       if (auto in = input_of(a, last)) out[r].push_back(*in);
-      emit.compute(out[r], a);
+      out[r].push_back(a);
       if (auto msg = output_of(a, last)) out[r].push_back(msg->first);
+      emit.all_reduce_after(out[r], a);
     }
   }
   return out;
