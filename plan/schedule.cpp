@@ -217,6 +217,9 @@ Lists as_written(const Lists& step, const Schedule& s) {
 // The shared order comes from playing the compute order on a clock with rough costs (F 1, B 2,
 // messages free): a message is posted on both sides when its data is ready, so its RECV lands
 // where the receiver would be at that moment, not before compute it could still do.
+// Unit costs, not the stages' estimated times: with exact times each RECV lands just as the
+// receiver starts a compute, so the blocked sender waits it out (interleaved 1F1B on t4-pcie
+// simulated 263 ms a step that way, 218 ms with unit costs, 176 ms under Gloo's rules).
 class NcclLowering {
  public:
   NcclLowering(const Lists& step, const Schedule& s)
