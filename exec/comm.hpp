@@ -1,7 +1,7 @@
 #pragma once
 // Communication through c10d: a TCPStore rendezvous, one process group for all ranks and one
-// per pipeline stage across its replicas (the DDP groups): Gloo for plans on the CPU, NCCL for
-// plans whose profile trains on CUDA GPUs (exec/gpu.hpp). Every wait has a deadline and, when it
+// per pipeline stage across its replicas (the DDP groups): the profile's `collectives`, Gloo
+// (on the CPU) or NCCL (on CUDA GPUs, exec/gpu.hpp). Every wait has a deadline and, when it
 // passes or a peer vanishes, fails with the rank, the action and the peer it was waiting on, so a
 // dead or hung rank stops the job instead of hanging it. A failed wait also says which rank the
 // job lost, when the ranks' reports and heartbeats tell (see liveness.hpp).
@@ -34,7 +34,7 @@ struct LaunchInfo {
 
 class Communicator {
  public:
-  /// NCCL groups when the plan's profile trains on CUDA GPUs, else Gloo.
+  /// NCCL groups when the plan's profile says `collectives: nccl`, else Gloo.
   Communicator(const plan::Plan& plan, const LaunchInfo& launch);
   /// The store and the world group only (calibration: Gloo).
   explicit Communicator(const LaunchInfo& launch, bool nccl = false);

@@ -10,7 +10,13 @@ namespace parallax::exec {
 
 void check_device(const plan::Scenario& s) {
   const plan::HardwareProfile& hw = s.hardware;
-  if (hw.device.kind != plan::DeviceKind::cuda) return;
+  const bool cuda = hw.device.kind == plan::DeviceKind::cuda, nccl = hw.collectives == plan::Collectives::nccl;
+  if (cuda != nccl)
+    throw plan::InputError(s.where("hardware"),
+                           "hardware '" + hw.name + "' has device.kind: " + plan::name(hw.device.kind) + " and collectives: " +
+                               plan::name(hw.collectives) + ", which the executor cannot run: it trains over " +
+                               "Gloo on the CPU and over NCCL on CUDA GPUs (the simulator alone can use such a profile)");
+  if (!cuda) return;
   std::string why;
   if (!gpu::built_with_cuda()) why = "this Parallax is built with a LibTorch without CUDA (see docs/executor.md, GPUs)";
   else if (gpu::visible_devices() == 0) why = "no GPU is visible on this machine";

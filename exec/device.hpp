@@ -10,7 +10,8 @@
 namespace parallax::exec {
 
 /// Refuses, before any rank starts, a cuda profile where this binary's LibTorch has no CUDA or
-/// no GPU is visible: a plan::InputError that names the profile and how to run on the CPU instead.
+/// no GPU is visible, and a profile whose `collectives` do not go with its device (Gloo on the
+/// CPU, NCCL on CUDA): a plan::InputError that names the profile and what to do instead.
 void check_device(const plan::Scenario& scenario);
 
 /// The device of the rank numbered `local_rank` on its node; for cuda, also makes it the current

@@ -109,13 +109,16 @@ HardwareProfile load_named(const Field& value, const std::string& name) {
 
 }  // namespace
 
+const char* name(Collectives c) { return c == Collectives::nccl ? "nccl" : "gloo"; }
+
 int64_t Device::memory_bytes() const {
   if (std::isinf(memory_gb)) return std::numeric_limits<int64_t>::max();
   return static_cast<int64_t>(memory_gb * 1024.0 * 1024.0 * 1024.0);
 }
 
 HardwareProfile parse_hardware(const Field& map) {
-  expect_keys(map, {"name", "device", "node", "network", "nodes", "measured_layers", "calibration", "nccl"});
+  expect_keys(map, {"name", "device", "node", "network", "nodes", "collectives", "measured_layers", "calibration",
+                    "nccl"});
   HardwareProfile hw;
   hw.name = string_or(map, "name", "inline");
   hw.source = source_name(map);
@@ -132,6 +135,8 @@ HardwareProfile parse_hardware(const Field& map) {
   }
   Field nodes = map["nodes"];
   if (nodes.present()) hw.max_nodes = static_cast<int>(to_int(nodes, 1, 1 << 24));
+  if (map["collectives"].present())
+    hw.collectives = to_choice(map["collectives"], {"gloo", "nccl"}) == "nccl" ? Collectives::nccl : Collectives::gloo;
   Field measured = map["measured_layers"];
   if (measured.present()) {
     if (!measured.is_sequence()) measured.fail("'measured_layers' must be a list of {layer | kind, fwd_us_fixed, ...}");

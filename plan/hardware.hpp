@@ -13,6 +13,13 @@
 
 namespace parallax::plan {
 
+/// The communication library a machine's ranks use, as `init_process_group(backend=...)` names it.
+/// It decides how point-to-point messages match: Gloo by tag, with sends that never wait for the
+/// receiver; NCCL by order per peer, with sends that block until the peer posts the receive (for
+/// messages larger than its buffers, which stage-to-stage activations are).
+enum class Collectives { gloo, nccl };
+const char* name(Collectives c);
+
 struct Link {
   std::string name;
   double bandwidth_gb_per_s = 0;  ///< per direction; GB = 1e9 bytes; may be +inf (free)
@@ -69,6 +76,8 @@ struct HardwareProfile {
   std::optional<Link> network;  ///< between nodes; absent for single-node machines
   int nics_per_node = 1;
   std::optional<int> max_nodes;  ///< cap on nodes, from the profile or the scenario
+  /// `collectives:` in the profile; gloo when absent, so profiles written before the key behave as before.
+  Collectives collectives = Collectives::gloo;
   std::vector<MeasuredLayerCost> measured_layers;
   /// GPU collectives as NCCL runs them; absent on CPU hosts and the ideal machine.
   std::optional<NcclConfig> nccl;

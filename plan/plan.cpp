@@ -143,7 +143,7 @@ Plan resolve_plan(const Scenario& scenario, bool check_generated) {
   if (p.data > 1)
     for (const Stage& st : plan.stages) buckets_per_stage.push_back(static_cast<int>(st.buckets.size()));
   plan.schedule = lower(compute_order(scenario), p.schedule, p.pipeline, p.virtual_stages, p.chunks,
-                        p.grad_accumulation, buckets_per_stage);
+                        p.grad_accumulation, buckets_per_stage, scenario.hardware.collectives);
   const bool imported = p.schedule == ScheduleKind::csv;
   const auto problems = imported || check_generated ? validate_schedule(plan.schedule) : std::vector<std::string>{};
   if (!problems.empty()) {

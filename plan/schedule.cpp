@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <limits>
+#include <optional>
+#include <unordered_map>
 
 #include "plan/schedule_csv.hpp"
 
@@ -118,42 +121,220 @@ ComputeOrder interleaved_1f1b_order(int pipeline, int virtual_stages, int chunks
   return order;
 }
 
+namespace {
+
+using Lists = std::vector<std::vector<Action>>;
+
+// The actions of one whole step per rank: the mini-batch order grad_accumulation times, later
+// rounds' micro-batches numbered on (chunks x round + i).
+Lists repeat_rounds(const ComputeOrder& order, int chunks, int grad_accumulation) {
+  Lists step(order.size());
+  for (size_t r = 0; r < order.size(); ++r)
+    for (int round = 0; round < grad_accumulation; ++round)
+      for (Action a : order[r]) {
+        a.mb += round * chunks;
+        step[r].push_back(a);
+      }
+  return step;
+}
+
+// After the stage's last backward of the step, the all-reduce of its buckets (in gradient-ready
+// order) while later backwards of other stages run.
+class Emitter {
+ public:
+  explicit Emitter(const Schedule& s) : s_(s), backwards_done_(s.stages(), 0) {}
+
+  void compute(std::vector<Action>& out, const Action& a) {
+    out.push_back(a);
+    all_reduce_after(out, a);
+  }
+
+  void all_reduce_after(std::vector<Action>& out, const Action& a) {
+    if (a.kind != ActionKind::B || s_.buckets_per_stage.empty()) return;
+    if (++backwards_done_[a.stage] != s_.microbatches()) return;
+    for (int b = 0; b < s_.buckets_per_stage[a.stage]; ++b) out.push_back({ActionKind::ALLREDUCE, a.stage, -1, b});
+  }
+
+ private:
+  const Schedule& s_;
+  std::vector<int> backwards_done_;
+};
+
+// The receive a compute action needs first, if any: RECV_F for a forward after stage 0, RECV_B
+// for a backward before the last stage.
+std::optional<Action> input_of(const Action& a, int last_stage) {
+  if (a.kind == ActionKind::F && a.stage > 0) return Action{ActionKind::RECV_F, a.stage, a.mb};
+  if (a.kind == ActionKind::B && a.stage < last_stage) return Action{ActionKind::RECV_B, a.stage, a.mb};
+  return std::nullopt;
+}
+
+// The send that carries a compute action's result on, and the receive that takes it, if any.
+std::optional<std::pair<Action, Action>> output_of(const Action& a, int last_stage) {
+  if (a.kind == ActionKind::F && a.stage < last_stage)
+    return std::make_pair(Action{ActionKind::SEND_F, a.stage, a.mb}, Action{ActionKind::RECV_F, a.stage + 1, a.mb});
+  if (a.kind == ActionKind::B && a.stage > 0)
+    return std::make_pair(Action{ActionKind::SEND_B, a.stage, a.mb}, Action{ActionKind::RECV_B, a.stage - 1, a.mb});
+  return std::nullopt;
+}
+
+// Gloo: each RECV right before the compute that needs it, each SEND right after the compute that
+// made its data. Sends never wait there, so this is the earliest every message can leave.
+Lists lower_locally(const Lists& step, const Schedule& s) {
+  Lists out(step.size());
+  Emitter emit(s);
+  const int last = s.stages() - 1;
+  for (size_t r = 0; r < step.size(); ++r) {
+    for (const Action& a : step[r]) {
+      if (auto in = input_of(a, last)) out[r].push_back(*in);
+      out[r].push_back(a);
+      if (auto msg = output_of(a, last)) out[r].push_back(msg->first);
+      emit.all_reduce_after(out[r], a);
+    }
+  }
+  return out;
+}
+
+// A CSV that gives the communication itself: taken as written, the validator judges it.
+Lists as_written(const Lists& step, const Schedule& s) {
+  Lists out(step.size());
+  Emitter emit(s);
+  for (size_t r = 0; r < step.size(); ++r)
+    for (const Action& a : step[r]) {
+      if (is_compute(a.kind)) emit.compute(out[r], a);
+      else out[r].push_back(a);
+    }
+  return out;
+}
+
+// NCCL: a send blocks until the peer posts the receive, and two ranks' messages match in the order
+// they are posted. Posting each SEND and its RECV at the same point of one order that all ranks
+// share makes any schedule safe: that shared order is itself a run in which every pair meets, and
+// both peers see their messages in the same order. PyTorch's _add_send_recv builds its
+// compute_comms schedules the same way. We order rather than group the pair as batch_isend_irecv
+// does: grouping would be a new kind of action that the simulator and the executor would both have
+// to learn, while ordering keeps the schedule in the actions both already perform.
+//
+// The shared order comes from playing the compute order on a clock with rough costs (F 1, B 2,
+// messages free): a message is posted on both sides when its data is ready, so its RECV lands
+// where the receiver would be at that moment, not before compute it could still do.
+// Unit costs, not the stages' estimated times: with exact times each RECV lands just as the
+// receiver starts a compute, so the blocked sender waits it out (interleaved 1F1B on t4-pcie
+// simulated 263 ms a step that way, 218 ms with unit costs, 176 ms under Gloo's rules).
+class NcclLowering {
+ public:
+  NcclLowering(const Lists& step, const Schedule& s)
+      : step_(step), s_(s), emit_(s), out_(step.size()), next_(step.size(), 0), clock_(step.size(), 0) {}
+
+  // The lists, or nothing when the compute order cannot run at all (an input nobody produces, or
+  // ranks that need each other's results first): the validator then says what is wrong.
+  std::optional<Lists> run() {
+    while (true) {
+      int rank = -1;
+      int64_t start = 0;
+      for (int r = 0; r < static_cast<int>(step_.size()); ++r) {
+        const auto t = ready_at(r);
+        if (t && (rank < 0 || *t < start)) rank = r, start = *t;
+      }
+      if (rank < 0) break;
+      post_messages_ready_by(start);
+      play(rank, start);
+    }
+    for (size_t r = 0; r < step_.size(); ++r)
+      if (next_[r] < step_[r].size()) return std::nullopt;
+    post_messages_ready_by(std::numeric_limits<int64_t>::max());
+    return std::move(out_);
+  }
+
+ private:
+  struct Message {
+    int from, to;
+    Action send, recv;
+    int64_t ready;
+  };
+
+  // When rank r's next compute could start, or nothing if its input has not been made yet.
+  std::optional<int64_t> ready_at(int r) const {
+    if (next_[r] >= step_[r].size()) return std::nullopt;
+    const auto in = input_of(step_[r][next_[r]], s_.stages() - 1);
+    if (!in) return clock_[r];
+    if (auto it = arrival_.find(in->id()); it != arrival_.end()) return std::max(clock_[r], it->second);
+    for (const Message& m : pending_)
+      if (m.recv == *in) return std::max(clock_[r], m.ready);
+    return std::nullopt;
+  }
+
+  void play(int r, int64_t start) {
+    const Action a = step_[r][next_[r]++];
+    emit_.compute(out_[r], a);
+    clock_[r] = start + (a.kind == ActionKind::F ? 1 : 2);
+    const auto msg = output_of(a, s_.stages() - 1);
+    if (!msg) return;
+    const int to = s_.rank_of_stage(msg->second.stage);
+    if (to != r) {
+      pending_.push_back({r, to, msg->first, msg->second, clock_[r]});
+      return;
+    }
+    // To a stage on the same rank (pipeline 1) it is a local copy: posted at once, nothing waits.
+    out_[r].push_back(msg->first);
+    out_[r].push_back(msg->second);
+    arrival_[msg->second.id()] = clock_[r];
+  }
+
+  // Posts, in the order their data became ready, every message ready by `time`: the SEND on its
+  // sender and the RECV on its receiver, at the same point of the shared order.
+  void post_messages_ready_by(int64_t time) {
+    std::stable_sort(pending_.begin(), pending_.end(), [](const Message& a, const Message& b) { return a.ready < b.ready; });
+    auto it = pending_.begin();
+    for (; it != pending_.end() && it->ready <= time; ++it) {
+      out_[it->from].push_back(it->send);
+      out_[it->to].push_back(it->recv);
+      arrival_[it->recv.id()] = it->ready;
+    }
+    pending_.erase(pending_.begin(), it);
+  }
+
+  const Lists& step_;
+  const Schedule& s_;
+  Emitter emit_;
+  Lists out_;
+  std::vector<size_t> next_;     // next compute of each rank
+  std::vector<int64_t> clock_;   // when each rank's last compute ends, in rough units
+  std::vector<Message> pending_;  // made, not yet posted
+  std::unordered_map<std::string, int64_t> arrival_;  // posted receives and when their data was ready
+};
+
+}  // namespace
+
+bool has_communication(const ComputeOrder& order) {
+  for (const auto& rank : order)
+    for (const Action& a : rank)
+      if (!is_compute(a.kind)) return true;
+  return false;
+}
+
 Schedule lower(const ComputeOrder& order, ScheduleKind kind, int pipeline, int virtual_stages,
-               int chunks, int grad_accumulation, const std::vector<int>& buckets_per_stage) {
+               int chunks, int grad_accumulation, const std::vector<int>& buckets_per_stage,
+               Collectives collectives) {
   Schedule s;
   s.kind = kind;
+  s.collectives = collectives;
   s.pipeline = pipeline;
   s.virtual_stages = virtual_stages;
   s.chunks = chunks;
   s.grad_accumulation = grad_accumulation;
   s.buckets_per_stage = buckets_per_stage;
-  s.ranks.resize(pipeline);
-  const int last_stage = s.stages() - 1;
-  for (int r = 0; r < pipeline; ++r) {
-    auto& out = s.ranks[r];
-    std::vector<int> backwards_done(s.stages(), 0);
-    for (int round = 0; round < grad_accumulation; ++round) {
-      for (const Action& a : order[r]) {
-        const int mb = a.mb + round * chunks;
-        if (a.kind == ActionKind::F) {
-          if (a.stage > 0) out.push_back({ActionKind::RECV_F, a.stage, mb});
-          out.push_back({ActionKind::F, a.stage, mb});
-          if (a.stage < last_stage) out.push_back({ActionKind::SEND_F, a.stage, mb});
-          continue;
-        }
-        if (a.stage < last_stage) out.push_back({ActionKind::RECV_B, a.stage, mb});
-        out.push_back({ActionKind::B, a.stage, mb});
-        if (a.stage > 0) out.push_back({ActionKind::SEND_B, a.stage, mb});
-        // The stage's gradients are complete after its last backward of the step: all-reduce
-        // its buckets (in gradient-ready order) while later backwards of other stages run.
-        if (++backwards_done[a.stage] == s.microbatches() && !buckets_per_stage.empty()) {
-          for (int b = 0; b < buckets_per_stage[a.stage]; ++b)
-            out.push_back({ActionKind::ALLREDUCE, a.stage, -1, b});
-        }
-      }
-    }
-    for (int stage = r; stage < s.stages(); stage += pipeline) out.push_back({ActionKind::OPTIM, stage});
+  const Lists step = repeat_rounds(order, chunks, grad_accumulation);
+  if (has_communication(order)) {
+    s.ranks = as_written(step, s);
+  } else if (collectives == Collectives::nccl) {
+    auto lists = NcclLowering(step, s).run();
+    s.ranks = lists ? std::move(*lists) : lower_locally(step, s);
+  } else {
+    s.ranks = lower_locally(step, s);
   }
+  s.ranks.resize(pipeline);
+  for (int r = 0; r < pipeline; ++r)
+    for (int stage = r; stage < s.stages(); stage += pipeline) s.ranks[r].push_back({ActionKind::OPTIM, stage});
   return s;
 }
 

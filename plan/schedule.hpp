@@ -8,6 +8,14 @@
 // torch.distributed.pipelining, or an imported CSV). Lowering then adds the communication around
 // each compute action (RECV before it, SEND after it), the DDP all-reduce of each bucket after the
 // stage's last backward of the step, and one OPTIM per stage at the end.
+//
+// For NCCL (the hardware profile's `collectives: nccl`) a send blocks until its receive is posted
+// and messages between two ranks match by order, so that placement can deadlock (a stage posts
+// SEND_F then RECV_B while its neighbour posts SEND_B then RECV_F). There lowering posts each
+// SEND and its RECV at the same point of one order shared by all ranks (see lower_for_nccl).
+//
+// A CSV may also carry the communication itself (PyTorch's "compute_comms" form, cells such as
+// 0SEND_F3 or 1RECV_F3): then lowering keeps it exactly as written, and the validator judges it.
 #include <string>
 #include <vector>
 
@@ -36,6 +44,7 @@ bool parse_action_id(const std::string& text, Action* out);
 
 struct Schedule {
   ScheduleKind kind = ScheduleKind::gpipe;
+  Collectives collectives = Collectives::gloo;  ///< whose point-to-point rules it must obey
   int pipeline = 1;         ///< pipeline ranks
   int virtual_stages = 1;   ///< stages per rank
   int chunks = 1;           ///< micro-batches per mini-batch
@@ -48,16 +57,21 @@ struct Schedule {
   int rank_of_stage(int stage) const { return stage % pipeline; }
 };
 
-/// Compute order (F and B only) of one mini-batch for each pipeline rank.
+/// Order of one mini-batch for each pipeline rank: F and B only, or (from a compute_comms CSV)
+/// with SEND/RECV too.
 using ComputeOrder = std::vector<std::vector<Action>>;
 ComputeOrder gpipe_order(int pipeline, int chunks);
 ComputeOrder one_f_one_b_order(int pipeline, int chunks);
 ComputeOrder interleaved_1f1b_order(int pipeline, int virtual_stages, int chunks);
 
-/// Repeats a mini-batch order grad_accumulation times and adds communication, all-reduces and
-/// optimizer steps. buckets_per_stage is empty when there is no DDP.
+/// Repeats a mini-batch order grad_accumulation times and adds communication (unless the order
+/// already has it), all-reduces and optimizer steps. buckets_per_stage is empty when there is no DDP.
 Schedule lower(const ComputeOrder& order, ScheduleKind kind, int pipeline, int virtual_stages,
-               int chunks, int grad_accumulation, const std::vector<int>& buckets_per_stage);
+               int chunks, int grad_accumulation, const std::vector<int>& buckets_per_stage,
+               Collectives collectives = Collectives::gloo);
+
+/// Whether an order carries its own SEND/RECV actions (a compute_comms CSV).
+bool has_communication(const ComputeOrder& order);
 
 /// The compute order of a scenario's schedule (generated, or read from its CSV).
 ComputeOrder compute_order(const Scenario& scenario);

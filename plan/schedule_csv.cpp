@@ -55,9 +55,11 @@ ComputeOrder parse_schedule_csv(const std::string& text, const std::string& file
       const Location at{file, line_no, static_cast<int>(start) + 1};
       if (!cell.empty()) {
         Action a;
-        if (!parse_action_id(cell, &a) || !is_compute(a.kind))
-          throw InputError(at, "'" + cell + "' is not a compute action; cells must be like 0F3 (forward) or 1B2 "
-                                   "(backward): Parallax adds the communication itself, and I/W/UNSHARD are not supported yet");
+        if (!parse_action_id(cell, &a) || a.kind == ActionKind::ALLREDUCE || a.kind == ActionKind::OPTIM)
+          throw InputError(at, "'" + cell + "' is not a compute or point-to-point action; cells must be like 0F3 "
+                                   "(forward), 1B2 (backward), or, to give the communication yourself, 0SEND_F3, "
+                                   "1RECV_F3, 1SEND_B3, 0RECV_B3; Parallax adds ALLREDUCE and OPTIM itself, and "
+                                   "I/W/UNSHARD are not supported yet");
         if (a.stage >= stages)
           throw InputError(at, "'" + cell + "': stage " + std::to_string(a.stage) + " does not exist; the plan has " +
                                    std::to_string(stages) + " stages");

@@ -2,7 +2,9 @@
 // PyTorch pipelining's CSV form of a schedule (PipelineScheduleMulti._dump_csv / _load_csv,
 // format "compute_only"): one row per pipeline rank, one cell per action ("0F3", "1B2"), empty
 // cells for idle time steps. Parallax writes one mini-batch's compute order and derives the
-// communication itself when it reads one back.
+// communication itself when it reads one back. A hand-written CSV may instead give the
+// communication too (format "compute_comms": also 0SEND_F3, 1RECV_F3, 1SEND_B3, 0RECV_B3); then
+// it is taken as written.
 #include <iosfwd>
 #include <string>
 
@@ -13,7 +15,7 @@ namespace parallax::plan {
 /// Writes the compute actions of the first mini-batch (micro-batches 0 .. chunks-1).
 void write_schedule_csv(const Schedule& schedule, std::ostream& out);
 
-/// Reads a compute-only CSV; bad cells are InputErrors at file:line:column. Checks the row count,
+/// Reads a compute-only or compute_comms CSV; bad cells are InputErrors at file:line:column. Checks the row count,
 /// that each action's stage lives on its row's rank, and that micro-batches are < chunks; the
 /// completeness and deadlock checks are the validator's, after lowering.
 ComputeOrder read_schedule_csv(const std::string& path, int pipeline, int stages, int chunks);

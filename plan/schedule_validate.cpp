@@ -2,6 +2,7 @@
 
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/depth_first_search.hpp>
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <tuple>
@@ -34,6 +35,7 @@ class Checker {
     check_compute();
     check_communication();
     check_reduction();
+    if (problems_.empty() && nccl()) check_fifo();
     if (problems_.empty()) check_acyclic();
     return problems_;
   }
@@ -116,40 +118,142 @@ class Checker {
     }
   }
 
-  // Finds a cycle with a depth-first search: a back edge closes one.
+  // --- point-to-point matching and deadlock ---
+
+  // A SEND's RECV, or a RECV's SEND.
+  static Action partner(const Action& a) {
+    switch (a.kind) {
+      case ActionKind::SEND_F: return {ActionKind::RECV_F, a.stage + 1, a.mb};
+      case ActionKind::SEND_B: return {ActionKind::RECV_B, a.stage - 1, a.mb};
+      case ActionKind::RECV_F: return {ActionKind::SEND_F, a.stage - 1, a.mb};
+      case ActionKind::RECV_B: return {ActionKind::SEND_B, a.stage + 1, a.mb};
+      default: return a;
+    }
+  }
+  static bool is_send(ActionKind k) { return k == ActionKind::SEND_F || k == ActionKind::SEND_B; }
+  static bool is_recv(ActionKind k) { return k == ActionKind::RECV_F || k == ActionKind::RECV_B; }
+  bool nccl() const { return s_.collectives == Collectives::nccl; }
+
+  static std::string ordinal(size_t i) {
+    const size_t n = i + 1;
+    const char* suffix = (n % 100 >= 11 && n % 100 <= 13) ? "th"
+                         : n % 10 == 1                     ? "st"
+                         : n % 10 == 2                     ? "nd"
+                         : n % 10 == 3                     ? "rd"
+                                                           : "th";
+    return std::to_string(n) + suffix;
+  }
+
+  // NCCL ignores tags: the k-th message rank a sends to rank b is the k-th that b receives from a.
+  // So each rank's sends to a peer must be that peer's receives from it, in the same order.
+  void check_fifo() {
+    const int p = static_cast<int>(s_.ranks.size());
+    for (int from = 0; from < p; ++from)
+      for (int to = 0; to < p; ++to)
+        if (from != to) check_fifo(from, to);  // a message to itself is a local copy
+  }
+
+  void check_fifo(int from, int to) {
+    std::vector<Action> sends, recvs;
+    for (const Action& a : s_.ranks[from])
+      if (is_send(a.kind) && s_.rank_of_stage(partner(a).stage) == to) sends.push_back(a);
+    for (const Action& a : s_.ranks[to])
+      if (is_recv(a.kind) && s_.rank_of_stage(partner(a).stage) == from) recvs.push_back(a);
+    for (size_t k = 0; k < std::min(sends.size(), recvs.size()); ++k) {
+      if (partner(sends[k]) == recvs[k]) continue;
+      problem("rank " + std::to_string(from) + "'s " + ordinal(k) + " send to rank " + std::to_string(to) + " is " +
+              sends[k].id() + ", but rank " + std::to_string(to) + "'s " + ordinal(k) + " receive from rank " +
+              std::to_string(from) + " is " + recvs[k].id() +
+              ": NCCL matches messages between two ranks by their order, so both must post them in the same order");
+      return;
+    }
+  }
+
+  // One vertex per action (its posting); an edge u -> v when v cannot be posted before u. On each
+  // rank an action follows the one before it. The action after a RECV waits for its SEND to be
+  // posted; with NCCL the action after a SEND also waits for its RECV to be posted (the send blocks
+  // until then). A cycle is a deadlock. Depth-first search finds one: a back edge closes it, and
+  // the tree edges lead back round it.
   struct CycleFinder : boost::default_dfs_visitor {
-    std::optional<std::pair<int, int>>* found;
+    std::vector<int>* parent;
+    std::optional<std::pair<int, int>>* back;
+    template <class Edge, class Graph>
+    void tree_edge(Edge e, const Graph& g) {
+      (*parent)[boost::target(e, g)] = static_cast<int>(boost::source(e, g));
+    }
     template <class Edge, class Graph>
     void back_edge(Edge e, const Graph& g) {
-      if (!*found) *found = std::make_pair(static_cast<int>(boost::source(e, g)), static_cast<int>(boost::target(e, g)));
+      if (!*back) *back = std::make_pair(static_cast<int>(boost::source(e, g)), static_cast<int>(boost::target(e, g)));
     }
   };
 
   void check_acyclic() {
     using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS>;
     Graph g(vertices_);
-    std::vector<std::string> names(vertices_);
-    for (const auto& [key, place] : at_) {
-      names[place.vertex] = "rank " + std::to_string(place.rank) + " " + s_.ranks[place.rank][place.index].id();
-      if (place.index + 1 < static_cast<int>(s_.ranks[place.rank].size()))
-        boost::add_edge(place.vertex, at_.at(key_of(s_.ranks[place.rank][place.index + 1])).vertex, g);
-      const auto& [kind, stage, mb] = key;
-      if (kind == ActionKind::SEND_F) boost::add_edge(place.vertex, find(ActionKind::RECV_F, stage + 1, mb)->vertex, g);
-      if (kind == ActionKind::SEND_B) boost::add_edge(place.vertex, find(ActionKind::RECV_B, stage - 1, mb)->vertex, g);
+    places_.assign(vertices_, {});
+    for (const auto& [key, place] : at_) places_[place.vertex] = place;
+    for (const Place& place : places_) {
+      if (auto next = next_on_rank(place)) boost::add_edge(place.vertex, *next, g);
+      const Action& a = action(place);
+      if (!is_send(a.kind)) continue;
+      const Action r = partner(a);
+      const Place recv = *find(r.kind, r.stage, r.mb);
+      if (auto after = next_on_rank(recv)) boost::add_edge(place.vertex, *after, g);
+      if (nccl() && recv.rank != place.rank)
+        if (auto after = next_on_rank(place)) boost::add_edge(recv.vertex, *after, g);
     }
-    std::optional<std::pair<int, int>> found;
+    std::vector<int> parent(vertices_, -1);
+    std::optional<std::pair<int, int>> back;
     CycleFinder finder;
-    finder.found = &found;
+    finder.parent = &parent;
+    finder.back = &back;
     boost::depth_first_search(g, boost::visitor(finder));
-    if (found)
-      problem("deadlock: the ranks wait on each other in a cycle through " + names[found->second] + " and " +
-              names[found->first] + " (a receive is ordered before the send it depends on)");
+    if (!back) return;
+    std::vector<int> cycle = {back->first};  // u, parent(u), ... up to v, the back edge's target
+    while (cycle.back() != back->second) cycle.push_back(parent[cycle.back()]);
+    std::reverse(cycle.begin(), cycle.end());
+    problem(describe_cycle(cycle));
+  }
+
+  const Action& action(const Place& p) const { return s_.ranks[p.rank][p.index]; }
+  std::optional<int> next_on_rank(const Place& p) const {
+    if (p.index + 1 >= static_cast<int>(s_.ranks[p.rank].size())) return std::nullopt;
+    return p.vertex + 1;  // vertices are numbered in rank order
+  }
+
+  // Names each wait around the cycle: every edge that is not a rank's own order crosses from an
+  // action one rank posts to the action after another rank's SEND or RECV, which waits for it.
+  // "rank 1 waits in 1SEND_B0 until rank 0 posts 0RECV_B0, which comes after 0SEND_F1; ..."
+  std::string describe_cycle(const std::vector<int>& cycle) const {
+    struct Wait {
+      Place waiter;  // the SEND or RECV a rank is stuck in
+      Place posted;  // the peer's action it needs posted
+    };
+    std::vector<Wait> waits;
+    for (size_t i = 0; i < cycle.size(); ++i) {
+      const Place& u = places_[cycle[i]];
+      const Place& v = places_[cycle[(i + 1) % cycle.size()]];
+      if (u.rank == v.rank && v.index == u.index + 1) continue;
+      waits.push_back({places_[v.vertex - 1], u});
+    }
+    std::string m = "deadlock: ";
+    for (size_t i = 0; i < waits.size(); ++i) {
+      const Wait& w = waits[i];
+      const Wait& before = waits[(i + waits.size() - 1) % waits.size()];  // where the posting rank waits first
+      m += (i ? "; rank " : "rank ") + std::to_string(w.waiter.rank) + " waits in " + action(w.waiter).id() +
+           " until rank " + std::to_string(w.posted.rank) + " posts " + action(w.posted).id() + ", which comes after " +
+           action(before.waiter).id();
+    }
+    m += nccl() ? " (with NCCL a send blocks until its receive is posted: post each pair in the same order on both ranks)"
+                : " (a receive is ordered before the send it depends on)";
+    return m;
   }
 
   const Schedule& s_;
   std::map<Key, Place> at_;
   int vertices_ = 0;
   std::vector<std::string> problems_;
+  std::vector<Place> places_;  // by vertex
 };
 
 }  // namespace

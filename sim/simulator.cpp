@@ -1,6 +1,8 @@
 #include "sim/simulator.hpp"
 
 #include <algorithm>
+#include <boost/graph/adjacency_list.hpp>
+#include <boost/graph/depth_first_search.hpp>
 #include <cassert>
 #include <chrono>
 #include <limits>
@@ -20,13 +22,14 @@ using plan::Action;
 using plan::ActionKind;
 using plan::Lane;
 
-enum EventType : uint32_t { kComputeDone, kBucketReady, kSendCallDone, kFlowActivate, kFlowDone };
+enum EventType : uint32_t { kComputeDone, kBucketReady, kSendCallDone, kRecvPosted, kFlowActivate, kFlowDone };
 
 struct RankState {
   int pipeline_rank = 0;
   int replica = 0;
   size_t pc = 0;          // next action in the rank's list
-  bool waiting = false;   // blocked on a RECV or on OPTIM's all-reduces
+  bool waiting = false;   // blocked on a RECV, on OPTIM's all-reduces, or (NCCL) in a SEND
+  bool in_send = false;   // NCCL: blocked in a SEND until its receive is posted
   int32_t last_compute = -1;
   int32_t last_done = -1;  // the latest event that let this rank go on
   std::vector<int32_t> pending;  // events finished since the last compute started, that it waited on
@@ -81,6 +84,38 @@ struct Group {
   int done = 0;
 };
 
+// Who waits for whom among stalled ranks: an edge r -> q when rank r waits for rank q.
+using WaitGraph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS>;
+
+struct CycleFinder : boost::default_dfs_visitor {
+  std::vector<int>* parent;
+  std::optional<std::pair<int, int>>* back;
+  template <class Edge, class Graph>
+  void tree_edge(Edge e, const Graph& g) {
+    (*parent)[boost::target(e, g)] = static_cast<int>(boost::source(e, g));
+  }
+  template <class Edge, class Graph>
+  void back_edge(Edge e, const Graph& g) {
+    if (!*back) *back = std::make_pair(static_cast<int>(boost::source(e, g)), static_cast<int>(boost::target(e, g)));
+  }
+};
+
+// A cycle of the graph, each vertex waiting for the next and the last for the first; empty if
+// none. Depth-first search: a back edge u -> v closes one, the tree edges lead from v to u.
+std::vector<int> find_cycle(const WaitGraph& g) {
+  std::vector<int> parent(boost::num_vertices(g), -1);
+  std::optional<std::pair<int, int>> back;
+  CycleFinder finder;
+  finder.parent = &parent;
+  finder.back = &back;
+  boost::depth_first_search(g, boost::visitor(finder));
+  if (!back) return {};
+  std::vector<int> cycle = {back->first};
+  while (cycle.back() != back->second) cycle.push_back(parent[cycle.back()]);
+  std::reverse(cycle.begin(), cycle.end());
+  return cycle;
+}
+
 // What a calibrated profile measured for a message whose receive is posted after its send.
 std::optional<Time> late_receive(const plan::Plan& plan) {
   const auto& cal = plan.scenario.hardware.calibration;
@@ -95,6 +130,7 @@ class Simulation {
         sched_(plan.schedule),
         costs_(stage_costs(plan, options.layer_costs)),
         step_only_(options.step_only),
+        blocking_sends_(plan.schedule.collectives == plan::Collectives::nccl),
         played_(options.step_only && replicas_alike(plan) ? sched_.pipeline : plan.world_size),
         late_receive_(late_receive(plan)),
         network_(queue_, kFlowActivate, kFlowDone, [this](int tag, Time now) { on_flow_done(tag, now); }),
@@ -126,11 +162,7 @@ class Simulation {
     const auto t0 = std::chrono::steady_clock::now();
     for (int r = 0; r < played_; ++r) advance(r, Time());
     while (!queue_.empty()) dispatch(queue_.pop());
-    for (int r = 0; r < played_; ++r) {
-      if (ranks_[r].pc < sched_.ranks[ranks_[r].pipeline_rank].size())
-        throw std::logic_error("simulation stalled: rank " + std::to_string(r) + " waits at " +
-                               sched_.ranks[ranks_[r].pipeline_rank][ranks_[r].pc].id());
-    }
+    report_stall();
     run_.step_time = end_;
     if (!step_only_) {
       network_.finish(end_);
@@ -277,6 +309,7 @@ class Simulation {
       case kComputeDone: on_compute_done(e.a, e.time()); break;
       case kBucketReady: on_bucket_ready(e.a, e.b, e.c, e.time()); break;
       case kSendCallDone: on_send_call_done(e.a, e.time()); break;
+      case kRecvPosted: on_recv_posted(e.a, e.time()); break;
       default: network_.handle(e); break;
     }
   }
@@ -327,6 +360,10 @@ class Simulation {
           return;
         case ActionKind::SEND_F:
         case ActionKind::SEND_B: {
+          if (blocking_sends_ && !rendezvous_[send_slot(rank, a)].received && send_peer(rank, a) != rank) {
+            st.waiting = st.in_send = true;  // NCCL: on_recv_posted lets it go on
+            return;
+          }
           const Time call = send_call(rank, a);
           if (call > Time()) {  // the sender is busy in the send call; the data leaves after it
             st.send_called = now;
@@ -393,6 +430,10 @@ class Simulation {
     return ((static_cast<size_t>(dst) * 2 + forward) * sched_.virtual_stages + local) * sched_.microbatches() + mb;
   }
 
+  int send_peer(int rank, const Action& send) const {
+    return peer_rank(rank, send.kind == ActionKind::SEND_F ? send.stage + 1 : send.stage - 1);
+  }
+
   size_t send_slot(int rank, const Action& send) const {
     const bool forward = send.kind == ActionKind::SEND_F;
     const int recv_stage = forward ? send.stage + 1 : send.stage - 1;
@@ -436,9 +477,73 @@ class Simulation {
     rv.received = true;
     rv.recv_post = now;
     rv.recv_dep = ranks_[rank].last_done;
+    const RankState& sender = ranks_[src];
+    if (sender.in_send && sched_.ranks[sender.pipeline_rank][sender.pc] ==
+                              Action{forward ? ActionKind::SEND_F : ActionKind::SEND_B, send_stage, a.mb})
+      queue_.push(now, kRecvPosted, src);
     if (rv.sent) {
       const Action send{forward ? ActionKind::SEND_F : ActionKind::SEND_B, send_stage, a.mb};
       start_transfer(src, rank, send, a.stage, rendezvous_slot(rank, forward, a.stage, a.mb), now, /*late=*/true);
+    }
+  }
+
+  // NCCL: the receive a blocked sender waited for is posted; the send goes on from here.
+  void on_recv_posted(int rank, Time now) {
+    RankState& st = ranks_[rank];
+    const Rendezvous& rv = rendezvous_[send_slot(rank, sched_.ranks[st.pipeline_rank][st.pc])];
+    st.in_send = false;
+    if (rv.recv_dep >= 0) {
+      st.pending.push_back(rv.recv_dep);  // the sender could not go on before the receiver got here
+      st.last_done = rv.recv_dep;
+    }
+    advance(rank, now);
+  }
+
+  // Ranks left with actions when nothing more can happen wait on each other: names the cycle of
+  // who waits for whom (a Deadlock), or says where they stopped if there is no cycle.
+  void report_stall() const {
+    WaitGraph waits_for(played_);
+    bool stalled = false;
+    for (int r = 0; r < played_; ++r) {
+      const RankState& st = ranks_[r];
+      const auto& list = sched_.ranks[st.pipeline_rank];
+      if (st.pc >= list.size()) continue;
+      stalled = true;
+      for (int peer : peers_waited_for(r, list[st.pc])) boost::add_edge(r, peer, waits_for);
+    }
+    if (!stalled) return;
+    std::vector<int> cycle = find_cycle(waits_for);
+    if (cycle.empty()) {
+      for (int r = 0; r < played_; ++r)
+        if (ranks_[r].pc < sched_.ranks[ranks_[r].pipeline_rank].size())
+          throw std::logic_error("simulation stalled: rank " + std::to_string(r) + " waits at " + waiting_action(r).id());
+    }
+    std::string m = "deadlock:";
+    for (size_t i = 0; i < cycle.size(); ++i) {
+      const int r = cycle[i], next = cycle[(i + 1) % cycle.size()];
+      m += std::string(i ? "," : "") + " rank " + std::to_string(r) + " waits in " + waiting_action(r).id() +
+           " for rank " + std::to_string(next);
+    }
+    throw Deadlock(m + (blocking_sends_ ? " (NCCL: a send waits until its receive is posted)" : ""));
+  }
+
+  const Action& waiting_action(int rank) const { return sched_.ranks[ranks_[rank].pipeline_rank][ranks_[rank].pc]; }
+
+  // The ranks whose progress `a`, where `rank` stopped, waits for.
+  std::vector<int> peers_waited_for(int rank, const Action& a) const {
+    switch (a.kind) {
+      case ActionKind::SEND_F:
+      case ActionKind::SEND_B: return {send_peer(rank, a)};
+      case ActionKind::RECV_F: return {peer_rank(rank, a.stage - 1)};
+      case ActionKind::RECV_B: return {peer_rank(rank, a.stage + 1)};
+      case ActionKind::OPTIM: {
+        std::vector<int> others;  // its all-reduces need every replica's buckets
+        if (!groups_.empty())
+          for (int m : groups_[a.stage].members)
+            if (m != rank && m < played_) others.push_back(m);
+        return others;
+      }
+      default: return {};
     }
   }
 
@@ -585,6 +690,7 @@ class Simulation {
   const plan::Schedule& sched_;
   std::vector<StageCost> costs_;
   bool step_only_ = false;
+  bool blocking_sends_ = false;  // NCCL: a SEND waits until its receive is posted
   int played_ = 0;  // ranks played: all, or replica 0's when folded
   Time end_;        // the latest end of any recorded event
   // Calibrated hosts: a message whose receive comes after its send takes this long (beyond its

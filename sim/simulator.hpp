@@ -3,9 +3,12 @@
 // one optimizer step.
 //
 // Every rank walks its action list in order, as the executor does. F, B and OPTIM occupy the
-// rank's compute stream. A SEND is posted without blocking; a RECV blocks until its data has
-// arrived; a transfer starts once both sides have posted (rendezvous, as NCCL and Gloo
-// point-to-point do) and moves its bytes as a flow on the links of its route. During a stage's
+// rank's compute stream. A SEND is posted without blocking (Gloo); on a profile with
+// `collectives: nccl` it blocks its rank until the peer has posted the matching RECV, as NCCL's
+// send does for messages larger than its buffers. A RECV blocks until its data has arrived; a
+// transfer starts once both sides have posted (rendezvous, as NCCL and Gloo point-to-point do)
+// and moves its bytes as a flow on the links of its route. Ranks that end up waiting on each
+// other are reported as a Deadlock naming the cycle, never a hang. During a stage's
 // last backward of the step each DDP bucket is handed to its group the moment its last gradient
 // exists; a group all-reduces its buckets one after another, in that order, once every replica
 // has handed the bucket over (ring inside a node or across nodes; hierarchical when a group spans
@@ -14,6 +17,7 @@
 // Every recorded event keeps the dependencies that released it, so the critical path can be
 // read off the executed dependency graph afterwards.
 #include <cstdint>
+#include <stdexcept>
 #include <vector>
 
 #include "plan/cost.hpp"
@@ -62,6 +66,11 @@ struct SimRun {
   std::vector<int64_t> peak_memory;   ///< bytes per rank
   uint64_t events = 0;                ///< simulator events processed
   double wall_ms = 0;                 ///< time the simulation took
+};
+
+/// A schedule whose ranks wait on each other in a cycle; what() names the ranks and actions.
+struct Deadlock : std::runtime_error {
+  using std::runtime_error::runtime_error;
 };
 
 /// Whether step_only may play one replica for all (see SimOptions::step_only).

@@ -195,11 +195,12 @@ TEST_CASE("plan::schedule CSV: reads PyTorch's empty cells and rejects bad ones 
     }
     return "";
   };
-  CHECK_THAT(error("0F0,0X1\n1F0\n"), Catch::StartsWith("p.csv:1:5: '0X1' is not a compute action"));
+  CHECK_THAT(error("0F0,0X1\n1F0\n"), Catch::StartsWith("p.csv:1:5: '0X1' is not a compute or point-to-point action"));
   CHECK_THAT(error("0F0\n1F0,0B0\n"), Catch::StartsWith("p.csv:2:5: '0B0': stage 0 lives on rank 0, not on rank 1"));
   CHECK_THAT(error("0F0\n1F7\n"), Catch::StartsWith("p.csv:2:1: '1F7': micro-batch 7 does not exist"));
   CHECK_THAT(error("0F0\n"), Catch::Contains("has 1 rows, but the plan has 2 pipeline ranks"));
-  CHECK_THAT(error("0SEND_F0\n1F0\n"), Catch::Contains("Parallax adds the communication itself"));
+  CHECK_THAT(error("0F0,0ALLREDUCE0\n1F0\n"), Catch::StartsWith("p.csv:1:5: '0ALLREDUCE0' is not a compute or point-to-point action"));
+  CHECK_THAT(error("0F0\n1F0,0SEND_F0\n"), Catch::StartsWith("p.csv:2:5: '0SEND_F0': stage 0 lives on rank 0, not on rank 1"));
 }
 
 TEST_CASE("plan::Plan: an imported CSV schedule is validated before use", "[plan]") {
