@@ -1,5 +1,6 @@
 // Real 2-rank jobs through the `parallax run` command, as users start them.
 #include <sys/wait.h>
+#include <unistd.h>
 
 // Before Catch: LibTorch's headers define glog's CHECK, which Catch's must replace.
 #include "exec/gpu.hpp"
@@ -181,6 +182,14 @@ TEST_CASE("exec: a GPU profile without a GPU exits 2 in one line, naming the way
         parallax::plan::DeviceKind::cuda);
   CHECK(parallax::test::scenario_from("model: {preset: mlp}\nhardware: cpu-host\n").hardware.device.kind ==
         parallax::plan::DeviceKind::cpu);
+  // A profile whose collectives do not go with its device is refused on any machine.
+  const auto profile = std::filesystem::temp_directory_path() / ("parallax-cpu-nccl-" + std::to_string(getpid()) + ".yaml");
+  std::ofstream(profile) << "name: cpu-nccl\ncollectives: nccl\ndevice: {kind: cpu, memory_gb: 8, peak_tflops: {fp32: 1}}\n"
+                            "node: {devices: 2, link: {name: l, bandwidth_gb_per_s: 10, latency_us: 5}}\n";
+  const auto mixed = parallax::test::run_parallax("run " + kMlp + " --set hardware=" + profile.string(), "", true);
+  std::filesystem::remove(profile);
+  CHECK(mixed.code == 2);
+  CHECK_THAT(mixed.out, Catch::Contains("device.kind: cpu and collectives: nccl, which the executor cannot run"));
   if (parallax::exec::gpu::built_with_cuda() && parallax::exec::gpu::visible_devices() > 0) {
     WARN("skipped: this machine has a GPU");
     return;
