@@ -249,9 +249,12 @@ class Simulation {
     for (const PhaseCost& pc : cost.phases) {
       if (pc.across_nodes) out.protocol = pc.protocol;  // the phase across nodes is the one that shows
       // A whole-group ring or tree across nodes crosses the node fabric and the NICs; a rail's
-      // shard of the hierarchical form only the NICs.
+      // shard of the hierarchical form only the NICs, and so does a group with one member per
+      // node (its GPU reaches its NIC without the node fabric). Leaving the fabric out there also
+      // keeps the groups of different pipeline stages, which share nodes, from joining one
+      // component of the link solver (3x slower at 1,024 ranks, bench/tune_bench).
       std::vector<int> links = pc.across_nodes ? nics : inside;
-      if (pc.across_nodes && cost.algorithm != plan::Algorithm::hierarchical)
+      if (pc.across_nodes && cost.algorithm != plan::Algorithm::hierarchical && shape.per_node > 1)
         links.insert(links.end(), inside.begin(), inside.end());
       double slowest = std::numeric_limits<double>::infinity();
       for (int l : links) slowest = std::min(slowest, network_.links()[l].capacity);
