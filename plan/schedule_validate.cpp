@@ -1,7 +1,7 @@
 #include "plan/schedule_validate.hpp"
 
-#include <boost/graph/adjacency_list.hpp>
-#include <boost/graph/depth_first_search.hpp>
+#include "plan/wait_graph.hpp"
+
 #include <algorithm>
 #include <map>
 #include <optional>
@@ -172,24 +172,9 @@ class Checker {
   // One vertex per action (its posting); an edge u -> v when v cannot be posted before u. On each
   // rank an action follows the one before it. The action after a RECV waits for its SEND to be
   // posted; with NCCL the action after a SEND also waits for its RECV to be posted (the send blocks
-  // until then). A cycle is a deadlock. Depth-first search finds one: a back edge closes it, and
-  // the tree edges lead back round it.
-  struct CycleFinder : boost::default_dfs_visitor {
-    std::vector<int>* parent;
-    std::optional<std::pair<int, int>>* back;
-    template <class Edge, class Graph>
-    void tree_edge(Edge e, const Graph& g) {
-      (*parent)[boost::target(e, g)] = static_cast<int>(boost::source(e, g));
-    }
-    template <class Edge, class Graph>
-    void back_edge(Edge e, const Graph& g) {
-      if (!*back) *back = std::make_pair(static_cast<int>(boost::source(e, g)), static_cast<int>(boost::target(e, g)));
-    }
-  };
-
+  // until then). A cycle is a deadlock (find_cycle).
   void check_acyclic() {
-    using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS>;
-    Graph g(vertices_);
+    WaitGraph g(vertices_);
     places_.assign(vertices_, {});
     for (const auto& [key, place] : at_) places_[place.vertex] = place;
     for (const Place& place : places_) {
@@ -202,17 +187,8 @@ class Checker {
       if (nccl() && recv.rank != place.rank)
         if (auto after = next_on_rank(place)) boost::add_edge(recv.vertex, *after, g);
     }
-    std::vector<int> parent(vertices_, -1);
-    std::optional<std::pair<int, int>> back;
-    CycleFinder finder;
-    finder.parent = &parent;
-    finder.back = &back;
-    boost::depth_first_search(g, boost::visitor(finder));
-    if (!back) return;
-    std::vector<int> cycle = {back->first};  // u, parent(u), ... up to v, the back edge's target
-    while (cycle.back() != back->second) cycle.push_back(parent[cycle.back()]);
-    std::reverse(cycle.begin(), cycle.end());
-    problem(describe_cycle(cycle));
+    const std::vector<int> cycle = find_cycle(g);
+    if (!cycle.empty()) problem(describe_cycle(cycle));
   }
 
   const Action& action(const Place& p) const { return s_.ranks[p.rank][p.index]; }

@@ -1,14 +1,13 @@
 #include "sim/simulator.hpp"
 
 #include <algorithm>
-#include <boost/graph/adjacency_list.hpp>
-#include <boost/graph/depth_first_search.hpp>
 #include <cassert>
 #include <chrono>
 #include <limits>
 #include <optional>
 #include <unordered_map>
 
+#include "plan/wait_graph.hpp"
 #include "sim/cost_model.hpp"
 #include "sim/event_queue.hpp"
 #include "sim/nccl_model.hpp"
@@ -83,38 +82,6 @@ struct Group {
   Time started;
   int done = 0;
 };
-
-// Who waits for whom among stalled ranks: an edge r -> q when rank r waits for rank q.
-using WaitGraph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS>;
-
-struct CycleFinder : boost::default_dfs_visitor {
-  std::vector<int>* parent;
-  std::optional<std::pair<int, int>>* back;
-  template <class Edge, class Graph>
-  void tree_edge(Edge e, const Graph& g) {
-    (*parent)[boost::target(e, g)] = static_cast<int>(boost::source(e, g));
-  }
-  template <class Edge, class Graph>
-  void back_edge(Edge e, const Graph& g) {
-    if (!*back) *back = std::make_pair(static_cast<int>(boost::source(e, g)), static_cast<int>(boost::target(e, g)));
-  }
-};
-
-// A cycle of the graph, each vertex waiting for the next and the last for the first; empty if
-// none. Depth-first search: a back edge u -> v closes one, the tree edges lead from v to u.
-std::vector<int> find_cycle(const WaitGraph& g) {
-  std::vector<int> parent(boost::num_vertices(g), -1);
-  std::optional<std::pair<int, int>> back;
-  CycleFinder finder;
-  finder.parent = &parent;
-  finder.back = &back;
-  boost::depth_first_search(g, boost::visitor(finder));
-  if (!back) return {};
-  std::vector<int> cycle = {back->first};
-  while (cycle.back() != back->second) cycle.push_back(parent[cycle.back()]);
-  std::reverse(cycle.begin(), cycle.end());
-  return cycle;
-}
 
 // What a calibrated profile measured for a message whose receive is posted after its send.
 std::optional<Time> late_receive(const plan::Plan& plan) {
@@ -505,7 +472,7 @@ class Simulation {
   // Ranks left with actions when nothing more can happen wait on each other: names the cycle of
   // who waits for whom (a Deadlock), or says where they stopped if there is no cycle.
   void report_stall() const {
-    WaitGraph waits_for(played_);
+    plan::WaitGraph waits_for(played_);  // r -> q when rank r waits for rank q
     bool stalled = false;
     for (int r = 0; r < played_; ++r) {
       const RankState& st = ranks_[r];
@@ -515,7 +482,7 @@ class Simulation {
       for (int peer : peers_waited_for(r, list[st.pc])) boost::add_edge(r, peer, waits_for);
     }
     if (!stalled) return;
-    std::vector<int> cycle = find_cycle(waits_for);
+    std::vector<int> cycle = plan::find_cycle(waits_for);
     if (cycle.empty()) {
       for (int r = 0; r < played_; ++r)
         if (ranks_[r].pc < sched_.ranks[ranks_[r].pipeline_rank].size())
