@@ -230,8 +230,7 @@ plan::InRunFactors median_factors(const std::vector<plan::InRunFactors>& runs) {
                  &plan::InRunFactors::forward_extra_us, &plan::InRunFactors::backward_extra_us,
                  &plan::InRunFactors::optimizer_extra_us, &plan::InRunFactors::allreduce,
                  &plan::InRunFactors::sync_backward_extra_us_per_mb, &plan::InRunFactors::send_extra_us,
-                 &plan::InRunFactors::delivery_extra_us, &plan::InRunFactors::send_unposted_us,
-                 &plan::InRunFactors::late_receive_us})
+                 &plan::InRunFactors::delivery_extra_us})
     field(x);
   if (runs.size() > 1) m.probe += ", median of " + std::to_string(runs.size()) + " runs";
   return m;
@@ -255,10 +254,6 @@ ProbeResult in_run_factors(plan::Plan probe, const plan::Calibration& calibratio
     f.send_extra_us = typical(m.send_us) - calibration.send_call.at(typical(m.bytes));
   if (!m.delivery_us.empty() && calibration.p2p.bandwidth_gb_per_s > 0)
     f.delivery_extra_us = typical(m.delivery_us) - calibration.p2p.us(typical(m.bytes));
-  if (!m.unposted_send_us.empty()) f.send_unposted_us = std::max(0.0, typical(m.unposted_send_us));
-  if (!m.late_receive_us.empty() && calibration.p2p.bandwidth_gb_per_s > 0)
-    f.late_receive_us =
-        std::max(0.0, typical(m.late_receive_us) - typical(m.late_bytes) / (calibration.p2p.bandwidth_gb_per_s * 1e3));
   for (const auto& k : r.kinds) {
     if (k.actions == 0 || k.measured_ms <= 0) continue;
     const plan::InRunPoint means{k.predicted_ms * 1e3 / k.actions, k.measured_ms * 1e3 / k.actions};
@@ -400,11 +395,9 @@ int calibrate_command(const CalibrateArgs& args, const std::vector<std::string>&
       continue;
     }
     std::cerr << "; " << f.probe << "\n"
-              << "calibrate: a message whose receive is posted first: the send keeps its rank "
+              << "calibrate: a message (its receive posted at the step's start): the send keeps its rank "
               << fmt("%+.0f", f.send_extra_us) << " us beyond the bare call, delivery takes "
-              << fmt("%+.0f", f.delivery_extra_us) << " us beyond idle ranks'; posted after the send: the send "
-              << "takes " << fmt("%.0f", f.send_unposted_us) << " us, the receive " << fmt("%.0f", f.late_receive_us)
-              << " us from its post\n";
+              << fmt("%+.0f", f.delivery_extra_us) << " us beyond idle ranks'\n";
     cal.in_run = f;
   }
   const auto* c = &cal;

@@ -94,14 +94,11 @@ struct InRunFactors {
   /// same cores meanwhile. Measured here ~180-250 us per MB for MLPs of 0.9-7 MB of gradients,
   /// with 2 or 3 buckets alike; the earlier backwards (no_sync) take only backward_extra_us.
   double sync_backward_extra_us_per_mb = 0;
-  /// Gloo moves a message once both sides have posted. When the receive was posted first: a
-  /// SEND's main-thread time in the run beyond the bare send call (converting the tensor,
-  /// handing it to the watcher thread), and delivery beyond the ping-pong's.
+  /// Gloo moves a message once both sides have posted; the executor posts a step's receives at
+  /// its start, so a send finds its receive posted. A SEND's main-thread time in the run beyond
+  /// the bare send call (converting the tensor, writing it, handing it to the watcher thread),
+  /// and delivery beyond the ping-pong's.
   double send_extra_us = 0, delivery_extra_us = 0;
-  /// When the send was posted first: the SEND's main-thread time (the call only notifies the
-  /// receiver), and the receive's time from its post to the data in hand, beyond the bytes over
-  /// the link's bandwidth (a notification back, the sender's event-loop thread writing).
-  double send_unposted_us = 0, late_receive_us = 0;
   std::string probe;  ///< the plan it was measured on, in words
 };
 

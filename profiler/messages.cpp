@@ -52,17 +52,10 @@ MessageTiming message_timing(const plan::Timeline& measured, int pipeline) {
     const auto it = sends.find({e.step, sender, send.id()});
     if (it == sends.end()) continue;
     const Send& s = it->second;
-    const auto bytes = static_cast<double>(s.bytes);
-    if (e.start <= s.start) {  // the receive was posted first
-      if (!s.left) continue;
-      out.send_us.push_back((*s.left - s.start).to_us());
-      out.bytes.push_back(bytes);
-      out.delivery_us.push_back((e.end - *s.left).to_us());
-    } else {
-      if (s.left) out.unposted_send_us.push_back((*s.left - s.start).to_us());
-      out.late_receive_us.push_back((e.end - e.start).to_us());
-      out.late_bytes.push_back(bytes);
-    }
+    if (!s.left) continue;  // the step's last action: nothing to time it by
+    out.send_us.push_back((*s.left - s.start).to_us());
+    out.bytes.push_back(static_cast<double>(s.bytes));
+    if (e.start <= s.start) out.delivery_us.push_back((e.end - *s.left).to_us());  // the receiver waited
   }
   return out;
 }

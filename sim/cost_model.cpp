@@ -132,7 +132,6 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<pla
       };
       c.send_forward_call = call(c.send_forward_bytes);
       c.send_backward_call = call(c.send_backward_bytes);
-      c.send_unposted_call = scaled(Time::us(msg.send_unposted_us), f);
     }
     c.activation_bytes = plan::stage_activation_bytes(plan, st);
     if (checkpointing) {

@@ -25,9 +25,9 @@ struct StageCost {
   int64_t send_forward_bytes = 0;   ///< the stage's output for one micro-batch
   int64_t send_backward_bytes = 0;  ///< the gradient of the stage's input for one micro-batch
   /// The sender's time inside the send call (calibrated hosts): it cannot compute meanwhile.
-  /// Gloo writes the payload in the call when the receive is already posted; otherwise the call
-  /// only notifies the receiver (send_unposted_call).
-  Time send_forward_call, send_backward_call, send_unposted_call;
+  /// The receive is posted (Gloo: at the step's start; NCCL: the send waits for it), so the call
+  /// writes the payload.
+  Time send_forward_call, send_backward_call;
   Time optimizer;
   /// Extra time of the step's last backward of the stage: DDP hooks copy gradients into buckets.
   Time bucket_copy_in;

@@ -52,6 +52,10 @@ struct Rendezvous {
   Time send_post, recv_post;
   bool sent = false, received = false;
   int32_t send_dep = -1, recv_dep = -1;
+  // Gloo (receives posted at the step's start): the data may arrive before the receiver reaches
+  // its RECV; `reached` says it is there, `arrived` that the data is, with the send's event.
+  bool reached = false, arrived = false;
+  int32_t send_ev = -1;
 };
 
 struct Phase {
@@ -83,13 +87,6 @@ struct Group {
   int done = 0;
 };
 
-// What a calibrated profile measured for a message whose receive is posted after its send.
-std::optional<Time> late_receive(const plan::Plan& plan) {
-  const auto& cal = plan.scenario.hardware.calibration;
-  if (!cal || cal->in_run.late_receive_us <= 0) return std::nullopt;
-  return Time::us(cal->in_run.late_receive_us);
-}
-
 class Simulation {
  public:
   Simulation(const plan::Plan& plan, const SimOptions& options)
@@ -98,8 +95,8 @@ class Simulation {
         costs_(stage_costs(plan, options.layer_costs)),
         step_only_(options.step_only),
         blocking_sends_(plan.schedule.collectives == plan::Collectives::nccl),
+        preposted_receives_(!blocking_sends_),
         played_(options.step_only && replicas_alike(plan) ? sched_.pipeline : plan.world_size),
-        late_receive_(late_receive(plan)),
         network_(queue_, kFlowActivate, kFlowDone, [this](int tag, Time now) { on_flow_done(tag, now); }),
         topo_(plan, network_, /*named=*/!options.step_only) {
     network_.record_samples(options.record_link_samples);
@@ -112,6 +109,10 @@ class Simulation {
     }
     if (plan.scenario.parallel.data > 1) build_groups();
     rendezvous_.resize(static_cast<size_t>(played_) * 2 * sched_.virtual_stages * sched_.microbatches());
+    // The executor posts every receive of a Gloo step at its start (exec/runtime.cpp), so a send
+    // always finds its receive posted and the payload moves at once.
+    if (preposted_receives_)
+      for (auto& rv : rendezvous_) rv.received = true;
     run_.folded = played_ < plan.world_size;
     if (!step_only_) {
       // Roughly what the step records: every action once, transfers twice (send and receive side).
@@ -334,7 +335,7 @@ class Simulation {
             st.waiting = st.in_send = true;  // NCCL: on_recv_posted lets it go on
             return;
           }
-          const Time call = send_call(rank, a);
+          const Time call = send_call(a);
           if (call > Time()) {  // the sender is busy in the send call; the data leaves after it
             st.send_called = now;
             queue_.push(now + call, kSendCallDone, rank);
@@ -346,6 +347,14 @@ class Simulation {
         }
         case ActionKind::RECV_F:
         case ActionKind::RECV_B:
+          if (preposted_receives_) {
+            if (reach_recv(rank, a, now)) {  // the data is already here
+              ++st.pc;
+              break;
+            }
+            st.waiting = true;
+            return;  // on_transfer_done moves past it
+          }
           st.waiting = true;
           post_recv(rank, a, now);
           return;  // on_transfer_done moves past it
@@ -410,10 +419,10 @@ class Simulation {
     return rendezvous_slot(peer_rank(rank, recv_stage), forward, recv_stage, send.mb);
   }
 
-  // The sender's time in the send call: with the receive posted, Gloo writes the payload in it.
-  Time send_call(int rank, const Action& a) const {
+  // The sender's time in the send call, where the payload is written: its receive is posted
+  // (Gloo: at the step's start; NCCL: the send waited for it).
+  Time send_call(const Action& a) const {
     const StageCost& c = costs_[a.stage];
-    if (!rendezvous_[send_slot(rank, a)].received) return c.send_unposted_call;
     return a.kind == ActionKind::SEND_F ? c.send_forward_call : c.send_backward_call;
   }
 
@@ -436,7 +445,7 @@ class Simulation {
     rv.send_post = called;
     rv.send_dep = ranks_[rank].last_compute;  // the compute that produced the data
     // Transports (Gloo's TCP pairs, NCCL) move a message once both sides have posted.
-    if (rv.received) start_transfer(rank, dst, a, recv_stage, slot, now, /*late=*/false);
+    if (rv.received) start_transfer(rank, dst, a, recv_stage, slot, now);
   }
 
   void post_recv(int rank, const Action& a, Time now) {
@@ -453,8 +462,29 @@ class Simulation {
       queue_.push(now, kRecvPosted, src);
     if (rv.sent) {
       const Action send{forward ? ActionKind::SEND_F : ActionKind::SEND_B, send_stage, a.mb};
-      start_transfer(src, rank, send, a.stage, rendezvous_slot(rank, forward, a.stage, a.mb), now, /*late=*/true);
+      start_transfer(src, rank, send, a.stage, rendezvous_slot(rank, forward, a.stage, a.mb), now);
     }
+  }
+
+  // Gloo: the rank reaches a RECV whose receive was posted at the step's start. Returns true (and
+  // records the receive) when the data has already arrived.
+  bool reach_recv(int rank, const Action& a, Time now) {
+    const bool forward = a.kind == ActionKind::RECV_F;
+    Rendezvous& rv = rendezvous_[rendezvous_slot(rank, forward, a.stage, a.mb)];
+    rv.reached = true;
+    rv.recv_post = now;
+    rv.recv_dep = ranks_[rank].last_done;
+    if (!rv.arrived) return false;
+    const int32_t recv_ev = record(rank, Lane::recv, a, now, now, transfer_bytes(forward, forward ? a.stage - 1 : a.stage + 1));
+    depend(rv.send_ev, recv_ev, now);
+    ranks_[rank].pending.push_back(recv_ev);
+    ranks_[rank].last_done = recv_ev;
+    return true;
+  }
+
+  int64_t transfer_bytes(bool forward, int send_stage) const {
+    const StageCost& c = costs_[send_stage];
+    return forward ? c.send_forward_bytes : c.send_backward_bytes;
   }
 
   // NCCL: the receive a blocked sender waited for is posted; the send goes on from here.
@@ -517,10 +547,8 @@ class Simulation {
     }
   }
 
-  // `late`: the receive was posted after the send. On a calibrated host the message then takes
-  // the measured late-receive time instead of the link's latency: the receiver's notification
-  // goes back and the sender's event-loop thread writes the payload.
-  void start_transfer(int src, int dst, const Action& send, int recv_stage, size_t slot, Time now, bool late) {
+  // Both sides have posted: the payload moves, after the route's latency.
+  void start_transfer(int src, int dst, const Action& send, int recv_stage, size_t slot, Time now) {
     const Rendezvous& rv = rendezvous_[slot];
     Transfer t;
     t.src = src;
@@ -532,7 +560,7 @@ class Simulation {
     const StageCost& c = costs_[send.stage];
     t.bytes = send.kind == ActionKind::SEND_F ? c.send_forward_bytes : c.send_backward_bytes;
     t.send_dep = rv.send_dep;
-    t.recv_dep = rv.received ? rv.recv_dep : -1;
+    t.recv_dep = rv.received && !preposted_receives_ ? rv.recv_dep : -1;
     t.slot = slot;
     t.start = rv.send_post;
     const Route route = topo_.p2p(src, dst);
@@ -545,8 +573,7 @@ class Simulation {
       id = static_cast<int>(transfers_.size());
       transfers_.push_back(t);
     }
-    const Time latency = late && late_receive_ ? *late_receive_ : route.latency;
-    network_.start_flow(now, latency, static_cast<double>(t.bytes), route.links, id);
+    network_.start_flow(now, route.latency, static_cast<double>(t.bytes), route.links, id);
   }
 
   void on_transfer_done(int id, Time now) {
@@ -556,8 +583,13 @@ class Simulation {
     const int32_t send_ev = record(t.src, Lane::send, {t.send_kind, t.send_stage, t.mb}, t.start, now, t.bytes);
     depend(t.send_dep, send_ev, end_of(t.send_dep));
     if (t.recv_dep >= 0) depend(t.recv_dep, send_ev, end_of(t.recv_dep));
-    const Rendezvous& rv = rendezvous_[t.slot];
+    Rendezvous& rv = rendezvous_[t.slot];
     const Action recv{forward ? ActionKind::RECV_F : ActionKind::RECV_B, t.recv_stage, t.mb};
+    if (preposted_receives_ && !rv.reached) {  // the receiver gets there later (reach_recv)
+      rv.arrived = true;
+      rv.send_ev = send_ev;
+      return;
+    }
     const int32_t recv_ev = record(t.dst, Lane::recv, recv, std::max(t.start, rv.recv_post), now, t.bytes);
     depend(send_ev, recv_ev, now);
     RankState& dst = ranks_[t.dst];
@@ -661,11 +693,11 @@ class Simulation {
   std::vector<StageCost> costs_;
   bool step_only_ = false;
   bool blocking_sends_ = false;  // NCCL: a SEND waits until its receive is posted
+  bool preposted_receives_ = false;  // Gloo: every receive is posted at the step's start
   int played_ = 0;  // ranks played: all, or replica 0's when folded
   Time end_;        // the latest end of any recorded event
   // Calibrated hosts: a message whose receive comes after its send takes this long (beyond its
   // bytes) from the receive's post.
-  std::optional<Time> late_receive_;
   EventQueue queue_;
   Network network_;
   Topology topo_;

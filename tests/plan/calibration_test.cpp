@@ -37,7 +37,7 @@ plan::Calibration sample_calibration() {
   c.threads = 1;
   c.cores = 2;
   c.in_run = {.forward = 1.25, .backward = 1.5, .optimizer = 2.0, .forward_extra_us = 12, .backward_extra_us = -5,
-              .send_extra_us = 40, .delivery_extra_us = 15, .send_unposted_us = 20, .late_receive_us = 150,
+              .send_extra_us = 40, .delivery_extra_us = 15,
               .probe = "probe"};
   c.backward_call_us = 7;
   c.copy_gb_per_s = 20;
@@ -125,8 +125,6 @@ TEST_CASE("plan::Calibration: a calibrated profile round-trips with the same cos
   CHECK(r.in_run.forward == Approx(1.25));
   CHECK(r.in_run.optimizer == Approx(2.0));
   CHECK(r.in_run.delivery_extra_us == Approx(15));
-  CHECK(r.in_run.send_unposted_us == Approx(20));
-  CHECK(r.in_run.late_receive_us == Approx(150));
   REQUIRE(r.in_run_data);
   CHECK(r.in_run_data->backward == Approx(1.2));
   CHECK(r.in_run_data->allreduce == Approx(2.5));
@@ -251,7 +249,7 @@ TEST_CASE("sim::stage_costs: a calibrated stage adds data, loss, backward call a
   CHECK(extra[0].backward.to_us() == Approx(backward - 20).epsilon(1e-3));
 }
 
-TEST_CASE("sim::simulate: on a calibrated host a message moves once both sides have posted, as Gloo's do",
+TEST_CASE("sim::simulate: on a calibrated Gloo host every receive is posted at the step's start, as the executor does",
           "[sim]") {
   auto s = test::scenario_from(
       "name: t\nmodel: {preset: mlp, layers: 1, hidden: 256, input: 784, classes: 10}\n"
@@ -260,8 +258,6 @@ TEST_CASE("sim::simulate: on a calibrated host a message moves once both sides h
       "optimizer: {kind: sgd, momentum: 0.9}\nhardware: cpu-host\n");
   auto c = sample_calibration();
   c.in_run = {};
-  c.in_run.send_unposted_us = 20;
-  c.in_run.late_receive_us = 150;
   c.layers.at("linear 784x256 relu fp32").backward_no_input = {{1, 64}, {1000, 1000}};  // a heavy stage 0 B
   s.hardware.calibration = c;
   s.hardware.node_link = {"measured", 3, 60};  // GB/s, us: what the calibrated profile carries
@@ -274,27 +270,28 @@ TEST_CASE("sim::simulate: on a calibrated host a message moves once both sides h
     FAIL("no " << id << " on rank " << rank);
     return plan::TimelineEvent{};
   };
-  // Receive posted first: rank 1 waits from the start, so stage 0's output for 8 samples of 256
-  // floats is written in the send call and arrives after the link's latency and bytes. Rank 1's
-  // first forward starts then; rank 0's second forward waits for the call.
+  // Rank 1 waits from the start: stage 0's output for 8 samples of 256 floats is written in the
+  // send call and arrives after the link's latency and bytes. Rank 1's first forward starts
+  // then; rank 0's second forward waits for the call.
   const double bytes = 8 * 256 * 4;
   const double call = c.send_call.at(bytes);
   REQUIRE(costs[0].send_forward_call.to_us() == Approx(call));
   const auto f0 = find(0, "0F0");
   CHECK(find(1, "1F0").start.to_us() == Approx(f0.end.to_us() + call + 60 + bytes / 3e3).epsilon(1e-3));
   CHECK(find(0, "0F1").start.to_us() == Approx(f0.end.to_us() + call).epsilon(1e-3));
-  // Send posted first: stage 1 (one small layer) sends B1's gradient long before rank 0, busy
-  // with the heavy B0, posts its receive. The call only notifies (20 us), and the data comes
-  // the late-receive time after rank 0 posts, not at once.
+  // Stage 1 (one small layer) sends B1's gradient long before rank 0, busy with the heavy B0,
+  // gets to its RECV. The receive was posted at the step's start, so the call writes the data,
+  // it arrives while rank 0 computes, and rank 0 takes it at once.
   const auto b0 = find(0, "0B0"), recv_b1 = find(0, "0RECV_B1"), send_b1 = find(1, "1SEND_B1");
-  REQUIRE(send_b1.start < b0.end);
+  REQUIRE(send_b1.end < b0.end);
+  CHECK(send_b1.end.to_us() == Approx(send_b1.start.to_us() + call + 60 + bytes / 3e3).epsilon(1e-3));
   CHECK(recv_b1.start == b0.end);
-  CHECK(recv_b1.end.to_us() == Approx(b0.end.to_us() + 150 + bytes / 3e3).epsilon(1e-3));
-  CHECK(find(0, "0B1").start == recv_b1.end);
+  CHECK(recv_b1.end == b0.end);
+  CHECK(find(0, "0B1").start == b0.end);
   plan::Time after_send_b1 = plan::Time::ns(INT64_MAX);
   for (const auto& e : run.timeline.events)
     if (e.rank == 1 && e.lane != plan::Lane::send && e.start >= send_b1.start) after_send_b1 = std::min(after_send_b1, e.start);
-  CHECK(after_send_b1.to_us() == Approx(send_b1.start.to_us() + 20).epsilon(1e-3));
+  CHECK(after_send_b1.to_us() == Approx(send_b1.start.to_us() + c.send_call.at(bytes)).epsilon(1e-3));
 }
 
 TEST_CASE("sim::simulate: a data-parallel plan takes the data-parallel probe's factors, all-reduce included", "[sim]") {
