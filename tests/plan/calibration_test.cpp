@@ -151,6 +151,18 @@ TEST_CASE("plan::Calibration: a calibrated profile round-trips with the same cos
         Approx(c.data.at("fashion-mnist linear 784x256 relu fp32 input").at(32)));
 }
 
+TEST_CASE("plan::Calibration: a profile from before receives were posted at the step's start still reads", "[plan]") {
+  std::string text = plan::calibrated_profile_yaml(builtin("cpu-host"), "here", sample_calibration(), {});
+  const std::string key = "delivery_extra_us: 15";
+  const auto at = text.find(key);
+  REQUIRE(at != std::string::npos);
+  CHECK(text.find("late_receive_us") == std::string::npos);  // no longer written
+  text.insert(at + key.size(), ", send_unposted_us: 20, late_receive_us: 150");
+  const auto hw = profile_from(text);
+  REQUIRE(hw.calibration);
+  CHECK(hw.calibration->in_run.send_extra_us == Approx(40));
+}
+
 TEST_CASE("plan::layer_signature: same shapes match whatever the layer's name", "[plan]") {
   const auto a = plan::make_linear("fc0", 784, 256, true);
   const auto b = plan::make_linear("encoder.first", 784, 256, true);
