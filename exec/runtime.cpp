@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
-#include <unordered_map>
 #include <exception>
 #include <fstream>
 #include <limits>
@@ -17,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 
 #include "exec/checkpoint.hpp"
 #include "exec/data.hpp"
