@@ -223,7 +223,14 @@ Lists as_written(const Lists& step, const Schedule& s) {
 class NcclLowering {
  public:
   NcclLowering(const Lists& step, const Schedule& s)
-      : step_(step), s_(s), emit_(s), out_(step.size()), next_(step.size(), 0), clock_(step.size(), 0) {}
+      : step_(step),
+        s_(s),
+        emit_(s),
+        out_(step.size()),
+        next_(step.size(), 0),
+        clock_(step.size(), 0),
+        arrival_(slots(), kNotYet),
+        pending_ready_(slots(), kNotYet) {}
 
   // The lists, or nothing when the compute order cannot run at all (an input nobody produces, or
   // ranks that need each other's results first): the validator then says what is wrong.
@@ -257,9 +264,9 @@ class NcclLowering {
     if (next_[r] >= step_[r].size()) return std::nullopt;
     const auto in = input_of(step_[r][next_[r]], s_.stages() - 1);
     if (!in) return clock_[r];
-    if (auto it = arrival_.find(in->id()); it != arrival_.end()) return std::max(clock_[r], it->second);
-    for (const Message& m : pending_)
-      if (m.recv == *in) return std::max(clock_[r], m.ready);
+    const size_t slot = slot_of(*in);
+    if (arrival_[slot] != kNotYet) return std::max(clock_[r], arrival_[slot]);
+    if (pending_ready_[slot] != kNotYet) return std::max(clock_[r], pending_ready_[slot]);
     return std::nullopt;
   }
 
@@ -272,12 +279,13 @@ class NcclLowering {
     const int to = s_.rank_of_stage(msg->second.stage);
     if (to != r) {
       pending_.push_back({r, to, msg->first, msg->second, clock_[r]});
+      pending_ready_[slot_of(msg->second)] = clock_[r];
       return;
     }
     // To a stage on the same rank (pipeline 1) it is a local copy: posted at once, nothing waits.
     out_[r].push_back(msg->first);
     out_[r].push_back(msg->second);
-    arrival_[msg->second.id()] = clock_[r];
+    arrival_[slot_of(msg->second)] = clock_[r];
   }
 
   // Posts, in the order their data became ready, every message ready by `time`: the SEND on its
@@ -288,7 +296,8 @@ class NcclLowering {
     for (; it != pending_.end() && it->ready <= time; ++it) {
       out_[it->from].push_back(it->send);
       out_[it->to].push_back(it->recv);
-      arrival_[it->recv.id()] = it->ready;
+      arrival_[slot_of(it->recv)] = it->ready;
+      pending_ready_[slot_of(it->recv)] = kNotYet;
     }
     pending_.erase(pending_.begin(), it);
   }
@@ -300,7 +309,17 @@ class NcclLowering {
   std::vector<size_t> next_;     // next compute of each rank
   std::vector<int64_t> clock_;   // when each rank's last compute ends, in rough units
   std::vector<Message> pending_;  // made, not yet posted
-  std::unordered_map<std::string, int64_t> arrival_;  // posted receives and when their data was ready
+  // By receive (slot_of), dense rather than keyed by action id: tune lowers a schedule for every
+  // configuration it plays, and hashing id strings took a third of its time at 1,024 ranks.
+  static constexpr int64_t kNotYet = -1;
+  std::vector<int64_t> arrival_;        // posted receives: when their data was ready
+  std::vector<int64_t> pending_ready_;  // made, not yet posted: when their data was ready
+
+  size_t slots() const { return static_cast<size_t>(2 * s_.stages()) * static_cast<size_t>(s_.microbatches()); }
+  size_t slot_of(const Action& recv) const {
+    const size_t direction = recv.kind == ActionKind::RECV_B ? 1 : 0;
+    return (direction * s_.stages() + recv.stage) * static_cast<size_t>(s_.microbatches()) + recv.mb;
+  }
 };
 
 }  // namespace
