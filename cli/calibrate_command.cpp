@@ -315,14 +315,16 @@ std::string in_run_words(double factor, double extra_us) {
 // The in-run figures of one layout: the small model's, with F, B and OPTIM fitted by size.
 plan::InRunFactors layout_factors(const ProbeResult& small, const ProbeResult* large) {
   plan::InRunFactors f = small.factors;
-  auto fit = [&](ComputeKind k, double* factor, double* extra_us) {
+  auto fit = [&](ComputeKind k, double* factor, double* extra_us, double* probed_us) {
     const plan::InRunLine line = plan::fit_in_run_line(small.means[k], large ? &large->means[k] : nullptr);
     *factor = line.factor;
     *extra_us = line.extra_us;
+    // The line holds where it was measured; a longer action is not slowed in proportion.
+    *probed_us = large ? std::max(small.means[k].alone_us, large->means[k].alone_us) : 0.0;
   };
-  fit(kF, &f.forward, &f.forward_extra_us);
-  fit(kB, &f.backward, &f.backward_extra_us);
-  fit(kOptim, &f.optimizer, &f.optimizer_extra_us);
+  fit(kF, &f.forward, &f.forward_extra_us, &f.forward_probed_us);
+  fit(kB, &f.backward, &f.backward_extra_us, &f.backward_probed_us);
+  fit(kOptim, &f.optimizer, &f.optimizer_extra_us, &f.optimizer_probed_us);
   if (large) f.probe += "; sizes from " + large->factors.probe;
   return f;
 }

@@ -173,7 +173,7 @@ std::map<std::string, SignatureCost> parse_signatures(const Field& list) {
 
 InRunFactors parse_in_run(const Field& in_run) {
   expect_keys(in_run, {"forward", "backward", "optimizer", "forward_extra_us", "backward_extra_us",
-                       "optimizer_extra_us", "allreduce", "sync_backward_extra_us_per_mb", "send_extra_us", "delivery_extra_us", "send_unposted_us",
+                       "optimizer_extra_us", "forward_probed_us", "backward_probed_us", "optimizer_probed_us", "allreduce", "sync_backward_extra_us_per_mb", "send_extra_us", "delivery_extra_us", "send_unposted_us",
                        "late_receive_us", "probe"});
   InRunFactors f;
   f.forward = number_or(in_run, "forward", 1, 0.1);
@@ -184,6 +184,9 @@ InRunFactors parse_in_run(const Field& in_run) {
   f.forward_extra_us = number_or(in_run, "forward_extra_us", 0, -1e9);
   f.backward_extra_us = number_or(in_run, "backward_extra_us", 0, -1e9);
   f.optimizer_extra_us = number_or(in_run, "optimizer_extra_us", 0, -1e9);
+  f.forward_probed_us = number_or(in_run, "forward_probed_us", 0, 0);
+  f.backward_probed_us = number_or(in_run, "backward_probed_us", 0, 0);
+  f.optimizer_probed_us = number_or(in_run, "optimizer_probed_us", 0, 0);
   f.sync_backward_extra_us_per_mb = number_or(in_run, "sync_backward_extra_us_per_mb", 0, -1e9);
   // Extras may be negative (the run can beat the isolated figure); the sum never goes below 0.
   f.send_extra_us = number_or(in_run, "send_extra_us", 0, -1e9);
@@ -282,14 +285,18 @@ std::string calibration_yaml(const Calibration& c) {
   s << "  in_run: {forward: " << c.in_run.forward << ", backward: " << c.in_run.backward
     << ", optimizer: " << c.in_run.optimizer << ",\n            forward_extra_us: " << c.in_run.forward_extra_us
     << ", backward_extra_us: " << c.in_run.backward_extra_us
-    << ", optimizer_extra_us: " << c.in_run.optimizer_extra_us << ",\n            send_extra_us: " << c.in_run.send_extra_us
+    << ", optimizer_extra_us: " << c.in_run.optimizer_extra_us << ",\n            forward_probed_us: "
+    << c.in_run.forward_probed_us << ", backward_probed_us: " << c.in_run.backward_probed_us
+    << ", optimizer_probed_us: " << c.in_run.optimizer_probed_us << ",\n            send_extra_us: " << c.in_run.send_extra_us
     << ", delivery_extra_us: " << c.in_run.delivery_extra_us;
   if (!c.in_run.probe.empty()) s << ", probe: \"" << c.in_run.probe << "\"";
   s << "}\n";
   if (const auto& d = c.in_run_data) {
     s << "  in_run_data: {forward: " << d->forward << ", backward: " << d->backward << ", optimizer: " << d->optimizer
       << ",\n                forward_extra_us: " << d->forward_extra_us << ", backward_extra_us: " << d->backward_extra_us
-      << ", optimizer_extra_us: " << d->optimizer_extra_us << ", allreduce: " << d->allreduce
+      << ", optimizer_extra_us: " << d->optimizer_extra_us << ",\n                forward_probed_us: " << d->forward_probed_us
+      << ", backward_probed_us: " << d->backward_probed_us << ", optimizer_probed_us: " << d->optimizer_probed_us
+      << ", allreduce: " << d->allreduce
       << ",\n                sync_backward_extra_us_per_mb: " << d->sync_backward_extra_us_per_mb;
     if (!d->probe.empty()) s << ",\n                probe: \"" << d->probe << "\"";
     s << "}\n";

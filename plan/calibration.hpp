@@ -85,6 +85,12 @@ struct InRunFactors {
   /// transformer's layers 1.2-1.5x. calibrate fits both where it has two models of different
   /// sizes to probe (fit_in_run_line), else the extras alone with the factors at 1.
   double forward_extra_us = 0, backward_extra_us = 0, optimizer_extra_us = 0;
+  /// The longest time alone (per action) of the probed models, where the factors were fitted: the
+  /// proportional part applies up to it and stays there for longer actions, which are not
+  /// slowed in proportion (the built-in transformer's F and B of 150-240 ms ran at about their
+  /// time alone where the line through the probes, of actions of 0.1-3 ms, said 1.14x). 0: no
+  /// limit (one probed model, or a profile from before).
+  double forward_probed_us = 0, backward_probed_us = 0, optimizer_probed_us = 0;
   /// DDP all-reduces of a step (the time from the first one's start to the last one's end)
   /// against the calibrated all-reduce cost: they share the cores with backward and each other.
   double allreduce = 1;

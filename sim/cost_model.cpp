@@ -112,14 +112,17 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<pla
     if (cal) {
       const double f = oversubscription(plan, *cal);
       const plan::InRunFactors& in = in_run_factors(plan, *cal);
-      // Never below 0: a negative extra larger than the time alone would.
-      auto in_run = [&](Time alone, double factor, double extra_us) {
-        return std::max(Time(), scaled(alone, f * factor) + scaled(Time::us(extra_us), f));
+      // Alone x factor + extra, the proportional part only up to the longest probed action (see
+      // InRunFactors::forward_probed_us). Never below 0: a negative extra larger than the time
+      // alone would.
+      auto in_run = [&](Time alone, double factor, double extra_us, double probed_us) {
+        const Time proportional = probed_us > 0 ? std::min(alone, Time::us(probed_us)) : alone;
+        return std::max(Time(), scaled(alone, f) + scaled(proportional, f * (factor - 1)) + scaled(Time::us(extra_us), f));
       };
-      c.forward = in_run(c.forward, in.forward, in.forward_extra_us);
-      c.backward = in_run(c.backward, in.backward, in.backward_extra_us);
-      for (Time& t : c.bucket_ready) t = in_run(t, in.backward, in.backward_extra_us);
-      c.optimizer = in_run(c.optimizer, in.optimizer, in.optimizer_extra_us);
+      c.forward = in_run(c.forward, in.forward, in.forward_extra_us, in.forward_probed_us);
+      c.backward = in_run(c.backward, in.backward, in.backward_extra_us, in.backward_probed_us);
+      for (Time& t : c.bucket_ready) t = in_run(t, in.backward, in.backward_extra_us, in.backward_probed_us);
+      c.optimizer = in_run(c.optimizer, in.optimizer, in.optimizer_extra_us, in.optimizer_probed_us);
       c.bucket_copy_in = scaled(c.bucket_copy_in, f * in.backward);
       if (s.parallel.data > 1)
         c.sync_backward_extra = std::max(

@@ -37,7 +37,7 @@ plan::Calibration sample_calibration() {
   c.threads = 1;
   c.cores = 2;
   c.in_run = {.forward = 1.25, .backward = 1.5, .optimizer = 2.0, .forward_extra_us = 12, .backward_extra_us = -5,
-              .send_extra_us = 40, .delivery_extra_us = 15,
+              .backward_probed_us = 2500, .send_extra_us = 40, .delivery_extra_us = 15,
               .probe = "probe"};
   c.backward_call_us = 7;
   c.copy_gb_per_s = 20;
@@ -125,6 +125,7 @@ TEST_CASE("plan::Calibration: a calibrated profile round-trips with the same cos
   CHECK(r.in_run.forward == Approx(1.25));
   CHECK(r.in_run.optimizer == Approx(2.0));
   CHECK(r.in_run.delivery_extra_us == Approx(15));
+  CHECK(r.in_run.backward_probed_us == Approx(2500));
   REQUIRE(r.in_run_data);
   CHECK(r.in_run_data->backward == Approx(1.2));
   CHECK(r.in_run_data->allreduce == Approx(2.5));
@@ -259,6 +260,12 @@ TEST_CASE("sim::stage_costs: a calibrated stage adds data, loss, backward call a
   const auto extra = sim::stage_costs(p);
   CHECK(extra[0].forward.to_us() == Approx(forward + 30).epsilon(1e-3));
   CHECK(extra[0].backward.to_us() == Approx(backward - 20).epsilon(1e-3));
+  // The proportion holds up to the longest probed action: beyond it the slowdown stays fixed.
+  p.scenario.hardware.calibration->in_run = {.forward = 1.5, .forward_extra_us = 10, .forward_probed_us = forward / 4,
+                                             .probe = ""};
+  CHECK(sim::stage_costs(p)[0].forward.to_us() == Approx(forward + 0.5 * forward / 4 + 10).epsilon(1e-3));
+  p.scenario.hardware.calibration->in_run.forward_probed_us = 4 * forward;  // within the probed range
+  CHECK(sim::stage_costs(p)[0].forward.to_us() == Approx(1.5 * forward + 10).epsilon(1e-3));
 }
 
 TEST_CASE("sim::simulate: on a calibrated Gloo host every receive is posted at the step's start, as the executor does",
