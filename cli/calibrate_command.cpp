@@ -88,6 +88,7 @@ enum ComputeKind { kF, kB, kOptim, kComputeKinds };
 struct ProbeResult {
   plan::InRunFactors factors;
   plan::InRunPoint means[kComputeKinds];  ///< per-action means of F, B and OPTIM
+  double longest_alone_us[kComputeKinds] = {};  ///< the longest action of each kind, alone
 };
 
 // The plans calibrate runs for real to measure how much slower compute and communication are
@@ -277,6 +278,7 @@ ProbeResult in_run_factors(plan::Plan probe, const plan::Calibration& calibratio
     const plan::InRunPoint means{std::accumulate(alone.begin(), alone.end(), 0.0) / alone.size(), typical(in_run)};
     f.*extra = means.in_run_us - means.alone_us;
     out.means[index] = means;
+    out.longest_alone_us[index] = *std::max_element(alone.begin(), alone.end());
   }
   if (probe.scenario.parallel.data > 1) {
     fit_sync_backward(probe, predicted, measured, calibration, &f);
@@ -302,6 +304,7 @@ ProbeResult median_result(const std::vector<ProbeResult>& repeats) {
     std::vector<double> alone, measured;
     for (const auto& r : repeats) alone.push_back(r.means[k].alone_us), measured.push_back(r.means[k].in_run_us);
     m.means[k] = {profiler::median(alone), profiler::median(measured)};
+    m.longest_alone_us[k] = repeats.front().longest_alone_us[k];  // the prediction's: alike in every repeat
   }
   return m;
 }
@@ -320,7 +323,7 @@ plan::InRunFactors layout_factors(const ProbeResult& small, const ProbeResult* l
     *factor = line.factor;
     *extra_us = line.extra_us;
     // The line holds where it was measured; a longer action is not slowed in proportion.
-    *probed_us = large ? std::max(small.means[k].alone_us, large->means[k].alone_us) : 0.0;
+    *probed_us = large ? std::max(small.longest_alone_us[k], large->longest_alone_us[k]) : 0.0;
   };
   fit(kF, &f.forward, &f.forward_extra_us, &f.forward_probed_us);
   fit(kB, &f.backward, &f.backward_extra_us, &f.backward_probed_us);
