@@ -473,10 +473,12 @@ class Simulation {
     Rendezvous& rv = rendezvous_[rendezvous_slot(rank, forward, a.stage, a.mb)];
     rv.reached = true;
     rv.recv_post = now;
-    rv.recv_dep = ranks_[rank].last_done;
     if (!rv.arrived) return false;
     const int32_t recv_ev = record(rank, Lane::recv, a, now, now, transfer_bytes(forward, forward ? a.stage - 1 : a.stage + 1));
-    depend(rv.send_ev, recv_ev, now);
+    // The data was there first: what released the receive last is the rank's own earlier work,
+    // so a critical path through it stays on this rank.
+    depend(rv.send_ev, recv_ev, end_of(rv.send_ev));
+    depend(ranks_[rank].last_done, recv_ev, now);
     ranks_[rank].pending.push_back(recv_ev);
     ranks_[rank].last_done = recv_ev;
     return true;
@@ -557,8 +559,7 @@ class Simulation {
     t.send_stage = send.stage;
     t.recv_stage = recv_stage;
     t.mb = send.mb;
-    const StageCost& c = costs_[send.stage];
-    t.bytes = send.kind == ActionKind::SEND_F ? c.send_forward_bytes : c.send_backward_bytes;
+    t.bytes = transfer_bytes(send.kind == ActionKind::SEND_F, send.stage);
     t.send_dep = rv.send_dep;
     t.recv_dep = rv.received && !preposted_receives_ ? rv.recv_dep : -1;
     t.slot = slot;

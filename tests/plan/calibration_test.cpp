@@ -6,6 +6,7 @@
 #include "plan/cost.hpp"
 #include "plan/hardware.hpp"
 #include "sim/cost_model.hpp"
+#include "sim/metrics.hpp"
 #include "sim/simulator.hpp"
 #include "tests/test_util.hpp"
 
@@ -307,6 +308,14 @@ TEST_CASE("sim::simulate: on a calibrated Gloo host every receive is posted at t
   CHECK(recv_b1.start == b0.end);
   CHECK(recv_b1.end == b0.end);
   CHECK(find(0, "0B1").start == b0.end);
+  // What held rank 0 up at the end was its own B0, not stage 1's message: the critical path ends
+  // on rank 0 through 0B0 and not through 1SEND_B1.
+  const auto path = sim::critical_path(run.timeline, run.dependencies);
+  std::string ids;
+  for (int32_t e : path) ids += run.timeline.events[e].action.id() + " ";
+  INFO("critical path: " << ids);
+  CHECK(ids.find("1SEND_B1") == std::string::npos);
+  CHECK(ids.find("0B0 ") != std::string::npos);
   plan::Time after_send_b1 = plan::Time::ns(INT64_MAX);
   for (const auto& e : run.timeline.events)
     if (e.rank == 1 && e.lane != plan::Lane::send && e.start >= send_b1.start) after_send_b1 = std::min(after_send_b1, e.start);
