@@ -177,7 +177,30 @@ class Simulation {
       g.plans.push_back(plain_collective(g, nodes));
       return;
     }
-    for (int64_t bytes : g.bucket_bytes) g.plans.push_back(nccl_collective(g, nodes, static_cast<double>(bytes)));
+    const GroupLinks links = group_links(g, nodes);
+    for (int64_t bytes : g.bucket_bytes) g.plans.push_back(nccl_collective(g, nodes, links, static_cast<double>(bytes)));
+  }
+
+  // The ranks whose links a collective's flows cross. Folded, only the played replica's: the
+  // other replicas' links carry the same flows in the same roles (replicas_alike), so they never
+  // give a different fair share, and leaving them out keeps the link solver's components at one
+  // replica's size instead of the whole machine's.
+  std::vector<int> routed(const std::vector<int>& ranks) const {
+    if (played_ == plan_.world_size) return ranks;
+    std::vector<int> out;
+    for (int r : ranks)
+      if (r < played_) out.push_back(r);
+    return out;
+  }
+
+  struct GroupLinks {
+    std::vector<int> inside;  // device ports in their nodes
+    std::vector<int> nics;    // NIC links, when the group spans nodes
+  };
+
+  GroupLinks group_links(const Group& g, const GroupNodes& nodes) const {
+    const std::vector<int> ranks = routed(g.members);
+    return {dedupe(topo_.device_ports(ranks)), nodes.members.size() > 1 ? dedupe(topo_.nic_ports(ranks)) : std::vector<int>{}};
   }
 
   GroupNodes group_nodes(const Group& g) const {
@@ -200,7 +223,7 @@ class Simulation {
 
   // NCCL's choice for a bucket of `bytes` (sim/nccl_model.hpp), as flows: each phase moves its
   // bytes at the speed of its slowest link, scaled so that alone it takes NCCL's predicted time.
-  CollectivePlan nccl_collective(const Group& g, const GroupNodes& nodes, double bytes) {
+  CollectivePlan nccl_collective(const Group& g, const GroupNodes& nodes, const GroupLinks& group, double bytes) {
     const auto& hw = plan_.scenario.hardware;
     GroupShape shape;
     shape.ranks = static_cast<int>(g.members.size());
@@ -212,8 +235,8 @@ class Simulation {
     CollectivePlan out;
     out.algorithm = cost.algorithm;
     out.protocol = cost.phases.front().protocol;
-    const std::vector<int> inside = dedupe(topo_.device_ports(g.members));
-    const std::vector<int> nics = shape.nodes > 1 ? dedupe(topo_.nic_ports(g.members)) : std::vector<int>{};
+    const std::vector<int>& inside = group.inside;
+    const std::vector<int>& nics = group.nics;
     for (const PhaseCost& pc : cost.phases) {
       if (pc.across_nodes) out.protocol = pc.protocol;  // the phase across nodes is the one that shows
       // A whole-group ring or tree across nodes crosses the node fabric and the NICs; a rail's
@@ -251,13 +274,14 @@ class Simulation {
       const double latency_us = in_run * cal->allreduce.latency_us * (n - 1) / (m - 1);
       const double per_byte =
           in_run * (2 * (n - 1) / n) / (2 * (m - 1) / m) * capacity / cal->allreduce.bandwidth_gb_per_s;
-      out.phases.push_back({dedupe(topo_.device_ports(g.members)), Time::us(latency_us), per_byte});
+      out.phases.push_back({dedupe(topo_.device_ports(routed(g.members))), Time::us(latency_us), per_byte});
       return out;
     }
     if (nodes == 1 || per_node == 1) {
       out.algorithm = plan::Algorithm::ring;
       const Time alpha = nodes == 1 ? topo_.node_latency() : topo_.network_latency();
-      out.phases.push_back({dedupe(nodes == 1 ? topo_.device_ports(g.members) : topo_.nic_ports(g.members)),
+      const std::vector<int> ranks = routed(g.members);
+      out.phases.push_back({dedupe(nodes == 1 ? topo_.device_ports(ranks) : topo_.nic_ports(ranks)),
                             Time::ns(alpha.count_ns() * 2 * (static_cast<int64_t>(n) - 1)), 2 * (n - 1) / n});
       return out;
     }
@@ -266,10 +290,10 @@ class Simulation {
     std::vector<int> leaders;
     for (const auto& v : by_node) leaders.push_back(v.front());
     const auto k = static_cast<int64_t>(per_node);
-    const std::vector<int> inside = dedupe(topo_.device_ports(g.members));
+    const std::vector<int> inside = dedupe(topo_.device_ports(routed(g.members)));
     const Time chain = Time::ns(topo_.node_latency().count_ns() * (k - 1));
     out.phases.push_back({inside, chain, 1.0});
-    out.phases.push_back({dedupe(topo_.nic_ports(leaders)), Time::ns(topo_.network_latency().count_ns() * 2 * (nodes - 1)),
+    out.phases.push_back({dedupe(topo_.nic_ports(routed(leaders))), Time::ns(topo_.network_latency().count_ns() * 2 * (nodes - 1)),
                           2.0 * (nodes - 1) / nodes});
     out.phases.push_back({inside, chain, 1.0});
     return out;
