@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 #include <stdexcept>
 
 #include "plan/buckets.hpp"
@@ -64,20 +65,34 @@ std::vector<Bucket> stage_buckets(const Scenario& s, const Stage& stage) {
 }
 
 // The most micro-batches each stage holds activations for at once on a rank, found by walking
-// the rank's action list: a forward adds one, its backward releases it.
+// the rank's action list: a forward adds one, its backward releases it. On Gloo the executor
+// posts every receive of the step at its start (exec/runtime.cpp), so their buffers are held
+// from then: a forward's input until that forward (then it is one of the stage's activations),
+// an output gradient until its backward.
 int64_t peak_activation_bytes(const Plan& plan, int pipeline_rank, int* peak_inflight) {
   std::map<int, int64_t> per_mb;  // stage -> bytes one micro-batch holds
   int64_t held = 0, peak = 0;
   int inflight = 0;
   *peak_inflight = 0;
+  const bool preposted = plan.schedule.collectives == Collectives::gloo;
+  std::set<std::pair<bool, int>> received;  // (forward, stage) whose micro-batches arrive by RECV
+  for (const Action& a : plan.schedule.ranks[pipeline_rank]) {
+    if (!preposted || (a.kind != ActionKind::RECV_F && a.kind != ActionKind::RECV_B)) continue;
+    const bool forward = a.kind == ActionKind::RECV_F;
+    held += receive_buffer_bytes(plan, forward, a.stage);
+    received.emplace(forward, a.stage);
+  }
+  peak = held;
   for (const Action& a : plan.schedule.ranks[pipeline_rank]) {
     if (!is_compute(a.kind)) continue;
     if (!per_mb.count(a.stage)) per_mb[a.stage] = stage_activation_bytes(plan, plan.stages[a.stage]);
     const int64_t bytes = per_mb[a.stage];
     if (a.kind == ActionKind::F) {
+      if (received.count({true, a.stage})) held -= receive_buffer_bytes(plan, true, a.stage);
       held += bytes;
       ++inflight;
     } else {
+      if (received.count({false, a.stage})) held -= receive_buffer_bytes(plan, false, a.stage);
       held -= bytes;
       --inflight;
     }
@@ -102,6 +117,15 @@ int64_t peak_activation_bytes(const Plan& plan, int pipeline_rank, int* peak_inf
 }
 
 }  // namespace
+
+int64_t receive_buffer_bytes(const Plan& plan, bool forward, int stage) {
+  // As the simulator's messages (sim/cost_model.cpp): the sender's output, or the gradient of the
+  // receiver's output, which is the next stage's input.
+  const auto& layers = plan.scenario.layers;
+  const double elems = forward ? layers[plan.stages[stage - 1].first_layer + plan.stages[stage - 1].layer_count - 1].output_elems_per_sample
+                               : layers[plan.stages[stage + 1].first_layer].input_elems_per_sample;
+  return std::llround(elems * plan.microbatch_size * activation_bytes(plan.scenario.parallel.precision));
+}
 
 int64_t stage_activation_bytes(const Plan& plan, const Stage& stage) {
   const auto& layers = plan.scenario.layers;

@@ -72,5 +72,7 @@ Plan resolve_plan(const Scenario& scenario, bool check_generated = true);
 
 /// Activation bytes one micro-batch of a stage holds until its backward.
 int64_t stage_activation_bytes(const Plan& plan, const Stage& stage);
+/// One micro-batch's receive buffer at `stage`: its input (forward) or its output's gradient.
+int64_t receive_buffer_bytes(const Plan& plan, bool forward, int stage);
 
 }  // namespace parallax::plan

@@ -137,6 +137,11 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<pla
       c.send_backward_call = call(c.send_backward_bytes);
     }
     c.activation_bytes = plan::stage_activation_bytes(plan, st);
+    if (plan.schedule.collectives == plan::Collectives::gloo && s.parallel.pipeline > 1) {
+      if (st.index > 0) c.forward_receive_buffer = plan::receive_buffer_bytes(plan, true, st.index);
+      if (st.index + 1 < static_cast<int>(plan.stages.size()))
+        c.backward_receive_buffer = plan::receive_buffer_bytes(plan, false, st.index);
+    }
     if (checkpointing) {
       double elems = 0;
       for (int l = st.first_layer; l <= last; ++l) elems += plan.layers()[l].activation_elems_per_sample;

@@ -35,6 +35,9 @@ struct StageCost {
   /// (plan::InRunFactors::sync_backward_extra_us_per_mb).
   Time sync_backward_extra;
   int64_t activation_bytes = 0;  ///< held per micro-batch from F until B
+  /// Gloo: one micro-batch's receive buffers, posted at the step's start (exec/runtime.cpp) and
+  /// released by its F (the input) or its B (the output's gradient); 0 where nothing is received.
+  int64_t forward_receive_buffer = 0, backward_receive_buffer = 0;
   int64_t recompute_bytes = 0;   ///< with checkpointing: one micro-batch's full activations
 };
 

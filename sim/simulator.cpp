@@ -111,8 +111,10 @@ class Simulation {
     rendezvous_.resize(static_cast<size_t>(played_) * 2 * sched_.virtual_stages * sched_.microbatches());
     // The executor posts every receive of a Gloo step at its start (exec/runtime.cpp), so a send
     // always finds its receive posted and the payload moves at once.
-    if (preposted_receives_)
+    if (preposted_receives_) {
       for (auto& rv : rendezvous_) rv.received = true;
+      hold_receive_buffers();
+    }
     run_.folded = played_ < plan.world_size;
     if (!step_only_) {
       // Roughly what the step records: every action once, transfers twice (send and receive side).
@@ -149,6 +151,18 @@ class Simulation {
   }
 
  private:
+  // The executor posts every receive of a Gloo step at its start: their buffers are held from
+  // then until the forward that takes its input (after which it counts among the stage's
+  // activations) or the backward that takes its output's gradient (plan's memory estimate alike).
+  void hold_receive_buffers() {
+    for (int r = 0; r < played_; ++r)
+      for (const Action& a : sched_.ranks[r % sched_.pipeline]) {
+        if (a.kind == ActionKind::RECV_F) ranks_[r].held += costs_[a.stage].forward_receive_buffer;
+        if (a.kind == ActionKind::RECV_B) ranks_[r].held += costs_[a.stage].backward_receive_buffer;
+        ranks_[r].peak_held = ranks_[r].held;
+      }
+  }
+
   void build_groups() {
     const int p = sched_.pipeline;
     for (const plan::Stage& st : plan_.stages) {
@@ -404,10 +418,10 @@ class Simulation {
     st.pending.clear();
     st.last_compute = ev;
     if (a.kind == ActionKind::F) {
-      st.held += c.activation_bytes;
+      st.held += c.activation_bytes - c.forward_receive_buffer;
       st.peak_held = std::max(st.peak_held, st.held);
     } else if (a.kind == ActionKind::B) {
-      st.held -= c.activation_bytes;
+      st.held -= c.activation_bytes + c.backward_receive_buffer;
       const int local = a.stage / sched_.pipeline;
       if (++st.backwards_done[local] == sched_.microbatches() && !groups_.empty()) {
         // Bucket events go in before the compute's end so that, at equal times, they come first.

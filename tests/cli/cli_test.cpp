@@ -84,7 +84,7 @@ TEST_CASE("cli: schedule --csv writes a file the scenario can read back", "[cli]
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("cli: simulate --json has the documented fields; -o writes a Perfetto-loadable trace", "[cli]") {
+TEST_CASE("cli: simulate --json has the documented fields, and -o writes a Perfetto-loadable trace", "[cli]") {
   const auto dir = std::filesystem::temp_directory_path() / "parallax_cli_sim";
   std::filesystem::create_directories(dir);
   const std::string trace = (dir / "predicted.json").string();

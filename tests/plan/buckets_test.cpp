@@ -55,7 +55,7 @@ TEST_CASE("plan::Plan: MLP buckets in gradient-ready order, worked by hand", "[p
   CHECK(p.layers()[b[1].ready_layer].name == "fc0");
 }
 
-TEST_CASE("plan::Plan: no buckets without data parallelism; one set per stage with it", "[plan]") {
+TEST_CASE("plan::Plan: no buckets without data parallelism, one set per stage with it", "[plan]") {
   const std::string yaml = test::synthetic_scenario(8, 2, 4, "1f1b");
   CHECK(test::plan_from(yaml).stages[0].buckets.empty());
   const auto p = test::plan_from(yaml, {"parallel.data=2", "parallel.bucket_cap_mb=2"});

@@ -26,15 +26,23 @@ TEST_CASE("plan::Plan: interleaved ranks hold stages r, r+p, ...", "[plan]") {
 
 TEST_CASE("plan::Plan: GPipe's activation memory grows with chunks, 1F1B's stays at p micro-batches", "[plan]") {
   // 8 synthetic layers of 1 MB activation per sample over 4 stages: 2 MiB per sample per stage;
-  // micro-batches of 2 samples hold 4 MiB each.
-  const int64_t per_microbatch = 4 * 1024 * 1024;
+  // micro-batches of 2 samples hold 4 MiB each. The ideal profile runs Gloo's rules, where every
+  // receive of the step is posted at its start: m input buffers (a rank after the first) and m
+  // output-gradient buffers (a rank before the last) of 2 MiB (one layer's 1 MiB a sample), an
+  // input's until its forward (then it is one of the activations), a gradient's until its backward.
+  const int64_t MiB = 1024 * 1024, per_microbatch = 4 * MiB, buffer = 2 * MiB;
   for (int m : {4, 8, 16}) {
     const auto gpipe = test::plan_from(test::synthetic_scenario(8, 4, m, "gpipe"));
     const auto ofob = test::plan_from(test::synthetic_scenario(8, 4, m, "1f1b"));
     for (int r = 0; r < 4; ++r) {
       INFO("m=" << m << " rank=" << r);
-      CHECK(gpipe.ranks[r].memory.activations == m * per_microbatch);
-      CHECK(ofob.ranks[r].memory.activations == std::min(m, 4 - r) * per_microbatch);
+      const int64_t inputs = r > 0 ? m * buffer : 0, gradients = r < 3 ? m * buffer : 0;
+      // GPipe's peak: after the last forward, every input taken, no gradient yet.
+      CHECK(gpipe.ranks[r].memory.activations == m * per_microbatch + gradients);
+      // 1F1B's: after the warm-up's w forwards, each of which took an input.
+      const int64_t w = std::min(m, 4 - r);
+      CHECK(ofob.ranks[r].memory.activations == inputs + gradients + w * (per_microbatch - (r > 0 ? buffer : 0)));
+      CHECK(ofob.ranks[r].memory.peak_inflight == w);
     }
   }
 }
@@ -58,8 +66,9 @@ TEST_CASE("plan::Plan: activation checkpointing keeps only each stage's input", 
   const auto ckpt = test::plan_from(test::synthetic_scenario(8, 2, 4, "gpipe"),
                                     {"parallel.activation_checkpointing=true"});
   // Stage of 4 layers x 1 MiB per sample, micro-batch 2: 8 MiB without, 2 MiB of inputs with, plus
-  // one micro-batch recomputed during backward.
+  // one micro-batch recomputed during backward; and on Gloo 4 output-gradient buffers of 2 MiB
+  // posted at the step's start (the GPipe test above).
   const int64_t MiB = 1024 * 1024;
-  CHECK(full.ranks[0].memory.activations == 4 * 8 * MiB);
-  CHECK(ckpt.ranks[0].memory.activations == 4 * 2 * MiB + 8 * MiB);
+  CHECK(full.ranks[0].memory.activations == 4 * 8 * MiB + 4 * 2 * MiB);
+  CHECK(ckpt.ranks[0].memory.activations == 4 * 2 * MiB + 8 * MiB + 4 * 2 * MiB);
 }

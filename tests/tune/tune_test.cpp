@@ -179,7 +179,7 @@ TEST_CASE("tune: bad --search and --fix get a clear message", "[tune]") {
   CHECK_THROWS_AS(tune::fix(&sp, s, "hardware"), plan::InputError);
 }
 
-TEST_CASE("tune: the command writes a scenario that reproduces its pick; bad flags exit 2", "[tune][cli]") {
+TEST_CASE("tune: the command writes a scenario that reproduces its pick, bad flags exit 2", "[tune][cli]") {
   const auto out = std::filesystem::temp_directory_path() / "parallax-tune-test";
   std::filesystem::create_directories(out);
   const std::string best = (out / "best.yaml").string();
