@@ -6,7 +6,10 @@
 //   parallax_sim_bench --published F   # the published figures from F (default bench/data/nccl_allreduce_published.csv)
 //   parallax_sim_bench --replicas 2048 # 16,384 ranks
 //   parallax_sim_bench --queue         # raw event-queue throughput
+//   parallax_sim_bench --scale         # the scale goals: up to 131,072 ranks, mixed p2p + DDP, ASTRA-sim's DP example
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -147,14 +150,17 @@ void bench_published(const std::string& path) {
   }
 }
 
+std::string transformer_1b3(int replicas) {
+  return "name: bench-1.3b\n"
+         "model: {preset: transformer, layers: 24, hidden: 2048, heads: 16, ffn: 8192, seq_len: 2048, vocab: 32000}\n"
+         "data: {batch_size: 64}\n"
+         "parallel: {data: " + std::to_string(replicas) +
+         ", pipeline: 8, chunks: 64, schedule: 1f1b, bucket_cap_mb: 25, precision: bf16}\n"
+         "hardware: a100-nvlink-ib\n";
+}
+
 void bench_step(int replicas) {
-  const std::string yaml =
-      "name: bench-1.3b\n"
-      "model: {preset: transformer, layers: 24, hidden: 2048, heads: 16, ffn: 8192, seq_len: 2048, vocab: 32000}\n"
-      "data: {batch_size: 64}\n"
-      "parallel: {data: " + std::to_string(replicas) +
-      ", pipeline: 8, chunks: 64, schedule: 1f1b, bucket_cap_mb: 25, precision: bf16}\n"
-      "hardware: a100-nvlink-ib\n";
+  const std::string yaml = transformer_1b3(replicas);
   auto t0 = std::chrono::steady_clock::now();
   const plan::Plan p = plan::resolve_plan(plan::parse_scenario(plan::YamlDocument::from_text(yaml, "bench")));
   const double plan_s = seconds_since(t0);
@@ -184,6 +190,66 @@ void bench_step(int replicas) {
               m.fits ? "yes" : "no");
 }
 
+// One simulation in a child process, so that its peak RSS is its own: prints ranks, wall time
+// (plan + simulate), events, events/s, peak RSS and the predicted step.
+void scale_case(const char* label, const std::string& yaml, bool step_only) {
+  std::fflush(stdout);
+  const pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const plan::Plan p = plan::resolve_plan(plan::parse_scenario(plan::YamlDocument::from_text(yaml, "bench")));
+    const double plan_s = seconds_since(t0);
+    sim::SimOptions options;
+    options.record_link_samples = false;
+    options.step_only = step_only;
+    const auto t1 = std::chrono::steady_clock::now();
+    const sim::SimRun run = sim::simulate(p, options);
+    const double sim_s = seconds_since(t1);
+    std::printf("  %-34s %7d %-9s %7.2f s %7.2f s %10llu %7.2f M/s %7.0f MiB %10.1f ms%s\n", label, p.world_size,
+                step_only ? "step-only" : "full", plan_s, sim_s, static_cast<unsigned long long>(run.events),
+                static_cast<double>(run.events) / sim_s / 1e6, peak_rss_mib(), run.step_time.to_ms(),
+                run.folded ? " (one replica played)" : "");
+    std::fflush(stdout);
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) std::printf("  %-34s failed (status %d)\n", label, status);
+}
+
+// The scale goals of docs/simulator.md: 1F1B PP x DP steps from 1,024 to 131,072 ranks, pipeline
+// sends and DDP all-reduces sharing links (interleaved p=16, v=2) from 1,024 to 8,192 ranks, and
+// ASTRA-sim's data-parallel example (48 x 1 ms compute, 12 x 100 MiB all-reduces per NPU).
+void bench_scale() {
+  std::printf("scale (each case in its own process; wall = plan + simulate)\n");
+  std::printf("  %-34s %7s %-9s %9s %9s %10s %11s %11s %13s\n", "case", "ranks", "mode", "plan", "simulate", "events",
+              "events/s", "peak RSS", "step");
+  scale_case("1f1b 1.3B, 8 stages", transformer_1b3(128), false);
+  scale_case("1f1b 1.3B, 8 stages", transformer_1b3(2048), false);
+  for (int replicas : {128, 2048, 16384}) scale_case("1f1b 1.3B, 8 stages", transformer_1b3(replicas), true);
+  for (int replicas : {64, 128, 256, 512}) {
+    const std::string yaml =
+        "name: bench-mixed\n"
+        "model: {preset: transformer, layers: 32, hidden: 2048, heads: 16, ffn: 8192, seq_len: 2048, vocab: 32000}\n"
+        "data: {batch_size: 32}\n"
+        "parallel: {data: " + std::to_string(replicas) +
+        ", pipeline: 16, virtual: 2, chunks: 32, schedule: interleaved-1f1b, bucket_cap_mb: 25, precision: bf16}\n"
+        "hardware: a100-nvlink-ib\n";
+    scale_case("interleaved p16 v2 (p2p + DDP)", yaml, false);
+  }
+  for (int npus : {1024, 4096}) {
+    // 48 layers of 1 ms; 12 buckets of 100 MiB (4 layers' gradients each), as ASTRA-sim's example.
+    const std::string yaml =
+        "name: bench-astra-dp\n"
+        "model: {preset: synthetic, layers: 48, fwd_us_fixed: 333.333, fwd_us_per_sample: 0, bwd_ratio: 2, params_mb: 25}\n"
+        "data: {batch_size: " + std::to_string(npus) + "}\n"
+        "parallel: {data: " + std::to_string(npus) + ", pipeline: 1, chunks: 1, first_bucket_mb: 100, bucket_cap_mb: 100}\n"
+        "hardware: a100-nvlink-ib\n";
+    scale_case("ASTRA-sim DP example", yaml, false);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -194,12 +260,16 @@ int main(int argc, char** argv) {
       bench_queue();
       return 0;
     }
+    if (!std::strcmp(argv[i], "--scale")) {
+      bench_scale();
+      return 0;
+    }
     if (!std::strcmp(argv[i], "--replicas") && i + 1 < argc) {
       replicas = std::atoi(argv[++i]);
     } else if (!std::strcmp(argv[i], "--published") && i + 1 < argc) {
       published = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: %s [--replicas N] [--published FILE] [--queue]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--replicas N] [--published FILE] [--queue | --scale]\n", argv[0]);
       return 2;
     }
   }
