@@ -58,11 +58,21 @@ int report(const plan::Plan& p, const RunArgs& args, std::vector<exec::RankResul
     }
     const double loss = count ? loss_sum / count : 0.0;
     steps_json.push_back({{"step", results.front().steps[i].step}, {"step_time_ms", step_ms}, {"loss", loss}});
+    if (const auto& first = results.front().steps[i]; first.loss_scale > 0) {  // fp16: every rank agrees on both
+      steps_json.back()["loss_scale"] = first.loss_scale;
+      steps_json.back()["skipped"] = first.skipped;
+    }
     char line[96];
     std::snprintf(line, sizeof line, "%-6lld %-10.5f %.2f ms\n", static_cast<long long>(results.front().steps[i].step + 1),
                   loss, step_ms);
     if (steps <= 20 || i < 5 || i + 5 >= steps) text << line;
     else if (i == 5) text << "...\n";
+  }
+  if (steps > 0 && results.front().steps.back().loss_scale > 0) {
+    int skipped = 0;
+    for (const auto& st : results.front().steps) skipped += st.skipped;
+    text << "loss scale " << results.front().steps.back().loss_scale << " at the last step; " << skipped
+         << " step(s) skipped on a gradient overflow\n";
   }
   int64_t correct = 0, tested = 0;
   uint64_t dropped = 0;

@@ -249,7 +249,7 @@ class Calibrator {
               auto t0 = Clock::now();
               torch::Tensor out;
               {
-                AutocastScope autocast(bf16);
+                AutocastScope autocast(bf16 ? at::kBFloat16 : at::kFloat);
                 out = module->forward(in);
               }
               const double fwd = us_since(t0);
@@ -259,7 +259,7 @@ class Calibrator {
               t0 = Clock::now();
               {
                 torch::NoGradGuard no_grad;
-                AutocastScope autocast(bf16);
+                AutocastScope autocast(bf16 ? at::kBFloat16 : at::kFloat);
                 module->forward(in);
               }
               return std::vector<double>{fwd, bwd, us_since(t0)};
@@ -286,7 +286,7 @@ class Calibrator {
               auto t0 = Clock::now();
               torch::Tensor value;
               {
-                AutocastScope autocast(bf16);
+                AutocastScope autocast(bf16 ? at::kBFloat16 : at::kFloat);
                 value = model_loss(w.layer, out, target);
               }
               const double fwd = us_since(t0);

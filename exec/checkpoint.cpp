@@ -74,15 +74,24 @@ void save_stage(const std::string& dir, int64_t step, int stage, torch::nn::Modu
   commit(tmp, final_path);
 }
 
-void mark_complete(const std::string& dir, int64_t step) {
+void mark_complete(const std::string& dir, int64_t step, const std::string& state) {
   const fs::path marker = step_dir(dir, step) / "COMPLETE";
   const fs::path tmp = marker.string() + ".tmp";
   {
     std::ofstream out(tmp);
     out << step << "\n";
+    if (!state.empty()) out << state << "\n";
     if (!out.flush()) throw std::runtime_error("checkpoint: cannot write " + tmp.string());
   }
   commit(tmp, marker);
+}
+
+std::string marker_state(const std::string& dir, int64_t step) {
+  std::ifstream in(step_dir(dir, step) / "COMPLETE");
+  std::string first, state;
+  std::getline(in, first);
+  std::getline(in, state);
+  return state;
 }
 
 CheckpointScan scan_checkpoints(const std::string& dir) {

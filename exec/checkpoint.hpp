@@ -23,8 +23,11 @@ std::string checkpoint_folder(const std::string& dir, int64_t step);
 /// temporary file and renaming it (tests inject a crash there).
 void save_stage(const std::string& dir, int64_t step, int stage, torch::nn::Module& module,
                 torch::optim::Optimizer& opt, const std::function<void()>& before_rename = {});
-/// Writes DIR/step-N/COMPLETE durably; call once every shard of the step is durable.
-void mark_complete(const std::string& dir, int64_t step);
+/// Writes DIR/step-N/COMPLETE durably; call once every shard of the step is durable. `state`
+/// (one line, e.g. the loss scaler's) is kept in the marker for every rank to read on resume.
+void mark_complete(const std::string& dir, int64_t step, const std::string& state = {});
+/// The `state` line that mark_complete kept for step N ("" if none).
+std::string marker_state(const std::string& dir, int64_t step);
 
 struct CheckpointScan {
   std::optional<int64_t> latest;  ///< the highest step with its COMPLETE marker

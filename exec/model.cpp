@@ -132,10 +132,11 @@ void check_executable(const plan::Scenario& s) {
       throw plan::InputError(s.where("model"), "layer '" + l.name +
                                                    "' is synthetic: synthetic layers describe a cost for the simulator and "
                                                    "cannot be run; use a preset (mlp, transformer) or linear/embedding/encoder/head layers");
-  if (s.parallel.precision == plan::Precision::fp16)
+  // On CUDA, fp16 runs under autocast with a loss scaler (exec/grad_scaler.hpp).
+  if (s.parallel.precision == plan::Precision::fp16 && s.hardware.device.kind != plan::DeviceKind::cuda)
     throw plan::InputError(s.where("parallel.precision"),
-                           "precision fp16 cannot run: the CPU has no fp16 autocast, and on GPUs fp16 training needs "
-                           "a gradient scaler, which the executor does not have yet; use fp32 or bf16");
+                           "precision fp16 cannot run on the CPU: this LibTorch's CPU autocast has bf16 only; use "
+                           "fp32 or bf16 here, or a CUDA profile (fp16 trains there with a loss scaler)");
   const auto& first = s.layers.front();
   const bool tokens = first.kind == plan::LayerKind::embedding;
   if (s.data.source == "fashion-mnist" && (tokens || first.shape.in != 784 || s.layers.back().kind != plan::LayerKind::linear ||

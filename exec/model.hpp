@@ -38,20 +38,21 @@ class StageImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Stage);
 
-// Autocast to bf16 for one forward, on the CPU or on CUDA; restores the previous state
-// (LibTorch 1.13 has no guard).
+// Autocast to `dtype` (bf16, or fp16 on CUDA; fp32 is off) for one forward, on the CPU or on
+// CUDA; restores the previous state (LibTorch 1.13 has no guard).
 class AutocastScope {
  public:
-  explicit AutocastScope(bool on, c10::DeviceType device = c10::kCPU) : on_(on), cuda_(device == c10::kCUDA) {
+  explicit AutocastScope(c10::ScalarType dtype, c10::DeviceType device = c10::kCPU)
+      : on_(dtype != at::kFloat), cuda_(device == c10::kCUDA) {
     if (!on_) return;
     if (cuda_) {
       was_ = at::autocast::is_enabled();
       at::autocast::set_enabled(true);
-      at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
+      at::autocast::set_autocast_gpu_dtype(dtype);
     } else {
       was_ = at::autocast::is_cpu_enabled();
       at::autocast::set_cpu_enabled(true);
-      at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+      at::autocast::set_autocast_cpu_dtype(dtype);
     }
   }
   ~AutocastScope() {

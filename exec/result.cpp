@@ -16,7 +16,7 @@ std::string result_to_json(const RankResult& r) {
   for (const auto& d : r.device)
     device.push_back({d.lane, d.name, d.start.count_ns(), d.end.count_ns(), d.attributed, d.attributed ? d.action.id() : "",
                       d.step, d.bytes});
-  for (const auto& s : r.steps) steps.push_back({s.step, s.loss_sum, s.loss_count, s.step_ms});
+  for (const auto& s : r.steps) steps.push_back({s.step, s.loss_sum, s.loss_count, s.step_ms, s.loss_scale, s.skipped});
   for (const auto& e : r.events)
     events.push_back({static_cast<int>(e.lane), static_cast<int>(e.action.kind), e.action.stage, e.action.mb,
                       e.action.bucket, e.start.count_ns(), e.end.count_ns(), e.bytes, e.step});
@@ -42,7 +42,7 @@ RankResult result_from_json(const std::string& text) {
   r.dropped = j["dropped"];
   r.clock = {r.rank, j["clock"][0], j["clock"][1], j["clock"][2]};
   r.memory = {r.rank, j["memory"][0], j["memory"][1]};
-  for (const auto& s : j["steps"]) r.steps.push_back({s[0], s[1], s[2], s[3]});
+  for (const auto& s : j["steps"]) r.steps.push_back({s[0], s[1], s[2], s[3], s[4], s[5]});
   for (const auto& i : j["instants"]) r.instants.push_back({r.rank, plan::Time::ns(i[0]), i[1], i[2]});
   for (const auto& d : j["device"]) {
     plan::DeviceSpan s;

@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 
@@ -22,6 +23,7 @@
 #include "exec/data.hpp"
 #include "exec/ddp.hpp"
 #include "exec/device.hpp"
+#include "exec/grad_scaler.hpp"
 #include "exec/model.hpp"
 #include "profiler/host_tracer.hpp"
 #ifdef PARALLAX_HAVE_CUPTI
@@ -130,8 +132,33 @@ size_t tracer_capacity(const plan::Plan& plan) {
 // Testing aid: PARALLAX_FAULT=RANK:STEP:MODE makes rank RANK fail on purpose. `exit` and `hang`
 // strike at the start of step STEP (0-based); `save` dies in the middle of writing checkpoint
 // step-STEP: a rank that writes a shard dies after its temporary file is written and before the
-// rename, any other rank where it would have written.
+// rename, any other rank where it would have written; `overflow` (with a loss scaler) makes one
+// of the rank's gradients inf at step STEP, as an fp16 overflow would.
 enum class FaultPoint { step_start, checkpoint_save };
+
+bool fault_requested(int rank, int64_t step, const std::string& want) {
+  const char* spec = std::getenv("PARALLAX_FAULT");
+  if (!spec) return false;
+  int r = -1;
+  long long s = -1;
+  char mode[16] = {0};
+  return std::sscanf(spec, "%d:%lld:%15s", &r, &s, mode) == 3 && r == rank && s == step && want == mode;
+}
+
+// The loss scaler's settings: PyTorch's defaults for fp16, none otherwise. Testing aid:
+// PARALLAX_LOSS_SCALER=INIT:GROWTH_INTERVAL runs it at any precision with those settings (the
+// CPU has no fp16 autocast, so the tests exercise it in fp32, where power-of-two scales are exact).
+std::optional<GradScalerOptions> scaler_options(plan::Precision precision) {
+  std::optional<GradScalerOptions> out;
+  if (precision == plan::Precision::fp16) out.emplace();
+  if (const char* spec = std::getenv("PARALLAX_LOSS_SCALER")) {
+    GradScalerOptions o;
+    if (std::sscanf(spec, "%lf:%d", &o.init_scale, &o.growth_interval) != 2)
+      throw std::invalid_argument("PARALLAX_LOSS_SCALER must be INIT_SCALE:GROWTH_INTERVAL, e.g. 65536:2000");
+    out = o;
+  }
+  return out;
+}
 
 void maybe_inject_fault(int rank, int64_t step, FaultPoint at) {
   const char* spec = std::getenv("PARALLAX_FAULT");
@@ -140,6 +167,7 @@ void maybe_inject_fault(int rank, int64_t step, FaultPoint at) {
   long long s = -1;
   char mode[16] = {0};
   if (std::sscanf(spec, "%d:%lld:%15s", &r, &s, mode) != 3 || r != rank || s != step) return;
+  if (std::string(mode) == "overflow") return;  // check_overflow's
   const bool save = std::string(mode) == "save";
   if (save != (at == FaultPoint::checkpoint_save)) return;
   std::fprintf(stderr, "rank %d: injected fault (%s) at %s %lld\n", rank, mode, save ? "checkpoint step" : "step", s);
@@ -189,7 +217,10 @@ class Runtime {
     for (int s : plan.ranks[launch.rank].stages) build_stage(s);
     slots_.resize(plan.stages.size());
     for (auto& v : slots_) v.resize(plan.schedule.microbatches());
-    dtype_ = p_.precision == plan::Precision::bf16 ? torch::kBFloat16 : torch::kFloat;
+    dtype_ = p_.precision == plan::Precision::bf16   ? torch::kBFloat16
+             : p_.precision == plan::Precision::fp16 ? torch::kHalf
+                                                     : torch::kFloat;
+    if (auto scaler = scaler_options(p_.precision)) scaler_.emplace(*scaler);
 #ifdef PARALLAX_HAVE_CUPTI
     // GPU activity where there is a GPU; elsewhere rank 0 says once why there is none.
     cupti_ = profiler::CuptiTracer::start(/*quiet=*/launch.rank != 0);
@@ -291,8 +322,10 @@ class Runtime {
     step_ = step;
     StepRecord rec;
     rec.step = step;
+    rec.loss_scale = scaler_ ? scaler_->scale() : 0.0;
     loss_total_ = torch::Tensor();
     loss_count_ = 0;
+    overflow_checked_ = false;
     for (auto& [s, st] : stages_) st.backwards = 0;
     if (plan_.schedule.collectives == plan::Collectives::gloo) post_receives();
     for (size_t i = 0; i < actions_.size(); ++i) {
@@ -315,15 +348,22 @@ class Runtime {
       for (auto& slot : v) slot = Slot{};
     rec.loss_sum = loss_total_.defined() ? loss_total_.item<double>() : 0.0;  // on a GPU, the step's kernels are done
     rec.loss_count = loss_count_;
+    rec.skipped = scaler_ && !scaled_step_ok_;
     return rec;
   }
 
   void perform(const Action& a, int64_t step) {
     const auto step32 = static_cast<int32_t>(step);
     Slot& slot = a.kind == ActionKind::OPTIM || a.kind == ActionKind::ALLREDUCE ? dummy_ : slots_[a.stage][a.mb];
-    // OPTIM first waits for the stage's all-reduces; the wait is idle time, not OPTIM's.
-    if (a.kind == ActionKind::OPTIM)
-      if (const auto& reducer = stages_.at(a.stage).reducer) reducer->wait(comm_);
+    // OPTIM first waits for the stage's all-reduces; the wait is idle time, not OPTIM's. With a
+    // loss scaler the rank's first OPTIM also unscales all its stages and agrees on overflow.
+    if (a.kind == ActionKind::OPTIM) {
+      if (scaler_) {
+        if (!overflow_checked_) check_overflow();
+      } else if (const auto& reducer = stages_.at(a.stage).reducer) {
+        reducer->wait(comm_);
+      }
+    }
     const int64_t t0 = profiler::now_ns();
     switch (a.kind) {
       case ActionKind::F: forward(a, slot, step); break;
@@ -351,13 +391,39 @@ class Runtime {
       case ActionKind::ALLREDUCE: return;  // started by the bucket's gradient hooks during B
       case ActionKind::OPTIM: {
         StageState& st = stages_.at(a.stage);
-        if (st.reducer) st.reducer->apply();
-        st.optimizer->step();
+        if (st.reducer && !scaler_) st.reducer->apply();  // with a scaler, check_overflow applied it
+        if (!scaler_ || scaled_step_ok_) st.optimizer->step();
         st.optimizer->zero_grad();
         break;
       }
     }
     tracer_.span(Lane::compute, a, t0, profiler::now_ns(), 0, step32);
+  }
+
+  // Loss scaling (fp16): every stage of this rank gets its averaged gradients and divides them by
+  // the scale; then all ranks agree whether any gradient anywhere overflowed, since a stage that
+  // stepped while another skipped would leave the pipeline's stages at different steps (PyTorch's
+  // sharded scalers all-reduce their flag for the same reason). One host read per step.
+  void check_overflow() {
+    torch::Tensor found;
+    for (auto& [s, st] : stages_) {
+      if (st.reducer) {
+        st.reducer->wait(comm_);
+        st.reducer->apply();
+      }
+      if (fault_requested(launch_.rank, step_, "overflow")) {
+        torch::NoGradGuard no_grad;
+        st.module->parameters().front().grad().view({-1})[0].fill_(std::numeric_limits<float>::infinity());
+      }
+      scaler_->unscale(st.module->parameters(), found);
+    }
+    std::vector<torch::Tensor> flag{found};
+    c10d::AllreduceOptions max;
+    max.reduceOp = c10d::ReduceOp::MAX;
+    comm_.wait(comm_.world().allreduce(flag, max), "the loss scaler's overflow check");
+    const bool overflow = flag[0].item<float>() > 0;
+    scaled_step_ok_ = scaler_->update(overflow);
+    overflow_checked_ = true;
   }
 
   struct PostedReceive {
@@ -407,7 +473,7 @@ class Runtime {
     }
     torch::Tensor out;
     {
-      AutocastScope autocast(dtype_ == torch::kBFloat16, train_device_.type());
+      AutocastScope autocast(dtype_, train_device_.type());
       if (p_.activation_checkpointing) {
         torch::NoGradGuard no_grad;  // keep only the input; B recomputes
         out = st.module->forward(slot.input);
@@ -431,13 +497,14 @@ class Runtime {
     if (st.reducer && ++st.backwards == plan_.schedule.microbatches()) st.reducer->arm(static_cast<int32_t>(step_));
     torch::Tensor out = slot.output, loss = slot.loss;
     if (p_.activation_checkpointing) {
-      AutocastScope autocast(dtype_ == torch::kBFloat16, train_device_.type());
+      AutocastScope autocast(dtype_, train_device_.type());
       out = st.module->forward(slot.input);
       if (is_last(a.stage)) loss = model_loss(last_layer(a.stage), out, slot.target);
     }
     // Every micro-batch's loss is a mean over its samples; scaling by 1/(chunks x accumulation)
     // makes the step's gradient the mean over the whole mini-batches, as one big batch would.
-    const double scale = 1.0 / plan_.schedule.microbatches();
+    // A loss scaler multiplies by its scale too; check_overflow divides it out of the gradients.
+    const double scale = (scaler_ ? scaler_->scale() : 1.0) / plan_.schedule.microbatches();
     if (is_last(a.stage)) (loss * scale).backward();
     else out.backward(slot.grad_out.to(out.scalar_type()));
     if (a.stage > 0) slot.grad_in = slot.input.grad();
@@ -470,7 +537,11 @@ class Runtime {
     else
       fault();
     comm_.barrier("checkpoint " + checkpoint_folder(dir, step) + " (every shard written)");
-    if (launch_.rank == 0) mark_complete(dir, step);
+    // The loss scaler's state is the same on every rank (they agree on every overflow).
+    char state[96] = "";
+    if (scaler_)
+      std::snprintf(state, sizeof state, "loss_scale %.17g growth_tracker %d", scaler_->scale(), scaler_->growth_tracker());
+    if (launch_.rank == 0) mark_complete(dir, step, state);
   }
 
   // Loads the newest complete checkpoint on every rank (replicas read the same shard) and
@@ -488,6 +559,15 @@ class Runtime {
     if (chosen == "none") return 0;
     const int64_t step = std::stoll(chosen);
     for (auto& [s, st] : stages_) load_stage(dir, step, s, *st.module, *st.optimizer);
+    if (scaler_) {
+      double scale = 0;
+      int tracker = 0;
+      const std::string state = marker_state(dir, step);
+      if (std::sscanf(state.c_str(), "loss_scale %lf growth_tracker %d", &scale, &tracker) == 2)
+        scaler_->restore(scale, tracker);
+      else
+        progress("checkpoint step " + std::to_string(step) + " has no loss scaler state; starting from the initial scale");
+    }
     return step;
   }
 
@@ -526,7 +606,7 @@ class Runtime {
         }
         torch::Tensor out;
         {
-          AutocastScope autocast(dtype_ == torch::kBFloat16, train_device_.type());
+          AutocastScope autocast(dtype_, train_device_.type());
           out = st.module->forward(x);
         }
         if (is_last(s)) {
@@ -581,6 +661,9 @@ class Runtime {
 #endif
   std::vector<plan::DeviceSpan> device_;
   torch::ScalarType dtype_ = torch::kFloat;
+  std::optional<GradScaler> scaler_;  // fp16 (or RunOptions::loss_scaling)
+  bool overflow_checked_ = false;     // this step's check_overflow has run
+  bool scaled_step_ok_ = true;        // its answer: no overflow anywhere, the optimizers step
   int64_t step_ = 0;
   torch::Tensor loss_total_;  // the step's last-stage losses so far, on the rank's device
   int loss_count_ = 0;

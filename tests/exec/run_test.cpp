@@ -228,3 +228,58 @@ TEST_CASE("exec: the MLP learns Fashion-MNIST under pipeline and data parallelis
   REQUIRE(r.code == 0);
   CHECK(nlohmann::json::parse(r.out)["accuracy"].get<double>() >= 0.80);
 }
+
+// fp16's loss scaler, exercised in fp32 on the CPU (PARALLAX_LOSS_SCALER; powers of two scale
+// exactly there) under data 2 x pipeline 2, against PyTorch GradScaler's rule: the scale grows by
+// 2 after growth_interval clean steps and halves on an overflow, whose step no rank takes.
+TEST_CASE("exec: a loss scaler keeps the losses, follows GradScaler's rule and skips an overflowed step on every rank", "[exec][run]") {
+  INFO("Fashion-MNIST is missing: scripts/setup.sh installs dataset-fashion-mnist");
+  REQUIRE(fashion_mnist_installed());
+  const std::string layout =
+      " --set parallel.pipeline=2 --set parallel.data=2 --set parallel.chunks=2 --set data.batch_size=16 --set data.steps=";
+  const std::string scaler = "PARALLAX_LOSS_SCALER=1024:2";
+  auto steps = [](const Result& r) {
+    REQUIRE(r.code == 0);
+    return nlohmann::json::parse(r.out)["steps"];
+  };
+  const auto plain = steps(run("run " + kMlp + kSmall + layout + "4"));
+  const auto scaled = steps(run("run " + kMlp + kSmall + layout + "4", scaler));
+  REQUIRE(scaled.size() == 4);
+  const std::vector<double> rule = {1024, 1024, 2048, 2048};  // grows after 2 clean steps
+  for (size_t i = 0; i < 4; ++i) {
+    CHECK(scaled[i]["loss"].get<double>() == Approx(plain[i]["loss"].get<double>()).epsilon(1e-6));
+    CHECK(scaled[i]["loss_scale"].get<double>() == rule[i]);
+    CHECK_FALSE(scaled[i]["skipped"].get<bool>());
+  }
+  CHECK_FALSE(plain[0].contains("loss_scale"));
+
+  // Rank 1 (stage 1 of replica 0) alone overflows at step 1: every rank skips it, the scale halves.
+  const auto overflow1 = steps(run("run " + kMlp + kSmall + layout + "3", scaler + " PARALLAX_FAULT=1:1:overflow"));
+  REQUIRE(overflow1.size() == 3);
+  CHECK(overflow1[1]["skipped"].get<bool>());
+  CHECK_FALSE(overflow1[2]["skipped"].get<bool>());
+  CHECK(overflow1[2]["loss_scale"].get<double>() == 512);
+
+  // Overflow at the last step: the model is the one after the step before, on every rank, so the
+  // test-set accuracy is that of a run one step shorter (16 steps: the model is past chance).
+  auto accuracy = [&](const std::string& steps_set, const std::string& env) {
+    const auto r = run("run " + kMlp + kSmall + layout + steps_set, env);
+    REQUIRE(r.code == 0);
+    return nlohmann::json::parse(r.out)["accuracy"].get<double>();
+  };
+  const double skipped_last = accuracy("16", scaler + " PARALLAX_FAULT=1:15:overflow");
+  const double shorter = accuracy("15", "");
+  CHECK(skipped_last == shorter);
+  CHECK(accuracy("16", "") != shorter);  // the check can tell one step apart
+  CHECK(shorter > 0.2);
+
+  // A checkpoint keeps the scale: resumed, the scales go on as in the uninterrupted run.
+  const auto dir = std::filesystem::temp_directory_path() / "parallax_exec_scaler_ckpt";
+  std::filesystem::remove_all(dir);
+  REQUIRE(run("run " + kMlp + kSmall + layout + "3 --checkpoint-dir " + dir.string() + " --checkpoint-every 3", scaler).code == 0);
+  const auto resumed = steps(run("run " + kMlp + kSmall + layout + "4 --checkpoint-dir " + dir.string() + " --resume", scaler));
+  REQUIRE(resumed.size() == 1);
+  CHECK(resumed[0]["loss_scale"].get<double>() == 2048);  // 1024, 1024, 2048 (tracker 1), then 2048
+  CHECK(resumed[0]["loss"].get<double>() == Approx(plain[3]["loss"].get<double>()).epsilon(1e-6));
+  std::filesystem::remove_all(dir);
+}

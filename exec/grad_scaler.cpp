@@ -1,0 +1,44 @@
+#include "exec/grad_scaler.hpp"
+
+#include <cmath>
+#include <stdexcept>
+
+namespace parallax::exec {
+
+GradScaler::GradScaler(GradScalerOptions options)
+    : options_(options), scale_(static_cast<float>(options.init_scale)) {
+  if (!(options.init_scale > 0) || !(options.growth_factor > 1) || !(options.backoff_factor > 0) ||
+      !(options.backoff_factor < 1) || options.growth_interval < 1)
+    throw std::invalid_argument("GradScaler: needs init_scale > 0, growth_factor > 1, 0 < backoff_factor < 1, growth_interval >= 1");
+}
+
+void GradScaler::unscale(const std::vector<torch::Tensor>& params, torch::Tensor& found_inf) const {
+  // PyTorch: inv_scale = scale.double().reciprocal().float().
+  const auto inv_scale = static_cast<double>(static_cast<float>(1.0 / scale_));
+  for (const auto& p : params) {
+    torch::Tensor g = p.grad();
+    if (!g.defined()) continue;
+    g.mul_(inv_scale);
+    const torch::Tensor bad = torch::isfinite(g).all().logical_not().to(torch::kFloat).reshape({1});
+    found_inf = found_inf.defined() ? torch::maximum(found_inf, bad.to(found_inf.device())) : bad;
+  }
+  if (!found_inf.defined() && !params.empty())
+    found_inf = torch::zeros({1}, torch::TensorOptions().dtype(torch::kFloat).device(params.front().device()));
+}
+
+bool GradScaler::update(bool found_inf) {
+  if (found_inf) {
+    scale_ = static_cast<float>(scale_ * options_.backoff_factor);  // PyTorch keeps the scale in fp32
+    growth_tracker_ = 0;
+    return false;
+  }
+  if (++growth_tracker_ == options_.growth_interval) {
+    // As _amp_update_scale_: the scale grows only while it stays finite.
+    const float grown = static_cast<float>(scale_ * options_.growth_factor);
+    if (std::isfinite(grown)) scale_ = grown;
+    growth_tracker_ = 0;
+  }
+  return true;
+}
+
+}  // namespace parallax::exec
