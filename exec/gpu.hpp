@@ -8,7 +8,11 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <chrono>
+#include <cstdint>
+#include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace parallax::exec::gpu {
 
@@ -25,5 +29,25 @@ void select(int index);
 /// by CUDA events).
 c10::intrusive_ptr<c10d::ProcessGroup> make_nccl_group(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                                        int size, std::chrono::milliseconds timeout);
+
+/// Times a rank's compute actions on the GPU with CUDA events on the current stream: a host span
+/// around an action ends when its kernels are queued, the events when they are done. No host
+/// sync between start_step() and collect().
+class ComputeTimer {
+ public:
+  virtual ~ComputeTimer() = default;
+  /// Anchors the step: records an event now, `host_now_ns` being the host clock at that moment.
+  /// Call with the device idle (after a synchronize), so that the event runs at once.
+  virtual void start_step(int64_t host_now_ns) = 0;
+  /// Around one action's kernel launches.
+  virtual void begin() = 0;
+  virtual void end() = 0;
+  /// After the step's synchronize: each begin/end pair's interval on the device, on the host
+  /// clock (anchor + elapsed event time), in the order they were recorded. Clears the step.
+  virtual std::vector<std::pair<int64_t, int64_t>> collect() = 0;
+};
+
+/// A timer for the current GPU (nullptr without CUDA).
+std::unique_ptr<ComputeTimer> make_compute_timer();
 
 }  // namespace parallax::exec::gpu

@@ -19,5 +19,6 @@ c10::intrusive_ptr<c10d::ProcessGroup> make_nccl_group(const c10::intrusive_ptr<
                                                        std::chrono::milliseconds) {
   refuse("creating an NCCL process group");
 }
+std::unique_ptr<ComputeTimer> make_compute_timer() { return nullptr; }
 
 }  // namespace parallax::exec::gpu

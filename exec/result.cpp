@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
+#include <utility>
 
 #include "exec/runtime.hpp"
 
@@ -84,7 +86,21 @@ plan::Timeline measured_timeline(const std::vector<RankResult>& results, const s
   for (const auto& r : results) t.clocks.push_back(r.clock);
   for (const auto& r : results) t.memory.push_back(r.memory);
   for (const auto& r : results) {
+    // On a GPU a compute action's time is its kernels' (CUDA events); the host span, from the
+    // first launch to the last one queued, moves to a device lane of its own.
+    std::map<std::pair<int32_t, std::string>, const plan::DeviceSpan*> on_gpu;
+    for (const auto& d : r.device)
+      if (d.lane == kCudaEventLane && d.attributed) on_gpu[{d.step, d.action.id()}] = &d;
     for (auto e : r.events) {
+      if (e.lane == plan::Lane::compute && !on_gpu.empty()) {
+        if (auto it = on_gpu.find({e.step, e.action.id()}); it != on_gpu.end()) {
+          plan::DeviceSpan host{r.rank, kHostLaunchLane, e.action.id(), e.start - plan::Time::ns(origin),
+                                e.end - plan::Time::ns(origin), true, e.action, e.step, 0};
+          t.device.push_back(std::move(host));
+          e.start = it->second->start;
+          e.end = it->second->end;
+        }
+      }
       e.start -= plan::Time::ns(origin);
       e.end -= plan::Time::ns(origin);
       t.events.push_back(e);

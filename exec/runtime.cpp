@@ -23,6 +23,7 @@
 #include "exec/data.hpp"
 #include "exec/ddp.hpp"
 #include "exec/device.hpp"
+#include "exec/gpu.hpp"
 #include "exec/grad_scaler.hpp"
 #include "exec/model.hpp"
 #include "profiler/host_tracer.hpp"
@@ -221,6 +222,7 @@ class Runtime {
              : p_.precision == plan::Precision::fp16 ? torch::kHalf
                                                      : torch::kFloat;
     if (auto scaler = scaler_options(p_.precision)) scaler_.emplace(*scaler);
+    if (train_device_.is_cuda()) gpu_timer_ = gpu::make_compute_timer();
 #ifdef PARALLAX_HAVE_CUPTI
     // GPU activity where there is a GPU; elsewhere rank 0 says once why there is none.
     cupti_ = profiler::CuptiTracer::start(/*quiet=*/launch.rank != 0);
@@ -328,6 +330,10 @@ class Runtime {
     overflow_checked_ = false;
     for (auto& [s, st] : stages_) st.backwards = 0;
     if (plan_.schedule.collectives == plan::Collectives::gloo) post_receives();
+    if (gpu_timer_) {
+      torch::cuda::synchronize(train_device_.index());  // the anchor event must run at once
+      gpu_timer_->start_step(profiler::now_ns());
+    }
     for (size_t i = 0; i < actions_.size(); ++i) {
 #ifdef PARALLAX_HAVE_CUPTI
       // Kernels launched inside the action carry (step, index) as their external correlation id.
@@ -341,6 +347,7 @@ class Runtime {
     sends_.drain();
     // A GPU rank's host spans end when their kernels are queued; the step ends when they are done.
     if (train_device_.is_cuda()) torch::cuda::synchronize(train_device_.index());
+    if (gpu_timer_) collect_gpu_times(step);
 #ifdef PARALLAX_HAVE_CUPTI
     if (cupti_) collect_gpu_activity(step);
 #endif
@@ -365,6 +372,11 @@ class Runtime {
       }
     }
     const int64_t t0 = profiler::now_ns();
+    const bool compute = a.kind == ActionKind::F || a.kind == ActionKind::B || a.kind == ActionKind::OPTIM;
+    if (gpu_timer_ && compute) {
+      gpu_timer_->begin();
+      timed_.push_back(a);
+    }
     switch (a.kind) {
       case ActionKind::F: forward(a, slot, step); break;
       case ActionKind::B: backward(a, slot); break;
@@ -397,7 +409,27 @@ class Runtime {
         break;
       }
     }
+    if (gpu_timer_) gpu_timer_->end();
     tracer_.span(Lane::compute, a, t0, profiler::now_ns(), 0, step32);
+  }
+
+  // This step's compute actions as the GPU ran them (CUDA events), as device spans on the host
+  // clock; measured_timeline makes them the actions' compute spans (result.cpp).
+  void collect_gpu_times(int64_t step) {
+    const auto times = gpu_timer_->collect();
+    for (size_t i = 0; i < times.size() && i < timed_.size(); ++i) {
+      plan::DeviceSpan d;
+      d.rank = launch_.rank;
+      d.lane = kCudaEventLane;
+      d.name = timed_[i].id();
+      d.start = plan::Time::ns(times[i].first);
+      d.end = plan::Time::ns(times[i].second);
+      d.attributed = true;
+      d.action = timed_[i];
+      d.step = static_cast<int32_t>(step);
+      device_.push_back(std::move(d));
+    }
+    timed_.clear();
   }
 
   // Loss scaling (fp16): every stage of this rank gets its averaged gradients and divides them by
@@ -661,7 +693,9 @@ class Runtime {
 #endif
   std::vector<plan::DeviceSpan> device_;
   torch::ScalarType dtype_ = torch::kFloat;
-  std::optional<GradScaler> scaler_;  // fp16 (or RunOptions::loss_scaling)
+  std::unique_ptr<gpu::ComputeTimer> gpu_timer_;  // on a GPU: compute actions timed with CUDA events
+  std::vector<Action> timed_;                      // this step's timed actions, in order
+  std::optional<GradScaler> scaler_;  // fp16 (or PARALLAX_LOSS_SCALER)
   bool overflow_checked_ = false;     // this step's check_overflow has run
   bool scaled_step_ok_ = true;        // its answer: no overflow anywhere, the optimizers step
   int64_t step_ = 0;

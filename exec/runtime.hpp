@@ -20,6 +20,11 @@ struct RunOptions {
   bool resume = false;         ///< continue from the latest complete checkpoint
 };
 
+/// The device lane of compute actions timed on a GPU with CUDA events (one span per action).
+inline constexpr const char* kCudaEventLane = "gpu compute (CUDA events)";
+/// Where measured_timeline keeps the host's spans of those actions (launch to queued).
+inline constexpr const char* kHostLaunchLane = "host launch";
+
 struct StepRecord {
   int64_t step = 0;
   double loss_sum = 0;  ///< over this rank's last-stage micro-batches (each a mean over its samples)
@@ -54,7 +59,9 @@ void keep_freed_memory();
 std::vector<RankResult> run_rank(const plan::Plan& plan, const LaunchInfo& launch, const RunOptions& options);
 
 std::string result_to_json(const RankResult& r);
-/// Every rank's spans in one measured timeline, its clock starting at the earliest of them.
+/// Every rank's spans in one measured timeline, its clock starting at the earliest of them. A
+/// compute action timed on a GPU (kCudaEventLane) takes its device times; its host span moves to
+/// kHostLaunchLane.
 plan::Timeline measured_timeline(const std::vector<RankResult>& results, const std::string& scenario, int world_size);
 RankResult result_from_json(const std::string& text);
 

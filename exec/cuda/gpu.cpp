@@ -1,7 +1,10 @@
 // exec/gpu.hpp on CUDA: linked where the LibTorch has CUDA; compiled in every build that finds
 // the CUDA toolkit and LibTorch's ProcessGroupNCCL header (the `parallax_cuda_check` object
 // library), so that it keeps compiling on machines without a GPU.
+#include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 
 #include "exec/gpu.hpp"
@@ -22,5 +25,60 @@ c10::intrusive_ptr<c10d::ProcessGroup> make_nccl_group(const c10::intrusive_ptr<
   options->timeout = timeout;
   return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, options);
 }
+
+namespace {
+
+// Events are created once and reused from step to step (cudaEventCreate is not free); timing
+// events, since cudaEventElapsedTime needs them.
+class CudaComputeTimer final : public ComputeTimer {
+ public:
+  ~CudaComputeTimer() override {
+    for (cudaEvent_t e : pool_) cudaEventDestroy(e);
+  }
+
+  void start_step(int64_t host_now_ns) override {
+    used_ = 0;
+    anchor_host_ns_ = host_now_ns;
+    anchor_ = record();
+  }
+  void begin() override { pairs_.emplace_back(record(), nullptr); }
+  void end() override { pairs_.back().second = record(); }
+
+  std::vector<std::pair<int64_t, int64_t>> collect() override {
+    std::vector<std::pair<int64_t, int64_t>> out;
+    out.reserve(pairs_.size());
+    for (const auto& [b, e] : pairs_) out.emplace_back(on_host(b), on_host(e));
+    pairs_.clear();
+    return out;
+  }
+
+ private:
+  cudaEvent_t record() {
+    if (used_ == pool_.size()) {
+      cudaEvent_t e = nullptr;
+      C10_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDefault));
+      pool_.push_back(e);
+    }
+    cudaEvent_t e = pool_[used_++];
+    C10_CUDA_CHECK(cudaEventRecord(e, c10::cuda::getCurrentCUDAStream().stream()));
+    return e;
+  }
+
+  int64_t on_host(cudaEvent_t e) const {
+    float ms = 0;
+    C10_CUDA_CHECK(cudaEventElapsedTime(&ms, anchor_, e));  // ~0.5 us resolution
+    return anchor_host_ns_ + static_cast<int64_t>(static_cast<double>(ms) * 1e6);
+  }
+
+  std::vector<cudaEvent_t> pool_;
+  size_t used_ = 0;
+  cudaEvent_t anchor_ = nullptr;
+  int64_t anchor_host_ns_ = 0;
+  std::vector<std::pair<cudaEvent_t, cudaEvent_t>> pairs_;
+};
+
+}  // namespace
+
+std::unique_ptr<ComputeTimer> make_compute_timer() { return std::make_unique<CudaComputeTimer>(); }
 
 }  // namespace parallax::exec::gpu

@@ -1,0 +1,53 @@
+// measured_timeline on synthetic rank results: on a GPU, compute actions take the times their
+// CUDA events measured, and the host spans around them stay in the trace on a lane of their own.
+#include "exec/runtime.hpp"
+// LibTorch's logging defines CHECK (glog's, which aborts the process); Catch's must win here.
+#undef CHECK
+#include <catch2/catch.hpp>
+
+namespace {
+
+using namespace parallax;
+
+plan::TimelineEvent compute(plan::ActionKind kind, int mb, int64_t start, int64_t end, int32_t step) {
+  plan::TimelineEvent e;
+  e.lane = plan::Lane::compute;
+  e.action.kind = kind;
+  e.action.stage = 0;
+  e.action.mb = mb;
+  e.start = plan::Time::ns(start);
+  e.end = plan::Time::ns(end);
+  e.step = step;
+  return e;
+}
+
+plan::DeviceSpan timed(const plan::TimelineEvent& host, int64_t start, int64_t end) {
+  return {0, exec::kCudaEventLane, host.action.id(), plan::Time::ns(start), plan::Time::ns(end), true, host.action, host.step, 0};
+}
+
+}  // namespace
+
+TEST_CASE("exec::measured_timeline: GPU-timed compute spans take the device's times, host spans kept aside", "[exec]") {
+  exec::RankResult r;
+  // Host: launches take 10 ns each; the device runs the kernels later and longer.
+  const auto f0 = compute(plan::ActionKind::F, 0, 1000, 1010, 0), f1 = compute(plan::ActionKind::F, 1, 1010, 1020, 0);
+  const auto f0_next = compute(plan::ActionKind::F, 0, 5000, 5010, 1);  // step 1: not timed
+  r.events = {f0, f1, f0_next};
+  r.device = {timed(f0, 1005, 1400), timed(f1, 1400, 1900)};
+  const plan::Timeline t = exec::measured_timeline({r}, "s", 1);
+  // The clock starts at the earliest host span (1000 ns).
+  REQUIRE(t.events.size() == 3);
+  CHECK(t.events[0].start.count_ns() == 5);
+  CHECK(t.events[0].end.count_ns() == 400);
+  CHECK(t.events[1].start.count_ns() == 400);
+  CHECK(t.events[1].end.count_ns() == 900);
+  CHECK(t.events[2].start.count_ns() == 4000);  // untimed: the host span as it was
+  CHECK(t.events[2].end.count_ns() == 4010);
+  int host_lanes = 0;
+  for (const auto& d : t.device) {
+    if (d.lane != exec::kHostLaunchLane) continue;
+    ++host_lanes;
+    CHECK(d.end - d.start == plan::Time::ns(10));
+  }
+  CHECK(host_lanes == 2);
+}
