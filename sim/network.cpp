@@ -45,7 +45,12 @@ void Network::start_flow(Time now, Time latency, double bytes, std::span<const i
 }
 
 void Network::handle(const Event& e) {
-  if (e.type == activate_type_) {
+  if (e.type == activate_type_ && e.a < 0) {
+    resolve_queued_ = false;
+    resolving_.swap(pending_seeds_);
+    pending_seeds_.clear();
+    resolve(resolving_, e.time());
+  } else if (e.type == activate_type_) {
     activate(e.a, e.time());
   } else if (e.type == done_type_) {
     Flow& f = flows_[e.a];
@@ -69,7 +74,8 @@ void Network::activate(int id, Time now) {
     alone = alone && links_[l].flows.size() == 1;
   }
   if (!alone) {
-    resolve(f.route, now);
+    f.rate = 0;  // until the re-solve at this instant
+    resolve_soon(f.route, now);
     return;
   }
   // Fast path (most pipeline sends): no other flow on its links, so it gets their smallest
@@ -106,9 +112,20 @@ void Network::complete(int id, Time now) {
   if (emptied) {
     for (int l : done_route_) set_link_rate(links_[l], 0.0, now);
   } else {
-    resolve(done_route_, now);
+    resolve_soon(done_route_, now);
   }
   done_(tag, now);
+}
+
+// Identical replicas start and end their transfers at the same instants; one re-solve after all
+// of an instant's changes gives the same rates as one after each (no time passes between them, so
+// no flow moves a byte at a stale rate) at a fraction of the cost: re-solving a component that an
+// all-reduce spans over every replica, once per change, made steps quadratic in the replicas.
+void Network::resolve_soon(std::span<const int> seeds, Time now) {
+  pending_seeds_.insert(pending_seeds_.end(), seeds.begin(), seeds.end());
+  if (resolve_queued_) return;
+  resolve_queued_ = true;
+  queue_.push(now, activate_type_, -1);
 }
 
 void Network::settle(Flow& f, Time now) {

@@ -4,7 +4,7 @@
 // with the smallest fair share fixes the rate of its flows, their share is taken off their other
 // links, repeat). Rates are recomputed when a flow starts or ends, but only for the flows
 // connected to it through shared links, so a 16k-rank step does not re-solve the whole machine
-// for every pipeline send. Bandwidths are in GB/s, which is bytes per nanosecond.
+// for every pipeline send, and once per instant for all the flows that start or end at it. Bandwidths are in GB/s, which is bytes per nanosecond.
 #include <functional>
 #include <span>
 #include <tuple>
@@ -72,6 +72,8 @@ class Network {
   void complete(int flow, Time now);
   void settle(Flow& f, Time now);
   void resolve(std::span<const int> seed_links, Time now);
+  /// Re-solves the links in `seeds` later at `now`, once for every change made at that instant.
+  void resolve_soon(std::span<const int> seeds, Time now);
   void set_link_rate(Link& l, double rate, Time now);
 
   EventQueue& queue_;
@@ -83,6 +85,10 @@ class Network {
   bool record_samples_ = false;
   uint32_t epoch_ = 0;
   std::vector<int> comp_links_, comp_flows_, stack_, done_route_;
+  // Links whose flows changed at the current instant and wait for one re-solve (an activate
+  // event with flow -1, queued behind the changes already due at that instant).
+  std::vector<int> pending_seeds_, resolving_;
+  bool resolve_queued_ = false;
   std::vector<std::tuple<double, int, uint32_t>> heap_;  // share, link, version
 };
 
