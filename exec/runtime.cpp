@@ -137,13 +137,15 @@ size_t tracer_capacity(const plan::Plan& plan) {
 // of the rank's gradients inf at step STEP, as an fp16 overflow would.
 enum class FaultPoint { step_start, checkpoint_save };
 
-bool fault_requested(int rank, int64_t step, const std::string& want) {
+// The mode PARALLAX_FAULT asks of `rank` at `step`, or "" when it asks nothing of it.
+std::string fault_mode(int rank, int64_t step) {
   const char* spec = std::getenv("PARALLAX_FAULT");
-  if (!spec) return false;
+  if (!spec) return "";
   int r = -1;
   long long s = -1;
   char mode[16] = {0};
-  return std::sscanf(spec, "%d:%lld:%15s", &r, &s, mode) == 3 && r == rank && s == step && want == mode;
+  if (std::sscanf(spec, "%d:%lld:%15s", &r, &s, mode) != 3 || r != rank || s != step) return "";
+  return mode;
 }
 
 // The loss scaler's settings: PyTorch's defaults for fp16, none otherwise. Testing aid:
@@ -162,17 +164,13 @@ std::optional<GradScalerOptions> scaler_options(plan::Precision precision) {
 }
 
 void maybe_inject_fault(int rank, int64_t step, FaultPoint at) {
-  const char* spec = std::getenv("PARALLAX_FAULT");
-  if (!spec) return;
-  int r = -1;
-  long long s = -1;
-  char mode[16] = {0};
-  if (std::sscanf(spec, "%d:%lld:%15s", &r, &s, mode) != 3 || r != rank || s != step) return;
-  if (std::string(mode) == "overflow") return;  // check_overflow's
-  const bool save = std::string(mode) == "save";
+  const std::string mode = fault_mode(rank, step);
+  if (mode.empty() || mode == "overflow") return;  // overflow: check_overflow's
+  const bool save = mode == "save";
   if (save != (at == FaultPoint::checkpoint_save)) return;
-  std::fprintf(stderr, "rank %d: injected fault (%s) at %s %lld\n", rank, mode, save ? "checkpoint step" : "step", s);
-  if (std::string(mode) == "hang")
+  std::fprintf(stderr, "rank %d: injected fault (%s) at %s %lld\n", rank, mode.c_str(), save ? "checkpoint step" : "step",
+               static_cast<long long>(step));
+  if (mode == "hang")
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
   std::_Exit(3);
 }
@@ -438,12 +436,13 @@ class Runtime {
   // sharded scalers all-reduce their flag for the same reason). One host read per step.
   void check_overflow() {
     torch::Tensor found;
+    const bool inject = fault_mode(launch_.rank, step_) == "overflow";
     for (auto& [s, st] : stages_) {
       if (st.reducer) {
         st.reducer->wait(comm_);
         st.reducer->apply();
       }
-      if (fault_requested(launch_.rank, step_, "overflow")) {
+      if (inject) {
         torch::NoGradGuard no_grad;
         st.module->parameters().front().grad().view({-1})[0].fill_(std::numeric_limits<float>::infinity());
       }
