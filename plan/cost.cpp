@@ -57,19 +57,22 @@ LayerCost estimate_layer_cost(const Layer& layer, const HardwareProfile& hardwar
   const double bw = device.memory_bandwidth_gb_per_s;  // may be +inf: no memory term
   auto memory_us = [&](double bytes) { return std::isinf(bw) || bw <= 0 ? 0.0 : bytes / (bw * 1e3); };
   const double params = parameter_bytes(layer, precision);
-  const double in = layer.input_elems_per_sample * mb * elem, out = layer.output_elems_per_sample * mb * elem;
+  const double in = layer.input_elems_per_sample * mb * elem, out_bytes = layer.output_elems_per_sample * mb * elem;
   const double saved = layer.activation_elems_per_sample * mb * elem;
   // Forward reads the weights and its input, writes its output and what backward keeps.
-  const double fwd_us = std::max(flop_us, memory_us(params + in + out + saved));
-  const double fwd_no_grad_us = std::max(flop_us, memory_us(params + in + out));
+  const double fwd_us = std::max(flop_us, memory_us(params + in + out_bytes + saved));
+  const double fwd_no_grad_us = std::max(flop_us, memory_us(params + in + out_bytes));
   // Backward: weight gradients (one forward's FLOPs) and, unless first, input gradients (another).
   // It reads the weights, the saved activations and the output gradient, and writes the weight
   // gradients and the input gradient.
   const double bwd_flop_us = (input_gradient ? 2.0 : 1.0) * flop_us;
-  const double bwd_bytes = 2 * params + saved + out + (input_gradient ? in : 0.0);
+  const double bwd_bytes = 2 * params + saved + out_bytes + (input_gradient ? in : 0.0);
   const double bwd_us = std::max(bwd_flop_us, memory_us(bwd_bytes));
   const double call = device.layer_overhead_us;
-  return {Time::us(call + fwd_us), Time::us(call + bwd_us), Time::us(call + fwd_no_grad_us), false};
+  LayerCost out{Time::us(call + fwd_us), Time::us(call + bwd_us), Time::us(call + fwd_no_grad_us), false};
+  out.forward_memory_bound = memory_us(params + in + out_bytes + saved) > flop_us;
+  out.backward_memory_bound = memory_us(bwd_bytes) > bwd_flop_us;
+  return out;
 }
 
 }  // namespace parallax::plan

@@ -20,6 +20,9 @@ struct LayerCost {
   Time backward;         ///< without recomputation; activation checkpointing adds a forward
   Time forward_no_grad;  ///< forward without recording for backward (checkpointed F)
   bool measured = false; ///< from a calibration
+  /// Roofline estimates: the memory-traffic term won over the FLOP term (the layer saturates the
+  /// device's memory bandwidth, which slows communication on the device; docs/simulator.md).
+  bool forward_memory_bound = false, backward_memory_bound = false;
 };
 
 /// `input_gradient`: whether backward must also compute the gradient of the layer's input; the

@@ -85,6 +85,20 @@ NcclConfig parse_nccl(const Field& map, const HardwareProfile& hw) {
   return c;
 }
 
+Interference parse_interference(const Field& map) {
+  expect_keys(map, {"compute_while_communicating", "communication_while_memory_bound"});
+  Interference out;
+  auto factor = [&](const char* key, double& into) {
+    Field f = map[key];
+    if (!f.present()) return;
+    into = to_number(f, 0);
+    if (into < 1 || into > 10) f.fail("'" + f.path() + "' must be a slowdown factor in [1, 10] (1: no effect)");
+  };
+  factor("compute_while_communicating", out.compute);
+  factor("communication_while_memory_bound", out.communication);
+  return out;
+}
+
 std::string source_name(const Field& f) { return f.doc().file(); }
 
 HardwareProfile from_document(const YamlDocument& doc) {
@@ -118,7 +132,7 @@ int64_t Device::memory_bytes() const {
 
 HardwareProfile parse_hardware(const Field& map) {
   expect_keys(map, {"name", "device", "node", "network", "nodes", "collectives", "measured_layers", "calibration",
-                    "nccl"});
+                    "nccl", "interference"});
   HardwareProfile hw;
   hw.name = string_or(map, "name", "inline");
   hw.source = source_name(map);
@@ -143,6 +157,7 @@ HardwareProfile parse_hardware(const Field& map) {
     for (const Field& item : measured.elements()) hw.measured_layers.push_back(parse_measured(item));
   }
   if (map["nccl"].present()) hw.nccl = parse_nccl(map["nccl"], hw);
+  if (map["interference"].present()) hw.interference = parse_interference(map["interference"]);
   if (map["calibration"].present()) hw.calibration = parse_calibration(map["calibration"]);
   return hw;
 }

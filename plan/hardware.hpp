@@ -67,6 +67,18 @@ struct NcclConfig {
   std::string protocol = "auto";   ///< auto | ll | ll128 | simple, as NCCL_PROTO forces one
 };
 
+/// How compute and communication on one device slow each other down (docs/simulator.md,
+/// Interference). 1 is no effect: the CPU host, whose calibration measures sharing in its own way,
+/// and the ideal machine.
+struct Interference {
+  /// Compute runs this many times slower while a communication kernel (an all-reduce, or an NCCL
+  /// send or receive) runs on its device: the kernels share the SMs.
+  double compute = 1.0;
+  /// The device's ports into its node fabric carry this many times less while memory-bound compute
+  /// runs on it: both draw on its memory bandwidth.
+  double communication = 1.0;
+};
+
 struct HardwareProfile {
   std::string name;
   std::string source;  ///< the file (or built-in name) it was read from
@@ -81,6 +93,7 @@ struct HardwareProfile {
   std::vector<MeasuredLayerCost> measured_layers;
   /// GPU collectives as NCCL runs them; absent on CPU hosts and the ideal machine.
   std::optional<NcclConfig> nccl;
+  Interference interference;  ///< `interference:` in the profile
   /// Costs measured on this machine by `parallax calibrate`; preferred over every estimate.
   std::optional<Calibration> calibration;
 

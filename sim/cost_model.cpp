@@ -81,7 +81,7 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<pla
     StageCost c;
     const int last = st.first_layer + st.layer_count - 1;
     std::vector<Time> bwd_layer(plan.layers().size());
-    Time forward_with_grad;
+    Time forward_with_grad, forward_memory_bound, backward_memory_bound;
     for (int l = st.first_layer; l <= last; ++l) {
       const auto lc = layer_costs ? (*layer_costs)[l]
                                   : plan::estimate_layer_cost(plan.layers()[l], s.hardware, s.parallel.precision,
@@ -90,7 +90,12 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<pla
       forward_with_grad += lc.forward;
       c.backward += lc.backward;
       bwd_layer[l] = lc.backward;
+      if (lc.forward_memory_bound) forward_memory_bound += lc.forward;
+      if (lc.backward_memory_bound) backward_memory_bound += lc.backward;
     }
+    c.forward_memory_bound = 2 * forward_memory_bound.count_ns() > forward_with_grad.count_ns();
+    c.backward_memory_bound = 2 * backward_memory_bound.count_ns() > c.backward.count_ns();
+    c.optimizer_memory_bound = cal == nullptr;
     const StageExtras extras = stage_extras(plan, st);
     c.forward += extras.forward;
     // Checkpointing re-runs the whole stage forward (with autograd) before the backward.

@@ -39,6 +39,9 @@ struct StageCost {
   /// released by its F (the input) or its B (the output's gradient); 0 where nothing is received.
   int64_t forward_receive_buffer = 0, backward_receive_buffer = 0;
   int64_t recompute_bytes = 0;   ///< with checkpointing: one micro-batch's full activations
+  /// Whether each action saturates the device's memory bandwidth: memory-bound layers (roofline)
+  /// take most of its time. The optimizer step always does (it is costed at memory bandwidth).
+  bool forward_memory_bound = false, backward_memory_bound = false, optimizer_memory_bound = true;
 };
 
 /// `layer_costs`: each layer's cost for the plan's precision and micro-batch size, when cached.

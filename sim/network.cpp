@@ -58,6 +58,14 @@ void Network::handle(const Event& e) {
   }
 }
 
+void Network::set_capacity(int link, double gb_per_s, Time now) {
+  Link& l = links_[link];
+  if (l.capacity == gb_per_s) return;
+  l.capacity = gb_per_s;
+  // resolve() first moves every flow of the component up to now at its old rate.
+  if (!l.flows.empty()) resolve_soon(std::span<const int>(&link, 1), now);
+}
+
 void Network::activate(int id, Time now) {
   Flow& f = flows_[id];
   f.active = true;

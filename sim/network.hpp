@@ -47,6 +47,8 @@ class Network {
   /// Moves `bytes` across every link of `route`, starting after `latency`.
   void start_flow(Time now, Time latency, double bytes, std::span<const int> route, int tag);
   void handle(const Event& e);
+  /// Changes a link's capacity from `now` on; its flows are re-shared at this instant.
+  void set_capacity(int link, double gb_per_s, Time now);
 
   /// Record every link's rate over time (for traces and the GUI; costs memory at scale).
   void record_samples(bool on) { record_samples_ = on; }

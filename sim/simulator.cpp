@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <chrono>
+#include <cmath>
 #include <limits>
 #include <optional>
 #include <unordered_map>
@@ -35,6 +36,18 @@ struct RankState {
   std::vector<int> backwards_done;  // per local stage
   int64_t held = 0, peak_held = 0;  // activation bytes
   Time send_called;  // when the rank entered the send call it is in
+  // The compute action in progress (F, B or OPTIM), as work: the ns it takes alone. It goes at
+  // `speed` (1, or 1/interference while a communication kernel runs on the device), so its end
+  // and its buckets' ready times move when the speed does (docs/simulator.md, Interference).
+  bool computing = false;
+  bool memory_bound = false;  // it saturates the device's memory bandwidth
+  int comm_kernels = 0;       // communication kernels running on the device
+  uint32_t compute_version = 0;  // events of an earlier speed carry an older version
+  int compute_stage = 0;
+  double work_done = 0, speed = 1;
+  int64_t work_total = 0, progress_ns = 0;
+  const std::vector<Time>* bucket_work = nullptr;  // the last backward's bucket-ready offsets
+  size_t next_bucket = 0;
 };
 
 struct Transfer {
@@ -96,6 +109,7 @@ class Simulation {
         step_only_(options.step_only),
         blocking_sends_(plan.schedule.collectives == plan::Collectives::nccl),
         preposted_receives_(!blocking_sends_),
+        interference_(plan.scenario.hardware.interference),
         played_(options.step_only && replicas_alike(plan) ? sched_.pipeline : plan.world_size),
         network_(queue_, kFlowActivate, kFlowDone, [this](int tag, Time now) { on_flow_done(tag, now); }),
         topo_(plan, network_, /*named=*/!options.step_only) {
@@ -315,8 +329,12 @@ class Simulation {
 
   void dispatch(const Event& e) {
     switch (e.type) {
-      case kComputeDone: on_compute_done(e.a, e.time()); break;
-      case kBucketReady: on_bucket_ready(e.a, e.b, e.c, e.time()); break;
+      case kComputeDone:
+        if (current(e.a, e.b)) on_compute_done(e.a, e.time());
+        break;
+      case kBucketReady:
+        if (current(e.a, e.b)) on_bucket_ready(e.a, ranks_[e.a].compute_stage, e.c, e.time());
+        break;
       case kSendCallDone: on_send_call_done(e.a, e.time()); break;
       case kRecvPosted: on_recv_posted(e.a, e.time()); break;
       default: network_.handle(e); break;
@@ -412,28 +430,89 @@ class Simulation {
     if (a.kind == ActionKind::B && !groups_.empty() &&
         st.backwards_done[a.stage / sched_.pipeline] + 1 == sched_.microbatches())
       dur += c.bucket_copy_in + c.sync_backward_extra;
-    const int32_t ev = record(rank, Lane::compute, a, now, now + dur, 0);
+    // Recorded with its start; on_compute_done sets its end (interference may stretch it).
+    const int32_t ev = record(rank, Lane::compute, a, now, now, 0);
     if (st.last_compute >= 0) depend(st.last_compute, ev, end_of(st.last_compute));
     for (int32_t d : st.pending) depend(d, ev, end_of(d));
     st.pending.clear();
     st.last_compute = ev;
+    st.bucket_work = nullptr;
     if (a.kind == ActionKind::F) {
       st.held += c.activation_bytes - c.forward_receive_buffer;
       st.peak_held = std::max(st.peak_held, st.held);
     } else if (a.kind == ActionKind::B) {
       st.held -= c.activation_bytes + c.backward_receive_buffer;
       const int local = a.stage / sched_.pipeline;
-      if (++st.backwards_done[local] == sched_.microbatches() && !groups_.empty()) {
-        // Bucket events go in before the compute's end so that, at equal times, they come first.
-        for (size_t b = 0; b < c.bucket_ready.size(); ++b)
-          queue_.push(now + c.bucket_ready[b], kBucketReady, rank, a.stage, static_cast<int32_t>(b));
-      }
+      if (++st.backwards_done[local] == sched_.microbatches() && !groups_.empty()) st.bucket_work = &c.bucket_ready;
     }
-    queue_.push(now + dur, kComputeDone, rank);
+    st.computing = true;
+    st.compute_stage = a.stage;
+    st.memory_bound = a.kind == ActionKind::F   ? c.forward_memory_bound
+                      : a.kind == ActionKind::B ? c.backward_memory_bound
+                                                : c.optimizer_memory_bound;
+    st.work_done = 0;
+    st.work_total = dur.count_ns();
+    st.progress_ns = now.count_ns();
+    st.speed = compute_speed(st);
+    st.next_bucket = 0;
+    ++st.compute_version;
+    schedule_compute(rank, now);
+    if (st.memory_bound) slow_ports(rank, true, now);
+  }
+
+  // --- interference between compute and communication on one device (docs/simulator.md) ---
+
+  bool current(int rank, int32_t version) const {
+    return ranks_[rank].compute_version == static_cast<uint32_t>(version);
+  }
+
+  double compute_speed(const RankState& st) const { return st.comm_kernels > 0 ? 1.0 / interference_.compute : 1.0; }
+
+  // Queues the compute's remaining bucket-ready points and its end at the current speed. At speed
+  // 1 from its start these are its offsets as they are. Bucket events go in before the end so
+  // that, at equal times, they come first.
+  void schedule_compute(int rank, Time now) {
+    RankState& st = ranks_[rank];
+    const auto version = static_cast<int32_t>(st.compute_version);
+    auto at = [&](int64_t work) {
+      const double left = std::max(0.0, static_cast<double>(work) - st.work_done);
+      return now + Time::ns(static_cast<int64_t>(std::ceil(left / st.speed - 1e-6)));
+    };
+    if (st.bucket_work)
+      for (size_t b = st.next_bucket; b < st.bucket_work->size(); ++b)
+        queue_.push(at((*st.bucket_work)[b].count_ns()), kBucketReady, rank, version, static_cast<int32_t>(b));
+    queue_.push(at(st.work_total), kComputeDone, rank, version);
+  }
+
+  // A communication kernel starts (+1) or ends (-1) on the rank's device: its compute in
+  // progress goes on at the new speed from now.
+  void comm_kernel(int rank, int delta, Time now) {
+    if (rank >= played_) return;
+    RankState& st = ranks_[rank];
+    st.comm_kernels += delta;
+    const double speed = compute_speed(st);
+    if (!st.computing || speed == st.speed) return;
+    st.work_done += static_cast<double>(now.count_ns() - st.progress_ns) * st.speed;
+    st.progress_ns = now.count_ns();
+    st.speed = speed;
+    ++st.compute_version;  // the queued bucket and end events are stale
+    schedule_compute(rank, now);
+  }
+
+  // Memory-bound compute on a device leaves its fabric ports less of its memory bandwidth.
+  void slow_ports(int rank, bool slow, Time now) {
+    if (interference_.communication == 1.0) return;
+    const double capacity = topo_.node_bandwidth() / (slow ? interference_.communication : 1.0);
+    for (int link : topo_.device_ports(rank)) network_.set_capacity(link, capacity, now);
   }
 
   void on_compute_done(int rank, Time now) {
-    ranks_[rank].last_done = ranks_[rank].last_compute;
+    RankState& st = ranks_[rank];
+    st.computing = false;
+    if (st.memory_bound) slow_ports(rank, false, now);
+    end_ = std::max(end_, now);
+    if (st.last_compute >= 0) run_.timeline.events[st.last_compute].end = now;
+    st.last_done = st.last_compute;
     advance(rank, now);
   }
 
@@ -613,11 +692,15 @@ class Simulation {
       transfers_.push_back(t);
     }
     network_.start_flow(now, route.latency, static_cast<double>(t.bytes), route.links, id);
+    comm_kernel(src, +1, now);
+    comm_kernel(dst, +1, now);
   }
 
   void on_transfer_done(int id, Time now) {
     const Transfer t = transfers_[id];
     free_transfers_.push_back(id);
+    comm_kernel(t.src, -1, now);
+    comm_kernel(t.dst, -1, now);
     const bool forward = t.send_kind == ActionKind::SEND_F;
     const int32_t send_ev = record(t.src, Lane::send, {t.send_kind, t.send_stage, t.mb}, t.start, now, t.bytes);
     depend(t.send_dep, send_ev, end_of(t.send_dep));
@@ -646,6 +729,7 @@ class Simulation {
   }
 
   void on_bucket_ready(int rank, int stage, int bucket, Time now) {
+    ranks_[rank].next_bucket = static_cast<size_t>(bucket) + 1;
     Group& g = groups_[stage];
     // Folded, replica 0's bucket stands for every replica's, ready at the same time.
     g.arrivals[bucket] += played_ < plan_.world_size ? static_cast<int>(g.members.size()) : 1;
@@ -661,6 +745,7 @@ class Simulation {
     g.running = true;
     g.phase = 0;
     g.started = now;
+    for (int m : g.members) comm_kernel(m, +1, now);
     start_phase(stage, now);
   }
 
@@ -693,6 +778,7 @@ class Simulation {
       g.member_last_event[i] = ev;
     }
     g.running = false;
+    for (int m : g.members) comm_kernel(m, -1, now);
     ++g.next;
     if (++g.done == static_cast<int>(g.bucket_bytes.size())) {
       for (size_t i = 0; i < g.members.size(); ++i) {
@@ -733,6 +819,7 @@ class Simulation {
   bool step_only_ = false;
   bool blocking_sends_ = false;  // NCCL: a SEND waits until its receive is posted
   bool preposted_receives_ = false;  // Gloo: every receive is posted at the step's start
+  plan::Interference interference_;
   int played_ = 0;  // ranks played: all, or replica 0's when folded
   Time end_;        // the latest end of any recorded event
   // Calibrated hosts: a message whose receive comes after its send takes this long (beyond its

@@ -27,6 +27,8 @@ class Topology {
   Route p2p(int src, int dst) const;
   /// Ports of the given ranks inside their node (up and down of each).
   std::vector<int> device_ports(const std::vector<int>& ranks) const;
+  /// One rank's up and down ports.
+  std::array<int, 2> device_ports(int rank) const { return {up_[rank], down_[rank]}; }
   /// NIC links (up and down) used by the given ranks.
   std::vector<int> nic_ports(const std::vector<int>& ranks) const;
   Time node_latency() const { return node_latency_; }
