@@ -7,14 +7,20 @@
 //   parallax_sim_bench --replicas 2048 # 16,384 ranks
 //   parallax_sim_bench --queue         # raw event-queue throughput
 //   parallax_sim_bench --scale         # the scale goals: up to 131,072 ranks, mixed p2p + DDP, ASTRA-sim's DP example
+//   parallax_sim_bench --kineto [DIR]  # the shared Kineto fixtures: NCCL kernels against prediction, and the
+//                                      # slowdown of compute kernels that run inside NCCL kernels
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <sstream>
 #include <string>
@@ -22,6 +28,7 @@
 
 #include "plan/plan.hpp"
 #include "plan/yaml_reader.hpp"
+#include "profiler/trace_reader.hpp"
 #include "sim/event_queue.hpp"
 #include "sim/metrics.hpp"
 #include "sim/nccl_model.hpp"
@@ -100,7 +107,9 @@ struct Predicted {
   plan::TimelineEvent event;
 };
 
-Predicted predict_allreduce(const std::string& profile, int nodes, int per_node, double bytes, const std::string& algorithm) {
+// `tweak` changes the profile before the plan is made (another network, say).
+Predicted predict_allreduce(const std::string& profile, int nodes, int per_node, double bytes, const std::string& algorithm,
+                            const std::function<void(plan::HardwareProfile&)>& tweak = {}) {
   const int ranks = nodes * per_node;
   const std::string yaml =
       "name: allreduce\n"
@@ -110,6 +119,7 @@ Predicted predict_allreduce(const std::string& profile, int nodes, int per_node,
       "hardware: {profile: " + profile + ", nodes: " + std::to_string(nodes) + "}\n";
   plan::Scenario s = plan::parse_scenario(plan::YamlDocument::from_text(yaml, "bench"));
   if (s.hardware.nccl) s.hardware.nccl->algorithm = algorithm;  // as NCCL_ALGO forces one
+  if (tweak) tweak(s.hardware);
   const plan::Plan p = plan::resolve_plan(s);
   sim::SimOptions options;
   options.record_link_samples = false;
@@ -148,6 +158,161 @@ void bench_published(const std::string& path) {
     }
     std::printf("\n");
   }
+}
+
+// --- the shared Kineto fixtures (../shared/fixtures/kineto): two ranks of a 128-GPU NCCL job ---
+
+struct KernelSpan {
+  std::string name, shape;  // shape: grid and block, which tell launches of one kernel apart
+  double start_us = 0, dur_us = 0;
+};
+
+// One NCCL kernel with the collective and message that launched it.
+struct NcclKernel {
+  int rank = 0;
+  std::string collective;  // "all_reduce", "all_to_all", "_all_gather_base"
+  double bytes = 0;        // the input tensor
+  double dur_us = 0;
+};
+
+struct KinetoRank {
+  std::vector<KernelSpan> compute, nccl;
+  std::vector<NcclKernel> collectives;
+};
+
+double dtype_bytes(const std::string& t) {
+  if (t == "float" || t == "int") return 4;
+  if (t == "double" || t == "long") return 8;
+  if (t == "c10::Half" || t == "c10::BFloat16" || t == "short") return 2;
+  return 1;  // unsigned char, signed char, bool
+}
+
+// Joins each NCCL kernel to its launch (the CUDA runtime call of the same correlation id) and the
+// `nccl:<collective>` annotation around that launch on the launching thread, which records the
+// input's dims and type (PyTorch's record_param_comms).
+KinetoRank read_kineto(const std::string& path, int rank) {
+  const auto doc = nlohmann::json::parse(profiler::read_file_maybe_gzip(path));
+  KinetoRank out;
+  std::map<int64_t, const nlohmann::json*> launches;  // correlation -> cuda_runtime event
+  std::vector<const nlohmann::json*> annotations;
+  for (const auto& e : doc.at("traceEvents")) {
+    const std::string cat = e.value("cat", "");
+    if (cat == "cuda_runtime" && e.contains("args") && e["args"].contains("correlation"))
+      launches[e["args"]["correlation"].get<int64_t>()] = &e;
+    else if (cat == "user_annotation" && e.value("name", "").rfind("nccl:", 0) == 0)
+      annotations.push_back(&e);
+  }
+  for (const auto& e : doc.at("traceEvents")) {
+    if (e.value("cat", "") != "kernel") continue;
+    const auto& args = e["args"];
+    KernelSpan k{e["name"], args.value("grid", nlohmann::json()).dump() + args.value("block", nlohmann::json()).dump(),
+                 e["ts"].get<double>(), e["dur"].get<double>()};
+    if (k.name.find("nccl") == std::string::npos) {
+      out.compute.push_back(std::move(k));
+      continue;
+    }
+    out.nccl.push_back(k);
+    auto launch = launches.find(args.value("correlation", int64_t{-1}));
+    if (launch == launches.end()) continue;
+    const auto& l = *launch->second;
+    const double at = l["ts"].get<double>();
+    for (const nlohmann::json* a : annotations) {
+      const double from = (*a)["ts"].get<double>(), to = from + (*a)["dur"].get<double>();
+      if ((*a)["tid"] != l["tid"] || at < from || at > to) continue;
+      double elems = 1;
+      for (const auto& d : (*a)["args"]["Input Dims"][0]) elems *= d.get<double>();
+      const double bytes = elems * dtype_bytes((*a)["args"]["Input type"][0].get<std::string>());
+      out.collectives.push_back({rank, (*a)["name"].get<std::string>().substr(5), bytes, k.dur_us});
+      break;
+    }
+  }
+  return out;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// Compute kernels wholly inside an NCCL kernel against launches of the same kernel (name, grid
+// and block) that overlap none: the ratio of their medians, averaged weighted by the time spent
+// overlapped. Kernels partly overlapped are left out.
+void kineto_interference(const std::vector<KinetoRank>& ranks) {
+  std::printf("compute slowed by NCCL kernels on the same GPU (same kernel and launch shape, inside vs clear of one)\n");
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> by_kernel;  // inside, clear
+    for (const KernelSpan& k : ranks[r].compute) {
+      const double end = k.start_us + k.dur_us;
+      bool inside = false, touches = false;
+      for (const KernelSpan& n : ranks[r].nccl) {
+        const double nend = n.start_us + n.dur_us;
+        touches = touches || (n.start_us < end && k.start_us < nend);
+        inside = inside || (n.start_us <= k.start_us && end <= nend);
+      }
+      auto& slot = by_kernel[k.name + k.shape];
+      if (inside) slot.first.push_back(k.dur_us);
+      else if (!touches) slot.second.push_back(k.dur_us);
+    }
+    double weighted = 0, weight = 0;
+    int kinds = 0;
+    for (const auto& [key, v] : by_kernel) {
+      if (v.first.empty() || v.second.empty()) continue;
+      double inside_us = 0;
+      for (double d : v.first) inside_us += d;
+      weighted += inside_us * median(v.first) / median(v.second);
+      weight += inside_us;
+      ++kinds;
+    }
+    std::printf("  rank %zu: %d kernels seen both ways, %.1f ms of them inside NCCL kernels: %.2fx (weighted by that time)\n", r,
+                kinds, weight / 1e3, weight > 0 ? weighted / weight : 0.0);
+  }
+}
+
+void bench_kineto(const std::string& dir) {
+  std::vector<KinetoRank> ranks;
+  for (int r : {0, 1}) {
+    const std::string path = dir + "/sampled_rank-" + std::to_string(r) + ".json.gz";
+    if (!std::ifstream(path)) {
+      std::printf("kineto: %s is absent; skipped\n", path.c_str());
+      return;
+    }
+    ranks.push_back(read_kineto(path, r));
+  }
+  std::printf("NCCL kernels of the shared Kineto fixtures (128 ranks: 16 nodes x 8 assumed) against prediction\n");
+  std::printf("  The trace names no GPU or network. Its kernels report 16 blocks = 0.148 blocks per SM: 108 SMs, an A100.\n");
+  std::printf("  Two networks: a100-nvlink-ib as shipped (DGX A100, 8 x 200 Gb/s HDR per node), and the same\n");
+  std::printf("  node with 4 x 100 Gb/s per node (as AWS p4d's EFA). A kernel's time includes waiting for the\n");
+  std::printf("  slowest of the 128 ranks to arrive, so measured >= transfer; the smallest of one size is the fairest.\n");
+  auto efa = [](plan::HardwareProfile& hw) {
+    hw.nics_per_node = 4;
+    hw.network->bandwidth_gb_per_s = 12.5;
+  };
+  std::printf("  %4s %-16s %9s %11s %-13s %-14s\n", "rank", "collective", "MB", "kernel ms", "  DGX pred ms", "  4x100G pred ms");
+  std::map<double, double> smallest;  // all-reduce bytes -> smallest measured
+  for (const KinetoRank& kr : ranks) {
+    for (const NcclKernel& k : kr.collectives) {
+      if (k.collective != "all_reduce") {
+        std::printf("  %4d %-16s %9.2f %11.2f   (not a collective Parallax plans)\n", k.rank, k.collective.c_str(),
+                    k.bytes / 1e6, k.dur_us / 1e3);
+        continue;
+      }
+      const Predicted dgx = predict_allreduce("a100-nvlink-ib", 16, 8, k.bytes, "auto");
+      const Predicted p4d = predict_allreduce("a100-nvlink-ib", 16, 8, k.bytes, "auto", efa);
+      auto ms = [](const Predicted& p) { return static_cast<double>((p.event.end - p.event.start).count_ns()) / 1e6; };
+      std::printf("  %4d %-16s %9.2f %11.2f %8.2f %-4s %8.2f %-4s\n", k.rank, k.collective.c_str(), k.bytes / 1e6,
+                  k.dur_us / 1e3, ms(dgx), plan::name(dgx.event.algorithm), ms(p4d), plan::name(p4d.event.algorithm));
+      auto [it, fresh] = smallest.emplace(k.bytes, k.dur_us);
+      if (!fresh) it->second = std::min(it->second, k.dur_us);
+    }
+  }
+  std::printf("  smallest all-reduce kernel of each size against the 4 x 100G prediction:");
+  for (const auto& [bytes, us] : smallest) {
+    const Predicted p4d = predict_allreduce("a100-nvlink-ib", 16, 8, bytes, "auto", efa);
+    std::printf(" %.0f MB %.2fx;", bytes / 1e6, us * 1e3 / static_cast<double>((p4d.event.end - p4d.event.start).count_ns()));
+  }
+  std::printf("\n");
+  kineto_interference(ranks);
 }
 
 std::string transformer_1b3(int replicas) {
@@ -264,12 +429,16 @@ int main(int argc, char** argv) {
       bench_scale();
       return 0;
     }
+    if (!std::strcmp(argv[i], "--kineto")) {
+      bench_kineto(i + 1 < argc ? argv[i + 1] : PARALLAX_SOURCE_DIR "/../shared/fixtures/kineto");
+      return 0;
+    }
     if (!std::strcmp(argv[i], "--replicas") && i + 1 < argc) {
       replicas = std::atoi(argv[++i]);
     } else if (!std::strcmp(argv[i], "--published") && i + 1 < argc) {
       published = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: %s [--replicas N] [--published FILE] [--queue | --scale]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--replicas N] [--published FILE] [--queue | --scale | --kineto [DIR]]\n", argv[0]);
       return 2;
     }
   }
