@@ -197,15 +197,17 @@ KinetoRank read_kineto(const std::string& path, int rank) {
   std::vector<const nlohmann::json*> annotations;
   for (const auto& e : doc.at("traceEvents")) {
     const std::string cat = e.value("cat", "");
+    if (!e.contains("ts") || !e.contains("dur") || !e.contains("tid")) continue;
     if (cat == "cuda_runtime" && e.contains("args") && e["args"].contains("correlation"))
       launches[e["args"]["correlation"].get<int64_t>()] = &e;
     else if (cat == "user_annotation" && e.value("name", "").rfind("nccl:", 0) == 0)
       annotations.push_back(&e);
   }
+  static const nlohmann::json none = nlohmann::json::object();
   for (const auto& e : doc.at("traceEvents")) {
-    if (e.value("cat", "") != "kernel") continue;
-    const auto& args = e["args"];
-    KernelSpan k{e["name"], args.value("grid", nlohmann::json()).dump() + args.value("block", nlohmann::json()).dump(),
+    if (e.value("cat", "") != "kernel" || !e.contains("ts") || !e.contains("dur")) continue;
+    const auto& args = e.contains("args") ? e["args"] : none;
+    KernelSpan k{e.value("name", ""), args.value("grid", nlohmann::json()).dump() + args.value("block", nlohmann::json()).dump(),
                  e["ts"].get<double>(), e["dur"].get<double>()};
     if (k.name.find("nccl") == std::string::npos) {
       out.compute.push_back(std::move(k));
@@ -219,9 +221,11 @@ KinetoRank read_kineto(const std::string& path, int rank) {
     for (const nlohmann::json* a : annotations) {
       const double from = (*a)["ts"].get<double>(), to = from + (*a)["dur"].get<double>();
       if ((*a)["tid"] != l["tid"] || at < from || at > to) continue;
+      const auto& aargs = a->contains("args") ? (*a)["args"] : none;
+      if (!aargs.contains("Input Dims") || !aargs.contains("Input type") || aargs["Input Dims"].empty()) break;
       double elems = 1;
-      for (const auto& d : (*a)["args"]["Input Dims"][0]) elems *= d.get<double>();
-      const double bytes = elems * dtype_bytes((*a)["args"]["Input type"][0].get<std::string>());
+      for (const auto& d : aargs["Input Dims"][0]) elems *= d.get<double>();
+      const double bytes = elems * dtype_bytes(aargs["Input type"][0].get<std::string>());
       out.collectives.push_back({rank, (*a)["name"].get<std::string>().substr(5), bytes, k.dur_us});
       break;
     }

@@ -12,7 +12,9 @@
 // last backward of the step each DDP bucket is handed to its group the moment its last gradient
 // exists; a group all-reduces its buckets one after another, in that order, once every replica
 // has handed the bucket over (ring inside a node or across nodes; hierarchical when a group spans
-// several nodes with several members each). OPTIM waits for its stage's buckets.
+// several nodes with several members each). OPTIM waits for its stage's buckets. With a profile's
+// `interference`, compute runs slower while a communication kernel runs on its device, and a
+// device's fabric ports carry less while it runs memory-bound compute (docs/simulator.md).
 //
 // Every recorded event keeps the dependencies that released it, so the critical path can be
 // read off the executed dependency graph afterwards.
