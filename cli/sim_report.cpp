@@ -67,6 +67,9 @@ std::string simulate_text(const plan::Plan& plan, const sim::SimRun& run, const 
     << "), " << plan::name(p.schedule) << ", " << plan.schedule.microbatches() << " micro-batches; " << run.events
     << " events in " << fmt("%.1f ms", run.wall_ms) << "\n";
   o << "step time  " << ms(m.step_time) << "\n";
+  if (const plan::Interference& in = plan.scenario.hardware.interference; in.compute != 1 || in.communication != 1)
+    o << "overlap    compute " << fmt("%.2fx", in.compute) << " slower while communicating on its device; its ports carry "
+      << fmt("1/%.2f", in.communication) << " under memory-bound compute (hardware.interference)\n";
 
   // Bubble per pipeline rank (every replica plays the same part), with its stages.
   o << "bubble     mean " << pct(m.bubble_fraction) << "; per pipeline rank:";
