@@ -28,6 +28,7 @@
 
 #include "plan/plan.hpp"
 #include "plan/yaml_reader.hpp"
+#include "profiler/compare.hpp"
 #include "profiler/trace_reader.hpp"
 #include "sim/event_queue.hpp"
 #include "sim/metrics.hpp"
@@ -233,12 +234,6 @@ KinetoRank read_kineto(const std::string& path, int rank) {
   return out;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 // Compute kernels wholly inside an NCCL kernel against launches of the same kernel (name, grid
 // and block) that overlap none: the ratio of their medians, averaged weighted by the time spent
 // overlapped. Kernels partly overlapped are left out.
@@ -264,7 +259,7 @@ void kineto_interference(const std::vector<KinetoRank>& ranks) {
       if (v.first.empty() || v.second.empty()) continue;
       double inside_us = 0;
       for (double d : v.first) inside_us += d;
-      weighted += inside_us * median(v.first) / median(v.second);
+      weighted += inside_us * profiler::median(v.first) / profiler::median(v.second);
       weight += inside_us;
       ++kinds;
     }

@@ -499,6 +499,13 @@ class Simulation {
     schedule_compute(rank, now);
   }
 
+  // A collective's kernels start or end on every member's device; nothing to track when compute
+  // is never slowed (the member loop would be wasted on every bucket).
+  void comm_kernels(const std::vector<int>& members, int delta, Time now) {
+    if (interference_.compute == 1.0) return;
+    for (int m : members) comm_kernel(m, delta, now);
+  }
+
   // Memory-bound compute on a device leaves its fabric ports less of its memory bandwidth.
   void slow_ports(int rank, bool slow, Time now) {
     if (interference_.communication == 1.0) return;
@@ -745,7 +752,7 @@ class Simulation {
     g.running = true;
     g.phase = 0;
     g.started = now;
-    for (int m : g.members) comm_kernel(m, +1, now);
+    comm_kernels(g.members, +1, now);
     start_phase(stage, now);
   }
 
@@ -778,8 +785,11 @@ class Simulation {
       g.member_last_event[i] = ev;
     }
     g.running = false;
-    for (int m : g.members) comm_kernel(m, -1, now);
     ++g.next;
+    // The next bucket starts (if ready) before this one's kernels end, so back-to-back buckets
+    // keep the members' compute at one speed instead of re-queuing it twice at this instant.
+    try_start(stage, now);
+    comm_kernels(g.members, -1, now);
     if (++g.done == static_cast<int>(g.bucket_bytes.size())) {
       for (size_t i = 0; i < g.members.size(); ++i) {
         if (g.members[i] >= played_) continue;
@@ -792,7 +802,6 @@ class Simulation {
         }
       }
     }
-    try_start(stage, now);
   }
 
   void on_flow_done(int tag, Time now) {
