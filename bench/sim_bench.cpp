@@ -323,7 +323,9 @@ std::string transformer_1b3(int replicas) {
          "hardware: a100-nvlink-ib\n";
 }
 
-void bench_step(int replicas) {
+// The 1,024-rank step (by default), simulated `repeats` times: the simulate figures are the
+// median run's, with the fastest and slowest beside them (this machine's run-to-run spread).
+void bench_step(int replicas, int repeats) {
   const std::string yaml = transformer_1b3(replicas);
   auto t0 = std::chrono::steady_clock::now();
   const plan::Plan p = plan::resolve_plan(plan::parse_scenario(plan::YamlDocument::from_text(yaml, "bench")));
@@ -335,21 +337,31 @@ void bench_step(int replicas) {
 
   sim::SimOptions options;
   options.record_link_samples = false;
-  t0 = std::chrono::steady_clock::now();
-  const sim::SimRun run = sim::simulate(p, options);
-  const double sim_s = seconds_since(t0);
+  std::vector<double> sim_s, loop_s;
+  sim::SimRun run;
+  for (int i = 0; i < repeats; ++i) {
+    run = sim::SimRun();  // frees the previous run's memory first, as a lone simulation would start
+    t0 = std::chrono::steady_clock::now();
+    run = sim::simulate(p, options);
+    sim_s.push_back(seconds_since(t0));
+    loop_s.push_back(run.wall_ms / 1e3);
+  }
   t0 = std::chrono::steady_clock::now();
   const sim::Metrics m = sim::compute_metrics(p, run);
   const double metrics_s = seconds_since(t0);
+  const double sim_median = profiler::median(sim_s);
+  const auto [fastest, slowest] = std::minmax_element(sim_s.begin(), sim_s.end());
 
   std::printf("step of %d ranks (8 stages x %d replicas, %d nodes), %.2fB params, %zu buckets, 64 micro-batches\n",
               p.world_size, replicas, p.nodes, static_cast<double>(params) / 1e9, buckets);
   std::printf("  plan        %.3f s\n", plan_s);
-  std::printf("  simulate    %.3f s  (%llu events, %.2f M events/s, %zu timeline events)\n", sim_s,
-              static_cast<unsigned long long>(run.events), static_cast<double>(run.events) / sim_s / 1e6,
+  std::printf("  simulate    %.3f s  (median of %d; %.3f-%.3f s; event loop %.3f s of it)\n", sim_median, repeats,
+              *fastest, *slowest, profiler::median(loop_s));
+  std::printf("              %llu events, %.2f M events/s (median run), %zu timeline events\n",
+              static_cast<unsigned long long>(run.events), static_cast<double>(run.events) / sim_median / 1e6,
               run.timeline.events.size());
   std::printf("  metrics     %.3f s  (critical path of %zu actions)\n", metrics_s, m.critical_path.size());
-  std::printf("  total       %.3f s, peak RSS %.0f MiB\n", plan_s + sim_s + metrics_s, peak_rss_mib());
+  std::printf("  total       %.3f s, peak RSS %.0f MiB\n", plan_s + sim_median + metrics_s, peak_rss_mib());
   std::printf("  predicted   step %.1f ms, bubble %.1f%%, fits %s\n", m.step_time.to_ms(), 100 * m.bubble_fraction,
               m.fits ? "yes" : "no");
 }
@@ -418,11 +430,17 @@ void bench_scale() {
 
 int main(int argc, char** argv) {
   int replicas = 128;
+  bool step_only_bench = false;  // --step: the step alone (for profiling it)
+  int repeats = 5;
   std::string published = PARALLAX_SOURCE_DIR "/bench/data/nccl_allreduce_published.csv";
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--queue")) {
       bench_queue();
       return 0;
+    }
+    if (!std::strcmp(argv[i], "--step")) {
+      step_only_bench = true;
+      continue;
     }
     if (!std::strcmp(argv[i], "--scale")) {
       bench_scale();
@@ -434,14 +452,16 @@ int main(int argc, char** argv) {
     }
     if (!std::strcmp(argv[i], "--replicas") && i + 1 < argc) {
       replicas = std::atoi(argv[++i]);
+    } else if (!std::strcmp(argv[i], "--repeat") && i + 1 < argc) {
+      repeats = std::max(1, std::atoi(argv[++i]));
     } else if (!std::strcmp(argv[i], "--published") && i + 1 < argc) {
       published = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: %s [--replicas N] [--published FILE] [--queue | --scale | --kineto [DIR]]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--replicas N] [--repeat N] [--step] [--published FILE] [--queue | --scale | --kineto [DIR]]\n", argv[0]);
       return 2;
     }
   }
-  bench_published(published);
-  bench_step(replicas);
+  if (!step_only_bench) bench_published(published);
+  bench_step(replicas, repeats);
   return 0;
 }

@@ -11,6 +11,7 @@
 #include "plan/wait_graph.hpp"
 #include "sim/cost_model.hpp"
 #include "sim/event_queue.hpp"
+#include "sim/huge_pages.hpp"
 #include "sim/nccl_model.hpp"
 #include "sim/network.hpp"
 #include "sim/topology.hpp"
@@ -122,7 +123,9 @@ class Simulation {
       ranks_[r].backwards_done.assign(sched_.virtual_stages, 0);
     }
     if (plan.scenario.parallel.data > 1) build_groups();
-    rendezvous_.resize(static_cast<size_t>(played_) * 2 * sched_.virtual_stages * sched_.microbatches());
+    const size_t slots = static_cast<size_t>(played_) * 2 * sched_.virtual_stages * sched_.microbatches();
+    reserve_huge(rendezvous_, slots);
+    rendezvous_.resize(slots);
     // The executor posts every receive of a Gloo step at its start (exec/runtime.cpp), so a send
     // always finds its receive posted and the payload moves at once.
     if (preposted_receives_) {
@@ -134,8 +137,8 @@ class Simulation {
       // Roughly what the step records: every action once, transfers twice (send and receive side).
       size_t actions = 0;
       for (int r = 0; r < plan.world_size; ++r) actions += sched_.ranks[r % p].size();
-      run_.timeline.events.reserve(actions + actions / 4);
-      run_.dependencies.reserve(actions * 2);
+      reserve_huge(run_.timeline.events, actions + actions / 4);
+      reserve_huge(run_.dependencies, actions * 2);
     }
     run_.timeline.kind = "predicted";
     run_.timeline.scenario = plan.scenario.name;

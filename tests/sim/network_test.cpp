@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <map>
+#include <tuple>
 
 #include "sim/network.hpp"
 
@@ -78,4 +80,34 @@ TEST_CASE("sim::EventQueue: ties break by insertion order", "[sim]") {
   std::vector<int> order;
   while (!q.empty()) order.push_back(q.pop().a);
   CHECK(order == std::vector<int>{2, 4, 1, 3});
+}
+
+TEST_CASE("sim::EventQueue: pops in (time, insertion) order, as a stable sort would", "[sim]") {
+  // Interleaved pushes and pops with many ties and negative times, checked against a reference
+  // kept as a plain list: each pop must be the earliest time, first inserted among equals.
+  sim::EventQueue q;
+  std::vector<std::tuple<int64_t, int, uint32_t>> pending;  // time, id, type
+  uint64_t state = 7;
+  auto next = [&] { return state = state * 6364136223846793005ULL + 1442695040888963407ULL; };
+  int id = 0;
+  for (int round = 0; round < 20000; ++round) {
+    if (pending.empty() || next() % 3 != 0) {
+      const int64_t t = static_cast<int64_t>(next() >> 58) - 20;  // -20..43: many ties
+      const auto type = static_cast<uint32_t>(next() % 6);
+      q.push(Time::ns(t), type, id, -id, 2 * id);
+      pending.emplace_back(t, id++, type);
+      continue;
+    }
+    auto earliest = std::min_element(pending.begin(), pending.end(), [](const auto& x, const auto& y) {
+      return std::get<0>(x) < std::get<0>(y) || (std::get<0>(x) == std::get<0>(y) && std::get<1>(x) < std::get<1>(y));
+    });
+    const sim::Event e = q.pop();
+    REQUIRE(e.time_ns == std::get<0>(*earliest));
+    REQUIRE(e.a == std::get<1>(*earliest));
+    CHECK(e.type == std::get<2>(*earliest));
+    CHECK(e.b == -e.a);
+    CHECK(e.c == 2 * e.a);
+    pending.erase(earliest);
+  }
+  CHECK(q.size() == pending.size());
 }
