@@ -366,9 +366,13 @@ void bench_step(int replicas, int repeats) {
               m.fits ? "yes" : "no");
 }
 
+// How a scale case is simulated: every rank, the step time alone (the tuner), or one replica
+// played for all with its timeline and every rank's metrics (SimOptions::fold_replicas).
+enum class Mode { full, step_only, folded };
+
 // One simulation in a child process, so that its peak RSS is its own: prints ranks, wall time
-// (plan + simulate), events, events/s, peak RSS and the predicted step.
-void scale_case(const char* label, const std::string& yaml, bool step_only) {
+// (plan + simulate; folded: + metrics), events, events/s, peak RSS and the predicted step.
+void scale_case(const char* label, const std::string& yaml, Mode mode) {
   std::fflush(stdout);
   const pid_t pid = fork();
   if (pid < 0) throw std::runtime_error("fork failed");
@@ -378,12 +382,19 @@ void scale_case(const char* label, const std::string& yaml, bool step_only) {
     const double plan_s = seconds_since(t0);
     sim::SimOptions options;
     options.record_link_samples = false;
-    options.step_only = step_only;
+    options.step_only = mode == Mode::step_only;
+    options.fold_replicas = mode == Mode::folded;
     const auto t1 = std::chrono::steady_clock::now();
     const sim::SimRun run = sim::simulate(p, options);
-    const double sim_s = seconds_since(t1);
-    std::printf("  %-34s %7d %-9s %7.2f s %7.2f s %10llu %7.2f M/s %7.0f MiB %10.1f ms%s\n", label, p.world_size,
-                step_only ? "step-only" : "full", plan_s, sim_s, static_cast<unsigned long long>(run.events),
+    double sim_s = seconds_since(t1);
+    if (mode == Mode::folded) {
+      const sim::Metrics m = sim::compute_metrics(p, run);
+      sim_s = seconds_since(t1);
+      if (m.ranks.size() != static_cast<size_t>(p.world_size)) throw std::logic_error("folded metrics miss ranks");
+    }
+    const char* mode_name = mode == Mode::full ? "full" : mode == Mode::step_only ? "step-only" : "folded+metrics";
+    std::printf("  %-34s %7d %-14s %7.2f s %7.2f s %10llu %7.2f M/s %7.0f MiB %10.1f ms%s\n", label, p.world_size,
+                mode_name, plan_s, sim_s, static_cast<unsigned long long>(run.events),
                 static_cast<double>(run.events) / sim_s / 1e6, peak_rss_mib(), run.step_time.to_ms(),
                 run.folded ? " (one replica played)" : "");
     std::fflush(stdout);
@@ -398,12 +409,13 @@ void scale_case(const char* label, const std::string& yaml, bool step_only) {
 // sends and DDP all-reduces sharing links (interleaved p=16, v=2) from 1,024 to 8,192 ranks, and
 // ASTRA-sim's data-parallel example (48 x 1 ms compute, 12 x 100 MiB all-reduces per NPU).
 void bench_scale() {
-  std::printf("scale (each case in its own process; wall = plan + simulate)\n");
-  std::printf("  %-34s %7s %-9s %9s %9s %10s %11s %11s %13s\n", "case", "ranks", "mode", "plan", "simulate", "events",
+  std::printf("scale (each case in its own process; simulate includes metrics when folded)\n");
+  std::printf("  %-34s %7s %-14s %9s %9s %10s %11s %11s %13s\n", "case", "ranks", "mode", "plan", "simulate", "events",
               "events/s", "peak RSS", "step");
-  scale_case("1f1b 1.3B, 8 stages", transformer_1b3(128), false);
-  scale_case("1f1b 1.3B, 8 stages", transformer_1b3(2048), false);
-  for (int replicas : {128, 2048, 16384}) scale_case("1f1b 1.3B, 8 stages", transformer_1b3(replicas), true);
+  scale_case("1f1b 1.3B, 8 stages", transformer_1b3(128), Mode::full);
+  scale_case("1f1b 1.3B, 8 stages", transformer_1b3(2048), Mode::full);
+  for (int replicas : {128, 2048, 16384}) scale_case("1f1b 1.3B, 8 stages", transformer_1b3(replicas), Mode::step_only);
+  for (int replicas : {2048, 16384}) scale_case("1f1b 1.3B, 8 stages", transformer_1b3(replicas), Mode::folded);
   for (int replicas : {64, 128, 256, 512}) {
     const std::string yaml =
         "name: bench-mixed\n"
@@ -412,7 +424,7 @@ void bench_scale() {
         "parallel: {data: " + std::to_string(replicas) +
         ", pipeline: 16, virtual: 2, chunks: 32, schedule: interleaved-1f1b, bucket_cap_mb: 25, precision: bf16}\n"
         "hardware: a100-nvlink-ib\n";
-    scale_case("interleaved p16 v2 (p2p + DDP)", yaml, false);
+    scale_case("interleaved p16 v2 (p2p + DDP)", yaml, Mode::full);
   }
   for (int npus : {1024, 4096}) {
     // 48 layers of 1 ms; 12 buckets of 100 MiB (4 layers' gradients each), as ASTRA-sim's example.
@@ -422,7 +434,7 @@ void bench_scale() {
         "data: {batch_size: " + std::to_string(npus) + "}\n"
         "parallel: {data: " + std::to_string(npus) + ", pipeline: 1, chunks: 1, first_bucket_mb: 100, bucket_cap_mb: 100}\n"
         "hardware: a100-nvlink-ib\n";
-    scale_case("ASTRA-sim DP example", yaml, false);
+    scale_case("ASTRA-sim DP example", yaml, Mode::full);
   }
 }
 

@@ -53,9 +53,29 @@ std::vector<int32_t> critical_path(const plan::Timeline& timeline, const std::ve
   return path;
 }
 
+namespace {
+
+// The step's numbers per rank. A folded run recorded replica 0 alone: its ranks' numbers are
+// computed over that replica and stand for every replica's (SimOptions::fold_replicas).
+plan::StepTimes rank_times(const SimRun& run, int world_size) {
+  if (!run.folded || run.timeline.events.empty()) return plan::step_times(run.timeline, 0);
+  plan::Timeline one = run.timeline;
+  one.world_size = run.played_ranks;
+  plan::StepTimes times = plan::step_times(one, 0);
+  const std::vector<plan::RankTimes> replica = times.ranks;
+  times.ranks.clear();
+  for (int r = 0; r < world_size; ++r) {
+    times.ranks.push_back(replica[r % run.played_ranks]);
+    times.ranks.back().rank = r;
+  }
+  return times;  // the mean bubble over ranks is the replica's mean
+}
+
+}  // namespace
+
 Metrics compute_metrics(const plan::Plan& plan, const SimRun& run) {
   Metrics m;
-  const plan::StepTimes times = plan::step_times(run.timeline, 0);
+  const plan::StepTimes times = rank_times(run, plan.world_size);
   const int64_t step = times.step_time.count_ns();
   m.step_time = times.step_time;
   m.bubble_fraction = times.bubble_fraction;

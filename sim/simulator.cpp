@@ -111,7 +111,7 @@ class Simulation {
         blocking_sends_(plan.schedule.collectives == plan::Collectives::nccl),
         preposted_receives_(!blocking_sends_),
         interference_(plan.scenario.hardware.interference),
-        played_(options.step_only && replicas_alike(plan) ? sched_.pipeline : plan.world_size),
+        played_((options.step_only || options.fold_replicas) && replicas_alike(plan) ? sched_.pipeline : plan.world_size),
         network_(queue_, kFlowActivate, kFlowDone, [this](int tag, Time now) { on_flow_done(tag, now); }),
         topo_(plan, network_, /*named=*/!options.step_only) {
     network_.record_samples(options.record_link_samples);
@@ -133,10 +133,11 @@ class Simulation {
       hold_receive_buffers();
     }
     run_.folded = played_ < plan.world_size;
+    run_.played_ranks = played_;
     if (!step_only_) {
       // Roughly what the step records: every action once, transfers twice (send and receive side).
       size_t actions = 0;
-      for (int r = 0; r < plan.world_size; ++r) actions += sched_.ranks[r % p].size();
+      for (int r = 0; r < played_; ++r) actions += sched_.ranks[r % p].size();
       reserve_huge(run_.timeline.events, actions + actions / 4);
       reserve_huge(run_.dependencies, actions * 2);
     }

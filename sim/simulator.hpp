@@ -38,6 +38,11 @@ struct SimOptions {
   /// the reverse), only replica 0 is played: the others do the same at the same times, and each
   /// all-reduce is still one flow over every member's links. Gives exactly the full step time.
   bool step_only = false;
+  /// Play one replica for all when they sit alike (as step_only does), but record its timeline
+  /// and dependencies: compute_metrics then gives every rank the metrics of its replica-0
+  /// counterpart (busy, bubble, exposed communication, memory), equal to the full run's, and the
+  /// critical path is replica 0's. Link usage covers the links replica 0's flows cross.
+  bool fold_replicas = false;
   /// Every layer's cost for the plan's precision and micro-batch size, when the caller has them
   /// cached (plan::estimate_layer_cost otherwise).
   const std::vector<plan::LayerCost>* layer_costs = nullptr;
@@ -64,7 +69,8 @@ struct SimRun {
   std::vector<Dependency> dependencies;  ///< the executed dependency graph
   std::vector<LinkUsage> links;
   Time step_time;                     ///< when the last action ends
-  bool folded = false;                ///< step_only played one replica for all
+  bool folded = false;                ///< one replica was played for all (step_only, fold_replicas)
+  int played_ranks = 0;               ///< ranks played: world size, or one replica's when folded
   std::vector<int64_t> peak_memory;   ///< bytes per rank
   uint64_t events = 0;                ///< simulator events processed
   double wall_ms = 0;                 ///< time the simulation took

@@ -1,7 +1,9 @@
 #include <catch2/catch.hpp>
 #include <sstream>
 
+#include "plan/scenario.hpp"
 #include "plan/trace_writer.hpp"
+#include "plan/yaml_reader.hpp"
 #include "sim/metrics.hpp"
 #include "sim/simulator.hpp"
 #include "tests/test_util.hpp"
@@ -222,4 +224,51 @@ TEST_CASE("sim: the same scenario gives a byte-identical trace", "[sim]") {
   const std::string a = trace(), b = trace();
   CHECK(a.size() > 1000);
   CHECK(a == b);
+}
+
+TEST_CASE("sim: a folded run (one replica played) gives every rank the full run's metrics", "[sim]") {
+  // Replicas alike on the topology: multi-node 1F1B, interleaving with checkpointing, DDP over
+  // several nodes, and the plain (non-NCCL) hierarchical all-reduce. The full run plays every
+  // replica; its per-rank numbers are the reference.
+  struct Case {
+    std::string file;
+    std::vector<std::string> sets;
+    bool plain = false;
+  };
+  const std::string root = PARALLAX_SOURCE_DIR;
+  const std::vector<Case> cases = {
+      {"scenarios/gpipe-1b-4xA100.yaml", {"parallel.data=8", "parallel.pipeline=2", "parallel.schedule=1f1b"}},
+      {"scenarios/gpipe-1b-4xA100.yaml",
+       {"parallel.data=6", "parallel.pipeline=4", "parallel.schedule=interleaved-1f1b", "parallel.virtual=2",
+        "parallel.activation_checkpointing=true"}},
+      {"scenarios/ddp-transformer-accum-4xA100.yaml", {"parallel.data=16"}},
+      {"scenarios/gpipe-1b-4xA100.yaml",
+       {"hardware=t4-pcie", "parallel.precision=fp16", "parallel.data=6", "parallel.pipeline=2", "parallel.bucket_cap_mb=10"}, true},
+  };
+  for (const auto& c : cases) {
+    plan::Scenario s = plan::load_scenario(root + "/" + c.file, c.sets);
+    if (c.plain) s.hardware.nccl.reset();
+    const plan::Plan p = plan::resolve_plan(s);
+    INFO(c.file << " " << plan::join(c.sets) << " (" << p.world_size << " ranks)");
+    const sim::SimRun full_run = sim::simulate(p);
+    sim::SimOptions o;
+    o.fold_replicas = true;
+    const sim::SimRun folded_run = sim::simulate(p, o);
+    REQUIRE(folded_run.folded);
+    CHECK(folded_run.played_ranks == p.scenario.parallel.pipeline);
+    CHECK(folded_run.timeline.events.size() * p.scenario.parallel.data == full_run.timeline.events.size());
+    const sim::Metrics full = sim::compute_metrics(p, full_run);
+    const sim::Metrics folded = sim::compute_metrics(p, folded_run);
+    CHECK(folded.step_time == full.step_time);
+    CHECK(folded.bubble_fraction == Approx(full.bubble_fraction).epsilon(1e-12));
+    REQUIRE(folded.ranks.size() == full.ranks.size());
+    for (size_t r = 0; r < full.ranks.size(); ++r) {
+      INFO("rank " << r);
+      CHECK(folded.ranks[r].rank == full.ranks[r].rank);
+      CHECK(folded.ranks[r].busy == full.ranks[r].busy);
+      CHECK(folded.ranks[r].bubble == full.ranks[r].bubble);
+      CHECK(folded.ranks[r].exposed_comm == full.ranks[r].exposed_comm);
+      CHECK(folded.ranks[r].peak_memory == full.ranks[r].peak_memory);
+    }
+  }
 }
