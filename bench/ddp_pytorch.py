@@ -1,16 +1,31 @@
 """PyTorch's own DistributedDataParallel on the step Parallax runs for
 scenarios/mlp-fashion-mnist-ddp2.yaml: the same MLP (784-256-256-10), per-rank batch, world size,
-bucket_cap_mb, first bucket, SGD with momentum, Gloo on CPU, one thread per rank.
+bucket_cap_mb, first bucket, SGD with momentum, Gloo on CPU, one thread per rank, and, as the
+executor does (exec/threads.hpp), the helper threads (Gloo's) SCHED_BATCH unless
+PARALLAX_HELPER_THREADS=normal.
 Prints the median step time in ms. Used by bench/exec_bench.sh; needs Debian's python3-torch."""
 import os
 import statistics
 import sys
+import threading
 import time
 
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn as nn
+
+
+def demote_helper_threads():
+    """Every thread but this one SCHED_BATCH, as exec/threads.cpp does for a Parallax rank."""
+    if os.environ.get("PARALLAX_HELPER_THREADS") == "normal":
+        return
+    for tid in os.listdir("/proc/self/task"):
+        if int(tid) != threading.get_native_id():
+            try:
+                os.sched_setscheduler(int(tid), os.SCHED_BATCH, os.sched_param(0))
+            except OSError:
+                pass  # a thread that ended meanwhile
 
 
 def worker(rank, world, port, batch, steps, bucket_cap_mb, first_bucket_mb, out):
@@ -23,6 +38,7 @@ def worker(rank, world, port, batch, steps, bucket_cap_mb, first_bucket_mb, out)
     # DDP reads the first bucket's size when it is built (and keeps it for its rebuild).
     dist._DEFAULT_FIRST_BUCKET_BYTES = int(first_bucket_mb * 1024 * 1024)
     ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=bucket_cap_mb)
+    demote_helper_threads()
     opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
     x = torch.rand(batch, 784)
     y = torch.randint(0, 10, (batch,))

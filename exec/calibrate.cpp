@@ -11,6 +11,7 @@
 #include "exec/data.hpp"
 #include "exec/launcher.hpp"
 #include "exec/model.hpp"
+#include "exec/threads.hpp"
 #include "profiler/compare.hpp"
 
 namespace parallax::exec {
@@ -501,6 +502,7 @@ std::optional<CalibrationRun> calibrate_rank(const std::vector<plan::Plan>& plan
   // The threads per rank `parallax run` sets for a job of this size.
   torch::set_num_threads(static_cast<int>(std::max(1u, std::thread::hardware_concurrency() / 2)));
   Calibrator calibrator(plans, launch, options);
+  demote_helper_threads();  // Gloo's threads as a run has them, for the message timings
   std::optional<plan::Calibration> measured = calibrator.run();
   std::vector<std::vector<RankResult>> probes;
   for (size_t i = 0; i < options.probes.size(); ++i) {

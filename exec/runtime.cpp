@@ -26,6 +26,7 @@
 #include "exec/gpu.hpp"
 #include "exec/grad_scaler.hpp"
 #include "exec/model.hpp"
+#include "exec/threads.hpp"
 #include "profiler/host_tracer.hpp"
 #ifdef PARALLAX_HAVE_CUPTI
 #include "profiler/cupti_tracer.hpp"
@@ -211,6 +212,7 @@ class Runtime {
     if (const char* t = std::getenv("PARALLAX_TRACE"); t && std::string(t) == "0") tracer_.set_enabled(false);
     const int threads = std::max(1u, std::thread::hardware_concurrency()) / std::max(1, launch.world_size);
     torch::set_num_threads(std::max(1, threads));
+    demote_helper_threads();  // Gloo's loop, the send watcher, the heartbeat: see exec/threads.hpp
     memory_.rank = launch.rank;
     memory_.baseline_rss_bytes = resident_bytes();  // data and process groups are set up
     for (int s : plan.ranks[launch.rank].stages) build_stage(s);

@@ -1,0 +1,56 @@
+// demote_helper_threads: every other thread of the process becomes SCHED_BATCH, the caller stays
+// as it was, as the kernel reports them.
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <atomic>
+#include <cstdlib>
+#include <thread>
+
+#include "exec/threads.hpp"
+
+namespace {
+
+// A thread that reports its id and then waits to be told to stop.
+struct Helper {
+  std::atomic<long> tid{0};
+  std::atomic<bool> stop{false};
+  std::thread thread{[this] {
+    tid = syscall(SYS_gettid);
+    while (!stop) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }};
+  Helper() {
+    while (tid == 0) std::this_thread::yield();
+  }
+  ~Helper() {
+    stop = true;
+    thread.join();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("exec: helper threads become SCHED_BATCH, the calling thread does not", "[exec]") {
+  const int caller_before = sched_getscheduler(0);
+  REQUIRE(caller_before == SCHED_OTHER);
+  Helper first, second;
+  REQUIRE(sched_getscheduler(static_cast<pid_t>(first.tid)) == SCHED_OTHER);
+
+  SECTION("by default") {
+    CHECK(parallax::exec::demote_helper_threads() >= 2);
+    CHECK(sched_getscheduler(static_cast<pid_t>(first.tid)) == SCHED_BATCH);
+    CHECK(sched_getscheduler(static_cast<pid_t>(second.tid)) == SCHED_BATCH);
+    CHECK(sched_getscheduler(0) == SCHED_OTHER);
+    // A thread the caller starts afterwards inherits the caller's policy, not the helpers'.
+    Helper later;
+    CHECK(sched_getscheduler(static_cast<pid_t>(later.tid)) == SCHED_OTHER);
+  }
+  SECTION("not with PARALLAX_HELPER_THREADS=normal") {
+    setenv("PARALLAX_HELPER_THREADS", "normal", 1);
+    CHECK(parallax::exec::demote_helper_threads() == 0);
+    unsetenv("PARALLAX_HELPER_THREADS");
+    CHECK(sched_getscheduler(static_cast<pid_t>(first.tid)) == SCHED_OTHER);
+  }
+}
