@@ -4,9 +4,10 @@
 # and simulates it with the fresh profile, and this prints one table with the mean absolute error,
 # the worst error and Kendall's tau within each sweep.
 #
-# Calibration measures the layer tables of the accuracy set, but its in-run probes take the model
-# of scenarios/mlp-fashion-mnist-ddp2.yaml (2 hidden layers of 256), which no configuration of the
-# set uses: the errors below are on configurations the profile was not fitted to.
+# Calibration measures the layer tables of the accuracy set at fp32 and, for the set's bf16 row,
+# bf16 (--precision bf16); its in-run probes take the model of scenarios/mlp-fashion-mnist-ddp2.yaml
+# (2 hidden layers of 256), which no configuration of the set uses: the errors below are on
+# configurations the profile was not fitted to.
 #
 # Usage: bench/accuracy.sh [BUILD_DIR]   (environment: STEPS=100 REPEATS=3, OUT=DIR keeps the
 # profile and validate's JSON there instead of in a temporary directory)
@@ -25,7 +26,7 @@ else
   trap 'rm -rf "$out"' EXIT
 fi
 
-"$bin" calibrate scenarios/mlp-fashion-mnist-ddp2.yaml scenarios/accuracy/*.yaml -o "$out/here.yaml" 2>&1 |
+"$bin" calibrate --precision bf16 scenarios/mlp-fashion-mnist-ddp2.yaml scenarios/accuracy/*.yaml -o "$out/here.yaml" 2>&1 |
   grep -E "wrote|in a real run|message whose" >&2
 
 validate() {  # SCENARIO SWEEP...

@@ -332,6 +332,19 @@ plan::InRunFactors layout_factors(const ProbeResult& small, const ProbeResult* l
   return f;
 }
 
+// --precision's names; fp16 only where the executor runs it (CUDA), never in calibrate's CPU runs.
+std::vector<plan::Precision> extra_precisions(const std::vector<std::string>& names) {
+  std::vector<plan::Precision> out;
+  for (const std::string& n : names) {
+    const auto p = plan::precision_from_name(n);
+    if (!p || *p == plan::Precision::fp16)
+      throw plan::InputError(plan::Location{"--precision"},
+                             "'" + n + "' is not a precision calibrate measures on the CPU (fp32 or bf16)");
+    out.push_back(*p);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<std::string> default_calibration_scenarios() {
@@ -358,6 +371,7 @@ int calibrate_command(const CalibrateArgs& args, const std::vector<std::string>&
   const bool as_rank = exec::LaunchInfo::from_environment(&launch);
   // Everything that can be wrong with the input is found before the ranks start.
   const auto calibrated = executable_plans(files, named, !as_rank);
+  const std::vector<plan::Precision> precisions = extra_precisions(args.precisions);
   std::vector<plan::Plan> plans;
   for (const auto& c : calibrated) plans.push_back(c.plan);
   const plan::HardwareProfile base = [&] {
@@ -375,6 +389,7 @@ int calibrate_command(const CalibrateArgs& args, const std::vector<std::string>&
   const auto t0 = std::chrono::steady_clock::now();
   exec::CalibrateOptions options;
   options.quick = args.quick;
+  options.precisions = precisions;
   options.progress = [](const std::string& line) { std::cerr << "calibrate: " << line << "\n" << std::flush; };
   // Each probe runs kProbeRepeats times, interleaved, and each in-run figure is the median of
   // the repeats: one ~2 s probe on this kind of shared machine can land in a slow spell (a

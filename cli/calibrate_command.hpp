@@ -11,6 +11,9 @@ struct CalibrateArgs {
   std::string output;                  ///< empty: parallax-out/calibrated-<host>.yaml
   std::string base = "cpu-host";       ///< profile whose device and network the output keeps
   bool quick = false;
+  /// Precisions to measure every layer at besides each scenario's own ("fp32", "bf16"), so that
+  /// plans swept or tuned to another precision are costed from measurements too.
+  std::vector<std::string> precisions;
 };
 
 /// The default set: the built-in default scenario, then every scenarios/*.yaml on hardware

@@ -291,9 +291,16 @@ int main(int argc, char** argv) {
   cal_cmd->add_option("-o,--output", cal_args.output, "Profile to write (default parallax-out/calibrated-HOST.yaml)");
   cal_cmd->add_option("--base", cal_args.base, "Profile whose device and network the output keeps (default cpu-host)");
   cal_cmd->add_flag("--quick", cal_args.quick, "Only the micro-batch sizes the scenarios use, fewer repeats");
+  cal_cmd
+      ->add_option("--precision", cal_args.precisions,
+                   "Also measure every layer at these precisions (fp32, bf16), for plans swept or tuned to them; "
+                   "each scenario's own precision is always measured")
+      ->allow_extra_args(false)
+      ->delimiter(',');
   cal_cmd->footer(
       "Examples:\n  parallax calibrate -o here.yaml && parallax simulate scenarios/mlp-fashion-mnist-pipeline2.yaml "
-      "--set hardware=here.yaml\n  parallax calibrate --quick my-model.yaml -o my-model-here.yaml");
+      "--set hardware=here.yaml\n  parallax calibrate --quick my-model.yaml -o my-model-here.yaml\n  parallax calibrate "
+      "--precision bf16 my-model.yaml -o here.yaml   # fp32 and bf16 layers");
 
   cli::ValidateArgs val_args;
   auto* val_cmd = app.add_subcommand(

@@ -13,6 +13,7 @@
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "cli/calibrate_command.hpp"
@@ -111,6 +112,8 @@ std::string tail_of(const std::string& path, size_t lines) {
 struct Prepared {
   std::vector<std::string> sets;
   plan::Timeline predicted;
+  std::set<std::string> unmeasured;  ///< layer signatures the profile has no measurement of
+  std::string precision;
 };
 
 Prepared prepare(const Config& c, const ValidateArgs& args, const std::vector<std::string>& common) {
@@ -120,6 +123,11 @@ Prepared prepare(const Config& c, const ValidateArgs& args, const std::vector<st
   p.sets.push_back("data.steps=" + std::to_string(args.steps));
   const plan::Plan plan = plan::resolve_plan(plan::load_scenario(c.scenario, p.sets));
   p.predicted = predicted_timeline(plan, sim::simulate(plan));
+  p.precision = plan::name(plan.scenario.parallel.precision);
+  if (const auto& cal = plan.scenario.hardware.calibration)
+    for (const auto& layer : plan.layers())
+      if (const auto sig = plan::layer_signature(layer, plan.scenario.parallel.precision); !cal->layer(sig))
+        p.unmeasured.insert(sig);
   return p;
 }
 
@@ -188,6 +196,12 @@ int validate_command(const ValidateArgs& args, const std::string& self) {
   // Every configuration is planned and predicted before anything runs: bad input exits 2 at once.
   std::vector<Prepared> prepared;
   for (const auto& c : configs) prepared.push_back(prepare(c, args, common));
+  for (size_t i = 0; i < configs.size(); ++i)
+    if (const auto& u = prepared[i].unmeasured; !u.empty())
+      std::cerr << "validate: warning: " << configs[i].label << ": " << u.size() << " layer signature(s) not in "
+                << profile << " (" << *u.begin() << (u.size() > 1 ? ", ..." : "")
+                << "), costed from the device's peak instead; `parallax calibrate --precision " << prepared[i].precision
+                << " " << (configs[i].scenario.empty() ? "" : configs[i].scenario + " ") << "-o PROFILE` measures them\n";
   const fs::path work = fs::temp_directory_path() / ("parallax-validate-" + std::to_string(::getpid()));
   fs::create_directories(work);
   std::cerr << "validate: " << configs.size() << " configuration(s) with profile " << profile << ", " << args.steps

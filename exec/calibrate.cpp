@@ -201,18 +201,24 @@ class Calibrator {
   void collect_work() {
     std::map<std::string, size_t> index;
     for (const plan::Plan& p : plans_) {
-      const auto precision = p.scenario.parallel.precision;
-      const int n = static_cast<int>(p.layers().size());
-      for (int l = 0; l < n; ++l) {
-        const std::string sig = plan::layer_signature(p.layers()[l], precision);
-        auto [it, fresh] = index.emplace(sig, work_.size());
-        if (fresh) work_.push_back(Work{p.layers()[l], precision, false, false, {}, 1});
-        Work& w = work_[it->second];
-        w.first |= l == 0;
-        w.last |= l == n - 1;
-        w.used.insert(p.microbatch_size);
-        w.largest_batch = std::max(w.largest_batch, p.scenario.data.batch_size);
-      }
+      std::vector<plan::Precision> precisions{p.scenario.parallel.precision};
+      precisions.insert(precisions.end(), options_.precisions.begin(), options_.precisions.end());
+      for (const plan::Precision precision : precisions) collect_work(p, precision, &index);
+    }
+  }
+
+  // The signatures of `p`'s layers at `precision`, merged into work_ by signature.
+  void collect_work(const plan::Plan& p, plan::Precision precision, std::map<std::string, size_t>* index) {
+    const int n = static_cast<int>(p.layers().size());
+    for (int l = 0; l < n; ++l) {
+      const std::string sig = plan::layer_signature(p.layers()[l], precision);
+      auto [it, fresh] = index->emplace(sig, work_.size());
+      if (fresh) work_.push_back(Work{p.layers()[l], precision, false, false, {}, 1});
+      Work& w = work_[it->second];
+      w.first |= l == 0;
+      w.last |= l == n - 1;
+      w.used.insert(p.microbatch_size);
+      w.largest_batch = std::max(w.largest_batch, p.scenario.data.batch_size);
     }
   }
 

@@ -29,6 +29,8 @@ namespace parallax::exec {
 
 struct CalibrateOptions {
   bool quick = false;  ///< only the micro-batch sizes the plans use, fewer repeats
+  /// Every layer is also measured at these precisions, besides its plan's own.
+  std::vector<plan::Precision> precisions;
   /// Receives one line per measurement (rank 0).
   std::function<void(const std::string&)> progress;
   /// Run for real after the measurements, on both ranks (world size 2), in order.

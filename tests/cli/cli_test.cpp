@@ -158,7 +158,8 @@ TEST_CASE("cli: calibrate writes a profile that simulate uses, with measured lay
   const auto dir = std::filesystem::temp_directory_path() / ("parallax-cal-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const std::string profile = (dir / "here.yaml").string();
-  const auto r = run("calibrate --quick " + scenario("mlp-fashion-mnist-ddp2.yaml") + " -o " + profile, "", true);
+  const auto r = run("calibrate --quick --precision bf16 " + scenario("mlp-fashion-mnist-ddp2.yaml") + " -o " + profile,
+                     "", true);
   REQUIRE(r.code == 0);
   CHECK_THAT(r.out, Catch::Contains("linear 784x256 relu fp32"));
   const auto doc = parallax::plan::YamlDocument::from_file(profile);
@@ -170,6 +171,12 @@ TEST_CASE("cli: calibrate writes a profile that simulate uses, with measured lay
   CHECK(fc0->forward.at(64) > 0);
   CHECK(fc0->backward.at(64) > fc0->forward.at(64));
   CHECK(hw.calibration->p2p.bandwidth_gb_per_s > 0);
+  // --precision bf16: the same layers measured under autocast too, each timed on its own.
+  for (const char* sig : {"linear 784x256 relu bf16", "linear 256x256 relu bf16", "linear 256x10 bf16"}) {
+    const auto* bf16 = hw.calibration->layer(sig);
+    REQUIRE(bf16);
+    CHECK(bf16->forward.at(64) > 0);
+  }
   const auto sim = run("simulate " + scenario("mlp-fashion-mnist-ddp2.yaml") + " --set hardware=" + profile + " --json");
   REQUIRE(sim.code == 0);
   CHECK(nlohmann::json::parse(sim.out)["step_time_ms"].get<double>() > 0);
@@ -180,6 +187,11 @@ TEST_CASE("cli: calibrate refuses a scenario it cannot run, and bad profiles, wi
   const auto r = run("calibrate " + scenario("interleaved-synthetic-ideal.yaml") + " -o /tmp/never-written.yaml", "", true);
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains("synthetic"));
+  CHECK_FALSE(std::filesystem::exists("/tmp/never-written.yaml"));
+  const auto fp16 = run("calibrate --precision bf16,fp16 " + scenario("mlp-fashion-mnist-ddp2.yaml") +
+                        " -o /tmp/never-written.yaml", "", true);
+  CHECK(fp16.code == 2);
+  CHECK_THAT(fp16.out, Catch::Contains("--precision: 'fp16'"));
   CHECK_FALSE(std::filesystem::exists("/tmp/never-written.yaml"));
   const auto dir = std::filesystem::temp_directory_path() / ("parallax-badcal-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
