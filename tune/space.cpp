@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "plan/calibration.hpp"
 #include "plan/yaml_reader.hpp"
 
 namespace parallax::tune {
@@ -41,6 +42,15 @@ plan::ScheduleKind to_schedule(const std::string& flag, const std::string& v) {
   if (v == "1f1b") return plan::ScheduleKind::one_f_one_b;
   if (v == "interleaved-1f1b") return plan::ScheduleKind::interleaved_1f1b;
   fail(flag, "'" + v + "' is not a schedule the tuner searches; use gpipe, 1f1b or interleaved-1f1b");
+}
+
+// Whether a calibrated profile measured every layer of `s` at `precision`.
+bool measured_at(const plan::Scenario& s, plan::Precision precision) {
+  const auto& cal = s.hardware.calibration;
+  if (!cal || s.layers.empty()) return false;
+  for (const plan::Layer& layer : s.layers)
+    if (!cal->layer(plan::layer_signature(layer, precision))) return false;
+  return true;
 }
 
 }  // namespace
@@ -108,7 +118,12 @@ Space default_space(const plan::Scenario& s, int world) {
   // Accumulation changes the optimizer's batch statistics per step; only when asked for.
   sp.accumulations = {s.parallel.grad_accumulation};
   sp.checkpointing = {false, true};
-  for (const auto& [precision, peak] : s.hardware.device.peak_tflops) sp.precisions.push_back(precision);
+  // The device's precisions; with a profile calibrated for this model, only those it measured: a
+  // precision costed from the peak figures would race measured ones (on this project's CPUs a bf16
+  // layer took 15-50x its fp32 time where the peaks say 1x, so the tuner picked bf16).
+  const bool calibrated = measured_at(s, s.parallel.precision);
+  for (const auto& [precision, peak] : s.hardware.device.peak_tflops)
+    if (!calibrated || measured_at(s, precision)) sp.precisions.push_back(precision);
   std::sort(sp.precisions.begin(), sp.precisions.end());
   return sp;
 }

@@ -211,3 +211,25 @@ TEST_CASE("tune: the command writes a scenario that reproduces its pick, bad fla
   CHECK(test::run_parallax("tune --fix parallel.colour").code == 2);
   std::filesystem::remove_all(out);
 }
+
+TEST_CASE("tune: with a calibrated profile the default space holds only the precisions it measured", "[tune]") {
+  plan::Scenario s = plan::load_scenario(source("scenarios/mlp-fashion-mnist-pipeline2.yaml"), {});
+  using plan::Precision;
+  REQUIRE(s.hardware.device.peak_tflops.count(Precision::bf16));  // the device offers both
+  REQUIRE(s.hardware.device.peak_tflops.count(Precision::fp32));
+  auto calibrate_at = [&](std::vector<Precision> precisions) {
+    plan::Calibration cal;
+    for (Precision p : precisions)
+      for (const plan::Layer& layer : s.layers) {
+        plan::SignatureCost c;
+        c.signature = plan::layer_signature(layer, p);
+        cal.layers[c.signature] = c;
+      }
+    s.hardware.calibration = cal;
+    return tune::default_space(s).precisions;
+  };
+  CHECK(calibrate_at({Precision::fp32}) == std::vector<Precision>{Precision::fp32});
+  CHECK(calibrate_at({Precision::fp32, Precision::bf16}) == std::vector<Precision>{Precision::fp32, Precision::bf16});
+  // A profile measured for other layers says nothing about this model: every precision stays.
+  CHECK(calibrate_at({}).size() == 2);
+}
