@@ -16,14 +16,18 @@ import torch.multiprocessing as mp
 import torch.nn as nn
 
 
-def demote_helper_threads():
-    """Every thread but this one SCHED_BATCH, as exec/threads.cpp does for a Parallax rank."""
+def thread_ids():
+    return {int(tid) for tid in os.listdir("/proc/self/task")}
+
+
+def demote_helper_threads(before):
+    """The threads started since `before` SCHED_BATCH, as exec/threads.cpp does for a Parallax rank."""
     if os.environ.get("PARALLAX_HELPER_THREADS") == "normal":
         return
-    for tid in os.listdir("/proc/self/task"):
-        if int(tid) != threading.get_native_id():
+    for tid in thread_ids() - before:
+        if tid != threading.get_native_id():
             try:
-                os.sched_setscheduler(int(tid), os.SCHED_BATCH, os.sched_param(0))
+                os.sched_setscheduler(tid, os.SCHED_BATCH, os.sched_param(0))
             except OSError:
                 pass  # a thread that ended meanwhile
 
@@ -32,13 +36,14 @@ def worker(rank, world, port, batch, steps, bucket_cap_mb, first_bucket_mb, out)
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     torch.set_num_threads(1)
+    before = thread_ids()
     dist.init_process_group("gloo", rank=rank, world_size=world)
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10))
     # DDP reads the first bucket's size when it is built (and keeps it for its rebuild).
     dist._DEFAULT_FIRST_BUCKET_BYTES = int(first_bucket_mb * 1024 * 1024)
     ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=bucket_cap_mb)
-    demote_helper_threads()
+    demote_helper_threads(before)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
     x = torch.rand(batch, 784)
     y = torch.randint(0, 10, (batch,))

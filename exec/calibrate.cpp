@@ -507,8 +507,9 @@ std::optional<CalibrationRun> calibrate_rank(const std::vector<plan::Plan>& plan
   keep_freed_memory();  // as run_rank does, so the layers are timed with the same allocator behaviour
   // The threads per rank `parallax run` sets for a job of this size.
   torch::set_num_threads(static_cast<int>(std::max(1u, std::thread::hardware_concurrency() / 2)));
+  const std::set<long> before = thread_ids();
   Calibrator calibrator(plans, launch, options);
-  demote_helper_threads();  // Gloo's threads as a run has them, for the message timings
+  demote_helper_threads(before);  // Gloo's threads as a run has them, for the message timings
   std::optional<plan::Calibration> measured = calibrator.run();
   std::vector<std::vector<RankResult>> probes;
   for (size_t i = 0; i < options.probes.size(); ++i) {

@@ -16,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
 #include <unordered_map>
 
@@ -212,7 +213,7 @@ class Runtime {
     if (const char* t = std::getenv("PARALLAX_TRACE"); t && std::string(t) == "0") tracer_.set_enabled(false);
     const int threads = std::max(1u, std::thread::hardware_concurrency()) / std::max(1, launch.world_size);
     torch::set_num_threads(std::max(1, threads));
-    demote_helper_threads();  // Gloo's loop, the send watcher, the heartbeat: see exec/threads.hpp
+    demote_helper_threads(threads_before_comm_);  // Gloo's loop and the send watcher: see exec/threads.hpp
     memory_.rank = launch.rank;
     memory_.baseline_rss_bytes = resident_bytes();  // data and process groups are set up
     for (int s : plan.ranks[launch.rank].stages) build_stage(s);
@@ -664,6 +665,7 @@ class Runtime {
   torch::Device train_device_;  // before comm_: a GPU rank selects its GPU before NCCL starts
   profiler::HostTracer tracer_;
   DataSource data_;
+  std::set<long> threads_before_comm_ = thread_ids();  // the helpers are the threads started after
   Communicator comm_;
   std::map<int, StageState> stages_;
   std::vector<std::vector<Slot>> slots_;

@@ -1,5 +1,5 @@
-// demote_helper_threads: every other thread of the process becomes SCHED_BATCH, the caller stays
-// as it was, as the kernel reports them.
+// demote_helper_threads: the threads started since a snapshot become SCHED_BATCH; the caller and
+// the threads from before stay as they were, as the kernel reports them.
 #include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <atomic>
 #include <cstdlib>
+#include <set>
 #include <thread>
 
 #include "exec/threads.hpp"
@@ -32,16 +33,20 @@ struct Helper {
 
 }  // namespace
 
-TEST_CASE("exec: helper threads become SCHED_BATCH, the calling thread does not", "[exec]") {
-  const int caller_before = sched_getscheduler(0);
-  REQUIRE(caller_before == SCHED_OTHER);
-  Helper first, second;
+TEST_CASE("exec: helper threads started since a snapshot become SCHED_BATCH, the others do not", "[exec]") {
+  REQUIRE(sched_getscheduler(0) == SCHED_OTHER);
+  Helper earlier;  // as LibTorch's intra-op workers, started before the process group
+  const std::set<long> before = parallax::exec::thread_ids();
+  CHECK(before.count(syscall(SYS_gettid)) == 1);
+  CHECK(before.count(earlier.tid) == 1);
+  Helper first, second;  // as Gloo's threads
   REQUIRE(sched_getscheduler(static_cast<pid_t>(first.tid)) == SCHED_OTHER);
 
   SECTION("by default") {
-    CHECK(parallax::exec::demote_helper_threads() >= 2);
+    CHECK(parallax::exec::demote_helper_threads(before) == 2);
     CHECK(sched_getscheduler(static_cast<pid_t>(first.tid)) == SCHED_BATCH);
     CHECK(sched_getscheduler(static_cast<pid_t>(second.tid)) == SCHED_BATCH);
+    CHECK(sched_getscheduler(static_cast<pid_t>(earlier.tid)) == SCHED_OTHER);
     CHECK(sched_getscheduler(0) == SCHED_OTHER);
     // A thread the caller starts afterwards inherits the caller's policy, not the helpers'.
     Helper later;
@@ -49,7 +54,7 @@ TEST_CASE("exec: helper threads become SCHED_BATCH, the calling thread does not"
   }
   SECTION("not with PARALLAX_HELPER_THREADS=normal") {
     setenv("PARALLAX_HELPER_THREADS", "normal", 1);
-    CHECK(parallax::exec::demote_helper_threads() == 0);
+    CHECK(parallax::exec::demote_helper_threads(before) == 0);
     unsetenv("PARALLAX_HELPER_THREADS");
     CHECK(sched_getscheduler(static_cast<pid_t>(first.tid)) == SCHED_OTHER);
   }
