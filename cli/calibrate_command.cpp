@@ -452,6 +452,7 @@ int calibrate_command(const CalibrateArgs& args, const std::vector<std::string>&
   std::string scenario_names;
   for (const auto& p : plans) scenario_names += (scenario_names.empty() ? "" : ", ") + p.scenario.name;
   header.push_back("scenarios measured: " + scenario_names);
+  header.push_back(exec::pass_summary(run->pass_differences));
   write_file_atomically(output, plan::calibrated_profile_yaml(base, base.name + "-calibrated", *c, header));
   std::cerr << "calibrate: wrote " << output << " in " << fmt("%.0f", seconds) << " s; use it with --set hardware="
             << output << "\n";

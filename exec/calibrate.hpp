@@ -16,6 +16,7 @@
 // Each figure of 1 is the lower quartile of repeated runs after a warm-up (the cost alone, unmoved
 // by bursts of interference), each of 2 the median.
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -41,7 +42,13 @@ struct CalibrateOptions {
 struct CalibrationRun {
   plan::Calibration calibration;
   std::vector<std::vector<RankResult>> probes;  ///< per probe, every rank's result of its run
+  /// Without --quick, each signature's plan::pass_difference between the two passes over the
+  /// layers; empty with --quick (one pass).
+  std::map<std::string, double> pass_differences;
 };
+
+/// One line on CalibrationRun::pass_differences: the median and the worst, with its signature.
+std::string pass_summary(const std::map<std::string, double>& differences);
 
 /// Micro-batch sizes to measure for plans whose micro-batches are `used`: powers of two up to
 /// the largest batch, plus the sizes used (quick: the sizes used and their neighbours' halves).

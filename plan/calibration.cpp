@@ -29,6 +29,45 @@ double CostCurve::at(double x) const {
   return us[i - 1] + t * (us[i] - us[i - 1]);
 }
 
+namespace {
+
+// Calls f(a's index, b's index) for each size both curves hold.
+template <typename F>
+void for_common_sizes(const CostCurve& a, const CostCurve& b, F f) {
+  for (size_t i = 0; i < a.mb.size(); ++i)
+    for (size_t j = 0; j < b.mb.size(); ++j)
+      if (a.mb[i] == b.mb[j]) f(i, j);
+}
+
+double curve_difference(const CostCurve& a, const CostCurve& b) {
+  double worst = 0;
+  for_common_sizes(a, b, [&](size_t i, size_t j) {
+    const double low = std::min(a.us[i], b.us[j]);
+    if (low > 0) worst = std::max(worst, std::abs(a.us[i] - b.us[j]) / low);
+  });
+  return worst;
+}
+
+CostCurve lower_curve(CostCurve a, const CostCurve& b) {
+  for_common_sizes(a, b, [&](size_t i, size_t j) { a.us[i] = std::min(a.us[i], b.us[j]); });
+  return a;
+}
+
+}  // namespace
+
+double pass_difference(const SignatureCost& a, const SignatureCost& b) {
+  return std::max(curve_difference(a.forward, b.forward), curve_difference(a.backward, b.backward));
+}
+
+SignatureCost lower_of(const SignatureCost& a, const SignatureCost& b) {
+  SignatureCost out = a;
+  out.forward = lower_curve(a.forward, b.forward);
+  out.forward_no_grad = lower_curve(a.forward_no_grad, b.forward_no_grad);
+  out.backward = lower_curve(a.backward, b.backward);
+  out.backward_no_input = lower_curve(a.backward_no_input, b.backward_no_input);
+  return out;
+}
+
 LinearFit fit_linear(const std::vector<double>& x, const std::vector<double>& y) {
   LinearFit f;
   const size_t n = std::min(x.size(), y.size());

@@ -63,6 +63,14 @@ struct SignatureCost {
   CostCurve backward_no_input;    ///< the model's first layer: weight gradients only
 };
 
+/// Two measurements of one signature taken minutes apart (calibrate's two passes over the
+/// layers): the largest relative difference |a - b| / min(a, b) at the sizes both measured, over
+/// forward and backward. 0 when they share no size.
+double pass_difference(const SignatureCost& a, const SignatureCost& b);
+/// The lower of two passes at each size both measured; `a` as it is elsewhere. calibrate keeps
+/// the cost alone as the machine gives it when nothing interferes (as its lower quartiles do).
+SignatureCost lower_of(const SignatureCost& a, const SignatureCost& b);
+
 /// A point-to-point or collective time model: latency + bytes / bandwidth.
 struct AlphaBeta {
   double latency_us = 0;

@@ -104,6 +104,31 @@ TEST_CASE("plan::fit_in_run_line: recovers a run's factor and fixed extra from a
   CHECK(bounded.factor * small.alone_us + bounded.extra_us == Approx(small.in_run_us));
 }
 
+TEST_CASE("plan::pass_difference and lower_of: two passes over a layer, compared and merged size by size", "[plan]") {
+  plan::SignatureCost first, second;
+  first.forward = {{1, 2, 4}, {100, 150, 250}};
+  first.backward = {{1, 2, 4}, {200, 300, 500}};
+  first.forward_no_grad = {{1, 2, 4}, {90, 140, 240}};
+  // The second pass stopped before size 4 (too slow that time) and measured 1 and 2 differently.
+  second.forward = {{1, 2}, {120, 140}};
+  second.backward = {{1, 2}, {200, 390}};
+  second.forward_no_grad = {{1, 2}, {80, 150}};
+  // Largest |a - b| / min(a, b) over the common sizes: backward at 2, 90 / 300.
+  CHECK(plan::pass_difference(first, second) == Approx(0.30));
+  CHECK(plan::pass_difference(second, first) == Approx(0.30));
+  CHECK(plan::pass_difference(first, first) == 0);
+  const plan::SignatureCost low = plan::lower_of(first, second);
+  CHECK(low.forward.us == std::vector<double>{100, 140, 250});  // 250: only the first pass has size 4
+  CHECK(low.backward.us == std::vector<double>{200, 300, 500});
+  CHECK(low.forward_no_grad.us == std::vector<double>{80, 140, 240});
+  CHECK(low.forward.mb == first.forward.mb);
+  // No common size: nothing to compare, and the first pass stays.
+  plan::SignatureCost apart;
+  apart.forward = {{8}, {1}};
+  CHECK(plan::pass_difference(first, apart) == 0);
+  CHECK(plan::lower_of(first, apart).forward.us == first.forward.us);
+}
+
 TEST_CASE("plan::CostCurve: interpolates between sizes and extrapolates along the upper half", "[plan]") {
   const plan::CostCurve c{{1, 2, 4, 8}, {10, 12, 16, 24}};
   CHECK(c.at(2) == Approx(12));
