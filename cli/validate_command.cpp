@@ -196,12 +196,16 @@ int validate_command(const ValidateArgs& args, const std::string& self) {
   // Every configuration is planned and predicted before anything runs: bad input exits 2 at once.
   std::vector<Prepared> prepared;
   for (const auto& c : configs) prepared.push_back(prepare(c, args, common));
-  for (size_t i = 0; i < configs.size(); ++i)
-    if (const auto& u = prepared[i].unmeasured; !u.empty())
-      std::cerr << "validate: warning: " << configs[i].label << ": " << u.size() << " layer signature(s) not in "
-                << profile << " (" << *u.begin() << (u.size() > 1 ? ", ..." : "")
-                << "), costed from the device's peak instead; `parallax calibrate --precision " << prepared[i].precision
-                << " " << (configs[i].scenario.empty() ? "" : configs[i].scenario + " ") << "-o PROFILE` measures them\n";
+  for (size_t i = 0; i < configs.size(); ++i) {
+    const Prepared& p = prepared[i];
+    if (p.unmeasured.empty()) continue;
+    const std::string scenario = configs[i].scenario.empty() ? "" : configs[i].scenario + " ";
+    std::cerr << "validate: warning: " << configs[i].label << ": " << p.unmeasured.size()
+              << " layer signature(s) not in " << profile << " (" << *p.unmeasured.begin()
+              << (p.unmeasured.size() > 1 ? ", ..." : "")
+              << "), costed from the device's peak instead; `parallax calibrate --precision " << p.precision
+              << " " << scenario << "-o PROFILE` measures them\n";
+  }
   const fs::path work = fs::temp_directory_path() / ("parallax-validate-" + std::to_string(::getpid()));
   fs::create_directories(work);
   std::cerr << "validate: " << configs.size() << " configuration(s) with profile " << profile << ", " << args.steps

@@ -530,7 +530,9 @@ std::string pass_summary(const std::map<std::string, double>& differences) {
   }
   std::sort(all.begin(), all.end());
   char line[512];
-  std::snprintf(line, sizeof line, "layer costs repeat within %.0f%% between two passes (median of %zu signatures), %.0f%% at worst (%s)",
+  std::snprintf(line, sizeof line,
+                "layer costs alone differ by %.0f%% between two passes (median over %zu signatures, each "
+                "the median over its sizes), by %.0f%% at worst (%s)",
                 100 * all[all.size() / 2], all.size(), 100 * worst->second, worst->first.c_str());
   return line;
 }

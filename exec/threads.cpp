@@ -18,14 +18,16 @@ std::set<long> thread_ids() {
   DIR* tasks = opendir("/proc/self/task");
   if (!tasks) return out;
   while (const dirent* entry = readdir(tasks))
-    if (const long tid = std::strtol(entry->d_name, nullptr, 10); tid > 0) out.insert(tid);  // not "." or ".."
+    if (const long tid = std::strtol(entry->d_name, nullptr, 10); tid > 0)
+      out.insert(tid);  // not "." or ".."
   closedir(tasks);
 #endif
   return out;
 }
 
 int demote_helper_threads(const std::set<long>& before) {
-  if (const char* v = std::getenv("PARALLAX_HELPER_THREADS"); v && std::string(v) == "normal") return 0;
+  if (const char* v = std::getenv("PARALLAX_HELPER_THREADS"); v && std::string(v) == "normal")
+    return 0;
   int changed = 0;
 #ifdef __linux__
   const long self = syscall(SYS_gettid);

@@ -39,13 +39,11 @@ void for_common_sizes(const CostCurve& a, const CostCurve& b, F f) {
       if (a.mb[i] == b.mb[j]) f(i, j);
 }
 
-double curve_difference(const CostCurve& a, const CostCurve& b) {
-  double worst = 0;
+void relative_differences(const CostCurve& a, const CostCurve& b, std::vector<double>* out) {
   for_common_sizes(a, b, [&](size_t i, size_t j) {
     const double low = std::min(a.us[i], b.us[j]);
-    if (low > 0) worst = std::max(worst, std::abs(a.us[i] - b.us[j]) / low);
+    if (low > 0) out->push_back(std::abs(a.us[i] - b.us[j]) / low);
   });
-  return worst;
 }
 
 CostCurve lower_curve(CostCurve a, const CostCurve& b) {
@@ -56,7 +54,12 @@ CostCurve lower_curve(CostCurve a, const CostCurve& b) {
 }  // namespace
 
 double pass_difference(const SignatureCost& a, const SignatureCost& b) {
-  return std::max(curve_difference(a.forward, b.forward), curve_difference(a.backward, b.backward));
+  std::vector<double> d;
+  relative_differences(a.forward, b.forward, &d);
+  relative_differences(a.backward, b.backward, &d);
+  if (d.empty()) return 0;
+  std::nth_element(d.begin(), d.begin() + static_cast<std::ptrdiff_t>(d.size() / 2), d.end());
+  return d[d.size() / 2];
 }
 
 SignatureCost lower_of(const SignatureCost& a, const SignatureCost& b) {

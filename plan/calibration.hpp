@@ -64,8 +64,9 @@ struct SignatureCost {
 };
 
 /// Two measurements of one signature taken minutes apart (calibrate's two passes over the
-/// layers): the largest relative difference |a - b| / min(a, b) at the sizes both measured, over
-/// forward and backward. 0 when they share no size.
+/// layers): the median (the upper middle of an even count) of the relative differences
+/// |a - b| / min(a, b) of forward and backward at each size both measured; 0 when they share no
+/// size. A median, since the smallest sizes of small layers (a few us) differ by 2x at random.
 double pass_difference(const SignatureCost& a, const SignatureCost& b);
 /// The lower of two passes at each size both measured; `a` as it is elsewhere. calibrate keeps
 /// the cost alone as the machine gives it when nothing interferes (as its lower quartiles do).

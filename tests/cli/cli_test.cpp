@@ -180,6 +180,13 @@ TEST_CASE("cli: calibrate writes a profile that simulate uses, with measured lay
   const auto sim = run("simulate " + scenario("mlp-fashion-mnist-ddp2.yaml") + " --set hardware=" + profile + " --json");
   REQUIRE(sim.code == 0);
   CHECK(nlohmann::json::parse(sim.out)["step_time_ms"].get<double>() > 0);
+  // Layers the profile has not measured (another width) are named before validate runs anything.
+  const auto other = run("validate " + scenario("mlp-fashion-mnist-ddp2.yaml") +
+                             " --set model.hidden=128 --steps 3 --profile " + profile,
+                         "", true);
+  CHECK(other.code == 0);
+  CHECK_THAT(other.out, Catch::Contains("3 layer signature(s) not in"));
+  CHECK_THAT(other.out, Catch::Contains("parallax calibrate --precision fp32"));
   std::filesystem::remove_all(dir);
 }
 

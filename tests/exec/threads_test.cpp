@@ -1,16 +1,16 @@
 // demote_helper_threads: the threads started since a snapshot become SCHED_BATCH; the caller and
 // the threads from before stay as they were, as the kernel reports them.
+#include "exec/threads.hpp"
+
 #include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <catch2/catch.hpp>
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <cstdlib>
 #include <set>
 #include <thread>
-
-#include "exec/threads.hpp"
 
 namespace {
 
@@ -33,7 +33,8 @@ struct Helper {
 
 }  // namespace
 
-TEST_CASE("exec: helper threads started since a snapshot become SCHED_BATCH, the others do not", "[exec]") {
+TEST_CASE("exec: helper threads started since a snapshot become SCHED_BATCH, the others do not",
+          "[exec]") {
   REQUIRE(sched_getscheduler(0) == SCHED_OTHER);
   Helper earlier;  // as LibTorch's intra-op workers, started before the process group
   const std::set<long> before = parallax::exec::thread_ids();
