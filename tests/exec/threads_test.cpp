@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <set>
