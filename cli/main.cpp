@@ -122,10 +122,8 @@ bool covers(const std::string& path, const plan::Plan& plan) {
   try {
     const auto doc = plan::YamlDocument::from_file(path);
     const plan::HardwareProfile hw = plan::parse_hardware(plan::Field::root(doc));
-    if (!hw.calibration) return false;
-    for (const auto& layer : plan.layers())
-      if (!hw.calibration->layer(plan::layer_signature(layer, plan.scenario.parallel.precision))) return false;
-    return true;
+    return hw.calibration &&
+           plan::unmeasured_signatures(*hw.calibration, plan.layers(), plan.scenario.parallel.precision).empty();
   } catch (const plan::InputError&) {
     return false;  // from an older calibrate, or damaged: measure again
   }

@@ -13,7 +13,6 @@
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <sstream>
 
 #include "cli/calibrate_command.hpp"
@@ -112,7 +111,7 @@ std::string tail_of(const std::string& path, size_t lines) {
 struct Prepared {
   std::vector<std::string> sets;
   plan::Timeline predicted;
-  std::set<std::string> unmeasured;  ///< layer signatures the profile has no measurement of
+  std::vector<std::string> unmeasured;  ///< layer signatures the profile has no measurement of
   std::string precision;
 };
 
@@ -125,9 +124,7 @@ Prepared prepare(const Config& c, const ValidateArgs& args, const std::vector<st
   p.predicted = predicted_timeline(plan, sim::simulate(plan));
   p.precision = plan::name(plan.scenario.parallel.precision);
   if (const auto& cal = plan.scenario.hardware.calibration)
-    for (const auto& layer : plan.layers())
-      if (const auto sig = plan::layer_signature(layer, plan.scenario.parallel.precision); !cal->layer(sig))
-        p.unmeasured.insert(sig);
+    p.unmeasured = plan::unmeasured_signatures(*cal, plan.layers(), plan.scenario.parallel.precision);
   return p;
 }
 
@@ -201,7 +198,7 @@ int validate_command(const ValidateArgs& args, const std::string& self) {
     if (p.unmeasured.empty()) continue;
     const std::string scenario = configs[i].scenario.empty() ? "" : configs[i].scenario + " ";
     std::cerr << "validate: warning: " << configs[i].label << ": " << p.unmeasured.size()
-              << " layer signature(s) not in " << profile << " (" << *p.unmeasured.begin()
+              << " layer signature(s) not in " << profile << " (" << p.unmeasured.front()
               << (p.unmeasured.size() > 1 ? ", ..." : "")
               << "), costed from the device's peak instead; `parallax calibrate --precision " << p.precision
               << " " << scenario << "-o PROFILE` measures them\n";

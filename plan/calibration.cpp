@@ -145,6 +145,16 @@ std::string layer_signature(const Layer& l, Precision precision) {
   return s.str();
 }
 
+std::vector<std::string> unmeasured_signatures(const Calibration& calibration, const std::vector<Layer>& layers,
+                                               Precision precision) {
+  std::vector<std::string> out;
+  for (const Layer& layer : layers) {
+    std::string sig = layer_signature(layer, precision);
+    if (!calibration.layer(sig) && std::find(out.begin(), out.end(), sig) == out.end()) out.push_back(std::move(sig));
+  }
+  return out;
+}
+
 std::string data_key(const std::string& source, const Layer& first_layer, bool with_input) {
   return source + " " + layer_signature(first_layer, Precision::fp32) + (with_input ? " input" : " target");
 }

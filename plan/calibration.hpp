@@ -152,6 +152,10 @@ struct Calibration {
 
 /// "linear 784x256 relu fp32", "encoder h512 heads8 ffn2048 seq128 bf16", ...
 std::string layer_signature(const Layer& layer, Precision precision);
+/// The signatures of `layers` at `precision` that `calibration` has not measured, each once, in
+/// order: what the cost model then takes from the device's peak figures instead.
+std::vector<std::string> unmeasured_signatures(const Calibration& calibration, const std::vector<Layer>& layers,
+                                               Precision precision);
 
 /// Key of `Calibration::data`: loading one micro-batch of `source` for a model starting with
 /// `first_layer`, with its inputs (first stage) or only its targets (last stage).

@@ -47,10 +47,7 @@ plan::ScheduleKind to_schedule(const std::string& flag, const std::string& v) {
 // Whether a calibrated profile measured every layer of `s` at `precision`.
 bool measured_at(const plan::Scenario& s, plan::Precision precision) {
   const auto& cal = s.hardware.calibration;
-  if (!cal || s.layers.empty()) return false;
-  for (const plan::Layer& layer : s.layers)
-    if (!cal->layer(plan::layer_signature(layer, precision))) return false;
-  return true;
+  return cal && !s.layers.empty() && plan::unmeasured_signatures(*cal, s.layers, precision).empty();
 }
 
 }  // namespace

@@ -130,6 +130,22 @@ TEST_CASE("plan::pass_difference and lower_of: two passes over a layer, compared
   CHECK(plan::lower_of(first, apart).forward.us == first.forward.us);
 }
 
+TEST_CASE("plan::unmeasured_signatures: each layer signature the profile lacks, once, in model order", "[plan]") {
+  const plan::Scenario s = plan::load_scenario(std::string(PARALLAX_SOURCE_DIR) + "/scenarios/mlp-fashion-mnist-ddp2.yaml", {});
+  REQUIRE(s.layers.size() == 3);  // 784x256 relu, 256x256 relu, 256x10
+  plan::Calibration cal;
+  CHECK(plan::unmeasured_signatures(cal, s.layers, plan::Precision::fp32).size() == 3);
+  const std::string middle = plan::layer_signature(s.layers[1], plan::Precision::fp32);
+  cal.layers[middle].signature = middle;
+  const auto missing = plan::unmeasured_signatures(cal, s.layers, plan::Precision::fp32);
+  CHECK(missing == std::vector<std::string>{plan::layer_signature(s.layers[0], plan::Precision::fp32),
+                                            plan::layer_signature(s.layers[2], plan::Precision::fp32)});
+  // The same layers at bf16 are other signatures.
+  CHECK(plan::unmeasured_signatures(cal, s.layers, plan::Precision::bf16).size() == 3);
+  std::vector<plan::Layer> twice = {s.layers[0], s.layers[0]};
+  CHECK(plan::unmeasured_signatures(cal, twice, plan::Precision::fp32).size() == 1);
+}
+
 TEST_CASE("plan::CostCurve: interpolates between sizes and extrapolates along the upper half", "[plan]") {
   const plan::CostCurve c{{1, 2, 4, 8}, {10, 12, 16, 24}};
   CHECK(c.at(2) == Approx(12));
