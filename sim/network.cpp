@@ -12,14 +12,15 @@ namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 }
 
-Network::Network(EventQueue& queue, uint32_t activate_type, uint32_t done_type, DoneFn done)
-    : queue_(queue), activate_type_(activate_type), done_type_(done_type), done_(std::move(done)) {}
+Network::Network(EventQueue& queue, uint32_t activate_type, uint32_t done_type)
+    : queue_(queue), activate_type_(activate_type), done_type_(done_type) {}
 
 int Network::add_link(std::string name, double gb_per_s) {
   Link l;
-  l.name = std::move(name);
   l.capacity = gb_per_s;
   links_.push_back(std::move(l));
+  names_.push_back(std::move(name));
+  samples_.emplace_back();
   return static_cast<int>(links_.size()) - 1;
 }
 
@@ -44,7 +45,7 @@ void Network::start_flow(Time now, Time latency, double bytes, std::span<const i
   else activate(id, now);
 }
 
-void Network::handle(const Event& e) {
+std::optional<int> Network::handle(const Event& e) {
   if (e.type == activate_type_ && e.a < 0) {
     resolve_queued_ = false;
     resolving_.swap(pending_seeds_);
@@ -54,8 +55,9 @@ void Network::handle(const Event& e) {
     activate(e.a, e.time());
   } else if (e.type == done_type_) {
     Flow& f = flows_[e.a];
-    if (f.active && f.version == static_cast<uint32_t>(e.b)) complete(e.a, e.time());  // else superseded
+    if (f.active && f.version == static_cast<uint32_t>(e.b)) return complete(e.a, e.time());  // else superseded
   }
+  return std::nullopt;
 }
 
 void Network::set_capacity(int link, double gb_per_s, Time now) {
@@ -94,10 +96,10 @@ void Network::activate(int id, Time now) {
   int64_t eta = 0;
   if (std::isfinite(rate)) eta = static_cast<int64_t>(std::ceil(f.remaining / rate - 1e-9));
   queue_.push(now + Time::ns(std::max<int64_t>(0, eta)), done_type_, id, static_cast<int32_t>(++f.version));
-  for (int l : f.route) set_link_rate(links_[l], rate, now);
+  for (int l : f.route) set_link_rate(l, rate, now);
 }
 
-void Network::complete(int id, Time now) {
+int Network::complete(int id, Time now) {
   Flow& f = flows_[id];
   // The last bytes arrive now; count them exactly so every link's total is conserved.
   for (int l : f.route) links_[l].bytes += f.remaining;
@@ -118,11 +120,11 @@ void Network::complete(int id, Time now) {
   bool emptied = true;  // no flow left on its links: nothing to re-share
   for (int l : done_route_) emptied = emptied && links_[l].flows.empty();
   if (emptied) {
-    for (int l : done_route_) set_link_rate(links_[l], 0.0, now);
+    for (int l : done_route_) set_link_rate(l, 0.0, now);
   } else {
     resolve_soon(done_route_, now);
   }
-  done_(tag, now);
+  return tag;
 }
 
 // Identical replicas start and end their transfers at the same instants; one re-solve after all
@@ -145,15 +147,17 @@ void Network::settle(Flow& f, Time now) {
   for (int l : f.route) links_[l].bytes += moved;
 }
 
-void Network::set_link_rate(Link& l, double rate, Time now) {
+void Network::set_link_rate(int link, double rate, Time now) {
+  Link& l = links_[link];
   if (l.rate > 0) l.busy_ns += now.count_ns() - l.last_change_ns;
   l.last_change_ns = now.count_ns();
   if (rate == l.rate) return;
   l.rate = rate;
   if (std::isfinite(rate)) l.peak = std::max(l.peak, rate);
   if (record_samples_) {
-    if (!l.samples.empty() && l.samples.back().first == now) l.samples.back().second = rate;
-    else l.samples.emplace_back(now, rate);
+    auto& samples = samples_[link];
+    if (!samples.empty() && samples.back().first == now) samples.back().second = rate;
+    else samples.emplace_back(now, rate);
   }
 }
 
@@ -241,12 +245,12 @@ void Network::resolve(std::span<const int> seed_links, Time now) {
   for (int l : comp_links_) {
     double total = 0;
     for (int fid : links_[l].flows) total += flows_[fid].rate;
-    set_link_rate(links_[l], total, now);
+    set_link_rate(l, total, now);
   }
 }
 
 void Network::finish(Time now) {
-  for (Link& l : links_) set_link_rate(l, 0.0, now);
+  for (size_t l = 0; l < links_.size(); ++l) set_link_rate(static_cast<int>(l), 0.0, now);
 }
 
 }  // namespace parallax::sim

@@ -5,7 +5,7 @@
 // links, repeat). Rates are recomputed when a flow starts or ends, but only for the flows
 // connected to it through shared links, so a 16k-rank step does not re-solve the whole machine
 // for every pipeline send, and once per instant for all the flows that start or end at it. Bandwidths are in GB/s, which is bytes per nanosecond.
-#include <functional>
+#include <optional>
 #include <span>
 #include <tuple>
 #include <string>
@@ -15,8 +15,10 @@
 
 namespace parallax::sim {
 
+// What the event loop touches on every flow; the name and the rate samples, read once at the
+// end, live apart (Network::name, Network::samples) so that a 1,024-rank step's links stay
+// in cache.
 struct Link {
-  std::string name;
   double capacity = 0;  ///< bytes per ns (= GB/s); may be +inf
   std::vector<int> flows;  ///< active flows crossing it
   double bytes = 0;        ///< moved so far
@@ -24,7 +26,6 @@ struct Link {
   double peak = 0;         ///< highest total rate seen
   int64_t busy_ns = 0;     ///< time with at least one flow moving
   int64_t last_change_ns = 0;
-  std::vector<std::pair<Time, double>> samples;  ///< rate over time, when recorded
 
   // Scratch for the solver.
   uint32_t mark = 0;
@@ -35,24 +36,26 @@ struct Link {
 
 class Network {
  public:
-  /// Called when a flow's last byte arrives.
-  using DoneFn = std::function<void(int tag, Time now)>;
-
   /// The network schedules its own events in `queue` with the two given type numbers; the owner
   /// forwards those events to handle().
-  Network(EventQueue& queue, uint32_t activate_type, uint32_t done_type, DoneFn done);
+  Network(EventQueue& queue, uint32_t activate_type, uint32_t done_type);
 
   int add_link(std::string name, double gb_per_s);
   void reserve_links(size_t n) { links_.reserve(n); }
   /// Moves `bytes` across every link of `route`, starting after `latency`.
   void start_flow(Time now, Time latency, double bytes, std::span<const int> route, int tag);
-  void handle(const Event& e);
+  /// Plays one of the network's events; when a flow's last byte arrives with it, returns the
+  /// flow's tag (a direct return rather than a callback: this is the simulator's hottest call).
+  std::optional<int> handle(const Event& e);
   /// Changes a link's capacity from `now` on; its flows are re-shared at this instant.
   void set_capacity(int link, double gb_per_s, Time now);
 
   /// Record every link's rate over time (for traces and the GUI; costs memory at scale).
   void record_samples(bool on) { record_samples_ = on; }
   const std::vector<Link>& links() const { return links_; }
+  const std::string& name(int link) const { return names_[link]; }
+  /// The link's total rate over time, when recorded.
+  const std::vector<std::pair<Time, double>>& samples(int link) const { return samples_[link]; }
   /// Closes the busy-time accounting at the end of the run.
   void finish(Time now);
 
@@ -71,17 +74,18 @@ class Network {
   };
 
   void activate(int flow, Time now);
-  void complete(int flow, Time now);
+  int complete(int flow, Time now);
   void settle(Flow& f, Time now);
   void resolve(std::span<const int> seed_links, Time now);
   /// Re-solves the links in `seeds` later at `now`, once for every change made at that instant.
   void resolve_soon(std::span<const int> seeds, Time now);
-  void set_link_rate(Link& l, double rate, Time now);
+  void set_link_rate(int link, double rate, Time now);
 
   EventQueue& queue_;
   uint32_t activate_type_, done_type_;
-  DoneFn done_;
   std::vector<Link> links_;
+  std::vector<std::string> names_;
+  std::vector<std::vector<std::pair<Time, double>>> samples_;
   std::vector<Flow> flows_;
   std::vector<int> free_flows_;
   bool record_samples_ = false;

@@ -112,7 +112,7 @@ class Simulation {
         preposted_receives_(!blocking_sends_),
         interference_(plan.scenario.hardware.interference),
         played_((options.step_only || options.fold_replicas) && replicas_alike(plan) ? sched_.pipeline : plan.world_size),
-        network_(queue_, kFlowActivate, kFlowDone, [this](int tag, Time now) { on_flow_done(tag, now); }),
+        network_(queue_, kFlowActivate, kFlowDone),
         topo_(plan, network_, /*named=*/!options.step_only) {
     network_.record_samples(options.record_link_samples);
     const int p = sched_.pipeline;
@@ -341,7 +341,9 @@ class Simulation {
         break;
       case kSendCallDone: on_send_call_done(e.a, e.time()); break;
       case kRecvPosted: on_recv_posted(e.a, e.time()); break;
-      default: network_.handle(e); break;
+      default:
+        if (const std::optional<int> flow = network_.handle(e)) on_flow_done(*flow, e.time());
+        break;
     }
   }
 
@@ -814,14 +816,16 @@ class Simulation {
   }
 
   void collect_links() {
-    for (const Link& l : network_.links()) {
+    const auto& links = network_.links();
+    for (size_t i = 0; i < links.size(); ++i) {
+      const Link& l = links[i];
       LinkUsage u;
-      u.name = l.name;
+      u.name = network_.name(static_cast<int>(i));
       u.capacity_gb_per_s = l.capacity;
       u.bytes = l.bytes;
       u.peak_gb_per_s = l.peak;
       u.busy = Time::ns(l.busy_ns);
-      u.samples = l.samples;
+      u.samples = network_.samples(static_cast<int>(i));
       run_.links.push_back(std::move(u));
     }
   }

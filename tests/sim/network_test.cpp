@@ -14,10 +14,13 @@ namespace {
 struct Bench {
   sim::EventQueue queue;
   std::map<int, Time> done;
-  sim::Network net{queue, 1, 2, [this](int tag, Time now) { done[tag] = now; }};
+  sim::Network net{queue, 1, 2};
 
   void run() {
-    while (!queue.empty()) net.handle(queue.pop());
+    while (!queue.empty()) {
+      const sim::Event e = queue.pop();
+      if (const auto tag = net.handle(e)) done[*tag] = e.time();
+    }
   }
 };
 
