@@ -5,6 +5,7 @@
 //   parallax_sim_bench                 # published all-reduce bus bandwidths, then 1,024 ranks (128 replicas)
 //   parallax_sim_bench --published F   # the published figures from F (default bench/data/nccl_allreduce_published.csv)
 //   parallax_sim_bench --replicas 2048 # 16,384 ranks
+//   parallax_sim_bench --mixed --replicas 512 # the interleaved p2p + DDP step of --scale at 8,192 ranks
 //   parallax_sim_bench --queue         # raw event-queue throughput
 //   parallax_sim_bench --scale         # the scale goals: up to 131,072 ranks, mixed p2p + DDP, ASTRA-sim's DP example
 //   parallax_sim_bench --kineto [DIR]  # the shared Kineto fixtures: NCCL kernels against prediction, and the
@@ -323,10 +324,21 @@ std::string transformer_1b3(int replicas) {
          "hardware: a100-nvlink-ib\n";
 }
 
+// Pipeline sends and DDP all-reduces on the same links: interleaved 1F1B, 16 stages x 2 virtual,
+// 16 x R ranks.
+std::string interleaved_mixed(int replicas) {
+  return "name: bench-mixed\n"
+         "model: {preset: transformer, layers: 32, hidden: 2048, heads: 16, ffn: 8192, seq_len: 2048, vocab: 32000}\n"
+         "data: {batch_size: 32}\n"
+         "parallel: {data: " + std::to_string(replicas) +
+         ", pipeline: 16, virtual: 2, chunks: 32, schedule: interleaved-1f1b, bucket_cap_mb: 25, precision: bf16}\n"
+         "hardware: a100-nvlink-ib\n";
+}
+
 // The 1,024-rank step (by default), simulated `repeats` times: the simulate figures are the
 // median run's, with the fastest and slowest beside them (this machine's run-to-run spread).
-void bench_step(int replicas, int repeats) {
-  const std::string yaml = transformer_1b3(replicas);
+void bench_step(int replicas, int repeats, bool mixed) {
+  const std::string yaml = mixed ? interleaved_mixed(replicas) : transformer_1b3(replicas);
   auto t0 = std::chrono::steady_clock::now();
   const plan::Plan p = plan::resolve_plan(plan::parse_scenario(plan::YamlDocument::from_text(yaml, "bench")));
   const double plan_s = seconds_since(t0);
@@ -352,8 +364,9 @@ void bench_step(int replicas, int repeats) {
   const double sim_median = profiler::median(sim_s);
   const auto [fastest, slowest] = std::minmax_element(sim_s.begin(), sim_s.end());
 
-  std::printf("step of %d ranks (8 stages x %d replicas, %d nodes), %.2fB params, %zu buckets, 64 micro-batches\n",
-              p.world_size, replicas, p.nodes, static_cast<double>(params) / 1e9, buckets);
+  std::printf("step of %d ranks (%d stages x %d replicas, %d nodes), %.2fB params, %zu buckets, %d micro-batches\n",
+              p.world_size, p.scenario.parallel.pipeline, replicas, p.nodes, static_cast<double>(params) / 1e9, buckets,
+              p.scenario.parallel.chunks);
   std::printf("  plan        %.3f s\n", plan_s);
   std::printf("  simulate    %.3f s  (median of %d; %.3f-%.3f s; event loop %.3f s of it)\n", sim_median, repeats,
               *fastest, *slowest, profiler::median(loop_s));
@@ -416,16 +429,7 @@ void bench_scale() {
   scale_case("1f1b 1.3B, 8 stages", transformer_1b3(2048), Mode::full);
   for (int replicas : {128, 2048, 16384}) scale_case("1f1b 1.3B, 8 stages", transformer_1b3(replicas), Mode::step_only);
   for (int replicas : {2048, 16384}) scale_case("1f1b 1.3B, 8 stages", transformer_1b3(replicas), Mode::folded);
-  for (int replicas : {64, 128, 256, 512}) {
-    const std::string yaml =
-        "name: bench-mixed\n"
-        "model: {preset: transformer, layers: 32, hidden: 2048, heads: 16, ffn: 8192, seq_len: 2048, vocab: 32000}\n"
-        "data: {batch_size: 32}\n"
-        "parallel: {data: " + std::to_string(replicas) +
-        ", pipeline: 16, virtual: 2, chunks: 32, schedule: interleaved-1f1b, bucket_cap_mb: 25, precision: bf16}\n"
-        "hardware: a100-nvlink-ib\n";
-    scale_case("interleaved p16 v2 (p2p + DDP)", yaml, Mode::full);
-  }
+  for (int replicas : {64, 128, 256, 512}) scale_case("interleaved p16 v2 (p2p + DDP)", interleaved_mixed(replicas), Mode::full);
   for (int npus : {1024, 4096}) {
     // 48 layers of 1 ms; 12 buckets of 100 MiB (4 layers' gradients each), as ASTRA-sim's example.
     const std::string yaml =
@@ -443,6 +447,7 @@ void bench_scale() {
 int main(int argc, char** argv) {
   int replicas = 128;
   bool step_only_bench = false;  // --step: the step alone (for profiling it)
+  bool mixed = false;            // --mixed: the interleaved p2p + DDP case instead of 1F1B
   int repeats = 5;
   std::string published = PARALLAX_SOURCE_DIR "/bench/data/nccl_allreduce_published.csv";
   for (int i = 1; i < argc; ++i) {
@@ -452,6 +457,10 @@ int main(int argc, char** argv) {
     }
     if (!std::strcmp(argv[i], "--step")) {
       step_only_bench = true;
+      continue;
+    }
+    if (!std::strcmp(argv[i], "--mixed")) {
+      mixed = step_only_bench = true;
       continue;
     }
     if (!std::strcmp(argv[i], "--scale")) {
@@ -469,11 +478,11 @@ int main(int argc, char** argv) {
     } else if (!std::strcmp(argv[i], "--published") && i + 1 < argc) {
       published = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: %s [--replicas N] [--repeat N] [--step] [--published FILE] [--queue | --scale | --kineto [DIR]]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--replicas N] [--repeat N] [--step | --mixed] [--published FILE] [--queue | --scale | --kineto [DIR]]\n", argv[0]);
       return 2;
     }
   }
   if (!step_only_bench) bench_published(published);
-  bench_step(replicas, repeats);
+  bench_step(replicas, repeats, mixed);
   return 0;
 }

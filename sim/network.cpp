@@ -85,7 +85,7 @@ void Network::activate(int id, Time now) {
   }
   if (!alone) {
     f.rate = 0;  // until the re-solve at this instant
-    resolve_soon(f.route, now);
+    resolve_soon(std::span<const int>(f.route.data(), f.route.size()), now);
     return;
   }
   // Fast path (most pipeline sends): no other flow on its links, so it gets their smallest

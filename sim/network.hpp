@@ -5,6 +5,7 @@
 // links, repeat). Rates are recomputed when a flow starts or ends, but only for the flows
 // connected to it through shared links, so a 16k-rank step does not re-solve the whole machine
 // for every pipeline send, and once per instant for all the flows that start or end at it. Bandwidths are in GB/s, which is bytes per nanosecond.
+#include <boost/container/small_vector.hpp>
 #include <optional>
 #include <span>
 #include <tuple>
@@ -20,7 +21,9 @@ namespace parallax::sim {
 // in cache.
 struct Link {
   double capacity = 0;  ///< bytes per ns (= GB/s); may be +inf
-  std::vector<int> flows;  ///< active flows crossing it
+  /// Active flows crossing it. Inline up to a few (a device port rarely carries more at once),
+  /// so the flow list is in the link's own cache line rather than one pointer away.
+  boost::container::small_vector<int, 3> flows;
   double bytes = 0;        ///< moved so far
   double rate = 0;         ///< current total rate
   double peak = 0;         ///< highest total rate seen
@@ -70,7 +73,8 @@ class Network {
     double old_rate = -1;  // rate before the current re-solve; -1 when no completion is scheduled
     int tag = 0;
     bool active = false;
-    std::vector<int> route;
+    // Inline for point-to-point routes (two links); a collective's phase spills to the heap.
+    boost::container::small_vector<int, 2> route;
   };
 
   void activate(int flow, Time now);

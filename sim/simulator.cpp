@@ -62,15 +62,17 @@ struct Transfer {
 };
 
 // Both halves of a point-to-point transfer, until both are posted.
+// (32 bytes: there is one per played receiver, direction, stage and micro-batch.)
 struct Rendezvous {
   Time send_post, recv_post;
-  bool sent = false, received = false;
   int32_t send_dep = -1, recv_dep = -1;
+  int32_t send_ev = -1;
+  bool sent = false, received = false;
   // Gloo (receives posted at the step's start): the data may arrive before the receiver reaches
   // its RECV; `reached` says it is there, `arrived` that the data is, with the send's event.
   bool reached = false, arrived = false;
-  int32_t send_ev = -1;
 };
+static_assert(sizeof(Rendezvous) == 32);
 
 struct Phase {
   std::vector<int> links;
@@ -480,7 +482,11 @@ class Simulation {
   void schedule_compute(int rank, Time now) {
     RankState& st = ranks_[rank];
     const auto version = static_cast<int32_t>(st.compute_version);
+    // Full speed from the start (most computes): the offsets as they are, as the formula below
+    // would give them, without its floating point.
+    const bool as_is = st.speed == 1.0 && st.work_done == 0.0;
     auto at = [&](int64_t work) {
+      if (as_is) return now + Time::ns(work);
       const double left = std::max(0.0, static_cast<double>(work) - st.work_done);
       return now + Time::ns(static_cast<int64_t>(std::ceil(left / st.speed - 1e-6)));
     };
