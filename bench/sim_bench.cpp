@@ -384,12 +384,16 @@ void bench_step(int replicas, int repeats, bool mixed) {
 enum class Mode { full, step_only, folded };
 
 // One simulation in a child process, so that its peak RSS is its own: prints ranks, wall time
-// (plan + simulate; folded: + metrics), events, events/s, peak RSS and the predicted step.
-void scale_case(const char* label, const std::string& yaml, Mode mode) {
+// (plan + simulate; folded: + metrics), events, events/s, peak RSS and the predicted step, unless
+// `quiet`. Returns the simulate time (negative if the child failed).
+double scale_case(const char* label, const std::string& yaml, Mode mode, bool quiet = false) {
   std::fflush(stdout);
+  int fds[2];
+  if (pipe(fds) != 0) throw std::runtime_error("pipe failed");
   const pid_t pid = fork();
   if (pid < 0) throw std::runtime_error("fork failed");
   if (pid == 0) {
+    close(fds[0]);
     const auto t0 = std::chrono::steady_clock::now();
     const plan::Plan p = plan::resolve_plan(plan::parse_scenario(plan::YamlDocument::from_text(yaml, "bench")));
     const double plan_s = seconds_since(t0);
@@ -406,16 +410,43 @@ void scale_case(const char* label, const std::string& yaml, Mode mode) {
       if (m.ranks.size() != static_cast<size_t>(p.world_size)) throw std::logic_error("folded metrics miss ranks");
     }
     const char* mode_name = mode == Mode::full ? "full" : mode == Mode::step_only ? "step-only" : "folded+metrics";
-    std::printf("  %-34s %7d %-14s %7.2f s %7.2f s %10llu %7.2f M/s %7.0f MiB %10.1f ms%s\n", label, p.world_size,
+    if (write(fds[1], &sim_s, sizeof sim_s) != sizeof sim_s) _exit(1);
+    if (!quiet)
+      std::printf("  %-34s %7d %-14s %7.2f s %7.2f s %10llu %7.2f M/s %7.0f MiB %10.1f ms%s\n", label, p.world_size,
                 mode_name, plan_s, sim_s, static_cast<unsigned long long>(run.events),
                 static_cast<double>(run.events) / sim_s / 1e6, peak_rss_mib(), run.step_time.to_ms(),
                 run.folded ? " (one replica played)" : "");
     std::fflush(stdout);
     _exit(0);
   }
+  close(fds[1]);
+  double sim_s = -1;
+  if (read(fds[0], &sim_s, sizeof sim_s) != sizeof sim_s) sim_s = -1;
+  close(fds[0]);
   int status = 0;
   waitpid(pid, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) std::printf("  %-34s failed (status %d)\n", label, status);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    std::printf("  %-34s failed (status %d)\n", label, status);
+    return -1;
+  }
+  return sim_s;
+}
+
+// The mixed p2p + DDP step at 1,024 and 8,192 ranks, `runs` fresh processes each, alternated so
+// that both sizes see the same moments of a shared machine: the ratio of the medians, with the
+// ranges beside it (one run of the small case varies by tens of percent here).
+void mixed_scaling(int runs) {
+  std::vector<double> small, large;
+  for (int i = 0; i < runs; ++i) {
+    small.push_back(scale_case("mixed 1,024", interleaved_mixed(64), Mode::full, true));
+    large.push_back(scale_case("mixed 8,192", interleaved_mixed(512), Mode::full, true));
+  }
+  const auto [s_min, s_max] = std::minmax_element(small.begin(), small.end());
+  const auto [l_min, l_max] = std::minmax_element(large.begin(), large.end());
+  const double s = profiler::median(small), l = profiler::median(large);
+  std::printf("  mixed p2p + DDP, 1,024 -> 8,192 ranks (%d fresh processes each, alternated): %.3f s (%.3f-%.3f) -> "
+              "%.3f s (%.3f-%.3f) = %.1fx for 8x the ranks\n",
+              runs, s, *s_min, *s_max, l, *l_min, *l_max, l / s);
 }
 
 // The scale goals of docs/simulator.md: 1F1B PP x DP steps from 1,024 to 131,072 ranks, pipeline
@@ -430,6 +461,7 @@ void bench_scale() {
   for (int replicas : {128, 2048, 16384}) scale_case("1f1b 1.3B, 8 stages", transformer_1b3(replicas), Mode::step_only);
   for (int replicas : {2048, 16384}) scale_case("1f1b 1.3B, 8 stages", transformer_1b3(replicas), Mode::folded);
   for (int replicas : {64, 128, 256, 512}) scale_case("interleaved p16 v2 (p2p + DDP)", interleaved_mixed(replicas), Mode::full);
+  mixed_scaling(5);
   for (int npus : {1024, 4096}) {
     // 48 layers of 1 ms; 12 buckets of 100 MiB (4 layers' gradients each), as ASTRA-sim's example.
     const std::string yaml =

@@ -1,54 +1,23 @@
 #include "sim/metrics.hpp"
 
 #include <algorithm>
-#include <boost/graph/compressed_sparse_row_graph.hpp>
-#include <boost/range/iterator_range.hpp>
 #include <cmath>
+#include <stdexcept>
 
 #include "plan/timeline_metrics.hpp"
 
 namespace parallax::sim {
 
-std::vector<int32_t> critical_path(const plan::Timeline& timeline, const std::vector<Dependency>& deps) {
+std::vector<int32_t> critical_path(const plan::Timeline& timeline, const std::vector<int32_t>& waited_for) {
   const auto& events = timeline.events;
   if (events.empty()) return {};
-  // Edges point from an event to what it depended on, so out_edges(v) are v's dependencies.
-  struct Release {
-    int64_t ns = 0;
-  };
-  using Graph = boost::compressed_sparse_row_graph<boost::directedS, boost::no_property, Release, boost::no_property,
-                                                   uint32_t, uint32_t>;
-  std::vector<std::pair<uint32_t, uint32_t>> edges;
-  std::vector<Release> props;
-  edges.reserve(deps.size());
-  props.reserve(deps.size());
-  for (const Dependency& d : deps) {
-    edges.emplace_back(static_cast<uint32_t>(d.to), static_cast<uint32_t>(d.from));
-    props.push_back({d.release_ns});
-  }
-  const Graph g(boost::edges_are_unsorted_multi_pass, edges.begin(), edges.end(), props.begin(),
-                static_cast<uint32_t>(events.size()));
-
-  uint32_t v = 0;
-  for (uint32_t i = 1; i < events.size(); ++i)
+  if (waited_for.size() != events.size()) throw std::invalid_argument("critical_path: one waited-for link per event expected");
+  size_t v = 0;  // the step ends with the event that ends last (the first of equals)
+  for (size_t i = 1; i < events.size(); ++i)
     if (events[i].end > events[v].end) v = i;
   std::vector<int32_t> path = {static_cast<int32_t>(v)};
-  for (;;) {
-    // The dependency released last is the one this event waited for; ties go to the lowest index.
-    int64_t best_release = -1;
-    uint32_t best = v;
-    for (auto e : boost::make_iterator_range(boost::out_edges(v, g))) {
-      const uint32_t u = boost::target(e, g);
-      const int64_t rel = g[e].ns;
-      if (rel > best_release || (rel == best_release && u < best)) {
-        best_release = rel;
-        best = u;
-      }
-    }
-    if (best == v) break;
-    v = best;
-    path.push_back(static_cast<int32_t>(v));
-  }
+  // Each event names the one it waited for, always recorded before it, so the walk ends.
+  for (int32_t u = waited_for[v]; u >= 0; u = waited_for[static_cast<size_t>(u)]) path.push_back(u);
   std::reverse(path.begin(), path.end());
   return path;
 }
@@ -105,7 +74,7 @@ Metrics compute_metrics(const plan::Plan& plan, const SimRun& run) {
     m.links.push_back(lm);
   }
   std::stable_sort(m.links.begin(), m.links.end(), [](const LinkMetrics& a, const LinkMetrics& b) { return a.bytes > b.bytes; });
-  m.critical_path = critical_path(run.timeline, run.dependencies);
+  m.critical_path = critical_path(run.timeline, run.waited_for);
   return m;
 }
 

@@ -40,8 +40,8 @@ struct Metrics {
 
 Metrics compute_metrics(const plan::Plan& plan, const SimRun& run);
 
-/// Follows, from the event that ends last, the dependency that released each event last.
-/// The graph is a Boost compressed-sparse-row graph of the recorded dependencies.
-std::vector<int32_t> critical_path(const plan::Timeline& timeline, const std::vector<Dependency>& deps);
+/// Follows, from the event that ends last, the dependency that released each event last
+/// (SimRun::waited_for).
+std::vector<int32_t> critical_path(const plan::Timeline& timeline, const std::vector<int32_t>& waited_for);
 
 }  // namespace parallax::sim

@@ -141,7 +141,7 @@ class Simulation {
       size_t actions = 0;
       for (int r = 0; r < played_; ++r) actions += sched_.ranks[r % p].size();
       reserve_huge(run_.timeline.events, actions + actions / 4);
-      reserve_huge(run_.dependencies, actions * 2);
+      reserve_huge(run_.waited_for, actions + actions / 4);
     }
     run_.timeline.kind = "predicted";
     run_.timeline.scenario = plan.scenario.name;
@@ -364,11 +364,23 @@ class Simulation {
     ev.algorithm = algorithm;
     ev.protocol = protocol;
     run_.timeline.events.push_back(ev);
+    run_.waited_for.push_back(-1);
+    latest_release_ = -1;
     return static_cast<int32_t>(run_.timeline.events.size()) - 1;
   }
 
+  // "`to` could not start before `from` released it at `release`." Every event's dependencies are
+  // given right after it is recorded, so only the one released last (the lowest index among
+  // equals) need be kept: it is the event's link on the critical path.
   void depend(int32_t from, int32_t to, Time release) {
-    if (from >= 0 && to >= 0) run_.dependencies.push_back({from, to, release.count_ns()});
+    if (from < 0 || to < 0) return;
+    if (to + size_t{1} != run_.waited_for.size()) throw std::logic_error("simulator: a dependency of an earlier event");
+    int32_t& waited = run_.waited_for.back();
+    const int64_t ns = release.count_ns();
+    if (ns > latest_release_ || (ns == latest_release_ && from < waited)) {
+      latest_release_ = ns;
+      waited = from;
+    }
   }
 
   Time end_of(int32_t event) const { return event < 0 ? Time() : run_.timeline.events[event].end; }
@@ -845,6 +857,7 @@ class Simulation {
   plan::Interference interference_;
   int played_ = 0;  // ranks played: all, or replica 0's when folded
   Time end_;        // the latest end of any recorded event
+  int64_t latest_release_ = -1;  // of the latest recorded event's dependencies so far (depend)
   // Calibrated hosts: a message whose receive comes after its send takes this long (beyond its
   // bytes) from the receive's post.
   EventQueue queue_;

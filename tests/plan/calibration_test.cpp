@@ -352,7 +352,7 @@ TEST_CASE("sim::simulate: on a calibrated Gloo host every receive is posted at t
   CHECK(find(0, "0B1").start == b0.end);
   // What held rank 0 up at the end was its own B0, not stage 1's message: the critical path ends
   // on rank 0 through 0B0 and not through 1SEND_B1.
-  const auto path = sim::critical_path(run.timeline, run.dependencies);
+  const auto path = sim::critical_path(run.timeline, run.waited_for);
   std::string ids;
   for (int32_t e : path) ids += run.timeline.events[e].action.id() + " ";
   INFO("critical path: " << ids);
