@@ -20,6 +20,7 @@ int Network::add_link(std::string name, double gb_per_s) {
   l.capacity = gb_per_s;
   links_.push_back(std::move(l));
   names_.push_back(std::move(name));
+  scratch_.emplace_back();
   samples_.emplace_back();
   return static_cast<int>(links_.size()) - 1;
 }
@@ -168,8 +169,8 @@ void Network::resolve(std::span<const int> seed_links, Time now) {
   comp_flows_.clear();
   stack_.clear();
   for (int l : seed_links) {
-    if (links_[l].mark != epoch_) {
-      links_[l].mark = epoch_;
+    if (scratch_[l].mark != epoch_) {
+      scratch_[l].mark = epoch_;
       stack_.push_back(l);
     }
   }
@@ -183,8 +184,8 @@ void Network::resolve(std::span<const int> seed_links, Time now) {
       f.mark = epoch_;
       comp_flows_.push_back(fid);
       for (int l2 : f.route) {
-        if (links_[l2].mark != epoch_) {
-          links_[l2].mark = epoch_;
+        if (scratch_[l2].mark != epoch_) {
+          scratch_[l2].mark = epoch_;
           stack_.push_back(l2);
         }
       }
@@ -204,9 +205,9 @@ void Network::resolve(std::span<const int> seed_links, Time now) {
   };
   heap_.clear();
   for (int l : comp_links_) {
-    Link& link = links_[l];
-    link.residual = link.capacity;
-    link.unfixed = static_cast<int>(link.flows.size());
+    LinkScratch& link = scratch_[l];
+    link.residual = links_[l].capacity;
+    link.unfixed = static_cast<int>(links_[l].flows.size());
     ++link.heap_version;
     if (link.unfixed > 0) push(link.residual / link.unfixed, l, link.heap_version);
   }
@@ -214,16 +215,16 @@ void Network::resolve(std::span<const int> seed_links, Time now) {
     std::pop_heap(heap_.begin(), heap_.end(), later);
     const auto [share, l, version] = heap_.back();
     heap_.pop_back();
-    Link& link = links_[l];
+    LinkScratch& link = scratch_[l];
     if (version != link.heap_version || link.unfixed == 0) continue;
-    for (int fid : link.flows) {
+    for (int fid : links_[l].flows) {
       Flow& f = flows_[fid];
       if (f.fixed == epoch_) continue;
       f.fixed = epoch_;
       f.rate = share;
       for (int l2 : f.route) {
         if (l2 == l) continue;
-        Link& other = links_[l2];
+        LinkScratch& other = scratch_[l2];
         if (std::isfinite(share)) other.residual = std::max(0.0, other.residual - share);
         if (--other.unfixed > 0) push(other.residual / other.unfixed, l2, ++other.heap_version);
         else ++other.heap_version;

@@ -29,12 +29,6 @@ struct Link {
   double peak = 0;         ///< highest total rate seen
   int64_t busy_ns = 0;     ///< time with at least one flow moving
   int64_t last_change_ns = 0;
-
-  // Scratch for the solver.
-  uint32_t mark = 0;
-  uint32_t heap_version = 0;
-  double residual = 0;
-  int unfixed = 0;
 };
 
 class Network {
@@ -44,7 +38,12 @@ class Network {
   Network(EventQueue& queue, uint32_t activate_type, uint32_t done_type);
 
   int add_link(std::string name, double gb_per_s);
-  void reserve_links(size_t n) { links_.reserve(n); }
+  void reserve_links(size_t n) {
+    links_.reserve(n);
+    scratch_.reserve(n);
+    names_.reserve(n);
+    samples_.reserve(n);
+  }
   /// Moves `bytes` across every link of `route`, starting after `latency`.
   void start_flow(Time now, Time latency, double bytes, std::span<const int> route, int tag);
   /// Plays one of the network's events; when a flow's last byte arrives with it, returns the
@@ -88,6 +87,15 @@ class Network {
   EventQueue& queue_;
   uint32_t activate_type_, done_type_;
   std::vector<Link> links_;
+  // The solver's per-link scratch, apart from Link: most flows never reach the solver (the fast
+  // path in activate), and Link stays smaller for them.
+  struct LinkScratch {
+    uint32_t mark = 0;
+    uint32_t heap_version = 0;
+    double residual = 0;
+    int unfixed = 0;
+  };
+  std::vector<LinkScratch> scratch_;
   std::vector<std::string> names_;
   std::vector<std::vector<std::pair<Time, double>>> samples_;
   std::vector<Flow> flows_;
