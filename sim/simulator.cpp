@@ -354,7 +354,7 @@ class Simulation {
                  plan::Algorithm algorithm = plan::Algorithm::none, plan::Protocol protocol = plan::Protocol::none) {
     end_ = std::max(end_, end);
     if (step_only_) return -1;
-    plan::TimelineEvent ev;
+    plan::TimelineEvent& ev = run_.timeline.events.emplace_back();  // written in place: no 56-byte copy
     ev.rank = rank;
     ev.lane = lane;
     ev.action = a;
@@ -363,7 +363,6 @@ class Simulation {
     ev.bytes = bytes;
     ev.algorithm = algorithm;
     ev.protocol = protocol;
-    run_.timeline.events.push_back(ev);
     run_.waited_for.push_back(-1);
     latest_release_ = -1;
     return static_cast<int32_t>(run_.timeline.events.size()) - 1;
@@ -700,7 +699,15 @@ class Simulation {
   // Both sides have posted: the payload moves, after the route's latency.
   void start_transfer(int src, int dst, const Action& send, int recv_stage, size_t slot, Time now) {
     const Rendezvous& rv = rendezvous_[slot];
-    Transfer t;
+    int id;
+    if (!free_transfers_.empty()) {
+      id = free_transfers_.back();
+      free_transfers_.pop_back();
+    } else {
+      id = static_cast<int>(transfers_.size());
+      transfers_.emplace_back();
+    }
+    Transfer& t = transfers_[id];  // written in place, as the timeline's events are
     t.src = src;
     t.dst = dst;
     t.send_kind = send.kind;
@@ -713,23 +720,13 @@ class Simulation {
     t.slot = slot;
     t.start = rv.send_post;
     const Route route = topo_.p2p(src, dst);
-    int id;
-    if (!free_transfers_.empty()) {
-      id = free_transfers_.back();
-      free_transfers_.pop_back();
-      transfers_[id] = t;
-    } else {
-      id = static_cast<int>(transfers_.size());
-      transfers_.push_back(t);
-    }
     network_.start_flow(now, route.latency, static_cast<double>(t.bytes), route.links, id);
     comm_kernel(src, +1, now);
     comm_kernel(dst, +1, now);
   }
 
   void on_transfer_done(int id, Time now) {
-    const Transfer t = transfers_[id];
-    free_transfers_.push_back(id);
+    const Transfer& t = transfers_[id];  // freed below, before anything can start another transfer
     comm_kernel(t.src, -1, now);
     comm_kernel(t.dst, -1, now);
     const bool forward = t.send_kind == ActionKind::SEND_F;
@@ -741,6 +738,7 @@ class Simulation {
     if (preposted_receives_ && !rv.reached) {  // the receiver gets there later (reach_recv)
       rv.arrived = true;
       rv.send_ev = send_ev;
+      free_transfers_.push_back(id);
       return;
     }
     const int32_t recv_ev = record(t.dst, Lane::recv, recv, std::max(t.start, rv.recv_post), now, t.bytes);
@@ -750,7 +748,9 @@ class Simulation {
     dst.pending.push_back(recv_ev);
     dst.last_done = recv_ev;
     ++dst.pc;
-    advance(t.dst, now);
+    const int receiver = t.dst;
+    free_transfers_.push_back(id);
+    advance(receiver, now);
   }
 
   // --- DDP all-reduce ---
