@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -138,16 +139,63 @@ std::string how(const plan::TimelineEvent& e) {
   return std::string(plan::name(e.algorithm)) + "/" + plan::name(e.protocol);
 }
 
+// One size of a published sweep: the predicted and the published bus bandwidth.
+struct SweepPoint {
+  double bytes = 0, predicted = 0, published = 0;
+};
+
+// The size (bytes) at which a sweep's bus bandwidth first reaches half of its largest size's,
+// interpolated on log2(size): where the latency-bound ramp gives way to the bandwidth-bound plateau.
+double half_size(const std::vector<SweepPoint>& pts, double SweepPoint::*busbw) {
+  const double half = pts.back().*busbw / 2;
+  for (size_t i = 1; i < pts.size(); ++i) {
+    const double lo = pts[i - 1].*busbw, hi = pts[i].*busbw;
+    if (lo < half && hi >= half) {
+      const double f = (half - lo) / (hi - lo);
+      return std::exp2(std::log2(pts[i - 1].bytes) + f * (std::log2(pts[i].bytes) - std::log2(pts[i - 1].bytes)));
+    }
+  }
+  return pts.front().*busbw >= half ? pts.front().bytes : pts.back().bytes;
+}
+
+// Shape of each sweep (one setup and source, 4 sizes or more): worst error on large messages
+// (256 MiB and up) and on the ramp below, and the half-bandwidth size predicted and published.
+void print_sweeps(std::map<std::string, std::vector<SweepPoint>>& sweeps) {
+  bool header = false;
+  for (auto& [key, pts] : sweeps) {
+    if (pts.size() < 4) continue;
+    if (!header) {
+      std::printf("sweeps: worst error at 256 MiB and up / below, and the size where bus bandwidth reaches half its 4 GiB figure\n");
+      header = true;
+    }
+    std::sort(pts.begin(), pts.end(), [](const SweepPoint& a, const SweepPoint& b) { return a.bytes < b.bytes; });
+    double large = 0, ramp = 0;
+    for (const SweepPoint& p : pts) {
+      const double err = (p.predicted - p.published) / p.published;
+      double& worst = p.bytes >= 256.0 * 1048576 ? large : ramp;
+      if (std::abs(err) > std::abs(worst)) worst = err;
+    }
+    std::printf("  %-28s large %+6.1f%%  ramp %+6.1f%%  half bandwidth at %6.1f MiB predicted, %6.1f MiB published\n",
+                key.substr(0, key.find('\t')).c_str(), 100 * large, 100 * ramp,
+                half_size(pts, &SweepPoint::predicted) / 1048576, half_size(pts, &SweepPoint::published) / 1048576);
+  }
+}
+
 void bench_published(const std::string& path) {
   std::printf("all-reduce bus bandwidth, predicted vs published (nccl-tests busbw; %s)\n", path.c_str());
   std::printf("  %-16s %5s %4s %8s %-6s %-20s %9s %9s %7s\n", "profile", "nodes", "gpus", "MiB", "forced", "chosen",
               "predicted", "published", "error");
+  std::map<std::string, std::vector<SweepPoint>> sweeps;  // by setup and source
   for (const Published& r : read_published(path)) {
     const Predicted p = predict_allreduce(r.profile, r.nodes, r.gpus_per_node, r.bytes, r.algorithm);
     std::printf("  %-16s %5d %4d %8.0f %-6s %-20s %9.1f %9.1f %+6.1f%%\n", r.profile.c_str(), r.nodes, r.gpus_per_node,
                 r.bytes / 1048576.0, r.algorithm.c_str(), how(p.event).c_str(), p.busbw, r.busbw,
                 100.0 * (p.busbw - r.busbw) / r.busbw);
+    const std::string setup = r.profile + " " + std::to_string(r.nodes) + " x " + std::to_string(r.gpus_per_node) + " " +
+                              r.algorithm;
+    sweeps[setup + "\t" + r.source].push_back({r.bytes, p.busbw, r.busbw});
   }
+  print_sweeps(sweeps);
   std::printf("predicted bus bandwidth (GB/s) and NCCL's choice by message size\n");
   const std::vector<std::pair<std::string, int>> setups = {{"a100-nvlink-ib", 1}, {"a100-nvlink-ib", 2},
                                                            {"h100-nvlink-ib", 1}, {"h100-nvlink-ib", 4},
