@@ -61,8 +61,25 @@ MeasuredLayerCost parse_measured(const Field& item) {
   return m;
 }
 
+// nccl.stretch_by_size: [[MiB, factor], ...], sizes increasing, factors in [1, 10].
+std::vector<std::pair<double, double>> parse_stretch(const Field& points) {
+  if (!points.is_sequence()) points.fail("'" + points.path() + "' must be a list of [MiB, factor] pairs");
+  std::vector<std::pair<double, double>> out;
+  for (const Field& p : points.elements()) {
+    if (!p.is_sequence() || p.elements().size() != 2) p.fail("'" + p.path() + "' must be a [MiB, factor] pair");
+    const std::vector<Field> e = p.elements();
+    const double mib = to_number(e[0], 0), factor = to_number(e[1], 0);
+    if (mib <= 0) e[0].fail("'" + e[0].path() + "' must be a size in MiB > 0");
+    if (!out.empty() && mib <= out.back().first) e[0].fail("'" + e[0].path() + "' must be larger than the size before it");
+    if (factor < 1 || factor > 10) e[1].fail("'" + e[1].path() + "' must be a slowdown factor in [1, 10]");
+    out.emplace_back(mib, factor);
+  }
+  if (out.empty()) points.fail("'" + points.path() + "' must give at least one [MiB, factor] pair");
+  return out;
+}
+
 NcclConfig parse_nccl(const Field& map, const HardwareProfile& hw) {
-  expect_keys(map, {"generation", "nvlinks", "channels", "nvls", "cpu", "algorithm", "protocol"});
+  expect_keys(map, {"generation", "nvlinks", "channels", "nvls", "cpu", "algorithm", "protocol", "stretch_by_size"});
   NcclConfig c;
   const std::string gen = to_choice(require(map, "generation"), {"volta", "ampere", "hopper"});
   c.generation = gen == "volta" ? NcclConfig::Generation::volta
@@ -78,6 +95,7 @@ NcclConfig parse_nccl(const Field& map, const HardwareProfile& hw) {
   if (map["algorithm"].present()) c.algorithm = to_choice(map["algorithm"], {"auto", "ring", "tree", "nvls", "hierarchical"});
   if (c.algorithm == "nvls" && !c.nvls) map["algorithm"].fail("'" + map["algorithm"].path() + "' is nvls but the profile has no 'nvls: true'");
   if (map["protocol"].present()) c.protocol = to_choice(map["protocol"], {"auto", "ll", "ll128", "simple"});
+  if (Field points = map["stretch_by_size"]; points.present()) c.stretch_by_size = parse_stretch(points);
   // NCCL's model turns link bandwidths into times; a free link has none to give.
   const bool free_node = std::isinf(hw.node_link.bandwidth_gb_per_s);
   const bool free_net = hw.network && std::isinf(hw.network->bandwidth_gb_per_s);
@@ -189,5 +207,20 @@ const char* builtin_hardware_text(const std::string& name) {
 }
 
 const char* name(DeviceKind kind) { return kind == DeviceKind::cuda ? "cuda" : "cpu"; }
+
+double NcclConfig::stretch(double bytes) const {
+  if (stretch_by_size.empty()) return 1.0;
+  const double mib = bytes / 1048576.0;
+  if (mib <= stretch_by_size.front().first) return stretch_by_size.front().second;
+  if (mib >= stretch_by_size.back().first) return stretch_by_size.back().second;
+  for (size_t i = 1; i < stretch_by_size.size(); ++i) {
+    const auto [hi_mib, hi] = stretch_by_size[i];
+    if (mib > hi_mib) continue;
+    const auto [lo_mib, lo] = stretch_by_size[i - 1];
+    const double f = (std::log2(mib) - std::log2(lo_mib)) / (std::log2(hi_mib) - std::log2(lo_mib));
+    return lo + f * (hi - lo);
+  }
+  return stretch_by_size.back().second;
+}
 
 }  // namespace parallax::plan

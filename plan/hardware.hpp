@@ -65,6 +65,12 @@ struct NcclConfig {
   Cpu cpu = Cpu::intel;  ///< host CPU vendor: NCCL's LL cap and network post overhead across nodes depend on it
   std::string algorithm = "auto";  ///< auto | ring | tree | nvls | hierarchical, as NCCL_ALGO forces one
   std::string protocol = "auto";   ///< auto | ll | ll128 | simple, as NCCL_PROTO forces one
+  /// How many times longer an all-reduce takes than NCCL's tuning model says, by message size:
+  /// (MiB, factor) points in increasing size, interpolated on log2(size) and held flat beyond the
+  /// ends. Empty: the model's time as it is. NCCL picks its algorithm by the model; this only
+  /// stretches the time the choice takes (docs/simulator.md, Checked against measurements).
+  std::vector<std::pair<double, double>> stretch_by_size;
+  double stretch(double bytes) const;
 };
 
 /// How compute and communication on one device slow each other down (docs/simulator.md,

@@ -283,7 +283,9 @@ class Simulation {
         links.insert(links.end(), inside.begin(), inside.end());
       double slowest = std::numeric_limits<double>::infinity();
       for (int l : links) slowest = std::min(slowest, network_.links()[l].capacity);
-      out.phases.push_back({links, Time::us(pc.latency_us), slowest / pc.bandwidth_gb_per_s});
+      // The profile's measured stretch over NCCL's model at this size (1 when it gives none).
+      const double stretch = hw.nccl->stretch(bytes);
+      out.phases.push_back({links, Time::us(pc.latency_us * stretch), stretch * slowest / pc.bandwidth_gb_per_s});
     }
     return out;
   }

@@ -197,3 +197,45 @@ TEST_CASE("sim: the CPU host and the ideal machine keep the plain all-reduce mod
     CHECK(lone_allreduce(p).protocol == Protocol::none);
   }
 }
+
+TEST_CASE("plan: nccl.stretch_by_size is checked: [MiB, factor] pairs, sizes rising, factors 1-10", "[sim]") {
+  const std::string head = one_bucket(1, 2) +
+                           "hardware:\n"
+                           "  device: {memory_gb: 80, peak_tflops: {fp32: 19.5}}\n"
+                           "  node: {devices: 8, link: {bandwidth_gb_per_s: 300, latency_us: 2}}\n"
+                           "  nccl: {generation: ampere, nvlinks: 12, channels: 8, stretch_by_size: ";
+  CHECK_THAT(test::parse_error(head + "[[4, 1.5], [2, 1.2]]}\n"), Catch::StartsWith("test.yaml:7:") && Catch::Contains("larger"));
+  CHECK_THAT(test::parse_error(head + "[[1, 0.5]]}\n"), Catch::StartsWith("test.yaml:7:") && Catch::Contains("[1, 10]"));
+  CHECK_THAT(test::parse_error(head + "[[1, 1.5, 2]]}\n"), Catch::StartsWith("test.yaml:7:") && Catch::Contains("pair"));
+  CHECK_THAT(test::parse_error(head + "1.5}\n"), Catch::StartsWith("test.yaml:7:") && Catch::Contains("list"));
+  CHECK(test::parse_error(head + "[[1, 1.5], [4, 1.1]]}\n").empty());
+}
+
+TEST_CASE("plan: the stretch is interpolated on log2(size) and held flat past the ends", "[sim]") {
+  plan::NcclConfig c = dgx_a100();
+  CHECK(c.stretch(12345.0) == 1.0);  // no table: NCCL's model as it is
+  c.stretch_by_size = {{1, 1.6}, {4, 1.2}};
+  const double mib = 1048576;
+  CHECK(c.stretch(0.25 * mib) == Approx(1.6));
+  CHECK(c.stretch(1 * mib) == Approx(1.6));
+  CHECK(c.stretch(2 * mib) == Approx(1.4));  // halfway between 1 and 4 MiB in log2
+  CHECK(c.stretch(4 * mib) == Approx(1.2));
+  CHECK(c.stretch(64 * mib) == Approx(1.2));
+}
+
+TEST_CASE("sim: a stretch of f makes a lone all-reduce take f times NCCL's predicted time", "[sim]") {
+  // One node of 8, 64 MiB, forced to ring/Simple: NCCL's model gives 8.4 + 14 x 3.4 us of latency
+  // and the ring's bus bandwidth 240 x 8/14 per buffer byte (the hierarchical test's figures).
+  const double mib = 64, S = mib * 1024 * 1024;
+  const std::string hw = "hardware:\n"
+                         "  device: {memory_gb: 80, peak_tflops: {fp32: 19.5}}\n"
+                         "  node: {devices: 8, link: {name: nvlink3, bandwidth_gb_per_s: 300, latency_us: 2}}\n"
+                         "  nccl: {generation: ampere, nvlinks: 12, channels: 24, algorithm: ring, protocol: simple";
+  const double model_us = 8.4 + 14 * 3.4 + S / (240e3 * 8 / 14);
+  for (double f : {1.0, 1.5}) {
+    INFO("stretch " << f);
+    const std::string stretch = f == 1.0 ? "}\n" : ", stretch_by_size: [[16, 1.5], [256, 1.5]]}\n";
+    const auto ar = lone_allreduce(test::plan_from(one_bucket(mib, 8) + hw + stretch));
+    CHECK(static_cast<double>((ar.end - ar.start).count_ns()) == Approx(f * model_us * 1e3).margin(5));
+  }
+}
