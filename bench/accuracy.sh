@@ -27,7 +27,7 @@ else
 fi
 
 "$bin" calibrate --precision bf16 scenarios/mlp-fashion-mnist-ddp2.yaml scenarios/accuracy/*.yaml -o "$out/here.yaml" 2>&1 |
-  grep -E "wrote|in a real run|message whose" >&2
+  grep -E "wrote|in a real run|message whose|host speed|differ by|again" >&2
 
 validate() {  # SCENARIO SWEEP...
   local scenario="$1"; shift
@@ -53,19 +53,28 @@ for f in sys.argv[1:]:
         name = c["scenario"].split("/")[-1][:-5] + " " + " ".join(c["overrides"])
         rows.append((name, c))
     sweeps += [s for s in d["sweeps"] if s["configurations"] > 1]
-print("| configuration | predicted ms | measured ms | error | spread | bubble per rank, predicted/measured |")
-print("|---|---:|---:|---:|---:|---|")
+print("| configuration | predicted ms | measured ms | error | spread | steps at calibrated host speed | error over those | bubble per rank, predicted/measured |")
+print("|---|---:|---:|---:|---:|---:|---:|---|")
 for name, c in rows:
     bubbles = "  ".join("%d: %.0f/%.0f%%" % (r["rank"], 100 * r["predicted_bubble_fraction"],
                                               100 * r["measured_bubble_fraction"]) for r in c["ranks"])
-    print("| %s | %.3f | %.3f | %+.1f%% | %.1f%% | %s |" % (name, c["predicted_step_ms"], c["measured_step_ms"],
-                                                          100 * c["error"], 100 * c["spread"], bubbles))
+    share = "%.0f%%" % (100 * c["steps_at_speed"] / c["steps_probed"]) if c["steps_probed"] else "-"
+    at_speed = "-" if c["error_at_speed"] is None else "%+.1f%%" % (100 * c["error_at_speed"])
+    print("| %s | %.3f | %.3f | %+.1f%% | %.1f%% | %s | %s | %s |" % (name, c["predicted_step_ms"], c["measured_step_ms"],
+                                                          100 * c["error"], 100 * c["spread"], share, at_speed, bubbles))
 errors = [c["error"] for _, c in rows]
 worst = max(rows, key=lambda r: abs(r[1]["error"]))
 print()
 print("mean absolute error %.1f%% over %d configurations; worst %+.1f%% (%s)" %
       (100 * sum(abs(e) for e in errors) / len(errors), len(errors), 100 * worst[1]["error"], worst[0]))
 print("median spread of the measured step between runs %.1f%%" % (100 * sorted(c["spread"] for _, c in rows)[len(rows) // 2]))
+probed = sum(c["steps_probed"] for _, c in rows)
+if probed:
+    print("steps the host ran at the calibrated speed in: %.0f%% of %d" % (100 * sum(c["steps_at_speed"] for _, c in rows) / probed, probed))
+matched = [c["error_at_speed"] for _, c in rows if c["error_at_speed"] is not None]
+if matched:
+    print("over those steps only, where a run had enough (%d configurations): mean absolute error %.1f%%" %
+          (len(matched), 100 * sum(abs(e) for e in matched) / len(matched)))
 for s in sweeps:
     print("Kendall tau %+.2f over the %d configurations of sweep %s" % (s["kendall_tau"], s["configurations"], s["sweep"]))
 EOF

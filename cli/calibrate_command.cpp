@@ -261,6 +261,9 @@ ProbeResult in_run_factors(plan::Plan probe, const plan::Calibration& calibratio
   alone.in_run_data.reset();
   probe.scenario.hardware.calibration = alone;
   const plan::Timeline predicted = sim::simulate(probe).timeline;
+  // Every step, whatever the host's speed (exec/host_probe.hpp): runs on this project's VMs see
+  // the host at the speed of the costs alone in a few percent of their steps only, so the factors
+  // carry the rest of the slowdown a run meets.
   const plan::Timeline measured = exec::measured_timeline(results, probe.scenario.name, probe.world_size);
   ProbeResult out;
   plan::InRunFactors& f = out.factors;

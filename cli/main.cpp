@@ -191,8 +191,9 @@ int run_main_job(const std::string& self) {
       run, {self, "run", "--set", run.sets.at(0), "--set", run.sets.at(1), "-o", measured_path});
   if (rc != 0) return rc;
 
+  const double host_reference_us = local.scenario.hardware.calibration ? local.scenario.hardware.calibration->host_probe_us : 0;
   const auto comparison = profiler::compare(profiler::read_trace(local_path).timeline,
-                                            profiler::read_trace(measured_path).timeline);
+                                            profiler::read_trace(measured_path).timeline, host_reference_us);
   const std::string compare_text = cli::compare_text(comparison);
   const std::string heading = "predicted (" + (profile == "cpu-host" ? std::string("uncalibrated cpu-host profile")
                                                                      : "calibrated profile " + profile) +

@@ -137,6 +137,11 @@ json compare_json(const profiler::CompareReport& r) {
             {"measured_max", r.measured_step_ms.max},
             {"error", r.step_error}}},
           {"measured_steps", r.measured_steps},
+          {"host_speed",
+           {{"steps_at_calibrated_speed", r.host_steps_at_speed},
+            {"steps_probed", r.host_probed_steps},
+            {"measured_over_those", r.host_matched},
+            {"all_steps_median_ms", r.all_steps_ms.median}}},
           {"ranks", ranks},
           {"kinds", kinds},
           {"worst", worst},
@@ -148,7 +153,17 @@ std::string compare_text(const profiler::CompareReport& r) {
   o << "step time   predicted " << fmt("%.3f ms", r.predicted_step_ms) << ", measured median "
     << fmt("%.3f ms", r.measured_step_ms.median) << " (min " << fmt("%.3f", r.measured_step_ms.min) << ", max "
     << fmt("%.3f", r.measured_step_ms.max) << ", " << r.measured_steps.size() << " steps after warm-up): error "
-    << fmt("%+.1f%%", 100 * r.step_error) << "\n\n";
+    << fmt("%+.1f%%", 100 * r.step_error) << "\n";
+  if (r.host_probed_steps > 0) {
+    o << "host speed  at the calibrated speed in " << r.host_steps_at_speed << " of " << r.host_probed_steps
+      << " steps after warm-up; ";
+    if (r.host_matched)
+      o << "the measured figures are over those (over all of them the median step is "
+        << fmt("%.3f ms", r.all_steps_ms.median) << ")\n";
+    else
+      o << "too few: the measured figures are over all steps, some of them on a slower host\n";
+  }
+  o << "\n";
   o << "rank  bubble predicted  measured  difference   exposed comm predicted  measured\n";
   for (const auto& c : r.ranks) {
     char line[200];

@@ -55,8 +55,12 @@ struct Config {
 
 struct Outcome {
   double predicted_ms = 0;
-  std::vector<double> measured_ms;  ///< one median per run
+  std::vector<double> measured_ms;  ///< one median per run, over every step after warm-up
   double measured_median = 0, spread = 0, error = 0;
+  /// The same over the steps the host ran at the calibrated speed in (runs with enough of them).
+  std::vector<double> at_speed_ms;
+  double at_speed_median = 0, at_speed_error = 0;
+  int steps_at_speed = 0, steps_probed = 0;
   std::vector<profiler::RankComparison> ranks;  ///< of the first run
 };
 
@@ -113,6 +117,7 @@ struct Prepared {
   plan::Timeline predicted;
   std::vector<std::string> unmeasured;  ///< layer signatures the profile has no measurement of
   std::string precision;
+  double host_reference_us = 0;  ///< the profile's host_probe_us
 };
 
 Prepared prepare(const Config& c, const ValidateArgs& args, const std::vector<std::string>& common) {
@@ -123,8 +128,10 @@ Prepared prepare(const Config& c, const ValidateArgs& args, const std::vector<st
   const plan::Plan plan = plan::resolve_plan(plan::load_scenario(c.scenario, p.sets));
   p.predicted = predicted_timeline(plan, sim::simulate(plan));
   p.precision = plan::name(plan.scenario.parallel.precision);
-  if (const auto& cal = plan.scenario.hardware.calibration)
+  if (const auto& cal = plan.scenario.hardware.calibration) {
     p.unmeasured = plan::unmeasured_signatures(*cal, plan.layers(), plan.scenario.parallel.precision);
+    p.host_reference_us = cal->host_probe_us;
+  }
   return p;
 }
 
@@ -138,9 +145,12 @@ void run_once(const Config& c, const Prepared& p, const std::string& self, const
   if (rc != 0)
     throw std::runtime_error("the run of " + c.label + " failed (exit " + std::to_string(rc) + "):\n" +
                              tail_of((work / "run.err").string(), 8));
-  const auto report = profiler::compare(p.predicted, profiler::read_trace(trace).timeline);
+  const auto report = profiler::compare(p.predicted, profiler::read_trace(trace).timeline, p.host_reference_us);
   o->predicted_ms = report.predicted_step_ms;
-  o->measured_ms.push_back(report.measured_step_ms.median);
+  o->measured_ms.push_back(report.all_steps_ms.median);
+  if (report.host_matched) o->at_speed_ms.push_back(report.measured_step_ms.median);
+  o->steps_at_speed += report.host_steps_at_speed;
+  o->steps_probed += report.host_probed_steps;
   if (o->ranks.empty()) o->ranks = report.ranks;
 }
 
@@ -149,6 +159,21 @@ void summarise(Outcome* o) {
   o->measured_median = profiler::median(o->measured_ms);
   o->spread = o->measured_median > 0 ? (*high - *low) / o->measured_median : 0;
   o->error = o->measured_median > 0 ? (o->predicted_ms - o->measured_median) / o->measured_median : 0;
+  o->at_speed_median = profiler::median(o->at_speed_ms);
+  o->at_speed_error = o->at_speed_median > 0 ? (o->predicted_ms - o->at_speed_median) / o->at_speed_median : 0;
+}
+
+// How many of the last run's steps the host ran at the calibrated speed in.
+std::string host_words(const Prepared& p, const Outcome& o) {
+  if (p.host_reference_us <= 0) return "";
+  return "; host at the calibrated speed in " + std::to_string(o.steps_at_speed) + " of " +
+         std::to_string(o.steps_probed) + " steps so far";
+}
+
+std::string at_speed_text(const Outcome& o) {
+  const std::string share = o.steps_probed > 0 ? fmt("%.0f%%", 100.0 * o.steps_at_speed / o.steps_probed) : "-";
+  if (o.at_speed_ms.empty()) return "       -  " + share;
+  return fmt("%+7.1f%%", 100 * o.at_speed_error) + " " + share;
 }
 
 std::string bubbles_text(const Outcome& o) {
@@ -218,7 +243,8 @@ int validate_command(const ValidateArgs& args, const std::string& self) {
         std::cerr << "validate: [" << r * configs.size() + i + 1 << "/" << configs.size() * args.repeats << "] "
                   << configs[i].label << ": predicted " << fmt("%.3f", o.predicted_ms) << " ms, measured "
                   << fmt("%.3f", o.measured_ms.back()) << " ms ("
-                  << fmt("%+.1f%%", 100 * (o.predicted_ms - o.measured_ms.back()) / o.measured_ms.back()) << ")\n";
+                  << fmt("%+.1f%%", 100 * (o.predicted_ms - o.measured_ms.back()) / o.measured_ms.back()) << ")"
+                  << host_words(prepared[i], o) << "\n";
       }
     for (auto& o : outcomes) summarise(&o);
   } catch (...) {
@@ -237,6 +263,16 @@ int validate_command(const ValidateArgs& args, const std::string& self) {
     }
   }
   const double mape = sum / static_cast<double>(outcomes.size());
+  // The same over the configurations measured at the calibrated host speed.
+  double at_speed_sum = 0, at_speed_worst = 0;
+  size_t at_speed_n = 0;
+  for (const auto& o : outcomes)
+    if (!o.at_speed_ms.empty()) {
+      ++at_speed_n;
+      at_speed_sum += std::abs(o.at_speed_error);
+      if (std::abs(o.at_speed_error) >= std::abs(at_speed_worst)) at_speed_worst = o.at_speed_error;
+    }
+  const double at_speed_mape = at_speed_n ? at_speed_sum / static_cast<double>(at_speed_n) : 0;
   std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> sweeps;
   for (size_t i = 0; i < outcomes.size(); ++i)
     if (!configs[i].sweep.empty()) {
@@ -264,25 +300,39 @@ int validate_command(const ValidateArgs& args, const std::string& self) {
                                      {"measured_runs_ms", o.measured_ms},
                                      {"spread", o.spread},
                                      {"error", o.error},
+                                     {"measured_at_speed_runs_ms", o.at_speed_ms},
+                                     {"measured_at_speed_ms", o.at_speed_median},
+                                     {"error_at_speed", o.at_speed_ms.empty() ? json(nullptr) : json(o.at_speed_error)},
+                                     {"steps_at_speed", o.steps_at_speed},
+                                     {"steps_probed", o.steps_probed},
                                      {"ranks", ranks}});
     }
     j["mape"] = mape;
     j["worst_error"] = worst;
+    j["host_reference_us"] = prepared.empty() ? 0.0 : prepared.front().host_reference_us;
+    j["configurations_at_speed"] = at_speed_n;
+    j["mape_at_speed"] = at_speed_mape;
+    j["worst_error_at_speed"] = at_speed_worst;
     j["sweeps"] = json::array();
     for (const auto& [name, v] : sweeps)
       j["sweeps"].push_back({{"sweep", name}, {"configurations", v.first.size()}, {"kendall_tau", kendall_tau(v.first, v.second)}});
     std::cout << j.dump(2) << "\n";
     return 0;
   }
-  std::printf("%-52s %10s %10s %8s %7s  %s\n", "configuration", "predicted", "measured", "error", "spread",
-              "bubble per rank, predicted/measured");
+  std::printf("%-52s %10s %10s %8s %7s %18s  %s\n", "configuration", "predicted", "measured", "error", "spread",
+              "at speed: error, of", "bubble per rank, predicted/measured");
   for (size_t i = 0; i < outcomes.size(); ++i) {
     const Outcome& o = outcomes[i];
-    std::printf("%-52s %7.3f ms %7.3f ms %+7.1f%% %6.1f%%  %s\n", configs[i].label.c_str(), o.predicted_ms,
-                o.measured_median, 100 * o.error, 100 * o.spread, bubbles_text(o).c_str());
+    std::printf("%-52s %7.3f ms %7.3f ms %+7.1f%% %6.1f%% %18s  %s\n", configs[i].label.c_str(), o.predicted_ms,
+                o.measured_median, 100 * o.error, 100 * o.spread, at_speed_text(o).c_str(), bubbles_text(o).c_str());
   }
   std::printf("\nmean absolute error %.1f%% over %zu configurations; worst %+.1f%% (%s)\n", 100 * mape, outcomes.size(),
               100 * worst, worst_label.c_str());
+  if (at_speed_n > 0)
+    std::printf("at the calibrated host speed: mean absolute error %.1f%% over the %zu configurations with a run of %d "
+                "or more such steps (and %.0f%% of its steps or more); worst %+.1f%%\n",
+                100 * at_speed_mape, at_speed_n, profiler::kMinStepsAtSpeed, 100 * profiler::kMinShareAtSpeed,
+                100 * at_speed_worst);
   for (const auto& [name, v] : sweeps)
     std::printf("Kendall tau %+.2f over the %zu configurations of sweep %s\n", kendall_tau(v.first, v.second),
                 v.first.size(), name.c_str());

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "exec/data.hpp"
+#include "exec/host_probe.hpp"
 #include "exec/launcher.hpp"
 #include "exec/model.hpp"
 #include "exec/threads.hpp"
@@ -21,6 +22,8 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kIdleWait = std::chrono::seconds(1800);  // rank 1 idles while rank 0 measures
 const std::string kProbePortKey = "parallax/calibrate/probe-port";  // + "/" + the probe's index
 const std::string kByeKey = "parallax/calibrate/bye";
+const std::string kStopComputeKey = "parallax/calibrate/stop-compute";
+constexpr size_t kSharedCoreSamples = 4;  // signatures timed while the other rank computes
 
 double us_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
@@ -38,29 +41,74 @@ double lower_quartile(std::vector<double> v) {
   return v[(v.size() - 1) / 4];
 }
 
+// The host's speed while measuring (exec/host_probe.hpp). This project's shared VMs switch
+// between a fast and a slow state for seconds to minutes; a layer measured in the slow one costs
+// 1.3-1.8x more, and two calibrations that land in different states disagree by as much. Each
+// sample is taken just after a probe, and a figure is made from the samples taken at the fastest
+// host speed seen (the reference) when it has enough of them.
+class HostGate {
+ public:
+  /// Probes for a moment first, so that the earliest measurements have a reference too.
+  HostGate() {
+    for (int i = 0; i < 200; ++i) probe();
+  }
+  double probe() {
+    const double us = host_probe_us();
+    reference_us_ = std::min(reference_us_, us);
+    return us;
+  }
+  double reference_us() const { return reference_us_; }
+  bool at_speed(double probe_us) const { return plan::host_at_speed(probe_us, reference_us_); }
+  /// Counts a figure made from samples at speed (or not).
+  void count(bool at_speed) { (at_speed ? at_speed_ : slow_) += 1; }
+  int figures_at_speed() const { return at_speed_; }
+  int figures_slow() const { return slow_; }
+
+ private:
+  double reference_us_ = 1e300;
+  int at_speed_ = 0, slow_ = 0;
+};
+
 // How long to keep repeating one measurement.
 struct Budget {
   int min_reps = 12;
   int max_reps = 200;
   double min_total_us = 60'000;
+  HostGate* gate = nullptr;  ///< none: every sample counts
 };
-Budget budget(bool quick) { return quick ? Budget{8, 60, 20'000} : Budget{}; }
+Budget budget(bool quick, HostGate* gate) { return quick ? Budget{8, 60, 20'000, gate} : Budget{12, 200, 60'000, gate}; }
+
+// The fewest samples at the host's reference speed a figure is made of; with fewer, of all.
+constexpr size_t kMinSamplesAtSpeed = 4;
 
 // Repeats `rep` (which returns one sample per named figure) after one warm-up call, and returns
-// each figure's lower quartile.
+// each figure's lower quartile over the samples taken at the host's reference speed (all of
+// them when too few were). Slow samples do not count towards the time budget, up to max_reps.
 std::vector<double> repeat(const std::function<std::vector<double>()>& rep, const Budget& b) {
   rep();
   std::vector<std::vector<double>> samples;
+  std::vector<bool> at_speed;
+  size_t fast = 0;
   double total = 0;
-  for (int i = 0; i < b.max_reps && (i < b.min_reps || total < b.min_total_us); ++i) {
+  for (int i = 0; i < b.max_reps && (i < b.min_reps || total < b.min_total_us || (b.gate && fast < kMinSamplesAtSpeed)); ++i) {
+    const bool ok = !b.gate || b.gate->at_speed(b.gate->probe());
     const auto t0 = Clock::now();
     const auto s = rep();
-    total += us_since(t0);
+    if (ok) total += us_since(t0), ++fast;
+    at_speed.push_back(ok);
     if (samples.empty()) samples.resize(s.size());
     for (size_t k = 0; k < s.size(); ++k) samples[k].push_back(s[k]);
   }
+  // The reference may have dropped during the loop: judge every sample by the final one.
+  const bool use_speed = b.gate && fast >= kMinSamplesAtSpeed;
+  if (b.gate) b.gate->count(use_speed);
   std::vector<double> out;
-  for (auto& v : samples) out.push_back(lower_quartile(std::move(v)));
+  for (auto& v : samples) {
+    std::vector<double> kept;
+    for (size_t i = 0; i < v.size(); ++i)
+      if (!use_speed || at_speed[i]) kept.push_back(v[i]);
+    out.push_back(lower_quartile(std::move(kept)));
+  }
   return out;
 }
 
@@ -121,7 +169,7 @@ double optimizer_step_us(const plan::OptimizerSpec& spec, int64_t params, const 
 class Calibrator {
  public:
   Calibrator(const std::vector<plan::Plan>& plans, const LaunchInfo& launch, const CalibrateOptions& options)
-      : plans_(plans), comm_(launch), options_(options), budget_(budget(options.quick)) {
+      : plans_(plans), comm_(launch), options_(options), budget_(budget(options.quick, &gate_)) {
     collect_work();
   }
 
@@ -137,9 +185,12 @@ class Calibrator {
     c.backward_call_us = backward_call_us();
     say("backward call overhead " + fmt(c.backward_call_us) + " us");
     int i = 0;
+    std::vector<size_t> slow;  // signatures with a figure that had too few samples at the host's reference speed
     for (const auto& w : work_) {
       const auto t0 = Clock::now();
+      const int slow_before = gate_.figures_slow();
       auto [layer, loss] = measure(w, c.backward_call_us);
+      if (gate_.figures_slow() > slow_before) slow.push_back(static_cast<size_t>(i));
       c.layers[layer.signature] = layer;
       if (w.last) c.losses[loss.signature] = loss;
       const auto fit = plan::fit_linear(layer.forward.mb, layer.forward.us);
@@ -151,9 +202,12 @@ class Calibrator {
            << fmt(100 * fit.max_relative_residual) << "%), " << fmt(us_since(t0) / 1e6) << " s";
       say(line.str());
     }
-    if (!options_.quick) second_pass(&c);
+    if (!options_.quick) slow = second_pass(&c);
+    remeasure(&c, slow);
     measure_data(c);
     measure_optimizers(c);
+    c.shared_cores = shared_cores(c.backward_call_us);
+    say("a layer takes " + fmt(c.shared_cores) + "x its time alone while the other rank computes too");
     c.copy_gb_per_s = copy_gb_per_s();
     say("memory copy " + fmt(c.copy_gb_per_s) + " GB/s");
     command("gloo");
@@ -163,6 +217,9 @@ class Calibrator {
         fmt(c.p2p.latency_us) + " us + " + fmt(c.p2p.bandwidth_gb_per_s) + " GB/s; all-reduce (2 ranks) " +
         fmt(c.allreduce.latency_us) + " us + " + fmt(c.allreduce.bandwidth_gb_per_s) + " GB/s");
     command("done");
+    c.host_probe_us = gate_.reference_us();
+    say("host speed: reference probe " + fmt(c.host_probe_us) + " us; " + std::to_string(gate_.figures_at_speed()) +
+        " figures measured at it, " + std::to_string(gate_.figures_slow()) + " with too few samples at it");
     return c;
   }
 
@@ -206,16 +263,36 @@ class Calibrator {
   // one layer's cost alone has moved by up to 2x between calibrations while a bare sgemm held
   // within 7% (docs/accuracy.md): the difference tells how far this machine's figures can be
   // trusted, and the lower of the two passes is kept.
-  void second_pass(plan::Calibration* c) {
+  // Returns the signatures measured off the host's reference speed in both passes.
+  std::vector<size_t> second_pass(plan::Calibration* c) {
     say("second pass over the layers, to see how far their costs repeat");
-    for (const auto& w : work_) {
+    std::vector<size_t> slow;
+    for (size_t k = 0; k < work_.size(); ++k) {
+      const Work& w = work_[k];
+      const int slow_before = gate_.figures_slow();
       auto [layer, loss] = measure(w, c->backward_call_us);
+      if (gate_.figures_slow() > slow_before) slow.push_back(k);
       plan::SignatureCost& first = c->layers[layer.signature];
       pass_differences_[layer.signature] = plan::pass_difference(first, layer);
       first = plan::lower_of(first, layer);
       if (w.last) c->losses[loss.signature] = plan::lower_of(c->losses[loss.signature], loss);
     }
     say(pass_summary(pass_differences_));
+    return slow;
+  }
+
+  // Once more, the signatures the host was too slow for (the lower figures are kept): a slow
+  // spell of the host lasts seconds to minutes, so a later try often finds it fast again.
+  void remeasure(plan::Calibration* c, const std::vector<size_t>& slow) {
+    if (slow.empty()) return;
+    say("measuring " + std::to_string(slow.size()) + " signature(s) again: the host ran slower than its reference while they were measured");
+    for (size_t k : slow) {
+      const Work& w = work_[k];
+      auto [layer, loss] = measure(w, c->backward_call_us);
+      plan::SignatureCost& kept = c->layers[layer.signature];
+      kept = plan::lower_of(kept, layer);
+      if (w.last) c->losses[loss.signature] = plan::lower_of(c->losses[loss.signature], loss);
+    }
   }
 
   void collect_work() {
@@ -330,6 +407,77 @@ class Calibrator {
       last_pass_us = with[0] + with[1] + with[2];
     }
     return {layer, loss};
+  }
+
+  // One forward and backward of the signature at `mb` (backward less the call overhead), repeated.
+  double forward_backward_us(const Work& w, int mb, double call_us, const Budget& b) {
+    Stage module(std::vector<plan::Layer>{w.layer}, 0, 1, /*seed=*/1);
+    const bool float_input = w.layer.kind != plan::LayerKind::embedding;
+    const auto x = layer_input(w.layer, mb);
+    const auto grad = torch::randn(output_shape(w.layer, mb));
+    const auto t = repeat(
+        [&] {
+          auto in = float_input ? x.clone().requires_grad_(true) : x;
+          auto t0 = Clock::now();
+          const torch::Tensor out = module->forward(in);
+          const double fwd = us_since(t0);
+          t0 = Clock::now();
+          torch::autograd::backward({out}, {grad});
+          return std::vector<double>{fwd, us_since(t0)};
+        },
+        b);
+    return t[0] + std::max(0.0, t[1] - call_us);
+  }
+
+  // How much slower a layer runs while the other rank computes too: a few fp32 signatures at
+  // their largest used micro-batch, alone (at the host's reference speed) and then again while
+  // rank 1 runs the calibrated layers in a loop (serve()). Where ranks outnumber cores this is
+  // large; on this project's 2-vCPU VMs it measured 1.00-1.02 (docs/accuracy.md).
+  double shared_cores(double call_us) {
+    std::vector<size_t> fp32;
+    for (size_t k = 0; k < work_.size(); ++k)
+      if (work_[k].precision == plan::Precision::fp32) fp32.push_back(k);
+    if (fp32.empty()) return 1;
+    // Up to kSharedCoreSamples of them, spread over the list.
+    std::vector<const Work*> sample;
+    const size_t n = std::min(fp32.size(), kSharedCoreSamples);
+    for (size_t i = 0; i < n; ++i) sample.push_back(&work_[fp32[i * fp32.size() / n]]);
+    std::vector<double> alone;
+    for (const Work* w : sample) alone.push_back(forward_backward_us(*w, *w->used.rbegin(), call_us, budget_));
+    command("compute");
+    Budget together_budget = budget_;
+    together_budget.gate = nullptr;  // slower is what is measured here
+    std::vector<double> ratios;
+    for (size_t i = 0; i < sample.size(); ++i)
+      ratios.push_back(forward_backward_us(*sample[i], *sample[i]->used.rbegin(), call_us, together_budget) / alone[i]);
+    comm_.store().set(kStopComputeKey, std::vector<uint8_t>{1});
+    return std::max(1.0, median(ratios));
+  }
+
+  // Rank 1, on "compute": the calibrated fp32 layers forward and backward, round and round,
+  // until rank 0 says stop (checked every ~20 ms: the store is a round trip away).
+  void compute_until_stopped() {
+    struct Load {
+      Stage module;
+      torch::Tensor input, grad;
+    };
+    std::vector<Load> loads;
+    for (const Work& w : work_) {
+      if (w.precision != plan::Precision::fp32 || w.layer.kind == plan::LayerKind::embedding) continue;
+      const int mb = *w.used.rbegin();
+      loads.push_back({Stage(std::vector<plan::Layer>{w.layer}, 0, 1, /*seed=*/1), layer_input(w.layer, mb),
+                       torch::randn(output_shape(w.layer, mb))});
+    }
+    if (loads.empty()) return;
+    for (size_t k = 0;; ++k) {
+      const auto t0 = Clock::now();
+      while (us_since(t0) < 20'000) {
+        Load& l = loads[k++ % loads.size()];
+        const torch::Tensor out = l.module->forward(l.input.clone().requires_grad_(true));
+        torch::autograd::backward({out}, {l.grad});
+      }
+      if (comm_.store().check({kStopComputeKey})) return;
+    }
   }
 
   // Loading one micro-batch as the executor does (stage 0 with its input, the last stage the
@@ -494,6 +642,10 @@ class Calibrator {
         gloo(nullptr);
         continue;
       }
+      if (cmd == "compute") {
+        compute_until_stopped();
+        continue;
+      }
       throw std::runtime_error("calibrate: unknown command '" + cmd + "' from rank 0");
     }
   }
@@ -502,6 +654,7 @@ class Calibrator {
   const std::vector<plan::Plan>& plans_;
   Communicator comm_;
   CalibrateOptions options_;
+  HostGate gate_;  // before budget_, which points to it
   Budget budget_;
   std::map<std::string, double> pass_differences_;
   std::vector<Work> work_;

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "exec/runtime.hpp"
+#include "plan/timeline_metrics.hpp"
 
 namespace parallax::exec {
 
@@ -18,6 +19,8 @@ std::string result_to_json(const RankResult& r) {
   for (const auto& d : r.device)
     device.push_back({d.lane, d.name, d.start.count_ns(), d.end.count_ns(), d.attributed, d.attributed ? d.action.id() : "",
                       d.step, d.bytes});
+  nlohmann::json probe = nlohmann::json::array();
+  for (const auto& [step, us] : r.host_probe) probe.push_back({step, us});
   for (const auto& s : r.steps) steps.push_back({s.step, s.loss_sum, s.loss_count, s.step_ms, s.loss_scale, s.skipped});
   for (const auto& e : r.events)
     events.push_back({static_cast<int>(e.lane), static_cast<int>(e.action.kind), e.action.stage, e.action.mb,
@@ -30,6 +33,7 @@ std::string result_to_json(const RankResult& r) {
                         {"memory", {r.memory.peak_rss_bytes, r.memory.baseline_rss_bytes}},
                         {"steps", steps},
                         {"instants", instants},
+                        {"host_probe", probe},
                         {"device", device},
                         {"events", events}}
       .dump();
@@ -46,6 +50,7 @@ RankResult result_from_json(const std::string& text) {
   r.memory = {r.rank, j["memory"][0], j["memory"][1]};
   for (const auto& s : j["steps"]) r.steps.push_back({s[0], s[1], s[2], s[3], s[4], s[5]});
   for (const auto& i : j["instants"]) r.instants.push_back({r.rank, plan::Time::ns(i[0]), i[1], i[2]});
+  for (const auto& p : j["host_probe"]) r.host_probe.emplace_back(p[0], p[1]);
   for (const auto& d : j["device"]) {
     plan::DeviceSpan s;
     s.rank = r.rank;
@@ -71,6 +76,21 @@ RankResult result_from_json(const std::string& text) {
   }
   return r;
 }
+
+namespace {
+
+// The rank's host probe as a counter, "host probe rank R" in us, sampled at its steps' starts.
+void add_host_probe(const RankResult& r, int64_t origin, plan::Timeline* t) {
+  std::map<int32_t, plan::Time> starts;
+  for (const auto& i : r.instants)
+    if (i.name == "step") starts[i.step] = i.at - plan::Time::ns(origin);
+  plan::Counter c{std::string(plan::kHostProbeCounter) + " rank " + std::to_string(r.rank), "us", {}};
+  for (const auto& [step, us] : r.host_probe)
+    if (auto it = starts.find(step); it != starts.end()) c.samples.emplace_back(it->second, us);
+  if (!c.samples.empty()) t->counters.push_back(std::move(c));
+}
+
+}  // namespace
 
 plan::Timeline measured_timeline(const std::vector<RankResult>& results, const std::string& scenario, int world_size) {
   plan::Timeline t;
@@ -109,6 +129,7 @@ plan::Timeline measured_timeline(const std::vector<RankResult>& results, const s
       i.at -= plan::Time::ns(origin);
       t.instants.push_back(i);
     }
+    add_host_probe(r, origin, &t);
     for (auto d : r.device) {
       d.start -= plan::Time::ns(origin);
       d.end -= plan::Time::ns(origin);

@@ -26,6 +26,7 @@
 #include "exec/device.hpp"
 #include "exec/gpu.hpp"
 #include "exec/grad_scaler.hpp"
+#include "exec/host_probe.hpp"
 #include "exec/model.hpp"
 #include "exec/threads.hpp"
 #include "profiler/host_tracer.hpp"
@@ -238,6 +239,8 @@ class Runtime {
     const int64_t steps = plan_.scenario.data.steps;
     for (int64_t step = start; step < steps; ++step) {
       maybe_inject_fault(launch_.rank, step, FaultPoint::step_start);
+      // Before the step's mark and first action: its ~30 us fall outside the step's spans.
+      result.host_probe.emplace_back(static_cast<int32_t>(step), host_probe_us());
       const int64_t t0 = profiler::now_ns();
       tracer_.instant("step", t0, static_cast<int32_t>(step));
       StepRecord rec = run_step(step);

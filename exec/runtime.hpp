@@ -40,6 +40,8 @@ struct RankResult {
   int64_t correct = 0, tested = 0;  ///< test-set accuracy (Fashion-MNIST), on last-stage ranks
   std::vector<plan::TimelineEvent> events;  ///< on rank 0's clock
   std::vector<plan::Instant> instants;      ///< step starts, on rank 0's clock
+  /// The host's speed before each step (step, exec::host_probe_us).
+  std::vector<std::pair<int32_t, double>> host_probe;
   std::vector<plan::DeviceSpan> device;     ///< GPU activity (CUPTI), on rank 0's clock
   plan::ClockAlignment clock;              ///< how this rank's clock was mapped to rank 0's
   plan::RankMemory memory;                 ///< the host memory its training took

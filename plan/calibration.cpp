@@ -257,7 +257,7 @@ Calibration parse_calibration(const Field& map) {
   for (const char* old : {"interference", "message_cpu_us"})
     if (map[old].present())
       map[old].fail("'" + map[old].path() + "' is from an older `parallax calibrate`; run it again to measure this machine");
-  expect_keys(map, {"threads", "cores", "in_run", "in_run_data", "backward_call_us", "copy_gb_per_s", "send_call", "p2p",
+  expect_keys(map, {"threads", "cores", "in_run", "in_run_data", "backward_call_us", "copy_gb_per_s", "host_probe_us", "send_call", "p2p",
                     "allreduce", "layers", "losses", "data", "optimizers"});
   Calibration c;
   c.source = map.doc().file();
@@ -265,6 +265,7 @@ Calibration parse_calibration(const Field& map) {
   c.cores = static_cast<int>(int_or(map, "cores", 1, 1, 1 << 20));
   c.backward_call_us = number_or(map, "backward_call_us", 0, 0);
   c.copy_gb_per_s = number_or(map, "copy_gb_per_s", 0, 0);
+  c.host_probe_us = number_or(map, "host_probe_us", 0, 0);
   if (Field in_run = map["in_run"]; in_run.present()) c.in_run = parse_in_run(in_run);
   if (Field in_run = map["in_run_data"]; in_run.present()) c.in_run_data = parse_in_run(in_run);
   if (Field send = map["send_call"]; send.present()) {
@@ -334,6 +335,7 @@ std::string calibration_yaml(const Calibration& c) {
   s << "  cores: " << c.cores << "\n";
   s << "  backward_call_us: " << c.backward_call_us << "\n";
   s << "  copy_gb_per_s: " << c.copy_gb_per_s << "\n";
+  if (c.host_probe_us > 0) s << "  host_probe_us: " << c.host_probe_us << "\n";
   s << "  in_run: {forward: " << c.in_run.forward << ", backward: " << c.in_run.backward
     << ", optimizer: " << c.in_run.optimizer << ",\n            forward_extra_us: " << c.in_run.forward_extra_us
     << ", backward_extra_us: " << c.in_run.backward_extra_us
@@ -398,6 +400,11 @@ std::string calibrated_profile_yaml(const HardwareProfile& base, const std::stri
     s << "network: {name: " << base.network->name << ", bandwidth_gb_per_s: " << base.network->bandwidth_gb_per_s
       << ", latency_us: " << base.network->latency_us << ", nics_per_node: " << base.nics_per_node << "}\n";
   if (base.max_nodes) s << "nodes: " << *base.max_nodes << "\n";
+  const Interference& i = base.interference;
+  const double shared = c.shared_cores > 1 ? std::min(c.shared_cores, 10.0) : i.shared_cores;
+  if (i.compute != 1 || i.communication != 1 || shared != 1)
+    s << "interference: {compute_while_communicating: " << i.compute << ", communication_while_memory_bound: "
+      << i.communication << ", compute_while_computing: " << shared << "}\n";
   s << "calibration:\n" << calibration_yaml(c);
   return s.str();
 }

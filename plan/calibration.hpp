@@ -134,6 +134,15 @@ struct Calibration {
   std::optional<InRunFactors> in_run_data;
   double backward_call_us = 0;  ///< fixed cost of one autograd backward call (once per B)
   double copy_gb_per_s = 0;     ///< memory copy bandwidth (DDP bucket copies)
+  /// The host's speed when the costs were measured, as the reference operator's time
+  /// (exec::host_probe_us; 0: not measured). A run's steps whose probe is no slower than this
+  /// (within kHostSpeedTolerance) ran at the calibrated speed: see host_at_speed().
+  double host_probe_us = 0;
+  /// A layer's time while the other local rank computes too, against alone (the median over a
+  /// few signatures): cores shared with the other rank, or the host's cores behind them. The
+  /// profile carries it as interference.compute_while_computing (1: not measured), for the
+  /// simulator to apply while two ranks of a node compute at once.
+  double shared_cores = 1;
   /// The sender's own time in Gloo's send call (the loopback TCP stack copies the message in
   /// the caller's thread), by message size: "mb" holds bytes. It keeps the sender from computing.
   CostCurve send_call;
@@ -149,6 +158,16 @@ struct Calibration {
   const SignatureCost* loss(const std::string& signature) const;
   const OptimizerCost* optimizer(const std::string& kind, bool momentum) const;
 };
+
+/// On the shared VMs this is measured on, the host switches between speeds for seconds to
+/// minutes: the reference operator takes ~12.8 us in the fast state and 15-17 us in the slow one
+/// (small LibTorch layers slow 1.3-1.8x with it; docs/accuracy.md). 12% sits between the two and
+/// above the fast state's own jitter (+-3%).
+inline constexpr double kHostSpeedTolerance = 1.12;
+/// Whether a probe time says the host ran at the speed of `reference_us` (or faster).
+inline bool host_at_speed(double probe_us, double reference_us) {
+  return reference_us <= 0 || probe_us <= reference_us * kHostSpeedTolerance;
+}
 
 /// "linear 784x256 relu fp32", "encoder h512 heads8 ffn2048 seq128 bf16", ...
 std::string layer_signature(const Layer& layer, Precision precision);

@@ -104,7 +104,7 @@ NcclConfig parse_nccl(const Field& map, const HardwareProfile& hw) {
 }
 
 Interference parse_interference(const Field& map) {
-  expect_keys(map, {"compute_while_communicating", "communication_while_memory_bound"});
+  expect_keys(map, {"compute_while_communicating", "communication_while_memory_bound", "compute_while_computing"});
   Interference out;
   auto factor = [&](const char* key, double& into) {
     Field f = map[key];
@@ -114,6 +114,7 @@ Interference parse_interference(const Field& map) {
   };
   factor("compute_while_communicating", out.compute);
   factor("communication_while_memory_bound", out.communication);
+  factor("compute_while_computing", out.shared_cores);
   return out;
 }
 

@@ -83,6 +83,10 @@ struct Interference {
   /// The device's ports into its node fabric carry this many times less while memory-bound compute
   /// runs on it: both draw on its memory bandwidth.
   double communication = 1.0;
+  /// Compute runs this many times slower while another rank of its node computes: ranks that
+  /// share a CPU's cores (and caches). 1 for GPUs, each with its own; `parallax calibrate`
+  /// measures it on a CPU host.
+  double shared_cores = 1.0;
 };
 
 struct HardwareProfile {

@@ -10,6 +10,7 @@
 // Both sides are read the same way: a measured RECV that waited for its peer's compute counts as
 // bubble there, as on the predicted side.
 #include <cstdint>
+#include <map>
 #include <utility>
 #include <vector>
 
@@ -39,5 +40,11 @@ StepTimes step_times(const Timeline& timeline, int step);
 int64_t union_length(std::vector<std::pair<int64_t, int64_t>> intervals);
 /// The steps present in a timeline, ascending.
 std::vector<int> steps_of(const Timeline& timeline);
+
+/// A measured timeline's host-speed counters are named this, then " rank R" (in us).
+inline constexpr const char* kHostProbeCounter = "host probe";
+/// Each step's host probe (the executor's reference operator timed before the step, see
+/// exec/host_probe.hpp): the slowest rank's. Empty for a timeline without such counters.
+std::map<int, double> host_probe_by_step(const Timeline& timeline);
 
 }  // namespace parallax::plan

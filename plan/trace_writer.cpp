@@ -137,7 +137,7 @@ void write_chrome_trace(const Timeline& t, std::ostream& out) {
   }
   if (!t.counters.empty()) {
     std::snprintf(line, sizeof line,
-                  "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"args\":{\"name\":\"links\"}}", counter_pid(t));
+                  "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"args\":{\"name\":\"counters\"}}", counter_pid(t));
     emit(line);
   }
   for (const Counter& c : t.counters) {

@@ -2,7 +2,7 @@
 // Writes a Timeline as Chrome Trace Event JSON (DESIGN.md "Traces"), loadable in Perfetto UI and
 // chrome://tracing: one process per rank ("rank 3"), one thread per lane, X events with
 // ts/dur in microseconds (nanosecond decimals), args {action, stage, mb, bucket, bytes, step},
-// counters as C events under a "links" process, and a top-level "parallax" object.
+// counters (a prediction's links, a run's host probe) as C events under a "counters" process, and a top-level "parallax" object.
 // Streams with printf-style formatting rather than building a JSON tree: a 16k-rank step is
 // millions of events.
 #include <iosfwd>

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "plan/calibration.hpp"
 #include "plan/timeline_metrics.hpp"
 
 namespace parallax::profiler {
@@ -52,6 +53,32 @@ std::map<int, double> estimated_memory_mb(const plan::Timeline& t) {
   return out;
 }
 
+Spread spread_of(const std::vector<double>& v) {
+  if (v.empty()) return {};
+  return {*std::min_element(v.begin(), v.end()), median(v), *std::max_element(v.begin(), v.end())};
+}
+
+// Keeps the steps the host ran at the reference speed in, when there are enough of them.
+void match_host(const plan::Timeline& measured, double reference_us, std::vector<int>* steps, CompareReport* r) {
+  std::vector<double> all;
+  for (int s : *steps) all.push_back(plan::step_times(measured, s).step_time.to_ms());
+  r->all_steps_ms = spread_of(all);
+  if (reference_us <= 0) return;
+  const auto probe = plan::host_probe_by_step(measured);
+  std::vector<int> at_speed;
+  for (int s : *steps)
+    if (const auto it = probe.find(s); it != probe.end()) {
+      ++r->host_probed_steps;
+      if (plan::host_at_speed(it->second, reference_us)) at_speed.push_back(s);
+    }
+  r->host_steps_at_speed = static_cast<int>(at_speed.size());
+  if (r->host_steps_at_speed < kMinStepsAtSpeed ||
+      r->host_steps_at_speed < kMinShareAtSpeed * static_cast<double>(r->host_probed_steps))
+    return;
+  r->host_matched = true;
+  *steps = std::move(at_speed);
+}
+
 }  // namespace
 
 double median(std::vector<double> v) {
@@ -60,12 +87,13 @@ double median(std::vector<double> v) {
   return n == 0 ? 0.0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-CompareReport compare(const plan::Timeline& predicted, const plan::Timeline& measured) {
+CompareReport compare(const plan::Timeline& predicted, const plan::Timeline& measured, double host_reference_us) {
   CompareReport r;
   const std::vector<int> pred_steps = plan::steps_of(predicted);
   const int pstep = pred_steps.empty() ? 0 : pred_steps.front();
   std::vector<int> msteps = plan::steps_of(measured);
   if (msteps.size() > 1) msteps.erase(msteps.begin());  // the first step warms up
+  match_host(measured, host_reference_us, &msteps, &r);
   r.measured_steps = msteps;
 
   const plan::StepTimes pt = plan::step_times(predicted, pstep);

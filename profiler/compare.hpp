@@ -47,13 +47,27 @@ struct CompareReport {
   Spread measured_step_ms;
   double step_error = 0;  ///< (predicted - measured median) / measured median
   std::vector<int> measured_steps;  ///< the steps the measured figures are over
+  /// Given a host reference: the steps after warm-up whose host probe was within
+  /// plan::kHostSpeedTolerance of it, of `host_probed_steps`. When there are enough of them
+  /// (kMinStepsAtSpeed, kMinShareAtSpeed), the measured figures are over those steps only
+  /// (`host_matched`). `all_steps_ms` is the step time over every step after warm-up.
+  int host_steps_at_speed = 0, host_probed_steps = 0;
+  bool host_matched = false;
+  Spread all_steps_ms;
   std::vector<RankComparison> ranks;
   std::vector<KindComparison> kinds;
   std::vector<ActionComparison> worst;  ///< the ten largest timing differences
   std::vector<std::string> only_predicted, only_measured;  ///< "rank:id"
 };
 
-CompareReport compare(const plan::Timeline& predicted, const plan::Timeline& measured);
+/// `host_reference_us` > 0 (a calibrated profile's host_probe_us): compare with the measured steps
+/// the host ran at the calibrated speed in, when there are enough of them (see CompareReport).
+CompareReport compare(const plan::Timeline& predicted, const plan::Timeline& measured, double host_reference_us = 0);
+
+/// compare() keeps to the steps at the calibrated host speed when there are at least this many
+/// and this share of the steps after warm-up: fewer would be a rare state of the host's.
+inline constexpr int kMinStepsAtSpeed = 10;
+inline constexpr double kMinShareAtSpeed = 0.25;
 
 /// The median of `v` (the mean of the middle two for an even count; 0 when empty).
 double median(std::vector<double> v);

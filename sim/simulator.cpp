@@ -113,12 +113,20 @@ class Simulation {
         blocking_sends_(plan.schedule.collectives == plan::Collectives::nccl),
         preposted_receives_(!blocking_sends_),
         interference_(plan.scenario.hardware.interference),
-        played_((options.step_only || options.fold_replicas) && replicas_alike(plan) ? sched_.pipeline : plan.world_size),
+        // Ranks that share cores slow each other whichever replica they play: fold none then.
+        played_((options.step_only || options.fold_replicas) && replicas_alike(plan) &&
+                        plan.scenario.hardware.interference.shared_cores == 1.0
+                    ? sched_.pipeline
+                    : plan.world_size),
         network_(queue_, kFlowActivate, kFlowDone),
         topo_(plan, network_, /*named=*/!options.step_only) {
     network_.record_samples(options.record_link_samples);
     const int p = sched_.pipeline;
     ranks_.resize(played_);
+    if (interference_.shared_cores != 1.0) {
+      const int per_node = plan.scenario.hardware.devices_per_node;
+      node_computing_.assign(static_cast<size_t>((plan.world_size + per_node - 1) / per_node), 0);
+    }
     for (int r = 0; r < played_; ++r) {
       ranks_[r].pipeline_rank = r % p;
       ranks_[r].replica = r / p;
@@ -474,7 +482,8 @@ class Simulation {
     st.work_done = 0;
     st.work_total = dur.count_ns();
     st.progress_ns = now.count_ns();
-    st.speed = compute_speed(st);
+    node_compute(rank, +1, now);
+    st.speed = compute_speed(rank);
     st.next_bucket = 0;
     ++st.compute_version;
     schedule_compute(rank, now);
@@ -487,7 +496,38 @@ class Simulation {
     return ranks_[rank].compute_version == static_cast<uint32_t>(version);
   }
 
-  double compute_speed(const RankState& st) const { return st.comm_kernels > 0 ? 1.0 / interference_.compute : 1.0; }
+  // 1, or slower while a communication kernel runs on the device and while another rank of the
+  // node computes (shared cores).
+  double compute_speed(int rank) const {
+    const RankState& st = ranks_[rank];
+    double speed = st.comm_kernels > 0 ? 1.0 / interference_.compute : 1.0;
+    if (!node_computing_.empty() && node_computing_[topo_.node_of(rank)] > (st.computing ? 1 : 0))
+      speed /= interference_.shared_cores;
+    return speed;
+  }
+
+  // A rank of the node starts or stops computing: the others' compute in progress goes on at
+  // their new speed. The node's ranks are few where cores are shared (a CPU host's).
+  void node_compute(int rank, int delta, Time now) {
+    if (node_computing_.empty()) return;
+    const int node = topo_.node_of(rank);
+    node_computing_[node] += delta;
+    const int per_node = plan_.scenario.hardware.devices_per_node;
+    for (int r = node * per_node; r < std::min(played_, (node + 1) * per_node); ++r)
+      if (r != rank) retime(r, now);
+  }
+
+  // The rank's compute in progress goes on at the speed of now.
+  void retime(int rank, Time now) {
+    RankState& st = ranks_[rank];
+    const double speed = compute_speed(rank);
+    if (!st.computing || speed == st.speed) return;
+    st.work_done += static_cast<double>(now.count_ns() - st.progress_ns) * st.speed;
+    st.progress_ns = now.count_ns();
+    st.speed = speed;
+    ++st.compute_version;  // the queued bucket and end events are stale
+    schedule_compute(rank, now);
+  }
 
   // Queues the compute's remaining bucket-ready points and its end at the current speed. At speed
   // 1 from its start these are its offsets as they are. Bucket events go in before the end so
@@ -513,15 +553,8 @@ class Simulation {
   // progress goes on at the new speed from now.
   void comm_kernel(int rank, int delta, Time now) {
     if (rank >= played_) return;
-    RankState& st = ranks_[rank];
-    st.comm_kernels += delta;
-    const double speed = compute_speed(st);
-    if (!st.computing || speed == st.speed) return;
-    st.work_done += static_cast<double>(now.count_ns() - st.progress_ns) * st.speed;
-    st.progress_ns = now.count_ns();
-    st.speed = speed;
-    ++st.compute_version;  // the queued bucket and end events are stale
-    schedule_compute(rank, now);
+    ranks_[rank].comm_kernels += delta;
+    retime(rank, now);
   }
 
   // A collective's kernels start or end on every member's device; nothing to track when compute
@@ -541,6 +574,7 @@ class Simulation {
   void on_compute_done(int rank, Time now) {
     RankState& st = ranks_[rank];
     st.computing = false;
+    node_compute(rank, -1, now);
     if (st.memory_bound) slow_ports(rank, false, now);
     end_ = std::max(end_, now);
     if (st.last_compute >= 0) run_.timeline.events[st.last_compute].end = now;
@@ -858,6 +892,7 @@ class Simulation {
   bool preposted_receives_ = false;  // Gloo: every receive is posted at the step's start
   plan::Interference interference_;
   int played_ = 0;  // ranks played: all, or replica 0's when folded
+  std::vector<int> node_computing_;  // per node, its ranks computing; empty: cores not shared
   Time end_;        // the latest end of any recorded event
   int64_t latest_release_ = -1;  // of the latest recorded event's dependencies so far (depend)
   // Calibrated hosts: a message whose receive comes after its send takes this long (beyond its

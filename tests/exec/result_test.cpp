@@ -1,6 +1,7 @@
 // measured_timeline on synthetic rank results: on a GPU, compute actions take the times their
 // CUDA events measured, and the host spans around them stay in the trace on a lane of their own.
 #include "exec/runtime.hpp"
+#include "plan/timeline_metrics.hpp"
 // LibTorch's logging defines CHECK (glog's, which aborts the process); Catch's must win here.
 #undef CHECK
 #include <catch2/catch.hpp>
@@ -50,4 +51,25 @@ TEST_CASE("exec::measured_timeline: GPU-timed compute spans take the device's ti
     CHECK(d.end - d.start == plan::Time::ns(10));
   }
   CHECK(host_lanes == 2);
+}
+
+TEST_CASE("exec::RankResult: the host probe survives the JSON hand-over and becomes a counter at each step's start",
+          "[exec]") {
+  exec::RankResult r;
+  r.rank = 1;
+  r.events = {compute(plan::ActionKind::F, 0, 2000, 3000, 0), compute(plan::ActionKind::F, 0, 9000, 9500, 1)};
+  r.instants = {{1, plan::Time::ns(1900), "step", 0}, {1, plan::Time::ns(8900), "step", 1}};
+  r.host_probe = {{0, 12.75}, {1, 16.5}};
+  const exec::RankResult back = exec::result_from_json(exec::result_to_json(r));
+  REQUIRE(back.host_probe.size() == 2);
+  CHECK(back.host_probe[1].first == 1);
+  CHECK(back.host_probe[1].second == 16.5);
+  const plan::Timeline t = exec::measured_timeline({back}, "s", 2);
+  REQUIRE(t.counters.size() == 1);
+  CHECK(t.counters[0].name == "host probe rank 1");
+  REQUIRE(t.counters[0].samples.size() == 2);
+  CHECK(t.counters[0].samples[1].first.count_ns() == 8900 - 1900);  // the origin is the first mark
+  const auto by_step = plan::host_probe_by_step(t);
+  CHECK(by_step.at(0) == 12.75);
+  CHECK(by_step.at(1) == 16.5);
 }

@@ -42,6 +42,7 @@ plan::Calibration sample_calibration() {
               .probe = "probe"};
   c.backward_call_us = 7;
   c.copy_gb_per_s = 20;
+  c.host_probe_us = 12.5;
   c.send_call = {{1024, 65536}, {12, 30}};
   c.p2p = {60, 3};
   c.allreduce = {300, 1.5};
@@ -177,6 +178,14 @@ TEST_CASE("plan::Calibration: a calibrated profile round-trips with the same cos
   CHECK(r.in_run.backward_extra_us == Approx(-5));
   CHECK(r.in_run_data->probe == "ddp probe");
   CHECK(r.in_run.probe == "probe");
+  CHECK(r.host_probe_us == Approx(12.5));
+  CHECK(hw.interference.shared_cores == 1);  // not measured: no interference section
+
+  // A measured shared-core slowdown goes into the profile's interference, for the simulator.
+  c.shared_cores = 1.3;
+  const auto shared = profile_from(plan::calibrated_profile_yaml(builtin("cpu-host"), "here", c, {}));
+  CHECK(shared.interference.shared_cores == Approx(1.3));
+  CHECK(shared.interference.compute == 1);
   CHECK(r.send_call.at(32768) == Approx(c.send_call.at(32768)));
   CHECK(r.p2p.latency_us == Approx(60));
   // The node link carries delivery as a run sees it: the ping-pong's plus the probe's extra.
@@ -414,4 +423,12 @@ TEST_CASE("sim::simulate: under DDP only the step's last backward takes the all-
   const double bytes = (784 * 256 + 256 + 256 * 10 + 10) * 4.0;
   const double copy_us = bytes / (c.copy_gb_per_s * 1e3);
   CHECK(backward_us[3] == Approx(backward_us[0] + copy_us + 500 * bytes / 1e6).epsilon(1e-3));
+}
+
+TEST_CASE("plan::host_at_speed: within the tolerance of the reference, or no reference", "[plan]") {
+  CHECK(plan::host_at_speed(12.0, 12.5));                                 // faster than calibrated
+  CHECK(plan::host_at_speed(12.5 * plan::kHostSpeedTolerance, 12.5));     // at the edge
+  CHECK_FALSE(plan::host_at_speed(12.5 * plan::kHostSpeedTolerance * 1.01, 12.5));
+  CHECK_FALSE(plan::host_at_speed(16.0, 12.5));                           // this VM's slow state
+  CHECK(plan::host_at_speed(1e6, 0));                                     // a profile without a probe
 }

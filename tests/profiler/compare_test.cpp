@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include "plan/calibration.hpp"
 #include "profiler/compare.hpp"
 
 using namespace parallax;
@@ -93,4 +94,46 @@ TEST_CASE("profiler::compare: memory per rank, the plan's estimate against the r
   measured.memory = {{0, 300LL << 20, 180LL << 20}};
   r = profiler::compare(predicted, measured);
   CHECK(r.ranks[0].measured_memory_mb == Approx(120));
+}
+
+TEST_CASE("profiler::compare: given the calibrated host speed, measured figures are over the steps run at it",
+          "[profiler]") {
+  // Predicted: F 0-2 ms. Measured: 24 steps 100 ms apart; step 0 warms up. `fast` steps after it
+  // ran with the host probe at 10 us (the reference) and F took 3 ms; the others at 15 us, 5 ms.
+  auto build_run = [](int fast) {
+    plan::Timeline predicted, measured;
+    predicted.world_size = measured.world_size = 1;
+    const Action f{ActionKind::F, 0, 0};
+    add(predicted, 0, Lane::compute, f, 0, 2);
+    plan::Counter probe{"host probe rank 0", "us", {}};
+    for (int s = 0; s < 24; ++s) {
+      const bool at_speed = s >= 1 && s <= fast;
+      add(measured, 0, Lane::compute, f, 100.0 * s, 100.0 * s + (at_speed ? 3 : 5), s);
+      probe.samples.emplace_back(Time::ms(100.0 * s - 0.05), at_speed ? 10.0 : 15.0);
+    }
+    measured.counters.push_back(probe);
+    return std::pair{predicted, measured};
+  };
+  const auto [predicted, measured] = build_run(10);  // 10 of 23: enough, and 43% of them
+  const auto r = profiler::compare(predicted, measured, 10.0);
+  CHECK(r.host_probed_steps == 23);
+  CHECK(r.host_steps_at_speed == 10);
+  CHECK(r.host_matched);
+  CHECK(r.measured_steps.size() == 10);
+  CHECK(r.measured_step_ms.median == Approx(3));
+  CHECK(r.all_steps_ms.median == Approx(5));  // 13 of the 23 took 5 ms
+  CHECK(r.kinds.at(0).mean_abs_error == Approx(1.0 / 3));
+
+  // Without a reference (an uncalibrated profile): every step, as before.
+  const auto all = profiler::compare(predicted, measured);
+  CHECK_FALSE(all.host_matched);
+  CHECK(all.measured_step_ms.median == Approx(5));
+  CHECK(all.host_probed_steps == 0);
+
+  // Too few steps at speed to stand for the run: every step, and the count says so.
+  const auto [p2, few] = build_run(profiler::kMinStepsAtSpeed - 1);
+  const auto r2 = profiler::compare(p2, few, 10.0);
+  CHECK(r2.host_steps_at_speed == profiler::kMinStepsAtSpeed - 1);
+  CHECK_FALSE(r2.host_matched);
+  CHECK(r2.measured_step_ms.median == Approx(5));
 }

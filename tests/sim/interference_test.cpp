@@ -107,3 +107,39 @@ TEST_CASE("sim: interference factors are checked like every other key", "[sim]")
              Catch::Contains("compute_while_communicate"));
   CHECK(test::parse_error(two_replicas(model, device, "{compute_while_communicating: 1.2, communication_while_memory_bound: 1.3}")).empty());
 }
+
+TEST_CASE("sim: ranks that share cores compute a factor slower while both compute, and not across nodes", "[sim]") {
+  // Two replicas start their forwards together and run them side by side: at 1/k speed each for
+  // the whole forward, k x its time alone. With one device per node they share nothing.
+  const std::string model = "model: {preset: synthetic, layers: 2, fwd_us_per_sample: 1000, params_mb: 1}\n";
+  const std::string device = "{memory_gb: 80, memory_bandwidth_gb_per_s: .inf, peak_tflops: {fp32: 100}}";
+  const double k = 1.6;
+  const auto base = test::plan_from(two_replicas(model, device, ""));
+  const auto shared = test::plan_from(two_replicas(model, device, "{compute_while_computing: 1.6}"));
+  const sim::SimRun alone = sim::simulate(base), run = sim::simulate(shared);
+  for (int rank : {0, 1}) {
+    const auto& f_alone = find(alone, rank, "0F0");
+    const auto& f = find(run, rank, "0F0");
+    CHECK(ns(f.end - f.start) == Approx(k * ns(f_alone.end - f_alone.start)).margin(2));
+  }
+  CHECK(ns(run.step_time) > 1.5 * ns(alone.step_time));
+  // Every rank is played when cores are shared (replicas on one node slow each other), so the
+  // tuner's step-only simulation gives the same step.
+  sim::SimOptions step_only;
+  step_only.step_only = true;
+  CHECK(sim::simulate(shared, step_only).step_time == run.step_time);
+
+  // One device per node: two nodes, nothing shared, the step as without the factor.
+  auto apart = [&](const std::string& interference) {
+    return model +
+           "data: {batch_size: 1}\n"
+           "parallel: {data: 2, chunks: 1, first_bucket_mb: 1}\n"
+           "hardware:\n"
+           "  device: " + device + "\n"
+           "  node: {devices: 1, link: {name: l, bandwidth_gb_per_s: 10, latency_us: 0}}\n"
+           "  network: {name: n, bandwidth_gb_per_s: 10, latency_us: 0}\n" +
+           (interference.empty() ? "" : "  interference: " + interference + "\n");
+  };
+  CHECK(sim::simulate(test::plan_from(apart("{compute_while_computing: 1.6}"))).step_time ==
+        sim::simulate(test::plan_from(apart(""))).step_time);
+}
