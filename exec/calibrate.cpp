@@ -263,7 +263,7 @@ class Calibrator {
   // one layer's cost alone has moved by up to 2x between calibrations while a bare sgemm held
   // within 7% (docs/accuracy.md): the difference tells how far this machine's figures can be
   // trusted, and the lower of the two passes is kept.
-  // Returns the signatures measured off the host's reference speed in both passes.
+  // Returns the signatures with a figure measured off the host's reference speed in this pass.
   std::vector<size_t> second_pass(plan::Calibration* c) {
     say("second pass over the layers, to see how far their costs repeat");
     std::vector<size_t> slow;
