@@ -6,8 +6,9 @@
 #
 # Calibration measures the layer tables of the accuracy set at fp32 and, for the set's bf16 row,
 # bf16 (--precision bf16); its in-run probes take the model of scenarios/mlp-fashion-mnist-ddp2.yaml
-# (2 hidden layers of 256), which no configuration of the set uses: the errors below are on
-# configurations the profile was not fitted to.
+# (2 hidden layers of 256), which no configuration of the set uses, and, as the larger of the two
+# models their in-run line is fitted through, the set's transformer model, in layouts the set does
+# not run (1F1B with 4 chunks; 2 DDP replicas): the transformer rows are not fully held out.
 #
 # Usage: bench/accuracy.sh [BUILD_DIR]   (environment: STEPS=100 REPEATS=3, OUT=DIR keeps the
 # profile and validate's JSON there instead of in a temporary directory)

@@ -58,15 +58,14 @@ Spread spread_of(const std::vector<double>& v) {
   return {*std::min_element(v.begin(), v.end()), median(v), *std::max_element(v.begin(), v.end())};
 }
 
-// Keeps the steps the host ran at the reference speed in, when there are enough of them.
-void match_host(const plan::Timeline& measured, double reference_us, std::vector<int>* steps, CompareReport* r) {
-  std::vector<double> all;
-  for (int s : *steps) all.push_back(plan::step_times(measured, s).step_time.to_ms());
-  r->all_steps_ms = spread_of(all);
-  if (reference_us <= 0) return;
+// The steps the host ran at the reference speed in, of `steps`, when there are enough of them;
+// else `steps` as they are. Counts them into `r`.
+std::vector<int> match_host(const plan::Timeline& measured, double reference_us, const std::vector<int>& steps,
+                            CompareReport* r) {
+  if (reference_us <= 0) return steps;
   const auto probe = plan::host_probe_by_step(measured);
   std::vector<int> at_speed;
-  for (int s : *steps)
+  for (int s : steps)
     if (const auto it = probe.find(s); it != probe.end()) {
       ++r->host_probed_steps;
       if (plan::host_at_speed(it->second, reference_us)) at_speed.push_back(s);
@@ -74,9 +73,9 @@ void match_host(const plan::Timeline& measured, double reference_us, std::vector
   r->host_steps_at_speed = static_cast<int>(at_speed.size());
   if (r->host_steps_at_speed < kMinStepsAtSpeed ||
       r->host_steps_at_speed < kMinShareAtSpeed * static_cast<double>(r->host_probed_steps))
-    return;
+    return steps;
   r->host_matched = true;
-  *steps = std::move(at_speed);
+  return at_speed;
 }
 
 }  // namespace
@@ -91,9 +90,16 @@ CompareReport compare(const plan::Timeline& predicted, const plan::Timeline& mea
   CompareReport r;
   const std::vector<int> pred_steps = plan::steps_of(predicted);
   const int pstep = pred_steps.empty() ? 0 : pred_steps.front();
-  std::vector<int> msteps = plan::steps_of(measured);
-  if (msteps.size() > 1) msteps.erase(msteps.begin());  // the first step warms up
-  match_host(measured, host_reference_us, &msteps, &r);
+  std::vector<int> after_warmup = plan::steps_of(measured);
+  if (after_warmup.size() > 1) after_warmup.erase(after_warmup.begin());  // the first step warms up
+  std::map<int, plan::StepTimes> times;  // each step's, computed once (a pass over the events each)
+  std::vector<double> all_ms;
+  for (int s : after_warmup) {
+    const auto& t = times.emplace(s, plan::step_times(measured, s)).first->second;
+    all_ms.push_back(t.step_time.to_ms());
+  }
+  r.all_steps_ms = spread_of(all_ms);
+  const std::vector<int> msteps = match_host(measured, host_reference_us, after_warmup, &r);
   r.measured_steps = msteps;
 
   const plan::StepTimes pt = plan::step_times(predicted, pstep);
@@ -101,12 +107,11 @@ CompareReport compare(const plan::Timeline& predicted, const plan::Timeline& mea
   std::vector<plan::StepTimes> mt;
   std::vector<double> step_ms;
   for (int s : msteps) {
-    mt.push_back(plan::step_times(measured, s));
+    mt.push_back(times.at(s));
     step_ms.push_back(mt.back().step_time.to_ms());
   }
   if (!step_ms.empty()) {
-    r.measured_step_ms = {*std::min_element(step_ms.begin(), step_ms.end()), median(step_ms),
-                          *std::max_element(step_ms.begin(), step_ms.end())};
+    r.measured_step_ms = spread_of(step_ms);
     r.step_error = (r.predicted_step_ms - r.measured_step_ms.median) / r.measured_step_ms.median;
   }
 

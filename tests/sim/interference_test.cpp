@@ -10,15 +10,18 @@ using namespace parallax;
 
 namespace {
 
-// Two replicas on one node of two devices joined by a 10 GB/s link; `device` and `interference`
-// are the profile's maps.
-std::string two_replicas(const std::string& model, const std::string& device, const std::string& interference) {
+// Two replicas on one node of two devices joined by a 10 GB/s link (or, `apart`, on two nodes of
+// one device joined by a 10 GB/s network); `device` and `interference` are the profile's maps.
+std::string two_replicas(const std::string& model, const std::string& device, const std::string& interference,
+                         bool apart = false) {
   return model +
          "data: {batch_size: 1}\n"
          "parallel: {data: 2, chunks: 1, first_bucket_mb: 1}\n"
          "hardware:\n"
-         "  device: " + device + "\n"
-         "  node: {devices: 2, link: {name: l, bandwidth_gb_per_s: 10, latency_us: 0}}\n" +
+         "  device: " + device + "\n" +
+         (apart ? "  node: {devices: 1, link: {name: l, bandwidth_gb_per_s: 10, latency_us: 0}}\n"
+                  "  network: {name: n, bandwidth_gb_per_s: 10, latency_us: 0}\n"
+                : "  node: {devices: 2, link: {name: l, bandwidth_gb_per_s: 10, latency_us: 0}}\n") +
          (interference.empty() ? "" : "  interference: " + interference + "\n");
 }
 
@@ -130,16 +133,6 @@ TEST_CASE("sim: ranks that share cores compute a factor slower while both comput
   CHECK(sim::simulate(shared, step_only).step_time == run.step_time);
 
   // One device per node: two nodes, nothing shared, the step as without the factor.
-  auto apart = [&](const std::string& interference) {
-    return model +
-           "data: {batch_size: 1}\n"
-           "parallel: {data: 2, chunks: 1, first_bucket_mb: 1}\n"
-           "hardware:\n"
-           "  device: " + device + "\n"
-           "  node: {devices: 1, link: {name: l, bandwidth_gb_per_s: 10, latency_us: 0}}\n"
-           "  network: {name: n, bandwidth_gb_per_s: 10, latency_us: 0}\n" +
-           (interference.empty() ? "" : "  interference: " + interference + "\n");
-  };
-  CHECK(sim::simulate(test::plan_from(apart("{compute_while_computing: 1.6}"))).step_time ==
-        sim::simulate(test::plan_from(apart(""))).step_time);
+  CHECK(sim::simulate(test::plan_from(two_replicas(model, device, "{compute_while_computing: 1.6}", true))).step_time ==
+        sim::simulate(test::plan_from(two_replicas(model, device, "", true))).step_time);
 }
