@@ -5,10 +5,11 @@
 # the worst error and Kendall's tau within each sweep.
 #
 # Calibration measures the layer tables of the accuracy set at fp32 and, for the set's bf16 row,
-# bf16 (--precision bf16); its in-run probes take the model of scenarios/mlp-fashion-mnist-ddp2.yaml
-# (2 hidden layers of 256), which no configuration of the set uses, and, as the larger of the two
-# models their in-run line is fitted through, the set's transformer model, in layouts the set does
-# not run (1F1B with 4 chunks; 2 DDP replicas): the transformer rows are not fully held out.
+# bf16 (--precision bf16). Its in-run probes (--probe-with) run on two models outside the set:
+# scenarios/mlp-fashion-mnist-ddp2.yaml's MLP (2 hidden layers of 256) and, as the larger of the two
+# models the in-run line is fitted through, bench/data/probe-transformer.yaml (hidden 96 where the
+# set's transformer has 64). No configuration of the set, nor its models, runs during calibration:
+# its layers are timed alone, and every run of the set is held out.
 #
 # Usage: bench/accuracy.sh [BUILD_DIR]   (environment: STEPS=100 REPEATS=3, OUT=DIR keeps the
 # profile and validate's JSON there instead of in a temporary directory)
@@ -27,7 +28,8 @@ else
   trap 'rm -rf "$out"' EXIT
 fi
 
-"$bin" calibrate --precision bf16 scenarios/mlp-fashion-mnist-ddp2.yaml scenarios/accuracy/*.yaml -o "$out/here.yaml" 2>&1 |
+"$bin" calibrate --precision bf16 scenarios/accuracy/*.yaml -o "$out/here.yaml" \
+  --probe-with scenarios/mlp-fashion-mnist-ddp2.yaml --probe-with bench/data/probe-transformer.yaml 2>&1 |
   grep -E "wrote|in a real run|message whose|host speed|differ by|again" >&2
 
 validate() {  # SCENARIO SWEEP...

@@ -433,8 +433,10 @@ enum class Mode { full, step_only, folded };
 
 // One simulation in a child process, so that its peak RSS is its own: prints ranks, wall time
 // (plan + simulate; folded: + metrics), events, events/s, peak RSS and the predicted step, unless
-// `quiet`. Returns the simulate time (negative if the child failed).
-double scale_case(const char* label, const std::string& yaml, Mode mode, bool quiet = false) {
+// `quiet`. Returns the simulate time (negative if the child failed). `warm`: the child simulates
+// the plan once first and times the second, which reuses the first's freed memory, as a session
+// that simulates again does (the GUI, validate, a sweep).
+double scale_case(const char* label, const std::string& yaml, Mode mode, bool quiet = false, bool warm = false) {
   std::fflush(stdout);
   int fds[2];
   if (pipe(fds) != 0) throw std::runtime_error("pipe failed");
@@ -449,6 +451,7 @@ double scale_case(const char* label, const std::string& yaml, Mode mode, bool qu
     options.record_link_samples = false;
     options.step_only = mode == Mode::step_only;
     options.fold_replicas = mode == Mode::folded;
+    if (warm) sim::simulate(p, options);
     const auto t1 = std::chrono::steady_clock::now();
     const sim::SimRun run = sim::simulate(p, options);
     double sim_s = seconds_since(t1);
@@ -480,23 +483,69 @@ double scale_case(const char* label, const std::string& yaml, Mode mode, bool qu
   return sim_s;
 }
 
-// The mixed p2p + DDP step at 1,024 and 8,192 ranks, `runs` fresh processes each, alternated so
-// that both sizes see the same moments of a shared machine: the ratio of the medians, with the
-// ranges beside it (one run of the small case varies by tens of percent here).
+// Seconds a new process takes to write `mib` MiB of fresh memory the first time (negative if the
+// child failed). On these VMs it is the host's work and varies tenfold between processes (180 MiB:
+// 0.03-0.33 s), where writing the same memory again takes 0.01 s: it says how much of a first
+// simulation's time is the machine's rather than the simulator's.
+double first_touch_s(size_t mib) {
+  std::fflush(stdout);
+  int fds[2];
+  if (pipe(fds) != 0) throw std::runtime_error("pipe failed");
+  const pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    close(fds[0]);
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<char> buffer(mib << 20, 1);  // every page written once
+    const double s = seconds_since(t0);
+    const volatile char last = buffer.back();  // the writes are used: not elided
+    (void)last;
+    if (write(fds[1], &s, sizeof s) != sizeof s) _exit(1);
+    _exit(0);
+  }
+  close(fds[1]);
+  double s = -1;
+  if (read(fds[0], &s, sizeof s) != sizeof s) s = -1;
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return s;
+}
+
+// "0.073 s (0.070-0.082)": the median and range of positive times.
+std::string median_range(const std::vector<double>& v) {
+  const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+  char text[64];
+  std::snprintf(text, sizeof text, "%.3f s (%.3f-%.3f)", profiler::median(v), *lo, *hi);
+  return text;
+}
+
+// The mixed p2p + DDP step at 1,024 and 8,192 ranks, `runs` processes of each, alternated so that
+// both sizes see the same moments of a shared machine: the ratio of the medians, with the ranges
+// beside it (one run of the small case varies by tens of percent here). Twice: a process's first
+// simulation, which writes its timeline into fresh memory, and its second, which reuses it; and
+// the first touch of as much memory as each case's peak, for the machine's share of the first.
 void mixed_scaling(int runs) {
-  std::vector<double> small, large;
+  std::vector<double> small, large, small_warm, large_warm, touch_small, touch_large;
   for (int i = 0; i < runs; ++i) {
     small.push_back(scale_case("mixed 1,024", interleaved_mixed(64), Mode::full, true));
     large.push_back(scale_case("mixed 8,192", interleaved_mixed(512), Mode::full, true));
+    small_warm.push_back(scale_case("mixed 1,024, warm", interleaved_mixed(64), Mode::full, true, true));
+    large_warm.push_back(scale_case("mixed 8,192, warm", interleaved_mixed(512), Mode::full, true, true));
+    touch_small.push_back(first_touch_s(35));
+    touch_large.push_back(first_touch_s(241));
   }
   // A failed child says so itself (scale_case) and returns a negative time: no ratio then.
-  if (*std::min_element(small.begin(), small.end()) < 0 || *std::min_element(large.begin(), large.end()) < 0) return;
-  const auto [s_min, s_max] = std::minmax_element(small.begin(), small.end());
-  const auto [l_min, l_max] = std::minmax_element(large.begin(), large.end());
-  const double s = profiler::median(small), l = profiler::median(large);
-  std::printf("  mixed p2p + DDP, 1,024 -> 8,192 ranks (%d fresh processes each, alternated): %.3f s (%.3f-%.3f) -> "
-              "%.3f s (%.3f-%.3f) = %.1fx for 8x the ranks\n",
-              runs, s, *s_min, *s_max, l, *l_min, *l_max, l / s);
+  for (const auto* v : {&small, &large, &small_warm, &large_warm})
+    if (*std::min_element(v->begin(), v->end()) < 0) return;
+  std::printf("  mixed p2p + DDP, 1,024 -> 8,192 ranks, %d processes each, alternated:\n", runs);
+  std::printf("    first simulation (fresh memory):  %s -> %s = %.1fx for 8x the ranks\n", median_range(small).c_str(),
+              median_range(large).c_str(), profiler::median(large) / profiler::median(small));
+  std::printf("    second simulation (memory reused): %s -> %s = %.1fx for 8x the ranks\n",
+              median_range(small_warm).c_str(), median_range(large_warm).c_str(),
+              profiler::median(large_warm) / profiler::median(small_warm));
+  std::printf("    first touch of 35 MiB / 241 MiB (each case's peak RSS) in a new process: %s / %s\n",
+              median_range(touch_small).c_str(), median_range(touch_large).c_str());
 }
 
 // The scale goals of docs/simulator.md: 1F1B PP x DP steps from 1,024 to 131,072 ranks, pipeline

@@ -103,7 +103,8 @@ struct ProbeResult {
 // layers by a fixed cost per action (threads woken, caches refilled after the messages) and large
 // ones in proportion (the other rank's compute sharing caches and memory bandwidth), and two
 // models of different sizes tell the two apart (plan::fit_in_run_line). Each probe runs about 2 s by the
-// base profile's estimate.
+// base profile's estimate. `plans` are the models to choose among: the measured scenarios', or
+// --probe-with's.
 std::vector<Probe> probe_plans(const std::vector<Calibrated>& plans, const plan::HardwareProfile& base) {
   const std::vector<std::string> common = {"hardware=ideal", "parallel.virtual=1", "parallel.partition_len=balanced",
                                            "parallel.grad_accumulation=1", "parallel.activation_checkpointing=false"};
@@ -374,6 +375,11 @@ int calibrate_command(const CalibrateArgs& args, const std::vector<std::string>&
   const bool as_rank = exec::LaunchInfo::from_environment(&launch);
   // Everything that can be wrong with the input is found before the ranks start.
   const auto calibrated = executable_plans(files, named, !as_rank);
+  const auto probe_models = args.probe_with.empty() ? std::vector<Calibrated>{}
+                                                    : executable_plans(args.probe_with, true, false);
+  if (!probe_models.empty() &&
+      std::none_of(probe_models.begin(), probe_models.end(), [](const Calibrated& c) { return c.plan.layers().size() >= 2; }))
+    throw plan::InputError(plan::Location{"--probe-with"}, "the probes need a model of two layers or more");
   const std::vector<plan::Precision> precisions = extra_precisions(args.precisions);
   std::vector<plan::Plan> plans;
   for (const auto& c : calibrated) plans.push_back(c.plan);
@@ -397,7 +403,7 @@ int calibrate_command(const CalibrateArgs& args, const std::vector<std::string>&
   // Each probe runs kProbeRepeats times, interleaved, and each in-run figure is the median of
   // the repeats: one ~2 s probe on this kind of shared machine can land in a slow spell (a
   // calibration's pipeline extras have come out twice another's an hour apart).
-  const std::vector<Probe> probes = probe_plans(calibrated, base);
+  const std::vector<Probe> probes = probe_plans(probe_models.empty() ? calibrated : probe_models, base);
   for (int r = 0; r < kProbeRepeats; ++r)
     for (const Probe& p : probes) options.probes.push_back(p.plan);
   // The probes' micro-batch sizes are measured too: their factors divide by those costs.

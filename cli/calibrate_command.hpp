@@ -14,6 +14,9 @@ struct CalibrateArgs {
   /// Precisions to measure every layer at besides each scenario's own ("fp32", "bf16"), so that
   /// plans swept or tuned to another precision are costed from measurements too.
   std::vector<std::string> precisions;
+  /// Scenarios whose models run the in-run probes instead of the measured scenarios' (their
+  /// layers are measured too), so that an accuracy set's own models never run during calibration.
+  std::vector<std::string> probe_with;
 };
 
 /// The default set: the built-in default scenario, then every scenarios/*.yaml on hardware

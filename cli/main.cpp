@@ -296,6 +296,12 @@ int main(int argc, char** argv) {
                    "each scenario's own precision is always measured")
       ->allow_extra_args(false)
       ->delimiter(',');
+  cal_cmd
+      ->add_option("--probe-with", cal_args.probe_with,
+                   "Run the in-run probes on these scenarios' models instead of the measured ones (repeatable), so "
+                   "that plans you will validate never run during calibration")
+      ->allow_extra_args(false)
+      ->type_name("SCENARIO");
   cal_cmd->footer(
       "Examples:\n  parallax calibrate -o here.yaml && parallax simulate scenarios/mlp-fashion-mnist-pipeline2.yaml "
       "--set hardware=here.yaml\n  parallax calibrate --quick my-model.yaml -o my-model-here.yaml\n  parallax calibrate "

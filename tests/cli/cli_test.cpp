@@ -158,10 +158,14 @@ TEST_CASE("cli: calibrate writes a profile that simulate uses, with measured lay
   const auto dir = std::filesystem::temp_directory_path() / ("parallax-cal-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const std::string profile = (dir / "here.yaml").string();
-  const auto r = run("calibrate --quick --precision bf16 " + scenario("mlp-fashion-mnist-ddp2.yaml") + " -o " + profile,
+  // The probes run on --probe-with's model, not on the measured scenario's.
+  const auto r = run("calibrate --quick --precision bf16 " + scenario("mlp-fashion-mnist-ddp2.yaml") + " -o " + profile +
+                         " --probe-with " + scenario("mlp-fashion-mnist-pipeline2.yaml"),
                      "", true);
   REQUIRE(r.code == 0);
   CHECK_THAT(r.out, Catch::Contains("linear 784x256 relu fp32"));
+  CHECK_THAT(r.out, Catch::Contains("; mlp-fashion-mnist-pipeline2 (calibration probe"));
+  CHECK_THAT(r.out, !Catch::Contains("mlp-fashion-mnist-ddp2 (calibration probe"));
   const auto doc = parallax::plan::YamlDocument::from_file(profile);
   const auto hw = parallax::plan::parse_hardware(parallax::plan::Field::root(doc));
   REQUIRE(hw.calibration);
@@ -199,6 +203,11 @@ TEST_CASE("cli: calibrate refuses a scenario it cannot run, and bad profiles, wi
                         " -o /tmp/never-written.yaml", "", true);
   CHECK(fp16.code == 2);
   CHECK_THAT(fp16.out, Catch::Contains("--precision: 'fp16'"));
+  CHECK_FALSE(std::filesystem::exists("/tmp/never-written.yaml"));
+  const auto probe = run("calibrate " + scenario("mlp-fashion-mnist-ddp2.yaml") + " --probe-with " +
+                         scenario("interleaved-synthetic-ideal.yaml") + " -o /tmp/never-written.yaml", "", true);
+  CHECK(probe.code == 2);
+  CHECK_THAT(probe.out, Catch::Contains("synthetic"));
   CHECK_FALSE(std::filesystem::exists("/tmp/never-written.yaml"));
   const auto dir = std::filesystem::temp_directory_path() / ("parallax-badcal-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
