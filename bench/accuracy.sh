@@ -7,7 +7,7 @@
 # Calibration measures the layer tables of the accuracy set at fp32 and, for the set's bf16 row,
 # bf16 (--precision bf16). Its in-run probes (--probe-with) run on two models outside the set:
 # scenarios/mlp-fashion-mnist-ddp2.yaml's MLP (2 hidden layers of 256) and, as the larger of the two
-# models the in-run line is fitted through, bench/data/probe-transformer.yaml (hidden 96 where the
+# models the in-run line is fitted through, bench/data/probe-transformer.yaml (hidden 128 where the
 # set's transformer has 64). No configuration of the set, nor its models, runs during calibration:
 # its layers are timed alone, and every run of the set is held out.
 #
