@@ -512,7 +512,7 @@ double first_touch_s(size_t mib) {
   return s;
 }
 
-// "0.073 s (0.070-0.082)": the median and range of positive times.
+// "0.073 s (0.070-0.082)": the median and range of times.
 std::string median_range(const std::vector<double>& v) {
   const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
   char text[64];
@@ -544,6 +544,11 @@ void mixed_scaling(int runs) {
   std::printf("    second simulation (memory reused): %s -> %s = %.1fx for 8x the ranks\n",
               median_range(small_warm).c_str(), median_range(large_warm).c_str(),
               profiler::median(large_warm) / profiler::median(small_warm));
+  if (*std::min_element(touch_small.begin(), touch_small.end()) < 0 ||
+      *std::min_element(touch_large.begin(), touch_large.end()) < 0) {
+    std::printf("    first touch of fresh memory: a child failed\n");
+    return;
+  }
   std::printf("    first touch of 35 MiB / 241 MiB (each case's peak RSS) in a new process: %s / %s\n",
               median_range(touch_small).c_str(), median_range(touch_large).c_str());
 }
