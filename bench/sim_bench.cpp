@@ -431,12 +431,9 @@ void bench_step(int replicas, int repeats, bool mixed) {
 // played for all with its timeline and every rank's metrics (SimOptions::fold_replicas).
 enum class Mode { full, step_only, folded };
 
-// One simulation in a child process, so that its peak RSS is its own: prints ranks, wall time
-// (plan + simulate; folded: + metrics), events, events/s, peak RSS and the predicted step, unless
-// `quiet`. Returns the simulate time (negative if the child failed). `warm`: the child simulates
-// the plan once first and times the second, which reuses the first's freed memory, as a session
-// that simulates again does (the GUI, validate, a sweep).
-double scale_case(const char* label, const std::string& yaml, Mode mode, bool quiet = false, bool warm = false) {
+// Runs `work` in a child process, so that its memory (peak RSS, first touches) is its own, and
+// returns the seconds it reports; negative if the child failed (an exception, a crash).
+double in_child(const std::function<double()>& work) {
   std::fflush(stdout);
   int fds[2];
   if (pipe(fds) != 0) throw std::runtime_error("pipe failed");
@@ -444,6 +441,32 @@ double scale_case(const char* label, const std::string& yaml, Mode mode, bool qu
   if (pid < 0) throw std::runtime_error("fork failed");
   if (pid == 0) {
     close(fds[0]);
+    double s = -1;
+    try {
+      s = work();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "%s\n", e.what());
+      _exit(1);
+    }
+    std::fflush(stdout);
+    _exit(write(fds[1], &s, sizeof s) == sizeof s ? 0 : 1);
+  }
+  close(fds[1]);
+  double s = -1;
+  if (read(fds[0], &s, sizeof s) != sizeof s) s = -1;
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? s : -1;
+}
+
+// One simulation in a child process: prints ranks, wall time (plan + simulate; folded: +
+// metrics), events, events/s, peak RSS and the predicted step, unless `quiet`. Returns the
+// simulate time (negative if the child failed). `warm`: the child simulates the plan once first
+// and times the second, which reuses the first's freed memory, as a session that simulates again
+// does (the GUI, validate, a sweep).
+double scale_case(const char* label, const std::string& yaml, Mode mode, bool quiet = false, bool warm = false) {
+  const double sim_s = in_child([&] {
     const auto t0 = std::chrono::steady_clock::now();
     const plan::Plan p = plan::resolve_plan(plan::parse_scenario(plan::YamlDocument::from_text(yaml, "bench")));
     const double plan_s = seconds_since(t0);
@@ -454,32 +477,21 @@ double scale_case(const char* label, const std::string& yaml, Mode mode, bool qu
     if (warm) sim::simulate(p, options);
     const auto t1 = std::chrono::steady_clock::now();
     const sim::SimRun run = sim::simulate(p, options);
-    double sim_s = seconds_since(t1);
+    double s = seconds_since(t1);
     if (mode == Mode::folded) {
       const sim::Metrics m = sim::compute_metrics(p, run);
-      sim_s = seconds_since(t1);
+      s = seconds_since(t1);
       if (m.ranks.size() != static_cast<size_t>(p.world_size)) throw std::logic_error("folded metrics miss ranks");
     }
     const char* mode_name = mode == Mode::full ? "full" : mode == Mode::step_only ? "step-only" : "folded+metrics";
-    if (write(fds[1], &sim_s, sizeof sim_s) != sizeof sim_s) _exit(1);
     if (!quiet)
       std::printf("  %-34s %7d %-14s %7.2f s %7.2f s %10llu %7.2f M/s %7.0f MiB %10.1f ms%s\n", label, p.world_size,
-                mode_name, plan_s, sim_s, static_cast<unsigned long long>(run.events),
-                static_cast<double>(run.events) / sim_s / 1e6, peak_rss_mib(), run.step_time.to_ms(),
-                run.folded ? " (one replica played)" : "");
-    std::fflush(stdout);
-    _exit(0);
-  }
-  close(fds[1]);
-  double sim_s = -1;
-  if (read(fds[0], &sim_s, sizeof sim_s) != sizeof sim_s) sim_s = -1;
-  close(fds[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    std::printf("  %-34s failed (status %d)\n", label, status);
-    return -1;
-  }
+                  mode_name, plan_s, s, static_cast<unsigned long long>(run.events),
+                  static_cast<double>(run.events) / s / 1e6, peak_rss_mib(), run.step_time.to_ms(),
+                  run.folded ? " (one replica played)" : "");
+    return s;
+  });
+  if (sim_s < 0) std::printf("  %-34s failed\n", label);
   return sim_s;
 }
 
@@ -488,28 +500,14 @@ double scale_case(const char* label, const std::string& yaml, Mode mode, bool qu
 // 0.03-0.33 s), where writing the same memory again takes 0.01 s: it says how much of a first
 // simulation's time is the machine's rather than the simulator's.
 double first_touch_s(size_t mib) {
-  std::fflush(stdout);
-  int fds[2];
-  if (pipe(fds) != 0) throw std::runtime_error("pipe failed");
-  const pid_t pid = fork();
-  if (pid < 0) throw std::runtime_error("fork failed");
-  if (pid == 0) {
-    close(fds[0]);
+  return in_child([mib] {
     const auto t0 = std::chrono::steady_clock::now();
     std::vector<char> buffer(mib << 20, 1);  // every page written once
     const double s = seconds_since(t0);
     const volatile char last = buffer.back();  // the writes are used: not elided
     (void)last;
-    if (write(fds[1], &s, sizeof s) != sizeof s) _exit(1);
-    _exit(0);
-  }
-  close(fds[1]);
-  double s = -1;
-  if (read(fds[0], &s, sizeof s) != sizeof s) s = -1;
-  close(fds[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return s;
+    return s;
+  });
 }
 
 // "0.073 s (0.070-0.082)": the median and range of times.
