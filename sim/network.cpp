@@ -66,7 +66,7 @@ void Network::set_capacity(int link, double gb_per_s, Time now) {
   if (l.capacity == gb_per_s) return;
   l.capacity = gb_per_s;
   // resolve() first moves every flow of the component up to now at its old rate.
-  if (!l.flows.empty()) resolve_soon(std::span<const int>(&link, 1), now);
+  if (l.flow_count > 0) resolve_soon(std::span<const int>(&link, 1), now);
 }
 
 void Network::activate(int id, Time now) {
@@ -81,8 +81,8 @@ void Network::activate(int id, Time now) {
   }
   bool alone = true;
   for (int l : f.route) {
-    links_[l].flows.push_back(id);
-    alone = alone && links_[l].flows.size() == 1;
+    add_flow(l, id);
+    alone = alone && links_[l].flow_count == 1;
   }
   if (!alone) {
     f.rate = 0;  // until the re-solve at this instant
@@ -106,20 +106,13 @@ int Network::complete(int id, Time now) {
   for (int l : f.route) links_[l].bytes += f.remaining;
   f.remaining = 0;
   f.active = false;
-  for (int l : f.route) {
-    auto& fl = links_[l].flows;
-    auto it = std::find(fl.begin(), fl.end(), id);
-    if (it != fl.end()) {
-      *it = fl.back();
-      fl.pop_back();
-    }
-  }
+  for (int l : f.route) remove_flow(l, id);
   done_route_.assign(f.route.begin(), f.route.end());
   f.route.clear();
   const int tag = f.tag;
   free_flows_.push_back(id);
   bool emptied = true;  // no flow left on its links: nothing to re-share
-  for (int l : done_route_) emptied = emptied && links_[l].flows.empty();
+  for (int l : done_route_) emptied = emptied && links_[l].flow_count == 0;
   if (emptied) {
     for (int l : done_route_) set_link_rate(l, 0.0, now);
   } else {
@@ -137,6 +130,38 @@ void Network::resolve_soon(std::span<const int> seeds, Time now) {
   if (resolve_queued_) return;
   resolve_queued_ = true;
   queue_.push(now, activate_type_, -1);
+}
+
+void Network::add_flow(int link, int flow) {
+  Link& l = links_[link];
+  if (l.flow_count < 2) {
+    l.first_flows[l.flow_count++] = flow;
+    return;
+  }
+  if (l.overflow < 0) {
+    l.overflow = static_cast<int32_t>(overflow_.size());
+    overflow_.emplace_back();
+  }
+  overflow_[l.overflow].push_back(flow);
+  ++l.flow_count;
+}
+
+// Swaps the flow with the link's last one, then drops the last.
+void Network::remove_flow(int link, int flow) {
+  Link& l = links_[link];
+  int* last = l.flow_count > 2 ? &overflow_[l.overflow].back() : &l.first_flows[l.flow_count - 1];
+  int* slot = nullptr;
+  for (int i = 0; i < std::min(l.flow_count, 2) && !slot; ++i)
+    if (l.first_flows[i] == flow) slot = &l.first_flows[i];
+  if (!slot && l.flow_count > 2) {
+    auto& more = overflow_[l.overflow];
+    const auto it = std::find(more.begin(), more.end(), flow);
+    if (it != more.end()) slot = &*it;
+  }
+  if (!slot) return;  // not on this link
+  *slot = *last;
+  if (l.flow_count > 2) overflow_[l.overflow].pop_back();
+  --l.flow_count;
 }
 
 void Network::settle(Flow& f, Time now) {
@@ -178,9 +203,9 @@ void Network::resolve(std::span<const int> seed_links, Time now) {
     const int l = stack_.back();
     stack_.pop_back();
     comp_links_.push_back(l);
-    for (int fid : links_[l].flows) {
+    for_each_flow(l, [&](int fid) {
       Flow& f = flows_[fid];
-      if (f.mark == epoch_) continue;
+      if (f.mark == epoch_) return;
       f.mark = epoch_;
       comp_flows_.push_back(fid);
       for (int l2 : f.route) {
@@ -189,7 +214,7 @@ void Network::resolve(std::span<const int> seed_links, Time now) {
           stack_.push_back(l2);
         }
       }
-    }
+    });
   }
   // 2. Bring every affected flow's progress up to now at its old rate.
   for (int fid : comp_flows_) {
@@ -207,7 +232,7 @@ void Network::resolve(std::span<const int> seed_links, Time now) {
   for (int l : comp_links_) {
     LinkScratch& link = scratch_[l];
     link.residual = links_[l].capacity;
-    link.unfixed = static_cast<int>(links_[l].flows.size());
+    link.unfixed = links_[l].flow_count;
     ++link.heap_version;
     if (link.unfixed > 0) push(link.residual / link.unfixed, l, link.heap_version);
   }
@@ -217,9 +242,9 @@ void Network::resolve(std::span<const int> seed_links, Time now) {
     heap_.pop_back();
     LinkScratch& link = scratch_[l];
     if (version != link.heap_version || link.unfixed == 0) continue;
-    for (int fid : links_[l].flows) {
+    for_each_flow(l, [&](int fid) {
       Flow& f = flows_[fid];
-      if (f.fixed == epoch_) continue;
+      if (f.fixed == epoch_) return;
       f.fixed = epoch_;
       f.rate = share;
       for (int l2 : f.route) {
@@ -229,7 +254,7 @@ void Network::resolve(std::span<const int> seed_links, Time now) {
         if (--other.unfixed > 0) push(other.residual / other.unfixed, l2, ++other.heap_version);
         else ++other.heap_version;
       }
-    }
+    });
     link.unfixed = 0;
   }
 
@@ -245,7 +270,7 @@ void Network::resolve(std::span<const int> seed_links, Time now) {
   }
   for (int l : comp_links_) {
     double total = 0;
-    for (int fid : links_[l].flows) total += flows_[fid].rate;
+    for_each_flow(l, [&](int fid) { total += flows_[fid].rate; });
     set_link_rate(l, total, now);
   }
 }

@@ -16,20 +16,26 @@
 
 namespace parallax::sim {
 
-// What the event loop touches on every flow; the name and the rate samples, read once at the
-// end, live apart (Network::name, Network::samples) so that a 1,024-rank step's links stay
-// in cache.
-struct Link {
+// What the event loop touches on every flow, in one cache line; the name and the rate samples,
+// read once at the end, live apart (Network::name, Network::samples). At 8,192 ranks the links
+// outgrow the caches, and loading a link was an eighth of the step (perf, --mixed --replicas 512)
+// while it spanned two lines.
+struct alignas(64) Link {
   double capacity = 0;  ///< bytes per ns (= GB/s); may be +inf
-  /// Active flows crossing it. Inline up to a few (a device port rarely carries more at once),
-  /// so the flow list is in the link's own cache line rather than one pointer away.
-  boost::container::small_vector<int, 3> flows;
-  double bytes = 0;        ///< moved so far
-  double rate = 0;         ///< current total rate
-  double peak = 0;         ///< highest total rate seen
-  int64_t busy_ns = 0;     ///< time with at least one flow moving
+  double bytes = 0;     ///< moved so far
+  double rate = 0;      ///< current total rate
+  double peak = 0;      ///< highest total rate seen
+  int64_t busy_ns = 0;  ///< time with at least one flow moving
   int64_t last_change_ns = 0;
+  /// Active flows crossing it: the first two here (a device port rarely carries more at once),
+  /// the others in the network's overflow list `overflow` (Network::for_each_flow). Written out
+  /// rather than a small_vector: Boost's (1.74) takes 40 bytes for two inline ints, and the
+  /// link would no longer fit one line.
+  int32_t flow_count = 0;
+  int32_t overflow = -1;
+  int32_t first_flows[2] = {-1, -1};
 };
+static_assert(sizeof(Link) == 64);
 
 class Network {
  public:
@@ -83,6 +89,17 @@ class Network {
   /// Re-solves the links in `seeds` later at `now`, once for every change made at that instant.
   void resolve_soon(std::span<const int> seeds, Time now);
   void set_link_rate(int link, double rate, Time now);
+  void add_flow(int link, int flow);
+  void remove_flow(int link, int flow);
+  /// Calls `visit(flow)` for every active flow on the link.
+  template <typename Visit>
+  void for_each_flow(int link, Visit&& visit) const {
+    const Link& l = links_[link];
+    const int inline_count = l.flow_count < 2 ? l.flow_count : 2;
+    for (int i = 0; i < inline_count; ++i) visit(l.first_flows[i]);
+    if (l.flow_count > 2)
+      for (int f : overflow_[l.overflow]) visit(f);
+  }
 
   EventQueue& queue_;
   uint32_t activate_type_, done_type_;
@@ -99,6 +116,7 @@ class Network {
   std::vector<std::string> names_;
   std::vector<std::vector<std::pair<Time, double>>> samples_;
   std::vector<Flow> flows_;
+  std::vector<std::vector<int>> overflow_;  // flows past a link's first two (Link::overflow)
   std::vector<int> free_flows_;
   bool record_samples_ = false;
   uint32_t epoch_ = 0;
