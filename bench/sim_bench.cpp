@@ -8,6 +8,7 @@
 //   parallax_sim_bench --mixed --replicas 512 # the interleaved p2p + DDP step of --scale at 8,192 ranks
 //   parallax_sim_bench --queue         # raw event-queue throughput
 //   parallax_sim_bench --scale         # the scale goals: up to 131,072 ranks, mixed p2p + DDP, ASTRA-sim's DP example
+//   parallax_sim_bench --mixed-scaling # only --scale's mixed p2p + DDP ratio, 1,024 -> 8,192 ranks
 //   parallax_sim_bench --kineto [DIR]  # the shared Kineto fixtures: NCCL kernels against prediction, and the
 //                                      # slowdown of compute kernels that run inside NCCL kernels
 #include <sys/resource.h>
@@ -601,6 +602,10 @@ int main(int argc, char** argv) {
       bench_scale();
       return 0;
     }
+    if (!std::strcmp(argv[i], "--mixed-scaling")) {
+      mixed_scaling(5);
+      return 0;
+    }
     if (!std::strcmp(argv[i], "--kineto")) {
       bench_kineto(i + 1 < argc ? argv[i + 1] : PARALLAX_SOURCE_DIR "/../shared/fixtures/kineto");
       return 0;
@@ -612,7 +617,7 @@ int main(int argc, char** argv) {
     } else if (!std::strcmp(argv[i], "--published") && i + 1 < argc) {
       published = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: %s [--replicas N] [--repeat N] [--step | --mixed] [--published FILE] [--queue | --scale | --kineto [DIR]]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--replicas N] [--repeat N] [--step | --mixed] [--published FILE] [--queue | --scale | --mixed-scaling | --kineto [DIR]]\n", argv[0]);
       return 2;
     }
   }

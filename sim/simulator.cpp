@@ -58,21 +58,35 @@ struct Transfer {
   Time start;
   int64_t bytes = 0;
   int32_t send_dep = -1, recv_dep = -1;
+  Time recv_post;   // NCCL: when the receive was posted (Gloo: the rendezvous says when reached)
   size_t slot = 0;  // its rendezvous
 };
 
-// Both halves of a point-to-point transfer, until both are posted.
-// (32 bytes: there is one per played receiver, direction, stage and micro-batch.)
-struct Rendezvous {
-  Time send_post, recv_post;
-  int32_t send_dep = -1, recv_dep = -1;
-  int32_t send_ev = -1;
-  bool sent = false, received = false;
-  // Gloo (receives posted at the step's start): the data may arrive before the receiver reaches
-  // its RECV; `reached` says it is there, `arrived` that the data is, with the send's event.
-  bool reached = false, arrived = false;
+// One side's post of a transfer: when, and the event that let it get there.
+struct Posted {
+  Time at;
+  int32_t dep = -1;
 };
-static_assert(sizeof(Rendezvous) == 32);
+
+// A point-to-point transfer's meeting point. It holds the side that posted first until the other
+// side posts and the transfer starts with both (start_transfer). Gloo posts every receive at the
+// step's start: then the data may arrive before the receiver reaches its RECV, and `first`
+// holds, after the transfer started, when the receiver reached it (`reached`) or the send's
+// event (`arrived`), whichever came first. 16 bytes: there is one per played receiver,
+// direction, stage and micro-batch (16 MiB at 8,192 ranks of the mixed bench).
+struct Rendezvous {
+  Time first_at;  // the first post's (Posted), kept flat so the flags fill its padding
+  int32_t first_dep = -1;
+  bool sent = false, received = false;
+  bool reached = false, arrived = false;
+
+  Posted first() const { return {first_at, first_dep}; }
+  void hold(const Posted& p) {
+    first_at = p.at;
+    first_dep = p.dep;
+  }
+};
+static_assert(sizeof(Rendezvous) == 16);
 
 struct Phase {
   std::vector<int> links;
@@ -587,9 +601,15 @@ class Simulation {
   int peer_rank(int rank, int stage) const { return ranks_[rank].replica * sched_.pipeline + stage % sched_.pipeline; }
 
   // Slot of the transfer that `dst` receives for (direction, its stage, micro-batch).
+  // Ordered by micro-batch, stage and direction, then by pipeline rank and replica: the replicas
+  // of a stage handle one micro-batch at about the same time, and their slots then share cache
+  // lines (four to a line) rather than lying a rank's whole table apart. At 8,192 ranks the table
+  // is 16 MiB and the order decides whether it is read from the caches or from memory.
   size_t rendezvous_slot(int dst, bool forward, int recv_stage, int mb) const {
     const size_t local = static_cast<size_t>(recv_stage / sched_.pipeline);
-    return ((static_cast<size_t>(dst) * 2 + forward) * sched_.virtual_stages + local) * sched_.microbatches() + mb;
+    const size_t p = static_cast<size_t>(sched_.pipeline), replicas = static_cast<size_t>(played_) / p;
+    const size_t transposed = (static_cast<size_t>(dst) % p) * replicas + static_cast<size_t>(dst) / p;
+    return ((static_cast<size_t>(mb) * sched_.virtual_stages + local) * 2 + forward) * played_ + transposed;
   }
 
   int send_peer(int rank, const Action& send) const {
@@ -625,28 +645,33 @@ class Simulation {
     const size_t slot = rendezvous_slot(dst, forward, recv_stage, a.mb);
     Rendezvous& rv = rendezvous_[slot];
     rv.sent = true;
-    rv.send_post = called;
-    rv.send_dep = ranks_[rank].last_compute;  // the compute that produced the data
+    const Posted send{called, ranks_[rank].last_compute};  // the compute that produced the data
     // Transports (Gloo's TCP pairs, NCCL) move a message once both sides have posted.
-    if (rv.received) start_transfer(rank, dst, a, recv_stage, slot, now);
+    if (!rv.received) {
+      rv.hold(send);
+      return;
+    }
+    start_transfer(rank, dst, a, recv_stage, slot, now, send, preposted_receives_ ? Posted{} : rv.first());
   }
 
   void post_recv(int rank, const Action& a, Time now) {
     const bool forward = a.kind == ActionKind::RECV_F;
     const int send_stage = forward ? a.stage - 1 : a.stage + 1;
     const int src = peer_rank(rank, send_stage);
-    Rendezvous& rv = rendezvous_[rendezvous_slot(rank, forward, a.stage, a.mb)];
+    const size_t slot = rendezvous_slot(rank, forward, a.stage, a.mb);
+    Rendezvous& rv = rendezvous_[slot];
     rv.received = true;
-    rv.recv_post = now;
-    rv.recv_dep = ranks_[rank].last_done;
+    const Posted recv{now, ranks_[rank].last_done};
+    if (rv.sent) {
+      const Action send{forward ? ActionKind::SEND_F : ActionKind::SEND_B, send_stage, a.mb};
+      start_transfer(src, rank, send, a.stage, slot, now, rv.first(), recv);
+      return;
+    }
+    rv.hold(recv);
     const RankState& sender = ranks_[src];
     if (sender.in_send && sched_.ranks[sender.pipeline_rank][sender.pc] ==
                               Action{forward ? ActionKind::SEND_F : ActionKind::SEND_B, send_stage, a.mb})
       queue_.push(now, kRecvPosted, src);
-    if (rv.sent) {
-      const Action send{forward ? ActionKind::SEND_F : ActionKind::SEND_B, send_stage, a.mb};
-      start_transfer(src, rank, send, a.stage, rendezvous_slot(rank, forward, a.stage, a.mb), now);
-    }
   }
 
   // Gloo: the rank reaches a RECV whose receive was posted at the step's start. Returns true (and
@@ -655,12 +680,15 @@ class Simulation {
     const bool forward = a.kind == ActionKind::RECV_F;
     Rendezvous& rv = rendezvous_[rendezvous_slot(rank, forward, a.stage, a.mb)];
     rv.reached = true;
-    rv.recv_post = now;
-    if (!rv.arrived) return false;
+    if (!rv.arrived) {
+      rv.first_at = now;  // the transfer reads it when it ends
+      return false;
+    }
+    const int32_t send_ev = rv.first_dep;
     const int32_t recv_ev = record(rank, Lane::recv, a, now, now, transfer_bytes(forward, forward ? a.stage - 1 : a.stage + 1));
     // The data was there first: what released the receive last is the rank's own earlier work,
     // so a critical path through it stays on this rank.
-    depend(rv.send_ev, recv_ev, end_of(rv.send_ev));
+    depend(send_ev, recv_ev, end_of(send_ev));
     depend(ranks_[rank].last_done, recv_ev, now);
     ranks_[rank].pending.push_back(recv_ev);
     ranks_[rank].last_done = recv_ev;
@@ -677,9 +705,9 @@ class Simulation {
     RankState& st = ranks_[rank];
     const Rendezvous& rv = rendezvous_[send_slot(rank, sched_.ranks[st.pipeline_rank][st.pc])];
     st.in_send = false;
-    if (rv.recv_dep >= 0) {
-      st.pending.push_back(rv.recv_dep);  // the sender could not go on before the receiver got here
-      st.last_done = rv.recv_dep;
+    if (rv.first_dep >= 0) {  // the receive's, posted first
+      st.pending.push_back(rv.first_dep);  // the sender could not go on before the receiver got here
+      st.last_done = rv.first_dep;
     }
     advance(rank, now);
   }
@@ -732,9 +760,10 @@ class Simulation {
     }
   }
 
-  // Both sides have posted: the payload moves, after the route's latency.
-  void start_transfer(int src, int dst, const Action& send, int recv_stage, size_t slot, Time now) {
-    const Rendezvous& rv = rendezvous_[slot];
+  // Both sides have posted: the payload moves, after the route's latency. `recv` is none (Posted{})
+  // for a receive posted at the step's start (Gloo).
+  void start_transfer(int src, int dst, const Action& send, int recv_stage, size_t slot, Time now,
+                      const Posted& send_post, const Posted& recv) {
     int id;
     if (!free_transfers_.empty()) {
       id = free_transfers_.back();
@@ -751,10 +780,11 @@ class Simulation {
     t.recv_stage = recv_stage;
     t.mb = send.mb;
     t.bytes = transfer_bytes(send.kind == ActionKind::SEND_F, send.stage);
-    t.send_dep = rv.send_dep;
-    t.recv_dep = rv.received && !preposted_receives_ ? rv.recv_dep : -1;
+    t.send_dep = send_post.dep;
+    t.recv_dep = recv.dep;
+    t.recv_post = recv.at;
     t.slot = slot;
-    t.start = rv.send_post;
+    t.start = send_post.at;
     const Route route = topo_.p2p(src, dst);
     network_.start_flow(now, route.latency, static_cast<double>(t.bytes), route.links, id);
     comm_kernel(src, +1, now);
@@ -773,11 +803,12 @@ class Simulation {
     const Action recv{forward ? ActionKind::RECV_F : ActionKind::RECV_B, t.recv_stage, t.mb};
     if (preposted_receives_ && !rv.reached) {  // the receiver gets there later (reach_recv)
       rv.arrived = true;
-      rv.send_ev = send_ev;
+      rv.first_dep = send_ev;
       free_transfers_.push_back(id);
       return;
     }
-    const int32_t recv_ev = record(t.dst, Lane::recv, recv, std::max(t.start, rv.recv_post), now, t.bytes);
+    const Time recv_posted = preposted_receives_ ? rv.first_at : t.recv_post;  // Gloo: when reached
+    const int32_t recv_ev = record(t.dst, Lane::recv, recv, std::max(t.start, recv_posted), now, t.bytes);
     depend(send_ev, recv_ev, now);
     RankState& dst = ranks_[t.dst];
     assert(dst.waiting && sched_.ranks[dst.pipeline_rank][dst.pc] == recv);
