@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cstddef>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -25,31 +26,36 @@ using plan::Lane;
 
 enum EventType : uint32_t { kComputeDone, kBucketReady, kSendCallDone, kRecvPosted, kFlowActivate, kFlowDone };
 
-struct RankState {
-  int pipeline_rank = 0;
-  int replica = 0;
-  size_t pc = 0;          // next action in the rank's list
-  bool waiting = false;   // blocked on a RECV, on OPTIM's all-reduces, or (NCCL) in a SEND
-  bool in_send = false;   // NCCL: blocked in a SEND until its receive is posted
+struct alignas(64) RankState {
+  // The first cache line holds what every event of the rank reads (version, position, speed);
+  // at 1,024 ranks and more the states outgrow the caches and each line costs a miss.
+  uint32_t compute_version = 0;  // events of an earlier speed carry an older version
+  int32_t pipeline_rank = 0;
+  int32_t replica = 0;
+  uint32_t pc = 0;          // next action in the rank's list
   int32_t last_compute = -1;
   int32_t last_done = -1;  // the latest event that let this rank go on
-  std::vector<int32_t> pending;  // events finished since the last compute started, that it waited on
-  std::vector<int> backwards_done;  // per local stage
-  int64_t held = 0, peak_held = 0;  // activation bytes
-  Time send_called;  // when the rank entered the send call it is in
+  int32_t compute_stage = 0;
+  int32_t comm_kernels = 0;     // communication kernels running on the device
+  bool waiting = false;   // blocked on a RECV, on OPTIM's all-reduces, or (NCCL) in a SEND
+  bool in_send = false;   // NCCL: blocked in a SEND until its receive is posted
   // The compute action in progress (F, B or OPTIM), as work: the ns it takes alone. It goes at
   // `speed` (1, or 1/interference while a communication kernel runs on the device), so its end
   // and its buckets' ready times move when the speed does (docs/simulator.md, Interference).
   bool computing = false;
   bool memory_bound = false;  // it saturates the device's memory bandwidth
-  int comm_kernels = 0;       // communication kernels running on the device
-  uint32_t compute_version = 0;  // events of an earlier speed carry an older version
-  int compute_stage = 0;
-  double work_done = 0, speed = 1;
-  int64_t work_total = 0, progress_ns = 0;
+  uint32_t next_bucket = 0;
+  double speed = 1;
+  double work_done = 0;
+  int64_t work_total = 0;
+  // Read less often.
+  int64_t progress_ns = 0;
   const std::vector<Time>* bucket_work = nullptr;  // the last backward's bucket-ready offsets
-  size_t next_bucket = 0;
+  int64_t held = 0, peak_held = 0;  // activation bytes
+  Time send_called;  // when the rank entered the send call it is in
+  std::vector<int32_t> pending;  // events finished since the last compute started, that it waited on
 };
+static_assert(offsetof(RankState, work_total) < 64, "the hot fields fill the first cache line");
 
 struct Transfer {
   int src = 0, dst = 0;
@@ -137,6 +143,7 @@ class Simulation {
     network_.record_samples(options.record_link_samples);
     const int p = sched_.pipeline;
     ranks_.resize(played_);
+    backwards_done_.assign(static_cast<size_t>(played_) * sched_.virtual_stages, 0);
     if (interference_.shared_cores != 1.0) {
       const int per_node = plan.scenario.hardware.devices_per_node;
       node_computing_.assign(static_cast<size_t>((plan.world_size + per_node - 1) / per_node), 0);
@@ -144,7 +151,6 @@ class Simulation {
     for (int r = 0; r < played_; ++r) {
       ranks_[r].pipeline_rank = r % p;
       ranks_[r].replica = r / p;
-      ranks_[r].backwards_done.assign(sched_.virtual_stages, 0);
     }
     if (plan.scenario.parallel.data > 1) build_groups();
     const size_t slots = static_cast<size_t>(played_) * 2 * sched_.virtual_stages * sched_.microbatches();
@@ -464,6 +470,10 @@ class Simulation {
     }
   }
 
+  int& backwards_done(int rank, int stage) {
+    return backwards_done_[static_cast<size_t>(rank) * sched_.virtual_stages + stage / sched_.pipeline];
+  }
+
   void start_compute(int rank, const Action& a, Time now) {
     RankState& st = ranks_[rank];
     const StageCost& c = costs_[a.stage];
@@ -471,7 +481,7 @@ class Simulation {
     // The step's last backward of a stage also copies its gradients into the DDP buckets, and
     // shares the cores with the all-reduces it starts.
     if (a.kind == ActionKind::B && !groups_.empty() &&
-        st.backwards_done[a.stage / sched_.pipeline] + 1 == sched_.microbatches())
+        backwards_done(rank, a.stage) + 1 == sched_.microbatches())
       dur += c.bucket_copy_in + c.sync_backward_extra;
     // Recorded with its start; on_compute_done sets its end (interference may stretch it).
     const int32_t ev = record(rank, Lane::compute, a, now, now, 0);
@@ -485,8 +495,7 @@ class Simulation {
       st.peak_held = std::max(st.peak_held, st.held);
     } else if (a.kind == ActionKind::B) {
       st.held -= c.activation_bytes + c.backward_receive_buffer;
-      const int local = a.stage / sched_.pipeline;
-      if (++st.backwards_done[local] == sched_.microbatches() && !groups_.empty()) st.bucket_work = &c.bucket_ready;
+      if (++backwards_done(rank, a.stage) == sched_.microbatches() && !groups_.empty()) st.bucket_work = &c.bucket_ready;
     }
     st.computing = true;
     st.compute_stage = a.stage;
@@ -827,7 +836,7 @@ class Simulation {
   }
 
   void on_bucket_ready(int rank, int stage, int bucket, Time now) {
-    ranks_[rank].next_bucket = static_cast<size_t>(bucket) + 1;
+    ranks_[rank].next_bucket = static_cast<uint32_t>(bucket) + 1;
     Group& g = groups_[stage];
     // Folded, replica 0's bucket stands for every replica's, ready at the same time.
     g.arrivals[bucket] += played_ < plan_.world_size ? static_cast<int>(g.members.size()) : 1;
@@ -932,6 +941,7 @@ class Simulation {
   Network network_;
   Topology topo_;
   std::vector<RankState> ranks_;
+  std::vector<int> backwards_done_;  // per played rank and local stage: backwards done this step
   std::vector<Group> groups_;
   std::vector<Transfer> transfers_;
   std::vector<int> free_transfers_;
