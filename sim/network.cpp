@@ -33,13 +33,16 @@ void Network::start_flow(Time now, Time latency, double bytes, std::span<const i
   } else {
     id = static_cast<int>(flows_.size());
     flows_.emplace_back();
+    long_routes_.emplace_back();
   }
   Flow& f = flows_[id];
   f.remaining = std::max(0.0, bytes);
   f.rate = 0;
   f.old_rate = -1;
   f.tag = tag;
-  f.route.assign(route.begin(), route.end());  // reuses the recycled flow's buffer
+  f.route_size = static_cast<int32_t>(route.size());
+  if (route.size() <= 2) std::copy(route.begin(), route.end(), f.short_route);
+  else long_routes_[id].assign(route.begin(), route.end());  // reuses the recycled flow's buffer
   f.active = false;
   // Latency first (the first byte's trip), then the bytes at the shared rate.
   if (latency.count_ns() > 0) queue_.push(now + latency, activate_type_, id);
@@ -73,42 +76,43 @@ void Network::activate(int id, Time now) {
   Flow& f = flows_[id];
   f.active = true;
   f.last_update_ns = now.count_ns();
-  if (f.route.empty() || f.remaining <= 0) {
+  if (f.route_size == 0 || f.remaining <= 0) {
     // Nothing to share: done as soon as it starts.
     f.rate = kInf;
     queue_.push(now, done_type_, id, static_cast<int32_t>(++f.version));
     return;
   }
   bool alone = true;
-  for (int l : f.route) {
+  for (int l : route(id)) {
     add_flow(l, id);
     alone = alone && links_[l].flow_count == 1;
   }
   if (!alone) {
     f.rate = 0;  // until the re-solve at this instant
-    resolve_soon(std::span<const int>(f.route.data(), f.route.size()), now);
+    resolve_soon(route(id), now);
     return;
   }
   // Fast path (most pipeline sends): no other flow on its links, so it gets their smallest
   // capacity; the same answer as resolve(), without the search.
   double rate = std::numeric_limits<double>::infinity();
-  for (int l : f.route) rate = std::min(rate, links_[l].capacity);
+  for (int l : route(id)) rate = std::min(rate, links_[l].capacity);
   f.rate = f.old_rate = rate;
   int64_t eta = 0;
   if (std::isfinite(rate)) eta = static_cast<int64_t>(std::ceil(f.remaining / rate - 1e-9));
   queue_.push(now + Time::ns(std::max<int64_t>(0, eta)), done_type_, id, static_cast<int32_t>(++f.version));
-  for (int l : f.route) set_link_rate(l, rate, now);
+  for (int l : route(id)) set_link_rate(l, rate, now);
 }
 
 int Network::complete(int id, Time now) {
   Flow& f = flows_[id];
   // The last bytes arrive now; count them exactly so every link's total is conserved.
-  for (int l : f.route) links_[l].bytes += f.remaining;
+  for (int l : route(id)) links_[l].bytes += f.remaining;
   f.remaining = 0;
   f.active = false;
-  for (int l : f.route) remove_flow(l, id);
-  done_route_.assign(f.route.begin(), f.route.end());
-  f.route.clear();
+  for (int l : route(id)) remove_flow(l, id);
+  const std::span<const int> links = route(id);
+  done_route_.assign(links.begin(), links.end());
+  f.route_size = 0;
   const int tag = f.tag;
   free_flows_.push_back(id);
   bool emptied = true;  // no flow left on its links: nothing to re-share
@@ -164,13 +168,14 @@ void Network::remove_flow(int link, int flow) {
   --l.flow_count;
 }
 
-void Network::settle(Flow& f, Time now) {
+void Network::settle(int flow, Time now) {
+  Flow& f = flows_[flow];
   const int64_t dt = now.count_ns() - f.last_update_ns;
   f.last_update_ns = now.count_ns();
   if (dt <= 0 || f.rate <= 0 || std::isinf(f.rate)) return;
   const double moved = std::min(f.remaining, f.rate * static_cast<double>(dt));
   f.remaining -= moved;
-  for (int l : f.route) links_[l].bytes += moved;
+  for (int l : route(flow)) links_[l].bytes += moved;
 }
 
 void Network::set_link_rate(int link, double rate, Time now) {
@@ -208,7 +213,7 @@ void Network::resolve(std::span<const int> seed_links, Time now) {
       if (f.mark == epoch_) return;
       f.mark = epoch_;
       comp_flows_.push_back(fid);
-      for (int l2 : f.route) {
+      for (int l2 : route(fid)) {
         if (scratch_[l2].mark != epoch_) {
           scratch_[l2].mark = epoch_;
           stack_.push_back(l2);
@@ -217,10 +222,7 @@ void Network::resolve(std::span<const int> seed_links, Time now) {
     });
   }
   // 2. Bring every affected flow's progress up to now at its old rate.
-  for (int fid : comp_flows_) {
-    Flow& f = flows_[fid];
-    settle(f, now);
-  }
+  for (int fid : comp_flows_) settle(fid, now);
 
   // 3. Progressive filling, with a min-heap of fair shares (stale entries skipped by version).
   const auto later = std::greater<std::tuple<double, int, uint32_t>>();
@@ -247,7 +249,7 @@ void Network::resolve(std::span<const int> seed_links, Time now) {
       if (f.fixed == epoch_) return;
       f.fixed = epoch_;
       f.rate = share;
-      for (int l2 : f.route) {
+      for (int l2 : route(fid)) {
         if (l2 == l) continue;
         LinkScratch& other = scratch_[l2];
         if (std::isfinite(share)) other.residual = std::max(0.0, other.residual - share);

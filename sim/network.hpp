@@ -5,7 +5,6 @@
 // links, repeat). Rates are recomputed when a flow starts or ends, but only for the flows
 // connected to it through shared links, so a 16k-rank step does not re-solve the whole machine
 // for every pipeline send, and once per instant for all the flows that start or end at it. Bandwidths are in GB/s, which is bytes per nanosecond.
-#include <boost/container/small_vector.hpp>
 #include <optional>
 #include <span>
 #include <tuple>
@@ -68,23 +67,35 @@ class Network {
   void finish(Time now);
 
  private:
-  struct Flow {
+  // One cache line: every network event reads its flow.
+  struct alignas(64) Flow {
     double remaining = 0;
     double rate = 0;
+    double old_rate = -1;  // rate before the current re-solve; -1 when no completion is scheduled
     int64_t last_update_ns = 0;
     uint32_t version = 0;
     uint32_t mark = 0;
     uint32_t fixed = 0;
-    double old_rate = -1;  // rate before the current re-solve; -1 when no completion is scheduled
     int tag = 0;
     bool active = false;
-    // Inline for point-to-point routes (two links); a collective's phase spills to the heap.
-    boost::container::small_vector<int, 2> route;
+    // Its links: a point-to-point route's two here, a longer route (a collective's phase) in
+    // long_routes_[flow] (Network::route).
+    int32_t route_size = 0;
+    int32_t short_route[2] = {-1, -1};
   };
+  static_assert(sizeof(Flow) == 64);
+
+  /// The links a flow crosses.
+  std::span<const int> route(int flow) const {
+    const Flow& f = flows_[flow];
+    if (f.route_size <= 2) return {f.short_route, static_cast<size_t>(f.route_size)};
+    return long_routes_[flow];
+  }
+
 
   void activate(int flow, Time now);
   int complete(int flow, Time now);
-  void settle(Flow& f, Time now);
+  void settle(int flow, Time now);
   void resolve(std::span<const int> seed_links, Time now);
   /// Re-solves the links in `seeds` later at `now`, once for every change made at that instant.
   void resolve_soon(std::span<const int> seeds, Time now);
@@ -116,6 +127,7 @@ class Network {
   std::vector<std::string> names_;
   std::vector<std::vector<std::pair<Time, double>>> samples_;
   std::vector<Flow> flows_;
+  std::vector<std::vector<int>> long_routes_;  // per flow, its route when longer than two links
   std::vector<std::vector<int>> overflow_;  // flows past a link's first two (Link::overflow)
   std::vector<int> free_flows_;
   bool record_samples_ = false;

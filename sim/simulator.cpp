@@ -543,8 +543,9 @@ class Simulation {
   // The rank's compute in progress goes on at the speed of now.
   void retime(int rank, Time now) {
     RankState& st = ranks_[rank];
+    if (!st.computing) return;
     const double speed = compute_speed(rank);
-    if (!st.computing || speed == st.speed) return;
+    if (speed == st.speed) return;
     st.work_done += static_cast<double>(now.count_ns() - st.progress_ns) * st.speed;
     st.progress_ns = now.count_ns();
     st.speed = speed;
