@@ -1,7 +1,9 @@
 #include <catch2/catch.hpp>
 #include <algorithm>
 #include <map>
+#include <string>
 #include <tuple>
+#include <vector>
 
 #include "sim/network.hpp"
 
@@ -64,6 +66,37 @@ TEST_CASE("sim::Network: max-min fairness gives a flow the capacity others canno
   CHECK(b.done.at(0) == Time::ns(1000));
   CHECK(b.done.at(1) == Time::ns(1000));
   CHECK(b.net.links()[shared].peak == Approx(10.0));
+}
+
+TEST_CASE("sim::Network: many flows on one link, with routes of three links, end as processor sharing says",
+          "[sim]") {
+  // Four flows of 1000, 2000, 3000 and 4000 bytes share a 10 bytes/ns link, each also crossing a
+  // private link and a fast link they all share (routes longer than two links, and more flows on
+  // a link than it keeps inline). Processor sharing: flow i ends at
+  // t_i = t_(i-1) + (s_i - s_(i-1)) * (flows left) / capacity. Started in an order that is not
+  // their ending order, so flows leave the links' lists from the middle.
+  Bench b;
+  const int shared = b.net.add_link("shared", 10.0);
+  const int fast = b.net.add_link("fast", 1000.0);
+  const std::vector<double> size = {3000, 1000, 4000, 2000};
+  for (int i = 0; i < 4; ++i) {
+    const int own = b.net.add_link("own" + std::to_string(i), 1000.0);
+    b.net.start_flow(Time(), Time(), size[i], std::vector<int>{own, shared, fast}, i);
+  }
+  b.run();
+  std::vector<double> sorted = size;
+  std::sort(sorted.begin(), sorted.end());
+  double t = 0, before = 0;
+  std::map<double, double> ends;  // size -> analytic end (ns)
+  for (size_t k = 0; k < sorted.size(); ++k) {
+    t += (sorted[k] - before) * static_cast<double>(sorted.size() - k) / 10.0;
+    before = sorted[k];
+    ends[sorted[k]] = t;
+  }
+  for (int i = 0; i < 4; ++i) CHECK(static_cast<double>(b.done.at(i).count_ns()) == Approx(ends.at(size[i])).margin(1));
+  CHECK(b.net.links()[shared].bytes == Approx(10000));
+  CHECK(b.net.links()[fast].bytes == Approx(10000));
+  CHECK(b.net.links()[shared].busy_ns == 1000);  // busy from 0 to the last end, never idle
 }
 
 TEST_CASE("sim::Network: free links move any amount at once", "[sim]") {
