@@ -17,8 +17,8 @@ namespace parallax::sim {
 
 // What the event loop touches on every flow, in one cache line; the name and the rate samples,
 // read once at the end, live apart (Network::name, Network::samples). At 8,192 ranks the links
-// outgrow the caches, and loading a link was an eighth of the step (perf, --mixed --replicas 512)
-// while it spanned two lines.
+// outgrow the caches, and loading a link was an eighth of the step (perf, --mixed --replicas
+// 512); one line per link is one miss, where 88 bytes at any offset were often two.
 struct alignas(64) Link {
   double capacity = 0;  ///< bytes per ns (= GB/s); may be +inf
   double bytes = 0;     ///< moved so far
@@ -91,7 +91,6 @@ class Network {
     if (f.route_size <= 2) return {f.short_route, static_cast<size_t>(f.route_size)};
     return long_routes_[flow];
   }
-
 
   void activate(int flow, Time now);
   int complete(int flow, Time now);

@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cassert>
-#include <cstddef>
 #include <chrono>
 #include <cmath>
+#include <cstddef>
 #include <limits>
 #include <optional>
 #include <unordered_map>
