@@ -143,6 +143,7 @@ class Simulation {
     network_.record_samples(options.record_link_samples);
     const int p = sched_.pipeline;
     ranks_.resize(played_);
+    played_replicas_ = static_cast<size_t>(played_ / p);
     backwards_done_.assign(static_cast<size_t>(played_) * sched_.virtual_stages, 0);
     if (interference_.shared_cores != 1.0) {
       const int per_node = plan.scenario.hardware.devices_per_node;
@@ -610,15 +611,15 @@ class Simulation {
 
   int peer_rank(int rank, int stage) const { return ranks_[rank].replica * sched_.pipeline + stage % sched_.pipeline; }
 
-  // Slot of the transfer that `dst` receives for (direction, its stage, micro-batch).
+  // Slot of the transfer that the rank of `replica` and stage `recv_stage` receives for (direction,
+  // micro-batch).
   // Ordered by micro-batch, stage and direction, then by pipeline rank and replica: the replicas
   // of a stage handle one micro-batch at about the same time, and their slots then share cache
   // lines (four to a line) rather than lying a rank's whole table apart. At 8,192 ranks the table
   // is 16 MiB and the order decides whether it is read from the caches or from memory.
-  size_t rendezvous_slot(int dst, bool forward, int recv_stage, int mb) const {
-    const size_t local = static_cast<size_t>(recv_stage / sched_.pipeline);
-    const size_t p = static_cast<size_t>(sched_.pipeline), replicas = static_cast<size_t>(played_) / p;
-    const size_t transposed = (static_cast<size_t>(dst) % p) * replicas + static_cast<size_t>(dst) / p;
+  size_t rendezvous_slot(int replica, bool forward, int recv_stage, int mb) const {
+    const int local = recv_stage / sched_.pipeline, pipeline_rank = recv_stage % sched_.pipeline;
+    const size_t transposed = static_cast<size_t>(pipeline_rank) * played_replicas_ + static_cast<size_t>(replica);
     return ((static_cast<size_t>(mb) * sched_.virtual_stages + local) * 2 + forward) * played_ + transposed;
   }
 
@@ -629,7 +630,7 @@ class Simulation {
   size_t send_slot(int rank, const Action& send) const {
     const bool forward = send.kind == ActionKind::SEND_F;
     const int recv_stage = forward ? send.stage + 1 : send.stage - 1;
-    return rendezvous_slot(peer_rank(rank, recv_stage), forward, recv_stage, send.mb);
+    return rendezvous_slot(ranks_[rank].replica, forward, recv_stage, send.mb);
   }
 
   // The sender's time in the send call, where the payload is written: its receive is posted
@@ -652,7 +653,7 @@ class Simulation {
     const bool forward = a.kind == ActionKind::SEND_F;
     const int recv_stage = forward ? a.stage + 1 : a.stage - 1;
     const int dst = peer_rank(rank, recv_stage);
-    const size_t slot = rendezvous_slot(dst, forward, recv_stage, a.mb);
+    const size_t slot = rendezvous_slot(ranks_[rank].replica, forward, recv_stage, a.mb);
     Rendezvous& rv = rendezvous_[slot];
     rv.sent = true;
     const Posted send{called, ranks_[rank].last_compute};  // the compute that produced the data
@@ -668,7 +669,7 @@ class Simulation {
     const bool forward = a.kind == ActionKind::RECV_F;
     const int send_stage = forward ? a.stage - 1 : a.stage + 1;
     const int src = peer_rank(rank, send_stage);
-    const size_t slot = rendezvous_slot(rank, forward, a.stage, a.mb);
+    const size_t slot = rendezvous_slot(ranks_[rank].replica, forward, a.stage, a.mb);
     Rendezvous& rv = rendezvous_[slot];
     rv.received = true;
     const Posted recv{now, ranks_[rank].last_done};
@@ -688,7 +689,7 @@ class Simulation {
   // records the receive) when the data has already arrived.
   bool reach_recv(int rank, const Action& a, Time now) {
     const bool forward = a.kind == ActionKind::RECV_F;
-    Rendezvous& rv = rendezvous_[rendezvous_slot(rank, forward, a.stage, a.mb)];
+    Rendezvous& rv = rendezvous_[rendezvous_slot(ranks_[rank].replica, forward, a.stage, a.mb)];
     rv.reached = true;
     if (!rv.arrived) {
       rv.first_at = now;  // the transfer reads it when it ends
@@ -933,6 +934,7 @@ class Simulation {
   bool preposted_receives_ = false;  // Gloo: every receive is posted at the step's start
   plan::Interference interference_;
   int played_ = 0;  // ranks played: all, or replica 0's when folded
+  size_t played_replicas_ = 1;  // played_ / pipeline
   std::vector<int> node_computing_;  // per node, its ranks computing; empty: cores not shared
   Time end_;        // the latest end of any recorded event
   int64_t latest_release_ = -1;  // of the latest recorded event's dependencies so far (depend)
