@@ -28,8 +28,8 @@ struct alignas(64) Link {
   int64_t last_change_ns = 0;
   /// Active flows crossing it: the first two here (a device port rarely carries more at once),
   /// the others in the network's overflow list `overflow` (Network::for_each_flow). Written out
-  /// rather than a small_vector: Boost's (1.74) takes 40 bytes for two inline ints, and the
-  /// link would no longer fit one line.
+  /// rather than a small_vector: Boost's (1.74) takes 32 bytes for two or three inline ints,
+  /// which with the 48 bytes above would no longer fit one line.
   int32_t flow_count = 0;
   int32_t overflow = -1;
   int32_t first_flows[2] = {-1, -1};
