@@ -105,13 +105,16 @@ void Network::activate(int id, Time now) {
 
 int Network::complete(int id, Time now) {
   Flow& f = flows_[id];
-  // The last bytes arrive now; count them exactly so every link's total is conserved.
-  for (int l : route(id)) links_[l].bytes += f.remaining;
-  f.remaining = 0;
-  f.active = false;
-  for (int l : route(id)) remove_flow(l, id);
+  // Copied out: the flow is recycled below, and its links are re-shared after that.
   const std::span<const int> links = route(id);
   done_route_.assign(links.begin(), links.end());
+  // The last bytes arrive now; count them exactly so every link's total is conserved.
+  for (int l : done_route_) {
+    links_[l].bytes += f.remaining;
+    remove_flow(l, id);
+  }
+  f.remaining = 0;
+  f.active = false;
   f.route_size = 0;
   const int tag = f.tag;
   free_flows_.push_back(id);
