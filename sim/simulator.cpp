@@ -53,7 +53,11 @@ struct alignas(64) RankState {
   const std::vector<Time>* bucket_work = nullptr;  // the last backward's bucket-ready offsets
   int64_t held = 0, peak_held = 0;  // activation bytes
   Time send_called;  // when the rank entered the send call it is in
-  std::vector<int32_t> pending;  // events finished since the last compute started, that it waited on
+  // Of the events finished since the last compute started that the next compute waited on,
+  // the one released last (the lowest index among equals): the only one `depend` would keep.
+  // Kept as it comes rather than as a list: no heap buffer per rank to miss in the caches.
+  Time waited_on_release;
+  int32_t waited_on = -1;
 };
 static_assert(offsetof(RankState, work_total) < 64, "the hot fields fill the first cache line");
 
@@ -432,6 +436,17 @@ class Simulation {
 
   Time end_of(int32_t event) const { return event < 0 ? Time() : run_.timeline.events[event].end; }
 
+  // The rank's next compute waits on `event`, which has ended: of all it waits on, depend()
+  // keeps the one released last, lowest index among equals, whatever the order they come in.
+  void wait_on(RankState& st, int32_t event) {
+    if (event < 0) return;
+    const Time release = end_of(event);
+    if (st.waited_on < 0 || release > st.waited_on_release || (release == st.waited_on_release && event < st.waited_on)) {
+      st.waited_on_release = release;
+      st.waited_on = event;
+    }
+  }
+
   void advance(int rank, Time now) {
     RankState& st = ranks_[rank];
     const auto& list = sched_.ranks[st.pipeline_rank];
@@ -504,8 +519,8 @@ class Simulation {
     // Recorded with its start; on_compute_done sets its end (interference may stretch it).
     const int32_t ev = record(rank, Lane::compute, a, now, now, 0);
     if (st.last_compute >= 0) depend(st.last_compute, ev, end_of(st.last_compute));
-    for (int32_t d : st.pending) depend(d, ev, end_of(d));
-    st.pending.clear();
+    if (st.waited_on >= 0) depend(st.waited_on, ev, st.waited_on_release);
+    st.waited_on = -1;
     st.last_compute = ev;
     st.bucket_work = nullptr;
     if (a.kind == ActionKind::F) {
@@ -718,7 +733,7 @@ class Simulation {
     // so a critical path through it stays on this rank.
     depend(send_ev, recv_ev, end_of(send_ev));
     depend(ranks_[rank].last_done, recv_ev, now);
-    ranks_[rank].pending.push_back(recv_ev);
+    wait_on(ranks_[rank], recv_ev);
     ranks_[rank].last_done = recv_ev;
     return true;
   }
@@ -734,7 +749,7 @@ class Simulation {
     const Rendezvous& rv = rendezvous_[send_slot(rank, sched_.ranks[st.pipeline_rank][st.pc])];
     st.in_send = false;
     if (rv.first_dep >= 0) {  // the receive's, posted first
-      st.pending.push_back(rv.first_dep);  // the sender could not go on before the receiver got here
+      wait_on(st, rv.first_dep);  // the sender could not go on before the receiver got here
       st.last_done = rv.first_dep;
     }
     advance(rank, now);
@@ -840,7 +855,7 @@ class Simulation {
     depend(send_ev, recv_ev, now);
     RankState& dst = ranks_[t.dst];
     assert(dst.waiting && sched_.ranks[dst.pipeline_rank][dst.pc] == recv);
-    dst.pending.push_back(recv_ev);
+    wait_on(dst, recv_ev);
     dst.last_done = recv_ev;
     ++dst.pc;
     const int receiver = t.dst;
@@ -913,7 +928,7 @@ class Simulation {
       for (size_t i = 0; i < g.members.size(); ++i) {
         if (g.members[i] >= played_) continue;
         RankState& st = ranks_[g.members[i]];
-        st.pending.push_back(g.member_last_event[i]);
+        wait_on(st, g.member_last_event[i]);
         const auto& list = sched_.ranks[st.pipeline_rank];
         if (st.waiting && st.pc < list.size() && list[st.pc].kind == ActionKind::OPTIM && list[st.pc].stage == stage) {
           st.last_done = g.member_last_event[i];
