@@ -44,13 +44,6 @@ class EventQueue {
     return e;
   }
   uint64_t popped() const { return popped_; }
-  /// The event `k` places behind the next one, if it is due at the same instant as the next one
-  /// and already known; nullptr otherwise (for prefetching its state while earlier ones run).
-  /// Read its type and payload only: its time is kept in the queue's own form until popped.
-  const Event* ahead(size_t k) const {
-    const size_t i = head_ + k;
-    return i < buckets_[0].size() ? &buckets_[0][i] : nullptr;
-  }
 
  private:
   // A radix heap (Ahuja, Mehlhorn, Orlin and Tarjan, 1990). It works because the simulator's

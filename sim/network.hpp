@@ -54,18 +54,6 @@ class Network {
   /// Plays one of the network's events; when a flow's last byte arrives with it, returns the
   /// flow's tag (a direct return rather than a callback: this is the simulator's hottest call).
   std::optional<int> handle(const Event& e);
-  /// Hints the caches that `e`, one of the network's events, comes soon: its flow's line, or
-  /// (`links`) the links of the flow, whose line must have been fetched by an earlier call.
-  void prefetch(const Event& e, bool links) const {
-    if (e.a < 0) return;  // a re-solve
-    if (!links) {
-      __builtin_prefetch(&flows_[e.a], 1);
-      return;
-    }
-    const Flow& f = flows_[e.a];
-    if (f.route_size <= 2)  // not a collective's phase, whose links are many and shared
-      for (int i = 0; i < f.route_size; ++i) __builtin_prefetch(&links_[f.short_route[i]], 1);
-  }
   /// Changes a link's capacity from `now` on; its flows are re-shared at this instant.
   void set_capacity(int link, double gb_per_s, Time now);
 

@@ -184,10 +184,7 @@ class Simulation {
   SimRun run() {
     const auto t0 = std::chrono::steady_clock::now();
     for (int r = 0; r < played_; ++r) advance(r, Time());
-    while (!queue_.empty()) {
-      prefetch_ahead();
-      dispatch(queue_.pop());
-    }
+    while (!queue_.empty()) dispatch(queue_.pop());
     report_stall();
     run_.step_time = end_;
     if (!step_only_) {
@@ -369,20 +366,6 @@ class Simulation {
                           2.0 * (nodes - 1) / nodes});
     out.phases.push_back({inside, chain, 1.0});
     return out;
-  }
-
-  // At thousands of ranks the state an event touches (its rank, its flow and links) has left the
-  // caches since that rank's last event, and each line costs a miss. The events of one instant
-  // are known before they run (identical replicas give hundreds at once), so their lines are
-  // fetched kPrefetchDistance events early; a flow itself twice as early, since its links are
-  // read from it. (4 and 16 did no better than 8 in five alternated pairs each.)
-  static constexpr size_t kPrefetchDistance = 8;
-  void prefetch_ahead() const {
-    if (const Event* e = queue_.ahead(2 * kPrefetchDistance); e && e->type >= kFlowActivate) network_.prefetch(*e, false);
-    const Event* e = queue_.ahead(kPrefetchDistance);
-    if (!e) return;
-    if (e->type >= kFlowActivate) network_.prefetch(*e, true);
-    else __builtin_prefetch(&ranks_[e->a], 1);
   }
 
   void dispatch(const Event& e) {

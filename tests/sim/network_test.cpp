@@ -161,27 +161,3 @@ TEST_CASE("sim::EventQueue: an event before the current time is refused", "[sim]
   q.push(Time::ns(10), 0, 3);  // the same instant is fine
   CHECK(q.pop().a == 3);
 }
-
-TEST_CASE("sim::EventQueue: ahead() shows the current instant's next events, in the order they will pop", "[sim]") {
-  sim::EventQueue q;
-  for (int i = 0; i < 5; ++i) q.push(Time::ns(10), 0, i);
-  q.push(Time::ns(20), 0, 100);
-  CHECK(q.pop().a == 0);
-  REQUIRE(q.ahead(0) != nullptr);
-  CHECK(q.ahead(0)->a == 1);
-  REQUIRE(q.ahead(3) != nullptr);
-  CHECK(q.ahead(3)->a == 4);
-  CHECK(q.ahead(4) == nullptr);  // the event at 20 ns is not of this instant
-  q.push(Time::ns(10), 0, 5);    // scheduled at the current instant: it joins the queue's tail
-  REQUIRE(q.ahead(4) != nullptr);
-  CHECK(q.ahead(4)->a == 5);
-  for (int expect = 1; expect <= 5; ++expect) {
-    const sim::Event* next = q.ahead(0);
-    REQUIRE(next != nullptr);
-    const int shown = next->a;
-    CHECK(q.pop().a == shown);
-    CHECK(shown == expect);
-  }
-  CHECK(q.ahead(0) == nullptr);
-  CHECK(q.pop().a == 100);
-}
