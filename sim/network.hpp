@@ -99,6 +99,9 @@ class Network {
   /// Re-solves the links in `seeds` later at `now`, once for every change made at that instant.
   void resolve_soon(std::span<const int> seeds, Time now);
   void set_link_rate(int link, double rate, Time now);
+  [[gnu::noinline]] void record_sample(int link, double rate, Time now);
+  [[gnu::noinline]] int new_flow();
+  [[gnu::noinline]] void set_long_route(int flow, std::span<const int> route);
   void add_flow(int link, int flow);
   void remove_flow(int link, int flow);
   /// Calls `visit(flow)` for every active flow on the link.
@@ -131,7 +134,7 @@ class Network {
   std::vector<int> free_flows_;
   bool record_samples_ = false;
   uint32_t epoch_ = 0;
-  std::vector<int> comp_links_, comp_flows_, stack_, done_route_;
+  std::vector<int> comp_links_, comp_flows_, stack_;
   // Links whose flows changed at the current instant and wait for one re-solve (an activate
   // event with flow -1, queued behind the changes already due at that instant).
   std::vector<int> pending_seeds_, resolving_;
