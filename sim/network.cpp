@@ -213,7 +213,7 @@ void Network::set_link_rate(int link, double rate, Time now) {
 }
 
 // Apart from set_link_rate, which every flow calls twice: inlined there, the vector's growth
-// made it save six registers on each call (39 instructions a call at 1,024 ranks, callgrind).
+// made it save six registers on each call (39 instructions a call before, at 1,024 ranks).
 void Network::record_sample(int link, double rate, Time now) {
   auto& samples = samples_[link];
   if (!samples.empty() && samples.back().first == now) samples.back().second = rate;
