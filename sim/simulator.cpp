@@ -411,20 +411,27 @@ class Simulation {
     if (to + size_t{1} != run_.waited_for.size()) throw std::logic_error("simulator: a dependency of an earlier event");
     int32_t& waited = run_.waited_for.back();
     const int64_t ns = release.count_ns();
-    if (ns > latest_release_ || (ns == latest_release_ && from < waited)) {
+    if (kept_over(ns, from, latest_release_, waited)) {
       latest_release_ = ns;
       waited = from;
     }
   }
 
+  // Of two dependencies, whether `event` released at `release` is the one kept over `kept`:
+  // released later, or as late and earlier in the timeline.
+  static bool kept_over(int64_t release, int32_t event, int64_t kept_release, int32_t kept) {
+    return release > kept_release || (release == kept_release && event < kept);
+  }
+
   Time end_of(int32_t event) const { return event < 0 ? Time() : run_.timeline.events[event].end; }
 
   // The rank's next compute waits on `event`, which has ended: of all it waits on, depend()
-  // keeps the one released last, lowest index among equals, whatever the order they come in.
+  // keeps only one (kept_over), whatever the order they come in, so only that one is held.
   void wait_on(RankState& st, int32_t event) {
     if (event < 0) return;
     const Time release = end_of(event);
-    if (st.waited_on < 0 || release > st.waited_on_release || (release == st.waited_on_release && event < st.waited_on)) {
+    if (st.waited_on < 0 ||
+        kept_over(release.count_ns(), event, st.waited_on_release.count_ns(), st.waited_on)) {
       st.waited_on_release = release;
       st.waited_on = event;
     }
