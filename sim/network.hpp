@@ -99,6 +99,9 @@ class Network {
   /// Re-solves the links in `seeds` later at `now`, once for every change made at that instant.
   void resolve_soon(std::span<const int> seeds, Time now);
   void set_link_rate(int link, double rate, Time now);
+  void set_link_rate(Link& link, double rate, Time now);
+  bool activate_alone_pair(Flow& f, int id, Time now);
+  bool complete_alone_pair(Flow& f, Time now);
   [[gnu::noinline]] void record_sample(int link, double rate, Time now);
   [[gnu::noinline]] int new_flow();
   [[gnu::noinline]] void set_long_route(int flow, std::span<const int> route);

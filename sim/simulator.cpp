@@ -137,6 +137,7 @@ class Simulation {
         blocking_sends_(plan.schedule.collectives == plan::Collectives::nccl),
         preposted_receives_(!blocking_sends_),
         interference_(plan.scenario.hardware.interference),
+        speed_beside_comm_(1.0 / interference_.compute),
         // Ranks that share cores slow each other whichever replica they play: fold none then.
         played_((options.step_only || options.fold_replicas) && replicas_alike(plan) &&
                         plan.scenario.hardware.interference.shared_cores == 1.0
@@ -157,6 +158,15 @@ class Simulation {
       ranks_[r].pipeline_rank = r % p;
       ranks_[r].replica = r / p;
     }
+    for (int s = 0; s < p * sched_.virtual_stages; ++s) {
+      StagePlace& place = stage_places_.emplace_back();
+      place.pipeline_rank = s % p;
+      place.local = s / p;
+      for (size_t forward : {0, 1})
+        place.first_slot[forward] = (static_cast<size_t>(place.local) * 2 + forward) * played_ +
+                                    static_cast<size_t>(place.pipeline_rank) * played_replicas_;
+    }
+    slots_per_microbatch_ = static_cast<size_t>(sched_.virtual_stages) * 2 * played_;
     if (plan.scenario.parallel.data > 1) build_groups();
     const size_t slots = static_cast<size_t>(played_) * 2 * sched_.virtual_stages * sched_.microbatches();
     reserve_huge(rendezvous_, slots);
@@ -403,12 +413,12 @@ class Simulation {
     return static_cast<int32_t>(run_.timeline.events.size()) - 1;
   }
 
-  // "`to` could not start before `from` released it at `release`." Every event's dependencies are
-  // given right after it is recorded, so only the one released last (the lowest index among
-  // equals) need be kept: it is the event's link on the critical path.
-  void depend(int32_t from, int32_t to, Time release) {
-    if (from < 0 || to < 0) return;
-    if (to + size_t{1} != run_.waited_for.size()) throw std::logic_error("simulator: a dependency of an earlier event");
+  // "The event just recorded could not start before `from` released it at `release`." Every
+  // event's dependencies are given right after it is recorded (so no index of it is needed, and
+  // none checked: that check was 2% of the step's instructions), and only the one released last
+  // (the lowest index among equals) need be kept: it is the event's link on the critical path.
+  void depend(int32_t from, Time release) {
+    if (from < 0 || step_only_) return;
     int32_t& waited = run_.waited_for.back();
     const int64_t ns = release.count_ns();
     if (kept_over(ns, from, latest_release_, waited)) {
@@ -494,7 +504,7 @@ class Simulation {
   }
 
   int& backwards_done(int rank, int stage) {
-    return backwards_done_[static_cast<size_t>(rank) * sched_.virtual_stages + stage / sched_.pipeline];
+    return backwards_done_[static_cast<size_t>(rank) * sched_.virtual_stages + stage_places_[stage].local];
   }
 
   void start_compute(int rank, const Action& a, Time now) {
@@ -508,8 +518,8 @@ class Simulation {
       dur += c.bucket_copy_in + c.sync_backward_extra;
     // Recorded with its start; on_compute_done sets its end (interference may stretch it).
     const int32_t ev = record(rank, Lane::compute, a, now, now, 0);
-    if (st.last_compute >= 0) depend(st.last_compute, ev, end_of(st.last_compute));
-    if (st.waited_on >= 0) depend(st.waited_on, ev, st.waited_on_release);
+    if (st.last_compute >= 0) depend(st.last_compute, end_of(st.last_compute));
+    if (st.waited_on >= 0) depend(st.waited_on, st.waited_on_release);
     st.waited_on = -1;
     st.last_compute = ev;
     st.bucket_work = nullptr;
@@ -546,7 +556,7 @@ class Simulation {
   // node computes (shared cores).
   double compute_speed(int rank) const {
     const RankState& st = ranks_[rank];
-    double speed = st.comm_kernels > 0 ? 1.0 / interference_.compute : 1.0;
+    double speed = st.comm_kernels > 0 ? speed_beside_comm_ : 1.0;
     if (!node_computing_.empty() && node_computing_[topo_.node_of(rank)] > (st.computing ? 1 : 0))
       speed /= interference_.shared_cores;
     return speed;
@@ -631,7 +641,9 @@ class Simulation {
 
   // --- point-to-point ---
 
-  int peer_rank(int rank, int stage) const { return ranks_[rank].replica * sched_.pipeline + stage % sched_.pipeline; }
+  int peer_rank(int rank, int stage) const {
+    return ranks_[rank].replica * sched_.pipeline + stage_places_[stage].pipeline_rank;
+  }
 
   // Slot of the transfer that the rank of `replica` and stage `recv_stage` receives for (direction,
   // micro-batch).
@@ -640,9 +652,10 @@ class Simulation {
   // lines (four to a line) rather than lying a rank's whole table apart. At 8,192 ranks the table
   // is 16 MiB and the order decides whether it is read from the caches or from memory.
   size_t rendezvous_slot(int replica, bool forward, int recv_stage, int mb) const {
-    const int local = recv_stage / sched_.pipeline, pipeline_rank = recv_stage % sched_.pipeline;
-    const size_t transposed = static_cast<size_t>(pipeline_rank) * played_replicas_ + static_cast<size_t>(replica);
-    return ((static_cast<size_t>(mb) * sched_.virtual_stages + local) * 2 + forward) * played_ + transposed;
+    // ((mb * virtual_stages + local) * 2 + forward) * played_ + pipeline_rank * played_replicas_ +
+    // replica, with the per-stage part looked up (StagePlace::first_slot).
+    return static_cast<size_t>(mb) * slots_per_microbatch_ + stage_places_[recv_stage].first_slot[forward] +
+           static_cast<size_t>(replica);
   }
 
   int send_peer(int rank, const Action& send) const {
@@ -721,8 +734,8 @@ class Simulation {
     const int32_t recv_ev = record(rank, Lane::recv, a, now, now, transfer_bytes(forward, forward ? a.stage - 1 : a.stage + 1));
     // The data was there first: what released the receive last is the rank's own earlier work,
     // so a critical path through it stays on this rank.
-    depend(send_ev, recv_ev, end_of(send_ev));
-    depend(ranks_[rank].last_done, recv_ev, now);
+    depend(send_ev, end_of(send_ev));
+    depend(ranks_[rank].last_done, now);
     wait_on(ranks_[rank], recv_ev);
     ranks_[rank].last_done = recv_ev;
     return true;
@@ -830,8 +843,8 @@ class Simulation {
     comm_kernel(t.dst, -1, now);
     const bool forward = t.send_kind == ActionKind::SEND_F;
     const int32_t send_ev = record(t.src, Lane::send, {t.send_kind, t.send_stage, t.mb}, t.start, now, t.bytes);
-    depend(t.send_dep, send_ev, end_of(t.send_dep));
-    if (t.recv_dep >= 0) depend(t.recv_dep, send_ev, end_of(t.recv_dep));
+    depend(t.send_dep, end_of(t.send_dep));
+    if (t.recv_dep >= 0) depend(t.recv_dep, end_of(t.recv_dep));
     Rendezvous& rv = rendezvous_[t.slot];
     const Action recv{forward ? ActionKind::RECV_F : ActionKind::RECV_B, t.recv_stage, t.mb};
     if (preposted_receives_ && !rv.reached) {  // the receiver gets there later (reach_recv)
@@ -842,7 +855,7 @@ class Simulation {
     }
     const Time recv_posted = preposted_receives_ ? rv.first_at : t.recv_post;  // Gloo: when reached
     const int32_t recv_ev = record(t.dst, Lane::recv, recv, std::max(t.start, recv_posted), now, t.bytes);
-    depend(send_ev, recv_ev, now);
+    depend(send_ev, now);
     RankState& dst = ranks_[t.dst];
     assert(dst.waiting && sched_.ranks[dst.pipeline_rank][dst.pc] == recv);
     wait_on(dst, recv_ev);
@@ -904,8 +917,8 @@ class Simulation {
       const int r = g.members[i];
       if (r >= played_) continue;
       const int32_t ev = record(r, Lane::allreduce, a, g.started, now, g.bucket_bytes[bucket], how.algorithm, how.protocol);
-      depend(g.last_arrival_event[bucket], ev, g.last_arrival[bucket]);
-      if (g.member_last_event[i] >= 0) depend(g.member_last_event[i], ev, end_of(g.member_last_event[i]));
+      depend(g.last_arrival_event[bucket], g.last_arrival[bucket]);
+      if (g.member_last_event[i] >= 0) depend(g.member_last_event[i], end_of(g.member_last_event[i]));
       g.member_last_event[i] = ev;
     }
     g.running = false;
@@ -955,6 +968,7 @@ class Simulation {
   bool blocking_sends_ = false;  // NCCL: a SEND waits until its receive is posted
   bool preposted_receives_ = false;  // Gloo: every receive is posted at the step's start
   plan::Interference interference_;
+  double speed_beside_comm_ = 1;  // 1 / interference_.compute, divided once (compute_speed's hot path)
   int played_ = 0;  // ranks played: all, or replica 0's when folded
   size_t played_replicas_ = 1;  // played_ / pipeline
   std::vector<int> node_computing_;  // per node, its ranks computing; empty: cores not shared
@@ -966,6 +980,16 @@ class Simulation {
   Network network_;
   Topology topo_;
   std::vector<RankState> ranks_;
+  // Per stage, its pipeline rank and its index among that rank's stages (stage % p and stage / p),
+  // and where its receivers' rendezvous slots start, per direction (rendezvous_slot), looked up:
+  // the pipeline size is known only at run time, so each was an integer division (an idiv, tens
+  // of cycles), and a transfer took five of them.
+  struct StagePlace {
+    int32_t pipeline_rank = 0, local = 0;
+    size_t first_slot[2] = {0, 0};  // backward, forward
+  };
+  std::vector<StagePlace> stage_places_;
+  size_t slots_per_microbatch_ = 0;
   std::vector<int> backwards_done_;  // per played rank and local stage: backwards done this step
   std::vector<Group> groups_;
   std::vector<Transfer> transfers_;

@@ -12,6 +12,7 @@ Topology::Topology(const plan::Plan& plan, Network& network, bool named) {
   for (int r = 0; r < plan.world_size; ++r) {
     const std::string dev =
         named ? "node" + std::to_string(r / devices_per_node_) + "/dev" + std::to_string(r % devices_per_node_) + " " + hw.node_link.name : "";
+    node_of_.push_back(r / devices_per_node_);
     up_.push_back(network.add_link(named ? dev + " up" : dev, hw.node_link.bandwidth_gb_per_s));
     down_.push_back(network.add_link(named ? dev + " down" : dev, hw.node_link.bandwidth_gb_per_s));
   }

@@ -23,7 +23,7 @@ class Topology {
   /// `named`: give links readable names ("node0/dev1 NVLink up"); step-only runs need none.
   Topology(const plan::Plan& plan, Network& network, bool named = true);
 
-  int node_of(int rank) const { return rank / devices_per_node_; }
+  int node_of(int rank) const { return node_of_[rank]; }
   Route p2p(int src, int dst) const;
   /// Ports of the given ranks inside their node (up and down of each).
   std::vector<int> device_ports(const std::vector<int>& ranks) const;
@@ -42,6 +42,7 @@ class Topology {
   int devices_per_node_ = 1;
   int nics_per_node_ = 1;
   std::vector<int> up_, down_;          // per rank
+  std::vector<int> node_of_;            // per rank: looked up, as a division it was an idiv per call
   std::vector<int> nic_up_, nic_down_;  // per node * nics + nic
   Time node_latency_, network_latency_;
   double node_bandwidth_ = 0, network_bandwidth_ = 0;
