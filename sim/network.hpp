@@ -92,16 +92,18 @@ class Network {
     return long_routes_[flow];
   }
 
-  void activate(int flow, Time now);
-  int complete(int flow, Time now);
+  // Inlined into handle(), with their fast paths: a call each was ~10% of a transfer's network
+  // instructions (callgrind, 1,024 ranks).
+  [[gnu::always_inline]] inline void activate(int flow, Time now);
+  [[gnu::always_inline]] inline int complete(int flow, Time now);
   void settle(int flow, Time now);
   void resolve(std::span<const int> seed_links, Time now);
   /// Re-solves the links in `seeds` later at `now`, once for every change made at that instant.
   void resolve_soon(std::span<const int> seeds, Time now);
   void set_link_rate(int link, double rate, Time now);
   void set_link_rate(Link& link, double rate, Time now);
-  bool activate_alone_pair(Flow& f, int id, Time now);
-  bool complete_alone_pair(Flow& f, Time now);
+  [[gnu::always_inline]] inline bool activate_alone_pair(Flow& f, int id, Time now);
+  [[gnu::always_inline]] inline bool complete_alone_pair(Flow& f, Time now);
   [[gnu::noinline]] void record_sample(int link, double rate, Time now);
   [[gnu::noinline]] int new_flow();
   [[gnu::noinline]] void set_long_route(int flow, std::span<const int> route);
