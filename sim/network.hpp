@@ -92,8 +92,8 @@ class Network {
     return long_routes_[flow];
   }
 
-  // Inlined into handle(), with their fast paths: a call each was ~10% of a transfer's network
-  // instructions (callgrind, 1,024 ranks).
+  // Inlined into handle(), with their fast paths (with Simulation::record likewise, the 1,024-rank
+  // simulate went from 239.5 M to 222.3 M instructions, callgrind).
   [[gnu::always_inline]] inline void activate(int flow, Time now);
   [[gnu::always_inline]] inline int complete(int flow, Time now);
   void settle(int flow, Time now);
