@@ -114,15 +114,30 @@ void Network::activate(int id, Time now) {
     resolve_soon(route(id), now);
     return;
   }
-  // Fast path (most pipeline sends): no other flow on its links, so it gets their smallest
-  // capacity; the same answer as resolve(), without the search.
+  // No other flow on its links (a route of other than two links; a two-link one took
+  // activate_alone_pair), so it gets their smallest capacity: resolve()'s answer, without the search.
   double rate = std::numeric_limits<double>::infinity();
   for (int l : route(id)) rate = std::min(rate, links_[l].capacity);
   f.rate = f.old_rate = rate;
-  int64_t eta = 0;
-  if (std::isfinite(rate)) eta = static_cast<int64_t>(std::ceil(f.remaining / rate - 1e-9));
-  queue_.push(now + Time::ns(std::max<int64_t>(0, eta)), done_type_, id, static_cast<int32_t>(++f.version));
+  schedule_done(f, id, now);
   for (int l : route(id)) set_link_rate(l, rate, now);
+}
+
+// Queues the flow's end at its current rate; an end queued before becomes stale (its version).
+void Network::schedule_done(Flow& f, int id, Time now) {
+  int64_t eta = 0;
+  if (std::isfinite(f.rate) && f.rate > 0) eta = static_cast<int64_t>(std::ceil(f.remaining / f.rate - 1e-9));
+  queue_.push(now + Time::ns(std::max<int64_t>(0, eta)), done_type_, id, static_cast<int32_t>(++f.version));
+}
+
+// Frees a flow whose last byte arrived; returns its tag. Its route stays where it is (the
+// flow's own line, or long_routes_[id]) until start_flow reuses the flow.
+int Network::free_flow(Flow& f, int id) {
+  f.remaining = 0;
+  f.active = false;
+  f.route_size = 0;
+  free_flows_.push_back(id);
+  return f.tag;
 }
 
 // The flow of most pipeline sends: two links (its ports) that no other flow uses. The general
@@ -137,12 +152,9 @@ bool Network::activate_alone_pair(Flow& f, int id, Time now) {
   a.first_flows[0] = b.first_flows[0] = id;
   const double rate = std::min(a.capacity, b.capacity);
   f.rate = f.old_rate = rate;
-  int64_t eta = 0;
-  if (std::isfinite(rate)) eta = static_cast<int64_t>(std::ceil(f.remaining / rate - 1e-9));
-  const uint32_t version = ++f.version;
+  schedule_done(f, id, now);
   set_link_rate(a, rate, now);
   set_link_rate(b, rate, now);
-  queue_.push(now + Time::ns(std::max<int64_t>(0, eta)), done_type_, id, static_cast<int32_t>(version));
   return true;
 }
 
@@ -161,26 +173,15 @@ bool Network::complete_alone_pair(Flow& f, Time now) {
 
 int Network::complete(int id, Time now) {
   Flow& f = flows_[id];
-  if (f.route_size == 2 && complete_alone_pair(f, now)) {
-    f.remaining = 0;
-    f.active = false;
-    f.route_size = 0;
-    free_flows_.push_back(id);
-    return f.tag;
-  }
-  // Its route stays where it is (the flow's own line, or long_routes_[id]) until start_flow
-  // reuses the flow, which nothing below does: no copy is needed, though the flow is freed.
+  if (f.route_size == 2 && complete_alone_pair(f, now)) return free_flow(f, id);
+  // Read after the flow is freed below: nothing here reuses it, so its route needs no copy.
   const std::span<const int> links = route(id);
   // The last bytes arrive now; count them exactly so every link's total is conserved.
   for (int l : links) {
     links_[l].bytes += f.remaining;
     remove_flow(l, id);
   }
-  f.remaining = 0;
-  f.active = false;
-  f.route_size = 0;
-  const int tag = f.tag;
-  free_flows_.push_back(id);
+  const int tag = free_flow(f, id);
   bool emptied = true;  // no flow left on its links: nothing to re-share
   for (int l : links) emptied = emptied && links_[l].flow_count == 0;
   if (emptied) {
@@ -337,9 +338,7 @@ void Network::resolve(std::span<const int> seed_links, Time now) {
     Flow& f = flows_[fid];
     if (f.old_rate == f.rate) continue;
     f.old_rate = f.rate;
-    int64_t eta = 0;
-    if (std::isfinite(f.rate) && f.rate > 0) eta = static_cast<int64_t>(std::ceil(f.remaining / f.rate - 1e-9));
-    queue_.push(now + Time::ns(std::max<int64_t>(0, eta)), done_type_, fid, static_cast<int32_t>(++f.version));
+    schedule_done(f, fid, now);
   }
   for (int l : comp_links_) {
     double total = 0;

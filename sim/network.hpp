@@ -104,6 +104,8 @@ class Network {
   void set_link_rate(Link& link, double rate, Time now);
   [[gnu::always_inline]] inline bool activate_alone_pair(Flow& f, int id, Time now);
   [[gnu::always_inline]] inline bool complete_alone_pair(Flow& f, Time now);
+  [[gnu::always_inline]] inline void schedule_done(Flow& f, int id, Time now);
+  [[gnu::always_inline]] inline int free_flow(Flow& f, int id);
   [[gnu::noinline]] void record_sample(int link, double rate, Time now);
   [[gnu::noinline]] int new_flow();
   [[gnu::noinline]] void set_long_route(int flow, std::span<const int> route);

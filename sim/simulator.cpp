@@ -168,7 +168,7 @@ class Simulation {
     }
     slots_per_microbatch_ = static_cast<size_t>(sched_.virtual_stages) * 2 * played_;
     if (plan.scenario.parallel.data > 1) build_groups();
-    const size_t slots = static_cast<size_t>(played_) * 2 * sched_.virtual_stages * sched_.microbatches();
+    const size_t slots = slots_per_microbatch_ * static_cast<size_t>(sched_.microbatches());
     reserve_huge(rendezvous_, slots);
     rendezvous_.resize(slots);
     // The executor posts every receive of a Gloo step at its start (exec/runtime.cpp), so a send
