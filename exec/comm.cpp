@@ -55,9 +55,8 @@ std::vector<std::shared_ptr<::gloo::transport::Device>> gloo_devices(const Launc
   return devices;
 }
 
-c10::intrusive_ptr<c10d::ProcessGroup> make_group(const c10::intrusive_ptr<c10d::Store>& store,
-                                                   const std::string& prefix, int rank, int size,
-                                                   const LaunchInfo& launch, bool nccl) {
+GroupPtr make_group(const c10::intrusive_ptr<c10d::Store>& store, const std::string& prefix, int rank, int size,
+                    const LaunchInfo& launch, bool nccl) {
   if (nccl)
     return gpu::make_nccl_group(c10::make_intrusive<c10d::PrefixStore>(prefix, store), rank, size,
                                 std::chrono::milliseconds(launch.timeout));
@@ -134,11 +133,11 @@ Communicator::Work Communicator::recv(torch::Tensor& t, int src, int tag, const 
   }
 }
 
-c10d::ProcessGroup* Communicator::stage_group(int stage) const { return stage_groups_.at(stage).get(); }
+Group* Communicator::stage_group(int stage) const { return stage_groups_.at(stage).get(); }
 
 void Communicator::wait(const Work& work, const std::string& what, const std::vector<int>& peers) const {
   try {
-    work->wait(std::chrono::milliseconds(launch_.timeout));
+    wait_work(*work, nccl_, std::chrono::milliseconds(launch_.timeout));
   } catch (const std::exception& e) {
     fail("gave up waiting at " + what + " (timeout " + std::to_string(launch_.timeout.count()) + " s)", e, peers);
   }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "exec/liveness.hpp"
+#include "exec/torch_compat.hpp"
 #include "plan/plan.hpp"
 #include "profiler/clock_sync.hpp"
 
@@ -44,7 +45,7 @@ class Communicator {
   Work send(torch::Tensor& t, int dst, int tag, const std::string& what);
   Work recv(torch::Tensor& t, int src, int tag, const std::string& what);
   /// The DDP group of `stage`, or nullptr without data parallelism.
-  c10d::ProcessGroup* stage_group(int stage) const;
+  Group* stage_group(int stage) const;
   /// The global ranks of `stage`'s DDP group (every replica of the stage).
   const std::vector<int>& stage_group_ranks(int stage) const { return stage_ranks_.at(stage); }
   /// Waits for `work`, an operation with `peers` (empty: every rank); on timeout or a lost peer
@@ -63,7 +64,7 @@ class Communicator {
   /// Every rank hands in `mine`; rank 0 gets all of them in rank order, the others nothing.
   std::vector<std::string> gather_to_rank0(const std::string& mine);
   int rank() const { return launch_.rank; }
-  c10d::ProcessGroup& world() const { return *world_; }
+  Group& world() const { return *world_; }
   c10d::Store& store() const { return *store_; }
   std::chrono::seconds timeout() const { return launch_.timeout; }
 
@@ -75,8 +76,8 @@ class Communicator {
   LaunchInfo launch_;
   c10::intrusive_ptr<c10d::Store> store_;
   bool nccl_ = false;
-  c10::intrusive_ptr<c10d::ProcessGroup> world_;
-  std::vector<c10::intrusive_ptr<c10d::ProcessGroup>> stage_groups_;  // indexed by stage
+  GroupPtr world_;
+  std::vector<GroupPtr> stage_groups_;  // indexed by stage
   std::vector<std::vector<int>> stage_ranks_;                              // indexed by stage
   std::unique_ptr<Liveness> liveness_;  // with a plan only (not for calibration's own exchanges)
 };

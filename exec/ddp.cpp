@@ -4,7 +4,7 @@
 
 namespace parallax::exec {
 
-BucketReducer::BucketReducer(const plan::Stage& stage, Stage& module, c10d::ProcessGroup* group, int replicas,
+BucketReducer::BucketReducer(const plan::Stage& stage, Stage& module, Group* group, int replicas,
                              profiler::HostTracer& tracer)
     : stage_(stage.index), group_(group), replicas_(replicas), tracer_(tracer) {
   std::map<std::string, torch::Tensor> by_name;

@@ -23,7 +23,7 @@ namespace parallax::exec {
 
 class BucketReducer {
  public:
-  BucketReducer(const plan::Stage& stage, Stage& module, c10d::ProcessGroup* group, int replicas,
+  BucketReducer(const plan::Stage& stage, Stage& module, Group* group, int replicas,
                 profiler::HostTracer& tracer);
 
   /// The next backward of this stage is its last of the optimizer step.
@@ -48,7 +48,7 @@ class BucketReducer {
   void on_grad(int param, const torch::Tensor& grad);
 
   int stage_;
-  c10d::ProcessGroup* group_;
+  Group* group_;
   int replicas_;
   profiler::HostTracer& tracer_;
   std::vector<torch::Tensor> params_;

@@ -4,7 +4,6 @@
 // API and ProcessGroupNCCL, linked where CMake finds a CUDA LibTorch (and compiled everywhere
 // the CUDA toolkit is, to keep it building: the `parallax_cuda_check` object library);
 // exec/gpu_stub.cpp stands in elsewhere and refuses.
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <chrono>
@@ -13,6 +12,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "exec/torch_compat.hpp"
 
 namespace parallax::exec::gpu {
 
@@ -27,8 +28,8 @@ void select(int index);
 /// both sides. Collectives and point-to-point run on NCCL's own streams; a work's wait() makes
 /// the calling thread's current stream wait for it (compute and communication overlap, ordered
 /// by CUDA events).
-c10::intrusive_ptr<c10d::ProcessGroup> make_nccl_group(const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                                                       int size, std::chrono::milliseconds timeout);
+GroupPtr make_nccl_group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                         std::chrono::milliseconds timeout);
 
 /// Times a rank's compute actions on the GPU with CUDA events on the current stream: a host span
 /// around an action ends when its kernels are queued, the events when they are done. No host

@@ -15,8 +15,7 @@ namespace {
 bool built_with_cuda() { return false; }
 int visible_devices() { return 0; }
 void select(int index) { refuse("selecting GPU " + std::to_string(index)); }
-c10::intrusive_ptr<c10d::ProcessGroup> make_nccl_group(const c10::intrusive_ptr<c10d::Store>&, int, int,
-                                                       std::chrono::milliseconds) {
+GroupPtr make_nccl_group(const c10::intrusive_ptr<c10d::Store>&, int, int, std::chrono::milliseconds) {
   refuse("creating an NCCL process group");
 }
 std::unique_ptr<ComputeTimer> make_compute_timer() { return nullptr; }

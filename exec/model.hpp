@@ -6,11 +6,10 @@
 // weights whichever stage, rank or process builds it.
 #include <torch/torch.h>
 
-#include <ATen/autocast_mode.h>
-
 #include <functional>
 #include <vector>
 
+#include "exec/torch_compat.hpp"
 #include "plan/plan.hpp"
 
 namespace parallax::exec {
@@ -39,33 +38,28 @@ class StageImpl : public torch::nn::Module {
 TORCH_MODULE(Stage);
 
 // Autocast to `dtype` (bf16, or fp16 on CUDA; fp32 is off) for one forward, on the CPU or on
-// CUDA; restores the previous state (LibTorch 1.13 has no guard).
+// CUDA; restores the previous state (LibTorch 1.13 has no guard; exec/torch_compat.hpp has the
+// calls of both lines).
 class AutocastScope {
  public:
   explicit AutocastScope(c10::ScalarType dtype, c10::DeviceType device = c10::kCPU)
-      : on_(dtype != at::kFloat), cuda_(device == c10::kCUDA) {
+      : on_(dtype != at::kFloat), device_(device) {
     if (!on_) return;
-    if (cuda_) {
-      was_ = at::autocast::is_enabled();
-      at::autocast::set_enabled(true);
-      at::autocast::set_autocast_gpu_dtype(dtype);
-    } else {
-      was_ = at::autocast::is_cpu_enabled();
-      at::autocast::set_cpu_enabled(true);
-      at::autocast::set_autocast_cpu_dtype(dtype);
-    }
+    was_ = autocast::enabled(device_);
+    autocast::set_enabled(device_, true);
+    autocast::set_dtype(device_, dtype);
   }
   ~AutocastScope() {
     if (!on_) return;
-    if (cuda_) at::autocast::set_enabled(was_);
-    else at::autocast::set_cpu_enabled(was_);
+    autocast::set_enabled(device_, was_);
     at::autocast::clear_cache();
   }
   AutocastScope(const AutocastScope&) = delete;
   AutocastScope& operator=(const AutocastScope&) = delete;
 
  private:
-  bool on_ = false, cuda_ = false, was_ = false;
+  bool on_ = false, was_ = false;
+  c10::DeviceType device_;
 };
 
 /// Shape of a layer's output for a micro-batch (what crosses a stage boundary).

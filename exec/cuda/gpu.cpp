@@ -17,8 +17,8 @@ int visible_devices() { return static_cast<int>(c10::cuda::device_count()); }
 
 void select(int index) { c10::cuda::set_device(static_cast<c10::DeviceIndex>(index)); }
 
-c10::intrusive_ptr<c10d::ProcessGroup> make_nccl_group(const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                                                       int size, std::chrono::milliseconds timeout) {
+GroupPtr make_nccl_group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                         std::chrono::milliseconds timeout) {
   // NCCL's own environment (NCCL_SOCKET_IFNAME, NCCL_IB_HCA, NCCL_DEBUG, NCCL_ALGO, ...) reaches
   // NCCL unchanged: ProcessGroupNCCL reads none of it and passes nothing over it.
   auto options = c10d::ProcessGroupNCCL::Options::create();
