@@ -16,6 +16,8 @@
 
 #include "cli/output.hpp"
 #include "exec/calibrate.hpp"
+#include "exec/device.hpp"
+#include "exec/gpu.hpp"
 #include "exec/launcher.hpp"
 #include "exec/model.hpp"
 #include "plan/error.hpp"
@@ -57,11 +59,14 @@ struct Calibrated {
 
 // Plans of the scenarios that the executor can run. Named scenarios that cannot run are bad
 // input; in the default set they are skipped.
-std::vector<Calibrated> executable_plans(const std::vector<std::string>& files, bool named, bool say) {
+// `hardware` is the override they are planned with: the ideal machine for a CPU calibration (its
+// costs are measured, not planned), the base profile for a GPU's (fp16 runs only there).
+std::vector<Calibrated> executable_plans(const std::vector<std::string>& files, bool named, bool say,
+                                         const std::string& hardware = "ideal") {
   std::vector<Calibrated> plans;
   for (const auto& f : files) {
     try {
-      plan::Plan p = plan::resolve_plan(plan::load_scenario(f, {"hardware=ideal"}));
+      plan::Plan p = plan::resolve_plan(plan::load_scenario(f, {"hardware=" + hardware}));
       exec::check_executable(p.scenario);
       plans.push_back({f, std::move(p)});
     } catch (const plan::InputError& e) {
@@ -337,16 +342,79 @@ plan::InRunFactors layout_factors(const ProbeResult& small, const ProbeResult* l
 }
 
 // --precision's names; fp16 only where the executor runs it (CUDA), never in calibrate's CPU runs.
-std::vector<plan::Precision> extra_precisions(const std::vector<std::string>& names) {
+std::vector<plan::Precision> extra_precisions(const std::vector<std::string>& names, bool gpu) {
   std::vector<plan::Precision> out;
   for (const std::string& n : names) {
     const auto p = plan::precision_from_name(n);
-    if (!p || *p == plan::Precision::fp16)
+    if (!p || (*p == plan::Precision::fp16 && !gpu))
       throw plan::InputError(plan::Location{"--precision"},
-                             "'" + n + "' is not a precision calibrate measures on the CPU (fp32 or bf16)");
+                             "'" + n + "' is not a precision calibrate measures " +
+                                 (gpu ? "(fp32, bf16 or fp16)" : "on the CPU (fp32 or bf16; fp16 on a GPU base profile)"));
     out.push_back(*p);
   }
   return out;
+}
+
+// The text of the profile --base names: a built-in profile or a file.
+std::string profile_text(const std::string& base) {
+  if (const char* text = plan::builtin_hardware_text(base)) return text;
+  std::ifstream in(base);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::string date_now() {
+  const std::time_t now = std::time(nullptr);
+  char date[32];
+  std::strftime(date, sizeof date, "%Y-%m-%d %H:%M", std::localtime(&now));
+  return date;
+}
+
+// calibrate on a GPU (--base names a profile with device.kind: cuda): one rank on the first GPU
+// this process sees (CUDA_VISIBLE_DEVICES picks it), its layers, losses, optimizer steps and
+// copies timed with CUDA events. The profile written is the base's own text, device kind, links
+// and NCCL section included, with the measured calibration: NCCL between GPUs is not measured.
+int calibrate_gpu(const CalibrateArgs& args, const std::vector<std::string>& files, bool named,
+                  const plan::HardwareProfile& base, const std::string& output) {
+  const std::string base_text = profile_text(args.base);
+  if (base.calibration)
+    throw plan::InputError(plan::Location{"--base"}, "profile '" + base.name +
+                                                         "' is calibrated already; calibrate from the profile it was made from");
+  const auto calibrated = executable_plans(files, named, true, args.base);
+  exec::check_device(calibrated.front().plan.scenario);  // no CUDA, or no GPU: exit 2 naming the profile
+  if (args.output.empty()) fs::create_directories(fs::path(output).parent_path());
+  require_output_folder(output);
+  std::vector<plan::Plan> plans;
+  std::string scenario_names;
+  for (const auto& c : calibrated) {
+    plans.push_back(c.plan);
+    scenario_names += (scenario_names.empty() ? "" : ", ") + c.plan.scenario.name;
+  }
+  const std::string gpu_name = exec::gpu::device_name(0);
+  std::cerr << "calibrate: measuring " << plans.size() << " scenario(s) on GPU 0 (" << gpu_name << ") with CUDA events"
+            << (args.quick ? " (quick)" : "") << "\n";
+  const auto t0 = std::chrono::steady_clock::now();
+  exec::LaunchInfo launch;
+  launch.world_size = 1;
+  launch.master_port = exec::free_port();
+  launch.timeout = std::chrono::seconds(1800);
+  exec::CalibrateOptions options;
+  options.quick = args.quick;
+  options.precisions = extra_precisions(args.precisions, true);
+  options.device = torch::Device(torch::kCUDA, 0);
+  options.progress = [](const std::string& line) { std::cerr << "calibrate: " << line << "\n" << std::flush; };
+  const auto run = exec::calibrate_rank(plans, launch, options);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const std::vector<std::string> header = {
+      "Measured on this machine's GPU by `parallax calibrate --base " + args.base + (args.quick ? " --quick" : "") +
+          "` (" + fmt("%.0f", seconds) + " s). Use it as `hardware: FILE` or `--set hardware=FILE`.",
+      "date: " + date_now() + ", host: " + host_name() + ", GPU: " + gpu_name,
+      "LibTorch " + std::string(TORCH_VERSION) + ", one rank, layers timed with CUDA events",
+      "device, links and NCCL copied from the base profile '" + base.name + "' (NCCL is not measured)",
+      "scenarios measured: " + scenario_names, exec::pass_summary(run->pass_differences)};
+  write_file_atomically(output, plan::calibrated_copy_yaml(base_text, base.name + "-calibrated", run->calibration, header));
+  std::cerr << "calibrate: wrote " << output << " in " << fmt("%.0f", seconds) << " s; use it with --set hardware="
+            << output << "\n";
+  return 0;
 }
 
 }  // namespace
@@ -371,6 +439,11 @@ int calibrate_command(const CalibrateArgs& args, const std::vector<std::string>&
   const bool named = !args.scenarios.empty();
   const auto files = named ? args.scenarios : default_calibration_scenarios();
   const std::string output = args.output.empty() ? default_calibration_path() : args.output;
+  const plan::HardwareProfile base = [&] {
+    const auto doc = plan::YamlDocument::from_text("hardware: " + args.base, "--base");
+    return plan::resolve_hardware(plan::Field::root(doc)["hardware"]);
+  }();
+  if (base.device.kind == plan::DeviceKind::cuda) return calibrate_gpu(args, files, named, base, output);
   exec::LaunchInfo launch;
   const bool as_rank = exec::LaunchInfo::from_environment(&launch);
   // Everything that can be wrong with the input is found before the ranks start.
@@ -380,13 +453,9 @@ int calibrate_command(const CalibrateArgs& args, const std::vector<std::string>&
   if (!probe_models.empty() &&
       std::none_of(probe_models.begin(), probe_models.end(), [](const Calibrated& c) { return c.plan.layers().size() >= 2; }))
     throw plan::InputError(plan::Location{"--probe-with"}, "the probes need a model of two layers or more");
-  const std::vector<plan::Precision> precisions = extra_precisions(args.precisions);
+  const std::vector<plan::Precision> precisions = extra_precisions(args.precisions, false);
   std::vector<plan::Plan> plans;
   for (const auto& c : calibrated) plans.push_back(c.plan);
-  const plan::HardwareProfile base = [&] {
-    const auto doc = plan::YamlDocument::from_text("hardware: " + args.base, "--base");
-    return plan::resolve_hardware(plan::Field::root(doc)["hardware"]);
-  }();
   if (!as_rank) {
     if (args.output.empty()) fs::create_directories(fs::path(output).parent_path());  // the default folder
     require_output_folder(output);
@@ -447,13 +516,10 @@ int calibrate_command(const CalibrateArgs& args, const std::vector<std::string>&
   }
   const auto* c = &cal;
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const std::time_t now = std::time(nullptr);
-  char date[32];
-  std::strftime(date, sizeof date, "%Y-%m-%d %H:%M", std::localtime(&now));
   std::vector<std::string> header = {
       "Measured on this machine by `parallax calibrate" + std::string(args.quick ? " --quick" : "") + "` (" +
           fmt("%.0f", seconds) + " s). Use it as `hardware: FILE` or `--set hardware=FILE`.",
-      std::string("date: ") + date + ", host: " + host_name(),
+      "date: " + date_now() + ", host: " + host_name(),
       "CPU: " + cpu_model() + ", " + std::to_string(std::thread::hardware_concurrency()) + " cores",
       "LibTorch " + std::string(TORCH_VERSION) + ", " + std::to_string(c->threads) +
           " thread(s) per rank, 2 local ranks, Gloo over loopback",

@@ -288,7 +288,9 @@ int main(int argc, char** argv) {
                       "Scenarios whose layer signatures to measure (default: the built-in scenario, scenarios/*.yaml "
                       "on cpu-host and scenarios/accuracy/*.yaml under this folder)");
   cal_cmd->add_option("-o,--output", cal_args.output, "Profile to write (default parallax-out/calibrated-HOST.yaml)");
-  cal_cmd->add_option("--base", cal_args.base, "Profile whose device and network the output keeps (default cpu-host)");
+  cal_cmd->add_option("--base", cal_args.base, "Profile whose device and network the output keeps (default cpu-host). A GPU profile "
+                                  "(device.kind: cuda, e.g. h100-nvlink-ib) measures this machine's first GPU instead, "
+                                  "as one rank with CUDA events, and keeps the profile's links and NCCL section");
   cal_cmd->add_flag("--quick", cal_args.quick, "Only the micro-batch sizes the scenarios use, fewer repeats");
   cal_cmd
       ->add_option("--precision", cal_args.precisions,

@@ -37,7 +37,10 @@ if(PARALLAX_TORCH STREQUAL "python")
   if(torch_python_version VERSION_LESS 2.0)
     message(FATAL_ERROR "PARALLAX_TORCH=python: ${PARALLAX_PYTHON} has torch ${torch_python_version}; the python line needs torch 2.x")
   endif()
-  list(PREPEND CMAKE_PREFIX_PATH "${torch_prefix}")
+  # torch's config finds its libraries with find_library, which searches the prefixes' lib/
+  # before the system's: without torch/ itself as a prefix, a Debian libtorch-dev on the same
+  # machine would lend its 1.13 libtorch.so to pip's 2.x headers.
+  list(PREPEND CMAKE_PREFIX_PATH "${torch_prefix}" "${site_packages}/torch")
   # Parallax compiles no CUDA sources, so the architectures only silence torch's config, which
   # otherwise compiles and runs a probe for the GPUs of the build machine (and fails where CMake
   # does not know the CUDA compiler's C++20 flag).
@@ -71,6 +74,19 @@ endif()
 
 find_package(Torch REQUIRED)
 set(PARALLAX_TORCH_VERSION "${Torch_VERSION}")
+if(PARALLAX_TORCH STREQUAL "python")
+  cmake_path(IS_PREFIX site_packages "${TORCH_LIBRARY}" torch_from_pip)
+  if(NOT torch_from_pip)
+    message(FATAL_ERROR "PARALLAX_TORCH=python found libtorch at ${TORCH_LIBRARY}, outside ${site_packages}: "
+                        "a stale CMake cache? Remove the build folder and configure again")
+  endif()
+  # pip's libtorch.so and libtorch_cpu.so export parts of a newer libstdc++ they were linked with
+  # statically (std::filesystem, std::chrono's time zones). Where they precede libstdc++.so.6 in
+  # a binary's DT_NEEDED, its own calls bind to those copies: std::filesystem::remove_all then
+  # jumped to address 0. Naming libstdc++ first on every link line keeps the binary's calls in
+  # the system's libstdc++.
+  add_link_options("LINKER:--no-as-needed" "-lstdc++")
+endif()
 if(PARALLAX_REQUIRE_CUDA AND NOT CAFFE2_USE_CUDA)
   message(FATAL_ERROR "PARALLAX_REQUIRE_CUDA is on, but the LibTorch found (${Torch_DIR}, ${Torch_VERSION}) has "
                       "no CUDA: build with -DPARALLAX_TORCH=python against a CUDA torch")

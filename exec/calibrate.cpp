@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "exec/data.hpp"
+#include "exec/gpu.hpp"
 #include "exec/host_probe.hpp"
 #include "exec/launcher.hpp"
 #include "exec/model.hpp"
@@ -112,23 +113,77 @@ std::vector<double> repeat(const std::function<std::vector<double>()>& rep, cons
   return out;
 }
 
-// A layer's input for a micro-batch, as the previous layer (or the data) gives it.
-torch::Tensor layer_input(const plan::Layer& l, int64_t mb) {
+// A layer's input for a micro-batch, as the previous layer (or the data) gives it, on `device`.
+torch::Tensor layer_input(const plan::Layer& l, int64_t mb, torch::Device device) {
   const auto& s = l.shape;
+  const auto on = torch::TensorOptions().device(device);
   switch (l.kind) {
-    case plan::LayerKind::linear: return torch::randn({mb, s.in});
-    case plan::LayerKind::embedding: return torch::randint(0, s.vocab, {mb, s.seq_len}, torch::kLong);
+    case plan::LayerKind::linear: return torch::randn({mb, s.in}, on);
+    case plan::LayerKind::embedding: return torch::randint(0, s.vocab, {mb, s.seq_len}, on.dtype(torch::kLong));
     case plan::LayerKind::encoder:
-    case plan::LayerKind::head: return torch::randn({s.seq_len, mb, s.hidden});
+    case plan::LayerKind::head: return torch::randn({s.seq_len, mb, s.hidden}, on);
     case plan::LayerKind::synthetic: break;
   }
   throw std::logic_error("synthetic layers are not measured");
 }
 
-torch::Tensor loss_target(const plan::Layer& last, int64_t mb) {
-  if (last.kind == plan::LayerKind::head) return torch::randint(0, last.shape.vocab, {mb, last.shape.seq_len}, torch::kLong);
-  return torch::randint(0, last.shape.out, {mb}, torch::kLong);
+torch::Tensor loss_target(const plan::Layer& last, int64_t mb, torch::Device device) {
+  const auto on = torch::TensorOptions().device(device).dtype(torch::kLong);
+  if (last.kind == plan::LayerKind::head) return torch::randint(0, last.shape.vocab, {mb, last.shape.seq_len}, on);
+  return torch::randint(0, last.shape.out, {mb}, on);
 }
+
+// The autocast type of a precision (fp32: autocast off).
+c10::ScalarType autocast_type(plan::Precision p) {
+  return p == plan::Precision::bf16 ? at::kBFloat16 : p == plan::Precision::fp16 ? at::kHalf : at::kFloat;
+}
+
+// Times the phases of one repeat. On the CPU: the host clock around each phase. On a GPU: CUDA
+// events around each phase's launches on the current stream, as a run times its compute actions
+// (exec/gpu.hpp), read after one synchronize per repeat. A phase then costs what the device took
+// from its first launch to its last kernel's end, host gaps between launches included, which is
+// what a run's F and B spans on a GPU hold.
+class PhaseClock {
+ public:
+  explicit PhaseClock(torch::Device device)
+      : device_(device), events_(device.is_cuda() ? gpu::make_compute_timer() : nullptr) {}
+
+  void begin() {
+    if (!events_) {
+      t0_ = Clock::now();
+      return;
+    }
+    if (!started_) {
+      torch::cuda::synchronize(device_.index());  // the anchor event must run at once
+      events_->start_step(0);
+      started_ = true;
+    }
+    events_->begin();
+  }
+  void end() {
+    if (events_) events_->end();
+    else host_us_.push_back(us_since(t0_));
+  }
+  /// This repeat's phases in microseconds, in order; the clock is then ready for the next one.
+  std::vector<double> lap() {
+    std::vector<double> out;
+    if (!events_) {
+      out.swap(host_us_);
+      return out;
+    }
+    torch::cuda::synchronize(device_.index());
+    for (const auto& [b, e] : events_->collect()) out.push_back(static_cast<double>(e - b) / 1e3);
+    started_ = false;
+    return out;
+  }
+
+ private:
+  torch::Device device_;
+  std::unique_ptr<gpu::ComputeTimer> events_;
+  bool started_ = false;
+  Clock::time_point t0_;
+  std::vector<double> host_us_;
+};
 
 // One layer signature to measure, with an example layer and what its models need.
 struct Work {
@@ -141,12 +196,13 @@ struct Work {
 };
 
 // The optimizer step of `params` parameters split over a few tensors, as a stage holds them.
-double optimizer_step_us(const plan::OptimizerSpec& spec, int64_t params, const Budget& b) {
+double optimizer_step_us(const plan::OptimizerSpec& spec, int64_t params, const Budget& b, PhaseClock& clock,
+                         torch::Device device) {
   std::vector<torch::Tensor> ps;
   const int64_t parts = 4;
   for (int64_t i = 0; i < parts; ++i) {
-    auto p = torch::randn({params / parts}).requires_grad_(true);
-    p.mutable_grad() = torch::randn({params / parts});
+    auto p = torch::randn({params / parts}, torch::TensorOptions().device(device)).requires_grad_(true);
+    p.mutable_grad() = torch::randn({params / parts}, torch::TensorOptions().device(device));
     ps.push_back(p);
   }
   std::unique_ptr<torch::optim::Optimizer> opt;
@@ -158,10 +214,11 @@ double optimizer_step_us(const plan::OptimizerSpec& spec, int64_t params, const 
     opt = std::make_unique<torch::optim::AdamW>(ps, torch::optim::AdamWOptions(1e-3));
   return repeat(
              [&] {
-               const auto t0 = Clock::now();
+               clock.begin();
                opt->step();
                opt->zero_grad();
-               return std::vector<double>{us_since(t0)};
+               clock.end();
+               return clock.lap();
              },
              b)[0];
 }
@@ -169,7 +226,12 @@ double optimizer_step_us(const plan::OptimizerSpec& spec, int64_t params, const 
 class Calibrator {
  public:
   Calibrator(const std::vector<plan::Plan>& plans, const LaunchInfo& launch, const CalibrateOptions& options)
-      : plans_(plans), comm_(launch), options_(options), budget_(budget(options.quick, &gate_)) {
+      : plans_(plans),
+        comm_(launch),
+        options_(options),
+        device_(options.device),
+        clock_(options.device),
+        budget_(budget(options.quick, &gate_)) {
     collect_work();
   }
 
@@ -206,10 +268,16 @@ class Calibrator {
     remeasure(&c, slow);
     measure_data(c);
     measure_optimizers(c);
-    c.shared_cores = shared_cores(c.backward_call_us);
-    say("a layer takes " + fmt(c.shared_cores) + "x its time alone while the other rank computes too");
     c.copy_gb_per_s = copy_gb_per_s();
     say("memory copy " + fmt(c.copy_gb_per_s) + " GB/s");
+    if (device_.is_cuda()) {
+      // One GPU, one rank: the layers have the device to themselves in a run too, and the
+      // links are the base profile's (NCCL between GPUs is not measured here).
+      c.host_probe_us = gate_.reference_us();
+      return c;
+    }
+    c.shared_cores = shared_cores(c.backward_call_us);
+    say("a layer takes " + fmt(c.shared_cores) + "x its time alone while the other rank computes too");
     command("gloo");
     gloo(&c);
     say("Gloo send call " + fmt(c.send_call.us.front()) + ".." + fmt(c.send_call.us.back()) + " us (" +
@@ -323,12 +391,13 @@ class Calibrator {
 
   double backward_call_us() {
     return repeat(
-               [] {
-                 auto x = torch::ones({1}, torch::requires_grad());
+               [this] {
+                 auto x = torch::ones({1}, torch::TensorOptions().device(device_).requires_grad(true));
                  auto y = (x * 2).sum();
-                 const auto t0 = Clock::now();
+                 clock_.begin();
                  y.backward();
-                 return std::vector<double>{us_since(t0)};
+                 clock_.end();
+                 return clock_.lap();
                },
                budget_)[0];
   }
@@ -338,35 +407,37 @@ class Calibrator {
     plan::SignatureCost layer, loss;
     layer.signature = loss.signature = plan::layer_signature(w.layer, w.precision);
     Stage module(std::vector<plan::Layer>{w.layer}, 0, 1, /*seed=*/1);
-    const bool bf16 = w.precision == plan::Precision::bf16;
+    module->to(device_);
+    const c10::ScalarType autocast = autocast_type(w.precision);
     const bool float_input = w.layer.kind != plan::LayerKind::embedding;
     double last_pass_us = 0;
     for (int mb : calibration_sizes({w.used.begin(), w.used.end()}, w.largest_batch, options_.quick)) {
       // Sizes whose one pass would take over ~2 s are left to extrapolation (keeps calibrate short).
       if (last_pass_us > 0 && !w.used.count(mb) && last_pass_us * 2 > 2e6) break;
-      const auto x = layer_input(w.layer, mb);
-      const auto grad = torch::randn(output_shape(w.layer, mb));
+      const auto x = layer_input(w.layer, mb, device_);
+      const auto grad = torch::randn(output_shape(w.layer, mb), torch::TensorOptions().device(device_));
       auto pass = [&](bool input_grad) {
         return repeat(
             [&] {
               auto in = float_input ? x.clone().requires_grad_(input_grad) : x;
-              auto t0 = Clock::now();
               torch::Tensor out;
+              clock_.begin();
               {
-                AutocastScope autocast(bf16 ? at::kBFloat16 : at::kFloat);
+                AutocastScope scope(autocast, device_.type());
                 out = module->forward(in);
               }
-              const double fwd = us_since(t0);
-              t0 = Clock::now();
+              clock_.end();
+              clock_.begin();
               torch::autograd::backward({out}, {grad.to(out.scalar_type())});
-              const double bwd = us_since(t0);
-              t0 = Clock::now();
+              clock_.end();
+              clock_.begin();
               {
                 torch::NoGradGuard no_grad;
-                AutocastScope autocast(bf16 ? at::kBFloat16 : at::kFloat);
+                AutocastScope scope(autocast, device_.type());
                 module->forward(in);
               }
-              return std::vector<double>{fwd, bwd, us_since(t0)};
+              clock_.end();
+              return clock_.lap();
             },
             budget_);
       };
@@ -383,20 +454,21 @@ class Calibrator {
         layer.backward_no_input.us.push_back(std::max(0.0, without[1] - call_us));
       }
       if (w.last) {
-        const auto target = loss_target(w.layer, mb);
+        const auto target = loss_target(w.layer, mb, device_);
         const auto l = repeat(
             [&] {
-              auto out = torch::randn(output_shape(w.layer, mb)).requires_grad_(true);
-              auto t0 = Clock::now();
+              auto out = torch::randn(output_shape(w.layer, mb), torch::TensorOptions().device(device_)).requires_grad_(true);
               torch::Tensor value;
+              clock_.begin();
               {
-                AutocastScope autocast(bf16 ? at::kBFloat16 : at::kFloat);
+                AutocastScope scope(autocast, device_.type());
                 value = model_loss(w.layer, out, target);
               }
-              const double fwd = us_since(t0);
-              t0 = Clock::now();
+              clock_.end();
+              clock_.begin();
               value.backward();
-              return std::vector<double>{fwd, us_since(t0)};
+              clock_.end();
+              return clock_.lap();
             },
             budget_);
         loss.forward.mb.push_back(mb);
@@ -413,7 +485,7 @@ class Calibrator {
   double forward_backward_us(const Work& w, int mb, double call_us, const Budget& b) {
     Stage module(std::vector<plan::Layer>{w.layer}, 0, 1, /*seed=*/1);
     const bool float_input = w.layer.kind != plan::LayerKind::embedding;
-    const auto x = layer_input(w.layer, mb);
+    const auto x = layer_input(w.layer, mb, torch::kCPU);
     const auto grad = torch::randn(output_shape(w.layer, mb));
     const auto t = repeat(
         [&] {
@@ -465,7 +537,7 @@ class Calibrator {
     for (const Work& w : work_) {
       if (w.precision != plan::Precision::fp32 || w.layer.kind == plan::LayerKind::embedding) continue;
       const int mb = *w.used.rbegin();
-      loads.push_back({Stage(std::vector<plan::Layer>{w.layer}, 0, 1, /*seed=*/1), layer_input(w.layer, mb),
+      loads.push_back({Stage(std::vector<plan::Layer>{w.layer}, 0, 1, /*seed=*/1), layer_input(w.layer, mb, torch::kCPU),
                        torch::randn(output_shape(w.layer, mb))});
     }
     if (loads.empty()) return;
@@ -531,7 +603,7 @@ class Calibrator {
       plan::CostCurve curve;
       for (int64_t n = 1 << 12; n <= largest_stage_params(); n *= 4) {
         curve.mb.push_back(static_cast<double>(n));
-        curve.us.push_back(optimizer_step_us(o, n, budget_));
+        curve.us.push_back(optimizer_step_us(o, n, budget_, clock_, device_));
       }
       c.optimizers.push_back({o.kind, o.momentum > 0, curve});
       say("optimizer " + o.kind + (o.momentum > 0 ? " (momentum)" : "") + ": " + fmt(curve.us.front()) + " us at " +
@@ -550,13 +622,14 @@ class Calibrator {
   }
 
   double copy_gb_per_s() {
-    const auto src = torch::randn({1 << 22});
+    const auto src = torch::randn({1 << 22}, torch::TensorOptions().device(device_));
     auto dst = torch::empty_like(src);
     const double us = repeat(
         [&] {
-          const auto t0 = Clock::now();
+          clock_.begin();
           dst.copy_(src);
-          return std::vector<double>{us_since(t0)};
+          clock_.end();
+          return clock_.lap();
         },
         budget_)[0];
     return static_cast<double>(src.nbytes()) / (us * 1e3);
@@ -654,7 +727,9 @@ class Calibrator {
   const std::vector<plan::Plan>& plans_;
   Communicator comm_;
   CalibrateOptions options_;
-  HostGate gate_;  // before budget_, which points to it
+  torch::Device device_;  // where the layers, losses, optimizer and copies are measured
+  PhaseClock clock_;      // times their phases there
+  HostGate gate_;         // before budget_, which points to it
   Budget budget_;
   std::map<std::string, double> pass_differences_;
   std::vector<Work> work_;
@@ -692,9 +767,13 @@ std::string pass_summary(const std::map<std::string, double>& differences) {
 
 std::optional<CalibrationRun> calibrate_rank(const std::vector<plan::Plan>& plans, const LaunchInfo& launch,
                                            const CalibrateOptions& options) {
-  if (launch.world_size != 2)
-    throw std::runtime_error("calibrate runs as 2 local ranks (the layout of two-rank plans); this job has " +
-                             std::to_string(launch.world_size));
+  const int ranks = options.device.is_cuda() ? 1 : 2;
+  if (launch.world_size != ranks)
+    throw std::runtime_error(options.device.is_cuda()
+                                 ? "calibrate on a GPU runs as 1 rank; this job has " + std::to_string(launch.world_size)
+                                 : "calibrate runs as 2 local ranks (the layout of two-rank plans); this job has " +
+                                       std::to_string(launch.world_size));
+  if (options.device.is_cuda()) gpu::select(options.device.index());
   keep_freed_memory();  // as run_rank does, so the layers are timed with the same allocator behaviour
   // The threads per rank `parallax run` sets for a job of this size.
   torch::set_num_threads(static_cast<int>(std::max(1u, std::thread::hardware_concurrency() / 2)));

@@ -15,6 +15,9 @@
 //    in-run factors.
 // Each figure of 1 is the lower quartile of repeated runs after a warm-up (the cost alone, unmoved
 // by bursts of interference), each of 2 the median.
+//
+// On a GPU (CalibrateOptions::device) it runs as one rank and measures step 1 alone, timed with
+// CUDA events.
 #include <functional>
 #include <map>
 #include <optional>
@@ -36,6 +39,10 @@ struct CalibrateOptions {
   std::function<void(const std::string&)> progress;
   /// Run for real after the measurements, on both ranks (world size 2), in order.
   std::vector<plan::Plan> probes;
+  /// Where to measure. A GPU is measured by one rank alone (world size 1) with CUDA events: its
+  /// layers, losses, optimizer steps and copies; no Gloo, no shared cores, no probes (the links
+  /// stay the base profile's).
+  torch::Device device = torch::kCPU;
 };
 
 /// What rank 0 ends with.

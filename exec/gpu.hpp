@@ -23,6 +23,12 @@ bool built_with_cuda();
 int visible_devices();
 /// Makes GPU `index` the current device of the calling thread (kernels, NCCL, allocations).
 void select(int index);
+/// The GPU's name as CUDA reports it ("NVIDIA H100 80GB HBM3"); "" without CUDA.
+std::string device_name(int index);
+/// The most bytes LibTorch's CUDA caching allocator has held allocated on GPU `index` at once
+/// since the last reset_peak_memory (tensors only, not the allocator's cached free blocks).
+int64_t peak_allocated_bytes(int index);
+void reset_peak_memory(int index);
 /// An NCCL process group of `size` ranks meeting through `store`. NCCL matches point-to-point
 /// messages by order per peer, not by tag: the schedule must post them in the same order on
 /// both sides. Collectives and point-to-point run on NCCL's own streams; a work's wait() makes

@@ -217,6 +217,12 @@ class Runtime {
     demote_helper_threads(threads_before_comm_);  // Gloo's loop and the send watcher: see exec/threads.hpp
     memory_.rank = launch.rank;
     memory_.baseline_rss_bytes = resident_bytes();  // data and process groups are set up
+    if (train_device_.is_cuda()) {
+      // A GPU rank's memory is the GPU's: the caching allocator's peak of allocated bytes from
+      // here on (its baseline 0), which is what the plan's estimate is of.
+      gpu::reset_peak_memory(train_device_.index());
+      memory_.baseline_rss_bytes = 0;
+    }
     for (int s : plan.ranks[launch.rank].stages) build_stage(s);
     slots_.resize(plan.stages.size());
     for (auto& v : slots_) v.resize(plan.schedule.microbatches());
@@ -249,7 +255,8 @@ class Runtime {
       result.steps.push_back(rec);
       if (options_.checkpoint_every > 0 && (step + 1) % options_.checkpoint_every == 0) checkpoint(step + 1);
     }
-    memory_.peak_rss_bytes = std::max(memory_.baseline_rss_bytes, peak_resident_bytes());  // before evaluation
+    memory_.peak_rss_bytes = train_device_.is_cuda() ? gpu::peak_allocated_bytes(train_device_.index())
+                                                     : std::max(memory_.baseline_rss_bytes, peak_resident_bytes());  // before evaluation
     result.memory = memory_;
     if (data_.has_test_set()) evaluate(&result.correct, &result.tested);
     const auto clock_end = comm_.clock_round_trips("end", kClockRoundTrips);
@@ -351,9 +358,9 @@ class Runtime {
     sends_.drain();
     // A GPU rank's host spans end when their kernels are queued; the step ends when they are done.
     if (train_device_.is_cuda()) torch::cuda::synchronize(train_device_.index());
-    if (gpu_timer_) collect_gpu_times(step);
+    const std::vector<plan::DeviceSpan> timed = gpu_timer_ ? collect_gpu_times(step) : std::vector<plan::DeviceSpan>{};
 #ifdef PARALLAX_HAVE_CUPTI
-    if (cupti_) collect_gpu_activity(step);
+    if (cupti_) collect_gpu_activity(step, timed);
 #endif
     for (auto& v : slots_)
       for (auto& slot : v) slot = Slot{};
@@ -418,9 +425,10 @@ class Runtime {
   }
 
   // This step's compute actions as the GPU ran them (CUDA events), as device spans on the host
-  // clock; measured_timeline makes them the actions' compute spans (result.cpp).
-  void collect_gpu_times(int64_t step) {
+  // clock; measured_timeline makes them the actions' compute spans (result.cpp). Returns them.
+  std::vector<plan::DeviceSpan> collect_gpu_times(int64_t step) {
     const auto times = gpu_timer_->collect();
+    const size_t first = device_.size();
     for (size_t i = 0; i < times.size() && i < timed_.size(); ++i) {
       plan::DeviceSpan d;
       d.rank = launch_.rank;
@@ -434,6 +442,7 @@ class Runtime {
       device_.push_back(std::move(d));
     }
     timed_.clear();
+    return {device_.begin() + static_cast<std::ptrdiff_t>(first), device_.end()};
   }
 
   // Loss scaling (fp16): every stage of this rank gets its averaged gradients and divides them by
@@ -677,11 +686,24 @@ class Runtime {
   SendWatcher sends_;
 #ifdef PARALLAX_HAVE_CUPTI
   // This step's GPU activity, attributed to the actions that launched it, on the host axis.
-  void collect_gpu_activity(int64_t step) {
+  // CUPTI's external ids are per thread, and LibTorch runs a backward's CUDA work on autograd's
+  // own thread for the device, so B's kernels come without one: activity left unattributed
+  // goes to the compute action whose CUDA-event span (`timed`) holds its start.
+  void collect_gpu_activity(int64_t step, const std::vector<plan::DeviceSpan>& timed) {
     std::map<uint64_t, std::pair<Action, int32_t>> ids;
     for (size_t i = 0; i < actions_.size(); ++i)
       ids[static_cast<uint64_t>(step) * actions_.size() + i] = {actions_[i], static_cast<int32_t>(step)};
-    for (const auto& a : profiler::attribute(cupti_->flush(), ids, cupti_->cupti_to_host_ns())) {
+    for (auto a : profiler::attribute(cupti_->flush(), ids, cupti_->cupti_to_host_ns())) {
+      if (!a.attributed && !a.activity.nccl) {
+        for (const plan::DeviceSpan& t : timed) {
+          if (a.host_start_ns >= t.start.count_ns() && a.host_start_ns < t.end.count_ns()) {
+            a.attributed = true;
+            a.action = t.action;
+            a.step = t.step;
+            break;
+          }
+        }
+      }
       plan::DeviceSpan d;
       d.rank = launch_.rank;
       d.lane = a.lane;

@@ -409,4 +409,25 @@ std::string calibrated_profile_yaml(const HardwareProfile& base, const std::stri
   return s.str();
 }
 
+std::string calibrated_copy_yaml(const std::string& base_text, const std::string& name, const Calibration& c,
+                                 const std::vector<std::string>& header) {
+  std::ostringstream s;
+  s << std::setprecision(6);
+  for (const auto& line : header) s << "# " << line << "\n";
+  std::istringstream in(base_text);
+  bool named = false;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("calibration:", 0) == 0) throw std::logic_error("the base profile is calibrated already");
+    if (line.rfind("name:", 0) == 0) {  // top-level keys start in column 0
+      s << "name: " << name << "\n";
+      named = true;
+      continue;
+    }
+    s << line << "\n";
+  }
+  if (!named) s << "name: " << name << "\n";
+  s << "calibration:\n" << calibration_yaml(c);
+  return s.str();
+}
+
 }  // namespace parallax::plan

@@ -190,5 +190,11 @@ struct HardwareProfile;
 /// send/recv figures), named NAME, with `calibration`; `header` lines become leading comments.
 std::string calibrated_profile_yaml(const HardwareProfile& base, const std::string& name, const Calibration& calibration,
                                     const std::vector<std::string>& header);
+/// A GPU calibration's profile: `base_text` (a whole profile file, which keeps its device kind,
+/// collectives, links and NCCL section, comments and all) renamed NAME, with `calibration`
+/// appended; `header` lines become leading comments. A base that already has a `calibration:`
+/// section is a logic_error (calibrate refuses it first).
+std::string calibrated_copy_yaml(const std::string& base_text, const std::string& name, const Calibration& calibration,
+                                 const std::vector<std::string>& header);
 
 }  // namespace parallax::plan

@@ -78,7 +78,9 @@ struct ClockAlignment {
 /// activations and buffers at their peak: what the plan's memory estimate predicts.
 struct RankMemory {
   int rank = 0;
-  int64_t peak_rss_bytes = 0;      ///< the whole process, at its peak
+  /// The whole process at its peak (a GPU rank: the CUDA caching allocator's peak of allocated
+  /// bytes on its GPU, with a baseline of 0).
+  int64_t peak_rss_bytes = 0;
   int64_t baseline_rss_bytes = 0;  ///< before the stages were built
   int64_t training_bytes() const { return peak_rss_bytes - baseline_rss_bytes; }
 };

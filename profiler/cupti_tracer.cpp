@@ -74,7 +74,12 @@ std::unique_ptr<CuptiTracer> CuptiTracer::start(bool quiet) {
     return nullptr;
   }
   auto api = std::make_unique<Api>();
-  api->lib = dlopen("libcupti.so", RTLD_NOW | RTLD_LOCAL);
+  // The copy LibTorch itself loaded (pip's torch 2.x links libcupti.so.13 from its nvidia
+  // packages; Kineto uses it): two copies in one process would each keep their own activity
+  // state. RTLD_NOLOAD finds a loaded one without loading anything; only then a fresh dlopen.
+  for (const char* name : {"libcupti.so.13", "libcupti.so.12", "libcupti.so"})
+    if (!api->lib) api->lib = dlopen(name, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+  if (!api->lib) api->lib = dlopen("libcupti.so", RTLD_NOW | RTLD_LOCAL);
   if (!api->lib) api->lib = dlopen("libcupti.so.13", RTLD_NOW | RTLD_LOCAL);
   if (!api->lib) {
     say("libcupti.so not found (add the CUDA toolkit's lib folder to LD_LIBRARY_PATH)");

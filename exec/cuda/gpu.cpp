@@ -1,6 +1,7 @@
 // exec/gpu.hpp on CUDA: linked where the LibTorch has CUDA; compiled in every build that finds
 // the CUDA toolkit and LibTorch's ProcessGroupNCCL header (the `parallax_cuda_check` object
 // library), so that it keeps compiling on machines without a GPU.
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAStream.h>
@@ -16,6 +17,22 @@ bool built_with_cuda() { return true; }
 int visible_devices() { return static_cast<int>(c10::cuda::device_count()); }
 
 void select(int index) { c10::cuda::set_device(static_cast<c10::DeviceIndex>(index)); }
+
+std::string device_name(int index) {
+  cudaDeviceProp prop{};
+  C10_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
+  return prop.name;
+}
+
+int64_t peak_allocated_bytes(int index) {
+  namespace alloc = c10::cuda::CUDACachingAllocator;
+  const auto stats = alloc::getDeviceStats(static_cast<c10::DeviceIndex>(index));
+  return stats.allocated_bytes[0].peak;  // [0]: StatType::AGGREGATE, small and large pools together
+}
+
+void reset_peak_memory(int index) {
+  c10::cuda::CUDACachingAllocator::resetPeakStats(static_cast<c10::DeviceIndex>(index));
+}
 
 GroupPtr make_nccl_group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                          std::chrono::milliseconds timeout) {

@@ -1,0 +1,226 @@
+#!/usr/bin/env bash
+# The one-shot GPU check: builds Parallax against the machine's pip torch with CUDA, then trains,
+# traces, calibrates and validates one plan on one GPU, and writes what it saw into one folder.
+#
+# Written for a machine with one NVIDIA H100 or H200, CUDA 13 and pip torch 2.x, no internet and
+# no apt: the build dependencies it lacks come from the folder scripts/gpu_deps.sh fills (here,
+# from Debian's packages). The whole check takes about 5 minutes there.
+#
+#   bash bench/gpu_check.sh [--out DIR] [--deps DIR] [--parallax BIN] [--fallback BIN] [--jobs N] [--dry-run]
+#
+# --parallax BIN skips the build and checks BIN; --fallback BIN is checked only if the build fails
+# (a binary built elsewhere against the same torch version, so that a build problem on a GPU
+# machine lent for minutes does not cost the measurements; the summary says which ran).
+#
+# Steps (each is timed, logged, and marked ok or FAILED in the summary; one failing does not stop
+# the others):
+#   facts       the GPU, driver, torch and CUDA versions
+#   build       cmake -DPARALLAX_TORCH=python -DPARALLAX_REQUIRE_CUDA=ON, target parallax only
+#   run-P       `parallax run` of bench/data/gpu-transformer.yaml on the GPU at precision P (fp32,
+#               bf16, fp16: the loss scaler's scale and skipped steps are in its JSON), traced
+#   calibrate   `parallax calibrate --base h100-nvlink-ib` on the GPU (CUDA events)
+#   validate    8 configurations run for real twice each (gradient accumulation 1/2/4, micro-batches 16/8/4,
+#               activation checkpointing, bf16, fp16), each predicted from the GPU calibration and
+#               from the shipped h100 profile (datasheet)
+#   nccl-P2     two ranks on the one GPU over NCCL, pipeline 2 and then data 2, each rank its own
+#               NCCL_HOSTID (NCCL refuses two ranks on one GPU otherwise): losses against one
+#               rank's. Their timings mean nothing and are not reported.
+# Then bench/gpu_check_report.py writes into DIR (default ./gpu-check-out): summary.md,
+# figures.json, log.txt, calibrated.yaml, validate.json and the fp32 and bf16 traces (gzipped).
+#
+# --dry-run runs the same steps here, on CPU ranks over Gloo, with a plan shrunk to seconds
+# (bench/data/gpu-transformer-dry-run.yaml) and the binary of the ordinary build (build/parallax,
+# or --parallax): fp16 is fp32 with the loss scaler on (the CPU has no fp16 autocast), and the
+# two-rank runs use Gloo. CI runs it, so the script itself is tested without a GPU.
+#
+# Exit status: 0 when every step ran and every check that can fail held (losses finite, the
+# two-rank losses equal one rank's, on a GPU kernels traced); 1 otherwise; 2 for bad flags.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+out=./gpu-check-out
+deps=.gpu-deps
+parallax=""
+fallback=""
+jobs=$(nproc 2>/dev/null || echo 4)
+dry_run=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --out) out="${2:?--out needs a folder}"; shift 2 ;;
+    --deps) deps="${2:?--deps needs a folder}"; shift 2 ;;
+    --parallax) parallax="${2:?--parallax needs a binary}"; shift 2 ;;
+    --fallback) fallback="${2:?--fallback needs a binary}"; shift 2 ;;
+    --jobs) jobs="${2:?--jobs needs a number}"; shift 2 ;;
+    --dry-run) dry_run=1; shift ;;
+    -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "gpu_check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+mkdir -p "$out" || { echo "gpu_check: cannot create $out" >&2; exit 2; }
+out=$(cd "$out" && pwd)
+work=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+log="$out/log.txt"
+: >"$log"
+status="$work/steps.tsv"  # step, ok|FAILED, seconds
+: >"$status"
+
+say() { echo "gpu_check: $*" | tee -a "$log" >&2; }
+
+# step NAME TIMEOUT_S COMMAND...: runs it with its output in the log, records ok/FAILED and time.
+step() {
+  local name=$1 limit=$2
+  shift 2
+  say "== $name: $*"
+  local t0=$SECONDS rc=0
+  timeout --kill-after=10 "$limit" "$@" >>"$log" 2>&1 || rc=$?
+  local took=$((SECONDS - t0))
+  if [ $rc -eq 0 ]; then
+    echo -e "$name\tok\t$took" >>"$status"
+    say "   $name ok (${took} s)"
+  else
+    echo -e "$name\tFAILED (exit $rc$([ $rc -eq 124 ] && echo ", over ${limit} s"))\t$took" >>"$status"
+    say "   $name FAILED (exit $rc, ${took} s)"
+  fi
+  return $rc
+}
+
+# What each run's JSON goes to: stdout of `parallax ... --json`, kept apart from the log.
+json_step() {
+  local name=$1 limit=$2 into=$3
+  shift 3
+  step "$name" "$limit" bash -c '"$@" >"$0"' "$into" "$@"
+}
+
+if [ $dry_run -eq 1 ]; then
+  scenario=bench/data/gpu-transformer-dry-run.yaml
+  base=cpu-host
+  datasheet=cpu-host
+  parallax=${parallax:-build/parallax}
+  precisions=(fp32 bf16 fp16)
+  calibrate_flags=(--quick --precision bf16)
+  precision_sweep=parallel.precision=bf16
+  steps=8
+  repeats=1
+else
+  scenario=bench/data/gpu-transformer.yaml
+  base=h100-nvlink-ib
+  datasheet=h100-nvlink-ib
+  precisions=(fp32 bf16 fp16)
+  calibrate_flags=(--precision bf16,fp16)
+  precision_sweep=parallel.precision=bf16,fp16
+  steps=15
+  repeats=2
+fi
+
+# --- facts ---
+{
+  echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
+  echo "host: $(hostname), $(nproc) cores"
+  if command -v nvidia-smi >/dev/null; then
+    echo "gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -1)"
+  else
+    echo "gpu: none (nvidia-smi not found)"
+  fi
+  echo "torch: $(python3 -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda, "gpus", torch.cuda.device_count())' 2>&1 | tail -1)"
+  echo "dry_run: $dry_run"
+} >"$work/facts.txt"
+cat "$work/facts.txt" | tee -a "$log" >&2
+
+# --- build ---
+if [ -z "$parallax" ]; then
+  build=build-gpu
+  prefix="$(pwd)/$deps"
+  [ -d "$deps" ] || say "no $deps folder (scripts/gpu_deps.sh fills it): using the machine's own packages"
+  # CMake 4 refuses config files that ask for compatibility with CMake < 3.5; Debian's ask for less.
+  step configure 300 cmake -S . -B "$build" -G Ninja -DPARALLAX_TORCH=python -DPARALLAX_PYTHON="$(command -v python3)" \
+    -DPARALLAX_REQUIRE_CUDA=ON -DPARALLAX_BUILD_GUI=OFF -DPARALLAX_BUILD_TESTS=OFF \
+    -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_POLICY_VERSION_MINIMUM=3.5
+  if step build 600 cmake --build "$build" --target parallax -j "$jobs"; then
+    parallax="$build/parallax"
+    echo "binary: built here ($build/parallax)" >>"$work/facts.txt"
+  elif [ -n "$fallback" ]; then
+    parallax="$fallback"
+    say "the build failed: checking the fallback binary $fallback"
+    echo "binary: the build FAILED; checked the fallback $fallback, built elsewhere" >>"$work/facts.txt"
+  else
+    parallax="$build/parallax"
+  fi
+else
+  echo "binary: $parallax (given)" >>"$work/facts.txt"
+fi
+if [ ! -x "$parallax" ]; then
+  say "no parallax binary at $parallax: nothing more to check"
+  python3 bench/gpu_check_report.py "$work" "$out" "$dry_run"
+  exit 1
+fi
+# Runs started below find the deps' shared libraries (yaml-cpp) and torch's, also when the binary
+# was built elsewhere (its RUNPATH then names folders this machine lacks).
+torch_lib=""
+[ $dry_run -eq 1 ] || torch_lib=$(python3 -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))' 2>/dev/null || true)
+export LD_LIBRARY_PATH="$(pwd)/$deps/lib${torch_lib:+:$torch_lib}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
+# --- one GPU: each precision, traced ---
+for p in "${precisions[@]}"; do
+  env_extra=()
+  set_p=$p
+  if [ $dry_run -eq 1 ] && [ "$p" = fp16 ]; then
+    env_extra=(PARALLAX_LOSS_SCALER=65536:2000)  # the CPU has no fp16 autocast: fp32 with the scaler
+    set_p=fp32
+  fi
+  json_step "run-$p" 120 "$work/run-$p.json" env "${env_extra[@]}" "$parallax" run "$scenario" \
+    --set parallel.precision="$set_p" -o "$work/trace-$p.json" --json
+done
+
+# --- calibrate on the GPU ---
+step calibrate 240 "$parallax" calibrate "$scenario" --base "$base" "${calibrate_flags[@]}" -o "$work/calibrated.yaml"
+
+# --- validate: the calibrated prediction against real runs; then the datasheet's ---
+if [ -f "$work/calibrated.yaml" ]; then
+  json_step validate 300 "$work/validate.json" "$parallax" validate "$scenario" --profile "$work/calibrated.yaml" \
+    --sweep parallel.grad_accumulation=1,2,4 --sweep parallel.chunks=2,4 \
+    --sweep parallel.activation_checkpointing=true --sweep "$precision_sweep" \
+    --steps "$steps" --repeats "$repeats" --json
+fi
+if [ -s "$work/validate.json" ]; then
+  # The same configurations simulated on the shipped profile: their overrides, one per line.
+  python3 - "$work/validate.json" >"$work/configs.txt" <<'EOF'
+import json, sys
+for c in json.load(open(sys.argv[1]))["configurations"]:
+    print(" ".join(c["overrides"]))
+EOF
+  i=0
+  while read -r overrides; do
+    sets=()
+    for o in $overrides; do sets+=(--set "$o"); done
+    "$parallax" simulate "$scenario" "${sets[@]}" --set hardware="$datasheet" --set data.steps="$steps" --json \
+      >"$work/datasheet-$i.json" 2>>"$log" || echo -e "datasheet-$i\tFAILED\t0" >>"$status"
+    i=$((i + 1))
+  done <"$work/configs.txt"
+fi
+
+# --- two ranks on one GPU over NCCL (Gloo in the dry run): losses only ---
+two_ranks() {
+  local name=$1
+  shift
+  local port
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  local common=(WORLD_SIZE=2 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port PARALLAX_TIMEOUT=60
+                NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1)
+  env "${common[@]}" RANK=1 NCCL_HOSTID=parallax-check-1 "$parallax" run "$scenario" "$@" >/dev/null 2>"$work/$name-rank1.err" &
+  local other=$!
+  env "${common[@]}" RANK=0 NCCL_HOSTID=parallax-check-0 "$parallax" run "$scenario" "$@" --json
+  local rc=$?
+  wait $other || rc=$?
+  cat "$work/$name-rank1.err" >&2
+  return $rc
+}
+export -f two_ranks
+export work parallax scenario
+json_step nccl-pipeline2 90 "$work/nccl-pipeline2.json" two_ranks nccl-pipeline2 --set parallel.pipeline=2
+json_step nccl-data2 90 "$work/nccl-data2.json" two_ranks nccl-data2 --set parallel.data=2 --set data.batch_size=8
+
+# --- the summary ---
+python3 bench/gpu_check_report.py "$work" "$out" "$dry_run"

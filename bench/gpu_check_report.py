@@ -1,0 +1,239 @@
+#!/usr/bin/env python3
+"""The summary of bench/gpu_check.sh: reads what its steps left in WORK and writes OUT/summary.md,
+OUT/figures.json and copies of the calibrated profile, the validate JSON and two traces (gzipped).
+
+    python3 bench/gpu_check_report.py WORK OUT DRY_RUN
+
+Exit status 1 when a step failed or a check that can fail did not hold:
+- every run's losses are finite;
+- the two-rank runs' losses equal the one-rank fp32 run's, step by step (relative 1e-3: the same
+  samples, summed in another order on another GEMM shape);
+- on a GPU, CUPTI saw kernels, attributed to the compute actions.
+The accuracy and CUPTI goals (calibrated MAPE <= 5%, kernel time within 3% of CUDA-event time)
+are reported against their goal, not enforced: they are what the check is there to measure.
+"""
+import gzip
+import json
+import math
+import os
+import re
+import shutil
+import statistics
+import sys
+
+LOSS_TOLERANCE = 1e-3
+CUDA_EVENT_LANE = "gpu compute (CUDA events)"
+COMPUTE_ID = re.compile(r"^\d+(F|B|OPTIM)")
+
+
+def load(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def steps_table(work):
+    rows = []
+    path = os.path.join(work, "steps.tsv")
+    if os.path.exists(path):
+        for line in open(path):
+            name, state, seconds = line.rstrip("\n").split("\t")
+            rows.append({"step": name, "state": state, "seconds": int(seconds)})
+    return rows
+
+
+def losses(run):
+    return [s["loss"] for s in run["steps"]] if run else []
+
+
+def run_figures(run):
+    """Losses, step times (median after the first) and the loss scaler's record of one run."""
+    if not run:
+        return None
+    steps = run["steps"]
+    times = [s["step_time_ms"] for s in steps[1:]] or [s["step_time_ms"] for s in steps]
+    out = {
+        "steps": len(steps),
+        "first_loss": steps[0]["loss"] if steps else None,
+        "last_loss": steps[-1]["loss"] if steps else None,
+        "finite": all(math.isfinite(s["loss"]) for s in steps),
+        "median_step_ms": statistics.median(times) if times else None,
+        "memory": run.get("memory"),
+    }
+    if steps and "loss_scale" in steps[0]:
+        out["loss_scales"] = [s["loss_scale"] for s in steps]
+        out["skipped_steps"] = [s["step"] for s in steps if s.get("skipped")]
+    return out
+
+
+def cupti_figures(trace):
+    """Per compute action of the trace: GPU activity CUPTI attributed to it (kernels, copies,
+    memsets) against its CUDA-event time; by kind, the ratio's median and range."""
+    if not trace:
+        return None
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    lanes = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
+             if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    event_time, activity, kernels = {}, {}, 0
+    for e in events:
+        if e.get("ph") != "X" or e.get("cat") != "gpu":
+            continue
+        lane = lanes.get((e["pid"], e["tid"]), "")
+        action = e.get("args", {}).get("action")
+        if action is None or not COMPUTE_ID.match(action):
+            continue
+        key = (e["pid"], e["args"].get("step"), action)
+        if lane == CUDA_EVENT_LANE:
+            event_time[key] = e["dur"]
+        elif lane.startswith("gpu stream"):
+            activity[key] = activity.get(key, 0.0) + e["dur"]
+            kernels += not (lane.endswith("memcpy") or lane.endswith("memset"))
+    by_kind = {}
+    for key, t in event_time.items():
+        if t <= 0 or key[1] == 0:  # the first step warms up (allocations, cuBLAS handles)
+            continue
+        kind = COMPUTE_ID.match(key[2]).group(1)
+        by_kind.setdefault(kind, []).append(activity.get(key, 0.0) / t)
+    summary = {}
+    for kind, ratios in sorted(by_kind.items()):
+        summary[kind] = {"actions": len(ratios), "median_ratio": statistics.median(ratios),
+                         "min_ratio": min(ratios), "max_ratio": max(ratios)}
+    return {"attributed_kernels": kernels, "timed_actions": len(event_time), "by_kind": summary}
+
+
+def validate_figures(validate, work):
+    """Each configuration: measured (median of its runs, and their spread), predicted from the
+    GPU calibration and from the datasheet profile; the mean absolute errors of both."""
+    if not validate:
+        return None
+    rows = []
+    for i, c in enumerate(validate["configurations"]):
+        sheet = load(os.path.join(work, "datasheet-%d.json" % i))
+        measured = c["measured_step_ms"]
+        row = {"overrides": c["overrides"], "measured_ms": measured, "runs_ms": c["measured_runs_ms"],
+               "spread": c["spread"], "calibrated_ms": c["predicted_step_ms"], "calibrated_error": c["error"]}
+        if sheet and measured > 0:
+            row["datasheet_ms"] = sheet["step_time_ms"]
+            row["datasheet_error"] = (sheet["step_time_ms"] - measured) / measured
+        rows.append(row)
+
+    def mape(key):
+        errors = [abs(r[key]) for r in rows if key in r]
+        return statistics.mean(errors) if errors else None
+
+    return {"configurations": rows, "calibrated_mape": mape("calibrated_error"),
+            "datasheet_mape": mape("datasheet_error"), "steps": validate["steps"], "repeats": validate["repeats"],
+            "max_spread": max((r["spread"] for r in rows), default=None)}
+
+
+def two_rank_figures(run, reference):
+    if not run or not reference:
+        return None
+    mine, ref = losses(run), losses(reference)
+    n = min(len(mine), len(ref))
+    worst = max((abs(a - b) / max(abs(b), 1e-12) for a, b in zip(mine[:n], ref[:n])), default=math.inf)
+    return {"steps": n, "worst_relative_difference": worst, "equal": n > 0 and n == len(ref) and worst <= LOSS_TOLERANCE,
+            "losses": mine, "one_rank_losses": ref}
+
+
+def pct(x):
+    return "-" if x is None else "%+.1f%%" % (100 * x)
+
+
+def write_summary(out, f, failures):
+    lines = ["# GPU check", ""]
+    lines += ["    " + l for l in f["facts"]] + [""]
+    lines += ["## Steps", "", "| step | state | seconds |", "|---|---|---|"]
+    lines += ["| %s | %s | %d |" % (s["step"], s["state"], s["seconds"]) for s in f["steps"]]
+    lines += ["", "## One GPU, three precisions", "",
+              "| precision | steps | first loss | last loss | finite | median step (ms) | loss scale, last | skipped steps |",
+              "|---|---|---|---|---|---|---|---|"]
+    for p, r in f["runs"].items():
+        if not r:
+            lines.append("| %s | did not run | | | | | | |" % p)
+            continue
+        scale = r["loss_scales"][-1] if "loss_scales" in r else "-"
+        skipped = ", ".join(str(s) for s in r.get("skipped_steps", [])) or ("none" if "loss_scales" in r else "-")
+        lines.append("| %s | %d | %.4f | %.4f | %s | %.2f | %s | %s |" % (
+            p, r["steps"], r["first_loss"], r["last_loss"], r["finite"], r["median_step_ms"], scale, skipped))
+    lines += ["", "## CUPTI kernel time against CUDA-event time, per compute action (steps after the first)", ""]
+    for p, c in f["cupti"].items():
+        if not c:
+            lines.append("- %s: no trace" % p)
+            continue
+        lines.append("- %s: %d kernels attributed, %d actions timed" % (p, c["attributed_kernels"], c["timed_actions"]))
+        for kind, k in c["by_kind"].items():
+            lines.append("  - %s: GPU activity / CUDA-event time median %.3f (%.3f .. %.3f) over %d actions" % (
+                kind, k["median_ratio"], k["min_ratio"], k["max_ratio"], k["actions"]))
+    v = f["validate"]
+    lines += ["", "## Single-GPU step time, predicted against measured", ""]
+    if v:
+        lines += ["%d steps per run (the first a warm-up), %d run(s) per configuration; measured = median of the "
+                  "runs' median steps; spread = (slowest - fastest) / measured." % (v["steps"], v["repeats"]), "",
+                  "| configuration | measured (ms) | spread | calibrated (ms) | error | datasheet (ms) | error |",
+                  "|---|---|---|---|---|---|---|"]
+        for r in v["configurations"]:
+            lines.append("| %s | %.2f | %.1f%% | %.2f | %s | %s | %s |" % (
+                " ".join(r["overrides"]) or "(base)", r["measured_ms"], 100 * r["spread"], r["calibrated_ms"],
+                pct(r["calibrated_error"]), "%.2f" % r["datasheet_ms"] if "datasheet_ms" in r else "-",
+                pct(r.get("datasheet_error"))))
+        lines += ["", "Mean absolute error: calibrated %s, datasheet %s (goal for calibrated: <= 5%%); largest "
+                  "spread %s." % (pct(v["calibrated_mape"]).lstrip("+"), pct(v["datasheet_mape"]).lstrip("+"),
+                                  pct(v["max_spread"]).lstrip("+"))]
+    else:
+        lines.append("validate did not run.")
+    lines += ["", "## Two ranks against one (losses only; timings of ranks sharing one GPU mean nothing)", ""]
+    for name, t in f["two_ranks"].items():
+        if not t:
+            lines.append("- %s: did not run" % name)
+        else:
+            lines.append("- %s: %d steps, worst relative loss difference %.2e: %s" % (
+                name, t["steps"], t["worst_relative_difference"], "equal" if t["equal"] else "NOT EQUAL"))
+    lines += ["", "## Result", ""]
+    lines += ["- FAILED: " + x for x in failures] or ["- every step ran and every check held"]
+    with open(os.path.join(out, "summary.md"), "w") as fh:
+        fh.write("\n".join(lines) + "\n")
+
+
+def main():
+    if len(sys.argv) != 4:
+        sys.exit("usage: gpu_check_report.py WORK OUT DRY_RUN")
+    work, out, dry_run = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+    facts_path = os.path.join(work, "facts.txt")
+    f = {"facts": open(facts_path).read().splitlines() if os.path.exists(facts_path) else [],
+         "dry_run": dry_run, "steps": steps_table(work)}
+    runs = {p: load(os.path.join(work, "run-%s.json" % p)) for p in ("fp32", "bf16", "fp16")}
+    f["runs"] = {p: run_figures(r) for p, r in runs.items()}
+    f["cupti"] = {p: cupti_figures(load(os.path.join(work, "trace-%s.json" % p))) for p in ("fp32", "bf16")}
+    f["validate"] = validate_figures(load(os.path.join(work, "validate.json")), work)
+    f["two_ranks"] = {name: two_rank_figures(load(os.path.join(work, name + ".json")), runs["fp32"])
+                      for name in ("nccl-pipeline2", "nccl-data2")}
+
+    failures = ["step %s: %s" % (s["step"], s["state"]) for s in f["steps"] if s["state"] != "ok"]
+    failures += ["%s: a loss is not finite" % p for p, r in f["runs"].items() if r and not r["finite"]]
+    failures += ["%s: the losses differ from one rank's" % n for n, t in f["two_ranks"].items() if t and not t["equal"]]
+    if not dry_run:
+        fp32 = f["cupti"]["fp32"]
+        if not fp32 or fp32["attributed_kernels"] == 0:
+            failures.append("CUPTI attributed no kernel to the fp32 run's actions")
+    f["failures"] = failures
+
+    with open(os.path.join(out, "figures.json"), "w") as fh:
+        json.dump(f, fh, indent=1)
+    write_summary(out, f, failures)
+    for name in ("calibrated.yaml", "validate.json"):
+        if os.path.exists(os.path.join(work, name)):
+            shutil.copy(os.path.join(work, name), os.path.join(out, name))
+    for p in ("fp32", "bf16"):
+        src = os.path.join(work, "trace-%s.json" % p)
+        if os.path.exists(src):
+            with open(src, "rb") as a, gzip.open(os.path.join(out, "trace-%s.json.gz" % p), "wb") as b:
+                shutil.copyfileobj(a, b)
+    print(open(os.path.join(out, "summary.md")).read())
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
