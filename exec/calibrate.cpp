@@ -310,6 +310,7 @@ class Calibrator {
 
   /// Rank 1 says it needs the store no more; rank 0 (whose process holds the store) waits for it.
   void bye() {
+    if (comm_.world().getSize() == 1) return;  // a GPU's calibration: no other rank
     if (comm_.rank() == 0) comm_.store().wait({kByeKey}, kIdleWait);
     else comm_.store().set(kByeKey, std::vector<uint8_t>{1});
   }
