@@ -117,7 +117,8 @@ fi
 # --- facts ---
 {
   echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
-  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
+  # PARALLAX_COMMIT: where the tree came without its history (a copy made for a GPU machine).
+  echo "commit: ${PARALLAX_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')}"
   echo "host: $(hostname), $(nproc) cores"
   if command -v nvidia-smi >/dev/null; then
     echo "gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -1)"
@@ -179,7 +180,8 @@ step calibrate 240 "$parallax" calibrate "$scenario" --base "$base" "${calibrate
 
 # --- validate: the calibrated prediction against real runs; then the datasheet's ---
 if [ -f "$work/calibrated.yaml" ]; then
-  json_step validate 300 "$work/validate.json" "$parallax" validate "$scenario" --profile "$work/calibrated.yaml" \
+  # Without CUPTI, as calibrate measured the layers: its activity records cost launch time.
+  json_step validate 300 "$work/validate.json" env PARALLAX_CUPTI=0 "$parallax" validate "$scenario" --profile "$work/calibrated.yaml" \
     --sweep parallel.grad_accumulation=1,2,4 --sweep parallel.chunks=2,4 \
     --sweep parallel.activation_checkpointing=true --sweep "$precision_sweep" \
     --steps "$steps" --repeats "$repeats" --json

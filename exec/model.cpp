@@ -13,7 +13,7 @@ class EmbedImpl : public torch::nn::Module {
       : tok(register_module("tok", torch::nn::Embedding(vocab, hidden))),
         pos(register_module("pos", torch::nn::Embedding(seq_len, hidden))) {}
   torch::Tensor forward(const torch::Tensor& ids) {
-    const auto positions = torch::arange(ids.size(1), torch::TensorOptions().dtype(torch::kLong));
+    const auto positions = torch::arange(ids.size(1), ids.options().dtype(torch::kLong));  // on the ids' device
     return (tok(ids) + pos(positions).unsqueeze(0)).transpose(0, 1).contiguous();
   }
   torch::nn::Embedding tok, pos;

@@ -233,7 +233,10 @@ class Runtime {
     if (train_device_.is_cuda()) gpu_timer_ = gpu::make_compute_timer();
 #ifdef PARALLAX_HAVE_CUPTI
     // GPU activity where there is a GPU; elsewhere rank 0 says once why there is none.
-    cupti_ = profiler::CuptiTracer::start(/*quiet=*/launch.rank != 0);
+    // PARALLAX_CUPTI=0 leaves it off, so that a run is timed as calibrate times layers (validate
+    // on a GPU; bench/gpu_check.sh).
+    if (const char* c = std::getenv("PARALLAX_CUPTI"); !c || std::string(c) != "0")
+      cupti_ = profiler::CuptiTracer::start(/*quiet=*/launch.rank != 0);
 #endif
   }
 

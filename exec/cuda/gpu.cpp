@@ -1,6 +1,7 @@
 // exec/gpu.hpp on CUDA: linked where the LibTorch has CUDA; compiled in every build that finds
 // the CUDA toolkit and LibTorch's ProcessGroupNCCL header (the `parallax_cuda_check` object
 // library), so that it keeps compiling on machines without a GPU.
+#include <ATen/ATen.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAFunctions.h>
@@ -24,13 +25,24 @@ std::string device_name(int index) {
   return prop.name;
 }
 
+namespace {
+// The caching allocator's statistics exist once CUDA is initialised for the device, which
+// LibTorch does lazily at the first CUDA tensor ("Invalid device argument: did you call init?"
+// before it): one tiny tensor makes sure.
+void touch_allocator(int index) {
+  (void)at::empty({1}, at::TensorOptions().device(at::kCUDA, static_cast<c10::DeviceIndex>(index)));
+}
+}  // namespace
+
 int64_t peak_allocated_bytes(int index) {
+  touch_allocator(index);
   namespace alloc = c10::cuda::CUDACachingAllocator;
   const auto stats = alloc::getDeviceStats(static_cast<c10::DeviceIndex>(index));
   return stats.allocated_bytes[0].peak;  // [0]: StatType::AGGREGATE, small and large pools together
 }
 
 void reset_peak_memory(int index) {
+  touch_allocator(index);
   c10::cuda::CUDACachingAllocator::resetPeakStats(static_cast<c10::DeviceIndex>(index));
 }
 
