@@ -148,16 +148,17 @@ def write_summary(out, f, failures):
     lines += ["## Steps", "", "| step | state | seconds |", "|---|---|---|"]
     lines += ["| %s | %s | %d |" % (s["step"], s["state"], s["seconds"]) for s in f["steps"]]
     lines += ["", "## One GPU, three precisions", "",
-              "| precision | steps | first loss | last loss | finite | median step (ms) | loss scale, last | skipped steps |",
-              "|---|---|---|---|---|---|---|---|"]
+              "| precision | steps | first loss | last loss | finite | median step (ms) | memory (MiB), measured / planned | loss scale, last | skipped steps |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for p, r in f["runs"].items():
         if not r:
-            lines.append("| %s | did not run | | | | | | |" % p)
+            lines.append("| %s | did not run | | | | | | | |" % p)
             continue
         scale = r["loss_scales"][-1] if "loss_scales" in r else "-"
         skipped = ", ".join(str(s) for s in r.get("skipped_steps", [])) or ("none" if "loss_scales" in r else "-")
-        lines.append("| %s | %d | %.4f | %.4f | %s | %.2f | %s | %s |" % (
-            p, r["steps"], r["first_loss"], r["last_loss"], r["finite"], r["median_step_ms"], scale, skipped))
+        memory = ", ".join("%.0f / %.0f" % (m["measured_mb"], m["predicted_mb"]) for m in r["memory"] or [])
+        lines.append("| %s | %d | %.4f | %.4f | %s | %.2f | %s | %s | %s |" % (
+            p, r["steps"], r["first_loss"], r["last_loss"], r["finite"], r["median_step_ms"], memory, scale, skipped))
     lines += ["", "## CUPTI kernel time against CUDA-event time, per compute action (steps after the first)", ""]
     for p, c in f["cupti"].items():
         if not c:

@@ -357,9 +357,12 @@ std::string calibration_yaml(const Calibration& c) {
   }
   if (!c.send_call.empty())
     s << "  send_call: {bytes: " << list(c.send_call.mb, 0) << ", us: " << list(c.send_call.us, 2) << "}\n";
-  s << "  p2p: {latency_us: " << c.p2p.latency_us << ", bandwidth_gb_per_s: " << c.p2p.bandwidth_gb_per_s << "}\n";
-  s << "  allreduce: {ranks: " << c.allreduce_ranks << ", latency_us: " << c.allreduce.latency_us
-    << ", bandwidth_gb_per_s: " << c.allreduce.bandwidth_gb_per_s << "}\n";
+  // Measured over Gloo on the CPU only; a GPU's calibration leaves links to the profile's NCCL model.
+  if (c.p2p.bandwidth_gb_per_s > 0)
+    s << "  p2p: {latency_us: " << c.p2p.latency_us << ", bandwidth_gb_per_s: " << c.p2p.bandwidth_gb_per_s << "}\n";
+  if (c.allreduce.bandwidth_gb_per_s > 0)
+    s << "  allreduce: {ranks: " << c.allreduce_ranks << ", latency_us: " << c.allreduce.latency_us
+      << ", bandwidth_gb_per_s: " << c.allreduce.bandwidth_gb_per_s << "}\n";
   if (!c.optimizers.empty()) {
     s << "  optimizers:\n";
     for (const auto& o : c.optimizers)
