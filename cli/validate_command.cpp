@@ -197,10 +197,10 @@ Measurement measure(const std::string& self, const std::string& scenario, const 
   try {
     run_once(c, p, self, work, &o);
   } catch (...) {
-    fs::remove_all(work);
+    remove_tree(work.string());
     throw;
   }
-  fs::remove_all(work);
+  remove_tree(work.string());
   return {o.predicted_ms, o.measured_ms.front()};
 }
 
@@ -248,10 +248,10 @@ int validate_command(const ValidateArgs& args, const std::string& self) {
       }
     for (auto& o : outcomes) summarise(&o);
   } catch (...) {
-    fs::remove_all(work);
+    remove_tree(work.string());
     throw;
   }
-  fs::remove_all(work);
+  remove_tree(work.string());
 
   double sum = 0, worst = 0;
   std::string worst_label;
