@@ -247,7 +247,7 @@ int main(int argc, char** argv) {
 
   cli::RunArgs run_args;
   auto* run_cmd = app.add_subcommand(
-      "run", "Run the plan for real with LibTorch and Gloo, and record the measured timeline");
+      "run", "Run the plan for real with LibTorch (Gloo on CPUs, NCCL on CUDA GPUs), and record the measured timeline");
   run_cmd->add_option("SCENARIO", run_args.scenario, "Scenario YAML file; without one, the built-in default");
   run_cmd->add_option("--set", run_args.sets, "Override a scenario value (repeatable)")
       ->allow_extra_args(false)

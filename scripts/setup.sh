@@ -27,14 +27,33 @@ packages=(
 # --bench: also what the benchmarks compare against (PyTorch's own DDP).
 # --fuzz: clang and its libFuzzer/sanitizer runtimes, for bench/fuzz.sh.
 # --browser: headless Chromium, which the HTML report's test opens the report in.
+# --torch: also pip's torch (TORCH_VERSION, default the pinned one below, with CUDA) in the
+#   repository's .venv-torch, for the LibTorch 2.x build: cmake -DPARALLAX_TORCH=python.
+torch=0
 for flag in "$@"; do
   case "$flag" in
     --bench) packages+=(python3-torch) ;;
     --fuzz) packages+=(clang libclang-rt-14-dev) ;;
     --browser) packages+=(chromium) ;;
-    *) echo "setup: unknown flag $flag (known: --bench, --fuzz, --browser)" >&2; exit 2 ;;
+    --torch) torch=1 ;;
+    *) echo "setup: unknown flag $flag (known: --bench, --fuzz, --browser, --torch)" >&2; exit 2 ;;
   esac
 done
+
+# pip torch 2.x into .venv-torch (about 4 GB with its CUDA libraries; quick when it is there).
+install_torch() {
+  local repo venv want
+  repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+  venv="$repo/.venv-torch"
+  want=${TORCH_VERSION:-2.11.0}
+  if [ -x "$venv/bin/python3" ] && [ "$("$venv/bin/python3" -c 'import torch; print(torch.__version__.split("+")[0])' 2>/dev/null)" = "$want" ]; then
+    echo "setup: torch $want present in .venv-torch" >&2
+    return
+  fi
+  python3 -m venv "$venv" >&2 || { echo "setup: python3 -m venv failed (Debian: apt-get install python3-venv)" >&2; exit 1; }
+  echo "setup: pip install torch==$want into .venv-torch" >&2
+  "$venv/bin/python3" -m pip install -q "torch==$want" >&2
+}
 
 missing=()
 for p in "${packages[@]}"; do
@@ -44,6 +63,7 @@ for p in "${packages[@]}"; do
 done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all ${#packages[@]} packages present" >&2
+  [ $torch -eq 0 ] || install_torch
   exit 0
 fi
 
@@ -59,3 +79,4 @@ if ! $sudo apt-get install -y -q --no-install-recommends "${missing[@]}" >&2; th
   $sudo apt-get update -q >&2
   $sudo apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
 fi
+[ $torch -eq 0 ] || install_torch

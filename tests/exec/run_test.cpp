@@ -207,6 +207,23 @@ TEST_CASE("exec: a GPU profile without a GPU exits 2 in one line, naming the way
             .code == 0);
 }
 
+TEST_CASE("exec: calibrate on a GPU profile without a GPU exits 2 naming the profile, and writes nothing", "[exec][run]") {
+  if (parallax::exec::gpu::built_with_cuda() && parallax::exec::gpu::visible_devices() > 0) {
+    WARN("skipped: this machine has a GPU");
+    return;
+  }
+  const auto out = std::filesystem::temp_directory_path() / ("parallax-gpu-cal-" + std::to_string(getpid()) + ".yaml");
+  const auto r = parallax::test::run_parallax("calibrate " + std::string(PARALLAX_SOURCE_DIR) +
+                                                  "/bench/data/gpu-transformer.yaml --base h100-nvlink-ib -o " + out.string(),
+                                              "", true);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("hardware 'h100-nvlink-ib' trains on CUDA GPUs"));
+  CHECK_FALSE(std::filesystem::exists(out));
+  // fp16 is a GPU precision: on a CPU base it is bad input too.
+  CHECK(run("calibrate " + kMlp + " --precision fp16 -o " + out.string()).code == 2);
+  CHECK_FALSE(std::filesystem::exists(out));
+}
+
 TEST_CASE("exec: bad input exits 2 before any rank starts", "[exec][run]") {
   CHECK(run("run --set model.preset=synthetic").code == 2);
   CHECK(run("run " + kMlp + " --set parallel.precision=bf16 --set hardware=t4-pcie").code == 2);
