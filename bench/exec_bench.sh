@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Executor benchmarks; prints figures (goals in docs/executor.md). Run after building:
 #   bench/exec_bench.sh [build-folder]
+#   PYTHON=.venv-torch/bin/python3 bench/exec_bench.sh build-torch2    # the LibTorch 2.x line
 # (a) one DDP step of scenarios/mlp-fashion-mnist-ddp2.yaml in Parallax and in PyTorch's own
-#     DistributedDataParallel (Debian's python3-torch: scripts/setup.sh --bench), as a ratio;
+#     DistributedDataParallel, as a ratio: PyTorch from PYTHON (default Debian's python3-torch,
+#     scripts/setup.sh --bench), which should be the torch the build's LibTorch came from;
 # (b) the host tracer's overhead: the same run with PARALLAX_TRACE=0 and with the tracer on;
 # (c) measured bubble fraction of gpipe and 1f1b on 2 ranks against (p-1)/(m+p-1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
 parallax="$build/parallax"
+python=${PYTHON:-/usr/bin/python3}
 scenario=scenarios/mlp-fashion-mnist-ddp2.yaml
 steps=300
 tmp=$(mktemp -d)
@@ -28,12 +31,13 @@ echo "(a) DDP step, 2 ranks, Gloo, MLP 784-256-256-10, batch 64 per rank, 1 MiB 
 ours=() theirs=()
 for _ in $(seq $rounds); do
   ours+=("$("$parallax" run "$scenario" --set data.steps=$steps --json 2>/dev/null | median_step_ms)")
-  if /usr/bin/python3 -c "import torch" 2>/dev/null; then
-    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 /usr/bin/python3 bench/ddp_pytorch.py 2 64 $steps 1 0.25 $((20000 + RANDOM % 20000)) "$tmp/pt" 2>/dev/null
+  if "$python" -c "import torch" 2>/dev/null; then
+    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 "$python" bench/ddp_pytorch.py 2 64 $steps 1 0.25 $((20000 + RANDOM % 20000)) "$tmp/pt" 2>/dev/null
     theirs+=("$(cat "$tmp/pt")")
   fi
 done
 if [ ${#theirs[@]} -gt 0 ]; then
+  echo "    PyTorch $("$python" -c 'import torch; print(torch.__version__)'), Parallax's LibTorch from $build"
   python3 -c "print('    parallax %.3f ms, pytorch DDP %.3f ms, ratio %.3f (goal <= 1.0)' % ($(best "${ours[@]}"), $(best "${theirs[@]}"), $(best "${ours[@]}") / $(best "${theirs[@]}")))"
 else
   echo "    parallax $(best "${ours[@]}") ms; PyTorch is not installed (scripts/setup.sh --bench installs python3-torch)"
