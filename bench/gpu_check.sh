@@ -4,7 +4,7 @@
 #
 # Written for a machine with one NVIDIA H100 or H200, CUDA 13 and pip torch 2.x, no internet and
 # no apt: the build dependencies it lacks come from the folder scripts/gpu_deps.sh fills (here,
-# from Debian's packages). The whole check takes about 5 minutes there.
+# from Debian's packages; --deps DIR, default the repository's .gpu-deps). The whole check took 3.5 minutes on an H200 (docs/gpu.md).
 #
 #   bash bench/gpu_check.sh [--out DIR] [--deps DIR] [--parallax BIN] [--fallback BIN] [--jobs N] [--dry-run]
 #
@@ -19,9 +19,9 @@
 #   run-P       `parallax run` of bench/data/gpu-transformer.yaml on the GPU at precision P (fp32,
 #               bf16, fp16: the loss scaler's scale and skipped steps are in its JSON), traced
 #   calibrate   `parallax calibrate --base h100-nvlink-ib` on the GPU (CUDA events)
-#   validate    8 configurations run for real twice each (gradient accumulation 1/2/4, micro-batches 16/8/4,
-#               activation checkpointing, bf16, fp16), each predicted from the GPU calibration and
-#               from the shipped h100 profile (datasheet)
+#   validate    8 configurations, each run for real twice (gradient accumulation 1/2/4,
+#               micro-batches 16/8/4, activation checkpointing, bf16, fp16) without CUPTI, each
+#               predicted from the GPU calibration and from the shipped h100 profile (datasheet)
 #   nccl-P2     two ranks on the one GPU over NCCL, pipeline 2 and then data 2, each rank its own
 #               NCCL_HOSTID (NCCL refuses two ranks on one GPU otherwise): losses against one
 #               rank's. Their timings mean nothing and are not reported.
@@ -36,10 +36,11 @@
 # Exit status: 0 when every step ran and every check that can fail held (losses finite, the
 # two-rank losses equal one rank's, on a GPU kernels traced); 1 otherwise; 2 for bad flags.
 set -uo pipefail
+caller=$(pwd)
 cd "$(dirname "$0")/.."
 
 out=./gpu-check-out
-deps=.gpu-deps
+deps=""
 parallax=""
 fallback=""
 jobs=$(nproc 2>/dev/null || echo 4)
@@ -57,6 +58,12 @@ while [ $# -gt 0 ]; do
   esac
 done
 
+# Paths given are the caller's, whose folder is not the repository's.
+absolute() { case "$1" in /*) echo "$1" ;; *) echo "$caller/$1" ;; esac; }
+out=$(absolute "$out")
+[ -z "$parallax" ] || parallax=$(absolute "$parallax")
+[ -z "$fallback" ] || fallback=$(absolute "$fallback")
+if [ -n "$deps" ]; then deps=$(absolute "$deps"); else deps="$(pwd)/.gpu-deps"; fi
 mkdir -p "$out" || { echo "gpu_check: cannot create $out" >&2; exit 2; }
 out=$(cd "$out" && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check.XXXXXX")
@@ -133,7 +140,7 @@ cat "$work/facts.txt" | tee -a "$log" >&2
 # --- build ---
 if [ -z "$parallax" ]; then
   build=build-gpu
-  prefix="$(pwd)/$deps"
+  prefix="$deps"
   [ -d "$deps" ] || say "no $deps folder (scripts/gpu_deps.sh fills it): using the machine's own packages"
   # CMake 4 refuses config files that ask for compatibility with CMake < 3.5; Debian's ask for less.
   step configure 300 cmake -S . -B "$build" -G Ninja -DPARALLAX_TORCH=python -DPARALLAX_PYTHON="$(command -v python3)" \
@@ -161,7 +168,7 @@ fi
 # was built elsewhere (its RUNPATH then names folders this machine lacks).
 torch_lib=""
 [ $dry_run -eq 1 ] || torch_lib=$(python3 -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))' 2>/dev/null || true)
-export LD_LIBRARY_PATH="$(pwd)/$deps/lib${torch_lib:+:$torch_lib}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export LD_LIBRARY_PATH="$deps/lib${torch_lib:+:$torch_lib}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 # --- one GPU: each precision, traced ---
 for p in "${precisions[@]}"; do
