@@ -204,6 +204,34 @@ TEST_CASE("plan::Calibration: a calibrated profile round-trips with the same cos
         Approx(c.data.at("fashion-mnist linear 784x256 relu fp32 input").at(32)));
 }
 
+TEST_CASE("plan::calibrated_copy_yaml: a GPU calibration keeps its base profile whole, without Gloo links", "[plan]") {
+  // What calibrate writes on a GPU: no Gloo figures were measured (a profile with p2p at 0 was
+  // refused by the parser, as the first GPU run found).
+  auto c = sample_calibration();
+  c.p2p = {};
+  c.allreduce = {};
+  c.send_call = {};
+  const std::string base = plan::builtin_hardware_text("h100-nvlink-ib");
+  const std::string text = plan::calibrated_copy_yaml(base, "h100-here", c, {"measured on a GPU"});
+  CHECK(text.rfind("# measured on a GPU\n", 0) == 0);
+  CHECK(text.find("p2p:") == std::string::npos);
+  const auto hw = profile_from(text);
+  const auto original = builtin("h100-nvlink-ib");
+  CHECK(hw.name == "h100-here");
+  CHECK(hw.device.kind == plan::DeviceKind::cuda);
+  CHECK(hw.collectives == plan::Collectives::nccl);
+  REQUIRE(hw.nccl);
+  CHECK(hw.nccl->nvlinks == original.nccl->nvlinks);
+  CHECK(hw.node_link.bandwidth_gb_per_s == original.node_link.bandwidth_gb_per_s);
+  REQUIRE(hw.calibration);
+  CHECK(hw.calibration->p2p.bandwidth_gb_per_s == 0);
+  const auto* l = hw.calibration->layer("linear 784x256 relu fp32");
+  REQUIRE(l);
+  CHECK(l->forward.at(8) == Approx(c.layers.at(l->signature).forward.at(8)));
+  // A calibrated base is refused: the new section would come twice.
+  CHECK_THROWS_AS(plan::calibrated_copy_yaml(text, "again", c, {}), std::logic_error);
+}
+
 TEST_CASE("plan::Calibration: a profile from before receives were posted at the step's start still reads", "[plan]") {
   std::string text = plan::calibrated_profile_yaml(builtin("cpu-host"), "here", sample_calibration(), {});
   const std::string key = "delivery_extra_us: 15";
