@@ -258,8 +258,9 @@ class Runtime {
       result.steps.push_back(rec);
       if (options_.checkpoint_every > 0 && (step + 1) % options_.checkpoint_every == 0) checkpoint(step + 1);
     }
+    // Before evaluation.
     memory_.peak_rss_bytes = train_device_.is_cuda() ? gpu::peak_allocated_bytes(train_device_.index())
-                                                     : std::max(memory_.baseline_rss_bytes, peak_resident_bytes());  // before evaluation
+                                                     : std::max(memory_.baseline_rss_bytes, peak_resident_bytes());
     result.memory = memory_;
     if (data_.has_test_set()) evaluate(&result.correct, &result.tested);
     const auto clock_end = comm_.clock_round_trips("end", kClockRoundTrips);
