@@ -161,6 +161,7 @@ else
 fi
 if [ ! -x "$parallax" ]; then
   say "no parallax binary at $parallax: nothing more to check"
+  echo -e "binary\tFAILED (none at $parallax)\t0" >>"$status"
   python3 bench/gpu_check_report.py "$work" "$out" "$dry_run"
   exit 1
 fi

@@ -213,6 +213,8 @@ def main():
                       for name in ("nccl-pipeline2", "nccl-data2")}
 
     failures = ["step %s: %s" % (s["step"], s["state"]) for s in f["steps"] if s["state"] != "ok"]
+    if not f["steps"]:
+        failures.append("no step ran")
     failures += ["%s: a loss is not finite" % p for p, r in f["runs"].items() if r and not r["finite"]]
     failures += ["%s: the losses differ from one rank's" % n for n, t in f["two_ranks"].items() if t and not t["equal"]]
     if not dry_run:

@@ -689,25 +689,13 @@ class Runtime {
   std::unordered_map<std::string, PostedReceive> posted_;  // by action id
   SendWatcher sends_;
 #ifdef PARALLAX_HAVE_CUPTI
-  // This step's GPU activity, attributed to the actions that launched it, on the host axis.
-  // CUPTI's external ids are per thread, and LibTorch runs a backward's CUDA work on autograd's
-  // own thread for the device, so B's kernels come without one: activity left unattributed
-  // goes to the compute action whose CUDA-event span (`timed`) holds its start.
+  // This step's GPU activity, attributed to the actions that launched it, on the host axis;
+  // what autograd's thread launched (B's kernels) by the compute actions' CUDA-event spans.
   void collect_gpu_activity(int64_t step, const std::vector<plan::DeviceSpan>& timed) {
     std::map<uint64_t, std::pair<Action, int32_t>> ids;
     for (size_t i = 0; i < actions_.size(); ++i)
       ids[static_cast<uint64_t>(step) * actions_.size() + i] = {actions_[i], static_cast<int32_t>(step)};
-    for (auto a : profiler::attribute(cupti_->flush(), ids, cupti_->cupti_to_host_ns())) {
-      if (!a.attributed && !a.activity.nccl) {
-        for (const plan::DeviceSpan& t : timed) {
-          if (a.host_start_ns >= t.start.count_ns() && a.host_start_ns < t.end.count_ns()) {
-            a.attributed = true;
-            a.action = t.action;
-            a.step = t.step;
-            break;
-          }
-        }
-      }
+    for (const auto& a : profiler::attribute(cupti_->flush(), ids, cupti_->cupti_to_host_ns(), timed)) {
       plan::DeviceSpan d;
       d.rank = launch_.rank;
       d.lane = a.lane;

@@ -47,9 +47,14 @@ struct AttributedActivity {
 };
 
 /// `actions`: external id -> (action, step) as pushed by the runtime; `cupti_to_host_ns`: host
-/// time minus CUPTI time, measured when tracing started.
+/// time minus CUPTI time, measured when tracing started. CUPTI's external ids belong to the
+/// thread that pushes them, and LibTorch launches a backward's CUDA kernels from autograd's own
+/// thread for the device, so those come without one: an activity (not NCCL's) left without an
+/// action goes to the span of `by_time` (the actions' CUDA-event spans on the host axis) that
+/// holds its start, if any.
 std::vector<AttributedActivity> attribute(const ParsedActivity& parsed,
                                           const std::map<uint64_t, std::pair<plan::Action, int32_t>>& actions,
-                                          int64_t cupti_to_host_ns);
+                                          int64_t cupti_to_host_ns,
+                                          const std::vector<plan::DeviceSpan>& by_time = {});
 
 }  // namespace parallax::profiler

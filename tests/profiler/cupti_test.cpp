@@ -75,6 +75,35 @@ TEST_CASE("profiler::parse_activity_records: kernels, NCCL, memcpy and correlati
   CHECK(spans[2].lane == "gpu stream 7 memcpy");
 }
 
+TEST_CASE("profiler::attribute: activity without an external id goes to the CUDA-event span holding its start", "[profiler]") {
+  // Autograd's device thread launched these: no external correlation record ties them to B.
+  profiler::ParsedActivity parsed;
+  profiler::GpuActivity bwd;
+  bwd.start_ns = 2000;
+  bwd.end_ns = 2500;
+  bwd.correlation = 21;
+  profiler::GpuActivity nccl = bwd;
+  nccl.nccl = true;
+  profiler::GpuActivity late = bwd;
+  late.start_ns = 9000;
+  late.end_ns = 9100;
+  parsed.activities = {bwd, nccl, late};
+  // The B span on the host axis (cupti_to_host_ns 1,000,000 below): [1,001,500, 1,003,000).
+  plan::DeviceSpan span;
+  span.action = {plan::ActionKind::B, 0, 5};
+  span.step = 4;
+  span.start = plan::Time::ns(1'001'500);
+  span.end = plan::Time::ns(1'003'000);
+  const auto spans = profiler::attribute(parsed, {}, 1'000'000, {span});
+  REQUIRE(spans.size() == 3);
+  CHECK(spans[0].attributed);
+  CHECK(spans[0].action.id() == "0B5");
+  CHECK(spans[0].step == 4);
+  CHECK_FALSE(spans[1].attributed);  // NCCL's kernels are communication, never a compute action's
+  CHECK_FALSE(spans[2].attributed);  // outside every span
+  CHECK(profiler::attribute(parsed, {}, 1'000'000).front().attributed == false);  // no spans: as before
+}
+
 TEST_CASE("profiler::CuptiTracer: without a driver or device it says why and gives nothing", "[profiler]") {
   const std::string why = profiler::cupti_unavailable_reason();
   if (why.empty()) {
