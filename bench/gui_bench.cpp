@@ -23,10 +23,10 @@ int main(int argc, char** argv) {
 
   QElapsedTimer clock;
   clock.start();
-  const gui::ScenarioSource source{PARALLAX_SOURCE_DIR "/scenarios/gpipe-1b-4xA100.yaml", {}, ""};
-  const auto prediction = gui::predict(source, {"parallel.schedule=1f1b", "parallel.data=8",
-                                                "data.batch_size=" + std::to_string(chunks),
-                                                "parallel.chunks=" + std::to_string(chunks)});
+  const auto prediction = gui::predict(plan::load_scenario(PARALLAX_SOURCE_DIR "/scenarios/gpipe-1b-4xA100.yaml",
+                                                          {"parallel.schedule=1f1b", "parallel.data=8",
+                                                           "data.batch_size=" + std::to_string(chunks),
+                                                           "parallel.chunks=" + std::to_string(chunks)}));
   const double simulate_ms = clock.nsecsElapsed() / 1e6;
   plan::Timeline measured = prediction->run.timeline;
   measured.kind = "measured";

@@ -28,9 +28,9 @@ void print_result(const char* what, const tune::SearchResult& r) {
               static_cast<double>(r.evaluated) / r.wall_s, r.stopped.empty() ? "" : (" stopped: " + r.stopped).c_str());
 }
 
-std::string pick_text(const tune::SearchResult& r, const tune::Config& base) {
+std::string pick_text(const tune::SearchResult& r, const plan::Settings& base) {
   if (r.ranked.empty()) return "no configuration fits";
-  return tune::describe(tune::overrides(base, r.ranked.front().config));
+  return plan::describe(plan::overrides(base, r.ranked.front().config));
 }
 
 void bench_big(int threads) {
@@ -48,7 +48,7 @@ void bench_big(int threads) {
     print_result(prune ? "pruned" : "exhaustive", r);
     if (!r.ranked.empty())
       std::printf("  %-11s best %.1f ms (%s); as given %.1f ms\n", "", r.ranked.front().step_ms,
-                  pick_text(r, tune::config_of(s)).c_str(), r.baseline.step_ms);
+                  pick_text(r, plan::settings_of(s)).c_str(), r.baseline.step_ms);
   }
 }
 
@@ -76,7 +76,7 @@ void bench_scenarios(int threads) {
     const double pick = r.ranked.empty() ? std::nan("") : r.ranked.front().step_ms;
     std::printf("%-44s %8zu %8zu %7.2f %9.3f %9.3f %9.3f %7.2fx %7.2fx  %s\n", f.filename().c_str(), r.combinations,
                 r.evaluated, r.wall_s, r.baseline.step_ms, r.defaults.step_ms, pick, r.baseline.step_ms / pick,
-                r.defaults.step_ms / pick, pick_text(r, tune::config_of(s)).c_str());
+                r.defaults.step_ms / pick, pick_text(r, plan::settings_of(s)).c_str());
   }
   std::printf("total %.2f s\n", total);
 }

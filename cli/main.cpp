@@ -17,6 +17,7 @@
 #include "cli/sim_report.hpp"
 #include "cli/trace_report.hpp"
 #include "plan/error.hpp"
+#include "plan/knobs.hpp"
 #include "plan/plan.hpp"
 #include "plan/schedule_csv.hpp"
 #include "plan/trace_writer.hpp"
@@ -212,6 +213,24 @@ int run_main_job(const std::string& self) {
   return 0;
 }
 
+// The knob table (plan/knobs.hpp) as text, or as the Markdown table docs/scenarios.md holds.
+int run_keys(bool markdown) {
+  auto cell = [](std::string text) {  // a | inside a Markdown cell ends it
+    for (size_t at = 0; (at = text.find('|', at)) != std::string::npos; at += 2) text.insert(at, "\\");
+    return text;
+  };
+  const plan::Settings defaults;
+  if (markdown) std::cout << "| key | default | values | meaning |\n|---|---|---|---|\n";
+  for (const plan::Knob& k : plan::knobs()) {
+    const std::string def = k.format(k.get(defaults)), tuned = k.tuned ? "; tune searches it" : "";
+    if (markdown)
+      std::cout << "| `" << k.key << "` | `" << def << "` | " << cell(k.allowed()) << " | " << cell(k.doc) << tuned << " |\n";
+    else
+      std::cout << k.key << " (default " << def << "; " << k.allowed() << ")\n    " << k.doc << tuned << "\n";
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -400,6 +419,12 @@ int main(int argc, char** argv) {
       "  parallax report --predicted predicted.json --measured measured.json -o report.html\n"
       "  parallax tune --json > tune.json && parallax report --tune tune.json -o report.html");
 
+  bool keys_markdown = false;
+  auto* keys_cmd = app.add_subcommand(
+      "keys", "List the knobs: the scenario keys plan, simulate, tune and the GUI change (parallel.*, data.batch_size)");
+  keys_cmd->add_flag("--markdown", keys_markdown, "As the Markdown table of docs/scenarios.md");
+  keys_cmd->footer("Example: parallax keys; then parallax simulate --set parallel.chunks=8");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -417,6 +442,7 @@ int main(int argc, char** argv) {
     if (*cal_cmd) return cli::calibrate_command(cal_args, std::vector<std::string>(argv, argv + argc));
     if (*val_cmd) return cli::validate_command(val_args, std::filesystem::read_symlink("/proc/self/exe").string());
     if (*report_cmd) return cli::report_command(report_args);
+    if (*keys_cmd) return run_keys(keys_markdown);
     if (*tune_cmd) return cli::tune_command(tune_args, std::filesystem::read_symlink("/proc/self/exe").string());
     return run_main_job(argv[0]);
   } catch (const plan::InputError& e) {

@@ -69,7 +69,7 @@ std::string critical_path_text(const sim::SimRun& run, const sim::Metrics& m) {
   return s;
 }
 
-Detail detail_of(tune::Evaluator& ev, const tune::Config& c) {
+Detail detail_of(tune::Evaluator& ev, const plan::Settings& c) {
   const plan::Plan p = ev.plan_of(c);
   sim::SimOptions o;
   o.record_link_samples = false;
@@ -82,16 +82,10 @@ Detail detail_of(tune::Evaluator& ev, const tune::Config& c) {
   return d;
 }
 
-json overrides_json(const tune::Overrides& o) {
+json overrides_json(const plan::Overrides& o) {
   json j = json::object();
   for (const auto& [k, v] : o) j[k] = v;
   return j;
-}
-
-std::vector<std::string> set_flags(const tune::Overrides& o) {
-  std::vector<std::string> out;
-  for (const auto& [k, v] : o) out.push_back(k + "=" + v);
-  return out;
 }
 
 // Progress on stderr: one updating line on a terminal, a line every few seconds otherwise.
@@ -122,16 +116,18 @@ class ProgressBar {
 };
 
 // The scenario document with the pick's overrides, as YAML. A relative hardware file is rewritten
-// relative to where the new file goes, so it still loads from there.
-std::string best_yaml(const plan::YamlDocument& given, const std::string& output, const tune::Overrides& o,
+// relative to where the new file goes, so it still loads from there: one from --set is relative to
+// the working directory, one in the file to the file's folder.
+std::string best_yaml(const plan::YamlDocument& given, const std::string& output, const plan::Overrides& o,
                       const std::string& header) {
   plan::YamlDocument doc = given;
-  for (const auto& s : set_flags(o)) doc.apply_override(s);
+  for (const auto& s : plan::set_flags(o)) doc.apply_override(s);
   YAML::Node root = YAML::Clone(doc.root());
   if (root["hardware"] && root["hardware"].IsScalar()) {
     const std::string hw = root["hardware"].Scalar();
     if (hw.ends_with(".yaml") && fs::path(hw).is_relative()) {
-      const fs::path from = fs::absolute(fs::path(doc.base_dir()) / hw);
+      const bool from_flag = !doc.override_for("hardware").empty();
+      const fs::path from = fs::absolute(from_flag ? fs::path(hw) : fs::path(doc.base_dir()) / hw);
       const fs::path to_dir = fs::absolute(fs::path(output)).parent_path();
       root["hardware"] = fs::proximate(from, to_dir).string();
     }
@@ -198,7 +194,7 @@ int tune_command(const TuneArgs& args, const std::string& self) {
   const tune::SearchResult r = tune::search(ev, space, opt);
   std::signal(SIGINT, previous);
   bar.done();
-  const tune::Config given = tune::config_of(base);
+  const plan::Settings given = plan::settings_of(base);
   if (r.ranked.empty()) {
     std::cerr << "tune: no configuration of the " << r.combinations << " searched fits device memory"
               << (r.invalid_example.empty() ? "" : " (" + std::to_string(r.invalid) + " combinations were not valid, e.g.: " + r.invalid_example + ")")
@@ -216,8 +212,8 @@ int tune_command(const TuneArgs& args, const std::string& self) {
   for (size_t i = 0; i < to_run.size() && !g_interrupted; ++i) {
     const tune::Evaluation& e = *to_run[i];
     std::vector<std::string> sets = args.sets;
-    for (const auto& s : set_flags(tune::overrides(given, e.config))) sets.push_back(s);
-    std::cerr << "tune: running " << i + 1 << " of " << to_run.size() << " for real (" << tune::describe(tune::overrides(given, e.config)) << ", "
+    for (const auto& s : plan::set_flags(plan::overrides(given, e.config))) sets.push_back(s);
+    std::cerr << "tune: running " << i + 1 << " of " << to_run.size() << " for real (" << plan::describe(plan::overrides(given, e.config)) << ", "
               << args.validate_steps << " steps)\n";
     const Measurement m = measure(self, args.scenario, sets, args.validate_steps);
     validated.push_back({&e, e.step_ms, m.measured_ms});
@@ -228,7 +224,7 @@ int tune_command(const TuneArgs& args, const std::string& self) {
     best = std::min_element(validated.begin(), validated.end(),
                             [](const Validated& a, const Validated& b) { return a.measured_ms < b.measured_ms; })->e;
 
-  const tune::Overrides best_overrides = tune::overrides(given, best->config);
+  const plan::Overrides best_overrides = plan::overrides(given, best->config);
   // The full simulation of each ranked row, once (the pick is one of them).
   std::vector<Detail> details;
   for (const auto& e : r.ranked) details.push_back(detail_of(ev, e.config));
@@ -246,7 +242,7 @@ int tune_command(const TuneArgs& args, const std::string& self) {
 
   if (!args.output.empty()) {
     const std::string header = "# Written by parallax tune from " + (args.scenario.empty() ? doc.file() : args.scenario) +
-                               ": " + tune::describe(best_overrides) + "\n# predicted step " +
+                               ": " + plan::describe(best_overrides) + "\n# predicted step " +
                                fmt("%.3f ms", best->step_ms) + " (as given " + fmt("%.3f ms", r.baseline.step_ms) + ")\n";
     write_file_atomically(args.output, best_yaml(doc, args.output, best_overrides, header));
   }
@@ -254,7 +250,7 @@ int tune_command(const TuneArgs& args, const std::string& self) {
   const std::string stopped = r.stopped.empty() ? "" : " (stopped early: " + r.stopped + "; the best so far)";
   if (args.json) {
     auto eval_json = [&](const tune::Evaluation& e) {
-      return json{{"overrides", overrides_json(tune::overrides(given, e.config))},
+      return json{{"overrides", overrides_json(plan::overrides(given, e.config))},
                   {"predicted_step_ms", e.step_ms},
                   {"peak_memory_mb", static_cast<double>(e.peak_memory) / kMiB}};
     };
@@ -278,7 +274,7 @@ int tune_command(const TuneArgs& args, const std::string& self) {
     for (const auto& e : r.pareto) j["pareto"].push_back(eval_json(e));
     j["validated"] = json::array();
     for (const auto& v : validated)
-      j["validated"].push_back({{"overrides", overrides_json(tune::overrides(given, v.e->config))},
+      j["validated"].push_back({{"overrides", overrides_json(plan::overrides(given, v.e->config))},
                                 {"predicted_step_ms", v.predicted_ms},
                                 {"measured_step_ms", v.measured_ms}});
     std::cout << j.dump(2) << "\n";
@@ -294,24 +290,24 @@ int tune_command(const TuneArgs& args, const std::string& self) {
       const Detail& d = details[i];
       std::printf("%4zu %10.3f %10s %6.1f%% %12.3f %10.1f  %s\n", i + 1, e.step_ms, samples_per_s(e).c_str(),
                   100 * d.bubble, d.exposed_ms, static_cast<double>(e.peak_memory) / kMiB,
-                  tune::describe(tune::overrides(given, e.config)).c_str());
+                  plan::describe(plan::overrides(given, e.config)).c_str());
     }
     std::printf("\nPareto frontier, step time against peak memory (of the configurations simulated):\n");
     for (const auto& e : r.pareto)
       std::printf("  %10.3f ms %10.1f MiB  %s\n", e.step_ms, static_cast<double>(e.peak_memory) / kMiB,
-                  tune::describe(tune::overrides(given, e.config)).c_str());
+                  plan::describe(plan::overrides(given, e.config)).c_str());
     if (!validated.empty()) {
       std::printf("\nrun for real (%d steps each; the best measured is the pick):\n", args.validate_steps);
       for (const auto& v : validated)
         std::printf("  predicted %10.3f ms, measured %10.3f ms (%+.1f%%)  %s\n", v.predicted_ms, v.measured_ms,
                     100 * (v.predicted_ms - v.measured_ms) / v.measured_ms,
-                    tune::describe(tune::overrides(given, v.e->config)).c_str());
+                    plan::describe(plan::overrides(given, v.e->config)).c_str());
     }
-    std::printf("\npick: %s\n", tune::describe(best_overrides).c_str());
+    std::printf("\npick: %s\n", plan::describe(best_overrides).c_str());
     std::printf("  predicted step %.3f ms: %.2fx the scenario as given (%.3f ms)", best->step_ms, vs_given, r.baseline.step_ms);
     if (r.defaults.simulated())
       std::printf(", %.2fx PyTorch's defaults (%.3f ms: %s)", vs_defaults, r.defaults.step_ms,
-                  tune::describe(tune::overrides(given, r.defaults.config)).c_str());
+                  plan::describe(plan::overrides(given, r.defaults.config)).c_str());
     std::printf("\n  why: %s\n", why.c_str());
     if (!args.output.empty())
       std::printf("\nwrote %s; run it with: parallax run %s\n", args.output.c_str(), args.output.c_str());

@@ -7,27 +7,20 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QSpinBox>
-#include <QVBoxLayout>
+#include <algorithm>
+#include <climits>
 
 #include "plan/hardware.hpp"
 
 namespace parallax::gui {
 namespace {
 
-QSpinBox* spin(int lo, int hi) {
-  auto* s = new QSpinBox;
-  s->setRange(lo, hi);
-  s->setKeyboardTracking(false);  // re-simulate when the number is complete, not per digit
-  return s;
-}
-
-QDoubleSpinBox* mb_spin() {
-  auto* s = new QDoubleSpinBox;
-  s->setRange(0.01, 100000);
-  s->setDecimals(2);
-  s->setSuffix(" MiB");
-  s->setKeyboardTracking(false);
-  return s;
+QLabel* error_label() {
+  auto* error = new QLabel;
+  error->setWordWrap(true);
+  error->setStyleSheet("color: #c62828;");
+  error->hide();
+  return error;
 }
 
 }  // namespace
@@ -35,114 +28,114 @@ QDoubleSpinBox* mb_spin() {
 KnobPanel::KnobPanel(QWidget* parent) : QWidget(parent) {
   auto* form = new QFormLayout(this);
   form->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
-  data_ = spin(1, 4096);
-  pipeline_ = spin(1, 512);
-  virtual_ = spin(1, 64);
-  partition_len_ = new QComboBox;
-  partition_len_->setEditable(true);
-  partition_len_->addItem("balanced");
-  chunks_ = spin(1, 65536);
-  batch_size_ = spin(1, 1 << 24);
-  schedule_ = new QComboBox;
-  schedule_->addItems({"gpipe", "1f1b", "interleaved-1f1b"});
-  bucket_cap_ = mb_spin();
-  first_bucket_ = mb_spin();
-  grad_accumulation_ = spin(1, 4096);
-  precision_ = new QComboBox;
-  precision_->addItems({"fp32", "bf16", "fp16"});
-  checkpointing_ = new QCheckBox("recompute in backward");
+  for (const plan::Knob& k : plan::knobs())
+    add_row(k.key, QString::fromStdString(k.name()), make_editor(k), QString::fromStdString(k.doc));
   hardware_ = new QComboBox;
-
-  add_row(form, "parallel.data", "data", data_, "Replicas (DDP).");
-  add_row(form, "parallel.pipeline", "pipeline", pipeline_, "Pipeline ranks per replica.");
-  add_row(form, "parallel.virtual", "virtual", virtual_, "Stages per pipeline rank (interleaved-1f1b).");
-  add_row(form, "parallel.partition_len", "partition_len", partition_len_,
-          "Layers per stage: balanced, one number for every stage, or a list such as [4, 6].");
-  add_row(form, "parallel.chunks", "chunks", chunks_, "Micro-batches per mini-batch; must divide data.batch_size.");
-  add_row(form, "data.batch_size", "batch_size", batch_size_,
-          "Samples per replica per mini-batch; the global batch is batch_size x grad_accumulation x data.");
-  add_row(form, "parallel.schedule", "schedule", schedule_, "Pipeline schedule.");
-  add_row(form, "parallel.bucket_cap_mb", "bucket_cap_mb", bucket_cap_, "DDP bucket size (as PyTorch's DDP).");
-  add_row(form, "parallel.first_bucket_mb", "first_bucket_mb", first_bucket_, "Size of DDP's first bucket.");
-  add_row(form, "parallel.grad_accumulation", "grad_accumulation", grad_accumulation_,
-          "Mini-batches per optimizer step; gradients sync once per step.");
-  add_row(form, "parallel.precision", "precision", precision_, "Compute precision (autocast).");
-  add_row(form, "parallel.activation_checkpointing", "activation ckpt", checkpointing_,
-          "Recompute activations in backward: less memory, more compute.");
-  add_row(form, "hardware", "hardware", hardware_, "Hardware profile the prediction uses.");
-  general_error_ = new QLabel;
-  general_error_->setWordWrap(true);
-  general_error_->setStyleSheet("color: #c62828;");
-  general_error_->hide();
+  connect(hardware_, &QComboBox::currentIndexChanged, this, &KnobPanel::changed);
+  add_row("hardware", "hardware", hardware_, "Hardware profile the prediction uses.");
+  general_error_ = error_label();
   form->addRow(general_error_);
-
-  for (QSpinBox* s : {data_, pipeline_, virtual_, chunks_, batch_size_, grad_accumulation_})
-    connect(s, &QSpinBox::valueChanged, this, &KnobPanel::changed);
-  for (QDoubleSpinBox* s : {bucket_cap_, first_bucket_}) connect(s, &QDoubleSpinBox::valueChanged, this, &KnobPanel::changed);
-  for (QComboBox* c : {schedule_, precision_, hardware_}) connect(c, &QComboBox::currentIndexChanged, this, &KnobPanel::changed);
-  connect(partition_len_->lineEdit(), &QLineEdit::editingFinished, this, &KnobPanel::changed);
-  connect(partition_len_, &QComboBox::activated, this, &KnobPanel::changed);
-  connect(checkpointing_, &QCheckBox::toggled, this, &KnobPanel::changed);
 }
 
-QLabel* KnobPanel::add_row(QFormLayout* form, const std::string& key, const QString& label, QWidget* editor,
-                           const QString& tip) {
+// An editor from the knob's type; each reports its changes once the value is complete.
+QWidget* KnobPanel::make_editor(const plan::Knob& k) {
+  switch (k.type) {
+    case plan::KnobType::integer: {
+      auto* s = new QSpinBox;
+      s->setRange(static_cast<int>(k.min), static_cast<int>(std::min<double>(k.max, INT_MAX)));
+      s->setKeyboardTracking(false);  // re-simulate when the number is complete, not per digit
+      connect(s, &QSpinBox::valueChanged, this, &KnobPanel::changed);
+      return s;
+    }
+    case plan::KnobType::number: {
+      auto* s = new QDoubleSpinBox;
+      s->setRange(k.above_min ? 0.01 : k.min, 100000);
+      s->setDecimals(2);
+      if (k.key.ends_with("_mb")) s->setSuffix(" MiB");
+      s->setKeyboardTracking(false);
+      connect(s, &QDoubleSpinBox::valueChanged, this, &KnobPanel::changed);
+      return s;
+    }
+    case plan::KnobType::boolean: {
+      auto* c = new QCheckBox;
+      connect(c, &QCheckBox::toggled, this, &KnobPanel::changed);
+      return c;
+    }
+    case plan::KnobType::choice: {
+      auto* c = new QComboBox;
+      for (const auto& choice : k.choices)
+        if (choice.find('<') == std::string::npos) c->addItem(QString::fromStdString(choice));
+      connect(c, &QComboBox::currentIndexChanged, this, &KnobPanel::changed);
+      return c;
+    }
+    case plan::KnobType::partition: {
+      auto* c = new QComboBox;
+      c->setEditable(true);
+      c->addItem("balanced");
+      connect(c->lineEdit(), &QLineEdit::editingFinished, this, &KnobPanel::changed);
+      connect(c, &QComboBox::activated, this, &KnobPanel::changed);
+      return c;
+    }
+  }
+  return new QWidget;
+}
+
+void KnobPanel::add_row(const std::string& key, const QString& label, QWidget* editor, const QString& tip) {
+  auto* form = static_cast<QFormLayout*>(layout());
   editor->setToolTip(QString::fromStdString(key) + ": " + tip);
   form->addRow(label, editor);
-  auto* error = new QLabel;
-  error->setWordWrap(true);
-  error->setStyleSheet("color: #c62828;");
-  error->hide();
+  QLabel* error = error_label();
   form->addRow(error);
+  editors_[key] = editor;
   errors_[key] = error;
-  return error;
 }
 
-void KnobPanel::set_knobs(const Knobs& k, const std::string& scenario_hardware) {
+void KnobPanel::set_knobs(const KnobValues& values, const std::string& scenario_hardware) {
   loading_ = true;
-  data_->setValue(k.data);
-  pipeline_->setValue(k.pipeline);
-  virtual_->setValue(k.virtual_stages);
-  partition_len_->setCurrentText(QString::fromStdString(k.partition_len));
-  chunks_->setValue(k.chunks);
-  batch_size_->setValue(k.batch_size);
-  if (schedule_->findText(QString::fromStdString(k.schedule)) < 0) schedule_->addItem(QString::fromStdString(k.schedule));
-  schedule_->setCurrentText(QString::fromStdString(k.schedule));
-  bucket_cap_->setValue(k.bucket_cap_mb);
-  first_bucket_->setValue(k.first_bucket_mb);
-  grad_accumulation_->setValue(k.grad_accumulation);
-  precision_->setCurrentText(QString::fromStdString(k.precision));
-  checkpointing_->setChecked(k.activation_checkpointing);
+  shown_ = values.settings;
+  for (const plan::Knob& k : plan::knobs()) {
+    QWidget* e = editors_.at(k.key);
+    const plan::KnobValue v = k.get(values.settings);
+    if (auto* s = qobject_cast<QSpinBox*>(e)) s->setValue(std::get<int>(v));
+    else if (auto* d = qobject_cast<QDoubleSpinBox*>(e)) d->setValue(std::get<double>(v));
+    else if (auto* c = qobject_cast<QCheckBox*>(e)) c->setChecked(std::get<bool>(v));
+    else if (auto* box = qobject_cast<QComboBox*>(e)) {
+      const QString text = QString::fromStdString(k.format(v));
+      if (!box->isEditable() && box->findText(text) < 0) box->addItem(text);  // a CSV schedule's path
+      box->setCurrentText(text);
+    }
+  }
   if (!scenario_hardware.empty()) {
     hardware_->clear();
     hardware_->addItem(QString::fromStdString("as in the scenario (" + scenario_hardware + ")"), QString());
     for (const auto& n : plan::builtin_hardware_names()) hardware_->addItem(QString::fromStdString(n), QString::fromStdString(n));
   }
-  const int at = hardware_->findData(QString::fromStdString(k.hardware));
+  const int at = hardware_->findData(QString::fromStdString(values.hardware));
   hardware_->setCurrentIndex(at < 0 ? 0 : at);
   loading_ = false;
 }
 
-Knobs KnobPanel::knobs() const {
-  Knobs k;
-  k.data = data_->value();
-  k.pipeline = pipeline_->value();
-  k.virtual_stages = virtual_->value();
-  k.partition_len = partition_len_->currentText().trimmed().toStdString();
-  k.chunks = chunks_->value();
-  k.batch_size = batch_size_->value();
-  k.schedule = schedule_->currentText().toStdString();
-  k.bucket_cap_mb = bucket_cap_->value();
-  k.first_bucket_mb = first_bucket_->value();
-  k.grad_accumulation = grad_accumulation_->value();
-  k.precision = precision_->currentText().toStdString();
-  k.activation_checkpointing = checkpointing_->isChecked();
-  k.hardware = hardware_->currentData().toString().toStdString();
-  return k;
+KnobValues KnobPanel::knobs() const {
+  KnobValues values{shown_, hardware_->currentData().toString().toStdString()};
+  for (const plan::Knob& k : plan::knobs()) {
+    QWidget* e = editors_.at(k.key);
+    if (auto* s = qobject_cast<QSpinBox*>(e)) k.set(values.settings, s->value());
+    else if (auto* d = qobject_cast<QDoubleSpinBox*>(e)) k.set(values.settings, d->value());
+    else if (auto* c = qobject_cast<QCheckBox*>(e)) k.set(values.settings, c->isChecked());
+    else if (auto* box = qobject_cast<QComboBox*>(e))
+      k.set(values.settings, k.parse(box->currentText().trimmed().toStdString(), plan::Location{k.key}));
+  }
+  return values;
 }
 
 void KnobPanel::changed() {
-  if (!loading_) emit knobs_changed(knobs());
+  if (loading_) return;
+  try {
+    const KnobValues values = knobs();
+    emit knobs_changed(values);
+  } catch (const plan::InputError& e) {
+    show_error(e.key(), QString::fromStdString(e.message()));
+  }
 }
 
 void KnobPanel::show_error(const std::string& key, const QString& message) {
@@ -164,4 +157,12 @@ QString KnobPanel::error_of(const std::string& key) const {
   return it == errors_.end() ? general_error_->text() : it->second->text();
 }
 
+QWidget* KnobPanel::editor(const std::string& key) const {
+  auto it = editors_.find(key);
+  return it == editors_.end() ? nullptr : it->second;
+}
+
+QSpinBox* KnobPanel::chunks_box() const { return qobject_cast<QSpinBox*>(editor("parallel.chunks")); }
+
 }  // namespace parallax::gui
+

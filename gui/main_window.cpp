@@ -84,7 +84,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
           [this](int) { session_.set_measured_step(measured_step_->currentData().toInt()); });
   connect(timeline_, &TimelineView::selection_changed, this,
           [this](const QString& d) { statusBar()->showMessage(QString(d).replace('\n', "  ·  ")); });
-  connect(sweep_, &SweepView::configuration_chosen, this, [this](const Knobs& k) {
+  connect(sweep_, &SweepView::configuration_chosen, this, [this](const KnobValues& k) {
     load_knobs(k);
     tabs_->setCurrentIndex(0);
   });
@@ -160,13 +160,13 @@ bool MainWindow::show_view(const QString& view) {
 
 QString MainWindow::step_time_shown() const { return step_time_->text(); }
 
-void MainWindow::on_knobs(const Knobs& knobs) {
+void MainWindow::on_knobs(const KnobValues& knobs) {
   knobs_->clear_errors();
   session_.set_knobs(knobs);
   sweep_->set_current(knobs);
 }
 
-void MainWindow::load_knobs(const Knobs& knobs) {
+void MainWindow::load_knobs(const KnobValues& knobs) {
   knobs_->set_knobs(knobs, "");
   on_knobs(knobs);
 }
@@ -234,7 +234,7 @@ void MainWindow::start_run() {
     statusBar()->showMessage("Fix the knobs first: " + QString::fromStdString(session_.error()), 8000);
     return;
   }
-  if (run_.start(session_.source(), session_.knobs(), run_steps_->value())) {
+  if (run_.start(session_.source(), session_.overrides(), run_steps_->value())) {
     run_action_->setEnabled(false);
     cancel_action_->setEnabled(true);
     run_progress_->setRange(0, 0);  // busy until the first step reports

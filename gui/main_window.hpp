@@ -45,8 +45,8 @@ class MainWindow : public QMainWindow {
   void build_toolbar();
   void refresh(bool refit);
   void on_predicted();
-  void on_knobs(const Knobs& knobs);
-  void load_knobs(const Knobs& knobs);
+  void on_knobs(const KnobValues& knobs);
+  void load_knobs(const KnobValues& knobs);
   void on_run_finished(bool ok, const QString& trace, const QString& message);
   void choose_scenario();
   void save_scenario();

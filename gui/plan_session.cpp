@@ -4,6 +4,7 @@
 #include <QtConcurrent/QtConcurrentRun>
 #include <algorithm>
 
+#include "plan/hardware.hpp"
 #include "plan/timeline_metrics.hpp"
 
 namespace parallax::gui {
@@ -18,10 +19,20 @@ plan::Scenario ScenarioSource::scenario(const std::vector<std::string>& override
   return plan::parse_scenario(document(overrides));
 }
 
-std::shared_ptr<const Prediction> predict(const ScenarioSource& source, const std::vector<std::string>& overrides,
-                                          bool link_samples) {
+plan::Scenario with_knobs(const plan::Scenario& base, const KnobValues& knobs) {
+  plan::Scenario s = base;
+  if (!knobs.hardware.empty()) {
+    // The profile alone, as `--set hardware=NAME` would name it.
+    plan::YamlDocument doc = plan::YamlDocument::from_text("{}", "hardware");
+    doc.apply_override("hardware=" + knobs.hardware);
+    s.hardware = plan::resolve_hardware(plan::Field::root(doc)["hardware"]);
+  }
+  return plan::with_settings(s, knobs.settings);
+}
+
+std::shared_ptr<const Prediction> predict(const plan::Scenario& scenario, bool link_samples) {
   auto p = std::make_shared<Prediction>();
-  p->plan = plan::resolve_plan(plan::parse_scenario(source.document(overrides)));
+  p->plan = plan::resolve_plan(scenario);
   p->run = sim::simulate(p->plan, sim::SimOptions{link_samples});
   p->metrics = sim::compute_metrics(p->plan, p->run);
   return p;
@@ -37,14 +48,15 @@ void PlanSession::open_scenario(const std::string& path, const std::vector<std::
   ScenarioSource source{path, sets, ""};
   const plan::YamlDocument doc = source.document({});
   source.display_name = doc.file();
-  const plan::Scenario scenario = plan::parse_scenario(doc);
+  auto scenario = std::make_shared<const plan::Scenario>(plan::parse_scenario(doc));
   source_ = std::move(source);
-  file_knobs_ = Knobs::from(scenario);
-  file_hardware_ = scenario.hardware.name;
+  scenario_ = scenario;
+  file_knobs_ = KnobValues{plan::settings_of(*scenario), ""};
+  file_hardware_ = scenario->hardware.name;
   set_knobs(file_knobs_);  // also drops a predicted trace opened from a file
 }
 
-void PlanSession::set_knobs(const Knobs& knobs) {
+void PlanSession::set_knobs(const KnobValues& knobs) {
   knobs_ = knobs;
   predicted_file_.reset();  // the knobs now say what is predicted
   ++generation_;
@@ -59,16 +71,16 @@ void PlanSession::start_evaluation() {
   running_ = true;
   pending_ = false;
   emit busy_changed(true);
-  const ScenarioSource source = source_;
-  const std::vector<std::string> overrides = knobs_.overrides();
+  const std::shared_ptr<const plan::Scenario> base = scenario_;
+  const KnobValues knobs = knobs_;
   const uint64_t generation = generation_;
-  watcher_.setFuture(QtConcurrent::run([source, overrides, generation] {
+  watcher_.setFuture(QtConcurrent::run([base, knobs, generation] {
     Evaluation e;
     e.generation = generation;
     try {
-      e.prediction = predict(source, overrides);
+      e.prediction = predict(with_knobs(*base, knobs));
     } catch (const plan::InputError& err) {
-      e.error_knob = knob_of_error(err.where().str(), err.message());
+      e.error_knob = knob_of_error(err);
       // Under its knob the message speaks for itself; elsewhere it needs its place.
       e.error = e.error_knob.empty() ? err.what() : err.message();
     } catch (const std::exception& err) {
@@ -163,7 +175,7 @@ void PlanSession::update_comparison() {
 }
 
 void PlanSession::save_scenario(const std::string& path) const {
-  const plan::YamlDocument doc = source_.document(knobs_.overrides());
+  const plan::YamlDocument doc = source_.document(overrides());
   YAML::Emitter out;
   out << doc.root();
   QSaveFile file(QString::fromStdString(path));  // written whole or not at all

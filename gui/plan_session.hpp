@@ -44,9 +44,12 @@ struct Prediction {
   sim::Metrics metrics;
 };
 
-/// Resolves and simulates a scenario with overrides; InputError for a bad combination.
-std::shared_ptr<const Prediction> predict(const ScenarioSource& source, const std::vector<std::string>& overrides,
-                                          bool link_samples = true);
+/// Resolves and simulates a scenario; InputError for a bad combination.
+std::shared_ptr<const Prediction> predict(const plan::Scenario& scenario, bool link_samples = true);
+
+/// `base` (a parsed scenario) with the knob values set and checked in memory, as the scenario
+/// reader checks a file; InputError with the key of the knob at fault.
+plan::Scenario with_knobs(const plan::Scenario& base, const KnobValues& knobs);
 
 /// The outcome of one background evaluation.
 struct Evaluation {
@@ -66,12 +69,16 @@ class PlanSession : public QObject {
   /// Re-simulates.
   void open_scenario(const std::string& path, const std::vector<std::string>& sets = {});
   const ScenarioSource& source() const { return source_; }
+  /// The scenario as opened (null before one is); knob values are set on copies of it.
+  const std::shared_ptr<const plan::Scenario>& scenario() const { return scenario_; }
   /// The knob values of the scenario as opened, and the name of its own hardware profile.
-  const Knobs& scenario_knobs() const { return file_knobs_; }
+  const KnobValues& scenario_knobs() const { return file_knobs_; }
   const std::string& scenario_hardware() const { return file_hardware_; }
-  const Knobs& knobs() const { return knobs_; }
+  const KnobValues& knobs() const { return knobs_; }
+  /// The `--set` values that give the current knobs from the scenario as opened.
+  std::vector<std::string> overrides() const { return knobs_.overrides(file_knobs_.settings); }
   /// Applies knob values; simulation follows in the background.
-  void set_knobs(const Knobs& knobs);
+  void set_knobs(const KnobValues& knobs);
   /// Blocks until no simulation is running or pending (screenshots, tests).
   void wait_idle();
   bool busy() const { return running_; }
@@ -115,9 +122,10 @@ class PlanSession : public QObject {
   void update_comparison();
 
   ScenarioSource source_;
-  Knobs file_knobs_;
+  std::shared_ptr<const plan::Scenario> scenario_;  ///< as opened; evaluations set knobs on copies
+  KnobValues file_knobs_;
   std::string file_hardware_;
-  Knobs knobs_;
+  KnobValues knobs_;
   uint64_t generation_ = 0;
   bool running_ = false;
   bool pending_ = false;

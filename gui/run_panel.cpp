@@ -22,16 +22,17 @@ QString RealRun::parallax_binary() {
   return QCoreApplication::applicationDirPath() + "/parallax";
 }
 
-QStringList RealRun::arguments(const ScenarioSource& source, const Knobs& knobs, int steps, const QString& trace) {
+QStringList RealRun::arguments(const ScenarioSource& source, const std::vector<std::string>& sets, int steps,
+                               const QString& trace) {
   QStringList args = {"run"};
   if (!source.path.empty()) args << QString::fromStdString(source.path);
   for (const auto& s : source.sets) args << "--set" << QString::fromStdString(s);
-  for (const auto& s : knobs.overrides()) args << "--set" << QString::fromStdString(s);
+  for (const auto& s : sets) args << "--set" << QString::fromStdString(s);
   args << "--set" << QString("data.steps=%1").arg(steps) << "-o" << trace;
   return args;
 }
 
-bool RealRun::start(const ScenarioSource& source, const Knobs& knobs, int steps) {
+bool RealRun::start(const ScenarioSource& source, const std::vector<std::string>& sets, int steps) {
   if (running()) return false;
   const QString binary = parallax_binary();
   if (!QFileInfo(binary).isExecutable()) {
@@ -50,7 +51,7 @@ bool RealRun::start(const ScenarioSource& source, const Knobs& knobs, int steps)
   last_lines_.clear();
   cancelled_ = false;
   clock_.start();
-  process_->start(binary, arguments(source, knobs, steps, trace_));
+  process_->start(binary, arguments(source, sets, steps, trace_));
   emit progress(0, steps, "starting " + binary + " run …");
   return true;
 }

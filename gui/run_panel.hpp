@@ -22,10 +22,12 @@ class RealRun : public QObject {
   /// The `parallax` binary: $PARALLAX_BIN, else the one beside this program.
   static QString parallax_binary();
   /// The arguments `parallax run` gets for a session's scenario and knobs.
-  static QStringList arguments(const ScenarioSource& source, const Knobs& knobs, int steps, const QString& trace);
+  /// `sets`: the --set values that give the knobs from the scenario (PlanSession::overrides).
+  static QStringList arguments(const ScenarioSource& source, const std::vector<std::string>& sets, int steps,
+                               const QString& trace);
 
   /// Starts a run of `steps` optimizer steps; false (with a message) when one is already running.
-  bool start(const ScenarioSource& source, const Knobs& knobs, int steps);
+  bool start(const ScenarioSource& source, const std::vector<std::string>& sets, int steps);
   void cancel();
   bool running() const { return process_ && process_->state() != QProcess::NotRunning; }
 

@@ -3,17 +3,10 @@
 #include <algorithm>
 #include <set>
 
-#include "tune/space.hpp"
+#include "plan/knobs.hpp"
 
 namespace parallax::gui {
 namespace {
-
-std::string list_text(const std::vector<int>& lens) {
-  plan::PartitionLen p;
-  p.mode = plan::PartitionLen::Mode::list;
-  p.lens = lens;
-  return partition_len_text(p);
-}
 
 std::vector<std::string> chunk_values(int batch_size) {
   std::vector<std::string> out;
@@ -44,8 +37,19 @@ std::vector<std::string> partition_values(const plan::Plan& plan) {
     if (splits.size() > 16) splits.resize(16);
   }
   std::vector<std::string> out;
-  for (const auto& s : splits) out.push_back(list_text(s));
+  for (const auto& s : splits) out.push_back(plan::partition_text(plan::partition_of(s)));
   return out;
+}
+
+// The axis' value of the cell's column (or row) set on `settings`, read as the knob table reads it.
+void set_axis(const SweepAxis& axis, int index, plan::Settings* settings) {
+  const plan::Knob& knob = plan::knob(axis.key);
+  knob.set(*settings, knob.parse(axis.values.at(index), plan::Location{axis.key}));
+}
+
+std::string axis_value(const SweepAxis& axis, const plan::Settings& settings) {
+  const plan::Knob& knob = plan::knob(axis.key);
+  return knob.format(knob.get(settings));
 }
 
 }  // namespace
@@ -58,41 +62,35 @@ int SweepGrid::best() const {
   return best;
 }
 
-Knobs SweepGrid::knobs_of(int cell, const Knobs& base) const {
-  Knobs k = base;
-  k.chunks = std::stoi(y.values[cell / columns()]);
-  const std::string& v = x.values[cell % columns()];
-  if (kind == SweepKind::chunks_by_bucket_cap) k.bucket_cap_mb = std::stod(v);
-  else k.partition_len = v;
+KnobValues SweepGrid::knobs_of(int cell, const KnobValues& base) const {
+  KnobValues k = base;
+  k.settings = config_of(cell, base.settings);
   return k;
 }
 
-tune::Config SweepGrid::config_of(int cell, const tune::Config& base) const {
-  tune::Config c = base;
-  c.chunks = std::stoi(y.values[cell / columns()]);
-  const std::string& v = x.values[cell % columns()];
-  if (kind == SweepKind::chunks_by_bucket_cap) c.bucket_cap_mb = std::stod(v);
-  else c.partition = tune::parse_partition(x.key, v);
+plan::Settings SweepGrid::config_of(int cell, const plan::Settings& base) const {
+  plan::Settings c = base;
+  set_axis(y, cell / columns(), &c);
+  set_axis(x, cell % columns(), &c);
   return c;
 }
 
-int SweepGrid::cell_of(const Knobs& k) const {
-  const auto row = std::find(y.values.begin(), y.values.end(), std::to_string(k.chunks));
-  const std::string xv = kind == SweepKind::chunks_by_bucket_cap ? number(k.bucket_cap_mb) : k.partition_len;
-  const auto col = std::find(x.values.begin(), x.values.end(), xv);
+int SweepGrid::cell_of(const KnobValues& k) const {
+  const auto row = std::find(y.values.begin(), y.values.end(), axis_value(y, k.settings));
+  const auto col = std::find(x.values.begin(), x.values.end(), axis_value(x, k.settings));
   if (row == y.values.end() || col == x.values.end()) return -1;
   return static_cast<int>((row - y.values.begin()) * columns() + (col - x.values.begin()));
 }
 
-SweepGrid make_sweep(SweepKind kind, const plan::Plan& plan, const Knobs& knobs) {
+SweepGrid make_sweep(SweepKind kind, const plan::Plan& plan, const KnobValues& knobs) {
   SweepGrid g;
   g.kind = kind;
   g.y = {"parallel.chunks", chunk_values(plan.scenario.data.batch_size)};
   if (kind == SweepKind::chunks_by_bucket_cap) {
     std::set<double> caps = {1, 2, 5, 10, 25, 50, 100, 250};
-    caps.insert(knobs.bucket_cap_mb);
+    caps.insert(knobs.settings.bucket_cap_mb);
     g.x.key = "parallel.bucket_cap_mb";
-    for (double c : caps) g.x.values.push_back(number(c));
+    for (double c : caps) g.x.values.push_back(plan::number_text(c));
   } else {
     g.x = {"parallel.partition_len", partition_values(plan)};
   }
@@ -100,7 +98,7 @@ SweepGrid make_sweep(SweepKind kind, const plan::Plan& plan, const Knobs& knobs)
   return g;
 }
 
-SweepCell evaluate_cell(tune::Evaluator& evaluator, const tune::Config& config) {
+SweepCell evaluate_cell(tune::Evaluator& evaluator, const plan::Settings& config) {
   SweepCell c;
   c.done = true;
   try {

@@ -4,7 +4,7 @@
 // values are what the scenario allows: chunks that divide the batch, the stage splits of the
 // model's layers around the current one. Cells are evaluated by the tuner's engine: the scenario
 // with the knobs applied is parsed once into a tune::Evaluator, and each cell is a typed
-// tune::Config simulated step-only (no YAML and no string overrides per cell).
+// plan::Settings simulated step-only (no YAML and no string overrides per cell).
 #include <cmath>
 #include <string>
 #include <vector>
@@ -39,17 +39,17 @@ struct SweepGrid {
   /// The cell with the smallest predicted step time, -1 while none has one.
   int best() const;
   /// The knobs of a cell: `base` with the two swept values set.
-  Knobs knobs_of(int cell, const Knobs& base) const;
+  KnobValues knobs_of(int cell, const KnobValues& base) const;
   /// The configuration of a cell: `base` (the knobs' own, as parsed) with the two swept values set.
-  tune::Config config_of(int cell, const tune::Config& base) const;
+  plan::Settings config_of(int cell, const plan::Settings& base) const;
   /// The cell `knobs` is on, -1 when off the grid.
-  int cell_of(const Knobs& knobs) const;
+  int cell_of(const KnobValues& knobs) const;
 };
 
 /// The grid for the plan being looked at.
-SweepGrid make_sweep(SweepKind kind, const plan::Plan& plan, const Knobs& knobs);
+SweepGrid make_sweep(SweepKind kind, const plan::Plan& plan, const KnobValues& knobs);
 
 /// Simulates one cell on the sweep's evaluator (any thread); a rejected configuration gets its error.
-SweepCell evaluate_cell(tune::Evaluator& evaluator, const tune::Config& config);
+SweepCell evaluate_cell(tune::Evaluator& evaluator, const plan::Settings& config);
 
 }  // namespace parallax::gui

@@ -188,25 +188,25 @@ void SweepView::start(SweepKind kind, const PlanSession& session) {
   progress_->setValue(0);
   status_->setText(QString("Simulating %1 configurations of %2 …").arg(total).arg(QString::fromStdString(prediction->plan.scenario.name)));
   note_.clear();
-  if (kind == SweepKind::chunks_by_bucket_cap && base_.data == 1)
+  if (kind == SweepKind::chunks_by_bucket_cap && base_.settings.data == 1)
     note_ = " bucket_cap_mb has no effect here: there is no data parallelism (data = 1).";
-  if (kind == SweepKind::chunks_by_partition_len && base_.pipeline * base_.virtual_stages == 1)
+  if (kind == SweepKind::chunks_by_partition_len && base_.settings.stages() == 1)
     note_ = " partition_len has no effect here: there is one stage.";
   run_->setEnabled(false);
   cancel_->setEnabled(true);
-  const ScenarioSource source = session.source();
+  const std::shared_ptr<const plan::Scenario> scenario = session.scenario();
   const SweepGrid grid = grid_;
-  const Knobs base = base_;
-  watcher_.setFuture(QtConcurrent::run([source, grid, base](QPromise<std::pair<int, SweepCell>>& promise) {
+  const KnobValues base = base_;
+  watcher_.setFuture(QtConcurrent::run([scenario, grid, base](QPromise<std::pair<int, SweepCell>>& promise) {
     promise.setProgressRange(0, static_cast<int>(grid.cells.size()));
     // One parse for the whole sweep; each cell is a typed configuration of it.
     std::unique_ptr<tune::Evaluator> evaluator;
-    tune::Config given;
+    plan::Settings given;
     SweepCell rejected;
     rejected.done = true;
     try {
-      evaluator = std::make_unique<tune::Evaluator>(source.scenario(base.overrides()));
-      given = tune::config_of(evaluator->base());
+      evaluator = std::make_unique<tune::Evaluator>(with_knobs(*scenario, base));
+      given = plan::settings_of(evaluator->base());
     } catch (const plan::InputError& e) {
       rejected.error = e.what();
     }
@@ -252,7 +252,7 @@ void SweepView::on_finished() {
   heatmap_->update();
 }
 
-void SweepView::set_current(const Knobs& knobs) {
+void SweepView::set_current(const KnobValues& knobs) {
   heatmap_->current = grid_.cells.empty() ? -1 : grid_.cell_of(knobs);
   heatmap_->update();
 }

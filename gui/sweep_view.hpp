@@ -34,13 +34,13 @@ class SweepView : public QWidget {
   bool running() const { return watcher_.isRunning(); }
   const SweepGrid& grid() const { return grid_; }
   /// Marks the knobs' own cell.
-  void set_current(const Knobs& knobs);
+  void set_current(const KnobValues& knobs);
 
  /// Loads the configuration of a cell into the knobs (a click on the heatmap).
   void chosen(int cell);
 
  signals:
-  void configuration_chosen(parallax::gui::Knobs knobs);
+  void configuration_chosen(parallax::gui::KnobValues knobs);
 
  private:
   void on_result(int index);
@@ -53,7 +53,7 @@ class SweepView : public QWidget {
   QLabel* status_;
   Heatmap* heatmap_;
   SweepGrid grid_;
-  Knobs base_;
+  KnobValues base_;
   QString note_;  ///< why the sweep may show nothing interesting
   const PlanSession* session_ = nullptr;
   QFutureWatcher<std::pair<int, SweepCell>> watcher_;

@@ -53,7 +53,7 @@ QString seconds_text(double s) {
 std::string value_text(const QJsonValue& v) {
   if (v.isString()) return v.toString().toStdString();
   if (v.isBool()) return v.toBool() ? "true" : "false";
-  if (v.isDouble()) return tune::number_text(v.toDouble());
+  if (v.isDouble()) return plan::number_text(v.toDouble());
   if (v.isArray()) {
     std::string s = "[";
     const QJsonArray a = v.toArray();
@@ -63,7 +63,7 @@ std::string value_text(const QJsonValue& v) {
   return "";
 }
 
-tune::Overrides sorted(tune::Overrides o) {
+plan::Overrides sorted(plan::Overrides o) {
   std::sort(o.begin(), o.end());
   return o;
 }
@@ -187,15 +187,16 @@ bool TuneView::start(const PlanSession& session) {
   ++generation_;
   source_ = session.source();
   base_knobs_ = session.knobs();
+  base_sets_ = session.overrides();
   std::shared_ptr<tune::Evaluator> evaluator;
   try {
-    evaluator = std::make_shared<tune::Evaluator>(source_.scenario(base_knobs_.overrides()));
+    evaluator = std::make_shared<tune::Evaluator>(with_knobs(*session.scenario(), base_knobs_));
   } catch (const plan::InputError& e) {
     status_->setText("Nothing to tune: the knobs have no valid scenario (" +
                      QString::fromStdString(e.what()) + ").");
     return false;
   }
-  base_config_ = tune::config_of(evaluator->base());
+  base_config_ = plan::settings_of(evaluator->base());
   const tune::Space space = tune::default_space(evaluator->base());
   result_.reset();
   validated_.clear();
@@ -328,7 +329,7 @@ void TuneView::show_result() {
   table_->setRowCount(static_cast<int>(r.ranked.size()));
   for (int row = 0; row < static_cast<int>(r.ranked.size()); ++row) {
     const tune::Evaluation& e = r.ranked[row];
-    const QString changed = QString::fromStdString(tune::describe(overrides_of(row)));
+    const QString changed = QString::fromStdString(plan::describe(overrides_of(row)));
     table_->setItem(row, kRank, item(QString::number(row + 1)));
     auto* what = item(changed, Qt::AlignLeft | Qt::AlignVCenter);
     what->setToolTip(changed);
@@ -413,19 +414,19 @@ void TuneView::show_chart() {
                                     (e.step_ms - at.y()) / std::max(1e-9, at.y()));
         if (d < best) best = d, near = &e;
       }
-      if (near) emit configuration_chosen(gui::knobs_of(near->config, base_knobs_.hardware));
+      if (near) emit configuration_chosen(KnobValues{near->config, base_knobs_.hardware});
     });
   };
   clickable(top, r.ranked);
   clickable(pareto, r.pareto);
 }
 
-tune::Overrides TuneView::overrides_of(int row) const {
-  return tune::overrides(base_config_, result_->ranked.at(row).config);
+plan::Overrides TuneView::overrides_of(int row) const {
+  return plan::overrides(base_config_, result_->ranked.at(row).config);
 }
 
-Knobs TuneView::knobs_of(int row) const {
-  return gui::knobs_of(result_->ranked.at(row).config, base_knobs_.hardware);
+KnobValues TuneView::knobs_of(int row) const {
+  return KnobValues{result_->ranked.at(row).config, base_knobs_.hardware};
 }
 
 void TuneView::choose(int row) {
@@ -434,12 +435,12 @@ void TuneView::choose(int row) {
   emit configuration_chosen(knobs_of(row));
 }
 
-QStringList TuneView::validate_arguments(const ScenarioSource& source, const Knobs& knobs,
+QStringList TuneView::validate_arguments(const ScenarioSource& source, const std::vector<std::string>& sets,
                                          int count) {
   QStringList args = {"tune"};
   if (!source.path.empty()) args << QString::fromStdString(source.path);
   for (const auto& s : source.sets) args << "--set" << QString::fromStdString(s);
-  for (const auto& s : knobs.overrides()) args << "--set" << QString::fromStdString(s);
+  for (const auto& s : sets) args << "--set" << QString::fromStdString(s);
   args << "--validate" << QString::number(count) << "--json";
   return args;
 }
@@ -449,7 +450,8 @@ bool TuneView::validate(int count) {
   // The configuration the shown rows are relative to; before any search, the knobs as they are.
   if (!result_ && !session_) return false;
   const ScenarioSource source = result_ ? source_ : session_->source();
-  const Knobs knobs = result_ ? base_knobs_ : session_->knobs();
+  const KnobValues knobs = result_ ? base_knobs_ : session_->knobs();
+  const std::vector<std::string> sets = result_ ? base_sets_ : session_->overrides();
   const QString binary = RealRun::parallax_binary();
   if (!QFileInfo(binary).isExecutable()) {
     const QString message =
@@ -461,6 +463,7 @@ bool TuneView::validate(int count) {
   if (!result_) {
     source_ = source;
     base_knobs_ = knobs;
+    base_sets_ = sets;
   }
   validated_.clear();
   validation_stdout_.clear();
@@ -480,7 +483,7 @@ bool TuneView::validate(int count) {
     update_buttons();
     emit validation_finished(false, message);
   });
-  const QStringList args = validate_arguments(source, knobs, count);
+  const QStringList args = validate_arguments(source, sets, count);
   process_->start(binary, args);
   progress_->setRange(0, 0);
   progress_->setFormat("validating %p%");
@@ -563,7 +566,7 @@ void TuneView::show_validation() {
     for (int row = 0; result_ && row < static_cast<int>(result_->ranked.size()); ++row)
       if (sorted(overrides_of(row)) == sorted(v.overrides)) ranked_row = row;
     QString changed = QString::fromStdString(
-        tune::describe(ranked_row >= 0 ? overrides_of(ranked_row) : v.overrides));
+        plan::describe(ranked_row >= 0 ? overrides_of(ranked_row) : v.overrides));
     if (ranked_row >= 0) changed = QString("#%1: %2").arg(ranked_row + 1).arg(changed);
     if (i == fastest) changed = "★ " + changed;
     validation_table_->setItem(i, 0, item(changed, Qt::AlignLeft | Qt::AlignVCenter));

@@ -28,7 +28,7 @@ namespace parallax::gui {
 
 /// One configuration `parallax tune --validate` ran for real.
 struct ValidatedRow {
-  tune::Overrides overrides;  ///< against the scenario with the knobs applied, in the JSON's order
+  plan::Overrides overrides;  ///< against the scenario with the knobs applied, in the JSON's order
   double predicted_step_ms = 0;
   double measured_step_ms = 0;
 };
@@ -61,14 +61,14 @@ class TuneView : public QWidget {
   bool running() const { return watcher_.isRunning(); }
   const std::optional<tune::SearchResult>& result() const { return result_; }
   /// The overrides of a ranked configuration against the knobs the search started from.
-  tune::Overrides overrides_of(int row) const;
+  plan::Overrides overrides_of(int row) const;
   /// A ranked configuration as knob values (the hardware as the knobs had it).
-  Knobs knobs_of(int row) const;
+  KnobValues knobs_of(int row) const;
   /// Loads a ranked configuration into the knobs (a click on its row).
   void choose(int row);
 
   /// The arguments `parallax tune` gets to validate the top `count` of the session's knobs.
-  static QStringList validate_arguments(const ScenarioSource& source, const Knobs& knobs,
+  static QStringList validate_arguments(const ScenarioSource& source, const std::vector<std::string>& sets,
                                         int count);
   /// Starts `parallax tune ... --validate count --json`; false when it cannot start.
   bool validate(int count = 3);
@@ -80,7 +80,7 @@ class TuneView : public QWidget {
   QString status() const;
 
  signals:
-  void configuration_chosen(parallax::gui::Knobs knobs);
+  void configuration_chosen(parallax::gui::KnobValues knobs);
   /// ok: the validation finished and its rows are shown; otherwise `message` says why not.
   void validation_finished(bool ok, QString message);
 
@@ -111,8 +111,9 @@ class TuneView : public QWidget {
   bool searching_ = false;  ///< a search started whose result is not shown yet
   std::optional<tune::SearchResult> result_;
   ScenarioSource source_;  ///< what the shown result was searched on
-  Knobs base_knobs_;
-  tune::Config base_config_;  ///< the knobs as parsed: the overrides are against it
+  KnobValues base_knobs_;
+  std::vector<std::string> base_sets_;  ///< the --set values that give base_knobs_ from the file
+  plan::Settings base_config_;  ///< the knobs as parsed: the overrides are against it
   std::string phase_;
   double phase_start_s_ = 0;
 

@@ -12,9 +12,10 @@ std::string Location::str() const {
   return s;
 }
 
-InputError::InputError(Location where, const std::string& message)
+InputError::InputError(Location where, const std::string& message, std::string key)
     : std::runtime_error(where.str() + ": " + message),
       where_(std::move(where)),
-      message_(message) {}
+      message_(message),
+      key_(std::move(key)) {}
 
 }  // namespace parallax::plan

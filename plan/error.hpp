@@ -19,13 +19,17 @@ struct Location {
 
 class InputError : public std::runtime_error {
  public:
-  InputError(Location where, const std::string& message);
+  /// `key`: the scenario key the value belongs to ("parallel.chunks"), when there is one, so that
+  /// the GUI can show the message under its knob without reading the text.
+  InputError(Location where, const std::string& message, std::string key = "");
   const Location& where() const { return where_; }
   const std::string& message() const { return message_; }
+  const std::string& key() const { return key_; }
 
  private:
   Location where_;
   std::string message_;
+  std::string key_;
 };
 
 }  // namespace parallax::plan

@@ -128,8 +128,7 @@ HardwareProfile load_named(const Field& value, const std::string& name) {
   const bool looks_like_path = name.find('/') != std::string::npos ||
                                name.ends_with(".yaml") || name.ends_with(".yml");
   if (looks_like_path) {
-    std::filesystem::path p(name);
-    if (p.is_relative()) p = std::filesystem::path(value.doc().base_dir()) / p;
+    const std::filesystem::path p = value.resolve_path(name);
     if (!std::filesystem::exists(p)) value.fail("hardware profile file '" + p.string() + "' does not exist");
     return from_document(YamlDocument::from_file(p.string()));
   }

@@ -4,92 +4,41 @@
 #include <numeric>
 
 #include "plan/builtin.hpp"
+#include "plan/knobs.hpp"
 
 namespace parallax::plan {
 namespace {
 
 const std::vector<std::string> kTopKeys = {"name", "model", "data", "parallel", "optimizer", "hardware"};
-const std::vector<std::string> kDataKeys = {"source", "batch_size", "steps", "seed"};
-const std::vector<std::string> kParallelKeys = {
-    "data",      "pipeline",          "virtual",       "partition_len",   "chunks",
-    "schedule",  "grad_accumulation", "bucket_cap_mb", "first_bucket_mb", "precision",
-    "activation_checkpointing"};
+// The data keys that are not knobs (data.batch_size is; plan/knobs.cpp reads the knobs).
+const std::vector<std::string> kDataKeys = {"source", "steps", "seed"};
 const std::vector<std::string> kOptimizerKeys = {"kind", "lr", "momentum", "weight_decay"};
-const std::vector<std::string> kScheduleNames = {"gpipe", "1f1b", "interleaved-1f1b"};
 
 constexpr int64_t kMaxCount = 1 << 24;
 
 void remember(Scenario& s, const Field& f) { s.places[f.path()] = f.where(); }
 
+std::vector<std::string> with_knobs(std::vector<std::string> keys, const std::string& section) {
+  for (auto& k : knob_names(section)) keys.push_back(std::move(k));
+  return keys;
+}
+
+// The sections' shapes and the values that are not knobs; the knobs follow in parse_scenario.
 DataSpec parse_data(const Field& m, Scenario& s) {
   DataSpec d;
   if (!m.present()) return d;
-  expect_keys(m, kDataKeys);
+  expect_keys(m, with_knobs(kDataKeys, "data"));
   if (m["source"].present()) d.source = to_choice(m["source"], {"synthetic", "fashion-mnist"});
-  d.batch_size = static_cast<int>(int_or(m, "batch_size", d.batch_size, 1, kMaxCount));
   d.steps = static_cast<int>(int_or(m, "steps", d.steps, 1, kMaxCount));
   d.seed = static_cast<uint64_t>(int_or(m, "seed", 0, 0));
-  remember(s, m["batch_size"]);
   remember(s, m["source"]);
   return d;
 }
 
-PartitionLen parse_partition_len(const Field& f) {
-  PartitionLen p;
-  if (!f.present()) return p;
-  if (f.is_sequence()) {
-    p.mode = PartitionLen::Mode::list;
-    for (const Field& e : f.elements()) p.lens.push_back(static_cast<int>(to_int(e, 1, kMaxCount)));
-    return p;
-  }
-  if (f.is_scalar() && f.node().Scalar() == "balanced") return p;
-  if (f.is_scalar()) {
-    try {
-      p.per_stage = f.node().as<int>();
-      p.mode = PartitionLen::Mode::per_stage;
-    } catch (const YAML::Exception&) {
-      p.per_stage = 0;
-    }
-  }
-  if (p.mode != PartitionLen::Mode::per_stage || p.per_stage < 1)
-    f.fail("'parallel.partition_len' must be a positive integer (layers per stage), a list of them, or \"balanced\"");
-  return p;
-}
-
-ParallelSpec parse_parallel(const Field& m, Scenario& s) {
-  ParallelSpec p;
-  if (!m.present()) return p;
-  expect_keys(m, kParallelKeys);
-  for (const auto& key : kParallelKeys) remember(s, m[key]);
+void check_parallel_section(const Field& m, Scenario& s) {
+  if (!m.present()) return;
+  expect_keys(m, knob_names("parallel"));
   remember(s, m);
-  p.data = static_cast<int>(int_or(m, "data", 1, 1, kMaxCount));
-  p.pipeline = static_cast<int>(int_or(m, "pipeline", 1, 1, kMaxCount));
-  p.virtual_stages = static_cast<int>(int_or(m, "virtual", 1, 1, 1024));
-  p.partition_len = parse_partition_len(m["partition_len"]);
-  p.chunks = static_cast<int>(int_or(m, "chunks", 1, 1, kMaxCount));
-  Field sched = m["schedule"];
-  if (sched.present()) {
-    const std::string v = to_string(sched);
-    if (v.ends_with(".csv")) {
-      p.schedule = ScheduleKind::csv;
-      std::filesystem::path path(v);
-      if (path.is_relative()) path = std::filesystem::path(m.doc().base_dir()) / path;
-      p.schedule_csv = path.string();
-    } else {
-      const std::string k = to_choice(sched, {"gpipe", "1f1b", "interleaved-1f1b", "<file>.csv"});
-      p.schedule = k == "gpipe" ? ScheduleKind::gpipe
-                   : k == "1f1b" ? ScheduleKind::one_f_one_b
-                                 : ScheduleKind::interleaved_1f1b;
-    }
-  }
-  p.grad_accumulation = static_cast<int>(int_or(m, "grad_accumulation", 1, 1, kMaxCount));
-  p.bucket_cap_mb = number_or(m, "bucket_cap_mb", 25, 0);
-  p.first_bucket_mb = number_or(m, "first_bucket_mb", 1, 0);
-  if (p.bucket_cap_mb <= 0) m["bucket_cap_mb"].fail("'parallel.bucket_cap_mb' must be > 0");
-  if (m["precision"].present())
-    p.precision = *precision_from_name(to_choice(m["precision"], {"fp32", "bf16", "fp16"}));
-  p.activation_checkpointing = bool_or(m, "activation_checkpointing", false);
-  return p;
 }
 
 OptimizerSpec parse_optimizer(const Field& m) {
@@ -105,7 +54,7 @@ OptimizerSpec parse_optimizer(const Field& m) {
 }
 
 [[noreturn]] void fail_at(const Scenario& s, const std::string& key, const std::string& message) {
-  throw InputError(s.where(key), message);
+  throw InputError(s.where(key), message, key);
 }
 
 }  // namespace
@@ -197,7 +146,11 @@ Scenario parse_scenario(const YamlDocument& doc) {
   s.name = string_or(root, "name", std::filesystem::path(doc.file()).stem().string());
   s.layers = parse_model(root["model"], &s.model_description);
   s.data = parse_data(root["data"], s);
-  s.parallel = parse_parallel(root["parallel"], s);
+  check_parallel_section(root["parallel"], s);
+  Settings knob_values;
+  read_knobs(root, &knob_values);
+  apply(knob_values, &s);
+  for (const Knob& k : knobs()) remember(s, root[k.section()][k.name()]);
   s.optimizer = parse_optimizer(root["optimizer"]);
   remember(s, root["hardware"]);
   s.hardware = resolve_hardware(root["hardware"]);
@@ -224,7 +177,7 @@ Scenario load_scenario(const std::string& path, const std::vector<std::string>& 
 std::vector<std::string> scenario_keys() {
   std::vector<std::string> keys = {"name", "hardware", "model.preset", "model.layers"};
   for (const auto& k : kDataKeys) keys.push_back("data." + k);
-  for (const auto& k : kParallelKeys) keys.push_back("parallel." + k);
+  for (const Knob& k : knobs()) keys.push_back(k.key);
   for (const auto& k : kOptimizerKeys) keys.push_back("optimizer." + k);
   return keys;
 }

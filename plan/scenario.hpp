@@ -23,6 +23,7 @@ struct PartitionLen {
   Mode mode = Mode::balanced;
   int per_stage = 0;
   std::vector<int> lens;
+  bool operator==(const PartitionLen&) const = default;
 };
 
 struct DataSpec {
@@ -48,6 +49,7 @@ struct ParallelSpec {
 
   int stages() const { return pipeline * virtual_stages; }
   int world_size() const { return data * pipeline; }
+  bool operator==(const ParallelSpec&) const = default;
 };
 
 struct OptimizerSpec {

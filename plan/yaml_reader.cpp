@@ -150,7 +150,13 @@ Location Field::where() const {
   return location_of(doc_->file(), mark_);
 }
 
-void Field::fail(const std::string& message) const { throw InputError(where(), message); }
+std::string Field::resolve_path(const std::string& path) const {
+  std::filesystem::path p(path);
+  if (p.is_relative() && doc_->override_for(path_).empty()) p = std::filesystem::path(doc_->base_dir()) / p;
+  return p.string();
+}
+
+void Field::fail(const std::string& message) const { throw InputError(where(), message, path_); }
 
 void expect_keys(const Field& map, const std::vector<std::string>& allowed) {
   const std::string name = map.path().empty() ? "the scenario" : "'" + map.path() + "'";

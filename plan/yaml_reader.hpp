@@ -57,6 +57,9 @@ class Field {
   const std::string& path() const { return path_; }
   const YamlDocument& doc() const { return *doc_; }
   Location where() const;
+  /// A path this field gives: a value from a --set flag is relative to the working directory, a
+  /// value in the file to the file's folder.
+  std::string resolve_path(const std::string& path) const;
   /// An InputError at this field's place.
   [[noreturn]] void fail(const std::string& message) const;
 

@@ -22,7 +22,7 @@ const std::vector<plan::LayerCost>& Evaluator::layer_costs(plan::Precision preci
   return it->second;  // std::map keeps references valid while others are added
 }
 
-std::vector<int> Evaluator::balanced_partition(const Config& c) {
+std::vector<int> Evaluator::balanced_partition(const plan::Settings& c) {
   // As resolve_plan's "balanced": forward + backward (+ the recomputed forward) per layer.
   const auto& lc = layer_costs(c.precision, c.batch_size / c.chunks);
   std::vector<int64_t> costs;
@@ -31,14 +31,14 @@ std::vector<int> Evaluator::balanced_partition(const Config& c) {
   return plan::balanced_partition(costs, c.stages());
 }
 
-plan::Plan Evaluator::plan_of(const Config& c) {
-  Config explicit_split = c;
-  if (c.partition.empty() && c.stages() <= static_cast<int>(base_.layers.size()))
-    explicit_split.partition = balanced_partition(c);  // the same split, without re-estimating costs
-  return plan::resolve_plan(with_config(base_, explicit_split), /*check_generated=*/false);
+plan::Plan Evaluator::plan_of(const plan::Settings& c) {
+  plan::Settings explicit_split = c;
+  if (c.partition_len.mode == plan::PartitionLen::Mode::balanced && c.stages() <= static_cast<int>(base_.layers.size()))
+    explicit_split.partition_len = plan::partition_of(balanced_partition(c));  // the same split, without re-estimating costs
+  return plan::resolve_plan(plan::with_settings(base_, explicit_split), /*check_generated=*/false);
 }
 
-Evaluation Evaluator::bound(const plan::Plan& p, const Config& c) {
+Evaluation Evaluator::bound(const plan::Plan& p, const plan::Settings& c) {
   Evaluation e;
   e.config = c;
   for (const auto& r : p.ranks) e.peak_memory = std::max(e.peak_memory, r.memory.total());
@@ -47,9 +47,9 @@ Evaluation Evaluator::bound(const plan::Plan& p, const Config& c) {
   return e;
 }
 
-Evaluation Evaluator::bound(const Config& c) { return bound(plan_of(c), c); }
+Evaluation Evaluator::bound(const plan::Settings& c) { return bound(plan_of(c), c); }
 
-Evaluation Evaluator::evaluate(const Config& c) {
+Evaluation Evaluator::evaluate(const plan::Settings& c) {
   const plan::Plan p = plan_of(c);
   Evaluation e = bound(p, c);
   sim::SimOptions options;

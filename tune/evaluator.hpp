@@ -12,12 +12,12 @@
 
 #include "plan/cost.hpp"
 #include "plan/plan.hpp"
-#include "tune/config.hpp"
+#include "plan/knobs.hpp"
 
 namespace parallax::tune {
 
 struct Evaluation {
-  Config config;
+  plan::Settings config;
   double step_ms = std::nan("");  ///< predicted step time; NaN until simulated
   double lower_bound_ms = 0;      ///< no schedule of this plan can take less (see lower_bound)
   int64_t peak_memory = 0;        ///< bytes, the fullest rank's
@@ -34,16 +34,16 @@ class Evaluator {
   /// Each layer's cost at this precision and micro-batch size (cached).
   const std::vector<plan::LayerCost>& layer_costs(plan::Precision precision, int microbatch_size);
   /// The split resolve_plan's "balanced" picks for the configuration's stages.
-  std::vector<int> balanced_partition(const Config& config);
+  std::vector<int> balanced_partition(const plan::Settings& config);
   /// The configuration's plan; InputError when the knobs do not fit together.
-  plan::Plan plan_of(const Config& config);
+  plan::Plan plan_of(const plan::Settings& config);
   /// Memory and lower bound, without simulating.
-  Evaluation bound(const Config& config);
+  Evaluation bound(const plan::Settings& config);
   /// bound() plus the step-only simulation's step time.
-  Evaluation evaluate(const Config& config);
+  Evaluation evaluate(const plan::Settings& config);
 
  private:
-  Evaluation bound(const plan::Plan& plan, const Config& config);
+  Evaluation bound(const plan::Plan& plan, const plan::Settings& config);
   plan::Scenario base_;
   std::mutex mutex_;
   std::map<std::pair<plan::Precision, int>, std::vector<plan::LayerCost>> costs_;

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <functional>
 #include <map>
 #include <set>
 #include <thread>
@@ -16,7 +17,7 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // The balanced split and every split one layer away from it at one boundary.
-std::vector<std::vector<int>> partitions_around(Evaluator& ev, const Config& c) {
+std::vector<std::vector<int>> partitions_around(Evaluator& ev, const plan::Settings& c) {
   std::vector<std::vector<int>> out = {{}};  // {} = balanced
   if (c.stages() < 2) return out;
   const std::vector<int> balanced = ev.balanced_partition(c);
@@ -73,14 +74,45 @@ void parallel_for(size_t n, int threads, const std::function<void(size_t)>& work
 
 }  // namespace
 
-std::vector<Config> enumerate(Evaluator& ev, const Space& sp, size_t* invalid, std::string* invalid_example) {
+namespace {
+
+// The knobs the enumeration couples to others (the layout, the batch, the schedule's own knobs,
+// the split, DDP's buckets); every other tuned knob of the table is crossed with them freely.
+bool coupled(const std::string& key) {
+  static const std::vector<std::string> keys = {
+      "parallel.data",   "parallel.pipeline",      "parallel.schedule",      "parallel.virtual",
+      "parallel.chunks", "parallel.partition_len", "parallel.bucket_cap_mb", "parallel.first_bucket_mb",
+      "parallel.grad_accumulation"};
+  return std::find(keys.begin(), keys.end(), key) != keys.end();
+}
+
+// Calls `each` with `c` set to every combination of the free knobs' values (the table's last
+// knob varies slowest).
+void cross_free_knobs(const Space& sp, plan::Settings c, const std::function<void(const plan::Settings&)>& each) {
+  std::vector<const plan::Knob*> free;
+  for (const plan::Knob& k : plan::knobs())
+    if (k.tuned && !coupled(k.key) && !sp.of(k.key).empty()) free.push_back(&k);
+  std::function<void(size_t)> level = [&](size_t n) {
+    if (n == 0) return each(c);
+    const plan::Knob& k = *free[n - 1];
+    for (const auto& v : sp.of(k.key)) {
+      k.set(c, v);
+      level(n - 1);
+    }
+  };
+  level(free.size());
+}
+
+}  // namespace
+
+std::vector<plan::Settings> enumerate(Evaluator& ev, const Space& sp, size_t* invalid, std::string* invalid_example) {
   const plan::Scenario& base = ev.base();
-  const Config given = config_of(base);
+  const plan::Settings given = plan::settings_of(base);
   const int global = given.global_batch();
   plan::Scenario scratch = base;  // knobs are set on it to check them, nothing is copied per try
-  auto valid = [&](const Config& c) {
+  auto valid = [&](const plan::Settings& c) {
     try {
-      apply(c, &scratch);
+      plan::apply(c, &scratch);
       plan::check_scenario(scratch);
       return true;
     } catch (const plan::InputError& e) {
@@ -89,12 +121,15 @@ std::vector<Config> enumerate(Evaluator& ev, const Space& sp, size_t* invalid, s
       return false;
     }
   };
-  const bool has_gpipe = std::count(sp.schedules.begin(), sp.schedules.end(), plan::ScheduleKind::gpipe) > 0;
-  std::vector<Config> out;
-  for (int p : sp.pipeline) {
-    if (sp.world % p != 0 || !std::count(sp.data.begin(), sp.data.end(), sp.world / p)) continue;
+  const plan::Knob& schedule = plan::knob("parallel.schedule");
+  const auto& schedules = sp.of("parallel.schedule");
+  const bool has_gpipe = std::count(schedules.begin(), schedules.end(), plan::KnobValue(std::string("gpipe"))) > 0;
+  const std::vector<int> data = sp.ints("parallel.data");
+  std::vector<plan::Settings> out;
+  for (int p : sp.ints("parallel.pipeline")) {
+    if (sp.world % p != 0 || !std::count(data.begin(), data.end(), sp.world / p)) continue;
     const int d = sp.world / p;
-    for (int ga : sp.accumulations) {
+    for (int ga : sp.ints("parallel.grad_accumulation")) {
       if (global % (d * ga) != 0) {
         ++*invalid;
         if (invalid_example->empty())
@@ -103,50 +138,54 @@ std::vector<Config> enumerate(Evaluator& ev, const Space& sp, size_t* invalid, s
         continue;
       }
       const int batch = global / (d * ga);
-      for (plan::ScheduleKind kind : sp.schedules) {
+      for (const plan::KnobValue& kind_value : schedules) {
+        plan::Settings layout = given;
+        schedule.set(layout, kind_value);
+        const plan::ScheduleKind kind = layout.schedule;
         // One stage per rank: 1F1B is GPipe's order and interleaving has nothing to interleave.
         if (p == 1 && (kind == plan::ScheduleKind::interleaved_1f1b || (kind == plan::ScheduleKind::one_f_one_b && has_gpipe)))
           continue;
-        const std::vector<int> virtuals = kind == plan::ScheduleKind::interleaved_1f1b ? sp.virtual_stages : std::vector<int>{1};
+        const std::vector<int> virtuals = kind == plan::ScheduleKind::interleaved_1f1b ? sp.ints("parallel.virtual") : std::vector<int>{1};
+        const std::vector<int> chunk_counts = sp.of("parallel.chunks").empty() ? divisors(batch) : sp.ints("parallel.chunks");
         for (int v : virtuals)
-          for (int chunks : sp.chunks.empty() ? divisors(batch) : sp.chunks)
-            for (plan::Precision precision : sp.precisions)
-              for (bool ckpt : sp.checkpointing) {
-                Config c = given;
-                c.data = d;
-                c.pipeline = p;
-                c.virtual_stages = v;
-                c.schedule = kind;
-                c.chunks = chunks;
-                c.batch_size = batch;
-                c.grad_accumulation = ga;
-                c.precision = precision;
-                c.activation_checkpointing = ckpt;
-                c.partition.clear();
-                if (!valid(c)) continue;
-                for (const auto& split : sp.partitions.empty() ? partitions_around(ev, c) : sp.partitions) {
-                  c.partition = split;
-                  if (!split.empty() && !valid(c)) continue;
-                  if (d == 1) {  // no DDP: the bucket knobs change nothing
-                    out.push_back(c);
-                    continue;
-                  }
-                  for (double cap : sp.bucket_caps)
-                    for (double first : sp.first_buckets) {
-                      c.bucket_cap_mb = cap;
-                      c.first_bucket_mb = first;
-                      out.push_back(c);
-                    }
+          for (int chunks : chunk_counts) {
+            layout.data = d;
+            layout.pipeline = p;
+            layout.virtual_stages = v;
+            layout.chunks = chunks;
+            layout.batch_size = batch;
+            layout.grad_accumulation = ga;
+            layout.partition_len = {};
+            cross_free_knobs(sp, layout, [&](plan::Settings c) {
+              if (!valid(c)) return;
+              std::vector<plan::PartitionLen> splits;
+              for (const auto& split : sp.of("parallel.partition_len")) splits.push_back(std::get<plan::PartitionLen>(split));
+              if (splits.empty())
+                for (const auto& lens : partitions_around(ev, c)) splits.push_back(plan::partition_of(lens));
+              for (const auto& split : splits) {
+                c.partition_len = split;
+                if (split.mode != plan::PartitionLen::Mode::balanced && !valid(c)) continue;
+                if (d == 1) {  // no DDP: the bucket knobs change nothing
+                  out.push_back(c);
+                  continue;
                 }
+                for (const auto& cap : sp.of("parallel.bucket_cap_mb"))
+                  for (const auto& first : sp.of("parallel.first_bucket_mb")) {
+                    c.bucket_cap_mb = std::get<double>(cap);
+                    c.first_bucket_mb = std::get<double>(first);
+                    out.push_back(c);
+                  }
               }
+            });
+          }
       }
     }
   }
   return out;
 }
 
-Config pytorch_defaults(const plan::Scenario& s) {
-  Config c = config_of(s);
+plan::Settings pytorch_defaults(const plan::Scenario& s) {
+  plan::Settings c = plan::settings_of(s);
   c.chunks = c.batch_size;
   for (int d : divisors(c.batch_size))
     if (d >= c.pipeline) {
@@ -156,27 +195,30 @@ Config pytorch_defaults(const plan::Scenario& s) {
   c.bucket_cap_mb = 25;
   c.first_bucket_mb = 1;
   const int layers = static_cast<int>(s.layers.size()), stages = c.stages();
-  c.partition.clear();
+  std::vector<int> even;
   if (stages > 1 && stages <= layers)
-    for (int i = 0; i < stages; ++i) c.partition.push_back(layers / stages + (i < layers % stages ? 1 : 0));
+    for (int i = 0; i < stages; ++i) even.push_back(layers / stages + (i < layers % stages ? 1 : 0));
+  c.partition_len = plan::partition_of(even);
   return c;
 }
 
 SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
   const auto t0 = Clock::now();
   SearchResult r;
-  r.baseline = ev.evaluate(config_of(ev.base()));
+  r.baseline = ev.evaluate(plan::settings_of(ev.base()));
   try {
     r.defaults = ev.evaluate(pytorch_defaults(ev.base()));
   } catch (const plan::InputError&) {
     r.defaults.config = pytorch_defaults(ev.base());  // not a valid plan here: step_ms stays NaN
   }
-  std::vector<Config> configs = enumerate(ev, sp, &r.invalid, &r.invalid_example);
+  std::vector<plan::Settings> configs = enumerate(ev, sp, &r.invalid, &r.invalid_example);
   // The scenario as given and PyTorch's defaults compete too, even where the space misses them.
   for (const Evaluation* e : {&r.baseline, &r.defaults}) {
     if (!e->simulated()) continue;
-    Config c = e->config;
-    if (!c.partition.empty() && c.partition == ev.balanced_partition(c)) c.partition.clear();  // the same plan
+    plan::Settings c = e->config;
+    if (c.partition_len.mode == plan::PartitionLen::Mode::per_stage)  // as a list, the form the space uses
+      c.partition_len = plan::partition_of(std::vector<int>(c.stages(), c.partition_len.per_stage));
+    if (c.partition_len == plan::partition_of(ev.balanced_partition(c))) c.partition_len = {};  // the same plan
     if (std::find(configs.begin(), configs.end(), c) == configs.end()) configs.push_back(e->config);
   }
   r.combinations = configs.size();

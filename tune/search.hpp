@@ -55,12 +55,12 @@ struct SearchResult {
 };
 
 /// Every valid configuration of the space (the scenario's rules decide), in a fixed order.
-std::vector<Config> enumerate(Evaluator& evaluator, const Space& space, size_t* invalid, std::string* invalid_example);
+std::vector<plan::Settings> enumerate(Evaluator& evaluator, const Space& space, size_t* invalid, std::string* invalid_example);
 
 /// PyTorch's defaults on the scenario's layout and schedule: chunks = pipeline (the smallest
 /// divisor of the batch at or above it), DDP's 25 MiB buckets with a 1 MiB first bucket, and an
 /// even split of the layers (the first stages take one more when they do not divide).
-Config pytorch_defaults(const plan::Scenario& scenario);
+plan::Settings pytorch_defaults(const plan::Scenario& scenario);
 
 SearchResult search(Evaluator& evaluator, const Space& space, const SearchOptions& options);
 

@@ -213,7 +213,7 @@ void GuiTest::sweep_marks_the_best_simulated_cell() {
   double best_ms = INFINITY;
   int best = -1;
   for (int i = 0; i < static_cast<int>(g.cells.size()); ++i) {
-    const double ms = simulated_step_ms(kDdp, g.knobs_of(i, w.session().knobs()).overrides());
+    const double ms = simulated_step_ms(kDdp, g.knobs_of(i, w.session().knobs()).overrides(w.session().scenario_knobs().settings));
     QVERIFY(g.cells[i].done);
     QCOMPARE(g.cells[i].step_ms, ms);
     if (ms < best_ms) best_ms = ms, best = i;
@@ -226,7 +226,7 @@ void GuiTest::sweep_marks_the_best_simulated_cell() {
   // Clicking the best cell loads it into the knobs.
   sweep->chosen(best);
   w.session().wait_idle();
-  QCOMPARE(w.knob_panel()->knobs().chunks, g.knobs_of(best, w.session().knobs()).chunks);
+  QCOMPARE(w.knob_panel()->knobs().settings.chunks, g.knobs_of(best, w.session().knobs()).settings.chunks);
   QCOMPARE(w.session().prediction()->metrics.step_time.to_ms(), best_ms);
 }
 
@@ -339,10 +339,10 @@ void GuiTest::saved_scenario_reopens_with_the_knobs() {
   const std::string path = dir.filePath("saved.yaml").toStdString();
   MainWindow w;
   open(w, kPipeline2);
-  Knobs k = w.session().knobs();
-  k.chunks = 4;
-  k.schedule = "gpipe";
-  k.partition_len = "[1, 3]";
+  KnobValues k = w.session().knobs();
+  k.settings.chunks = 4;
+  k.settings.schedule = plan::ScheduleKind::gpipe;
+  k.settings.partition_len = plan::partition_of({1, 3});
   w.session().set_knobs(k);
   w.session().wait_idle();
   w.session().save_scenario(path);
@@ -361,7 +361,7 @@ void GuiTest::run_for_real_overlays_the_measured_trace() {
   RealRun run;
   QSignalSpy progress(&run, &RealRun::progress);
   QSignalSpy finished(&run, &RealRun::finished);
-  QVERIFY(run.start(w.session().source(), w.session().knobs(), 3));
+  QVERIFY(run.start(w.session().source(), w.session().overrides(), 3));
   QVERIFY(finished.wait(120000));
   const auto args = finished.takeFirst();
   QVERIFY2(args[0].toBool(), qPrintable(args[2].toString()));
@@ -381,7 +381,7 @@ void GuiTest::run_for_real_overlays_the_measured_trace() {
 
   // A long run is cancelled promptly.
   QSignalSpy cancelled(&run, &RealRun::finished);
-  QVERIFY(run.start(w.session().source(), w.session().knobs(), 100000));
+  QVERIFY(run.start(w.session().source(), w.session().overrides(), 100000));
   QVERIFY(progress.wait(60000));
   QElapsedTimer clock;
   clock.start();
@@ -400,7 +400,7 @@ void GuiTest::run_for_real_reports_a_dead_rank() {
   open(w, kPipeline2);
   RealRun run;
   QSignalSpy finished(&run, &RealRun::finished);
-  QVERIFY(run.start(w.session().source(), w.session().knobs(), 5));
+  QVERIFY(run.start(w.session().source(), w.session().overrides(), 5));
   QVERIFY(finished.wait(60000));
   qunsetenv("PARALLAX_FAULT");
   const auto args = finished.takeFirst();
@@ -429,14 +429,14 @@ void GuiTest::tune_tab_ranks_as_the_evaluator_predicts() {
   QVERIFY(r.ranked.size() >= 3);
   QCOMPARE(w.tune()->table()->rowCount(), static_cast<int>(r.ranked.size()));
   // Independently: the scenario file with the knobs, parsed and evaluated again.
-  const plan::Scenario scenario = plan::load_scenario(kPipeline2, w.session().knobs().overrides());
+  const plan::Scenario scenario = plan::load_scenario(kPipeline2, w.session().overrides());
   tune::Evaluator evaluator(scenario);
   const tune::Evaluation first = evaluator.evaluate(r.ranked[0].config);
   QCOMPARE(first.step_ms, r.ranked[0].step_ms);
   QCOMPARE(first.peak_memory, r.ranked[0].peak_memory);
   // The table shows what changed against the knobs, the step time and the throughput.
-  const auto changed = tune::overrides(tune::config_of(scenario), r.ranked[0].config);
-  QCOMPARE(w.tune()->table()->item(0, 1)->text(), QString::fromStdString(tune::describe(changed)));
+  const auto changed = plan::overrides(plan::settings_of(scenario), r.ranked[0].config);
+  QCOMPARE(w.tune()->table()->item(0, 1)->text(), QString::fromStdString(plan::describe(changed)));
   QVERIFY(std::abs(w.tune()->table()->item(0, 2)->text().toDouble() - first.step_ms) < 0.01);
   const double samples = r.ranked[0].config.global_batch() / (first.step_ms / 1000);
   QVERIFY(std::abs(w.tune()->table()->item(0, 3)->text().toDouble() - samples) <= 1);
@@ -458,7 +458,7 @@ void GuiTest::clicking_a_tune_row_loads_it_into_the_knobs() {
     QTableWidget* table = w.tune()->table();
     QTest::mouseClick(table->viewport(), Qt::LeftButton, {}, table->visualItemRect(table->item(row, 1)).center());
     settle(w);
-    const Knobs want = w.tune()->knobs_of(row);
+    const KnobValues want = w.tune()->knobs_of(row);
     QCOMPARE(w.knob_panel()->knobs(), want);
     QCOMPARE(w.session().knobs(), want);
     const double ms = w.session().prediction()->metrics.step_time.to_ms();
@@ -468,15 +468,15 @@ void GuiTest::clicking_a_tune_row_loads_it_into_the_knobs() {
   // A configuration with two replicas halves the per-replica batch (the global batch stays): the
   // knobs carry data.batch_size too.
   const plan::Scenario scenario = plan::load_scenario(kPipeline2, {});
-  tune::Config two = tune::config_of(scenario);
+  plan::Settings two = plan::settings_of(scenario);
   two.data = 2;
   two.pipeline = 1;
-  two.partition.clear();
+  two.partition_len = {};
   two.batch_size /= 2;
   two.chunks = 4;
-  emit w.tune()->configuration_chosen(knobs_of(two, ""));
+  emit w.tune()->configuration_chosen(KnobValues{two, ""});
   settle(w);
-  QCOMPARE(w.knob_panel()->knobs().batch_size, 32);
+  QCOMPARE(w.knob_panel()->knobs().settings.batch_size, 32);
   QCOMPARE(w.session().prediction()->plan.scenario.data.batch_size, 32);
   tune::Evaluator evaluator(scenario);
   QCOMPARE(w.session().prediction()->metrics.step_time.to_ms(), evaluator.evaluate(two).step_ms);
@@ -510,6 +510,10 @@ void GuiTest::cancel_stops_a_tune_search() {
 void GuiTest::validate_shows_predicted_against_measured() {
   MainWindow w;
   open(w, kPipeline2);
+  KnobValues four = w.session().knobs();
+  four.settings.chunks = 4;
+  w.session().set_knobs(four);
+  w.session().wait_idle();
   const tune::SearchResult& r = tune_search(w);
   TuneView* tune = w.tune();
   // A stand-in for `parallax tune --validate 3 --json` (the contract: validated[] with overrides,
@@ -546,7 +550,9 @@ void GuiTest::validate_shows_predicted_against_measured() {
   QVERIFY(recorded.open(QIODevice::ReadOnly));
   const QStringList given = QString::fromUtf8(recorded.readAll()).split('\n', Qt::SkipEmptyParts);
   QCOMPARE(given.mid(0, 2), (QStringList{"tune", QString::fromStdString(kPipeline2)}));
-  QVERIFY(given.contains("parallel.chunks=8") && given.contains("data.batch_size=64"));
+  // The knobs as changed from the file, and only those.
+  QVERIFY(given.contains("parallel.chunks=4"));
+  QVERIFY(!given.contains("data.batch_size=64"));
   QCOMPARE(given.mid(given.size() - 3), (QStringList{"--validate", "3", "--json"}));
   // Predicted against measured per validated configuration; the ranked rows get their measured time.
   QCOMPARE(static_cast<int>(tune->validated().size()), 3);
@@ -556,7 +562,7 @@ void GuiTest::validate_shows_predicted_against_measured() {
   // Ranked rows are named by rank; the fastest measured (the pick) is starred.
   const bool first_fastest = 2 * r.ranked[0].step_ms < 4.0;
   QCOMPARE(table->item(0, 0)->text(),
-           (first_fastest ? "★ #1: " : "#1: ") + QString::fromStdString(tune::describe(tune->overrides_of(0))));
+           (first_fastest ? "★ #1: " : "#1: ") + QString::fromStdString(plan::describe(tune->overrides_of(0))));
   QCOMPARE(table->item(2, 0)->text(), first_fastest ? QString("chunks=3") : QString("★ chunks=3"));
   QCOMPARE(table->item(2, 3)->text(), QString("+25.0%"));
   for (int row = 0; row < 2; ++row)

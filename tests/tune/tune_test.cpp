@@ -76,7 +76,7 @@ TEST_CASE("tune: the lower bound never exceeds the simulated step time", "[tune]
     REQUIRE(configs.size() > 50);
     for (size_t i = 0; i < configs.size(); i += 7) {
       const tune::Evaluation e = ev.evaluate(configs[i]);
-      INFO(file << ": " << tune::describe(tune::overrides(tune::config_of(s), configs[i])));
+      INFO(file << ": " << plan::describe(plan::overrides(plan::settings_of(s), configs[i])));
       CHECK(e.lower_bound_ms <= e.step_ms * (1 + 1e-12));
       CHECK(e.lower_bound_ms > 0.3 * e.step_ms);  // and is not trivially loose
     }
@@ -110,7 +110,7 @@ TEST_CASE("tune: pruned search ranks the same top K as exhaustive search", "[tun
     CHECK(all.layout_best.size() >= 2);
     for (size_t i = 0; i < all.layout_best.size(); ++i) CHECK(pruned.layout_best[i].config == all.layout_best[i].config);
     // The global batch is never changed.
-    for (const auto& e : all.ranked) CHECK(e.config.global_batch() == tune::config_of(s).global_batch());
+    for (const auto& e : all.ranked) CHECK(e.config.global_batch() == plan::settings_of(s).global_batch());
   }
 }
 
@@ -127,12 +127,12 @@ TEST_CASE("tune: a configuration that does not fit device memory is never picked
   CHECK(r.over_memory > 0);
   for (const auto& e : r.ranked) CHECK(e.fits);
   CHECK(r.ranked.front().config.pipeline > 1);
-  tune::Config ddp = r.ranked.front().config;
+  plan::Settings ddp = r.ranked.front().config;
   ddp.data = 4;
   ddp.pipeline = 1;
   ddp.virtual_stages = 1;
   ddp.schedule = plan::ScheduleKind::gpipe;
-  ddp.partition.clear();
+  ddp.partition_len = {};
   ddp.chunks = 1;
   ddp.batch_size = s.data.batch_size / 4;
   const tune::Evaluation faster = ev.evaluate(ddp);
@@ -149,7 +149,7 @@ TEST_CASE("tune: the overrides of a configuration plan it exactly as the typed k
   const auto configs = tune::enumerate(ev, tune::default_space(s), &invalid, &why);
   for (size_t i = 0; i < configs.size(); i += configs.size() / 25) {
     std::vector<std::string> sets;
-    for (const auto& [k, v] : tune::overrides(tune::config_of(s), configs[i])) sets.push_back(k + "=" + v);
+    for (const auto& [k, v] : plan::overrides(plan::settings_of(s), configs[i])) sets.push_back(k + "=" + v);
     const plan::Plan from_file = plan::resolve_plan(plan::load_scenario(file, sets));
     INFO(plan::join(sets));
     CHECK(from_file.partition == ev.plan_of(configs[i]).partition);
@@ -169,13 +169,15 @@ TEST_CASE("tune: bad --search and --fix get a clear message", "[tune]") {
     return std::string();
   };
   CHECK_THAT(message("parallel.chunkz=4"), Catch::Contains("not a key the tuner searches"));
-  CHECK_THAT(message("parallel.chunks=4,x"), Catch::Contains("'x' is not a positive integer"));
-  CHECK_THAT(message("parallel.schedule=zigzag"), Catch::Contains("not a schedule"));
-  CHECK_THAT(message("parallel.partition_len=[2,0]"), Catch::Contains("'0' is not a positive integer"));
+  CHECK_THAT(message("parallel.chunks=4,x"), Catch::Contains("--search parallel.chunks=4,x: 'parallel.chunks' must be"));
+  CHECK_THAT(message("parallel.schedule=zigzag"), Catch::Contains("must be one of gpipe | 1f1b"));
+  CHECK_THAT(message("parallel.schedule=mine.csv"), Catch::Contains("CSV schedule cannot be tuned"));
+  CHECK_THAT(message("parallel.partition_len=[2,0]"), Catch::Contains("'parallel.partition_len[1]' must be"));
+  CHECK_THAT(message("data.batch_size=4"), Catch::Contains("not a key the tuner searches"));
   CHECK_THAT(message("parallel.data=3"), Catch::Contains("does not divide the world"));
   CHECK_THAT(message("parallel.chunks"), Catch::Contains("expected KEY=V1,V2"));
   CHECK(message("parallel.partition_len=balanced,[1, 3],[2,2]").empty());
-  CHECK(sp.partitions.size() == 3);
+  CHECK(sp.of("parallel.partition_len").size() == 3);
   CHECK_THROWS_AS(tune::fix(&sp, s, "hardware"), plan::InputError);
 }
 
@@ -226,7 +228,11 @@ TEST_CASE("tune: with a calibrated profile the default space holds only the prec
         cal.layers[c.signature] = c;
       }
     s.hardware.calibration = cal;
-    return tune::default_space(s).precisions;
+    std::vector<Precision> out;
+    const tune::Space space = tune::default_space(s);
+    for (const auto& v : space.of("parallel.precision"))
+      out.push_back(*plan::precision_from_name(std::get<std::string>(v)));
+    return out;
   };
   CHECK(calibrate_at({Precision::fp32}) == std::vector<Precision>{Precision::fp32});
   CHECK(calibrate_at({Precision::fp32, Precision::bf16}) == std::vector<Precision>{Precision::fp32, Precision::bf16});

@@ -1,0 +1,284 @@
+#include "plan/knobs.hpp"
+
+#include <cstdio>
+#include <stdexcept>
+
+namespace parallax::plan {
+namespace {
+
+constexpr int kMaxCount = 1 << 24;
+
+// A table entry from the member the value lives in (of Settings or its ParallelSpec).
+template <typename T>
+Knob typed(std::string key, KnobType type, T Settings::*member, std::string doc) {
+  Knob k;
+  k.key = std::move(key);
+  k.type = type;
+  k.doc = std::move(doc);
+  k.get = [member](const Settings& s) { return KnobValue(s.*member); };
+  k.set = [member](Settings& s, const KnobValue& v) { s.*member = std::get<T>(v); };
+  return k;
+}
+
+Knob integer(std::string key, int Settings::*member, int max, bool tuned, std::string doc) {
+  Knob k = typed<int>(std::move(key), KnobType::integer, member, std::move(doc));
+  k.min = 1;
+  k.max = max;
+  k.tuned = tuned;
+  return k;
+}
+
+Knob megabytes(std::string key, double Settings::*member, bool above_zero, std::string doc) {
+  Knob k = typed<double>(std::move(key), KnobType::number, member, std::move(doc));
+  k.above_min = above_zero;
+  k.tuned = true;
+  return k;
+}
+
+Knob schedule_knob() {
+  Knob k;
+  k.key = "parallel.schedule";
+  k.type = KnobType::choice;
+  k.choices = {"gpipe", "1f1b", "interleaved-1f1b", "<file>.csv"};
+  k.tuned = true;
+  k.doc = "pipeline schedule, or a PyTorch pipelining CSV (a path: in a file, relative to the file; on the command line, to the working directory)";
+  k.get = [](const Settings& s) {
+    return KnobValue(s.schedule == ScheduleKind::csv ? s.schedule_csv : std::string(name(s.schedule)));
+  };
+  k.set = [](Settings& s, const KnobValue& v) {
+    const auto& text = std::get<std::string>(v);
+    s.schedule_csv.clear();
+    if (text.ends_with(".csv")) {
+      s.schedule = ScheduleKind::csv;
+      s.schedule_csv = text;
+    } else {
+      s.schedule = text == "gpipe" ? ScheduleKind::gpipe
+                   : text == "1f1b" ? ScheduleKind::one_f_one_b
+                                    : ScheduleKind::interleaved_1f1b;
+    }
+  };
+  return k;
+}
+
+Knob precision_knob() {
+  Knob k;
+  k.key = "parallel.precision";
+  k.type = KnobType::choice;
+  k.choices = {"fp32", "bf16", "fp16"};
+  k.tuned = true;
+  k.doc = "compute type, as torch.autocast: parameters, gradients and buckets stay fp32; activations and stage-to-stage tensors use the compute type (fp16 with a loss scaler). The device must list a peak for it";
+  k.get = [](const Settings& s) { return KnobValue(std::string(name(s.precision))); };
+  k.set = [](Settings& s, const KnobValue& v) { s.precision = *precision_from_name(std::get<std::string>(v)); };
+  return k;
+}
+
+std::vector<Knob> make_table() {
+  std::vector<Knob> t;
+  t.push_back(integer("parallel.data", &Settings::data, kMaxCount, true, "replicas (DDP); one DDP group per pipeline stage across replicas"));
+  t.push_back(integer("parallel.pipeline", &Settings::pipeline, kMaxCount, true, "pipeline ranks per replica"));
+  t.push_back(schedule_knob());
+  t.push_back(integer("parallel.virtual", &Settings::virtual_stages, 1024, true,
+                      "stages per pipeline rank (interleaved schedules); stage s lives on rank s mod pipeline"));
+  t.push_back(integer("parallel.chunks", &Settings::chunks, kMaxCount, true,
+                      "micro-batches per mini-batch; must divide data.batch_size"));
+  Knob part = typed<PartitionLen>("parallel.partition_len", KnobType::partition, &Settings::partition_len,
+                    "layers per stage: one integer for every stage, a list with one entry per stage such as [4, 6], or balanced");
+  part.tuned = true;
+  t.push_back(part);
+  t.push_back(megabytes("parallel.bucket_cap_mb", &Settings::bucket_cap_mb, true,
+                        "DDP bucket cap, MiB (bucket_cap_mb of DistributedDataParallel)"));
+  t.push_back(megabytes("parallel.first_bucket_mb", &Settings::first_bucket_mb, false,
+                        "cap of the first bucket, MiB (DDP's _DEFAULT_FIRST_BUCKET_BYTES)"));
+  t.push_back(integer("data.batch_size", &Settings::batch_size, kMaxCount, false,
+                      "samples per replica per mini-batch; the global batch is data x batch_size x grad_accumulation"));
+  t.push_back(integer("parallel.grad_accumulation", &Settings::grad_accumulation, kMaxCount, true,
+                      "mini-batches per optimizer step; no DDP communication on the ones in between"));
+  Knob ckpt = typed<bool>("parallel.activation_checkpointing", KnobType::boolean, &Settings::activation_checkpointing,
+                    "keep only each stage's input per micro-batch and recompute the forward in backward: less memory, more compute");
+  ckpt.tuned = true;
+  t.push_back(ckpt);
+  t.push_back(precision_knob());
+  return t;
+}
+
+PartitionLen read_partition(const Field& f) {
+  PartitionLen p;
+  if (f.is_sequence()) {
+    p.mode = PartitionLen::Mode::list;
+    for (const Field& e : f.elements()) p.lens.push_back(static_cast<int>(to_int(e, 1, kMaxCount)));
+    if (!p.lens.empty()) return p;
+  }
+  if (f.is_scalar() && f.node().Scalar() == "balanced") return p;
+  if (f.is_scalar()) {
+    try {
+      p.per_stage = f.node().as<int>();
+      p.mode = PartitionLen::Mode::per_stage;
+    } catch (const YAML::Exception&) {
+      p.per_stage = 0;
+    }
+  }
+  if (p.mode != PartitionLen::Mode::per_stage || p.per_stage < 1)
+    f.fail("'" + f.path() + "' must be a positive integer (layers per stage), a list of them, or \"balanced\"");
+  return p;
+}
+
+}  // namespace
+
+KnobValue Knob::read(const Field& f) const {
+  switch (type) {
+    case KnobType::integer: return static_cast<int>(to_int(f, static_cast<int64_t>(min), static_cast<int64_t>(max)));
+    case KnobType::number: {
+      const double v = to_number(f, min);
+      if (above_min && v <= min) f.fail("'" + key + "' must be > " + number_text(min));
+      return v;
+    }
+    case KnobType::boolean: return to_bool(f);
+    case KnobType::partition: return read_partition(f);
+    case KnobType::choice: {
+      // A CSV schedule is a path: from the file, relative to its folder; from a flag, to the
+      // working directory.
+      if (choices.back() == "<file>.csv" && f.is_scalar() && f.node().Scalar().ends_with(".csv"))
+        return f.resolve_path(to_string(f));
+      return to_choice(f, choices);
+    }
+  }
+  throw std::logic_error("knob type");
+}
+
+KnobValue Knob::parse(const std::string& text, const Location& where) const {
+  try {
+    YamlDocument doc = YamlDocument::from_text("{}", where.file);
+    doc.apply_override(key + "=" + text);
+    Field f = Field::root(doc)[section()][name()];
+    if (!f.present()) f.fail("'" + key + "' needs a value");
+    return read(f);
+  } catch (const InputError& e) {
+    throw InputError(where, e.message(), key);
+  }
+}
+
+std::string Knob::format(const KnobValue& v) const {
+  switch (type) {
+    case KnobType::integer: return std::to_string(std::get<int>(v));
+    case KnobType::number: return number_text(std::get<double>(v));
+    case KnobType::boolean: return std::get<bool>(v) ? "true" : "false";
+    case KnobType::choice: return std::get<std::string>(v);
+    case KnobType::partition: return partition_text(std::get<PartitionLen>(v));
+  }
+  return "";
+}
+
+std::string Knob::allowed() const {
+  switch (type) {
+    case KnobType::integer:
+      return max >= kMaxCount ? "integer >= " + number_text(min) : "integer " + number_text(min) + ".." + number_text(max);
+    case KnobType::number: return std::string("number ") + (above_min ? "> " : ">= ") + number_text(min);
+    case KnobType::boolean: return "true | false";
+    case KnobType::choice: return join(choices, " | ");
+    case KnobType::partition: return "balanced | N | [N, N, ...]";
+  }
+  return "";
+}
+
+const std::vector<Knob>& knobs() {
+  static const std::vector<Knob> table = make_table();
+  return table;
+}
+
+const Knob* find_knob(const std::string& key) {
+  for (const Knob& k : knobs())
+    if (k.key == key) return &k;
+  return nullptr;
+}
+
+const Knob& knob(const std::string& key) {
+  if (const Knob* k = find_knob(key)) return *k;
+  throw std::logic_error("no knob '" + key + "'");
+}
+
+std::vector<std::string> knob_names(const std::string& section) {
+  std::vector<std::string> out;
+  for (const Knob& k : knobs())
+    if (k.section() == section) out.push_back(k.name());
+  return out;
+}
+
+void read_knobs(const Field& root, Settings* settings) {
+  for (const Knob& k : knobs()) {
+    const Field section = root[k.section()];
+    if (!section.present() || !section.is_map()) continue;  // the section's reader reports its shape
+    const Field f = section[k.name()];
+    if (f.present()) k.set(*settings, k.read(f));
+  }
+}
+
+Settings settings_of(const Scenario& s) {
+  Settings out;
+  static_cast<ParallelSpec&>(out) = s.parallel;
+  out.batch_size = s.data.batch_size;
+  return out;
+}
+
+void apply(const Settings& settings, Scenario* s) {
+  s->parallel = settings;
+  s->data.batch_size = settings.batch_size;
+}
+
+Scenario with_settings(const Scenario& base, const Settings& settings) {
+  Scenario s = base;
+  apply(settings, &s);
+  check_scenario(s);
+  return s;
+}
+
+Overrides overrides(const Settings& base, const Settings& settings) {
+  Overrides o;
+  for (const Knob& k : knobs()) {
+    const KnobValue v = k.get(settings);
+    if (v != k.get(base)) o.emplace_back(k.key, k.format(v));
+  }
+  return o;
+}
+
+std::string describe(const Overrides& o) {
+  if (o.empty()) return "as given";
+  std::string s;
+  for (const auto& [key, value] : o) s += (s.empty() ? "" : ", ") + key.substr(key.find('.') + 1) + "=" + value;
+  return s;
+}
+
+std::vector<std::string> set_flags(const Overrides& o) {
+  std::vector<std::string> out;
+  for (const auto& [key, value] : o) out.push_back(key + "=" + value);
+  return out;
+}
+
+std::string number_text(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+std::string partition_text(const PartitionLen& p) {
+  switch (p.mode) {
+    case PartitionLen::Mode::balanced: return "balanced";
+    case PartitionLen::Mode::per_stage: return std::to_string(p.per_stage);
+    case PartitionLen::Mode::list: {
+      std::string s = "[";
+      for (size_t i = 0; i < p.lens.size(); ++i) s += (i ? ", " : "") + std::to_string(p.lens[i]);
+      return s + "]";
+    }
+  }
+  return "balanced";
+}
+
+PartitionLen partition_of(const std::vector<int>& lens) {
+  PartitionLen p;
+  if (!lens.empty()) {
+    p.mode = PartitionLen::Mode::list;
+    p.lens = lens;
+  }
+  return p;
+}
+
+}  // namespace parallax::plan
