@@ -209,12 +209,21 @@ function renderCharts() {
   });
 }
 
+// A rate with the unit that shows it: a link that carried a few MB over a long step averages
+// well under 0.01 GB/s, which two decimals of GB/s would print as 0.00.
+function rate(gbps) {
+  const units = [[1, 'GB/s'], [1e-3, 'MB/s'], [1e-6, 'kB/s']];
+  const [scale, unit] = units.find(([s]) => gbps >= s) || [1e-9, 'B/s'];
+  const v = gbps / scale;
+  return `${v.toFixed(v >= 100 ? 0 : v >= 10 ? 1 : 2)} ${unit}`;
+}
+
 function renderLinks() {
   const box = document.getElementById('links'), links = D.links;
   if (!links.busiest.length) { box.append(note('No link carried traffic in the prediction (or the trace has no link counters).')); return; }
   const top = links.busiest[0].avg_gbps;
-  box.append(table(['link', 'average GB/s', 'peak GB/s', ''], links.busiest.map(l => [
-    { text: l.name, cls: 'text' }, l.avg_gbps.toFixed(2), l.peak_gbps.toFixed(2),
+  box.append(table(['link', 'average', 'peak', ''], links.busiest.map(l => [
+    { text: l.name, cls: 'text' }, rate(l.avg_gbps), rate(l.peak_gbps),
     el('div', { class: 'bar-cell' }, el('div', { style: `width:${(100 * l.avg_gbps / top).toFixed(1)}%` }))]), 'links-table'));
   box.append(note(`Predicted, averaged over the step; ${links.busiest.length} busiest of ${links.count} links with traffic.`));
 }

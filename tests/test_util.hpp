@@ -5,6 +5,8 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <iostream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -22,6 +24,24 @@ struct CommandResult {
   std::string out;
   double seconds = 0;
 };
+
+/// The exit code ctest reads as "skipped" (SKIP_RETURN_CODE in tests/CMakeLists.txt).
+constexpr int kSkipExitCode = 77;
+
+/// Whether the environment demands `what` (PARALLAX_TEST_REQUIRE=chromium,fixtures,...): CI sets
+/// it for what its machine has, so that a missing piece fails there instead of skipping.
+inline bool required(const std::string& what) {
+  const char* list = std::getenv("PARALLAX_TEST_REQUIRE");
+  return list && ("," + std::string(list) + ",").find("," + what + ",") != std::string::npos;
+}
+
+/// A test that cannot run here for want of `what` (chromium, fixtures, netns, fashion-mnist):
+/// ctest reports it SKIPPED, never passed, unless `what` is required, when it fails. It ends the
+/// process: ctest runs each test case in its own process (catch_discover_tests).
+[[noreturn]] inline void skip(const std::string& what, const std::string& why) {
+  std::cout << (required(what) ? "FAILED (required by PARALLAX_TEST_REQUIRE): " : "SKIPPED: ") << why << std::endl;
+  std::_Exit(required(what) ? 1 : kSkipExitCode);
+}
 
 /// Runs `cmd` with /bin/sh: exit code, stdout, wall time.
 inline CommandResult run_shell(const std::string& cmd) {

@@ -127,10 +127,7 @@ TEST_CASE("cli: simulate flags a plan that does not fit", "[cli]") {
 
 TEST_CASE("cli: trace merges the ranks of a PyTorch profiler job", "[cli]") {
   const std::string dir = std::string(PARALLAX_SOURCE_DIR) + "/../shared/fixtures/kineto/";
-  if (!std::filesystem::exists(dir)) {
-    WARN("skipped: ../shared/fixtures is not present");
-    return;
-  }
+  if (!std::filesystem::exists(dir)) parallax::test::skip("fixtures", "../shared/fixtures is not present");
   const auto r = run("trace " + dir + "sampled_rank-0.json.gz " + dir + "sampled_rank-1.json.gz --json");
   REQUIRE(r.code == 0);
   const auto j = nlohmann::json::parse(r.out);

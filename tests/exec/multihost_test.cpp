@@ -87,10 +87,7 @@ TEST_CASE("exec: ranks in two network namespaces train with the local run's loss
   INFO("Fashion-MNIST is missing: scripts/setup.sh installs dataset-fashion-mnist");
   REQUIRE(fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"));
   TwoHosts hosts;
-  if (!hosts.ok) {
-    WARN("skipped: " << hosts.why);
-    return;
-  }
+  if (!hosts.ok) parallax::test::skip("netns", hosts.why);
   const fs::path dir = fs::temp_directory_path() / ("parallax_multihost_" + hosts.tag);
   fs::create_directories(dir);
   const std::string scenario = std::string(PARALLAX_SOURCE_DIR) + "/scenarios/mlp-fashion-mnist-ddp2.yaml";

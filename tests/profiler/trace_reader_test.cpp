@@ -79,10 +79,7 @@ TEST_CASE("profiler::read_trace: malformed traces are rejected with their positi
 
 TEST_CASE("profiler::read_trace: a truncated .gz is an error, not a crash", "[profiler]") {
   const std::string full = kFixtures + "/sampled_rank-0.json.gz";
-  if (!std::filesystem::exists(full)) {
-    WARN("skipped: ../shared/fixtures is not present");
-    return;
-  }
+  if (!std::filesystem::exists(full)) parallax::test::skip("fixtures", "../shared/fixtures is not present");
   const auto cut = std::filesystem::temp_directory_path() / "parallax_cut.json.gz";
   std::filesystem::copy_file(full, cut, std::filesystem::copy_options::overwrite_existing);
   std::filesystem::resize_file(cut, std::filesystem::file_size(full) / 2);
@@ -91,10 +88,7 @@ TEST_CASE("profiler::read_trace: a truncated .gz is an error, not a crash", "[pr
 }
 
 TEST_CASE("profiler::read_trace: PyTorch profiler traces of a real NCCL job, ranks and lanes", "[profiler]") {
-  if (!std::filesystem::exists(kFixtures)) {
-    WARN("skipped: ../shared/fixtures is not present");
-    return;
-  }
+  if (!std::filesystem::exists(kFixtures)) parallax::test::skip("fixtures", "../shared/fixtures is not present");
   for (int r : {0, 1}) {
     const auto t = profiler::read_trace(kFixtures + "/sampled_rank-" + std::to_string(r) + ".json.gz");
     CHECK(t.format == "kineto");

@@ -226,10 +226,7 @@ TEST_CASE("report: bad input exits 2 and writes nothing", "[report]") {
 
 TEST_CASE("report: headless Chromium shows the step time and errors, draws the page, logs no errors",
           "[report][browser]") {
-  if (!have_chromium()) {
-    WARN("skipped: chromium is not installed (scripts/setup.sh --browser installs it)");
-    return;
-  }
+  if (!have_chromium()) test::skip("chromium", "chromium is not installed (scripts/setup.sh --browser installs it)");
   const fs::path dir = fresh_dir("browser");
   const auto [predicted, measured] = write_traces(dir);
   const fs::path page = dir / "report.html";
@@ -250,6 +247,12 @@ TEST_CASE("report: headless Chromium shows the step time and errors, draws the p
   CHECK(element_text(dom, "step-error") == expected);
   CHECK(dom.find("id=\"kinds-table\"") != std::string::npos);
   CHECK(dom.find("id=\"tune-table-ranked\"") != std::string::npos);
+  // Links that carried traffic show a rate in a unit that shows it, never a bare 0.00.
+  const size_t links = dom.find("id=\"links-table\"");
+  REQUIRE(links != std::string::npos);
+  const std::string link_rows = dom.substr(links, dom.find("</table>", links) - links);
+  CHECK(link_rows.find("B/s</td>") != std::string::npos);
+  CHECK(link_rows.find("<td>0.00 ") == std::string::npos);
 
   const fs::path shot = dir / "report.png";
   chromium(page, "--screenshot=" + shot.string());
@@ -265,10 +268,7 @@ TEST_CASE("report: a 1,024-rank prediction draws groups of ranks per row", "[rep
   const fs::path page = dir / "report.html";
   REQUIRE(test::run_parallax("report " + kScenario + " --set parallel.data=256 -o " + page.string()).code == 0);
   CHECK(fs::file_size(page) < 20u * 1024 * 1024);
-  if (!have_chromium()) {
-    WARN("skipped: chromium is not installed (scripts/setup.sh --browser installs it)");
-    return;
-  }
+  if (!have_chromium()) test::skip("chromium", "chromium is not installed (scripts/setup.sh --browser installs it)");
   const std::string dom = chromium(page, "--dump-dom");
   REQUIRE(dom.find("data-ready=\"1\"") != std::string::npos);
   CHECK(element_text(dom, "errors").empty());
