@@ -269,7 +269,12 @@ int tune_command(const TuneArgs& args, const std::string& self) {
     j["speedup_vs_pytorch_defaults"] = r.defaults.simulated() ? json(vs_defaults) : json();
     j["why"] = why;
     j["ranked"] = json::array();
-    for (const auto& e : r.ranked) j["ranked"].push_back(eval_json(e));
+    for (const auto& e : r.ranked) {
+      json row = eval_json(e);
+      row["equivalents"] = json::array();  // the same prediction: they differ only in knobs with no effect
+      for (const auto& c : e.equivalents) row["equivalents"].push_back(overrides_json(plan::overrides(given, c)));
+      j["ranked"].push_back(row);
+    }
     j["pareto"] = json::array();
     for (const auto& e : r.pareto) j["pareto"].push_back(eval_json(e));
     j["validated"] = json::array();
@@ -288,9 +293,10 @@ int tune_command(const TuneArgs& args, const std::string& self) {
     for (size_t i = 0; i < r.ranked.size(); ++i) {
       const auto& e = r.ranked[i];
       const Detail& d = details[i];
-      std::printf("%4zu %10.3f %10s %6.1f%% %12.3f %10.1f  %s\n", i + 1, e.step_ms, samples_per_s(e).c_str(),
+      const std::string also = tune::also_text(e);
+      std::printf("%4zu %10.3f %10s %6.1f%% %12.3f %10.1f  %s%s\n", i + 1, e.step_ms, samples_per_s(e).c_str(),
                   100 * d.bubble, d.exposed_ms, static_cast<double>(e.peak_memory) / kMiB,
-                  plan::describe(plan::overrides(given, e.config)).c_str());
+                  plan::describe(plan::overrides(given, e.config)).c_str(), also.empty() ? "" : ("  (" + also + ")").c_str());
     }
     std::printf("\nPareto frontier, step time against peak memory (of the configurations simulated):\n");
     for (const auto& e : r.pareto)

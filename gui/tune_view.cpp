@@ -329,10 +329,12 @@ void TuneView::show_result() {
   table_->setRowCount(static_cast<int>(r.ranked.size()));
   for (int row = 0; row < static_cast<int>(r.ranked.size()); ++row) {
     const tune::Evaluation& e = r.ranked[row];
-    const QString changed = QString::fromStdString(plan::describe(overrides_of(row)));
+    const std::string also = tune::also_text(e);  // the same prediction, other knobs with no effect
+    const QString changed = QString::fromStdString(plan::describe(overrides_of(row)) + (also.empty() ? "" : "  (" + also + ")"));
     table_->setItem(row, kRank, item(QString::number(row + 1)));
     auto* what = item(changed, Qt::AlignLeft | Qt::AlignVCenter);
-    what->setToolTip(changed);
+    what->setToolTip(QString::fromStdString(plan::describe(overrides_of(row)) +
+                                            (also.empty() ? "" : "\n" + tune::also_text(e, e.equivalents.size()))));
     table_->setItem(row, kChanged, what);
     table_->setItem(row, kStep, item(ms_text(e.step_ms)));
     table_->setItem(row, kSamples,

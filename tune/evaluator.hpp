@@ -23,6 +23,9 @@ struct Evaluation {
   int64_t peak_memory = 0;        ///< bytes, the fullest rank's
   bool fits = true;               ///< every rank's peak within its device's memory
   size_t index = 0;               ///< in the search's enumeration (ties keep this order)
+  /// In a ranked list: the other configurations simulated to the same step time and peak memory
+  /// (they differ only in knobs with no effect here), shown as "also: ..." beside this one.
+  std::vector<plan::Settings> equivalents;
   bool simulated() const { return !std::isnan(step_ms); }
 };
 

@@ -202,6 +202,15 @@ plan::Settings pytorch_defaults(const plan::Scenario& s) {
   return c;
 }
 
+std::string also_text(const Evaluation& row, size_t most) {
+  if (row.equivalents.empty()) return "";
+  std::string s = "also: ";
+  for (size_t i = 0; i < row.equivalents.size() && i < most; ++i)
+    s += (i ? "; " : "") + plan::describe(plan::overrides(row.config, row.equivalents[i]));
+  if (row.equivalents.size() > most) s += "; +" + std::to_string(row.equivalents.size() - most) + " more";
+  return s;
+}
+
 SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
   const auto t0 = Clock::now();
   SearchResult r;
@@ -231,7 +240,7 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
     return out_of_time.load();
   };
   std::mutex mutex;
-  std::set<std::pair<Key, size_t>> best;  // the K best simulated keys so far
+  std::set<Key> best;  // the K best distinct simulated keys so far (equal keys are one ranked row)
   std::map<std::pair<int, int>, Key> layout_best;  // the best key so far of each data x pipeline
   auto report = [&](const char* phase, size_t done, size_t total) {
     if (!opt.progress) return;
@@ -241,7 +250,7 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
     p.total = total;
     p.elapsed_s = seconds_since(t0);
     std::lock_guard<std::mutex> lock(mutex);
-    if (!best.empty()) p.best_ms = opt.objective == Objective::step ? best.begin()->first.first : best.begin()->first.second;
+    if (!best.empty()) p.best_ms = opt.objective == Objective::step ? best.begin()->first : best.begin()->second;
     opt.progress(p);
   };
 
@@ -286,7 +295,7 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
           std::lock_guard<std::mutex> lock(mutex);
           const Key floor = floor_of(e, opt.objective);
           const auto layout = layout_best.find({e.config.data, e.config.pipeline});
-          if (best.size() >= top && floor > std::prev(best.end())->first && layout != layout_best.end() &&
+          if (best.size() >= top && floor > *std::prev(best.end()) && layout != layout_best.end() &&
               floor > layout->second) {
             ++pruned;
             return;
@@ -302,7 +311,7 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
         e.index = index;
         std::lock_guard<std::mutex> lock(mutex);
         const Key key = key_of(e, opt.objective);
-        best.insert({key, index});
+        best.insert(key);
         auto [layout, fresh] = layout_best.try_emplace({e.config.data, e.config.pipeline}, key);
         if (!fresh) layout->second = std::min(layout->second, key);
         if (best.size() > top) best.erase(std::prev(best.end()));
@@ -324,7 +333,13 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
   std::sort(done.begin(), done.end(), [&](const Evaluation& a, const Evaluation& b) {
     return std::pair(key_of(a, opt.objective), a.index) < std::pair(key_of(b, opt.objective), b.index);
   });
-  r.ranked.assign(done.begin(), done.begin() + std::min(done.size(), top));
+  for (const Evaluation& e : done) {
+    auto same = std::find_if(r.ranked.begin(), r.ranked.end(), [&](const Evaluation& row) {
+      return row.step_ms == e.step_ms && row.peak_memory == e.peak_memory;
+    });
+    if (same != r.ranked.end()) same->equivalents.push_back(e.config);
+    else if (r.ranked.size() < top) r.ranked.push_back(e);
+  }
   for (const auto& e : done)
     if (std::none_of(r.layout_best.begin(), r.layout_best.end(), [&](const Evaluation& b) {
           return b.config.data == e.config.data && b.config.pipeline == e.config.pipeline;

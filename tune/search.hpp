@@ -39,7 +39,9 @@ struct SearchOptions {
 struct SearchResult {
   Evaluation baseline;          ///< the scenario as given
   Evaluation defaults;          ///< PyTorch's defaults: chunks = pipeline, 25 MB buckets, even split
-  std::vector<Evaluation> ranked;  ///< the top K that fit, best first
+  /// The top K distinct predictions that fit, best first: configurations with the same step time
+  /// and peak memory are one row, the first found, with the others in its `equivalents`.
+  std::vector<Evaluation> ranked;
   std::vector<Evaluation> pareto;  ///< step time against peak memory, fastest first
   /// The best of each data x pipeline layout, best first: real runs of different layouts guard
   /// against the prediction's largest errors, which lie between layouts rather than within one.
@@ -63,5 +65,9 @@ std::vector<plan::Settings> enumerate(Evaluator& evaluator, const Space& space, 
 plan::Settings pytorch_defaults(const plan::Scenario& scenario);
 
 SearchResult search(Evaluator& evaluator, const Space& space, const SearchOptions& options);
+
+/// A ranked row's equivalents as what differs from the row: "also: first_bucket_mb=4; precision=fp16"
+/// (at most `most`, then "+N more"), or "" when it has none.
+std::string also_text(const Evaluation& row, size_t most = 3);
 
 }  // namespace parallax::tune

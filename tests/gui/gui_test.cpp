@@ -448,7 +448,7 @@ void GuiTest::tune_tab_ranks_as_the_evaluator_predicts() {
   QCOMPARE(first.peak_memory, r.ranked[0].peak_memory);
   // The table shows what changed against the knobs, the step time and the throughput.
   const auto changed = plan::overrides(plan::settings_of(scenario), r.ranked[0].config);
-  QCOMPARE(w.tune()->table()->item(0, 1)->text(), QString::fromStdString(plan::describe(changed)));
+  QVERIFY(w.tune()->table()->item(0, 1)->text().startsWith(QString::fromStdString(plan::describe(changed))));
   QVERIFY(std::abs(w.tune()->table()->item(0, 2)->text().toDouble() - first.step_ms) < 0.01);
   const double samples = r.ranked[0].config.global_batch() / (first.step_ms / 1000);
   QVERIFY(std::abs(w.tune()->table()->item(0, 3)->text().toDouble() - samples) <= 1);

@@ -114,6 +114,31 @@ TEST_CASE("tune: pruned search ranks the same top K as exhaustive search", "[tun
   }
 }
 
+TEST_CASE("tune: one ranked row per distinct prediction, the same predictions listed as its equivalents", "[tune]") {
+  const plan::Scenario s = plan::load_scenario(source("scenarios/mlp-fashion-mnist-ddp4.yaml"), {});
+  tune::Evaluator ev(s);
+  tune::SearchOptions o;
+  o.top = 5;
+  o.prune = false;
+  const auto r = tune::search(ev, tune::default_space(s), o);
+  REQUIRE(r.ranked.size() == 5);
+  size_t equivalents = 0;
+  for (size_t i = 0; i < r.ranked.size(); ++i) {
+    const tune::Evaluation& row = r.ranked[i];
+    for (size_t j = 0; j < i; ++j)
+      CHECK_FALSE((r.ranked[j].step_ms == row.step_ms && r.ranked[j].peak_memory == row.peak_memory));
+    for (const plan::Settings& c : row.equivalents) {  // simulated again, independently of the search
+      const tune::Evaluation e = ev.evaluate(c);
+      CHECK(e.step_ms == row.step_ms);
+      CHECK(e.peak_memory == row.peak_memory);
+      CHECK_FALSE(c == row.config);
+      ++equivalents;
+    }
+  }
+  CHECK(equivalents > 0);  // 4 replicas, first_bucket_mb 1 or 4: some buckets change nothing
+  CHECK_THAT(tune::also_text(r.ranked[0], 1), Catch::StartsWith("also: "));
+}
+
 TEST_CASE("tune: a configuration that does not fit device memory is never picked", "[tune]") {
   // The 1.1B model with Adam needs ~18 GB of parameters, gradients and optimizer state: on 16 GB
   // T4s the pure data-parallel layouts (the fastest unconstrained) do not fit.
