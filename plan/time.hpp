@@ -25,6 +25,16 @@ class Time {
   constexpr Time operator-(Time o) const { return Time(ns_ - o.ns_); }
   constexpr Time& operator+=(Time o) { ns_ += o.ns_; return *this; }
   constexpr Time& operator-=(Time o) { ns_ -= o.ns_; return *this; }
+  constexpr Time operator-() const { return Time(-ns_); }
+  /// Scalar arithmetic, exact on integers: k actions of t each, t split k ways (rounds toward 0).
+  constexpr Time operator*(int64_t k) const { return Time(ns_ * k); }
+  friend constexpr Time operator*(int64_t k, Time t) { return t * k; }
+  constexpr Time operator/(int64_t k) const { return Time(ns_ / k); }
+  /// How many times `o` fits in this time, as a ratio (a fraction of a step, a speed-up).
+  constexpr double operator/(Time o) const { return static_cast<double>(ns_) / static_cast<double>(o.ns_); }
+  /// This time stretched by a real factor, to the nearest nanosecond (no implicit double product:
+  /// where a duration is rounded is then always visible).
+  Time scaled(double f) const { return Time(std::llround(static_cast<double>(ns_) * f)); }
   constexpr auto operator<=>(const Time&) const = default;
 
  private:

@@ -57,7 +57,7 @@ double oversubscription(const plan::Plan& plan, const plan::Calibration& cal) {
   return std::max(1.0, static_cast<double>(local) / cal.cores);
 }
 
-Time scaled(Time t, double f) { return Time::ns(std::llround(static_cast<double>(t.count_ns()) * f)); }
+Time scaled(Time t, double f) { return t.scaled(f); }
 
 }  // namespace
 
@@ -140,17 +140,6 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<pla
       };
       c.send_forward_call = call(c.send_forward_bytes);
       c.send_backward_call = call(c.send_backward_bytes);
-    }
-    c.activation_bytes = plan::stage_activation_bytes(plan, st);
-    if (plan.schedule.collectives == plan::Collectives::gloo && s.parallel.pipeline > 1) {
-      if (st.index > 0) c.forward_receive_buffer = plan::receive_buffer_bytes(plan, true, st.index);
-      if (st.index + 1 < static_cast<int>(plan.stages.size()))
-        c.backward_receive_buffer = plan::receive_buffer_bytes(plan, false, st.index);
-    }
-    if (checkpointing) {
-      double elems = 0;
-      for (int l = st.first_layer; l <= last; ++l) elems += plan.layers()[l].activation_elems_per_sample;
-      c.recompute_bytes = std::llround(elems * plan.microbatch_size * elem);
     }
     out.push_back(std::move(c));
   }

@@ -34,11 +34,6 @@ struct StageCost {
   /// And, in a calibrated run, the all-reduces' work on the shared cores meanwhile
   /// (plan::InRunFactors::sync_backward_extra_us_per_mb).
   Time sync_backward_extra;
-  int64_t activation_bytes = 0;  ///< held per micro-batch from F until B
-  /// Gloo: one micro-batch's receive buffers, posted at the step's start (exec/runtime.cpp) and
-  /// released by its F (the input) or its B (the output's gradient); 0 where nothing is received.
-  int64_t forward_receive_buffer = 0, backward_receive_buffer = 0;
-  int64_t recompute_bytes = 0;   ///< with checkpointing: one micro-batch's full activations
   /// Whether each action saturates the device's memory bandwidth: memory-bound layers (roofline)
   /// take most of its time. The optimizer step always does (it is costed at memory bandwidth).
   bool forward_memory_bound = false, backward_memory_bound = false, optimizer_memory_bound = true;

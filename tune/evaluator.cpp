@@ -66,11 +66,11 @@ Time lower_bound(const plan::Plan& p, const std::vector<plan::LayerCost>& layer_
   Time best;
   std::vector<Time> rank_busy(p.scenario.parallel.pipeline);
   for (const plan::Stage& st : p.stages)
-    rank_busy[st.pipeline_rank] += Time::ns(m * (c[st.index].forward + c[st.index].backward).count_ns()) + c[st.index].optimizer;
+    rank_busy[st.pipeline_rank] += m * (c[st.index].forward + c[st.index].backward) + c[st.index].optimizer;
   for (Time t : rank_busy) best = std::max(best, t);
   Time before;  // micro-batch 0's forward and its last backward through the stages before b
   for (size_t b = 0; b < c.size(); ++b) {
-    best = std::max(best, before + Time::ns(m * (c[b].forward + c[b].backward).count_ns()) + c[0].optimizer);
+    best = std::max(best, before + m * (c[b].forward + c[b].backward) + c[0].optimizer);
     before += c[b].forward + c[b].backward;
   }
   return best;

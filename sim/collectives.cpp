@@ -1,0 +1,221 @@
+// Collectives: part of the Simulation in sim/simulation.hpp.
+#include "sim/simulation.hpp"
+
+namespace parallax::sim::detail {
+
+void Simulation::build_groups() {
+  const int p = sched_.pipeline;
+  for (const plan::Stage& st : plan_.stages) {
+    Group g;
+    for (int rep = 0; rep < plan_.scenario.parallel.data; ++rep) g.members.push_back(rep * p + st.pipeline_rank);
+    for (const auto& b : st.buckets) g.bucket_bytes.push_back(b.bytes);
+    const size_t nb = g.bucket_bytes.size();
+    g.arrivals.assign(nb, 0);
+    g.last_arrival.assign(nb, Time());
+    g.last_arrival_event.assign(nb, -1);
+    g.member_last_event.assign(g.members.size(), -1);
+    plan_collective(g);
+    groups_.push_back(std::move(g));
+  }
+}
+
+// Chooses how a group all-reduces each bucket and the flows that carry it (docs/simulator.md).
+void Simulation::plan_collective(Group& g) {
+  const GroupNodes nodes = group_nodes(g);
+  if (!plan_.scenario.hardware.nccl) {
+    g.plans.push_back(plain_collective(g, nodes));
+    return;
+  }
+  const GroupLinks links = group_links(g, nodes);
+  for (int64_t bytes : g.bucket_bytes) g.plans.push_back(nccl_collective(g, nodes, links, static_cast<double>(bytes)));
+}
+
+// The ranks whose links a collective's flows cross. Folded, only the played replica's: the
+// other replicas' links carry the same flows in the same roles (replicas_alike), so they never
+// give a different fair share, and leaving them out keeps the link solver's components at one
+// replica's size instead of the whole machine's.
+std::vector<int> Simulation::routed(const std::vector<int>& ranks) const {
+  if (played_ == plan_.world_size) return ranks;
+  std::vector<int> out;
+  for (int r : ranks)
+    if (r < played_) out.push_back(r);
+  return out;
+}
+
+Simulation::GroupLinks Simulation::group_links(const Group& g, const GroupNodes& nodes) const {
+  const std::vector<int> ranks = routed(g.members);
+  return {dedupe(topo_.device_ports(ranks)), nodes.members.size() > 1 ? dedupe(topo_.nic_ports(ranks)) : std::vector<int>{}};
+}
+
+Simulation::GroupNodes Simulation::group_nodes(const Group& g) const {
+  GroupNodes out;
+  std::unordered_map<int, size_t> node_index;
+  for (int r : g.members) {
+    auto [it, fresh] = node_index.emplace(topo_.node_of(r), out.members.size());
+    if (fresh) out.members.emplace_back();
+    out.members[it->second].push_back(r);
+  }
+  for (const auto& v : out.members) out.per_node = std::max(out.per_node, v.size());
+  return out;
+}
+
+std::vector<int> Simulation::dedupe(std::vector<int> v) {
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+  return v;
+}
+
+// NCCL's choice for a bucket of `bytes` (sim/nccl_model.hpp), as flows: each phase moves its
+// bytes at the speed of its slowest link, scaled so that alone it takes NCCL's predicted time.
+CollectivePlan Simulation::nccl_collective(const Group& g, const GroupNodes& nodes, const GroupLinks& group, double bytes) {
+  const auto& hw = plan_.scenario.hardware;
+  GroupShape shape;
+  shape.ranks = static_cast<int>(g.members.size());
+  shape.nodes = static_cast<int>(nodes.members.size());
+  shape.per_node = static_cast<int>(nodes.per_node);
+  shape.nic_gb_per_s = hw.network ? hw.network->bandwidth_gb_per_s : 0;
+  shape.nics_per_node = hw.nics_per_node;
+  const CollectiveCost cost = choose_allreduce(*hw.nccl, shape, bytes);
+  CollectivePlan out;
+  out.algorithm = cost.algorithm;
+  out.protocol = cost.phases.front().protocol;
+  const std::vector<int>& inside = group.inside;
+  const std::vector<int>& nics = group.nics;
+  for (const PhaseCost& pc : cost.phases) {
+    if (pc.across_nodes) out.protocol = pc.protocol;  // the phase across nodes is the one that shows
+    // A whole-group ring or tree across nodes crosses the node fabric and the NICs; a rail's
+    // shard of the hierarchical form only the NICs, and so does a group with one member per
+    // node (its GPU reaches its NIC without the node fabric). Leaving the fabric out there also
+    // keeps the groups of different pipeline stages, which share nodes, from joining one
+    // component of the link solver (3x slower at 1,024 ranks, bench/tune_bench).
+    std::vector<int> links = pc.across_nodes ? nics : inside;
+    if (pc.across_nodes && cost.algorithm != plan::Algorithm::hierarchical && shape.per_node > 1)
+      links.insert(links.end(), inside.begin(), inside.end());
+    double slowest = std::numeric_limits<double>::infinity();
+    for (int l : links) slowest = std::min(slowest, network_.links()[l].capacity);
+    // The profile's measured stretch over NCCL's model at this size (1 when it gives none).
+    const double stretch = hw.nccl->stretch(bytes);
+    out.phases.push_back({links, Time::us(pc.latency_us * stretch), stretch * slowest / pc.bandwidth_gb_per_s});
+  }
+  return out;
+}
+
+// The plain model: a ring inside a node or across one member per node, else reduce to a leader,
+// ring across the leaders, broadcast (formulas in docs/simulator.md).
+CollectivePlan Simulation::plain_collective(const Group& g, const GroupNodes& by) {
+  CollectivePlan out;
+  const double n = static_cast<double>(g.members.size());
+  const auto& by_node = by.members;
+  const int nodes = static_cast<int>(by_node.size());
+  const size_t per_node = by.per_node;
+  const auto& cal = plan_.scenario.hardware.calibration;
+  if (nodes == 1 && cal && cal->allreduce.bandwidth_gb_per_s > 0) {
+    // Measured on this host (parallax calibrate) for cal->allreduce_ranks ranks; a ring of n
+    // ranks scales its latency by (n-1) and its bytes per rank by 2(n-1)/n. Inside a run it
+    // takes the in-run factor longer (it shares the cores with backward).
+    out.algorithm = plan::Algorithm::ring;
+    const double m = cal->allreduce_ranks;
+    const double capacity = topo_.node_bandwidth();
+    const double in_run = in_run_factors(plan_, *cal).allreduce;
+    const double latency_us = in_run * cal->allreduce.latency_us * (n - 1) / (m - 1);
+    const double per_byte =
+        in_run * (2 * (n - 1) / n) / (2 * (m - 1) / m) * capacity / cal->allreduce.bandwidth_gb_per_s;
+    out.phases.push_back({dedupe(topo_.device_ports(routed(g.members))), Time::us(latency_us), per_byte});
+    return out;
+  }
+  if (nodes == 1 || per_node == 1) {
+    out.algorithm = plan::Algorithm::ring;
+    const Time alpha = nodes == 1 ? topo_.node_latency() : topo_.network_latency();
+    const std::vector<int> ranks = routed(g.members);
+    out.phases.push_back({dedupe(nodes == 1 ? topo_.device_ports(ranks) : topo_.nic_ports(ranks)),
+                          alpha * (2 * (static_cast<int64_t>(n) - 1)), 2 * (n - 1) / n});
+    return out;
+  }
+  // Reduce inside each node to a leader, all-reduce across the leaders, broadcast inside.
+  out.algorithm = plan::Algorithm::hierarchical;
+  std::vector<int> leaders;
+  for (const auto& v : by_node) leaders.push_back(v.front());
+  const auto k = static_cast<int64_t>(per_node);
+  const std::vector<int> inside = dedupe(topo_.device_ports(routed(g.members)));
+  const Time chain = topo_.node_latency() * (k - 1);
+  out.phases.push_back({inside, chain, 1.0});
+  out.phases.push_back({dedupe(topo_.nic_ports(routed(leaders))), topo_.network_latency() * (2 * int64_t{nodes - 1}),
+                        2.0 * (nodes - 1) / nodes});
+  out.phases.push_back({inside, chain, 1.0});
+  return out;
+}
+
+bool Simulation::stage_reduced(int stage) const {
+  return groups_.empty() || groups_[stage].done == static_cast<int>(groups_[stage].bucket_bytes.size());
+}
+
+void Simulation::on_bucket_ready(int rank, int stage, int bucket, Time now) {
+  ranks_[rank].next_bucket = static_cast<uint32_t>(bucket) + 1;
+  Group& g = groups_[stage];
+  // Folded, replica 0's bucket stands for every replica's, ready at the same time.
+  g.arrivals[bucket] += played_ < plan_.world_size ? static_cast<int>(g.members.size()) : 1;
+  g.last_arrival[bucket] = now;
+  g.last_arrival_event[bucket] = ranks_[rank].last_compute;  // the backward producing it
+  try_start(stage, now);
+}
+
+void Simulation::try_start(int stage, Time now) {
+  Group& g = groups_[stage];
+  if (g.running || g.next >= g.bucket_bytes.size()) return;
+  if (g.arrivals[g.next] < static_cast<int>(g.members.size())) return;
+  g.running = true;
+  g.phase = 0;
+  g.started = now;
+  comm_kernels(g.members, +1, now);
+  start_phase(stage, now);
+}
+
+const CollectivePlan& Simulation::plan_of(const Group& g, size_t bucket) const {
+  return g.plans.size() == 1 ? g.plans.front() : g.plans[bucket];
+}
+
+void Simulation::start_phase(int stage, Time now) {
+  Group& g = groups_[stage];
+  const Phase& ph = plan_of(g, g.next).phases[g.phase];
+  network_.start_flow(now, ph.latency, ph.bytes_per_byte * static_cast<double>(g.bucket_bytes[g.next]), ph.links,
+                      -stage - 1);
+}
+
+void Simulation::on_collective_phase_done(int stage, Time now) {
+  Group& g = groups_[stage];
+  const CollectivePlan& how = plan_of(g, g.next);
+  if (++g.phase < how.phases.size()) {
+    start_phase(stage, now);
+    return;
+  }
+  const int bucket = static_cast<int>(g.next);
+  const Action a{ActionKind::ALLREDUCE, stage, -1, bucket};
+  for (size_t i = 0; i < g.members.size(); ++i) {
+    const int r = g.members[i];
+    if (r >= played_) continue;
+    const int32_t ev = record(r, Lane::allreduce, a, g.started, now, g.bucket_bytes[bucket], how.algorithm, how.protocol);
+    depend(g.last_arrival_event[bucket], g.last_arrival[bucket]);
+    if (g.member_last_event[i] >= 0) depend(g.member_last_event[i], end_of(g.member_last_event[i]));
+    g.member_last_event[i] = ev;
+  }
+  g.running = false;
+  ++g.next;
+  // The next bucket starts (if ready) before this one's kernels end, so back-to-back buckets
+  // keep the members' compute at one speed instead of re-queuing it twice at this instant.
+  try_start(stage, now);
+  comm_kernels(g.members, -1, now);
+  if (++g.done == static_cast<int>(g.bucket_bytes.size())) {
+    for (size_t i = 0; i < g.members.size(); ++i) {
+      if (g.members[i] >= played_) continue;
+      RankState& st = ranks_[g.members[i]];
+      wait_on(st, g.member_last_event[i]);
+      const auto& list = sched_.ranks[st.pipeline_rank];
+      if (st.waiting && st.pc < list.size() && list[st.pc].kind == ActionKind::OPTIM && list[st.pc].stage == stage) {
+        st.last_done = g.member_last_event[i];
+        advance(g.members[i], now);
+      }
+    }
+  }
+}
+
+}  // namespace parallax::sim::detail

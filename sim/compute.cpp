@@ -1,0 +1,136 @@
+// Compute on a device: part of the Simulation in sim/simulation.hpp.
+#include "sim/simulation.hpp"
+
+namespace parallax::sim::detail {
+
+int& Simulation::backwards_done(int rank, int stage) {
+  return backwards_done_[static_cast<size_t>(rank) * sched_.virtual_stages + stage_places_[stage].local];
+}
+
+void Simulation::start_compute(int rank, const Action& a, Time now) {
+  RankState& st = ranks_[rank];
+  const StageCost& c = costs_[a.stage];
+  Time dur = a.kind == ActionKind::F ? c.forward : a.kind == ActionKind::B ? c.backward : c.optimizer;
+  // The step's last backward of a stage also copies its gradients into the DDP buckets, and
+  // shares the cores with the all-reduces it starts.
+  if (a.kind == ActionKind::B && !groups_.empty() &&
+      backwards_done(rank, a.stage) + 1 == sched_.microbatches())
+    dur += c.bucket_copy_in + c.sync_backward_extra;
+  // Recorded with its start; on_compute_done sets its end (interference may stretch it).
+  const int32_t ev = record(rank, Lane::compute, a, now, now, 0);
+  if (st.last_compute >= 0) depend(st.last_compute, end_of(st.last_compute));
+  if (st.waited_on >= 0) depend(st.waited_on, st.waited_on_release);
+  st.waited_on = -1;
+  st.last_compute = ev;
+  st.bucket_work = nullptr;
+  if (a.kind == ActionKind::B) {
+    if (++backwards_done(rank, a.stage) == sched_.microbatches() && !groups_.empty()) st.bucket_work = &c.bucket_ready;
+  }
+  st.computing = true;
+  st.compute_stage = a.stage;
+  st.memory_bound = a.kind == ActionKind::F   ? c.forward_memory_bound
+                    : a.kind == ActionKind::B ? c.backward_memory_bound
+                                              : c.optimizer_memory_bound;
+  st.work_done = 0;
+  st.work_total = dur.count_ns();
+  st.progress_ns = now.count_ns();
+  node_compute(rank, +1, now);
+  st.speed = compute_speed(rank);
+  st.next_bucket = 0;
+  ++st.compute_version;
+  schedule_compute(rank, now);
+  if (st.memory_bound) slow_ports(rank, true, now);
+}
+
+bool Simulation::current(int rank, int32_t version) const {
+  return ranks_[rank].compute_version == static_cast<uint32_t>(version);
+}
+
+// 1, or slower while a communication kernel runs on the device and while another rank of the
+// node computes (shared cores).
+double Simulation::compute_speed(int rank) const {
+  const RankState& st = ranks_[rank];
+  double speed = st.comm_kernels > 0 ? speed_beside_comm_ : 1.0;
+  if (!node_computing_.empty() && node_computing_[topo_.node_of(rank)] > (st.computing ? 1 : 0))
+    speed /= interference_.shared_cores;
+  return speed;
+}
+
+// A rank of the node starts or stops computing: the others' compute in progress goes on at
+// their new speed. The node's ranks are few where cores are shared (a CPU host's).
+void Simulation::node_compute(int rank, int delta, Time now) {
+  if (node_computing_.empty()) return;
+  const int node = topo_.node_of(rank);
+  node_computing_[node] += delta;
+  const int per_node = plan_.scenario.hardware.devices_per_node;
+  for (int r = node * per_node; r < std::min(played_, (node + 1) * per_node); ++r)
+    if (r != rank) retime(r, now);
+}
+
+// The rank's compute in progress goes on at the speed of now.
+void Simulation::retime(int rank, Time now) {
+  RankState& st = ranks_[rank];
+  if (!st.computing) return;
+  const double speed = compute_speed(rank);
+  if (speed == st.speed) return;
+  st.work_done += static_cast<double>(now.count_ns() - st.progress_ns) * st.speed;
+  st.progress_ns = now.count_ns();
+  st.speed = speed;
+  ++st.compute_version;  // the queued bucket and end events are stale
+  schedule_compute(rank, now);
+}
+
+// Queues the compute's remaining bucket-ready points and its end at the current speed. At speed
+// 1 from its start these are its offsets as they are. Bucket events go in before the end so
+// that, at equal times, they come first.
+void Simulation::schedule_compute(int rank, Time now) {
+  RankState& st = ranks_[rank];
+  const auto version = static_cast<int32_t>(st.compute_version);
+  // Full speed from the start (most computes): the offsets as they are, as the formula below
+  // would give them, without its floating point.
+  const bool as_is = st.speed == 1.0 && st.work_done == 0.0;
+  auto at = [&](int64_t work) {
+    if (as_is) return now + Time::ns(work);
+    const double left = std::max(0.0, static_cast<double>(work) - st.work_done);
+    return now + Time::ns(static_cast<int64_t>(std::ceil(left / st.speed - 1e-6)));
+  };
+  if (st.bucket_work)
+    for (size_t b = st.next_bucket; b < st.bucket_work->size(); ++b)
+      queue_.push(at((*st.bucket_work)[b].count_ns()), kBucketReady, rank, version, static_cast<int32_t>(b));
+  queue_.push(at(st.work_total), kComputeDone, rank, version);
+}
+
+// A communication kernel starts (+1) or ends (-1) on the rank's device: its compute in
+// progress goes on at the new speed from now.
+void Simulation::comm_kernel(int rank, int delta, Time now) {
+  if (rank >= played_) return;
+  ranks_[rank].comm_kernels += delta;
+  retime(rank, now);
+}
+
+// A collective's kernels start or end on every member's device; nothing to track when compute
+// is never slowed (the member loop would be wasted on every bucket).
+void Simulation::comm_kernels(const std::vector<int>& members, int delta, Time now) {
+  if (interference_.compute == 1.0) return;
+  for (int m : members) comm_kernel(m, delta, now);
+}
+
+// Memory-bound compute on a device leaves its fabric ports less of its memory bandwidth.
+void Simulation::slow_ports(int rank, bool slow, Time now) {
+  if (interference_.communication == 1.0) return;
+  const double capacity = topo_.node_bandwidth() / (slow ? interference_.communication : 1.0);
+  for (int link : topo_.device_ports(rank)) network_.set_capacity(link, capacity, now);
+}
+
+void Simulation::on_compute_done(int rank, Time now) {
+  RankState& st = ranks_[rank];
+  st.computing = false;
+  node_compute(rank, -1, now);
+  if (st.memory_bound) slow_ports(rank, false, now);
+  end_ = std::max(end_, now);
+  if (st.last_compute >= 0) run_.timeline.events[st.last_compute].end = now;
+  st.last_done = st.last_compute;
+  advance(rank, now);
+}
+
+}  // namespace parallax::sim::detail

@@ -1,0 +1,258 @@
+// The engine: part of the Simulation in sim/simulation.hpp.
+#include "sim/simulation.hpp"
+
+namespace parallax::sim::detail {
+
+Simulation::Simulation(const plan::Plan& plan, const SimOptions& options)
+    : plan_(plan),
+      sched_(plan.schedule),
+      costs_(stage_costs(plan, options.layer_costs)),
+      step_only_(options.step_only),
+      blocking_sends_(plan.schedule.collectives == plan::Collectives::nccl),
+      preposted_receives_(!blocking_sends_),
+      interference_(plan.scenario.hardware.interference),
+      speed_beside_comm_(1.0 / interference_.compute),
+      // Ranks that share cores slow each other whichever replica they play: fold none then.
+      played_((options.step_only || options.fold_replicas) && replicas_alike(plan) &&
+                      plan.scenario.hardware.interference.shared_cores == 1.0
+                  ? sched_.pipeline
+                  : plan.world_size),
+      network_(queue_, kFlowActivate, kFlowDone),
+      topo_(plan, network_, /*named=*/!options.step_only) {
+  network_.record_samples(options.record_link_samples);
+  const int p = sched_.pipeline;
+  ranks_.resize(played_);
+  played_replicas_ = static_cast<size_t>(played_ / p);
+  backwards_done_.assign(static_cast<size_t>(played_) * sched_.virtual_stages, 0);
+  if (interference_.shared_cores != 1.0) {
+    const int per_node = plan.scenario.hardware.devices_per_node;
+    node_computing_.assign(static_cast<size_t>((plan.world_size + per_node - 1) / per_node), 0);
+  }
+  for (int r = 0; r < played_; ++r) {
+    ranks_[r].pipeline_rank = r % p;
+    ranks_[r].replica = r / p;
+  }
+  for (int s = 0; s < p * sched_.virtual_stages; ++s) {
+    StagePlace& place = stage_places_.emplace_back();
+    place.pipeline_rank = s % p;
+    place.local = s / p;
+    for (size_t forward : {0, 1})
+      place.first_slot[forward] = (static_cast<size_t>(place.local) * 2 + forward) * played_ +
+                                  static_cast<size_t>(place.pipeline_rank) * played_replicas_;
+  }
+  slots_per_microbatch_ = static_cast<size_t>(sched_.virtual_stages) * 2 * played_;
+  if (plan.scenario.parallel.data > 1) build_groups();
+  const size_t slots = slots_per_microbatch_ * static_cast<size_t>(sched_.microbatches());
+  reserve_huge(rendezvous_, slots);
+  rendezvous_.resize(slots);
+  // The executor posts every receive of a Gloo step at its start (exec/runtime.cpp), so a send
+  // always finds its receive posted and the payload moves at once.
+  if (preposted_receives_)
+    for (auto& rv : rendezvous_) rv.received = true;
+  run_.folded = played_ < plan.world_size;
+  run_.played_ranks = played_;
+  if (!step_only_) {
+    // Roughly what the step records: every action once, transfers twice (send and receive side).
+    size_t actions = 0;
+    for (int r = 0; r < played_; ++r) actions += sched_.ranks[r % p].size();
+    reserve_huge(run_.timeline.events, actions + actions / 4);
+    reserve_huge(run_.waited_for, actions + actions / 4);
+  }
+  run_.timeline.kind = "predicted";
+  run_.timeline.scenario = plan.scenario.name;
+  run_.timeline.world_size = plan.world_size;
+}
+
+SimRun Simulation::run() {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int r = 0; r < played_; ++r) advance(r, Time());
+  while (!queue_.empty()) dispatch(queue_.pop());
+  report_stall();
+  run_.step_time = end_;
+  if (!step_only_) {
+    network_.finish(end_);
+    collect_links();
+  }
+  // Memory is plan's rule (plan::MemoryEstimate), the one the tuner and `plan` use: the
+  // simulator reports it rather than deriving it again.
+  for (int r = 0; r < plan_.world_size; ++r) run_.peak_memory.push_back(plan_.ranks[r].memory.total());
+  run_.events = queue_.popped();
+  run_.wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return std::move(run_);
+}
+
+void Simulation::dispatch(const Event& e) {
+  switch (e.type) {
+    case kComputeDone:
+      if (current(e.a, e.b)) on_compute_done(e.a, e.time());
+      break;
+    case kBucketReady:
+      if (current(e.a, e.b)) on_bucket_ready(e.a, ranks_[e.a].compute_stage, e.c, e.time());
+      break;
+    case kSendCallDone: on_send_call_done(e.a, e.time()); break;
+    case kRecvPosted: on_recv_posted(e.a, e.time()); break;
+    default:
+      if (const std::optional<int> flow = network_.handle(e)) on_flow_done(*flow, e.time());
+      break;
+  }
+}
+
+// "The event just recorded could not start before `from` released it at `release`." Every
+// event's dependencies are given right after it is recorded (so no index of it is needed, and
+// none checked: that check was 1% of the step's instructions), and only the one released last
+// (the lowest index among equals) need be kept: it is the event's link on the critical path.
+void Simulation::depend(int32_t from, Time release) {
+  if (from < 0 || step_only_) return;
+  int32_t& waited = run_.waited_for.back();
+  const int64_t ns = release.count_ns();
+  if (kept_over(ns, from, latest_release_, waited)) {
+    latest_release_ = ns;
+    waited = from;
+  }
+}
+
+// Of two dependencies, whether `event` released at `release` is the one kept over `kept`:
+// released later, or as late and earlier in the timeline.
+bool Simulation::kept_over(int64_t release, int32_t event, int64_t kept_release, int32_t kept) {
+  return release > kept_release || (release == kept_release && event < kept);
+}
+
+Time Simulation::end_of(int32_t event) const { return event < 0 ? Time() : run_.timeline.events[event].end; }
+
+// The rank's next compute waits on `event`, which has ended: of all it waits on, depend()
+// keeps only one (kept_over), whatever the order they come in, so only that one is held.
+void Simulation::wait_on(RankState& st, int32_t event) {
+  if (event < 0) return;
+  const Time release = end_of(event);
+  if (st.waited_on < 0 ||
+      kept_over(release.count_ns(), event, st.waited_on_release.count_ns(), st.waited_on)) {
+    st.waited_on_release = release;
+    st.waited_on = event;
+  }
+}
+
+void Simulation::advance(int rank, Time now) {
+  RankState& st = ranks_[rank];
+  const auto& list = sched_.ranks[st.pipeline_rank];
+  st.waiting = false;
+  while (st.pc < list.size()) {
+    const Action& a = list[st.pc];
+    switch (a.kind) {
+      case ActionKind::F:
+      case ActionKind::B:
+        start_compute(rank, a, now);
+        ++st.pc;
+        return;
+      case ActionKind::OPTIM:
+        if (!stage_reduced(a.stage)) {
+          st.waiting = true;
+          return;
+        }
+        start_compute(rank, a, now);
+        ++st.pc;
+        return;
+      case ActionKind::SEND_F:
+      case ActionKind::SEND_B: {
+        if (blocking_sends_ && !rendezvous_[send_slot(rank, a)].received && send_peer(rank, a) != rank) {
+          st.waiting = st.in_send = true;  // NCCL: on_recv_posted lets it go on
+          return;
+        }
+        const Time call = send_call(a);
+        if (call > Time()) {  // the sender is busy in the send call; the data leaves after it
+          st.send_called = now;
+          queue_.push(now + call, kSendCallDone, rank);
+          return;
+        }
+        post_send(rank, a, now, now);
+        ++st.pc;
+        break;
+      }
+      case ActionKind::RECV_F:
+      case ActionKind::RECV_B:
+        if (preposted_receives_) {
+          if (reach_recv(rank, a, now)) {  // the data is already here
+            ++st.pc;
+            break;
+          }
+          st.waiting = true;
+          return;  // on_transfer_done moves past it
+        }
+        st.waiting = true;
+        post_recv(rank, a, now);
+        return;  // on_transfer_done moves past it
+      case ActionKind::ALLREDUCE:
+        ++st.pc;  // handed to the group when the bucket became ready, inside the last backward
+        break;
+    }
+  }
+}
+
+// Ranks left with actions when nothing more can happen wait on each other: names the cycle of
+// who waits for whom (a Deadlock), or says where they stopped if there is no cycle.
+void Simulation::report_stall() const {
+  plan::WaitGraph waits_for(played_);  // r -> q when rank r waits for rank q
+  bool stalled = false;
+  for (int r = 0; r < played_; ++r) {
+    const RankState& st = ranks_[r];
+    const auto& list = sched_.ranks[st.pipeline_rank];
+    if (st.pc >= list.size()) continue;
+    stalled = true;
+    for (int peer : peers_waited_for(r, list[st.pc])) boost::add_edge(r, peer, waits_for);
+  }
+  if (!stalled) return;
+  std::vector<int> cycle = plan::find_cycle(waits_for);
+  if (cycle.empty()) {
+    for (int r = 0; r < played_; ++r)
+      if (ranks_[r].pc < sched_.ranks[ranks_[r].pipeline_rank].size())
+        throw std::logic_error("simulation stalled: rank " + std::to_string(r) + " waits at " + waiting_action(r).id());
+  }
+  std::string m = "deadlock:";
+  for (size_t i = 0; i < cycle.size(); ++i) {
+    const int r = cycle[i], next = cycle[(i + 1) % cycle.size()];
+    m += std::string(i ? "," : "") + " rank " + std::to_string(r) + " waits in " + waiting_action(r).id() +
+         " for rank " + std::to_string(next);
+  }
+  throw Deadlock(m + (blocking_sends_ ? " (NCCL: a send waits until its receive is posted)" : ""));
+}
+
+const Action& Simulation::waiting_action(int rank) const { return sched_.ranks[ranks_[rank].pipeline_rank][ranks_[rank].pc]; }
+
+// The ranks whose progress `a`, where `rank` stopped, waits for.
+std::vector<int> Simulation::peers_waited_for(int rank, const Action& a) const {
+  switch (a.kind) {
+    case ActionKind::SEND_F:
+    case ActionKind::SEND_B: return {send_peer(rank, a)};
+    case ActionKind::RECV_F: return {peer_rank(rank, a.stage - 1)};
+    case ActionKind::RECV_B: return {peer_rank(rank, a.stage + 1)};
+    case ActionKind::OPTIM: {
+      std::vector<int> others;  // its all-reduces need every replica's buckets
+      if (!groups_.empty())
+        for (int m : groups_[a.stage].members)
+          if (m != rank && m < played_) others.push_back(m);
+      return others;
+    }
+    default: return {};
+  }
+}
+
+void Simulation::on_flow_done(int tag, Time now) {
+  if (tag >= 0) on_transfer_done(tag, now);
+  else on_collective_phase_done(-tag - 1, now);
+}
+
+void Simulation::collect_links() {
+  const auto& links = network_.links();
+  for (size_t i = 0; i < links.size(); ++i) {
+    const Link& l = links[i];
+    LinkUsage u;
+    u.name = network_.name(static_cast<int>(i));
+    u.capacity_gb_per_s = l.capacity;
+    u.bytes = l.bytes;
+    u.peak_gb_per_s = l.peak;
+    u.busy = Time::ns(l.busy_ns);
+    u.samples = network_.samples(static_cast<int>(i));
+    run_.links.push_back(std::move(u));
+  }
+}
+
+}  // namespace parallax::sim::detail
