@@ -1,6 +1,5 @@
 #include "cli/output.hpp"
 
-#include <ftw.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -37,13 +36,5 @@ std::string fmt(const char* format, double value) {
   return buf;
 }
 
-void remove_tree(const std::string& path) {
-  // Depth first, not following links: files and links first, each folder after its contents.
-  auto remove_one = [](const char* p, const struct stat*, int, struct FTW*) {
-    (void)std::remove(p);  // a file that cannot go stays; the walk goes on
-    return 0;
-  };
-  nftw(path.c_str(), remove_one, 16, FTW_DEPTH | FTW_PHYS);
-}
 
 }  // namespace parallax::cli

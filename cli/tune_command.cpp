@@ -14,6 +14,7 @@
 #include "cli/calibrate_command.hpp"
 #include "cli/output.hpp"
 #include "cli/validate_command.hpp"
+#include "fit/measure.hpp"
 #include "plan/error.hpp"
 #include "plan/scenario.hpp"
 #include "plan/yaml_reader.hpp"
@@ -215,7 +216,7 @@ int tune_command(const TuneArgs& args, const std::string& self) {
     for (const auto& s : plan::set_flags(plan::overrides(given, e.config))) sets.push_back(s);
     std::cerr << "tune: running " << i + 1 << " of " << to_run.size() << " for real (" << plan::describe(plan::overrides(given, e.config)) << ", "
               << args.validate_steps << " steps)\n";
-    const Measurement m = measure(self, args.scenario, sets, args.validate_steps);
+    const fit::Measurement m = fit::measure(self, args.scenario, sets, args.validate_steps);
     validated.push_back({&e, e.step_ms, m.measured_ms});
     std::cerr << "tune:   predicted " << fmt("%.3f", e.step_ms) << " ms, measured " << fmt("%.3f", m.measured_ms) << " ms\n";
   }

@@ -20,19 +20,6 @@ struct ValidateArgs {
   bool json = false;
 };
 
-/// Kendall's tau-a of two rankings of the same items: (concordant - discordant) pairs over all
-/// pairs; ties count as neither. 1 for the same order, -1 for the reverse.
-double kendall_tau(const std::vector<double>& a, const std::vector<double>& b);
-
 int validate_command(const ValidateArgs& args, const std::string& self);
-
-/// One configuration run for real (`parallax run SCENARIO --set ...` in a child process, `steps`
-/// steps) and simulated, through compare's definitions: the predicted and the median measured
-/// step time (after the warm-up step). runtime_error when the run fails.
-struct Measurement {
-  double predicted_ms = 0;
-  double measured_ms = 0;
-};
-Measurement measure(const std::string& self, const std::string& scenario, const std::vector<std::string>& sets, int steps);
 
 }  // namespace parallax::cli

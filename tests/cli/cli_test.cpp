@@ -12,6 +12,7 @@
 
 #include "plan/hardware.hpp"
 #include "cli/validate_command.hpp"
+#include "fit/measure.hpp"
 #include "tests/test_util.hpp"
 #include <sstream>
 
@@ -261,8 +262,8 @@ TEST_CASE("cli: validate refuses what it cannot run with exit 2, before running 
 }
 
 TEST_CASE("cli::kendall_tau: pairs in the same and in the opposite order", "[cli]") {
-  CHECK(parallax::cli::kendall_tau({1, 2, 3, 4}, {10, 20, 30, 40}) == Approx(1));
-  CHECK(parallax::cli::kendall_tau({1, 2, 3, 4}, {40, 30, 20, 10}) == Approx(-1));
+  CHECK(parallax::fit::kendall_tau({1, 2, 3, 4}, {10, 20, 30, 40}) == Approx(1));
+  CHECK(parallax::fit::kendall_tau({1, 2, 3, 4}, {40, 30, 20, 10}) == Approx(-1));
   // One swapped pair of six: (5 - 1) / 6.
-  CHECK(parallax::cli::kendall_tau({1, 2, 3, 4}, {1, 3, 2, 4}) == Approx(4.0 / 6));
+  CHECK(parallax::fit::kendall_tau({1, 2, 3, 4}, {1, 3, 2, 4}) == Approx(4.0 / 6));
 }

@@ -1,0 +1,130 @@
+#include "fit/measure.hpp"
+
+#include <fcntl.h>
+#include <ftw.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+
+#include "plan/plan.hpp"
+#include "plan/scenario.hpp"
+#include "profiler/trace_reader.hpp"
+#include "sim/simulator.hpp"
+
+extern char** environ;
+
+namespace parallax::fit {
+
+namespace fs = std::filesystem;
+
+double kendall_tau(const std::vector<double>& a, const std::vector<double>& b) {
+  const size_t n = std::min(a.size(), b.size());
+  if (n < 2) return 1.0;
+  double score = 0;
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = i + 1; j < n; ++j) {
+      const double s = (a[i] - a[j]) * (b[i] - b[j]);
+      score += s > 0 ? 1 : s < 0 ? -1 : 0;
+    }
+  return score / (static_cast<double>(n) * static_cast<double>(n - 1) / 2);
+}
+
+int run_child(const std::vector<std::string>& argv, const std::string& out, const std::string& err) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  std::vector<char*> cargv;
+  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, cargv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) return 127;
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::string tail_of(const std::string& path, size_t lines) {
+  std::ifstream in(path);
+  std::vector<std::string> all;
+  for (std::string l; std::getline(in, l);) all.push_back(l);
+  std::string out;
+  for (size_t i = all.size() > lines ? all.size() - lines : 0; i < all.size(); ++i) out += "  " + all[i] + "\n";
+  return out;
+}
+
+Prepared prepare(const Configuration& c, int steps, const std::vector<std::string>& common) {
+  Prepared p;
+  p.sets = common;
+  p.sets.insert(p.sets.end(), c.overrides.begin(), c.overrides.end());
+  p.sets.push_back("data.steps=" + std::to_string(steps));
+  const plan::Plan plan = plan::resolve_plan(plan::load_scenario(c.scenario, p.sets));
+  p.predicted = sim::simulate(plan).timeline;
+  p.precision = plan::name(plan.scenario.parallel.precision);
+  if (const auto& cal = plan.scenario.hardware.calibration) {
+    p.unmeasured = plan::unmeasured_signatures(*cal, plan.layers(), plan.scenario.parallel.precision);
+    p.host_reference_us = cal->host_probe_us;
+  }
+  return p;
+}
+
+// One run of a configuration for real, compared with its prediction into `o`.
+void run_once(const Configuration& c, const Prepared& p, const std::string& self, const fs::path& work, Outcome* o) {
+  const std::string trace = (work / "measured.json").string();
+  std::vector<std::string> argv = {self, "run", "-o", trace};
+  if (!c.scenario.empty()) argv.push_back(c.scenario);  // none: the built-in default
+  for (const auto& s : p.sets) argv.insert(argv.end(), {"--set", s});
+  const int rc = run_child(argv, (work / "run.out").string(), (work / "run.err").string());
+  if (rc != 0)
+    throw std::runtime_error("the run of " + c.label + " failed (exit " + std::to_string(rc) + "):\n" +
+                             tail_of((work / "run.err").string(), 8));
+  const auto report = profiler::compare(p.predicted, profiler::read_trace(trace).timeline, p.host_reference_us);
+  o->predicted_ms = report.predicted_step_ms;
+  o->measured_ms.push_back(report.all_steps_ms.median);
+  if (report.host_matched) o->at_speed_ms.push_back(report.measured_step_ms.median);
+  o->steps_at_speed += report.host_steps_at_speed;
+  o->steps_probed += report.host_probed_steps;
+  if (o->ranks.empty()) o->ranks = report.ranks;
+}
+
+void summarise(Outcome* o) {
+  const auto [low, high] = std::minmax_element(o->measured_ms.begin(), o->measured_ms.end());
+  o->measured_median = profiler::median(o->measured_ms);
+  o->spread = o->measured_median > 0 ? (*high - *low) / o->measured_median : 0;
+  o->error = o->measured_median > 0 ? (o->predicted_ms - o->measured_median) / o->measured_median : 0;
+  o->at_speed_median = profiler::median(o->at_speed_ms);
+  o->at_speed_error = o->at_speed_median > 0 ? (o->predicted_ms - o->at_speed_median) / o->at_speed_median : 0;
+}
+
+Measurement measure(const std::string& self, const std::string& scenario, const std::vector<std::string>& sets, int steps) {
+  const Configuration c{scenario, {}, "", fs::path(scenario.empty() ? "default" : scenario).stem().string()};
+  const Prepared p = prepare(c, steps, sets);
+  const fs::path work = fs::temp_directory_path() / ("parallax-measure-" + std::to_string(::getpid()));
+  fs::create_directories(work);
+  Outcome o;
+  try {
+    run_once(c, p, self, work, &o);
+  } catch (...) {
+    remove_tree(work.string());
+    throw;
+  }
+  remove_tree(work.string());
+  return {o.predicted_ms, o.measured_ms.front()};
+}
+
+void remove_tree(const std::string& path) {
+  // Depth first, not following links: files and links first, each folder after its contents.
+  auto remove_one = [](const char* p, const struct stat*, int, struct FTW*) {
+    (void)std::remove(p);  // a file that cannot go stays; the walk goes on
+    return 0;
+  };
+  nftw(path.c_str(), remove_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+}  // namespace parallax::fit

@@ -1,0 +1,81 @@
+#pragma once
+// Measuring a configuration for real against its prediction: `parallax run` in a child process
+// (so that a crash or a hang of the run is the child's), its measured trace read back and
+// compared with the simulated step by compare's definitions. validate's loop and the tuner's
+// --validate both measure through here.
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "plan/timeline.hpp"
+#include "profiler/compare.hpp"
+
+namespace parallax::fit {
+
+/// One configuration validate runs: a scenario with its --set values.
+struct Configuration {
+  std::string scenario;
+  std::vector<std::string> overrides;  ///< --set values beyond the common ones
+  std::string sweep;                   ///< "" or "SCENARIO KEY": the group it is ranked in
+  std::string label;
+};
+
+struct Outcome {
+  double predicted_ms = 0;
+  std::vector<double> measured_ms;  ///< one median per run, over every step after warm-up
+  double measured_median = 0, spread = 0, error = 0;
+  /// The same over the steps the host ran at the calibrated speed in (runs with enough of them).
+  std::vector<double> at_speed_ms;
+  double at_speed_median = 0, at_speed_error = 0;
+  int steps_at_speed = 0, steps_probed = 0;
+  std::vector<profiler::RankComparison> ranks;  ///< of the first run
+};
+
+// A configuration's plan with the run's step count, and its predicted timeline.
+struct Prepared {
+  std::vector<std::string> sets;
+  plan::Timeline predicted;
+  std::vector<std::string> unmeasured;  ///< layer signatures the profile has no measurement of
+  std::string precision;
+  double host_reference_us = 0;  ///< the profile's host_probe_us
+};
+
+/// A configuration's plan with the run's step count, and its predicted timeline; InputError when
+/// the scenario is bad, before anything runs.
+Prepared prepare(const Configuration& c, int steps, const std::vector<std::string>& common);
+
+/// One run of a configuration for real (`self run ...` in `work`), compared with its prediction
+/// into `o`; runtime_error naming the run, with its stderr's tail, when it fails.
+void run_once(const Configuration& c, const Prepared& p, const std::string& self, const std::filesystem::path& work,
+              Outcome* o);
+
+/// The medians, spread and errors of `o`'s runs.
+void summarise(Outcome* o);
+
+/// One configuration run for real (`parallax run SCENARIO --set ...` in a child process, `steps`
+/// steps) and simulated, through compare's definitions: the predicted and the median measured
+/// step time (after the warm-up step). runtime_error when the run fails.
+struct Measurement {
+  double predicted_ms = 0;
+  double measured_ms = 0;
+};
+Measurement measure(const std::string& self, const std::string& scenario, const std::vector<std::string>& sets, int steps);
+
+/// Kendall's tau-a of two rankings of the same items: (concordant - discordant) pairs over all
+/// pairs; ties count as neither. 1 for the same order, -1 for the reverse.
+double kendall_tau(const std::vector<double>& a, const std::vector<double>& b);
+
+/// Runs argv as a child with stdout and stderr into files; its exit code (127: could not start).
+int run_child(const std::vector<std::string>& argv, const std::string& out, const std::string& err);
+
+/// The last `lines` lines of a file, indented, for error messages.
+std::string tail_of(const std::string& path, size_t lines);
+
+/// Removes a folder of the caller's own making and everything in it, quietly (what is left
+/// stays). std::filesystem::remove_all does the same, but pip's libtorch exports its own copy,
+/// and a binary built on a GPU machine (GCC 13.3, binutils 2.42) bound its calls to that copy,
+/// which crashed (a jump to address 0); the link-order fix of cmake/torch.cmake did not hold
+/// there.
+void remove_tree(const std::string& path);
+
+}  // namespace parallax::fit
