@@ -7,7 +7,7 @@
 // Earlier backwards only accumulate (no_sync). The optimizer step waits for every bucket and
 // writes the averaged gradients back. Each all-reduce's span ends when its work completes (a
 // callback on its future, run by the process group's worker thread), not when the rank next
-// looks. (PyTorch's own Reducer needs headers Debian's libtorch-dev lacks, see DESIGN.md;
+// looks. (PyTorch's own Reducer needs headers Debian's libtorch-dev 1.13 lacks;
 // Tensor::register_hook fires in gradient-ready order and is enough.)
 #include <torch/torch.h>
 

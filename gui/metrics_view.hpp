@@ -1,5 +1,5 @@
 #pragma once
-// The numbers of DESIGN.md's "Definitions" for the step on screen, predicted beside measured:
+// The numbers of docs/architecture.md's "The numbers every view shows" for the step on screen, predicted beside measured:
 // step time, bubble fraction per stage, exposed communication per rank, memory per rank against
 // the device's capacity, and the bandwidth of the busiest links over the step (Qt Charts).
 #include <QLabel>

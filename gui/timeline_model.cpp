@@ -31,7 +31,7 @@ BarKind kind_of_device(const std::string& lane, const std::string& name, bool co
   return BarKind::host;
 }
 
-// Action lanes first, in the order of DESIGN.md, then device and imported lanes by name.
+// Action lanes first, in the order of docs/architecture.md (Vocabulary: Timeline), then device and imported lanes by name.
 int lane_rank(const std::string& lane) {
   static const char* const kOrder[] = {"compute", "send", "recv", "allreduce"};
   for (int i = 0; i < 4; ++i)
@@ -161,7 +161,7 @@ void TimelineModel::rebuild() {
     }
   }
 
-  // Rows: (rank, lane) sorted by rank, then action lanes in DESIGN order, then the others by name.
+  // Rows: (rank, lane) sorted by rank, then action lanes in that order, then the others by name.
   std::map<std::tuple<int, int, std::string>, int> row_index;
   for (const auto& [rank, lane] : lanes) row_index[{rank, lane_rank(lane), lane}] = 0;
   for (auto& [key, index] : row_index) {

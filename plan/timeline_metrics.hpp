@@ -1,5 +1,5 @@
 #pragma once
-// The definitions of DESIGN.md computed from any timeline, predicted or measured, so the
+// The definitions of docs/architecture.md computed from any timeline, predicted or measured, so the
 // simulator's summary and `parallax compare` mean the same thing by each number:
 // step time = last end - first start of the step's events; busy = union of a rank's compute
 // events; idle = step time - busy, split in two:

@@ -1,5 +1,5 @@
 #pragma once
-// Writes a Timeline as Chrome Trace Event JSON (DESIGN.md "Traces"), loadable in Perfetto UI and
+// Writes a Timeline as Chrome Trace Event JSON (docs/architecture.md, Traces), loadable in Perfetto UI and
 // chrome://tracing: one process per rank ("rank 3"), one thread per lane, X events with
 // ts/dur in microseconds (nanosecond decimals), args {action, stage, mb, bucket, bytes, step},
 // counters (a prediction's links, a run's host probe) as C events under a "counters" process, and a top-level "parallax" object.

@@ -1,5 +1,5 @@
 #pragma once
-// The numbers every view shows (DESIGN.md "Definitions"), computed from a timeline:
+// The numbers every view shows (docs/architecture.md), computed from a timeline:
 // step time; per rank busy, bubble and exposed communication; per link bytes, bandwidth and
 // utilisation; peak memory; and the critical path through the executed dependency graph.
 #include <string>
