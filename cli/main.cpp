@@ -215,9 +215,13 @@ int run_main_job(const std::string& self) {
 
 // The knob table (plan/knobs.hpp) as text, or as the Markdown table docs/scenarios.md holds.
 int run_keys(bool markdown) {
-  auto cell = [](std::string text) {  // a | inside a Markdown cell ends it
-    for (size_t at = 0; (at = text.find('|', at)) != std::string::npos; at += 2) text.insert(at, "\\");
-    return text;
+  auto cell = [](const std::string& text) {  // a | inside a Markdown cell ends it
+    std::string out;
+    for (char c : text) {
+      if (c == '|') out += '\\';
+      out += c;
+    }
+    return out;
   };
   const plan::Settings defaults;
   if (markdown) std::cout << "| key | default | values | meaning |\n|---|---|---|---|\n";

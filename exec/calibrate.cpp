@@ -10,6 +10,7 @@
 
 #include "exec/data.hpp"
 #include "exec/gpu.hpp"
+#include "exec/host_memory.hpp"
 #include "exec/host_probe.hpp"
 #include "exec/launcher.hpp"
 #include "exec/model.hpp"

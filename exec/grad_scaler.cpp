@@ -1,9 +1,23 @@
 #include "exec/grad_scaler.hpp"
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <stdexcept>
 
 namespace parallax::exec {
+
+std::optional<GradScalerOptions> scaler_options(plan::Precision precision) {
+  std::optional<GradScalerOptions> out;
+  if (precision == plan::Precision::fp16) out.emplace();
+  if (const char* spec = std::getenv("PARALLAX_LOSS_SCALER")) {
+    GradScalerOptions o;
+    if (std::sscanf(spec, "%lf:%d", &o.init_scale, &o.growth_interval) != 2)
+      throw std::invalid_argument("PARALLAX_LOSS_SCALER must be INIT_SCALE:GROWTH_INTERVAL, e.g. 65536:2000");
+    out = o;
+  }
+  return out;
+}
 
 GradScaler::GradScaler(GradScalerOptions options)
     : options_(options), scale_(static_cast<float>(options.init_scale)) {

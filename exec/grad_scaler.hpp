@@ -12,7 +12,10 @@
 // needs one host read of the agreed overflow flag per step anyway (PyTorch's step() reads it too).
 #include <torch/torch.h>
 
+#include <optional>
 #include <vector>
+
+#include "plan/precision.hpp"
 
 namespace parallax::exec {
 
@@ -22,6 +25,11 @@ struct GradScalerOptions {
   double backoff_factor = 0.5;
   int growth_interval = 2000;
 };
+
+/// The loss scaler's settings: PyTorch's defaults for fp16, none otherwise. Testing aid:
+/// PARALLAX_LOSS_SCALER=INIT:GROWTH_INTERVAL runs it at any precision with those settings (the
+/// CPU has no fp16 autocast, so the tests exercise it in fp32, where power-of-two scales are exact).
+std::optional<GradScalerOptions> scaler_options(plan::Precision precision);
 
 class GradScaler {
  public:

@@ -24,15 +24,16 @@
 #include "exec/data.hpp"
 #include "exec/ddp.hpp"
 #include "exec/device.hpp"
+#include "exec/faults.hpp"
+#include "exec/gpu_activity.hpp"
 #include "exec/gpu.hpp"
 #include "exec/grad_scaler.hpp"
+#include "exec/host_memory.hpp"
 #include "exec/host_probe.hpp"
 #include "exec/model.hpp"
+#include "exec/send_watcher.hpp"
 #include "exec/threads.hpp"
 #include "profiler/host_tracer.hpp"
-#ifdef PARALLAX_HAVE_CUPTI
-#include "profiler/cupti_tracer.hpp"
-#endif
 
 namespace parallax::exec {
 namespace {
@@ -46,84 +47,6 @@ struct Slot {
   torch::Tensor input, output, loss, target, grad_out, grad_in;
 };
 
-struct PendingSend {
-  Communicator::Work work;
-  torch::Tensor tensor;  // kept alive until sent
-  Action action;
-  int peer = 0;
-  int64_t start_ns = 0;
-  int32_t step = 0;
-};
-
-// Gloo's send works only learn they are done when waited on, so a thread waits on them in order
-// and records each span's end as it returns; the training loop never blocks on a send until the
-// end of the step (drain). A failed wait is kept and rethrown there.
-class SendWatcher {
- public:
-  SendWatcher(const Communicator& comm, profiler::HostTracer& tracer)
-      : comm_(comm), tracer_(tracer), thread_([this] { loop(); }) {}
-  ~SendWatcher() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-      for (auto& ps : queue_) ps.work->abort();
-      if (current_) current_->abort();
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
-
-  void push(PendingSend ps) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      queue_.push_back(std::move(ps));
-    }
-    cv_.notify_all();
-  }
-
-  /// Waits until every send so far is done; rethrows the first failure.
-  void drain() {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [this] { return (queue_.empty() && !current_) || error_; });
-    if (error_) std::rethrow_exception(error_);
-  }
-
- private:
-  void loop() {
-    tracer_.register_thread();
-    std::unique_lock<std::mutex> lock(mu_);
-    for (;;) {
-      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
-      if (stop_) return;
-      PendingSend ps = std::move(queue_.front());
-      queue_.pop_front();
-      current_ = ps.work;
-      lock.unlock();
-      std::exception_ptr failure;
-      try {
-        comm_.wait(ps.work, ps.action.id() + " to rank " + std::to_string(ps.peer), {ps.peer});
-        tracer_.span(plan::Lane::send, ps.action, ps.start_ns, profiler::now_ns(), ps.tensor.nbytes(), ps.step);
-      } catch (...) {
-        failure = std::current_exception();
-      }
-      lock.lock();
-      current_.reset();
-      if (failure && !error_) error_ = failure;
-      cv_.notify_all();
-    }
-  }
-
-  const Communicator& comm_;
-  profiler::HostTracer& tracer_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<PendingSend> queue_;
-  Communicator::Work current_;
-  std::exception_ptr error_;
-  bool stop_ = false;
-  std::thread thread_;
-};
-
 // Room for every span of the run: each action of every step, plus slack; capped at 4M spans
 // (~200 MB), beyond which spans are counted as dropped.
 size_t tracer_capacity(const plan::Plan& plan) {
@@ -131,67 +54,6 @@ size_t tracer_capacity(const plan::Plan& plan) {
   for (const auto& actions : plan.schedule.ranks) most = std::max(most, actions.size());
   const size_t want = most * static_cast<size_t>(plan.scenario.data.steps) + 1024;
   return std::min<size_t>(want, size_t{1} << 22);
-}
-
-// Testing aid: PARALLAX_FAULT=RANK:STEP:MODE makes rank RANK fail on purpose. `exit` and `hang`
-// strike at the start of step STEP (0-based); `save` dies in the middle of writing checkpoint
-// step-STEP: a rank that writes a shard dies after its temporary file is written and before the
-// rename, any other rank where it would have written; `overflow` (with a loss scaler) makes one
-// of the rank's gradients inf at step STEP, as an fp16 overflow would.
-enum class FaultPoint { step_start, checkpoint_save };
-
-// The mode PARALLAX_FAULT asks of `rank` at `step`, or "" when it asks nothing of it.
-std::string fault_mode(int rank, int64_t step) {
-  const char* spec = std::getenv("PARALLAX_FAULT");
-  if (!spec) return "";
-  int r = -1;
-  long long s = -1;
-  char mode[16] = {0};
-  if (std::sscanf(spec, "%d:%lld:%15s", &r, &s, mode) != 3 || r != rank || s != step) return "";
-  return mode;
-}
-
-// The loss scaler's settings: PyTorch's defaults for fp16, none otherwise. Testing aid:
-// PARALLAX_LOSS_SCALER=INIT:GROWTH_INTERVAL runs it at any precision with those settings (the
-// CPU has no fp16 autocast, so the tests exercise it in fp32, where power-of-two scales are exact).
-std::optional<GradScalerOptions> scaler_options(plan::Precision precision) {
-  std::optional<GradScalerOptions> out;
-  if (precision == plan::Precision::fp16) out.emplace();
-  if (const char* spec = std::getenv("PARALLAX_LOSS_SCALER")) {
-    GradScalerOptions o;
-    if (std::sscanf(spec, "%lf:%d", &o.init_scale, &o.growth_interval) != 2)
-      throw std::invalid_argument("PARALLAX_LOSS_SCALER must be INIT_SCALE:GROWTH_INTERVAL, e.g. 65536:2000");
-    out = o;
-  }
-  return out;
-}
-
-void maybe_inject_fault(int rank, int64_t step, FaultPoint at) {
-  const std::string mode = fault_mode(rank, step);
-  if (mode.empty() || mode == "overflow") return;  // overflow: check_overflow's
-  const bool save = mode == "save";
-  if (save != (at == FaultPoint::checkpoint_save)) return;
-  std::fprintf(stderr, "rank %d: injected fault (%s) at %s %lld\n", rank, mode.c_str(), save ? "checkpoint step" : "step",
-               static_cast<long long>(step));
-  if (mode == "hang")
-    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
-  std::_Exit(3);
-}
-
-// The process's resident set size now (/proc/self/statm), and its peak so far (getrusage), in
-// bytes: a rank's measured memory is the peak less the size before its stages were built. Ranks
-// keep the memory they free (keep_freed_memory), so the peak holds what training held at once.
-int64_t resident_bytes() {
-  std::ifstream statm("/proc/self/statm");
-  int64_t size = 0, resident = 0;
-  statm >> size >> resident;
-  return resident * sysconf(_SC_PAGESIZE);
-}
-
-int64_t peak_resident_bytes() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
 }
 
 class Runtime {
@@ -231,13 +93,7 @@ class Runtime {
                                                      : torch::kFloat;
     if (auto scaler = scaler_options(p_.precision)) scaler_.emplace(*scaler);
     if (train_device_.is_cuda()) gpu_timer_ = gpu::make_compute_timer();
-#ifdef PARALLAX_HAVE_CUPTI
-    // GPU activity where there is a GPU; elsewhere rank 0 says once why there is none.
-    // PARALLAX_CUPTI=0 leaves it off, so that a run is timed as calibrate times layers (validate
-    // on a GPU; bench/gpu_check.sh).
-    if (const char* c = std::getenv("PARALLAX_CUPTI"); !c || std::string(c) != "0")
-      cupti_ = profiler::CuptiTracer::start(/*quiet=*/launch.rank != 0);
-#endif
+    gpu_activity_ = GpuActivity::start(launch.rank);
   }
 
   RankResult run() {
@@ -350,22 +206,15 @@ class Runtime {
       gpu_timer_->start_step(profiler::now_ns());
     }
     for (size_t i = 0; i < actions_.size(); ++i) {
-#ifdef PARALLAX_HAVE_CUPTI
-      // Kernels launched inside the action carry (step, index) as their external correlation id.
-      if (cupti_) cupti_->push(static_cast<uint64_t>(step) * actions_.size() + i);
-#endif
+      if (gpu_activity_) gpu_activity_->enter(step, i, actions_.size());
       perform(actions_[i], step);
-#ifdef PARALLAX_HAVE_CUPTI
-      if (cupti_) cupti_->pop();
-#endif
+      if (gpu_activity_) gpu_activity_->leave();
     }
     sends_.drain();
     // A GPU rank's host spans end when their kernels are queued; the step ends when they are done.
     if (train_device_.is_cuda()) torch::cuda::synchronize(train_device_.index());
     const std::vector<plan::DeviceSpan> timed = gpu_timer_ ? collect_gpu_times(step) : std::vector<plan::DeviceSpan>{};
-#ifdef PARALLAX_HAVE_CUPTI
-    if (cupti_) collect_gpu_activity(step, timed);
-#endif
+    if (gpu_activity_) gpu_activity_->collect(step, launch_.rank, actions_, timed, &device_);
     for (auto& v : slots_)
       for (auto& slot : v) slot = Slot{};
     rec.loss_sum = loss_total_.defined() ? loss_total_.item<double>() : 0.0;  // on a GPU, the step's kernels are done
@@ -688,29 +537,7 @@ class Runtime {
   Slot dummy_;
   std::unordered_map<std::string, PostedReceive> posted_;  // by action id
   SendWatcher sends_;
-#ifdef PARALLAX_HAVE_CUPTI
-  // This step's GPU activity, attributed to the actions that launched it, on the host axis;
-  // what autograd's thread launched (B's kernels) by the compute actions' CUDA-event spans.
-  void collect_gpu_activity(int64_t step, const std::vector<plan::DeviceSpan>& timed) {
-    std::map<uint64_t, std::pair<Action, int32_t>> ids;
-    for (size_t i = 0; i < actions_.size(); ++i)
-      ids[static_cast<uint64_t>(step) * actions_.size() + i] = {actions_[i], static_cast<int32_t>(step)};
-    for (const auto& a : profiler::attribute(cupti_->flush(), ids, cupti_->cupti_to_host_ns(), timed)) {
-      plan::DeviceSpan d;
-      d.rank = launch_.rank;
-      d.lane = a.lane;
-      d.name = a.activity.name;
-      d.start = plan::Time::ns(a.host_start_ns);
-      d.end = plan::Time::ns(a.host_end_ns);
-      d.attributed = a.attributed;
-      d.action = a.action;
-      d.step = a.attributed ? a.step : static_cast<int32_t>(step);
-      d.bytes = a.activity.bytes;
-      device_.push_back(std::move(d));
-    }
-  }
-  std::unique_ptr<profiler::CuptiTracer> cupti_;
-#endif
+  std::unique_ptr<GpuActivity> gpu_activity_;  // null without CUPTI or a GPU
   std::vector<plan::DeviceSpan> device_;
   torch::ScalarType dtype_ = torch::kFloat;
   std::unique_ptr<gpu::ComputeTimer> gpu_timer_;  // on a GPU: compute actions timed with CUDA events
@@ -726,13 +553,6 @@ class Runtime {
 };
 
 }  // namespace
-
-void keep_freed_memory() {
-  if (const char* t = std::getenv("GLIBC_TUNABLES"); t && std::string(t).find("glibc.malloc.") != std::string::npos) return;
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's upper limit on 64-bit; larger blocks are still mmap'd
-  mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
-  mallopt(M_TOP_PAD, 16 << 20);  // grow the heap in 16 MiB steps rather than per request
-}
 
 std::vector<RankResult> run_rank(const plan::Plan& plan, const LaunchInfo& launch, const RunOptions& options) {
   keep_freed_memory();

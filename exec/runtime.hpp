@@ -48,14 +48,6 @@ struct RankResult {
   uint64_t dropped = 0;  ///< spans the tracer could not hold
 };
 
-/// Makes the C library keep the memory a rank frees instead of handing it back to the kernel, as
-/// PyTorch's CPU performance guide advises (there by preloading jemalloc or tcmalloc). LibTorch's
-/// CPU allocator is plain malloc: with glibc's defaults, large blocks (from 128 KiB) are mmap'd and
-/// unmapped again and a freed heap top is trimmed, so each step page-faults its activations back in. On the VMs this
-/// runs on that tripled the step time of a small transformer and made it jump between 4 and 28 ms
-/// per micro-batch. A user's own GLIBC_TUNABLES malloc setting wins. run_rank calls it.
-void keep_freed_memory();
-
 /// Runs this rank to the end of data.steps; throws on failure (the message names rank and action).
 /// Rank 0 returns every rank's result (gathered through the c10d store); the others their own.
 std::vector<RankResult> run_rank(const plan::Plan& plan, const LaunchInfo& launch, const RunOptions& options);
