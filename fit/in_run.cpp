@@ -258,6 +258,12 @@ plan::InRunFactors layout_factors(const ProbeResult& small, const ProbeResult* l
   auto fit = [&](ComputeKind k, double* factor, double* extra_us, double* probed_us) {
     const plan::InRunLine line = plan::fit_in_run_line(small.means[k], large ? &large->means[k] : nullptr);
     *factor = line.factor;
+    if (line.bounded) {  // said in the profile, never passed off as measured
+      static const char* names[] = {"forward", "backward", "optimizer"};
+      char words[96];
+      std::snprintf(words, sizeof words, "%s %.2f, the probes gave %.2f", names[k], line.factor, line.fitted);
+      f.bounded += (f.bounded.empty() ? "" : "; ") + std::string(words);
+    }
     *extra_us = line.extra_us;
     // The line holds where it was measured; a longer action is not slowed in proportion.
     *probed_us = large ? std::max(small.longest_alone_us[k], large->longest_alone_us[k]) : 0.0;

@@ -99,9 +99,11 @@ LinearFit fit_linear(const std::vector<double>& x, const std::vector<double>& y)
 InRunLine fit_in_run_line(const InRunPoint& small, const InRunPoint* large) {
   constexpr double kMinFactor = 0.8, kMaxFactor = 2.5;
   InRunLine line;
-  if (large && large->alone_us > 2 * small.alone_us && small.in_run_us > 0 && large->in_run_us > 0)
-    line.factor = std::clamp((large->in_run_us - small.in_run_us) / (large->alone_us - small.alone_us), kMinFactor,
-                             kMaxFactor);
+  if (large && large->alone_us > 2 * small.alone_us && small.in_run_us > 0 && large->in_run_us > 0) {
+    line.fitted = (large->in_run_us - small.in_run_us) / (large->alone_us - small.alone_us);
+    line.factor = std::clamp(line.fitted, kMinFactor, kMaxFactor);
+    line.bounded = line.factor != line.fitted;
+  }
   line.extra_us = small.in_run_us - line.factor * small.alone_us;
   return line;
 }
@@ -226,7 +228,7 @@ std::map<std::string, SignatureCost> parse_signatures(const Field& list) {
 InRunFactors parse_in_run(const Field& in_run) {
   expect_keys(in_run, {"forward", "backward", "optimizer", "forward_extra_us", "backward_extra_us",
                        "optimizer_extra_us", "forward_probed_us", "backward_probed_us", "optimizer_probed_us", "allreduce", "sync_backward_extra_us_per_mb", "send_extra_us", "delivery_extra_us", "send_unposted_us",
-                       "late_receive_us", "probe"});
+                       "late_receive_us", "probe", "bounded"});
   InRunFactors f;
   f.forward = number_or(in_run, "forward", 1, 0.1);
   f.backward = number_or(in_run, "backward", 1, 0.1);
@@ -248,6 +250,7 @@ InRunFactors parse_in_run(const Field& in_run) {
   number_or(in_run, "send_unposted_us", 0, 0);
   number_or(in_run, "late_receive_us", 0, 0);
   if (in_run["probe"].present()) f.probe = to_string(in_run["probe"]);
+  if (in_run["bounded"].present()) f.bounded = to_string(in_run["bounded"]);
   return f;
 }
 
@@ -344,6 +347,7 @@ std::string calibration_yaml(const Calibration& c) {
     << ", optimizer_probed_us: " << c.in_run.optimizer_probed_us << ",\n            send_extra_us: " << c.in_run.send_extra_us
     << ", delivery_extra_us: " << c.in_run.delivery_extra_us;
   if (!c.in_run.probe.empty()) s << ", probe: \"" << c.in_run.probe << "\"";
+  if (!c.in_run.bounded.empty()) s << ",\n            bounded: \"" << c.in_run.bounded << "\"";
   s << "}\n";
   if (const auto& d = c.in_run_data) {
     s << "  in_run_data: {forward: " << d->forward << ", backward: " << d->backward << ", optimizer: " << d->optimizer
@@ -353,6 +357,7 @@ std::string calibration_yaml(const Calibration& c) {
       << ", allreduce: " << d->allreduce
       << ",\n                sync_backward_extra_us_per_mb: " << d->sync_backward_extra_us_per_mb;
     if (!d->probe.empty()) s << ",\n                probe: \"" << d->probe << "\"";
+    if (!d->bounded.empty()) s << ",\n                bounded: \"" << d->bounded << "\"";
     s << "}\n";
   }
   if (!c.send_call.empty())

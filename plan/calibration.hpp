@@ -45,13 +45,16 @@ struct InRunPoint {
 /// A kind's time in a run as a line over its time alone: in_run = factor x alone + extra_us.
 struct InRunLine {
   double factor = 1, extra_us = 0;
+  bool bounded = false;  ///< the factor is the bound, not what the probes gave
+  double fitted = 1;     ///< what the probes gave, before the bound
 };
 
 /// The line through a small model's point and a large model's. A run slows small layers by a
 /// fixed cost per action and large ones in proportion, and one model cannot tell the two apart:
 /// without `large`, or when its actions are not at least twice as long, the factor is 1 and the
 /// extra the small model's difference. The factor is bounded to [0.8, 2.5] (a noisy probe must
-/// not turn a 1.2x slowdown into 5x); the line then still passes through the small model's point.
+/// not turn a 1.2x slowdown into 5x); the line then still passes through the small model's point,
+/// and says that it is bounded and what the probes gave.
 InRunLine fit_in_run_line(const InRunPoint& small, const InRunPoint* large);
 
 /// One layer signature measured with the executor's own module.
@@ -115,6 +118,10 @@ struct InRunFactors {
   /// and delivery beyond the ping-pong's.
   double send_extra_us = 0, delivery_extra_us = 0;
   std::string probe;  ///< the plan it was measured on, in words
+  /// The factors that are a fit's bound rather than a measurement, in words ("forward 2.5, the
+  /// probes gave 4.10"); "" when none. Written into the profile beside them, so that a bound is
+  /// never read back as if measured.
+  std::string bounded;
 };
 
 /// One optimizer step plus zero_grad, against the parameters it updates.

@@ -102,6 +102,9 @@ TEST_CASE("plan::fit_in_run_line: recovers a run's factor and fixed extra from a
   const plan::InRunPoint wild{2400, 30000};
   const plan::InRunLine bounded = plan::fit_in_run_line(small, &wild);
   CHECK(bounded.factor == Approx(2.5));
+  CHECK(bounded.bounded);  // and says so, with what the probes gave
+  CHECK(bounded.fitted == Approx((wild.in_run_us - small.in_run_us) / (wild.alone_us - small.alone_us)));
+  CHECK_FALSE(line.bounded);
   CHECK(bounded.factor * small.alone_us + bounded.extra_us == Approx(small.in_run_us));
 }
 
@@ -160,7 +163,8 @@ TEST_CASE("plan::CostCurve: interpolates between sizes and extrapolates along th
 TEST_CASE("plan::Calibration: a calibrated profile round-trips with the same costs", "[plan]") {
   auto c = sample_calibration();
   c.in_run_data = plan::InRunFactors{.forward = 1.1, .backward = 1.2, .optimizer = 1.3, .optimizer_extra_us = 9,
-                                     .allreduce = 2.5, .sync_backward_extra_us_per_mb = 210, .probe = "ddp probe"};
+                                     .allreduce = 2.5, .sync_backward_extra_us_per_mb = 210, .probe = "ddp probe",
+                                     .bounded = "forward 2.50, the probes gave 4.10"};
   const std::string text = plan::calibrated_profile_yaml(builtin("cpu-host"), "here", c, {"a comment"});
   const auto hw = profile_from(text);
   REQUIRE(hw.calibration);
@@ -177,6 +181,9 @@ TEST_CASE("plan::Calibration: a calibrated profile round-trips with the same cos
   CHECK(r.in_run_data->sync_backward_extra_us_per_mb == Approx(210));
   CHECK(r.in_run.backward_extra_us == Approx(-5));
   CHECK(r.in_run_data->probe == "ddp probe");
+  CHECK(r.in_run_data->bounded == "forward 2.50, the probes gave 4.10");  // a bound stays marked as one
+  CHECK(text.find("bounded: \"forward 2.50") != std::string::npos);
+  CHECK(r.in_run.bounded.empty());
   CHECK(r.in_run.probe == "probe");
   CHECK(r.host_probe_us == Approx(12.5));
   CHECK(hw.interference.shared_cores == 1);  // not measured: no interference section
