@@ -15,10 +15,6 @@ plan::YamlDocument ScenarioSource::document(const std::vector<std::string>& over
   return plan::scenario_document(path, all);
 }
 
-plan::Scenario ScenarioSource::scenario(const std::vector<std::string>& overrides) const {
-  return plan::parse_scenario(document(overrides));
-}
-
 plan::Scenario with_knobs(const plan::Scenario& base, const KnobValues& knobs) {
   plan::Scenario s = base;
   if (!knobs.hardware.empty()) {

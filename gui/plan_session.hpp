@@ -25,8 +25,8 @@
 
 namespace parallax::gui {
 
-/// Where a scenario comes from. Every evaluation reads its own document (yaml-cpp nodes are
-/// shared handles, so a document is never shared between threads).
+/// Where a scenario comes from: read once when opened (evaluations then set knob values on copies
+/// of the parsed scenario), and again to save it or to run it for real with --set overrides.
 struct ScenarioSource {
   std::string path;               ///< "" for the built-in default scenario
   std::vector<std::string> sets;  ///< --set overrides given on the command line, applied first
@@ -34,8 +34,6 @@ struct ScenarioSource {
 
   /// The document with `sets`, then `overrides`, applied; InputError when it cannot be read.
   plan::YamlDocument document(const std::vector<std::string>& overrides) const;
-  /// The scenario parsed from document(overrides); InputError when it is bad.
-  plan::Scenario scenario(const std::vector<std::string>& overrides) const;
 };
 
 struct Prediction {

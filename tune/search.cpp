@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
-#include <mutex>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -71,10 +71,6 @@ void parallel_for(size_t n, int threads, const std::function<void(size_t)>& work
   for (auto& t : pool) t.join();
   report(finished.load());
 }
-
-}  // namespace
-
-namespace {
 
 // The knobs the enumeration couples to others (the layout, the batch, the schedule's own knobs,
 // the split, DDP's buckets); every other tuned knob of the table is crossed with them freely.
