@@ -35,11 +35,15 @@ Knob megabytes(std::string key, double Settings::*member, bool above_zero, std::
   return k;
 }
 
+// The generated schedules, named as plan::name() names them (the one place their names live).
+constexpr ScheduleKind kGenerated[] = {ScheduleKind::gpipe, ScheduleKind::one_f_one_b, ScheduleKind::interleaved_1f1b};
+
 Knob schedule_knob() {
   Knob k;
   k.key = "parallel.schedule";
   k.type = KnobType::choice;
-  k.choices = {"gpipe", "1f1b", "interleaved-1f1b", "<file>.csv"};
+  for (ScheduleKind kind : kGenerated) k.choices.push_back(name(kind));
+  k.choices.push_back("<file>.csv");
   k.tuned = true;
   k.doc = "pipeline schedule, or a PyTorch pipelining CSV (a path: in a file, relative to the file; on the command line, to the working directory)";
   k.get = [](const Settings& s) {
@@ -51,11 +55,10 @@ Knob schedule_knob() {
     if (text.ends_with(".csv")) {
       s.schedule = ScheduleKind::csv;
       s.schedule_csv = text;
-    } else {
-      s.schedule = text == "gpipe" ? ScheduleKind::gpipe
-                   : text == "1f1b" ? ScheduleKind::one_f_one_b
-                                    : ScheduleKind::interleaved_1f1b;
+      return;
     }
+    for (ScheduleKind kind : kGenerated)
+      if (text == name(kind)) s.schedule = kind;
   };
   return k;
 }

@@ -90,7 +90,8 @@ Space default_space(const plan::Scenario& s, int world) {
   std::sort(data.begin(), data.end());
   sp.values["parallel.data"] = values_of(data);
   sp.values["parallel.pipeline"] = values_of(pipeline);
-  sp.values["parallel.schedule"] = {std::string("gpipe"), std::string("1f1b"), std::string("interleaved-1f1b")};
+  for (const auto& name : plan::knob("parallel.schedule").choices)  // every generated one, not a CSV
+    if (!name.ends_with(".csv")) sp.values["parallel.schedule"].push_back(name);
   sp.values["parallel.virtual"] = {2, 4};
   sp.values["parallel.chunks"] = {};
   sp.values["parallel.partition_len"] = {};
