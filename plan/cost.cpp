@@ -29,9 +29,10 @@ std::optional<LayerCost> calibrated(const Layer& layer, const HardwareProfile& h
   return out;
 }
 
-// Bytes a layer moves per call: its parameters once, plus its activations per sample.
+// Bytes a layer moves per call: its parameters once (the copy autocast makes in the compute type,
+// elements as wide as an activation's), plus its activations per sample.
 double parameter_bytes(const Layer& layer, Precision precision) {
-  return static_cast<double>(layer.param_count()) * (precision == Precision::fp32 ? 4.0 : 2.0);
+  return static_cast<double>(layer.param_count()) * activation_bytes(precision);
 }
 
 }  // namespace
