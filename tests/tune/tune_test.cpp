@@ -1,6 +1,8 @@
 // The tuner's engine: step-only simulation against the full one, the lower bound against the
 // simulated step, pruned search against exhaustive search, memory fit, and the overrides and
 // written file reproducing a pick.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <filesystem>
@@ -207,7 +209,8 @@ TEST_CASE("tune: bad --search and --fix get a clear message", "[tune]") {
 }
 
 TEST_CASE("tune: the command writes a scenario that reproduces its pick, bad flags exit 2", "[tune][cli]") {
-  const auto out = std::filesystem::temp_directory_path() / "parallax-tune-test";
+  // Its own folder per process: two test runs at once (two checkouts) must not share it.
+  const auto out = std::filesystem::temp_directory_path() / ("parallax-tune-test-" + std::to_string(::getpid()));
   std::filesystem::create_directories(out);
   const std::string best = (out / "best.yaml").string();
   const auto r = test::run_parallax("tune " + source("scenarios/gpipe-transformer-2xT4.yaml") +
