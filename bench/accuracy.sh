@@ -65,7 +65,7 @@ def median(v):
     v = sorted(v)
     n = len(v)
     return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
-def kendall_tau(a, b):  # as cli/validate_command.cpp's
+def kendall_tau(a, b):  # as fit/measure.cpp's
     n, score = len(a), 0
     if n < 2:
         return 1.0

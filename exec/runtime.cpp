@@ -337,7 +337,7 @@ class Runtime {
   // round trip through both ranks' event-loop threads (gloo/transport/tcp/pair.cc: the send only
   // notifies; the payload moves when the receive's notification comes back): on this kind of VM
   // a mean of ~300 us per message, with a long tail, and 1F1B at 8 chunks ran 30% slower. The
-  // simulator models the same (sim/simulator.cpp, preposted_receives_). NCCL keeps receives at
+  // simulator models the same (sim/engine.cpp, preposted_receives_). NCCL keeps receives at
   // their action: its lowering matches sends and receives in one order.
   void post_receives() {
     for (const Action& a : actions_)

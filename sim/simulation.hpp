@@ -1,5 +1,5 @@
 #pragma once
-// The simulator's parts, for sim/simulator.cpp alone: not an interface of the sim module. One
+// The simulator's parts, for its own files only: not an interface of the sim module. One
 // Simulation plays one step; its member functions live in four files by what they model:
 //   sim/engine.cpp          the event queue and dispatch, ranks walking their action lists, the
 //                           recorded timeline and each event's dependency, deadlock reports;
