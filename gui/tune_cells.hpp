@@ -1,0 +1,24 @@
+#pragma once
+// The Tune tab's table cells, for gui/tune_view.cpp and gui/tune_validation.cpp: the columns of
+// the ranked table and how a cell shows its text.
+#include <QString>
+#include <QTableWidgetItem>
+#include <cmath>
+
+namespace parallax::gui::tune_cells {
+
+enum Column { kRank, kChanged, kStep, kSamples, kMemory, kMeasured, kColumns };
+
+inline QTableWidgetItem* item(const QString& text,
+                       Qt::Alignment align = Qt::AlignRight | Qt::AlignVCenter) {
+  auto* i = new QTableWidgetItem(text);
+  i->setFlags(Qt::ItemIsEnabled | Qt::ItemIsSelectable);
+  i->setTextAlignment(align);
+  return i;
+}
+
+inline QString ms_text(double ms) {
+  return std::isnan(ms) ? QString("—") : QString::number(ms, 'f', ms < 10 ? 3 : 2);
+}
+
+}  // namespace parallax::gui::tune_cells
