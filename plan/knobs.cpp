@@ -284,4 +284,9 @@ PartitionLen partition_of(const std::vector<int>& lens) {
   return p;
 }
 
+PartitionLen listed(const PartitionLen& p, int stages) {
+  if (p.mode != PartitionLen::Mode::per_stage) return p;
+  return partition_of(std::vector<int>(static_cast<size_t>(stages), p.per_stage));
+}
+
 }  // namespace parallax::plan

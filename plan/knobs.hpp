@@ -90,5 +90,8 @@ std::string number_text(double v);
 std::string partition_text(const PartitionLen& p);
 /// A partition from layers per stage; an empty list is "balanced".
 PartitionLen partition_of(const std::vector<int>& lens);
+/// One number for every stage as the list it means over `stages` stages (the form the tuner's
+/// space uses); a list or "balanced" as it is.
+PartitionLen listed(const PartitionLen& p, int stages);
 
 }  // namespace parallax::plan

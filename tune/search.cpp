@@ -82,12 +82,18 @@ bool coupled(const std::string& key) {
   return std::find(keys.begin(), keys.end(), key) != keys.end();
 }
 
-// Calls `each` with `c` set to every combination of the free knobs' values (the table's last
-// knob varies slowest).
-void cross_free_knobs(const Space& sp, plan::Settings c, const std::function<void(const plan::Settings&)>& each) {
+// The tuned knobs the space gives values to that the enumeration does not couple.
+std::vector<const plan::Knob*> free_knobs(const Space& sp) {
   std::vector<const plan::Knob*> free;
   for (const plan::Knob& k : plan::knobs())
     if (k.tuned && !coupled(k.key) && !sp.of(k.key).empty()) free.push_back(&k);
+  return free;
+}
+
+// Calls `each` with `c` set to every combination of the free knobs' values (the table's last
+// knob varies slowest).
+void cross_free_knobs(const std::vector<const plan::Knob*>& free, const Space& sp, plan::Settings c,
+                      const std::function<void(const plan::Settings&)>& each) {
   std::function<void(size_t)> level = [&](size_t n) {
     if (n == 0) return each(c);
     const plan::Knob& k = *free[n - 1];
@@ -121,6 +127,14 @@ std::vector<plan::Settings> enumerate(Evaluator& ev, const Space& sp, size_t* in
   const auto& schedules = sp.of("parallel.schedule");
   const bool has_gpipe = std::count(schedules.begin(), schedules.end(), plan::KnobValue(std::string("gpipe"))) > 0;
   const std::vector<int> data = sp.ints("parallel.data");
+  // The space's lists, typed once rather than per configuration.
+  const std::vector<const plan::Knob*> free = free_knobs(sp);
+  const std::vector<int> virtual_values = sp.ints("parallel.virtual");
+  std::vector<plan::PartitionLen> given_splits;  // empty: around each configuration's balanced split
+  for (const auto& split : sp.of("parallel.partition_len")) given_splits.push_back(std::get<plan::PartitionLen>(split));
+  std::vector<std::pair<double, double>> buckets;  // (bucket_cap_mb, first_bucket_mb)
+  for (const auto& cap : sp.of("parallel.bucket_cap_mb"))
+    for (const auto& first : sp.of("parallel.first_bucket_mb")) buckets.emplace_back(std::get<double>(cap), std::get<double>(first));
   std::vector<plan::Settings> out;
   for (int p : sp.ints("parallel.pipeline")) {
     if (sp.world % p != 0 || !std::count(data.begin(), data.end(), sp.world / p)) continue;
@@ -141,7 +155,7 @@ std::vector<plan::Settings> enumerate(Evaluator& ev, const Space& sp, size_t* in
         // One stage per rank: 1F1B is GPipe's order and interleaving has nothing to interleave.
         if (p == 1 && (kind == plan::ScheduleKind::interleaved_1f1b || (kind == plan::ScheduleKind::one_f_one_b && has_gpipe)))
           continue;
-        const std::vector<int> virtuals = kind == plan::ScheduleKind::interleaved_1f1b ? sp.ints("parallel.virtual") : std::vector<int>{1};
+        const std::vector<int> virtuals = kind == plan::ScheduleKind::interleaved_1f1b ? virtual_values : std::vector<int>{1};
         const std::vector<int> chunk_counts = sp.of("parallel.chunks").empty() ? divisors(batch) : sp.ints("parallel.chunks");
         for (int v : virtuals)
           for (int chunks : chunk_counts) {
@@ -152,10 +166,9 @@ std::vector<plan::Settings> enumerate(Evaluator& ev, const Space& sp, size_t* in
             layout.batch_size = batch;
             layout.grad_accumulation = ga;
             layout.partition_len = {};
-            cross_free_knobs(sp, layout, [&](plan::Settings c) {
+            cross_free_knobs(free, sp, layout, [&](plan::Settings c) {
               if (!valid(c)) return;
-              std::vector<plan::PartitionLen> splits;
-              for (const auto& split : sp.of("parallel.partition_len")) splits.push_back(std::get<plan::PartitionLen>(split));
+              std::vector<plan::PartitionLen> splits = given_splits;
               if (splits.empty())
                 for (const auto& lens : partitions_around(ev, c)) splits.push_back(plan::partition_of(lens));
               for (const auto& split : splits) {
@@ -165,12 +178,11 @@ std::vector<plan::Settings> enumerate(Evaluator& ev, const Space& sp, size_t* in
                   out.push_back(c);
                   continue;
                 }
-                for (const auto& cap : sp.of("parallel.bucket_cap_mb"))
-                  for (const auto& first : sp.of("parallel.first_bucket_mb")) {
-                    c.bucket_cap_mb = std::get<double>(cap);
-                    c.first_bucket_mb = std::get<double>(first);
-                    out.push_back(c);
-                  }
+                for (const auto& [cap, first] : buckets) {
+                  c.bucket_cap_mb = cap;
+                  c.first_bucket_mb = first;
+                  out.push_back(c);
+                }
               }
             });
           }
@@ -221,8 +233,7 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
   for (const Evaluation* e : {&r.baseline, &r.defaults}) {
     if (!e->simulated()) continue;
     plan::Settings c = e->config;
-    if (c.partition_len.mode == plan::PartitionLen::Mode::per_stage)  // as a list, the form the space uses
-      c.partition_len = plan::partition_of(std::vector<int>(c.stages(), c.partition_len.per_stage));
+    c.partition_len = plan::listed(c.partition_len, c.stages());
     if (c.partition_len == plan::partition_of(ev.balanced_partition(c))) c.partition_len = {};  // the same plan
     if (std::find(configs.begin(), configs.end(), c) == configs.end()) configs.push_back(e->config);
   }

@@ -30,7 +30,7 @@ void pair_layout(Space* sp, const std::string& key, const std::string& flag) {
     if (sp->world % n != 0)
       fail(flag, plan::knob(key).name() + " " + std::to_string(n) + " does not divide the world of " +
                      std::to_string(sp->world) + " ranks (set it with --world)");
-    paired.push_back(sp->world / n);
+    paired.emplace_back(std::in_place_type<int>, sp->world / n);
   }
   sp->values[other] = paired;
 }
@@ -150,10 +150,9 @@ void fix(Space* sp, const plan::Scenario& s, const std::string& key) {
   }
   if (key == "parallel.schedule" && given.schedule == plan::ScheduleKind::csv)
     fail("--fix " + key, "an imported CSV schedule cannot be tuned");
-  plan::KnobValue v = knob->get(given);
-  if (key == "parallel.partition_len" && given.partition_len.mode == plan::PartitionLen::Mode::per_stage)
-    v = plan::partition_of(std::vector<int>(given.stages(), given.partition_len.per_stage));
-  sp->values[key] = {v};
+  plan::Settings listed = given;
+  listed.partition_len = plan::listed(given.partition_len, given.stages());
+  sp->values[key] = {knob->get(listed)};
 }
 
 }  // namespace parallax::tune
