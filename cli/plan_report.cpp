@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "plan/memory.hpp"
+
 namespace parallax::cli {
 namespace {
 
@@ -87,11 +89,11 @@ json plan_json(const Plan& p) {
   json ranks = json::array(), memory = json::array();
   const int64_t capacity = s.hardware.device.memory_bytes();
   for (const auto& r : p.ranks) {
-    ranks.push_back({{"rank", r.rank}, {"replica", r.replica}, {"pipeline_rank", r.pipeline_rank},
+    ranks.push_back({{"rank", r.rank}, {"replica", r.replica}, {"pipeline_rank", r.pipeline_rank}, {"tensor_rank", r.tensor_rank},
                      {"node", r.node}, {"local_rank", r.local_rank}, {"stages", r.stages}});
     const auto& m = r.memory;
     memory.push_back({{"rank", r.rank}, {"params", m.params}, {"gradients", m.gradients}, {"optimizer", m.optimizer},
-                      {"buckets", m.buckets}, {"activations", m.activations}, {"peak_inflight", m.peak_inflight},
+                      {"buckets", m.buckets}, {"activations", m.activations}, {"reserve", m.reserve}, {"peak_inflight", m.peak_inflight},
                       {"total", m.total()}, {"device_bytes", capacity}, {"fits", m.total() <= capacity}});
   }
   out["ranks"] = ranks;
@@ -109,13 +111,18 @@ std::string plan_text(const Plan& p) {
   o << "hardware   " << hw.name << ": " << hw.devices_per_node << " x " << hw.device.name << " per node ("
     << hw.node_link.name << ")" << (hw.network ? ", network " + hw.network->name : std::string()) << "; plan uses "
     << p.nodes << " node" << (p.nodes > 1 ? "s" : "") << "\n";
-  o << "grid       data " << s.parallel.data << " x pipeline " << s.parallel.pipeline << " x virtual "
-    << s.parallel.virtual_stages << " = " << p.world_size << " ranks, " << p.stages.size() << " stages\n";
+  o << "grid       data " << s.parallel.data << " x pipeline " << s.parallel.pipeline << " x tensor " << s.parallel.tensor
+    << " = " << p.world_size << " ranks; virtual " << s.parallel.virtual_stages << ", " << p.stages.size() << " stages"
+    << (s.parallel.sequence_parallel ? "; sequence parallel" : "") << "\n";
+  o << "placement  rank = (replica x " << s.parallel.pipeline << " + pipeline rank) x " << s.parallel.tensor
+    << " + tensor rank: tensor fastest (a tensor group in one node), then pipeline, then data\n";
   o << "batch      " << s.data.batch_size << " per replica = " << p.chunks() << " chunks x " << p.microbatch_size
     << "; grad_accumulation " << s.parallel.grad_accumulation << "; global batch "
     << s.data.batch_size * s.parallel.grad_accumulation * s.parallel.data << "\n";
   o << "schedule   " << plan::name(s.parallel.schedule) << ", precision " << plan::name(s.parallel.precision)
-    << (s.parallel.activation_checkpointing ? ", activation checkpointing" : "") << "\n\n";
+    << (s.parallel.activation_checkpointing != plan::Recompute::none
+            ? std::string(", recompute: ") + plan::name(s.parallel.activation_checkpointing)
+            : std::string()) << "\n\n";
 
   o << pad("stage", 7) << pad("rank", 6) << pad("params", 12) << pad("buckets", 9) << "layers\n";
   for (const auto& st : p.stages) {
@@ -135,14 +142,18 @@ std::string plan_text(const Plan& p) {
   }
   const int64_t capacity = hw.device.memory_bytes();
   o << "\nmemory per rank (device: " << format_bytes(capacity) << ")\n";
-  o << pad("rank", 6) << pad("params", 11) << pad("grads", 11) << pad("optimizer", 11) << pad("buckets", 11)
-    << pad("activations", 27) << "total\n";
+  // Every replica and tensor rank of a pipeline rank holds the same; past 64 ranks, one row each.
+  const bool by_pipeline_rank = p.world_size > 64;
+  if (by_pipeline_rank) o << "(one row per pipeline rank: its " << p.world_size / s.parallel.pipeline << " ranks hold the same)\n";
+  o << pad(by_pipeline_rank ? "pp" : "rank", 6) << pad("params", 11) << pad("grads", 11) << pad("optimizer", 11)
+    << pad("buckets", 11) << pad("activations", 27) << pad("reserve", 11) << "total\n";
   for (const auto& r : p.ranks) {
+    if (by_pipeline_rank && (r.replica != 0 || r.tensor_rank != 0)) continue;
     const auto& m = r.memory;
-    o << pad(std::to_string(r.rank), 6) << pad(format_bytes(m.params), 11) << pad(format_bytes(m.gradients), 11)
-      << pad(format_bytes(m.optimizer), 11) << pad(format_bytes(m.buckets), 11)
+    o << pad(std::to_string(by_pipeline_rank ? r.pipeline_rank : r.rank), 6) << pad(format_bytes(m.params), 11)
+      << pad(format_bytes(m.gradients), 11) << pad(format_bytes(m.optimizer), 11) << pad(format_bytes(m.buckets), 11)
       << pad(format_bytes(m.activations) + " (" + std::to_string(m.peak_inflight) + " in flight)", 27)
-      << format_bytes(m.total()) << (m.total() > capacity ? "  DOES NOT FIT" : "") << "\n";
+      << pad(format_bytes(m.reserve), 11) << format_bytes(m.total()) << (m.total() > capacity ? "  DOES NOT FIT" : "") << "\n";
   }
   return o.str();
 }

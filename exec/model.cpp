@@ -92,17 +92,18 @@ StageImpl::StageImpl(const std::vector<plan::Layer>& layers, int first, int coun
 }
 
 torch::Tensor StageImpl::forward(torch::Tensor x) {
-  for (const Entry& e : layers_) {
-    if (e.linear) {
-      x = e.linear->forward(x);
-      if (e.relu) x = torch::relu(x);
-    } else if (e.encoder) {
-      x = e.encoder->forward(x);
-    } else {
-      x = e.call_other(x);
-    }
-  }
+  for (int i = 0; i < layer_count(); ++i) x = forward_layer(i, x);
   return x;
+}
+
+torch::Tensor StageImpl::forward_layer(int index, torch::Tensor x) {
+  const Entry& e = layers_[index];
+  if (e.linear) {
+    x = e.linear->forward(x);
+    return e.relu ? torch::relu(x) : x;
+  }
+  if (e.encoder) return e.encoder->forward(x);
+  return e.call_other(x);
 }
 
 std::vector<int64_t> output_shape(const plan::Layer& layer, int64_t microbatch) {
@@ -132,6 +133,19 @@ void check_executable(const plan::Scenario& s) {
       throw plan::InputError(s.where("model"), "layer '" + l.name +
                                                    "' is synthetic: synthetic layers describe a cost for the simulator and "
                                                    "cannot be run; use a preset (mlp, transformer) or linear/embedding/encoder/head layers");
+  // What the simulator predicts but this executor does not run yet (docs/scenarios.md).
+  const plan::ParallelSpec& p = s.parallel;
+  auto predict_only = [&](const std::string& key, const std::string& what) {
+    throw plan::InputError(s.where(key), what + " is predict-only: `parallax simulate`, `plan` and `tune` take it, "
+                                               "the executor does not run it yet");
+  };
+  if (p.tensor > 1) predict_only("parallel.tensor", "tensor parallelism (parallel.tensor " + std::to_string(p.tensor) + ")");
+  if (p.activation_checkpointing == plan::Recompute::selective)
+    predict_only("parallel.activation_checkpointing", "selective recompute");
+  if (p.master_weights) predict_only("parallel.master_weights", "master_weights (Megatron-LM's mixed precision)");
+  if (p.distributed_optimizer) predict_only("parallel.distributed_optimizer", "the distributed optimizer");
+  for (const auto& l : s.layers)
+    if (l.shape.flash_attention) predict_only("model", "flash attention (layer '" + l.name + "')");
   // On CUDA, fp16 runs under autocast with a loss scaler (exec/grad_scaler.hpp).
   if (s.parallel.precision == plan::Precision::fp16 && s.hardware.device.kind != plan::DeviceKind::cuda)
     throw plan::InputError(s.where("parallel.precision"),

@@ -22,6 +22,9 @@ class StageImpl : public torch::nn::Module {
   /// Input: token ids [batch, seq] (int64) for a stage starting with an embedding, features
   /// [batch, in] for one starting with a linear layer, else the previous stage's output.
   torch::Tensor forward(torch::Tensor x);
+  /// The stage's layers one at a time (layer recompute keeps each one's input).
+  int layer_count() const { return static_cast<int>(layers_.size()); }
+  torch::Tensor forward_layer(int index, torch::Tensor x);
 
  private:
   // One of the typed modules is set, by kind (forward dispatches on the kind, no casts).

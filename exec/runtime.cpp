@@ -45,6 +45,7 @@ using plan::Lane;
 // What a micro-batch leaves behind on a stage between its forward and its backward.
 struct Slot {
   torch::Tensor input, output, loss, target, grad_out, grad_in;
+  std::vector<torch::Tensor> layer_inputs;  ///< layer recompute: each layer's input, kept without autograd
 };
 
 // Room for every span of the run: each action of every step, plus slack; capped at 4M spans
@@ -373,9 +374,17 @@ class Runtime {
     torch::Tensor out;
     {
       AutocastScope autocast(dtype_, train_device_.type());
-      if (p_.activation_checkpointing) {
+      if (p_.activation_checkpointing == plan::Recompute::stage) {
         torch::NoGradGuard no_grad;  // keep only the input; B recomputes
         out = st.module->forward(slot.input);
+      } else if (p_.activation_checkpointing == plan::Recompute::layer) {
+        torch::NoGradGuard no_grad;  // keep each layer's input; B recomputes one layer at a time
+        slot.layer_inputs.clear();
+        out = slot.input;
+        for (int i = 0; i < st.module->layer_count(); ++i) {
+          slot.layer_inputs.push_back(out);
+          out = st.module->forward_layer(i, out);
+        }
       } else {
         out = st.module->forward(slot.input);
       }
@@ -391,11 +400,39 @@ class Runtime {
     slot.output = out;
   }
 
+  // Layer recompute: from the last layer to the first, re-run the layer from its kept input with
+  // autograd and take its backward at once, so one layer's activations live at a time (what
+  // torch.utils.checkpoint around each block does). Returns the gradient of the stage's input.
+  torch::Tensor backward_by_layer(const Action& a, Slot& slot, double scale) {
+    StageState& st = stages_.at(a.stage);
+    torch::Tensor grad = slot.grad_out;
+    for (int i = st.module->layer_count() - 1; i >= 0; --i) {
+      const torch::Tensor kept = slot.layer_inputs[i];
+      const bool wants_grad = kept.is_floating_point() && (i > 0 || a.stage > 0);
+      const torch::Tensor x = wants_grad ? kept.detach().requires_grad_() : kept;
+      AutocastScope autocast(dtype_, train_device_.type());
+      const torch::Tensor y = st.module->forward_layer(i, x);
+      if (i + 1 == st.module->layer_count() && is_last(a.stage)) (model_loss(last_layer(a.stage), y, slot.target) * scale).backward();
+      else y.backward(grad.to(y.scalar_type()));
+      grad = wants_grad ? x.grad() : torch::Tensor();
+    }
+    slot.layer_inputs.clear();
+    return grad;
+  }
+
   void backward(const Action& a, Slot& slot) {
     StageState& st = stages_.at(a.stage);
     if (st.reducer && ++st.backwards == plan_.schedule.microbatches()) st.reducer->arm(static_cast<int32_t>(step_));
+    if (p_.activation_checkpointing == plan::Recompute::layer) {
+      const double scale = (scaler_ ? scaler_->scale() : 1.0) / plan_.schedule.microbatches();
+      const torch::Tensor grad_in = backward_by_layer(a, slot, scale);
+      if (a.stage > 0) slot.grad_in = grad_in;
+      slot.output = torch::Tensor();
+      slot.loss = torch::Tensor();
+      return;
+    }
     torch::Tensor out = slot.output, loss = slot.loss;
-    if (p_.activation_checkpointing) {
+    if (p_.activation_checkpointing == plan::Recompute::stage) {
       AutocastScope autocast(dtype_, train_device_.type());
       out = st.module->forward(slot.input);
       if (is_last(a.stage)) loss = model_loss(last_layer(a.stage), out, slot.target);

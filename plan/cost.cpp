@@ -35,10 +35,16 @@ double parameter_bytes(const Layer& layer, Precision precision) {
   return static_cast<double>(layer.param_count()) * activation_bytes(precision);
 }
 
-}  // namespace
+double peak_tflops(const Device& device, Precision precision) {
+  const auto peak = device.peak_tflops.find(precision);
+  return peak != device.peak_tflops.end() ? peak->second : device.peak_tflops.at(Precision::fp32);
+}
 
-LayerCost estimate_layer_cost(const Layer& layer, const HardwareProfile& hardware, Precision precision,
-                              int microbatch_size, bool input_gradient) {
+// The plain roofline (and the measured and stated costs before it); tensor parallelism divides
+// the FLOPs and the parameters.
+LayerCost roofline_cost(const Layer& layer, const HardwareProfile& hardware, const ParallelSpec& parallel,
+                        int microbatch_size, bool input_gradient) {
+  const Precision precision = parallel.precision;
   if (auto c = calibrated(layer, hardware, precision, microbatch_size, input_gradient)) return *c;
   if (const MeasuredLayerCost* m = find_measured(layer, hardware)) {
     const Time f = Time::us(m->fwd_us_fixed + m->fwd_us_per_sample * microbatch_size);
@@ -54,10 +60,10 @@ LayerCost estimate_layer_cost(const Layer& layer, const HardwareProfile& hardwar
                         device.efficiency;
   const double mb = microbatch_size;
   const double elem = activation_bytes(precision);
-  const double flop_us = layer.flops_per_sample * mb / (tflops * 1e6);
+  const double flop_us = layer.flops_per_sample * mb / (tflops * 1e6) / parallel.tensor;
   const double bw = device.memory_bandwidth_gb_per_s;  // may be +inf: no memory term
   auto memory_us = [&](double bytes) { return std::isinf(bw) || bw <= 0 ? 0.0 : bytes / (bw * 1e3); };
-  const double params = parameter_bytes(layer, precision);
+  const double params = parameter_bytes(layer, precision) / parallel.tensor;
   const double in = layer.input_elems_per_sample * mb * elem, out_bytes = layer.output_elems_per_sample * mb * elem;
   const double saved = layer.activation_elems_per_sample * mb * elem;
   // Forward reads the weights and its input, writes its output and what backward keeps.
@@ -74,6 +80,178 @@ LayerCost estimate_layer_cost(const Layer& layer, const HardwareProfile& hardwar
   out.forward_memory_bound = memory_us(params + in + out_bytes + saved) > flop_us;
   out.backward_memory_bound = memory_us(bwd_bytes) > bwd_flop_us;
   return out;
+}
+
+// A layer's kernels on one tensor rank with the device's shape-aware model (`device.compute`).
+class ShapeModel {
+ public:
+  ShapeModel(const Device& d, Precision precision)
+      : c_(*d.compute),
+        flop_per_us_(peak_tflops(d, precision) * 1e6),
+        byte_per_us_(std::isinf(d.memory_bandwidth_gb_per_s) ? 0.0 : d.memory_bandwidth_gb_per_s * 1e3 * c_.memory_efficiency),
+        e_(activation_bytes(precision)) {}
+
+  // `batch` GEMMs of m x n x k (one batched call): the larger of the FLOP time at the efficiency of
+  // the call's size and the time to read both operands and write the result once.
+  double gemm(double batch, double m, double n, double k) const {
+    const double flops = 2 * batch * m * n * k;
+    const double flop_us = flops / (flop_per_us_ * c_.gemm(flops));
+    return std::max(flop_us, memory(batch * (m * k + k * n + m * n) * e_));
+  }
+  double memory(double bytes) const { return byte_per_us_ > 0 ? bytes / byte_per_us_ : 0.0; }
+  double flash(double flops, bool backward) const {
+    return flops / (flop_per_us_ * (backward ? c_.flash_backward_efficiency : c_.flash_forward_efficiency));
+  }
+  double e() const { return e_; }
+
+ private:
+  const ComputeModel& c_;
+  double flop_per_us_, byte_per_us_, e_;
+};
+
+// Microseconds of a layer's forward (GEMMs and memory-bound kernels apart), its backward, and
+// what selective recompute re-runs.
+struct Kernels {
+  double gemm = 0, memory = 0;           // forward
+  double backward_gemm = 0, backward_memory = 0;
+  double attention_core = 0;             // forward of the scores, softmax and dropout (standard attention)
+};
+
+// An encoder block as Megatron-LM runs it on one of t tensor ranks: QKV, the per-head scores and
+// weighted values, the output projection and the two MLP linears; norms, the fused
+// scale-mask-softmax, dropouts with their residual adds and the activation function in between.
+// Backward runs each GEMM twice (input and weight gradients) and moves each memory-bound kernel's
+// bytes twice (its saved input and the incoming gradient in, the gradient out).
+Kernels encoder_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel& m, double mb) {
+  const double s = static_cast<double>(l.shape.seq_len), h = static_cast<double>(l.shape.hidden);
+  const double ffn = static_cast<double>(l.shape.ffn), t = p.tensor, e = m.e();
+  const double heads = static_cast<double>(l.shape.heads) / t, d = h / static_cast<double>(l.shape.heads);
+  const double tokens = mb * s, sp = p.sequence_parallel ? t : 1.0;
+  Kernels k;
+  k.gemm = m.gemm(1, tokens, 3 * h / t, h) + m.gemm(1, tokens, h, h / t) + m.gemm(1, tokens, ffn / t, h) +
+           m.gemm(1, tokens, h, ffn / t);
+  k.backward_gemm = 2 * k.gemm;
+  // Norms (read, write), two dropout + residual adds (read two, write one and a mask), the
+  // activation function with its bias (read, write).
+  k.memory = m.memory((2 * 2 * e + 2 * (3 * e + 1)) * tokens * h / sp + 2 * e * tokens * ffn / t);
+  if (l.shape.flash_attention) {
+    const double flops = 4 * mb * heads * s * s * d;
+    k.gemm += m.flash(flops, false);
+    k.backward_gemm += m.flash(2.5 * flops, true);  // FlashAttention-2 counts backward as 2.5 forwards
+  } else {
+    const double scores = mb * heads * s * s;
+    const double core = m.gemm(mb * heads, s, s, d) + m.gemm(mb * heads, s, d, s) +
+                        m.memory(2 * e * scores + (2 * e + 1) * scores);  // softmax, then dropout
+    k.attention_core = core;
+    k.gemm += core;
+    k.backward_gemm += 2 * core;
+  }
+  k.backward_memory = 2 * k.memory;
+  return k;
+}
+
+Kernels layer_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel& m, double mb) {
+  const double t = p.tensor, e = m.e(), sp = p.sequence_parallel ? t : 1.0;
+  const double s = static_cast<double>(l.shape.seq_len), h = static_cast<double>(l.shape.hidden);
+  const double tokens = mb * s, vocab = static_cast<double>(l.shape.vocab);
+  Kernels k;
+  switch (l.kind) {
+    case LayerKind::encoder: return encoder_kernels(l, p, m, mb);
+    case LayerKind::head:
+      k.gemm = m.gemm(1, tokens, vocab / t, h);
+      k.backward_gemm = 2 * k.gemm;
+      // The norm, then the vocabulary-parallel cross entropy: logits read, an fp32 softmax
+      // written and read back.
+      k.memory = m.memory(2 * e * tokens * h / sp + (e + 8) * tokens * vocab / t);
+      k.backward_memory = 2 * k.memory;
+      return k;
+    case LayerKind::embedding:
+      // Rows gathered and the positions added; backward accumulates fp32 gradient rows.
+      k.memory = m.memory(3 * e * tokens * h);
+      k.backward_memory = m.memory((e + 2 * 4) * tokens * h);
+      return k;
+    case LayerKind::linear:
+      k.gemm = m.gemm(1, mb, static_cast<double>(l.shape.out), static_cast<double>(l.shape.in));
+      k.backward_gemm = 2 * k.gemm;
+      if (l.shape.relu) k.memory = m.memory(2 * e * mb * static_cast<double>(l.shape.out));
+      k.backward_memory = 2 * k.memory;
+      return k;
+    case LayerKind::synthetic: break;
+  }
+  return k;
+}
+
+LayerCost shape_aware_cost(const Layer& l, const Device& d, const ParallelSpec& p, int mb) {
+  const Kernels k = layer_kernels(l, p, ShapeModel(d, p.precision), mb);
+  const Time call = Time::us(d.layer_overhead_us);
+  LayerCost out;
+  out.forward = call + Time::us(k.gemm + k.memory);
+  out.forward_no_grad = out.forward;
+  out.backward = call + Time::us(k.backward_gemm + k.backward_memory);
+  out.forward_memory_bound = k.memory > k.gemm;
+  out.backward_memory_bound = k.backward_memory > k.backward_gemm;
+  out.recompute = p.activation_checkpointing == Recompute::selective ? Time::us(k.attention_core) : Time();
+  return out;
+}
+
+// What backward adds to recompute a layer whose costs came from elsewhere.
+Time recompute_time(const Layer& l, const LayerCost& c, Recompute r) {
+  switch (r) {
+    case Recompute::none: return Time();
+    case Recompute::layer:
+    case Recompute::stage: return c.forward;
+    case Recompute::selective:
+      // The scores' share of the layer's FLOPs (4 s^2 h of them per sample).
+      if (l.kind != LayerKind::encoder || l.shape.flash_attention || l.flops_per_sample <= 0) return Time();
+      const double s = static_cast<double>(l.shape.seq_len);
+      return c.forward.scaled(4 * s * s * static_cast<double>(l.shape.hidden) / l.flops_per_sample);
+  }
+  return Time();
+}
+
+}  // namespace
+
+LayerCost estimate_layer_cost(const Layer& layer, const HardwareProfile& hardware, Precision precision,
+                              int microbatch_size, bool input_gradient) {
+  ParallelSpec p;
+  p.precision = precision;
+  return estimate_layer_cost(layer, hardware, p, microbatch_size, input_gradient);
+}
+
+LayerCost estimate_layer_cost(const Layer& layer, const HardwareProfile& hardware, const ParallelSpec& parallel,
+                              int microbatch_size, bool input_gradient) {
+  LayerCost c = [&] {
+    if (hardware.device.compute && layer.kind != LayerKind::synthetic && !calibrated(layer, hardware, parallel.precision, microbatch_size, input_gradient) &&
+        !find_measured(layer, hardware))
+      return shape_aware_cost(layer, hardware.device, parallel, microbatch_size);
+    return roofline_cost(layer, hardware, parallel, microbatch_size, input_gradient);
+  }();
+  if (parallel.activation_checkpointing != Recompute::selective || c.recompute == Time())
+    c.recompute = recompute_time(layer, c, parallel.activation_checkpointing);
+  return c;
+}
+
+TensorTraffic tensor_traffic(const Layer& l, const ParallelSpec& p, int mb) {
+  TensorTraffic t;
+  if (p.tensor == 1) return t;
+  t.bytes = static_cast<double>(mb) * static_cast<double>(l.shape.seq_len) * static_cast<double>(l.shape.hidden) *
+            activation_bytes(p.precision);
+  const bool sp = p.sequence_parallel;
+  switch (l.kind) {
+    case LayerKind::encoder:
+      (sp ? t.forward_all_gather : t.forward_all_reduce) = 2;
+      if (sp) t.forward_reduce_scatter = 2;
+      (sp ? t.backward_all_gather : t.backward_all_reduce) = 2;
+      if (sp) t.backward_reduce_scatter = 2;
+      break;
+    case LayerKind::embedding: (sp ? t.forward_reduce_scatter : t.forward_all_reduce) = 1; break;
+    case LayerKind::head:
+      if (sp) t.forward_all_gather = 1;
+      (sp ? t.backward_reduce_scatter : t.backward_all_reduce) = 1;
+      break;
+    default: break;
+  }
+  return t;
 }
 
 }  // namespace parallax::plan

@@ -4,13 +4,20 @@
 //    backward with or without the input gradient, and forward under no_grad;
 // 2. the profile's older measured_layers (by layer name, then by kind);
 // 3. the cost a synthetic layer states;
-// 4. a roofline: the larger of the FLOP time (peak x efficiency) and the memory-traffic time
-//    (parameters and activations read and written at the device's memory bandwidth), plus a
+// 4. with the device's shape-aware model (`device.compute`), the layer's own kernels: each GEMM
+//    (m, n, k) on one tensor rank at the larger of its FLOP time (peak x the efficiency of its
+//    size) and its memory time, and the memory-bound kernels (norms, softmax, dropout,
+//    activation functions, residual adds) at their bytes over memory bandwidth x efficiency;
+// 5. otherwise a roofline: the larger of the FLOP time (peak x efficiency) and the memory-traffic
+//    time (parameters and activations read and written at the device's memory bandwidth), plus a
 //    per-call overhead. Backward is costed on its own FLOPs and bytes: input and weight gradients
 //    (weight gradients only for the model's first layer), not as a fixed ratio of forward.
+// Tensor parallelism divides a layer's work as Megatron-LM splits it; its collectives are counted
+// here (tensor_traffic) and timed by the simulator's NCCL model.
 // Shared by "balanced" partitioning and the simulator.
 #include "plan/hardware.hpp"
 #include "plan/layers.hpp"
+#include "plan/scenario.hpp"
 #include "plan/time.hpp"
 
 namespace parallax::plan {
@@ -23,11 +30,32 @@ struct LayerCost {
   /// Roofline estimates: the memory-traffic term won over the FLOP term (the layer saturates the
   /// device's memory bandwidth, which slows communication on the device; docs/simulator.md).
   bool forward_memory_bound = false, backward_memory_bound = false;
+  /// What backward adds to recompute this layer under the plan's activation_checkpointing:
+  /// its forward (layer, stage), attention's scores and softmax (selective), nothing (false).
+  Time recompute;
 };
 
 /// `input_gradient`: whether backward must also compute the gradient of the layer's input; the
 /// model's first layer has none to compute (its input is data).
+LayerCost estimate_layer_cost(const Layer& layer, const HardwareProfile& hardware, const ParallelSpec& parallel,
+                              int microbatch_size, bool input_gradient = true);
+/// The same for a plan without tensor parallelism or recompute, at `precision`.
 LayerCost estimate_layer_cost(const Layer& layer, const HardwareProfile& hardware, Precision precision,
                               int microbatch_size, bool input_gradient = true);
+
+/// The collectives one tensor-parallel group runs in a layer per micro-batch (Megatron-LM;
+/// Korthikanti et al. 2022, section 4.2.2), each of `bytes` (the whole buffer: the micro-batch's
+/// tokens x hidden in the compute type). Without sequence parallelism an encoder block
+/// all-reduces twice in forward (after attention and after the MLP) and twice in backward; with
+/// it, each all-reduce becomes an all-gather before and a reduce-scatter after the split part. The
+/// vocabulary-parallel embedding reduces its output; the head gathers its input (with sequence
+/// parallelism) and reduces its input's gradient. A recompute repeats the forward's.
+struct TensorTraffic {
+  double bytes = 0;
+  int forward_all_reduce = 0, backward_all_reduce = 0;
+  int forward_all_gather = 0, forward_reduce_scatter = 0;
+  int backward_all_gather = 0, backward_reduce_scatter = 0;
+};
+TensorTraffic tensor_traffic(const Layer& layer, const ParallelSpec& parallel, int microbatch_size);
 
 }  // namespace parallax::plan

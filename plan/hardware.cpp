@@ -23,9 +23,37 @@ Link parse_link(const Field& map, bool with_nics) {
   return link;
 }
 
+// A fraction in (0, 1].
+double fraction(const Field& f) {
+  const double v = to_number(f, 0);
+  if (v <= 0 || v > 1) f.fail("'" + f.path() + "' must be a fraction in (0, 1]");
+  return v;
+}
+
+ComputeModel parse_compute(const Field& map) {
+  expect_keys(map, {"gemm_efficiency", "memory_efficiency", "flash_forward_efficiency", "flash_backward_efficiency"});
+  ComputeModel c;
+  Field points = require(map, "gemm_efficiency");
+  if (!points.is_sequence()) points.fail("'" + points.path() + "' must be a list of [GFLOP, fraction of peak] pairs");
+  for (const Field& p : points.elements()) {
+    if (!p.is_sequence() || p.elements().size() != 2) p.fail("'" + p.path() + "' must be a [GFLOP, fraction of peak] pair");
+    const std::vector<Field> e = p.elements();
+    const double gflop = to_number(e[0], 0);
+    if (gflop <= 0) e[0].fail("'" + e[0].path() + "' must be a GEMM size in GFLOP > 0");
+    if (!c.gemm_efficiency.empty() && gflop <= c.gemm_efficiency.back().first)
+      e[0].fail("'" + e[0].path() + "' must be larger than the size before it");
+    c.gemm_efficiency.emplace_back(gflop, fraction(e[1]));
+  }
+  if (c.gemm_efficiency.empty()) points.fail("'" + points.path() + "' must give at least one [GFLOP, fraction] pair");
+  if (Field f = map["memory_efficiency"]; f.present()) c.memory_efficiency = fraction(f);
+  if (Field f = map["flash_forward_efficiency"]; f.present()) c.flash_forward_efficiency = fraction(f);
+  if (Field f = map["flash_backward_efficiency"]; f.present()) c.flash_backward_efficiency = fraction(f);
+  return c;
+}
+
 Device parse_device(const Field& map) {
   expect_keys(map, {"name", "kind", "memory_gb", "memory_bandwidth_gb_per_s", "peak_tflops", "efficiency",
-                    "layer_overhead_us"});
+                    "layer_overhead_us", "compute"});
   Device d;
   d.name = string_or(map, "name", "device");
   if (Field kind = map["kind"]; kind.present()) d.kind = to_choice(kind, {"cpu", "cuda"}) == "cuda" ? DeviceKind::cuda : DeviceKind::cpu;
@@ -45,6 +73,7 @@ Device parse_device(const Field& map) {
   d.efficiency = number_or(map, "efficiency", 0.5, 0);
   if (d.efficiency <= 0 || d.efficiency > 1) eff.fail("'" + eff.path() + "' must be in (0, 1]");
   d.layer_overhead_us = number_or(map, "layer_overhead_us", 0, 0);
+  if (Field c = map["compute"]; c.present()) d.compute = parse_compute(c);
   return d;
 }
 
@@ -221,6 +250,17 @@ double NcclConfig::stretch(double bytes) const {
     return lo + f * (hi - lo);
   }
   return stretch_by_size.back().second;
+}
+
+double ComputeModel::gemm(double flops) const {
+  const double g = flops / 1e9;
+  const auto& pts = gemm_efficiency;
+  if (g <= pts.front().first) return pts.front().second;
+  if (g >= pts.back().first) return pts.back().second;
+  size_t i = 1;
+  while (pts[i].first < g) ++i;
+  const double x = (std::log2(g) - std::log2(pts[i - 1].first)) / (std::log2(pts[i].first) - std::log2(pts[i - 1].first));
+  return pts[i - 1].second + x * (pts[i].second - pts[i - 1].second);
 }
 
 }  // namespace parallax::plan

@@ -30,6 +30,21 @@ struct Link {
 enum class DeviceKind { cpu, cuda };
 const char* name(DeviceKind kind);
 
+/// `device.compute`: a compute model that knows shapes (docs/simulator.md, Compute on a GPU). A
+/// GEMM of m x n x k runs at the larger of its FLOP time at peak x gemm_efficiency (by the GEMM's
+/// size) and its memory time; memory-bound kernels (norms, softmax, dropout, activations) move
+/// their bytes at memory bandwidth x memory_efficiency. A table a measurement can fill: `parallax
+/// calibrate` on a GPU is to write the same keys.
+struct ComputeModel {
+  /// (GFLOP of one GEMM call, fraction of the dense peak it reaches), sizes increasing;
+  /// interpolated on log2(size), held flat beyond the ends.
+  std::vector<std::pair<double, double>> gemm_efficiency;
+  double memory_efficiency = 1;  ///< fraction of memory bandwidth a memory-bound kernel reaches
+  /// Flash attention's forward and backward, as fractions of the dense peak (its own FLOPs).
+  double flash_forward_efficiency = 0.5, flash_backward_efficiency = 0.4;
+  double gemm(double flops) const;
+};
+
 struct Device {
   std::string name;
   DeviceKind kind = DeviceKind::cpu;  ///< `device.kind`; the simulator does not use it
@@ -38,6 +53,8 @@ struct Device {
   std::map<Precision, double> peak_tflops;  ///< dense peak per precision it supports
   double efficiency = 0.5;                  ///< fraction of peak that layers reach
   double layer_overhead_us = 0;             ///< fixed cost of one layer call (launches)
+  /// The shape-aware model; absent: every layer at peak x efficiency (the FLOP roofline).
+  std::optional<ComputeModel> compute;
 
   int64_t memory_bytes() const;
 };

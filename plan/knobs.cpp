@@ -63,6 +63,31 @@ Knob schedule_knob() {
   return k;
 }
 
+Knob flag(std::string key, bool Settings::*member, bool tuned, std::string doc) {
+  Knob k = typed<bool>(std::move(key), KnobType::boolean, member, std::move(doc));
+  k.tuned = tuned;
+  return k;
+}
+
+// YAML's true and false stay valid: true is `layer`, as torch and Megatron users mean it.
+Knob recompute_knob() {
+  Knob k;
+  k.key = "parallel.activation_checkpointing";
+  k.type = KnobType::choice;
+  k.choices = {"false", "true", "layer", "stage", "selective"};
+  k.tuned = true;
+  k.doc = "what backward recomputes: false keeps every activation; true or layer keeps each layer's input and recomputes that layer; stage keeps each stage's input and recomputes the stage; selective recomputes attention's scores only (Korthikanti et al. 2022; predict-only)";
+  k.get = [](const Settings& s) { return KnobValue(std::string(name(s.activation_checkpointing))); };
+  k.set = [](Settings& s, const KnobValue& v) {
+    const auto& text = std::get<std::string>(v);
+    s.activation_checkpointing = text == "true" || text == "layer" ? Recompute::layer
+                                 : text == "stage"                 ? Recompute::stage
+                                 : text == "selective"             ? Recompute::selective
+                                                                   : Recompute::none;
+  };
+  return k;
+}
+
 Knob precision_knob() {
   Knob k;
   k.key = "parallel.precision";
@@ -79,6 +104,12 @@ std::vector<Knob> make_table() {
   std::vector<Knob> t;
   t.push_back(integer("parallel.data", &Settings::data, kMaxCount, true, "replicas (DDP); one DDP group per pipeline stage across replicas"));
   t.push_back(integer("parallel.pipeline", &Settings::pipeline, kMaxCount, true, "pipeline ranks per replica"));
+  t.push_back(integer("parallel.tensor", &Settings::tensor, kMaxCount, true,
+                      "tensor-parallel ranks per stage (Megatron-LM: attention heads and the MLP split over them, an all-reduce after each); must divide heads and ffn. Ranks: tensor fastest, so a group sits in one node. Predict-only above 1"));
+  t.push_back(flag("parallel.sequence_parallel", &Settings::sequence_parallel, true,
+                   "with tensor > 1: norms and dropout split over the tensor group too, all-gather and reduce-scatter in place of its all-reduces (Korthikanti et al. 2022)"));
+  t.push_back(flag("parallel.tensor_across_nodes", &Settings::tensor_across_nodes, false,
+                   "allow a tensor-parallel group to span nodes (its all-reduces then cross the network)"));
   t.push_back(schedule_knob());
   t.push_back(integer("parallel.virtual", &Settings::virtual_stages, 1024, true,
                       "stages per pipeline rank (interleaved schedules); stage s lives on rank s mod pipeline"));
@@ -96,11 +127,12 @@ std::vector<Knob> make_table() {
                       "samples per replica per mini-batch; the global batch is data x batch_size x grad_accumulation"));
   t.push_back(integer("parallel.grad_accumulation", &Settings::grad_accumulation, kMaxCount, true,
                       "mini-batches per optimizer step; no DDP communication on the ones in between"));
-  Knob ckpt = typed<bool>("parallel.activation_checkpointing", KnobType::boolean, &Settings::activation_checkpointing,
-                    "keep only each stage's input per micro-batch and recompute the forward in backward: less memory, more compute");
-  ckpt.tuned = true;
-  t.push_back(ckpt);
+  t.push_back(recompute_knob());
   t.push_back(precision_knob());
+  t.push_back(flag("parallel.master_weights", &Settings::master_weights, false,
+                   "parameters in the compute type with fp32 master weights and fp32 gradients (Megatron-LM's mixed precision: 18 bytes a parameter with Adam); false: fp32 parameters cast per op (torch.autocast). Predict-only: the executor runs false"));
+  t.push_back(flag("parallel.distributed_optimizer", &Settings::distributed_optimizer, false,
+                   "shard the optimizer state and master weights over the data-parallel group (ZeRO-1, Megatron-LM's --use-distributed-optimizer). Predict-only"));
   return t;
 }
 

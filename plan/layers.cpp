@@ -8,9 +8,13 @@ namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
 
-void add_linear_params(Layer& l, const std::string& prefix, int64_t in, int64_t out, bool bias) {
-  l.params.push_back({prefix + "weight", {out, in}});
-  if (bias) l.params.push_back({prefix + "bias", {out}});
+// Megatron-LM's split: a column-parallel linear splits its weight and bias by output rows; a
+// row-parallel one its weight by input columns, its bias added once after the all-reduce.
+enum class Split { none, column, row };
+
+void add_linear_params(Layer& l, const std::string& prefix, int64_t in, int64_t out, bool bias, Split split = Split::none) {
+  l.params.push_back({prefix + "weight", {out, in}, split != Split::none});
+  if (bias) l.params.push_back({prefix + "bias", {out}, split == Split::column});
 }
 
 void add_layer_norm_params(Layer& l, const std::string& prefix, int64_t hidden) {
@@ -42,6 +46,11 @@ SyntheticCost parse_synthetic_cost(const Field& map) {
   return c;
 }
 
+// `attention: standard | flash` (standard when absent).
+bool flash(const Field& map) {
+  return map["attention"].present() && to_choice(map["attention"], {"standard", "flash"}) == "flash";
+}
+
 Layer parse_layer(const Field& item, size_t index) {
   if (!item.is_map()) item.fail("each entry of 'model.layers' must be a map with a 'kind' (" + join(kKinds, " | ") + ")");
   const std::string kind = to_choice(require(item, "kind"), kKinds);
@@ -58,11 +67,12 @@ Layer parse_layer(const Field& item, size_t index) {
                           to_int(require(item, "seq_len"), 1, kMaxWidth));
   }
   if (kind == "encoder") {
-    expect_keys(item, {"kind", "name", "hidden", "heads", "ffn", "seq_len"});
+    expect_keys(item, {"kind", "name", "hidden", "heads", "ffn", "seq_len", "attention"});
     const int64_t hidden = to_int(require(item, "hidden"), 1, kMaxWidth);
     const int64_t heads = to_int(require(item, "heads"), 1, kMaxWidth);
     if (hidden % heads != 0) item["heads"].fail("'hidden' must be divisible by 'heads'");
-    return make_encoder(name, hidden, heads, positive(item, "ffn", 4 * hidden), to_int(require(item, "seq_len"), 1, kMaxWidth));
+    return make_encoder(name, hidden, heads, positive(item, "ffn", 4 * hidden), to_int(require(item, "seq_len"), 1, kMaxWidth),
+                        flash(item));
   }
   if (kind == "head") {
     expect_keys(item, {"kind", "name", "hidden", "vocab", "seq_len"});
@@ -76,7 +86,7 @@ Layer parse_layer(const Field& item, size_t index) {
 }
 
 std::vector<Layer> transformer_preset(const Field& m, std::string* description) {
-  expect_keys(m, {"preset", "layers", "hidden", "heads", "ffn", "seq_len", "vocab"});
+  expect_keys(m, {"preset", "layers", "hidden", "heads", "ffn", "seq_len", "vocab", "attention"});
   const int64_t blocks = layer_count(m, 8);
   const int64_t hidden = positive(m, "hidden", 512);
   const int64_t heads = positive(m, "heads", 8);
@@ -87,11 +97,11 @@ std::vector<Layer> transformer_preset(const Field& m, std::string* description) 
   std::vector<Layer> layers;
   layers.push_back(make_embedding("embed", vocab, hidden, seq));
   for (int64_t i = 0; i < blocks; ++i)
-    layers.push_back(make_encoder("layers." + std::to_string(i), hidden, heads, ffn, seq));
+    layers.push_back(make_encoder("layers." + std::to_string(i), hidden, heads, ffn, seq, flash(m)));
   layers.push_back(make_head("head", hidden, vocab, seq));
   std::ostringstream d;
   d << "transformer: embed + " << blocks << " encoder blocks + head (hidden " << hidden << ", heads "
-    << heads << ", ffn " << ffn << ", seq_len " << seq << ", vocab " << vocab << ")";
+    << heads << ", ffn " << ffn << ", seq_len " << seq << ", vocab " << vocab << (flash(m) ? ", flash attention" : "") << ")";
   *description = d.str();
   return layers;
 }
@@ -158,6 +168,12 @@ int64_t Layer::param_count() const {
   return n;
 }
 
+int64_t Layer::param_count(int tensor) const {
+  int64_t n = 0;
+  for (const auto& p : params) n += p.numel_on(tensor);
+  return n;
+}
+
 Layer make_linear(const std::string& name, int64_t in, int64_t out, bool relu, bool bias) {
   Layer l;
   l.name = name;
@@ -182,7 +198,7 @@ Layer make_embedding(const std::string& name, int64_t vocab, int64_t hidden, int
   l.shape.vocab = vocab;
   l.shape.hidden = hidden;
   l.shape.seq_len = seq_len;
-  l.params.push_back({name + ".tok.weight", {vocab, hidden}});
+  l.params.push_back({name + ".tok.weight", {vocab, hidden}, /*tensor_split=*/true});  // vocab-parallel
   l.params.push_back({name + ".pos.weight", {seq_len, hidden}});
   // Backward needs only the token ids (int64: two fp32-sized elements each).
   l.activation_elems_per_sample = 2.0 * seq_len;
@@ -193,7 +209,7 @@ Layer make_embedding(const std::string& name, int64_t vocab, int64_t hidden, int
 }
 
 Layer make_encoder(const std::string& name, int64_t hidden, int64_t heads, int64_t ffn,
-                   int64_t seq_len) {
+                   int64_t seq_len, bool flash_attention) {
   Layer l;
   l.name = name;
   l.kind = LayerKind::encoder;
@@ -201,14 +217,15 @@ Layer make_encoder(const std::string& name, int64_t hidden, int64_t heads, int64
   l.shape.heads = heads;
   l.shape.ffn = ffn;
   l.shape.seq_len = seq_len;
+  l.shape.flash_attention = flash_attention;
   // LibTorch's TransformerEncoderLayerImpl::reset() registers self_attn, linear1, dropout, linear2,
   // norm1, norm2; MultiheadAttention registers in_proj_weight, in_proj_bias, then out_proj.
   const std::string p = name + ".";
-  l.params.push_back({p + "self_attn.in_proj_weight", {3 * hidden, hidden}});
-  l.params.push_back({p + "self_attn.in_proj_bias", {3 * hidden}});
-  add_linear_params(l, p + "self_attn.out_proj.", hidden, hidden, true);
-  add_linear_params(l, p + "linear1.", hidden, ffn, true);
-  add_linear_params(l, p + "linear2.", ffn, hidden, true);
+  l.params.push_back({p + "self_attn.in_proj_weight", {3 * hidden, hidden}, true});  // column-parallel
+  l.params.push_back({p + "self_attn.in_proj_bias", {3 * hidden}, true});
+  add_linear_params(l, p + "self_attn.out_proj.", hidden, hidden, true, Split::row);
+  add_linear_params(l, p + "linear1.", hidden, ffn, true, Split::column);
+  add_linear_params(l, p + "linear2.", ffn, hidden, true, Split::row);
   add_layer_norm_params(l, p + "norm1.", hidden);
   add_layer_norm_params(l, p + "norm2.", hidden);
   const double s = static_cast<double>(seq_len), h = static_cast<double>(hidden);
@@ -234,7 +251,7 @@ Layer make_head(const std::string& name, int64_t hidden, int64_t vocab, int64_t 
   l.shape.vocab = vocab;
   l.shape.seq_len = seq_len;
   add_layer_norm_params(l, name + ".norm.", hidden);
-  add_linear_params(l, name + ".output.", hidden, vocab, true);
+  add_linear_params(l, name + ".output.", hidden, vocab, true, Split::column);  // vocab-parallel
   const double s = static_cast<double>(seq_len), h = static_cast<double>(hidden);
   l.activation_elems_per_sample = s * (2.0 * h + static_cast<double>(vocab));  // norm in, linear in, logits
   l.input_elems_per_sample = s * h;

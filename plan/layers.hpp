@@ -14,7 +14,12 @@ namespace parallax::plan {
 struct ParamSpec {
   std::string name;  ///< full name, e.g. "layers.0.self_attn.in_proj_weight"
   std::vector<int64_t> shape;
+  /// Split over the tensor-parallel group (Megatron-LM's column- and row-parallel weights, the
+  /// vocabulary); false: every tensor rank holds it whole (norms, positions, row-parallel biases).
+  bool tensor_split = false;
   int64_t numel() const;
+  /// Elements one tensor rank of a group of `tensor` holds.
+  int64_t numel_on(int tensor) const { return tensor_split ? (numel() + tensor - 1) / tensor : numel(); }
 };
 
 enum class LayerKind {
@@ -32,6 +37,9 @@ struct LayerShape {
   bool bias = true;         ///< linear
   bool relu = false;        ///< linear: ReLU after it
   int64_t hidden = 0, heads = 0, ffn = 0, seq_len = 0, vocab = 0;  ///< transformer kinds
+  /// encoder: the attention kernel. Standard attention materialises the s x s scores (and keeps
+  /// them for backward); flash attention (Dao et al. 2022) never does.
+  bool flash_attention = false;
 };
 
 /// Cost of a synthetic layer, stated by the user.
@@ -57,6 +65,8 @@ struct Layer {
   double flops_per_sample = 0;
 
   int64_t param_count() const;
+  /// Parameters one rank of a tensor-parallel group of `tensor` holds.
+  int64_t param_count(int tensor) const;
 };
 
 /// Expands `model:` (a preset or an explicit `layers:` list) into the layer list.
@@ -67,7 +77,7 @@ std::vector<Layer> parse_model(const Field& model, std::string* description);
 Layer make_linear(const std::string& name, int64_t in, int64_t out, bool relu, bool bias = true);
 Layer make_embedding(const std::string& name, int64_t vocab, int64_t hidden, int64_t seq_len);
 Layer make_encoder(const std::string& name, int64_t hidden, int64_t heads, int64_t ffn,
-                   int64_t seq_len);
+                   int64_t seq_len, bool flash_attention = false);
 Layer make_head(const std::string& name, int64_t hidden, int64_t vocab, int64_t seq_len);
 Layer make_synthetic(const std::string& name, const SyntheticCost& cost, double params_mb,
                      double activation_mb);

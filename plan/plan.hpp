@@ -1,8 +1,10 @@
 #pragma once
 // A Plan is a scenario resolved into what runs where: the rank grid, the layers of each stage,
 // the micro-batch size, the DDP buckets of each stage, the schedule, and a memory estimate per
-// rank. Ranks are numbered replica-major: rank = replica * pipeline + pipeline_rank, so the
-// stages of one replica sit on neighbouring devices of a node.
+// rank. Ranks are numbered tensor rank fastest, then pipeline rank, then replica:
+// rank = (replica * pipeline + pipeline_rank) * tensor + tensor_rank (placement_of), so a
+// tensor-parallel group sits on neighbouring devices of one node, and so do the stages of a
+// replica as far as a node holds them.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -26,7 +28,8 @@ struct Stage {
   int pipeline_rank = 0;
   int first_layer = 0;
   int layer_count = 0;
-  int64_t param_bytes = 0;
+  int64_t param_count = 0;  ///< parameters on one tensor rank
+  int64_t param_bytes = 0;  ///< their fp32 bytes (gradients, DDP buckets and the optimizer's sweep)
   std::vector<Bucket> buckets;  ///< empty without data parallelism
 };
 
@@ -37,23 +40,32 @@ struct MemoryEstimate {
   int64_t optimizer = 0;
   int64_t buckets = 0;      ///< DDP's flat bucket buffers (a copy of the gradients)
   int64_t activations = 0;  ///< at the schedule's peak of micro-batches in flight
+  int64_t reserve = 0;      ///< CUDA context, workspaces and fragmentation (plan/memory.hpp)
   int peak_inflight = 0;    ///< micro-batches whose activations are held at that peak
-  int64_t total() const { return params + gradients + optimizer + buckets + activations; }
+  int64_t total() const { return params + gradients + optimizer + buckets + activations + reserve; }
 };
 
 struct RankPlan {
   int rank = 0;
   int replica = 0;
   int pipeline_rank = 0;
+  int tensor_rank = 0;
   int node = 0;
   int local_rank = 0;  ///< device index inside its node
   std::vector<int> stages;
   MemoryEstimate memory;
 };
 
+/// Where a rank sits in the grid; rank_of is its inverse.
+struct Placement {
+  int replica = 0, pipeline_rank = 0, tensor_rank = 0;
+};
+Placement placement_of(const ParallelSpec& p, int rank);
+int rank_of(const ParallelSpec& p, const Placement& where);
+
 struct Plan {
   Scenario scenario;
-  int world_size = 1;
+  int world_size = 1;  ///< every GPU: data x pipeline x tensor
   int nodes = 1;
   int microbatch_size = 1;
   std::vector<int> partition;  ///< layers per stage
@@ -70,9 +82,5 @@ struct Plan {
 /// off: the tuner resolves tens of thousands of plans, and the check costs more than the rest.
 Plan resolve_plan(const Scenario& scenario, bool check_generated = true);
 
-/// Activation bytes one micro-batch of a stage holds until its backward.
-int64_t stage_activation_bytes(const Plan& plan, const Stage& stage);
-/// One micro-batch's receive buffer at `stage`: its input (forward) or its output's gradient.
-int64_t receive_buffer_bytes(const Plan& plan, bool forward, int stage);
 
 }  // namespace parallax::plan

@@ -60,6 +60,34 @@ OptimizerSpec parse_optimizer(const Field& m) {
 }  // namespace
 
 // Checks that need several values at once; each error points at the value to change.
+// Megatron-LM's tensor parallelism splits attention heads and the MLP's ffn columns over the
+// group, and the vocabulary of the embedding and head (padded, as Megatron pads it); other layer
+// kinds have no split.
+static void check_tensor_parallel(const Scenario& s) {
+  const ParallelSpec& p = s.parallel;
+  if (p.sequence_parallel && p.tensor == 1)
+    fail_at(s, "parallel.sequence_parallel", "sequence_parallel splits over the tensor-parallel group; it needs parallel.tensor > 1");
+  if (p.tensor == 1) return;
+  const std::string t = std::to_string(p.tensor);
+  for (const Layer& l : s.layers) {
+    if (l.kind == LayerKind::linear || l.kind == LayerKind::synthetic)
+      fail_at(s, "parallel.tensor", "parallel.tensor " + t + " splits transformer layers (embedding, encoder, head); layer '" + l.name +
+                                        "' is a " + name(l.kind) + " layer");
+    if (l.kind != LayerKind::encoder) continue;
+    if (l.shape.heads % p.tensor != 0)
+      fail_at(s, "parallel.tensor", "parallel.tensor " + t + " does not divide the " + std::to_string(l.shape.heads) +
+                                        " attention heads of layer '" + l.name + "'; each tensor rank takes whole heads");
+    if (l.shape.ffn % p.tensor != 0)
+      fail_at(s, "parallel.tensor", "parallel.tensor " + t + " does not divide the ffn width " + std::to_string(l.shape.ffn) +
+                                        " of layer '" + l.name + "'");
+  }
+  const int per_node = s.hardware.devices_per_node;
+  if (!p.tensor_across_nodes && (p.tensor > per_node || per_node % p.tensor != 0))
+    fail_at(s, "parallel.tensor", "parallel.tensor " + t + " does not fit the " + std::to_string(per_node) + " devices of a '" +
+                                      s.hardware.name + "' node evenly; its all-reduces would cross the network after every layer "
+                                      "(set parallel.tensor_across_nodes: true to plan it anyway)");
+}
+
 void check_scenario(const Scenario& s) {
   const ParallelSpec& p = s.parallel;
   const int layers = static_cast<int>(s.layers.size());
@@ -98,6 +126,9 @@ void check_scenario(const Scenario& s) {
                   " layers, but the plan has " + std::to_string(stages) + " stages (pipeline x virtual) and the model " +
                   std::to_string(layers) + " layers; the list needs one entry per stage summing to the layer count");
   }
+  check_tensor_parallel(s);
+  if (p.master_weights && p.precision == Precision::fp32)
+    fail_at(s, "parallel.master_weights", "master_weights keeps fp32 masters of 16-bit parameters; it needs precision bf16 or fp16");
   if (!s.hardware.device.peak_tflops.count(p.precision))
     fail_at(s, "parallel.precision", std::string("hardware '") + s.hardware.name + "' (" + s.hardware.device.name +
                                          ") has no " + name(p.precision) + " peak; use a precision it lists");
@@ -109,6 +140,16 @@ void check_scenario(const Scenario& s) {
   if (nodes > 1 && !s.hardware.network)
     fail_at(s, "hardware", "the plan needs " + std::to_string(nodes) + " nodes, but hardware '" + s.hardware.name +
                                "' has no 'network' between nodes");
+}
+
+const char* name(Recompute r) {
+  switch (r) {
+    case Recompute::none: return "false";
+    case Recompute::layer: return "layer";
+    case Recompute::stage: return "stage";
+    case Recompute::selective: return "selective";
+  }
+  return "?";
 }
 
 const char* name(ScheduleKind k) {

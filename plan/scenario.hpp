@@ -33,8 +33,20 @@ struct DataSpec {
   uint64_t seed = 0;
 };
 
+/// `parallel.activation_checkpointing`: what backward recomputes instead of keeping.
+enum class Recompute {
+  none,       ///< keep every activation (`false`)
+  layer,      ///< keep each layer's input, recompute that layer alone in backward (`true`, `layer`)
+  stage,      ///< keep each stage's input, recompute the whole stage forward in backward (`stage`)
+  selective,  ///< recompute only attention's core (scores, softmax, dropout), Korthikanti et al. 2022
+};
+const char* name(Recompute r);
+
 struct ParallelSpec {
   int data = 1;            ///< replicas (DDP)
+  int tensor = 1;          ///< tensor-parallel ranks per stage (Megatron-LM column/row-parallel linears)
+  bool sequence_parallel = false;  ///< Korthikanti et al. 2022: norms and dropout split over the TP group
+  bool tensor_across_nodes = false;  ///< allow a TP group to span nodes (slow; refused unless asked)
   int pipeline = 1;        ///< pipeline ranks per replica
   int virtual_stages = 1;  ///< stages per pipeline rank (YAML: `virtual`)
   PartitionLen partition_len;
@@ -45,10 +57,19 @@ struct ParallelSpec {
   double bucket_cap_mb = 25;
   double first_bucket_mb = 1;
   Precision precision = Precision::fp32;
-  bool activation_checkpointing = false;
+  Recompute activation_checkpointing = Recompute::none;
+  /// Parameters in the compute type with an fp32 master copy in the optimizer and fp32 gradients
+  /// (Megatron-LM's mixed precision); false: fp32 parameters cast per op (torch.autocast).
+  bool master_weights = false;
+  /// ZeRO-1 over the data-parallel group: each replica keeps 1/data of the optimizer state
+  /// (Megatron-LM's --use-distributed-optimizer).
+  bool distributed_optimizer = false;
 
   int stages() const { return pipeline * virtual_stages; }
-  int world_size() const { return data * pipeline; }
+  /// Every GPU of the plan.
+  int world_size() const { return data * pipeline * tensor; }
+  /// Ranks as the schedule sees them: one per tensor-parallel group (data x pipeline).
+  int tensor_groups() const { return data * pipeline; }
   bool operator==(const ParallelSpec&) const = default;
 };
 

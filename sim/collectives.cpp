@@ -35,7 +35,7 @@ void Simulation::plan_collective(Group& g) {
 // give a different fair share, and leaving them out keeps the link solver's components at one
 // replica's size instead of the whole machine's.
 std::vector<int> Simulation::routed(const std::vector<int>& ranks) const {
-  if (played_ == plan_.world_size) return ranks;
+  if (played_ == plan_.scenario.parallel.tensor_groups()) return ranks;
   std::vector<int> out;
   for (int r : ranks)
     if (r < played_) out.push_back(r);
@@ -153,7 +153,7 @@ void Simulation::on_bucket_ready(int rank, int stage, int bucket, Time now) {
   ranks_[rank].next_bucket = static_cast<uint32_t>(bucket) + 1;
   Group& g = groups_[stage];
   // Folded, replica 0's bucket stands for every replica's, ready at the same time.
-  g.arrivals[bucket] += played_ < plan_.world_size ? static_cast<int>(g.members.size()) : 1;
+  g.arrivals[bucket] += played_ < plan_.scenario.parallel.tensor_groups() ? static_cast<int>(g.members.size()) : 1;
   g.last_arrival[bucket] = now;
   g.last_arrival_event[bucket] = ranks_[rank].last_compute;  // the backward producing it
   try_start(stage, now);

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "plan/cost.hpp"
+#include "sim/nccl_model.hpp"
 
 namespace parallax::sim {
 
@@ -32,7 +33,8 @@ StageExtras stage_extras(const plan::Plan& plan, const plan::Stage& st) {
     if (const plan::SignatureCost* loss = cal.loss(plan::layer_signature(plan.layers().back(), s.parallel.precision))) {
       x.forward += Time::us(loss->forward.at(mb));
       x.backward += Time::us(loss->backward.at(mb));
-      if (s.parallel.activation_checkpointing) x.recompute = Time::us(loss->forward.at(mb));
+      if (s.parallel.activation_checkpointing == plan::Recompute::layer || s.parallel.activation_checkpointing == plan::Recompute::stage)
+        x.recompute = Time::us(loss->forward.at(mb));
     }
   }
   x.backward += Time::us(cal.backward_call_us);
@@ -59,6 +61,40 @@ double oversubscription(const plan::Plan& plan, const plan::Calibration& cal) {
 
 Time scaled(Time t, double f) { return t.scaled(f); }
 
+// One collective of a tensor-parallel group: NCCL's model on a GPU machine, a ring over the node
+// link otherwise. The group is `tensor` neighbouring ranks (plan/plan.hpp), inside one node
+// unless the plan lets it span nodes.
+double tensor_collective_us(const plan::Plan& plan, Collective coll, double bytes) {
+  const auto& hw = plan.scenario.hardware;
+  const int t = plan.scenario.parallel.tensor;
+  if (t == 1 || bytes <= 0) return 0;
+  GroupShape g;
+  g.ranks = t;
+  g.per_node = std::min(t, hw.devices_per_node);
+  g.nodes = (t + g.per_node - 1) / g.per_node;
+  g.nic_gb_per_s = hw.network ? hw.network->bandwidth_gb_per_s : 0;
+  g.nics_per_node = hw.nics_per_node;
+  if (hw.nccl) return collective_time_us(*hw.nccl, g, coll, bytes);
+  const plan::Link& link = g.nodes > 1 && hw.network ? *hw.network : hw.node_link;
+  const double steps = coll == Collective::all_reduce ? 2.0 * (t - 1) : t - 1.0;
+  const double per_byte = std::isinf(link.bandwidth_gb_per_s) ? 0.0 : steps / t / (link.bandwidth_gb_per_s * 1e3);
+  return steps * link.latency_us + bytes * per_byte;
+}
+
+// A layer's tensor-parallel collectives in forward and in backward (plan::tensor_traffic).
+struct TensorTime {
+  Time forward, backward;
+};
+
+TensorTime tensor_time(const plan::Plan& plan, const plan::TensorTraffic& x) {
+  if (x.bytes <= 0) return {};
+  const double ar = tensor_collective_us(plan, Collective::all_reduce, x.bytes);
+  const double ag = tensor_collective_us(plan, Collective::all_gather, x.bytes);
+  const double rs = tensor_collective_us(plan, Collective::reduce_scatter, x.bytes);
+  return {Time::us(x.forward_all_reduce * ar + x.forward_all_gather * ag + x.forward_reduce_scatter * rs),
+          Time::us(x.backward_all_reduce * ar + x.backward_all_gather * ag + x.backward_reduce_scatter * rs)};
+}
+
 }  // namespace
 
 const plan::InRunFactors& in_run_factors(const plan::Plan& plan, const plan::Calibration& cal) {
@@ -73,7 +109,9 @@ Time optimizer_time(int64_t param_bytes, int state_per_param, const plan::Device
 
 std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<plan::LayerCost>* layer_costs) {
   const auto& s = plan.scenario;
-  const bool checkpointing = s.parallel.activation_checkpointing;
+  const plan::Recompute recompute_choice = s.parallel.activation_checkpointing;
+  // Layer and stage recompute run the forward without keeping its activations.
+  const bool no_grad_forward = recompute_choice == plan::Recompute::layer || recompute_choice == plan::Recompute::stage;
   const plan::Calibration* cal = s.hardware.calibration ? &*s.hardware.calibration : nullptr;
   const int elem = plan::activation_bytes(s.parallel.precision);
   std::vector<StageCost> out;
@@ -81,15 +119,22 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<pla
     StageCost c;
     const int last = st.first_layer + st.layer_count - 1;
     std::vector<Time> bwd_layer(plan.layers().size());
-    Time forward_with_grad, forward_memory_bound, backward_memory_bound;
+    Time forward_with_grad, forward_memory_bound, backward_memory_bound, recompute;
     for (int l = st.first_layer; l <= last; ++l) {
       const auto lc = layer_costs ? (*layer_costs)[l]
-                                  : plan::estimate_layer_cost(plan.layers()[l], s.hardware, s.parallel.precision,
+                                  : plan::estimate_layer_cost(plan.layers()[l], s.hardware, s.parallel,
                                                               plan.microbatch_size, /*input_gradient=*/l > 0);
-      c.forward += checkpointing ? lc.forward_no_grad : lc.forward;
-      forward_with_grad += lc.forward;
-      c.backward += lc.backward;
-      bwd_layer[l] = lc.backward;
+      // Tensor parallelism's collectives run between the layer's kernels, not beside them; a
+      // full recompute repeats the forward's.
+      const TensorTime tp = tensor_time(plan, plan::tensor_traffic(plan.layers()[l], s.parallel, plan.microbatch_size));
+      c.forward += (no_grad_forward ? lc.forward_no_grad : lc.forward) + tp.forward;
+      forward_with_grad += lc.forward + tp.forward;
+      recompute += lc.recompute + (no_grad_forward ? tp.forward : Time());
+      // Layer recompute re-runs each layer just before its own backward; stage and selective
+      // recompute are charged where the stage's backward starts (below).
+      const Time layer_recompute = recompute_choice == plan::Recompute::layer ? lc.recompute + tp.forward : Time();
+      c.backward += lc.backward + tp.backward + layer_recompute;
+      bwd_layer[l] = lc.backward + tp.backward + layer_recompute;
       if (lc.forward_memory_bound) forward_memory_bound += lc.forward;
       if (lc.backward_memory_bound) backward_memory_bound += lc.backward;
     }
@@ -98,20 +143,26 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<pla
     c.optimizer_memory_bound = cal == nullptr;
     const StageExtras extras = stage_extras(plan, st);
     c.forward += extras.forward;
-    // Checkpointing re-runs the whole stage forward (with autograd) before the backward.
-    const Time recompute = checkpointing ? forward_with_grad + extras.recompute : Time();
-    const Time before_layers = recompute + extras.backward;
+    // Stage recompute re-runs the whole stage forward (with autograd) before the backward;
+    // selective recompute, attention's cores (counted here as if all at the start).
+    const Time stage_recompute = recompute_choice == plan::Recompute::stage     ? recompute + extras.recompute
+                                 : recompute_choice == plan::Recompute::selective ? recompute
+                                 : recompute_choice == plan::Recompute::layer     ? extras.recompute
+                                                                                  : Time();
+    const Time before_layers = stage_recompute + extras.backward;
     c.backward += before_layers;
     for (const plan::Bucket& b : st.buckets) {
       Time at = before_layers;
       for (int l = last; l >= b.ready_layer; --l) at += bwd_layer[l];
       c.bucket_ready.push_back(at);
     }
-    c.send_forward_bytes = std::llround(plan.layers()[last].output_elems_per_sample * plan.microbatch_size * elem);
-    c.send_backward_bytes =
-        std::llround(plan.layers()[st.first_layer].input_elems_per_sample * plan.microbatch_size * elem);
+    // Each tensor rank sends its 1/t of the boundary tensor (Megatron-LM's scatter-gather).
+    const double per_rank = static_cast<double>(plan.microbatch_size) * elem / s.parallel.tensor;
+    c.send_forward_bytes = std::llround(plan.layers()[last].output_elems_per_sample * per_rank);
+    c.send_backward_bytes = std::llround(plan.layers()[st.first_layer].input_elems_per_sample * per_rank);
     c.optimizer = cal ? calibrated_optimizer(plan, st, *cal)
-                      : optimizer_time(st.param_bytes, s.optimizer.state_per_param(), s.hardware.device);
+                      : optimizer_time(s.parallel.distributed_optimizer ? st.param_bytes / s.parallel.data : st.param_bytes,
+                                       s.optimizer.state_per_param(), s.hardware.device);
     if (cal && s.parallel.data > 1 && cal->copy_gb_per_s > 0)
       c.bucket_copy_in = Time::us(static_cast<double>(st.param_bytes) / (cal->copy_gb_per_s * 1e3));
     if (cal) {

@@ -16,7 +16,7 @@ Simulation::Simulation(const plan::Plan& plan, const SimOptions& options)
       played_((options.step_only || options.fold_replicas) && replicas_alike(plan) &&
                       plan.scenario.hardware.interference.shared_cores == 1.0
                   ? sched_.pipeline
-                  : plan.world_size),
+                  : plan.scenario.parallel.tensor_groups()),
       network_(queue_, kFlowActivate, kFlowDone),
       topo_(plan, network_, /*named=*/!options.step_only) {
   network_.record_samples(options.record_link_samples);
@@ -49,7 +49,7 @@ Simulation::Simulation(const plan::Plan& plan, const SimOptions& options)
   // always finds its receive posted and the payload moves at once.
   if (preposted_receives_)
     for (auto& rv : rendezvous_) rv.received = true;
-  run_.folded = played_ < plan.world_size;
+  run_.folded = played_ < plan.scenario.parallel.tensor_groups();
   run_.played_ranks = played_;
   if (!step_only_) {
     // Roughly what the step records: every action once, transfers twice (send and receive side).
@@ -60,7 +60,9 @@ Simulation::Simulation(const plan::Plan& plan, const SimOptions& options)
   }
   run_.timeline.kind = "predicted";
   run_.timeline.scenario = plan.scenario.name;
-  run_.timeline.world_size = plan.world_size;
+  // A tensor-parallel group's ranks run the same actions at the same times: the timeline has one
+  // rank per group (its first), numbered as the schedule numbers them.
+  run_.timeline.world_size = plan.scenario.parallel.tensor_groups();
 }
 
 SimRun Simulation::run() {
@@ -75,7 +77,8 @@ SimRun Simulation::run() {
   }
   // Memory is plan's rule (plan::MemoryEstimate), the one the tuner and `plan` use: the
   // simulator reports it rather than deriving it again.
-  for (int r = 0; r < plan_.world_size; ++r) run_.peak_memory.push_back(plan_.ranks[r].memory.total());
+  const int t = plan_.scenario.parallel.tensor;
+  for (int r = 0; r < plan_.scenario.parallel.tensor_groups(); ++r) run_.peak_memory.push_back(plan_.ranks[r * t].memory.total());
   run_.events = queue_.popped();
   run_.wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return std::move(run_);

@@ -44,7 +44,7 @@ plan::StepTimes rank_times(const SimRun& run, int world_size) {
 
 Metrics compute_metrics(const plan::Plan& plan, const SimRun& run) {
   Metrics m;
-  const plan::StepTimes times = rank_times(run, plan.world_size);
+  const plan::StepTimes times = rank_times(run, plan.scenario.parallel.tensor_groups());
   const int64_t step = times.step_time.count_ns();
   m.step_time = times.step_time;
   m.bubble_fraction = times.bubble_fraction;

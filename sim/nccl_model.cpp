@@ -206,6 +206,20 @@ CollectiveCost choose_allreduce(const NcclConfig& cfg, const GroupShape& g, doub
                            [&](const CollectiveCost& a, const CollectiveCost& b) { return a.time_us(bytes) < b.time_us(bytes); });
 }
 
+double collective_time_us(const NcclConfig& cfg, const GroupShape& g, Collective coll, double bytes) {
+  if (g.ranks <= 1 || bytes <= 0) return 0;
+  double us = 0;
+  if (coll == Collective::all_reduce) {
+    us = choose_allreduce(cfg, g, bytes).time_us(bytes);
+  } else {
+    const double intra = nccl_intra_gb_per_s(cfg);
+    const double inter = g.nic_gb_per_s * std::min(g.nics_per_node, g.per_node);
+    const Communicator whole{g.ranks, g.nodes, g.nodes == 1 ? intra : std::min(intra, inter)};
+    us = best_protocol(cfg, whole, coll, Algorithm::ring, bytes).time_us(bytes);
+  }
+  return us * cfg.stretch(bytes);
+}
+
 double allreduce_bus_gb_per_s(double bytes, double time_us, int ranks) {
   return bytes / (time_us * 1e3) * 2.0 * (ranks - 1) / ranks;
 }

@@ -77,6 +77,11 @@ struct GroupShape {
 std::vector<CollectiveCost> allreduce_candidates(const plan::NcclConfig& cfg, const GroupShape& g, double bytes);
 CollectiveCost choose_allreduce(const plan::NcclConfig& cfg, const GroupShape& g, double bytes);
 
+/// Microseconds NCCL takes for one collective of `bytes` (the whole buffer) over the group, alone
+/// on its links, with the profile's measured stretch: all-reduce as choose_allreduce picks it,
+/// all-gather and reduce-scatter as rings (NCCL runs them only as rings).
+double collective_time_us(const plan::NcclConfig& cfg, const GroupShape& g, Collective coll, double bytes);
+
 /// nccl-tests' bus bandwidth of an all-reduce (doc/PERFORMANCE.md: algbw × 2(n-1)/n).
 double allreduce_bus_gb_per_s(double bytes, double time_us, int ranks);
 

@@ -8,11 +8,16 @@ Topology::Topology(const plan::Plan& plan, Network& network, bool named) {
   nics_per_node_ = hw.nics_per_node;
   node_latency_ = Time::us(hw.node_link.latency_us);
   node_bandwidth_ = hw.node_link.bandwidth_gb_per_s;
-  network.reserve_links(2 * static_cast<size_t>(plan.world_size) + 2 * static_cast<size_t>(plan.nodes) * nics_per_node_);
-  for (int r = 0; r < plan.world_size; ++r) {
+  // One device per simulated rank, a tensor-parallel group's first (plan/plan.hpp numbers it
+  // group x tensor); the group's other devices carry the same traffic on their own ports.
+  const int groups = plan.scenario.parallel.tensor_groups(), tensor = plan.scenario.parallel.tensor;
+  network.reserve_links(2 * static_cast<size_t>(groups) + 2 * static_cast<size_t>(plan.nodes) * nics_per_node_);
+  for (int r = 0; r < groups; ++r) {
+    const int device = r * tensor;
     const std::string dev =
-        named ? "node" + std::to_string(r / devices_per_node_) + "/dev" + std::to_string(r % devices_per_node_) + " " + hw.node_link.name : "";
-    node_of_.push_back(r / devices_per_node_);
+        named ? "node" + std::to_string(device / devices_per_node_) + "/dev" + std::to_string(device % devices_per_node_) + " " + hw.node_link.name : "";
+    node_of_.push_back(device / devices_per_node_);
+    local_of_.push_back(device % devices_per_node_);
     up_.push_back(network.add_link(named ? dev + " up" : dev, hw.node_link.bandwidth_gb_per_s));
     down_.push_back(network.add_link(named ? dev + " down" : dev, hw.node_link.bandwidth_gb_per_s));
   }
@@ -30,7 +35,7 @@ Topology::Topology(const plan::Plan& plan, Network& network, bool named) {
 }
 
 int Topology::nic_of(int rank) const {
-  return node_of(rank) * nics_per_node_ + (rank % devices_per_node_) % nics_per_node_;
+  return node_of(rank) * nics_per_node_ + local_of_[rank] % nics_per_node_;
 }
 
 Route Topology::p2p(int src, int dst) const {

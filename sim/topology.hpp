@@ -43,6 +43,7 @@ class Topology {
   int nics_per_node_ = 1;
   std::vector<int> up_, down_;          // per rank
   std::vector<int> node_of_;            // per rank: looked up, as a division it was an idiv per call
+  std::vector<int> local_of_;           // per rank: its device index inside its node
   std::vector<int> nic_up_, nic_down_;  // per node * nics + nic
   Time node_latency_, network_latency_;
   double node_bandwidth_ = 0, network_bandwidth_ = 0;

@@ -12,22 +12,21 @@ using plan::Time;
 
 Evaluator::Evaluator(plan::Scenario base) : base_(std::move(base)) {}
 
-const std::vector<plan::LayerCost>& Evaluator::layer_costs(plan::Precision precision, int mb) {
+const std::vector<plan::LayerCost>& Evaluator::layer_costs(const plan::Settings& c, int mb) {
   std::lock_guard<std::mutex> lock(mutex_);
-  auto [it, fresh] = costs_.try_emplace({precision, mb});
+  auto [it, fresh] = costs_.try_emplace({c.precision, mb, c.tensor, c.sequence_parallel, c.activation_checkpointing});
   if (fresh) {
     for (size_t l = 0; l < base_.layers.size(); ++l)
-      it->second.push_back(plan::estimate_layer_cost(base_.layers[l], base_.hardware, precision, mb, /*input_gradient=*/l > 0));
+      it->second.push_back(plan::estimate_layer_cost(base_.layers[l], base_.hardware, c, mb, /*input_gradient=*/l > 0));
   }
   return it->second;  // std::map keeps references valid while others are added
 }
 
 std::vector<int> Evaluator::balanced_partition(const plan::Settings& c) {
-  // As resolve_plan's "balanced": forward + backward (+ the recomputed forward) per layer.
-  const auto& lc = layer_costs(c.precision, c.batch_size / c.chunks);
+  // As resolve_plan's "balanced": forward + backward + what recompute adds, per layer.
+  const auto& lc = layer_costs(c, c.batch_size / c.chunks);
   std::vector<int64_t> costs;
-  for (const auto& l : lc)
-    costs.push_back((l.forward + l.backward + (c.activation_checkpointing ? l.forward : Time())).count_ns());
+  for (const auto& l : lc) costs.push_back((l.forward + l.backward + l.recompute).count_ns());
   return plan::balanced_partition(costs, c.stages());
 }
 
@@ -43,7 +42,7 @@ Evaluation Evaluator::bound(const plan::Plan& p, const plan::Settings& c) {
   e.config = c;
   for (const auto& r : p.ranks) e.peak_memory = std::max(e.peak_memory, r.memory.total());
   e.fits = e.peak_memory <= base_.hardware.device.memory_bytes();
-  e.lower_bound_ms = lower_bound(p, layer_costs(c.precision, p.microbatch_size)).to_ms();
+  e.lower_bound_ms = lower_bound(p, layer_costs(c, p.microbatch_size)).to_ms();
   return e;
 }
 
@@ -55,7 +54,7 @@ Evaluation Evaluator::evaluate(const plan::Settings& c) {
   sim::SimOptions options;
   options.step_only = true;
   options.record_link_samples = false;
-  options.layer_costs = &layer_costs(c.precision, p.microbatch_size);
+  options.layer_costs = &layer_costs(c, p.microbatch_size);
   e.step_ms = sim::simulate(p, options).step_time.to_ms();
   return e;
 }

@@ -6,6 +6,7 @@
 // them cost no new estimates. Safe to call from several threads.
 #include <cmath>
 #include <map>
+#include <tuple>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -34,8 +35,9 @@ class Evaluator {
   explicit Evaluator(plan::Scenario base);
   const plan::Scenario& base() const { return base_; }
 
-  /// Each layer's cost at this precision and micro-batch size (cached).
-  const std::vector<plan::LayerCost>& layer_costs(plan::Precision precision, int microbatch_size);
+  /// Each layer's cost under the configuration's precision, tensor split and recompute, at this
+  /// micro-batch size (cached).
+  const std::vector<plan::LayerCost>& layer_costs(const plan::Settings& config, int microbatch_size);
   /// The split resolve_plan's "balanced" picks for the configuration's stages.
   std::vector<int> balanced_partition(const plan::Settings& config);
   /// The configuration's plan; InputError when the knobs do not fit together.
@@ -49,7 +51,9 @@ class Evaluator {
   Evaluation bound(const plan::Plan& plan, const plan::Settings& config);
   plan::Scenario base_;
   std::mutex mutex_;
-  std::map<std::pair<plan::Precision, int>, std::vector<plan::LayerCost>> costs_;
+  // By (precision, micro-batch size, tensor, sequence parallel, recompute): what a layer's cost depends on.
+  using CostKey = std::tuple<plan::Precision, int, int, bool, plan::Recompute>;
+  std::map<CostKey, std::vector<plan::LayerCost>> costs_;
 };
 
 /// A floor on the plan's step time from its stage costs: the busiest rank's compute, and for

@@ -1,6 +1,7 @@
 #include "tune/search.hpp"
 
 #include <algorithm>
+#include <tuple>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -76,7 +77,7 @@ void parallel_for(size_t n, int threads, const std::function<void(size_t)>& work
 // the split, DDP's buckets); every other tuned knob of the table is crossed with them freely.
 bool coupled(const std::string& key) {
   static const std::vector<std::string> keys = {
-      "parallel.data",   "parallel.pipeline",      "parallel.schedule",      "parallel.virtual",
+      "parallel.data",   "parallel.pipeline",      "parallel.tensor",        "parallel.schedule",      "parallel.virtual",
       "parallel.chunks", "parallel.partition_len", "parallel.bucket_cap_mb", "parallel.first_bucket_mb",
       "parallel.grad_accumulation"};
   return std::find(keys.begin(), keys.end(), key) != keys.end();
@@ -126,7 +127,7 @@ std::vector<plan::Settings> enumerate(Evaluator& ev, const Space& sp, size_t* in
   const plan::Knob& schedule = plan::knob("parallel.schedule");
   const auto& schedules = sp.of("parallel.schedule");
   const bool has_gpipe = std::count(schedules.begin(), schedules.end(), plan::KnobValue(std::string("gpipe"))) > 0;
-  const std::vector<int> data = sp.ints("parallel.data");
+  const std::vector<int> data = sp.ints("parallel.data"), tensors = sp.ints("parallel.tensor");
   // The space's lists, typed once rather than per configuration.
   const std::vector<const plan::Knob*> free = free_knobs(sp);
   const std::vector<int> virtual_values = sp.ints("parallel.virtual");
@@ -136,9 +137,10 @@ std::vector<plan::Settings> enumerate(Evaluator& ev, const Space& sp, size_t* in
   for (const auto& cap : sp.of("parallel.bucket_cap_mb"))
     for (const auto& first : sp.of("parallel.first_bucket_mb")) buckets.emplace_back(std::get<double>(cap), std::get<double>(first));
   std::vector<plan::Settings> out;
+  for (int t : tensors.empty() ? std::vector<int>{1} : tensors)
   for (int p : sp.ints("parallel.pipeline")) {
-    if (sp.world % p != 0 || !std::count(data.begin(), data.end(), sp.world / p)) continue;
-    const int d = sp.world / p;
+    if (sp.world % (p * t) != 0 || !std::count(data.begin(), data.end(), sp.world / (p * t))) continue;
+    const int d = sp.world / (p * t);
     for (int ga : sp.ints("parallel.grad_accumulation")) {
       if (global % (d * ga) != 0) {
         ++*invalid;
@@ -161,6 +163,7 @@ std::vector<plan::Settings> enumerate(Evaluator& ev, const Space& sp, size_t* in
           for (int chunks : chunk_counts) {
             layout.data = d;
             layout.pipeline = p;
+            layout.tensor = t;
             layout.virtual_stages = v;
             layout.chunks = chunks;
             layout.batch_size = batch;
@@ -248,7 +251,7 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
   };
   std::mutex mutex;
   std::set<Key> best;  // the K best distinct simulated keys so far (equal keys are one ranked row)
-  std::map<std::pair<int, int>, Key> layout_best;  // the best key so far of each data x pipeline
+  std::map<std::tuple<int, int, int>, Key> layout_best;  // the best key so far of each data x pipeline x tensor
   auto report = [&](const char* phase, size_t done, size_t total) {
     if (!opt.progress) return;
     Progress p;
@@ -301,7 +304,7 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
         if (opt.prune) {
           std::lock_guard<std::mutex> lock(mutex);
           const Key floor = floor_of(e, opt.objective);
-          const auto layout = layout_best.find({e.config.data, e.config.pipeline});
+          const auto layout = layout_best.find({e.config.data, e.config.pipeline, e.config.tensor});
           if (best.size() >= top && floor > *std::prev(best.end()) && layout != layout_best.end() &&
               floor > layout->second) {
             ++pruned;
@@ -319,7 +322,7 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
         std::lock_guard<std::mutex> lock(mutex);
         const Key key = key_of(e, opt.objective);
         best.insert(key);
-        auto [layout, fresh] = layout_best.try_emplace({e.config.data, e.config.pipeline}, key);
+        auto [layout, fresh] = layout_best.try_emplace(std::make_tuple(e.config.data, e.config.pipeline, e.config.tensor), key);
         if (!fresh) layout->second = std::min(layout->second, key);
         if (best.size() > top) best.erase(std::prev(best.end()));
       },
@@ -349,7 +352,7 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
   }
   for (const auto& e : done)
     if (std::none_of(r.layout_best.begin(), r.layout_best.end(), [&](const Evaluation& b) {
-          return b.config.data == e.config.data && b.config.pipeline == e.config.pipeline;
+          return b.config.data == e.config.data && b.config.pipeline == e.config.pipeline && b.config.tensor == e.config.tensor;
         }))
       r.layout_best.push_back(e);
   // Pareto frontier over what was simulated: fastest first, each smaller than all faster ones.

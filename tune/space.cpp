@@ -22,17 +22,26 @@ std::vector<plan::KnobValue> values_of(const std::vector<T>& xs) {
   return {xs.begin(), xs.end()};
 }
 
-// data and pipeline pair up over the world: setting one sets the other.
-void pair_layout(Space* sp, const std::string& key, const std::string& flag) {
-  const std::string other = key == "parallel.data" ? "parallel.pipeline" : "parallel.data";
-  std::vector<plan::KnobValue> paired;
-  for (int n : sp->ints(key)) {
-    if (sp->world % n != 0)
+// data, pipeline and tensor multiply to the world: each value must divide it. The enumeration
+// takes the triples whose product is the world.
+void check_layout(const Space& sp, const std::string& key, const std::string& flag) {
+  for (int n : sp.ints(key))
+    if (sp.world % n != 0)
       fail(flag, plan::knob(key).name() + " " + std::to_string(n) + " does not divide the world of " +
-                     std::to_string(sp->world) + " ranks (set it with --world)");
-    paired.emplace_back(std::in_place_type<int>, sp->world / n);
-  }
-  sp->values[other] = paired;
+                     std::to_string(sp.world) + " ranks (set it with --world)");
+}
+
+// Tensor parallelism's default values: the divisors of a node's devices, on machines with GPU
+// collectives and models it can split (the check in plan/scenario.cpp refuses the others).
+std::vector<int> default_tensor(const plan::Scenario& s, int world) {
+  const bool splits = std::all_of(s.layers.begin(), s.layers.end(), [](const plan::Layer& l) {
+    return l.kind == plan::LayerKind::embedding || l.kind == plan::LayerKind::encoder || l.kind == plan::LayerKind::head;
+  });
+  if (!s.hardware.nccl || !splits) return {1};
+  std::vector<int> out;
+  for (int t : divisors(s.hardware.devices_per_node))
+    if (world % t == 0) out.push_back(t);
+  return out;
 }
 
 }  // namespace
@@ -81,15 +90,14 @@ Space default_space(const plan::Scenario& s, int world) {
   Space sp;
   sp.world = world > 0 ? world : s.parallel.world_size();
   const int layers = static_cast<int>(s.layers.size());
-  std::vector<int> data, pipeline;
-  for (int p : divisors(sp.world)) {
-    if (p > layers) continue;
-    pipeline.push_back(p);
-    data.push_back(sp.world / p);
-  }
-  std::sort(data.begin(), data.end());
-  sp.values["parallel.data"] = values_of(data);
+  std::vector<int> pipeline;
+  for (int p : divisors(sp.world))
+    if (p <= layers) pipeline.push_back(p);
+  sp.values["parallel.data"] = values_of(divisors(sp.world));
   sp.values["parallel.pipeline"] = values_of(pipeline);
+  const std::vector<int> tensor = default_tensor(s, sp.world);
+  sp.values["parallel.tensor"] = values_of(tensor);
+  sp.values["parallel.sequence_parallel"] = tensor.back() > 1 ? std::vector<plan::KnobValue>{false, true} : std::vector<plan::KnobValue>{false};
   for (const auto& name : plan::knob("parallel.schedule").choices)  // every generated one, not a CSV
     if (!name.ends_with(".csv")) sp.values["parallel.schedule"].push_back(name);
   sp.values["parallel.virtual"] = {2, 4};
@@ -100,7 +108,8 @@ Space default_space(const plan::Scenario& s, int world) {
   sp.values["parallel.first_bucket_mb"] = {1.0, 4.0};
   // Accumulation changes the optimizer's batch statistics per step; only when asked for.
   sp.values["parallel.grad_accumulation"] = {s.parallel.grad_accumulation};
-  sp.values["parallel.activation_checkpointing"] = {false, true};
+  for (const auto& name : plan::knob("parallel.activation_checkpointing").choices)
+    if (name != "true") sp.values["parallel.activation_checkpointing"].push_back(name);  // true is layer
   // The device's precisions; with a profile calibrated for this model, only those it measured: a
   // precision costed from the peak figures would race measured ones (on this project's CPUs a bf16
   // layer took 15-50x its fp32 time where the peaks say 1x, so the tuner picked bf16).
@@ -132,7 +141,7 @@ void search(Space* sp, const std::string& assignment) {
   for (const auto& v : values)
     if (std::find(unique.begin(), unique.end(), v) == unique.end()) unique.push_back(v);
   sp->values[key] = unique;
-  if (key == "parallel.data" || key == "parallel.pipeline") pair_layout(sp, key, flag);
+  if (key == "parallel.data" || key == "parallel.pipeline" || key == "parallel.tensor") check_layout(*sp, key, flag);
 }
 
 void fix(Space* sp, const plan::Scenario& s, const std::string& key) {
@@ -140,14 +149,10 @@ void fix(Space* sp, const plan::Scenario& s, const std::string& key) {
   if (!knob || !knob->tuned)
     fail("--fix " + key, "'" + key + "' is not a key the tuner searches; it searches " + plan::join(search_keys()));
   const plan::Settings given = plan::settings_of(s);
-  if (key == "parallel.data" || key == "parallel.pipeline") {
-    if (given.world_size() != sp->world)
-      fail("--fix " + key, "the scenario's data x pipeline is " + std::to_string(given.world_size()) +
-                               " ranks, not the --world of " + std::to_string(sp->world));
-    sp->values["parallel.data"] = {given.data};
-    sp->values["parallel.pipeline"] = {given.pipeline};
-    return;
-  }
+  const bool layout = key == "parallel.data" || key == "parallel.pipeline" || key == "parallel.tensor";
+  if (layout && sp->world % std::get<int>(knob->get(given)) != 0)
+    fail("--fix " + key, "the scenario's " + knob->name() + " " + knob->format(knob->get(given)) +
+                             " does not divide the --world of " + std::to_string(sp->world) + " ranks");
   if (key == "parallel.schedule" && given.schedule == plan::ScheduleKind::csv)
     fail("--fix " + key, "an imported CSV schedule cannot be tuned");
   plan::Settings listed = given;

@@ -13,11 +13,11 @@
 namespace parallax::tune {
 
 struct Space {
-  int world = 1;  ///< ranks: data x pipeline
+  int world = 1;  ///< ranks: data x pipeline x tensor
   /// Each tuned knob's values, by key. Two lists mean "as the scenario allows" when empty:
   /// parallel.chunks (every divisor of the configuration's batch_size) and parallel.partition_len
   /// (the balanced split of each setting plus its neighbours, one layer moved across one
-  /// boundary). parallel.data and parallel.pipeline pair up: data x pipeline = world.
+  /// boundary). The enumeration takes the (data, pipeline, tensor) whose product is the world.
   std::map<std::string, std::vector<plan::KnobValue>> values;
 
   const std::vector<plan::KnobValue>& of(const std::string& key) const;

@@ -72,7 +72,9 @@ TEST_CASE("exec: pipelined, interleaved, checkpointed and data-parallel runs com
       "--set parallel.data=1 --set parallel.pipeline=2 --set parallel.virtual=2 --set parallel.partition_len=1 "
       "--set parallel.chunks=4 --set data.batch_size=32 --set parallel.schedule=interleaved-1f1b",
       "--set parallel.data=1 --set parallel.pipeline=2 --set parallel.chunks=4 --set data.batch_size=32 "
-      "--set parallel.schedule=1f1b --set parallel.activation_checkpointing=true"};
+      "--set parallel.schedule=1f1b --set parallel.activation_checkpointing=true",
+      "--set parallel.data=1 --set parallel.pipeline=2 --set parallel.chunks=4 --set data.batch_size=32 "
+      "--set parallel.schedule=1f1b --set parallel.activation_checkpointing=stage"};
   for (const auto& layout : layouts) {
     INFO(layout);
     const auto other = losses(layout);

@@ -16,7 +16,9 @@ const std::map<std::string, std::string> kOther = {
     {"parallel.data", "2"},          {"parallel.pipeline", "2"},          {"parallel.schedule", "1f1b"},
     {"parallel.virtual", "2"},             {"parallel.chunks", "4"},            {"parallel.partition_len", "[1, 2]"},
     {"parallel.bucket_cap_mb", "0.5"}, {"parallel.first_bucket_mb", "4"}, {"data.batch_size", "16"},
-    {"parallel.grad_accumulation", "2"}, {"parallel.activation_checkpointing", "true"}, {"parallel.precision", "bf16"}};
+    {"parallel.grad_accumulation", "2"}, {"parallel.activation_checkpointing", "stage"}, {"parallel.precision", "bf16"},
+    {"parallel.tensor", "2"},          {"parallel.sequence_parallel", "true"}, {"parallel.tensor_across_nodes", "true"},
+    {"parallel.master_weights", "true"}, {"parallel.distributed_optimizer", "true"}};
 }  // namespace
 
 TEST_CASE("plan::knobs: every knob reads, writes and reads back its value", "[plan][knobs]") {
@@ -49,14 +51,14 @@ TEST_CASE("plan::knobs: a scenario with every knob changed by --set equals the t
   want.batch_size = 16;
   want.partition_len = plan::partition_of({1, static_cast<int>(base.layers.size()) - 1});
   want.bucket_cap_mb = 0.5;
-  want.activation_checkpointing = true;
+  want.activation_checkpointing = plan::Recompute::stage;
   const plan::Overrides o = plan::overrides(plan::settings_of(base), want);
   CHECK(o.size() == 6);
   const plan::Scenario from_flags = plan::load_scenario(file, plan::set_flags(o));
   CHECK(plan::settings_of(from_flags) == want);
   CHECK(plan::settings_of(plan::with_settings(base, want)) == want);
   CHECK(plan::describe(o) == "schedule=gpipe, chunks=2, partition_len=[1, 3], bucket_cap_mb=0.5, batch_size=16, "
-                             "activation_checkpointing=true");
+                             "activation_checkpointing=stage");
 }
 
 TEST_CASE("plan::knobs: an error names its knob as data, from the file, a flag, or a combination", "[plan][knobs]") {

@@ -64,7 +64,7 @@ TEST_CASE("plan::Plan: parameters, gradients and optimizer state per rank", "[pl
 TEST_CASE("plan::Plan: activation checkpointing keeps only each stage's input", "[plan]") {
   const auto full = test::plan_from(test::synthetic_scenario(8, 2, 4, "gpipe"));
   const auto ckpt = test::plan_from(test::synthetic_scenario(8, 2, 4, "gpipe"),
-                                    {"parallel.activation_checkpointing=true"});
+                                    {"parallel.activation_checkpointing=stage"});
   // Stage of 4 layers x 1 MiB per sample, micro-batch 2: 8 MiB without, 2 MiB of inputs with, plus
   // one micro-batch recomputed during backward; and on Gloo 4 output-gradient buffers of 2 MiB
   // posted at the step's start (the GPipe test above).

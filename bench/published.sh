@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Predictions against published measurements of Megatron-LM on DGX A100 80GB (bench/data/megatron_published.csv,
+# sources in its header): for each row the predicted and published seconds per iteration and their error, and
+# for Korthikanti et al.'s rows the predicted memory per GPU beside their Figure 1. Nothing here is fitted to
+# these rows: the compute model's figures come from the hardware profile (scenarios/hardware/a100-nvlink-ib.yaml,
+# with their sources), the network's from NCCL's tuning model.
+#
+#   bash bench/published.sh [PARALLAX]      (default: build/parallax)
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+parallax="${1:-$here/../build/parallax}"
+[[ -x "$parallax" ]] || { echo "published.sh: no parallax binary at $parallax (build first, or pass its path)" >&2; exit 2; }
+command -v python3 >/dev/null || { echo "published.sh: needs python3" >&2; exit 2; }
+exec python3 - "$parallax" "$here/data/megatron_published.csv" "$here/data/megatron-gpt.yaml" <<'PY'
+import csv, json, subprocess, sys, time
+
+parallax, table, scenario = sys.argv[1:4]
+GIB = 2.0 ** 30
+SEQ, VOCAB = 2048, 51200
+
+def sets(r):
+    t, p, v, gpus = int(r["tensor"]), int(r["pipeline"]), int(r["virtual"]), int(r["gpus"])
+    d = gpus // (t * p)
+    batch = int(r["global_batch"]) // d
+    layers, stages = int(r["layers"]), p * v
+    per = layers // stages
+    # The embedding rides with the first stage and the head with the last, as in Megatron-LM.
+    split = [per] * stages
+    split[0] += 1
+    split[-1] += 1
+    out = {
+        "model.layers": layers, "model.hidden": r["hidden"], "model.heads": r["heads"], "model.ffn": 4 * int(r["hidden"]),
+        "model.seq_len": SEQ, "model.vocab": VOCAB,
+        "parallel.data": d, "parallel.pipeline": p, "parallel.tensor": t, "parallel.virtual": v,
+        "parallel.schedule": "interleaved-1f1b" if v > 1 else "1f1b",
+        "parallel.chunks": batch // int(r["micro_batch"]), "data.batch_size": batch,
+        "parallel.partition_len": "[" + ", ".join(map(str, split)) + "]" if stages > 1 else "balanced",
+        "parallel.activation_checkpointing": "false" if r["recompute"] == "none" else r["recompute"],
+        "parallel.sequence_parallel": "true" if r["recompute"] == "selective" else "false",
+    }
+    return [a for k, val in out.items() for a in ("--set", f"{k}={val}")]
+
+def run(cmd, args):
+    out = subprocess.run([parallax, cmd, scenario, *args, "--json"], capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"published.sh: parallax {cmd} failed:\n{out.stderr}")
+    return json.loads(out.stdout)
+
+def flops(r):  # Narayanan et al. eq. 3, with recompute
+    B, s, l, h, V = int(r["global_batch"]), SEQ, int(r["layers"]), int(r["hidden"]), VOCAB
+    return 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))
+
+print(f"{'source':6} {'model':7} {'TPxPPxDP':>11} {'recompute':10} {'predicted s':>12} {'published s':>12} {'error':>7}"
+      f" {'params GiB':>16} {'activations GiB':>18} {'sim s':>6}")
+errors, mem_errors, no_fit = [], [], []
+for r in csv.DictReader(row for row in open(table) if not row.startswith("#")):
+    args = sets(r)
+    plan = run("plan", args)
+    first = plan["memory"][0]  # rank 0: the first stage, the one holding the most activations
+    params = (first["params"] + first["gradients"] + first["optimizer"] + first["buckets"]) / GIB
+    acts = max(m["activations"] for m in plan["memory"]) / GIB
+    published = float(r["published_s"]) if r["published_s"] else (
+        flops(r) / (float(r["published_tflops"]) * 1e12 * int(r["gpus"])) if r["published_tflops"] else None)
+    t, p = int(r["tensor"]), int(r["pipeline"])
+    layout = f"{t}x{p}x{int(r['gpus']) // (t * p)}"
+    line = f"{r['source']:6} {r['model']:7} {layout:>11} {r['recompute']:10}"
+    if published is not None:
+        t0 = time.time()
+        sim = run("simulate", args)
+        wall = time.time() - t0
+        predicted = sim["step_time_ms"] / 1e3
+        err = predicted / published - 1
+        errors.append(abs(err))
+        if not all(m["fits"] for m in plan["memory"]):
+            no_fit.append(f"{r['model']} {r['recompute']}")
+        line += f" {predicted:12.2f} {published:12.2f} {100 * err:+6.1f}%"
+    else:
+        wall = None
+        line += f" {'':>12} {'':>12} {'':>7}"
+    if r["params_gib"]:
+        pe = params / float(r["params_gib"]) - 1
+        mem_errors.append(abs(pe))
+        cell = f"{params:.2f} / {float(r['params_gib']):.2f}"
+    else:
+        cell = ""
+    line += f" {cell:>16}"
+    if r["activations_gib"]:
+        ae = acts / float(r["activations_gib"]) - 1
+        mem_errors.append(abs(ae))
+        line += f" {f'{acts:.2f} / ' + r['activations_gib']:>18}"
+    else:
+        line += f" {'':>18}"
+    line += f" {wall:6.2f}" if wall is not None else ""
+    print(line, flush=True)
+
+mean = lambda xs: sum(xs) / len(xs)
+print(f"\nstep time: {len(errors)} rows, mean absolute error {100 * mean(errors):.1f}%, worst {100 * max(errors):.1f}%"
+      " (goal: mean <= 10%, worst <= 20%)")
+print(f"memory (K22 Figure 1, predicted / published GiB): {len(mem_errors)} figures, mean absolute error "
+      f"{100 * mean(mem_errors):.1f}%, worst {100 * max(mem_errors):.1f}% (goal: <= 5%)")
+print("called 'does not fit' on the GPUs it ran on: " + (", ".join(no_fit) if no_fit else "none"))
+PY

@@ -1,0 +1,210 @@
+#include "plan/memory.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "plan/plan.hpp"
+
+namespace parallax::plan {
+namespace {
+
+// Bytes a dropout mask keeps per element (PyTorch keeps a bool mask).
+constexpr double kMaskBytes = 1;
+
+// An encoder block's activations per sample, split as Korthikanti et al. 2022 (section 4.1) count
+// them with e bytes an element: what every tensor rank keeps whole unless sequence parallelism
+// splits it (the two norms' inputs 2e, the inputs of QKV and of the MLP 2e, two dropout masks),
+// what tensor parallelism splits (Q, K, V 3e, the output projection's input e, the MLP's two
+// ffn-wide tensors 2e x ffn/h), and the s x s scores per head (softmax output e, its dropout
+// mask, the dropout output e). At e = 2 and ffn = 4h: 10 + 24 + 5as/h, the paper's eq. 2.
+struct EncoderActivations {
+  double unsplit, split, scores;
+};
+
+EncoderActivations encoder_activations(const Layer& l, double e) {
+  const double s = static_cast<double>(l.shape.seq_len), h = static_cast<double>(l.shape.hidden);
+  const double a = static_cast<double>(l.shape.heads), ffn = static_cast<double>(l.shape.ffn);
+  EncoderActivations out;
+  out.unsplit = s * h * (4 * e + 2 * kMaskBytes);
+  out.split = s * h * (4 * e + 2 * e * ffn / h);
+  // Flash attention keeps no scores, only its softmax statistics (one fp32 per row and head).
+  out.scores = l.shape.flash_attention ? a * s * 4.0 : a * s * s * (2 * e + kMaskBytes);
+  return out;
+}
+
+}  // namespace
+
+double full_activation_bytes(const Layer& l, const ParallelSpec& p) {
+  const double e = activation_bytes(p.precision);
+  const double t = p.tensor;
+  const double sp = p.sequence_parallel ? t : 1.0;
+  switch (l.kind) {
+    case LayerKind::encoder: {
+      const EncoderActivations x = encoder_activations(l, e);
+      const double scores = p.activation_checkpointing == Recompute::selective ? 0.0 : x.scores / t;
+      return x.unsplit / sp + x.split / t + scores;
+    }
+    case LayerKind::head: {
+      // The norm's and the projection's inputs (whole, or split by sequence parallelism) and the
+      // vocabulary-parallel logits.
+      const double s = static_cast<double>(l.shape.seq_len);
+      return s * (2.0 * static_cast<double>(l.shape.hidden) / sp + static_cast<double>(l.shape.vocab) / t) * e;
+    }
+    default: return l.activation_elems_per_sample * e;
+  }
+}
+
+double input_activation_bytes(const Layer& l, const ParallelSpec& p) {
+  const double split = p.sequence_parallel && l.kind != LayerKind::embedding ? p.tensor : 1.0;
+  return l.input_elems_per_sample * activation_bytes(p.precision) / split;
+}
+
+double kept_activation_bytes(const Layer& l, const ParallelSpec& p) {
+  switch (p.activation_checkpointing) {
+    case Recompute::none:
+    case Recompute::selective: return full_activation_bytes(l, p);
+    case Recompute::layer: return input_activation_bytes(l, p);
+    case Recompute::stage: return 0;
+  }
+  return 0;
+}
+
+int64_t stage_activation_bytes(const Plan& plan, const Stage& stage) {
+  const auto& layers = plan.scenario.layers;
+  const ParallelSpec& p = plan.scenario.parallel;
+  double bytes = 0;
+  if (p.activation_checkpointing == Recompute::stage) {
+    bytes = input_activation_bytes(layers[stage.first_layer], p);  // only the stage input is kept
+  } else {
+    for (int l = stage.first_layer; l < stage.first_layer + stage.layer_count; ++l) bytes += kept_activation_bytes(layers[l], p);
+  }
+  return std::llround(bytes * plan.microbatch_size);
+}
+
+int64_t recompute_bytes(const Plan& plan, const Stage& stage) {
+  const auto& layers = plan.scenario.layers;
+  const ParallelSpec& p = plan.scenario.parallel;
+  double sum = 0, largest = 0;
+  for (int l = stage.first_layer; l < stage.first_layer + stage.layer_count; ++l) {
+    const double full = full_activation_bytes(layers[l], p);
+    sum += full;
+    largest = std::max(largest, full);
+  }
+  double bytes = 0;
+  switch (p.activation_checkpointing) {
+    case Recompute::none: break;
+    case Recompute::stage: bytes = sum; break;
+    case Recompute::layer: bytes = largest; break;
+    case Recompute::selective: {
+      ParallelSpec kept = p;
+      kept.activation_checkpointing = Recompute::none;
+      for (int l = stage.first_layer; l < stage.first_layer + stage.layer_count; ++l)
+        bytes = std::max(bytes, full_activation_bytes(layers[l], kept) - full_activation_bytes(layers[l], p));
+      break;
+    }
+  }
+  return std::llround(bytes * plan.microbatch_size);
+}
+
+int64_t receive_buffer_bytes(const Plan& plan, bool forward, int stage) {
+  // As the simulator's messages (sim/cost_model.cpp): the sender's output, or the gradient of the
+  // receiver's output, which is the next stage's input.
+  const auto& layers = plan.scenario.layers;
+  const ParallelSpec& p = plan.scenario.parallel;
+  const double elems = forward ? layers[plan.stages[stage - 1].first_layer + plan.stages[stage - 1].layer_count - 1].output_elems_per_sample
+                               : layers[plan.stages[stage + 1].first_layer].input_elems_per_sample;
+  const double split = p.sequence_parallel ? p.tensor : 1.0;
+  return std::llround(elems * plan.microbatch_size * activation_bytes(p.precision) / split);
+}
+
+BytesPerParameter bytes_per_parameter(const Scenario& s) {
+  const ParallelSpec& p = s.parallel;
+  BytesPerParameter b;
+  const int state = 4 * s.optimizer.state_per_param();
+  if (p.master_weights) {
+    // Megatron-LM: 16-bit parameters, fp32 gradients in one contiguous buffer that DDP reduces in
+    // place, fp32 master weights beside the optimizer's state.
+    b.parameter = activation_bytes(p.precision);
+    b.optimizer = 4 + state;
+  } else {
+    // torch.autocast: fp32 parameters and gradients; DDP's buckets are a flat copy of the gradients.
+    b.optimizer = state;
+    b.bucket = p.data > 1 ? 4 : 0;
+  }
+  return b;
+}
+
+int64_t reserve_bytes(const Device& device, int64_t allocated) {
+  if (device.kind != DeviceKind::cuda) return 0;
+  // Assumption, not a measurement: the CUDA context, cuBLAS and NCCL workspaces take about 1 GiB
+  // of a GPU in a PyTorch job, and the caching allocator's fragmentation about 5% of what it
+  // hands out (docs/simulator.md, Memory).
+  return (int64_t{1} << 30) + allocated / 20;
+}
+
+// The most micro-batches each stage holds activations for at once on a rank, found by walking
+// the rank's action list: a forward adds one, its backward releases it. On Gloo the executor
+// posts every receive of the step at its start (exec/runtime.cpp), so their buffers are held
+// from then: a forward's input until that forward (then it is one of the stage's activations),
+// an output gradient until its backward.
+static int64_t peak_activation_bytes(const Plan& plan, int pipeline_rank, int* peak_inflight) {
+  std::map<int, int64_t> per_mb;  // stage -> bytes one micro-batch holds
+  int64_t held = 0, peak = 0;
+  int inflight = 0;
+  *peak_inflight = 0;
+  const bool preposted = plan.schedule.collectives == Collectives::gloo;
+  std::set<std::pair<bool, int>> received;  // (forward, stage) whose micro-batches arrive by RECV
+  for (const Action& a : plan.schedule.ranks[pipeline_rank]) {
+    if (!preposted || (a.kind != ActionKind::RECV_F && a.kind != ActionKind::RECV_B)) continue;
+    const bool forward = a.kind == ActionKind::RECV_F;
+    held += receive_buffer_bytes(plan, forward, a.stage);
+    received.emplace(forward, a.stage);
+  }
+  peak = held;
+  for (const Action& a : plan.schedule.ranks[pipeline_rank]) {
+    if (!is_compute(a.kind)) continue;
+    if (!per_mb.count(a.stage)) per_mb[a.stage] = stage_activation_bytes(plan, plan.stages[a.stage]);
+    const int64_t bytes = per_mb[a.stage];
+    if (a.kind == ActionKind::F) {
+      if (received.count({true, a.stage})) held -= receive_buffer_bytes(plan, true, a.stage);
+      held += bytes;
+      ++inflight;
+    } else {
+      if (received.count({false, a.stage})) held -= receive_buffer_bytes(plan, false, a.stage);
+      held -= bytes;
+      --inflight;
+    }
+    if (held > peak) peak = held;
+    *peak_inflight = std::max(*peak_inflight, inflight);
+  }
+  // A recompute briefly holds its forward's activations on top of what is kept.
+  int64_t recompute = 0;
+  for (const Stage& st : plan.stages)
+    if (st.pipeline_rank == pipeline_rank) recompute = std::max(recompute, recompute_bytes(plan, st));
+  return peak + recompute;
+}
+
+void estimate_memory(Plan* plan) {
+  const Scenario& s = plan->scenario;
+  const ParallelSpec& p = s.parallel;
+  const BytesPerParameter per = bytes_per_parameter(s);
+  std::vector<MemoryEstimate> per_pipeline_rank(p.pipeline);
+  for (int r = 0; r < p.pipeline; ++r) {
+    MemoryEstimate& m = per_pipeline_rank[r];
+    int64_t params = 0;
+    for (const Stage& st : plan->stages)
+      if (st.pipeline_rank == r) params += st.param_count;
+    m.params = params * per.parameter;
+    m.gradients = params * per.gradient;
+    const int64_t optimizer = params * per.optimizer;
+    m.optimizer = p.distributed_optimizer ? (optimizer + p.data - 1) / p.data : optimizer;
+    m.buckets = params * per.bucket;
+    m.activations = peak_activation_bytes(*plan, r, &m.peak_inflight);
+    m.reserve = reserve_bytes(s.hardware.device, m.params + m.gradients + m.optimizer + m.buckets + m.activations);
+  }
+  for (RankPlan& rp : plan->ranks) rp.memory = per_pipeline_rank[rp.pipeline_rank];
+}
+
+}  // namespace parallax::plan

@@ -1,0 +1,56 @@
+#pragma once
+// The memory rule: what one rank holds at its peak, used by `plan`, the simulator's report and
+// the tuner alike (docs/simulator.md, Memory).
+//
+// - Parameters, gradients and optimizer state per parameter as the precision regime keeps them:
+//   torch.autocast (fp32 parameters and gradients, fp32 state, DDP's flat bucket copy) or
+//   Megatron-LM's mixed precision (`master_weights`: 16-bit parameters, fp32 gradients that are
+//   also DDP's buffer, fp32 master weights and state: 2 + 4 + 4 + 8 = 18 bytes with Adam); the
+//   distributed optimizer divides masters and state by `data`.
+// - Activations per layer from Korthikanti et al. 2022 ("Reducing Activation Recomputation in
+//   Large Transformer Models", arXiv 2205.05198, section 4), split by tensor and sequence
+//   parallelism as the paper splits them, kept or recomputed as `activation_checkpointing` says,
+//   times the micro-batches the schedule holds at once on the rank.
+// - An allowance for what no tensor holds: the CUDA context and library workspaces, and the
+//   caching allocator's fragmentation (MemoryEstimate::reserve).
+#include <cstdint>
+
+#include "plan/layers.hpp"
+#include "plan/scenario.hpp"
+
+namespace parallax::plan {
+
+struct Plan;
+struct Stage;
+
+/// Bytes one sample's pass through `layer` keeps for backward on one tensor rank when nothing is
+/// recomputed (the `selective` choice drops attention's scores from it).
+double full_activation_bytes(const Layer& layer, const ParallelSpec& p);
+/// Bytes of the layer's input per sample on one tensor rank: what layer and stage recompute keep.
+double input_activation_bytes(const Layer& layer, const ParallelSpec& p);
+/// Bytes the layer keeps per sample under the plan's recompute choice (for `stage`, the
+/// stage's first layer keeps its input and the others nothing: see stage_activation_bytes).
+double kept_activation_bytes(const Layer& layer, const ParallelSpec& p);
+
+/// Activation bytes one micro-batch of a stage holds until its backward.
+int64_t stage_activation_bytes(const Plan& plan, const Stage& stage);
+/// One micro-batch's receive buffer at `stage`: its input (forward) or its output's gradient.
+int64_t receive_buffer_bytes(const Plan& plan, bool forward, int stage);
+/// Bytes a recompute holds on top of what is kept, while it runs: one layer's full activations
+/// (`layer`), the whole stage's (`stage`), attention's scores of one layer (`selective`).
+int64_t recompute_bytes(const Plan& plan, const Stage& stage);
+
+/// Bytes of one parameter, its gradient, and its optimizer state (with master weights), as the
+/// precision regime keeps them; the optimizer's figure before the distributed optimizer's split.
+struct BytesPerParameter {
+  int parameter = 4, gradient = 4, optimizer = 0, bucket = 0;
+};
+BytesPerParameter bytes_per_parameter(const Scenario& scenario);
+
+/// The allowance beyond tensors for a device of this kind holding `allocated` bytes.
+int64_t reserve_bytes(const Device& device, int64_t allocated);
+
+/// Fills every rank's MemoryEstimate of a resolved plan.
+void estimate_memory(Plan* plan);
+
+}  // namespace parallax::plan

@@ -1,0 +1,141 @@
+// Tensor parallelism, recompute choices and the memory rule against hand-worked figures from
+// Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large Transformer Models",
+// arXiv 2205.05198, Table 2) and Megatron-LM's bytes per parameter (docs/distrib_optimizer.md).
+#include <catch2/catch.hpp>
+
+#include "plan/cost.hpp"
+#include "plan/memory.hpp"
+#include "plan/plan.hpp"
+#include "tests/test_util.hpp"
+
+using namespace parallax;
+
+namespace {
+
+// The 22B model of the paper's Table 3: a = 64, h = 6144, s = 2048, TP 8, fp16.
+const plan::Layer kLayer = plan::make_encoder("layers.0", 6144, 64, 4 * 6144, 2048);
+
+plan::ParallelSpec spec(int tensor, bool sp, plan::Recompute r) {
+  plan::ParallelSpec p;
+  p.precision = plan::Precision::fp16;
+  p.tensor = tensor;
+  p.sequence_parallel = sp;
+  p.activation_checkpointing = r;
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("plan::memory: activations per layer are Korthikanti et al.'s Table 2", "[plan][tensor]") {
+  const double s = 2048, h = 6144, a = 64, t = 8, b = 1;
+  const double sbh = s * b * h, scores = 5 * a * s / h;
+  using R = plan::Recompute;
+  // No parallelism: sbh(34 + 5as/h), eq. 1.
+  CHECK(plan::full_activation_bytes(kLayer, spec(1, false, R::none)) == Approx(sbh * (34 + scores)));
+  // Tensor parallel: sbh(10 + 24/t + 5as/(ht)), eq. 2.
+  CHECK(plan::full_activation_bytes(kLayer, spec(8, false, R::none)) == Approx(sbh * (10 + 24 / t + scores / t)));
+  // Tensor + sequence parallel: sbh/t (34 + 5as/h), eq. 4.
+  CHECK(plan::full_activation_bytes(kLayer, spec(8, true, R::none)) == Approx(sbh / t * (34 + scores)));
+  // Selective recompute: sbh(10 + 24/t), and with sequence parallelism 34 sbh / t.
+  CHECK(plan::kept_activation_bytes(kLayer, spec(8, false, R::selective)) == Approx(sbh * (10 + 24 / t)));
+  CHECK(plan::kept_activation_bytes(kLayer, spec(8, true, R::selective)) == Approx(34 * sbh / t));
+  // Full recompute keeps the layer's input: 2 sbh ("full activation recomputation").
+  CHECK(plan::kept_activation_bytes(kLayer, spec(8, false, R::layer)) == Approx(2 * sbh));
+}
+
+TEST_CASE("plan::cost: a tensor-parallel encoder all-reduces twice each way, or gathers and scatters", "[plan][tensor]") {
+  using R = plan::Recompute;
+  // Micro-batch 4: one collective moves the block's output, 4 x 2048 x 6144 fp16 values.
+  const plan::TensorTraffic ar = plan::tensor_traffic(kLayer, spec(8, false, R::none), 4);
+  CHECK(ar.bytes == 4.0 * 2048 * 6144 * 2);
+  CHECK(ar.forward_all_reduce == 2);
+  CHECK(ar.backward_all_reduce == 2);
+  CHECK(ar.forward_all_gather + ar.forward_reduce_scatter + ar.backward_all_gather + ar.backward_reduce_scatter == 0);
+  const plan::TensorTraffic sp = plan::tensor_traffic(kLayer, spec(8, true, R::none), 4);
+  CHECK(sp.forward_all_reduce + sp.backward_all_reduce == 0);
+  CHECK(sp.forward_all_gather == 2);
+  CHECK(sp.forward_reduce_scatter == 2);
+  CHECK(sp.backward_all_gather == 2);
+  CHECK(sp.backward_reduce_scatter == 2);
+  CHECK(plan::tensor_traffic(kLayer, spec(1, false, R::none), 4).bytes == 0);  // nothing without TP
+}
+
+TEST_CASE("plan::layers: tensor parallelism splits the linears and the vocabulary, not the norms", "[plan][tensor]") {
+  const int64_t h = 6144, f = 4 * h;
+  // Column-parallel QKV (weight and bias) and linear1, row-parallel out_proj and linear2 (weights
+  // only): (3h^2 + 3h + h^2 + h f + f + f h) / 8; whole: out_proj and linear2 biases, two norms.
+  const int64_t split = 3 * h * h + 3 * h + h * h + h * f + f + f * h;
+  const int64_t whole = h + h + 4 * h;
+  CHECK(kLayer.param_count() == split + whole);
+  CHECK(kLayer.param_count(8) == split / 8 + whole);
+  const plan::Layer embed = plan::make_embedding("embed", 51200, h, 2048);
+  CHECK(embed.param_count(8) == 51200 * h / 8 + 2048 * h);  // vocab-parallel tokens, whole positions
+}
+
+TEST_CASE("plan::memory: Megatron's mixed precision keeps 18 bytes a parameter with Adam, 6 + 12/d sharded",
+          "[plan][tensor]") {
+  const std::string yaml =
+      "model: {preset: transformer, layers: 2, hidden: 64, heads: 4, seq_len: 16, vocab: 128}\n"
+      "optimizer: {kind: adam}\nhardware: a100-nvlink-ib\n"
+      "parallel: {data: 4, tensor: 2, precision: bf16, master_weights: true}\n";
+  const auto p = test::plan_from(yaml);
+  const auto& m = p.ranks[0].memory;
+  const int64_t params = p.stages[0].param_count;
+  CHECK(m.params + m.gradients + m.optimizer + m.buckets == 18 * params);
+  const auto sharded = test::plan_from(yaml, {"parallel.distributed_optimizer=true"});
+  const auto& d = sharded.ranks[0].memory;
+  CHECK(d.params + d.gradients == 6 * params);
+  CHECK(d.optimizer == (12 * params + 3) / 4);
+  // torch.autocast instead: fp32 parameters and gradients, Adam's two states, DDP's bucket copy.
+  const auto autocast = test::plan_from(yaml, {"parallel.master_weights=false"});
+  const auto& a = autocast.ranks[0].memory;
+  CHECK(a.params + a.gradients + a.optimizer + a.buckets == 20 * params);
+}
+
+TEST_CASE("plan::Plan: ranks are placed tensor fastest, then pipeline, then data", "[plan][tensor]") {
+  const auto p = test::plan_from(
+      "model: {preset: transformer, layers: 4, hidden: 64, heads: 4, seq_len: 16, vocab: 128}\n"
+      "parallel: {data: 2, pipeline: 2, tensor: 4}\nhardware: a100-nvlink-ib\n");
+  REQUIRE(p.world_size == 16);
+  // rank = (replica x pipeline + pipeline rank) x tensor + tensor rank
+  const auto& r = p.ranks[13];  // (1 x 2 + 1) x 4 + 1
+  CHECK(r.replica == 1);
+  CHECK(r.pipeline_rank == 1);
+  CHECK(r.tensor_rank == 1);
+  CHECK(r.node == 1);  // 8 GPUs a node: a tensor group of 4 never straddles two
+  for (const auto& q : p.ranks) {
+    CHECK(plan::rank_of(p.scenario.parallel, plan::placement_of(p.scenario.parallel, q.rank)) == q.rank);
+    CHECK(q.node == p.ranks[q.rank - q.tensor_rank].node);
+  }
+}
+
+TEST_CASE("plan::scenario: tensor parallelism that does not divide the heads, or leaves the node, is refused at its key",
+          "[plan][tensor]") {
+  const std::string yaml =
+      "model: {preset: transformer, layers: 2, hidden: 96, heads: 6, seq_len: 16, vocab: 128}\nhardware: a100-nvlink-ib\n";
+  auto key_of = [&](const std::vector<std::string>& sets) {
+    try {
+      test::plan_from(yaml, sets);
+    } catch (const plan::InputError& e) {
+      return e.key() + ": " + e.message();
+    }
+    return std::string("accepted");
+  };
+  CHECK_THAT(key_of({"parallel.tensor=4"}), Catch::StartsWith("parallel.tensor: ") && Catch::Contains("6 attention heads"));
+  CHECK_THAT(key_of({"parallel.tensor=16", "model.heads=16", "model.hidden=96"}),
+             Catch::StartsWith("parallel.tensor: ") && Catch::Contains("node"));
+  CHECK(key_of({"parallel.tensor=16", "model.heads=16", "parallel.tensor_across_nodes=true"}) == "accepted");
+  CHECK_THAT(key_of({"parallel.sequence_parallel=true"}), Catch::StartsWith("parallel.sequence_parallel: "));
+  CHECK(key_of({"parallel.tensor=2", "parallel.sequence_parallel=true"}) == "accepted");
+}
+
+TEST_CASE("plan::memory: layer recompute keeps less than none and holds one layer during backward", "[plan][tensor]") {
+  const std::string yaml =
+      "model: {preset: transformer, layers: 8, hidden: 64, heads: 4, seq_len: 32, vocab: 128}\n"
+      "parallel: {chunks: 1}\ndata: {batch_size: 2}\nhardware: a100-nvlink-ib\n";
+  const auto none = test::plan_from(yaml), layer = test::plan_from(yaml, {"parallel.activation_checkpointing=layer"});
+  const auto stage = test::plan_from(yaml, {"parallel.activation_checkpointing=stage"});
+  CHECK(layer.ranks[0].memory.activations < none.ranks[0].memory.activations);
+  CHECK(layer.ranks[0].memory.activations < stage.ranks[0].memory.activations);  // stage recomputes 8 blocks at once
+  CHECK(plan::recompute_bytes(layer, layer.stages[0]) < plan::recompute_bytes(stage, stage.stages[0]));
+}
