@@ -56,8 +56,13 @@ errors, mem_errors, no_fit = [], [], []
 for r in csv.DictReader(row for row in open(table) if not row.startswith("#")):
     args = sets(r)
     plan = run("plan", args)
-    first = plan["memory"][0]  # rank 0: the first stage, the one holding the most activations
-    params = (first["params"] + first["gradients"] + first["optimizer"] + first["buckets"]) / GIB
+    # Figure 1 counts a GPU's share of the transformer layers (18 x 12 L h^2 / (t p)): with a pipeline, a middle
+    # stage's (pipeline rank 1, no embedding or head); without, the one rank's. Its activations are those kept
+    # for backward at the first stage, the most of any (recompute's working memory is apart, in "recompute").
+    ranks = plan["ranks"]
+    pick = 1 if int(r["pipeline"]) > 1 else 0
+    mem = next(m for m, rk in zip(plan["memory"], ranks) if rk["pipeline_rank"] == pick and rk["tensor_rank"] == 0)
+    params = (mem["params"] + mem["gradients"] + mem["optimizer"] + mem["buckets"]) / GIB
     acts = max(m["activations"] for m in plan["memory"]) / GIB
     published = float(r["published_s"]) if r["published_s"] else (
         flops(r) / (float(r["published_tflops"]) * 1e12 * int(r["gpus"])) if r["published_tflops"] else None)

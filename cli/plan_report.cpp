@@ -93,7 +93,7 @@ json plan_json(const Plan& p) {
                      {"node", r.node}, {"local_rank", r.local_rank}, {"stages", r.stages}});
     const auto& m = r.memory;
     memory.push_back({{"rank", r.rank}, {"params", m.params}, {"gradients", m.gradients}, {"optimizer", m.optimizer},
-                      {"buckets", m.buckets}, {"activations", m.activations}, {"reserve", m.reserve}, {"peak_inflight", m.peak_inflight},
+                      {"buckets", m.buckets}, {"activations", m.activations}, {"recompute", m.recompute}, {"reserve", m.reserve}, {"peak_inflight", m.peak_inflight},
                       {"total", m.total()}, {"device_bytes", capacity}, {"fits", m.total() <= capacity}});
   }
   out["ranks"] = ranks;
@@ -146,14 +146,14 @@ std::string plan_text(const Plan& p) {
   const bool by_pipeline_rank = p.world_size > 64;
   if (by_pipeline_rank) o << "(one row per pipeline rank: its " << p.world_size / s.parallel.pipeline << " ranks hold the same)\n";
   o << pad(by_pipeline_rank ? "pp" : "rank", 6) << pad("params", 11) << pad("grads", 11) << pad("optimizer", 11)
-    << pad("buckets", 11) << pad("activations", 27) << pad("reserve", 11) << "total\n";
+    << pad("buckets", 11) << pad("activations", 27) << pad("recompute", 11) << pad("reserve", 11) << "total\n";
   for (const auto& r : p.ranks) {
     if (by_pipeline_rank && (r.replica != 0 || r.tensor_rank != 0)) continue;
     const auto& m = r.memory;
     o << pad(std::to_string(by_pipeline_rank ? r.pipeline_rank : r.rank), 6) << pad(format_bytes(m.params), 11)
       << pad(format_bytes(m.gradients), 11) << pad(format_bytes(m.optimizer), 11) << pad(format_bytes(m.buckets), 11)
       << pad(format_bytes(m.activations) + " (" + std::to_string(m.peak_inflight) + " in flight)", 27)
-      << pad(format_bytes(m.reserve), 11) << format_bytes(m.total()) << (m.total() > capacity ? "  DOES NOT FIT" : "") << "\n";
+      << pad(format_bytes(m.recompute), 11) << pad(format_bytes(m.reserve), 11) << format_bytes(m.total()) << (m.total() > capacity ? "  DOES NOT FIT" : "") << "\n";
   }
   return o.str();
 }

@@ -144,6 +144,7 @@ void check_executable(const plan::Scenario& s) {
     predict_only("parallel.activation_checkpointing", "selective recompute");
   if (p.master_weights) predict_only("parallel.master_weights", "master_weights (Megatron-LM's mixed precision)");
   if (p.distributed_optimizer) predict_only("parallel.distributed_optimizer", "the distributed optimizer");
+  if (p.p2p == plan::P2p::megatron) predict_only("parallel.p2p", "Megatron-LM's point-to-point (parallel.p2p: megatron)");
   for (const auto& l : s.layers)
     if (l.shape.flash_attention) predict_only("model", "flash attention (layer '" + l.name + "')");
   // On CUDA, fp16 runs under autocast with a loss scaler (exec/grad_scaler.hpp).

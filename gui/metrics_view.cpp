@@ -215,21 +215,22 @@ QChart* MetricsView::memory_chart(const Prediction& p, const profiler::CompareRe
   const bool measured = measured_memory_peak_mb(c) >= 0;
   QChart* chart = new_chart(measured ? "Memory per rank (GiB): predicted bars, measured dots, against the device"
                                      : "Memory per rank (GiB, predicted) against the device");
-  const char* const names[] = {"parameters", "gradients", "optimizer", "DDP buckets", "activations"};
+  const char* const names[] = {"parameters", "gradients", "optimizer", "DDP buckets", "activations", "recompute", "reserve"};
   const QColor colors[] = {QColor(92, 107, 192), QColor(38, 166, 154), QColor(255, 167, 38), QColor(141, 110, 99),
-                           QColor(236, 64, 122)};
-  std::vector<std::vector<double>> parts(5);
+                           QColor(236, 64, 122), QColor(171, 71, 188), QColor(158, 158, 158)};
+  constexpr int kParts = 7;
+  std::vector<std::vector<double>> parts(kParts);
   std::vector<std::string> labels;
   double top = static_cast<double>(p.metrics.device_memory) / kGiB;
   for (const auto& r : p.plan.ranks) {
     const plan::MemoryEstimate& m = r.memory;
-    const int64_t values[] = {m.params, m.gradients, m.optimizer, m.buckets, m.activations};
-    for (int i = 0; i < 5; ++i) parts[i].push_back(static_cast<double>(values[i]) / kGiB);
+    const int64_t values[] = {m.params, m.gradients, m.optimizer, m.buckets, m.activations, m.recompute, m.reserve};
+    for (int i = 0; i < kParts; ++i) parts[i].push_back(static_cast<double>(values[i]) / kGiB);
     top = std::max(top, static_cast<double>(m.total()) / kGiB);
     labels.push_back("rank " + std::to_string(r.rank));
   }
   auto* series = new QStackedBarSeries;
-  for (int i = 0; i < 5; ++i) series->append(bar_set(names[i], parts[i], colors[i]));
+  for (int i = 0; i < kParts; ++i) series->append(bar_set(names[i], parts[i], colors[i]));
   chart->addSeries(series);
   attach_axes(chart, series, to_list(labels), top, "GiB");
   // The device's capacity as a line across all bars.

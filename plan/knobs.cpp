@@ -88,6 +88,17 @@ Knob recompute_knob() {
   return k;
 }
 
+Knob p2p_knob() {
+  Knob k;
+  k.key = "parallel.p2p";
+  k.type = KnobType::choice;
+  k.choices = {name(P2p::pytorch), name(P2p::megatron)};
+  k.doc = "how stages exchange activations on NCCL: pytorch (torch.distributed.pipelining: a send waits until its peer posts the receive) or megatron (Megatron-LM posts each receive with the send before it, so no send waits; predict-only). Gloo posts every receive at the step's start either way";
+  k.get = [](const Settings& s) { return KnobValue(std::string(name(s.p2p))); };
+  k.set = [](Settings& s, const KnobValue& v) { s.p2p = std::get<std::string>(v) == "megatron" ? P2p::megatron : P2p::pytorch; };
+  return k;
+}
+
 Knob precision_knob() {
   Knob k;
   k.key = "parallel.precision";
@@ -128,6 +139,7 @@ std::vector<Knob> make_table() {
   t.push_back(integer("parallel.grad_accumulation", &Settings::grad_accumulation, kMaxCount, true,
                       "mini-batches per optimizer step; no DDP communication on the ones in between"));
   t.push_back(recompute_knob());
+  t.push_back(p2p_knob());
   t.push_back(precision_knob());
   t.push_back(flag("parallel.master_weights", &Settings::master_weights, false,
                    "parameters in the compute type with fp32 master weights and fp32 gradients (Megatron-LM's mixed precision: 18 bytes a parameter with Adam); false: fp32 parameters cast per op (torch.autocast). Predict-only: the executor runs false"));

@@ -179,11 +179,7 @@ static int64_t peak_activation_bytes(const Plan& plan, int pipeline_rank, int* p
     if (held > peak) peak = held;
     *peak_inflight = std::max(*peak_inflight, inflight);
   }
-  // A recompute briefly holds its forward's activations on top of what is kept.
-  int64_t recompute = 0;
-  for (const Stage& st : plan.stages)
-    if (st.pipeline_rank == pipeline_rank) recompute = std::max(recompute, recompute_bytes(plan, st));
-  return peak + recompute;
+  return peak;
 }
 
 void estimate_memory(Plan* plan) {
@@ -202,7 +198,10 @@ void estimate_memory(Plan* plan) {
     m.optimizer = p.distributed_optimizer ? (optimizer + p.data - 1) / p.data : optimizer;
     m.buckets = params * per.bucket;
     m.activations = peak_activation_bytes(*plan, r, &m.peak_inflight);
-    m.reserve = reserve_bytes(s.hardware.device, m.params + m.gradients + m.optimizer + m.buckets + m.activations);
+    // A recompute briefly holds its forward's activations on top of what is kept.
+    for (const Stage& st : plan->stages)
+      if (st.pipeline_rank == r) m.recompute = std::max(m.recompute, recompute_bytes(*plan, st));
+    m.reserve = reserve_bytes(s.hardware.device, m.params + m.gradients + m.optimizer + m.buckets + m.activations + m.recompute);
   }
   for (RankPlan& rp : plan->ranks) rp.memory = per_pipeline_rank[rp.pipeline_rank];
 }

@@ -39,10 +39,11 @@ struct MemoryEstimate {
   int64_t gradients = 0;
   int64_t optimizer = 0;
   int64_t buckets = 0;      ///< DDP's flat bucket buffers (a copy of the gradients)
-  int64_t activations = 0;  ///< at the schedule's peak of micro-batches in flight
+  int64_t activations = 0;  ///< kept for backward, at the schedule's peak of micro-batches in flight
+  int64_t recompute = 0;    ///< what a recompute holds on top while it runs (plan::recompute_bytes)
   int64_t reserve = 0;      ///< CUDA context, workspaces and fragmentation (plan/memory.hpp)
   int peak_inflight = 0;    ///< micro-batches whose activations are held at that peak
-  int64_t total() const { return params + gradients + optimizer + buckets + activations + reserve; }
+  int64_t total() const { return params + gradients + optimizer + buckets + activations + recompute + reserve; }
 };
 
 struct RankPlan {

@@ -152,6 +152,8 @@ const char* name(Recompute r) {
   return "?";
 }
 
+const char* name(P2p p) { return p == P2p::megatron ? "megatron" : "pytorch"; }
+
 const char* name(ScheduleKind k) {
   switch (k) {
     case ScheduleKind::gpipe: return "gpipe";

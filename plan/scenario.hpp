@@ -42,6 +42,13 @@ enum class Recompute {
 };
 const char* name(Recompute r);
 
+/// `parallel.p2p`: how a pipeline's sends and receives meet on NCCL.
+enum class P2p {
+  pytorch,   ///< torch.distributed.pipelining: a send waits until its peer posts the receive
+  megatron,  ///< Megatron-LM: each receive is posted with the send before it (batch_isend_irecv), so no send waits
+};
+const char* name(P2p p);
+
 struct ParallelSpec {
   int data = 1;            ///< replicas (DDP)
   int tensor = 1;          ///< tensor-parallel ranks per stage (Megatron-LM column/row-parallel linears)
@@ -58,6 +65,7 @@ struct ParallelSpec {
   double first_bucket_mb = 1;
   Precision precision = Precision::fp32;
   Recompute activation_checkpointing = Recompute::none;
+  P2p p2p = P2p::pytorch;
   /// Parameters in the compute type with an fp32 master copy in the optimizer and fp32 gradients
   /// (Megatron-LM's mixed precision); false: fp32 parameters cast per op (torch.autocast).
   bool master_weights = false;

@@ -8,7 +8,7 @@ Simulation::Simulation(const plan::Plan& plan, const SimOptions& options)
       sched_(plan.schedule),
       costs_(stage_costs(plan, options.layer_costs)),
       step_only_(options.step_only),
-      blocking_sends_(plan.schedule.collectives == plan::Collectives::nccl),
+      blocking_sends_(plan.schedule.collectives == plan::Collectives::nccl && plan.scenario.parallel.p2p == plan::P2p::pytorch),
       preposted_receives_(!blocking_sends_),
       interference_(plan.scenario.hardware.interference),
       speed_beside_comm_(1.0 / interference_.compute),

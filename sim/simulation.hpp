@@ -222,7 +222,7 @@ class Simulation {
   std::vector<StageCost> costs_;
   bool step_only_ = false;
   bool blocking_sends_ = false;  // NCCL: a SEND waits until its receive is posted
-  bool preposted_receives_ = false;  // Gloo: every receive is posted at the step's start
+  bool preposted_receives_ = false;  // Gloo (and Megatron's p2p): every receive is posted ahead of its send
   plan::Interference interference_;
   double speed_beside_comm_ = 1;  // 1 / interference_.compute, divided once (compute_speed's hot path)
   int played_ = 0;  // ranks played: all, or replica 0's when folded

@@ -1,6 +1,8 @@
 // Tensor parallelism, recompute choices and the memory rule against hand-worked figures from
 // Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large Transformer Models",
 // arXiv 2205.05198, Table 2) and Megatron-LM's bytes per parameter (docs/distrib_optimizer.md).
+#include <cmath>
+
 #include <catch2/catch.hpp>
 
 #include "plan/cost.hpp"
@@ -138,4 +140,27 @@ TEST_CASE("plan::memory: layer recompute keeps less than none and holds one laye
   CHECK(layer.ranks[0].memory.activations < none.ranks[0].memory.activations);
   CHECK(layer.ranks[0].memory.activations < stage.ranks[0].memory.activations);  // stage recomputes 8 blocks at once
   CHECK(plan::recompute_bytes(layer, layer.stages[0]) < plan::recompute_bytes(stage, stage.stages[0]));
+}
+
+TEST_CASE("plan::cost: with device.compute a GEMM runs at the efficiency of its size, split over tensor ranks",
+          "[plan][tensor]") {
+  plan::HardwareProfile hw;
+  hw.device.peak_tflops = {{plan::Precision::fp32, 100.0}, {plan::Precision::bf16, 100.0}};
+  hw.device.memory_bandwidth_gb_per_s = 1000;
+  plan::ComputeModel c;
+  c.gemm_efficiency = {{1, 0.5}, {1000, 0.8}};  // (GFLOP, fraction of peak)
+  hw.device.compute = c;
+  const plan::Layer fc = plan::make_linear("fc", 4096, 4096, /*relu=*/false, /*bias=*/false);
+  plan::ParallelSpec p;
+  p.precision = plan::Precision::bf16;
+  const double flops = 2.0 * 4096 * 4096 * 4096;  // micro-batch 4096
+  // log-linear between the table's points: 0.5 + 0.3 x log(137.4 GFLOP) / log(1000 GFLOP)
+  const double eff = 0.5 + 0.3 * std::log2(flops / 1e9) / std::log2(1000.0);
+  const double us = flops / (100e12 * eff) * 1e6;
+  const plan::LayerCost cost = plan::estimate_layer_cost(fc, hw, p, 4096);
+  CHECK(cost.forward.to_us() == Approx(us).epsilon(1e-6));
+  CHECK(cost.backward.to_us() == Approx(2 * us).epsilon(1e-6));  // input and weight gradients
+  CHECK_FALSE(cost.forward_memory_bound);
+  CHECK(hw.device.compute->gemm(1e15) == 0.8);  // FLOPs; held flat beyond the ends
+  CHECK(hw.device.compute->gemm(1e6) == 0.5);
 }
