@@ -50,7 +50,11 @@ json plan_json(const Plan& p) {
   out["hardware"] = s.hardware.name;
   out["world_size"] = p.world_size;
   out["nodes"] = p.nodes;
-  out["grid"] = {{"data", s.parallel.data}, {"pipeline", s.parallel.pipeline}, {"virtual", s.parallel.virtual_stages}};
+  out["grid"] = {{"data", s.parallel.data},
+                 {"pipeline", s.parallel.pipeline},
+                 {"tensor", s.parallel.tensor},
+                 {"sequence_parallel", s.parallel.sequence_parallel},
+                 {"virtual", s.parallel.virtual_stages}};
   out["schedule"] = plan::name(s.parallel.schedule);
   out["microbatch_size"] = p.microbatch_size;
   out["chunks"] = p.chunks();

@@ -138,7 +138,7 @@ std::string best_yaml(const plan::YamlDocument& given, const std::string& output
   return header + out.c_str() + "\n";
 }
 
-// What --validate K runs: the best prediction, then the best of each other data x pipeline layout
+// What --validate K runs: the best prediction, then the best of each other data x pipeline x tensor layout
 // (the model errs most between layouts: a pipeline's messages against DDP's all-reduces), then
 // the next best predictions.
 std::vector<const tune::Evaluation*> validation_candidates(const tune::SearchResult& r, size_t k) {

@@ -221,8 +221,8 @@ LayerCost estimate_layer_cost(const Layer& layer, const HardwareProfile& hardwar
 LayerCost estimate_layer_cost(const Layer& layer, const HardwareProfile& hardware, const ParallelSpec& parallel,
                               int microbatch_size, bool input_gradient) {
   LayerCost c = [&] {
-    if (hardware.device.compute && layer.kind != LayerKind::synthetic && !calibrated(layer, hardware, parallel.precision, microbatch_size, input_gradient) &&
-        !find_measured(layer, hardware))
+    if (hardware.device.compute && hardware.device.compute->covers(parallel.precision) && layer.kind != LayerKind::synthetic &&
+        !calibrated(layer, hardware, parallel.precision, microbatch_size, input_gradient) && !find_measured(layer, hardware))
       return shape_aware_cost(layer, hardware.device, parallel, microbatch_size);
     return roofline_cost(layer, hardware, parallel, microbatch_size, input_gradient);
   }();

@@ -1,5 +1,6 @@
 #include "plan/hardware.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
@@ -31,7 +32,7 @@ double fraction(const Field& f) {
 }
 
 ComputeModel parse_compute(const Field& map) {
-  expect_keys(map, {"gemm_efficiency", "memory_efficiency", "flash_forward_efficiency", "flash_backward_efficiency"});
+  expect_keys(map, {"gemm_efficiency", "memory_efficiency", "flash_forward_efficiency", "flash_backward_efficiency", "precisions"});
   ComputeModel c;
   Field points = require(map, "gemm_efficiency");
   if (!points.is_sequence()) points.fail("'" + points.path() + "' must be a list of [GFLOP, fraction of peak] pairs");
@@ -48,6 +49,11 @@ ComputeModel parse_compute(const Field& map) {
   if (Field f = map["memory_efficiency"]; f.present()) c.memory_efficiency = fraction(f);
   if (Field f = map["flash_forward_efficiency"]; f.present()) c.flash_forward_efficiency = fraction(f);
   if (Field f = map["flash_backward_efficiency"]; f.present()) c.flash_backward_efficiency = fraction(f);
+  if (Field list = map["precisions"]; list.present()) {
+    if (!list.is_sequence() || list.elements().empty()) list.fail("'" + list.path() + "' must be a list such as [bf16, fp16]");
+    c.precisions.clear();
+    for (const Field& e : list.elements()) c.precisions.push_back(*precision_from_name(to_choice(e, {"fp32", "bf16", "fp16"})));
+  }
   return c;
 }
 
@@ -251,6 +257,8 @@ double NcclConfig::stretch(double bytes) const {
   }
   return stretch_by_size.back().second;
 }
+
+bool ComputeModel::covers(Precision p) const { return std::find(precisions.begin(), precisions.end(), p) != precisions.end(); }
 
 double ComputeModel::gemm(double flops) const {
   const double g = flops / 1e9;

@@ -42,7 +42,11 @@ struct ComputeModel {
   double memory_efficiency = 1;  ///< fraction of memory bandwidth a memory-bound kernel reaches
   /// Flash attention's forward and backward, as fractions of the dense peak (its own FLOPs).
   double flash_forward_efficiency = 0.5, flash_backward_efficiency = 0.4;
+  /// The precisions the figures were measured at (`precisions:`, default the 16-bit tensor-core
+  /// ones); layers at another precision keep the plain roofline.
+  std::vector<Precision> precisions = {Precision::bf16, Precision::fp16};
   double gemm(double flops) const;
+  bool covers(Precision p) const;
 };
 
 struct Device {

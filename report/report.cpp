@@ -89,9 +89,12 @@ json ranks_json(const plan::StepTimes& predicted, const profiler::CompareReport*
 json stages_json(const json& ranks, const json& plan) {
   std::map<int, int> pipeline_rank_of;
   std::map<int, json> stages_of;
+  // A timeline's rank r is tensor group r (its first rank, r x tensor, in the plan's numbering).
+  const int tensor = plan.contains("grid") ? plan["grid"].value("tensor", 1) : 1;
   if (plan.contains("ranks"))
     for (const auto& r : plan["ranks"]) {
-      pipeline_rank_of[r.value("rank", 0)] = r.value("pipeline_rank", 0);
+      if (r.value("tensor_rank", 0) != 0) continue;
+      pipeline_rank_of[r.value("rank", 0) / tensor] = r.value("pipeline_rank", 0);
       stages_of[r.value("pipeline_rank", 0)] = r.value("stages", json::array());
     }
   std::map<int, std::vector<double>> sums;  // pipeline rank -> [predicted, measured, count]

@@ -81,9 +81,13 @@ function card(label, value, id, extra) {
 function renderSummary() {
   const s = D.summary, p = D.plan;
   document.getElementById('title').textContent = D.title;
-  const grid = p.grid && p.grid.data ? `${p.grid.data} x ${p.grid.pipeline}` + (p.grid.virtual > 1 ? ` x v${p.grid.virtual}` : '') : '';
+  const tensor = p.grid && p.grid.tensor > 1 ? p.grid.tensor : 1;
+  const grid = p.grid && p.grid.data ? `${p.grid.data} x ${p.grid.pipeline}` + (tensor > 1 ? ` x ${tensor}` : '') +
+                                           (p.grid.virtual > 1 ? ` x v${p.grid.virtual}` : '') : '';
   document.getElementById('subtitle').textContent = [
-    `scenario ${D.scenario}`, `${D.world_size} ranks` + (grid ? ` (data x pipeline ${grid})` : ''),
+    `scenario ${D.scenario}`,
+    (tensor > 1 ? `${D.world_size * tensor} GPUs, ${D.world_size} tensor groups of ${tensor} (one row each)` : `${D.world_size} ranks`) +
+        (grid ? ` (data x pipeline${tensor > 1 ? ' x tensor' : ''} ${grid})` : ''),
     p.schedule ? `schedule ${p.schedule}` : '', p.chunks ? `${p.chunks} chunks` : '',
     s.measured ? 'predicted against measured' : 'predicted only'].filter(Boolean).join(' · ');
   const cards = document.getElementById('step-cards');

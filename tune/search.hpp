@@ -1,7 +1,7 @@
 #pragma once
 // The search: every combination of the space's values that makes a valid plan, evaluated on a
 // pool of threads, best lower bound first. A configuration whose lower bound is already above the
-// K-th best step time found, and above the best of its own data x pipeline layout, can enter
+// K-th best step time found, and above the best of its own data x pipeline x tensor layout, can enter
 // neither the top K nor be its layout's best: it is pruned without being simulated, so both are
 // the same as an exhaustive search's. Configurations that do not fit device memory are never
 // ranked.
@@ -43,7 +43,7 @@ struct SearchResult {
   /// and peak memory are one row, the first found, with the others in its `equivalents`.
   std::vector<Evaluation> ranked;
   std::vector<Evaluation> pareto;  ///< step time against peak memory, fastest first
-  /// The best of each data x pipeline layout, best first: real runs of different layouts guard
+  /// The best of each data x pipeline x tensor layout, best first: real runs of different layouts guard
   /// against the prediction's largest errors, which lie between layouts rather than within one.
   std::vector<Evaluation> layout_best;
   size_t combinations = 0;      ///< valid configurations in the space

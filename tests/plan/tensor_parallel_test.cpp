@@ -137,9 +137,13 @@ TEST_CASE("plan::memory: layer recompute keeps less than none and holds one laye
       "parallel: {chunks: 1}\ndata: {batch_size: 2}\nhardware: a100-nvlink-ib\n";
   const auto none = test::plan_from(yaml), layer = test::plan_from(yaml, {"parallel.activation_checkpointing=layer"});
   const auto stage = test::plan_from(yaml, {"parallel.activation_checkpointing=stage"});
+  auto held = [](const plan::Plan& p) { return p.ranks[0].memory.activations + p.ranks[0].memory.recompute; };
   CHECK(layer.ranks[0].memory.activations < none.ranks[0].memory.activations);
-  CHECK(layer.ranks[0].memory.activations < stage.ranks[0].memory.activations);  // stage recomputes 8 blocks at once
-  CHECK(plan::recompute_bytes(layer, layer.stages[0]) < plan::recompute_bytes(stage, stage.stages[0]));
+  CHECK(stage.ranks[0].memory.activations < layer.ranks[0].memory.activations);  // stage keeps 1 input, layer 8
+  CHECK(held(layer) < held(stage));  // but stage recomputes 8 blocks at once, layer one
+  CHECK(held(layer) < held(none));
+  CHECK(layer.ranks[0].memory.recompute == plan::recompute_bytes(layer, layer.stages[0]));
+  CHECK(none.ranks[0].memory.recompute == 0);
 }
 
 TEST_CASE("plan::cost: with device.compute a GEMM runs at the efficiency of its size, split over tensor ranks",
