@@ -150,7 +150,8 @@ Kernels encoder_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel&
   return k;
 }
 
-Kernels layer_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel& m, double mb) {
+// `input_gradient`: false for the model's first layer, whose backward computes weight gradients only.
+Kernels layer_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel& m, double mb, bool input_gradient) {
   const double t = p.tensor, e = m.e(), sp = p.sequence_parallel ? t : 1.0;
   const double s = static_cast<double>(l.shape.seq_len), h = static_cast<double>(l.shape.hidden);
   const double tokens = mb * s, vocab = static_cast<double>(l.shape.vocab);
@@ -172,7 +173,7 @@ Kernels layer_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel& m
       return k;
     case LayerKind::linear:
       k.gemm = m.gemm(1, mb, static_cast<double>(l.shape.out), static_cast<double>(l.shape.in));
-      k.backward_gemm = 2 * k.gemm;
+      k.backward_gemm = (input_gradient ? 2 : 1) * k.gemm;
       if (l.shape.relu) k.memory = m.memory(2 * e * mb * static_cast<double>(l.shape.out));
       k.backward_memory = 2 * k.memory;
       return k;
@@ -181,8 +182,8 @@ Kernels layer_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel& m
   return k;
 }
 
-LayerCost shape_aware_cost(const Layer& l, const Device& d, const ParallelSpec& p, int mb) {
-  const Kernels k = layer_kernels(l, p, ShapeModel(d, p.precision), mb);
+LayerCost shape_aware_cost(const Layer& l, const Device& d, const ParallelSpec& p, int mb, bool input_gradient) {
+  const Kernels k = layer_kernels(l, p, ShapeModel(d, p.precision), mb, input_gradient);
   const Time call = Time::us(d.layer_overhead_us);
   LayerCost out;
   out.forward = call + Time::us(k.gemm + k.memory);
@@ -223,7 +224,7 @@ LayerCost estimate_layer_cost(const Layer& layer, const HardwareProfile& hardwar
   LayerCost c = [&] {
     if (hardware.device.compute && hardware.device.compute->covers(parallel.precision) && layer.kind != LayerKind::synthetic &&
         !calibrated(layer, hardware, parallel.precision, microbatch_size, input_gradient) && !find_measured(layer, hardware))
-      return shape_aware_cost(layer, hardware.device, parallel, microbatch_size);
+      return shape_aware_cost(layer, hardware.device, parallel, microbatch_size, input_gradient);
     return roofline_cost(layer, hardware, parallel, microbatch_size, input_gradient);
   }();
   if (parallel.activation_checkpointing != Recompute::selective || c.recompute == Time())

@@ -232,7 +232,9 @@ Layer make_encoder(const std::string& name, int64_t hidden, int64_t heads, int64
   // Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models", eq. 1:
   // s*b*h*(34 + 5*a*s/h) bytes per layer with 2-byte activations, i.e. s*h*(17 + 2.5*a*s/h)
   // elements per sample: attention 5.5*s*h + 2.5*a*s^2, layer norms 2*s*h, and the MLP 9.5*s*h,
-  // which the paper gives for ffn = 4h and which we scale by ffn/4h.
+  // which the paper gives for ffn = 4h and which we scale by ffn/4h. This figure is the traffic
+  // the plain roofline reads; memory is plan/memory.cpp's, which splits the same terms by tensor
+  // and sequence parallelism and counts dropout masks as bytes.
   const double ffn_scale = static_cast<double>(ffn) / (4.0 * h);
   l.activation_elems_per_sample = s * h * (7.5 + 9.5 * ffn_scale) + 2.5 * heads * s * s;
   l.input_elems_per_sample = s * h;
