@@ -14,6 +14,7 @@
 #include "cli/calibrate_command.hpp"
 #include "cli/output.hpp"
 #include "cli/validate_command.hpp"
+#include "exec/model.hpp"
 #include "fit/measure.hpp"
 #include "plan/error.hpp"
 #include "plan/scenario.hpp"
@@ -153,6 +154,39 @@ std::vector<const tune::Evaluation*> validation_candidates(const tune::SearchRes
   return out;
 }
 
+// --validate runs configurations for real, so the space keeps only the values the executor runs;
+// exec::check_executable is the rule. A value it refuses (tensor > 1, selective recompute, ...) is
+// dropped with a note. When the scenario itself cannot run, fit::measure says why later.
+void keep_executable(tune::Space* space, const plan::Scenario& base) {
+  const plan::Settings given = plan::settings_of(base);
+  auto runs = [&](const plan::Settings& s) {
+    plan::Scenario c = base;
+    plan::apply(s, &c);
+    try {
+      exec::check_executable(c);
+      return true;
+    } catch (const plan::InputError&) {
+      return false;
+    }
+  };
+  if (!runs(given)) return;
+  for (auto& [key, values] : space->values) {
+    const plan::Knob& k = plan::knob(key);
+    std::vector<plan::KnobValue> kept;
+    std::vector<std::string> dropped;
+    for (const auto& v : values) {
+      plan::Settings s = given;
+      k.set(s, v);
+      if (runs(s)) kept.push_back(v);
+      else dropped.push_back(k.format(v));
+    }
+    if (dropped.empty()) continue;
+    std::cerr << "tune: --validate runs the picks for real: leaving out " << key << " " << plan::join(dropped, ", ")
+              << " (predict-only)\n";
+    values = kept;
+  }
+}
+
 std::string samples_per_s(const tune::Evaluation& e) {
   return fmt("%.0f", e.config.global_batch() / (e.step_ms / 1e3));
 }
@@ -179,6 +213,7 @@ int tune_command(const TuneArgs& args, const std::string& self) {
   tune::Space space = tune::default_space(base, args.world);
   for (const auto& s : args.searches) tune::search(&space, s);
   for (const auto& f : args.fixes) tune::fix(&space, base, f);
+  if (args.validate > 0) keep_executable(&space, base);
 
   tune::Evaluator ev(base);
   tune::SearchOptions opt;

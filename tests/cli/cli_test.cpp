@@ -267,3 +267,15 @@ TEST_CASE("cli::kendall_tau: pairs in the same and in the opposite order", "[cli
   // One swapped pair of six: (5 - 1) / 6.
   CHECK(parallax::fit::kendall_tau({1, 2, 3, 4}, {1, 3, 2, 4}) == Approx(4.0 / 6));
 }
+
+TEST_CASE("cli: tune --validate leaves out what the executor cannot run", "[cli][exec]") {
+  // Selective recompute is predict-only: with --validate it is not searched, so every run is real.
+  const auto r = run("tune " + scenario("mlp-fashion-mnist-pipeline2.yaml") +
+                         " --search parallel.activation_checkpointing=false,selective --search parallel.chunks=2"
+                         " --fix parallel.precision --fix parallel.schedule --fix parallel.partition_len"
+                         " --validate 1 --validate-steps 3 --json",
+                     "", true);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("leaving out parallel.activation_checkpointing selective (predict-only)"));
+  CHECK_THAT(r.out, !Catch::Contains("\"selective\""));  // in no ranked or validated configuration
+}
