@@ -55,9 +55,7 @@ LayerCost roofline_cost(const Layer& layer, const HardwareProfile& hardware, con
     const double fwd_us = layer.synthetic.fwd_us_fixed + layer.synthetic.fwd_us_per_sample * microbatch_size;
     return {Time::us(fwd_us), Time::us(fwd_us * layer.synthetic.bwd_ratio), Time::us(fwd_us), false};
   }
-  const auto peak = device.peak_tflops.find(precision);
-  const double tflops = (peak != device.peak_tflops.end() ? peak->second : device.peak_tflops.at(Precision::fp32)) *
-                        device.efficiency;
+  const double tflops = peak_tflops(device, precision) * device.efficiency;
   const double mb = microbatch_size;
   const double elem = activation_bytes(precision);
   const double flop_us = layer.flops_per_sample * mb / (tflops * 1e6) / parallel.tensor;

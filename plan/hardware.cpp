@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 
 #include "plan/builtin.hpp"
 
@@ -31,21 +32,40 @@ double fraction(const Field& f) {
   return v;
 }
 
+// A curve written as [x, y] pairs, x > 0 and increasing (nccl.stretch_by_size,
+// device.compute.gemm_efficiency); `pair` names the pair in messages ("MiB, factor"), `x_what`
+// the x ("a size in MiB"), and `y_of` reads and checks a y.
+std::vector<std::pair<double, double>> parse_curve(const Field& points, const std::string& pair, const std::string& x_what,
+                                                   const std::function<double(const Field&)>& y_of) {
+  if (!points.is_sequence()) points.fail("'" + points.path() + "' must be a list of [" + pair + "] pairs");
+  std::vector<std::pair<double, double>> out;
+  for (const Field& p : points.elements()) {
+    if (!p.is_sequence() || p.elements().size() != 2) p.fail("'" + p.path() + "' must be a [" + pair + "] pair");
+    const std::vector<Field> e = p.elements();
+    const double x = to_number(e[0], 0);
+    if (x <= 0) e[0].fail("'" + e[0].path() + "' must be " + x_what + " > 0");
+    if (!out.empty() && x <= out.back().first) e[0].fail("'" + e[0].path() + "' must be larger than the size before it");
+    out.emplace_back(x, y_of(e[1]));
+  }
+  if (out.empty()) points.fail("'" + points.path() + "' must give at least one [" + pair + "] pair");
+  return out;
+}
+
+// A curve's y at x: interpolated on log2(x) between its points, held flat beyond the ends.
+double log2_interpolate(const std::vector<std::pair<double, double>>& pts, double x) {
+  if (x <= pts.front().first) return pts.front().second;
+  if (x >= pts.back().first) return pts.back().second;
+  size_t i = 1;
+  while (pts[i].first < x) ++i;
+  const auto [lo_x, lo] = pts[i - 1];
+  const auto [hi_x, hi] = pts[i];
+  return lo + (std::log2(x) - std::log2(lo_x)) / (std::log2(hi_x) - std::log2(lo_x)) * (hi - lo);
+}
+
 ComputeModel parse_compute(const Field& map) {
   expect_keys(map, {"gemm_efficiency", "memory_efficiency", "flash_forward_efficiency", "flash_backward_efficiency", "precisions"});
   ComputeModel c;
-  Field points = require(map, "gemm_efficiency");
-  if (!points.is_sequence()) points.fail("'" + points.path() + "' must be a list of [GFLOP, fraction of peak] pairs");
-  for (const Field& p : points.elements()) {
-    if (!p.is_sequence() || p.elements().size() != 2) p.fail("'" + p.path() + "' must be a [GFLOP, fraction of peak] pair");
-    const std::vector<Field> e = p.elements();
-    const double gflop = to_number(e[0], 0);
-    if (gflop <= 0) e[0].fail("'" + e[0].path() + "' must be a GEMM size in GFLOP > 0");
-    if (!c.gemm_efficiency.empty() && gflop <= c.gemm_efficiency.back().first)
-      e[0].fail("'" + e[0].path() + "' must be larger than the size before it");
-    c.gemm_efficiency.emplace_back(gflop, fraction(e[1]));
-  }
-  if (c.gemm_efficiency.empty()) points.fail("'" + points.path() + "' must give at least one [GFLOP, fraction] pair");
+  c.gemm_efficiency = parse_curve(require(map, "gemm_efficiency"), "GFLOP, fraction of peak", "a GEMM size in GFLOP", fraction);
   if (Field f = map["memory_efficiency"]; f.present()) c.memory_efficiency = fraction(f);
   if (Field f = map["flash_forward_efficiency"]; f.present()) c.flash_forward_efficiency = fraction(f);
   if (Field f = map["flash_backward_efficiency"]; f.present()) c.flash_backward_efficiency = fraction(f);
@@ -98,19 +118,11 @@ MeasuredLayerCost parse_measured(const Field& item) {
 
 // nccl.stretch_by_size: [[MiB, factor], ...], sizes increasing, factors in [1, 10].
 std::vector<std::pair<double, double>> parse_stretch(const Field& points) {
-  if (!points.is_sequence()) points.fail("'" + points.path() + "' must be a list of [MiB, factor] pairs");
-  std::vector<std::pair<double, double>> out;
-  for (const Field& p : points.elements()) {
-    if (!p.is_sequence() || p.elements().size() != 2) p.fail("'" + p.path() + "' must be a [MiB, factor] pair");
-    const std::vector<Field> e = p.elements();
-    const double mib = to_number(e[0], 0), factor = to_number(e[1], 0);
-    if (mib <= 0) e[0].fail("'" + e[0].path() + "' must be a size in MiB > 0");
-    if (!out.empty() && mib <= out.back().first) e[0].fail("'" + e[0].path() + "' must be larger than the size before it");
-    if (factor < 1 || factor > 10) e[1].fail("'" + e[1].path() + "' must be a slowdown factor in [1, 10]");
-    out.emplace_back(mib, factor);
-  }
-  if (out.empty()) points.fail("'" + points.path() + "' must give at least one [MiB, factor] pair");
-  return out;
+  return parse_curve(points, "MiB, factor", "a size in MiB", [](const Field& f) {
+    const double factor = to_number(f, 0);
+    if (factor < 1 || factor > 10) f.fail("'" + f.path() + "' must be a slowdown factor in [1, 10]");
+    return factor;
+  });
 }
 
 NcclConfig parse_nccl(const Field& map, const HardwareProfile& hw) {
@@ -244,31 +256,11 @@ const char* builtin_hardware_text(const std::string& name) {
 const char* name(DeviceKind kind) { return kind == DeviceKind::cuda ? "cuda" : "cpu"; }
 
 double NcclConfig::stretch(double bytes) const {
-  if (stretch_by_size.empty()) return 1.0;
-  const double mib = bytes / 1048576.0;
-  if (mib <= stretch_by_size.front().first) return stretch_by_size.front().second;
-  if (mib >= stretch_by_size.back().first) return stretch_by_size.back().second;
-  for (size_t i = 1; i < stretch_by_size.size(); ++i) {
-    const auto [hi_mib, hi] = stretch_by_size[i];
-    if (mib > hi_mib) continue;
-    const auto [lo_mib, lo] = stretch_by_size[i - 1];
-    const double f = (std::log2(mib) - std::log2(lo_mib)) / (std::log2(hi_mib) - std::log2(lo_mib));
-    return lo + f * (hi - lo);
-  }
-  return stretch_by_size.back().second;
+  return stretch_by_size.empty() ? 1.0 : log2_interpolate(stretch_by_size, bytes / 1048576.0);
 }
 
 bool ComputeModel::covers(Precision p) const { return std::find(precisions.begin(), precisions.end(), p) != precisions.end(); }
 
-double ComputeModel::gemm(double flops) const {
-  const double g = flops / 1e9;
-  const auto& pts = gemm_efficiency;
-  if (g <= pts.front().first) return pts.front().second;
-  if (g >= pts.back().first) return pts.back().second;
-  size_t i = 1;
-  while (pts[i].first < g) ++i;
-  const double x = (std::log2(g) - std::log2(pts[i - 1].first)) / (std::log2(pts[i].first) - std::log2(pts[i - 1].first));
-  return pts[i - 1].second + x * (pts[i].second - pts[i - 1].second);
-}
+double ComputeModel::gemm(double flops) const { return log2_interpolate(gemm_efficiency, flops / 1e9); }
 
 }  // namespace parallax::plan

@@ -30,6 +30,9 @@ enum class LayerKind {
   synthetic,  ///< a layer that states its own cost; simulated, not executed
 };
 const char* name(LayerKind k);
+/// Whether tensor parallelism splits layers of this kind (Megatron-LM's transformer kinds:
+/// embedding, encoder, head); the others cannot take parallel.tensor > 1.
+inline bool tensor_splits(LayerKind k) { return k == LayerKind::embedding || k == LayerKind::encoder || k == LayerKind::head; }
 
 /// The shape knobs of a layer; which ones apply depends on its kind.
 struct LayerShape {

@@ -70,7 +70,7 @@ static void check_tensor_parallel(const Scenario& s) {
   if (p.tensor == 1) return;
   const std::string t = std::to_string(p.tensor);
   for (const Layer& l : s.layers) {
-    if (l.kind == LayerKind::linear || l.kind == LayerKind::synthetic)
+    if (!tensor_splits(l.kind))
       fail_at(s, "parallel.tensor", "parallel.tensor " + t + " splits transformer layers (embedding, encoder, head); layer '" + l.name +
                                         "' is a " + name(l.kind) + " layer");
     if (l.kind != LayerKind::encoder) continue;

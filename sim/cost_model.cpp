@@ -1,6 +1,7 @@
 #include "sim/cost_model.hpp"
 
 #include <cmath>
+#include <map>
 
 #include "plan/cost.hpp"
 #include "sim/nccl_model.hpp"
@@ -81,19 +82,34 @@ double tensor_collective_us(const plan::Plan& plan, Collective coll, double byte
   return steps * link.latency_us + bytes * per_byte;
 }
 
-// A layer's tensor-parallel collectives in forward and in backward (plan::tensor_traffic).
+// A layer's tensor-parallel collectives in forward and in backward (plan::tensor_traffic). Every
+// block of a model moves the same bytes, so NCCL's model runs once per size and collective, not
+// once per layer and stage: the tuner costs tens of thousands of plans.
 struct TensorTime {
   Time forward, backward;
 };
 
-TensorTime tensor_time(const plan::Plan& plan, const plan::TensorTraffic& x) {
-  if (x.bytes <= 0) return {};
-  const double ar = tensor_collective_us(plan, Collective::all_reduce, x.bytes);
-  const double ag = tensor_collective_us(plan, Collective::all_gather, x.bytes);
-  const double rs = tensor_collective_us(plan, Collective::reduce_scatter, x.bytes);
-  return {Time::us(x.forward_all_reduce * ar + x.forward_all_gather * ag + x.forward_reduce_scatter * rs),
-          Time::us(x.backward_all_reduce * ar + x.backward_all_gather * ag + x.backward_reduce_scatter * rs)};
-}
+class TensorTimer {
+ public:
+  explicit TensorTimer(const plan::Plan& plan) : plan_(plan) {}
+  TensorTime operator()(const plan::TensorTraffic& x) {
+    if (x.bytes <= 0) return {};
+    auto us = [&](Collective c, int count) { return count == 0 ? 0.0 : count * time_us(c, x.bytes); };
+    return {Time::us(us(Collective::all_reduce, x.forward_all_reduce) + us(Collective::all_gather, x.forward_all_gather) +
+                     us(Collective::reduce_scatter, x.forward_reduce_scatter)),
+            Time::us(us(Collective::all_reduce, x.backward_all_reduce) + us(Collective::all_gather, x.backward_all_gather) +
+                     us(Collective::reduce_scatter, x.backward_reduce_scatter))};
+  }
+
+ private:
+  double time_us(Collective c, double bytes) {
+    const auto [it, fresh] = cache_.try_emplace({static_cast<int>(c), bytes}, 0.0);
+    if (fresh) it->second = tensor_collective_us(plan_, c, bytes);
+    return it->second;
+  }
+  const plan::Plan& plan_;
+  std::map<std::pair<int, double>, double> cache_;
+};
 
 }  // namespace
 
@@ -114,6 +130,7 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<pla
   const bool no_grad_forward = recompute_choice == plan::Recompute::layer || recompute_choice == plan::Recompute::stage;
   const plan::Calibration* cal = s.hardware.calibration ? &*s.hardware.calibration : nullptr;
   const int elem = plan::activation_bytes(s.parallel.precision);
+  TensorTimer tensor_timer(plan);
   std::vector<StageCost> out;
   for (const plan::Stage& st : plan.stages) {
     StageCost c;
@@ -126,7 +143,7 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<pla
                                                               plan.microbatch_size, /*input_gradient=*/l > 0);
       // Tensor parallelism's collectives run between the layer's kernels, not beside them; a
       // full recompute repeats the forward's.
-      const TensorTime tp = tensor_time(plan, plan::tensor_traffic(plan.layers()[l], s.parallel, plan.microbatch_size));
+      const TensorTime tp = tensor_timer(plan::tensor_traffic(plan.layers()[l], s.parallel, plan.microbatch_size));
       c.forward += (no_grad_forward ? lc.forward_no_grad : lc.forward) + tp.forward;
       forward_with_grad += lc.forward + tp.forward;
       recompute += lc.recompute + (no_grad_forward ? tp.forward : Time());

@@ -34,9 +34,8 @@ void check_layout(const Space& sp, const std::string& key, const std::string& fl
 // Tensor parallelism's default values: the divisors of a node's devices, on machines with GPU
 // collectives and models it can split (the check in plan/scenario.cpp refuses the others).
 std::vector<int> default_tensor(const plan::Scenario& s, int world) {
-  const bool splits = std::all_of(s.layers.begin(), s.layers.end(), [](const plan::Layer& l) {
-    return l.kind == plan::LayerKind::embedding || l.kind == plan::LayerKind::encoder || l.kind == plan::LayerKind::head;
-  });
+  const bool splits =
+      std::all_of(s.layers.begin(), s.layers.end(), [](const plan::Layer& l) { return plan::tensor_splits(l.kind); });
   if (!s.hardware.nccl || !splits) return {1};
   std::vector<int> out;
   for (int t : divisors(s.hardware.devices_per_node))
