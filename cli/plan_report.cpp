@@ -41,6 +41,18 @@ std::string format_bytes(int64_t bytes) {
   return buf;
 }
 
+// The rank formula with this plan's numbers (plan::rank_of holds it).
+std::string placement_line(const plan::ParallelSpec& p) {
+  const bool data_first = p.rank_order == plan::RankOrder::tensor_data_pipeline;
+  std::ostringstream o;
+  o << "rank = (" << (data_first ? "pipeline rank x " + std::to_string(p.data) + " + replica"
+                                 : "replica x " + std::to_string(p.pipeline) + " + pipeline rank")
+    << ") x " << p.tensor << " + tensor rank: tensor fastest (a tensor group in one node), then "
+    << (data_first ? "data, then pipeline" : "pipeline, then data") << " (parallel.rank_order " << plan::name(p.rank_order)
+    << (data_first ? ", Megatron-LM's" : "") << ")";
+  return o.str();
+}
+
 json plan_json(const Plan& p) {
   const auto& s = p.scenario;
   json out;
@@ -54,7 +66,8 @@ json plan_json(const Plan& p) {
                  {"pipeline", s.parallel.pipeline},
                  {"tensor", s.parallel.tensor},
                  {"sequence_parallel", s.parallel.sequence_parallel},
-                 {"virtual", s.parallel.virtual_stages}};
+                 {"virtual", s.parallel.virtual_stages},
+                 {"rank_order", plan::name(s.parallel.rank_order)}};
   out["schedule"] = plan::name(s.parallel.schedule);
   out["microbatch_size"] = p.microbatch_size;
   out["chunks"] = p.chunks();
@@ -118,8 +131,7 @@ std::string plan_text(const Plan& p) {
   o << "grid       data " << s.parallel.data << " x pipeline " << s.parallel.pipeline << " x tensor " << s.parallel.tensor
     << " = " << p.world_size << " ranks; virtual " << s.parallel.virtual_stages << ", " << p.stages.size() << " stages"
     << (s.parallel.sequence_parallel ? "; sequence parallel" : "") << "\n";
-  o << "placement  rank = (replica x " << s.parallel.pipeline << " + pipeline rank) x " << s.parallel.tensor
-    << " + tensor rank: tensor fastest (a tensor group in one node), then pipeline, then data\n";
+  o << "placement  " << placement_line(s.parallel) << "\n";
   o << "batch      " << s.data.batch_size << " per replica = " << p.chunks() << " chunks x " << p.microbatch_size
     << "; grad_accumulation " << s.parallel.grad_accumulation << "; global batch "
     << s.data.batch_size * s.parallel.grad_accumulation * s.parallel.data << "\n";

@@ -81,7 +81,7 @@ std::string simulate_text(const plan::Plan& plan, const sim::SimRun& run, const 
     double sum = 0;
     int n = 0;
     for (const auto& r : m.ranks)
-      if (r.rank % p.pipeline == pr) sum += r.bubble_fraction, ++n;
+      if (plan::group_placement(p, r.rank).pipeline_rank == pr) sum += r.bubble_fraction, ++n;
     o << " " << pr << ": " << pct(n ? sum / n : 0);
   }
   o << "\n";

@@ -103,14 +103,16 @@ Communicator::Communicator(const plan::Plan& plan, const LaunchInfo& launch)
   stage_groups_.resize(plan.stages.size());
   stage_ranks_.resize(plan.stages.size());
   for (const auto& st : plan.stages)
-    for (int replica = 0; replica < p.data; ++replica) stage_ranks_[st.index].push_back(replica * p.pipeline + st.pipeline_rank);
+    for (int replica = 0; replica < p.data; ++replica) stage_ranks_[st.index].push_back(plan::rank_of(p, {replica, st.pipeline_rank, 0}));
   liveness_ = std::make_unique<Liveness>(launch.master_addr, launch.master_port, launch.rank, launch.world_size);
   if (p.data > 1) {
-    // Every member creates its stage groups in stage order, so their rendezvous line up.
+    // Every member creates its stage groups in stage order, so their rendezvous line up; a rank's
+    // place in its stage's group is its replica.
+    const plan::RankPlan& me = plan.ranks[launch.rank];
     for (const auto& st : plan.stages) {
-      if (launch.rank % p.pipeline != st.pipeline_rank) continue;
+      if (me.pipeline_rank != st.pipeline_rank) continue;
       stage_groups_[st.index] = make_group(store_, "ddp-stage-" + std::to_string(st.index) + "/",
-                                           launch.rank / p.pipeline, p.data, launch, nccl_);
+                                           me.replica, p.data, launch, nccl_);
     }
   }
 }

@@ -64,8 +64,8 @@ class Runtime {
         launch_(launch),
         options_(options),
         p_(plan.scenario.parallel),
-        pipeline_rank_(launch.rank % p_.pipeline),
-        replica_(launch.rank / p_.pipeline),
+        pipeline_rank_(plan.ranks[launch.rank].pipeline_rank),
+        replica_(plan.ranks[launch.rank].replica),
         actions_(plan.schedule.ranks[pipeline_rank_]),
         train_device_(rank_device(plan.scenario, launch.local_rank)),
         tracer_(launch.rank, tracer_capacity(plan)),
@@ -186,7 +186,7 @@ class Runtime {
     const auto& st = plan_.stages[stage];
     return plan_.layers()[st.first_layer + st.layer_count - 1];
   }
-  int peer(int stage) const { return replica_ * p_.pipeline + stage % p_.pipeline; }
+  int peer(int stage) const { return plan::rank_of(p_, {replica_, stage % p_.pipeline, 0}); }
   // One tag per (sending stage, micro-batch, direction), identical on both sides.
   int tag(int send_stage, int mb, bool backward) const {
     return (mb * static_cast<int>(plan_.stages.size()) + send_stage) * 2 + (backward ? 1 : 0);

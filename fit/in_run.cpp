@@ -202,7 +202,7 @@ ProbeResult in_run_factors(plan::Plan probe, const plan::Calibration& calibratio
   const plan::Timeline measured = exec::measured_timeline(results, probe.scenario.name, probe.world_size);
   ProbeResult out;
   plan::InRunFactors& f = out.factors;
-  const profiler::MessageTiming m = profiler::message_timing(measured, probe.scenario.parallel.pipeline);
+  const profiler::MessageTiming m = profiler::message_timing(measured, probe.scenario.parallel);
   if (!m.send_us.empty() && !calibration.send_call.empty())
     f.send_extra_us = typical(m.send_us) - calibration.send_call.at(typical(m.bytes));
   if (!m.delivery_us.empty() && calibration.p2p.bandwidth_gb_per_s > 0)

@@ -68,17 +68,19 @@ StageBubbles stage_bubbles(const Prediction& prediction, const profiler::Compare
   StageBubbles out;
   std::vector<double> predicted(p, 0), measured(p, 0);
   std::vector<int> count(p, 0);
+  // Timeline ranks are tensor groups, numbered as the plan places them (plan::group_of).
+  const auto pipeline_rank = [&](int group) { return plan::group_placement(plan.scenario.parallel, group).pipeline_rank; };
   for (const auto& r : prediction.metrics.ranks) {
-    const int pr = plan.ranks[r.rank].pipeline_rank;
+    const int pr = pipeline_rank(r.rank);
     predicted[pr] += r.bubble_fraction;
     count[pr] += 1;
   }
   if (comparison)
     for (const auto& r : comparison->ranks)
-      if (r.rank < static_cast<int>(plan.ranks.size())) measured[plan.ranks[r.rank].pipeline_rank] += r.measured_bubble_fraction;
+      if (r.rank < plan.scenario.parallel.tensor_groups()) measured[pipeline_rank(r.rank)] += r.measured_bubble_fraction;
   for (int pr = 0; pr < p; ++pr) {
     std::string label = plan.scenario.parallel.virtual_stages > 1 ? "stages " : "stage ";
-    const auto& stages = plan.ranks[pr].stages;
+    const auto& stages = plan.ranks[plan::rank_of(plan.scenario.parallel, {0, pr, 0})].stages;
     for (size_t i = 0; i < stages.size(); ++i) label += (i ? ", " : "") + std::to_string(stages[i]);
     out.labels.push_back(label);
     out.predicted.push_back(count[pr] ? predicted[pr] / count[pr] : 0);

@@ -99,6 +99,20 @@ Knob p2p_knob() {
   return k;
 }
 
+Knob rank_order_knob() {
+  Knob k;
+  k.key = "parallel.rank_order";
+  k.type = KnobType::choice;
+  k.choices = {name(RankOrder::tensor_data_pipeline), name(RankOrder::tensor_pipeline_data)};
+  k.doc = "how ranks are numbered over the grid, fastest first, as Megatron-core's order: tp-dp-pp (Megatron-LM's default: a stage's replicas on neighbouring devices, so its all-reduce stays in a node where it can) or tp-pp-dp (a replica's stages on neighbouring devices, so the pipeline's sends do)";
+  k.get = [](const Settings& s) { return KnobValue(std::string(name(s.rank_order))); };
+  k.set = [](Settings& s, const KnobValue& v) {
+    s.rank_order = std::get<std::string>(v) == name(RankOrder::tensor_pipeline_data) ? RankOrder::tensor_pipeline_data
+                                                                                    : RankOrder::tensor_data_pipeline;
+  };
+  return k;
+}
+
 Knob precision_knob() {
   Knob k;
   k.key = "parallel.precision";
@@ -116,7 +130,7 @@ std::vector<Knob> make_table() {
   t.push_back(integer("parallel.data", &Settings::data, kMaxCount, true, "replicas (DDP); one DDP group per pipeline stage across replicas"));
   t.push_back(integer("parallel.pipeline", &Settings::pipeline, kMaxCount, true, "pipeline ranks per replica"));
   t.push_back(integer("parallel.tensor", &Settings::tensor, kMaxCount, true,
-                      "tensor-parallel ranks per stage (Megatron-LM: attention heads and the MLP split over them, an all-reduce after each); must divide heads and ffn. Ranks: tensor fastest, so a group sits in one node. Predict-only above 1"));
+                      "tensor-parallel ranks per stage (Megatron-LM: attention heads and the MLP split over them, an all-reduce after each); must divide heads and ffn. Ranks: tensor fastest (parallel.rank_order), so a group sits in one node. Predict-only above 1"));
   t.push_back(flag("parallel.sequence_parallel", &Settings::sequence_parallel, true,
                    "with tensor > 1: norms and dropout split over the tensor group too, all-gather and reduce-scatter in place of its all-reduces (Korthikanti et al. 2022)"));
   t.push_back(flag("parallel.tensor_across_nodes", &Settings::tensor_across_nodes, false,
@@ -140,6 +154,7 @@ std::vector<Knob> make_table() {
                       "mini-batches per optimizer step; no DDP communication on the ones in between"));
   t.push_back(recompute_knob());
   t.push_back(p2p_knob());
+  t.push_back(rank_order_knob());
   t.push_back(precision_knob());
   t.push_back(flag("parallel.master_weights", &Settings::master_weights, false,
                    "parameters in the compute type with fp32 master weights and fp32 gradients (Megatron-LM's mixed precision: 18 bytes a parameter with Adam); false: fp32 parameters cast per op (torch.autocast). Predict-only: the executor runs false"));

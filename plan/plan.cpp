@@ -66,14 +66,24 @@ std::vector<Bucket> stage_buckets(const Scenario& s, const Stage& stage) {
 
 }  // namespace
 
+// The one place the rank order is written out; everything else asks these two.
 Placement placement_of(const ParallelSpec& p, int rank) {
-  const int group = rank / p.tensor;
-  return {group / p.pipeline, group % p.pipeline, rank % p.tensor};
+  const int group = rank / p.tensor, tensor_rank = rank % p.tensor;
+  if (p.rank_order == RankOrder::tensor_pipeline_data) return {group / p.pipeline, group % p.pipeline, tensor_rank};
+  return {group % p.data, group / p.data, tensor_rank};
 }
 
 int rank_of(const ParallelSpec& p, const Placement& w) {
-  return (w.replica * p.pipeline + w.pipeline_rank) * p.tensor + w.tensor_rank;
+  const int group = p.rank_order == RankOrder::tensor_pipeline_data ? w.replica * p.pipeline + w.pipeline_rank
+                                                                     : w.pipeline_rank * p.data + w.replica;
+  return group * p.tensor + w.tensor_rank;
 }
+
+int group_of(const ParallelSpec& p, int replica, int pipeline_rank) {
+  return rank_of(p, {replica, pipeline_rank, 0}) / p.tensor;
+}
+
+Placement group_placement(const ParallelSpec& p, int group) { return placement_of(p, group * p.tensor); }
 
 Plan resolve_plan(const Scenario& scenario, bool check_generated) {
   Plan plan;

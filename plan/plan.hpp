@@ -1,10 +1,10 @@
 #pragma once
 // A Plan is a scenario resolved into what runs where: the rank grid, the layers of each stage,
 // the micro-batch size, the DDP buckets of each stage, the schedule, and a memory estimate per
-// rank. Ranks are numbered tensor rank fastest, then pipeline rank, then replica:
-// rank = (replica * pipeline + pipeline_rank) * tensor + tensor_rank (placement_of), so a
-// tensor-parallel group sits on neighbouring devices of one node, and so do the stages of a
-// replica as far as a node holds them.
+// rank. Ranks are numbered tensor rank fastest, then as parallel.rank_order says: Megatron-LM's
+// tp-dp-pp by default, rank = (pipeline_rank * data + replica) * tensor + tensor_rank
+// (placement_of), so a tensor-parallel group sits on neighbouring devices of one node, and a
+// stage's replicas next to each other.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -57,12 +57,17 @@ struct RankPlan {
   MemoryEstimate memory;
 };
 
-/// Where a rank sits in the grid; rank_of is its inverse.
+/// Where a rank sits in the grid; rank_of is its inverse. Both follow parallel.rank_order.
 struct Placement {
   int replica = 0, pipeline_rank = 0, tensor_rank = 0;
 };
 Placement placement_of(const ParallelSpec& p, int rank);
 int rank_of(const ParallelSpec& p, const Placement& where);
+/// A tensor-parallel group's number, its first rank / tensor: the rank a timeline shows for the
+/// group (one per group), and the global rank itself without tensor parallelism.
+int group_of(const ParallelSpec& p, int replica, int pipeline_rank);
+/// The inverse of group_of (tensor_rank 0).
+Placement group_placement(const ParallelSpec& p, int group);
 
 struct Plan {
   Scenario scenario;

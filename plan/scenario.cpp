@@ -153,6 +153,7 @@ const char* name(Recompute r) {
 }
 
 const char* name(P2p p) { return p == P2p::megatron ? "megatron" : "pytorch"; }
+const char* name(RankOrder o) { return o == RankOrder::tensor_pipeline_data ? "tp-pp-dp" : "tp-dp-pp"; }
 
 const char* name(ScheduleKind k) {
   switch (k) {

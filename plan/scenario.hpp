@@ -49,6 +49,16 @@ enum class P2p {
 };
 const char* name(P2p p);
 
+/// `parallel.rank_order`: how global ranks walk the grid, fastest first (Megatron-core's `order`).
+/// Either way a tensor-parallel group is on neighbouring devices; the order decides what shares a
+/// node next: a stage's replicas (their all-reduce inside the node) or a replica's stages (their
+/// sends inside the node).
+enum class RankOrder {
+  tensor_data_pipeline,  ///< `tp-dp-pp`, Megatron-LM's default
+  tensor_pipeline_data,  ///< `tp-pp-dp`
+};
+const char* name(RankOrder o);
+
 struct ParallelSpec {
   int data = 1;            ///< replicas (DDP)
   int tensor = 1;          ///< tensor-parallel ranks per stage (Megatron-LM column/row-parallel linears)
@@ -66,6 +76,7 @@ struct ParallelSpec {
   Precision precision = Precision::fp32;
   Recompute activation_checkpointing = Recompute::none;
   P2p p2p = P2p::pytorch;
+  RankOrder rank_order = RankOrder::tensor_data_pipeline;
   /// Parameters in the compute type with an fp32 master copy in the optimizer and fp32 gradients
   /// (Megatron-LM's mixed precision); false: fp32 parameters cast per op (torch.autocast).
   bool master_weights = false;

@@ -21,7 +21,7 @@ struct Send {
 
 }  // namespace
 
-MessageTiming message_timing(const plan::Timeline& measured, int pipeline) {
+MessageTiming message_timing(const plan::Timeline& measured, const plan::ParallelSpec& parallel) {
   MessageTiming out;
   int first_step = INT32_MAX;
   for (const auto& e : measured.events) first_step = std::min(first_step, e.step);
@@ -48,7 +48,8 @@ MessageTiming message_timing(const plan::Timeline& measured, int pipeline) {
     const bool forward = e.action.kind == ActionKind::RECV_F;
     const plan::Action send{forward ? ActionKind::SEND_F : ActionKind::SEND_B, e.action.stage + (forward ? -1 : 1),
                             e.action.mb};
-    const int sender = (e.rank / pipeline) * pipeline + send.stage % pipeline;
+    const plan::Placement receiver = plan::placement_of(parallel, e.rank);
+    const int sender = plan::rank_of(parallel, {receiver.replica, send.stage % parallel.pipeline, receiver.tensor_rank});
     const auto it = sends.find({e.step, sender, send.id()});
     if (it == sends.end()) continue;
     const Send& s = it->second;

@@ -12,6 +12,7 @@
 // (threads waking on busy shared cores).
 #include <vector>
 
+#include "plan/plan.hpp"
 #include "plan/timeline.hpp"
 
 namespace parallax::profiler {
@@ -22,7 +23,8 @@ struct MessageTiming {
   std::vector<double> delivery_us;  ///< one per message whose receiver waited from before its send
 };
 
-/// Over the steps after the first. `pipeline` maps a stage to its rank within a replica.
-MessageTiming message_timing(const plan::Timeline& measured, int pipeline);
+/// Over the steps after the first. `parallel` places each rank (plan::placement_of), and so
+/// names the sender of each receive.
+MessageTiming message_timing(const plan::Timeline& measured, const plan::ParallelSpec& parallel);
 
 }  // namespace parallax::profiler

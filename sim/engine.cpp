@@ -74,6 +74,7 @@ SimRun Simulation::run() {
   if (!step_only_) {
     network_.finish(end_);
     collect_links();
+    number_as_placed();
   }
   // Memory is plan's rule (plan::MemoryEstimate), the one the tuner and `plan` use: the
   // simulator reports it rather than deriving it again.
@@ -82,6 +83,24 @@ SimRun Simulation::run() {
   run_.events = queue_.popped();
   run_.wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return std::move(run_);
+}
+
+// The simulator numbers its ranks replica-major (replica x pipeline + pipeline rank: a folded run
+// plays ranks 0..pipeline-1); the timeline shows each as the plan places it (plan::group_of), the
+// numbers the executor's measured ranks carry.
+int Simulation::shown_rank(int rank) const {
+  return plan::group_of(plan_.scenario.parallel, ranks_[rank].replica, ranks_[rank].pipeline_rank);
+}
+
+void Simulation::number_as_placed() {
+  std::vector<int32_t> shown(static_cast<size_t>(played_));
+  bool same = true;
+  for (int r = 0; r < played_; ++r) {
+    shown[r] = shown_rank(r);
+    same = same && shown[r] == r;
+  }
+  if (same) return;
+  for (plan::TimelineEvent& ev : run_.timeline.events) ev.rank = shown[ev.rank];
 }
 
 void Simulation::dispatch(const Event& e) {
@@ -207,13 +226,13 @@ void Simulation::report_stall() const {
   if (cycle.empty()) {
     for (int r = 0; r < played_; ++r)
       if (ranks_[r].pc < sched_.ranks[ranks_[r].pipeline_rank].size())
-        throw std::logic_error("simulation stalled: rank " + std::to_string(r) + " waits at " + waiting_action(r).id());
+        throw std::logic_error("simulation stalled: rank " + std::to_string(shown_rank(r)) + " waits at " + waiting_action(r).id());
   }
   std::string m = "deadlock:";
   for (size_t i = 0; i < cycle.size(); ++i) {
     const int r = cycle[i], next = cycle[(i + 1) % cycle.size()];
-    m += std::string(i ? "," : "") + " rank " + std::to_string(r) + " waits in " + waiting_action(r).id() +
-         " for rank " + std::to_string(next);
+    m += std::string(i ? "," : "") + " rank " + std::to_string(shown_rank(r)) + " waits in " + waiting_action(r).id() +
+         " for rank " + std::to_string(shown_rank(next));
   }
   throw Deadlock(m + (blocking_sends_ ? " (NCCL: a send waits until its receive is posted)" : ""));
 }

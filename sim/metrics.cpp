@@ -25,16 +25,18 @@ std::vector<int32_t> critical_path(const plan::Timeline& timeline, const std::ve
 namespace {
 
 // The step's numbers per rank. A folded run recorded replica 0 alone: its ranks' numbers are
-// computed over that replica and stand for every replica's (SimOptions::fold_replicas).
-plan::StepTimes rank_times(const SimRun& run, int world_size) {
+// computed over that replica and stand for every replica's (SimOptions::fold_replicas), each rank
+// taking those of the played rank at its pipeline rank.
+plan::StepTimes rank_times(const plan::ParallelSpec& p, const SimRun& run) {
   if (!run.folded || run.timeline.events.empty()) return plan::step_times(run.timeline, 0);
   plan::Timeline one = run.timeline;
   one.world_size = run.played_ranks;
+  for (plan::TimelineEvent& ev : one.events) ev.rank = plan::group_placement(p, ev.rank).pipeline_rank;
   plan::StepTimes times = plan::step_times(one, 0);
   const std::vector<plan::RankTimes> replica = times.ranks;
   times.ranks.clear();
-  for (int r = 0; r < world_size; ++r) {
-    times.ranks.push_back(replica[r % run.played_ranks]);
+  for (int r = 0; r < p.tensor_groups(); ++r) {
+    times.ranks.push_back(replica[plan::group_placement(p, r).pipeline_rank]);
     times.ranks.back().rank = r;
   }
   return times;  // the mean bubble over ranks is the replica's mean
@@ -44,7 +46,7 @@ plan::StepTimes rank_times(const SimRun& run, int world_size) {
 
 Metrics compute_metrics(const plan::Plan& plan, const SimRun& run) {
   Metrics m;
-  const plan::StepTimes times = rank_times(run, plan.scenario.parallel.tensor_groups());
+  const plan::StepTimes times = rank_times(plan.scenario.parallel, run);
   const int64_t step = times.step_time.count_ns();
   m.step_time = times.step_time;
   m.bubble_fraction = times.bubble_fraction;

@@ -165,6 +165,8 @@ class Simulation {
   void wait_on(RankState& st, int32_t event);
   void advance(int rank, Time now);
   void report_stall() const;
+  int shown_rank(int rank) const;
+  void number_as_placed();
   const Action& waiting_action(int rank) const;
   std::vector<int> peers_waited_for(int rank, const Action& a) const;
   void on_flow_done(int tag, Time now);

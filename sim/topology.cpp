@@ -8,12 +8,13 @@ Topology::Topology(const plan::Plan& plan, Network& network, bool named) {
   nics_per_node_ = hw.nics_per_node;
   node_latency_ = Time::us(hw.node_link.latency_us);
   node_bandwidth_ = hw.node_link.bandwidth_gb_per_s;
-  // One device per simulated rank, a tensor-parallel group's first (plan/plan.hpp numbers it
-  // group x tensor); the group's other devices carry the same traffic on their own ports.
-  const int groups = plan.scenario.parallel.tensor_groups(), tensor = plan.scenario.parallel.tensor;
+  // One device per simulated rank, a tensor-parallel group's first, where parallel.rank_order
+  // puts it (plan::rank_of); the group's other devices carry the same traffic on their own ports.
+  const plan::ParallelSpec& par = plan.scenario.parallel;
+  const int groups = par.tensor_groups();
   network.reserve_links(2 * static_cast<size_t>(groups) + 2 * static_cast<size_t>(plan.nodes) * nics_per_node_);
   for (int r = 0; r < groups; ++r) {
-    const int device = r * tensor;
+    const int device = plan::rank_of(par, {r / par.pipeline, r % par.pipeline, 0});
     const std::string dev =
         named ? "node" + std::to_string(device / devices_per_node_) + "/dev" + std::to_string(device % devices_per_node_) + " " + hw.node_link.name : "";
     node_of_.push_back(device / devices_per_node_);

@@ -18,6 +18,8 @@ struct Route {
   Time latency;
 };
 
+/// Ranks here are the simulator's: replica-major (replica x pipeline + pipeline rank), one per
+/// tensor-parallel group; the constructor places each on its device by the plan's rank order.
 class Topology {
  public:
   /// `named`: give links readable names ("node0/dev1 NVLink up"); step-only runs need none.

@@ -163,7 +163,8 @@ std::map<int, std::string> survivors_after(const std::string& name, int victim, 
 TEST_CASE("exec: under an external launcher, a killed rank ends every other rank, naming it", "[exec][run][launcher]") {
   INFO("Fashion-MNIST is missing: scripts/setup.sh installs dataset-fashion-mnist");
   REQUIRE(fashion_mnist_installed());
-  // Rank 2 is stage 0 of replica 1: rank 1 never talks to it, yet must name it.
+  // Rank 2 is replica 0's stage 1 (ranks tp-dp-pp): rank 1, replica 1's stage 0, never talks to it,
+  // yet must name it.
   const auto errs = survivors_after("parallax_launch_kill", 2, SIGKILL);
   for (const auto& [r, err] : errs) {
     INFO("rank " << r << " stderr:\n" << err);

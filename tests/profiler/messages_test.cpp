@@ -32,6 +32,12 @@ void add_step(plan::Timeline& t, int step, double at) {
   add_event(t, 0, Lane::compute, {ActionKind::B, 0, 0}, at + 700, at + 900, step);
 }
 
+plan::ParallelSpec two_stages() {
+  plan::ParallelSpec p;
+  p.pipeline = 2;
+  return p;
+}
+
 }  // namespace
 
 TEST_CASE("profiler::message_timing: send time on the main thread and delivery to a waiting receiver", "[profiler]") {
@@ -40,7 +46,7 @@ TEST_CASE("profiler::message_timing: send time on the main thread and delivery t
   add_step(t, 0, 0);      // warm-up, left out
   add_step(t, 1, 1000);
   add_step(t, 2, 2000);
-  const auto m = profiler::message_timing(t, 2);
+  const auto m = profiler::message_timing(t, two_stages());
   // Two sends per step over two steps: 30 us (rank 0) and 40 us (rank 1).
   REQUIRE(m.send_us.size() == 4);
   std::vector<double> sends = m.send_us;
@@ -68,7 +74,7 @@ TEST_CASE("profiler::message_timing: a send before its RECV counts its call but 
     // the data came.
     add_event(t, 1, Lane::recv, {ActionKind::RECV_F, 1, 0}, at + 500, at + 502, step);
   }
-  const auto m = profiler::message_timing(t, 2);
+  const auto m = profiler::message_timing(t, two_stages());
   REQUIRE(m.send_us.size() == 1);
   CHECK(m.send_us[0] == Approx(20));
   CHECK(m.bytes[0] == Approx(64));

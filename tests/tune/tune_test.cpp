@@ -24,8 +24,9 @@ double full_step_ms(const plan::Plan& p) { return sim::simulate(p).step_time.to_
 }  // namespace
 
 TEST_CASE("tune: step-only simulation gives exactly the full simulation's step time and memory", "[tune]") {
-  // Multi-node layouts with alike replicas (folded), pipelines across nodes, DDP over several
-  // nodes, interleaving, checkpointing, a calibrated-style CPU host, and a layout that is not alike.
+  // Multi-node layouts with alike replicas (folded) in both rank orders, pipelines across nodes,
+  // DDP over several nodes, interleaving, checkpointing, tensor parallelism, a calibrated-style CPU
+  // host, and layouts that are not alike.
   struct Case {
     std::string file;
     std::vector<std::string> sets;
@@ -35,8 +36,11 @@ TEST_CASE("tune: step-only simulation gives exactly the full simulation's step t
       {"scenarios/gpipe-1b-4xA100.yaml", {"parallel.data=8", "parallel.pipeline=2", "parallel.schedule=1f1b"}},
       {"scenarios/gpipe-1b-4xA100.yaml", {"parallel.data=4", "parallel.pipeline=16", "parallel.chunks=16"}},
       {"scenarios/gpipe-1b-4xA100.yaml",
-       {"parallel.data=6", "parallel.pipeline=4", "parallel.schedule=interleaved-1f1b", "parallel.virtual=2",
-        "parallel.activation_checkpointing=true"}},
+       {"parallel.rank_order=tp-pp-dp", "parallel.data=6", "parallel.pipeline=4", "parallel.schedule=interleaved-1f1b",
+        "parallel.virtual=2", "parallel.activation_checkpointing=true"}},
+      {"scenarios/gpipe-1b-4xA100.yaml",
+       {"parallel.data=4", "parallel.pipeline=4", "parallel.schedule=interleaved-1f1b", "parallel.virtual=2",
+        "parallel.chunks=8", "parallel.tensor=2"}},
       {"scenarios/gpipe-1b-4xA100.yaml", {"parallel.data=5", "parallel.pipeline=3", "parallel.bucket_cap_mb=5"}},
       {"scenarios/ddp-transformer-accum-4xA100.yaml", {"parallel.data=16"}},
       {"scenarios/mlp-fashion-mnist-ddp4.yaml", {}},
@@ -45,7 +49,9 @@ TEST_CASE("tune: step-only simulation gives exactly the full simulation's step t
       // The plain model's hierarchical all-reduce (several members per node) and its ring across
       // one member per node, on nodes of 4 T4s.
       {"scenarios/gpipe-1b-4xA100.yaml",
-       {"hardware=t4-pcie", "parallel.precision=fp16", "parallel.data=6", "parallel.pipeline=2", "parallel.bucket_cap_mb=10"}, true},
+       {"hardware=t4-pcie", "parallel.rank_order=tp-pp-dp", "parallel.precision=fp16", "parallel.data=6",
+        "parallel.pipeline=2", "parallel.bucket_cap_mb=10"},
+       true},
       {"scenarios/gpipe-1b-4xA100.yaml",
        {"hardware=t4-pcie", "parallel.precision=fp16", "parallel.data=3", "parallel.pipeline=8", "parallel.chunks=8"}, true},
   };
