@@ -91,7 +91,8 @@ struct Job {
   // rank ended before (a failed rendezvous, say) or the limit passed.
   bool wait_training(std::chrono::seconds limit) {
     for (const auto end = Clock::now() + limit; Clock::now() < end;) {
-      if (slurp(err(1)).find("] step ") != std::string::npos) return true;
+      // Replica 0's last stage prints the loss: rank 2, ranked tp-dp-pp (plan::rank_of).
+      if (slurp(err(2)).find("] step ") != std::string::npos) return true;
       for (const auto& [r, pid] : pids)
         if (waitpid(pid, nullptr, WNOHANG) == pid) {
           pids.erase(r);

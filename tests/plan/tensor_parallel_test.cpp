@@ -2,6 +2,7 @@
 // Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large Transformer Models",
 // arXiv 2205.05198, Table 2) and Megatron-LM's bytes per parameter (docs/distrib_optimizer.md).
 #include <cmath>
+#include <set>
 
 #include <catch2/catch.hpp>
 
@@ -94,21 +95,47 @@ TEST_CASE("plan::memory: Megatron's mixed precision keeps 18 bytes a parameter w
   CHECK(a.params + a.gradients + a.optimizer + a.buckets == 20 * params);
 }
 
-TEST_CASE("plan::Plan: ranks are placed tensor fastest, then pipeline, then data", "[plan][tensor]") {
-  const auto p = test::plan_from(
-      "model: {preset: transformer, layers: 4, hidden: 64, heads: 4, seq_len: 16, vocab: 128}\n"
-      "parallel: {data: 2, pipeline: 2, tensor: 4}\nhardware: a100-nvlink-ib\n");
+TEST_CASE("plan::Plan: ranks are placed as Megatron-LM places them (tp-dp-pp), or tp-pp-dp when asked", "[plan][tensor]") {
+  // Megatron-LM's initialize_model_parallel docstring (megatron/core/parallel_state.py): 16 GPUs,
+  // tensor 2, pipeline 4 (so data 2) give the data-parallel groups [g0, g2], [g1, g3], [g4, g6],
+  // ... and the pipeline groups [g0, g4, g8, g12], [g1, g5, g9, g13], [g2, g6, g10, g14],
+  // [g3, g7, g11, g15].
+  const std::string yaml =
+      "model: {preset: transformer, layers: 8, hidden: 64, heads: 4, seq_len: 16, vocab: 128}\n"
+      "parallel: {data: 2, pipeline: 4, tensor: 2}\nhardware: a100-nvlink-ib\n";
+  const auto p = test::plan_from(yaml);
   REQUIRE(p.world_size == 16);
-  // rank = (replica x pipeline + pipeline rank) x tensor + tensor rank
-  const auto& r = p.ranks[13];  // (1 x 2 + 1) x 4 + 1
+  // Each rank's group: the ranks that share its place on the other two axes.
+  auto members = [&](const plan::Plan& plan, auto same_group) {
+    std::set<std::vector<int>> out;
+    for (const auto& a : plan.ranks) {
+      std::vector<int> group;
+      for (const auto& b : plan.ranks)
+        if (same_group(a, b)) group.push_back(b.rank);
+      out.insert(group);
+    }
+    return out;
+  };
+  const auto data_groups = members(p, [](const plan::RankPlan& a, const plan::RankPlan& b) {
+    return a.pipeline_rank == b.pipeline_rank && a.tensor_rank == b.tensor_rank;
+  });
+  const auto pipeline_groups = members(p, [](const plan::RankPlan& a, const plan::RankPlan& b) {
+    return a.replica == b.replica && a.tensor_rank == b.tensor_rank;
+  });
+  CHECK(data_groups == std::set<std::vector<int>>{{0, 2}, {1, 3}, {4, 6}, {5, 7}, {8, 10}, {9, 11}, {12, 14}, {13, 15}});
+  CHECK(pipeline_groups == std::set<std::vector<int>>{{0, 4, 8, 12}, {1, 5, 9, 13}, {2, 6, 10, 14}, {3, 7, 11, 15}});
+  for (const auto& q : p.ranks) {
+    CHECK(plan::rank_of(p.scenario.parallel, plan::placement_of(p.scenario.parallel, q.rank)) == q.rank);
+    CHECK(q.node == p.ranks[q.rank - q.tensor_rank].node);  // 8 GPUs a node: a tensor group never straddles two
+  }
+  // tp-pp-dp: a replica's stages next to each other, its pipeline group [0, 2, 4, 6].
+  const auto replica_major = test::plan_from(yaml, {"parallel.rank_order=tp-pp-dp"});
+  const auto& r = replica_major.ranks[11];  // (1 x 4 + 1) x 2 + 1
   CHECK(r.replica == 1);
   CHECK(r.pipeline_rank == 1);
   CHECK(r.tensor_rank == 1);
-  CHECK(r.node == 1);  // 8 GPUs a node: a tensor group of 4 never straddles two
-  for (const auto& q : p.ranks) {
-    CHECK(plan::rank_of(p.scenario.parallel, plan::placement_of(p.scenario.parallel, q.rank)) == q.rank);
-    CHECK(q.node == p.ranks[q.rank - q.tensor_rank].node);
-  }
+  CHECK(plan::group_of(replica_major.scenario.parallel, 1, 1) == 5);
+  CHECK(plan::group_of(p.scenario.parallel, 1, 1) == 3);  // (1 x 2 + 1)
 }
 
 TEST_CASE("plan::scenario: tensor parallelism that does not divide the heads, or leaves the node, is refused at its key",
