@@ -371,7 +371,7 @@ int main(int argc, char** argv) {
   tune_cmd->add_option("--world", tune_args.world, "Ranks (GPUs) to spread over (default: the scenario's data x pipeline x tensor)");
   tune_cmd->add_option("--search", tune_args.searches,
                        "Search only these values of a key, e.g. parallel.chunks=4,8,16 or parallel.partition_len="
-                       "balanced,[5,7] (repeatable; parallel.grad_accumulation is searched only when given here)")
+                       "balanced,[5,7] (repeatable; parallel.grad_accumulation and parallel.rank_order are searched only when given here)")
       ->allow_extra_args(false)
       ->type_name("KEY=V1,V2,...");
   tune_cmd->add_option("--fix", tune_args.fixes, "Keep a key as the scenario has it, e.g. parallel.precision (repeatable)")

@@ -105,6 +105,7 @@ Knob rank_order_knob() {
   k.type = KnobType::choice;
   k.choices = {name(RankOrder::tensor_data_pipeline), name(RankOrder::tensor_pipeline_data)};
   k.doc = "how ranks are numbered over the grid, fastest first, as Megatron-core's order: tp-dp-pp (Megatron-LM's default: a stage's replicas on neighbouring devices, so its all-reduce stays in a node where it can) or tp-pp-dp (a replica's stages on neighbouring devices, so the pipeline's sends do)";
+  k.tuned = true;
   k.get = [](const Settings& s) { return KnobValue(std::string(name(s.rank_order))); };
   k.set = [](Settings& s, const KnobValue& v) {
     s.rank_order = std::get<std::string>(v) == name(RankOrder::tensor_pipeline_data) ? RankOrder::tensor_pipeline_data

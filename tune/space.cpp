@@ -107,6 +107,9 @@ Space default_space(const plan::Scenario& s, int world) {
   sp.values["parallel.first_bucket_mb"] = {1.0, 4.0};
   // Accumulation changes the optimizer's batch statistics per step; only when asked for.
   sp.values["parallel.grad_accumulation"] = {s.parallel.grad_accumulation};
+  // The rank order moves only communication, and only where a node holds several tensor groups;
+  // searching it would double every search for that. Only when asked for.
+  sp.values["parallel.rank_order"] = {std::string(plan::name(s.parallel.rank_order))};
   for (const auto& name : plan::knob("parallel.activation_checkpointing").choices)
     if (name != "true") sp.values["parallel.activation_checkpointing"].push_back(name);  // true is layer
   // The device's precisions; with a profile calibrated for this model, only those it measured: a

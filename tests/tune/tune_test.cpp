@@ -173,6 +173,27 @@ TEST_CASE("tune: a configuration that does not fit device memory is never picked
   CHECK(faster.step_ms < r.ranked.front().step_ms);  // faster, but it would not fit
 }
 
+TEST_CASE("tune: the rank order is searched when asked for, and the faster one picked", "[tune]") {
+  // 16 A100s on two nodes, data 4 x pipeline 4: under tp-dp-pp each stage's all-reduce stays in a
+  // node (its 4 replicas on neighbouring devices), under tp-pp-dp it crosses the network.
+  const plan::Scenario s = plan::load_scenario(source("scenarios/gpipe-1b-4xA100.yaml"), {"parallel.data=4", "parallel.schedule=1f1b"});
+  tune::Evaluator ev(s);
+  tune::Space space = tune::default_space(s);
+  CHECK(space.of("parallel.rank_order").size() == 1);  // not searched unless asked
+  for (const char* fixed : {"parallel.data=4", "parallel.pipeline=4", "parallel.tensor=1", "parallel.schedule=1f1b",
+                            "parallel.chunks=8", "parallel.precision=bf16", "parallel.activation_checkpointing=false",
+                            "parallel.bucket_cap_mb=25", "parallel.first_bucket_mb=1", "parallel.partition_len=balanced",
+                            "parallel.sequence_parallel=false", "parallel.rank_order=tp-dp-pp,tp-pp-dp"})
+    tune::search(&space, fixed);
+  const auto r = tune::search(ev, space, {});
+  // The ranked rows also hold PyTorch's defaults (chunks = pipeline, an even split) as a reference.
+  REQUIRE(r.ranked.size() >= 2);
+  CHECK(r.ranked[0].config.rank_order == plan::RankOrder::tensor_data_pipeline);
+  CHECK(r.ranked[1].config.rank_order == plan::RankOrder::tensor_pipeline_data);
+  CHECK(r.ranked[1].config.chunks == r.ranked[0].config.chunks);
+  CHECK(r.ranked[0].step_ms < r.ranked[1].step_ms);
+}
+
 TEST_CASE("tune: the overrides of a configuration plan it exactly as the typed knobs do", "[tune]") {
   const std::string file = source("scenarios/gpipe-1b-4xA100.yaml");
   const plan::Scenario s = plan::load_scenario(file, {});
