@@ -8,11 +8,10 @@
 #include <sstream>
 #include <thread>
 
-#include "exec/data.hpp"
 #include "exec/gpu.hpp"
 #include "exec/host_memory.hpp"
-#include "exec/host_probe.hpp"
 #include "exec/launcher.hpp"
+#include "exec/measuring.hpp"
 #include "exec/model.hpp"
 #include "exec/threads.hpp"
 #include "profiler/compare.hpp"
@@ -20,171 +19,15 @@
 namespace parallax::exec {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using namespace measuring;
+
 constexpr auto kIdleWait = std::chrono::seconds(1800);  // rank 1 idles while rank 0 measures
 const std::string kProbePortKey = "parallax/calibrate/probe-port";  // + "/" + the probe's index
 const std::string kByeKey = "parallax/calibrate/bye";
 const std::string kStopComputeKey = "parallax/calibrate/stop-compute";
 constexpr size_t kSharedCoreSamples = 4;  // signatures timed while the other rank computes
 
-double us_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
-}
-
 using profiler::median;
-
-// The lower quartile: a cost alone, as the machine gives it when nothing else interferes.
-// Bursts of interference on this shared VM (another tenant, a descheduled vCPU) can slow half
-// the repeats of one measurement by 10x; the median then moves, the lower quartile does not.
-// What a run adds on top is measured by the in-run probe, against these figures.
-double lower_quartile(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[(v.size() - 1) / 4];
-}
-
-// The host's speed while measuring (exec/host_probe.hpp). This project's shared VMs switch
-// between a fast and a slow state for seconds to minutes; a layer measured in the slow one costs
-// 1.3-1.8x more, and two calibrations that land in different states disagree by as much. Each
-// sample is taken just after a probe, and a figure is made from the samples taken at the fastest
-// host speed seen (the reference) when it has enough of them.
-class HostGate {
- public:
-  /// Probes for a moment first, so that the earliest measurements have a reference too.
-  HostGate() {
-    for (int i = 0; i < 200; ++i) probe();
-  }
-  double probe() {
-    const double us = host_probe_us();
-    reference_us_ = std::min(reference_us_, us);
-    return us;
-  }
-  double reference_us() const { return reference_us_; }
-  bool at_speed(double probe_us) const { return plan::host_at_speed(probe_us, reference_us_); }
-  /// Counts a figure made from samples at speed (or not).
-  void count(bool at_speed) { (at_speed ? at_speed_ : slow_) += 1; }
-  int figures_at_speed() const { return at_speed_; }
-  int figures_slow() const { return slow_; }
-
- private:
-  double reference_us_ = 1e300;
-  int at_speed_ = 0, slow_ = 0;
-};
-
-// How long to keep repeating one measurement.
-struct Budget {
-  int min_reps = 12;
-  int max_reps = 200;
-  double min_total_us = 60'000;
-  HostGate* gate = nullptr;  ///< none: every sample counts
-};
-Budget budget(bool quick, HostGate* gate) { return quick ? Budget{8, 60, 20'000, gate} : Budget{12, 200, 60'000, gate}; }
-
-// The fewest samples at the host's reference speed a figure is made of; with fewer, of all.
-constexpr size_t kMinSamplesAtSpeed = 4;
-
-// Repeats `rep` (which returns one sample per named figure) after one warm-up call, and returns
-// each figure's lower quartile over the samples taken at the host's reference speed (all of
-// them when too few were). Slow samples do not count towards the time budget, up to max_reps.
-std::vector<double> repeat(const std::function<std::vector<double>()>& rep, const Budget& b) {
-  rep();
-  std::vector<std::vector<double>> samples;
-  std::vector<bool> at_speed;
-  size_t fast = 0;
-  double total = 0;
-  for (int i = 0; i < b.max_reps && (i < b.min_reps || total < b.min_total_us || (b.gate && fast < kMinSamplesAtSpeed)); ++i) {
-    const bool ok = !b.gate || b.gate->at_speed(b.gate->probe());
-    const auto t0 = Clock::now();
-    const auto s = rep();
-    if (ok) total += us_since(t0), ++fast;
-    at_speed.push_back(ok);
-    if (samples.empty()) samples.resize(s.size());
-    for (size_t k = 0; k < s.size(); ++k) samples[k].push_back(s[k]);
-  }
-  // The reference may have dropped during the loop: judge every sample by the final one.
-  const bool use_speed = b.gate && fast >= kMinSamplesAtSpeed;
-  if (b.gate) b.gate->count(use_speed);
-  std::vector<double> out;
-  for (auto& v : samples) {
-    std::vector<double> kept;
-    for (size_t i = 0; i < v.size(); ++i)
-      if (!use_speed || at_speed[i]) kept.push_back(v[i]);
-    out.push_back(lower_quartile(std::move(kept)));
-  }
-  return out;
-}
-
-// A layer's input for a micro-batch, as the previous layer (or the data) gives it, on `device`.
-torch::Tensor layer_input(const plan::Layer& l, int64_t mb, torch::Device device) {
-  const auto& s = l.shape;
-  const auto on = torch::TensorOptions().device(device);
-  switch (l.kind) {
-    case plan::LayerKind::linear: return torch::randn({mb, s.in}, on);
-    case plan::LayerKind::embedding: return torch::randint(0, s.vocab, {mb, s.seq_len}, on.dtype(torch::kLong));
-    case plan::LayerKind::encoder:
-    case plan::LayerKind::head: return torch::randn({s.seq_len, mb, s.hidden}, on);
-    case plan::LayerKind::synthetic: break;
-  }
-  throw std::logic_error("synthetic layers are not measured");
-}
-
-torch::Tensor loss_target(const plan::Layer& last, int64_t mb, torch::Device device) {
-  const auto on = torch::TensorOptions().device(device).dtype(torch::kLong);
-  if (last.kind == plan::LayerKind::head) return torch::randint(0, last.shape.vocab, {mb, last.shape.seq_len}, on);
-  return torch::randint(0, last.shape.out, {mb}, on);
-}
-
-// The autocast type of a precision (fp32: autocast off).
-c10::ScalarType autocast_type(plan::Precision p) {
-  return p == plan::Precision::bf16 ? at::kBFloat16 : p == plan::Precision::fp16 ? at::kHalf : at::kFloat;
-}
-
-// Times the phases of one repeat. On the CPU: the host clock around each phase. On a GPU: CUDA
-// events around each phase's launches on the current stream, as a run times its compute actions
-// (exec/gpu.hpp), read after one synchronize per repeat. A phase then costs what the device took
-// from its first launch to its last kernel's end, host gaps between launches included, which is
-// what a run's F and B spans on a GPU hold.
-class PhaseClock {
- public:
-  explicit PhaseClock(torch::Device device)
-      : device_(device), events_(device.is_cuda() ? gpu::make_compute_timer() : nullptr) {}
-
-  void begin() {
-    if (!events_) {
-      t0_ = Clock::now();
-      return;
-    }
-    if (!started_) {
-      torch::cuda::synchronize(device_.index());  // the anchor event must run at once
-      events_->start_step(0);
-      started_ = true;
-    }
-    events_->begin();
-  }
-  void end() {
-    if (events_) events_->end();
-    else host_us_.push_back(us_since(t0_));
-  }
-  /// This repeat's phases in microseconds, in order; the clock is then ready for the next one.
-  std::vector<double> lap() {
-    std::vector<double> out;
-    if (!events_) {
-      out.swap(host_us_);
-      return out;
-    }
-    torch::cuda::synchronize(device_.index());
-    for (const auto& [b, e] : events_->collect()) out.push_back(static_cast<double>(e - b) / 1e3);
-    started_ = false;
-    return out;
-  }
-
- private:
-  torch::Device device_;
-  std::unique_ptr<gpu::ComputeTimer> events_;
-  bool started_ = false;
-  Clock::time_point t0_;
-  std::vector<double> host_us_;
-};
 
 // One layer signature to measure, with an example layer and what its models need.
 struct Work {
@@ -196,34 +39,6 @@ struct Work {
   int largest_batch = 1;
 };
 
-// The optimizer step (and zero_grad) over the parameter tensors `ps`.
-double optimizer_step_us(const plan::OptimizerSpec& spec, std::vector<torch::Tensor> ps, const Budget& b,
-                         PhaseClock& clock) {
-  std::vector<torch::Tensor> grads;
-  for (auto& p : ps) {
-    p = p.detach().requires_grad_(true);
-    grads.push_back(torch::randn_like(p));
-  }
-  std::unique_ptr<torch::optim::Optimizer> opt;
-  if (spec.kind == "sgd")
-    opt = std::make_unique<torch::optim::SGD>(ps, torch::optim::SGDOptions(0.01).momentum(spec.momentum));
-  else if (spec.kind == "adam")
-    opt = std::make_unique<torch::optim::Adam>(ps, torch::optim::AdamOptions(1e-3));
-  else
-    opt = std::make_unique<torch::optim::AdamW>(ps, torch::optim::AdamWOptions(1e-3));
-  return repeat(
-             [&] {
-               // Each repeat's gradients, untimed: zero_grad() drops them in LibTorch 2.x
-               // (set_to_none), as a run's next backward makes them anew; 1.13 zeroes them.
-               for (size_t i = 0; i < ps.size(); ++i) ps[i].mutable_grad() = grads[i];
-               clock.begin();
-               opt->step();
-               opt->zero_grad();
-               clock.end();
-               return clock.lap();
-             },
-             b)[0];
-}
 
 class Calibrator {
  public:
@@ -268,9 +83,18 @@ class Calibrator {
     }
     if (!options_.quick) slow = second_pass(&c);
     remeasure(&c, slow);
-    measure_data(c);
-    measure_optimizers(c);
-    c.copy_gb_per_s = copy_gb_per_s();
+    const Bench on_device{device_, &clock_, budget_, options_.quick};
+    for (const DataCost& d : measure_data(plans_, on_device)) {
+      c.data[d.key] = d.input;
+      c.data[d.target_key] = d.target;
+      say("data " + d.key + ": " + fmt(d.input.us.front()) + ".." + fmt(d.input.us.back()) + " us per micro-batch");
+    }
+    for (const plan::OptimizerCost& o : measure_optimizers(plans_, on_device)) {
+      c.optimizers.push_back(o);
+      say("optimizer " + o.kind + (o.momentum ? " (momentum)" : "") + ": " + fmt(o.by_params.us.front()) + " us at " +
+          fmt(o.by_params.mb.front()) + " parameters .. " + fmt(o.by_params.us.back()) + " us at " + fmt(o.by_params.mb.back()));
+    }
+    c.copy_gb_per_s = copy_gb_per_s(on_device);
     say("memory copy " + fmt(c.copy_gb_per_s) + " GB/s");
     if (device_.is_cuda()) {
       // One GPU, one rank: the layers have the device to themselves in a run too, and the
@@ -281,7 +105,7 @@ class Calibrator {
     c.shared_cores = shared_cores(c.backward_call_us);
     say("a layer takes " + fmt(c.shared_cores) + "x its time alone while the other rank computes too");
     command("gloo");
-    gloo(&c);
+    measure_gloo(comm_, &c);
     say("Gloo send call " + fmt(c.send_call.us.front()) + ".." + fmt(c.send_call.us.back()) + " us (" +
         bytes_text(c.send_call.mb.front()) + ".." + bytes_text(c.send_call.mb.back()) + "), delivery after it " +
         fmt(c.p2p.latency_us) + " us + " + fmt(c.p2p.bandwidth_gb_per_s) + " GB/s; all-reduce (2 ranks) " +
@@ -411,7 +235,7 @@ class Calibrator {
     layer.signature = loss.signature = plan::layer_signature(w.layer, w.precision);
     Stage module(std::vector<plan::Layer>{w.layer}, 0, 1, /*seed=*/1);
     module->to(device_);
-    const c10::ScalarType autocast = autocast_type(w.precision);
+    const c10::ScalarType autocast = compute_dtype(w.precision);
     const bool float_input = w.layer.kind != plan::LayerKind::embedding;
     double last_pass_us = 0;
     for (int mb : calibration_sizes({w.used.begin(), w.used.end()}, w.largest_batch, options_.quick)) {
@@ -555,183 +379,7 @@ class Calibrator {
     }
   }
 
-  // Loading one micro-batch as the executor does (stage 0 with its input, the last stage the
-  // target only), per data source and model input.
-  void measure_data(plan::Calibration& c) {
-    std::set<std::string> done;
-    for (const plan::Plan& p : plans_) {
-      const std::string key = plan::data_key(p.scenario.data.source, p.layers().front(), true);
-      if (!done.insert(key).second) continue;
-      // A copy of the plan whose micro-batch size we change between measurements: DataSource
-      // reads it by reference, and its global batch (set at construction) covers every size.
-      plan::Plan probe = p;
-      const int largest = p.scenario.data.batch_size;
-      probe.scenario.data.batch_size = largest;
-      probe.scenario.parallel.chunks = 1;
-      probe.scenario.parallel.data = 1;
-      probe.scenario.parallel.grad_accumulation = 1;
-      probe.microbatch_size = largest;
-      DataSource data(probe);
-      plan::CostCurve input, target;
-      int64_t step = 0;
-      for (int mb : calibration_sizes({p.microbatch_size}, largest, options_.quick)) {
-        probe.microbatch_size = mb;
-        const auto t = repeat(
-            [&] {
-              auto t0 = Clock::now();
-              data.micro_batch(step, 0, 0, true);
-              const double with_input = us_since(t0);
-              t0 = Clock::now();
-              data.micro_batch(step++, 0, 0, false);
-              return std::vector<double>{with_input, us_since(t0)};
-            },
-            budget_);
-        input.mb.push_back(mb);
-        input.us.push_back(t[0]);
-        target.mb.push_back(mb);
-        target.us.push_back(t[1]);
-      }
-      c.data[key] = input;
-      c.data[plan::data_key(p.scenario.data.source, p.layers().front(), false)] = target;
-      say("data " + key + ": " + fmt(input.us.front()) + ".." + fmt(input.us.back()) + " us per micro-batch");
-    }
-  }
-
-  void measure_optimizers(plan::Calibration& c) {
-    std::set<std::pair<std::string, bool>> done;
-    for (const plan::Plan& p : plans_) {
-      const auto& o = p.scenario.optimizer;
-      if (!done.insert({o.kind, o.momentum > 0}).second) continue;
-      // Per-parameter cost bends where the state leaves the caches: a table over stage sizes.
-      const plan::CostCurve curve = device_.is_cuda() ? stage_optimizer_curve(o) : optimizer_curve(o);
-      c.optimizers.push_back({o.kind, o.momentum > 0, curve});
-      say("optimizer " + o.kind + (o.momentum > 0 ? " (momentum)" : "") + ": " + fmt(curve.us.front()) + " us at " +
-          fmt(curve.mb.front()) + " parameters .. " + fmt(curve.us.back()) + " us at " + fmt(curve.mb.back()));
-    }
-  }
-
-  // On the CPU: `params` parameters in four tensors, at powers of 4 up to the largest stage.
-  plan::CostCurve optimizer_curve(const plan::OptimizerSpec& o) {
-    plan::CostCurve curve;
-    for (int64_t n = 1 << 12; n <= largest_stage_params(); n *= 4) {
-      std::vector<torch::Tensor> parts;
-      for (int i = 0; i < 4; ++i) parts.push_back(torch::randn({n / 4}, torch::TensorOptions().device(device_)));
-      curve.mb.push_back(static_cast<double>(n));
-      curve.us.push_back(optimizer_step_us(o, std::move(parts), budget_, clock_));
-    }
-    return curve;
-  }
-
-  // On a GPU: each stage of the plans with its own parameter tensors, a point per stage size.
-  // LibTorch's optimizers launch a few kernels per tensor, one tensor after another, so on a GPU
-  // their step follows the number and shapes of the tensors more than their total size (a
-  // 67M-parameter transformer's AdamW step took 2.3 ms on an H200's device in a run, a quarter
-  // of it idle between launches, and 3.9 ms of the host's time to launch).
-  plan::CostCurve stage_optimizer_curve(const plan::OptimizerSpec& o) {
-    std::map<double, double> points;  // parameters -> us
-    for (const plan::Plan& p : plans_) {
-      if (p.scenario.optimizer.kind != o.kind || (p.scenario.optimizer.momentum > 0) != (o.momentum > 0)) continue;
-      for (const plan::Stage& st : p.stages) {
-        const double n = static_cast<double>(st.param_bytes) / 4.0;  // as the simulator looks it up
-        if (points.count(n)) continue;
-        Stage module(p, st.index, /*seed=*/1);
-        module->to(device_);
-        points[n] = optimizer_step_us(o, module->parameters(), budget_, clock_);
-      }
-    }
-    plan::CostCurve curve;
-    for (const auto& [n, us] : points) {
-      curve.mb.push_back(n);
-      curve.us.push_back(us);
-    }
-    return curve;
-  }
-
-  // Parameters of the largest stage of any plan, rounded up to the next power of 4 from 4096.
-  int64_t largest_stage_params() const {
-    int64_t most = 1 << 12;
-    for (const auto& p : plans_)
-      for (const auto& st : p.stages) most = std::max(most, st.param_bytes / 4);
-    int64_t n = 1 << 12;
-    while (n < most) n *= 4;
-    return n;
-  }
-
-  double copy_gb_per_s() {
-    const auto src = torch::randn({1 << 22}, torch::TensorOptions().device(device_));
-    auto dst = torch::empty_like(src);
-    const double us = repeat(
-        [&] {
-          clock_.begin();
-          dst.copy_(src);
-          clock_.end();
-          return clock_.lap();
-        },
-        budget_)[0];
-    return static_cast<double>(src.nbytes()) / (us * 1e3);
-  }
-
   // --- both ranks ---
-
-  void gloo(plan::Calibration* c) {
-    const std::vector<int64_t> sizes = {1 << 8, 1 << 10, 1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22};  // floats
-    std::vector<double> bytes, call, delivery, allreduce;
-    for (int64_t n : sizes) {
-      auto t = torch::zeros({n});
-      auto back = torch::zeros({n});
-      auto token = torch::zeros({1});
-      const int reps = n >= (1 << 20) ? 8 : 30;
-      std::vector<double> in_call, one_way, ar;
-      // Every message here has its receive posted first, so that the sender writes the payload
-      // in its send call (the run's other order is measured by the in-run probe): rank 1 posts
-      // its receive, then tells rank 0 with a token over the same connection, which arrives after
-      // the receive's notification; rank 0 posts the pong's receive before it sends.
-      for (int r = 0; r < reps + 2; ++r) {
-        std::vector<torch::Tensor> v{t}, w{back}, k{token};
-        if (comm_.rank() == 0) {
-          auto pong = comm_.world().recv(w, 1, 8);
-          comm_.world().recv(k, 1, 9)->wait();
-          const auto t0 = Clock::now();
-          auto work = comm_.world().send(v, 1, 7);
-          if (r >= 2) in_call.push_back(us_since(t0));
-          pong->wait();
-          if (r >= 2) one_way.push_back(us_since(t0) / 2);
-          work->wait();
-        } else {
-          auto ping = comm_.world().recv(v, 0, 7);
-          comm_.world().send(k, 0, 9)->wait();
-          ping->wait();
-          comm_.world().send(w, 0, 8)->wait();
-        }
-        const auto t1 = Clock::now();
-        comm_.world().allreduce(v)->wait();
-        if (r >= 2) ar.push_back(us_since(t1));
-      }
-      bytes.push_back(static_cast<double>(t.nbytes()));
-      if (comm_.rank() == 0) {
-        call.push_back(median(in_call));
-        // A one-way trip is the send call, then delivery (the receiver's Gloo thread reading).
-        delivery.push_back(std::max(0.0, median(one_way) - call.back()));
-      }
-      allreduce.push_back(median(ar));
-    }
-    if (!c) return;
-    c->send_call.mb = bytes;
-    c->send_call.us = call;
-    c->p2p = alpha_beta(bytes, delivery);
-    c->allreduce = alpha_beta(bytes, allreduce);
-    c->allreduce_ranks = 2;
-  }
-
-  // Latency from the smallest message, bandwidth from the slope over the large ones.
-  static plan::AlphaBeta alpha_beta(const std::vector<double>& bytes, const std::vector<double>& us) {
-    const size_t from = bytes.size() / 2;
-    const auto fit = plan::fit_linear({bytes.begin() + from, bytes.end()}, {us.begin() + from, us.end()});
-    plan::AlphaBeta ab;
-    ab.bandwidth_gb_per_s = fit.per_sample_us > 0 ? 1.0 / (fit.per_sample_us * 1e3) : 1e3;
-    ab.latency_us = std::max(0.0, us.front() - bytes.front() / (ab.bandwidth_gb_per_s * 1e3));
-    return ab;
-  }
 
   // --- commands from rank 0 to the other rank, through the store ---
 
@@ -748,7 +396,7 @@ class Calibrator {
       const std::string cmd(bytes.begin(), bytes.end());
       if (cmd == "done") return;
       if (cmd == "gloo") {
-        gloo(nullptr);
+        measure_gloo(comm_, nullptr);
         continue;
       }
       if (cmd == "compute") {

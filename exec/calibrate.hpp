@@ -14,7 +14,9 @@
 //    run`; their traces go back to the caller, which compares them with the simulator to get the
 //    in-run factors.
 // Each figure of 1 is the lower quartile of repeated runs after a warm-up (the cost alone, unmoved
-// by bursts of interference), each of 2 the median.
+// by bursts of interference), each of 2 the median. exec/calibrate.cpp decides what to measure
+// and in which order; the measuring itself (repeats, clocks, data, optimizer, Gloo) is in
+// exec/measuring.hpp.
 //
 // On a GPU (CalibrateOptions::device) it runs as one rank and measures step 1 alone, timed with
 // CUDA events.

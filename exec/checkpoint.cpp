@@ -134,4 +134,45 @@ void load_stage(const std::string& dir, int64_t step, int stage, torch::nn::Modu
   opt.load(opt_archive);
 }
 
+void save_job_checkpoint(Communicator& comm, const std::string& dir, int64_t step, int replica,
+                         const std::vector<StageShard>& shards, const std::string& state,
+                         const std::function<void()>& fault) {
+  if (replica == 0)
+    for (const StageShard& s : shards) save_stage(dir, step, s.stage, *s.module, *s.optimizer, fault);
+  else
+    fault();
+  comm.barrier("checkpoint " + checkpoint_folder(dir, step) + " (every shard written)");
+  if (comm.rank() == 0) mark_complete(dir, step, state);
+}
+
+namespace {
+
+std::string resume_message(const std::string& dir, const CheckpointScan& scan) {
+  std::string text = scan.latest ? "resumed from " + checkpoint_folder(dir, *scan.latest) +
+                                       ", the newest complete checkpoint; continuing after step " +
+                                       std::to_string(*scan.latest)
+                                 : "no complete checkpoint in " + dir + "; starting from the first step";
+  for (int64_t s : scan.skipped) text += "\n  skipped " + checkpoint_folder(dir, s) + " (no COMPLETE marker: a torn save)";
+  return text;
+}
+
+}  // namespace
+
+Resumed resume_job(Communicator& comm, const std::string& dir, const std::vector<StageShard>& shards,
+                   const std::function<void(const std::string&)>& say) {
+  std::string chosen;
+  if (comm.rank() == 0) {
+    const CheckpointScan scan = scan_checkpoints(dir);
+    chosen = scan.latest ? std::to_string(*scan.latest) : "none";
+    say(resume_message(dir, scan));
+  }
+  chosen = comm.share_from_rank0("parallax/resume", chosen);
+  if (chosen == "none") return {};
+  Resumed r;
+  r.step = std::stoll(chosen);
+  for (const StageShard& s : shards) load_stage(dir, r.step, s.stage, *s.module, *s.optimizer);
+  r.state = marker_state(dir, r.step);
+  return r;
+}
+
 }  // namespace parallax::exec

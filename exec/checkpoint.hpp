@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "exec/comm.hpp"
+
 namespace parallax::exec {
 
 /// DIR/step-N, the folder of one checkpoint.
@@ -38,5 +40,34 @@ CheckpointScan scan_checkpoints(const std::string& dir);
 
 /// Loads stage `stage` of step `step`; throws naming the file when it is missing or not that step.
 void load_stage(const std::string& dir, int64_t step, int stage, torch::nn::Module& module, torch::optim::Optimizer& opt);
+
+// --- a job's checkpoint, each rank calling with its own stages ---
+
+/// One of a rank's stages as its checkpoint holds it.
+struct StageShard {
+  int stage = 0;
+  torch::nn::Module* module = nullptr;
+  torch::optim::Optimizer* optimizer = nullptr;
+};
+
+/// This rank's part of step `step`'s checkpoint. Replicas of a stage hold the same parameters and
+/// optimizer state (DDP averages every gradient before the step), so replica 0 writes each stage:
+/// one writer per file (`fault` runs before each rename there, where tests inject a crash; once
+/// on the other replicas). Every rank then waits at a barrier, so every shard is durable, and
+/// only then does rank 0 write the marker, with `state`.
+void save_job_checkpoint(Communicator& comm, const std::string& dir, int64_t step, int replica,
+                         const std::vector<StageShard>& shards, const std::string& state,
+                         const std::function<void()>& fault);
+
+/// What resume_job found: the step to start from (0: none) and the marker's state line.
+struct Resumed {
+  int64_t step = 0;
+  std::string state;
+};
+/// Loads the newest complete checkpoint on every rank (replicas read the same shard). Rank 0 picks
+/// it, says which (`say`), and hands the choice to the others, so all ranks load the same step
+/// even when they see the folder at different moments.
+Resumed resume_job(Communicator& comm, const std::string& dir, const std::vector<StageShard>& shards,
+                   const std::function<void(const std::string&)>& say);
 
 }  // namespace parallax::exec

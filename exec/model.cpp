@@ -106,6 +106,17 @@ torch::Tensor StageImpl::forward_layer(int index, torch::Tensor x) {
   return e.call_other(x);
 }
 
+torch::ScalarType compute_dtype(plan::Precision p) {
+  return p == plan::Precision::bf16 ? torch::kBFloat16 : p == plan::Precision::fp16 ? torch::kHalf : torch::kFloat;
+}
+
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const plan::OptimizerSpec& o, const std::vector<torch::Tensor>& params) {
+  if (o.kind == "sgd")
+    return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(o.lr).momentum(o.momentum).weight_decay(o.weight_decay));
+  if (o.kind == "adam") return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(o.lr).weight_decay(o.weight_decay));
+  return std::make_unique<torch::optim::AdamW>(params, torch::optim::AdamWOptions(o.lr).weight_decay(o.weight_decay));
+}
+
 std::vector<int64_t> output_shape(const plan::Layer& layer, int64_t microbatch) {
   const auto& s = layer.shape;
   switch (layer.kind) {

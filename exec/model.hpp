@@ -65,6 +65,13 @@ class AutocastScope {
   c10::DeviceType device_;
 };
 
+/// The torch type a precision computes in: what autocast runs at and stage-to-stage tensors carry.
+torch::ScalarType compute_dtype(plan::Precision p);
+
+/// The scenario's optimizer over `params`, as torch.optim builds it: sgd (momentum, weight decay),
+/// adam or adamw. One rule for the runtime and for calibrate's timing of the step.
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const plan::OptimizerSpec& o, const std::vector<torch::Tensor>& params);
+
 /// Shape of a layer's output for a micro-batch (what crosses a stage boundary).
 std::vector<int64_t> output_shape(const plan::Layer& layer, int64_t microbatch);
 

@@ -12,6 +12,42 @@
 
 namespace parallax::exec {
 
+void append_timed_actions(const std::vector<std::pair<int64_t, int64_t>>& times, const std::vector<plan::Action>& timed,
+                          int rank, int64_t step, std::vector<plan::DeviceSpan>* spans) {
+  for (size_t i = 0; i < times.size() && i < timed.size(); ++i) {
+    plan::DeviceSpan d;
+    d.rank = rank;
+    d.lane = kCudaEventLane;
+    d.name = timed[i].id();
+    d.start = plan::Time::ns(times[i].first);
+    d.end = plan::Time::ns(times[i].second);
+    d.attributed = true;
+    d.action = timed[i];
+    d.step = static_cast<int32_t>(step);
+    spans->push_back(std::move(d));
+  }
+}
+
+// Puts this rank's spans on rank 0's clock (drift corrected between the two estimates).
+void align_to_rank0(const std::vector<profiler::RoundTrip>& start, const std::vector<profiler::RoundTrip>& end,
+                    RankResult* result) {
+  result->clock.rank = result->rank;
+  if (start.empty()) return;  // rank 0 is the reference
+  const profiler::ClockModel model(profiler::estimate_offset(start), profiler::estimate_offset(end));
+  for (auto& e : result->events) {
+    e.start = plan::Time::ns(model.to_reference(e.start.count_ns()));
+    e.end = plan::Time::ns(model.to_reference(e.end.count_ns()));
+  }
+  for (auto& i : result->instants) i.at = plan::Time::ns(model.to_reference(i.at.count_ns()));
+  for (auto& d : result->device) {
+    d.start = plan::Time::ns(model.to_reference(d.start.count_ns()));
+    d.end = plan::Time::ns(model.to_reference(d.end.count_ns()));
+  }
+  result->clock.offset_ns = model.offset_at_start();
+  result->clock.drift_ppm = model.drift_ppm();
+  result->clock.error_bound_ns = model.error_bound();
+}
+
 std::string result_to_json(const RankResult& r) {
   nlohmann::json steps = nlohmann::json::array(), events = nlohmann::json::array(), instants = nlohmann::json::array();
   for (const auto& i : r.instants) instants.push_back({i.at.count_ns(), i.name, i.step});

@@ -1,20 +1,11 @@
 #include "exec/runtime.hpp"
 
-#include <ATen/autocast_mode.h>
-#include <malloc.h>
-#include <sys/resource.h>
-#include <unistd.h>
-
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
-#include <deque>
 #include <exception>
-#include <fstream>
 #include <limits>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <thread>
@@ -24,6 +15,7 @@
 #include "exec/data.hpp"
 #include "exec/ddp.hpp"
 #include "exec/device.hpp"
+#include "exec/evaluation.hpp"
 #include "exec/faults.hpp"
 #include "exec/gpu_activity.hpp"
 #include "exec/gpu.hpp"
@@ -89,9 +81,7 @@ class Runtime {
     for (int s : plan.ranks[launch.rank].stages) build_stage(s);
     slots_.resize(plan.stages.size());
     for (auto& v : slots_) v.resize(plan.schedule.microbatches());
-    dtype_ = p_.precision == plan::Precision::bf16   ? torch::kBFloat16
-             : p_.precision == plan::Precision::fp16 ? torch::kHalf
-                                                     : torch::kFloat;
+    dtype_ = compute_dtype(p_.precision);
     if (auto scaler = scaler_options(p_.precision)) scaler_.emplace(*scaler);
     if (train_device_.is_cuda()) gpu_timer_ = gpu::make_compute_timer();
     gpu_activity_ = GpuActivity::start(launch.rank);
@@ -119,13 +109,17 @@ class Runtime {
     memory_.peak_rss_bytes = train_device_.is_cuda() ? gpu::peak_allocated_bytes(train_device_.index())
                                                      : std::max(memory_.baseline_rss_bytes, peak_resident_bytes());
     result.memory = memory_;
-    if (data_.has_test_set()) evaluate(&result.correct, &result.tested);
+    if (data_.has_test_set()) {
+      std::map<int, Stage*> modules;
+      for (auto& [index, st] : stages_) modules[index] = &st.module;
+      evaluate_test_set(plan_, data_, replica_, modules, train_device_, dtype_, comm_, &result.correct, &result.tested);
+    }
     const auto clock_end = comm_.clock_round_trips("end", kClockRoundTrips);
     result.events = tracer_.events();
     result.instants = tracer_.instants();
     result.device = std::move(device_);
     result.dropped = tracer_.dropped();
-    align_clock(clock_start, clock_end, &result);
+    align_to_rank0(clock_start, clock_end, &result);
     return result;
   }
 
@@ -133,26 +127,6 @@ class Runtime {
 
  private:
   static constexpr int kClockRoundTrips = 8;
-
-  // Puts this rank's spans on rank 0's clock (drift corrected between the two estimates).
-  static void align_clock(const std::vector<profiler::RoundTrip>& start, const std::vector<profiler::RoundTrip>& end,
-                          RankResult* result) {
-    result->clock.rank = result->rank;
-    if (start.empty()) return;  // rank 0 is the reference
-    const profiler::ClockModel model(profiler::estimate_offset(start), profiler::estimate_offset(end));
-    for (auto& e : result->events) {
-      e.start = plan::Time::ns(model.to_reference(e.start.count_ns()));
-      e.end = plan::Time::ns(model.to_reference(e.end.count_ns()));
-    }
-    for (auto& i : result->instants) i.at = plan::Time::ns(model.to_reference(i.at.count_ns()));
-    for (auto& d : result->device) {
-      d.start = plan::Time::ns(model.to_reference(d.start.count_ns()));
-      d.end = plan::Time::ns(model.to_reference(d.end.count_ns()));
-    }
-    result->clock.offset_ns = model.offset_at_start();
-    result->clock.drift_ppm = model.drift_ppm();
-    result->clock.error_bound_ns = model.error_bound();
-  }
 
   struct StageState {
     Stage module{nullptr};
@@ -165,16 +139,7 @@ class Runtime {
     StageState st;
     st.module = Stage(plan_, s, plan_.scenario.data.seed);
     st.module->to(train_device_);  // before the optimizer and the DDP buckets take its parameters
-    const auto& o = plan_.scenario.optimizer;
-    if (o.kind == "sgd")
-      st.optimizer = std::make_unique<torch::optim::SGD>(
-          st.module->parameters(), torch::optim::SGDOptions(o.lr).momentum(o.momentum).weight_decay(o.weight_decay));
-    else if (o.kind == "adam")
-      st.optimizer = std::make_unique<torch::optim::Adam>(st.module->parameters(),
-                                                          torch::optim::AdamOptions(o.lr).weight_decay(o.weight_decay));
-    else
-      st.optimizer = std::make_unique<torch::optim::AdamW>(st.module->parameters(),
-                                                           torch::optim::AdamWOptions(o.lr).weight_decay(o.weight_decay));
+    st.optimizer = make_optimizer(plan_.scenario.optimizer, st.module->parameters());
     if (p_.data > 1)
       st.reducer = std::make_unique<BucketReducer>(plan_.stages[s], st.module, comm_.stage_group(s), p_.data, tracer_);
     stages_.emplace(s, std::move(st));
@@ -281,20 +246,8 @@ class Runtime {
   // This step's compute actions as the GPU ran them (CUDA events), as device spans on the host
   // clock; measured_timeline makes them the actions' compute spans (result.cpp). Returns them.
   std::vector<plan::DeviceSpan> collect_gpu_times(int64_t step) {
-    const auto times = gpu_timer_->collect();
     const size_t first = device_.size();
-    for (size_t i = 0; i < times.size() && i < timed_.size(); ++i) {
-      plan::DeviceSpan d;
-      d.rank = launch_.rank;
-      d.lane = kCudaEventLane;
-      d.name = timed_[i].id();
-      d.start = plan::Time::ns(times[i].first);
-      d.end = plan::Time::ns(times[i].second);
-      d.attributed = true;
-      d.action = timed_[i];
-      d.step = static_cast<int32_t>(step);
-      device_.push_back(std::move(d));
-    }
+    append_timed_actions(gpu_timer_->collect(), timed_, launch_.rank, step, &device_);
     timed_.clear();
     return {device_.begin() + static_cast<std::ptrdiff_t>(first), device_.end()};
   }
@@ -462,100 +415,33 @@ class Runtime {
 
   void progress(const std::string& text) { std::fprintf(stderr, "[rank %d] %s\n", launch_.rank, text.c_str()); }
 
-  // Replicas of a stage hold the same parameters and optimizer state (DDP averages every
-  // gradient before the step), so replica 0 writes each stage: one writer per file. The barrier
-  // means every shard is durable; only then does rank 0 write the marker.
+  std::vector<StageShard> shards() {
+    std::vector<StageShard> out;
+    for (auto& [s, st] : stages_) out.push_back({s, st.module.ptr().get(), st.optimizer.get()});
+    return out;
+  }
+
+  // The loss scaler's state is the same on every rank (they agree on every overflow): it rides
+  // in the checkpoint's marker.
   void checkpoint(int64_t step) {
-    const std::string& dir = options_.checkpoint_dir;
-    auto fault = [&] { maybe_inject_fault(launch_.rank, step, FaultPoint::checkpoint_save); };
-    if (replica_ == 0)
-      for (auto& [s, st] : stages_) save_stage(dir, step, s, *st.module, *st.optimizer, fault);
-    else
-      fault();
-    comm_.barrier("checkpoint " + checkpoint_folder(dir, step) + " (every shard written)");
-    // The loss scaler's state is the same on every rank (they agree on every overflow).
     char state[96] = "";
     if (scaler_)
       std::snprintf(state, sizeof state, "loss_scale %.17g growth_tracker %d", scaler_->scale(), scaler_->growth_tracker());
-    if (launch_.rank == 0) mark_complete(dir, step, state);
+    save_job_checkpoint(comm_, options_.checkpoint_dir, step, replica_, shards(), state,
+                        [&] { maybe_inject_fault(launch_.rank, step, FaultPoint::checkpoint_save); });
   }
 
-  // Loads the newest complete checkpoint on every rank (replicas read the same shard) and
-  // returns its step, the first one to run. Rank 0 picks it and hands the choice to the others,
-  // so all ranks load the same step even when they see the folder at different moments.
+  // The first step to run: the newest complete checkpoint's, with the loss scaler's state.
   int64_t resume() {
-    const std::string& dir = options_.checkpoint_dir;
-    std::string chosen;
-    if (launch_.rank == 0) {
-      const CheckpointScan scan = scan_checkpoints(dir);
-      chosen = scan.latest ? std::to_string(*scan.latest) : "none";
-      progress(resume_message(scan));
-    }
-    chosen = comm_.share_from_rank0("parallax/resume", chosen);
-    if (chosen == "none") return 0;
-    const int64_t step = std::stoll(chosen);
-    for (auto& [s, st] : stages_) load_stage(dir, step, s, *st.module, *st.optimizer);
-    if (scaler_) {
-      double scale = 0;
-      int tracker = 0;
-      const std::string state = marker_state(dir, step);
-      if (std::sscanf(state.c_str(), "loss_scale %lf growth_tracker %d", &scale, &tracker) == 2)
-        scaler_->restore(scale, tracker);
-      else
-        progress("checkpoint step " + std::to_string(step) + " has no loss scaler state; starting from the initial scale");
-    }
-    return step;
-  }
-
-  std::string resume_message(const CheckpointScan& scan) const {
-    const std::string& dir = options_.checkpoint_dir;
-    std::string text = scan.latest ? "resumed from " + checkpoint_folder(dir, *scan.latest) +
-                                         ", the newest complete checkpoint; continuing after step " +
-                                         std::to_string(*scan.latest)
-                                   : "no complete checkpoint in " + dir + "; starting from the first step";
-    for (int64_t s : scan.skipped) text += "\n  skipped " + checkpoint_folder(dir, s) + " (no COMPLETE marker: a torn save)";
-    return text;
-  }
-
-  // Test-set accuracy: forward-only through the pipeline, each replica on its share of the set.
-  void evaluate(int64_t* correct, int64_t* tested) {
-    torch::NoGradGuard no_grad;
-    const auto& images = data_.test_images();
-    const int64_t mb = plan_.microbatch_size;
-    const int64_t share = images.size(0) / p_.data;
-    const int64_t batches = share / mb;
-    const int stages = static_cast<int>(plan_.stages.size());
-    const int eval_tag_base = 1 << 28;
-    for (int64_t b = 0; b < batches; ++b) {
-      const int64_t first = replica_ * share + b * mb;
-      for (auto& [s, st] : stages_) {
-        torch::Tensor x;
-        if (s == 0) {
-          x = images.narrow(0, first, mb).to(train_device_);
-        } else {
-          x = torch::empty(output_shape(last_layer(s - 1), mb),
-                           torch::TensorOptions().dtype(dtype_).device(train_device_));
-          const int tag = eval_tag_base + static_cast<int>(b % 100000) * stages + s;
-          const std::string what = "test-set evaluation of stage " + std::to_string(s);
-          comm_.wait(comm_.recv(x, peer(s - 1), tag, what), what, {peer(s - 1)});
-          x = x.to(torch::kFloat);
-        }
-        torch::Tensor out;
-        {
-          AutocastScope autocast(dtype_, train_device_.type());
-          out = st.module->forward(x);
-        }
-        if (is_last(s)) {
-          *correct += out.argmax(1).eq(data_.test_labels().narrow(0, first, mb).to(train_device_)).sum().item<int64_t>();
-          *tested += mb;
-        } else {
-          torch::Tensor t = out.to(dtype_).contiguous();
-          const int tag = eval_tag_base + static_cast<int>(b % 100000) * stages + s + 1;
-          const std::string what = "test-set evaluation of stage " + std::to_string(s);
-          comm_.wait(comm_.send(t, peer(s + 1), tag, what), what, {peer(s + 1)});
-        }
-      }
-    }
+    const Resumed r = resume_job(comm_, options_.checkpoint_dir, shards(), [&](const std::string& m) { progress(m); });
+    if (r.step == 0 || !scaler_) return r.step;
+    double scale = 0;
+    int tracker = 0;
+    if (std::sscanf(r.state.c_str(), "loss_scale %lf growth_tracker %d", &scale, &tracker) == 2)
+      scaler_->restore(scale, tracker);
+    else
+      progress("checkpoint step " + std::to_string(r.step) + " has no loss scaler state; starting from the initial scale");
+    return r.step;
   }
 
   const plan::Plan& plan_;

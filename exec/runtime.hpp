@@ -11,6 +11,7 @@
 #include "exec/comm.hpp"
 #include "plan/plan.hpp"
 #include "plan/timeline.hpp"
+#include "profiler/clock_sync.hpp"
 
 namespace parallax::exec {
 
@@ -51,6 +52,16 @@ struct RankResult {
 /// Runs this rank to the end of data.steps; throws on failure (the message names rank and action).
 /// Rank 0 returns every rank's result (gathered through the c10d store); the others their own.
 std::vector<RankResult> run_rank(const plan::Plan& plan, const LaunchInfo& launch, const RunOptions& options);
+
+/// Appends to `spans` the compute actions `timed` of one step as the GPU ran them (`times`: each
+/// action's device start and end, ns on the host clock), as kCudaEventLane spans.
+void append_timed_actions(const std::vector<std::pair<int64_t, int64_t>>& times, const std::vector<plan::Action>& timed,
+                          int rank, int64_t step, std::vector<plan::DeviceSpan>* spans);
+
+/// Puts a rank's spans on rank 0's clock, drift corrected between the estimates from the round
+/// trips at its start and at its end (none: rank 0 itself, the reference).
+void align_to_rank0(const std::vector<profiler::RoundTrip>& start, const std::vector<profiler::RoundTrip>& end,
+                    RankResult* result);
 
 std::string result_to_json(const RankResult& r);
 /// Every rank's spans in one measured timeline, its clock starting at the earliest of them. A

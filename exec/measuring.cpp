@@ -1,0 +1,335 @@
+#include "exec/measuring.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "exec/calibrate.hpp"
+#include "exec/data.hpp"
+#include "exec/host_probe.hpp"
+#include "exec/model.hpp"
+#include "profiler/compare.hpp"
+
+namespace parallax::exec::measuring {
+
+using profiler::median;
+
+double us_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+}
+
+// The lower quartile: a cost alone, as the machine gives it when nothing else interferes.
+// Bursts of interference on this shared VM (another tenant, a descheduled vCPU) can slow half
+// the repeats of one measurement by 10x; the median then moves, the lower quartile does not.
+// What a run adds on top is measured by the in-run probe, against these figures.
+double lower_quartile(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[(v.size() - 1) / 4];
+}
+
+HostGate::HostGate() {
+  for (int i = 0; i < 200; ++i) probe();
+}
+
+double HostGate::probe() {
+  const double us = host_probe_us();
+  reference_us_ = std::min(reference_us_, us);
+  return us;
+}
+
+bool HostGate::at_speed(double probe_us) const { return plan::host_at_speed(probe_us, reference_us_); }
+
+Budget budget(bool quick, HostGate* gate) { return quick ? Budget{8, 60, 20'000, gate} : Budget{12, 200, 60'000, gate}; }
+
+// The fewest samples at the host's reference speed a figure is made of; with fewer, of all.
+constexpr size_t kMinSamplesAtSpeed = 4;
+
+std::vector<double> repeat(const std::function<std::vector<double>()>& rep, const Budget& b) {
+  rep();
+  std::vector<std::vector<double>> samples;
+  std::vector<bool> at_speed;
+  size_t fast = 0;
+  double total = 0;
+  for (int i = 0; i < b.max_reps && (i < b.min_reps || total < b.min_total_us || (b.gate && fast < kMinSamplesAtSpeed)); ++i) {
+    const bool ok = !b.gate || b.gate->at_speed(b.gate->probe());
+    const auto t0 = Clock::now();
+    const auto s = rep();
+    if (ok) total += us_since(t0), ++fast;
+    at_speed.push_back(ok);
+    if (samples.empty()) samples.resize(s.size());
+    for (size_t k = 0; k < s.size(); ++k) samples[k].push_back(s[k]);
+  }
+  // The reference may have dropped during the loop: judge every sample by the final one.
+  const bool use_speed = b.gate && fast >= kMinSamplesAtSpeed;
+  if (b.gate) b.gate->count(use_speed);
+  std::vector<double> out;
+  for (auto& v : samples) {
+    std::vector<double> kept;
+    for (size_t i = 0; i < v.size(); ++i)
+      if (!use_speed || at_speed[i]) kept.push_back(v[i]);
+    out.push_back(lower_quartile(std::move(kept)));
+  }
+  return out;
+}
+
+torch::Tensor layer_input(const plan::Layer& l, int64_t mb, torch::Device device) {
+  const auto& s = l.shape;
+  const auto on = torch::TensorOptions().device(device);
+  switch (l.kind) {
+    case plan::LayerKind::linear: return torch::randn({mb, s.in}, on);
+    case plan::LayerKind::embedding: return torch::randint(0, s.vocab, {mb, s.seq_len}, on.dtype(torch::kLong));
+    case plan::LayerKind::encoder:
+    case plan::LayerKind::head: return torch::randn({s.seq_len, mb, s.hidden}, on);
+    case plan::LayerKind::synthetic: break;
+  }
+  throw std::logic_error("synthetic layers are not measured");
+}
+
+torch::Tensor loss_target(const plan::Layer& last, int64_t mb, torch::Device device) {
+  const auto on = torch::TensorOptions().device(device).dtype(torch::kLong);
+  if (last.kind == plan::LayerKind::head) return torch::randint(0, last.shape.vocab, {mb, last.shape.seq_len}, on);
+  return torch::randint(0, last.shape.out, {mb}, on);
+}
+
+PhaseClock::PhaseClock(torch::Device device)
+    : device_(device), events_(device.is_cuda() ? gpu::make_compute_timer() : nullptr) {}
+
+void PhaseClock::begin() {
+  if (!events_) {
+    t0_ = Clock::now();
+    return;
+  }
+  if (!started_) {
+    torch::cuda::synchronize(device_.index());  // the anchor event must run at once
+    events_->start_step(0);
+    started_ = true;
+  }
+  events_->begin();
+}
+
+void PhaseClock::end() {
+  if (events_) events_->end();
+  else host_us_.push_back(us_since(t0_));
+}
+
+std::vector<double> PhaseClock::lap() {
+  std::vector<double> out;
+  if (!events_) {
+    out.swap(host_us_);
+    return out;
+  }
+  torch::cuda::synchronize(device_.index());
+  for (const auto& [b, e] : events_->collect()) out.push_back(static_cast<double>(e - b) / 1e3);
+  started_ = false;
+  return out;
+}
+
+double optimizer_step_us(const plan::OptimizerSpec& spec, std::vector<torch::Tensor> ps, const Bench& b) {
+  PhaseClock& clock = *b.clock;
+  std::vector<torch::Tensor> grads;
+  for (auto& p : ps) {
+    p = p.detach().requires_grad_(true);
+    grads.push_back(torch::randn_like(p));
+  }
+  const std::unique_ptr<torch::optim::Optimizer> opt = make_optimizer(spec, ps);
+  return repeat(
+             [&] {
+               // Each repeat's gradients, untimed: zero_grad() drops them in LibTorch 2.x
+               // (set_to_none), as a run's next backward makes them anew; 1.13 zeroes them.
+               for (size_t i = 0; i < ps.size(); ++i) ps[i].mutable_grad() = grads[i];
+               clock.begin();
+               opt->step();
+               opt->zero_grad();
+               clock.end();
+               return clock.lap();
+             },
+             b.budget)[0];
+}
+
+// Loading one micro-batch as the executor does (stage 0 with its input, the last stage the
+// target only), per data source and model input.
+std::vector<DataCost> measure_data(const std::vector<plan::Plan>& plans, const Bench& b) {
+  std::vector<DataCost> out;
+  std::set<std::string> done;
+  for (const plan::Plan& p : plans) {
+    const std::string key = plan::data_key(p.scenario.data.source, p.layers().front(), true);
+    if (!done.insert(key).second) continue;
+    // A copy of the plan whose micro-batch size we change between measurements: DataSource
+    // reads it by reference, and its global batch (set at construction) covers every size.
+    plan::Plan probe = p;
+    const int largest = p.scenario.data.batch_size;
+    probe.scenario.data.batch_size = largest;
+    probe.scenario.parallel.chunks = 1;
+    probe.scenario.parallel.data = 1;
+    probe.scenario.parallel.grad_accumulation = 1;
+    probe.microbatch_size = largest;
+    DataSource data(probe);
+    plan::CostCurve input, target;
+    int64_t step = 0;
+    for (int mb : calibration_sizes({p.microbatch_size}, largest, b.quick)) {
+      probe.microbatch_size = mb;
+      const auto t = repeat(
+          [&] {
+            auto t0 = Clock::now();
+            data.micro_batch(step, 0, 0, true);
+            const double with_input = us_since(t0);
+            t0 = Clock::now();
+            data.micro_batch(step++, 0, 0, false);
+            return std::vector<double>{with_input, us_since(t0)};
+          },
+          b.budget);
+      input.mb.push_back(mb);
+      input.us.push_back(t[0]);
+      target.mb.push_back(mb);
+      target.us.push_back(t[1]);
+    }
+    out.push_back({key, plan::data_key(p.scenario.data.source, p.layers().front(), false), input, target});
+  }
+  return out;
+}
+
+namespace {
+
+// Parameters of the largest stage of any plan, rounded up to the next power of 4 from 4096.
+int64_t largest_stage_params(const std::vector<plan::Plan>& plans) {
+  int64_t most = 1 << 12;
+  for (const auto& p : plans)
+    for (const auto& st : p.stages) most = std::max(most, st.param_bytes / 4);
+  int64_t n = 1 << 12;
+  while (n < most) n *= 4;
+  return n;
+}
+
+// On the CPU: `params` parameters in four tensors, at powers of 4 up to the largest stage.
+plan::CostCurve optimizer_curve(const std::vector<plan::Plan>& plans, const plan::OptimizerSpec& o, const Bench& b) {
+  plan::CostCurve curve;
+  for (int64_t n = 1 << 12; n <= largest_stage_params(plans); n *= 4) {
+    std::vector<torch::Tensor> parts;
+    for (int i = 0; i < 4; ++i) parts.push_back(torch::randn({n / 4}, torch::TensorOptions().device(b.device)));
+    curve.mb.push_back(static_cast<double>(n));
+    curve.us.push_back(optimizer_step_us(o, std::move(parts), b));
+  }
+  return curve;
+}
+
+// On a GPU: each stage of the plans with its own parameter tensors, a point per stage size.
+// LibTorch's optimizers launch a few kernels per tensor, one tensor after another, so on a GPU
+// their step follows the number and shapes of the tensors more than their total size (a
+// 67M-parameter transformer's AdamW step took 2.3 ms on an H200's device in a run, a quarter
+// of it idle between launches, and 3.9 ms of the host's time to launch).
+plan::CostCurve stage_optimizer_curve(const std::vector<plan::Plan>& plans, const plan::OptimizerSpec& o, const Bench& b) {
+  std::map<double, double> points;  // parameters -> us
+  for (const plan::Plan& p : plans) {
+    if (p.scenario.optimizer.kind != o.kind || (p.scenario.optimizer.momentum > 0) != (o.momentum > 0)) continue;
+    for (const plan::Stage& st : p.stages) {
+      const double n = static_cast<double>(st.param_bytes) / 4.0;  // as the simulator looks it up
+      if (points.count(n)) continue;
+      Stage module(p, st.index, /*seed=*/1);
+      module->to(b.device);
+      points[n] = optimizer_step_us(o, module->parameters(), b);
+    }
+  }
+  plan::CostCurve curve;
+  for (const auto& [n, us] : points) {
+    curve.mb.push_back(n);
+    curve.us.push_back(us);
+  }
+  return curve;
+}
+
+}  // namespace
+
+std::vector<plan::OptimizerCost> measure_optimizers(const std::vector<plan::Plan>& plans, const Bench& b) {
+  std::vector<plan::OptimizerCost> out;
+  std::set<std::pair<std::string, bool>> done;
+  for (const plan::Plan& p : plans) {
+    const auto& o = p.scenario.optimizer;
+    if (!done.insert({o.kind, o.momentum > 0}).second) continue;
+    // Per-parameter cost bends where the state leaves the caches: a table over stage sizes.
+    const plan::CostCurve curve = b.device.is_cuda() ? stage_optimizer_curve(plans, o, b) : optimizer_curve(plans, o, b);
+    out.push_back({o.kind, o.momentum > 0, curve});
+  }
+  return out;
+}
+
+double copy_gb_per_s(const Bench& b) {
+  const auto src = torch::randn({1 << 22}, torch::TensorOptions().device(b.device));
+  auto dst = torch::empty_like(src);
+  PhaseClock& clock = *b.clock;
+  const double us = repeat(
+      [&] {
+        clock.begin();
+        dst.copy_(src);
+        clock.end();
+        return clock.lap();
+      },
+      b.budget)[0];
+  return static_cast<double>(src.nbytes()) / (us * 1e3);
+}
+
+namespace {
+
+// Latency from the smallest message, bandwidth from the slope over the large ones.
+plan::AlphaBeta alpha_beta(const std::vector<double>& bytes, const std::vector<double>& us) {
+  const size_t from = bytes.size() / 2;
+  const auto fit = plan::fit_linear({bytes.begin() + from, bytes.end()}, {us.begin() + from, us.end()});
+  plan::AlphaBeta ab;
+  ab.bandwidth_gb_per_s = fit.per_sample_us > 0 ? 1.0 / (fit.per_sample_us * 1e3) : 1e3;
+  ab.latency_us = std::max(0.0, us.front() - bytes.front() / (ab.bandwidth_gb_per_s * 1e3));
+  return ab;
+}
+
+}  // namespace
+
+void measure_gloo(Communicator& comm, plan::Calibration* c) {
+  const std::vector<int64_t> sizes = {1 << 8, 1 << 10, 1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22};  // floats
+  std::vector<double> bytes, call, delivery, allreduce;
+  for (int64_t n : sizes) {
+    auto t = torch::zeros({n});
+    auto back = torch::zeros({n});
+    auto token = torch::zeros({1});
+    const int reps = n >= (1 << 20) ? 8 : 30;
+    std::vector<double> in_call, one_way, ar;
+    // Every message here has its receive posted first, so that the sender writes the payload
+    // in its send call (the run's other order is measured by the in-run probe): rank 1 posts
+    // its receive, then tells rank 0 with a token over the same connection, which arrives after
+    // the receive's notification; rank 0 posts the pong's receive before it sends.
+    for (int r = 0; r < reps + 2; ++r) {
+      std::vector<torch::Tensor> v{t}, w{back}, k{token};
+      if (comm.rank() == 0) {
+        auto pong = comm.world().recv(w, 1, 8);
+        comm.world().recv(k, 1, 9)->wait();
+        const auto t0 = Clock::now();
+        auto work = comm.world().send(v, 1, 7);
+        if (r >= 2) in_call.push_back(us_since(t0));
+        pong->wait();
+        if (r >= 2) one_way.push_back(us_since(t0) / 2);
+        work->wait();
+      } else {
+        auto ping = comm.world().recv(v, 0, 7);
+        comm.world().send(k, 0, 9)->wait();
+        ping->wait();
+        comm.world().send(w, 0, 8)->wait();
+      }
+      const auto t1 = Clock::now();
+      comm.world().allreduce(v)->wait();
+      if (r >= 2) ar.push_back(us_since(t1));
+    }
+    bytes.push_back(static_cast<double>(t.nbytes()));
+    if (comm.rank() == 0) {
+      call.push_back(median(in_call));
+      // A one-way trip is the send call, then delivery (the receiver's Gloo thread reading).
+      delivery.push_back(std::max(0.0, median(one_way) - call.back()));
+    }
+    allreduce.push_back(median(ar));
+  }
+  if (!c) return;
+  c->send_call.mb = bytes;
+  c->send_call.us = call;
+  c->p2p = alpha_beta(bytes, delivery);
+  c->allreduce = alpha_beta(bytes, allreduce);
+  c->allreduce_ranks = 2;
+}
+
+}  // namespace parallax::exec::measuring

@@ -1,0 +1,118 @@
+#pragma once
+// What `parallax calibrate` measures with, apart from the driver that decides what to measure
+// (exec/calibrate.cpp): repeating a measurement until it is steady at the host's reference speed,
+// the clock that times a repeat's phases on the CPU or a GPU, a layer's input, and the
+// measurements that need no layer: loading data, the optimizer step, a memory copy and Gloo
+// between the two ranks. For exec's own files only: not an interface of the exec module.
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "exec/comm.hpp"
+#include "exec/gpu.hpp"
+#include "plan/calibration.hpp"
+#include "plan/plan.hpp"
+
+namespace parallax::exec::measuring {
+
+using Clock = std::chrono::steady_clock;
+
+double us_since(Clock::time_point t0);
+
+/// The lower quartile: a cost alone, as the machine gives it when nothing else interferes.
+double lower_quartile(std::vector<double> v);
+
+/// The host's speed while measuring (exec/host_probe.hpp). This project's shared VMs switch
+/// between a fast and a slow state for seconds to minutes; a layer measured in the slow one costs
+/// 1.3-1.8x more, and two calibrations that land in different states disagree by as much. Each
+/// sample is taken just after a probe, and a figure is made from the samples taken at the fastest
+/// host speed seen (the reference) when it has enough of them.
+class HostGate {
+ public:
+  /// Probes for a moment first, so that the earliest measurements have a reference too.
+  HostGate();
+  double probe();
+  double reference_us() const { return reference_us_; }
+  bool at_speed(double probe_us) const;
+  /// Counts a figure made from samples at speed (or not).
+  void count(bool at_speed) { (at_speed ? at_speed_ : slow_) += 1; }
+  int figures_at_speed() const { return at_speed_; }
+  int figures_slow() const { return slow_; }
+
+ private:
+  double reference_us_ = 1e300;
+  int at_speed_ = 0, slow_ = 0;
+};
+
+/// How long to keep repeating one measurement.
+struct Budget {
+  int min_reps = 12;
+  int max_reps = 200;
+  double min_total_us = 60'000;
+  HostGate* gate = nullptr;  ///< none: every sample counts
+};
+Budget budget(bool quick, HostGate* gate);
+
+/// Repeats `rep` (which returns one sample per named figure) after one warm-up call, and returns
+/// each figure's lower quartile over the samples taken at the host's reference speed (all of
+/// them when too few were). Slow samples do not count towards the time budget, up to max_reps.
+std::vector<double> repeat(const std::function<std::vector<double>()>& rep, const Budget& b);
+
+/// A layer's input for a micro-batch, as the previous layer (or the data) gives it, on `device`.
+torch::Tensor layer_input(const plan::Layer& l, int64_t mb, torch::Device device);
+torch::Tensor loss_target(const plan::Layer& last, int64_t mb, torch::Device device);
+
+/// Times the phases of one repeat. On the CPU: the host clock around each phase. On a GPU: CUDA
+/// events around each phase's launches on the current stream, as a run times its compute actions
+/// (exec/gpu.hpp), read after one synchronize per repeat. A phase then costs what the device took
+/// from its first launch to its last kernel's end, host gaps between launches included, which is
+/// what a run's F and B spans on a GPU hold.
+class PhaseClock {
+ public:
+  explicit PhaseClock(torch::Device device);
+  void begin();
+  void end();
+  /// This repeat's phases in microseconds, in order; the clock is then ready for the next one.
+  std::vector<double> lap();
+
+ private:
+  torch::Device device_;
+  std::unique_ptr<gpu::ComputeTimer> events_;
+  bool started_ = false;
+  Clock::time_point t0_;
+  std::vector<double> host_us_;
+};
+
+/// Where and how a measurement runs: the device, its clock, the repeat budget, --quick.
+struct Bench {
+  torch::Device device;
+  PhaseClock* clock;
+  Budget budget;
+  bool quick = false;
+};
+
+/// The optimizer step (and zero_grad) over the parameter tensors `ps`.
+double optimizer_step_us(const plan::OptimizerSpec& spec, std::vector<torch::Tensor> ps, const Bench& b);
+
+/// Loading one micro-batch as the executor does, per data source and model input of the plans.
+struct DataCost {
+  std::string key, target_key;  ///< plan::data_key with the input, and with the target only
+  plan::CostCurve input, target;
+};
+std::vector<DataCost> measure_data(const std::vector<plan::Plan>& plans, const Bench& b);
+
+/// The optimizer step per kind of the plans' optimizers, over parameter counts.
+std::vector<plan::OptimizerCost> measure_optimizers(const std::vector<plan::Plan>& plans, const Bench& b);
+
+/// A device memory copy's speed.
+double copy_gb_per_s(const Bench& b);
+
+/// Gloo between the two ranks of `comm`, both calling it: the send call, delivery after it and a
+/// 2-rank all-reduce over message sizes, written into `c` on rank 0 (null on the other rank).
+void measure_gloo(Communicator& comm, plan::Calibration* c);
+
+}  // namespace parallax::exec::measuring
