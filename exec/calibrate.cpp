@@ -39,7 +39,6 @@ struct Work {
   int largest_batch = 1;
 };
 
-
 class Calibrator {
  public:
   Calibrator(const std::vector<plan::Plan>& plans, const LaunchInfo& launch, const CalibrateOptions& options)
@@ -406,7 +405,6 @@ class Calibrator {
       throw std::runtime_error("calibrate: unknown command '" + cmd + "' from rank 0");
     }
   }
-
 
   const std::vector<plan::Plan>& plans_;
   Communicator comm_;
