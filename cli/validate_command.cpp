@@ -152,11 +152,19 @@ int validate_command(const ValidateArgs& args, const std::string& self) {
       if (std::abs(o.at_speed_error) >= std::abs(at_speed_worst)) at_speed_worst = o.at_speed_error;
     }
   const double at_speed_mape = at_speed_n ? at_speed_sum / static_cast<double>(at_speed_n) : 0;
-  std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> sweeps;
+  // Per sweep, each configuration's prediction, measured median and range over its runs.
+  struct Sweep {
+    std::vector<double> predicted, measured, low, high;
+  };
+  std::map<std::string, Sweep> sweeps;
   for (size_t i = 0; i < outcomes.size(); ++i)
     if (!configs[i].sweep.empty()) {
-      sweeps[configs[i].sweep].first.push_back(outcomes[i].predicted_ms);
-      sweeps[configs[i].sweep].second.push_back(outcomes[i].measured_median);
+      const Outcome& o = outcomes[i];
+      Sweep& sw = sweeps[configs[i].sweep];
+      sw.predicted.push_back(o.predicted_ms);
+      sw.measured.push_back(o.measured_median);
+      sw.low.push_back(*std::min_element(o.measured_ms.begin(), o.measured_ms.end()));
+      sw.high.push_back(*std::max_element(o.measured_ms.begin(), o.measured_ms.end()));
     }
 
   if (args.json) {
@@ -193,8 +201,15 @@ int validate_command(const ValidateArgs& args, const std::string& self) {
     j["mape_at_speed"] = at_speed_mape;
     j["worst_error_at_speed"] = at_speed_worst;
     j["sweeps"] = json::array();
-    for (const auto& [name, v] : sweeps)
-      j["sweeps"].push_back({{"sweep", name}, {"configurations", v.first.size()}, {"kendall_tau", fit::kendall_tau(v.first, v.second)}});
+    for (const auto& [name, v] : sweeps) {
+      const fit::ResolvedTau resolved = fit::kendall_tau_resolved(v.predicted, v.low, v.high);
+      j["sweeps"].push_back({{"sweep", name},
+                             {"configurations", v.predicted.size()},
+                             {"kendall_tau", fit::kendall_tau(v.predicted, v.measured)},
+                             {"kendall_tau_resolved", resolved.tau},
+                             {"resolved_pairs", resolved.resolved},
+                             {"pairs", resolved.pairs}});
+    }
     std::cout << j.dump(2) << "\n";
     return 0;
   }
@@ -212,9 +227,13 @@ int validate_command(const ValidateArgs& args, const std::string& self) {
                 "or more such steps (and %.0f%% of its steps or more); worst %+.1f%%\n",
                 100 * at_speed_mape, at_speed_n, profiler::kMinStepsAtSpeed, 100 * profiler::kMinShareAtSpeed,
                 100 * at_speed_worst);
-  for (const auto& [name, v] : sweeps)
-    std::printf("Kendall tau %+.2f over the %zu configurations of sweep %s\n", fit::kendall_tau(v.first, v.second),
-                v.first.size(), name.c_str());
+  for (const auto& [name, v] : sweeps) {
+    const fit::ResolvedTau resolved = fit::kendall_tau_resolved(v.predicted, v.low, v.high);
+    std::printf("Kendall tau %+.2f over the %zu configurations of sweep %s; %+.2f over the %zu of %zu pairs whose "
+                "measured ranges over the runs do not overlap\n",
+                fit::kendall_tau(v.predicted, v.measured), v.predicted.size(), name.c_str(), resolved.tau,
+                resolved.resolved, resolved.pairs);
+  }
   return 0;
 }
 

@@ -33,6 +33,24 @@ double kendall_tau(const std::vector<double>& a, const std::vector<double>& b) {
   return score / (static_cast<double>(n) * static_cast<double>(n - 1) / 2);
 }
 
+ResolvedTau kendall_tau_resolved(const std::vector<double>& predicted, const std::vector<double>& measured_low,
+                                 const std::vector<double>& measured_high) {
+  ResolvedTau r;
+  const size_t n = std::min({predicted.size(), measured_low.size(), measured_high.size()});
+  double score = 0;
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = i + 1; j < n; ++j) {
+      ++r.pairs;
+      const bool i_faster = measured_high[i] < measured_low[j], j_faster = measured_high[j] < measured_low[i];
+      if (!i_faster && !j_faster) continue;  // the ranges overlap: the measurement cannot order them
+      ++r.resolved;
+      const double p = predicted[i] - predicted[j];
+      if (p != 0) score += (p < 0) == i_faster ? 1 : -1;
+    }
+  if (r.resolved > 0) r.tau = score / static_cast<double>(r.resolved);
+  return r;
+}
+
 int run_child(const std::vector<std::string>& argv, const std::string& out, const std::string& err) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);

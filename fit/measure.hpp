@@ -65,6 +65,17 @@ Measurement measure(const std::string& self, const std::string& scenario, const 
 /// pairs; ties count as neither. 1 for the same order, -1 for the reverse.
 double kendall_tau(const std::vector<double>& a, const std::vector<double>& b);
 
+/// Kendall's tau over the pairs the measurement resolves: those whose measured ranges
+/// [low, high] (over repeated runs) do not overlap, so that which one is faster is known. Over
+/// those pairs, (concordant - discordant) / resolved, a predicted tie counting as neither; 0 when
+/// no pair is resolved. With one run per item every pair of distinct measurements is resolved.
+struct ResolvedTau {
+  double tau = 0;
+  size_t resolved = 0, pairs = 0;
+};
+ResolvedTau kendall_tau_resolved(const std::vector<double>& predicted, const std::vector<double>& measured_low,
+                                 const std::vector<double>& measured_high);
+
 /// Runs argv as a child with stdout and stderr into files; its exit code (127: could not start).
 int run_child(const std::vector<std::string>& argv, const std::string& out, const std::string& err);
 

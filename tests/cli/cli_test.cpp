@@ -245,6 +245,9 @@ TEST_CASE("cli: validate runs each configuration of a sweep for real and ranks t
   REQUIRE(j["sweeps"].size() == 1);
   const double same = (predicted[0] - predicted[1]) * (measured[0] - measured[1]) > 0 ? 1.0 : -1.0;
   CHECK(j["sweeps"][0]["kendall_tau"].get<double>() == Approx(same));
+  // One run each: the pair is resolved unless both measured alike.
+  CHECK(j["sweeps"][0]["pairs"] == 1);
+  if (j["sweeps"][0]["resolved_pairs"] == 1) CHECK(j["sweeps"][0]["kendall_tau_resolved"].get<double>() == Approx(same));
 }
 
 TEST_CASE("cli: validate refuses what it cannot run with exit 2, before running anything", "[cli]") {
@@ -259,6 +262,24 @@ TEST_CASE("cli: validate refuses what it cannot run with exit 2, before running 
   const auto key = run("validate " + pipe + " --sweep parallel.chunkz=2,4" + profile, "", true);
   CHECK(key.code == 2);
   CHECK_THAT(key.out, Catch::Contains("chunkz"));
+}
+
+TEST_CASE("cli::kendall_tau_resolved: only pairs whose measured ranges do not overlap count", "[cli]") {
+  // Measured ranges [10, 12], [11, 13], [30, 31]: the first two overlap, so 2 of the 3 pairs count.
+  const std::vector<double> low = {10, 11, 30}, high = {12, 13, 31};
+  const auto same = parallax::fit::kendall_tau_resolved({1, 2, 3}, low, high);
+  CHECK(same.pairs == 3);
+  CHECK(same.resolved == 2);
+  CHECK(same.tau == Approx(1));
+  // Predicting the unresolved pair backwards changes nothing; the third item first, both resolved pairs.
+  CHECK(parallax::fit::kendall_tau_resolved({2, 1, 3}, low, high).tau == Approx(1));
+  CHECK(parallax::fit::kendall_tau_resolved({2, 3, 1}, low, high).tau == Approx(-1));
+  // One resolved pair right, one predicted as a tie: (1 + 0) / 2.
+  CHECK(parallax::fit::kendall_tau_resolved({1, 3, 3}, low, high).tau == Approx(0.5));
+  // Nothing resolved: 0, and says so.
+  const auto none = parallax::fit::kendall_tau_resolved({1, 2}, {10, 11}, {12, 13});
+  CHECK(none.resolved == 0);
+  CHECK(none.tau == 0);
 }
 
 TEST_CASE("cli::kendall_tau: pairs in the same and in the opposite order", "[cli]") {
