@@ -6,7 +6,7 @@ void evaluate_test_set(const plan::Plan& job, const DataSource& data, int replic
                        torch::Device device, torch::ScalarType dtype, Communicator& comm, int64_t* correct,
                        int64_t* tested) {
   const plan::ParallelSpec& p = job.scenario.parallel;
-  const auto peer = [&](int stage) { return plan::rank_of(p, {replica, stage % p.pipeline, 0}); };
+  const auto peer = [&](int stage) { return plan::rank_of(p, {replica, p.rank_of_stage(stage), 0}); };
   const auto last_layer = [&](int stage) -> const plan::Layer& {
     const plan::Stage& st = job.stages[stage];
     return job.layers()[st.first_layer + st.layer_count - 1];
@@ -20,10 +20,13 @@ void evaluate_test_set(const plan::Plan& job, const DataSource& data, int replic
   const int eval_tag_base = 1 << 28;
   for (int64_t b = 0; b < batches; ++b) {
     const int64_t first = replica * share + b * mb;
+    torch::Tensor handed;  // the output of this rank's previous stage, when the next is here too
     for (auto& [s, st] : stages) {
       torch::Tensor x;
       if (s == 0) {
         x = images.narrow(0, first, mb).to(device);
+      } else if (peer(s - 1) == peer(s)) {
+        x = handed;
       } else {
         x = torch::empty(output_shape(last_layer(s - 1), mb), torch::TensorOptions().dtype(dtype).device(device));
         const int tag = eval_tag_base + static_cast<int>(b % 100000) * stages_in_plan + s;
@@ -39,6 +42,8 @@ void evaluate_test_set(const plan::Plan& job, const DataSource& data, int replic
       if (s == stages_in_plan - 1) {
         *correct += out.argmax(1).eq(data.test_labels().narrow(0, first, mb).to(device)).sum().item<int64_t>();
         *tested += mb;
+      } else if (peer(s + 1) == peer(s)) {
+        handed = out.to(torch::kFloat);
       } else {
         torch::Tensor t = out.to(dtype).contiguous();
         const int tag = eval_tag_base + static_cast<int>(b % 100000) * stages_in_plan + s + 1;

@@ -96,6 +96,13 @@ torch::Tensor StageImpl::forward(torch::Tensor x) {
   return x;
 }
 
+std::vector<torch::Tensor> StageImpl::layer_parameters(int index) const {
+  const Entry& e = layers_[index];
+  if (e.linear) return e.linear->parameters();
+  if (e.encoder) return e.encoder->parameters();
+  return e.other ? e.other->parameters() : std::vector<torch::Tensor>{};
+}
+
 torch::Tensor StageImpl::forward_layer(int index, torch::Tensor x) {
   const Entry& e = layers_[index];
   if (e.linear) {
@@ -153,6 +160,9 @@ void check_executable(const plan::Scenario& s) {
   if (p.tensor > 1) predict_only("parallel.tensor", "tensor parallelism (parallel.tensor " + std::to_string(p.tensor) + ")");
   if (p.activation_checkpointing == plan::Recompute::selective)
     predict_only("parallel.activation_checkpointing", "selective recompute");
+  if (p.activation_checkpointing != plan::Recompute::none && plan::splits_backward(p.schedule))
+    predict_only("parallel.activation_checkpointing", std::string("activation checkpointing with a schedule that splits the backward (") +
+                                                          plan::name(p.schedule) + ")");
   if (p.master_weights) predict_only("parallel.master_weights", "master_weights (Megatron-LM's mixed precision)");
   if (p.distributed_optimizer) predict_only("parallel.distributed_optimizer", "the distributed optimizer");
   if (p.p2p == plan::P2p::megatron) predict_only("parallel.p2p", "Megatron-LM's point-to-point (parallel.p2p: megatron)");

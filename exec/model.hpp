@@ -25,6 +25,8 @@ class StageImpl : public torch::nn::Module {
   /// The stage's layers one at a time (layer recompute keeps each one's input).
   int layer_count() const { return static_cast<int>(layers_.size()); }
   torch::Tensor forward_layer(int index, torch::Tensor x);
+  /// The parameters of one layer (a split backward's W takes each layer's on its own).
+  std::vector<torch::Tensor> layer_parameters(int index) const;
 
  private:
   // One of the typed modules is set, by kind (forward dispatches on the kind, no casts).

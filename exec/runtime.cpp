@@ -1,5 +1,6 @@
 #include "exec/runtime.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -24,6 +25,7 @@
 #include "exec/host_probe.hpp"
 #include "exec/model.hpp"
 #include "exec/send_watcher.hpp"
+#include "exec/split_backward.hpp"
 #include "exec/threads.hpp"
 #include "profiler/host_tracer.hpp"
 
@@ -38,6 +40,7 @@ using plan::Lane;
 struct Slot {
   torch::Tensor input, output, loss, target, grad_out, grad_in;
   std::vector<torch::Tensor> layer_inputs;  ///< layer recompute: each layer's input, kept without autograd
+  SplitGraph split;  ///< a stage whose backward the schedule splits (I, W): its graph by layer
 };
 
 // Room for every span of the run: each action of every step, plus slack; capped at 4M spans
@@ -133,6 +136,7 @@ class Runtime {
     std::unique_ptr<torch::optim::Optimizer> optimizer;
     std::unique_ptr<BucketReducer> reducer;
     int backwards = 0;
+    bool split = false;  // the schedule splits its backwards (an I of it on this rank)
   };
 
   void build_stage(int s) {
@@ -142,6 +146,10 @@ class Runtime {
     st.optimizer = make_optimizer(plan_.scenario.optimizer, st.module->parameters());
     if (p_.data > 1)
       st.reducer = std::make_unique<BucketReducer>(plan_.stages[s], st.module, comm_.stage_group(s), p_.data, tracer_);
+    st.split = std::any_of(actions_.begin(), actions_.end(), [&](const Action& a) { return a.kind == ActionKind::I && a.stage == s; });
+    if (st.split && p_.activation_checkpointing != plan::Recompute::none)
+      throw plan::InputError(plan_.scenario.where("parallel.activation_checkpointing"),
+                             "the schedule splits backwards (I, W), which the executor does not combine with activation checkpointing yet");
     stages_.emplace(s, std::move(st));
   }
 
@@ -151,7 +159,7 @@ class Runtime {
     const auto& st = plan_.stages[stage];
     return plan_.layers()[st.first_layer + st.layer_count - 1];
   }
-  int peer(int stage) const { return plan::rank_of(p_, {replica_, stage % p_.pipeline, 0}); }
+  int peer(int stage) const { return plan::rank_of(p_, {replica_, p_.rank_of_stage(stage), 0}); }
   // One tag per (sending stage, micro-batch, direction), identical on both sides.
   int tag(int send_stage, int mb, bool backward) const {
     return (mb * static_cast<int>(plan_.stages.size()) + send_stage) * 2 + (backward ? 1 : 0);
@@ -192,6 +200,13 @@ class Runtime {
   void perform(const Action& a, int64_t step) {
     const auto step32 = static_cast<int32_t>(step);
     Slot& slot = a.kind == ActionKind::OPTIM || a.kind == ActionKind::ALLREDUCE ? dummy_ : slots_[a.stage][a.mb];
+    if (a.kind == ActionKind::OVERLAP_F_B) {  // one action: its forward, then its backward
+      const int64_t t0 = profiler::now_ns();
+      forward(a.forward_part(), slot, step);
+      backward(a.backward_part(), slots_[a.b_stage][a.b_mb]);
+      tracer_.span(Lane::compute, a, t0, profiler::now_ns(), 0, static_cast<int32_t>(step));
+      return;
+    }
     // OPTIM first waits for the stage's all-reduces; the wait is idle time, not OPTIM's. With a
     // loss scaler the rank's first OPTIM also unscales all its stages and agrees on overflow.
     if (a.kind == ActionKind::OPTIM) {
@@ -202,7 +217,7 @@ class Runtime {
       }
     }
     const int64_t t0 = profiler::now_ns();
-    const bool compute = a.kind == ActionKind::F || a.kind == ActionKind::B || a.kind == ActionKind::OPTIM;
+    const bool compute = plan::is_compute(a.kind) || a.kind == ActionKind::OPTIM;
     if (gpu_timer_ && compute) {
       gpu_timer_->begin();
       timed_.push_back(a);
@@ -210,11 +225,19 @@ class Runtime {
     switch (a.kind) {
       case ActionKind::F: forward(a, slot, step); break;
       case ActionKind::B: backward(a, slot); break;
+      case ActionKind::I: backward_input(a, slot); break;
+      case ActionKind::W: backward_weight(a, slot); break;
+      case ActionKind::OVERLAP_F_B: break;  // above
       case ActionKind::SEND_F:
       case ActionKind::SEND_B: {
         const bool fwd = a.kind == ActionKind::SEND_F;
         const int dst = peer(fwd ? a.stage + 1 : a.stage - 1);
         torch::Tensor t = (fwd ? slot.output : slot.grad_in).detach().to(dtype_).contiguous();
+        if (dst == launch_.rank) {  // to another stage of this rank (a V's turn, pipeline 1): a hand-over
+          local_[tag(a.stage, a.mb, !fwd)] = t.clone();  // its own storage, as a received tensor has
+          tracer_.span(Lane::send, a, t0, profiler::now_ns(), t.nbytes(), step32);
+          return;
+        }
         const std::string what = a.id() + " to rank " + std::to_string(dst);
         sends_.push({comm_.send(t, dst, tag(a.stage, a.mb, !fwd), what), t, a, dst, t0, step32});
         return;
@@ -222,9 +245,15 @@ class Runtime {
       case ActionKind::RECV_F:
       case ActionKind::RECV_B: {
         const bool fwd = a.kind == ActionKind::RECV_F;
-        PostedReceive r = posted_.count(a.id()) ? take_posted(a.id()) : post_receive(a);
-        comm_.wait(r.work, r.what, {r.src});
-        const torch::Tensor& buf = r.buf;
+        torch::Tensor buf;
+        if (const int send_stage = fwd ? a.stage - 1 : a.stage + 1; peer(send_stage) == launch_.rank) {
+          buf = local_.at(tag(send_stage, a.mb, !fwd));  // its SEND came first on this rank (the validator's rule)
+          local_.erase(tag(send_stage, a.mb, !fwd));
+        } else {
+          PostedReceive r = posted_.count(a.id()) ? take_posted(a.id()) : post_receive(a);
+          comm_.wait(r.work, r.what, {r.src});
+          buf = r.buf;
+        }
         tracer_.span(Lane::recv, a, t0, profiler::now_ns(), buf.nbytes(), step32);
         if (fwd) slot.input = buf.to(torch::kFloat).requires_grad_(true);
         else slot.grad_out = buf.to(torch::kFloat);
@@ -295,7 +324,9 @@ class Runtime {
   // their action: its lowering matches sends and receives in one order.
   void post_receives() {
     for (const Action& a : actions_)
-      if (a.kind == ActionKind::RECV_F || a.kind == ActionKind::RECV_B) posted_.emplace(a.id(), post_receive(a));
+      if ((a.kind == ActionKind::RECV_F || a.kind == ActionKind::RECV_B) &&
+          peer(a.kind == ActionKind::RECV_F ? a.stage - 1 : a.stage + 1) != launch_.rank)
+        posted_.emplace(a.id(), post_receive(a));
   }
 
   PostedReceive post_receive(const Action& a) {
@@ -338,6 +369,8 @@ class Runtime {
           slot.layer_inputs.push_back(out);
           out = st.module->forward_layer(i, out);
         }
+      } else if (st.split) {
+        out = forward_split(*st.module, slot.input, &slot.split);
       } else {
         out = st.module->forward(slot.input);
       }
@@ -373,8 +406,30 @@ class Runtime {
     return grad;
   }
 
+  // I: the input gradient; the weights' wait for W (exec/split_backward.hpp).
+  void backward_input(const Action& a, Slot& slot) {
+    const double scale = (scaler_ ? scaler_->scale() : 1.0) / plan_.schedule.microbatches();
+    const torch::Tensor grad_in = is_last(a.stage) ? exec::backward_input(slot.split, slot.loss * scale, {})
+                                                   : exec::backward_input(slot.split, slot.output, slot.grad_out);
+    if (a.stage > 0) slot.grad_in = grad_in;
+    slot.output = torch::Tensor();
+    slot.loss = torch::Tensor();
+  }
+
+  // W, the stage's last of the step arming DDP's buckets as B does.
+  void backward_weight(const Action& a, Slot& slot) {
+    StageState& st = stages_.at(a.stage);
+    if (st.reducer && ++st.backwards == plan_.schedule.microbatches()) st.reducer->arm(static_cast<int32_t>(step_));
+    exec::backward_weight(*st.module, slot.split);
+  }
+
   void backward(const Action& a, Slot& slot) {
     StageState& st = stages_.at(a.stage);
+    if (st.split) {  // a full backward of a stage whose other backwards split: I, then W
+      backward_input(a, slot);
+      backward_weight(a, slot);
+      return;
+    }
     if (st.reducer && ++st.backwards == plan_.schedule.microbatches()) st.reducer->arm(static_cast<int32_t>(step_));
     if (p_.activation_checkpointing == plan::Recompute::layer) {
       const double scale = (scaler_ ? scaler_->scale() : 1.0) / plan_.schedule.microbatches();
@@ -459,6 +514,7 @@ class Runtime {
   std::vector<std::vector<Slot>> slots_;
   Slot dummy_;
   std::unordered_map<std::string, PostedReceive> posted_;  // by action id
+  std::unordered_map<int, torch::Tensor> local_;  // sent to a stage of this rank, by message tag
   SendWatcher sends_;
   std::unique_ptr<GpuActivity> gpu_activity_;  // null without CUPTI or a GPU
   std::vector<plan::DeviceSpan> device_;

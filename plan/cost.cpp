@@ -26,6 +26,10 @@ std::optional<LayerCost> calibrated(const Layer& layer, const HardwareProfile& h
   out.forward_no_grad = c->forward_no_grad.empty() ? out.forward : Time::us(c->forward_no_grad.at(mb));
   const CostCurve& b = !input_gradient && !c->backward_no_input.empty() ? c->backward_no_input : c->backward;
   out.backward = Time::us(b.at(mb));
+  // The backward without the input gradient was measured: that is the weight-gradient part.
+  out.backward_weight = !input_gradient                 ? out.backward
+                        : !c->backward_no_input.empty() ? Time::us(c->backward_no_input.at(mb))
+                                                        : out.backward.scaled(0.5);
   return out;
 }
 
@@ -46,14 +50,19 @@ LayerCost roofline_cost(const Layer& layer, const HardwareProfile& hardware, con
                         int microbatch_size, bool input_gradient) {
   const Precision precision = parallel.precision;
   if (auto c = calibrated(layer, hardware, precision, microbatch_size, input_gradient)) return *c;
+  // Without a finer model, weight and input gradients take one forward's FLOPs each.
+  auto half_weight = [&](LayerCost c) {
+    c.backward_weight = input_gradient ? c.backward.scaled(0.5) : c.backward;
+    return c;
+  };
   if (const MeasuredLayerCost* m = find_measured(layer, hardware)) {
     const Time f = Time::us(m->fwd_us_fixed + m->fwd_us_per_sample * microbatch_size);
-    return {f, Time::us(m->bwd_us_fixed + m->bwd_us_per_sample * microbatch_size), f, true};
+    return half_weight({f, Time::us(m->bwd_us_fixed + m->bwd_us_per_sample * microbatch_size), Time(), f, true});
   }
   const Device& device = hardware.device;
   if (layer.kind == LayerKind::synthetic) {
     const double fwd_us = layer.synthetic.fwd_us_fixed + layer.synthetic.fwd_us_per_sample * microbatch_size;
-    return {Time::us(fwd_us), Time::us(fwd_us * layer.synthetic.bwd_ratio), Time::us(fwd_us), false};
+    return half_weight({Time::us(fwd_us), Time::us(fwd_us * layer.synthetic.bwd_ratio), Time(), Time::us(fwd_us), false});
   }
   const double tflops = peak_tflops(device, precision) * device.efficiency;
   const double mb = microbatch_size;
@@ -74,10 +83,10 @@ LayerCost roofline_cost(const Layer& layer, const HardwareProfile& hardware, con
   const double bwd_bytes = 2 * params + saved + out_bytes + (input_gradient ? in : 0.0);
   const double bwd_us = std::max(bwd_flop_us, memory_us(bwd_bytes));
   const double call = device.layer_overhead_us;
-  LayerCost out{Time::us(call + fwd_us), Time::us(call + bwd_us), Time::us(call + fwd_no_grad_us), false};
+  LayerCost out{Time::us(call + fwd_us), Time::us(call + bwd_us), Time(), Time::us(call + fwd_no_grad_us), false};
   out.forward_memory_bound = memory_us(params + in + out_bytes + saved) > flop_us;
   out.backward_memory_bound = memory_us(bwd_bytes) > bwd_flop_us;
-  return out;
+  return half_weight(out);
 }
 
 // A layer's kernels on one tensor rank with the device's shape-aware model (`device.compute`).
@@ -112,6 +121,7 @@ class ShapeModel {
 struct Kernels {
   double gemm = 0, memory = 0;           // forward
   double backward_gemm = 0, backward_memory = 0;
+  double weight_gradient = 0;            // the part of backward that makes weight gradients
   double attention_core = 0;             // forward of the scores, softmax and dropout (standard attention)
 };
 
@@ -129,6 +139,7 @@ Kernels encoder_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel&
   k.gemm = m.gemm(1, tokens, 3 * h / t, h) + m.gemm(1, tokens, h, h / t) + m.gemm(1, tokens, ffn / t, h) +
            m.gemm(1, tokens, h, ffn / t);
   k.backward_gemm = 2 * k.gemm;
+  k.weight_gradient = k.gemm;  // one GEMM per weight; the attention core has none
   // Norms (read, write), two dropout + residual adds (read two, write one and a mask), the
   // activation function with its bias (read, write).
   k.memory = m.memory((2 * 2 * e + 2 * (3 * e + 1)) * tokens * h / sp + 2 * e * tokens * ffn / t);
@@ -159,6 +170,7 @@ Kernels layer_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel& m
     case LayerKind::head:
       k.gemm = m.gemm(1, tokens, vocab / t, h);
       k.backward_gemm = 2 * k.gemm;
+      k.weight_gradient = k.gemm;
       // The norm, then the vocabulary-parallel cross entropy: logits read, an fp32 softmax
       // written and read back.
       k.memory = m.memory(2 * e * tokens * h / sp + (e + 8) * tokens * vocab / t);
@@ -168,10 +180,12 @@ Kernels layer_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel& m
       // Rows gathered and the positions added; backward accumulates fp32 gradient rows.
       k.memory = m.memory(3 * e * tokens * h);
       k.backward_memory = m.memory((e + 2 * 4) * tokens * h);
+      k.weight_gradient = k.backward_memory;  // all of it: the input is token ids
       return k;
     case LayerKind::linear:
       k.gemm = m.gemm(1, mb, static_cast<double>(l.shape.out), static_cast<double>(l.shape.in));
       k.backward_gemm = (input_gradient ? 2 : 1) * k.gemm;
+      k.weight_gradient = k.gemm;
       if (l.shape.relu) k.memory = m.memory(2 * e * mb * static_cast<double>(l.shape.out));
       k.backward_memory = 2 * k.memory;
       return k;
@@ -187,6 +201,7 @@ LayerCost shape_aware_cost(const Layer& l, const Device& d, const ParallelSpec& 
   out.forward = call + Time::us(k.gemm + k.memory);
   out.forward_no_grad = out.forward;
   out.backward = call + Time::us(k.backward_gemm + k.backward_memory);
+  out.backward_weight = Time::us(k.weight_gradient);
   out.forward_memory_bound = k.memory > k.gemm;
   out.backward_memory_bound = k.backward_memory > k.backward_gemm;
   out.recompute = p.activation_checkpointing == Recompute::selective ? Time::us(k.attention_core) : Time();
@@ -227,6 +242,7 @@ LayerCost estimate_layer_cost(const Layer& layer, const HardwareProfile& hardwar
   }();
   if (parallel.activation_checkpointing != Recompute::selective || c.recompute == Time())
     c.recompute = recompute_time(layer, c, parallel.activation_checkpointing);
+  c.backward_weight = layer.param_count() == 0 ? Time() : std::min(c.backward_weight, c.backward);
   return c;
 }
 

@@ -25,6 +25,9 @@ namespace parallax::plan {
 struct LayerCost {
   Time forward;
   Time backward;         ///< without recomputation; activation checkpointing adds a forward
+  /// The part of backward that computes the weight gradients (a zero-bubble schedule's W); the
+  /// rest is the input gradient's (its I). Zero for a layer without parameters.
+  Time backward_weight;
   Time forward_no_grad;  ///< forward without recording for backward (checkpointed F)
   bool measured = false; ///< from a calibration
   /// Roofline estimates: the memory-traffic term won over the FLOP term (the layer saturates the

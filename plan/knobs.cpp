@@ -36,7 +36,13 @@ Knob megabytes(std::string key, double Settings::*member, bool above_zero, std::
 }
 
 // The generated schedules, named as plan::name() names them (the one place their names live).
-constexpr ScheduleKind kGenerated[] = {ScheduleKind::gpipe, ScheduleKind::one_f_one_b, ScheduleKind::interleaved_1f1b};
+constexpr ScheduleKind kGenerated[] = {ScheduleKind::gpipe,
+                                      ScheduleKind::one_f_one_b,
+                                      ScheduleKind::interleaved_1f1b,
+                                      ScheduleKind::looped_bfs,
+                                      ScheduleKind::interleaved_zero_bubble,
+                                      ScheduleKind::zbv_zero_bubble,
+                                      ScheduleKind::dualpipev};
 
 Knob schedule_knob() {
   Knob k;
@@ -45,7 +51,9 @@ Knob schedule_knob() {
   for (ScheduleKind kind : kGenerated) k.choices.push_back(name(kind));
   k.choices.push_back("<file>.csv");
   k.tuned = true;
-  k.doc = "pipeline schedule, or a PyTorch pipelining CSV (a path: in a file, relative to the file; on the command line, to the working directory)";
+  k.doc = "pipeline schedule, as torch.distributed.pipelining makes it (interleaved-zero-bubble, zbv-zero-bubble and dualpipev split "
+          "backwards into input and weight gradients), or a PyTorch pipelining CSV (a path: in a file, relative to the file; on "
+          "the command line, to the working directory)";
   k.get = [](const Settings& s) {
     return KnobValue(s.schedule == ScheduleKind::csv ? s.schedule_csv : std::string(name(s.schedule)));
   };
@@ -138,7 +146,9 @@ std::vector<Knob> make_table() {
                    "allow a tensor-parallel group to span nodes (its all-reduces then cross the network)"));
   t.push_back(schedule_knob());
   t.push_back(integer("parallel.virtual", &Settings::virtual_stages, 1024, true,
-                      "stages per pipeline rank (interleaved schedules); stage s lives on rank s mod pipeline"));
+                      "stages per pipeline rank (interleaved-1f1b, looped-bfs, interleaved-zero-bubble; 2 for zbv-zero-bubble and "
+                      "dualpipev); stage s lives on rank s mod pipeline, or in a V for zbv-zero-bubble and dualpipev (rank r holds "
+                      "r and 2 x pipeline - 1 - r)"));
   t.push_back(integer("parallel.chunks", &Settings::chunks, kMaxCount, true,
                       "micro-batches per mini-batch; must divide data.batch_size"));
   Knob part = typed<PartitionLen>("parallel.partition_len", KnobType::partition, &Settings::partition_len,

@@ -98,7 +98,7 @@ Plan resolve_plan(const Scenario& scenario, bool check_generated) {
   for (int s = 0; s < p.stages(); ++s) {
     Stage st;
     st.index = s;
-    st.pipeline_rank = s % p.pipeline;
+    st.pipeline_rank = p.rank_of_stage(s);
     st.first_layer = first;
     st.layer_count = plan.partition[s];
     first += st.layer_count;
@@ -132,7 +132,8 @@ Plan resolve_plan(const Scenario& scenario, bool check_generated) {
     rp.tensor_rank = where.tensor_rank;
     rp.node = rank / scenario.hardware.devices_per_node;
     rp.local_rank = rank % scenario.hardware.devices_per_node;
-    for (int s = rp.pipeline_rank; s < p.stages(); s += p.pipeline) rp.stages.push_back(s);
+    for (int s = 0; s < p.stages(); ++s)
+      if (p.rank_of_stage(s) == rp.pipeline_rank) rp.stages.push_back(s);
     plan.ranks.push_back(std::move(rp));
   }
   estimate_memory(&plan);

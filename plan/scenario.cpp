@@ -88,6 +88,29 @@ static void check_tensor_parallel(const Scenario& s) {
                                       "(set parallel.tensor_across_nodes: true to plan it anyway)");
 }
 
+// What each schedule asks of the stages per rank and the micro-batches, as torch's classes do.
+static void check_schedule_shape(const Scenario& s) {
+  const ParallelSpec& p = s.parallel;
+  const std::string sched = name(p.schedule);
+  const bool multi = p.schedule == ScheduleKind::interleaved_1f1b || p.schedule == ScheduleKind::looped_bfs ||
+                     p.schedule == ScheduleKind::interleaved_zero_bubble || p.schedule == ScheduleKind::csv;
+  if (v_shaped(p.schedule) && p.virtual_stages != 2)
+    fail_at(s, "parallel.virtual", sched + " places exactly two stages on each rank (a V); set parallel.virtual: 2 (got " +
+                                       std::to_string(p.virtual_stages) + ")");
+  if (!v_shaped(p.schedule) && !multi && p.virtual_stages > 1)
+    fail_at(s, "parallel.schedule", "parallel.virtual > 1 needs a schedule with several stages per rank: interleaved-1f1b, "
+                                    "looped-bfs, interleaved-zero-bubble, zbv-zero-bubble or dualpipev (or a CSV schedule)");
+  if (p.schedule == ScheduleKind::interleaved_1f1b || p.schedule == ScheduleKind::interleaved_zero_bubble) {
+    const int rounds = std::max(1, p.chunks / p.pipeline);
+    if (p.chunks % rounds != 0)
+      fail_at(s, "parallel.chunks", sched + " needs chunks to be a multiple of its rounds (max(1, chunks / pipeline) = " +
+                                        std::to_string(rounds) + "), as in PyTorch; got chunks " + std::to_string(p.chunks));
+  }
+  if (p.schedule == ScheduleKind::dualpipev && p.chunks < p.stages())
+    fail_at(s, "parallel.chunks", "dualpipev needs at least as many micro-batches as stages (2 x pipeline = " +
+                                      std::to_string(p.stages()) + "), as in PyTorch; got chunks " + std::to_string(p.chunks));
+}
+
 void check_scenario(const Scenario& s) {
   const ParallelSpec& p = s.parallel;
   const int layers = static_cast<int>(s.layers.size());
@@ -104,14 +127,7 @@ void check_scenario(const Scenario& s) {
     fail_at(s, "parallel.virtual", "pipeline x virtual = " + std::to_string(stages) +
                                        " stages, but the model has only " + std::to_string(layers) +
                                        " layers; every stage needs at least one layer");
-  if (p.virtual_stages > 1 && p.schedule != ScheduleKind::interleaved_1f1b && p.schedule != ScheduleKind::csv)
-    fail_at(s, "parallel.schedule", "parallel.virtual > 1 needs schedule: interleaved-1f1b (or a CSV schedule)");
-  if (p.schedule == ScheduleKind::interleaved_1f1b) {
-    const int rounds = std::max(1, p.chunks / p.pipeline);
-    if (p.chunks % rounds != 0)
-      fail_at(s, "parallel.chunks", "interleaved-1f1b needs chunks to be a multiple of its rounds (max(1, chunks / pipeline) = " +
-                                        std::to_string(rounds) + "), as in PyTorch; got chunks " + std::to_string(p.chunks));
-  }
+  check_schedule_shape(s);
   const PartitionLen& part = p.partition_len;
   if (part.mode == PartitionLen::Mode::per_stage && part.per_stage * stages != layers)
     fail_at(s, "parallel.partition_len",
@@ -161,9 +177,16 @@ const char* name(ScheduleKind k) {
     case ScheduleKind::one_f_one_b: return "1f1b";
     case ScheduleKind::interleaved_1f1b: return "interleaved-1f1b";
     case ScheduleKind::csv: return "csv";
+    case ScheduleKind::looped_bfs: return "looped-bfs";
+    case ScheduleKind::interleaved_zero_bubble: return "interleaved-zero-bubble";
+    case ScheduleKind::zbv_zero_bubble: return "zbv-zero-bubble";
+    case ScheduleKind::dualpipev: return "dualpipev";
   }
   return "?";
 }
+
+bool v_shaped(ScheduleKind k) { return k == ScheduleKind::zbv_zero_bubble || k == ScheduleKind::dualpipev; }
+bool splits_backward(ScheduleKind k) { return k == ScheduleKind::interleaved_zero_bubble || v_shaped(k); }
 
 int OptimizerSpec::state_per_param() const {
   if (kind == "sgd") return momentum > 0 ? 1 : 0;

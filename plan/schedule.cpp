@@ -20,20 +20,53 @@ const char* name(ActionKind k) {
     case ActionKind::RECV_B: return "RECV_B";
     case ActionKind::ALLREDUCE: return "ALLREDUCE";
     case ActionKind::OPTIM: return "OPTIM";
+    case ActionKind::I: return "I";
+    case ActionKind::W: return "W";
+    case ActionKind::OVERLAP_F_B: return "OVERLAP_F_B";
   }
   return "?";
 }
 
-bool is_compute(ActionKind k) { return k == ActionKind::F || k == ActionKind::B; }
+bool is_compute(ActionKind k) {
+  return k == ActionKind::F || k == ActionKind::B || k == ActionKind::I || k == ActionKind::W ||
+         k == ActionKind::OVERLAP_F_B;
+}
+bool makes_input_gradient(ActionKind k) { return k == ActionKind::B || k == ActionKind::I; }
+bool makes_weight_gradient(ActionKind k) { return k == ActionKind::B || k == ActionKind::W; }
+
+std::vector<Action> Action::parts() const {
+  if (kind == ActionKind::OVERLAP_F_B) return {forward_part(), backward_part()};
+  return {*this};
+}
 
 std::string Action::id() const {
+  if (kind == ActionKind::OVERLAP_F_B) return "(" + forward_part().id() + ";" + backward_part().id() + ")OVERLAP_F_B";
   std::string s = std::to_string(stage) + name(kind);
   if (kind == ActionKind::ALLREDUCE) s += std::to_string(bucket);
   else if (kind != ActionKind::OPTIM) s += std::to_string(mb);
   return s;
 }
 
+namespace {
+
+// torch's "(0F3;3B1)OVERLAP_F_B": a forward and a full backward of one rank, run as one action.
+bool parse_overlap(const std::string& text, Action* out) {
+  const std::string tail = ")OVERLAP_F_B";
+  if (text.size() <= tail.size() + 1 || text.front() != '(' || !text.ends_with(tail)) return false;
+  const std::string inner = text.substr(1, text.size() - tail.size() - 1);
+  const size_t semi = inner.find(';');
+  Action f, b;
+  if (semi == std::string::npos || !parse_action_id(inner.substr(0, semi), &f) || !parse_action_id(inner.substr(semi + 1), &b))
+    return false;
+  if (f.kind != ActionKind::F || b.kind != ActionKind::B) return false;
+  *out = Action{ActionKind::OVERLAP_F_B, f.stage, f.mb, -1, b.stage, b.mb};
+  return true;
+}
+
+}  // namespace
+
 bool parse_action_id(const std::string& text, Action* out) {
+  if (!text.empty() && text.front() == '(') return parse_overlap(text, out);
   size_t i = 0;
   while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
   if (i == 0 || i > 9) return false;
@@ -42,7 +75,8 @@ bool parse_action_id(const std::string& text, Action* out) {
   // Longest names first, so "SEND_F" is not read as a stray "F".
   static const ActionKind kinds[] = {ActionKind::ALLREDUCE, ActionKind::SEND_F, ActionKind::RECV_F,
                                      ActionKind::SEND_B,    ActionKind::RECV_B, ActionKind::OPTIM,
-                                     ActionKind::F,         ActionKind::B};
+                                     ActionKind::F,         ActionKind::B,      ActionKind::I,
+                                     ActionKind::W};
   bool matched = false;
   for (ActionKind k : kinds) {
     const std::string n = name(k);
@@ -121,6 +155,173 @@ ComputeOrder interleaved_1f1b_order(int pipeline, int virtual_stages, int chunks
   return order;
 }
 
+ComputeOrder looped_bfs_order(int pipeline, int virtual_stages, int chunks) {
+  // ScheduleLoopedBFS._calculate_single_rank_operations: each local stage's forwards in turn,
+  // then the stages' backwards from the last, micro-batches in reverse.
+  ComputeOrder order(pipeline);
+  for (int r = 0; r < pipeline; ++r) {
+    for (int v = 0; v < virtual_stages; ++v)
+      for (int mb = 0; mb < chunks; ++mb) order[r].push_back({ActionKind::F, v * pipeline + r, mb});
+    for (int v = virtual_stages - 1; v >= 0; --v)
+      for (int mb = chunks - 1; mb >= 0; --mb) order[r].push_back({ActionKind::B, v * pipeline + r, mb});
+  }
+  return order;
+}
+
+ComputeOrder interleaved_zero_bubble_order(int pipeline, int virtual_stages, int chunks) {
+  // ScheduleInterleavedZeroBubble (ZB1P of Qi et al. 2024): interleaved 1F1B's order with one
+  // hop of warm-up per rank instead of two, each backward an I, and the W of the backward
+  // `rank` backwards earlier after each I (_get_1f1b_rank_ops with enable_zero_bubble); the
+  // W still owed run at the end. torch's _add_bubbles_to_actions only pads time steps.
+  const int p = pipeline, v = virtual_stages;
+  const int rounds = std::max(1, chunks / p);
+  const int per_round = chunks / rounds;
+  ComputeOrder order(p);
+  for (int r = 0; r < p; ++r) {
+    const int total = v * chunks;
+    const int warmup = std::min((v - 1) * per_round + (p - 1 - r), total);
+    auto forward_stage = [&](int step) { return ((step / per_round) % v) * p + r; };
+    auto backward_stage = [&](int step) { return (v - 1 - ((step - warmup) / per_round) % v) * p + r; };
+    std::vector<int> next_f(p * v, 0), next_i(p * v, 0), next_w(p * v, 0);
+    std::vector<int> backward_ops;  // the op number of each I, for its W
+    size_t weights_done = 0;
+    auto weight = [&] {
+      const int s = backward_stage(backward_ops[weights_done++]);
+      order[r].push_back({ActionKind::W, s, next_w[s]++});
+    };
+    for (int op = 0; op < warmup + total; ++op) {
+      if (op < total) {
+        const int s = forward_stage(op);
+        order[r].push_back({ActionKind::F, s, next_f[s]++});
+      }
+      if (op < warmup) continue;
+      const int s = backward_stage(op);
+      order[r].push_back({ActionKind::I, s, next_i[s]++});
+      backward_ops.push_back(op);
+      if (op - warmup >= r) weight();
+    }
+    while (weights_done < backward_ops.size()) weight();
+  }
+  return order;
+}
+
+ComputeOrder zbv_zero_bubble_order(int pipeline, int chunks) {
+  // ScheduleZBVZeroBubble._calculate_single_rank_operations (Qi et al. 2024, section 6): rank r
+  // holds stage r (chunk 0) and 2p-1-r (chunk 1). Planned for at least 2p-1 micro-batches; the
+  // actions of micro-batches beyond `chunks` are then left out, as torch leaves them idle.
+  const int p = pipeline, n = std::max(2 * p - 1, chunks);
+  ComputeOrder order(p);
+  for (int r = 0; r < p; ++r) {
+    const int s0 = r, s1 = 2 * p - 1 - r;
+    int f0 = 0, f1 = 0, b0 = 0, b1 = 0;
+    std::vector<Action> ops;
+    auto add = [&](ActionKind k, int stage, int mb) { ops.push_back({k, stage, mb}); };
+    for (int i = 0; i < 2 * (p - r) - 1; ++i) add(ActionKind::F, s0, f0++);
+    for (int i = 0; i < r; ++i) add(ActionKind::F, s1, f1++), add(ActionKind::F, s0, f0++);
+    for (int i = 0; i < p - r; ++i) {
+      add(ActionKind::F, s1, f1++);
+      add(ActionKind::I, s1, b1);
+      add(ActionKind::W, s1, b1++);
+    }
+    while (f1 < f0 || f0 < n) {
+      if (f0 < n) add(ActionKind::F, s0, f0++);
+      add(ActionKind::I, s0, b0);
+      add(ActionKind::W, s0, b0++);
+      add(ActionKind::F, s1, f1++);
+      add(ActionKind::I, s1, b1);
+      add(ActionKind::W, s1, b1++);
+    }
+    int w0 = b0, w1 = b1;
+    for (int i = 0; i < r; ++i) add(ActionKind::I, s0, b0++), add(ActionKind::I, s1, b1++);
+    for (int i = 0; i < p - r; ++i) add(ActionKind::I, s0, b0++), add(ActionKind::W, s0, w0++);
+    while (w1 < b1) add(ActionKind::W, s1, w1++);
+    while (w0 < b0) add(ActionKind::W, s0, w0++);
+    for (const Action& a : ops)
+      if (a.mb < chunks) order[r].push_back(a);
+  }
+  return order;
+}
+
+namespace {
+
+// One rank's DualPipeV actions (ScheduleDualPipeV._calculate_single_rank_operations, after
+// DeepSeek's DualPipe): micro-batch numbers come from per-stage counters, a B counts as an I and
+// a W, and each I queues its W for the next free slot.
+class DualPipeVRank {
+ public:
+  DualPipeVRank(int pipeline, int rank) : s0_(rank), s1_(2 * pipeline - 1 - rank), f_(2 * pipeline), i_(2 * pipeline) {}
+
+  std::vector<Action> run(int p, int r, int chunks) {
+    for (int k = 0; k < 2 * (p - r - 1); ++k) add(ActionKind::F, s0_);
+    for (int k = 0; k < r + 1; ++k) add(ActionKind::F, s0_), add(ActionKind::F, s1_);
+    for (int k = 0; k < p - r - 1; ++k) add(ActionKind::I, s1_), weight(), add(ActionKind::F, s1_);
+    for (int k = 0; k < chunks - 2 * p + r + 1; ++k) {
+      if (k == 0 && r == p - 1) add(ActionKind::F, s0_), add(ActionKind::B, s1_);  // not overlapped: a smaller bubble
+      else overlap(s0_, s1_);
+      overlap(s1_, s0_);
+    }
+    for (int k = 0; k < p - r - 1; ++k) add(ActionKind::B, s1_), overlap(s1_, s0_);
+    // The second half of the last backwards is split, so that their W fill the tail.
+    const int last = r + 1;
+    bool split = false;
+    for (int k = 0; k < last; ++k) {
+      if (k == last / 2 && r % 2 == 1) split = true;
+      add(split ? ActionKind::I : ActionKind::B, s1_);
+      if (k == last / 2 && r % 2 == 0) split = true;
+      add(split ? ActionKind::I : ActionKind::B, s0_);
+    }
+    for (int k = 0; k < p - r - 1; ++k) weight(), add(split ? ActionKind::I : ActionKind::B, s0_);
+    for (int k = 0; k < r + 1; ++k) weight();
+    return std::move(out_);
+  }
+
+ private:
+  void add(ActionKind k, int stage) {
+    if (k == ActionKind::F) {
+      out_.push_back({k, stage, f_[stage]++});
+      return;
+    }
+    const int mb = i_[stage]++;
+    out_.push_back({k, stage, mb});
+    if (k == ActionKind::I) weights_.push_back({stage, mb});
+  }
+  void overlap(int forward_stage, int backward_stage) {
+    out_.push_back({ActionKind::OVERLAP_F_B, forward_stage, f_[forward_stage]++, -1, backward_stage, i_[backward_stage]++});
+  }
+  void weight() {
+    if (weights_.empty()) return;
+    out_.push_back({ActionKind::W, weights_.front().first, weights_.front().second});
+    weights_.erase(weights_.begin());
+  }
+
+  int s0_, s1_;
+  std::vector<int> f_, i_;  // next forward and next backward micro-batch of each stage
+  std::vector<std::pair<int, int>> weights_;  // (stage, micro-batch) of the I whose W is owed
+  std::vector<Action> out_;
+};
+
+}  // namespace
+
+ComputeOrder dualpipev_order(int pipeline, int chunks) {
+  ComputeOrder order(pipeline);
+  for (int r = 0; r < pipeline; ++r) order[r] = DualPipeVRank(pipeline, r).run(pipeline, r, chunks);
+  return order;
+}
+
+ComputeOrder generated_order(ScheduleKind kind, int p, int v, int chunks) {
+  switch (kind) {
+    case ScheduleKind::gpipe: return gpipe_order(p, chunks);
+    case ScheduleKind::one_f_one_b: return one_f_one_b_order(p, chunks);
+    case ScheduleKind::interleaved_1f1b: return interleaved_1f1b_order(p, v, chunks);
+    case ScheduleKind::looped_bfs: return looped_bfs_order(p, v, chunks);
+    case ScheduleKind::interleaved_zero_bubble: return interleaved_zero_bubble_order(p, v, chunks);
+    case ScheduleKind::zbv_zero_bubble: return zbv_zero_bubble_order(p, chunks);
+    case ScheduleKind::dualpipev: return dualpipev_order(p, chunks);
+    case ScheduleKind::csv: break;
+  }
+  return {};
+}
+
 namespace {
 
 using Lists = std::vector<std::vector<Action>>;
@@ -133,13 +334,14 @@ Lists repeat_rounds(const ComputeOrder& order, int chunks, int grad_accumulation
     for (int round = 0; round < grad_accumulation; ++round)
       for (Action a : order[r]) {
         a.mb += round * chunks;
+        if (a.kind == ActionKind::OVERLAP_F_B) a.b_mb += round * chunks;
         step[r].push_back(a);
       }
   return step;
 }
 
-// After the stage's last backward of the step, the all-reduce of its buckets (in gradient-ready
-// order) while later backwards of other stages run.
+// After the stage's last weight gradient of the step (its last B or W), the all-reduce of its
+// buckets (in gradient-ready order) while later backwards of other stages run.
 class Emitter {
  public:
   explicit Emitter(const Schedule& s) : s_(s), backwards_done_(s.stages(), 0) {}
@@ -150,9 +352,13 @@ class Emitter {
   }
 
   void all_reduce_after(std::vector<Action>& out, const Action& a) {
-    if (a.kind != ActionKind::B || s_.buckets_per_stage.empty()) return;
-    if (++backwards_done_[a.stage] != s_.microbatches()) return;
-    for (int b = 0; b < s_.buckets_per_stage[a.stage]; ++b) out.push_back({ActionKind::ALLREDUCE, a.stage, -1, b});
+    if (s_.buckets_per_stage.empty()) return;
+    for (const Action& part : a.parts()) {
+      if (!makes_weight_gradient(part.kind)) continue;
+      if (++backwards_done_[part.stage] != s_.microbatches()) continue;
+      for (int b = 0; b < s_.buckets_per_stage[part.stage]; ++b)
+        out.push_back({ActionKind::ALLREDUCE, part.stage, -1, b});
+    }
   }
 
  private:
@@ -160,21 +366,31 @@ class Emitter {
   std::vector<int> backwards_done_;
 };
 
-// The receive a compute action needs first, if any: RECV_F for a forward after stage 0, RECV_B
-// for a backward before the last stage.
-std::optional<Action> input_of(const Action& a, int last_stage) {
-  if (a.kind == ActionKind::F && a.stage > 0) return Action{ActionKind::RECV_F, a.stage, a.mb};
-  if (a.kind == ActionKind::B && a.stage < last_stage) return Action{ActionKind::RECV_B, a.stage, a.mb};
-  return std::nullopt;
+// The receives a compute action needs first: RECV_F for a forward after stage 0, RECV_B for an
+// input gradient (B or I) before the last stage; both for OVERLAP_F_B's halves; none for W.
+std::vector<Action> inputs_of(const Action& a, int last_stage) {
+  std::vector<Action> in;
+  for (const Action& part : a.parts()) {
+    if (part.kind == ActionKind::F && part.stage > 0) in.push_back({ActionKind::RECV_F, part.stage, part.mb});
+    if (makes_input_gradient(part.kind) && part.stage < last_stage) in.push_back({ActionKind::RECV_B, part.stage, part.mb});
+  }
+  return in;
 }
 
-// The send that carries a compute action's result on, and the receive that takes it, if any.
-std::optional<std::pair<Action, Action>> output_of(const Action& a, int last_stage) {
-  if (a.kind == ActionKind::F && a.stage < last_stage)
-    return std::make_pair(Action{ActionKind::SEND_F, a.stage, a.mb}, Action{ActionKind::RECV_F, a.stage + 1, a.mb});
-  if (a.kind == ActionKind::B && a.stage > 0)
-    return std::make_pair(Action{ActionKind::SEND_B, a.stage, a.mb}, Action{ActionKind::RECV_B, a.stage - 1, a.mb});
-  return std::nullopt;
+struct Message {
+  Action send, recv;
+};
+
+// The sends that carry a compute action's results on, each with the receive that takes it.
+std::vector<Message> outputs_of(const Action& a, int last_stage) {
+  std::vector<Message> out;
+  for (const Action& part : a.parts()) {
+    if (part.kind == ActionKind::F && part.stage < last_stage)
+      out.push_back({{ActionKind::SEND_F, part.stage, part.mb}, {ActionKind::RECV_F, part.stage + 1, part.mb}});
+    if (makes_input_gradient(part.kind) && part.stage > 0)
+      out.push_back({{ActionKind::SEND_B, part.stage, part.mb}, {ActionKind::RECV_B, part.stage - 1, part.mb}});
+  }
+  return out;
 }
 
 // Gloo: each RECV right before the compute that needs it, each SEND right after the compute that
@@ -185,9 +401,9 @@ Lists lower_locally(const Lists& step, const Schedule& s) {
   const int last = s.stages() - 1;
   for (size_t r = 0; r < step.size(); ++r) {
     for (const Action& a : step[r]) {
-      if (auto in = input_of(a, last)) out[r].push_back(*in);
+      for (const Action& in : inputs_of(a, last)) out[r].push_back(in);
       out[r].push_back(a);
-      if (auto msg = output_of(a, last)) out[r].push_back(msg->first);
+      for (const Message& msg : outputs_of(a, last)) out[r].push_back(msg.send);
       emit.all_reduce_after(out[r], a);
     }
   }
@@ -214,8 +430,8 @@ Lists as_written(const Lists& step, const Schedule& s) {
 // does: grouping would be a new kind of action that the simulator and the executor would both have
 // to learn, while ordering keeps the schedule in the actions both already perform.
 //
-// The shared order comes from playing the compute order on a clock with rough costs (F 1, B 2,
-// messages free): a message is posted on both sides when its data is ready, so its RECV lands
+// The shared order comes from playing the compute order on a clock with rough costs (F, I and W 1,
+// B 2, messages free): a message is posted on both sides when its data is ready, so its RECV lands
 // where the receiver would be at that moment, not before compute it could still do.
 // Unit costs, not the stages' estimated times: with exact times each RECV lands just as the
 // receiver starts a compute, so the blocked sender waits it out (interleaved 1F1B on t4-pcie
@@ -253,45 +469,54 @@ class NcclLowering {
   }
 
  private:
-  struct Message {
+  struct Pending {
     int from, to;
     Action send, recv;
     int64_t ready;
   };
 
-  // When rank r's next compute could start, or nothing if its input has not been made yet.
+  // When rank r's next compute could start, or nothing if an input has not been made yet.
   std::optional<int64_t> ready_at(int r) const {
     if (next_[r] >= step_[r].size()) return std::nullopt;
-    const auto in = input_of(step_[r][next_[r]], s_.stages() - 1);
-    if (!in) return clock_[r];
-    const size_t slot = slot_of(*in);
-    if (arrival_[slot] != kNotYet) return std::max(clock_[r], arrival_[slot]);
-    if (pending_ready_[slot] != kNotYet) return std::max(clock_[r], pending_ready_[slot]);
-    return std::nullopt;
+    int64_t at = clock_[r];
+    for (const Action& in : inputs_of(step_[r][next_[r]], s_.stages() - 1)) {
+      const size_t slot = slot_of(in);
+      if (arrival_[slot] != kNotYet) at = std::max(at, arrival_[slot]);
+      else if (pending_ready_[slot] != kNotYet) at = std::max(at, pending_ready_[slot]);
+      else return std::nullopt;
+    }
+    return at;
+  }
+
+  static int64_t rough_cost(const Action& a) {
+    int64_t units = 0;
+    for (const Action& part : a.parts()) units += part.kind == ActionKind::B ? 2 : 1;
+    return units;
   }
 
   void play(int r, int64_t start) {
     const Action a = step_[r][next_[r]++];
     emit_.compute(out_[r], a);
-    clock_[r] = start + (a.kind == ActionKind::F ? 1 : 2);
-    const auto msg = output_of(a, s_.stages() - 1);
-    if (!msg) return;
-    const int to = s_.rank_of_stage(msg->second.stage);
-    if (to != r) {
-      pending_.push_back({r, to, msg->first, msg->second, clock_[r]});
-      pending_ready_[slot_of(msg->second)] = clock_[r];
-      return;
+    clock_[r] = start + rough_cost(a);
+    for (const Message& msg : outputs_of(a, s_.stages() - 1)) {
+      const int to = s_.rank_of_stage(msg.recv.stage);
+      if (to != r) {
+        pending_.push_back({r, to, msg.send, msg.recv, clock_[r]});
+        pending_ready_[slot_of(msg.recv)] = clock_[r];
+        continue;
+      }
+      // To a stage on the same rank (pipeline 1, or a V's turn) it is a local copy: posted at
+      // once, nothing waits.
+      out_[r].push_back(msg.send);
+      out_[r].push_back(msg.recv);
+      arrival_[slot_of(msg.recv)] = clock_[r];
     }
-    // To a stage on the same rank (pipeline 1) it is a local copy: posted at once, nothing waits.
-    out_[r].push_back(msg->first);
-    out_[r].push_back(msg->second);
-    arrival_[slot_of(msg->second)] = clock_[r];
   }
 
   // Posts, in the order their data became ready, every message ready by `time`: the SEND on its
   // sender and the RECV on its receiver, at the same point of the shared order.
   void post_messages_ready_by(int64_t time) {
-    std::stable_sort(pending_.begin(), pending_.end(), [](const Message& a, const Message& b) { return a.ready < b.ready; });
+    std::stable_sort(pending_.begin(), pending_.end(), [](const Pending& a, const Pending& b) { return a.ready < b.ready; });
     auto it = pending_.begin();
     for (; it != pending_.end() && it->ready <= time; ++it) {
       out_[it->from].push_back(it->send);
@@ -308,7 +533,7 @@ class NcclLowering {
   Lists out_;
   std::vector<size_t> next_;     // next compute of each rank
   std::vector<int64_t> clock_;   // when each rank's last compute ends, in rough units
-  std::vector<Message> pending_;  // made, not yet posted
+  std::vector<Pending> pending_;  // made, not yet posted
   // By receive (slot_of), dense rather than keyed by action id: tune lowers a schedule for every
   // configuration it plays, and hashing id strings took a third of its time at 1,024 ranks.
   static constexpr int64_t kNotYet = -1;
@@ -342,6 +567,7 @@ Schedule lower(const ComputeOrder& order, ScheduleKind kind, int pipeline, int v
   s.chunks = chunks;
   s.grad_accumulation = grad_accumulation;
   s.buckets_per_stage = buckets_per_stage;
+  s.v_shape = v_shaped(kind);
   const Lists step = repeat_rounds(order, chunks, grad_accumulation);
   if (has_communication(order)) {
     s.ranks = as_written(step, s);
@@ -352,20 +578,14 @@ Schedule lower(const ComputeOrder& order, ScheduleKind kind, int pipeline, int v
     s.ranks = lower_locally(step, s);
   }
   s.ranks.resize(pipeline);
-  for (int r = 0; r < pipeline; ++r)
-    for (int stage = r; stage < s.stages(); stage += pipeline) s.ranks[r].push_back({ActionKind::OPTIM, stage});
+  for (int stage = 0; stage < s.stages(); ++stage) s.ranks[s.rank_of_stage(stage)].push_back({ActionKind::OPTIM, stage});
   return s;
 }
 
 ComputeOrder compute_order(const Scenario& scenario) {
   const ParallelSpec& p = scenario.parallel;
-  switch (p.schedule) {
-    case ScheduleKind::gpipe: return gpipe_order(p.pipeline, p.chunks);
-    case ScheduleKind::one_f_one_b: return one_f_one_b_order(p.pipeline, p.chunks);
-    case ScheduleKind::interleaved_1f1b: return interleaved_1f1b_order(p.pipeline, p.virtual_stages, p.chunks);
-    case ScheduleKind::csv: return read_schedule_csv(p.schedule_csv, p.pipeline, p.stages(), p.chunks);
-  }
-  return {};
+  if (p.schedule == ScheduleKind::csv) return read_schedule_csv(p.schedule_csv, p.pipeline, p.stages(), p.chunks);
+  return generated_order(p.schedule, p.pipeline, p.virtual_stages, p.chunks);
 }
 
 }  // namespace parallax::plan

@@ -2,10 +2,17 @@
 // Schedules: for every pipeline rank, the ordered list of actions it performs in one optimizer
 // step. The same lists drive the simulator and the executor, so they are made once, here.
 //
-// Stage s lives on pipeline rank s mod p (interleaved: rank r holds r, r+p, ...). A step runs
+// Stage s lives on pipeline rank s mod p (interleaved: rank r holds r, r+p, ...), or in a V for
+// zbv-zero-bubble and dualpipev (rank r holds r and 2p-1-r; plan::pipeline_rank_of_stage). A step runs
 // grad_accumulation mini-batches of `chunks` micro-batches each, numbered 0 .. chunks*ga-1; the
-// compute order of each mini-batch is the schedule's (gpipe, 1f1b, interleaved-1f1b as in
-// torch.distributed.pipelining, or an imported CSV). Lowering then adds the communication around
+// compute order of each mini-batch is the schedule's (gpipe, 1f1b, interleaved-1f1b, looped-bfs,
+// interleaved-zero-bubble, zbv-zero-bubble, dualpipev as torch.distributed.pipelining makes
+// them, or an imported CSV).
+//
+// A backward is either one action B, or two: I (the gradient of the stage's input, which the
+// previous stage waits for) and later W (the gradients of the stage's weights, which nothing
+// downstream waits for, so zero-bubble schedules move it into the bubbles). OVERLAP_F_B runs a
+// forward and a full backward of two stages of one rank as one action (DualPipeV's pairs). Lowering then adds the communication around
 // each compute action (RECV before it, SEND after it), the DDP all-reduce of each bucket after the
 // stage's last backward of the step, and one OPTIM per stage at the end.
 //
@@ -23,19 +30,30 @@
 
 namespace parallax::plan {
 
-enum class ActionKind { F, B, SEND_F, RECV_F, SEND_B, RECV_B, ALLREDUCE, OPTIM };
+// New kinds go at the end: measured traces store the kind as its number.
+enum class ActionKind { F, B, SEND_F, RECV_F, SEND_B, RECV_B, ALLREDUCE, OPTIM, I, W, OVERLAP_F_B };
 const char* name(ActionKind k);
 bool is_compute(ActionKind k);
+/// Makes the gradient of the stage's input (what SEND_B carries): B, I.
+bool makes_input_gradient(ActionKind k);
+/// Completes the gradients of the stage's weights (what DDP's buckets wait for): B, W.
+bool makes_weight_gradient(ActionKind k);
 
 struct Action {
   ActionKind kind = ActionKind::F;
   int stage = 0;
-  int mb = -1;      ///< micro-batch for F/B/SEND/RECV, -1 otherwise
+  int mb = -1;      ///< micro-batch for F/B/I/W/SEND/RECV (OVERLAP_F_B: its forward's), -1 otherwise
   int bucket = -1;  ///< bucket for ALLREDUCE, -1 otherwise
+  int b_stage = -1, b_mb = -1;  ///< OVERLAP_F_B: the stage and micro-batch of its full backward
 
-  /// Stable printable id, as torch.distributed.pipelining prints actions: "2F5", "0SEND_F3",
-  /// "1ALLREDUCE3" (bucket 3 of stage 1), "1OPTIM".
+  /// Stable printable id, as torch.distributed.pipelining prints actions: "2F5", "1I2", "0SEND_F3",
+  /// "(0F3;3B1)OVERLAP_F_B", "1ALLREDUCE3" (bucket 3 of stage 1), "1OPTIM".
   std::string id() const;
+  /// OVERLAP_F_B's two halves: its forward, and its full backward.
+  Action forward_part() const { return {ActionKind::F, stage, mb}; }
+  Action backward_part() const { return {ActionKind::B, b_stage, b_mb}; }
+  /// The action itself, or OVERLAP_F_B's two halves.
+  std::vector<Action> parts() const;
   bool operator==(const Action&) const = default;
 };
 
@@ -54,7 +72,8 @@ struct Schedule {
 
   int stages() const { return pipeline * virtual_stages; }
   int microbatches() const { return chunks * grad_accumulation; }
-  int rank_of_stage(int stage) const { return stage % pipeline; }
+  bool v_shape = false;     ///< stages placed in a V (plan::v_shaped)
+  int rank_of_stage(int stage) const { return pipeline_rank_of_stage(stage, pipeline, v_shape); }
 };
 
 /// Order of one mini-batch for each pipeline rank: F and B only, or (from a compute_comms CSV)
@@ -63,6 +82,12 @@ using ComputeOrder = std::vector<std::vector<Action>>;
 ComputeOrder gpipe_order(int pipeline, int chunks);
 ComputeOrder one_f_one_b_order(int pipeline, int chunks);
 ComputeOrder interleaved_1f1b_order(int pipeline, int virtual_stages, int chunks);
+ComputeOrder looped_bfs_order(int pipeline, int virtual_stages, int chunks);
+ComputeOrder interleaved_zero_bubble_order(int pipeline, int virtual_stages, int chunks);
+ComputeOrder zbv_zero_bubble_order(int pipeline, int chunks);
+ComputeOrder dualpipev_order(int pipeline, int chunks);
+/// The generated order of a schedule kind (not csv).
+ComputeOrder generated_order(ScheduleKind kind, int pipeline, int virtual_stages, int chunks);
 
 /// Repeats a mini-batch order grad_accumulation times and adds communication (unless the order
 /// already has it), all-reduces and optimizer steps. buckets_per_stage is empty when there is no DDP.

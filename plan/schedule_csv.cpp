@@ -1,5 +1,6 @@
 #include "plan/schedule_csv.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <ostream>
 #include <sstream>
@@ -12,7 +13,8 @@ void write_schedule_csv(const Schedule& schedule, std::ostream& out) {
   for (const auto& rank : schedule.ranks) {
     bool first = true;
     for (const Action& a : rank) {
-      if (!is_compute(a.kind) || a.mb >= schedule.chunks) continue;
+      if (!is_compute(a.kind) || a.mb >= schedule.chunks || (a.kind == ActionKind::OVERLAP_F_B && a.b_mb >= schedule.chunks))
+        continue;
       out << (first ? "" : ",") << a.id();
       first = false;
     }
@@ -20,16 +22,44 @@ void write_schedule_csv(const Schedule& schedule, std::ostream& out) {
   }
 }
 
-ComputeOrder read_schedule_csv(const std::string& path, int pipeline, int stages, int chunks) {
+ComputeOrder read_schedule_csv(const std::string& path, int pipeline, int stages, int chunks, bool v_shape) {
   std::ifstream in(path);
   if (!in) throw InputError(Location{path}, "cannot open schedule CSV (does it exist?)");
   std::stringstream text;
   text << in.rdbuf();
-  return parse_schedule_csv(text.str(), path, pipeline, stages, chunks);
+  return parse_schedule_csv(text.str(), path, pipeline, stages, chunks, v_shape);
 }
 
+namespace {
+
+// One cell's checks against the plan: its stages exist and live on this row's rank, its
+// micro-batches exist, and a W follows its I on the row (`row`: the cells before it).
+void check_cell(const Action& a, const std::string& cell, const Location& at, int rank, int pipeline, int stages,
+                int chunks, bool v_shape, const std::vector<Action>& row) {
+  for (const Action& part : a.parts()) {
+    const std::string what = "'" + cell + "': ";
+    if (part.stage >= stages)
+      throw InputError(at, what + "stage " + std::to_string(part.stage) + " does not exist; the plan has " +
+                               std::to_string(stages) + " stages");
+    const int home = pipeline_rank_of_stage(part.stage, pipeline, v_shape);
+    if (home != rank)
+      throw InputError(at, what + "stage " + std::to_string(part.stage) + " lives on rank " + std::to_string(home) +
+                               ", not on rank " + std::to_string(rank) + " (row " + std::to_string(rank + 1) + ")" +
+                               (v_shape ? "" : "; stages are placed round-robin (stage mod pipeline) for CSV schedules"));
+    if (part.mb >= chunks)
+      throw InputError(at, what + "micro-batch " + std::to_string(part.mb) + " does not exist; chunks is " +
+                               std::to_string(chunks));
+  }
+  if (a.kind == ActionKind::W &&
+      std::find(row.begin(), row.end(), Action{ActionKind::I, a.stage, a.mb}) == row.end())
+    throw InputError(at, "'" + cell + "': a W before its I (" + Action{ActionKind::I, a.stage, a.mb}.id() +
+                             " must come earlier on the row): the weight gradient needs the backward through the stage first");
+}
+
+}  // namespace
+
 ComputeOrder parse_schedule_csv(const std::string& text, const std::string& file, int pipeline,
-                                int stages, int chunks) {
+                                int stages, int chunks, bool v_shape) {
   // The cells are plain tokens without commas or quotes, so splitting lines on ',' is the whole
   // CSV grammar needed here; Python's csv module writes them unquoted.
   ComputeOrder order;
@@ -53,23 +83,18 @@ ComputeOrder parse_schedule_csv(const std::string& text, const std::string& file
       const size_t e = cell.find_last_not_of(" \t\"");
       cell = b == std::string::npos ? "" : cell.substr(b, e - b + 1);
       const Location at{file, line_no, static_cast<int>(start) + 1};
+      // torch's single-stage schedules end each row with REDUCE_GRAD (its DDP reduction);
+      // Parallax places its all-reduces itself.
+      if (cell.size() > 11 && cell.ends_with("REDUCE_GRAD")) cell.clear();
       if (!cell.empty()) {
         Action a;
         if (!parse_action_id(cell, &a) || a.kind == ActionKind::ALLREDUCE || a.kind == ActionKind::OPTIM)
           throw InputError(at, "'" + cell + "' is not a compute or point-to-point action; cells must be like 0F3 "
-                                   "(forward), 1B2 (backward), or, to give the communication yourself, 0SEND_F3, "
-                                   "1RECV_F3, 1SEND_B3, 0RECV_B3; Parallax adds ALLREDUCE and OPTIM itself, and "
-                                   "I/W/UNSHARD are not supported yet");
-        if (a.stage >= stages)
-          throw InputError(at, "'" + cell + "': stage " + std::to_string(a.stage) + " does not exist; the plan has " +
-                                   std::to_string(stages) + " stages");
-        if (a.stage % pipeline != rank)
-          throw InputError(at, "'" + cell + "': stage " + std::to_string(a.stage) + " lives on rank " +
-                                   std::to_string(a.stage % pipeline) + ", not on rank " + std::to_string(rank) + " (row " +
-                                   std::to_string(rank + 1) + ")");
-        if (a.mb >= chunks)
-          throw InputError(at, "'" + cell + "': micro-batch " + std::to_string(a.mb) + " does not exist; chunks is " +
-                                   std::to_string(chunks));
+                                   "(forward), 1B2 (backward), 1I2 and later 1W2 (backward split into input and weight "
+                                   "gradients), (0F3;3B1)OVERLAP_F_B, or, to give the communication yourself, 0SEND_F3, "
+                                   "1RECV_F3, 1SEND_B3, 0RECV_B3; Parallax adds ALLREDUCE and OPTIM itself (and skips "
+                                   "torch's REDUCE_GRAD), and UNSHARD/RESHARD are not supported");
+        check_cell(a, cell, at, rank, pipeline, stages, chunks, v_shape, order.back());
         order.back().push_back(a);
       }
       start = end + 1;

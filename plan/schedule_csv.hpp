@@ -1,7 +1,7 @@
 #pragma once
 // PyTorch pipelining's CSV form of a schedule (PipelineScheduleMulti._dump_csv / _load_csv,
-// format "compute_only"): one row per pipeline rank, one cell per action ("0F3", "1B2"), empty
-// cells for idle time steps. Parallax writes one mini-batch's compute order and derives the
+// format "compute_only"): one row per pipeline rank, one cell per action ("0F3", "1B2", "1I2",
+// "1W2", "(0F3;3B1)OVERLAP_F_B"), empty cells for idle time steps. Parallax writes one mini-batch's compute order and derives the
 // communication itself when it reads one back. A hand-written CSV may instead give the
 // communication too (format "compute_comms": also 0SEND_F3, 1RECV_F3, 1SEND_B3, 0RECV_B3); then
 // it is taken as written.
@@ -16,10 +16,11 @@ namespace parallax::plan {
 void write_schedule_csv(const Schedule& schedule, std::ostream& out);
 
 /// Reads a compute-only or compute_comms CSV; bad cells are InputErrors at file:line:column. Checks the row count,
-/// that each action's stage lives on its row's rank, and that micro-batches are < chunks; the
-/// completeness and deadlock checks are the validator's, after lowering.
-ComputeOrder read_schedule_csv(const std::string& path, int pipeline, int stages, int chunks);
+/// that each action's stage lives on its row's rank (looped, or V-shaped with `v_shape`), that
+/// micro-batches are < chunks, and that no W comes before its I on the row; the completeness
+/// and deadlock checks are the validator's, after lowering.
+ComputeOrder read_schedule_csv(const std::string& path, int pipeline, int stages, int chunks, bool v_shape = false);
 ComputeOrder parse_schedule_csv(const std::string& text, const std::string& file, int pipeline,
-                                int stages, int chunks);
+                                int stages, int chunks, bool v_shape = false);
 
 }  // namespace parallax::plan

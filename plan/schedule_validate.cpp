@@ -62,7 +62,18 @@ class Checker {
         } else if (a.kind != ActionKind::OPTIM && (a.mb < 0 || a.mb >= s_.microbatches())) {
           problem(where + ": micro-batch " + std::to_string(a.mb) + " is outside 0.." + std::to_string(s_.microbatches() - 1));
         }
-        if (!at_.emplace(key_of(a), Place{r, i, vertices_++}).second) problem(where + ": appears more than once");
+        const int vertex = vertices_++;
+        // OVERLAP_F_B stands for its forward and its backward: each is found at its place.
+        for (const Action& part : a.parts()) {
+          if (part.kind == ActionKind::B && (part.stage < 0 || part.stage >= stages)) {
+            problem(where + ": stage " + std::to_string(part.stage) + " does not exist");
+            continue;
+          }
+          if (part.kind == ActionKind::B && s_.rank_of_stage(part.stage) != r)
+            problem(where + ": stage " + std::to_string(part.stage) + " lives on rank " + std::to_string(s_.rank_of_stage(part.stage)));
+          if (!at_.emplace(key_of(part), Place{r, i, vertex}).second)
+            problem(where + ": " + part.id() + " appears more than once");
+        }
       }
     }
   }
@@ -82,24 +93,41 @@ class Checker {
       problem("rank " + std::to_string(a->rank) + ": " + id_of(k1, s1, n1) + " comes after " + id_of(k2, s2, n2));
   }
 
+  // The action that makes the input gradient of (stage, mb), B or I, and the one that completes
+  // its weight gradients, B or W (either found, else B, which is then reported missing).
+  ActionKind input_gradient_kind(int s, int mb) const { return find(ActionKind::I, s, mb) ? ActionKind::I : ActionKind::B; }
+  ActionKind weight_gradient_kind(int s, int mb) const { return find(ActionKind::W, s, mb) ? ActionKind::W : ActionKind::B; }
+
+  // Every forward, then either its B or its I and after it its W, never both forms.
   void check_compute() {
     for (int s = 0; s < s_.stages(); ++s)
-      for (int mb = 0; mb < s_.microbatches(); ++mb) require_before(ActionKind::F, s, mb, ActionKind::B, s, mb);
+      for (int mb = 0; mb < s_.microbatches(); ++mb) {
+        const bool split = find(ActionKind::I, s, mb) || find(ActionKind::W, s, mb);
+        if (split && find(ActionKind::B, s, mb))
+          problem(id_of(ActionKind::B, s, mb) + " and its split form (I, W) both appear; a backward runs once");
+        if (!split) {
+          require_before(ActionKind::F, s, mb, ActionKind::B, s, mb);
+          continue;
+        }
+        require_before(ActionKind::F, s, mb, ActionKind::I, s, mb);
+        require_before(ActionKind::I, s, mb, ActionKind::W, s, mb);
+      }
   }
 
   void check_communication() {
     const int last = s_.stages() - 1;
     for (int s = 0; s < s_.stages(); ++s) {
       for (int mb = 0; mb < s_.microbatches(); ++mb) {
+        const ActionKind input_grad = input_gradient_kind(s, mb);
         if (s > 0) {
           require_before(ActionKind::RECV_F, s, mb, ActionKind::F, s, mb);
-          require_before(ActionKind::B, s, mb, ActionKind::SEND_B, s, mb);
+          require_before(input_grad, s, mb, ActionKind::SEND_B, s, mb);
         } else if (find(ActionKind::RECV_F, s, mb) || find(ActionKind::SEND_B, s, mb)) {
           problem("stage 0 has no previous stage to receive from or send to (micro-batch " + std::to_string(mb) + ")");
         }
         if (s < last) {
           require_before(ActionKind::F, s, mb, ActionKind::SEND_F, s, mb);
-          require_before(ActionKind::RECV_B, s, mb, ActionKind::B, s, mb);
+          require_before(ActionKind::RECV_B, s, mb, input_grad, s, mb);
         } else if (find(ActionKind::SEND_F, s, mb) || find(ActionKind::RECV_B, s, mb)) {
           problem("the last stage has no next stage to send to or receive from (micro-batch " + std::to_string(mb) + ")");
         }
@@ -111,8 +139,9 @@ class Checker {
     for (int s = 0; s < s_.stages(); ++s) {
       const int buckets = s_.buckets_per_stage.empty() ? 0 : s_.buckets_per_stage[s];
       for (int mb = 0; mb < s_.microbatches(); ++mb) {
-        for (int b = 0; b < buckets; ++b) require_before(ActionKind::B, s, mb, ActionKind::ALLREDUCE, s, b);
-        require_before(ActionKind::B, s, mb, ActionKind::OPTIM, s, -1);
+        const ActionKind weight_grad = weight_gradient_kind(s, mb);
+        for (int b = 0; b < buckets; ++b) require_before(weight_grad, s, mb, ActionKind::ALLREDUCE, s, b);
+        require_before(weight_grad, s, mb, ActionKind::OPTIM, s, -1);
       }
       for (int b = 0; b < buckets; ++b) require_before(ActionKind::ALLREDUCE, s, b, ActionKind::OPTIM, s, -1);
     }

@@ -42,26 +42,49 @@ int64_t uncovered(const std::vector<Interval>& a, const std::vector<Interval>& b
   return total;
 }
 
-// Ranks per pipeline (replica): the distance between the first two ranks that run stage 0.
-int pipeline_ranks(const Timeline& timeline) {
-  std::set<int> firsts;
-  for (const auto& e : timeline.events)
-    if (e.lane == Lane::compute && e.action.stage == 0) firsts.insert(e.rank);
-  if (firsts.size() < 2) return std::max(1, timeline.world_size);
-  return *std::next(firsts.begin()) - *firsts.begin();
+// Per stage, the ranks that compute it, ascending. In every placement (either rank order,
+// looped or V-shaped stages) a stage's replicas come in the same rank order as its neighbour's:
+// the k-th rank of stage s sends to the k-th rank of stage s+1.
+using StageRanks = std::vector<std::vector<int>>;
+
+StageRanks stage_ranks(const Timeline& timeline) {
+  StageRanks out;
+  for (const auto& e : timeline.events) {
+    if (e.lane != Lane::compute || e.action.kind == ActionKind::OPTIM) continue;
+    for (const Action& part : e.action.parts()) {
+      if (part.stage < 0) continue;
+      if (static_cast<size_t>(part.stage) >= out.size()) out.resize(part.stage + 1);
+      out[part.stage].push_back(e.rank);
+    }
+  }
+  for (auto& ranks : out) {
+    std::sort(ranks.begin(), ranks.end());
+    ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  }
+  return out;
 }
 
 // A point-to-point message of a step: (receiving rank, forward, receiving stage, micro-batch).
 using MessageKey = std::tuple<int, bool, int, int>;
 
-// The message a SEND or RECV event is one side of (`p` ranks per pipeline).
-std::optional<MessageKey> message_of(const TimelineEvent& e, int p) {
+// The message a SEND or RECV event is one side of.
+std::optional<MessageKey> message_of(const TimelineEvent& e, const StageRanks& ranks) {
   const ActionKind k = e.action.kind;
   const bool send = k == ActionKind::SEND_F || k == ActionKind::SEND_B;
   if (!send && k != ActionKind::RECV_F && k != ActionKind::RECV_B) return std::nullopt;
   const bool forward = k == ActionKind::SEND_F || k == ActionKind::RECV_F;
   const int stage = send ? e.action.stage + (forward ? 1 : -1) : e.action.stage;
-  const int receiver = send ? (e.rank / p) * p + stage % p : e.rank;
+  int receiver = e.rank;
+  if (send) {
+    receiver = -1;
+    const size_t from = static_cast<size_t>(e.action.stage), to = static_cast<size_t>(stage);
+    if (from < ranks.size() && to < ranks.size()) {
+      const auto& senders = ranks[from];
+      const auto it = std::lower_bound(senders.begin(), senders.end(), e.rank);
+      const size_t k = static_cast<size_t>(it - senders.begin());
+      if (it != senders.end() && *it == e.rank && k < ranks[to].size()) receiver = ranks[to][k];
+    }
+  }
   return MessageKey{receiver, forward, stage, e.action.mb};
 }
 
@@ -70,7 +93,7 @@ std::optional<MessageKey> message_of(const TimelineEvent& e, int p) {
 // a million messages, and a node allocation per message made this the slowest part of metrics.
 using Posted = std::vector<std::pair<MessageKey, int64_t>>;
 
-Posted both_posted(const Timeline& timeline, int step, int p) {
+Posted both_posted(const Timeline& timeline, int step, const StageRanks& ranks) {
   struct Side {
     MessageKey key;
     bool send = false;
@@ -79,7 +102,7 @@ Posted both_posted(const Timeline& timeline, int step, int p) {
   std::vector<Side> sides;
   for (const auto& e : timeline.events) {
     if (e.step != step) continue;
-    if (const auto key = message_of(e, p))
+    if (const auto key = message_of(e, ranks))
       sides.push_back({*key, e.action.kind == ActionKind::SEND_F || e.action.kind == ActionKind::SEND_B, e.start.count_ns()});
   }
   // Stable: of two events for the same side of a message, the later in the timeline counts.
@@ -119,8 +142,8 @@ StepTimes step_times(const Timeline& timeline, int step) {
   out.step = step;
   int64_t first = INT64_MAX, last = INT64_MIN;
   std::vector<std::vector<Interval>> compute(timeline.world_size), comm(timeline.world_size);
-  const int p = pipeline_ranks(timeline);
-  const auto posted = both_posted(timeline, step, p);
+  const StageRanks ranks = stage_ranks(timeline);
+  const auto posted = both_posted(timeline, step, ranks);
   // The step starts with its first piece of work. A receive posted earlier is a rank that finished
   // the previous step first and waits for this one's data: in a real run the later stages post
   // their first receive while stage 0 is still finishing the step before, and counting that wait
@@ -139,7 +162,7 @@ StepTimes step_times(const Timeline& timeline, int step) {
     }
     // A message is communication only once both sides have posted.
     int64_t from = std::max(first, e.start.count_ns());
-    if (const auto key = message_of(e, p))
+    if (const auto key = message_of(e, ranks))
       if (const int64_t* both = find_posted(posted, *key)) from = std::max(from, *both);
     if (from < e.end.count_ns()) comm[e.rank].emplace_back(from, e.end.count_ns());
   }

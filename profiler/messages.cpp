@@ -49,7 +49,7 @@ MessageTiming message_timing(const plan::Timeline& measured, const plan::Paralle
     const plan::Action send{forward ? ActionKind::SEND_F : ActionKind::SEND_B, e.action.stage + (forward ? -1 : 1),
                             e.action.mb};
     const plan::Placement receiver = plan::placement_of(parallel, e.rank);
-    const int sender = plan::rank_of(parallel, {receiver.replica, send.stage % parallel.pipeline, receiver.tensor_rank});
+    const int sender = plan::rank_of(parallel, {receiver.replica, parallel.rank_of_stage(send.stage), receiver.tensor_rank});
     const auto it = sends.find({e.step, sender, send.id()});
     if (it == sends.end()) continue;
     const Send& s = it->second;

@@ -7,15 +7,33 @@ int& Simulation::backwards_done(int rank, int stage) {
   return backwards_done_[static_cast<size_t>(rank) * sched_.virtual_stages + stage_places_[stage].local];
 }
 
+// How long a compute action takes alone, and whether it saturates memory bandwidth. A backward
+// split in two: I is the backward less its weight-gradient part, W that part. OVERLAP_F_B runs
+// its forward and its backward on one device: their sum (compute does not overlap compute).
+std::pair<Time, bool> Simulation::compute_work(const Action& a) const {
+  const StageCost& c = costs_[a.stage];
+  switch (a.kind) {
+    case ActionKind::F: return {c.forward, c.forward_memory_bound};
+    case ActionKind::B: return {c.backward, c.backward_memory_bound};
+    case ActionKind::I: return {c.backward - c.backward_weight, c.backward_memory_bound};
+    case ActionKind::W: return {c.backward_weight, c.backward_memory_bound};
+    case ActionKind::OVERLAP_F_B: return {c.forward + costs_[a.b_stage].backward, costs_[a.b_stage].backward_memory_bound};
+    default: return {c.optimizer, c.optimizer_memory_bound};
+  }
+}
+
 void Simulation::start_compute(int rank, const Action& a, Time now) {
   RankState& st = ranks_[rank];
-  const StageCost& c = costs_[a.stage];
-  Time dur = a.kind == ActionKind::F ? c.forward : a.kind == ActionKind::B ? c.backward : c.optimizer;
-  // The step's last backward of a stage also copies its gradients into the DDP buckets, and
-  // shares the cores with the all-reduces it starts.
-  if (a.kind == ActionKind::B && !groups_.empty() &&
-      backwards_done(rank, a.stage) + 1 == sched_.microbatches())
-    dur += c.bucket_copy_in + c.sync_backward_extra;
+  // The stage whose weight gradients the action completes, if any (B, W, OVERLAP_F_B's B).
+  const bool overlap = a.kind == ActionKind::OVERLAP_F_B;
+  const bool weights = plan::makes_weight_gradient(a.kind) || overlap;
+  const int weight_stage = overlap ? a.b_stage : a.stage;
+  const StageCost& c = costs_[weight_stage];
+  auto [dur, memory_bound] = compute_work(a);
+  // The step's last weight gradients of a stage also copy into the DDP buckets, and share the
+  // cores with the all-reduces they start.
+  const bool last_weights = weights && !groups_.empty() && backwards_done(rank, weight_stage) + 1 == sched_.microbatches();
+  if (last_weights) dur += c.bucket_copy_in + c.sync_backward_extra;
   // Recorded with its start; on_compute_done sets its end (interference may stretch it).
   const int32_t ev = record(rank, Lane::compute, a, now, now, 0);
   if (st.last_compute >= 0) depend(st.last_compute, end_of(st.last_compute));
@@ -23,14 +41,21 @@ void Simulation::start_compute(int rank, const Action& a, Time now) {
   st.waited_on = -1;
   st.last_compute = ev;
   st.bucket_work = nullptr;
-  if (a.kind == ActionKind::B) {
-    if (++backwards_done(rank, a.stage) == sched_.microbatches() && !groups_.empty()) st.bucket_work = &c.bucket_ready;
+  if (weights) ++backwards_done(rank, weight_stage);
+  if (last_weights) {
+    // Gradients are ready as the backward (or W) passes each bucket's first layer; OVERLAP_F_B
+    // does its forward first.
+    if (a.kind == ActionKind::W) st.bucket_work = &c.bucket_ready_in_weight;
+    else if (!overlap) st.bucket_work = &c.bucket_ready;
+    else {
+      st.shifted_buckets = c.bucket_ready;
+      for (Time& t : st.shifted_buckets) t += costs_[a.stage].forward;
+      st.bucket_work = &st.shifted_buckets;
+    }
   }
   st.computing = true;
-  st.compute_stage = a.stage;
-  st.memory_bound = a.kind == ActionKind::F   ? c.forward_memory_bound
-                    : a.kind == ActionKind::B ? c.backward_memory_bound
-                                              : c.optimizer_memory_bound;
+  st.compute_stage = weight_stage;
+  st.memory_bound = memory_bound;
   st.work_done = 0;
   st.work_total = dur.count_ns();
   st.progress_ns = now.count_ns();

@@ -135,7 +135,7 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<pla
   for (const plan::Stage& st : plan.stages) {
     StageCost c;
     const int last = st.first_layer + st.layer_count - 1;
-    std::vector<Time> bwd_layer(plan.layers().size());
+    std::vector<Time> bwd_layer(plan.layers().size()), weight_layer(plan.layers().size());
     Time forward_with_grad, forward_memory_bound, backward_memory_bound, recompute;
     for (int l = st.first_layer; l <= last; ++l) {
       const auto lc = layer_costs ? (*layer_costs)[l]
@@ -152,6 +152,8 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<pla
       const Time layer_recompute = recompute_choice == plan::Recompute::layer ? lc.recompute + tp.forward : Time();
       c.backward += lc.backward + tp.backward + layer_recompute;
       bwd_layer[l] = lc.backward + tp.backward + layer_recompute;
+      weight_layer[l] = lc.backward_weight;
+      c.backward_weight += lc.backward_weight;
       if (lc.forward_memory_bound) forward_memory_bound += lc.forward;
       if (lc.backward_memory_bound) backward_memory_bound += lc.backward;
     }
@@ -169,9 +171,10 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<pla
     const Time before_layers = stage_recompute + extras.backward;
     c.backward += before_layers;
     for (const plan::Bucket& b : st.buckets) {
-      Time at = before_layers;
-      for (int l = last; l >= b.ready_layer; --l) at += bwd_layer[l];
+      Time at = before_layers, in_weight;
+      for (int l = last; l >= b.ready_layer; --l) at += bwd_layer[l], in_weight += weight_layer[l];
       c.bucket_ready.push_back(at);
+      c.bucket_ready_in_weight.push_back(in_weight);
     }
     // Each tensor rank sends its 1/t of the boundary tensor (Megatron-LM's scatter-gather).
     const double per_rank = static_cast<double>(plan.microbatch_size) * elem / s.parallel.tensor;
@@ -193,8 +196,15 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<pla
         return std::max(Time(), scaled(alone, f) + scaled(proportional, f * (factor - 1)) + scaled(Time::us(extra_us), f));
       };
       c.forward = in_run(c.forward, in.forward, in.forward_extra_us, in.forward_probed_us);
+      const Time backward_alone = c.backward;
       c.backward = in_run(c.backward, in.backward, in.backward_extra_us, in.backward_probed_us);
       for (Time& t : c.bucket_ready) t = in_run(t, in.backward, in.backward_extra_us, in.backward_probed_us);
+      // A W keeps its share of the backward in the run.
+      if (backward_alone > Time()) {
+        const double share = static_cast<double>(c.backward.count_ns()) / static_cast<double>(backward_alone.count_ns());
+        c.backward_weight = scaled(c.backward_weight, share);
+        for (Time& t : c.bucket_ready_in_weight) t = scaled(t, share);
+      }
       c.optimizer = in_run(c.optimizer, in.optimizer, in.optimizer_extra_us, in.optimizer_probed_us);
       c.bucket_copy_in = scaled(c.bucket_copy_in, f * in.backward);
       if (s.parallel.data > 1)

@@ -19,9 +19,12 @@ using plan::Time;
 struct StageCost {
   Time forward;
   Time backward;  ///< includes the recomputed forward with activation checkpointing
+  /// The part of backward that computes the weight gradients: a split backward's W (its I is
+  /// the rest, recompute included).
+  Time backward_weight;
   /// Offset from the start of a backward at which each bucket's last gradient is produced
-  /// (backward runs from the stage's last layer to its first).
-  std::vector<Time> bucket_ready;
+  /// (backward runs from the stage's last layer to its first), and the same within a W.
+  std::vector<Time> bucket_ready, bucket_ready_in_weight;
   int64_t send_forward_bytes = 0;   ///< the stage's output for one micro-batch
   int64_t send_backward_bytes = 0;  ///< the gradient of the stage's input for one micro-batch
   /// The sender's time inside the send call (calibrated hosts): it cannot compute meanwhile.

@@ -34,7 +34,7 @@ Simulation::Simulation(const plan::Plan& plan, const SimOptions& options)
   }
   for (int s = 0; s < p * sched_.virtual_stages; ++s) {
     StagePlace& place = stage_places_.emplace_back();
-    place.pipeline_rank = s % p;
+    place.pipeline_rank = sched_.rank_of_stage(s);
     place.local = s / p;
     for (size_t forward : {0, 1})
       place.first_slot[forward] = (static_cast<size_t>(place.local) * 2 + forward) * played_ +
@@ -162,6 +162,9 @@ void Simulation::advance(int rank, Time now) {
     switch (a.kind) {
       case ActionKind::F:
       case ActionKind::B:
+      case ActionKind::I:
+      case ActionKind::W:
+      case ActionKind::OVERLAP_F_B:
         start_compute(rank, a, now);
         ++st.pc;
         return;

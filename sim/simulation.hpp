@@ -50,7 +50,7 @@ struct alignas(64) RankState {
   int32_t comm_kernels = 0;     // communication kernels running on the device
   bool waiting = false;   // blocked on a RECV, on OPTIM's all-reduces, or (NCCL) in a SEND
   bool in_send = false;   // NCCL: blocked in a SEND until its receive is posted
-  // The compute action in progress (F, B or OPTIM), as work: the ns it takes alone. It goes at
+  // The compute action in progress (F, B, I, W, OVERLAP_F_B or OPTIM), as work: the ns it takes alone. It goes at
   // `speed` (1, or 1/interference while a communication kernel runs on the device), so its end
   // and its buckets' ready times move when the speed does (docs/simulator.md, Interference).
   bool computing = false;
@@ -68,6 +68,7 @@ struct alignas(64) RankState {
   // Kept as it comes rather than as a list: no heap buffer per rank to miss in the caches.
   Time waited_on_release;
   int32_t waited_on = -1;
+  std::vector<Time> shifted_buckets;  // OVERLAP_F_B's bucket-ready offsets, after its forward
 };
 static_assert(offsetof(RankState, work_total) < 64, "the hot fields fill the first cache line");
 
@@ -176,6 +177,7 @@ class Simulation {
   // with communication and shared cores changes.
   int& backwards_done(int rank, int stage);
   void start_compute(int rank, const Action& a, Time now);
+  std::pair<Time, bool> compute_work(const Action& a) const;
   bool current(int rank, int32_t version) const;
   double compute_speed(int rank) const;
   void node_compute(int rank, int delta, Time now);

@@ -96,7 +96,8 @@ TEST_CASE("plan::Scenario: each bad input names its line and column", "[plan]") 
   SECTION("unknown schedule and precision name the choices") {
     CHECK_THAT(parse_error(kGood, {"parallel.schedule=zb"}),
                Catch::Equals("--set parallel.schedule=zb: 'parallel.schedule' must be one of gpipe | 1f1b | "
-                             "interleaved-1f1b | <file>.csv, got 'zb'"));
+                             "interleaved-1f1b | looped-bfs | interleaved-zero-bubble | zbv-zero-bubble | dualpipev | "
+                             "<file>.csv, got 'zb'"));
     CHECK_THAT(parse_error(kGood, {"parallel.precision=fp8"}), Catch::Contains("fp32 | bf16 | fp16"));
   }
   SECTION("a value from --set is blamed on the flag") {
