@@ -58,9 +58,14 @@ std::string result_to_json(const RankResult& r) {
   nlohmann::json probe = nlohmann::json::array();
   for (const auto& [step, us] : r.host_probe) probe.push_back({step, us});
   for (const auto& s : r.steps) steps.push_back({s.step, s.loss_sum, s.loss_count, s.step_ms, s.loss_scale, s.skipped});
-  for (const auto& e : r.events)
+  for (const auto& e : r.events) {
     events.push_back({static_cast<int>(e.lane), static_cast<int>(e.action.kind), e.action.stage, e.action.mb,
                       e.action.bucket, e.start.count_ns(), e.end.count_ns(), e.bytes, e.step});
+    if (e.action.kind == plan::ActionKind::OVERLAP_F_B) {  // and its backward's stage and micro-batch
+      events.back().push_back(e.action.b_stage);
+      events.back().push_back(e.action.b_mb);
+    }
+  }
   return nlohmann::json{{"rank", r.rank},
                         {"correct", r.correct},
                         {"tested", r.tested},
@@ -104,6 +109,7 @@ RankResult result_from_json(const std::string& text) {
     ev.rank = r.rank;
     ev.lane = static_cast<plan::Lane>(e[0].get<int>());
     ev.action = {static_cast<plan::ActionKind>(e[1].get<int>()), e[2], e[3], e[4]};
+    if (e.size() > 10) ev.action.b_stage = e[9], ev.action.b_mb = e[10];
     ev.start = plan::Time::ns(e[5]);
     ev.end = plan::Time::ns(e[6]);
     ev.bytes = e[7];

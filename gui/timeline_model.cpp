@@ -12,7 +12,10 @@ namespace {
 BarKind kind_of(plan::ActionKind k) {
   switch (k) {
     case plan::ActionKind::F: return BarKind::forward;
-    case plan::ActionKind::B: return BarKind::backward;
+    case plan::ActionKind::B:
+    case plan::ActionKind::I:
+    case plan::ActionKind::W: return BarKind::backward;  // told apart by their labels (1I2, 1W2)
+    case plan::ActionKind::OVERLAP_F_B: return BarKind::forward;
     case plan::ActionKind::SEND_F:
     case plan::ActionKind::SEND_B: return BarKind::send;
     case plan::ActionKind::RECV_F:

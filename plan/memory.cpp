@@ -164,21 +164,26 @@ static int64_t peak_activation_bytes(const Plan& plan, int pipeline_rank, int* p
     received.emplace(forward, a.stage);
   }
   peak = held;
-  for (const Action& a : plan.schedule.ranks[pipeline_rank]) {
-    if (!is_compute(a.kind)) continue;
-    if (!per_mb.count(a.stage)) per_mb[a.stage] = stage_activation_bytes(plan, plan.stages[a.stage]);
-    const int64_t bytes = per_mb[a.stage];
-    if (a.kind == ActionKind::F) {
-      if (received.count({true, a.stage})) held -= receive_buffer_bytes(plan, true, a.stage);
-      held += bytes;
-      ++inflight;
-    } else {
-      if (received.count({false, a.stage})) held -= receive_buffer_bytes(plan, false, a.stage);
-      held -= bytes;
-      --inflight;
+  // A split backward's I uses its output gradient and keeps the activations, which its W frees
+  // (exec/split_backward.hpp keeps each layer's graph until W).
+  for (const Action& action : plan.schedule.ranks[pipeline_rank]) {
+    if (!is_compute(action.kind)) continue;
+    for (const Action& a : action.parts()) {
+      if (!per_mb.count(a.stage)) per_mb[a.stage] = stage_activation_bytes(plan, plan.stages[a.stage]);
+      const int64_t bytes = per_mb[a.stage];
+      if (a.kind == ActionKind::F) {
+        if (received.count({true, a.stage})) held -= receive_buffer_bytes(plan, true, a.stage);
+        held += bytes;
+        ++inflight;
+      }
+      if (makes_input_gradient(a.kind) && received.count({false, a.stage})) held -= receive_buffer_bytes(plan, false, a.stage);
+      if (makes_weight_gradient(a.kind)) {
+        held -= bytes;
+        --inflight;
+      }
+      if (held > peak) peak = held;
+      *peak_inflight = std::max(*peak_inflight, inflight);
     }
-    if (held > peak) peak = held;
-    *peak_inflight = std::max(*peak_inflight, inflight);
   }
   return peak;
 }

@@ -41,6 +41,7 @@ json timeline_columns(const plan::Timeline& t, int step, std::vector<int32_t>* i
   const int64_t origin = plan::step_times(t, step).start.count_ns();
   json rank = json::array(), lane = json::array(), kind = json::array(), stage = json::array(), mb = json::array(),
        bucket = json::array(), start = json::array(), end = json::array();
+  json overlap = json::object();  // OVERLAP_F_B events (few): index -> [its backward's stage, micro-batch]
   if (index) index->assign(t.events.size(), -1);
   for (size_t i = 0; i < t.events.size(); ++i) {
     const auto& e = t.events[i];
@@ -52,11 +53,12 @@ json timeline_columns(const plan::Timeline& t, int step, std::vector<int32_t>* i
     stage.push_back(e.action.stage);
     mb.push_back(e.action.mb);
     bucket.push_back(e.action.bucket);
+    if (e.action.kind == plan::ActionKind::OVERLAP_F_B) overlap[std::to_string(rank.size() - 1)] = {e.action.b_stage, e.action.b_mb};
     start.push_back(e.start.count_ns() - origin);
     end.push_back(e.end.count_ns() - origin);
   }
-  return {{"step", step}, {"rank", rank}, {"lane", lane}, {"kind", kind}, {"stage", stage},
-          {"mb", mb},     {"bucket", bucket}, {"start", start}, {"end", end}};
+  return {{"step", step}, {"rank", rank},     {"lane", lane}, {"kind", kind}, {"stage", stage},
+          {"mb", mb},     {"bucket", bucket}, {"start", start}, {"end", end}, {"overlap", overlap}};
 }
 
 /// The plan the predicted trace carries (plan_json of cli), or an empty object.

@@ -5,9 +5,9 @@
 'use strict';
 
 const D = JSON.parse(document.getElementById('data').textContent);
-const KINDS = ['F', 'B', 'SEND_F', 'RECV_F', 'SEND_B', 'RECV_B', 'ALLREDUCE', 'OPTIM'];  // plan::ActionKind
+const KINDS = ['F', 'B', 'SEND_F', 'RECV_F', 'SEND_B', 'RECV_B', 'ALLREDUCE', 'OPTIM', 'I', 'W', 'OVERLAP_F_B'];  // plan::ActionKind
 const LANES = ['compute', 'send', 'recv', 'allreduce'];                                  // plan::Lane
-const COLORS = ['#4c9be8', '#2e9d6b', '#e8a33c', '#d9822b', '#c9a227', '#b5651d', '#8e44ad', '#7f8c8d'];
+const COLORS = ['#4c9be8', '#2e9d6b', '#e8a33c', '#d9822b', '#c9a227', '#b5651d', '#8e44ad', '#7f8c8d', '#5cb85c', '#a3c644', '#3f7fbf'];
 const PREDICTED = '#8a94a6', MEASURED = '#2f6fde', LIMIT = '#c0392b';
 
 // ---- small helpers
@@ -33,8 +33,9 @@ const ms = v => v.toFixed(3) + ' ms';
 const pct = v => (100 * v).toFixed(1) + '%';
 const signedPct = v => (v >= 0 ? '+' : '') + (100 * v).toFixed(1) + '%';
 
-function actionId(kind, stage, mb, bucket) {
+function actionId(kind, stage, mb, bucket, overlap) {
   const k = KINDS[kind];
+  if (k === 'OVERLAP_F_B' && overlap) return `(${stage}F${mb};${overlap[0]}B${overlap[1]})OVERLAP_F_B`;
   if (k === 'ALLREDUCE') return stage + k + bucket;
   if (k === 'OPTIM') return stage + k;
   return stage + k + mb;
@@ -526,7 +527,7 @@ class Timeline {
         ctx.fillStyle = COLORS[kind];
         ctx.fillRect(x0, y, x1 - x0 - 0.5, h);
         if (labels && x1 - x0 > 24 && x0 >= labelEnd) {
-          const id = actionId(kind, cols.stage[i], cols.mb[i], cols.bucket[i]), lx = Math.max(x0, this.gutter) + 3;
+          const id = actionId(kind, cols.stage[i], cols.mb[i], cols.bucket[i], (cols.overlap || {})[i]), lx = Math.max(x0, this.gutter) + 3;
           const w = ctx.measureText(id).width;
           if (lx + w < x1 - 2) {  // only where it fits, and never over the previous label
             ctx.fillStyle = '#fff';
@@ -571,7 +572,7 @@ class Timeline {
       return `${name}: start ${ms(c.start[i] / 1e6)}, duration ${ms((c.end[i] - c.start[i]) / 1e6)}`;
     };
     const layer = h.p >= 0 ? this.predicted : this.measured, i = h.p >= 0 ? h.p : h.m, c = layer.cols;
-    const lines = [`rank ${h.rank} ${actionId(c.kind[i], c.stage[i], c.mb[i], c.bucket[i])}`];
+    const lines = [`rank ${h.rank} ${actionId(c.kind[i], c.stage[i], c.mb[i], c.bucket[i], (c.overlap || {})[i])}`];
     if (h.p >= 0) lines.push(line('predicted', this.predicted, h.p));
     if (h.m >= 0) lines.push(line('measured ', this.measured, h.m));
     if (h.p >= 0 && h.m >= 0) {

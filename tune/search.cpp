@@ -106,6 +106,24 @@ void cross_free_knobs(const std::vector<const plan::Knob*>& free, const Space& s
   level(free.size());
 }
 
+// The stages per rank a schedule is searched at: the space's for the looped multi-stage ones
+// (and one, ZB-H1, for interleaved-zero-bubble), two for the V-shaped ones, else one.
+std::vector<int> stage_counts(plan::ScheduleKind kind, const std::vector<int>& virtual_values) {
+  switch (kind) {
+    case plan::ScheduleKind::interleaved_1f1b:
+    case plan::ScheduleKind::looped_bfs: return virtual_values;
+    case plan::ScheduleKind::interleaved_zero_bubble: {
+      std::vector<int> v = {1};
+      for (int x : virtual_values)
+        if (x != 1) v.push_back(x);
+      return v;
+    }
+    case plan::ScheduleKind::zbv_zero_bubble:
+    case plan::ScheduleKind::dualpipev: return {2};
+    default: return {1};
+  }
+}
+
 }  // namespace
 
 std::vector<plan::Settings> enumerate(Evaluator& ev, const Space& sp, size_t* invalid, std::string* invalid_example) {
@@ -154,10 +172,11 @@ std::vector<plan::Settings> enumerate(Evaluator& ev, const Space& sp, size_t* in
         plan::Settings layout = given;
         schedule.set(layout, kind_value);
         const plan::ScheduleKind kind = layout.schedule;
-        // One stage per rank: 1F1B is GPipe's order and interleaving has nothing to interleave.
-        if (p == 1 && (kind == plan::ScheduleKind::interleaved_1f1b || (kind == plan::ScheduleKind::one_f_one_b && has_gpipe)))
-          continue;
-        const std::vector<int> virtuals = kind == plan::ScheduleKind::interleaved_1f1b ? virtual_values : std::vector<int>{1};
+        // One pipeline rank: 1F1B is GPipe's order, and the schedules of several stages per rank
+        // or split backwards have no bubble to fill.
+        const bool several_stages = kind != plan::ScheduleKind::gpipe && kind != plan::ScheduleKind::one_f_one_b;
+        if (p == 1 && (several_stages || (kind == plan::ScheduleKind::one_f_one_b && has_gpipe))) continue;
+        const std::vector<int> virtuals = stage_counts(kind, virtual_values);
         const std::vector<int> chunk_counts = sp.of("parallel.chunks").empty() ? divisors(batch) : sp.ints("parallel.chunks");
         for (int v : virtuals)
           for (int chunks : chunk_counts) {

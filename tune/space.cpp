@@ -136,7 +136,7 @@ void search(Space* sp, const std::string& assignment) {
     if (v.empty()) fail(flag, "an empty value in the list");
     values.push_back(knob->parse(v, plan::Location{flag}));
     if (key == "parallel.schedule" && std::get<std::string>(values.back()).ends_with(".csv"))
-      fail(flag, "an imported CSV schedule cannot be tuned; search gpipe, 1f1b or interleaved-1f1b");
+      fail(flag, "an imported CSV schedule cannot be tuned; search the generated ones (parallax keys lists them)");
   }
   // Duplicates would be simulated twice; the first of each stays.
   std::vector<plan::KnobValue> unique;

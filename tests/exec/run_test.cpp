@@ -59,7 +59,8 @@ int count_processes(const std::string& needle) {
 
 }  // namespace
 
-TEST_CASE("exec: pipelined, interleaved, checkpointed and data-parallel runs compute the losses of one process", "[exec][run]") {
+TEST_CASE("exec: pipelined, interleaved, zero-bubble, checkpointed and data-parallel runs compute the losses of one process",
+          "[exec][run]") {
   INFO("Fashion-MNIST is missing: scripts/setup.sh installs dataset-fashion-mnist");
   REQUIRE(fashion_mnist_installed());
   const auto single = losses("--set parallel.data=1 --set data.batch_size=32");
@@ -74,13 +75,37 @@ TEST_CASE("exec: pipelined, interleaved, checkpointed and data-parallel runs com
       "--set parallel.data=1 --set parallel.pipeline=2 --set parallel.chunks=4 --set data.batch_size=32 "
       "--set parallel.schedule=1f1b --set parallel.activation_checkpointing=true",
       "--set parallel.data=1 --set parallel.pipeline=2 --set parallel.chunks=4 --set data.batch_size=32 "
-      "--set parallel.schedule=1f1b --set parallel.activation_checkpointing=stage"};
+      "--set parallel.schedule=1f1b --set parallel.activation_checkpointing=stage",
+      // Two stages on one rank: the hand-over between them, without a message.
+      "--set parallel.data=1 --set parallel.pipeline=1 --set parallel.virtual=2 --set parallel.partition_len=2 "
+      "--set parallel.chunks=4 --set data.batch_size=32 --set parallel.schedule=interleaved-1f1b",
+      // torch's newer schedules: backwards split into I and W, V-shaped stages, overlapped pairs.
+      "--set parallel.data=1 --set parallel.pipeline=2 --set parallel.virtual=2 --set parallel.partition_len=1 "
+      "--set parallel.chunks=4 --set data.batch_size=32 --set parallel.schedule=looped-bfs",
+      "--set parallel.data=1 --set parallel.pipeline=2 --set parallel.chunks=4 --set data.batch_size=32 "
+      "--set parallel.schedule=interleaved-zero-bubble",
+      "--set parallel.data=1 --set parallel.pipeline=2 --set parallel.virtual=2 --set parallel.partition_len=1 "
+      "--set parallel.chunks=4 --set data.batch_size=32 --set parallel.schedule=zbv-zero-bubble",
+      "--set parallel.data=1 --set parallel.pipeline=2 --set parallel.virtual=2 --set parallel.partition_len=1 "
+      "--set parallel.chunks=4 --set data.batch_size=32 --set parallel.schedule=dualpipev"};
   for (const auto& layout : layouts) {
     INFO(layout);
     const auto other = losses(layout);
     REQUIRE(other.size() == single.size());
     for (size_t i = 0; i < single.size(); ++i) CHECK(other[i] == Approx(single[i]).epsilon(1e-5));
   }
+}
+
+TEST_CASE("exec: DDP's buckets all-reduce on W: zero-bubble pipelines of two replicas compute the losses of one process",
+          "[exec][run]") {
+  INFO("Fashion-MNIST is missing: scripts/setup.sh installs dataset-fashion-mnist");
+  REQUIRE(fashion_mnist_installed());
+  const auto single = losses("--set parallel.data=1 --set data.batch_size=32");
+  const auto dualpipev = losses("--set parallel.data=2 --set parallel.pipeline=2 --set parallel.virtual=2 "
+                                "--set parallel.partition_len=1 --set parallel.chunks=4 --set data.batch_size=16 "
+                                "--set parallel.schedule=dualpipev");
+  REQUIRE(dualpipev.size() == single.size());
+  for (size_t i = 0; i < single.size(); ++i) CHECK(dualpipev[i] == Approx(single[i]).epsilon(1e-5));
 }
 
 TEST_CASE("exec: layer recompute gives the losses of none and takes less memory than stage on a deep stage", "[exec][run]") {
@@ -132,6 +157,14 @@ TEST_CASE("exec: measured and predicted traces hold the same actions", "[exec][r
   CHECK(report["missing"]["only_measured"].empty());
   CHECK(report["measured_steps"] == std::vector<int>{1});
   CHECK(report["step_time_ms"]["measured"].get<double>() > 0);
+  // A V-shaped, split and overlapped schedule: the same actions on both sides too.
+  const std::string zbv = " --set data.steps=2 --set model.hidden=32 --set model.layers=3 --set parallel.data=1 --set parallel.pipeline=2 "
+                          "--set parallel.virtual=2 --set parallel.partition_len=1 --set parallel.chunks=4 "
+                          "--set parallel.schedule=dualpipev";
+  REQUIRE(run("run " + kMlp + zbv + " -o " + measured).code == 0);
+  REQUIRE(run("simulate " + kMlp + zbv + " -o " + predicted).code == 0);
+  CHECK(action_set(measured, 1) == action_set(predicted, 0));
+  CHECK(action_set(predicted, 0).count("0:(0F3;3B1)OVERLAP_F_B") == 1);
   // DDP adds the all-reduces on both sides.
   const std::string ddp = " --set data.steps=1 --set model.hidden=32";
   REQUIRE(run("run " + kMlp + ddp + " -o " + measured).code == 0);
