@@ -67,10 +67,22 @@ Time lower_bound(const plan::Plan& p, const std::vector<plan::LayerCost>& layer_
   for (const plan::Stage& st : p.stages)
     rank_busy[st.pipeline_rank] += m * (c[st.index].forward + c[st.index].backward) + c[st.index].optimizer;
   for (Time t : rank_busy) best = std::max(best, t);
-  Time before;  // micro-batch 0's forward and its last backward through the stages before b
+  // Stage b starts once micro-batch 0's forward went through the stages before it, and after its
+  // last backward the input gradient goes back through them. Where the schedule defers W, only
+  // stage b's I must come before that trip (its W may run beside it), and the trip is of I's.
+  const bool split = plan::splits_backward(p.scenario.parallel.schedule);
+  Time forwards, inputs, backwards;  // through the stages before b
   for (size_t b = 0; b < c.size(); ++b) {
-    best = std::max(best, before + m * (c[b].forward + c[b].backward) + c[0].optimizer);
-    before += c[b].forward + c[b].backward;
+    const Time input = c[b].backward - c[b].backward_weight;
+    if (split) {
+      best = std::max(best, forwards + m * (c[b].forward + c[b].backward) + c[b].optimizer);
+      best = std::max(best, forwards + m * (c[b].forward + input) + inputs + c[0].optimizer);
+    } else {
+      best = std::max(best, forwards + backwards + m * (c[b].forward + c[b].backward) + c[0].optimizer);
+    }
+    forwards += c[b].forward;
+    inputs += input;
+    backwards += c[b].backward;
   }
   return best;
 }
