@@ -253,7 +253,7 @@ int main(int argc, char** argv) {
   ScenarioArgs sched_args;
   std::string csv_path;
   auto* sched_cmd = app.add_subcommand(
-      "schedule", "Per-rank action lists of one optimizer step (F, B, SEND/RECV, ALLREDUCE, OPTIM)");
+      "schedule", "Per-rank action lists of one optimizer step (F, B or I and W, SEND/RECV, ALLREDUCE, OPTIM)");
   sched_args.add_to(sched_cmd);
   sched_cmd->add_option("--csv", csv_path,
                         "Also write the compute order as PyTorch pipelining CSV (one row per rank); "

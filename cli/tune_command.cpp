@@ -205,7 +205,7 @@ int tune_command(const TuneArgs& args, const std::string& self) {
   if (base.parallel.schedule == plan::ScheduleKind::csv)
     throw plan::InputError(base.where("parallel.schedule"),
                            "tune searches generated schedules; this scenario imports " + base.parallel.schedule_csv +
-                               " (set parallel.schedule to gpipe, 1f1b or interleaved-1f1b to tune it)");
+                               " (set parallel.schedule to a generated schedule to tune it; parallax keys lists them)");
   if (args.validate > 0 && !base.hardware.calibration)
     std::cerr << "tune: note: predicting with '" << base.hardware.name
               << "', which is not calibrated; --validate runs on this machine's CPU, so tune with its calibration "
