@@ -43,6 +43,13 @@ struct Slot {
   SplitGraph split;  ///< a stage whose backward the schedule splits (I, W): its graph by layer
 };
 
+// What a micro-batch's backward (B or I) leaves behind goes at once, not at the step's end: a
+// later 1F1B stage would otherwise hold every micro-batch's input, target and gradients until
+// then, and its memory would grow with the chunks. The input's gradient stays for its SEND_B.
+void release_after_backward(Slot& slot) {
+  slot.output = slot.loss = slot.input = slot.target = slot.grad_out = torch::Tensor();
+}
+
 // Room for every span of the run: each action of every step, plus slack; capped at 4M spans
 // (~200 MB), beyond which spans are counted as dropped.
 size_t tracer_capacity(const plan::Plan& plan) {
@@ -73,6 +80,7 @@ class Runtime {
     const int threads = std::max(1u, std::thread::hardware_concurrency()) / std::max(1, launch.world_size);
     torch::set_num_threads(std::max(1, threads));
     demote_helper_threads(threads_before_comm_);  // Gloo's loop and the send watcher: see exec/threads.hpp
+    receive_window_ = static_cast<size_t>(plan::receive_window(plan.schedule, pipeline_rank_));
     memory_.rank = launch.rank;
     memory_.baseline_rss_bytes = resident_bytes();  // data and process groups are set up
     if (train_device_.is_cuda()) {
@@ -240,6 +248,7 @@ class Runtime {
         }
         const std::string what = a.id() + " to rank " + std::to_string(dst);
         sends_.push({comm_.send(t, dst, tag(a.stage, a.mb, !fwd), what), t, a, dst, t0, step32});
+        if (!fwd) slot.grad_in = torch::Tensor();  // the send keeps its own reference until sent
         return;
       }
       case ActionKind::RECV_F:
@@ -251,6 +260,7 @@ class Runtime {
           local_.erase(tag(send_stage, a.mb, !fwd));
         } else {
           PostedReceive r = posted_.count(a.id()) ? take_posted(a.id()) : post_receive(a);
+          if (plan_.schedule.collectives == plan::Collectives::gloo) top_up_receives();
           comm_.wait(r.work, r.what, {r.src});
           buf = r.buf;
         }
@@ -315,18 +325,25 @@ class Runtime {
     std::string what;
   };
 
-  // Gloo: every receive of the step is posted at its start, so a peer's send finds it posted and
-  // writes its payload at once. Posted at the RECV, a receive that comes after its send costs a
-  // round trip through both ranks' event-loop threads (gloo/transport/tcp/pair.cc: the send only
-  // notifies; the payload moves when the receive's notification comes back): on this kind of VM
-  // a mean of ~300 us per message, with a long tail, and 1F1B at 8 chunks ran 30% slower. The
-  // simulator models the same (sim/engine.cpp, preposted_receives_). NCCL keeps receives at
-  // their action: its lowering matches sends and receives in one order.
+  // Gloo: the step's receives are posted ahead of their RECVs, so a peer's send finds its receive
+  // posted and writes its payload at once. Posted at the RECV, a receive that comes after its
+  // send costs a round trip through both ranks' event-loop threads (gloo/transport/tcp/pair.cc:
+  // the send only notifies; the payload moves when the receive's notification comes back): on
+  // this kind of VM a mean of ~300 us per message, with a long tail, and 1F1B at 8 chunks ran 30%
+  // slower. Not all of them, though: each holds a buffer, and a later 1F1B stage would hold one
+  // per micro-batch of the step. The next plan::receive_window are kept posted, topped up as each
+  // is taken. The simulator and the memory estimate model the same. NCCL keeps receives at their
+  // action: its lowering matches sends and receives in one order.
   void post_receives() {
-    for (const Action& a : actions_)
-      if ((a.kind == ActionKind::RECV_F || a.kind == ActionKind::RECV_B) &&
-          peer(a.kind == ActionKind::RECV_F ? a.stage - 1 : a.stage + 1) != launch_.rank)
-        posted_.emplace(a.id(), post_receive(a));
+    next_receive_ = 0;
+    top_up_receives();
+  }
+
+  void top_up_receives() {
+    for (; next_receive_ < actions_.size() && posted_.size() < receive_window_; ++next_receive_) {
+      const Action& a = actions_[next_receive_];
+      if (plan::receives_from_peer(plan_.schedule, a)) posted_.emplace(a.id(), post_receive(a));
+    }
   }
 
   PostedReceive post_receive(const Action& a) {
@@ -412,8 +429,7 @@ class Runtime {
     const torch::Tensor grad_in = is_last(a.stage) ? exec::backward_input(slot.split, slot.loss * scale, {})
                                                    : exec::backward_input(slot.split, slot.output, slot.grad_out);
     if (a.stage > 0) slot.grad_in = grad_in;
-    slot.output = torch::Tensor();
-    slot.loss = torch::Tensor();
+    release_after_backward(slot);
   }
 
   // W, the stage's last of the step arming DDP's buckets as B does.
@@ -435,8 +451,7 @@ class Runtime {
       const double scale = (scaler_ ? scaler_->scale() : 1.0) / plan_.schedule.microbatches();
       const torch::Tensor grad_in = backward_by_layer(a, slot, scale);
       if (a.stage > 0) slot.grad_in = grad_in;
-      slot.output = torch::Tensor();
-      slot.loss = torch::Tensor();
+      release_after_backward(slot);
       return;
     }
     torch::Tensor out = slot.output, loss = slot.loss;
@@ -452,8 +467,7 @@ class Runtime {
     if (is_last(a.stage)) (loss * scale).backward();
     else out.backward(slot.grad_out.to(out.scalar_type()));
     if (a.stage > 0) slot.grad_in = slot.input.grad();
-    slot.output = torch::Tensor();
-    slot.loss = torch::Tensor();
+    release_after_backward(slot);
   }
 
   void report(const StepRecord& rec, int64_t steps) {
@@ -515,6 +529,8 @@ class Runtime {
   Slot dummy_;
   std::unordered_map<std::string, PostedReceive> posted_;  // by action id
   std::unordered_map<int, torch::Tensor> local_;  // sent to a stage of this rank, by message tag
+  size_t receive_window_ = 2;  // Gloo: receives kept posted ahead (plan::receive_window)
+  size_t next_receive_ = 0;    // the next action to look at for a receive to post
   SendWatcher sends_;
   std::unique_ptr<GpuActivity> gpu_activity_;  // null without CUPTI or a GPU
   std::vector<plan::DeviceSpan> device_;

@@ -101,7 +101,7 @@ Knob p2p_knob() {
   k.key = "parallel.p2p";
   k.type = KnobType::choice;
   k.choices = {name(P2p::pytorch), name(P2p::megatron)};
-  k.doc = "how stages exchange activations on NCCL: pytorch (torch.distributed.pipelining: a send waits until its peer posts the receive) or megatron (Megatron-LM posts each receive with the send before it, so no send waits; predict-only). Gloo posts every receive at the step's start either way";
+  k.doc = "how stages exchange activations on NCCL: pytorch (torch.distributed.pipelining: a send waits until its peer posts the receive) or megatron (Megatron-LM posts each receive with the send before it, so no send waits; predict-only). Gloo posts receives ahead either way";
   k.get = [](const Settings& s) { return KnobValue(std::string(name(s.p2p))); };
   k.set = [](Settings& s, const KnobValue& v) { s.p2p = std::get<std::string>(v) == "megatron" ? P2p::megatron : P2p::pytorch; };
   return k;

@@ -146,42 +146,56 @@ int64_t reserve_bytes(const Device& device, int64_t allocated) {
 }
 
 // The most micro-batches each stage holds activations for at once on a rank, found by walking
-// the rank's action list: a forward adds one, its backward releases it. On Gloo the executor
-// posts every receive of the step at its start (exec/runtime.cpp), so their buffers are held
-// from then: a forward's input until that forward (then it is one of the stage's activations),
-// an output gradient until its backward.
+// the rank's action list: a forward adds one, its weight gradients (B or W) release it.
+// Receive buffers: with Gloo the executor keeps the next plan::receive_window receives posted
+// ahead (exec/runtime.cpp), so a buffer is held from when it is posted: a forward's input until
+// that forward (then it is one of the stage's activations), an output gradient until its backward.
 static int64_t peak_activation_bytes(const Plan& plan, int pipeline_rank, int* peak_inflight) {
+  const auto& actions = plan.schedule.ranks[pipeline_rank];
   std::map<int, int64_t> per_mb;  // stage -> bytes one micro-batch holds
   int64_t held = 0, peak = 0;
   int inflight = 0;
   *peak_inflight = 0;
   const bool preposted = plan.schedule.collectives == Collectives::gloo;
-  std::set<std::pair<bool, int>> received;  // (forward, stage) whose micro-batches arrive by RECV
-  for (const Action& a : plan.schedule.ranks[pipeline_rank]) {
-    if (!preposted || (a.kind != ActionKind::RECV_F && a.kind != ActionKind::RECV_B)) continue;
-    const bool forward = a.kind == ActionKind::RECV_F;
-    held += receive_buffer_bytes(plan, forward, a.stage);
-    received.emplace(forward, a.stage);
-  }
+  const size_t window = static_cast<size_t>(receive_window(plan.schedule, pipeline_rank));
+  std::vector<size_t> receives;  // the rank's RECVs from peers, in order
+  for (size_t i = 0; i < actions.size(); ++i)
+    if (preposted && receives_from_peer(plan.schedule, actions[i])) receives.push_back(i);
+  size_t posted = 0, taken = 0;
+  auto buffer = [&](const Action& recv) { return receive_buffer_bytes(plan, recv.kind == ActionKind::RECV_F, recv.stage); };
+  auto top_up = [&] {
+    for (; posted < receives.size() && posted - taken < window; ++posted) held += buffer(actions[receives[posted]]);
+  };
+  top_up();
   peak = held;
   // A split backward's I uses its output gradient and keeps the activations, which its W frees
   // (exec/split_backward.hpp keeps each layer's graph until W).
-  for (const Action& action : plan.schedule.ranks[pipeline_rank]) {
-    if (!is_compute(action.kind)) continue;
+  for (size_t i = 0; i < actions.size(); ++i) {
+    const Action& action = actions[i];
+    if (taken < receives.size() && receives[taken] == i) {  // taken: its buffer waits for its compute
+      ++taken;
+      top_up();
+    }
+    if (!is_compute(action.kind)) {
+      peak = std::max(peak, held);
+      continue;
+    }
     for (const Action& a : action.parts()) {
       if (!per_mb.count(a.stage)) per_mb[a.stage] = stage_activation_bytes(plan, plan.stages[a.stage]);
       const int64_t bytes = per_mb[a.stage];
+      const Action input{a.kind == ActionKind::F ? ActionKind::RECV_F : ActionKind::RECV_B, a.stage, a.mb};
+      const bool received = preposted && receives_from_peer(plan.schedule, input);
       if (a.kind == ActionKind::F) {
-        if (received.count({true, a.stage})) held -= receive_buffer_bytes(plan, true, a.stage);
+        if (received) held -= buffer(input);
         held += bytes;
         ++inflight;
       }
-      if (makes_input_gradient(a.kind) && received.count({false, a.stage})) held -= receive_buffer_bytes(plan, false, a.stage);
+      if (makes_input_gradient(a.kind) && received) held -= buffer(input);
       if (makes_weight_gradient(a.kind)) {
         held -= bytes;
         --inflight;
       }
-      if (held > peak) peak = held;
+      peak = std::max(peak, held);
       *peak_inflight = std::max(*peak_inflight, inflight);
     }
   }

@@ -549,6 +549,23 @@ class NcclLowering {
 
 }  // namespace
 
+int receive_window(const Schedule& schedule, int pipeline_rank) {
+  int inflight = 0, peak = 0;
+  for (const Action& action : schedule.ranks[pipeline_rank])
+    for (const Action& a : action.parts()) {
+      if (a.kind == ActionKind::F) peak = std::max(peak, ++inflight);
+      if (makes_weight_gradient(a.kind)) --inflight;
+    }
+  return std::max(2, 2 * peak);
+}
+
+bool receives_from_peer(const Schedule& schedule, const Action& recv) {
+  if (recv.kind != ActionKind::RECV_F && recv.kind != ActionKind::RECV_B) return false;
+  const int send_stage = recv.kind == ActionKind::RECV_F ? recv.stage - 1 : recv.stage + 1;
+  if (send_stage < 0 || send_stage >= schedule.stages()) return false;
+  return schedule.rank_of_stage(send_stage) != schedule.rank_of_stage(recv.stage);
+}
+
 bool has_communication(const ComputeOrder& order) {
   for (const auto& rank : order)
     for (const Action& a : rank)

@@ -95,6 +95,17 @@ Schedule lower(const ComputeOrder& order, ScheduleKind kind, int pipeline, int v
                int chunks, int grad_accumulation, const std::vector<int>& buckets_per_stage,
                Collectives collectives = Collectives::gloo);
 
+/// Gloo: how many receives a pipeline rank keeps posted ahead of its RECV actions (the executor
+/// posts them in its action list's order, the next as each is taken). Twice the most micro-batches
+/// the rank's schedule has in flight (forward done, weight gradients not yet), at least 2: enough
+/// that a peer's send finds its receive posted (a receive posted after its send costs a round trip
+/// through both ranks' Gloo threads), few enough that 1F1B keeps its bound of p - s micro-batches
+/// on stage s instead of holding a buffer for every micro-batch of the step.
+int receive_window(const Schedule& schedule, int pipeline_rank);
+/// Whether a RECV's data comes from another pipeline rank (not a hand-over between two stages
+/// of one rank).
+bool receives_from_peer(const Schedule& schedule, const Action& recv);
+
 /// Whether an order carries its own SEND/RECV actions (a compute_comms CSV).
 bool has_communication(const ComputeOrder& order);
 

@@ -28,7 +28,7 @@ struct StageCost {
   int64_t send_forward_bytes = 0;   ///< the stage's output for one micro-batch
   int64_t send_backward_bytes = 0;  ///< the gradient of the stage's input for one micro-batch
   /// The sender's time inside the send call (calibrated hosts): it cannot compute meanwhile.
-  /// The receive is posted (Gloo: at the step's start; NCCL: the send waits for it), so the call
+  /// The receive is posted (Gloo: ahead of it; NCCL: the send waits for it), so the call
   /// writes the payload.
   Time send_forward_call, send_backward_call;
   Time optimizer;

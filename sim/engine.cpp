@@ -45,10 +45,18 @@ Simulation::Simulation(const plan::Plan& plan, const SimOptions& options)
   const size_t slots = slots_per_microbatch_ * static_cast<size_t>(sched_.microbatches());
   reserve_huge(rendezvous_, slots);
   rendezvous_.resize(slots);
-  // The executor posts every receive of a Gloo step at its start (exec/runtime.cpp), so a send
-  // always finds its receive posted and the payload moves at once.
-  if (preposted_receives_)
-    for (auto& rv : rendezvous_) rv.received = true;
+  // The executor keeps a window of a Gloo step's receives posted ahead of its RECVs
+  // (exec/runtime.cpp, plan::receive_window), so a send mostly finds its receive posted and the
+  // payload moves at once. A hand-over between two stages of one rank needs no receive.
+  if (preposted_receives_) {
+    for (int pr = 0; pr < p; ++pr) receive_window_.push_back(plan::receive_window(sched_, pr));
+    for (int r = 0; r < played_; ++r) {
+      for (const Action& a : sched_.ranks[ranks_[r].pipeline_rank])
+        if ((a.kind == ActionKind::RECV_F || a.kind == ActionKind::RECV_B) && !plan::receives_from_peer(sched_, a))
+          rendezvous_[rendezvous_slot(ranks_[r].replica, a.kind == ActionKind::RECV_F, a.stage, a.mb)].received = true;
+      post_receives_ahead(r, Time());
+    }
+  }
   run_.folded = played_ < plan.scenario.parallel.tensor_groups();
   run_.played_ranks = played_;
   if (!step_only_) {
@@ -195,6 +203,7 @@ void Simulation::advance(int rank, Time now) {
       case ActionKind::RECV_F:
       case ActionKind::RECV_B:
         if (preposted_receives_) {
+          receive_reached(rank, now);
           if (reach_recv(rank, a, now)) {  // the data is already here
             ++st.pc;
             break;

@@ -31,7 +31,7 @@ size_t Simulation::send_slot(int rank, const Action& send) const {
 }
 
 // The sender's time in the send call, where the payload is written: its receive is posted
-// (Gloo: at the step's start; NCCL: the send waited for it).
+// (Gloo: ahead of it; NCCL: the send waited for it).
 Time Simulation::send_call(const Action& a) const {
   const StageCost& c = costs_[a.stage];
   return a.kind == ActionKind::SEND_F ? c.send_forward_call : c.send_backward_call;
@@ -82,7 +82,34 @@ void Simulation::post_recv(int rank, const Action& a, Time now) {
     queue_.push(now, kRecvPosted, src);
 }
 
-// Gloo: the rank reaches a RECV whose receive was posted at the step's start. Returns true (and
+// Gloo: the rank posts receives ahead, in its list's order, until `receive_window` are posted and
+// not yet reached; a send held for one of them (its receive was not posted) moves now.
+void Simulation::post_receives_ahead(int rank, Time now) {
+  RankState& st = ranks_[rank];
+  const auto& list = sched_.ranks[st.pipeline_rank];
+  for (; st.next_receive < list.size() && st.receives_ahead < receive_window_[st.pipeline_rank]; ++st.next_receive) {
+    const Action& a = list[st.next_receive];
+    if (!plan::receives_from_peer(sched_, a)) continue;
+    ++st.receives_ahead;
+    const bool forward = a.kind == ActionKind::RECV_F;
+    const size_t slot = rendezvous_slot(st.replica, forward, a.stage, a.mb);
+    Rendezvous& rv = rendezvous_[slot];
+    rv.received = true;
+    if (!rv.sent) continue;
+    const int send_stage = forward ? a.stage - 1 : a.stage + 1;
+    const Action send{forward ? ActionKind::SEND_F : ActionKind::SEND_B, send_stage, a.mb};
+    start_transfer(peer_rank(rank, send_stage), rank, send, a.stage, slot, now, rv.first(), Posted{});
+  }
+}
+
+// Gloo: the rank reaches a RECV (posted ahead, see post_receives_ahead): the next goes up.
+void Simulation::receive_reached(int rank, Time now) {
+  if (!plan::receives_from_peer(sched_, sched_.ranks[ranks_[rank].pipeline_rank][ranks_[rank].pc])) return;
+  --ranks_[rank].receives_ahead;
+  post_receives_ahead(rank, now);
+}
+
+// Gloo: the rank reaches a RECV whose receive was posted ahead. Returns true (and
 // records the receive) when the data has already arrived.
 bool Simulation::reach_recv(int rank, const Action& a, Time now) {
   const bool forward = a.kind == ActionKind::RECV_F;
@@ -121,7 +148,7 @@ void Simulation::on_recv_posted(int rank, Time now) {
 }
 
 // Both sides have posted: the payload moves, after the route's latency. `recv` is none (Posted{})
-// for a receive posted at the step's start (Gloo).
+// for a receive posted ahead (Gloo).
 void Simulation::start_transfer(int src, int dst, const Action& send, int recv_stage, size_t slot, Time now,
                     const Posted& send_post, const Posted& recv) {
   int id;

@@ -69,6 +69,8 @@ struct alignas(64) RankState {
   Time waited_on_release;
   int32_t waited_on = -1;
   std::vector<Time> shifted_buckets;  // OVERLAP_F_B's bucket-ready offsets, after its forward
+  uint32_t next_receive = 0;  // Gloo: the next action to look at for a receive to post
+  int32_t receives_ahead = 0;  // Gloo: receives posted and not yet reached
 };
 static_assert(offsetof(RankState, work_total) < 64, "the hot fields fill the first cache line");
 
@@ -90,8 +92,8 @@ struct Posted {
 };
 
 // A point-to-point transfer's meeting point. It holds the side that posted first until the other
-// side posts and the transfer starts with both (start_transfer). Gloo posts every receive at the
-// step's start: then the data may arrive before the receiver reaches its RECV, and `first`
+// side posts and the transfer starts with both (start_transfer). Gloo posts receives ahead of their RECVs (a window
+// over the step): then the data may arrive before the receiver reaches its RECV, and `first`
 // holds, after the transfer started, when the receiver reached it (`reached`) or the send's
 // event (`arrived`), whichever came first. 16 bytes: there is one per played receiver,
 // direction, stage and micro-batch (16 MiB at 8,192 ranks of the mixed bench).
@@ -178,6 +180,8 @@ class Simulation {
   int& backwards_done(int rank, int stage);
   void start_compute(int rank, const Action& a, Time now);
   std::pair<Time, bool> compute_work(const Action& a) const;
+  void post_receives_ahead(int rank, Time now);
+  void receive_reached(int rank, Time now);
   bool current(int rank, int32_t version) const;
   double compute_speed(int rank) const;
   void node_compute(int rank, int delta, Time now);
@@ -226,6 +230,7 @@ class Simulation {
   std::vector<StageCost> costs_;
   bool step_only_ = false;
   bool blocking_sends_ = false;  // NCCL: a SEND waits until its receive is posted
+  std::vector<int> receive_window_;  // Gloo: per pipeline rank, receives kept posted ahead
   bool preposted_receives_ = false;  // Gloo (and Megatron's p2p): every receive is posted ahead of its send
   plan::Interference interference_;
   double speed_beside_comm_ = 1;  // 1 / interference_.compute, divided once (compute_speed's hot path)
