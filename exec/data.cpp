@@ -97,7 +97,7 @@ int64_t DataSource::sample_index(int64_t position) const {
     permutation_.resize(size_);
     std::iota(permutation_.begin(), permutation_.end(), 0);
     std::mt19937_64 rng(plan_.scenario.data.seed * 7919 + static_cast<uint64_t>(epoch));
-    std::shuffle(permutation_.begin(), permutation_.end(), rng);
+    if (plan_.scenario.data.shuffle) std::shuffle(permutation_.begin(), permutation_.end(), rng);
     cached_epoch_ = epoch;
   }
   return permutation_[position % per_epoch];

@@ -11,7 +11,7 @@ namespace {
 
 const std::vector<std::string> kTopKeys = {"name", "model", "data", "parallel", "optimizer", "hardware"};
 // The data keys that are not knobs (data.batch_size is; plan/knobs.cpp reads the knobs).
-const std::vector<std::string> kDataKeys = {"source", "steps", "seed"};
+const std::vector<std::string> kDataKeys = {"source", "steps", "seed", "shuffle"};
 const std::vector<std::string> kOptimizerKeys = {"kind", "lr", "momentum", "weight_decay"};
 
 constexpr int64_t kMaxCount = 1 << 24;
@@ -31,6 +31,7 @@ DataSpec parse_data(const Field& m, Scenario& s) {
   if (m["source"].present()) d.source = to_choice(m["source"], {"synthetic", "fashion-mnist"});
   d.steps = static_cast<int>(int_or(m, "steps", d.steps, 1, kMaxCount));
   d.seed = static_cast<uint64_t>(int_or(m, "seed", 0, 0));
+  d.shuffle = bool_or(m, "shuffle", d.shuffle);
   remember(s, m["source"]);
   return d;
 }

@@ -53,6 +53,7 @@ struct DataSpec {
   int batch_size = 32;               ///< samples per replica per mini-batch
   int steps = 10;                    ///< optimizer steps
   uint64_t seed = 0;
+  bool shuffle = true;               ///< each epoch in a seeded random order (false: in file order)
 };
 
 /// `parallel.activation_checkpointing`: what backward recomputes instead of keeping.

@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""The torch.distributed.pipelining side of bench/pipelining_bench.sh: the same MLP, data,
+micro-batches and schedule as `parallax run`, trained with torch's own pipelining on CPU ranks
+over Gloo. Prints one JSON line: the losses and step times of rank 0's loop.
+
+  pipelining_torch.py PLAN_JSON SCHEDULE [--steps N] [--lr LR] [--momentum M] [--seed S]
+
+PLAN_JSON is `parallax plan SCENARIO --json` of a scenario with `data.shuffle: false` (batches
+in file order, which this script reads the same way): its layers and their split into stages.
+Each layer starts from the weights Parallax gives it: torch.manual_seed(seed * 1000003 + layer
+index), then nn.Linear, as exec/model.cpp builds it with LibTorch's identical initialisation.
+"""
+import argparse
+import gzip
+import json
+import os
+import socket
+import struct
+import sys
+import time
+import warnings
+
+warnings.filterwarnings("ignore")
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.multiprocessing as mp  # noqa: E402
+from torch.distributed.pipelining import PipelineStage  # noqa: E402
+from torch.distributed.pipelining.schedules import get_schedule_class  # noqa: E402
+
+NAMES = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved-1f1b": "Interleaved1F1B", "looped-bfs": "LoopedBFS",
+         "interleaved-zero-bubble": "InterleavedZeroBubble", "zbv-zero-bubble": "ZBVZeroBubble",
+         "dualpipev": "DualPipeV"}
+FASHION = os.environ.get("PARALLAX_FASHION_MNIST", "/usr/share/datasets/fashion-mnist")
+
+
+def read_idx(path):
+    with gzip.open(path, "rb") as f:
+        data = f.read()
+    dims = data[3]
+    shape = struct.unpack(">" + "I" * dims, data[4:4 + 4 * dims])
+    return torch.frombuffer(bytearray(data[4 + 4 * dims:]), dtype=torch.uint8).reshape(shape)
+
+
+def stage_module(plan, stage, seed):
+    layers = []
+    by_name = {l["name"]: (i, l) for i, l in enumerate(plan["layers"])}
+    for name in plan["stages"][stage]["layers"]:
+        index, layer = by_name[name]
+        weight = next(p for p in layer["params"] if p["name"].endswith("weight"))
+        out_f, in_f = weight["shape"]
+        torch.manual_seed(seed * 1000003 + index)
+        layers.append(torch.nn.Linear(in_f, out_f, bias=any(p["name"].endswith("bias") for p in layer["params"])))
+        if name != "out":  # the mlp preset: ReLU after every layer but the output
+            layers.append(torch.nn.ReLU())
+    return torch.nn.Sequential(*layers)
+
+
+def stages_of(rank, p, stages, v_shape):
+    if v_shape:
+        return [s for s in range(stages) if (s % p if (s // p) % 2 == 0 else p - 1 - s % p) == rank]
+    return list(range(rank, stages, p))
+
+
+def worker(rank, args, port, queue):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=args.pipeline)
+    plan = args.plan
+    n_stages, chunks = len(plan["stages"]), plan["chunks"]
+    seed, batch = args.seed, plan["global_batch"]
+    v_shape = args.schedule in ("zbv-zero-bubble", "dualpipev")
+    mine = stages_of(rank, args.pipeline, n_stages, v_shape)
+    modules = [stage_module(plan, s, seed) for s in mine]
+    # Shapes given, so torch need not infer them (its inference exchanges pickled objects).
+    mb = batch // chunks
+    pipe = [PipelineStage(m, s, n_stages, torch.device("cpu"), input_args=(torch.empty(mb, m[0].in_features),),
+                          output_args=(torch.empty(mb, [l for l in m if isinstance(l, torch.nn.Linear)][-1].out_features),))
+            for m, s in zip(modules, mine)]
+    params = [q for m in modules for q in m.parameters()]
+    optimizer = torch.optim.SGD(params, lr=args.lr, momentum=args.momentum)
+    cls = get_schedule_class(NAMES[args.schedule])
+    multi = args.schedule not in ("gpipe", "1f1b")
+    loss_fn = lambda out, target: torch.nn.functional.cross_entropy(out.float(), target)  # noqa: E731
+    schedule = cls(pipe if multi else pipe[0], chunks, loss_fn=loss_fn, scale_grads=True)
+    images = read_idx(f"{FASHION}/train-images-idx3-ubyte.gz").reshape(-1, 784).float().div_(255.0)
+    labels = read_idx(f"{FASHION}/train-labels-idx1-ubyte.gz").long()
+    per_epoch = (images.shape[0] // batch) * batch
+    has_first, has_last = 0 in mine, (n_stages - 1) in mine
+    losses, times = [], []
+    for step in range(args.steps):
+        first = (step * batch) % per_epoch
+        x, y = images[first:first + batch], labels[first:first + batch]
+        t0 = time.perf_counter()
+        optimizer.zero_grad()
+        step_losses = []
+        kwargs = {}
+        if has_last:
+            kwargs.update(target=y, losses=step_losses)
+        schedule.step(x, **kwargs) if has_first else schedule.step(**kwargs)
+        optimizer.step()
+        times.append((time.perf_counter() - t0) * 1e3)
+        if has_last:
+            losses.append(sum(float(l) for l in step_losses) / len(step_losses))
+    if has_last:
+        queue.put({"losses": losses})
+    if rank == 0:
+        queue.put({"step_ms": times})
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("plan_json")
+    ap.add_argument("schedule", choices=sorted(NAMES))
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--lr", type=float, default=0.05)
+    ap.add_argument("--momentum", type=float, default=0.9)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    with open(args.plan_json) as f:
+        args.plan = json.load(f)
+    args.pipeline = args.plan["grid"]["pipeline"]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    mp.spawn(worker, args=(args, port, queue), nprocs=args.pipeline, join=True)
+    out = {}
+    while not queue.empty():
+        out.update(queue.get())
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
