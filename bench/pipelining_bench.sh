@@ -42,7 +42,7 @@ print("%.3f %.3f %.3f" % (statistics.median(meds), min(meds), max(meds)))
 PY
 }
 
-echo "torch $("$python" -c 'import torch; print(torch.__version__)'), Parallax $("$parallax" --version 2>/dev/null | head -1)," \
+echo "torch $("$python" -c 'import torch; print(torch.__version__)' 2>/dev/null), Parallax $("$parallax" --version 2>/dev/null | head -1)," \
      "$(nproc) cores; MLP pipeline 2, $chunks micro-batches, $steps steps, $runs interleaved runs each"
 printf "%-24s %10s %22s %22s %8s\n" schedule "max |dloss|" "torch ms (med, range)" "Parallax ms (med, range)" ratio
 for schedule in gpipe 1f1b interleaved-1f1b looped-bfs interleaved-zero-bubble zbv-zero-bubble dualpipev; do
