@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
-"""The torch.distributed.pipelining side of bench/pipelining_bench.sh: the same MLP, data,
+"""The torch.distributed.pipelining side of bench/pipelining_bench.sh: the same model (the mlp
+or the transformer preset), data,
 micro-batches and schedule as `parallax run`, trained with torch's own pipelining on CPU ranks
 over Gloo. Prints one JSON line: the losses and step times of rank 0's loop.
 
-  pipelining_torch.py PLAN_JSON SCHEDULE [--steps N] [--lr LR] [--momentum M] [--seed S]
+  pipelining_torch.py PLAN_JSON SCHEDULE [--steps N] [--lr LR] [--momentum M] [--seed S] [--heads H]
 
 PLAN_JSON is `parallax plan SCENARIO --json` of a scenario with `data.shuffle: false` (batches
-in file order, which this script reads the same way): its layers and their split into stages.
-Each layer starts from the weights Parallax gives it: torch.manual_seed(seed * 1000003 + layer
-index), then nn.Linear, as exec/model.cpp builds it with LibTorch's identical initialisation.
+in file order, which this script reads the same way: Fashion-MNIST's files, or exec/data.cpp's
+synthetic tokens): its layers and their split into stages. Each layer starts from the weights
+Parallax gives it: torch.manual_seed(seed * 1000003 + layer index), then the layer's modules
+built in exec/model.cpp's order, LibTorch initialising each as torch does.
 """
 import argparse
 import gzip
@@ -41,18 +43,73 @@ def read_idx(path):
     return torch.frombuffer(bytearray(data[4 + 4 * dims:]), dtype=torch.uint8).reshape(shape)
 
 
-def stage_module(plan, stage, seed):
+class Embed(torch.nn.Module):
+    """exec/model.cpp's EmbedImpl: tokens plus learned positions, out as [seq, batch, hidden]."""
+
+    def __init__(self, vocab, hidden, seq):
+        super().__init__()
+        self.tok = torch.nn.Embedding(vocab, hidden)
+        self.pos = torch.nn.Embedding(seq, hidden)
+
+    def forward(self, ids):
+        return (self.tok(ids) + self.pos(torch.arange(ids.shape[1])).unsqueeze(0)).transpose(0, 1).contiguous()
+
+
+class Head(torch.nn.Module):
+    def __init__(self, hidden, vocab):
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(hidden)
+        self.output = torch.nn.Linear(hidden, vocab)
+
+    def forward(self, x):
+        return self.output(self.norm(x))
+
+
+def shape(layer, suffix):
+    return next(p["shape"] for p in layer["params"] if p["name"].endswith(suffix))
+
+
+def make_layer(layer, heads):
+    """One layer as exec/model.cpp builds it, in the same order of random draws."""
+    kind, name = layer["kind"], layer["name"]
+    if kind == "embedding":
+        vocab, hidden = shape(layer, "tok.weight")
+        return [Embed(vocab, hidden, shape(layer, "pos.weight")[0])]
+    if kind == "encoder":
+        hidden = shape(layer, "in_proj_weight")[1]
+        return [torch.nn.TransformerEncoderLayer(hidden, heads, dim_feedforward=shape(layer, "linear1.weight")[0], dropout=0.0)]
+    if kind == "head":
+        vocab, hidden = shape(layer, "output.weight")
+        return [Head(hidden, vocab)]
+    out_f, in_f = shape(layer, "weight")
+    linear = [torch.nn.Linear(in_f, out_f, bias=any(p["name"].endswith("bias") for p in layer["params"]))]
+    return linear if name == "out" else linear + [torch.nn.ReLU()]  # the mlp preset: ReLU but after the output
+
+
+def stage_module(plan, stage, seed, heads):
     layers = []
     by_name = {l["name"]: (i, l) for i, l in enumerate(plan["layers"])}
     for name in plan["stages"][stage]["layers"]:
         index, layer = by_name[name]
-        weight = next(p for p in layer["params"] if p["name"].endswith("weight"))
-        out_f, in_f = weight["shape"]
         torch.manual_seed(seed * 1000003 + index)
-        layers.append(torch.nn.Linear(in_f, out_f, bias=any(p["name"].endswith("bias") for p in layer["params"])))
-        if name != "out":  # the mlp preset: ReLU after every layer but the output
-            layers.append(torch.nn.ReLU())
+        layers += make_layer(layer, heads)
     return torch.nn.Sequential(*layers)
+
+
+def splitmix(x):
+    m = (1 << 64) - 1
+    x = (x + 0x9E3779B97F4A7C15) & m
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & m
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & m
+    return x ^ (x >> 31)
+
+
+def token_batch(first, n, seq, vocab, classes, seed):
+    """exec/data.cpp's synthetic tokens for samples first .. first+n-1 (data.shuffle false)."""
+    m = (1 << 64) - 1
+    toks = [[splitmix(seed ^ (((first + i) * 4096 + t) & m)) % vocab for t in range(seq)] for i in range(n)]
+    ids = torch.tensor(toks, dtype=torch.long)
+    return ids, (ids * 31 + 7) % classes
 
 
 def stages_of(rank, p, stages, v_shape):
@@ -70,26 +127,48 @@ def worker(rank, args, port, queue):
     seed, batch = args.seed, plan["global_batch"]
     v_shape = args.schedule in ("zbv-zero-bubble", "dualpipev")
     mine = stages_of(rank, args.pipeline, n_stages, v_shape)
-    modules = [stage_module(plan, s, seed) for s in mine]
+    modules = [stage_module(plan, s, seed, args.heads) for s in mine]
     # Shapes given, so torch need not infer them (its inference exchanges pickled objects).
     mb = batch // chunks
-    pipe = [PipelineStage(m, s, n_stages, torch.device("cpu"), input_args=(torch.empty(mb, m[0].in_features),),
-                          output_args=(torch.empty(mb, [l for l in m if isinstance(l, torch.nn.Linear)][-1].out_features),))
-            for m, s in zip(modules, mine)]
+    first_layer = plan["layers"][0]
+    tokens = first_layer["kind"] == "embedding"
+    if tokens:
+        vocab, hidden = shape(first_layer, "tok.weight")
+        seq = shape(first_layer, "pos.weight")[0]
+        classes = shape(plan["layers"][-1], "output.weight")[0]
+
+    def io(m, s):  # a micro-batch's input and output for stage s
+        x = torch.zeros(mb, seq, dtype=torch.long) if (tokens and s == 0) else None
+        with torch.no_grad():
+            if x is None:
+                x = torch.zeros(seq, mb, hidden) if tokens else torch.zeros(mb, m[0].in_features)
+            return x, m(x)
+
+    pipe = []
+    for m, s in zip(modules, mine):
+        x, y = io(m, s)
+        pipe.append(PipelineStage(m, s, n_stages, torch.device("cpu"), input_args=(x,), output_args=(y,)))
     params = [q for m in modules for q in m.parameters()]
     optimizer = torch.optim.SGD(params, lr=args.lr, momentum=args.momentum)
     cls = get_schedule_class(NAMES[args.schedule])
     multi = args.schedule not in ("gpipe", "1f1b")
-    loss_fn = lambda out, target: torch.nn.functional.cross_entropy(out.float(), target)  # noqa: E731
+    def loss_fn(out, target):  # exec/model.cpp's model_loss
+        if tokens:  # [seq, batch, vocab] against [batch, seq]
+            return torch.nn.functional.cross_entropy(out.transpose(0, 1).reshape(-1, out.shape[-1]).float(), target.reshape(-1))
+        return torch.nn.functional.cross_entropy(out.float(), target)
     schedule = cls(pipe if multi else pipe[0], chunks, loss_fn=loss_fn, scale_grads=True)
-    images = read_idx(f"{FASHION}/train-images-idx3-ubyte.gz").reshape(-1, 784).float().div_(255.0)
-    labels = read_idx(f"{FASHION}/train-labels-idx1-ubyte.gz").long()
-    per_epoch = (images.shape[0] // batch) * batch
+    if not tokens:
+        images = read_idx(f"{FASHION}/train-images-idx3-ubyte.gz").reshape(-1, 784).float().div_(255.0)
+        labels = read_idx(f"{FASHION}/train-labels-idx1-ubyte.gz").long()
+        per_epoch = (images.shape[0] // batch) * batch
     has_first, has_last = 0 in mine, (n_stages - 1) in mine
     losses, times = [], []
     for step in range(args.steps):
-        first = (step * batch) % per_epoch
-        x, y = images[first:first + batch], labels[first:first + batch]
+        if tokens:
+            x, y = token_batch(step * batch, batch, seq, vocab, classes, seed)
+        else:
+            first = (step * batch) % per_epoch
+            x, y = images[first:first + batch], labels[first:first + batch]
         t0 = time.perf_counter()
         optimizer.zero_grad()
         step_losses = []
@@ -117,6 +196,7 @@ def main():
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--momentum", type=float, default=0.9)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--heads", type=int, default=1, help="attention heads of a transformer's encoder layers")
     args = ap.parse_args()
     with open(args.plan_json) as f:
         args.plan = json.load(f)

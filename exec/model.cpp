@@ -68,7 +68,7 @@ StageImpl::StageImpl(const std::vector<plan::Layer>& layers, int first, int coun
       case plan::LayerKind::embedding: {
         auto m = Embed(s.vocab, s.hidden, s.seq_len).ptr();
         e.call_other = [m](const torch::Tensor& x) { return m->forward(x); };
-        module = m;
+        e.other = module = m;
         break;
       }
       case plan::LayerKind::encoder:
@@ -81,7 +81,7 @@ StageImpl::StageImpl(const std::vector<plan::Layer>& layers, int first, int coun
       case plan::LayerKind::head: {
         auto m = Head(s.hidden, s.vocab).ptr();
         e.call_other = [m](const torch::Tensor& x) { return m->forward(x); };
-        module = m;
+        e.other = module = m;
         break;
       }
       case plan::LayerKind::synthetic: throw std::logic_error("synthetic layers cannot be executed");

@@ -24,7 +24,8 @@ packages=(
   iproute2                 # the multi-host test: two network namespaces joined by veth
 )
 
-# --bench: also what the benchmarks compare against (PyTorch's own DDP).
+# --bench: also what the benchmarks compare against: PyTorch's own DDP (Debian's python3-torch)
+#   and torch.distributed.pipelining (pip's torch in .venv-torch, as --torch).
 # --fuzz: clang and its libFuzzer/sanitizer runtimes, for bench/fuzz.sh.
 # --browser: headless Chromium, which the HTML report's test opens the report in.
 # --torch: also pip's torch (TORCH_VERSION, default the pinned one below, with CUDA) in the
@@ -32,7 +33,7 @@ packages=(
 torch=0
 for flag in "$@"; do
   case "$flag" in
-    --bench) packages+=(python3-torch) ;;
+    --bench) packages+=(python3-torch); torch=1 ;;
     --fuzz) packages+=(clang libclang-rt-14-dev) ;;
     --browser) packages+=(chromium) ;;
     --torch) torch=1 ;;

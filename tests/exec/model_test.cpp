@@ -1,4 +1,5 @@
 #include "exec/model.hpp"
+#include "exec/split_backward.hpp"
 #include "tests/test_util.hpp"
 // LibTorch's logging defines CHECK (glog's, which aborts the process); Catch's must win here.
 #undef CHECK
@@ -67,4 +68,32 @@ TEST_CASE("exec::check_executable: refuses synthetic layers, and fp16 on the CPU
                     Catch::Contains("fp16 cannot run on the CPU"));
   // On a CUDA profile fp16 trains with a loss scaler (a missing GPU is check_device's to say).
   CHECK_NOTHROW(exec::check_executable(test::scenario_from("model: {preset: mlp}\nparallel: {precision: fp16}\nhardware: t4-pcie\n")));
+}
+
+TEST_CASE("exec: a backward split into I and W gives every parameter and the input the gradients of one backward", "[exec]") {
+  // The transformer preset's one stage (embedding, encoder blocks, head) and the mlp's: I then W
+  // over the layer-cut graph against LibTorch's own backward of the whole stage.
+  for (const std::string model : {"{preset: transformer, layers: 2, hidden: 32, heads: 4, ffn: 64, seq_len: 8, vocab: 50}",
+                                  "{preset: mlp, layers: 3, hidden: 32}"}) {
+    INFO(model);
+    const auto p = test::plan_from("model: " + model + "\nhardware: cpu-host\n");
+    exec::Stage split(p, 0, 7), whole(p, 0, 7);
+    const bool tokens = p.layers().front().kind == plan::LayerKind::embedding;
+    const torch::Tensor x = tokens ? torch::randint(50, {4, 8}) : torch::randn({4, 784}).requires_grad_(true);
+    exec::SplitGraph graph;
+    const torch::Tensor y = exec::forward_split(*split, x, &graph);
+    const torch::Tensor grad = torch::randn(y.sizes());
+    const torch::Tensor input_grad = exec::backward_input(graph, y, grad);
+    exec::backward_weight(*split, graph);
+    const torch::Tensor x2 = tokens ? x : x.detach().clone().requires_grad_(true);
+    whole->forward(x2).backward(grad);
+    if (!tokens) CHECK(torch::allclose(input_grad, x2.grad(), 1e-5, 1e-6));
+    const auto a = split->named_parameters(), b = whole->named_parameters();
+    REQUIRE(a.size() == b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      INFO(a[i].key());
+      REQUIRE(a[i].value().grad().defined());
+      CHECK(torch::allclose(a[i].value().grad(), b[i].value().grad(), 1e-5, 1e-6));
+    }
+  }
 }
