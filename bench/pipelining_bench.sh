@@ -7,16 +7,17 @@
 # the steps, and the step times: the median of each run's steps after the first fifth, runs
 # interleaved (torch, Parallax, torch, ...), and the ratio Parallax / torch of the medians over
 # runs; where torch cannot run a schedule, its error.
-#   bench/pipelining_bench.sh [build-folder] [--runs N] [--steps N] [--chunks N]
+#   bench/pipelining_bench.sh [build-folder] [--runs N] [--steps N] [--chunks N] [--model mlp|transformer]
 # torch comes from .venv-torch (scripts/setup.sh --bench or --torch; PYTHON overrides it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=build runs=5 steps=40 chunks=8
+build=build runs=5 steps=40 chunks=8 only=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --runs) runs=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --chunks) chunks=$2; shift 2 ;;
+    --model) only=$2; shift 2 ;;
     -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
     -*) echo "pipelining_bench: unknown flag $1" >&2; exit 2 ;;
     *) build=$1; shift ;;
@@ -49,6 +50,7 @@ models=("mlp scenarios/accuracy/mlp-pipeline2.yaml 0.05 0.9 1"
         "transformer scenarios/accuracy/transformer-pipeline2.yaml 0.01 0.9 4")
 for model in "${models[@]}"; do
 read -r name scenario lr momentum heads <<< "$model"
+[ -z "$only" ] || [ "$only" = "$name" ] || continue
 echo
 echo "$name ($scenario)"
 printf "%-24s %10s %22s %22s %8s\n" schedule "max |dloss|" "torch ms (med, range)" "Parallax ms (med, range)" ratio
