@@ -111,7 +111,10 @@ TEST_CASE("exec: DDP's buckets all-reduce on W: zero-bubble pipelines of two rep
 TEST_CASE("exec: 1F1B's bound holds: the last stage's measured peak memory stays flat from 4 to 32 chunks", "[exec][run]") {
   // Micro-batches of 128 through a 2-stage MLP of hidden 2048. Before receives were posted in a
   // window and a micro-batch's tensors were freed after its backward, the last stage measured
-  // 79.7 MB at 4 chunks and 162.2 MB at 32 (2026-11-27, this project's CPU VM); now 81.7 and 82.7.
+  // 79.7 MB at 4 chunks and 162.2 MB at 32 (x2.0; 2026-11-27, this project's CPU VM); now 81.7
+  // and 82.7 on a quiet machine, but 84.7 and 97.7 (x1.15) in CI beside other tests, where the
+  // stages drift apart and more sends wait in flight. The margin keeps that noise out and still
+  // catches the growth of before.
   INFO("Fashion-MNIST is missing: scripts/setup.sh installs dataset-fashion-mnist");
   REQUIRE(fashion_mnist_installed());
   auto last_stage_mb = [&](int chunks) {
@@ -127,7 +130,7 @@ TEST_CASE("exec: 1F1B's bound holds: the last stage's measured peak memory stays
   };
   const auto [m4, predicted4] = last_stage_mb(4);
   const auto [m32, predicted32] = last_stage_mb(32);
-  CHECK(m32 < 1.1 * m4);
+  CHECK(m32 < 1.4 * m4);
   CHECK(predicted32 == Approx(predicted4).epsilon(0.01));  // the plan says so too
 }
 
