@@ -34,28 +34,41 @@ ComputeOrder one_f_one_b_order(int pipeline, int chunks) {
   return order;
 }
 
+namespace {
+
+// What torch's interleaved schedules share (_get_warmup_ops, and the stage of each op in
+// _get_1f1b_rank_ops): micro-batches in rounds of `per_round`, rank r's warm-up forwards
+// (`hops` for each rank of distance from the last: 2 in interleaved 1F1B, 1 in zero bubble), and
+// which of the rank's stages the op-th forward and backward go to.
+struct Interleaving {
+  Interleaving(int pipeline, int virtual_stages, int chunks, int rank, int hops)
+      : p(pipeline), v(virtual_stages), r(rank), per_round(chunks / std::max(1, chunks / pipeline)),
+        total(virtual_stages * chunks),
+        warmup(std::min((virtual_stages - 1) * per_round + hops * (pipeline - 1 - rank), total)) {}
+  int forward_stage(int op) const { return ((op / per_round) % v) * p + r; }
+  int backward_stage(int op) const { return (v - 1 - ((op - warmup) / per_round) % v) * p + r; }
+
+  int p, v, r, per_round;
+  int total;   ///< forwards (and backwards) of the rank in a mini-batch
+  int warmup;  ///< forwards before the first backward
+};
+
+}  // namespace
+
 ComputeOrder interleaved_1f1b_order(int pipeline, int virtual_stages, int chunks) {
   // ScheduleInterleaved1F1B._calculate_single_rank_operations and _get_1f1b_rank_ops of
   // torch.distributed.pipelining, without the None padding (it only aligns time steps).
-  const int p = pipeline, v = virtual_stages;
-  const int rounds = std::max(1, chunks / p);
-  const int per_round = chunks / rounds;
-  ComputeOrder order(p);
-  for (int r = 0; r < p; ++r) {
-    const int total = v * chunks;
-    const int warmup = std::min((v - 1) * per_round + 2 * (p - 1 - r), total);
-    const int fwd_bwd = total - warmup;
-    const int cooldown = total - fwd_bwd;
-    auto forward_stage = [&](int step) { return ((step / per_round) % v) * p + r; };
-    auto backward_stage = [&](int step) { return (v - 1 - ((step - warmup) / per_round) % v) * p + r; };
-    std::vector<int> next_f(p * v, 0), next_b(p * v, 0);
-    for (int op = 0; op < warmup + fwd_bwd + cooldown; ++op) {
-      if (op < warmup + fwd_bwd) {
-        const int s = forward_stage(op);
+  ComputeOrder order(pipeline);
+  for (int r = 0; r < pipeline; ++r) {
+    const Interleaving shape(pipeline, virtual_stages, chunks, r, 2);
+    std::vector<int> next_f(pipeline * virtual_stages, 0), next_b(pipeline * virtual_stages, 0);
+    for (int op = 0; op < shape.warmup + shape.total; ++op) {
+      if (op < shape.total) {
+        const int s = shape.forward_stage(op);
         order[r].push_back({ActionKind::F, s, next_f[s]++});
       }
-      if (op >= warmup) {
-        const int s = backward_stage(op);
+      if (op >= shape.warmup) {
+        const int s = shape.backward_stage(op);
         order[r].push_back({ActionKind::B, s, next_b[s]++});
       }
     }
@@ -81,32 +94,27 @@ ComputeOrder interleaved_zero_bubble_order(int pipeline, int virtual_stages, int
   // hop of warm-up per rank instead of two, each backward an I, and the W of the backward
   // `rank` backwards earlier after each I (_get_1f1b_rank_ops with enable_zero_bubble); the
   // W still owed run at the end. torch's _add_bubbles_to_actions only pads time steps.
-  const int p = pipeline, v = virtual_stages;
-  const int rounds = std::max(1, chunks / p);
-  const int per_round = chunks / rounds;
-  ComputeOrder order(p);
-  for (int r = 0; r < p; ++r) {
-    const int total = v * chunks;
-    const int warmup = std::min((v - 1) * per_round + (p - 1 - r), total);
-    auto forward_stage = [&](int step) { return ((step / per_round) % v) * p + r; };
-    auto backward_stage = [&](int step) { return (v - 1 - ((step - warmup) / per_round) % v) * p + r; };
-    std::vector<int> next_f(p * v, 0), next_i(p * v, 0), next_w(p * v, 0);
+  ComputeOrder order(pipeline);
+  for (int r = 0; r < pipeline; ++r) {
+    const Interleaving shape(pipeline, virtual_stages, chunks, r, 1);
+    const int stages = pipeline * virtual_stages;
+    std::vector<int> next_f(stages, 0), next_i(stages, 0), next_w(stages, 0);
     std::vector<int> backward_ops;  // the op number of each I, for its W
     size_t weights_done = 0;
     auto weight = [&] {
-      const int s = backward_stage(backward_ops[weights_done++]);
+      const int s = shape.backward_stage(backward_ops[weights_done++]);
       order[r].push_back({ActionKind::W, s, next_w[s]++});
     };
-    for (int op = 0; op < warmup + total; ++op) {
-      if (op < total) {
-        const int s = forward_stage(op);
+    for (int op = 0; op < shape.warmup + shape.total; ++op) {
+      if (op < shape.total) {
+        const int s = shape.forward_stage(op);
         order[r].push_back({ActionKind::F, s, next_f[s]++});
       }
-      if (op < warmup) continue;
-      const int s = backward_stage(op);
+      if (op < shape.warmup) continue;
+      const int s = shape.backward_stage(op);
       order[r].push_back({ActionKind::I, s, next_i[s]++});
       backward_ops.push_back(op);
-      if (op - warmup >= r) weight();
+      if (op - shape.warmup >= r) weight();
     }
     while (weights_done < backward_ops.size()) weight();
   }
