@@ -10,7 +10,6 @@
 #include <optional>
 #include <set>
 #include <thread>
-#include <unordered_map>
 
 #include "exec/checkpoint.hpp"
 #include "exec/data.hpp"
@@ -24,7 +23,7 @@
 #include "exec/host_memory.hpp"
 #include "exec/host_probe.hpp"
 #include "exec/model.hpp"
-#include "exec/send_watcher.hpp"
+#include "exec/peer_messages.hpp"
 #include "exec/split_backward.hpp"
 #include "exec/threads.hpp"
 #include "profiler/host_tracer.hpp"
@@ -73,14 +72,14 @@ class Runtime {
         tracer_(launch.rank, tracer_capacity(plan)),
         data_(plan),
         comm_(plan, launch),
-        sends_(comm_, tracer_) {
+        dtype_(compute_dtype(p_.precision)),
+        messages_(plan, launch, pipeline_rank_, replica_, comm_, tracer_, train_device_, dtype_) {
     tracer_.register_thread();  // the training loop's thread (the send watcher registers its own)
     // PARALLAX_TRACE=0 turns the tracer off, to measure its overhead (bench/exec_bench.sh).
     if (const char* t = std::getenv("PARALLAX_TRACE"); t && std::string(t) == "0") tracer_.set_enabled(false);
     const int threads = std::max(1u, std::thread::hardware_concurrency()) / std::max(1, launch.world_size);
     torch::set_num_threads(std::max(1, threads));
     demote_helper_threads(threads_before_comm_);  // Gloo's loop and the send watcher: see exec/threads.hpp
-    receive_window_ = static_cast<size_t>(plan::receive_window(plan.schedule, pipeline_rank_));
     memory_.rank = launch.rank;
     memory_.baseline_rss_bytes = resident_bytes();  // data and process groups are set up
     if (train_device_.is_cuda()) {
@@ -92,7 +91,6 @@ class Runtime {
     for (int s : plan.ranks[launch.rank].stages) build_stage(s);
     slots_.resize(plan.stages.size());
     for (auto& v : slots_) v.resize(plan.schedule.microbatches());
-    dtype_ = compute_dtype(p_.precision);
     if (auto scaler = scaler_options(p_.precision)) scaler_.emplace(*scaler);
     if (train_device_.is_cuda()) gpu_timer_ = gpu::make_compute_timer();
     gpu_activity_ = GpuActivity::start(launch.rank);
@@ -167,11 +165,6 @@ class Runtime {
     const auto& st = plan_.stages[stage];
     return plan_.layers()[st.first_layer + st.layer_count - 1];
   }
-  int peer(int stage) const { return plan::rank_of(p_, {replica_, p_.rank_of_stage(stage), 0}); }
-  // One tag per (sending stage, micro-batch, direction), identical on both sides.
-  int tag(int send_stage, int mb, bool backward) const {
-    return (mb * static_cast<int>(plan_.stages.size()) + send_stage) * 2 + (backward ? 1 : 0);
-  }
 
   StepRecord run_step(int64_t step) {
     step_ = step;
@@ -182,7 +175,7 @@ class Runtime {
     loss_count_ = 0;
     overflow_checked_ = false;
     for (auto& [s, st] : stages_) st.backwards = 0;
-    if (plan_.schedule.collectives == plan::Collectives::gloo) post_receives();
+    messages_.start_step();
     if (gpu_timer_) {
       torch::cuda::synchronize(train_device_.index());  // the anchor event must run at once
       gpu_timer_->start_step(profiler::now_ns());
@@ -192,7 +185,7 @@ class Runtime {
       perform(actions_[i], step);
       if (gpu_activity_) gpu_activity_->leave();
     }
-    sends_.drain();
+    messages_.drain();
     // A GPU rank's host spans end when their kernels are queued; the step ends when they are done.
     if (train_device_.is_cuda()) torch::cuda::synchronize(train_device_.index());
     const std::vector<plan::DeviceSpan> timed = gpu_timer_ ? collect_gpu_times(step) : std::vector<plan::DeviceSpan>{};
@@ -239,33 +232,14 @@ class Runtime {
       case ActionKind::SEND_F:
       case ActionKind::SEND_B: {
         const bool fwd = a.kind == ActionKind::SEND_F;
-        const int dst = peer(fwd ? a.stage + 1 : a.stage - 1);
-        torch::Tensor t = (fwd ? slot.output : slot.grad_in).detach().to(dtype_).contiguous();
-        if (dst == launch_.rank) {  // to another stage of this rank (a V's turn, pipeline 1): a hand-over
-          local_[tag(a.stage, a.mb, !fwd)] = t.clone();  // its own storage, as a received tensor has
-          tracer_.span(Lane::send, a, t0, profiler::now_ns(), t.nbytes(), step32);
-          return;
-        }
-        const std::string what = a.id() + " to rank " + std::to_string(dst);
-        sends_.push({comm_.send(t, dst, tag(a.stage, a.mb, !fwd), what), t, a, dst, t0, step32});
+        messages_.send(a, (fwd ? slot.output : slot.grad_in).detach().to(dtype_).contiguous(), t0, step32);
         if (!fwd) slot.grad_in = torch::Tensor();  // the send keeps its own reference until sent
         return;
       }
       case ActionKind::RECV_F:
       case ActionKind::RECV_B: {
-        const bool fwd = a.kind == ActionKind::RECV_F;
-        torch::Tensor buf;
-        if (const int send_stage = fwd ? a.stage - 1 : a.stage + 1; peer(send_stage) == launch_.rank) {
-          buf = local_.at(tag(send_stage, a.mb, !fwd));  // its SEND came first on this rank (the validator's rule)
-          local_.erase(tag(send_stage, a.mb, !fwd));
-        } else {
-          PostedReceive r = posted_.count(a.id()) ? take_posted(a.id()) : post_receive(a);
-          if (plan_.schedule.collectives == plan::Collectives::gloo) top_up_receives();
-          comm_.wait(r.work, r.what, {r.src});
-          buf = r.buf;
-        }
-        tracer_.span(Lane::recv, a, t0, profiler::now_ns(), buf.nbytes(), step32);
-        if (fwd) slot.input = buf.to(torch::kFloat).requires_grad_(true);
+        const torch::Tensor buf = messages_.receive(a, t0, step32);
+        if (a.kind == ActionKind::RECV_F) slot.input = buf.to(torch::kFloat).requires_grad_(true);
         else slot.grad_out = buf.to(torch::kFloat);
         return;
       }
@@ -316,53 +290,6 @@ class Runtime {
     const bool overflow = flag[0].item<float>() > 0;
     scaled_step_ok_ = scaler_->update(overflow);
     overflow_checked_ = true;
-  }
-
-  struct PostedReceive {
-    Communicator::Work work;
-    torch::Tensor buf;
-    int src = 0;
-    std::string what;
-  };
-
-  // Gloo: the step's receives are posted ahead of their RECVs, so a peer's send finds its receive
-  // posted and writes its payload at once. Posted at the RECV, a receive that comes after its
-  // send costs a round trip through both ranks' event-loop threads (gloo/transport/tcp/pair.cc:
-  // the send only notifies; the payload moves when the receive's notification comes back): on
-  // this kind of VM a mean of ~300 us per message, with a long tail, and 1F1B at 8 chunks ran 30%
-  // slower. Not all of them, though: each holds a buffer, and a later 1F1B stage would hold one
-  // per micro-batch of the step. The next plan::receive_window are kept posted, topped up as each
-  // is taken. The simulator and the memory estimate model the same. NCCL keeps receives at their
-  // action: its lowering matches sends and receives in one order.
-  void post_receives() {
-    next_receive_ = 0;
-    top_up_receives();
-  }
-
-  void top_up_receives() {
-    for (; next_receive_ < actions_.size() && posted_.size() < receive_window_; ++next_receive_) {
-      const Action& a = actions_[next_receive_];
-      if (plan::receives_from_peer(plan_.schedule, a)) posted_.emplace(a.id(), post_receive(a));
-    }
-  }
-
-  PostedReceive post_receive(const Action& a) {
-    const bool fwd = a.kind == ActionKind::RECV_F;
-    const int send_stage = fwd ? a.stage - 1 : a.stage + 1;
-    PostedReceive r;
-    r.src = peer(send_stage);
-    const auto shape = output_shape(fwd ? last_layer(send_stage) : last_layer(a.stage), plan_.microbatch_size);
-    r.buf = torch::empty(shape, torch::TensorOptions().dtype(dtype_).device(train_device_));
-    r.what = a.id() + " from rank " + std::to_string(r.src);
-    r.work = comm_.recv(r.buf, r.src, tag(send_stage, a.mb, !fwd), r.what);
-    return r;
-  }
-
-  PostedReceive take_posted(const std::string& id) {
-    auto it = posted_.find(id);
-    PostedReceive r = std::move(it->second);
-    posted_.erase(it);
-    return r;
   }
 
   void forward(const Action& a, Slot& slot, int64_t step) {
@@ -524,17 +451,13 @@ class Runtime {
   DataSource data_;
   std::set<long> threads_before_comm_ = thread_ids();  // the helpers are the threads started after
   Communicator comm_;
+  torch::ScalarType dtype_;
+  PeerMessages messages_;
   std::map<int, StageState> stages_;
   std::vector<std::vector<Slot>> slots_;
   Slot dummy_;
-  std::unordered_map<std::string, PostedReceive> posted_;  // by action id
-  std::unordered_map<int, torch::Tensor> local_;  // sent to a stage of this rank, by message tag
-  size_t receive_window_ = 2;  // Gloo: receives kept posted ahead (plan::receive_window)
-  size_t next_receive_ = 0;    // the next action to look at for a receive to post
-  SendWatcher sends_;
   std::unique_ptr<GpuActivity> gpu_activity_;  // null without CUPTI or a GPU
   std::vector<plan::DeviceSpan> device_;
-  torch::ScalarType dtype_ = torch::kFloat;
   std::unique_ptr<gpu::ComputeTimer> gpu_timer_;  // on a GPU: compute actions timed with CUDA events
   std::vector<Action> timed_;                      // this step's timed actions, in order
   std::optional<GradScaler> scaler_;  // fp16 (or PARALLAX_LOSS_SCALER)

@@ -96,42 +96,38 @@ Knob recompute_knob() {
   return k;
 }
 
-Knob p2p_knob() {
+// A choice among an enum's values, each named as plan::name() names it (the one place the names
+// live); `values` in the order the docs list them.
+template <typename E>
+Knob choice(std::string key, E ParallelSpec::*member, std::vector<E> values, bool tuned, std::string doc) {
   Knob k;
-  k.key = "parallel.p2p";
+  k.key = std::move(key);
   k.type = KnobType::choice;
-  k.choices = {name(P2p::pytorch), name(P2p::megatron)};
-  k.doc = "how stages exchange activations on NCCL: pytorch (torch.distributed.pipelining: a send waits until its peer posts the receive) or megatron (Megatron-LM posts each receive with the send before it, so no send waits; predict-only). Gloo posts receives ahead either way";
-  k.get = [](const Settings& s) { return KnobValue(std::string(name(s.p2p))); };
-  k.set = [](Settings& s, const KnobValue& v) { s.p2p = std::get<std::string>(v) == "megatron" ? P2p::megatron : P2p::pytorch; };
-  return k;
-}
-
-Knob rank_order_knob() {
-  Knob k;
-  k.key = "parallel.rank_order";
-  k.type = KnobType::choice;
-  k.choices = {name(RankOrder::tensor_data_pipeline), name(RankOrder::tensor_pipeline_data)};
-  k.doc = "how ranks are numbered over the grid, fastest first, as Megatron-core's order: tp-dp-pp (Megatron-LM's default: a stage's replicas on neighbouring devices, so its all-reduce stays in a node where it can) or tp-pp-dp (a replica's stages on neighbouring devices, so the pipeline's sends do)";
-  k.tuned = true;
-  k.get = [](const Settings& s) { return KnobValue(std::string(name(s.rank_order))); };
-  k.set = [](Settings& s, const KnobValue& v) {
-    s.rank_order = std::get<std::string>(v) == name(RankOrder::tensor_pipeline_data) ? RankOrder::tensor_pipeline_data
-                                                                                    : RankOrder::tensor_data_pipeline;
+  for (E e : values) k.choices.push_back(name(e));
+  k.tuned = tuned;
+  k.doc = std::move(doc);
+  k.get = [member](const Settings& s) { return KnobValue(std::string(name(s.*member))); };
+  k.set = [member, values](Settings& s, const KnobValue& v) {
+    for (E e : values)
+      if (std::get<std::string>(v) == name(e)) s.*member = e;
   };
   return k;
 }
 
+Knob p2p_knob() {
+  return choice("parallel.p2p", &ParallelSpec::p2p, {P2p::pytorch, P2p::megatron}, false,
+                "how stages exchange activations on NCCL: pytorch (torch.distributed.pipelining: a send waits until its peer posts the receive) or megatron (Megatron-LM posts each receive with the send before it, so no send waits; predict-only). Gloo posts receives ahead either way");
+}
+
+Knob rank_order_knob() {
+  return choice("parallel.rank_order", &ParallelSpec::rank_order,
+                {RankOrder::tensor_data_pipeline, RankOrder::tensor_pipeline_data}, true,
+                "how ranks are numbered over the grid, fastest first, as Megatron-core's order: tp-dp-pp (Megatron-LM's default: a stage's replicas on neighbouring devices, so its all-reduce stays in a node where it can) or tp-pp-dp (a replica's stages on neighbouring devices, so the pipeline's sends do)");
+}
+
 Knob precision_knob() {
-  Knob k;
-  k.key = "parallel.precision";
-  k.type = KnobType::choice;
-  k.choices = {"fp32", "bf16", "fp16"};
-  k.tuned = true;
-  k.doc = "compute type, as torch.autocast: parameters, gradients and buckets stay fp32; activations and stage-to-stage tensors use the compute type (fp16 with a loss scaler). The device must list a peak for it";
-  k.get = [](const Settings& s) { return KnobValue(std::string(name(s.precision))); };
-  k.set = [](Settings& s, const KnobValue& v) { s.precision = *precision_from_name(std::get<std::string>(v)); };
-  return k;
+  return choice("parallel.precision", &ParallelSpec::precision, {Precision::fp32, Precision::bf16, Precision::fp16}, true,
+                "compute type, as torch.autocast: parameters, gradients and buckets stay fp32; activations and stage-to-stage tensors use the compute type (fp16 with a loss scaler). The device must list a peak for it");
 }
 
 std::vector<Knob> make_table() {
