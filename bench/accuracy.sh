@@ -11,15 +11,20 @@
 # set's transformer has 64). No configuration of the set, nor its models, runs during calibration:
 # its layers are timed alone, and every run of the set is held out.
 #
-# Usage: bench/accuracy.sh [BUILD_DIR]   (environment: STEPS=100 REPEATS=3, OUT=DIR keeps the
-# profile and validate's JSON there instead of in a temporary directory)
+# Then what if: per sweep, `calibrate --from-trace` fits the calibrated profile to one run of the
+# sweep's first configuration, and the sweep's other configurations are predicted with it.
+#
+# Usage: bench/accuracy.sh [BUILD_DIR]   (environment: REPEATS=3; STEPS=N per run, default
+# validate's own: enough for 2 s of steps; OUT=DIR keeps the profile and validate's JSON there
+# instead of in a temporary directory)
 # Each configuration runs REPEATS times, in rounds over the whole set; the measured step is the
-# median of the runs' medians (after the warm-up step), and the spread is (max - min) / median of
-# those.
+# median over the runs of each run's undisturbed step (the step statistic), and the spread is
+# (max - min) / measured of those. The median step is given beside it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin="${1:-build}/parallax"
-steps="${STEPS:-100}"
+steps=()
+[ -z "${STEPS:-}" ] || steps=(--steps "$STEPS")
 repeats="${REPEATS:-3}"
 if [ -n "${OUT:-}" ]; then
   out="$OUT"
@@ -28,7 +33,7 @@ else
   out="$(mktemp -d)"
   trap 'rm -rf "$out"' EXIT
 fi
-rm -f "$out"/*.round*.json  # an earlier run's rounds, when OUT is reused
+rm -rf "$out"/*.round*.json "$out/traces" "$out"/fitted-*.yaml  # an earlier run's, when OUT is reused
 
 "$bin" calibrate --precision bf16 scenarios/accuracy/*.yaml -o "$out/here.yaml" \
   --probe-with scenarios/mlp-fashion-mnist-ddp2.yaml --probe-with bench/data/probe-transformer.yaml 2>&1 |
@@ -39,8 +44,11 @@ validate() {
   local scenario="$1" round="$2"; shift 2
   local sweeps=()
   for s in "$@"; do sweeps+=(--sweep "$s"); done
-  "$bin" validate "$scenario" "${sweeps[@]}" --profile "$out/here.yaml" --steps "$steps" --repeats 1 \
-    --json 2>&1 >"$out/$(basename "$scenario" .yaml).round$round.json" | grep -E "^validate: \[" >&2
+  local name
+  name=$(basename "$scenario" .yaml)
+  "$bin" validate "$scenario" "${sweeps[@]}" --profile "$out/here.yaml" "${steps[@]}" --repeats 1 \
+    --keep-traces "$out/traces/$name.round$round" --json 2>&1 >"$out/$name.round$round.json" |
+    grep -E "^validate: \[" >&2
 }
 
 # The repeats go round the whole set, so that a configuration's runs are minutes apart: this
@@ -56,11 +64,12 @@ for round in $(seq "$repeats"); do
   validate scenarios/accuracy/transformer-pipeline2.yaml "$round" parallel.chunks=1,2,4,8
 done
 
-python3 - "$out"/*.round*.json <<'EOF'
+python3 - "$out"/*.round*.json <<'EOF' | tee "$out/summary.txt"
 import json, sys
-# Each round's validate output, merged per configuration as `validate --repeats N` would: the
-# measured step is the median of the runs' medians, the spread (max - min) / median, the error
-# against that median; the steps at the calibrated host speed add up; bubbles are the first run's.
+# Each round's validate output, merged per configuration as `validate --repeats N` merges its
+# runs: the measured step is the median over runs of each run's undisturbed step (the step
+# statistic, profiler/step_statistic.hpp), the spread (max - min) / measured over the runs; the
+# median step beside it, the same way. Bubbles are the first run's.
 def median(v):
     v = sorted(v)
     n = len(v)
@@ -74,59 +83,128 @@ def kendall_tau(a, b):  # as fit/measure.cpp's
             s = (a[i] - a[j]) * (b[i] - b[j])
             score += 1 if s > 0 else -1 if s < 0 else 0
     return score / (n * (n - 1) / 2)
-configs = {}  # (name, sweep) -> merged
+def resolved_tau(p, low, high):  # as fit/measure.cpp's kendall_tau_resolved
+    score = resolved = pairs = 0
+    for i in range(len(p)):
+        for j in range(i + 1, len(p)):
+            pairs += 1
+            i_faster, j_faster = high[i] < low[j], high[j] < low[i]
+            if not (i_faster or j_faster):
+                continue
+            resolved += 1
+            if p[i] != p[j]:
+                score += 1 if (p[i] < p[j]) == i_faster else -1
+    return (score / resolved if resolved else 0.0), resolved, pairs
+configs = {}  # name -> merged
+statistic = "?"
 for f in sys.argv[1:]:
     for c in json.load(open(f))["configurations"]:
+        statistic = c["statistic"]
         short = c["scenario"].split("/")[-1][:-5]
         name = short + " " + " ".join(c["overrides"])
         sweep = short + " " + c["overrides"][0].split("=")[0] if c["overrides"] else ""
-        m = configs.setdefault(name, {"sweep": sweep, "predicted_step_ms": c["predicted_step_ms"], "runs": [],
-                                      "at_speed_runs": [], "steps_at_speed": 0, "steps_probed": 0,
-                                      "ranks": c["ranks"]})
-        m["runs"] += c["measured_runs_ms"]
-        m["at_speed_runs"] += c["measured_at_speed_runs_ms"]
-        m["steps_at_speed"] += c["steps_at_speed"]
-        m["steps_probed"] += c["steps_probed"]
+        m = configs.setdefault(name, {"sweep": sweep, "predicted_ms": c["predicted_ms"], "runs": [], "medians": [],
+                                      "disturbed": [], "ranks": c["ranks"]})
+        m["runs"] += c["runs_ms"]
+        m["medians"].append(c["median_ms"])
+        m["disturbed"].append(c["disturbed_share"])
 rows = []
 for name, m in configs.items():
-    measured = median(m["runs"])
-    m["measured_step_ms"] = measured
-    m["spread"] = (max(m["runs"]) - min(m["runs"])) / measured
-    m["error"] = (m["predicted_step_ms"] - measured) / measured
-    m["error_at_speed"] = None
-    if m["at_speed_runs"]:
-        at = median(m["at_speed_runs"])
-        m["error_at_speed"] = (m["predicted_step_ms"] - at) / at
+    m["measured_ms"] = median(m["runs"])
+    m["spread"] = (max(m["runs"]) - min(m["runs"])) / m["measured_ms"]
+    m["error"] = (m["predicted_ms"] - m["measured_ms"]) / m["measured_ms"]
+    m["median_ms"] = median(m["medians"])
+    m["median_spread"] = (max(m["medians"]) - min(m["medians"])) / m["median_ms"]
+    m["median_error"] = (m["predicted_ms"] - m["median_ms"]) / m["median_ms"]
     rows.append((name, m))
-print("%d runs of each configuration, minutes apart" % max(len(m["runs"]) for _, m in rows))
-print("| configuration | predicted ms | measured ms | error | spread | steps at calibrated host speed | error over those | bubble per rank, predicted/measured |")
-print("|---|---:|---:|---:|---:|---:|---:|---|")
+json.dump(configs, open(sys.argv[1].rsplit("/", 1)[0] + "/merged.json", "w"))
+print("%d runs of each configuration, minutes apart; measured: the %s of each run, the median over runs" %
+      (max(len(m["runs"]) for _, m in rows), statistic))
+print("| configuration | predicted ms | measured ms | error | spread | median ms | error | spread | disturbed steps | bubble per rank, predicted/measured |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
 for name, c in rows:
     bubbles = "  ".join("%d: %.0f/%.0f%%" % (r["rank"], 100 * r["predicted_bubble_fraction"],
                                               100 * r["measured_bubble_fraction"]) for r in c["ranks"])
-    share = "%.0f%%" % (100 * c["steps_at_speed"] / c["steps_probed"]) if c["steps_probed"] else "-"
-    at_speed = "-" if c["error_at_speed"] is None else "%+.1f%%" % (100 * c["error_at_speed"])
-    print("| %s | %.3f | %.3f | %+.1f%% | %.1f%% | %s | %s | %s |" % (name, c["predicted_step_ms"], c["measured_step_ms"],
-                                                          100 * c["error"], 100 * c["spread"], share, at_speed, bubbles))
-errors = [c["error"] for _, c in rows]
-worst = max(rows, key=lambda r: abs(r[1]["error"]))
+    print("| %s | %.3f | %.3f | %+.1f%% | %.1f%% | %.3f | %+.1f%% | %.1f%% | %.0f%% | %s |" % (
+        name, c["predicted_ms"], c["measured_ms"], 100 * c["error"], 100 * c["spread"], c["median_ms"],
+        100 * c["median_error"], 100 * c["median_spread"], 100 * sum(c["disturbed"]) / len(c["disturbed"]), bubbles))
+def summary(key, spread_key, what):
+    errors = [c[key] for _, c in rows]
+    worst = max(rows, key=lambda r: abs(r[1][key]))
+    spreads = sorted(c[spread_key] for _, c in rows)
+    within = sum(1 for s in spreads if s <= 0.05)
+    print("against the %s: mean absolute error %.1f%% over %d configurations, mean signed %+.1f%%, worst %+.1f%% (%s); "
+          "spread over runs: median %.1f%%, <= 5%% on %d of %d" %
+          (what, 100 * sum(abs(e) for e in errors) / len(errors), len(errors), 100 * sum(errors) / len(errors),
+           100 * worst[1][key], worst[0], 100 * spreads[len(spreads) // 2], within, len(spreads)))
 print()
-print("mean absolute error %.1f%% over %d configurations; worst %+.1f%% (%s)" %
-      (100 * sum(abs(e) for e in errors) / len(errors), len(errors), 100 * worst[1]["error"], worst[0]))
-print("median spread of the measured step between runs %.1f%%" % (100 * sorted(c["spread"] for _, c in rows)[len(rows) // 2]))
-probed = sum(c["steps_probed"] for _, c in rows)
-if probed:
-    print("steps the host ran at the calibrated speed in: %.0f%% of %d" % (100 * sum(c["steps_at_speed"] for _, c in rows) / probed, probed))
-matched = [c["error_at_speed"] for _, c in rows if c["error_at_speed"] is not None]
-if matched:
-    print("over those steps only, where a run had enough (%d configurations): mean absolute error %.1f%%" %
-          (len(matched), 100 * sum(abs(e) for e in matched) / len(matched)))
+summary("error", "spread", statistic)
+summary("median_error", "median_spread", "median step")
 sweeps = {}
 for name, c in rows:
     if c["sweep"]:
         sweeps.setdefault(c["sweep"], []).append(c)
 for sweep, cs in sorted(sweeps.items()):
     if len(cs) > 1:
-        print("Kendall tau %+.2f over the %d configurations of sweep %s" %
-              (kendall_tau([c["predicted_step_ms"] for c in cs], [c["measured_step_ms"] for c in cs]), len(cs), sweep))
+        tau, resolved, pairs = resolved_tau([c["predicted_ms"] for c in cs], [min(c["runs"]) for c in cs],
+                                            [max(c["runs"]) for c in cs])
+        print("Kendall tau %+.2f over the %d configurations of sweep %s; %+.2f over the %d of %d pairs the runs resolve" %
+              (kendall_tau([c["predicted_ms"] for c in cs], [c["measured_ms"] for c in cs]), len(cs), sweep, tau,
+               resolved, pairs))
+EOF
+
+# What if: per sweep, a profile fitted to one measured run of its first configuration
+# (`calibrate --from-trace`, over the calibrated profile) predicts the sweep's other
+# configurations, against what they measured in the same rounds.
+python3 - "$bin" "$out" <<'EOF'
+import json, os, subprocess, sys
+bin, out = sys.argv[1:]
+merged = json.load(open(os.path.join(out, "merged.json")))
+def sets_of(c, hardware):
+    args = []
+    for s in c["sets"]:
+        args += ["--set", "hardware=" + hardware if s.startswith("hardware=") else s]
+    return args
+rows, errors = [], []
+for f in sorted(os.listdir(out)):
+    if not f.endswith(".round1.json"):
+        continue
+    name = f[:-len(".round1.json")]
+    configs = json.load(open(os.path.join(out, f)))["configurations"]
+    sweeps = {}
+    for i, c in enumerate(configs):
+        if c["overrides"]:
+            sweeps.setdefault(c["overrides"][0].split("=")[0], []).append((i, c))
+    for key, members in sweeps.items():
+        if len(members) < 2:
+            continue
+        i0, anchor = members[0]
+        fitted = os.path.join(out, "fitted-%s-%s.yaml" % (name, key.replace(".", "_")))
+        trace = os.path.join(out, "traces", name + ".round1", "%d.run1.json" % i0)
+        fit = subprocess.run([bin, "calibrate", "--from-trace", trace, anchor["scenario"]] +
+                             sets_of(anchor, os.path.join(out, "here.yaml")) + ["-o", fitted],
+                             capture_output=True, text=True)
+        if fit.returncode != 0:
+            print("what-if %s %s: the fit failed: %s" % (name, key, fit.stderr.strip()[-300:]))
+            continue
+        for i, c in members[1:]:
+            sim = subprocess.run([bin, "simulate", c["scenario"]] + sets_of(c, fitted) + ["--json"],
+                                 capture_output=True, text=True, check=True)
+            predicted = json.loads(sim.stdout)["step_time_ms"]
+            label = name + " " + " ".join(c["overrides"])
+            measured = merged[label]
+            m = measured["measured_ms"]
+            err = (predicted - m) / m
+            errors.append(err)
+            rows.append((label, anchor["overrides"][0], measured["predicted_ms"], predicted, m, err))
+print()
+print("what if: each sweep's other configurations predicted from a profile fitted to one run of its first")
+print("| configuration | fitted from | calibrated ms | what-if ms | measured ms | what-if error |")
+print("|---|---|---:|---:|---:|---:|")
+for label, anchor, calibrated, predicted, m, err in rows:
+    print("| %s | %s | %.3f | %.3f | %.3f | %+.1f%% |" % (label, anchor, calibrated, predicted, m, 100 * err))
+if errors:
+    print("what-if: mean absolute error %.1f%% over %d configurations, mean signed %+.1f%%, worst %+.1f%%" %
+          (100 * sum(abs(e) for e in errors) / len(errors), len(errors), 100 * sum(errors) / len(errors),
+           100 * max(errors, key=abs)))
 EOF

@@ -104,16 +104,17 @@ def cupti_figures(trace):
 
 
 def validate_figures(validate, work):
-    """Each configuration: measured (median of its runs, and their spread), predicted from the
+    """Each configuration: measured (validate's step statistic over its runs, and their spread), predicted from the
     GPU calibration and from the datasheet profile; the mean absolute errors of both."""
     if not validate:
         return None
     rows = []
     for i, c in enumerate(validate["configurations"]):
         sheet = load(os.path.join(work, "datasheet-%d.json" % i))
-        measured = c["measured_step_ms"]
-        row = {"overrides": c["overrides"], "measured_ms": measured, "runs_ms": c["measured_runs_ms"],
-               "spread": c["spread"], "calibrated_ms": c["predicted_step_ms"], "calibrated_error": c["error"]}
+        measured = c["measured_ms"]
+        row = {"overrides": c["overrides"], "measured_ms": measured, "statistic": c["statistic"],
+               "runs_ms": c["runs_ms"], "median_ms": c["median_ms"], "spread": c["spread"],
+               "calibrated_ms": c["predicted_ms"], "calibrated_error": c["error"]}
         if sheet and measured > 0:
             row["datasheet_ms"] = sheet["step_time_ms"]
             row["datasheet_error"] = (sheet["step_time_ms"] - measured) / measured
@@ -124,7 +125,7 @@ def validate_figures(validate, work):
         return statistics.mean(errors) if errors else None
 
     return {"configurations": rows, "calibrated_mape": mape("calibrated_error"),
-            "datasheet_mape": mape("datasheet_error"), "steps": validate["steps"], "repeats": validate["repeats"],
+            "datasheet_mape": mape("datasheet_error"), "steps": validate["configurations"][0]["steps"] if rows else None, "repeats": validate["repeats"],
             "max_spread": max((r["spread"] for r in rows), default=None)}
 
 
@@ -172,7 +173,8 @@ def write_summary(out, f, failures):
     lines += ["", "## Single-GPU step time, predicted against measured", ""]
     if v:
         lines += ["%d steps per run (the first a warm-up), %d run(s) per configuration; measured = median of the "
-                  "runs' median steps; spread = (slowest - fastest) / measured." % (v["steps"], v["repeats"]), "",
+                  "runs' %s; spread = (slowest - fastest) / measured." % (
+                      v["steps"] or 0, v["repeats"], v["configurations"][0]["statistic"] if v["configurations"] else "step"), "",
                   "| configuration | measured (ms) | spread | calibrated (ms) | error | datasheet (ms) | error |",
                   "|---|---|---|---|---|---|---|"]
         for r in v["configurations"]:

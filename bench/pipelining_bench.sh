@@ -11,18 +11,22 @@
 # torch comes from .venv-torch (scripts/setup.sh --bench or --torch; PYTHON overrides it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=build runs=5 steps=40 chunks=8 only=""
+build="" runs=5 steps=40 chunks=8 only=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --runs) runs=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --chunks) chunks=$2; shift 2 ;;
     --model) only=$2; shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     -*) echo "pipelining_bench: unknown flag $1" >&2; exit 2 ;;
     *) build=$1; shift ;;
   esac
 done
+if [ -z "$build" ]; then
+  build=build
+  [ -x build-torch2/parallax ] && build=build-torch2
+fi
 parallax="$build/parallax"
 python=${PYTHON:-.venv-torch/bin/python3}
 [ -x "$parallax" ] || { echo "pipelining_bench: no $parallax (build first)" >&2; exit 2; }
@@ -43,7 +47,7 @@ print("%.3f %.3f %.3f" % (statistics.median(meds), min(meds), max(meds)))
 PY
 }
 
-echo "torch $("$python" -c 'import torch; print(torch.__version__)' 2>/dev/null), Parallax $("$parallax" --version 2>/dev/null | head -1)," \
+echo "torch $("$python" -c 'import torch; print(torch.__version__)' 2>/dev/null), Parallax $("$parallax" --version 2>/dev/null | head -1) ($build)," \
      "$(nproc) cores; pipeline 2, $chunks micro-batches, $steps steps, $runs interleaved runs each"
 # model: scenario, optimizer (both sides), encoder heads
 models=("mlp scenarios/accuracy/mlp-pipeline2.yaml 0.05 0.9 1"

@@ -50,7 +50,7 @@ PY
       sets=(--set "data.steps=$steps")
       [ "$line" != "-" ] && for kv in $line; do sets+=(--set "$kv"); done
       "$bin" validate "$scenario" "${sets[@]}" --profile "$out/here.yaml" --steps "$steps" --json 2>/dev/null |
-        python3 -c "import json,sys; c=json.load(sys.stdin)['configurations'][0]; print('$i', c['predicted_step_ms'], c['measured_step_ms'])" \
+        python3 -c "import json,sys; c=json.load(sys.stdin)['configurations'][0]; print('$i', c['predicted_ms'], c['measured_ms'])" \
         >>"$out/$name-measured.txt"
       printf "  [%d/%d] %s\n" "$(( (rep - 1) * count + i ))" "$(( repeats * count ))" "$line" >&2
     done <"$out/$name-grid.txt"

@@ -68,13 +68,6 @@ std::vector<plan::Precision> extra_precisions(const std::vector<std::string>& na
   return out;
 }
 
-// The text of the profile --base names: a built-in profile or a file.
-std::string profile_text(const std::string& base) {
-  if (const char* text = plan::builtin_hardware_text(base)) return text;
-  std::ifstream in(base);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
 std::string date_now() {
   const std::time_t now = std::time(nullptr);
   char date[32];
@@ -131,6 +124,13 @@ int calibrate_gpu(const CalibrateArgs& args, const std::vector<std::string>& fil
 }
 
 }  // namespace
+
+std::string profile_text(const std::string& base) {
+  if (const char* text = plan::builtin_hardware_text(base)) return text;
+  std::ifstream in(base);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
 
 std::vector<std::string> default_calibration_scenarios() {
   std::vector<std::string> out = {""};

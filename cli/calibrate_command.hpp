@@ -17,13 +17,23 @@ struct CalibrateArgs {
   /// Scenarios whose models run the in-run probes instead of the measured scenarios' (their
   /// layers are measured too), so that an accuracy set's own models never run during calibration.
   std::vector<std::string> probe_with;
+  /// What if: measured traces of one configuration of a job (the scenario with `sets`); a
+  /// profile fitted to them is written instead of measuring the machine (fit/from_trace.hpp).
+  std::vector<std::string> from_traces;
+  std::vector<std::string> sets;
 };
+
+/// `parallax calibrate --from-trace`: the fit, its report, and the fitted profile written.
+int calibrate_from_traces(const CalibrateArgs& args);
 
 /// The default set: the built-in default scenario, then every scenarios/*.yaml on hardware
 /// cpu-host and every scenarios/accuracy/*.yaml under the current folder ("" is the built-in).
 std::vector<std::string> default_calibration_scenarios();
 /// Where calibrate writes by default, one file per machine (by host name).
 std::string default_calibration_path();
+
+/// The text of a profile: a built-in one by name, or a file.
+std::string profile_text(const std::string& profile);
 
 /// `argv` is the whole command line, for the launcher to start the two ranks with.
 int calibrate_command(const CalibrateArgs& args, const std::vector<std::string>& argv);

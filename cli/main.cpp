@@ -192,9 +192,8 @@ int run_main_job(const std::string& self) {
       run, {self, "run", "--set", run.sets.at(0), "--set", run.sets.at(1), "-o", measured_path});
   if (rc != 0) return rc;
 
-  const double host_reference_us = local.scenario.hardware.calibration ? local.scenario.hardware.calibration->host_probe_us : 0;
-  const auto comparison = profiler::compare(profiler::read_trace(local_path).timeline,
-                                            profiler::read_trace(measured_path).timeline, host_reference_us);
+  const auto comparison =
+      profiler::compare(profiler::read_trace(local_path).timeline, profiler::read_trace(measured_path).timeline);
   const std::string compare_text = cli::compare_text(comparison);
   const std::string heading = "predicted (" + (profile == "cpu-host" ? std::string("uncalibrated cpu-host profile")
                                                                      : "calibrated profile " + profile) +
@@ -327,10 +326,23 @@ int main(int argc, char** argv) {
                    "that plans you will validate never run during calibration")
       ->allow_extra_args(false)
       ->type_name("SCENARIO");
+  cal_cmd
+      ->add_option("--from-trace", cal_args.from_traces,
+                   "What if: instead of measuring this machine, fit the job's profile to measured runs of one "
+                   "configuration (parallax run -o traces, or PyTorch profiler traces of torch.distributed.pipelining "
+                   "with their PP:<action> spans; repeatable). SCENARIO and --set give that configuration; the "
+                   "output predicts the job's others with --set hardware=FILE")
+      ->allow_extra_args(false)
+      ->type_name("TRACE");
+  cal_cmd->add_option("--set", cal_args.sets, "With --from-trace: a value of the measured configuration (repeatable)")
+      ->allow_extra_args(false)
+      ->type_name("KEY=VALUE");
   cal_cmd->footer(
       "Examples:\n  parallax calibrate -o here.yaml && parallax simulate scenarios/mlp-fashion-mnist-pipeline2.yaml "
       "--set hardware=here.yaml\n  parallax calibrate --quick my-model.yaml -o my-model-here.yaml\n  parallax calibrate "
-      "--precision bf16 my-model.yaml -o here.yaml   # fp32 and bf16 layers");
+      "--precision bf16 my-model.yaml -o here.yaml   # fp32 and bf16 layers\n"
+      "  parallax run job.yaml -o run.json && parallax calibrate --from-trace run.json job.yaml -o fitted.yaml &&\n"
+      "    parallax tune job.yaml --set hardware=fitted.yaml   # what if, from a measured run");
 
   cli::ValidateArgs val_args;
   auto* val_cmd = app.add_subcommand(
@@ -348,13 +360,22 @@ int main(int argc, char** argv) {
   val_cmd->add_option("--profile", val_args.profile,
                       "Calibrated profile to predict with (default parallax-out/calibrated-HOST.yaml, from parallax "
                       "calibrate)");
-  val_cmd->add_option("--steps", val_args.steps, "Steps per run; the first is a warm-up (default 60)");
+  val_cmd->add_option("--steps", val_args.steps,
+                      "Steps per run; the first is a warm-up (default: enough for 2 s of predicted steps, 21 to 401)");
   val_cmd->add_option("--repeats", val_args.repeats,
-                      "Runs per configuration; the measured step is the median of their medians (default 1)");
+                      "Runs per configuration, in rounds over them all; the measured step is the median of the runs' "
+                      "undisturbed steps, and the spread is over the runs (default 1)");
+  val_cmd->add_option("--keep-traces", val_args.keep_traces,
+                      "Keep each run's measured trace in this folder, as INDEX.runR.json (INDEX: the configuration's "
+                      "place in the output, from 0): for calibrate --from-trace")
+      ->type_name("DIR");
   val_cmd->add_flag("--json", val_args.json,
-                    "Print one JSON object on stdout: configurations[], mape, worst_error, sweeps[]");
+                    "Print one JSON object on stdout: statistic, configurations[] (predicted_ms, measured_ms, error, spread, "
+                    "median_ms, ...), mape, mean_signed_error, worst_error, sweeps[]");
   val_cmd->footer(
-      "Step times on a shared machine vary from run to run: use --repeats 3 and read the spread beside each error.\n"
+      "The measured step is the undisturbed step: the 20th percentile of a run's steps after warm-up (slow bursts on a\n"
+      "shared machine move the median, not the fast level); the median and the share of disturbed steps are printed\n"
+      "beside it. Step times vary from run to run: use --repeats 3 and read the spread beside each error.\n"
       "Examples:\n  parallax calibrate && parallax validate scenarios/mlp-fashion-mnist-pipeline2.yaml "
       "--sweep parallel.chunks=2,4,8,16\n"
       "  parallax validate scenarios/accuracy/*.yaml --repeats 3 --json > accuracy.json");
@@ -443,6 +464,9 @@ int main(int argc, char** argv) {
     if (*trace_cmd) return run_trace(trace_files, trace_json);
     if (*compare_cmd) return run_compare(predicted_path, measured_path, compare_json);
     if (*run_cmd) return cli::run_command(run_args, std::vector<std::string>(argv, argv + argc));
+    if (*cal_cmd && !cal_args.from_traces.empty()) return cli::calibrate_from_traces(cal_args);
+    if (*cal_cmd && !cal_args.sets.empty())
+      throw plan::InputError(plan::Location{"--set"}, "calibrate takes --set only with --from-trace (the measured configuration)");
     if (*cal_cmd) return cli::calibrate_command(cal_args, std::vector<std::string>(argv, argv + argc));
     if (*val_cmd) return cli::validate_command(val_args, std::filesystem::read_symlink("/proc/self/exe").string());
     if (*report_cmd) return cli::report_command(report_args);

@@ -132,16 +132,16 @@ json compare_json(const profiler::CompareReport& r) {
                      {"measured", {{"start_ms", a.measured_start_ms}, {"duration_ms", a.measured_duration_ms}}}});
   return {{"step_time_ms",
            {{"predicted", r.predicted_step_ms},
-            {"measured", r.measured_step_ms.median},
-            {"measured_min", r.measured_step_ms.min},
-            {"measured_max", r.measured_step_ms.max},
-            {"error", r.step_error}}},
+            {"measured", r.measured_step.undisturbed_ms},
+            {"statistic", profiler::kStatisticName},
+            {"error", r.step_error},
+            {"measured_median", r.measured_step.median_ms},
+            {"median_error", r.median_error},
+            {"measured_min", r.measured_step.min_ms},
+            {"measured_max", r.measured_step.max_ms},
+            {"disturbed_share", r.measured_step.disturbed_share},
+            {"steps", r.measured_step.steps}}},
           {"measured_steps", r.measured_steps},
-          {"host_speed",
-           {{"steps_at_calibrated_speed", r.host_steps_at_speed},
-            {"steps_probed", r.host_probed_steps},
-            {"measured_over_those", r.host_matched},
-            {"all_steps_median_ms", r.all_steps_ms.median}}},
           {"ranks", ranks},
           {"kinds", kinds},
           {"worst", worst},
@@ -150,19 +150,17 @@ json compare_json(const profiler::CompareReport& r) {
 
 std::string compare_text(const profiler::CompareReport& r) {
   std::ostringstream o;
-  o << "step time   predicted " << fmt("%.3f ms", r.predicted_step_ms) << ", measured median "
-    << fmt("%.3f ms", r.measured_step_ms.median) << " (min " << fmt("%.3f", r.measured_step_ms.min) << ", max "
-    << fmt("%.3f", r.measured_step_ms.max) << ", " << r.measured_steps.size() << " steps after warm-up): error "
+  const profiler::StepStatistic& m = r.measured_step;
+  o << "step time   predicted " << fmt("%.3f ms", r.predicted_step_ms) << ", measured " << fmt("%.3f ms", m.undisturbed_ms)
+    << " (" << profiler::kStatisticName << " of " << m.steps << " steps after warm-up): error "
     << fmt("%+.1f%%", 100 * r.step_error) << "\n";
-  if (r.host_probed_steps > 0) {
-    o << "host speed  at the calibrated speed in " << r.host_steps_at_speed << " of " << r.host_probed_steps
-      << " steps after warm-up; ";
-    if (r.host_matched)
-      o << "the measured figures are over those (over all of them the median step is "
-        << fmt("%.3f ms", r.all_steps_ms.median) << ")\n";
-    else
-      o << "too few: the measured figures are over all steps, some of them on a slower host\n";
-  }
+  o << "            median " << fmt("%.3f ms", m.median_ms) << " (error " << fmt("%+.1f%%", 100 * r.median_error)
+    << "), min " << fmt("%.3f", m.min_ms) << ", max " << fmt("%.3f", m.max_ms) << "; "
+    << fmt("%.0f%%", 100 * m.disturbed_share) << " of the steps disturbed (over "
+    << fmt("%.0f%%", 100 * profiler::kDisturbedMargin) << " slower); action and rank figures are over the other "
+    << r.measured_steps.size() << "\n";
+  if (m.steps > 0 && m.steps < profiler::kMinStatisticSteps)
+    o << "            few steps: the statistic wants " << profiler::kMinStatisticSteps << " or more after warm-up\n";
   o << "\n";
   o << "rank  bubble predicted  measured  difference   exposed comm predicted  measured\n";
   for (const auto& c : r.ranks) {

@@ -16,6 +16,7 @@
 #include "cli/validate_command.hpp"
 #include "exec/model.hpp"
 #include "fit/measure.hpp"
+#include "profiler/step_statistic.hpp"
 #include "plan/error.hpp"
 #include "plan/scenario.hpp"
 #include "plan/yaml_reader.hpp"
@@ -253,7 +254,9 @@ int tune_command(const TuneArgs& args, const std::string& self) {
               << args.validate_steps << " steps)\n";
     const fit::Measurement m = fit::measure(self, args.scenario, sets, args.validate_steps);
     validated.push_back({&e, e.step_ms, m.measured_ms});
-    std::cerr << "tune:   predicted " << fmt("%.3f", e.step_ms) << " ms, measured " << fmt("%.3f", m.measured_ms) << " ms\n";
+    std::cerr << "tune:   predicted " << fmt("%.3f", e.step_ms) << " ms, measured " << fmt("%.3f", m.measured_ms)
+              << " ms undisturbed (median " << fmt("%.3f", m.step.median_ms) << " ms, "
+              << fmt("%.0f%%", 100 * m.step.disturbed_share) << " of the steps disturbed)\n";
   }
   const tune::Evaluation* best = &r.ranked.front();
   if (!validated.empty())
@@ -317,7 +320,8 @@ int tune_command(const TuneArgs& args, const std::string& self) {
     for (const auto& v : validated)
       j["validated"].push_back({{"overrides", overrides_json(plan::overrides(given, v.e->config))},
                                 {"predicted_step_ms", v.predicted_ms},
-                                {"measured_step_ms", v.measured_ms}});
+                                {"measured_step_ms", v.measured_ms},
+                                {"statistic", profiler::kStatisticName}});
     std::cout << j.dump(2) << "\n";
   } else {
     std::printf("tune: %s, %zu ranks; %zu configurations (%zu more combinations not valid), %zu simulated, %zu pruned "
@@ -339,7 +343,8 @@ int tune_command(const TuneArgs& args, const std::string& self) {
       std::printf("  %10.3f ms %10.1f MiB  %s\n", e.step_ms, static_cast<double>(e.peak_memory) / kMiB,
                   plan::describe(plan::overrides(given, e.config)).c_str());
     if (!validated.empty()) {
-      std::printf("\nrun for real (%d steps each; the best measured is the pick):\n", args.validate_steps);
+      std::printf("\nrun for real (%d steps each, measured as the %s; the best measured is the pick):\n",
+                  args.validate_steps, profiler::kStatisticName);
       for (const auto& v : validated)
         std::printf("  predicted %10.3f ms, measured %10.3f ms (%+.1f%%)  %s\n", v.predicted_ms, v.measured_ms,
                     100 * (v.predicted_ms - v.measured_ms) / v.measured_ms,

@@ -9,6 +9,7 @@
 #include "exec/host_probe.hpp"
 #include "exec/model.hpp"
 #include "profiler/compare.hpp"
+#include "profiler/step_statistic.hpp"
 
 namespace parallax::exec::measuring {
 
@@ -16,16 +17,6 @@ using profiler::median;
 
 double us_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
-}
-
-// The lower quartile: a cost alone, as the machine gives it when nothing else interferes.
-// Bursts of interference on this shared VM (another tenant, a descheduled vCPU) can slow half
-// the repeats of one measurement by 10x; the median then moves, the lower quartile does not.
-// What a run adds on top is measured by the in-run probe, against these figures.
-double lower_quartile(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[(v.size() - 1) / 4];
 }
 
 HostGate::HostGate() {
@@ -68,7 +59,7 @@ std::vector<double> repeat(const std::function<std::vector<double>()>& rep, cons
     std::vector<double> kept;
     for (size_t i = 0; i < v.size(); ++i)
       if (!use_speed || at_speed[i]) kept.push_back(v[i]);
-    out.push_back(lower_quartile(std::move(kept)));
+    out.push_back(profiler::undisturbed(std::move(kept)));
   }
   return out;
 }

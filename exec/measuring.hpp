@@ -23,9 +23,6 @@ using Clock = std::chrono::steady_clock;
 
 double us_since(Clock::time_point t0);
 
-/// The lower quartile: a cost alone, as the machine gives it when nothing else interferes.
-double lower_quartile(std::vector<double> v);
-
 /// The host's speed while measuring (exec/host_probe.hpp). This project's shared VMs switch
 /// between a fast and a slow state for seconds to minutes; a layer measured in the slow one costs
 /// 1.3-1.8x more, and two calibrations that land in different states disagree by as much. Each
@@ -58,8 +55,9 @@ struct Budget {
 Budget budget(bool quick, HostGate* gate);
 
 /// Repeats `rep` (which returns one sample per named figure) after one warm-up call, and returns
-/// each figure's lower quartile over the samples taken at the host's reference speed (all of
-/// them when too few were). Slow samples do not count towards the time budget, up to max_reps.
+/// each figure's undisturbed level (profiler::undisturbed, the statistic a run's step is measured
+/// by: a cost as the machine gives it when nothing else interferes) over the samples taken at the
+/// host's reference speed (all of them when too few were). Slow samples do not count towards the time budget, up to max_reps.
 std::vector<double> repeat(const std::function<std::vector<double>()>& rep, const Budget& b);
 
 /// A layer's input for a micro-batch, as the previous layer (or the data) gives it, on `device`.

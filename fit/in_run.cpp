@@ -6,8 +6,10 @@
 #include <iostream>
 #include <map>
 #include <numeric>
+#include <set>
 
 #include "exec/model.hpp"
+#include "fit/measure.hpp"
 #include "exec/runtime.hpp"
 #include "plan/timeline_metrics.hpp"
 #include "profiler/compare.hpp"
@@ -49,7 +51,7 @@ std::vector<Probe> probe_plans(const std::vector<Calibrated>& plans, const plan:
     sets.insert(sets.end(), layout.begin(), layout.end());
     plan::Scenario s = plan::load_scenario(c.file, sets);
     const double step_ms = estimate_ms(s);
-    s.data.steps = std::clamp(static_cast<int>(2000.0 / std::max(step_ms, 0.01)), 20, 400);
+    s.data.steps = steps_for(step_ms);  // as validate measures a run
     s.name += " (calibration probe: " + words + ", " + std::to_string(s.data.steps) + " steps)";
     return std::make_pair(step_ms, plan::resolve_plan(s));
   };
@@ -90,32 +92,20 @@ std::vector<Probe> probe_plans(const std::vector<Calibrated>& plans, const plan:
   return out;
 }
 
-namespace {
-
-// The mean without the top and bottom 10%. What validate compares is the median step, and a
+// The mean without the top and bottom 10%, over the undisturbed steps' actions (keep_steps). A
 // step adds up its actions: the frequent shorter delays belong in it, a rank descheduled for a
 // scheduler slice (~4 ms here, in ~1-3% of the sends) mostly does not. With receives posted at
 // the step's start the remaining tails are such slices; the mean without only the top 1%, kept
-// while late receives were common, over-predicted 1F1B on the accuracy MLP by 20-40%.
-double typical(std::vector<double> v) {
+// while late receives were common, over-predicted 1F1B on the accuracy MLP by 20-40%. Not a
+// quantile: a kind's actions mix layers of different sizes, compared as means with the costs
+// alone.
+double trimmed_mean(std::vector<double> v) {
   if (v.empty()) return 0.0;
   std::sort(v.begin(), v.end());
   const size_t cut = v.size() / 10;
   double sum = 0;
   for (size_t i = cut; i < v.size() - cut; ++i) sum += v[i];
   return sum / static_cast<double>(v.size() - 2 * cut);
-}
-
-// A kind's actions (F, B or OPTIM) in a timeline, one duration each, over the steps after the
-// first when there are several.
-std::vector<double> durations_us(const plan::Timeline& t, plan::ActionKind kind) {
-  int first_step = INT32_MAX, last_step = INT32_MIN;
-  for (const auto& e : t.events) first_step = std::min(first_step, e.step), last_step = std::max(last_step, e.step);
-  std::vector<double> out;
-  for (const auto& e : t.events)
-    if (e.action.kind == kind && e.lane == plan::Lane::compute && (e.step != first_step || last_step == first_step))
-      out.push_back((e.end - e.start).to_us());
-  return out;
 }
 
 // A step's all-reduce time on one rank: the union of its ALLREDUCE spans (they may overlap), as
@@ -138,6 +128,32 @@ double allreduce_ms(const plan::Timeline& t) {
   return n ? sum / n : 0.0;
 }
 
+namespace {
+
+// The timeline's first step (a warm-up) and its undisturbed steps after it.
+plan::Timeline keep_steps(plan::Timeline t) {
+  const std::vector<int> steps = plan::steps_of(t), kept = profiler::undisturbed_steps(t);
+  if (steps.size() < 2) return t;
+  const std::set<int> keep(kept.begin(), kept.end());
+  const int warmup = steps.front();
+  t.events.erase(std::remove_if(t.events.begin(), t.events.end(),
+                                [&](const plan::TimelineEvent& e) { return e.step != warmup && !keep.count(e.step); }),
+                 t.events.end());
+  return t;
+}
+
+// A kind's actions (F, B or OPTIM) in a timeline, one duration each, over the steps after the
+// first when there are several.
+std::vector<double> durations_us(const plan::Timeline& t, plan::ActionKind kind) {
+  int first_step = INT32_MAX, last_step = INT32_MIN;
+  for (const auto& e : t.events) first_step = std::min(first_step, e.step), last_step = std::max(last_step, e.step);
+  std::vector<double> out;
+  for (const auto& e : t.events)
+    if (e.action.kind == kind && e.lane == plan::Lane::compute && (e.step != first_step || last_step == first_step))
+      out.push_back((e.end - e.start).to_us());
+  return out;
+}
+
 // The typical duration of a timeline's B actions, the step's last ones (which start the DDP
 // all-reduces) or the others, over the steps after the first when there are several.
 double typical_backward_us(const plan::Timeline& t, int microbatches, bool last) {
@@ -149,7 +165,7 @@ double typical_backward_us(const plan::Timeline& t, int microbatches, bool last)
     if ((e.action.mb == microbatches - 1) != last) continue;
     v.push_back((e.end - e.start).to_us());
   }
-  return typical(v);
+  return trimmed_mean(v);
 }
 
 // Under DDP the step's last backward shares the cores with the all-reduces its hooks start; the
@@ -196,24 +212,25 @@ ProbeResult in_run_factors(plan::Plan probe, const plan::Calibration& calibratio
   alone.in_run_data.reset();
   probe.scenario.hardware.calibration = alone;
   const plan::Timeline predicted = sim::simulate(probe).timeline;
-  // Every step, whatever the host's speed (exec/host_probe.hpp): runs on this project's VMs see
-  // the host at the speed of the costs alone in a few percent of their steps only, so the factors
-  // carry the rest of the slowdown a run meets.
-  const plan::Timeline measured = exec::measured_timeline(results, probe.scenario.name, probe.world_size);
+  // Over the probe run's undisturbed steps (profiler::undisturbed_steps), as compare measures a
+  // run: the factors carry what a run adds to the costs alone, not a burst's slowdown. The first
+  // step stays, as the warm-up the figures below leave out.
+  const plan::Timeline measured =
+      keep_steps(exec::measured_timeline(results, probe.scenario.name, probe.world_size));
   ProbeResult out;
   plan::InRunFactors& f = out.factors;
   const profiler::MessageTiming m = profiler::message_timing(measured, probe.scenario.parallel);
   if (!m.send_us.empty() && !calibration.send_call.empty())
-    f.send_extra_us = typical(m.send_us) - calibration.send_call.at(typical(m.bytes));
+    f.send_extra_us = trimmed_mean(m.send_us) - calibration.send_call.at(trimmed_mean(m.bytes));
   if (!m.delivery_us.empty() && calibration.p2p.bandwidth_gb_per_s > 0)
-    f.delivery_extra_us = typical(m.delivery_us) - calibration.p2p.us(typical(m.bytes));
+    f.delivery_extra_us = trimmed_mean(m.delivery_us) - calibration.p2p.us(trimmed_mean(m.bytes));
   // Every step's actions of each kind (the prediction's are alike from step to step).
   for (auto [kind, index, extra] : {std::tuple{plan::ActionKind::F, kF, &plan::InRunFactors::forward_extra_us},
                                     std::tuple{plan::ActionKind::B, kB, &plan::InRunFactors::backward_extra_us},
                                     std::tuple{plan::ActionKind::OPTIM, kOptim, &plan::InRunFactors::optimizer_extra_us}}) {
     const auto alone = durations_us(predicted, kind), in_run = durations_us(measured, kind);
     if (alone.empty() || in_run.empty()) continue;
-    const plan::InRunPoint means{std::accumulate(alone.begin(), alone.end(), 0.0) / alone.size(), typical(in_run)};
+    const plan::InRunPoint means{std::accumulate(alone.begin(), alone.end(), 0.0) / alone.size(), trimmed_mean(in_run)};
     f.*extra = means.in_run_us - means.alone_us;
     out.means[index] = means;
     out.longest_alone_us[index] = *std::max_element(alone.begin(), alone.end());

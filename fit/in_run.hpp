@@ -71,6 +71,14 @@ ProbeResult median_result(const std::vector<ProbeResult>& repeats);
 // "1.18x its time alone +40 us", or "+144 us beyond its time alone" when the factor is 1.
 std::string in_run_words(double factor, double extra_us);
 
+// Shared with the fit from a job's own trace (fit/from_trace.hpp):
+// - the mean without the top and bottom 10% of `v` (0 when empty): what the fits take of a kind's
+//   actions over the undisturbed steps;
+// - a step's all-reduce time on one rank, the union of its ALLREDUCE spans, as a mean over ranks
+//   and steps (after the first, when there are several); 0 without all-reduces.
+double trimmed_mean(std::vector<double> v);
+double allreduce_ms(const plan::Timeline& t);
+
 // The in-run figures of one layout: the small model's, with F, B and OPTIM fitted by size.
 plan::InRunFactors layout_factors(const ProbeResult& small, const ProbeResult* large);
 

@@ -7,11 +7,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 
 #include "plan/plan.hpp"
 #include "plan/scenario.hpp"
+#include "plan/timeline_metrics.hpp"
 #include "profiler/trace_reader.hpp"
 #include "sim/simulator.hpp"
 
@@ -78,7 +80,14 @@ std::string tail_of(const std::string& path, size_t lines) {
 }
 
 Prepared prepare(const Configuration& c, int steps, const std::vector<std::string>& common) {
+  if (steps <= 0) {  // as many as the predicted step time asks for
+    const Prepared probe = prepare(c, 3, common);
+    const auto first = plan::steps_of(probe.predicted);
+    return prepare(c, steps_for(first.empty() ? 0 : plan::step_times(probe.predicted, first.front()).step_time.to_ms()),
+                   common);
+  }
   Prepared p;
+  p.steps = steps;
   p.sets = common;
   p.sets.insert(p.sets.end(), c.overrides.begin(), c.overrides.end());
   p.sets.push_back("data.steps=" + std::to_string(steps));
@@ -87,7 +96,6 @@ Prepared prepare(const Configuration& c, int steps, const std::vector<std::strin
   p.precision = plan::name(plan.scenario.parallel.precision);
   if (const auto& cal = plan.scenario.hardware.calibration) {
     p.unmeasured = plan::unmeasured_signatures(*cal, plan.layers(), plan.scenario.parallel.precision);
-    p.host_reference_us = cal->host_probe_us;
   }
   return p;
 }
@@ -102,22 +110,45 @@ void run_once(const Configuration& c, const Prepared& p, const std::string& self
   if (rc != 0)
     throw std::runtime_error("the run of " + c.label + " failed (exit " + std::to_string(rc) + "):\n" +
                              tail_of((work / "run.err").string(), 8));
-  const auto report = profiler::compare(p.predicted, profiler::read_trace(trace).timeline, p.host_reference_us);
+  const auto report = profiler::compare(p.predicted, profiler::read_trace(trace).timeline);
   o->predicted_ms = report.predicted_step_ms;
-  o->measured_ms.push_back(report.all_steps_ms.median);
-  if (report.host_matched) o->at_speed_ms.push_back(report.measured_step_ms.median);
-  o->steps_at_speed += report.host_steps_at_speed;
-  o->steps_probed += report.host_probed_steps;
+  o->runs.push_back(report.measured_step);
   if (o->ranks.empty()) o->ranks = report.ranks;
 }
 
+std::vector<double> Outcome::runs_ms() const {
+  std::vector<double> v;
+  for (const auto& r : runs) v.push_back(r.undisturbed_ms);
+  return v;
+}
+
 void summarise(Outcome* o) {
-  const auto [low, high] = std::minmax_element(o->measured_ms.begin(), o->measured_ms.end());
-  o->measured_median = profiler::median(o->measured_ms);
-  o->spread = o->measured_median > 0 ? (*high - *low) / o->measured_median : 0;
-  o->error = o->measured_median > 0 ? (o->predicted_ms - o->measured_median) / o->measured_median : 0;
-  o->at_speed_median = profiler::median(o->at_speed_ms);
-  o->at_speed_error = o->at_speed_median > 0 ? (o->predicted_ms - o->at_speed_median) / o->at_speed_median : 0;
+  if (o->runs.empty()) return;
+  const std::vector<double> undisturbed = o->runs_ms();
+  std::vector<double> medians;
+  double steps = 0, disturbed = 0;
+  for (const auto& r : o->runs) {
+    medians.push_back(r.median_ms);
+    steps += r.steps;
+    disturbed += r.disturbed_share * r.steps;
+  }
+  const auto relative = [&](double v, double to) { return to > 0 ? v / to : 0.0; };
+  const auto [low, high] = std::minmax_element(undisturbed.begin(), undisturbed.end());
+  o->measured_ms = profiler::median(undisturbed);
+  o->low_ms = *low;
+  o->high_ms = *high;
+  o->spread = relative(*high - *low, o->measured_ms);
+  o->error = relative(o->predicted_ms - o->measured_ms, o->measured_ms);
+  const auto [mlow, mhigh] = std::minmax_element(medians.begin(), medians.end());
+  o->median_ms = profiler::median(medians);
+  o->median_spread = relative(*mhigh - *mlow, o->median_ms);
+  o->median_error = relative(o->predicted_ms - o->median_ms, o->median_ms);
+  o->disturbed_share = relative(disturbed, steps);
+}
+
+int steps_for(double predicted_step_ms) {
+  const double for_time = predicted_step_ms > 0 ? std::ceil(kMinMeasuredSeconds * 1000 / predicted_step_ms) : 0;
+  return 1 + std::clamp(static_cast<int>(for_time), profiler::kMinStatisticSteps, kMaxAutoSteps);
 }
 
 Measurement measure(const std::string& self, const std::string& scenario, const std::vector<std::string>& sets, int steps) {
@@ -133,7 +164,7 @@ Measurement measure(const std::string& self, const std::string& scenario, const 
     throw;
   }
   remove_tree(work.string());
-  return {o.predicted_ms, o.measured_ms.front()};
+  return {o.predicted_ms, o.runs.front().undisturbed_ms, o.runs.front()};
 }
 
 void remove_tree(const std::string& path) {

@@ -1,14 +1,16 @@
 #pragma once
 // Measuring a configuration for real against its prediction: `parallax run` in a child process
 // (so that a crash or a hang of the run is the child's), its measured trace read back and
-// compared with the simulated step by compare's definitions. validate's loop and the tuner's
-// --validate both measure through here.
+// compared with the simulated step by compare's definitions and the one step statistic
+// (profiler/step_statistic.hpp). validate's loop (fit/validation.hpp) and the tuner's --validate
+// both measure through here.
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include "plan/timeline.hpp"
 #include "profiler/compare.hpp"
+#include "profiler/step_statistic.hpp"
 
 namespace parallax::fit {
 
@@ -20,28 +22,33 @@ struct Configuration {
   std::string label;
 };
 
+/// A configuration's runs against its prediction. The measured step is the step statistic of
+/// each run (its undisturbed step), and over the runs their median; the median step is kept
+/// beside it with its own error, for comparison.
 struct Outcome {
   double predicted_ms = 0;
-  std::vector<double> measured_ms;  ///< one median per run, over every step after warm-up
-  double measured_median = 0, spread = 0, error = 0;
-  /// The same over the steps the host ran at the calibrated speed in (runs with enough of them).
-  std::vector<double> at_speed_ms;
-  double at_speed_median = 0, at_speed_error = 0;
-  int steps_at_speed = 0, steps_probed = 0;
+  std::vector<profiler::StepStatistic> runs;  ///< one per run, over its steps after warm-up
+  double measured_ms = 0;  ///< the median of the runs' undisturbed steps
+  double low_ms = 0, high_ms = 0;  ///< their range over the runs
+  double spread = 0;               ///< (high - low) / measured
+  double error = 0;                ///< (predicted - measured) / measured
+  double median_ms = 0, median_spread = 0, median_error = 0;  ///< the same with each run's median step
+  double disturbed_share = 0;  ///< of all the runs' steps, the disturbed ones
+  std::vector<double> runs_ms() const;  ///< each run's undisturbed step
   std::vector<profiler::RankComparison> ranks;  ///< of the first run
 };
 
 // A configuration's plan with the run's step count, and its predicted timeline.
 struct Prepared {
+  int steps = 0;  ///< of the run, the warm-up step included
   std::vector<std::string> sets;
   plan::Timeline predicted;
   std::vector<std::string> unmeasured;  ///< layer signatures the profile has no measurement of
   std::string precision;
-  double host_reference_us = 0;  ///< the profile's host_probe_us
 };
 
-/// A configuration's plan with the run's step count, and its predicted timeline; InputError when
-/// the scenario is bad, before anything runs.
+/// A configuration's plan with the run's step count (`steps` <= 0: steps_for its predicted step),
+/// and its predicted timeline; InputError when the scenario is bad, before anything runs.
 Prepared prepare(const Configuration& c, int steps, const std::vector<std::string>& common);
 
 /// One run of a configuration for real (`self run ...` in `work`), compared with its prediction
@@ -49,15 +56,24 @@ Prepared prepare(const Configuration& c, int steps, const std::vector<std::strin
 void run_once(const Configuration& c, const Prepared& p, const std::string& self, const std::filesystem::path& work,
               Outcome* o);
 
-/// The medians, spread and errors of `o`'s runs.
+/// The measured step, spread and errors of `o`'s runs.
 void summarise(Outcome* o);
 
+/// How many steps a run needs for the step statistic: short steps run longer rather than the
+/// statistic resting on few. At least kMinStatisticSteps after the warm-up, and enough for
+/// kMinMeasuredSeconds of predicted stepping, at most kMaxAutoSteps; the warm-up step on top.
+/// calibrate's in-run probes run as many.
+inline constexpr double kMinMeasuredSeconds = 2.0;
+inline constexpr int kMaxAutoSteps = 400;
+int steps_for(double predicted_step_ms);
+
 /// One configuration run for real (`parallax run SCENARIO --set ...` in a child process, `steps`
-/// steps) and simulated, through compare's definitions: the predicted and the median measured
-/// step time (after the warm-up step). runtime_error when the run fails.
+/// steps) and simulated, through compare's definitions: the predicted and the measured step
+/// (the step statistic after the warm-up step). runtime_error when the run fails.
 struct Measurement {
   double predicted_ms = 0;
-  double measured_ms = 0;
+  double measured_ms = 0;  ///< the undisturbed step
+  profiler::StepStatistic step;
 };
 Measurement measure(const std::string& self, const std::string& scenario, const std::vector<std::string>& sets, int steps);
 

@@ -95,9 +95,12 @@ QString step_time_text(const Prediction* prediction, const profiler::CompareRepo
   const double predicted_ms = comparison ? comparison->predicted_step_ms : prediction->metrics.step_time.to_ms();
   text += QString::number(predicted_ms, 'f', 2) + " ms predicted";
   if (comparison) {
-    text += QString(", %1 ms measured (median of %2 steps), error %3%")
-                .arg(comparison->measured_step_ms.median, 0, 'f', 2)
-                .arg(comparison->measured_steps.size())
+    const profiler::StepStatistic& m = comparison->measured_step;
+    text += QString(", %1 ms measured (undisturbed: p20 of %2 steps; median %3 ms, %4% disturbed), error %5%")
+                .arg(m.undisturbed_ms, 0, 'f', 2)
+                .arg(m.steps)
+                .arg(m.median_ms, 0, 'f', 2)
+                .arg(100.0 * m.disturbed_share, 0, 'f', 0)
                 .arg(100.0 * comparison->step_error, 0, 'f', 1);
   }
   return text;

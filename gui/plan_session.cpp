@@ -125,13 +125,7 @@ std::string PlanSession::open_trace(const std::string& path) {
   }
   if (t.kind == "measured") {
     measured_ = std::move(t.timeline);
-    const auto steps = measured_steps();
-    // The median step after the first (a warm-up), as `parallax compare` reports.
-    std::vector<std::pair<int64_t, int>> by_time;
-    for (int s : steps)
-      if (s != steps.front() || steps.size() == 1) by_time.push_back({plan::step_times(*measured_, s).step_time.count_ns(), s});
-    std::sort(by_time.begin(), by_time.end());
-    measured_step_ = by_time.empty() ? -1 : by_time[(by_time.size() - 1) / 2].second;
+    measured_step_ = profiler::representative_step(*measured_);
   } else {
     predicted_file_ = std::move(t.timeline);
   }

@@ -98,7 +98,8 @@ class PlanSession : public QObject {
 
   /// The predicted timeline on screen: from the file if one was opened, else the simulation's.
   const plan::Timeline* predicted_timeline() const;
-  /// The measured steps, and the one shown (the median step after the warm-up by default).
+  /// The measured steps, and the one shown (by default profiler::representative_step: the step
+  /// closest to the measured step statistic).
   std::vector<int> measured_steps() const;
   int measured_step() const { return measured_step_; }
   void set_measured_step(int step);

@@ -243,6 +243,14 @@ LayerCost estimate_layer_cost(const Layer& layer, const HardwareProfile& hardwar
   if (parallel.activation_checkpointing != Recompute::selective || c.recompute == Time())
     c.recompute = recompute_time(layer, c, parallel.activation_checkpointing);
   c.backward_weight = layer.param_count() == 0 ? Time() : std::min(c.backward_weight, c.backward);
+  if (hardware.fitted) {  // a job's measured runs, over all of the above (plan/fitted.hpp)
+    const FittedCosts::Layer f = hardware.fitted->layer(layer_signature(layer, parallel.precision));
+    c.forward = c.forward.scaled(f.forward);
+    c.forward_no_grad = c.forward_no_grad.scaled(f.forward);
+    c.recompute = c.recompute.scaled(f.forward);
+    c.backward = c.backward.scaled(f.backward);
+    c.backward_weight = c.backward_weight.scaled(f.backward);
+  }
   return c;
 }
 

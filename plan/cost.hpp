@@ -12,6 +12,8 @@
 //    time (parameters and activations read and written at the device's memory bandwidth), plus a
 //    per-call overhead. Backward is costed on its own FLOPs and bytes: input and weight gradients
 //    (weight gradients only for the model's first layer), not as a fixed ratio of forward.
+// A profile's `fitted:` factors (`parallax calibrate --from-trace`), by layer signature, multiply
+// whichever of these gave the cost.
 // Tensor parallelism divides a layer's work as Megatron-LM splits it; its collectives are counted
 // here (tensor_traffic) and timed by the simulator's NCCL model.
 // Shared by "balanced" partitioning and the simulator.

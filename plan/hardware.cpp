@@ -197,7 +197,7 @@ int64_t Device::memory_bytes() const {
 
 HardwareProfile parse_hardware(const Field& map) {
   expect_keys(map, {"name", "device", "node", "network", "nodes", "collectives", "measured_layers", "calibration",
-                    "nccl", "interference"});
+                    "nccl", "interference", "fitted"});
   HardwareProfile hw;
   hw.name = string_or(map, "name", "inline");
   hw.source = source_name(map);
@@ -224,6 +224,7 @@ HardwareProfile parse_hardware(const Field& map) {
   if (map["nccl"].present()) hw.nccl = parse_nccl(map["nccl"], hw);
   if (map["interference"].present()) hw.interference = parse_interference(map["interference"]);
   if (map["calibration"].present()) hw.calibration = parse_calibration(map["calibration"]);
+  if (map["fitted"].present()) hw.fitted = parse_fitted(map["fitted"]);
   return hw;
 }
 

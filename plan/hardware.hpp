@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "plan/calibration.hpp"
+#include "plan/fitted.hpp"
 #include "plan/precision.hpp"
 #include "plan/yaml_reader.hpp"
 
@@ -127,6 +128,9 @@ struct HardwareProfile {
   Interference interference;  ///< `interference:` in the profile
   /// Costs measured on this machine by `parallax calibrate`; preferred over every estimate.
   std::optional<Calibration> calibration;
+  /// Factors fitted from a job's measured runs (`parallax calibrate --from-trace`), over
+  /// whatever the rest of the profile says.
+  std::optional<FittedCosts> fitted;
 
   /// Nodes a plan of `ranks` ranks uses.
   int nodes_for(int ranks) const { return (ranks + devices_per_node - 1) / devices_per_node; }

@@ -6,7 +6,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "plan/calibration.hpp"
 #include "plan/timeline_metrics.hpp"
 
 namespace parallax::profiler {
@@ -53,40 +52,33 @@ std::map<int, double> estimated_memory_mb(const plan::Timeline& t) {
   return out;
 }
 
-Spread spread_of(const std::vector<double>& v) {
-  if (v.empty()) return {};
-  return {*std::min_element(v.begin(), v.end()), median(v), *std::max_element(v.begin(), v.end())};
-}
-
-// The steps the host ran at the reference speed in, of `steps`, when there are enough of them;
-// else `steps` as they are. Counts them into `r`.
-std::vector<int> match_host(const plan::Timeline& measured, double reference_us, const std::vector<int>& steps,
-                            CompareReport* r) {
-  if (reference_us <= 0) return steps;
-  const auto probe = plan::host_probe_by_step(measured);
-  std::vector<int> at_speed;
-  for (int s : steps)
-    if (const auto it = probe.find(s); it != probe.end()) {
-      ++r->host_probed_steps;
-      if (plan::host_at_speed(it->second, reference_us)) at_speed.push_back(s);
-    }
-  r->host_steps_at_speed = static_cast<int>(at_speed.size());
-  if (r->host_steps_at_speed < kMinStepsAtSpeed ||
-      r->host_steps_at_speed < kMinShareAtSpeed * static_cast<double>(r->host_probed_steps))
-    return steps;
-  r->host_matched = true;
-  return at_speed;
-}
-
 }  // namespace
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n == 0 ? 0.0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+std::vector<int> undisturbed_steps(const plan::Timeline& measured) {
+  std::vector<int> steps = plan::steps_of(measured);
+  if (steps.size() > 1) steps.erase(steps.begin());  // the first step warms up
+  std::vector<double> ms;
+  for (int s : steps) ms.push_back(plan::step_times(measured, s).step_time.to_ms());
+  const StepStatistic statistic = step_statistic(ms);
+  std::vector<int> out;
+  for (size_t i = 0; i < steps.size(); ++i)
+    if (!statistic.disturbed(ms[i])) out.push_back(steps[i]);
+  return out;
 }
 
-CompareReport compare(const plan::Timeline& predicted, const plan::Timeline& measured, double host_reference_us) {
+int representative_step(const plan::Timeline& measured) {
+  std::vector<int> steps = plan::steps_of(measured);
+  if (steps.size() > 1) steps.erase(steps.begin());  // the first step warms up
+  std::vector<double> ms;
+  for (int s : steps) ms.push_back(plan::step_times(measured, s).step_time.to_ms());
+  const double target = undisturbed(ms);
+  int best = -1;
+  for (size_t i = 0; i < steps.size(); ++i)
+    if (best < 0 || std::abs(ms[i] - target) < std::abs(ms[static_cast<size_t>(best)] - target)) best = static_cast<int>(i);
+  return best < 0 ? -1 : steps[static_cast<size_t>(best)];
+}
+
+CompareReport compare(const plan::Timeline& predicted, const plan::Timeline& measured) {
   CompareReport r;
   const std::vector<int> pred_steps = plan::steps_of(predicted);
   const int pstep = pred_steps.empty() ? 0 : pred_steps.front();
@@ -98,22 +90,21 @@ CompareReport compare(const plan::Timeline& predicted, const plan::Timeline& mea
     const auto& t = times.emplace(s, plan::step_times(measured, s)).first->second;
     all_ms.push_back(t.step_time.to_ms());
   }
-  r.all_steps_ms = spread_of(all_ms);
-  const std::vector<int> msteps = match_host(measured, host_reference_us, after_warmup, &r);
-  r.measured_steps = msteps;
+  r.measured_step = step_statistic(all_ms);
 
   const plan::StepTimes pt = plan::step_times(predicted, pstep);
   r.predicted_step_ms = pt.step_time.to_ms();
+  if (r.measured_step.undisturbed_ms > 0) {
+    r.step_error = (r.predicted_step_ms - r.measured_step.undisturbed_ms) / r.measured_step.undisturbed_ms;
+    r.median_error = (r.predicted_step_ms - r.measured_step.median_ms) / r.measured_step.median_ms;
+  }
   std::vector<plan::StepTimes> mt;
-  std::vector<double> step_ms;
-  for (int s : msteps) {
-    mt.push_back(times.at(s));
-    step_ms.push_back(mt.back().step_time.to_ms());
-  }
-  if (!step_ms.empty()) {
-    r.measured_step_ms = spread_of(step_ms);
-    r.step_error = (r.predicted_step_ms - r.measured_step_ms.median) / r.measured_step_ms.median;
-  }
+  for (int s : after_warmup)
+    if (!r.measured_step.disturbed(times.at(s).step_time.to_ms())) {
+      r.measured_steps.push_back(s);
+      mt.push_back(times.at(s));
+    }
+  const std::vector<int>& msteps = r.measured_steps;
 
   const int ranks = std::max(predicted.world_size, measured.world_size);
   const auto estimate = estimated_memory_mb(predicted);

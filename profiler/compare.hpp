@@ -1,19 +1,18 @@
 #pragma once
 // Predicted against measured, action by action. The two timelines are joined on (rank, action
 // id) within each optimizer step; step-level numbers use the definitions of plan/timeline_metrics.
-// Measured figures are taken over the steps after the first (a warm-up) when there are several,
-// with min / median / max; an action's measured start and duration are its means over them (a
-// step's time is a sum of durations along its critical path, so the rare long ones count).
+// The measured step time is the step statistic (profiler/step_statistic.hpp) over the steps after
+// the first (a warm-up) when there are several. Action and rank figures are over the undisturbed
+// ones among those steps (no slower than the statistic allows): an action's measured start and
+// duration are its means over them (a step's time is a sum of durations along its critical path,
+// so the rare long ones count), a rank's bubble their median.
 #include <string>
 #include <vector>
 
 #include "plan/timeline.hpp"
+#include "profiler/step_statistic.hpp"
 
 namespace parallax::profiler {
-
-struct Spread {
-  double min = 0, median = 0, max = 0;
-};
 
 struct RankComparison {
   int rank = 0;
@@ -44,32 +43,25 @@ struct ActionComparison {
 
 struct CompareReport {
   double predicted_step_ms = 0;
-  Spread measured_step_ms;
-  double step_error = 0;  ///< (predicted - measured median) / measured median
-  std::vector<int> measured_steps;  ///< the steps the measured figures are over
-  /// Given a host reference: the steps after warm-up whose host probe was within
-  /// plan::kHostSpeedTolerance of it, of `host_probed_steps`. When there are enough of them
-  /// (kMinStepsAtSpeed, kMinShareAtSpeed), the measured figures are over those steps only
-  /// (`host_matched`). `all_steps_ms` is the step time over every step after warm-up.
-  int host_steps_at_speed = 0, host_probed_steps = 0;
-  bool host_matched = false;
-  Spread all_steps_ms;
+  StepStatistic measured_step;      ///< over the steps after warm-up
+  double step_error = 0;            ///< (predicted - measured undisturbed) / measured undisturbed
+  double median_error = 0;          ///< the same against the measured median, for comparison
+  std::vector<int> measured_steps;  ///< the undisturbed steps after warm-up: what action figures are over
   std::vector<RankComparison> ranks;
   std::vector<KindComparison> kinds;
   std::vector<ActionComparison> worst;  ///< the ten largest timing differences
   std::vector<std::string> only_predicted, only_measured;  ///< "rank:id"
 };
 
-/// `host_reference_us` > 0 (a calibrated profile's host_probe_us): compare with the measured steps
-/// the host ran at the calibrated speed in, when there are enough of them (see CompareReport).
-CompareReport compare(const plan::Timeline& predicted, const plan::Timeline& measured, double host_reference_us = 0);
+CompareReport compare(const plan::Timeline& predicted, const plan::Timeline& measured);
 
-/// compare() keeps to the steps at the calibrated host speed when there are at least this many
-/// and this share of the steps after warm-up: fewer would be a rare state of the host's.
-inline constexpr int kMinStepsAtSpeed = 10;
-inline constexpr double kMinShareAtSpeed = 0.25;
+/// The steps after the warm-up that the step statistic counts as undisturbed: what compare's
+/// action and rank figures and calibrate's in-run fits are over.
+std::vector<int> undisturbed_steps(const plan::Timeline& measured);
 
-/// The median of `v` (the mean of the middle two for an even count; 0 when empty).
-double median(std::vector<double> v);
+/// The step a timeline view shows of a measured run: of the steps after the warm-up, the one
+/// whose time is closest to the run's step statistic (the step the error is against, not the
+/// warm-up or a burst); the only step when there is one, -1 when there is none.
+int representative_step(const plan::Timeline& measured);
 
 }  // namespace parallax::profiler

@@ -23,18 +23,6 @@ int first_step(const plan::Timeline& t) {
   return steps.empty() ? 0 : steps.front();
 }
 
-/// The measured step drawn on the timeline: of the steps compare measured over, the one whose step
-/// time is closest to their median, so the picture is a typical step and not the warm-up.
-int typical_step(const plan::Timeline& measured, const std::vector<int>& steps, double median_ms) {
-  int best = steps.empty() ? first_step(measured) : steps.front();
-  double best_gap = std::numeric_limits<double>::infinity();
-  for (int s : steps) {
-    const double gap = std::abs(plan::step_times(measured, s).step_time.to_ms() - median_ms);
-    if (gap < best_gap) best = s, best_gap = gap;
-  }
-  return best;
-}
-
 /// The events of one step as columns of integers, times in ns from the step's start. `index`
 /// receives, for each event of the timeline, its column position (-1 when not in the step).
 json timeline_columns(const plan::Timeline& t, int step, std::vector<int32_t>* index = nullptr) {
@@ -266,13 +254,19 @@ json report_data(const ReportInput& in) {
   json summary = {{"predicted_step_ms", predicted.step_time.to_ms()}, {"measured", false}};
   if (in.measured) {
     const profiler::CompareReport cmp = profiler::compare(in.predicted, *in.measured);
-    const int mstep = typical_step(*in.measured, cmp.measured_steps, cmp.measured_step_ms.median);
+    const profiler::StepStatistic& m = cmp.measured_step;
+    const int mstep = profiler::representative_step(*in.measured);
     summary = {{"predicted_step_ms", cmp.predicted_step_ms},
                {"measured", true},
-               {"measured_step_ms", {{"median", cmp.measured_step_ms.median},
-                                     {"min", cmp.measured_step_ms.min},
-                                     {"max", cmp.measured_step_ms.max}}},
+               {"statistic", profiler::kStatisticName},
+               {"measured_step_ms", {{"undisturbed", m.undisturbed_ms},
+                                     {"median", m.median_ms},
+                                     {"min", m.min_ms},
+                                     {"max", m.max_ms},
+                                     {"disturbed_share", m.disturbed_share},
+                                     {"steps", m.steps}}},
                {"step_error", cmp.step_error},
+               {"median_error", cmp.median_error},
                {"measured_steps", cmp.measured_steps},
                {"shown_step", mstep},
                {"only_predicted", cmp.only_predicted.size()},

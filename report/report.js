@@ -99,11 +99,13 @@ function renderSummary() {
     return;
   }
   const m = s.measured_step_ms;
-  cards.append(card('measured step time (median)', ms(m.median), 'step-measured', { ms: m.median }));
+  cards.append(card('measured step time (undisturbed)', ms(m.undisturbed), 'step-measured', { ms: m.undisturbed }));
   cards.append(card('step time error', signedPct(s.step_error), 'step-error', { error: s.step_error }));
-  stepNote.textContent = `Measured over steps ${s.measured_steps.join(', ')} (the first step is a warm-up): min ` +
-    `${ms(m.min)}, max ${ms(m.max)}. Error = (predicted - measured) / measured. The timeline shows step ${s.shown_step}, ` +
-    'the one closest to the median.';
+  stepNote.textContent = `Measured: the ${s.statistic} of the ${m.steps} steps after the warm-up step; their median ` +
+    `${ms(m.median)} (error ${signedPct(s.median_error)}), min ${ms(m.min)}, max ${ms(m.max)}; ` +
+    `${(100 * m.disturbed_share).toFixed(0)}% of them disturbed (over 10% slower). Error = (predicted - measured) / ` +
+    `measured. Action figures are over the undisturbed steps; the timeline shows step ${s.shown_step}, the one ` +
+    'closest to the measured step.';
   if (s.only_predicted || s.only_measured)
     stepNote.append(el('strong', { class: 'err-pos', text: ` The traces hold different actions (${s.only_predicted} only ` +
       `predicted, ${s.only_measured} only measured): they are not of the same plan.` }));

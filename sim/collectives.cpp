@@ -24,10 +24,18 @@ void Simulation::plan_collective(Group& g) {
   const GroupNodes nodes = group_nodes(g);
   if (!plan_.scenario.hardware.nccl) {
     g.plans.push_back(plain_collective(g, nodes));
-    return;
+  } else {
+    const GroupLinks links = group_links(g, nodes);
+    for (int64_t bytes : g.bucket_bytes) g.plans.push_back(nccl_collective(g, nodes, links, static_cast<double>(bytes)));
   }
-  const GroupLinks links = group_links(g, nodes);
-  for (int64_t bytes : g.bucket_bytes) g.plans.push_back(nccl_collective(g, nodes, links, static_cast<double>(bytes)));
+  // A fit from the job's own runs stretches every phase alike, as the in-run factor does
+  // (the flows carry the stretched bytes: their time, not their payload, is what was fitted).
+  if (const auto& fitted = plan_.scenario.hardware.fitted; fitted && fitted->allreduce != 1)
+    for (CollectivePlan& p : g.plans)
+      for (Phase& ph : p.phases) {
+        ph.latency = ph.latency.scaled(fitted->allreduce);
+        ph.bytes_per_byte *= fitted->allreduce;
+      }
 }
 
 // The ranks whose links a collective's flows cross. Folded, only the played replica's: the

@@ -219,6 +219,7 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<pla
       c.send_forward_call = call(c.send_forward_bytes);
       c.send_backward_call = call(c.send_backward_bytes);
     }
+    if (s.hardware.fitted) c.optimizer = scaled(c.optimizer, s.hardware.fitted->optimizer);  // plan/fitted.hpp
     out.push_back(std::move(c));
   }
   return out;

@@ -231,9 +231,15 @@ TEST_CASE("cli: validate runs each configuration of a sweep for real and ranks t
   for (size_t i = 0; i < 2; ++i) {
     const auto& c = j["configurations"][i];
     CHECK(c["overrides"][0] == (i == 0 ? "parallel.chunks=2" : "parallel.chunks=4"));
-    const double p = c["predicted_step_ms"], m = c["measured_step_ms"];
+    const double p = c["predicted_ms"], m = c["measured_ms"];
     CHECK(p > 0);
     CHECK(m > 0);
+    CHECK(c["statistic"] == "undisturbed step (p20)");
+    CHECK(c["steps"] == 3);
+    REQUIRE(c["runs_ms"].size() == 1);
+    CHECK(c["runs_ms"][0].get<double>() == Approx(m));  // one run: its own statistic
+    CHECK(c["spread"].get<double>() == 0);
+    CHECK(c["median_ms"].get<double>() >= m);           // p20 of the steps is no more than their median
     CHECK(c["error"].get<double>() == Approx((p - m) / m));
     CHECK(c["ranks"].size() == 2);
     sum += std::abs((p - m) / m);
@@ -299,4 +305,39 @@ TEST_CASE("cli: tune --validate leaves out what the executor cannot run", "[cli]
   REQUIRE(r.code == 0);
   CHECK_THAT(r.out, Catch::Contains("leaving out parallel.activation_checkpointing selective (predict-only)"));
   CHECK_THAT(r.out, !Catch::Contains("\"selective\""));  // in no ranked or validated configuration
+}
+
+TEST_CASE("cli: calibrate --from-trace fits a profile to a measured run, and simulate predicts with it",
+          "[cli][exec]") {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("parallax-what-if-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string mlp = scenario("accuracy/mlp-pipeline2.yaml");
+  const std::string sets = " --set parallel.chunks=4 --set data.steps=8";
+  const std::string trace = (dir / "run.json").string(), fitted = (dir / "fitted.yaml").string();
+  REQUIRE(run("run " + mlp + sets + " -o " + trace).code == 0);
+
+  const auto fit = run("calibrate --from-trace " + trace + " " + mlp + sets + " -o " + fitted);
+  REQUIRE(fit.code == 0);
+  CHECK_THAT(fit.out, Catch::Contains("fitted from the traces") && Catch::Contains("kept from cpu-host"));
+  // The fitted profile predicts the measured configuration as the report says...
+  const auto again = run("simulate " + mlp + sets + " --set hardware=" + fitted + " --json");
+  REQUIRE(again.code == 0);
+  const double fitted_ms = nlohmann::json::parse(again.out)["step_time_ms"];
+  char text[48];
+  std::snprintf(text, sizeof text, "%.3f ms fitted", fitted_ms);
+  CHECK_THAT(fit.out, Catch::Contains(text));
+  // ...and the job's other configurations.
+  CHECK(run("simulate " + mlp + " --set parallel.chunks=8 --set hardware=" + fitted).code == 0);
+
+  // A run of another model, or something that is not a measured run: exit 2, saying what differs.
+  const auto other = run("calibrate --from-trace " + trace + " " + scenario("accuracy/transformer-pipeline2.yaml") +
+                             " -o " + (dir / "other.yaml").string(), "", true);
+  CHECK(other.code == 2);
+  CHECK_THAT(other.out, Catch::Contains("not a run of this job") && Catch::Contains("layer"));
+  CHECK_FALSE(std::filesystem::exists(dir / "other.yaml"));
+  const auto chunks = run("calibrate --from-trace " + trace + " " + mlp + " --set parallel.chunks=2 -o " +
+                              (dir / "other.yaml").string(), "", true);
+  CHECK(chunks.code == 2);
+  CHECK_THAT(chunks.out, Catch::Contains("4 chunks"));
+  std::filesystem::remove_all(dir);
 }

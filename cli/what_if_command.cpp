@@ -1,0 +1,96 @@
+// `parallax calibrate --from-trace TRACE... [SCENARIO] [--set ...]`: what if, from a measured run.
+// The fitting is fit/from_trace's; this reads the traces, plans the job, prints the fit and
+// writes the profile.
+#include <filesystem>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/calibrate_command.hpp"
+#include "cli/output.hpp"
+#include "fit/from_trace.hpp"
+#include "plan/error.hpp"
+#include "plan/hardware.hpp"
+#include "plan/plan.hpp"
+#include "plan/scenario.hpp"
+#include "profiler/step_statistic.hpp"
+#include "profiler/trace_reader.hpp"
+
+namespace parallax::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// A Parallax trace of a "balanced" scenario ran the partition balanced on the run's profile; the
+// profile being fitted may balance otherwise, so the fit keeps the run's.
+std::vector<std::string> with_run_partition(const std::string& scenario, std::vector<std::string> sets,
+                                            const profiler::LoadedTrace& first) {
+  if (first.format != "parallax") return sets;
+  const auto ran = nlohmann::json::parse(first.timeline.plan_summary, nullptr, false);
+  if (!ran.is_object() || !ran.contains("partition_len")) return sets;
+  if (plan::load_scenario(scenario, sets).parallel.partition_len.mode != plan::PartitionLen::Mode::balanced) return sets;
+  sets.push_back("parallel.partition_len=" + ran["partition_len"].dump());
+  return sets;
+}
+
+// The base profile's own text: a built-in profile's (its source says "(built-in)"), or its file's.
+std::string base_text_of(const plan::HardwareProfile& hw) {
+  if (hw.source.ends_with("(built-in)"))
+    if (const char* text = plan::builtin_hardware_text(hw.name)) return text;
+  return profile_text(hw.source);
+}
+
+std::string default_output(const plan::Scenario& s) {
+  return (fs::path("parallax-out") / ("fitted-" + (s.file.empty() ? std::string("default") : fs::path(s.file).stem().string()) + ".yaml")).string();
+}
+
+}  // namespace
+
+int calibrate_from_traces(const CalibrateArgs& args) {
+  if (args.scenarios.size() > 1)
+    throw plan::InputError(plan::Location{"SCENARIO"}, "--from-trace fits one job: give its scenario once (and its --set values)");
+  const std::string scenario = args.scenarios.empty() ? "" : args.scenarios.front();
+  std::vector<profiler::LoadedTrace> traces;
+  for (const auto& path : args.from_traces) traces.push_back(profiler::read_trace(path));
+  const plan::Plan plan = plan::resolve_plan(plan::load_scenario(scenario, with_run_partition(scenario, args.sets, traces.front())));
+  const plan::HardwareProfile& base = plan.scenario.hardware;
+  const std::string base_text = base_text_of(base);
+  if (base_text.empty())
+    throw plan::InputError(plan::Location{"hardware"}, "the job's profile '" + base.name +
+                                                          "' is not a file or a built-in profile; write it to a file and --set hardware=FILE");
+  std::vector<plan::Timeline> measured;
+  for (const auto& t : traces) measured.push_back(fit::measured_actions(t, plan));
+  const std::string output = args.output.empty() ? default_output(plan.scenario) : args.output;
+  if (args.output.empty()) fs::create_directories(fs::path(output).parent_path());
+  require_output_folder(output);
+
+  std::cerr << "calibrate: fitting " << base.name << " to " << traces.size() << " measured run(s) of "
+            << plan.scenario.name << "\n";
+  fit::TraceFit f = fit::fit_to_measured(plan, measured);
+  f.costs.from = args.from_traces;
+  f.costs.statistic = profiler::kStatisticName;
+  f.costs.base = base.source.ends_with("(built-in)") ? base.name : base.source;
+  const std::string name = base.name + "-fitted-" + plan.scenario.name;
+  write_file_atomically(output, plan::fitted_copy_yaml(base_text, name, f.costs,
+                                                       {"written by parallax calibrate --from-trace: " + base.name +
+                                                        " fitted to measured runs of " + plan.scenario.name}));
+
+  std::printf("measured   %.3f ms a step (%s, %d undisturbed steps over %zu run(s))\n", f.measured_ms,
+              profiler::kStatisticName, f.steps, traces.size());
+  std::printf("predicted  %.3f ms with %s (%+.1f%%), %.3f ms fitted (%+.1f%%)\n", f.base_ms, base.name.c_str(),
+              100 * (f.base_ms - f.measured_ms) / f.measured_ms, f.fitted_ms,
+              100 * (f.fitted_ms - f.measured_ms) / f.measured_ms);
+  std::printf("\nfitted from the traces:\n");
+  for (const auto& line : f.fitted) std::printf("  %s\n", line.c_str());
+  std::printf("kept from %s:\n", base.name.c_str());
+  for (const auto& line : f.kept) std::printf("  %s\n", line.c_str());
+  std::printf("\nwrote %s; predict the job's other configurations with it:\n"
+              "  parallax simulate %s--set hardware=%s --set parallel.chunks=N\n"
+              "  parallax tune %s--set hardware=%s\n",
+              output.c_str(), scenario.empty() ? "" : (scenario + " ").c_str(), output.c_str(),
+              scenario.empty() ? "" : (scenario + " ").c_str(), output.c_str());
+  return 0;
+}
+
+}  // namespace parallax::cli

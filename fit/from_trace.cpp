@@ -1,0 +1,306 @@
+#include "fit/from_trace.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "fit/in_run.hpp"
+#include "plan/calibration.hpp"
+#include "plan/cost.hpp"
+#include "plan/error.hpp"
+#include "plan/timeline_metrics.hpp"
+#include "profiler/compare.hpp"
+#include "profiler/step_statistic.hpp"
+#include "sim/simulator.hpp"
+
+namespace parallax::fit {
+
+namespace {
+
+using nlohmann::json;
+using plan::Action;
+using plan::ActionKind;
+
+[[noreturn]] void refuse(const profiler::LoadedTrace& t, const std::string& why) {
+  throw plan::InputError(plan::Location{t.path}, why);
+}
+
+std::string number(double v) {
+  char s[32];
+  std::snprintf(s, sizeof s, "%g", v);
+  return s;
+}
+
+// The first difference between the plan a Parallax trace ran and `plan`, in words; "" when none.
+std::string job_difference(const json& ran, const plan::Plan& plan) {
+  const plan::Scenario& s = plan.scenario;
+  const json& layers = ran.value("layers", json::array());
+  if (layers.size() != plan.layers().size())
+    return "the trace's model has " + std::to_string(layers.size()) + " layers, the scenario's " +
+           std::to_string(plan.layers().size()) + " (" + s.model_description + ")";
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const plan::Layer& l = plan.layers()[i];
+    const std::string kind = layers[i].value("kind", ""), name = layers[i].value("name", "");
+    const int64_t params = layers[i].value("param_count", int64_t{-1});
+    if (kind != plan::name(l.kind) || params != l.param_count())
+      return "layer " + std::to_string(i) + ": the trace's is " + name + " (" + kind + ", " + std::to_string(params) +
+             " parameters), the scenario's " + l.name + " (" + plan::name(l.kind) + ", " +
+             std::to_string(l.param_count()) + " parameters)";
+  }
+  const json& grid = ran.value("grid", json::object());
+  const std::pair<const char*, int> layout[] = {{"data", s.parallel.data},
+                                                {"pipeline", s.parallel.pipeline},
+                                                {"tensor", s.parallel.tensor},
+                                                {"virtual", s.parallel.virtual_stages}};
+  for (const auto& [key, mine] : layout)
+    if (grid.value(key, -1) != mine)
+      return std::string("the trace ran parallel.") + key + " " + std::to_string(grid.value(key, -1)) +
+             ", the scenario has " + std::to_string(mine);
+  if (ran.value("schedule", "") != plan::name(s.parallel.schedule))
+    return "the trace ran schedule " + ran.value("schedule", std::string("?")) + ", the scenario has " +
+           plan::name(s.parallel.schedule);
+  if (ran.value("chunks", -1) != plan.chunks())
+    return "the trace ran " + std::to_string(ran.value("chunks", -1)) + " chunks, the scenario has " +
+           std::to_string(plan.chunks());
+  if (ran.value("microbatch_size", -1) != plan.microbatch_size)
+    return "the trace's micro-batches are of " + std::to_string(ran.value("microbatch_size", -1)) +
+           " samples, the scenario's of " + std::to_string(plan.microbatch_size);
+  if (ran.value("precision", "") != plan::name(s.parallel.precision))
+    return "the trace ran " + ran.value("precision", std::string("?")) + ", the scenario " +
+           plan::name(s.parallel.precision);
+  if (ran.value("partition_len", std::vector<int>{}) != plan.partition)
+    return "the trace's stages hold " + ran.value("partition_len", json::array()).dump() +
+           " layers, the scenario's " + json(plan.partition).dump() +
+           " (give the run's partition: --set \"parallel.partition_len=" + ran.value("partition_len", json::array()).dump() + "\")";
+  return "";
+}
+
+plan::Timeline parallax_actions(const profiler::LoadedTrace& t, const plan::Plan& plan) {
+  if (t.kind != "measured") refuse(t, "a " + t.kind + " trace; fit from a measured one (`parallax run -o TRACE`)");
+  const json ran = json::parse(t.timeline.plan_summary, nullptr, false);
+  if (!ran.is_object()) refuse(t, "the trace carries no plan, so which job it measured is unknown");
+  if (const std::string d = job_difference(ran, plan); !d.empty()) refuse(t, "not a run of this job: " + d);
+  return t.timeline;
+}
+
+// torch.distributed.pipelining's span name for an action: "PP:" + str(_Action).
+constexpr const char* kPipeliningPrefix = "PP:";
+
+plan::Lane lane_of(ActionKind k) {
+  switch (k) {
+    case ActionKind::SEND_F:
+    case ActionKind::SEND_B: return plan::Lane::send;
+    case ActionKind::RECV_F:
+    case ActionKind::RECV_B: return plan::Lane::recv;
+    default: return plan::Lane::compute;
+  }
+}
+
+// The step of a span on `rank`: the ProfilerStep#N around its start, else the count of the same
+// action on the rank so far (one per schedule step).
+class StepOf {
+ public:
+  explicit StepOf(const profiler::LoadedTrace& t) : steps_(t.steps) {}
+  int operator()(int rank, const std::string& id, int64_t start_ns) {
+    for (const auto& s : steps_)
+      if (s.rank == rank && s.start_ns <= start_ns && start_ns < s.end_ns) return s.step;
+    return seen_[{rank, id}]++;
+  }
+
+ private:
+  const std::vector<profiler::LoadedTrace::Step>& steps_;
+  std::map<std::pair<int, std::string>, int> seen_;
+};
+
+plan::Timeline kineto_actions(const profiler::LoadedTrace& t, const plan::Plan& plan) {
+  plan::Timeline out;
+  out.world_size = plan.world_size;
+  StepOf step_of(t);
+  std::vector<const profiler::TraceEvent*> spans;
+  for (const auto& e : t.events)
+    if (e.name.rfind(kPipeliningPrefix, 0) == 0 && e.category.rfind("gpu_", 0) != 0) spans.push_back(&e);
+  std::sort(spans.begin(), spans.end(), [](auto* a, auto* b) { return a->start_ns < b->start_ns; });
+  for (const profiler::TraceEvent* e : spans) {
+    Action a;
+    const std::string id = e->name.substr(std::char_traits<char>::length(kPipeliningPrefix));
+    if (!plan::parse_action_id(id, &a)) refuse(t, "span '" + e->name + "' names no pipeline action");
+    if (e->rank < 0 || e->rank >= plan.world_size)
+      refuse(t, "rank " + std::to_string(e->rank) + " ran " + id + ", but the scenario's job has " +
+                    std::to_string(plan.world_size) + " ranks");
+    const auto& mine = plan.schedule.ranks[plan.ranks[e->rank].pipeline_rank];
+    if (std::find(mine.begin(), mine.end(), a) == mine.end())
+      refuse(t, "rank " + std::to_string(e->rank) + " ran " + id + ", which the scenario's schedule (" +
+                    plan::name(plan.scenario.parallel.schedule) + ", " + std::to_string(plan.chunks()) +
+                    " chunks) does not give it: not a run of this job");
+    plan::TimelineEvent ev;
+    ev.rank = e->rank;
+    ev.lane = lane_of(a.kind);
+    ev.action = a;
+    ev.start = plan::Time::ns(e->start_ns);
+    ev.end = plan::Time::ns(e->end_ns);
+    ev.step = step_of(e->rank, id, e->start_ns);
+    out.events.push_back(ev);
+  }
+  if (out.events.empty())
+    refuse(t, "no torch.distributed.pipelining action spans (PP:<action>) in this " + t.format +
+                  " trace; profile the schedule's step() with torch.profiler");
+  return out;
+}
+
+// The measured duration of each kind by stage, in us, over a timeline's steps: F, the backward
+// (B, or a split backward's I and W of one micro-batch together), OPTIM.
+struct StageDurations {
+  std::map<int, std::vector<double>> forward, backward, optimizer;
+};
+
+StageDurations durations(const plan::Timeline& t) {
+  StageDurations d;
+  std::map<std::tuple<int, int, int, int>, double> split;  // (step, rank, stage, mb): I + W
+  for (const auto& e : t.events) {
+    if (e.lane != plan::Lane::compute) continue;
+    const double us = (e.end - e.start).to_us();
+    switch (e.action.kind) {
+      case ActionKind::F: d.forward[e.action.stage].push_back(us); break;
+      case ActionKind::B: d.backward[e.action.stage].push_back(us); break;
+      case ActionKind::I:
+      case ActionKind::W: split[{e.step, e.rank, e.action.stage, e.action.mb}] += us; break;
+      case ActionKind::OPTIM: d.optimizer[e.action.stage].push_back(us); break;
+      default: break;
+    }
+  }
+  for (const auto& [key, us] : split) d.backward[std::get<2>(key)].push_back(us);
+  return d;
+}
+
+// The timeline's undisturbed steps only; their count into `steps`.
+plan::Timeline undisturbed_only(plan::Timeline t, int* steps) {
+  const std::vector<int> kept = profiler::undisturbed_steps(t);
+  const std::set<int> keep(kept.begin(), kept.end());
+  *steps += static_cast<int>(keep.size());
+  t.events.erase(std::remove_if(t.events.begin(), t.events.end(), [&](const auto& e) { return !keep.count(e.step); }),
+                 t.events.end());
+  return t;
+}
+
+double mean_of(const std::map<int, std::vector<double>>& by_stage, int stage) {
+  const auto it = by_stage.find(stage);
+  return it == by_stage.end() ? 0.0 : trimmed_mean(it->second);
+}
+
+// One round: each signature's factor times the time-weighted mean of measured / predicted over
+// the stages holding it.
+void refit_layers(const plan::Plan& p, const StageDurations& measured, const StageDurations& predicted, bool forward,
+                  plan::FittedCosts* fc) {
+  std::map<std::string, std::pair<double, double>> sum;  // signature: (weighted ratios, weights)
+  for (const plan::Stage& st : p.stages) {
+    const double m = mean_of(forward ? measured.forward : measured.backward, st.index);
+    const double q = mean_of(forward ? predicted.forward : predicted.backward, st.index);
+    if (m <= 0 || q <= 0) continue;
+    for (int l = st.first_layer; l < st.first_layer + st.layer_count; ++l) {
+      const plan::Layer& layer = p.layers()[l];
+      const plan::LayerCost c = plan::estimate_layer_cost(layer, p.scenario.hardware, p.scenario.parallel,
+                                                          p.microbatch_size, l > 0);
+      const double w = (forward ? c.forward : c.backward).to_us();
+      auto& [ratios, weights] = sum[plan::layer_signature(layer, p.scenario.parallel.precision)];
+      ratios += w * m / q;
+      weights += w;
+    }
+  }
+  for (const auto& [signature, s] : sum) {
+    if (s.second <= 0) continue;
+    plan::FittedCosts::Layer& f = fc->layers[signature];
+    (forward ? f.forward : f.backward) *= s.first / s.second;
+  }
+}
+
+// Summed over the stages both sides have: measured / predicted; 0 when none.
+double ratio_of(const std::map<int, std::vector<double>>& measured, const std::map<int, std::vector<double>>& predicted) {
+  double m = 0, q = 0;
+  for (const auto& [stage, v] : measured) {
+    const double p = mean_of(predicted, stage);
+    if (p <= 0) continue;
+    m += trimmed_mean(v);
+    q += p;
+  }
+  return q > 0 ? m / q : 0.0;
+}
+
+plan::Timeline predict(const plan::Plan& base, const plan::FittedCosts& fc, plan::Plan* with) {
+  *with = base;
+  with->scenario.hardware.fitted = fc;
+  return sim::simulate(*with).timeline;
+}
+
+// A measured run's step statistic, over its steps after the warm-up.
+double run_statistic(const plan::Timeline& t) {
+  std::vector<int> steps = plan::steps_of(t);
+  if (steps.size() > 1) steps.erase(steps.begin());
+  std::vector<double> ms;
+  for (int s : steps) ms.push_back(plan::step_times(t, s).step_time.to_ms());
+  return profiler::step_statistic(ms).undisturbed_ms;
+}
+
+double step_ms(const plan::Timeline& t) {
+  const auto steps = plan::steps_of(t);
+  return steps.empty() ? 0.0 : plan::step_times(t, steps.front()).step_time.to_ms();
+}
+
+}  // namespace
+
+plan::Timeline measured_actions(const profiler::LoadedTrace& trace, const plan::Plan& plan) {
+  if (trace.format == "parallax") return parallax_actions(trace, plan);
+  if (trace.format == "kineto" || trace.format == "pytorch-legacy" || trace.format == "chrome")
+    return kineto_actions(trace, plan);
+  refuse(trace, "a " + trace.format + " trace, which Parallax cannot fit from");
+}
+
+TraceFit fit_to_measured(const plan::Plan& plan, const std::vector<plan::Timeline>& measured) {
+  TraceFit r;
+  plan::Timeline kept;  // every trace's undisturbed steps, steps renumbered apart
+  std::vector<double> statistic;
+  for (const auto& t : measured) {
+    statistic.push_back(run_statistic(t));
+    const plan::Timeline u = undisturbed_only(t, &r.steps);
+    const int offset = kept.events.empty() ? 0 : plan::steps_of(kept).back() + 1;
+    for (auto e : u.events) {
+      e.step += offset;
+      kept.events.push_back(e);
+    }
+  }
+  kept.world_size = plan.world_size;
+  r.measured_ms = profiler::median(statistic);
+  const StageDurations m = durations(kept);
+  const double measured_allreduce = allreduce_ms(kept);
+
+  plan::FittedCosts fc;
+  plan::Plan p;
+  r.base_ms = step_ms(predict(plan, fc, &p));
+  // A few rounds: a profile's fixed costs per action (calls, in-run extras, the loss) do not
+  // scale with a factor, so one round undershoots; four bring the stages within 0.1% here.
+  constexpr int kRounds = 4;
+  for (int round = 0; round < kRounds; ++round) {
+    const plan::Timeline predicted = predict(plan, fc, &p);
+    const StageDurations q = durations(predicted);
+    refit_layers(p, m, q, true, &fc);
+    refit_layers(p, m, q, false, &fc);
+    if (const double f = ratio_of(m.optimizer, q.optimizer); f > 0) fc.optimizer *= f;
+    if (const double a = allreduce_ms(predicted); a > 0 && measured_allreduce > 0) fc.allreduce *= measured_allreduce / a;
+  }
+  r.costs = fc;
+  r.fitted_ms = step_ms(predict(plan, fc, &p));
+
+  for (const auto& [signature, f] : fc.layers)
+    r.fitted.push_back(signature + ": forward x" + number(f.forward) + ", backward x" + number(f.backward));
+  if (m.optimizer.empty()) r.kept.push_back("the optimizer step (no OPTIM in the traces)");
+  else r.fitted.push_back("optimizer step x" + number(fc.optimizer));
+  if (measured_allreduce > 0) r.fitted.push_back("all-reduces x" + number(fc.allreduce));
+  else r.kept.push_back("all-reduces (none in the traces)");
+  r.kept.push_back("point-to-point messages and their calls (the base's; a measured RECV holds its wait)");
+  r.kept.push_back("memory, and layers of other signatures");
+  return r;
+}
+
+}  // namespace parallax::fit

@@ -1,0 +1,107 @@
+#include "fit/validation.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "plan/error.hpp"
+#include "tune/space.hpp"
+
+namespace parallax::fit {
+
+namespace fs = std::filesystem;
+
+std::vector<Configuration> configurations(const std::vector<std::string>& scenarios,
+                                          const std::vector<std::string>& sweeps) {
+  std::vector<Configuration> out;
+  for (const auto& s : scenarios) {
+    const std::string name = fs::path(s).stem().string();
+    if (sweeps.empty()) {
+      out.push_back({s, {}, "", name});
+      continue;
+    }
+    for (const auto& sweep : sweeps) {
+      const auto eq = sweep.find('=');
+      if (eq == std::string::npos || eq == 0 || eq + 1 == sweep.size())
+        throw plan::InputError(plan::Location{"--sweep"}, "'" + sweep + "' is not KEY=V1,V2,...");
+      const std::string key = sweep.substr(0, eq);
+      for (const auto& v : tune::split_values(sweep.substr(eq + 1)))
+        out.push_back({s, {key + "=" + v}, name + " " + key, name + " " + key + "=" + v});
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// Streams rather than std::filesystem::copy_file: a build against pip's libtorch binds
+// std::filesystem to libtorch's own copy, which crashed on a GPU machine (see remove_tree).
+void copy_trace(const fs::path& from, const fs::path& to) {
+  std::ifstream in(from, std::ios::binary);
+  std::ofstream out(to, std::ios::binary | std::ios::trunc);
+  out << in.rdbuf();
+  if (!in || !out) throw std::runtime_error("could not keep the trace " + from.string() + " as " + to.string());
+}
+
+}  // namespace
+
+std::string trace_name(size_t index, int round) {
+  return std::to_string(index) + ".run" + std::to_string(round) + ".json";
+}
+
+std::vector<Outcome> run_rounds(const std::vector<Configuration>& configs, const std::vector<Prepared>& prepared,
+                                int repeats, const std::string& self, const RunProgress& progress,
+                                const std::string& keep_traces) {
+  const fs::path work = fs::temp_directory_path() / ("parallax-validate-" + std::to_string(::getpid()));
+  fs::create_directories(work);
+  std::vector<Outcome> outcomes(configs.size());
+  try {
+    for (int r = 0; r < repeats; ++r)
+      for (size_t i = 0; i < configs.size(); ++i) {
+        run_once(configs[i], prepared[i], self, work, &outcomes[i]);
+        if (!keep_traces.empty()) copy_trace(work / "measured.json", fs::path(keep_traces) / trace_name(i, r + 1));
+        if (progress) progress(r * configs.size() + i + 1, configs.size() * repeats, configs[i], outcomes[i]);
+      }
+    for (auto& o : outcomes) summarise(&o);
+  } catch (...) {
+    remove_tree(work.string());
+    throw;
+  }
+  remove_tree(work.string());
+  return outcomes;
+}
+
+ValidationSummary summarise(const std::vector<Configuration>& configs, const std::vector<Outcome>& outcomes) {
+  ValidationSummary s;
+  if (outcomes.empty()) return s;
+  const auto n = static_cast<double>(outcomes.size());
+  std::vector<double> spreads;
+  for (size_t i = 0; i < outcomes.size(); ++i) {
+    const Outcome& o = outcomes[i];
+    s.mean_abs_error += std::abs(o.error) / n;
+    s.mean_signed_error += o.error / n;
+    s.median_mean_abs_error += std::abs(o.median_error) / n;
+    spreads.push_back(o.spread);
+    if (std::abs(o.error) >= std::abs(s.worst_error)) {
+      s.worst_error = o.error;
+      s.worst = i;
+    }
+    if (configs[i].sweep.empty()) continue;
+    SweepSummary& sw = s.sweeps[configs[i].sweep];
+    sw.predicted.push_back(o.predicted_ms);
+    sw.measured.push_back(o.measured_ms);
+    sw.low.push_back(o.low_ms);
+    sw.high.push_back(o.high_ms);
+  }
+  s.spread_median = profiler::median(spreads);
+  for (auto& [name, sw] : s.sweeps) {
+    sw.tau = kendall_tau(sw.predicted, sw.measured);
+    sw.resolved = kendall_tau_resolved(sw.predicted, sw.low, sw.high);
+  }
+  return s;
+}
+
+}  // namespace parallax::fit

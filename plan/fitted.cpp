@@ -1,0 +1,95 @@
+#include "plan/fitted.hpp"
+
+#include <iomanip>
+#include <sstream>
+
+#include "plan/error.hpp"
+
+namespace parallax::plan {
+
+namespace {
+
+// A factor: a positive number; a fit that came out at 0 or below is not a cost.
+double factor(const Field& f) {
+  const double v = to_number(f, 0);
+  if (v <= 0) f.fail("'" + f.path() + "' must be a factor > 0");
+  return v;
+}
+
+// A YAML double-quoted string.
+std::string quoted(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) out += c == '"' || c == '\\' ? std::string("\\") + c : std::string(1, c);
+  return out + "\"";
+}
+
+}  // namespace
+
+FittedCosts::Layer FittedCosts::layer(const std::string& signature) const {
+  const auto it = layers.find(signature);
+  return it == layers.end() ? Layer{} : it->second;
+}
+
+FittedCosts parse_fitted(const Field& map) {
+  expect_keys(map, {"from", "statistic", "base", "layers", "optimizer", "allreduce"});
+  FittedCosts f;
+  if (const Field from = map["from"]; from.present()) {
+    if (!from.is_sequence()) from.fail("'" + from.path() + "' must be a list of trace files");
+    for (const Field& t : from.elements()) f.from.push_back(to_string(t));
+  }
+  f.statistic = string_or(map, "statistic", "");
+  f.base = string_or(map, "base", "");
+  if (const Field layers = map["layers"]; layers.present()) {
+    if (!layers.is_sequence()) layers.fail("'" + layers.path() + "' must be a list of {signature, forward, backward}");
+    for (const Field& l : layers.elements()) {
+      expect_keys(l, {"signature", "forward", "backward"});
+      FittedCosts::Layer x;
+      if (l["forward"].present()) x.forward = factor(l["forward"]);
+      if (l["backward"].present()) x.backward = factor(l["backward"]);
+      f.layers[to_string(require(l, "signature"))] = x;
+    }
+  }
+  if (map["optimizer"].present()) f.optimizer = factor(map["optimizer"]);
+  if (map["allreduce"].present()) f.allreduce = factor(map["allreduce"]);
+  return f;
+}
+
+std::string fitted_yaml(const FittedCosts& f) {
+  std::ostringstream s;
+  s << std::setprecision(6);
+  s << "  base: " << quoted(f.base) << "\n";
+  s << "  statistic: " << quoted(f.statistic) << "\n";
+  s << "  from:\n";
+  for (const auto& t : f.from) s << "    - " << quoted(t) << "\n";
+  if (!f.layers.empty()) {
+    s << "  layers:\n";
+    for (const auto& [signature, l] : f.layers)
+      s << "    - {signature: " << quoted(signature) << ", forward: " << l.forward << ", backward: " << l.backward << "}\n";
+  }
+  if (f.optimizer != 1) s << "  optimizer: " << f.optimizer << "\n";
+  if (f.allreduce != 1) s << "  allreduce: " << f.allreduce << "\n";
+  return s.str();
+}
+
+std::string fitted_copy_yaml(const std::string& base_text, const std::string& name, const FittedCosts& f,
+                             const std::vector<std::string>& header) {
+  std::ostringstream s;
+  for (const auto& line : header) s << "# " << line << "\n";
+  std::istringstream in(base_text);
+  bool named = false;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("fitted:", 0) == 0)
+      throw InputError(Location{f.base}, "this profile carries a fitted section already; fit from the profile it was fitted on");
+    if (line.rfind("name:", 0) == 0) {  // top-level keys start in column 0
+      s << "name: " << name << "\n";
+      named = true;
+      continue;
+    }
+    s << line << "\n";
+  }
+  if (!named) s << "name: " << name << "\n";
+  s << "fitted:\n" << fitted_yaml(f);
+  return s.str();
+}
+
+}  // namespace parallax::plan

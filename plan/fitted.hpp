@@ -1,0 +1,41 @@
+#pragma once
+// What `parallax calibrate --from-trace` fitted from measured runs of one job: factors over a base
+// profile's costs, as the `fitted:` section of a hardware profile. A factor multiplies whatever
+// the base profile says (its calibration, its shape-aware model or its roofline), so the fit
+// carries the base's shape over micro-batch sizes and layouts, at the level the job measured.
+//   - layers: by layer signature (kind, shapes, precision), forward and backward apart; any plan
+//     with the same layers takes them, whatever its chunks, partition or schedule;
+//   - optimizer: the optimizer step;
+//   - allreduce: the data-parallel all-reduces.
+// What the traces did not show is not in the section: those costs stay the base's (1).
+#include <map>
+#include <string>
+#include <vector>
+
+#include "plan/yaml_reader.hpp"
+
+namespace parallax::plan {
+
+struct FittedCosts {
+  struct Layer {
+    double forward = 1, backward = 1;
+  };
+  std::map<std::string, Layer> layers;  ///< by signature
+  double optimizer = 1, allreduce = 1;
+  std::vector<std::string> from;  ///< the traces, as given
+  std::string statistic;          ///< the step statistic the measured figures were taken by
+  std::string base;               ///< the base profile's name
+
+  /// The layer factors of `signature`, all 1 when it was not fitted.
+  Layer layer(const std::string& signature) const;
+};
+
+FittedCosts parse_fitted(const Field& map);
+/// The `fitted:` section's body (two-space indented), as parse_fitted reads it back.
+std::string fitted_yaml(const FittedCosts& f);
+/// `base_text` (a profile's YAML) renamed `name`, with the `fitted:` section after it and
+/// `header` as comments first. InputError when the base carries a fitted section already.
+std::string fitted_copy_yaml(const std::string& base_text, const std::string& name, const FittedCosts& f,
+                             const std::vector<std::string>& header);
+
+}  // namespace parallax::plan

@@ -1,0 +1,169 @@
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "cli/plan_report.hpp"
+#include "fit/from_trace.hpp"
+#include "plan/calibration.hpp"
+#include "plan/error.hpp"
+#include "plan/plan.hpp"
+#include "plan/scenario.hpp"
+#include "plan/timeline_metrics.hpp"
+#include "profiler/trace_reader.hpp"
+#include "sim/simulator.hpp"
+
+using namespace parallax;
+
+namespace {
+
+// The accuracy set's MLP (784-384-384-384-10) as 1F1B over two stages of [1, 3] layers, on the
+// cpu-host profile: stage 0 holds one signature, stage 1 the other two.
+plan::Plan mlp_plan() {
+  return plan::resolve_plan(plan::load_scenario(std::string(PARALLAX_SOURCE_DIR) + "/scenarios/accuracy/mlp-pipeline2.yaml",
+                                                {"parallel.partition_len=[1,3]", "parallel.schedule=1f1b",
+                                                 "parallel.chunks=4", "hardware=cpu-host"}));
+}
+
+// A measured run made of the prediction with `truth`: that step `steps` times, each after the
+// other, and `burst` of them 40% slower (a disturbed spell).
+plan::Timeline run_of(const plan::Plan& base, const plan::FittedCosts& truth, int steps, int burst) {
+  plan::Plan p = base;
+  p.scenario.hardware.fitted = truth;
+  const plan::Timeline one = sim::simulate(p).timeline;
+  const plan::Time length = plan::step_times(one, 0).step_time;
+  plan::Timeline out;
+  out.world_size = one.world_size;
+  plan::Time at;
+  for (int s = 0; s < steps; ++s) {
+    const double stretch = s >= 2 && s < 2 + burst ? 1.4 : 1.0;
+    for (auto e : one.events) {
+      e.step = s;
+      e.start = at + e.start.scaled(stretch);
+      e.end = at + e.end.scaled(stretch);
+      out.events.push_back(e);
+    }
+    at += length.scaled(stretch) + plan::Time::us(50);
+  }
+  return out;
+}
+
+std::string signature(const plan::Plan& p, int layer) {
+  return plan::layer_signature(p.layers()[layer], p.scenario.parallel.precision);
+}
+
+}  // namespace
+
+TEST_CASE("fit::fit_to_measured recovers known costs from a measured run, bursts and all", "[fit]") {
+  const plan::Plan base = mlp_plan();
+  plan::FittedCosts truth;
+  truth.layers[signature(base, 0)] = {1.5, 0.7};
+  truth.layers[signature(base, 1)] = {1.2, 1.1};  // stage 1's two signatures move together: one
+  truth.layers[signature(base, 3)] = {1.2, 1.1};  // stage cannot tell them apart
+  truth.optimizer = 2.0;
+  const plan::Timeline measured = run_of(base, truth, 12, 4);
+
+  const fit::TraceFit f = fit::fit_to_measured(base, {measured});
+  for (const auto& [sig, t] : truth.layers) {
+    INFO(sig);
+    REQUIRE(f.costs.layers.count(sig));
+    CHECK(f.costs.layers.at(sig).forward == Approx(t.forward).epsilon(0.01));
+    CHECK(f.costs.layers.at(sig).backward == Approx(t.backward).epsilon(0.01));
+  }
+  CHECK(f.costs.optimizer == Approx(2.0).epsilon(0.01));
+  CHECK(f.steps == 7);  // 11 after the warm-up, 4 of them in the burst
+  plan::Plan truth_plan = base;
+  truth_plan.scenario.hardware.fitted = truth;
+  const double true_ms = plan::step_times(sim::simulate(truth_plan).timeline, 0).step_time.to_ms();
+  CHECK(f.measured_ms == Approx(true_ms).epsilon(0.001));
+  CHECK(f.fitted_ms == Approx(true_ms).epsilon(0.005));
+  CHECK(std::abs(f.base_ms - true_ms) > 0.05 * true_ms);  // the base profile alone was off
+  // Nothing in the run was all-reduced: that stays the base's, and the fit says so.
+  CHECK(f.costs.allreduce == 1);
+  CHECK(std::any_of(f.kept.begin(), f.kept.end(), [](const std::string& k) { return k.find("all-reduce") == 0; }));
+}
+
+TEST_CASE("fit::fit_to_measured: the fitted factors predict the same job at other chunk counts", "[fit]") {
+  // The base profile carries the costs' shape over micro-batch sizes, the fit their level: a
+  // job whose every layer is 1.3x (forward) and 0.9x (backward) the base's is predicted at 8
+  // chunks as the truth is, from a run at 2.
+  const plan::Plan two = mlp_plan();
+  plan::FittedCosts truth;
+  for (int l = 0; l < 4; ++l) truth.layers[signature(two, l)] = {1.3, 0.9};
+  const fit::TraceFit f = fit::fit_to_measured(two, {run_of(two, truth, 6, 0)});
+  auto at_8 = [&](const plan::FittedCosts& costs) {
+    plan::Scenario s = two.scenario;
+    s.parallel.chunks = 8;
+    s.hardware.fitted = costs;
+    return plan::step_times(sim::simulate(plan::resolve_plan(s)).timeline, 0).step_time.to_ms();
+  };
+  CHECK(at_8(f.costs) == Approx(at_8(truth)).epsilon(0.005));
+}
+
+TEST_CASE("fit::measured_actions maps a Kineto trace's PP:<action> spans onto the plan's actions", "[fit]") {
+  const plan::Plan p = mlp_plan();
+  // Rank 1 of torch.distributed.pipelining's 1F1B, as torch.profiler writes it: record_function
+  // spans named PP:<action>, inside ProfilerStep#N.
+  const std::string text = R"({"schemaVersion": 1, "distributedInfo": {"backend": "gloo", "rank": 1, "world_size": 2},
+    "traceEvents": [
+      {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#7", "pid": 10, "tid": 10, "ts": 1000, "dur": 900},
+      {"ph": "X", "cat": "user_annotation", "name": "PP:1RECV_F0", "pid": 10, "tid": 10, "ts": 1010, "dur": 40},
+      {"ph": "X", "cat": "user_annotation", "name": "PP:1F0", "pid": 10, "tid": 10, "ts": 1050, "dur": 100},
+      {"ph": "X", "cat": "user_annotation", "name": "PP:1B0", "pid": 10, "tid": 10, "ts": 1150, "dur": 200},
+      {"ph": "X", "cat": "user_annotation", "name": "PP:1SEND_B0", "pid": 10, "tid": 10, "ts": 1350, "dur": 20},
+      {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 10, "tid": 10, "ts": 1060, "dur": 50}
+    ]})";
+  const auto trace = profiler::parse_trace(text, "rank1.json");
+  REQUIRE(trace.format == "kineto");
+  const plan::Timeline t = fit::measured_actions(trace, p);
+  REQUIRE(t.events.size() == 4);
+  CHECK(t.events[1].action == plan::Action{plan::ActionKind::F, 1, 0});
+  CHECK(t.events[1].rank == 1);
+  CHECK(t.events[1].lane == plan::Lane::compute);
+  CHECK(t.events[1].step == 7);
+  CHECK((t.events[1].end - t.events[1].start).to_us() == Approx(100));
+  CHECK(t.events[0].lane == plan::Lane::recv);
+  CHECK(t.events[3].lane == plan::Lane::send);
+
+  // An action the plan does not give the rank: another job (or another chunk count).
+  std::string other = text;
+  other.replace(other.find("PP:1F0"), 6, "PP:1F9");
+  CHECK_THROWS_WITH(fit::measured_actions(profiler::parse_trace(other, "rank1.json"), p),
+                    Catch::Contains("1F9") && Catch::Contains("not a run of this job"));
+  // A profiler trace without the schedule's spans.
+  std::string none = text;
+  for (size_t at; (at = none.find("PP:")) != std::string::npos;) none.replace(at, 3, "xx:");
+  CHECK_THROWS_WITH(fit::measured_actions(profiler::parse_trace(none, "rank1.json"), p),
+                    Catch::Contains("PP:<action>"));
+}
+
+TEST_CASE("fit::measured_actions refuses a Parallax trace of another model or layout, naming what differs", "[fit]") {
+  const plan::Plan p = mlp_plan();
+  profiler::LoadedTrace t;
+  t.path = "other.json";
+  t.format = "parallax";
+  t.kind = "measured";
+  auto ran = [&](const std::vector<std::string>& sets) {
+    t.timeline.plan_summary = cli::plan_json(plan::resolve_plan(plan::load_scenario(
+                                                 std::string(PARALLAX_SOURCE_DIR) + "/scenarios/accuracy/mlp-pipeline2.yaml",
+                                                 sets)))
+                                  .dump();
+    return t;
+  };
+  const std::vector<std::string> same = {"parallel.partition_len=[1,3]", "parallel.schedule=1f1b", "parallel.chunks=4",
+                                         "hardware=cpu-host"};
+  CHECK_NOTHROW(fit::measured_actions(ran(same), p));
+  auto with = [&](const std::string& set) {
+    std::vector<std::string> v = same;
+    v.push_back(set);
+    return ran(v);
+  };
+  CHECK_THROWS_WITH(fit::measured_actions(with("parallel.chunks=8"), p), Catch::Contains("8 chunks"));
+  CHECK_THROWS_WITH(fit::measured_actions(with("parallel.schedule=gpipe"), p), Catch::Contains("schedule gpipe"));
+  CHECK_THROWS_WITH(fit::measured_actions(with("parallel.partition_len=[2,2]"), p), Catch::Contains("[2,2]"));
+  const auto transformer = plan::resolve_plan(plan::load_scenario(
+      std::string(PARALLAX_SOURCE_DIR) + "/scenarios/accuracy/transformer-pipeline2.yaml", {"hardware=cpu-host"}));
+  t.timeline.plan_summary = cli::plan_json(transformer).dump();
+  CHECK_THROWS_WITH(fit::measured_actions(t, p), Catch::Contains("layer") && Catch::Contains("not a run of this job"));
+  t.kind = "predicted";
+  CHECK_THROWS_WITH(fit::measured_actions(t, p), Catch::Contains("measured one"));
+}
