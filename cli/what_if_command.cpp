@@ -1,6 +1,7 @@
 // `parallax calibrate --from-trace TRACE... [SCENARIO] [--set ...]`: what if, from a measured run.
 // The fitting is fit/from_trace's; this reads the traces, plans the job, prints the fit and
 // writes the profile.
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 
@@ -81,6 +82,16 @@ int calibrate_from_traces(const CalibrateArgs& args) {
   std::printf("predicted  %.3f ms with %s (%+.1f%%), %.3f ms fitted (%+.1f%%)\n", f.base_ms, base.name.c_str(),
               100 * (f.base_ms - f.measured_ms) / f.measured_ms, f.fitted_ms,
               100 * (f.fitted_ms - f.measured_ms) / f.measured_ms);
+  // A profiler trace's own step marks (ProfilerStep#N) hold what its actions do not (data loading,
+  // exchanges outside the model): said beside, not fitted.
+  std::vector<double> marked;
+  for (const auto& t : traces)
+    for (const auto& s : t.steps) marked.push_back(static_cast<double>(s.end_ns - s.start_ns) / 1e6);
+  if (!marked.empty())
+    std::printf("           the traces' own ProfilerStep spans: median %.3f ms over %zu (%.3f-%.3f); the actions "
+                "above cover %.0f%% of that\n",
+                profiler::median(marked), marked.size(), *std::min_element(marked.begin(), marked.end()),
+                *std::max_element(marked.begin(), marked.end()), 100 * f.measured_ms / profiler::median(marked));
   std::printf("\nfitted from the traces:\n");
   for (const auto& line : f.fitted) std::printf("  %s\n", line.c_str());
   std::printf("kept from %s:\n", base.name.c_str());

@@ -115,13 +115,27 @@ class StepOf {
   std::map<std::pair<int, std::string>, int> seen_;
 };
 
-plan::Timeline kineto_actions(const profiler::LoadedTrace& t, const plan::Plan& plan) {
-  plan::Timeline out;
-  out.world_size = plan.world_size;
+// Whether `e` is a host-side span (PyTorch writes record_function spans on the GPU's rows as
+// gpu_user_annotation too; those are left out).
+bool host_span(const profiler::TraceEvent& e) { return e.category.rfind("gpu_", 0) != 0; }
+
+plan::TimelineEvent event_of(int rank, const Action& a, int64_t start_ns, int64_t end_ns, int step) {
+  plan::TimelineEvent ev;
+  ev.rank = rank;
+  ev.lane = lane_of(a.kind);
+  ev.action = a;
+  ev.start = plan::Time::ns(start_ns);
+  ev.end = plan::Time::ns(end_ns);
+  ev.step = step;
+  return ev;
+}
+
+// torch.distributed.pipelining: each action its PP:<action> span.
+void pipelining_actions(const profiler::LoadedTrace& t, const plan::Plan& plan, plan::Timeline* out) {
   StepOf step_of(t);
   std::vector<const profiler::TraceEvent*> spans;
   for (const auto& e : t.events)
-    if (e.name.rfind(kPipeliningPrefix, 0) == 0 && e.category.rfind("gpu_", 0) != 0) spans.push_back(&e);
+    if (e.name.rfind(kPipeliningPrefix, 0) == 0 && host_span(e)) spans.push_back(&e);
   std::sort(spans.begin(), spans.end(), [](auto* a, auto* b) { return a->start_ns < b->start_ns; });
   for (const profiler::TraceEvent* e : spans) {
     Action a;
@@ -135,18 +149,53 @@ plan::Timeline kineto_actions(const profiler::LoadedTrace& t, const plan::Plan& 
       refuse(t, "rank " + std::to_string(e->rank) + " ran " + id + ", which the scenario's schedule (" +
                     plan::name(plan.scenario.parallel.schedule) + ", " + std::to_string(plan.chunks()) +
                     " chunks) does not give it: not a run of this job");
-    plan::TimelineEvent ev;
-    ev.rank = e->rank;
-    ev.lane = lane_of(a.kind);
-    ev.action = a;
-    ev.start = plan::Time::ns(e->start_ns);
-    ev.end = plan::Time::ns(e->end_ns);
-    ev.step = step_of(e->rank, id, e->start_ns);
-    out.events.push_back(ev);
+    out->events.push_back(event_of(e->rank, a, e->start_ns, e->end_ns, step_of(e->rank, id, e->start_ns)));
   }
+}
+
+// A data-parallel job without a pipeline, one micro-batch a step: its phases as PyTorch and its
+// users annotate them. Each phase's spans of a step on a rank make one action, from the first's
+// start to the last's end: F from "## forward ##" (else DDP's "DistributedDataParallel.forward"),
+// B from "## backward ##", OPTIM from "## optimizer ##" (else the optimizers' "Optimizer.step#...").
+void phase_actions(const profiler::LoadedTrace& t, const plan::Plan& plan, plan::Timeline* out) {
+  struct Phase {
+    ActionKind kind;
+    const char* annotation;
+    const char* fallback_prefix;
+  };
+  const Phase phases[] = {{ActionKind::F, "## forward ##", "DistributedDataParallel.forward"},
+                          {ActionKind::B, "## backward ##", nullptr},
+                          {ActionKind::OPTIM, "## optimizer ##", "Optimizer.step#"}};
+  StepOf step_of(t);
+  for (const Phase& ph : phases) {
+    const bool annotated = std::any_of(t.events.begin(), t.events.end(),
+                                       [&](const auto& e) { return host_span(e) && e.name == ph.annotation; });
+    std::map<std::pair<int, int>, std::pair<int64_t, int64_t>> span;  // (rank, step): first start, last end
+    for (const auto& e : t.events) {
+      const bool match = annotated ? e.name == ph.annotation
+                                   : ph.fallback_prefix && e.name.rfind(ph.fallback_prefix, 0) == 0;
+      if (!match || !host_span(e) || e.rank < 0 || e.rank >= plan.world_size) continue;
+      auto [it, fresh] = span.try_emplace({e.rank, step_of(e.rank, ph.annotation, e.start_ns)}, e.start_ns, e.end_ns);
+      if (!fresh) it->second = {std::min(it->second.first, e.start_ns), std::max(it->second.second, e.end_ns)};
+    }
+    const Action a = ph.kind == ActionKind::OPTIM ? Action{ActionKind::OPTIM, 0} : Action{ph.kind, 0, 0};
+    for (const auto& [key, se] : span) out->events.push_back(event_of(key.first, a, se.first, se.second, key.second));
+  }
+  std::sort(out->events.begin(), out->events.end(), [](const auto& a, const auto& b) { return a.start < b.start; });
+}
+
+plan::Timeline kineto_actions(const profiler::LoadedTrace& t, const plan::Plan& plan) {
+  plan::Timeline out;
+  out.world_size = plan.world_size;
+  pipelining_actions(t, plan, &out);
+  const bool one_phase_each = plan.scenario.parallel.pipeline == 1 && plan.schedule.microbatches() == 1;
+  if (out.events.empty() && one_phase_each) phase_actions(t, plan, &out);
   if (out.events.empty())
-    refuse(t, "no torch.distributed.pipelining action spans (PP:<action>) in this " + t.format +
-                  " trace; profile the schedule's step() with torch.profiler");
+    refuse(t, "no torch.distributed.pipelining action spans (PP:<action>) in this " + t.format + " trace" +
+                  (one_phase_each ? ", nor forward / backward / optimizer phases (## forward ##, "
+                                    "DistributedDataParallel.forward, ## backward ##, ## optimizer ##, Optimizer.step#)"
+                                  : "") +
+                  "; profile the schedule's step() with torch.profiler");
   return out;
 }
 

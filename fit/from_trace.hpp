@@ -6,7 +6,7 @@
 // The traces are of one configuration of the job (the plan given): Parallax's measured traces
 // (`parallax run -o`), or PyTorch profiler (Kineto) traces of torch.distributed.pipelining, whose
 // schedules name each action's span `PP:<action>` (record_function; "PP:0F1", "PP:1B0", as
-// Parallax names actions). Their undisturbed steps (profiler::undisturbed_steps) are taken, and
+// Parallax names actions), or of a data-parallel job's forward / backward / optimizer phases. Their undisturbed steps (profiler::undisturbed_steps) are taken, and
 // the simulator is made to reproduce them: per stage, the measured F and B against the predicted,
 // spread onto the stage's layer signatures by their share of the stage's predicted time; the
 // optimizer step and the all-reduces likewise. A few rounds, since the base profile's fixed costs
@@ -25,7 +25,10 @@ namespace parallax::fit {
 /// A trace's actions as a measured timeline of `plan`: a Parallax measured trace as it is, once
 /// its plan summary is the plan's (same layers, layout, chunks and schedule); a Kineto trace
 /// through its `PP:<action>` spans, each rank its distributedInfo rank, each step the
-/// ProfilerStep#N span around it (or the action's repeat count without those). InputError naming
+/// ProfilerStep#N span around it (or the action's repeat count without those). A Kineto trace of
+/// a data-parallel job without a pipeline and with one micro-batch a step, and without such
+/// spans, through its phases: "## forward ##" (or DistributedDataParallel.forward) as F,
+/// "## backward ##" as B, "## optimizer ##" (or Optimizer.step#...) as OPTIM. InputError naming
 /// the trace and what differs when it is of another model or layout, or holds no action of it.
 plan::Timeline measured_actions(const profiler::LoadedTrace& trace, const plan::Plan& plan);
 
