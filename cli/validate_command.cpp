@@ -1,15 +1,15 @@
 #include "cli/validate_command.hpp"
 
-
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "cli/calibrate_command.hpp"
-#include "fit/validation.hpp"
 #include "cli/output.hpp"
+#include "fit/validation.hpp"
 #include "plan/error.hpp"
+#include "profiler/step_statistic.hpp"
 
 namespace parallax::cli {
 

@@ -142,8 +142,9 @@ struct Calibration {
   double backward_call_us = 0;  ///< fixed cost of one autograd backward call (once per B)
   double copy_gb_per_s = 0;     ///< memory copy bandwidth (DDP bucket copies)
   /// The host's speed when the costs were measured, as the reference operator's time
-  /// (exec::host_probe_us; 0: not measured). A run's steps whose probe is no slower than this
-  /// (within kHostSpeedTolerance) ran at the calibrated speed: see host_at_speed().
+  /// (exec::host_probe_us; 0: not measured): calibrate keeps the samples taken at it (within
+  /// kHostSpeedTolerance, host_at_speed()). A run's trace records the probe before each step,
+  /// for the reader; measured step times are taken by the step statistic instead.
   double host_probe_us = 0;
   /// A layer's time while the other local rank computes too, against alone (the median over a
   /// few signatures): cores shared with the other rank, or the host's cores behind them. The

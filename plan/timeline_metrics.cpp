@@ -189,35 +189,4 @@ StepTimes step_times(const Timeline& timeline, int step) {
   return out;
 }
 
-std::map<int, double> host_probe_by_step(const Timeline& timeline) {
-  std::map<int, double> out;
-  const std::string prefix = std::string(kHostProbeCounter) + " rank ";
-  for (const Counter& c : timeline.counters) {
-    if (c.name.rfind(prefix, 0) != 0) continue;
-    int rank = -1;
-    try {
-      rank = std::stoi(c.name.substr(prefix.size()));
-    } catch (const std::exception&) {
-      continue;
-    }
-    // A sample is taken just before its step's first action on the same rank: the step whose
-    // first action there starts soonest at or after it.
-    std::map<int, int64_t> first;  // step -> its first start on the rank
-    for (const TimelineEvent& e : timeline.events)
-      if (e.rank == rank) {
-        auto [it, fresh] = first.emplace(e.step, e.start.count_ns());
-        if (!fresh) it->second = std::min(it->second, e.start.count_ns());
-      }
-    std::map<int64_t, int> starts;
-    for (const auto& [step, at] : first) starts[at] = step;
-    for (const auto& [at, us] : c.samples) {
-      const auto it = starts.lower_bound(at.count_ns());
-      if (it == starts.end()) continue;
-      double& v = out[it->second];
-      v = std::max(v, us);
-    }
-  }
-  return out;
-}
-
 }  // namespace parallax::plan

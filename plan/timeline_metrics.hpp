@@ -43,8 +43,5 @@ std::vector<int> steps_of(const Timeline& timeline);
 
 /// A measured timeline's host-speed counters are named this, then " rank R" (in us).
 inline constexpr const char* kHostProbeCounter = "host probe";
-/// Each step's host probe (the executor's reference operator timed before the step, see
-/// exec/host_probe.hpp): the slowest rank's. Empty for a timeline without such counters.
-std::map<int, double> host_probe_by_step(const Timeline& timeline);
 
 }  // namespace parallax::plan

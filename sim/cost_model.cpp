@@ -157,8 +157,8 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<pla
       if (lc.forward_memory_bound) forward_memory_bound += lc.forward;
       if (lc.backward_memory_bound) backward_memory_bound += lc.backward;
     }
-    c.forward_memory_bound = 2 * forward_memory_bound.count_ns() > forward_with_grad.count_ns();
-    c.backward_memory_bound = 2 * backward_memory_bound.count_ns() > c.backward.count_ns();
+    c.forward_memory_bound = forward_memory_bound * 2 > forward_with_grad;
+    c.backward_memory_bound = backward_memory_bound * 2 > c.backward;
     c.optimizer_memory_bound = cal == nullptr;
     const StageExtras extras = stage_extras(plan, st);
     c.forward += extras.forward;
@@ -201,7 +201,7 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<pla
       for (Time& t : c.bucket_ready) t = in_run(t, in.backward, in.backward_extra_us, in.backward_probed_us);
       // A W keeps its share of the backward in the run.
       if (backward_alone > Time()) {
-        const double share = static_cast<double>(c.backward.count_ns()) / static_cast<double>(backward_alone.count_ns());
+        const double share = c.backward / backward_alone;
         c.backward_weight = scaled(c.backward_weight, share);
         for (Time& t : c.bucket_ready_in_weight) t = scaled(t, share);
       }

@@ -72,7 +72,7 @@ Metrics compute_metrics(const plan::Plan& plan, const SimRun& run) {
     lm.avg_gb_per_s = step > 0 ? l.bytes / static_cast<double>(step) : 0;  // bytes/ns = GB/s
     lm.peak_gb_per_s = l.peak_gb_per_s;
     lm.utilization = std::isfinite(l.capacity_gb_per_s) ? lm.avg_gb_per_s / l.capacity_gb_per_s : 0;
-    lm.busy_fraction = step > 0 ? static_cast<double>(l.busy.count_ns()) / static_cast<double>(step) : 0;
+    lm.busy_fraction = step > 0 ? l.busy / times.step_time : 0;
     m.links.push_back(lm);
   }
   std::stable_sort(m.links.begin(), m.links.end(), [](const LinkMetrics& a, const LinkMetrics& b) { return a.bytes > b.bytes; });

@@ -88,25 +88,3 @@ TEST_CASE("plan::union_length: overlapping and touching intervals count once", "
   CHECK(plan::union_length({{5, 20}, {0, 10}, {30, 31}, {20, 25}}) == 26);
 }
 
-TEST_CASE("plan::host_probe_by_step: each sample names the step that starts next on its rank, the slowest rank wins",
-          "[plan]") {
-  plan::Timeline t;
-  t.world_size = 2;
-  // Steps 0 and 1 at 0 and 1000 us on both ranks; rank 1 posts its receive first in each step.
-  for (int step : {0, 1}) {
-    const double at = 1000.0 * step;
-    test::add_event(t, 0, Lane::compute, {ActionKind::F, 0, 0}, at + 20, at + 300, step);
-    test::add_event(t, 1, Lane::recv, {ActionKind::RECV_F, 1, 0}, at + 5, at + 300, step);
-    test::add_event(t, 1, Lane::compute, {ActionKind::F, 1, 0}, at + 300, at + 600, step);
-  }
-  // Each rank probes just before its step's first event; rank 0 is slow before step 1, rank 1
-  // before step 0.
-  t.counters.push_back({"host probe rank 0", "us", {{plan::Time::us(10), 12.0}, {plan::Time::us(1010), 17.0}}});
-  t.counters.push_back({"host probe rank 1", "us", {{plan::Time::us(0), 16.0}, {plan::Time::us(1000), 12.5}}});
-  t.counters.push_back({"link 0->1", "GB/s", {{plan::Time::us(0), 99.0}}});  // not a probe
-  const auto probe = plan::host_probe_by_step(t);
-  REQUIRE(probe.size() == 2);
-  CHECK(probe.at(0) == 16.0);
-  CHECK(probe.at(1) == 17.0);
-  CHECK(plan::host_probe_by_step(plan::Timeline{}).empty());
-}
