@@ -52,13 +52,23 @@ std::map<int, double> estimated_memory_mb(const plan::Timeline& t) {
   return out;
 }
 
+// The steps after the first (a warm-up) when there are several, and each one's time in ms.
+struct StepsAfterWarmup {
+  std::vector<int> steps;
+  std::vector<double> ms;
+};
+StepsAfterWarmup steps_after_warmup(const plan::Timeline& measured) {
+  StepsAfterWarmup out;
+  out.steps = plan::steps_of(measured);
+  if (out.steps.size() > 1) out.steps.erase(out.steps.begin());
+  for (int s : out.steps) out.ms.push_back(plan::step_times(measured, s).step_time.to_ms());
+  return out;
+}
+
 }  // namespace
 
 std::vector<int> undisturbed_steps(const plan::Timeline& measured) {
-  std::vector<int> steps = plan::steps_of(measured);
-  if (steps.size() > 1) steps.erase(steps.begin());  // the first step warms up
-  std::vector<double> ms;
-  for (int s : steps) ms.push_back(plan::step_times(measured, s).step_time.to_ms());
+  const auto [steps, ms] = steps_after_warmup(measured);
   const StepStatistic statistic = step_statistic(ms);
   std::vector<int> out;
   for (size_t i = 0; i < steps.size(); ++i)
@@ -67,10 +77,7 @@ std::vector<int> undisturbed_steps(const plan::Timeline& measured) {
 }
 
 int representative_step(const plan::Timeline& measured) {
-  std::vector<int> steps = plan::steps_of(measured);
-  if (steps.size() > 1) steps.erase(steps.begin());  // the first step warms up
-  std::vector<double> ms;
-  for (int s : steps) ms.push_back(plan::step_times(measured, s).step_time.to_ms());
+  const auto [steps, ms] = steps_after_warmup(measured);
   const double target = undisturbed(ms);
   int best = -1;
   for (size_t i = 0; i < steps.size(); ++i)
