@@ -56,6 +56,9 @@ int calibrate_from_traces(const CalibrateArgs& args) {
   for (const auto& path : args.from_traces) traces.push_back(profiler::read_trace(path));
   const plan::Plan plan = plan::resolve_plan(plan::load_scenario(scenario, with_run_partition(scenario, args.sets, traces.front())));
   const plan::HardwareProfile& base = plan.scenario.hardware;
+  if (base.fitted)
+    throw plan::InputError(plan::Location{base.source}, "this profile carries a fitted section already; fit from the "
+                                                        "profile it was fitted on (" + base.fitted->base + ")");
   const std::string base_text = base_text_of(base);
   if (base_text.empty())
     throw plan::InputError(plan::Location{"hardware"}, "the job's profile '" + base.name +

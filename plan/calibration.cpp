@@ -1,4 +1,5 @@
 #include "plan/calibration.hpp"
+#include "plan/profile_copy.hpp"
 
 #include "plan/hardware.hpp"
 
@@ -417,16 +418,15 @@ std::string calibrated_profile_yaml(const HardwareProfile& base, const std::stri
   return s.str();
 }
 
-std::string calibrated_copy_yaml(const std::string& base_text, const std::string& name, const Calibration& c,
-                                 const std::vector<std::string>& header) {
+std::string renamed_profile_text(const std::string& base_text, const std::string& name,
+                                 const std::vector<std::string>& header, const std::string& section) {
   std::ostringstream s;
-  s << std::setprecision(6);
   for (const auto& line : header) s << "# " << line << "\n";
   std::istringstream in(base_text);
   bool named = false;
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("calibration:", 0) == 0) throw std::logic_error("the base profile is calibrated already");
-    if (line.rfind("name:", 0) == 0) {  // top-level keys start in column 0
+  for (std::string line; std::getline(in, line);) {  // top-level keys start in column 0
+    if (line.rfind(section + ":", 0) == 0) throw std::logic_error("the base profile has a " + section + " section already");
+    if (line.rfind("name:", 0) == 0) {
       s << "name: " << name << "\n";
       named = true;
       continue;
@@ -434,8 +434,12 @@ std::string calibrated_copy_yaml(const std::string& base_text, const std::string
     s << line << "\n";
   }
   if (!named) s << "name: " << name << "\n";
-  s << "calibration:\n" << calibration_yaml(c);
   return s.str();
+}
+
+std::string calibrated_copy_yaml(const std::string& base_text, const std::string& name, const Calibration& c,
+                                 const std::vector<std::string>& header) {
+  return renamed_profile_text(base_text, name, header, "calibration") + "calibration:\n" + calibration_yaml(c);
 }
 
 }  // namespace parallax::plan

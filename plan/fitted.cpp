@@ -3,7 +3,7 @@
 #include <iomanip>
 #include <sstream>
 
-#include "plan/error.hpp"
+#include "plan/profile_copy.hpp"
 
 namespace parallax::plan {
 
@@ -73,23 +73,7 @@ std::string fitted_yaml(const FittedCosts& f) {
 
 std::string fitted_copy_yaml(const std::string& base_text, const std::string& name, const FittedCosts& f,
                              const std::vector<std::string>& header) {
-  std::ostringstream s;
-  for (const auto& line : header) s << "# " << line << "\n";
-  std::istringstream in(base_text);
-  bool named = false;
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("fitted:", 0) == 0)
-      throw InputError(Location{f.base}, "this profile carries a fitted section already; fit from the profile it was fitted on");
-    if (line.rfind("name:", 0) == 0) {  // top-level keys start in column 0
-      s << "name: " << name << "\n";
-      named = true;
-      continue;
-    }
-    s << line << "\n";
-  }
-  if (!named) s << "name: " << name << "\n";
-  s << "fitted:\n" << fitted_yaml(f);
-  return s.str();
+  return renamed_profile_text(base_text, name, header, "fitted") + "fitted:\n" + fitted_yaml(f);
 }
 
 }  // namespace parallax::plan

@@ -34,7 +34,8 @@ FittedCosts parse_fitted(const Field& map);
 /// The `fitted:` section's body (two-space indented), as parse_fitted reads it back.
 std::string fitted_yaml(const FittedCosts& f);
 /// `base_text` (a profile's YAML) renamed `name`, with the `fitted:` section after it and
-/// `header` as comments first. InputError when the base carries a fitted section already.
+/// `header` as comments first (plan/profile_copy.hpp); logic_error when the base carries a fitted
+/// section already (calibrate --from-trace refuses such a base first).
 std::string fitted_copy_yaml(const std::string& base_text, const std::string& name, const FittedCosts& f,
                              const std::vector<std::string>& header);
 
