@@ -18,7 +18,12 @@
 #   build       cmake -DPARALLAX_TORCH=python -DPARALLAX_REQUIRE_CUDA=ON, target parallax only
 #   run-P       `parallax run` of bench/data/gpu-transformer.yaml on the GPU at precision P (fp32,
 #               bf16, fp16: the loss scaler's scale and skipped steps are in its JSON), traced
-#   calibrate   `parallax calibrate --base h100-nvlink-ib` on the GPU (CUDA events)
+#   torch-P     the same plan in plain PyTorch eager (bench/torch_eager_step.py) at precision P: its
+#               losses against Parallax's and Parallax's step over torch's
+#   calibrate   `parallax calibrate --base h100-nvlink-ib` on the GPU (CUDA events; each layer's kept
+#               bytes from the CUDA allocator; fp16's loss scaler)
+#   memory      each run's peak of allocated bytes against the plan's, from the shipped profile
+#               (the layers' activations counted) and from the calibrated one (measured)
 #   validate    8 configurations, each run for real twice (gradient accumulation 1/2/4,
 #               micro-batches 16/8/4, activation checkpointing, bf16, fp16) without CUPTI, each
 #               predicted from the GPU calibration and from the shipped h100 profile (datasheet)
@@ -110,6 +115,11 @@ if [ $dry_run -eq 1 ]; then
   precision_sweep=parallel.precision=bf16
   steps=8
   repeats=1
+  heads=4
+  run_steps=8
+  # The torch side: the pip torch of CI's second half where it is there.
+  torch_python=${PYTHON:-.venv-torch/bin/python3}
+  torch_device=cpu
 else
   scenario=bench/data/gpu-transformer.yaml
   base=h100-nvlink-ib
@@ -119,6 +129,10 @@ else
   precision_sweep=parallel.precision=bf16,fp16
   steps=15
   repeats=2
+  heads=16
+  run_steps=20
+  torch_python=${PYTHON:-python3}
+  torch_device=cuda
 fi
 
 # --- facts ---
@@ -183,8 +197,32 @@ for p in "${precisions[@]}"; do
     --set parallel.precision="$set_p" -o "$work/trace-$p.json" --json
 done
 
+# --- the same plan in plain PyTorch eager: the executor's own cost, like for like ---
+if "$torch_python" -c 'import torch' 2>/dev/null; then
+  "$parallax" plan "$scenario" --json >"$work/plan.json" 2>>"$log"
+  for p in "${precisions[@]}"; do
+    torch_p=$p
+    [ $dry_run -eq 1 ] && [ "$p" = fp16 ] && torch_p=fp32  # as Parallax's dry fp16 run: no fp16 on the CPU
+    json_step "torch-$p" 120 "$work/torch-$p.json" "$torch_python" bench/torch_eager_step.py "$work/plan.json" \
+      --device "$torch_device" --precision "$torch_p" --steps "$run_steps" --heads "$heads" --seed 1 --lr 0.0001 --weight-decay 0.01
+  done
+else
+  say "no torch in $torch_python: the PyTorch eager side is not run"
+  echo "torch: no python with torch here ($torch_python); the PyTorch eager rows are not run" >>"$work/facts.txt"
+fi
+
 # --- calibrate on the GPU ---
 step calibrate 240 "$parallax" calibrate "$scenario" --base "$base" "${calibrate_flags[@]}" -o "$work/calibrated.yaml"
+
+# --- memory: the plan with the calibrated profile (the layers' kept bytes from the CUDA allocator) ---
+if [ -f "$work/calibrated.yaml" ]; then
+  for p in "${precisions[@]}"; do
+    set_p=$p
+    [ $dry_run -eq 1 ] && [ "$p" = fp16 ] && set_p=fp32
+    "$parallax" plan "$scenario" --set hardware="$work/calibrated.yaml" --set parallel.precision="$set_p" --json \
+      >"$work/plan-calibrated-$p.json" 2>>"$log" || echo -e "plan-calibrated-$p\tFAILED\t0" >>"$status"
+  done
+fi
 
 # --- validate: the calibrated prediction against real runs; then the datasheet's ---
 if [ -f "$work/calibrated.yaml" ]; then

@@ -103,6 +103,67 @@ def cupti_figures(trace):
     return {"attributed_kernels": kernels, "timed_actions": len(event_time), "by_kind": summary}
 
 
+def memory_figures(runs, work):
+    """Per precision: the run's peak of allocated memory (rank 0) against the plan's without its
+    reserve, from the scenario's profile (the run's own estimate) and from the calibrated profile."""
+    out = {}
+    mib = 1024.0 * 1024.0
+    for p, run in runs.items():
+        if not run or not run.get("memory"):
+            continue
+        m = run["memory"][0]
+        row = {"measured_mb": m["measured_mb"], "datasheet_mb": m["predicted_mb"]}
+        plan = load(os.path.join(work, "plan-calibrated-%s.json" % p))
+        if plan and plan.get("memory"):
+            e = plan["memory"][0]
+            row["calibrated_mb"] = (e["total"] - e["reserve"]) / mib
+            row["calibrated_activations_mb"] = e["activations"] / mib
+        for key in ("datasheet", "calibrated"):
+            if key + "_mb" in row and row["measured_mb"] > 0:
+                row[key + "_error"] = (row[key + "_mb"] - row["measured_mb"]) / row["measured_mb"]
+        out[p] = row
+    return out
+
+
+def undisturbed(times):
+    """profiler/step_statistic.hpp's statistic: the 20th percentile (numpy's default, linear
+    between order statistics) of the steps after the first."""
+    xs = sorted(times[1:] if len(times) > 1 else times)
+    if not xs:
+        return None
+    h = 0.2 * (len(xs) - 1)
+    lo = int(math.floor(h))
+    return xs[lo] + (h - lo) * (xs[min(lo + 1, len(xs) - 1)] - xs[lo])
+
+
+# Which validate configuration is the untraced Parallax run of each precision.
+PRECISION_CONFIG = {"fp32": "parallel.grad_accumulation=1", "bf16": "parallel.precision=bf16",
+                    "fp16": "parallel.precision=fp16"}
+
+
+def torch_figures(work, runs, validate):
+    """Per precision: plain PyTorch eager's undisturbed step against Parallax's (validate's untraced
+    runs of the same configuration, the same statistic), and the losses of both."""
+    out = {}
+    configs = {" ".join(c["overrides"]): c for c in (validate or {}).get("configurations", [])}
+    for p in ("fp32", "bf16", "fp16"):
+        t = load(os.path.join(work, "torch-%s.json" % p))
+        if not t:
+            continue
+        row = {"torch_ms": undisturbed(t["step_ms"]), "torch_median_ms": statistics.median(t["step_ms"][1:] or t["step_ms"])}
+        c = configs.get(PRECISION_CONFIG[p])
+        if c and row["torch_ms"]:
+            row["parallax_ms"] = c["measured_ms"]
+            row["ratio"] = c["measured_ms"] / row["torch_ms"]
+        mine = losses(runs.get(p))
+        n = min(len(mine), len(t["losses"]))
+        if n:
+            row["steps_compared"] = n
+            row["worst_relative_loss_difference"] = max(abs(a - b) / max(abs(b), 1e-12) for a, b in zip(mine[:n], t["losses"][:n]))
+        out[p] = row
+    return out
+
+
 def validate_figures(validate, work):
     """Each configuration: measured (validate's step statistic over its runs, and their spread), predicted from the
     GPU calibration and from the datasheet profile; the mean absolute errors of both."""
@@ -160,6 +221,13 @@ def write_summary(out, f, failures):
         memory = ", ".join("%.0f / %.0f" % (m["measured_mb"], m["predicted_mb"]) for m in r["memory"] or [])
         lines.append("| %s | %d | %.4f | %.4f | %s | %.2f | %s | %s | %s |" % (
             p, r["steps"], r["first_loss"], r["last_loss"], r["finite"], r["median_step_ms"], memory, scale, skipped))
+    lines += ["", "## Memory: the run's peak of allocated bytes against the plan's (without its reserve)", "",
+              "| precision | measured (MiB) | planned, shipped profile (MiB) | error | planned, calibrated (MiB) | error |",
+              "|---|---|---|---|---|---|"]
+    for p, m in f["memory"].items():
+        lines.append("| %s | %.0f | %.0f | %s | %s | %s |" % (
+            p, m["measured_mb"], m["datasheet_mb"], pct(m.get("datasheet_error")),
+            "%.0f" % m["calibrated_mb"] if "calibrated_mb" in m else "-", pct(m.get("calibrated_error"))))
     lines += ["", "## CUPTI kernel time against CUDA-event time, per compute action (steps after the first)", ""]
     for p, c in f["cupti"].items():
         if not c:
@@ -187,6 +255,20 @@ def write_summary(out, f, failures):
                                   pct(v["max_spread"]).lstrip("+"))]
     else:
         lines.append("validate did not run.")
+    lines += ["", "## Parallax's executor against plain PyTorch eager, the same plan on the same device", ""]
+    if f["torch"]:
+        lines += ["Step: the undisturbed step (p20 after the first) of Parallax's untraced validate runs and of "
+                  "bench/torch_eager_step.py; losses: Parallax's traced run against torch's, step by step.", "",
+                  "| precision | Parallax (ms) | PyTorch eager (ms) | Parallax / torch | worst relative loss difference |",
+                  "|---|---|---|---|---|"]
+        for p, t in f["torch"].items():
+            lines.append("| %s | %s | %.2f | %s | %s |" % (
+                p, "%.2f" % t["parallax_ms"] if "parallax_ms" in t else "-", t["torch_ms"],
+                "%.3f" % t["ratio"] if "ratio" in t else "-",
+                "%.1e over %d steps" % (t["worst_relative_loss_difference"], t["steps_compared"])
+                if "steps_compared" in t else "-"))
+    else:
+        lines.append("not run (no python with torch).")
     lines += ["", "## Two ranks against one (losses only; timings of ranks sharing one GPU mean nothing)", ""]
     for name, t in f["two_ranks"].items():
         if not t:
@@ -209,8 +291,10 @@ def main():
          "dry_run": dry_run, "steps": steps_table(work)}
     runs = {p: load(os.path.join(work, "run-%s.json" % p)) for p in ("fp32", "bf16", "fp16")}
     f["runs"] = {p: run_figures(r) for p, r in runs.items()}
+    f["memory"] = memory_figures(runs, work)
     f["cupti"] = {p: cupti_figures(load(os.path.join(work, "trace-%s.json" % p))) for p in ("fp32", "bf16")}
     f["validate"] = validate_figures(load(os.path.join(work, "validate.json")), work)
+    f["torch"] = torch_figures(work, runs, load(os.path.join(work, "validate.json")))
     f["two_ranks"] = {name: two_rank_figures(load(os.path.join(work, name + ".json")), runs["fp32"])
                       for name in ("nccl-pipeline2", "nccl-data2")}
 

@@ -82,11 +82,12 @@ int report(const plan::Plan& p, const RunArgs& args, std::vector<exec::RankResul
     dropped += r.dropped;
   }
   json memory = json::array();
-  text << "memory   per rank, measured (peak RSS less the size before the model was built) / the plan's estimate:\n        ";
+  text << "memory   per rank, measured (peak RSS, or on a GPU the CUDA allocator's peak, less the size before the model "
+          "was built) / the plan's estimate without its reserve:\n        ";
   for (const auto& r : results) {
     constexpr double kMiB = 1024.0 * 1024.0;
     const double measured = static_cast<double>(r.memory.training_bytes()) / kMiB;
-    const double predicted = static_cast<double>(p.ranks[r.rank].memory.total()) / kMiB;
+    const double predicted = static_cast<double>(p.ranks[r.rank].memory.allocated()) / kMiB;
     memory.push_back({{"rank", r.rank}, {"measured_mb", measured}, {"predicted_mb", predicted},
                       {"peak_rss_mb", static_cast<double>(r.memory.peak_rss_bytes) / kMiB}});
     char line[96];

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -92,6 +93,11 @@ class Calibrator {
       c.optimizers.push_back(o);
       say("optimizer " + o.kind + (o.momentum ? " (momentum)" : "") + ": " + fmt(o.by_params.us.front()) + " us at " +
           fmt(o.by_params.mb.front()) + " parameters .. " + fmt(o.by_params.us.back()) + " us at " + fmt(o.by_params.mb.back()));
+    }
+    if (uses_fp16()) {
+      c.loss_scaler = measure_loss_scaler(plans_, on_device);
+      say("fp16 loss scaler: " + fmt(c.loss_scaler.us.front()) + " us at " + fmt(c.loss_scaler.mb.front()) +
+          " parameters .. " + fmt(c.loss_scaler.us.back()) + " us at " + fmt(c.loss_scaler.mb.back()));
     }
     c.copy_gb_per_s = copy_gb_per_s(on_device);
     say("memory copy " + fmt(c.copy_gb_per_s) + " GB/s");
@@ -187,6 +193,12 @@ class Calibrator {
       kept = plan::lower_of(kept, layer);
       if (w.last) c->losses[loss.signature] = plan::lower_of(c->losses[loss.signature], loss);
     }
+  }
+
+  bool uses_fp16() const {
+    for (const Work& w : work_)
+      if (w.precision == plan::Precision::fp16) return true;
+    return false;
   }
 
   void collect_work() {
@@ -302,9 +314,39 @@ class Calibrator {
         loss.backward.mb.push_back(mb);
         loss.backward.us.push_back(std::max(0.0, l[1] - call_us));
       }
+      if (device_.is_cuda()) {
+        layer.kept_bytes.mb.push_back(mb);
+        const auto in = float_input ? x.clone().requires_grad_(true) : x;  // the layer before's output
+        layer.kept_bytes.us.push_back(kept_bytes([&] {
+          AutocastScope scope(autocast, device_.type());
+          return module->forward(in);
+        }));
+        if (w.last) {
+          const auto target = loss_target(w.layer, mb, device_);
+          const auto out = torch::randn(output_shape(w.layer, mb), torch::TensorOptions().device(device_)).requires_grad_(true);
+          loss.kept_bytes.mb.push_back(mb);
+          loss.kept_bytes.us.push_back(kept_bytes([&] {
+            AutocastScope scope(autocast, device_.type());
+            return model_loss(w.layer, out, target);
+          }));
+        }
+      }
       last_pass_us = with[0] + with[1] + with[2];
     }
     return {layer, loss};
+  }
+
+  // On a GPU: the bytes `forward` (which returns its output) leaves allocated while its output,
+  // and with it the autograd graph, lives: what a run holds from an F until its B. The CUDA
+  // caching allocator counts them exactly. The input is made before, as the layer before's output
+  // (counted there).
+  double kept_bytes(const std::function<torch::Tensor()>& forward) {
+    const int index = std::max<int>(0, device_.index());
+    const int64_t before = gpu::allocated_bytes(index);
+    torch::Tensor out = forward();
+    const int64_t after = gpu::allocated_bytes(index);
+    out = torch::Tensor();
+    return static_cast<double>(std::max<int64_t>(0, after - before));
   }
 
   // One forward and backward of the signature at `mb` (backward less the call overhead), repeated.

@@ -29,6 +29,8 @@ std::string device_name(int index);
 /// since the last reset_peak_memory (tensors only, not the allocator's cached free blocks).
 int64_t peak_allocated_bytes(int index);
 void reset_peak_memory(int index);
+/// The bytes LibTorch's CUDA caching allocator has allocated on GPU `index` now (tensors only).
+int64_t allocated_bytes(int index);
 /// An NCCL process group of `size` ranks meeting through `store`. NCCL matches point-to-point
 /// messages by order per peer, not by tag: the schedule must post them in the same order on
 /// both sides. Collectives and point-to-point run on NCCL's own streams; a work's wait() makes

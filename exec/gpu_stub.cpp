@@ -18,6 +18,7 @@ void select(int index) { refuse("selecting GPU " + std::to_string(index)); }
 std::string device_name(int) { return ""; }
 int64_t peak_allocated_bytes(int) { return 0; }
 void reset_peak_memory(int) {}
+int64_t allocated_bytes(int) { return 0; }
 GroupPtr make_nccl_group(const c10::intrusive_ptr<c10d::Store>&, int, int, std::chrono::milliseconds) {
   refuse("creating an NCCL process group");
 }

@@ -6,6 +6,7 @@
 
 #include "exec/calibrate.hpp"
 #include "exec/data.hpp"
+#include "exec/grad_scaler.hpp"
 #include "exec/host_probe.hpp"
 #include "exec/model.hpp"
 #include "profiler/compare.hpp"
@@ -242,6 +243,44 @@ std::vector<plan::OptimizerCost> measure_optimizers(const std::vector<plan::Plan
     out.push_back({o.kind, o.momentum > 0, curve});
   }
   return out;
+}
+
+plan::CostCurve measure_loss_scaler(const std::vector<plan::Plan>& plans, const Bench& b) {
+  std::map<double, double> points;  // parameters -> us
+  // Scale 1: the repeats leave the gradients as they are (the kernels are the same at any scale).
+  GradScalerOptions options;
+  options.init_scale = 1;
+  const GradScaler scaler(options);
+  PhaseClock& clock = *b.clock;
+  for (const plan::Plan& p : plans) {
+    for (const plan::Stage& st : p.stages) {
+      const double n = static_cast<double>(st.param_bytes) / 4.0;  // as the simulator looks it up
+      if (points.count(n)) continue;
+      Stage module(p, st.index, /*seed=*/1);
+      module->to(b.device);
+      std::vector<torch::Tensor> ps = module->parameters();
+      for (auto& t : ps) t.mutable_grad() = torch::randn_like(t);
+      // From an idle device (lap() synchronizes), as the executor's check_overflow runs once the
+      // host has queued the backward: the launches, the kernels, and the host's read of the flag.
+      points[n] = repeat(
+          [&] {
+            clock.begin();
+            torch::Tensor found;
+            scaler.unscale(ps, found);
+            const bool overflow = found.item<float>() > 0;
+            clock.end();
+            if (overflow) throw std::logic_error("measure_loss_scaler: random gradients overflowed");
+            return clock.lap();
+          },
+          b.budget)[0];
+    }
+  }
+  plan::CostCurve curve;
+  for (const auto& [n, us] : points) {
+    curve.mb.push_back(n);
+    curve.us.push_back(us);
+  }
+  return curve;
 }
 
 double copy_gb_per_s(const Bench& b) {

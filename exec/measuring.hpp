@@ -106,6 +106,10 @@ std::vector<DataCost> measure_data(const std::vector<plan::Plan>& plans, const B
 /// The optimizer step per kind of the plans' optimizers, over parameter counts.
 std::vector<plan::OptimizerCost> measure_optimizers(const std::vector<plan::Plan>& plans, const Bench& b);
 
+/// fp16's loss scaler (unscale, inf/NaN check, the host's read of the flag) over each stage's
+/// parameters of the plans: "mb" holds parameter counts.
+plan::CostCurve measure_loss_scaler(const std::vector<plan::Plan>& plans, const Bench& b);
+
 /// A device memory copy's speed.
 double copy_gb_per_s(const Bench& b);
 

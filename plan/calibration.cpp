@@ -69,6 +69,7 @@ SignatureCost lower_of(const SignatureCost& a, const SignatureCost& b) {
   out.forward_no_grad = lower_curve(a.forward_no_grad, b.forward_no_grad);
   out.backward = lower_curve(a.backward, b.backward);
   out.backward_no_input = lower_curve(a.backward_no_input, b.backward_no_input);
+  // kept_bytes: a's (the allocator's count does not vary between passes).
   return out;
 }
 
@@ -168,7 +169,7 @@ CostCurve parse_curve(const Field& map, const std::string& key, const std::vecto
   CostCurve c;
   Field f = map[key];
   if (!f.present()) return c;
-  if (!f.is_sequence()) f.fail("'" + f.path() + "' must be a list of microseconds, one per entry of 'mb'");
+  if (!f.is_sequence()) f.fail("'" + f.path() + "' must be a list of numbers, one per entry of 'mb'");
   for (const Field& e : f.elements()) {
     const double v = to_number(e, 0);  // to_number names the place when v < 0
     c.us.push_back(v);
@@ -192,7 +193,7 @@ std::vector<double> parse_sizes(const Field& item, const char* key = "mb") {
 }
 
 SignatureCost parse_signature(const Field& item) {
-  expect_keys(item, {"signature", "mb", "fwd_us", "fwd_no_grad_us", "bwd_us", "bwd_no_input_us"});
+  expect_keys(item, {"signature", "mb", "fwd_us", "fwd_no_grad_us", "bwd_us", "bwd_no_input_us", "kept_bytes"});
   SignatureCost c;
   c.signature = to_string(require(item, "signature"));
   require(item, "fwd_us");
@@ -201,6 +202,7 @@ SignatureCost parse_signature(const Field& item) {
   c.forward_no_grad = parse_curve(item, "fwd_no_grad_us", mb);
   c.backward = parse_curve(item, "bwd_us", mb);
   c.backward_no_input = parse_curve(item, "bwd_no_input_us", mb);
+  c.kept_bytes = parse_curve(item, "kept_bytes", mb);
   return c;
 }
 
@@ -262,7 +264,7 @@ Calibration parse_calibration(const Field& map) {
     if (map[old].present())
       map[old].fail("'" + map[old].path() + "' is from an older `parallax calibrate`; run it again to measure this machine");
   expect_keys(map, {"threads", "cores", "in_run", "in_run_data", "backward_call_us", "copy_gb_per_s", "host_probe_us", "send_call", "p2p",
-                    "allreduce", "layers", "losses", "data", "optimizers"});
+                    "allreduce", "layers", "losses", "data", "optimizers", "loss_scaler"});
   Calibration c;
   c.source = map.doc().file();
   c.threads = static_cast<int>(int_or(map, "threads", 1, 1, 4096));
@@ -304,6 +306,10 @@ Calibration parse_calibration(const Field& map) {
       c.optimizers.push_back(o);
     }
   }
+  if (Field scaler = map["loss_scaler"]; scaler.present()) {
+    expect_keys(scaler, {"params", "us"});
+    c.loss_scaler = parse_curve(scaler, "us", parse_sizes(scaler, "params"));
+  }
   return c;
 }
 
@@ -327,6 +333,7 @@ void write_signatures(std::ostringstream& s, const char* key, const std::map<std
     if (!c.forward_no_grad.empty()) s << "      fwd_no_grad_us: " << list(c.forward_no_grad.us, 2) << "\n";
     if (!c.backward.empty()) s << "      bwd_us: " << list(c.backward.us, 2) << "\n";
     if (!c.backward_no_input.empty()) s << "      bwd_no_input_us: " << list(c.backward_no_input.us, 2) << "\n";
+    if (!c.kept_bytes.empty()) s << "      kept_bytes: " << list(c.kept_bytes.us, 0) << "\n";
   }
 }
 
@@ -375,6 +382,8 @@ std::string calibration_yaml(const Calibration& c) {
       s << "    - {kind: " << o.kind << ", momentum: " << (o.momentum ? "true" : "false")
         << ", mb: " << list(o.by_params.mb, 0) << ", us: " << list(o.by_params.us, 2) << "}\n";
   }
+  if (!c.loss_scaler.empty())
+    s << "  loss_scaler: {params: " << list(c.loss_scaler.mb, 0) << ", us: " << list(c.loss_scaler.us, 2) << "}\n";
   if (!c.data.empty()) {
     s << "  data:\n";
     for (const auto& [load, curve] : c.data)

@@ -64,6 +64,11 @@ struct SignatureCost {
   CostCurve forward_no_grad;      ///< under no_grad (F with activation checkpointing)
   CostCurve backward;             ///< with the input gradient, without the backward call overhead
   CostCurve backward_no_input;    ///< the model's first layer: weight gradients only
+  /// On a GPU: the bytes the forward (with autograd recording) leaves allocated until its
+  /// backward, from the CUDA caching allocator's statistics: the tensors autograd saves, the
+  /// output, and under autocast the 16-bit copies of the weights it saves. The layer's input is
+  /// not in it (the layer before counts it as its output). "us" holds bytes; empty elsewhere.
+  CostCurve kept_bytes;
 };
 
 /// Two measurements of one signature taken minutes apart (calibrate's two passes over the
@@ -161,6 +166,11 @@ struct Calibration {
   std::map<std::string, SignatureCost> losses;  ///< by the last layer's signature (forward, backward)
   std::map<std::string, CostCurve> data;        ///< by "SOURCE input|target": loading one micro-batch
   std::vector<OptimizerCost> optimizers;
+  /// fp16's loss scaler on a GPU, by the parameters it checks ("mb" holds parameter counts):
+  /// unscaling every gradient, checking it for inf and NaN, and the host reading the flag, from
+  /// an idle device (exec/grad_scaler.hpp). The read stops the host running ahead, so the
+  /// optimizer's launches that follow are no longer hidden behind the backward. Empty: not measured.
+  CostCurve loss_scaler;
 
   const SignatureCost* layer(const std::string& signature) const;
   const SignatureCost* loss(const std::string& signature) const;

@@ -34,6 +34,29 @@ EncoderActivations encoder_activations(const Layer& l, double e) {
   return out;
 }
 
+// A layer's full activations for one micro-batch: as `parallax calibrate` measured them with the
+// CUDA caching allocator where the profile has them for this layer's signature (measured on one
+// tensor rank, everything kept), else as counted above. The count misses what autocast saves (the
+// 16-bit copies of the weights) and what the kernels keep beside their outputs; the measurement
+// has both.
+double layer_bytes(const Plan& plan, int l, const ParallelSpec& p) {
+  const Layer& layer = plan.scenario.layers[l];
+  const auto& cal = plan.scenario.hardware.calibration;
+  if (cal && p.tensor == 1 && p.activation_checkpointing != Recompute::selective)
+    if (const SignatureCost* c = cal->layer(layer_signature(layer, p.precision)); c && !c->kept_bytes.empty())
+      return c->kept_bytes.at(plan.microbatch_size);
+  return full_activation_bytes(layer, p) * plan.microbatch_size;
+}
+
+// What the loss keeps until its backward (cross-entropy's log-probabilities) for one
+// micro-batch, where calibrate measured it; the count has no figure for it (0).
+double loss_bytes(const Plan& plan) {
+  const auto& cal = plan.scenario.hardware.calibration;
+  if (!cal || plan.scenario.layers.empty()) return 0;
+  const SignatureCost* c = cal->loss(layer_signature(plan.scenario.layers.back(), plan.scenario.parallel.precision));
+  return c && plan.scenario.parallel.tensor == 1 ? c->kept_bytes.at(plan.microbatch_size) : 0;
+}
+
 }  // namespace
 
 double full_activation_bytes(const Layer& l, const ParallelSpec& p) {
@@ -74,21 +97,25 @@ double kept_activation_bytes(const Layer& l, const ParallelSpec& p) {
 int64_t stage_activation_bytes(const Plan& plan, const Stage& stage) {
   const auto& layers = plan.scenario.layers;
   const ParallelSpec& p = plan.scenario.parallel;
-  double bytes = 0;
+  double bytes = 0;  // for one micro-batch
+  const int end = stage.first_layer + stage.layer_count;
   if (p.activation_checkpointing == Recompute::stage) {
-    bytes = input_activation_bytes(layers[stage.first_layer], p);  // only the stage input is kept
+    bytes = input_activation_bytes(layers[stage.first_layer], p) * plan.microbatch_size;  // only the stage input is kept
+  } else if (p.activation_checkpointing == Recompute::none) {
+    for (int l = stage.first_layer; l < end; ++l) bytes += layer_bytes(plan, l, p);
   } else {
-    for (int l = stage.first_layer; l < stage.first_layer + stage.layer_count; ++l) bytes += kept_activation_bytes(layers[l], p);
+    for (int l = stage.first_layer; l < end; ++l) bytes += kept_activation_bytes(layers[l], p) * plan.microbatch_size;
   }
-  return std::llround(bytes * plan.microbatch_size);
+  if (end == static_cast<int>(layers.size())) bytes += loss_bytes(plan);
+  return std::llround(bytes);
 }
 
 int64_t recompute_bytes(const Plan& plan, const Stage& stage) {
   const auto& layers = plan.scenario.layers;
   const ParallelSpec& p = plan.scenario.parallel;
-  double sum = 0, largest = 0;
+  double sum = 0, largest = 0;  // for one micro-batch
   for (int l = stage.first_layer; l < stage.first_layer + stage.layer_count; ++l) {
-    const double full = full_activation_bytes(layers[l], p);
+    const double full = layer_bytes(plan, l, p);
     sum += full;
     largest = std::max(largest, full);
   }
@@ -101,11 +128,11 @@ int64_t recompute_bytes(const Plan& plan, const Stage& stage) {
       ParallelSpec kept = p;
       kept.activation_checkpointing = Recompute::none;
       for (int l = stage.first_layer; l < stage.first_layer + stage.layer_count; ++l)
-        bytes = std::max(bytes, full_activation_bytes(layers[l], kept) - full_activation_bytes(layers[l], p));
+        bytes = std::max(bytes, (full_activation_bytes(layers[l], kept) - full_activation_bytes(layers[l], p)) * plan.microbatch_size);
       break;
     }
   }
-  return std::llround(bytes * plan.microbatch_size);
+  return std::llround(bytes);
 }
 
 int64_t receive_buffer_bytes(const Plan& plan, bool forward, int stage) {

@@ -43,7 +43,10 @@ struct MemoryEstimate {
   int64_t recompute = 0;    ///< what a recompute holds on top while it runs (plan::recompute_bytes)
   int64_t reserve = 0;      ///< CUDA context, workspaces and fragmentation (plan/memory.hpp)
   int peak_inflight = 0;    ///< micro-batches whose activations are held at that peak
-  int64_t total() const { return params + gradients + optimizer + buckets + activations + recompute + reserve; }
+  int64_t total() const { return allocated() + reserve; }
+  /// What the tensors take, without the reserve: what a run measures (on a GPU the CUDA caching
+  /// allocator's peak of allocated bytes, which counts neither the context nor the cached blocks).
+  int64_t allocated() const { return params + gradients + optimizer + buckets + activations + recompute; }
 };
 
 struct RankPlan {

@@ -48,7 +48,9 @@ std::map<int, double> estimated_memory_mb(const plan::Timeline& t) {
   const auto plan = nlohmann::json::parse(t.plan_summary, nullptr, false);
   if (!plan.is_object() || !plan.contains("memory") || !plan["memory"].is_array()) return out;
   for (const auto& m : plan["memory"])
-    if (m.is_object() && m.value("total", -1.0) >= 0) out[m.value("rank", 0)] = m.value("total", 0.0) / kMiB;
+    // Without the reserve (CUDA context, cached blocks), which a run's measured figure does not hold.
+    if (m.is_object() && m.value("total", -1.0) >= 0)
+      out[m.value("rank", 0)] = (m.value("total", 0.0) - m.value("reserve", 0.0)) / kMiB;
   return out;
 }
 

@@ -47,6 +47,10 @@ Time calibrated_optimizer(const plan::Plan& plan, const plan::Stage& st, const p
   Time t;
   if (const plan::OptimizerCost* c = cal.optimizer(o.kind, o.momentum > 0))
     t = Time::us(c->by_params.at(static_cast<double>(st.param_bytes) / 4.0));  // parameters are fp32
+  // fp16: the loss scaler unscales and checks the stage's gradients, and the host waits for the
+  // flag, before the step (the executor runs it just ahead of the rank's first OPTIM).
+  if (plan.scenario.parallel.precision == plan::Precision::fp16)
+    t += Time::us(cal.loss_scaler.at(static_cast<double>(st.param_bytes) / 4.0));
   // DDP: the averaged buckets are divided and copied back into the gradients (two passes).
   if (plan.scenario.parallel.data > 1 && cal.copy_gb_per_s > 0)
     t += Time::us(2.0 * static_cast<double>(st.param_bytes) / (cal.copy_gb_per_s * 1e3));

@@ -41,6 +41,12 @@ int64_t peak_allocated_bytes(int index) {
   return stats.allocated_bytes[0].peak;  // [0]: StatType::AGGREGATE, small and large pools together
 }
 
+int64_t allocated_bytes(int index) {
+  touch_allocator(index);
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(index));
+  return stats.allocated_bytes[0].current;
+}
+
 void reset_peak_memory(int index) {
   touch_allocator(index);
   c10::cuda::CUDACachingAllocator::resetPeakStats(static_cast<c10::DeviceIndex>(index));

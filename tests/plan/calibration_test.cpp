@@ -467,3 +467,56 @@ TEST_CASE("plan::host_at_speed: within the tolerance of the reference, or no ref
   CHECK_FALSE(plan::host_at_speed(16.0, 12.5));                           // this VM's slow state
   CHECK(plan::host_at_speed(1e6, 0));                                     // a profile without a probe
 }
+
+TEST_CASE("plan: a GPU calibration's kept bytes set the activations, and fp16's loss scaler adds to the optimizer",
+          "[plan][sim]") {
+  // A one-layer linear model on the H100 profile, calibrated with hand-picked figures.
+  auto s = test::scenario_from(
+      "name: t\nmodel: {preset: mlp, layers: 1, hidden: 256, input: 784, classes: 10}\n"
+      "data: {source: fashion-mnist, batch_size: 8}\nparallel: {chunks: 1}\n"
+      "optimizer: {kind: sgd, momentum: 0.9}\nhardware: h100-nvlink-ib\n");
+  const plan::Plan counted = plan::resolve_plan(s);
+  auto c = sample_calibration();
+  c.p2p = {};
+  c.allreduce = {};
+  c.send_call = {};
+  c.in_run = {};  // factors of 1: the sum of the parts
+  c.layers.at("linear 784x256 relu fp32").kept_bytes = {{1, 8, 64}, {5000, 40000, 320000}};
+  plan::SignatureCost out;
+  out.signature = "linear 256x10 fp32";
+  out.forward = {{1, 64}, {3, 9}};
+  out.backward = {{1, 64}, {6, 15}};
+  out.kept_bytes = {{1, 64}, {100, 6400}};
+  c.layers[out.signature] = out;
+  c.losses.at("linear 256x10 fp32").kept_bytes = {{1, 64}, {50, 3200}};
+  c.loss_scaler = {{4096, 1048576}, {40, 900}};
+
+  // Written and read back, as calibrate writes a GPU's profile.
+  const auto hw = profile_from(plan::calibrated_copy_yaml(plan::builtin_hardware_text("h100-nvlink-ib"), "h100-here", c, {}));
+  REQUIRE(hw.calibration);
+  CHECK(hw.calibration->layer("linear 784x256 relu fp32")->kept_bytes.at(8) == Approx(40000));
+  CHECK(hw.calibration->loss("linear 256x10 fp32")->kept_bytes.at(64) == Approx(3200));
+  CHECK(hw.calibration->loss_scaler.at(4096) == Approx(40));
+
+  s.hardware = hw;
+  const plan::Plan measured = plan::resolve_plan(s);
+  // Micro-batch 8: the two layers' kept bytes and the loss's, in place of the count.
+  CHECK(measured.ranks[0].memory.activations == 40000 + 800 + 400);
+  CHECK(measured.ranks[0].memory.activations != counted.ranks[0].memory.activations);
+  // Everything but the activations is as counted.
+  CHECK(measured.ranks[0].memory.params == counted.ranks[0].memory.params);
+  CHECK(measured.ranks[0].memory.allocated() == measured.ranks[0].memory.total() - measured.ranks[0].memory.reserve);
+  // Layer checkpointing keeps the inputs (counted) and recomputes one layer's measured bytes.
+  auto layer = s;
+  layer.parallel.activation_checkpointing = plan::Recompute::layer;
+  CHECK(plan::resolve_plan(layer).ranks[0].memory.recompute == 40000);
+
+  // The scaler runs at fp16 only, over the stage's parameters.
+  const double params = 784 * 256 + 256 + 256 * 10 + 10;
+  const double fp32_optimizer = sim::stage_costs(measured)[0].optimizer.to_us();
+  auto fp16 = s;
+  fp16.parallel.precision = plan::Precision::fp16;
+  fp16.hardware.calibration->layers.clear();  // (the fp16 signatures are not measured; costs come from the peaks)
+  CHECK(sim::stage_costs(plan::resolve_plan(fp16))[0].optimizer.to_us() ==
+        Approx(fp32_optimizer + c.loss_scaler.at(params)).epsilon(1e-3));
+}
