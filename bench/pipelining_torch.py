@@ -52,7 +52,7 @@ class Embed(torch.nn.Module):
         self.pos = torch.nn.Embedding(seq, hidden)
 
     def forward(self, ids):
-        return (self.tok(ids) + self.pos(torch.arange(ids.shape[1])).unsqueeze(0)).transpose(0, 1).contiguous()
+        return (self.tok(ids) + self.pos(torch.arange(ids.shape[1], device=ids.device)).unsqueeze(0)).transpose(0, 1).contiguous()
 
 
 class Head(torch.nn.Module):

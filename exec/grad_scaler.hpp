@@ -7,7 +7,8 @@
 // `growth_interval` steps in a row without overflow S grows by `growth_factor`.
 //
 // LibTorch 1.13 has no C++ GradScaler, and its fused _amp_* kernels are CUDA-only, so this is the
-// same algorithm in plain tensor operations (device-generic, tested on the CPU). The scale and
+// same algorithm with the fused unscale-and-check kernel on CUDA gradients and plain tensor
+// operations elsewhere (tested on the CPU). The scale and
 // the growth tracker live on the host: every rank of a job must take the same decision, which
 // needs one host read of the agreed overflow flag per step anyway (PyTorch's step() reads it too).
 #include <torch/torch.h>
