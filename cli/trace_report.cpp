@@ -172,8 +172,8 @@ std::string compare_text(const profiler::CompareReport& r) {
     o << line;
   }
   if (std::any_of(r.ranks.begin(), r.ranks.end(), [](const auto& c) { return c.measured_memory_mb >= 0; })) {
-    o << "\nmemory per rank: the plan's estimate, and what the run took (peak RSS less the size before the model\n"
-         "was built; host memory on CPU ranks)\n";
+    o << "\nmemory per rank: the plan's estimate without its reserve, and what the run took (less the size before\n"
+         "the model was built: peak RSS on CPU ranks, the CUDA allocator's peak of allocated bytes on GPUs)\n";
     for (const auto& c : r.ranks) {
       char line[160];
       if (c.predicted_memory_mb >= 0 && c.measured_memory_mb > 0)
