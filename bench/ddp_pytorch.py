@@ -2,9 +2,13 @@
 scenarios/mlp-fashion-mnist-ddp2.yaml: the same MLP (784-256-256-10), per-rank batch, world size,
 bucket_cap_mb, first bucket, SGD with momentum, Gloo on CPU, one thread per rank, and, as the
 executor does (exec/threads.hpp), the helper threads (Gloo's) SCHED_BATCH unless
-PARALLAX_HELPER_THREADS=normal.
-Prints the median step time in ms. Used by bench/exec_bench.sh; needs Debian's python3-torch."""
+PARALLAX_HELPER_THREADS=normal. The data path is Parallax's too (exec/data.cpp): Fashion-MNIST's
+images as floats in memory, a shuffled order per epoch, and each step this rank's samples taken
+with index_select inside the timed step.
+Prints the median step time in ms. Used by bench/exec_bench.sh; needs a python with torch."""
+import gzip
 import os
+import struct
 import statistics
 import sys
 import threading
@@ -32,6 +36,17 @@ def demote_helper_threads(before):
                 pass  # a thread that ended meanwhile
 
 
+FASHION = os.environ.get("PARALLAX_FASHION_MNIST", "/usr/share/datasets/fashion-mnist")
+
+
+def read_idx(path):
+    with gzip.open(path, "rb") as f:
+        data = f.read()
+    dims = data[3]
+    shape = struct.unpack(">" + "I" * dims, data[4:4 + 4 * dims])
+    return torch.frombuffer(bytearray(data[4 + 4 * dims:]), dtype=torch.uint8).reshape(shape)
+
+
 def worker(rank, world, port, batch, steps, bucket_cap_mb, first_bucket_mb, out):
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
@@ -45,12 +60,21 @@ def worker(rank, world, port, batch, steps, bucket_cap_mb, first_bucket_mb, out)
     ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=bucket_cap_mb)
     demote_helper_threads(before)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
-    x = torch.rand(batch, 784)
-    y = torch.randint(0, 10, (batch,))
+    images = read_idx(FASHION + "/train-images-idx3-ubyte.gz").reshape(-1, 784).float().div_(255.0)
+    labels = read_idx(FASHION + "/train-labels-idx1-ubyte.gz").long()
+    global_batch = batch * world
+    per_epoch = (images.shape[0] // global_batch) * global_batch
+    order, epoch_of_order = None, -1
     loss_fn = nn.CrossEntropyLoss()
     times = []
     for step in range(steps):
         t0 = time.perf_counter()
+        first = step * global_batch + rank * batch
+        if first // per_epoch != epoch_of_order:  # as exec/data.cpp: a new order each epoch
+            epoch_of_order = first // per_epoch
+            order = torch.randperm(images.shape[0], generator=torch.Generator().manual_seed(7919 + epoch_of_order))
+        index = order[first % per_epoch:first % per_epoch + batch]
+        x, y = images.index_select(0, index), labels.index_select(0, index)
         opt.zero_grad()
         loss_fn(ddp(x), y).backward()
         opt.step()
