@@ -2,7 +2,8 @@
 # Executor benchmarks; prints figures (goals in docs/executor.md). Run after building:
 #   bench/exec_bench.sh [build-folder]
 #   PYTHON=.venv-torch/bin/python3 bench/exec_bench.sh build-torch2    # the LibTorch 2.x line
-# (a) one DDP step of scenarios/mlp-fashion-mnist-ddp2.yaml in Parallax and in PyTorch's own
+#   ROUNDS=N sets the interleaved rounds (default 5)
+# (a) one DDP step (the undisturbed step, p20) of scenarios/mlp-fashion-mnist-ddp2.yaml in Parallax and in PyTorch's own
 #     DistributedDataParallel, as a ratio: PyTorch from PYTHON (default Debian's python3-torch,
 #     scripts/setup.sh --bench), which should be the torch the build's LibTorch came from;
 # (b) the host tracer's overhead: the same run with PARALLAX_TRACE=0 and with the tracer on;
@@ -17,17 +18,20 @@ steps=300
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-median_step_ms() {  # the median step time after a warm-up fifth, from parallax run --json
+median_step_ms() {  # the undisturbed step (p20, profiler/step_statistic.hpp) after a warm-up fifth, from parallax run --json
   python3 -c '
-import json, statistics, sys
+import json, sys
 steps = json.load(sys.stdin)["steps"]
-print("%.4f" % statistics.median(s["step_time_ms"] for s in steps[len(steps) // 5:]))'
+xs = sorted(s["step_time_ms"] for s in steps[len(steps) // 5:])
+h = 0.2 * (len(xs) - 1)
+lo = int(h)
+print("%.4f" % (xs[lo] + (h - lo) * (xs[min(lo + 1, len(xs) - 1)] - xs[lo])))'
 }
 
 best() { python3 -c "import sys; print(min(float(x) for x in sys.argv[1:]))" "$@"; }
-rounds=5  # alternate the contenders and keep each one's best median: the machine is shared
+rounds=${ROUNDS:-5}  # alternate the contenders and keep each one's best median: the machine is shared
 
-echo "(a) DDP step, 2 ranks, Gloo, MLP 784-256-256-10, batch 64 per rank, 1 MiB buckets (best of $rounds)"
+echo "(a) DDP step, 2 ranks, Gloo, MLP 784-256-256-10, batch 64 per rank, 1 MiB buckets: each run's undisturbed step (p20), best of $rounds"
 ours=() theirs=()
 for _ in $(seq $rounds); do
   ours+=("$("$parallax" run "$scenario" --set data.steps=$steps --json 2>/dev/null | median_step_ms)")
@@ -39,6 +43,12 @@ done
 if [ ${#theirs[@]} -gt 0 ]; then
   echo "    PyTorch $("$python" -c 'import torch; print(torch.__version__)'), Parallax's LibTorch from $build"
   python3 -c "print('    parallax %.3f ms, pytorch DDP %.3f ms, ratio %.3f (goal <= 1.0)' % ($(best "${ours[@]}"), $(best "${theirs[@]}"), $(best "${ours[@]}") / $(best "${theirs[@]}")))"
+  python3 - "${ours[*]}" "${theirs[*]}" <<'PY'
+import sys
+ours, theirs = [float(x) for x in sys.argv[1].split()], [float(x) for x in sys.argv[2].split()]
+ratios = sorted(o / t for o, t in zip(ours, theirs))
+print("    round by round (interleaved): " + ", ".join("%.3f" % r for r in ratios) + "; median %.3f" % ratios[len(ratios) // 2])
+PY
 else
   echo "    parallax $(best "${ours[@]}") ms; PyTorch is not installed (scripts/setup.sh --bench installs python3-torch)"
 fi
