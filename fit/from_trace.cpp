@@ -224,16 +224,6 @@ StageDurations durations(const plan::Timeline& t) {
   return d;
 }
 
-// The timeline's undisturbed steps only; their count into `steps`.
-plan::Timeline undisturbed_only(plan::Timeline t, int* steps) {
-  const std::vector<int> kept = profiler::undisturbed_steps(t);
-  const std::set<int> keep(kept.begin(), kept.end());
-  *steps += static_cast<int>(keep.size());
-  t.events.erase(std::remove_if(t.events.begin(), t.events.end(), [&](const auto& e) { return !keep.count(e.step); }),
-                 t.events.end());
-  return t;
-}
-
 double mean_of(const std::map<int, std::vector<double>>& by_stage, int stage) {
   const auto it = by_stage.find(stage);
   return it == by_stage.end() ? 0.0 : trimmed_mean(it->second);
@@ -312,7 +302,8 @@ TraceFit fit_to_measured(const plan::Plan& plan, const std::vector<plan::Timelin
   std::vector<double> statistic;
   for (const auto& t : measured) {
     statistic.push_back(run_statistic(t));
-    const plan::Timeline u = undisturbed_only(t, &r.steps);
+    const plan::Timeline u = profiler::undisturbed_only(t);
+    r.steps += static_cast<int>(profiler::undisturbed_steps(t).size());
     const int offset = kept.events.empty() ? 0 : plan::steps_of(kept).back() + 1;
     for (auto e : u.events) {
       e.step += offset;

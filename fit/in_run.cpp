@@ -92,7 +92,7 @@ std::vector<Probe> probe_plans(const std::vector<Calibrated>& plans, const plan:
   return out;
 }
 
-// The mean without the top and bottom 10%, over the undisturbed steps' actions (keep_steps). A
+// The mean without the top and bottom 10%, over the undisturbed steps' actions (profiler::undisturbed_only). A
 // step adds up its actions: the frequent shorter delays belong in it, a rank descheduled for a
 // scheduler slice (~4 ms here, in ~1-3% of the sends) mostly does not. With receives posted at
 // the step's start the remaining tails are such slices; the mean without only the top 1%, kept
@@ -129,18 +129,6 @@ double allreduce_ms(const plan::Timeline& t) {
 }
 
 namespace {
-
-// The timeline's first step (a warm-up) and its undisturbed steps after it.
-plan::Timeline keep_steps(plan::Timeline t) {
-  const std::vector<int> steps = plan::steps_of(t), kept = profiler::undisturbed_steps(t);
-  if (steps.size() < 2) return t;
-  const std::set<int> keep(kept.begin(), kept.end());
-  const int warmup = steps.front();
-  t.events.erase(std::remove_if(t.events.begin(), t.events.end(),
-                                [&](const plan::TimelineEvent& e) { return e.step != warmup && !keep.count(e.step); }),
-                 t.events.end());
-  return t;
-}
 
 // A kind's actions (F, B or OPTIM) in a timeline, one duration each, over the steps after the
 // first when there are several.
@@ -216,7 +204,7 @@ ProbeResult in_run_factors(plan::Plan probe, const plan::Calibration& calibratio
   // run: the factors carry what a run adds to the costs alone, not a burst's slowdown. The first
   // step stays, as the warm-up the figures below leave out.
   const plan::Timeline measured =
-      keep_steps(exec::measured_timeline(results, probe.scenario.name, probe.world_size));
+      profiler::undisturbed_only(exec::measured_timeline(results, probe.scenario.name, probe.world_size), /*keep_warmup=*/true);
   ProbeResult out;
   plan::InRunFactors& f = out.factors;
   const profiler::MessageTiming m = profiler::message_timing(measured, probe.scenario.parallel);

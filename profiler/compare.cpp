@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -76,6 +77,17 @@ std::vector<int> undisturbed_steps(const plan::Timeline& measured) {
   for (size_t i = 0; i < steps.size(); ++i)
     if (!statistic.disturbed(ms[i])) out.push_back(steps[i]);
   return out;
+}
+
+plan::Timeline undisturbed_only(plan::Timeline measured, bool keep_warmup) {
+  const std::vector<int> steps = plan::steps_of(measured), kept = undisturbed_steps(measured);
+  if (steps.size() < 2) return measured;
+  std::set<int> keep(kept.begin(), kept.end());
+  if (keep_warmup) keep.insert(steps.front());
+  auto& events = measured.events;
+  events.erase(std::remove_if(events.begin(), events.end(), [&](const plan::TimelineEvent& e) { return !keep.count(e.step); }),
+               events.end());
+  return measured;
 }
 
 int representative_step(const plan::Timeline& measured) {

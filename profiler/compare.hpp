@@ -58,6 +58,9 @@ CompareReport compare(const plan::Timeline& predicted, const plan::Timeline& mea
 /// The steps after the warm-up that the step statistic counts as undisturbed: what compare's
 /// action and rank figures and calibrate's in-run fits are over.
 std::vector<int> undisturbed_steps(const plan::Timeline& measured);
+/// `measured` with only the events of its undisturbed steps, and of its warm-up step too when
+/// `keep_warmup` (for a reader that drops the first step itself). A run of one step is kept whole.
+plan::Timeline undisturbed_only(plan::Timeline measured, bool keep_warmup = false);
 
 /// The step a timeline view shows of a measured run: of the steps after the warm-up, the one
 /// whose time is closest to the run's step statistic (the step the error is against, not the
