@@ -10,7 +10,9 @@
 // - Activations per layer from Korthikanti et al. 2022 ("Reducing Activation Recomputation in
 //   Large Transformer Models", arXiv 2205.05198, section 4), split by tensor and sequence
 //   parallelism as the paper splits them, kept or recomputed as `activation_checkpointing` says,
-//   times the micro-batches the schedule holds at once on the rank.
+//   times the micro-batches the schedule holds at once on the rank. Where the profile's
+//   calibration measured a layer's `kept_bytes` (on a GPU, from the CUDA allocator) the plan takes
+//   those instead, on one tensor rank without selective recompute, and the loss's as well.
 // - An allowance for what no tensor holds: the CUDA context and library workspaces, and the
 //   caching allocator's fragmentation (MemoryEstimate::reserve).
 #include <cstdint>
