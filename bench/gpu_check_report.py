@@ -8,6 +8,7 @@ Exit status 1 when a step failed or a check that can fail did not hold:
 - every run's losses are finite;
 - the two-rank runs' losses equal the one-rank fp32 run's, step by step (relative 1e-3: the same
   samples, summed in another order on another GEMM shape);
+- where the PyTorch eager side ran, each precision's losses equal Parallax's to the same 1e-3;
 - on a GPU, CUPTI saw kernels, attributed to the compute actions.
 The accuracy and CUPTI goals (calibrated MAPE <= 5%, kernel time within 3% of CUDA-event time)
 are reported against their goal, not enforced: they are what the check is there to measure.
@@ -303,6 +304,9 @@ def main():
         failures.append("no step ran")
     failures += ["%s: a loss is not finite" % p for p, r in f["runs"].items() if r and not r["finite"]]
     failures += ["%s: the losses differ from one rank's" % n for n, t in f["two_ranks"].items() if t and not t["equal"]]
+    failures += ["%s: the losses differ from PyTorch eager's (worst relative %.1e)" % (p, t["worst_relative_loss_difference"])
+                 for p, t in f["torch"].items()
+                 if t.get("worst_relative_loss_difference", 0) > LOSS_TOLERANCE]
     if not dry_run:
         fp32 = f["cupti"]["fp32"]
         if not fp32 or fp32["attributed_kernels"] == 0:
