@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -315,38 +314,17 @@ class Calibrator {
         loss.backward.us.push_back(std::max(0.0, l[1] - call_us));
       }
       if (device_.is_cuda()) {
+        const KeptBytes kept = kept_bytes(module, w.layer, w.last, mb, autocast, device_);
         layer.kept_bytes.mb.push_back(mb);
-        const auto in = float_input ? x.clone().requires_grad_(true) : x;  // the layer before's output
-        layer.kept_bytes.us.push_back(kept_bytes([&] {
-          AutocastScope scope(autocast, device_.type());
-          return module->forward(in);
-        }));
+        layer.kept_bytes.us.push_back(kept.layer);
         if (w.last) {
-          const auto target = loss_target(w.layer, mb, device_);
-          const auto out = torch::randn(output_shape(w.layer, mb), torch::TensorOptions().device(device_)).requires_grad_(true);
           loss.kept_bytes.mb.push_back(mb);
-          loss.kept_bytes.us.push_back(kept_bytes([&] {
-            AutocastScope scope(autocast, device_.type());
-            return model_loss(w.layer, out, target);
-          }));
+          loss.kept_bytes.us.push_back(kept.loss);
         }
       }
       last_pass_us = with[0] + with[1] + with[2];
     }
     return {layer, loss};
-  }
-
-  // On a GPU: the bytes `forward` (which returns its output) leaves allocated while its output,
-  // and with it the autograd graph, lives: what a run holds from an F until its B. The CUDA
-  // caching allocator counts them exactly. The input is made before, as the layer before's output
-  // (counted there).
-  double kept_bytes(const std::function<torch::Tensor()>& forward) {
-    const int index = std::max<int>(0, device_.index());
-    const int64_t before = gpu::allocated_bytes(index);
-    torch::Tensor out = forward();
-    const int64_t after = gpu::allocated_bytes(index);
-    out = torch::Tensor();
-    return static_cast<double>(std::max<int64_t>(0, after - before));
   }
 
   // One forward and backward of the signature at `mb` (backward less the call overhead), repeated.

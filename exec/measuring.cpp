@@ -283,6 +283,40 @@ plan::CostCurve measure_loss_scaler(const std::vector<plan::Plan>& plans, const 
   return curve;
 }
 
+namespace {
+
+double allocated_while(torch::Device device, const std::function<torch::Tensor()>& forward) {
+  const int index = std::max<int>(0, device.index());
+  const int64_t before = gpu::allocated_bytes(index);
+  torch::Tensor out = forward();
+  const int64_t after = gpu::allocated_bytes(index);
+  out = torch::Tensor();
+  return static_cast<double>(std::max<int64_t>(0, after - before));
+}
+
+}  // namespace
+
+KeptBytes kept_bytes(Stage& module, const plan::Layer& layer, bool with_loss, int64_t mb, c10::ScalarType autocast,
+                     torch::Device device) {
+  KeptBytes kept;
+  const bool float_input = layer.kind != plan::LayerKind::embedding;
+  const auto x = layer_input(layer, mb, device);
+  const auto in = float_input ? x.clone().requires_grad_(true) : x;  // the layer before's output
+  kept.layer = allocated_while(device, [&] {
+    AutocastScope scope(autocast, device.type());
+    return module->forward(in);
+  });
+  if (with_loss) {
+    const auto target = loss_target(layer, mb, device);
+    const auto out = torch::randn(output_shape(layer, mb), torch::TensorOptions().device(device)).requires_grad_(true);
+    kept.loss = allocated_while(device, [&] {
+      AutocastScope scope(autocast, device.type());
+      return model_loss(layer, out, target);
+    });
+  }
+  return kept;
+}
+
 double copy_gb_per_s(const Bench& b) {
   const auto src = torch::randn({1 << 22}, torch::TensorOptions().device(b.device));
   auto dst = torch::empty_like(src);

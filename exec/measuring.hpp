@@ -14,6 +14,7 @@
 
 #include "exec/comm.hpp"
 #include "exec/gpu.hpp"
+#include "exec/model.hpp"
 #include "plan/calibration.hpp"
 #include "plan/plan.hpp"
 
@@ -109,6 +110,16 @@ std::vector<plan::OptimizerCost> measure_optimizers(const std::vector<plan::Plan
 /// fp16's loss scaler (unscale, inf/NaN check, the host's read of the flag) over each stage's
 /// parameters of the plans: "mb" holds parameter counts.
 plan::CostCurve measure_loss_scaler(const std::vector<plan::Plan>& plans, const Bench& b);
+
+/// On a GPU, from the CUDA caching allocator's count: the bytes `layer`'s forward at micro-batch
+/// `mb` (under autocast to `autocast`) leaves allocated while its output, and with it the autograd
+/// graph, lives: what a run holds from an F until its B. The input is made before, as the layer
+/// before's output (counted there). With `with_loss`, the same for the loss on the layer's output.
+struct KeptBytes {
+  double layer = 0, loss = 0;
+};
+KeptBytes kept_bytes(Stage& module, const plan::Layer& layer, bool with_loss, int64_t mb, c10::ScalarType autocast,
+                     torch::Device device);
 
 /// A device memory copy's speed.
 double copy_gb_per_s(const Bench& b);
