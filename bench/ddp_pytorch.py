@@ -7,9 +7,7 @@ images as floats in memory, a shuffled order per epoch, and each step this rank'
 with index_select inside the timed step.
 Prints the undisturbed step time in ms (the 20th percentile after a warm-up fifth, as Parallax's
 step statistic). Used by bench/exec_bench.sh; needs a python with torch."""
-import gzip
 import os
-import struct
 import sys
 import threading
 import time
@@ -18,6 +16,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn as nn
+
+from fashion_mnist import training_set
 
 
 def thread_ids():
@@ -44,17 +44,6 @@ def undisturbed(times):
     return xs[lo] + (h - lo) * (xs[min(lo + 1, len(xs) - 1)] - xs[lo])
 
 
-FASHION = os.environ.get("PARALLAX_FASHION_MNIST", "/usr/share/datasets/fashion-mnist")
-
-
-def read_idx(path):
-    with gzip.open(path, "rb") as f:
-        data = f.read()
-    dims = data[3]
-    shape = struct.unpack(">" + "I" * dims, data[4:4 + 4 * dims])
-    return torch.frombuffer(bytearray(data[4 + 4 * dims:]), dtype=torch.uint8).reshape(shape)
-
-
 def worker(rank, world, port, batch, steps, bucket_cap_mb, first_bucket_mb, out):
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
@@ -68,8 +57,7 @@ def worker(rank, world, port, batch, steps, bucket_cap_mb, first_bucket_mb, out)
     ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=bucket_cap_mb)
     demote_helper_threads(before)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
-    images = read_idx(FASHION + "/train-images-idx3-ubyte.gz").reshape(-1, 784).float().div_(255.0)
-    labels = read_idx(FASHION + "/train-labels-idx1-ubyte.gz").long()
+    images, labels = training_set()
     global_batch = batch * world
     per_epoch = (images.shape[0] // global_batch) * global_batch
     order, epoch_of_order = None, -1

@@ -13,11 +13,9 @@ Parallax gives it: torch.manual_seed(seed * 1000003 + layer index), then the lay
 built in exec/model.cpp's order, LibTorch initialising each as torch does.
 """
 import argparse
-import gzip
 import json
 import os
 import socket
-import struct
 import sys
 import time
 import warnings
@@ -29,20 +27,11 @@ import torch.multiprocessing as mp  # noqa: E402
 from torch.distributed.pipelining import PipelineStage  # noqa: E402
 from torch.distributed.pipelining.schedules import get_schedule_class  # noqa: E402
 
+from fashion_mnist import training_set  # noqa: E402
+
 NAMES = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved-1f1b": "Interleaved1F1B", "looped-bfs": "LoopedBFS",
          "interleaved-zero-bubble": "InterleavedZeroBubble", "zbv-zero-bubble": "ZBVZeroBubble",
          "dualpipev": "DualPipeV"}
-FASHION = os.environ.get("PARALLAX_FASHION_MNIST", "/usr/share/datasets/fashion-mnist")
-
-
-def read_idx(path):
-    with gzip.open(path, "rb") as f:
-        data = f.read()
-    dims = data[3]
-    shape = struct.unpack(">" + "I" * dims, data[4:4 + 4 * dims])
-    return torch.frombuffer(bytearray(data[4 + 4 * dims:]), dtype=torch.uint8).reshape(shape)
-
-
 class Embed(torch.nn.Module):
     """exec/model.cpp's EmbedImpl: tokens plus learned positions, out as [seq, batch, hidden]."""
 
@@ -158,8 +147,7 @@ def worker(rank, args, port, queue):
         return torch.nn.functional.cross_entropy(out.float(), target)
     schedule = cls(pipe if multi else pipe[0], chunks, loss_fn=loss_fn, scale_grads=True)
     if not tokens:
-        images = read_idx(f"{FASHION}/train-images-idx3-ubyte.gz").reshape(-1, 784).float().div_(255.0)
-        labels = read_idx(f"{FASHION}/train-labels-idx1-ubyte.gz").long()
+        images, labels = training_set()
         per_epoch = (images.shape[0] // batch) * batch
     has_first, has_last = 0 in mine, (n_stages - 1) in mine
     losses, times = [], []

@@ -205,21 +205,20 @@ plan::CostCurve optimizer_curve(const std::vector<plan::Plan>& plans, const plan
   return curve;
 }
 
-// On a GPU: each stage of the plans with its own parameter tensors, a point per stage size.
-// LibTorch's optimizers launch a few kernels per tensor, one tensor after another, so on a GPU
-// their step follows the number and shapes of the tensors more than their total size (a
-// 67M-parameter transformer's AdamW step took 2.3 ms on an H200's device in a run, a quarter
-// of it idle between launches, and 3.9 ms of the host's time to launch).
-plan::CostCurve stage_optimizer_curve(const std::vector<plan::Plan>& plans, const plan::OptimizerSpec& o, const Bench& b) {
+// A point per stage size of `plans` (those `wanted` accepts): `us_of` timed on the stage's own
+// parameter tensors on the bench's device. "mb" holds parameter counts, as the simulator looks
+// them up (param_bytes / 4).
+plan::CostCurve stage_curve(const std::vector<plan::Plan>& plans, const std::function<bool(const plan::Plan&)>& wanted,
+                            const std::function<double(std::vector<torch::Tensor>)>& us_of, const Bench& b) {
   std::map<double, double> points;  // parameters -> us
   for (const plan::Plan& p : plans) {
-    if (p.scenario.optimizer.kind != o.kind || (p.scenario.optimizer.momentum > 0) != (o.momentum > 0)) continue;
+    if (!wanted(p)) continue;
     for (const plan::Stage& st : p.stages) {
-      const double n = static_cast<double>(st.param_bytes) / 4.0;  // as the simulator looks it up
+      const double n = static_cast<double>(st.param_bytes) / 4.0;
       if (points.count(n)) continue;
       Stage module(p, st.index, /*seed=*/1);
       module->to(b.device);
-      points[n] = optimizer_step_us(o, module->parameters(), b);
+      points[n] = us_of(module->parameters());
     }
   }
   plan::CostCurve curve;
@@ -228,6 +227,20 @@ plan::CostCurve stage_optimizer_curve(const std::vector<plan::Plan>& plans, cons
     curve.us.push_back(us);
   }
   return curve;
+}
+
+// On a GPU: each stage of the plans with its own parameter tensors, a point per stage size.
+// LibTorch's optimizers launch a few kernels per tensor, one tensor after another, so on a GPU
+// their step follows the number and shapes of the tensors more than their total size (a
+// 67M-parameter transformer's AdamW step took 2.3 ms on an H200's device in a run, a quarter
+// of it idle between launches, and 3.9 ms of the host's time to launch).
+plan::CostCurve stage_optimizer_curve(const std::vector<plan::Plan>& plans, const plan::OptimizerSpec& o, const Bench& b) {
+  return stage_curve(
+      plans,
+      [&](const plan::Plan& p) {
+        return p.scenario.optimizer.kind == o.kind && (p.scenario.optimizer.momentum > 0) == (o.momentum > 0);
+      },
+      [&](std::vector<torch::Tensor> ps) { return optimizer_step_us(o, std::move(ps), b); }, b);
 }
 
 }  // namespace
@@ -246,41 +259,28 @@ std::vector<plan::OptimizerCost> measure_optimizers(const std::vector<plan::Plan
 }
 
 plan::CostCurve measure_loss_scaler(const std::vector<plan::Plan>& plans, const Bench& b) {
-  std::map<double, double> points;  // parameters -> us
   // Scale 1: the repeats leave the gradients as they are (the kernels are the same at any scale).
   GradScalerOptions options;
   options.init_scale = 1;
   const GradScaler scaler(options);
   PhaseClock& clock = *b.clock;
-  for (const plan::Plan& p : plans) {
-    for (const plan::Stage& st : p.stages) {
-      const double n = static_cast<double>(st.param_bytes) / 4.0;  // as the simulator looks it up
-      if (points.count(n)) continue;
-      Stage module(p, st.index, /*seed=*/1);
-      module->to(b.device);
-      std::vector<torch::Tensor> ps = module->parameters();
-      for (auto& t : ps) t.mutable_grad() = torch::randn_like(t);
-      // From an idle device (lap() synchronizes), as the executor's check_overflow runs once the
-      // host has queued the backward: the launches, the kernels, and the host's read of the flag.
-      points[n] = repeat(
-          [&] {
-            clock.begin();
-            torch::Tensor found;
-            scaler.unscale(ps, found);
-            const bool overflow = found.item<float>() > 0;
-            clock.end();
-            if (overflow) throw std::logic_error("measure_loss_scaler: random gradients overflowed");
-            return clock.lap();
-          },
-          b.budget)[0];
-    }
-  }
-  plan::CostCurve curve;
-  for (const auto& [n, us] : points) {
-    curve.mb.push_back(n);
-    curve.us.push_back(us);
-  }
-  return curve;
+  auto us_of = [&](std::vector<torch::Tensor> ps) {
+    for (auto& t : ps) t.mutable_grad() = torch::randn_like(t);
+    // From an idle device (lap() synchronizes), as the executor's check_overflow runs once the
+    // host has queued the backward: the launches, the kernels, and the host's read of the flag.
+    return repeat(
+        [&] {
+          clock.begin();
+          torch::Tensor found;
+          scaler.unscale(ps, found);
+          const bool overflow = found.item<float>() > 0;
+          clock.end();
+          if (overflow) throw std::logic_error("measure_loss_scaler: random gradients overflowed");
+          return clock.lap();
+        },
+        b.budget)[0];
+  };
+  return stage_curve(plans, [](const plan::Plan&) { return true; }, us_of, b);
 }
 
 namespace {
