@@ -405,7 +405,7 @@ void bench_step(int replicas, int repeats, bool mixed) {
     t0 = std::chrono::steady_clock::now();
     run = sim::simulate(p, options);
     sim_s.push_back(seconds_since(t0));
-    loop_s.push_back(run.wall_ms / 1e3);
+    loop_s.push_back(run.wall.to_seconds());
   }
   t0 = std::chrono::steady_clock::now();
   const sim::Metrics m = sim::compute_metrics(p, run);

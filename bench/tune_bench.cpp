@@ -47,8 +47,8 @@ void bench_big(int threads) {
     const auto r = tune::search(ev, space, o);
     print_result(prune ? "pruned" : "exhaustive", r);
     if (!r.ranked.empty())
-      std::printf("  %-11s best %.1f ms (%s); as given %.1f ms\n", "", r.ranked.front().step_ms,
-                  pick_text(r, plan::settings_of(s)).c_str(), r.baseline.step_ms);
+      std::printf("  %-11s best %.1f ms (%s); as given %.1f ms\n", "", r.ranked.front().step.to_ms(),
+                  pick_text(r, plan::settings_of(s)).c_str(), r.baseline.step.to_ms());
   }
 }
 
@@ -73,10 +73,10 @@ void bench_scenarios(int threads) {
     o.threads = threads;
     const auto r = tune::search(ev, tune::default_space(s), o);
     total += r.wall_s;
-    const double pick = r.ranked.empty() ? std::nan("") : r.ranked.front().step_ms;
+    const double pick = r.ranked.empty() ? std::nan("") : r.ranked.front().step.to_ms();
     std::printf("%-44s %8zu %8zu %7.2f %9.3f %9.3f %9.3f %7.2fx %7.2fx  %s\n", f.filename().c_str(), r.combinations,
-                r.evaluated, r.wall_s, r.baseline.step_ms, r.defaults.step_ms, pick, r.baseline.step_ms / pick,
-                r.defaults.step_ms / pick, pick_text(r, plan::settings_of(s)).c_str());
+                r.evaluated, r.wall_s, r.baseline.step.to_ms(), r.defaults.step.to_ms(), pick, r.baseline.step.to_ms() / pick,
+                r.defaults.step.to_ms() / pick, pick_text(r, plan::settings_of(s)).c_str());
   }
   std::printf("total %.2f s\n", total);
 }

@@ -49,22 +49,23 @@ int report(const plan::Plan& p, const RunArgs& args, std::vector<exec::RankResul
        << s.parallel.pipeline << ", " << plan::name(s.parallel.schedule) << ", " << s.parallel.chunks << " chunks)\n";
   text << "step   loss       step time\n";
   for (size_t i = 0; i < steps; ++i) {
-    double loss_sum = 0, step_ms = 0;
+    double loss_sum = 0;
+    plan::Time step_time;  // the slowest rank's
     int count = 0;
     for (const auto& r : results) {
       loss_sum += r.steps[i].loss_sum;
       count += r.steps[i].loss_count;
-      step_ms = std::max(step_ms, r.steps[i].step_ms);
+      step_time = std::max(step_time, r.steps[i].step_time);
     }
     const double loss = count ? loss_sum / count : 0.0;
-    steps_json.push_back({{"step", results.front().steps[i].step}, {"step_time_ms", step_ms}, {"loss", loss}});
+    steps_json.push_back({{"step", results.front().steps[i].step}, {"step_time_ms", step_time.to_ms()}, {"loss", loss}});
     if (const auto& first = results.front().steps[i]; first.loss_scale > 0) {  // fp16: every rank agrees on both
       steps_json.back()["loss_scale"] = first.loss_scale;
       steps_json.back()["skipped"] = first.skipped;
     }
     char line[96];
     std::snprintf(line, sizeof line, "%-6lld %-10.5f %.2f ms\n", static_cast<long long>(results.front().steps[i].step + 1),
-                  loss, step_ms);
+                  loss, step_time.to_ms());
     if (steps <= 20 || i < 5 || i + 5 >= steps) text << line;
     else if (i == 5) text << "...\n";
   }

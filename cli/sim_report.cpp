@@ -56,7 +56,7 @@ json simulate_json(const plan::Plan& plan, const sim::SimRun& run, const sim::Me
           {"device_memory_mb", static_cast<double>(m.device_memory) / (1024.0 * 1024.0)},
           {"fits", m.fits},
           {"events", run.events},
-          {"wall_ms", run.wall_ms}};
+          {"wall_ms", run.wall.to_ms()}};
 }
 
 std::string simulate_text(const plan::Plan& plan, const sim::SimRun& run, const sim::Metrics& m) {
@@ -65,7 +65,7 @@ std::string simulate_text(const plan::Plan& plan, const sim::SimRun& run, const 
   o << "simulated  " << plan.scenario.name << ": one optimizer step, " << plan.world_size << " ranks ("
     << p.data << " x " << p.pipeline << (p.tensor > 1 ? " x " + std::to_string(p.tensor) : "")
     << (p.virtual_stages > 1 ? " x v" + std::to_string(p.virtual_stages) : "") << "), " << plan::name(p.schedule) << ", "
-    << plan.schedule.microbatches() << " micro-batches; " << run.events << " events in " << fmt("%.1f ms", run.wall_ms) << "\n";
+    << plan.schedule.microbatches() << " micro-batches; " << run.events << " events in " << fmt("%.1f ms", run.wall.to_ms()) << "\n";
   if (p.tensor > 1)
     o << "tensor     " << p.tensor << "-way" << (p.sequence_parallel ? " with sequence parallelism" : "")
       << ": ranks below are tensor groups (rank r: ranks " << p.tensor << "r.." << p.tensor << "r+" << p.tensor - 1

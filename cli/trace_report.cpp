@@ -113,32 +113,32 @@ json compare_json(const profiler::CompareReport& r) {
   json ranks = json::array(), kinds = json::array(), worst = json::array();
   for (const auto& c : r.ranks)
     ranks.push_back({{"rank", c.rank},
-                     {"bubble_ms", {{"predicted", c.predicted_bubble_ms}, {"measured", c.measured_bubble_ms}}},
+                     {"bubble_ms", {{"predicted", c.predicted_bubble.to_ms()}, {"measured", c.measured_bubble.to_ms()}}},
                      {"bubble_fraction",
                       {{"predicted", c.predicted_bubble_fraction},
                        {"measured", c.measured_bubble_fraction},
                        {"difference", c.predicted_bubble_fraction - c.measured_bubble_fraction}}},
-                     {"exposed_comm_ms", {{"predicted", c.predicted_exposed_comm_ms}, {"measured", c.measured_exposed_comm_ms}}},
+                     {"exposed_comm_ms", {{"predicted", c.predicted_exposed_comm.to_ms()}, {"measured", c.measured_exposed_comm.to_ms()}}},
                      {"memory_mb",
                       {{"predicted", c.predicted_memory_mb < 0 ? json() : json(c.predicted_memory_mb)},
                        {"measured", c.measured_memory_mb < 0 ? json() : json(c.measured_memory_mb)}}}});
   for (const auto& k : r.kinds)
     kinds.push_back({{"kind", k.kind}, {"actions", k.actions}, {"mean_abs_error", k.mean_abs_error},
                      {"worst_error", k.worst_error}, {"worst_action", k.worst_action},
-                     {"total_ms", {{"predicted", k.predicted_ms}, {"measured", k.measured_ms}}}});
+                     {"total_ms", {{"predicted", k.predicted.to_ms()}, {"measured", k.measured.to_ms()}}}});
   for (const auto& a : r.worst)
-    worst.push_back({{"rank", a.rank}, {"action", a.action}, {"difference_ms", a.difference_ms},
-                     {"predicted", {{"start_ms", a.predicted_start_ms}, {"duration_ms", a.predicted_duration_ms}}},
-                     {"measured", {{"start_ms", a.measured_start_ms}, {"duration_ms", a.measured_duration_ms}}}});
+    worst.push_back({{"rank", a.rank}, {"action", a.action}, {"difference_ms", a.difference.to_ms()},
+                     {"predicted", {{"start_ms", a.predicted_start.to_ms()}, {"duration_ms", a.predicted_duration.to_ms()}}},
+                     {"measured", {{"start_ms", a.measured_start.to_ms()}, {"duration_ms", a.measured_duration.to_ms()}}}});
   return {{"step_time_ms",
-           {{"predicted", r.predicted_step_ms},
-            {"measured", r.measured_step.undisturbed_ms},
+           {{"predicted", r.predicted_step.to_ms()},
+            {"measured", r.measured_step.undisturbed.to_ms()},
             {"statistic", profiler::kStatisticName},
             {"error", r.step_error},
-            {"measured_median", r.measured_step.median_ms},
+            {"measured_median", r.measured_step.median.to_ms()},
             {"median_error", r.median_error},
-            {"measured_min", r.measured_step.min_ms},
-            {"measured_max", r.measured_step.max_ms},
+            {"measured_min", r.measured_step.min.to_ms()},
+            {"measured_max", r.measured_step.max.to_ms()},
             {"disturbed_share", r.measured_step.disturbed_share},
             {"steps", r.measured_step.steps}}},
           {"measured_steps", r.measured_steps},
@@ -151,11 +151,11 @@ json compare_json(const profiler::CompareReport& r) {
 std::string compare_text(const profiler::CompareReport& r) {
   std::ostringstream o;
   const profiler::StepStatistic& m = r.measured_step;
-  o << "step time   predicted " << fmt("%.3f ms", r.predicted_step_ms) << ", measured " << fmt("%.3f ms", m.undisturbed_ms)
+  o << "step time   predicted " << fmt("%.3f ms", r.predicted_step.to_ms()) << ", measured " << fmt("%.3f ms", m.undisturbed.to_ms())
     << " (" << profiler::kStatisticName << " of " << m.steps << " steps after warm-up): error "
     << fmt("%+.1f%%", 100 * r.step_error) << "\n";
-  o << "            median " << fmt("%.3f ms", m.median_ms) << " (error " << fmt("%+.1f%%", 100 * r.median_error)
-    << "), min " << fmt("%.3f", m.min_ms) << ", max " << fmt("%.3f", m.max_ms) << "; "
+  o << "            median " << fmt("%.3f ms", m.median.to_ms()) << " (error " << fmt("%+.1f%%", 100 * r.median_error)
+    << "), min " << fmt("%.3f", m.min.to_ms()) << ", max " << fmt("%.3f", m.max.to_ms()) << "; "
     << fmt("%.0f%%", 100 * m.disturbed_share) << " of the steps disturbed (over "
     << fmt("%.0f%%", 100 * profiler::kDisturbedMargin) << " slower); action and rank figures are over the other "
     << r.measured_steps.size() << "\n";
@@ -166,9 +166,9 @@ std::string compare_text(const profiler::CompareReport& r) {
   for (const auto& c : r.ranks) {
     char line[200];
     std::snprintf(line, sizeof line, "%-5d %7.3f ms %5.1f%%  %7.3f ms %5.1f%%  %+6.1f pts    %10.3f ms  %10.3f ms\n", c.rank,
-                  c.predicted_bubble_ms, 100 * c.predicted_bubble_fraction, c.measured_bubble_ms,
+                  c.predicted_bubble.to_ms(), 100 * c.predicted_bubble_fraction, c.measured_bubble.to_ms(),
                   100 * c.measured_bubble_fraction, 100 * (c.predicted_bubble_fraction - c.measured_bubble_fraction),
-                  c.predicted_exposed_comm_ms, c.measured_exposed_comm_ms);
+                  c.predicted_exposed_comm.to_ms(), c.measured_exposed_comm.to_ms());
     o << line;
   }
   if (std::any_of(r.ranks.begin(), r.ranks.end(), [](const auto& c) { return c.measured_memory_mb >= 0; })) {
@@ -198,8 +198,8 @@ std::string compare_text(const profiler::CompareReport& r) {
     char line[240];
     std::snprintf(line, sizeof line,
                   "  rank %d %-14s predicted %9.3f ms +%8.3f   measured %9.3f ms +%8.3f   differs %8.3f ms\n", a.rank,
-                  a.action.c_str(), a.predicted_start_ms, a.predicted_duration_ms, a.measured_start_ms,
-                  a.measured_duration_ms, a.difference_ms);
+                  a.action.c_str(), a.predicted_start.to_ms(), a.predicted_duration.to_ms(), a.measured_start.to_ms(),
+                  a.measured_duration.to_ms(), a.difference.to_ms());
     o << line;
   }
   if (!r.only_predicted.empty() || !r.only_measured.empty()) {

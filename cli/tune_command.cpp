@@ -105,7 +105,7 @@ class ProgressBar {
     const double eta = frac > 0 ? p.elapsed_s * (1 - frac) / frac : 0;
     char line[200];
     std::snprintf(line, sizeof line, "tune: %-10s [%s] %zu/%zu  %.1f s, ETA %.0f s%s", p.phase, bar.c_str(), p.done,
-                  p.total, p.elapsed_s, eta, p.best_ms > 0 ? fmt(", best %.3f ms", p.best_ms).c_str() : "");
+                  p.total, p.elapsed_s, eta, p.best_step > plan::Time() ? fmt(", best %.3f ms", p.best_step.to_ms()).c_str() : "");
     std::cerr << (tty ? "\r" : "") << line << (tty ? "\033[K" : "\n") << std::flush;
     shown_ = tty;
   }
@@ -189,7 +189,7 @@ void keep_executable(tune::Space* space, const plan::Scenario& base) {
 }
 
 std::string samples_per_s(const tune::Evaluation& e) {
-  return fmt("%.0f", e.config.global_batch() / (e.step_ms / 1e3));
+  return fmt("%.0f", e.config.global_batch() / (e.step.to_ms() / 1e3));
 }
 
 }  // namespace
@@ -242,7 +242,7 @@ int tune_command(const TuneArgs& args, const std::string& self) {
   // Run the top K for real: the best measured wins.
   struct Validated {
     const tune::Evaluation* e;
-    double predicted_ms, measured_ms;
+    plan::Time predicted, measured;
   };
   std::vector<Validated> validated;
   const std::vector<const tune::Evaluation*> to_run = validation_candidates(r, static_cast<size_t>(args.validate));
@@ -253,15 +253,15 @@ int tune_command(const TuneArgs& args, const std::string& self) {
     std::cerr << "tune: running " << i + 1 << " of " << to_run.size() << " for real (" << plan::describe(plan::overrides(given, e.config)) << ", "
               << args.validate_steps << " steps)\n";
     const fit::Measurement m = fit::measure(self, args.scenario, sets, args.validate_steps);
-    validated.push_back({&e, e.step_ms, m.measured_ms});
-    std::cerr << "tune:   predicted " << fmt("%.3f", e.step_ms) << " ms, measured " << fmt("%.3f", m.measured_ms)
-              << " ms undisturbed (median " << fmt("%.3f", m.step.median_ms) << " ms, "
+    validated.push_back({&e, e.step, m.step.undisturbed});
+    std::cerr << "tune:   predicted " << fmt("%.3f", e.step.to_ms()) << " ms, measured " << fmt("%.3f", m.step.undisturbed.to_ms())
+              << " ms undisturbed (median " << fmt("%.3f", m.step.median.to_ms()) << " ms, "
               << fmt("%.0f%%", 100 * m.step.disturbed_share) << " of the steps disturbed)\n";
   }
   const tune::Evaluation* best = &r.ranked.front();
   if (!validated.empty())
     best = std::min_element(validated.begin(), validated.end(),
-                            [](const Validated& a, const Validated& b) { return a.measured_ms < b.measured_ms; })->e;
+                            [](const Validated& a, const Validated& b) { return a.measured < b.measured; })->e;
 
   const plan::Overrides best_overrides = plan::overrides(given, best->config);
   // The full simulation of each ranked row, once (the pick is one of them).
@@ -272,8 +272,8 @@ int tune_command(const TuneArgs& args, const std::string& self) {
   const Detail best_detail =
       ranked != r.ranked.end() ? details[ranked - r.ranked.begin()] : detail_of(ev, best->config);
   const Detail given_detail = detail_of(ev, given);
-  const double vs_given = r.baseline.step_ms / best->step_ms;
-  const double vs_defaults = r.defaults.simulated() ? r.defaults.step_ms / best->step_ms : std::nan("");
+  const double vs_given = r.baseline.step / best->step;
+  const double vs_defaults = r.defaults.simulated() ? r.defaults.step / best->step : std::nan("");
   const std::string why =
       "bubble " + fmt("%.0f%%", 100 * best_detail.bubble) + " (as given " + fmt("%.0f%%", 100 * given_detail.bubble) +
       "), exposed communication " + fmt("%.3f ms", best_detail.exposed_ms) + " (as given " +
@@ -282,7 +282,7 @@ int tune_command(const TuneArgs& args, const std::string& self) {
   if (!args.output.empty()) {
     const std::string header = "# Written by parallax tune from " + (args.scenario.empty() ? doc.file() : args.scenario) +
                                ": " + plan::describe(best_overrides) + "\n# predicted step " +
-                               fmt("%.3f ms", best->step_ms) + " (as given " + fmt("%.3f ms", r.baseline.step_ms) + ")\n";
+                               fmt("%.3f ms", best->step.to_ms()) + " (as given " + fmt("%.3f ms", r.baseline.step.to_ms()) + ")\n";
     write_file_atomically(args.output, best_yaml(doc, args.output, best_overrides, header));
   }
 
@@ -290,7 +290,7 @@ int tune_command(const TuneArgs& args, const std::string& self) {
   if (args.json) {
     auto eval_json = [&](const tune::Evaluation& e) {
       return json{{"overrides", overrides_json(plan::overrides(given, e.config))},
-                  {"predicted_step_ms", e.step_ms},
+                  {"predicted_step_ms", e.step.to_ms()},
                   {"peak_memory_mb", static_cast<double>(e.peak_memory) / kMiB}};
     };
     json j;
@@ -319,8 +319,8 @@ int tune_command(const TuneArgs& args, const std::string& self) {
     j["validated"] = json::array();
     for (const auto& v : validated)
       j["validated"].push_back({{"overrides", overrides_json(plan::overrides(given, v.e->config))},
-                                {"predicted_step_ms", v.predicted_ms},
-                                {"measured_step_ms", v.measured_ms},
+                                {"predicted_step_ms", v.predicted.to_ms()},
+                                {"measured_step_ms", v.measured.to_ms()},
                                 {"statistic", profiler::kStatisticName}});
     std::cout << j.dump(2) << "\n";
   } else {
@@ -334,26 +334,26 @@ int tune_command(const TuneArgs& args, const std::string& self) {
       const auto& e = r.ranked[i];
       const Detail& d = details[i];
       const std::string also = tune::also_text(e);
-      std::printf("%4zu %10.3f %10s %6.1f%% %12.3f %10.1f  %s%s\n", i + 1, e.step_ms, samples_per_s(e).c_str(),
+      std::printf("%4zu %10.3f %10s %6.1f%% %12.3f %10.1f  %s%s\n", i + 1, e.step.to_ms(), samples_per_s(e).c_str(),
                   100 * d.bubble, d.exposed_ms, static_cast<double>(e.peak_memory) / kMiB,
                   plan::describe(plan::overrides(given, e.config)).c_str(), also.empty() ? "" : ("  (" + also + ")").c_str());
     }
     std::printf("\nPareto frontier, step time against peak memory (of the configurations simulated):\n");
     for (const auto& e : r.pareto)
-      std::printf("  %10.3f ms %10.1f MiB  %s\n", e.step_ms, static_cast<double>(e.peak_memory) / kMiB,
+      std::printf("  %10.3f ms %10.1f MiB  %s\n", e.step.to_ms(), static_cast<double>(e.peak_memory) / kMiB,
                   plan::describe(plan::overrides(given, e.config)).c_str());
     if (!validated.empty()) {
       std::printf("\nrun for real (%d steps each, measured as the %s; the best measured is the pick):\n",
                   args.validate_steps, profiler::kStatisticName);
       for (const auto& v : validated)
-        std::printf("  predicted %10.3f ms, measured %10.3f ms (%+.1f%%)  %s\n", v.predicted_ms, v.measured_ms,
-                    100 * (v.predicted_ms - v.measured_ms) / v.measured_ms,
+        std::printf("  predicted %10.3f ms, measured %10.3f ms (%+.1f%%)  %s\n", v.predicted.to_ms(), v.measured.to_ms(),
+                    100 * (v.predicted / v.measured - 1),
                     plan::describe(plan::overrides(given, v.e->config)).c_str());
     }
     std::printf("\npick: %s\n", plan::describe(best_overrides).c_str());
-    std::printf("  predicted step %.3f ms: %.2fx the scenario as given (%.3f ms)", best->step_ms, vs_given, r.baseline.step_ms);
+    std::printf("  predicted step %.3f ms: %.2fx the scenario as given (%.3f ms)", best->step.to_ms(), vs_given, r.baseline.step.to_ms());
     if (r.defaults.simulated())
-      std::printf(", %.2fx PyTorch's defaults (%.3f ms: %s)", vs_defaults, r.defaults.step_ms,
+      std::printf(", %.2fx PyTorch's defaults (%.3f ms: %s)", vs_defaults, r.defaults.step.to_ms(),
                   plan::describe(plan::overrides(given, r.defaults.config)).c_str());
     std::printf("\n  why: %s\n", why.c_str());
     if (!args.output.empty())

@@ -47,10 +47,10 @@ void warn_unmeasured(const std::vector<Configuration>& configs, const std::vecto
 // One line per run on stderr: the run's statistic, its median and how much of it was disturbed.
 void print_progress(size_t run, size_t runs, const Configuration& c, const Outcome& o) {
   const profiler::StepStatistic& s = o.runs.back();
-  std::cerr << "validate: [" << run << "/" << runs << "] " << c.label << ": predicted " << fmt("%.3f", o.predicted_ms)
-            << " ms, measured " << fmt("%.3f", s.undisturbed_ms) << " ms undisturbed ("
-            << fmt("%+.1f%%", 100 * (o.predicted_ms - s.undisturbed_ms) / s.undisturbed_ms) << "), median "
-            << fmt("%.3f", s.median_ms) << " ms, " << fmt("%.0f%%", 100 * s.disturbed_share) << " of " << s.steps
+  std::cerr << "validate: [" << run << "/" << runs << "] " << c.label << ": predicted " << fmt("%.3f", o.predicted.to_ms())
+            << " ms, measured " << fmt("%.3f", s.undisturbed.to_ms()) << " ms undisturbed ("
+            << fmt("%+.1f%%", 100 * (o.predicted / s.undisturbed - 1)) << "), median "
+            << fmt("%.3f", s.median.to_ms()) << " ms, " << fmt("%.0f%%", 100 * s.disturbed_share) << " of " << s.steps
             << " steps disturbed\n";
   if (s.steps < profiler::kMinStatisticSteps)
     std::cerr << "validate: warning: " << s.steps << " steps after warm-up; the statistic wants "
@@ -58,7 +58,8 @@ void print_progress(size_t run, size_t runs, const Configuration& c, const Outco
 }
 
 json configuration_json(const Configuration& c, const Prepared& p, const Outcome& o) {
-  json ranks = json::array();
+  json ranks = json::array(), runs = json::array();
+  for (plan::Time t : o.undisturbed_runs()) runs.push_back(t.to_ms());
   for (const auto& r : o.ranks)
     ranks.push_back({{"rank", r.rank},
                      {"predicted_bubble_fraction", r.predicted_bubble_fraction},
@@ -67,13 +68,13 @@ json configuration_json(const Configuration& c, const Prepared& p, const Outcome
           {"overrides", c.overrides},
           {"sets", p.sets},
           {"steps", p.steps},
-          {"predicted_ms", o.predicted_ms},
-          {"measured_ms", o.measured_ms},
+          {"predicted_ms", o.predicted.to_ms()},
+          {"measured_ms", o.measured.to_ms()},
           {"statistic", profiler::kStatisticName},
           {"error", o.error},
           {"spread", o.spread},
-          {"runs_ms", o.runs_ms()},
-          {"median_ms", o.median_ms},
+          {"runs_ms", runs},
+          {"median_ms", o.median.to_ms()},
           {"median_error", o.median_error},
           {"median_spread", o.median_spread},
           {"disturbed_share", o.disturbed_share},
@@ -114,7 +115,7 @@ void print_table(const std::vector<Configuration>& configs, const std::vector<Ou
   for (size_t i = 0; i < outcomes.size(); ++i) {
     const Outcome& o = outcomes[i];
     std::printf("%-52s %7.3f ms %7.3f ms %+7.1f%% %6.1f%%   %7.3f ms %+7.1f%% %6.1f%%   %8.0f%%  %s\n",
-                configs[i].label.c_str(), o.predicted_ms, o.measured_ms, 100 * o.error, 100 * o.spread, o.median_ms,
+                configs[i].label.c_str(), o.predicted.to_ms(), o.measured.to_ms(), 100 * o.error, 100 * o.spread, o.median.to_ms(),
                 100 * o.median_error, 100 * o.median_spread, 100 * o.disturbed_share, bubbles_text(o).c_str());
   }
   std::printf("\nagainst the %s: mean absolute error %.1f%% over %zu configurations, mean signed %+.1f%%, worst "

@@ -80,21 +80,21 @@ int calibrate_from_traces(const CalibrateArgs& args) {
                                                        {"written by parallax calibrate --from-trace: " + base.name +
                                                         " fitted to measured runs of " + plan.scenario.name}));
 
-  std::printf("measured   %.3f ms a step (%s, %d undisturbed steps over %zu run(s))\n", f.measured_ms,
+  std::printf("measured   %.3f ms a step (%s, %d undisturbed steps over %zu run(s))\n", f.measured_step.to_ms(),
               profiler::kStatisticName, f.steps, traces.size());
-  std::printf("predicted  %.3f ms with %s (%+.1f%%), %.3f ms fitted (%+.1f%%)\n", f.base_ms, base.name.c_str(),
-              100 * (f.base_ms - f.measured_ms) / f.measured_ms, f.fitted_ms,
-              100 * (f.fitted_ms - f.measured_ms) / f.measured_ms);
+  std::printf("predicted  %.3f ms with %s (%+.1f%%), %.3f ms fitted (%+.1f%%)\n", f.base_step.to_ms(),
+              base.name.c_str(), 100 * (f.base_step / f.measured_step - 1), f.fitted_step.to_ms(),
+              100 * (f.fitted_step / f.measured_step - 1));
   // A profiler trace's own step marks (ProfilerStep#N) hold what its actions do not (data loading,
   // exchanges outside the model): said beside, not fitted.
-  std::vector<double> marked;
+  std::vector<plan::Time> marked;
   for (const auto& t : traces)
-    for (const auto& s : t.steps) marked.push_back(static_cast<double>(s.end_ns - s.start_ns) / 1e6);
+    for (const auto& s : t.steps) marked.push_back(plan::Time::ns(s.end_ns - s.start_ns));
   if (!marked.empty())
     std::printf("           the traces' own ProfilerStep spans: median %.3f ms over %zu (%.3f-%.3f); the actions "
                 "above cover %.0f%% of that\n",
-                profiler::median(marked), marked.size(), *std::min_element(marked.begin(), marked.end()),
-                *std::max_element(marked.begin(), marked.end()), 100 * f.measured_ms / profiler::median(marked));
+                profiler::median(marked).to_ms(), marked.size(), std::min_element(marked.begin(), marked.end())->to_ms(),
+                std::max_element(marked.begin(), marked.end())->to_ms(), 100 * (f.measured_step / profiler::median(marked)));
   std::printf("\nfitted from the traces:\n");
   for (const auto& line : f.fitted) std::printf("  %s\n", line.c_str());
   std::printf("kept from %s:\n", base.name.c_str());

@@ -57,7 +57,7 @@ std::string result_to_json(const RankResult& r) {
                       d.step, d.bytes});
   nlohmann::json probe = nlohmann::json::array();
   for (const auto& [step, us] : r.host_probe) probe.push_back({step, us});
-  for (const auto& s : r.steps) steps.push_back({s.step, s.loss_sum, s.loss_count, s.step_ms, s.loss_scale, s.skipped});
+  for (const auto& s : r.steps) steps.push_back({s.step, s.loss_sum, s.loss_count, s.step_time.count_ns(), s.loss_scale, s.skipped});
   for (const auto& e : r.events) {
     events.push_back({static_cast<int>(e.lane), static_cast<int>(e.action.kind), e.action.stage, e.action.mb,
                       e.action.bucket, e.start.count_ns(), e.end.count_ns(), e.bytes, e.step});
@@ -89,7 +89,8 @@ RankResult result_from_json(const std::string& text) {
   r.dropped = j["dropped"];
   r.clock = {r.rank, j["clock"][0], j["clock"][1], j["clock"][2]};
   r.memory = {r.rank, j["memory"][0], j["memory"][1]};
-  for (const auto& s : j["steps"]) r.steps.push_back({s[0], s[1], s[2], s[3], s[4], s[5]});
+  for (const auto& s : j["steps"])
+    r.steps.push_back({s[0], s[1], s[2], plan::Time::ns(s[3].get<int64_t>()), s[4], s[5]});
   for (const auto& i : j["instants"]) r.instants.push_back({r.rank, plan::Time::ns(i[0]), i[1], i[2]});
   for (const auto& p : j["host_probe"]) r.host_probe.emplace_back(p[0], p[1]);
   for (const auto& d : j["device"]) {

@@ -109,7 +109,7 @@ class Runtime {
       const int64_t t0 = profiler::now_ns();
       tracer_.instant("step", t0, static_cast<int32_t>(step));
       StepRecord rec = run_step(step);
-      rec.step_ms = static_cast<double>(profiler::now_ns() - t0) / 1e6;
+      rec.step_time = plan::Time::ns(profiler::now_ns() - t0);
       report(rec, steps);
       result.steps.push_back(rec);
       if (options_.checkpoint_every > 0 && (step + 1) % options_.checkpoint_every == 0) checkpoint(step + 1);
@@ -405,7 +405,7 @@ class Runtime {
     last_report_ns_ = now;
     char line[160];
     std::snprintf(line, sizeof line, "step %lld/%lld  loss %.4f  %.1f ms/step", static_cast<long long>(rec.step + 1),
-                  static_cast<long long>(steps), rec.loss_count ? rec.loss_sum / rec.loss_count : 0.0, rec.step_ms);
+                  static_cast<long long>(steps), rec.loss_count ? rec.loss_sum / rec.loss_count : 0.0, rec.step_time.to_ms());
     progress(line);
   }
 

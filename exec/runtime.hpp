@@ -30,7 +30,7 @@ struct StepRecord {
   int64_t step = 0;
   double loss_sum = 0;  ///< over this rank's last-stage micro-batches (each a mean over its samples)
   int loss_count = 0;
-  double step_ms = 0;
+  plan::Time step_time;  ///< the rank's wall time of the step, on its host
   double loss_scale = 0;  ///< the loss scale this step used (0: no loss scaler)
   bool skipped = false;   ///< a gradient overflowed somewhere: no optimizer stepped
 };

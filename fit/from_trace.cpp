@@ -274,17 +274,17 @@ plan::Timeline predict(const plan::Plan& base, const plan::FittedCosts& fc, plan
 }
 
 // A measured run's step statistic, over its steps after the warm-up.
-double run_statistic(const plan::Timeline& t) {
+plan::Time run_statistic(const plan::Timeline& t) {
   std::vector<int> steps = plan::steps_of(t);
   if (steps.size() > 1) steps.erase(steps.begin());
-  std::vector<double> ms;
-  for (int s : steps) ms.push_back(plan::step_times(t, s).step_time.to_ms());
-  return profiler::step_statistic(ms).undisturbed_ms;
+  std::vector<plan::Time> times;
+  for (int s : steps) times.push_back(plan::step_times(t, s).step_time);
+  return profiler::step_statistic(times).undisturbed;
 }
 
-double step_ms(const plan::Timeline& t) {
+plan::Time step_time(const plan::Timeline& t) {
   const auto steps = plan::steps_of(t);
-  return steps.empty() ? 0.0 : plan::step_times(t, steps.front()).step_time.to_ms();
+  return steps.empty() ? plan::Time() : plan::step_times(t, steps.front()).step_time;
 }
 
 }  // namespace
@@ -299,7 +299,7 @@ plan::Timeline measured_actions(const profiler::LoadedTrace& trace, const plan::
 TraceFit fit_to_measured(const plan::Plan& plan, const std::vector<plan::Timeline>& measured) {
   TraceFit r;
   plan::Timeline kept;  // every trace's undisturbed steps, steps renumbered apart
-  std::vector<double> statistic;
+  std::vector<plan::Time> statistic;
   for (const auto& t : measured) {
     statistic.push_back(run_statistic(t));
     const plan::Timeline u = profiler::undisturbed_only(t);
@@ -311,13 +311,13 @@ TraceFit fit_to_measured(const plan::Plan& plan, const std::vector<plan::Timelin
     }
   }
   kept.world_size = plan.world_size;
-  r.measured_ms = profiler::median(statistic);
+  r.measured_step = profiler::median(statistic);
   const StageDurations m = durations(kept);
-  const double measured_allreduce = allreduce_ms(kept);
+  const plan::Time measured_allreduce = allreduce_time(kept);
 
   plan::FittedCosts fc;
   plan::Plan p;
-  r.base_ms = step_ms(predict(plan, fc, &p));
+  r.base_step = step_time(predict(plan, fc, &p));
   // A few rounds: a profile's fixed costs per action (calls, in-run extras, the loss) do not
   // scale with a factor, so one round undershoots; four bring the stages within 0.1% here.
   constexpr int kRounds = 4;
@@ -327,16 +327,17 @@ TraceFit fit_to_measured(const plan::Plan& plan, const std::vector<plan::Timelin
     refit_layers(p, m, q, true, &fc);
     refit_layers(p, m, q, false, &fc);
     if (const double f = ratio_of(m.optimizer, q.optimizer); f > 0) fc.optimizer *= f;
-    if (const double a = allreduce_ms(predicted); a > 0 && measured_allreduce > 0) fc.allreduce *= measured_allreduce / a;
+    if (const plan::Time a = allreduce_time(predicted); a > plan::Time() && measured_allreduce > plan::Time())
+      fc.allreduce *= measured_allreduce / a;
   }
   r.costs = fc;
-  r.fitted_ms = step_ms(predict(plan, fc, &p));
+  r.fitted_step = step_time(predict(plan, fc, &p));
 
   for (const auto& [signature, f] : fc.layers)
     r.fitted.push_back(signature + ": forward x" + number(f.forward) + ", backward x" + number(f.backward));
   if (m.optimizer.empty()) r.kept.push_back("the optimizer step (no OPTIM in the traces)");
   else r.fitted.push_back("optimizer step x" + number(fc.optimizer));
-  if (measured_allreduce > 0) r.fitted.push_back("all-reduces x" + number(fc.allreduce));
+  if (measured_allreduce > plan::Time()) r.fitted.push_back("all-reduces x" + number(fc.allreduce));
   else r.kept.push_back("all-reduces (none in the traces)");
   r.kept.push_back("point-to-point messages and their calls (the base's; a measured RECV holds its wait)");
   r.kept.push_back("memory, and layers of other signatures");

@@ -36,8 +36,8 @@ struct TraceFit {
   plan::FittedCosts costs;
   std::vector<std::string> fitted;  ///< what the traces gave, in words
   std::vector<std::string> kept;    ///< what stays the base profile's, in words
-  double measured_ms = 0;           ///< the step statistic, the median over the traces
-  double base_ms = 0, fitted_ms = 0;  ///< the step predicted with the base profile, and fitted
+  plan::Time measured_step;           ///< the step statistic, the median over the traces
+  plan::Time base_step, fitted_step;  ///< the step predicted with the base profile, and fitted
   int steps = 0;                      ///< undisturbed steps the fit is over, all traces
 };
 

@@ -42,18 +42,18 @@ std::vector<Calibrated> executable_plans(const std::vector<std::string>& files, 
 std::vector<Probe> probe_plans(const std::vector<Calibrated>& plans, const plan::HardwareProfile& base) {
   const std::vector<std::string> common = {"hardware=ideal", "parallel.virtual=1", "parallel.partition_len=balanced",
                                            "parallel.grad_accumulation=1", "parallel.activation_checkpointing=false"};
-  auto estimate_ms = [&](plan::Scenario s) {
+  auto estimate = [&](plan::Scenario s) {
     s.hardware = base;
-    return plan::step_times(sim::simulate(plan::resolve_plan(s)).timeline, 0).step_time.to_ms();
+    return plan::step_times(sim::simulate(plan::resolve_plan(s)).timeline, 0).step_time;
   };
   auto probe = [&](const Calibrated& c, const std::vector<std::string>& layout, const std::string& words) {
     std::vector<std::string> sets = common;
     sets.insert(sets.end(), layout.begin(), layout.end());
     plan::Scenario s = plan::load_scenario(c.file, sets);
-    const double step_ms = estimate_ms(s);
-    s.data.steps = steps_for(step_ms);  // as validate measures a run
+    const plan::Time step = estimate(s);
+    s.data.steps = steps_for(step);  // as validate measures a run
     s.name += " (calibration probe: " + words + ", " + std::to_string(s.data.steps) + " steps)";
-    return std::make_pair(step_ms, plan::resolve_plan(s));
+    return std::make_pair(step, plan::resolve_plan(s));
   };
   auto pipeline = [&](const Calibrated& c) {
     const int batch = c.plan.scenario.data.batch_size;
@@ -63,18 +63,18 @@ std::vector<Probe> probe_plans(const std::vector<Calibrated>& plans, const plan:
                  "pipeline 2, 1f1b, " + std::to_string(chunks) + " chunks");
   };
   // The shortest and the longest pipeline probe among models whose probe step is short enough.
-  constexpr double kLongestProbeStepMs = 100;  // 20 steps in 2 s
-  std::optional<std::pair<double, plan::Plan>> small, large;
+  const plan::Time kLongestProbeStep = plan::Time::ms(100);  // 20 steps in 2 s
+  std::optional<std::pair<plan::Time, plan::Plan>> small, large;
   const Calibrated *small_model = nullptr, *large_model = nullptr;
   for (const auto& c : plans) {
     if (c.plan.layers().size() < 2) continue;
     auto p = pipeline(c);
     if (!small || p.first < small->first) small = p, small_model = &c;
-    if (p.first <= kLongestProbeStepMs && (!large || p.first > large->first)) large = p, large_model = &c;
+    if (p.first <= kLongestProbeStep && (!large || p.first > large->first)) large = p, large_model = &c;
   }
   if (!small_model) return {};
   constexpr double kDistinctSize = 3;  // step ratio from which the two models tell size effects apart
-  if (!large || large->first < kDistinctSize * small->first) large_model = nullptr;
+  if (!large || large->first / small->first < kDistinctSize) large_model = nullptr;
   std::vector<Probe> out;
   for (const Calibrated* model : {small_model, large_model}) {
     if (!model) continue;
@@ -110,7 +110,7 @@ double trimmed_mean(std::vector<double> v) {
 
 // A step's all-reduce time on one rank: the union of its ALLREDUCE spans (they may overlap), as
 // a mean over ranks and steps (after the first, when there are several).
-double allreduce_ms(const plan::Timeline& t) {
+plan::Time allreduce_time(const plan::Timeline& t) {
   std::map<std::pair<int, int>, std::vector<std::pair<int64_t, int64_t>>> spans;  // by (step, rank)
   int first_step = INT32_MAX, last_step = INT32_MIN;
   for (const auto& e : t.events) {
@@ -118,14 +118,14 @@ double allreduce_ms(const plan::Timeline& t) {
     last_step = std::max(last_step, e.step);
     if (e.lane == plan::Lane::allreduce) spans[{e.step, e.rank}].emplace_back(e.start.count_ns(), e.end.count_ns());
   }
-  double sum = 0;
-  int n = 0;
+  plan::Time sum;
+  int64_t n = 0;
   for (auto& [key, v] : spans) {
     if (key.first == first_step && last_step > first_step) continue;
-    sum += plan::Time::ns(plan::union_length(std::move(v))).to_ms();
+    sum += plan::Time::ns(plan::union_length(std::move(v)));
     ++n;
   }
-  return n ? sum / n : 0.0;
+  return n ? sum / n : plan::Time();
 }
 
 namespace {
@@ -229,9 +229,9 @@ ProbeResult in_run_factors(plan::Plan probe, const plan::Calibration& calibratio
     const int n = probe.scenario.parallel.chunks * probe.scenario.parallel.grad_accumulation;
     if (n > 1) out.means[kB] = {typical_backward_us(predicted, n, false), typical_backward_us(measured, n, false)};
   }
-  if (const double predicted_ms = allreduce_ms(predicted); predicted_ms > 0) {
-    const double measured_ms = allreduce_ms(measured);
-    if (measured_ms > 0) f.allreduce = measured_ms / predicted_ms;
+  if (const plan::Time predicted_allreduce = allreduce_time(predicted); predicted_allreduce > plan::Time()) {
+    const plan::Time measured_allreduce = allreduce_time(measured);
+    if (measured_allreduce > plan::Time()) f.allreduce = measured_allreduce / predicted_allreduce;
   }
   f.probe = probe.scenario.name;
   return out;

@@ -77,7 +77,7 @@ std::string in_run_words(double factor, double extra_us);
 // - a step's all-reduce time on one rank, the union of its ALLREDUCE spans, as a mean over ranks
 //   and steps (after the first, when there are several); 0 without all-reduces.
 double trimmed_mean(std::vector<double> v);
-double allreduce_ms(const plan::Timeline& t);
+plan::Time allreduce_time(const plan::Timeline& t);
 
 // The in-run figures of one layout: the small model's, with F, B and OPTIM fitted by size.
 plan::InRunFactors layout_factors(const ProbeResult& small, const ProbeResult* large);

@@ -83,7 +83,7 @@ Prepared prepare(const Configuration& c, int steps, const std::vector<std::strin
   if (steps <= 0) {  // as many as the predicted step time asks for
     const Prepared probe = prepare(c, 3, common);
     const auto first = plan::steps_of(probe.predicted);
-    return prepare(c, steps_for(first.empty() ? 0 : plan::step_times(probe.predicted, first.front()).step_time.to_ms()),
+    return prepare(c, steps_for(first.empty() ? plan::Time() : plan::step_times(probe.predicted, first.front()).step_time),
                    common);
   }
   Prepared p;
@@ -111,43 +111,44 @@ void run_once(const Configuration& c, const Prepared& p, const std::string& self
     throw std::runtime_error("the run of " + c.label + " failed (exit " + std::to_string(rc) + "):\n" +
                              tail_of((work / "run.err").string(), 8));
   const auto report = profiler::compare(p.predicted, profiler::read_trace(trace).timeline);
-  o->predicted_ms = report.predicted_step_ms;
+  o->predicted = report.predicted_step;
   o->runs.push_back(report.measured_step);
   if (o->ranks.empty()) o->ranks = report.ranks;
 }
 
-std::vector<double> Outcome::runs_ms() const {
-  std::vector<double> v;
-  for (const auto& r : runs) v.push_back(r.undisturbed_ms);
+std::vector<plan::Time> Outcome::undisturbed_runs() const {
+  std::vector<plan::Time> v;
+  for (const auto& r : runs) v.push_back(r.undisturbed);
   return v;
 }
 
 void summarise(Outcome* o) {
   if (o->runs.empty()) return;
-  const std::vector<double> undisturbed = o->runs_ms();
-  std::vector<double> medians;
+  const std::vector<plan::Time> undisturbed = o->undisturbed_runs();
+  std::vector<plan::Time> medians;
   double steps = 0, disturbed = 0;
   for (const auto& r : o->runs) {
-    medians.push_back(r.median_ms);
+    medians.push_back(r.median);
     steps += r.steps;
     disturbed += r.disturbed_share * r.steps;
   }
-  const auto relative = [&](double v, double to) { return to > 0 ? v / to : 0.0; };
+  const auto relative = [](plan::Time v, plan::Time to) { return to > plan::Time() ? v / to : 0.0; };
   const auto [low, high] = std::minmax_element(undisturbed.begin(), undisturbed.end());
-  o->measured_ms = profiler::median(undisturbed);
-  o->low_ms = *low;
-  o->high_ms = *high;
-  o->spread = relative(*high - *low, o->measured_ms);
-  o->error = relative(o->predicted_ms - o->measured_ms, o->measured_ms);
+  o->measured = profiler::median(undisturbed);
+  o->low = *low;
+  o->high = *high;
+  o->spread = relative(*high - *low, o->measured);
+  o->error = relative(o->predicted - o->measured, o->measured);
   const auto [mlow, mhigh] = std::minmax_element(medians.begin(), medians.end());
-  o->median_ms = profiler::median(medians);
-  o->median_spread = relative(*mhigh - *mlow, o->median_ms);
-  o->median_error = relative(o->predicted_ms - o->median_ms, o->median_ms);
-  o->disturbed_share = relative(disturbed, steps);
+  o->median = profiler::median(medians);
+  o->median_spread = relative(*mhigh - *mlow, o->median);
+  o->median_error = relative(o->predicted - o->median, o->median);
+  o->disturbed_share = steps > 0 ? disturbed / steps : 0.0;
 }
 
-int steps_for(double predicted_step_ms) {
-  const double for_time = predicted_step_ms > 0 ? std::ceil(kMinMeasuredSeconds * 1000 / predicted_step_ms) : 0;
+int steps_for(plan::Time predicted_step) {
+  const double for_time =
+      predicted_step > plan::Time() ? std::ceil(plan::Time::seconds(kMinMeasuredSeconds) / predicted_step) : 0;
   return 1 + std::clamp(static_cast<int>(for_time), profiler::kMinStatisticSteps, kMaxAutoSteps);
 }
 
@@ -164,7 +165,7 @@ Measurement measure(const std::string& self, const std::string& scenario, const 
     throw;
   }
   remove_tree(work.string());
-  return {o.predicted_ms, o.runs.front().undisturbed_ms, o.runs.front()};
+  return {o.predicted, o.runs.front()};
 }
 
 void remove_tree(const std::string& path) {

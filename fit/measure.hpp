@@ -26,15 +26,16 @@ struct Configuration {
 /// each run (its undisturbed step), and over the runs their median; the median step is kept
 /// beside it with its own error, for comparison.
 struct Outcome {
-  double predicted_ms = 0;
+  plan::Time predicted;
   std::vector<profiler::StepStatistic> runs;  ///< one per run, over its steps after warm-up
-  double measured_ms = 0;  ///< the median of the runs' undisturbed steps
-  double low_ms = 0, high_ms = 0;  ///< their range over the runs
-  double spread = 0;               ///< (high - low) / measured
-  double error = 0;                ///< (predicted - measured) / measured
-  double median_ms = 0, median_spread = 0, median_error = 0;  ///< the same with each run's median step
+  plan::Time measured;       ///< the median of the runs' undisturbed steps
+  plan::Time low, high;      ///< their range over the runs
+  double spread = 0;         ///< (high - low) / measured
+  double error = 0;          ///< (predicted - measured) / measured
+  plan::Time median;         ///< the same with each run's median step
+  double median_spread = 0, median_error = 0;
   double disturbed_share = 0;  ///< of all the runs' steps, the disturbed ones
-  std::vector<double> runs_ms() const;  ///< each run's undisturbed step
+  std::vector<plan::Time> undisturbed_runs() const;  ///< each run's undisturbed step
   std::vector<profiler::RankComparison> ranks;  ///< of the first run
 };
 
@@ -65,15 +66,14 @@ void summarise(Outcome* o);
 /// calibrate's in-run probes run as many.
 inline constexpr double kMinMeasuredSeconds = 2.0;
 inline constexpr int kMaxAutoSteps = 400;
-int steps_for(double predicted_step_ms);
+int steps_for(plan::Time predicted_step);
 
 /// One configuration run for real (`parallax run SCENARIO --set ...` in a child process, `steps`
 /// steps) and simulated, through compare's definitions: the predicted and the measured step
 /// (the step statistic after the warm-up step). runtime_error when the run fails.
 struct Measurement {
-  double predicted_ms = 0;
-  double measured_ms = 0;  ///< the undisturbed step
-  profiler::StepStatistic step;
+  plan::Time predicted;
+  profiler::StepStatistic step;  ///< step.undisturbed is the measured step
 };
 Measurement measure(const std::string& self, const std::string& scenario, const std::vector<std::string>& sets, int steps);
 

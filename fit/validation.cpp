@@ -91,10 +91,10 @@ ValidationSummary summarise(const std::vector<Configuration>& configs, const std
     }
     if (configs[i].sweep.empty()) continue;
     SweepSummary& sw = s.sweeps[configs[i].sweep];
-    sw.predicted.push_back(o.predicted_ms);
-    sw.measured.push_back(o.measured_ms);
-    sw.low.push_back(o.low_ms);
-    sw.high.push_back(o.high_ms);
+    sw.predicted.push_back(o.predicted.to_ms());
+    sw.measured.push_back(o.measured.to_ms());
+    sw.low.push_back(o.low.to_ms());
+    sw.high.push_back(o.high.to_ms());
   }
   s.spread_median = profiler::median(spreads);
   for (auto& [name, sw] : s.sweeps) {

@@ -92,14 +92,14 @@ StageBubbles stage_bubbles(const Prediction& prediction, const profiler::Compare
 QString step_time_text(const Prediction* prediction, const profiler::CompareReport* comparison) {
   if (!prediction && !comparison) return "Step time: —";
   QString text = "Step time ";
-  const double predicted_ms = comparison ? comparison->predicted_step_ms : prediction->metrics.step_time.to_ms();
-  text += QString::number(predicted_ms, 'f', 2) + " ms predicted";
+  const plan::Time predicted = comparison ? comparison->predicted_step : prediction->metrics.step_time;
+  text += QString::number(predicted.to_ms(), 'f', 2) + " ms predicted";
   if (comparison) {
     const profiler::StepStatistic& m = comparison->measured_step;
     text += QString(", %1 ms measured (undisturbed: p20 of %2 steps; median %3 ms, %4% disturbed), error %5%")
-                .arg(m.undisturbed_ms, 0, 'f', 2)
+                .arg(m.undisturbed.to_ms(), 0, 'f', 2)
                 .arg(m.steps)
-                .arg(m.median_ms, 0, 'f', 2)
+                .arg(m.median.to_ms(), 0, 'f', 2)
                 .arg(100.0 * m.disturbed_share, 0, 'f', 0)
                 .arg(100.0 * comparison->step_error, 0, 'f', 1);
   }
@@ -203,7 +203,7 @@ QChart* MetricsView::exposed_chart(const Prediction& p, const profiler::CompareR
   if (c) {
     measured.assign(predicted.size(), 0);
     for (const auto& r : c->ranks)
-      if (r.rank < static_cast<int>(measured.size())) measured[r.rank] = r.measured_exposed_comm_ms;
+      if (r.rank < static_cast<int>(measured.size())) measured[r.rank] = r.measured_exposed_comm.to_ms();
   }
   auto* series = new QBarSeries;
   series->append(bar_set("predicted", predicted, kPredicted));

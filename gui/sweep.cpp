@@ -57,7 +57,7 @@ std::string axis_value(const SweepAxis& axis, const plan::Settings& settings) {
 int SweepGrid::best() const {
   int best = -1;
   for (size_t i = 0; i < cells.size(); ++i)
-    if (cells[i].done && !std::isnan(cells[i].step_ms) && (best < 0 || cells[i].step_ms < cells[best].step_ms))
+    if (cells[i].valid() && (best < 0 || cells[i].step < cells[best].step))
       best = static_cast<int>(i);
   return best;
 }
@@ -102,7 +102,7 @@ SweepCell evaluate_cell(tune::Evaluator& evaluator, const plan::Settings& config
   SweepCell c;
   c.done = true;
   try {
-    c.step_ms = evaluator.evaluate(config).step_ms;
+    c.step = evaluator.evaluate(config).step;
   } catch (const plan::InputError& e) {
     c.error = e.message();
   } catch (const std::exception& e) {

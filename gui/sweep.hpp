@@ -23,9 +23,10 @@ struct SweepAxis {
 };
 
 struct SweepCell {
-  double step_ms = std::nan("");  ///< NaN until simulated, or when rejected
-  std::string error;               ///< why the configuration is not valid
+  plan::Time step;    ///< the predicted step; 0 until simulated, or when rejected
+  std::string error;  ///< why the configuration is not valid
   bool done = false;
+  bool valid() const { return done && step > plan::Time(); }
 };
 
 struct SweepGrid {

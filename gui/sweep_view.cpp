@@ -54,7 +54,7 @@ class Heatmap : public QWidget {
     }
     double lo = INFINITY, hi = -INFINITY;
     for (const auto& c : g.cells)
-      if (c.done && !std::isnan(c.step_ms)) lo = std::min(lo, c.step_ms), hi = std::max(hi, c.step_ms);
+      if (c.valid()) lo = std::min(lo, c.step.to_ms()), hi = std::max(hi, c.step.to_ms());
     const int best = g.best();
     QFont small = font();
     small.setPointSizeF(font().pointSizeF() * 0.9);
@@ -64,14 +64,14 @@ class Heatmap : public QWidget {
         const SweepCell& c = g.cells[i];
         const QRectF rc = cell_rect(r, col).adjusted(1, 1, -1, -1);
         QColor fill(235, 235, 235);
-        if (c.done && !std::isnan(c.step_ms)) {
-          const double f = hi > lo ? std::log(c.step_ms / lo) / std::log(hi / lo) : 0;
+        if (c.valid()) {
+          const double f = hi > lo ? std::log(c.step.to_ms() / lo) / std::log(hi / lo) : 0;
           fill = QColor::fromHsvF((1 - f) * 0.33, 0.55, 0.95);  // green (fast) to red (slow)
         }
         p.fillRect(rc, fill);
         p.setPen(Qt::black);
         p.setFont(small);
-        QString text = !c.done ? "…" : std::isnan(c.step_ms) ? "invalid" : QString::number(c.step_ms, 'f', c.step_ms < 10 ? 2 : 1);
+        QString text = !c.done ? "…" : !c.valid() ? "invalid" : QString::number(c.step.to_ms(), 'f', c.step.to_ms() < 10 ? 2 : 1);
         if (i == best) text = "★ " + text;
         p.drawText(rc, Qt::AlignCenter, text);
         if (i == best) {
@@ -106,7 +106,7 @@ class Heatmap : public QWidget {
                  QString("★ best: chunks %1, %2 = %3 → %4 ms  (click a cell to load it)")
                      .arg(QString::fromStdString(g.y.values[best / g.columns()]), QString::fromStdString(g.x.key),
                           QString::fromStdString(g.x.values[best % g.columns()]))
-                     .arg(g.cells[best].step_ms, 0, 'f', 2));
+                     .arg(g.cells[best].step.to_ms(), 0, 'f', 2));
   }
 
   void mouseMoveEvent(QMouseEvent* e) override {
@@ -117,14 +117,14 @@ class Heatmap : public QWidget {
     QString text = QString("chunks %1, %2 = %3\n").arg(QString::fromStdString(g.y.values[i / g.columns()]),
                                                         QString::fromStdString(g.x.key),
                                                         QString::fromStdString(g.x.values[i % g.columns()]));
-    text += !c.done ? "not simulated yet" : std::isnan(c.step_ms) ? QString::fromStdString(c.error)
-                                                                  : QString("predicted step time %1 ms").arg(c.step_ms, 0, 'f', 3);
+    text += !c.done ? "not simulated yet" : !c.valid() ? QString::fromStdString(c.error)
+                                                                  : QString("predicted step time %1 ms").arg(c.step.to_ms(), 0, 'f', 3);
     QToolTip::showText(e->globalPosition().toPoint(), text, this);
   }
 
   void mouseReleaseEvent(QMouseEvent* e) override {
     const int i = cell_at(e->position());
-    if (i >= 0 && owner_->grid().cells[i].done && !std::isnan(owner_->grid().cells[i].step_ms)) owner_->chosen(i);
+    if (i >= 0 && owner_->grid().cells[i].valid()) owner_->chosen(i);
   }
 
  private:
@@ -246,7 +246,7 @@ void SweepView::on_finished() {
   run_->setEnabled(true);
   cancel_->setEnabled(false);
   int done = 0, invalid = 0;
-  for (const auto& c : grid_.cells) done += c.done, invalid += c.done && std::isnan(c.step_ms);
+  for (const auto& c : grid_.cells) done += c.done, invalid += c.done && !c.valid();
   if (done == static_cast<int>(grid_.cells.size()))
     status_->setText(QString("%1 configurations simulated (%2 invalid for this scenario).").arg(done).arg(invalid) + note_);
   heatmap_->update();

@@ -5,6 +5,8 @@
 #include <QTableWidgetItem>
 #include <cmath>
 
+#include "plan/time.hpp"
+
 namespace parallax::gui::tune_cells {
 
 enum Column { kRank, kChanged, kStep, kSamples, kMemory, kMeasured, kColumns };
@@ -17,8 +19,10 @@ inline QTableWidgetItem* item(const QString& text,
   return i;
 }
 
-inline QString ms_text(double ms) {
-  return std::isnan(ms) ? QString("—") : QString::number(ms, 'f', ms < 10 ? 3 : 2);
+/// A step time in ms; "—" for none (0).
+inline QString ms_text(plan::Time t) {
+  const double ms = t.to_ms();
+  return t > plan::Time() ? QString::number(ms, 'f', ms < 10 ? 3 : 2) : QString("—");
 }
 
 }  // namespace parallax::gui::tune_cells

@@ -63,8 +63,12 @@ std::vector<ValidatedRow> parse_validated(const QByteArray& json, QString* error
     const QJsonObject overrides = o.value("overrides").toObject();
     for (auto it = overrides.begin(); it != overrides.end(); ++it)
       row.overrides.emplace_back(it.key().toStdString(), value_text(it.value()));
-    row.predicted_step_ms = o.value("predicted_step_ms").toDouble(std::nan(""));
-    row.measured_step_ms = o.value("measured_step_ms").toDouble(std::nan(""));
+    auto time_of = [&](const char* key) {
+      const QJsonValue ms = o.value(key);
+      return ms.isDouble() && ms.toDouble() > 0 ? plan::Time::ms(ms.toDouble()) : plan::Time();
+    };
+    row.predicted_step = time_of("predicted_step_ms");
+    row.measured_step = time_of("measured_step_ms");
     out.push_back(std::move(row));
   }
   error->clear();
@@ -189,13 +193,14 @@ void TuneView::show_validation() {
   // The fastest measured is the pick `parallax tune --validate` makes.
   int fastest = -1;
   for (int i = 0; i < static_cast<int>(validated_.size()); ++i)
-    if (std::isfinite(validated_[i].measured_step_ms) &&
-        (fastest < 0 || validated_[i].measured_step_ms < validated_[fastest].measured_step_ms))
+    if (validated_[i].measured_step > plan::Time() &&
+        (fastest < 0 || validated_[i].measured_step < validated_[fastest].measured_step))
       fastest = i;
   validation_table_->setRowCount(static_cast<int>(validated_.size()));
   for (int i = 0; i < static_cast<int>(validated_.size()); ++i) {
     const ValidatedRow& v = validated_[i];
-    const double error = (v.predicted_step_ms / v.measured_step_ms - 1) * 100;
+    const bool both = v.predicted_step > plan::Time() && v.measured_step > plan::Time();
+    const double error = both ? (v.predicted_step / v.measured_step - 1) * 100 : std::nan("");
     // The same configuration in the ranked table gets its measured time too, and names the
     // overrides in the tuner's order (JSON objects come back sorted by key).
     int ranked_row = -1;
@@ -206,13 +211,13 @@ void TuneView::show_validation() {
     if (ranked_row >= 0) changed = QString("#%1: %2").arg(ranked_row + 1).arg(changed);
     if (i == fastest) changed = "★ " + changed;
     validation_table_->setItem(i, 0, item(changed, Qt::AlignLeft | Qt::AlignVCenter));
-    validation_table_->setItem(i, 1, item(ms_text(v.predicted_step_ms)));
-    validation_table_->setItem(i, 2, item(ms_text(v.measured_step_ms)));
+    validation_table_->setItem(i, 1, item(ms_text(v.predicted_step)));
+    validation_table_->setItem(i, 2, item(ms_text(v.measured_step)));
     validation_table_->setItem(
         i, 3,
         item(std::isfinite(error) ? QString("%1%2%").arg(error > 0 ? "+" : "").arg(error, 0, 'f', 1)
                                   : "—"));
-    if (ranked_row >= 0) table_->setItem(ranked_row, kMeasured, item(ms_text(v.measured_step_ms)));
+    if (ranked_row >= 0) table_->setItem(ranked_row, kMeasured, item(ms_text(v.measured_step)));
   }
   validation_table_->setVisible(!validated_.empty());
 }

@@ -211,7 +211,7 @@ void TuneView::on_progress(uint64_t generation, const tune::Progress& p) {
   if (p.done > 0 && p.done < p.total && in_phase > 0)
     text += " · ETA " + seconds_text(in_phase * static_cast<double>(p.total - p.done) /
                                      static_cast<double>(p.done));
-  if (p.best_ms > 0) text += " · best " + ms_text(p.best_ms) + " ms";
+  if (p.best_step > plan::Time()) text += " · best " + ms_text(p.best_step) + " ms";
   status_->setText(text);
 }
 
@@ -242,14 +242,14 @@ void TuneView::on_finished() {
 
 void TuneView::show_result() {
   const tune::SearchResult& r = *result_;
-  auto vs = [](const tune::Evaluation& e, double best) {
+  auto vs = [](const tune::Evaluation& e, plan::Time best) {
     if (!e.simulated()) return QString("not a valid plan here");
-    QString s = ms_text(e.step_ms) + " ms";
-    if (best > 0 && e.step_ms > best)
-      s += QString(" (best is %1% faster)").arg((1 - best / e.step_ms) * 100, 0, 'f', 1);
+    QString s = ms_text(e.step) + " ms";
+    if (best > plan::Time() && e.step > best)
+      s += QString(" (best is %1% faster)").arg((1 - best / e.step) * 100, 0, 'f', 1);
     return s;
   };
-  const double best = r.ranked.empty() ? 0 : r.ranked.front().step_ms;
+  const plan::Time best = r.ranked.empty() ? plan::Time() : r.ranked.front().step;
   QString text = QString(
                      "%1 configurations (%2 combinations invalid for this scenario), %3 simulated, "
                      "%4 pruned by the "
@@ -272,9 +272,9 @@ void TuneView::show_result() {
     what->setToolTip(QString::fromStdString(plan::describe(overrides_of(row)) +
                                             (also.empty() ? "" : "\n" + tune::also_text(e, e.equivalents.size()))));
     table_->setItem(row, kChanged, what);
-    table_->setItem(row, kStep, item(ms_text(e.step_ms)));
+    table_->setItem(row, kStep, item(ms_text(e.step)));
     table_->setItem(row, kSamples,
-                    item(QString::number(e.config.global_batch() / (e.step_ms / 1000), 'f', 0)));
+                    item(QString::number(e.config.global_batch() / (e.step.to_ms() / 1000), 'f', 0)));
     table_->setItem(row, kMemory, item(QString::number(e.peak_memory / kMiB, 'f', 1)));
     table_->setItem(row, kMeasured, item(""));
   }
@@ -298,9 +298,9 @@ void TuneView::show_chart() {
     for (const auto& e : points) {
       if (!e.simulated()) continue;
       const double x = e.peak_memory / kMiB;
-      series->append(x, e.step_ms);
-      x0 = std::min(x0, x), x1 = std::max(x1, x), y0 = std::min(y0, e.step_ms),
-      y1 = std::max(y1, e.step_ms);
+      series->append(x, e.step.to_ms());
+      x0 = std::min(x0, x), x1 = std::max(x1, x), y0 = std::min(y0, e.step.to_ms()),
+      y1 = std::max(y1, e.step.to_ms());
     }
     chart->addSeries(series);
     return series;
@@ -349,7 +349,7 @@ void TuneView::show_chart() {
       double best = INFINITY;
       for (const auto& e : points) {
         const double d = std::hypot((e.peak_memory / kMiB - at.x()) / std::max(1.0, at.x()),
-                                    (e.step_ms - at.y()) / std::max(1e-9, at.y()));
+                                    (e.step.to_ms() - at.y()) / std::max(1e-9, at.y()));
         if (d < best) best = d, near = &e;
       }
       if (near) emit configuration_chosen(KnobValues{near->config, base_knobs_.hardware});

@@ -29,8 +29,7 @@ namespace parallax::gui {
 /// One configuration `parallax tune --validate` ran for real.
 struct ValidatedRow {
   plan::Overrides overrides;  ///< against the scenario with the knobs applied, in the JSON's order
-  double predicted_step_ms = 0;
-  double measured_step_ms = 0;
+  plan::Time predicted_step, measured_step;  ///< 0 where the JSON has none
 };
 
 /// The `validated[]` array of `parallax tune --json` output; InputError-free: `error` says what is

@@ -26,6 +26,7 @@ class Time {
   constexpr Time& operator+=(Time o) { ns_ += o.ns_; return *this; }
   constexpr Time& operator-=(Time o) { ns_ -= o.ns_; return *this; }
   constexpr Time operator-() const { return Time(-ns_); }
+  friend constexpr Time abs(Time t) { return t.ns_ < 0 ? -t : t; }
   /// Scalar arithmetic, exact on integers: k actions of t each, t split k ways (rounds toward 0).
   constexpr Time operator*(int64_t k) const { return Time(ns_ * k); }
   friend constexpr Time operator*(int64_t k, Time t) { return t * k; }

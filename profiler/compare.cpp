@@ -15,7 +15,7 @@ namespace {
 using Key = std::pair<int, std::string>;  // rank, action id
 
 struct Span {
-  double start_ms = 0, duration_ms = 0;  // start relative to the step's start
+  plan::Time start, duration;  // start relative to the step's start
 };
 
 std::map<Key, Span> spans_of(const plan::Timeline& t, int step) {
@@ -23,7 +23,7 @@ std::map<Key, Span> spans_of(const plan::Timeline& t, int step) {
   std::map<Key, Span> out;
   for (const auto& e : t.events) {
     if (e.step != step) continue;
-    out[{e.rank, e.action.id()}] = {(e.start - origin).to_ms(), (e.end - e.start).to_ms()};
+    out[{e.rank, e.action.id()}] = {e.start - origin, e.end - e.start};
   }
   return out;
 }
@@ -55,27 +55,27 @@ std::map<int, double> estimated_memory_mb(const plan::Timeline& t) {
   return out;
 }
 
-// The steps after the first (a warm-up) when there are several, and each one's time in ms.
+// The steps after the first (a warm-up) when there are several, and each one's time.
 struct StepsAfterWarmup {
   std::vector<int> steps;
-  std::vector<double> ms;
+  std::vector<plan::Time> times;
 };
 StepsAfterWarmup steps_after_warmup(const plan::Timeline& measured) {
   StepsAfterWarmup out;
   out.steps = plan::steps_of(measured);
   if (out.steps.size() > 1) out.steps.erase(out.steps.begin());
-  for (int s : out.steps) out.ms.push_back(plan::step_times(measured, s).step_time.to_ms());
+  for (int s : out.steps) out.times.push_back(plan::step_times(measured, s).step_time);
   return out;
 }
 
 }  // namespace
 
 std::vector<int> undisturbed_steps(const plan::Timeline& measured) {
-  const auto [steps, ms] = steps_after_warmup(measured);
-  const StepStatistic statistic = step_statistic(ms);
+  const auto [steps, times] = steps_after_warmup(measured);
+  const StepStatistic statistic = step_statistic(times);
   std::vector<int> out;
   for (size_t i = 0; i < steps.size(); ++i)
-    if (!statistic.disturbed(ms[i])) out.push_back(steps[i]);
+    if (!statistic.disturbed(times[i])) out.push_back(steps[i]);
   return out;
 }
 
@@ -91,11 +91,12 @@ plan::Timeline undisturbed_only(plan::Timeline measured, bool keep_warmup) {
 }
 
 int representative_step(const plan::Timeline& measured) {
-  const auto [steps, ms] = steps_after_warmup(measured);
-  const double target = undisturbed(ms);
+  const auto [steps, times] = steps_after_warmup(measured);
+  const plan::Time target = undisturbed(times);
+  auto off = [&](size_t i) { return abs(times[i] - target); };
   int best = -1;
   for (size_t i = 0; i < steps.size(); ++i)
-    if (best < 0 || std::abs(ms[i] - target) < std::abs(ms[static_cast<size_t>(best)] - target)) best = static_cast<int>(i);
+    if (best < 0 || off(i) < off(static_cast<size_t>(best))) best = static_cast<int>(i);
   return best < 0 ? -1 : steps[static_cast<size_t>(best)];
 }
 
@@ -106,22 +107,19 @@ CompareReport compare(const plan::Timeline& predicted, const plan::Timeline& mea
   std::vector<int> after_warmup = plan::steps_of(measured);
   if (after_warmup.size() > 1) after_warmup.erase(after_warmup.begin());  // the first step warms up
   std::map<int, plan::StepTimes> times;  // each step's, computed once (a pass over the events each)
-  std::vector<double> all_ms;
-  for (int s : after_warmup) {
-    const auto& t = times.emplace(s, plan::step_times(measured, s)).first->second;
-    all_ms.push_back(t.step_time.to_ms());
-  }
-  r.measured_step = step_statistic(all_ms);
+  std::vector<plan::Time> all;
+  for (int s : after_warmup) all.push_back(times.emplace(s, plan::step_times(measured, s)).first->second.step_time);
+  r.measured_step = step_statistic(all);
 
   const plan::StepTimes pt = plan::step_times(predicted, pstep);
-  r.predicted_step_ms = pt.step_time.to_ms();
-  if (r.measured_step.undisturbed_ms > 0) {
-    r.step_error = (r.predicted_step_ms - r.measured_step.undisturbed_ms) / r.measured_step.undisturbed_ms;
-    r.median_error = (r.predicted_step_ms - r.measured_step.median_ms) / r.measured_step.median_ms;
+  r.predicted_step = pt.step_time;
+  if (r.measured_step.undisturbed > plan::Time()) {
+    r.step_error = r.predicted_step / r.measured_step.undisturbed - 1;
+    r.median_error = r.predicted_step / r.measured_step.median - 1;
   }
   std::vector<plan::StepTimes> mt;
   for (int s : after_warmup)
-    if (!r.measured_step.disturbed(times.at(s).step_time.to_ms())) {
+    if (!r.measured_step.disturbed(times.at(s).step_time)) {
       r.measured_steps.push_back(s);
       mt.push_back(times.at(s));
     }
@@ -136,20 +134,21 @@ CompareReport compare(const plan::Timeline& predicted, const plan::Timeline& mea
     for (const auto& m : measured.memory)
       if (m.rank == rank) rc.measured_memory_mb = static_cast<double>(m.training_bytes()) / kMiB;
     if (rank < static_cast<int>(pt.ranks.size())) {
-      rc.predicted_bubble_ms = pt.ranks[rank].bubble.to_ms();
+      rc.predicted_bubble = pt.ranks[rank].bubble;
       rc.predicted_bubble_fraction = pt.ranks[rank].bubble_fraction;
-      rc.predicted_exposed_comm_ms = pt.ranks[rank].exposed_comm.to_ms();
+      rc.predicted_exposed_comm = pt.ranks[rank].exposed_comm;
     }
-    std::vector<double> bubble, fraction, exposed;
+    std::vector<plan::Time> bubble, exposed;
+    std::vector<double> fraction;
     for (const auto& m : mt) {
       if (rank >= static_cast<int>(m.ranks.size())) continue;
-      bubble.push_back(m.ranks[rank].bubble.to_ms());
+      bubble.push_back(m.ranks[rank].bubble);
       fraction.push_back(m.ranks[rank].bubble_fraction);
-      exposed.push_back(m.ranks[rank].exposed_comm.to_ms());
+      exposed.push_back(m.ranks[rank].exposed_comm);
     }
-    rc.measured_bubble_ms = median(bubble);
+    rc.measured_bubble = median(bubble);
     rc.measured_bubble_fraction = median(fraction);
-    rc.measured_exposed_comm_ms = median(exposed);
+    rc.measured_exposed_comm = median(exposed);
     r.ranks.push_back(rc);
   }
 
@@ -172,29 +171,32 @@ CompareReport compare(const plan::Timeline& predicted, const plan::Timeline& mea
     ActionComparison a;
     a.rank = key.first;
     a.action = key.second;
-    a.predicted_start_ms = p.start_ms;
-    a.predicted_duration_ms = p.duration_ms;
+    a.predicted_start = p.start;
+    a.predicted_duration = p.duration;
     for (const Span& m : it->second) {
-      a.measured_start_ms += m.start_ms / it->second.size();
-      a.measured_duration_ms += m.duration_ms / it->second.size();
+      a.measured_start += m.start;
+      a.measured_duration += m.duration;
     }
-    a.difference_ms = std::max(std::abs(a.predicted_start_ms - a.measured_start_ms),
-                               std::abs(a.predicted_start_ms + a.predicted_duration_ms - a.measured_start_ms -
-                                        a.measured_duration_ms));
+    const auto n = static_cast<int64_t>(it->second.size());
+    a.measured_start = a.measured_start / n;
+    a.measured_duration = a.measured_duration / n;
+    const plan::Time start_off = a.predicted_start - a.measured_start;
+    const plan::Time end_off = start_off + a.predicted_duration - a.measured_duration;
+    a.difference = std::max(abs(start_off), abs(end_off));
     r.worst.push_back(a);
 
     KindComparison& kc = by_kind[kind_of(kinds[key])];
     kc.kind = kind_of(kinds[key]);
-    if (a.measured_duration_ms > 0) {
-      const double err = (a.predicted_duration_ms - a.measured_duration_ms) / a.measured_duration_ms;
+    if (a.measured_duration > plan::Time()) {
+      const double err = a.predicted_duration / a.measured_duration - 1;
       kc.mean_abs_error += std::abs(err);
       if (kc.actions == 0 || std::abs(err) > std::abs(kc.worst_error)) {
         kc.worst_error = err;
         kc.worst_action = label(key);
       }
       ++kc.actions;
-      kc.predicted_ms += a.predicted_duration_ms;
-      kc.measured_ms += a.measured_duration_ms;
+      kc.predicted += a.predicted_duration;
+      kc.measured += a.measured_duration;
     }
   }
   for (const auto& [key, spans] : mspans)
@@ -206,7 +208,7 @@ CompareReport compare(const plan::Timeline& predicted, const plan::Timeline& mea
     r.kinds.push_back(it->second);
   }
   std::stable_sort(r.worst.begin(), r.worst.end(),
-                   [](const ActionComparison& x, const ActionComparison& y) { return x.difference_ms > y.difference_ms; });
+                   [](const ActionComparison& x, const ActionComparison& y) { return x.difference > y.difference; });
   if (r.worst.size() > 10) r.worst.resize(10);
   return r;
 }

@@ -16,9 +16,9 @@ namespace parallax::profiler {
 
 struct RankComparison {
   int rank = 0;
-  double predicted_bubble_ms = 0, measured_bubble_ms = 0;
+  plan::Time predicted_bubble, measured_bubble;
   double predicted_bubble_fraction = 0, measured_bubble_fraction = 0;
-  double predicted_exposed_comm_ms = 0, measured_exposed_comm_ms = 0;
+  plan::Time predicted_exposed_comm, measured_exposed_comm;
   /// MiB: the plan's estimate (from the trace's plan) and the run's measured training memory
   /// (plan::RankMemory); negative when a trace does not carry it.
   double predicted_memory_mb = -1, measured_memory_mb = -1;
@@ -30,19 +30,19 @@ struct KindComparison {
   double mean_abs_error = 0;  ///< mean of |predicted - measured| / measured duration
   double worst_error = 0;     ///< signed, the largest in magnitude
   std::string worst_action;   ///< "rank:id"
-  double predicted_ms = 0, measured_ms = 0;  ///< summed over the kind's actions (one step)
+  plan::Time predicted, measured;  ///< summed over the kind's actions (one step)
 };
 
 struct ActionComparison {
   int rank = 0;
   std::string action;
-  double predicted_start_ms = 0, predicted_duration_ms = 0;  ///< start relative to the step's start
-  double measured_start_ms = 0, measured_duration_ms = 0;    ///< means over the measured steps
-  double difference_ms = 0;  ///< max(|start difference|, |end difference|)
+  plan::Time predicted_start, predicted_duration;  ///< start relative to the step's start
+  plan::Time measured_start, measured_duration;    ///< means over the measured steps
+  plan::Time difference;  ///< max(|start difference|, |end difference|)
 };
 
 struct CompareReport {
-  double predicted_step_ms = 0;
+  plan::Time predicted_step;
   StepStatistic measured_step;      ///< over the steps after warm-up
   double step_error = 0;            ///< (predicted - measured undisturbed) / measured undisturbed
   double median_error = 0;          ///< the same against the measured median, for comparison

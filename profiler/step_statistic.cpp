@@ -18,16 +18,26 @@ double undisturbed(std::vector<double> v) { return quantile(std::move(v), kUndis
 
 double median(std::vector<double> v) { return quantile(std::move(v), 0.5); }
 
-StepStatistic step_statistic(const std::vector<double>& step_ms) {
+plan::Time quantile(const std::vector<plan::Time>& v, double q) {
+  std::vector<double> ns;
+  for (plan::Time t : v) ns.push_back(static_cast<double>(t.count_ns()));
+  return plan::Time::ns(std::llround(quantile(std::move(ns), q)));
+}
+
+plan::Time undisturbed(const std::vector<plan::Time>& v) { return quantile(v, kUndisturbedQuantile); }
+
+plan::Time median(const std::vector<plan::Time>& v) { return quantile(v, 0.5); }
+
+StepStatistic step_statistic(const std::vector<plan::Time>& steps) {
   StepStatistic s;
-  if (step_ms.empty()) return s;
-  s.steps = static_cast<int>(step_ms.size());
-  s.undisturbed_ms = undisturbed(step_ms);
-  s.median_ms = median(step_ms);
-  const auto [low, high] = std::minmax_element(step_ms.begin(), step_ms.end());
-  s.min_ms = *low;
-  s.max_ms = *high;
-  const auto slow = std::count_if(step_ms.begin(), step_ms.end(), [&](double t) { return s.disturbed(t); });
+  if (steps.empty()) return s;
+  s.steps = static_cast<int>(steps.size());
+  s.undisturbed = undisturbed(steps);
+  s.median = median(steps);
+  const auto [low, high] = std::minmax_element(steps.begin(), steps.end());
+  s.min = *low;
+  s.max = *high;
+  const auto slow = std::count_if(steps.begin(), steps.end(), [&](plan::Time t) { return s.disturbed(t); });
   s.disturbed_share = static_cast<double>(slow) / static_cast<double>(s.steps);
   return s;
 }

@@ -11,6 +11,8 @@
 // steps are kept beside it, for the reader to see how much of the run the bursts took.
 #include <vector>
 
+#include "plan/time.hpp"
+
 namespace parallax::profiler {
 
 /// The quantile the undisturbed step is: the 20th percentile. Why p20 and not p10: the
@@ -39,15 +41,20 @@ double undisturbed(std::vector<double> v);
 /// The median of `v` (the mean of the middle two for an even count; 0 when empty).
 double median(std::vector<double> v);
 
+/// The same of durations, to the nearest nanosecond.
+plan::Time quantile(const std::vector<plan::Time>& v, double q);
+plan::Time undisturbed(const std::vector<plan::Time>& v);
+plan::Time median(const std::vector<plan::Time>& v);
+
 struct StepStatistic {
-  double undisturbed_ms = 0;    ///< the statistic: kUndisturbedQuantile of the steps
-  double median_ms = 0, min_ms = 0, max_ms = 0;
-  double disturbed_share = 0;   ///< of the steps, those above undisturbed_ms * (1 + kDisturbedMargin)
+  plan::Time undisturbed;       ///< the statistic: kUndisturbedQuantile of the steps
+  plan::Time median, min, max;
+  double disturbed_share = 0;   ///< of the steps, those above undisturbed * (1 + kDisturbedMargin)
   int steps = 0;                ///< how many steps it is over
-  bool disturbed(double step_ms) const { return step_ms > undisturbed_ms * (1 + kDisturbedMargin); }
+  bool disturbed(plan::Time step) const { return step > undisturbed.scaled(1 + kDisturbedMargin); }
 };
 
 /// The statistic over a run's step times after the warm-up step (the caller drops that one).
-StepStatistic step_statistic(const std::vector<double>& step_ms);
+StepStatistic step_statistic(const std::vector<plan::Time>& steps);
 
 }  // namespace parallax::profiler

@@ -62,9 +62,9 @@ json ranks_json(const plan::StepTimes& predicted, const profiler::CompareReport*
   if (cmp) {
     for (const auto& r : cmp->ranks)
       out.push_back({{"rank", r.rank},
-                     {"bubble_ms", {r.predicted_bubble_ms, r.measured_bubble_ms}},
+                     {"bubble_ms", {r.predicted_bubble.to_ms(), r.measured_bubble.to_ms()}},
                      {"bubble_fraction", {r.predicted_bubble_fraction, r.measured_bubble_fraction}},
-                     {"exposed_comm_ms", {r.predicted_exposed_comm_ms, r.measured_exposed_comm_ms}}});
+                     {"exposed_comm_ms", {r.predicted_exposed_comm.to_ms(), r.measured_exposed_comm.to_ms()}}});
     return out;
   }
   for (const auto& r : predicted.ranks)
@@ -184,16 +184,16 @@ json kinds_json(const profiler::CompareReport& r) {
   for (const auto& k : r.kinds)
     out.push_back({{"kind", k.kind}, {"actions", k.actions}, {"mean_abs_error", k.mean_abs_error},
                    {"worst_error", k.worst_error}, {"worst_action", k.worst_action},
-                   {"total_ms", {k.predicted_ms, k.measured_ms}}});
+                   {"total_ms", {k.predicted.to_ms(), k.measured.to_ms()}}});
   return out;
 }
 
 json worst_json(const profiler::CompareReport& r) {
   json out = json::array();
   for (const auto& a : r.worst)
-    out.push_back({{"rank", a.rank}, {"action", a.action}, {"difference_ms", a.difference_ms},
-                   {"predicted", {a.predicted_start_ms, a.predicted_duration_ms}},
-                   {"measured", {a.measured_start_ms, a.measured_duration_ms}}});
+    out.push_back({{"rank", a.rank}, {"action", a.action}, {"difference_ms", a.difference.to_ms()},
+                   {"predicted", {a.predicted_start.to_ms(), a.predicted_duration.to_ms()}},
+                   {"measured", {a.measured_start.to_ms(), a.measured_duration.to_ms()}}});
   return out;
 }
 
@@ -256,13 +256,13 @@ json report_data(const ReportInput& in) {
     const profiler::CompareReport cmp = profiler::compare(in.predicted, *in.measured);
     const profiler::StepStatistic& m = cmp.measured_step;
     const int mstep = profiler::representative_step(*in.measured);
-    summary = {{"predicted_step_ms", cmp.predicted_step_ms},
+    summary = {{"predicted_step_ms", cmp.predicted_step.to_ms()},
                {"measured", true},
                {"statistic", profiler::kStatisticName},
-               {"measured_step_ms", {{"undisturbed", m.undisturbed_ms},
-                                     {"median", m.median_ms},
-                                     {"min", m.min_ms},
-                                     {"max", m.max_ms},
+               {"measured_step_ms", {{"undisturbed", m.undisturbed.to_ms()},
+                                     {"median", m.median.to_ms()},
+                                     {"min", m.min.to_ms()},
+                                     {"max", m.max.to_ms()},
                                      {"disturbed_share", m.disturbed_share},
                                      {"steps", m.steps}}},
                {"step_error", cmp.step_error},

@@ -89,7 +89,7 @@ SimRun Simulation::run() {
   const int t = plan_.scenario.parallel.tensor;
   for (int r = 0; r < plan_.scenario.parallel.tensor_groups(); ++r) run_.peak_memory.push_back(plan_.ranks[r * t].memory.total());
   run_.events = queue_.popped();
-  run_.wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  run_.wall = plan::Time::ns(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
   return std::move(run_);
 }
 

@@ -70,7 +70,7 @@ struct SimRun {
   int played_ranks = 0;               ///< ranks played: world size, or one replica's when folded
   std::vector<int64_t> peak_memory;   ///< bytes per rank
   uint64_t events = 0;                ///< simulator events processed
-  double wall_ms = 0;                 ///< time the simulation took
+  plan::Time wall;                    ///< the wall-clock time the simulation took
 };
 
 /// A schedule whose ranks wait on each other in a cycle; what() names the ranks and actions.

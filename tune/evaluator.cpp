@@ -42,7 +42,7 @@ Evaluation Evaluator::bound(const plan::Plan& p, const plan::Settings& c) {
   e.config = c;
   for (const auto& r : p.ranks) e.peak_memory = std::max(e.peak_memory, r.memory.total());
   e.fits = e.peak_memory <= base_.hardware.device.memory_bytes();
-  e.lower_bound_ms = lower_bound(p, layer_costs(c, p.microbatch_size)).to_ms();
+  e.lower_bound = lower_bound(p, layer_costs(c, p.microbatch_size));
   return e;
 }
 
@@ -55,7 +55,7 @@ Evaluation Evaluator::evaluate(const plan::Settings& c) {
   options.step_only = true;
   options.record_link_samples = false;
   options.layer_costs = &layer_costs(c, p.microbatch_size);
-  e.step_ms = sim::simulate(p, options).step_time.to_ms();
+  e.step = sim::simulate(p, options).step_time;
   return e;
 }
 

@@ -19,15 +19,15 @@ namespace parallax::tune {
 
 struct Evaluation {
   plan::Settings config;
-  double step_ms = std::nan("");  ///< predicted step time; NaN until simulated
-  double lower_bound_ms = 0;      ///< no schedule of this plan can take less (see lower_bound)
+  plan::Time step;         ///< predicted step time; 0 until simulated
+  plan::Time lower_bound;  ///< no schedule of this plan can take less (see lower_bound)
   int64_t peak_memory = 0;        ///< bytes, the fullest rank's
   bool fits = true;               ///< every rank's peak within its device's memory
   size_t index = 0;               ///< in the search's enumeration (ties keep this order)
   /// In a ranked list: the other configurations simulated to the same step time and peak memory
   /// (they differ only in knobs with no effect here), shown as "also: ..." beside this one.
   std::vector<plan::Settings> equivalents;
-  bool simulated() const { return !std::isnan(step_ms); }
+  bool simulated() const { return step > plan::Time(); }
 };
 
 class Evaluator {

@@ -32,15 +32,17 @@ std::vector<std::vector<int>> partitions_around(Evaluator& ev, const plan::Setti
   return out;
 }
 
-// Ranking keys, compared as pairs: the objective first, the other quantity second.
-using Key = std::pair<double, double>;
+// Ranking keys, compared as pairs: the objective first, the other quantity second (step times
+// in ns, memory in bytes).
+using Key = std::pair<int64_t, int64_t>;
 Key key_of(const Evaluation& e, Objective o) {
-  const double mem = static_cast<double>(e.peak_memory);
-  return o == Objective::step ? Key{e.step_ms, mem} : Key{mem, e.step_ms};
+  const int64_t step = e.step.count_ns();
+  return o == Objective::step ? Key{step, e.peak_memory} : Key{e.peak_memory, step};
 }
 // The smallest key the configuration could still reach once simulated.
 Key floor_of(const Evaluation& e, Objective o) {
-  return o == Objective::step ? Key{e.lower_bound_ms, 0} : Key{static_cast<double>(e.peak_memory), e.lower_bound_ms};
+  const int64_t bound = e.lower_bound.count_ns();
+  return o == Objective::step ? Key{bound, 0} : Key{e.peak_memory, bound};
 }
 
 // Runs work(i) for i in [0, n) on `threads` threads until `stop()` says so; the calling thread
@@ -248,7 +250,7 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
   try {
     r.defaults = ev.evaluate(pytorch_defaults(ev.base()));
   } catch (const plan::InputError&) {
-    r.defaults.config = pytorch_defaults(ev.base());  // not a valid plan here: step_ms stays NaN
+    r.defaults.config = pytorch_defaults(ev.base());  // not a valid plan here: not simulated
   }
   std::vector<plan::Settings> configs = enumerate(ev, sp, &r.invalid, &r.invalid_example);
   // The scenario as given and PyTorch's defaults compete too, even where the space misses them.
@@ -279,7 +281,8 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
     p.total = total;
     p.elapsed_s = seconds_since(t0);
     std::lock_guard<std::mutex> lock(mutex);
-    if (!best.empty()) p.best_ms = opt.objective == Objective::step ? best.begin()->first : best.begin()->second;
+    if (!best.empty())
+      p.best_step = plan::Time::ns(opt.objective == Objective::step ? best.begin()->first : best.begin()->second);
     opt.progress(p);
   };
 
@@ -364,7 +367,7 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
   });
   for (const Evaluation& e : done) {
     auto same = std::find_if(r.ranked.begin(), r.ranked.end(), [&](const Evaluation& row) {
-      return row.step_ms == e.step_ms && row.peak_memory == e.peak_memory;
+      return row.step == e.step && row.peak_memory == e.peak_memory;
     });
     if (same != r.ranked.end()) same->equivalents.push_back(e.config);
     else if (r.ranked.size() < top) r.ranked.push_back(e);
@@ -376,7 +379,7 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
       r.layout_best.push_back(e);
   // Pareto frontier over what was simulated: fastest first, each smaller than all faster ones.
   std::sort(done.begin(), done.end(), [](const Evaluation& a, const Evaluation& b) {
-    return std::tuple(a.step_ms, a.peak_memory, a.index) < std::tuple(b.step_ms, b.peak_memory, b.index);
+    return std::tuple(a.step, a.peak_memory, a.index) < std::tuple(b.step, b.peak_memory, b.index);
   });
   for (const auto& e : done)
     if (r.pareto.empty() || e.peak_memory < r.pareto.back().peak_memory) r.pareto.push_back(e);

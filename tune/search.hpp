@@ -22,7 +22,7 @@ struct Progress {
   size_t done = 0;   ///< configurations simulated or pruned
   size_t total = 0;
   double elapsed_s = 0;
-  double best_ms = 0;  ///< best step time so far (0 before the first)
+  plan::Time best_step;  ///< best step time so far (0 before the first)
 };
 
 struct SearchOptions {

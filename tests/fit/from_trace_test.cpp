@@ -76,9 +76,9 @@ TEST_CASE("fit::fit_to_measured recovers known costs from a measured run, bursts
   plan::Plan truth_plan = base;
   truth_plan.scenario.hardware.fitted = truth;
   const double true_ms = plan::step_times(sim::simulate(truth_plan).timeline, 0).step_time.to_ms();
-  CHECK(f.measured_ms == Approx(true_ms).epsilon(0.001));
-  CHECK(f.fitted_ms == Approx(true_ms).epsilon(0.005));
-  CHECK(std::abs(f.base_ms - true_ms) > 0.05 * true_ms);  // the base profile alone was off
+  CHECK(f.measured_step.to_ms() == Approx(true_ms).epsilon(0.001));
+  CHECK(f.fitted_step.to_ms() == Approx(true_ms).epsilon(0.005));
+  CHECK(std::abs(f.base_step.to_ms() - true_ms) > 0.05 * true_ms);  // the base profile alone was off
   // Nothing in the run was all-reduced: that stays the base's, and the fit says so.
   CHECK(f.costs.allreduce == 1);
   CHECK(std::any_of(f.kept.begin(), f.kept.end(), [](const std::string& k) { return k.find("all-reduce") == 0; }));
@@ -195,7 +195,7 @@ TEST_CASE("fit: the shared Kineto traces of a 128-GPU data-parallel job map onto
   const fit::TraceFit f = fit::fit_to_measured(p, measured);
   // The fit reproduces the phases' step (forward's start to the optimizer's end) to a percent;
   // the stated guess was off by several times.
-  CHECK(f.fitted_ms == Approx(f.measured_ms).epsilon(0.01));
-  CHECK(std::abs(f.base_ms - f.measured_ms) > 0.5 * f.measured_ms);
+  CHECK(f.fitted_step.to_ms() == Approx(f.measured_step.to_ms()).epsilon(0.01));
+  CHECK(std::abs(f.base_step.to_ms() - f.measured_step.to_ms()) > 0.5 * f.measured_step.to_ms());
   CHECK(f.costs.optimizer > 10);  // Shampoo's step against Adam's on the stated parameters
 }

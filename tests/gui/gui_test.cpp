@@ -227,13 +227,13 @@ void GuiTest::sweep_marks_the_best_simulated_cell() {
   for (int i = 0; i < static_cast<int>(g.cells.size()); ++i) {
     const double ms = simulated_step_ms(kDdp, g.knobs_of(i, w.session().knobs()).overrides(w.session().scenario_knobs().settings));
     QVERIFY(g.cells[i].done);
-    QCOMPARE(g.cells[i].step_ms, ms);
+    QCOMPARE(g.cells[i].step.to_ms(), ms);
     if (ms < best_ms) best_ms = ms, best = i;
   }
   QCOMPARE(g.best(), best);
   // The bucket size matters here (4 replicas): not all cells of a row are equal.
   std::set<double> row0;
-  for (int c = 0; c < g.columns(); ++c) row0.insert(g.cells[c].step_ms);
+  for (int c = 0; c < g.columns(); ++c) row0.insert(g.cells[c].step.to_ms());
   QVERIFY(row0.size() > 1);
   // Clicking the best cell loads it into the knobs.
   sweep->chosen(best);
@@ -444,17 +444,17 @@ void GuiTest::tune_tab_ranks_as_the_evaluator_predicts() {
   const plan::Scenario scenario = plan::load_scenario(kPipeline2, w.session().overrides());
   tune::Evaluator evaluator(scenario);
   const tune::Evaluation first = evaluator.evaluate(r.ranked[0].config);
-  QCOMPARE(first.step_ms, r.ranked[0].step_ms);
+  QCOMPARE(first.step.to_ms(), r.ranked[0].step.to_ms());
   QCOMPARE(first.peak_memory, r.ranked[0].peak_memory);
   // The table shows what changed against the knobs, the step time and the throughput.
   const auto changed = plan::overrides(plan::settings_of(scenario), r.ranked[0].config);
   QVERIFY(w.tune()->table()->item(0, 1)->text().startsWith(QString::fromStdString(plan::describe(changed))));
-  QVERIFY(std::abs(w.tune()->table()->item(0, 2)->text().toDouble() - first.step_ms) < 0.01);
-  const double samples = r.ranked[0].config.global_batch() / (first.step_ms / 1000);
+  QVERIFY(std::abs(w.tune()->table()->item(0, 2)->text().toDouble() - first.step.to_ms()) < 0.01);
+  const double samples = r.ranked[0].config.global_batch() / (first.step.to_ms() / 1000);
   QVERIFY(std::abs(w.tune()->table()->item(0, 3)->text().toDouble() - samples) <= 1);
   // Best first, and nothing ranked is slower than the scenario as given when that fits.
-  for (size_t i = 1; i < r.ranked.size(); ++i) QVERIFY(r.ranked[i - 1].step_ms <= r.ranked[i].step_ms);
-  QVERIFY(r.ranked[0].step_ms <= r.baseline.step_ms);
+  for (size_t i = 1; i < r.ranked.size(); ++i) QVERIFY(r.ranked[i - 1].step.to_ms() <= r.ranked[i].step.to_ms());
+  QVERIFY(r.ranked[0].step.to_ms() <= r.baseline.step.to_ms());
   QVERIFY(!r.pareto.empty());
 }
 
@@ -474,7 +474,7 @@ void GuiTest::clicking_a_tune_row_loads_it_into_the_knobs() {
     QCOMPARE(w.knob_panel()->knobs(), want);
     QCOMPARE(w.session().knobs(), want);
     const double ms = w.session().prediction()->metrics.step_time.to_ms();
-    QCOMPARE(ms, r.ranked[row].step_ms);
+    QCOMPARE(ms, r.ranked[row].step.to_ms());
     QVERIFY2(w.step_time_shown().contains(QString::number(ms, 'f', 2)), qPrintable(w.step_time_shown()));
   }
   // A configuration with two replicas halves the per-replica batch (the global batch stays): the
@@ -491,7 +491,7 @@ void GuiTest::clicking_a_tune_row_loads_it_into_the_knobs() {
   QCOMPARE(w.knob_panel()->knobs().settings.batch_size, 32);
   QCOMPARE(w.session().prediction()->plan.scenario.data.batch_size, 32);
   tune::Evaluator evaluator(scenario);
-  QCOMPARE(w.session().prediction()->metrics.step_time.to_ms(), evaluator.evaluate(two).step_ms);
+  QCOMPARE(w.session().prediction()->metrics.step_time.to_ms(), evaluator.evaluate(two).step.to_ms());
 }
 
 void GuiTest::cancel_stops_a_tune_search() {
@@ -536,8 +536,8 @@ void GuiTest::validate_shows_predicted_against_measured() {
     QJsonObject overrides;
     for (const auto& [key, value] : tune->overrides_of(row)) overrides[QString::fromStdString(key)] = QString::fromStdString(value);
     validated.append(QJsonObject{{"overrides", overrides},
-                                 {"predicted_step_ms", r.ranked[row].step_ms},
-                                 {"measured_step_ms", r.ranked[row].step_ms * 2}});
+                                 {"predicted_step_ms", r.ranked[row].step.to_ms()},
+                                 {"measured_step_ms", r.ranked[row].step.to_ms() * 2}});
   }
   validated.append(QJsonObject{{"overrides", QJsonObject{{"parallel.chunks", 3}}}, {"predicted_step_ms", 5.0}, {"measured_step_ms", 4.0}});
   const QString json = QString::fromUtf8(QJsonDocument(QJsonObject{{"validated", validated}}).toJson(QJsonDocument::Compact));
@@ -572,13 +572,13 @@ void GuiTest::validate_shows_predicted_against_measured() {
   QCOMPARE(table->rowCount(), 3);
   QCOMPARE(table->item(0, 3)->text(), QString("-50.0%"));
   // Ranked rows are named by rank; the fastest measured (the pick) is starred.
-  const bool first_fastest = 2 * r.ranked[0].step_ms < 4.0;
+  const bool first_fastest = 2 * r.ranked[0].step.to_ms() < 4.0;
   QCOMPARE(table->item(0, 0)->text(),
            (first_fastest ? "★ #1: " : "#1: ") + QString::fromStdString(plan::describe(tune->overrides_of(0))));
   QCOMPARE(table->item(2, 0)->text(), first_fastest ? QString("chunks=3") : QString("★ chunks=3"));
   QCOMPARE(table->item(2, 3)->text(), QString("+25.0%"));
   for (int row = 0; row < 2; ++row)
-    QVERIFY(std::abs(tune->table()->item(row, 5)->text().toDouble() - 2 * r.ranked[row].step_ms) < 0.01);
+    QVERIFY(std::abs(tune->table()->item(row, 5)->text().toDouble() - 2 * r.ranked[row].step.to_ms()) < 0.01);
   QVERIFY(tune->table()->item(2, 5)->text().isEmpty());
 
   // A failing command says why, with its last line.

@@ -43,11 +43,11 @@ TEST_CASE("profiler::compare: step times and per-kind errors, worked by hand", "
   build(predicted, measured);
   const auto r = profiler::compare(predicted, measured);
   CHECK(r.measured_steps == std::vector<int>{1, 2});
-  CHECK(r.predicted_step_ms == Approx(6));
-  CHECK(r.measured_step.min_ms == Approx(7));
-  CHECK(r.measured_step.max_ms == Approx(7.5));
-  CHECK(r.measured_step.median_ms == Approx(7.25));
-  CHECK(r.measured_step.undisturbed_ms == Approx(7.1));  // p20 of {7, 7.5}
+  CHECK(r.predicted_step.to_ms() == Approx(6));
+  CHECK(r.measured_step.min.to_ms() == Approx(7));
+  CHECK(r.measured_step.max.to_ms() == Approx(7.5));
+  CHECK(r.measured_step.median.to_ms() == Approx(7.25));
+  CHECK(r.measured_step.undisturbed.to_ms() == Approx(7.1));  // p20 of {7, 7.5}
   CHECK(r.measured_step.disturbed_share == 0);           // 7.5 is within 10% of 7.1
   CHECK(r.step_error == Approx((6.0 - 7.1) / 7.1));
   CHECK(r.median_error == Approx((6.0 - 7.25) / 7.25));
@@ -60,7 +60,7 @@ TEST_CASE("profiler::compare: step times and per-kind errors, worked by hand", "
   // The largest difference: B ends at 6 ms predicted, 7.25 ms measured (mean of 7 and 7.5).
   REQUIRE(!r.worst.empty());
   CHECK(r.worst.front().action == "0B0");
-  CHECK(r.worst.front().difference_ms == Approx(1.25));
+  CHECK(r.worst.front().difference.to_ms() == Approx(1.25));
   CHECK(r.only_predicted.empty());
   CHECK(r.only_measured.empty());
 }
@@ -80,8 +80,8 @@ TEST_CASE("profiler::compare: bubbles per rank, both sides", "[profiler]") {
   build(predicted, measured);
   const auto r = profiler::compare(predicted, measured);
   REQUIRE(r.ranks.size() == 1);
-  CHECK(r.ranks[0].predicted_bubble_ms == Approx(0));
-  CHECK(r.ranks[0].measured_bubble_ms == Approx(0));
+  CHECK(r.ranks[0].predicted_bubble.to_ms() == Approx(0));
+  CHECK(r.ranks[0].measured_bubble.to_ms() == Approx(0));
 }
 
 TEST_CASE("profiler::compare: memory per rank, the plan's estimate against the run's", "[profiler]") {
@@ -109,8 +109,8 @@ TEST_CASE("profiler::compare: the step is the undisturbed one, and action figure
   for (int s = 0; s < 24; ++s) add(measured, 0, Lane::compute, f, 100.0 * s, 100.0 * s + (s >= 1 && s <= 10 ? 3 : 5), s);
   const auto r = profiler::compare(predicted, measured);
   CHECK(r.measured_step.steps == 23);
-  CHECK(r.measured_step.undisturbed_ms == Approx(3));
-  CHECK(r.measured_step.median_ms == Approx(5));  // 13 of the 23 took 5 ms
+  CHECK(r.measured_step.undisturbed.to_ms() == Approx(3));
+  CHECK(r.measured_step.median.to_ms() == Approx(5));  // 13 of the 23 took 5 ms
   CHECK(r.measured_step.disturbed_share == Approx(13.0 / 23));
   CHECK(r.step_error == Approx(-1.0 / 3));
   CHECK(r.median_error == Approx(-0.6));

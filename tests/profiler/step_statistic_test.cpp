@@ -13,9 +13,13 @@ TEST_CASE("profiler::quantile: linear between order statistics, as numpy's defau
   CHECK(profiler::quantile(v, 0.2) == Approx(1.6));
   CHECK(profiler::quantile(v, 0.5) == Approx(2.5));
   CHECK(profiler::quantile(v, 1) == Approx(4));
-  CHECK(profiler::median({5, 1, 3}) == Approx(3));
-  CHECK(profiler::quantile({}, 0.2) == 0);
-  CHECK(profiler::undisturbed({7}) == Approx(7));
+  CHECK(profiler::median(std::vector<double>{5, 1, 3}) == Approx(3));
+  CHECK(profiler::quantile(std::vector<double>{}, 0.2) == 0);
+  CHECK(profiler::undisturbed(std::vector<double>{7}) == Approx(7));
+  // Of durations, the same to the nanosecond.
+  const std::vector<plan::Time> t = {plan::Time::ns(4), plan::Time::ns(1), plan::Time::ns(3), plan::Time::ns(2)};
+  CHECK(profiler::quantile(t, 0.2) == plan::Time::ns(2));  // 1.6 rounds to 2
+  CHECK(profiler::median(t) == plan::Time::ns(3));         // 2.5 rounds away from 0
 }
 
 TEST_CASE("profiler::step_statistic: one-sided bursts leave the undisturbed level where it was", "[profiler]") {
@@ -25,17 +29,17 @@ TEST_CASE("profiler::step_statistic: one-sided bursts leave the undisturbed leve
   std::mt19937 rng(7);
   std::uniform_real_distribution<double> jitter(-0.02, 0.02), slow(0.3, 1.2);
   for (const double burst_share : {0.0, 0.2, 0.4, 0.6}) {
-    std::vector<double> steps;
+    std::vector<plan::Time> steps;
     const int n = 60, burst_from = 13, burst_steps = static_cast<int>(burst_share * n);
     for (int i = 0; i < n; ++i) {
       const bool in_burst = i >= burst_from && i < burst_from + burst_steps;
-      steps.push_back(10.0 * (1 + jitter(rng)) * (in_burst ? 1 + slow(rng) : 1));
+      steps.push_back(plan::Time::ms(10.0 * (1 + jitter(rng)) * (in_burst ? 1 + slow(rng) : 1)));
     }
     const auto s = profiler::step_statistic(steps);
-    INFO("burst share " << burst_share << ": median " << s.median_ms << ", undisturbed " << s.undisturbed_ms);
-    CHECK(s.undisturbed_ms == Approx(10).epsilon(0.02));
+    INFO("burst share " << burst_share << ": median " << s.median.to_ms() << ", undisturbed " << s.undisturbed.to_ms());
+    CHECK(s.undisturbed.to_ms() == Approx(10).epsilon(0.02));
     CHECK(s.disturbed_share == Approx(burst_share).margin(0.02));
-    if (burst_share >= 0.6) CHECK(s.median_ms > 11.5);  // the median went with the burst
+    if (burst_share >= 0.6) CHECK(s.median.to_ms() > 11.5);  // the median went with the burst
   }
 }
 
@@ -43,13 +47,13 @@ TEST_CASE("profiler::step_statistic: on symmetric noise it stays near the median
   // A quiet device: 10 ms with symmetric 1% noise. p20 is 0.84 sigma below the median: 0.84%.
   std::mt19937 rng(11);
   std::normal_distribution<double> noise(0, 0.01);
-  std::vector<double> steps;
-  for (int i = 0; i < 200; ++i) steps.push_back(10.0 * (1 + noise(rng)));
+  std::vector<plan::Time> steps;
+  for (int i = 0; i < 200; ++i) steps.push_back(plan::Time::ms(10.0 * (1 + noise(rng))));
   const auto s = profiler::step_statistic(steps);
-  CHECK(s.undisturbed_ms == Approx(s.median_ms).epsilon(0.015));
-  CHECK(s.median_ms == Approx(10).epsilon(0.005));
+  CHECK(s.undisturbed.to_ms() == Approx(s.median.to_ms()).epsilon(0.015));
+  CHECK(s.median.to_ms() == Approx(10).epsilon(0.005));
   CHECK(s.disturbed_share == 0);
   CHECK(s.steps == 200);
-  CHECK(s.min_ms <= s.undisturbed_ms);
-  CHECK(s.max_ms >= s.median_ms);
+  CHECK(s.min.to_ms() <= s.undisturbed.to_ms());
+  CHECK(s.max.to_ms() >= s.median.to_ms());
 }

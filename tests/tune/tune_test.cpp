@@ -85,8 +85,8 @@ TEST_CASE("tune: the lower bound never exceeds the simulated step time", "[tune]
     for (size_t i = 0; i < configs.size(); i += 7) {
       const tune::Evaluation e = ev.evaluate(configs[i]);
       INFO(file << ": " << plan::describe(plan::overrides(plan::settings_of(s), configs[i])));
-      CHECK(e.lower_bound_ms <= e.step_ms * (1 + 1e-12));
-      CHECK(e.lower_bound_ms > 0.3 * e.step_ms);  // and is not trivially loose
+      CHECK(e.lower_bound.to_ms() <= e.step.to_ms() * (1 + 1e-12));
+      CHECK(e.lower_bound.to_ms() > 0.3 * e.step.to_ms());  // and is not trivially loose
     }
   }
 }
@@ -110,7 +110,7 @@ TEST_CASE("tune: pruned search ranks the same top K as exhaustive search", "[tun
     CHECK(pruned.evaluated < all.evaluated);
     REQUIRE(pruned.ranked.size() == all.ranked.size());
     for (size_t i = 0; i < all.ranked.size(); ++i) {
-      CHECK(pruned.ranked[i].step_ms == all.ranked[i].step_ms);
+      CHECK(pruned.ranked[i].step.to_ms() == all.ranked[i].step.to_ms());
       CHECK(pruned.ranked[i].config == all.ranked[i].config);
     }
     // And the best of each data x pipeline layout (what --validate runs besides the top).
@@ -134,10 +134,10 @@ TEST_CASE("tune: one ranked row per distinct prediction, the same predictions li
   for (size_t i = 0; i < r.ranked.size(); ++i) {
     const tune::Evaluation& row = r.ranked[i];
     for (size_t j = 0; j < i; ++j)
-      CHECK_FALSE((r.ranked[j].step_ms == row.step_ms && r.ranked[j].peak_memory == row.peak_memory));
+      CHECK_FALSE((r.ranked[j].step.to_ms() == row.step.to_ms() && r.ranked[j].peak_memory == row.peak_memory));
     for (const plan::Settings& c : row.equivalents) {  // simulated again, independently of the search
       const tune::Evaluation e = ev.evaluate(c);
-      CHECK(e.step_ms == row.step_ms);
+      CHECK(e.step.to_ms() == row.step.to_ms());
       CHECK(e.peak_memory == row.peak_memory);
       CHECK_FALSE(c == row.config);
       ++equivalents;
@@ -170,7 +170,7 @@ TEST_CASE("tune: a configuration that does not fit device memory is never picked
   ddp.batch_size = s.data.batch_size / 4;
   const tune::Evaluation faster = ev.evaluate(ddp);
   CHECK_FALSE(faster.fits);
-  CHECK(faster.step_ms < r.ranked.front().step_ms);  // faster, but it would not fit
+  CHECK(faster.step.to_ms() < r.ranked.front().step.to_ms());  // faster, but it would not fit
 }
 
 TEST_CASE("tune: the rank order is searched when asked for, and the faster one picked", "[tune]") {
@@ -191,7 +191,7 @@ TEST_CASE("tune: the rank order is searched when asked for, and the faster one p
   CHECK(r.ranked[0].config.rank_order == plan::RankOrder::tensor_data_pipeline);
   CHECK(r.ranked[1].config.rank_order == plan::RankOrder::tensor_pipeline_data);
   CHECK(r.ranked[1].config.chunks == r.ranked[0].config.chunks);
-  CHECK(r.ranked[0].step_ms < r.ranked[1].step_ms);
+  CHECK(r.ranked[0].step.to_ms() < r.ranked[1].step.to_ms());
 }
 
 TEST_CASE("tune: the overrides of a configuration plan it exactly as the typed knobs do", "[tune]") {
@@ -207,7 +207,7 @@ TEST_CASE("tune: the overrides of a configuration plan it exactly as the typed k
     const plan::Plan from_file = plan::resolve_plan(plan::load_scenario(file, sets));
     INFO(plan::join(sets));
     CHECK(from_file.partition == ev.plan_of(configs[i]).partition);
-    CHECK(full_step_ms(from_file) == ev.evaluate(configs[i]).step_ms);
+    CHECK(full_step_ms(from_file) == ev.evaluate(configs[i]).step.to_ms());
   }
 }
 
