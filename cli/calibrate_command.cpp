@@ -21,6 +21,7 @@
 #include "exec/gpu.hpp"
 #include "exec/launcher.hpp"
 #include "exec/model.hpp"
+#include "exec/runtime.hpp"
 #include "plan/error.hpp"
 #include "plan/hardware.hpp"
 #include "plan/timeline_metrics.hpp"
@@ -204,7 +205,8 @@ int calibrate_command(const CalibrateArgs& args, const std::vector<std::string>&
     probe.scenario.hardware = measured;
     std::vector<fit::ProbeResult> repeats;
     for (int r = 0; r < fit::kProbeRepeats; ++r)
-      repeats.push_back(fit::in_run_factors(probe, cal, run->probes[r * probes.size() + i]));
+      repeats.push_back(fit::in_run_factors(
+          probe, cal, exec::measured_timeline(run->probes[r * probes.size() + i], probe.scenario.name, probe.world_size)));
     results[{probes[i].data, probes[i].model}] = fit::median_result(repeats);
   }
   for (bool data : {false, true}) {

@@ -17,6 +17,7 @@
 #include "exec/device.hpp"
 #include "exec/model.hpp"
 #include "exec/runtime.hpp"
+#include "plan/executable.hpp"
 #include "plan/error.hpp"
 #include "plan/trace_writer.hpp"
 
@@ -29,7 +30,7 @@ using nlohmann::json;
 // Everything that can be wrong with the input is found here, before any rank starts.
 plan::Plan check_input(const RunArgs& args) {
   plan::Plan p = plan::resolve_plan(plan::load_scenario(args.scenario, args.sets));
-  exec::check_executable(p.scenario);
+  plan::check_executable(p.scenario);
   exec::check_device(p.scenario);
   exec::DataSource::require_installed(p.scenario);
   require_output_folder(args.trace_path);

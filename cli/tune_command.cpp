@@ -14,8 +14,8 @@
 #include "cli/calibrate_command.hpp"
 #include "cli/output.hpp"
 #include "cli/validate_command.hpp"
-#include "exec/model.hpp"
 #include "fit/measure.hpp"
+#include "fit/tune_picks.hpp"
 #include "profiler/step_statistic.hpp"
 #include "plan/error.hpp"
 #include "plan/scenario.hpp"
@@ -140,54 +140,6 @@ std::string best_yaml(const plan::YamlDocument& given, const std::string& output
   return header + out.c_str() + "\n";
 }
 
-// What --validate K runs: the best prediction, then the best of each other data x pipeline x tensor layout
-// (the model errs most between layouts: a pipeline's messages against DDP's all-reduces), then
-// the next best predictions.
-std::vector<const tune::Evaluation*> validation_candidates(const tune::SearchResult& r, size_t k) {
-  std::vector<const tune::Evaluation*> out;
-  auto add = [&](const tune::Evaluation& e) {
-    if (out.size() < k && std::none_of(out.begin(), out.end(), [&](const tune::Evaluation* o) { return o->config == e.config; }))
-      out.push_back(&e);
-  };
-  if (!r.ranked.empty()) add(r.ranked.front());
-  for (const auto& e : r.layout_best) add(e);
-  for (const auto& e : r.ranked) add(e);
-  return out;
-}
-
-// --validate runs configurations for real, so the space keeps only the values the executor runs;
-// exec::check_executable is the rule. A value it refuses (tensor > 1, selective recompute, ...) is
-// dropped with a note. When the scenario itself cannot run, fit::measure says why later.
-void keep_executable(tune::Space* space, const plan::Scenario& base) {
-  const plan::Settings given = plan::settings_of(base);
-  auto runs = [&](const plan::Settings& s) {
-    plan::Scenario c = base;
-    plan::apply(s, &c);
-    try {
-      exec::check_executable(c);
-      return true;
-    } catch (const plan::InputError&) {
-      return false;
-    }
-  };
-  if (!runs(given)) return;
-  for (auto& [key, values] : space->values) {
-    const plan::Knob& k = plan::knob(key);
-    std::vector<plan::KnobValue> kept;
-    std::vector<std::string> dropped;
-    for (const auto& v : values) {
-      plan::Settings s = given;
-      k.set(s, v);
-      if (runs(s)) kept.push_back(v);
-      else dropped.push_back(k.format(v));
-    }
-    if (dropped.empty()) continue;
-    std::cerr << "tune: --validate runs the picks for real: leaving out " << key << " " << plan::join(dropped, ", ")
-              << " (predict-only)\n";
-    values = kept;
-  }
-}
-
 std::string samples_per_s(const tune::Evaluation& e) {
   return fmt("%.0f", e.config.global_batch() / (e.step.to_ms() / 1e3));
 }
@@ -214,7 +166,9 @@ int tune_command(const TuneArgs& args, const std::string& self) {
   tune::Space space = tune::default_space(base, args.world);
   for (const auto& s : args.searches) tune::search(&space, s);
   for (const auto& f : args.fixes) tune::fix(&space, base, f);
-  if (args.validate > 0) keep_executable(&space, base);
+  if (args.validate > 0)
+    for (const auto& note : fit::keep_executable(&space, base))
+      std::cerr << "tune: --validate runs the picks for real: leaving out " << note << " (predict-only)\n";
 
   tune::Evaluator ev(base);
   tune::SearchOptions opt;
@@ -239,29 +193,26 @@ int tune_command(const TuneArgs& args, const std::string& self) {
     return 1;
   }
 
-  // Run the top K for real: the best measured wins.
-  struct Validated {
-    const tune::Evaluation* e;
-    plan::Time predicted, measured;
-  };
-  std::vector<Validated> validated;
-  const std::vector<const tune::Evaluation*> to_run = validation_candidates(r, static_cast<size_t>(args.validate));
-  for (size_t i = 0; i < to_run.size() && !g_interrupted; ++i) {
-    const tune::Evaluation& e = *to_run[i];
-    std::vector<std::string> sets = args.sets;
-    for (const auto& s : plan::set_flags(plan::overrides(given, e.config))) sets.push_back(s);
-    std::cerr << "tune: running " << i + 1 << " of " << to_run.size() << " for real (" << plan::describe(plan::overrides(given, e.config)) << ", "
+  // Run the top K for real: the best measured wins (fit/tune_picks.hpp).
+  fit::PickRuns picks;
+  picks.self = self;
+  picks.scenario = args.scenario;
+  picks.sets = args.sets;
+  picks.steps = args.validate_steps;
+  picks.starting = [&](size_t i, size_t n, const plan::Overrides& changed) {
+    std::cerr << "tune: running " << i + 1 << " of " << n << " for real (" << plan::describe(changed) << ", "
               << args.validate_steps << " steps)\n";
-    const fit::Measurement m = fit::measure(self, args.scenario, sets, args.validate_steps);
-    validated.push_back({&e, e.step, m.step.undisturbed});
-    std::cerr << "tune:   predicted " << fmt("%.3f", e.step.to_ms()) << " ms, measured " << fmt("%.3f", m.step.undisturbed.to_ms())
-              << " ms undisturbed (median " << fmt("%.3f", m.step.median.to_ms()) << " ms, "
-              << fmt("%.0f%%", 100 * m.step.disturbed_share) << " of the steps disturbed)\n";
-  }
-  const tune::Evaluation* best = &r.ranked.front();
-  if (!validated.empty())
-    best = std::min_element(validated.begin(), validated.end(),
-                            [](const Validated& a, const Validated& b) { return a.measured < b.measured; })->e;
+  };
+  picks.measured = [](const fit::ValidatedPick& v) {
+    std::cerr << "tune:   predicted " << fmt("%.3f", v.predicted.to_ms()) << " ms, measured "
+              << fmt("%.3f", v.measured.undisturbed.to_ms()) << " ms undisturbed (median "
+              << fmt("%.3f", v.measured.median.to_ms()) << " ms, " << fmt("%.0f%%", 100 * v.measured.disturbed_share)
+              << " of the steps disturbed)\n";
+  };
+  const std::vector<fit::ValidatedPick> validated =
+      fit::run_picks(fit::validation_candidates(r, base, static_cast<size_t>(args.validate)), given, picks);
+  const fit::ValidatedPick* fastest = fit::fastest(validated);
+  const tune::Evaluation* best = fastest ? fastest->evaluation : &r.ranked.front();
 
   const plan::Overrides best_overrides = plan::overrides(given, best->config);
   // The full simulation of each ranked row, once (the pick is one of them).
@@ -318,9 +269,9 @@ int tune_command(const TuneArgs& args, const std::string& self) {
     for (const auto& e : r.pareto) j["pareto"].push_back(eval_json(e));
     j["validated"] = json::array();
     for (const auto& v : validated)
-      j["validated"].push_back({{"overrides", overrides_json(plan::overrides(given, v.e->config))},
+      j["validated"].push_back({{"overrides", overrides_json(plan::overrides(given, v.evaluation->config))},
                                 {"predicted_step_ms", v.predicted.to_ms()},
-                                {"measured_step_ms", v.measured.to_ms()},
+                                {"measured_step_ms", v.measured.undisturbed.to_ms()},
                                 {"statistic", profiler::kStatisticName}});
     std::cout << j.dump(2) << "\n";
   } else {
@@ -346,9 +297,9 @@ int tune_command(const TuneArgs& args, const std::string& self) {
       std::printf("\nrun for real (%d steps each, measured as the %s; the best measured is the pick):\n",
                   args.validate_steps, profiler::kStatisticName);
       for (const auto& v : validated)
-        std::printf("  predicted %10.3f ms, measured %10.3f ms (%+.1f%%)  %s\n", v.predicted.to_ms(), v.measured.to_ms(),
-                    100 * (v.predicted / v.measured - 1),
-                    plan::describe(plan::overrides(given, v.e->config)).c_str());
+        std::printf("  predicted %10.3f ms, measured %10.3f ms (%+.1f%%)  %s\n", v.predicted.to_ms(),
+                    v.measured.undisturbed.to_ms(), 100 * (v.predicted / v.measured.undisturbed - 1),
+                    plan::describe(plan::overrides(given, v.evaluation->config)).c_str());
     }
     std::printf("\npick: %s\n", plan::describe(best_overrides).c_str());
     std::printf("  predicted step %.3f ms: %.2fx the scenario as given (%.3f ms)", best->step.to_ms(), vs_given, r.baseline.step.to_ms());

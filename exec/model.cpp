@@ -145,42 +145,4 @@ torch::Tensor model_loss(const plan::Layer& last, const torch::Tensor& output, c
   return torch::nn::functional::cross_entropy(output.to(torch::kFloat), target);
 }
 
-void check_executable(const plan::Scenario& s) {
-  for (const auto& l : s.layers)
-    if (l.kind == plan::LayerKind::synthetic)
-      throw plan::InputError(s.where("model"), "layer '" + l.name +
-                                                   "' is synthetic: synthetic layers describe a cost for the simulator and "
-                                                   "cannot be run; use a preset (mlp, transformer) or linear/embedding/encoder/head layers");
-  // What the simulator predicts but this executor does not run yet (docs/scenarios.md).
-  const plan::ParallelSpec& p = s.parallel;
-  auto predict_only = [&](const std::string& key, const std::string& what) {
-    throw plan::InputError(s.where(key), what + " is predict-only: `parallax simulate`, `plan` and `tune` take it, "
-                                               "the executor does not run it yet");
-  };
-  if (p.tensor > 1) predict_only("parallel.tensor", "tensor parallelism (parallel.tensor " + std::to_string(p.tensor) + ")");
-  if (p.activation_checkpointing == plan::Recompute::selective)
-    predict_only("parallel.activation_checkpointing", "selective recompute");
-  if (p.activation_checkpointing != plan::Recompute::none && plan::splits_backward(p.schedule))
-    predict_only("parallel.activation_checkpointing", std::string("activation checkpointing with a schedule that splits the backward (") +
-                                                          plan::name(p.schedule) + ")");
-  if (p.master_weights) predict_only("parallel.master_weights", "master_weights (Megatron-LM's mixed precision)");
-  if (p.distributed_optimizer) predict_only("parallel.distributed_optimizer", "the distributed optimizer");
-  if (p.p2p == plan::P2p::megatron) predict_only("parallel.p2p", "Megatron-LM's point-to-point (parallel.p2p: megatron)");
-  for (const auto& l : s.layers)
-    if (l.shape.flash_attention) predict_only("model", "flash attention (layer '" + l.name + "')");
-  // On CUDA, fp16 runs under autocast with a loss scaler (exec/grad_scaler.hpp).
-  if (s.parallel.precision == plan::Precision::fp16 && s.hardware.device.kind != plan::DeviceKind::cuda)
-    throw plan::InputError(s.where("parallel.precision"),
-                           "precision fp16 cannot run on the CPU: this LibTorch's CPU autocast has bf16 only; use "
-                           "fp32 or bf16 here, or a CUDA profile (fp16 trains there with a loss scaler)");
-  const auto& first = s.layers.front();
-  const bool tokens = first.kind == plan::LayerKind::embedding;
-  if (s.data.source == "fashion-mnist" && (tokens || first.shape.in != 784 || s.layers.back().kind != plan::LayerKind::linear ||
-                                           s.layers.back().shape.out != 10))
-    throw plan::InputError(s.where("data.source"),
-                           "fashion-mnist needs a model taking 784 features and giving 10 classes (the mlp preset)");
-  if (s.layers.back().kind != plan::LayerKind::head && s.layers.back().kind != plan::LayerKind::linear)
-    throw plan::InputError(s.where("model"), "the model must end in a head or linear layer to compute a loss");
-}
-
 }  // namespace parallax::exec

@@ -80,7 +80,4 @@ std::vector<int64_t> output_shape(const plan::Layer& layer, int64_t microbatch);
 /// The loss of the model's last layer: cross-entropy over classes (MLP) or tokens (transformer).
 torch::Tensor model_loss(const plan::Layer& last_layer, const torch::Tensor& output, const torch::Tensor& target);
 
-/// Refuses, before anything starts, what the executor cannot build (synthetic layers).
-void check_executable(const plan::Scenario& scenario);
-
 }  // namespace parallax::exec

@@ -8,9 +8,8 @@
 #include <numeric>
 #include <set>
 
-#include "exec/model.hpp"
 #include "fit/measure.hpp"
-#include "exec/runtime.hpp"
+#include "plan/executable.hpp"
 #include "plan/timeline_metrics.hpp"
 #include "profiler/compare.hpp"
 #include "profiler/messages.hpp"
@@ -24,7 +23,7 @@ std::vector<Calibrated> executable_plans(const std::vector<std::string>& files, 
   for (const auto& f : files) {
     try {
       plan::Plan p = plan::resolve_plan(plan::load_scenario(f, {"hardware=" + hardware}));
-      exec::check_executable(p.scenario);
+      plan::check_executable(p.scenario);
       plans.push_back({f, std::move(p)});
     } catch (const plan::InputError& e) {
       if (named) throw;
@@ -193,8 +192,7 @@ plan::InRunFactors median_factors(const std::vector<plan::InRunFactors>& runs) {
 
 }  // namespace
 
-ProbeResult in_run_factors(plan::Plan probe, const plan::Calibration& calibration,
-                           const std::vector<exec::RankResult>& results) {
+ProbeResult in_run_factors(plan::Plan probe, const plan::Calibration& calibration, const plan::Timeline& run) {
   plan::Calibration alone = calibration;
   alone.in_run = {};
   alone.in_run_data.reset();
@@ -203,8 +201,7 @@ ProbeResult in_run_factors(plan::Plan probe, const plan::Calibration& calibratio
   // Over the probe run's undisturbed steps (profiler::undisturbed_steps), as compare measures a
   // run: the factors carry what a run adds to the costs alone, not a burst's slowdown. The first
   // step stays, as the warm-up the figures below leave out.
-  const plan::Timeline measured =
-      profiler::undisturbed_only(exec::measured_timeline(results, probe.scenario.name, probe.world_size), /*keep_warmup=*/true);
+  const plan::Timeline measured = profiler::undisturbed_only(run, /*keep_warmup=*/true);
   ProbeResult out;
   plan::InRunFactors& f = out.factors;
   const profiler::MessageTiming m = profiler::message_timing(measured, probe.scenario.parallel);

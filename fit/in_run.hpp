@@ -6,7 +6,6 @@
 #include <string>
 #include <vector>
 
-#include "exec/runtime.hpp"
 #include "plan/calibration.hpp"
 #include "plan/hardware.hpp"
 #include "plan/plan.hpp"
@@ -61,9 +60,9 @@ std::vector<Calibrated> executable_plans(const std::vector<std::string>& files, 
 std::vector<Probe> probe_plans(const std::vector<Calibrated>& plans, const plan::HardwareProfile& base);
 
 // The in-run factors: a probe's measured F, B and OPTIM (per-action means) and its all-reduces
-// against what `calibration` predicts for them without in-run figures; its messages.
-ProbeResult in_run_factors(plan::Plan probe, const plan::Calibration& calibration,
-                           const std::vector<exec::RankResult>& results);
+// against what `calibration` predicts for them without in-run figures; its messages. `measured`
+// is the probe run's measured timeline (exec::measured_timeline of its ranks' results).
+ProbeResult in_run_factors(plan::Plan probe, const plan::Calibration& calibration, const plan::Timeline& measured);
 
 // The repeats of one probe: each in-run figure and each mean is the median of the repeats'.
 ProbeResult median_result(const std::vector<ProbeResult>& repeats);

@@ -2,14 +2,17 @@
 
 #include <fcntl.h>
 #include <ftw.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <thread>
 
 #include "plan/plan.hpp"
 #include "plan/scenario.hpp"
@@ -53,7 +56,8 @@ ResolvedTau kendall_tau_resolved(const std::vector<double>& predicted, const std
   return r;
 }
 
-int run_child(const std::vector<std::string>& argv, const std::string& out, const std::string& err) {
+int run_child(const std::vector<std::string>& argv, const std::string& out, const std::string& err,
+              const std::atomic<bool>* cancel) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -66,7 +70,20 @@ int run_child(const std::vector<std::string>& argv, const std::string& out, cons
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) return 127;
   int status = 0;
-  waitpid(pid, &status, 0);
+  if (!cancel) {
+    waitpid(pid, &status, 0);
+  } else {
+    // Polled, so that a cancel ends the run within a tick: SIGTERM ends `parallax run`, whose
+    // ranks die with it (exec/launcher: PR_SET_PDEATHSIG).
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+      if (cancel->load()) {
+        kill(pid, SIGTERM);
+        waitpid(pid, &status, 0);
+        throw Cancelled();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
@@ -101,12 +118,13 @@ Prepared prepare(const Configuration& c, int steps, const std::vector<std::strin
 }
 
 // One run of a configuration for real, compared with its prediction into `o`.
-void run_once(const Configuration& c, const Prepared& p, const std::string& self, const fs::path& work, Outcome* o) {
+void run_once(const Configuration& c, const Prepared& p, const std::string& self, const fs::path& work, Outcome* o,
+              const std::atomic<bool>* cancel) {
   const std::string trace = (work / "measured.json").string();
   std::vector<std::string> argv = {self, "run", "-o", trace};
   if (!c.scenario.empty()) argv.push_back(c.scenario);  // none: the built-in default
   for (const auto& s : p.sets) argv.insert(argv.end(), {"--set", s});
-  const int rc = run_child(argv, (work / "run.out").string(), (work / "run.err").string());
+  const int rc = run_child(argv, (work / "run.out").string(), (work / "run.err").string(), cancel);
   if (rc != 0)
     throw std::runtime_error("the run of " + c.label + " failed (exit " + std::to_string(rc) + "):\n" +
                              tail_of((work / "run.err").string(), 8));
@@ -152,14 +170,15 @@ int steps_for(plan::Time predicted_step) {
   return 1 + std::clamp(static_cast<int>(for_time), profiler::kMinStatisticSteps, kMaxAutoSteps);
 }
 
-Measurement measure(const std::string& self, const std::string& scenario, const std::vector<std::string>& sets, int steps) {
+Measurement measure(const std::string& self, const std::string& scenario, const std::vector<std::string>& sets, int steps,
+                    const std::atomic<bool>* cancel) {
   const Configuration c{scenario, {}, "", fs::path(scenario.empty() ? "default" : scenario).stem().string()};
   const Prepared p = prepare(c, steps, sets);
   const fs::path work = fs::temp_directory_path() / ("parallax-measure-" + std::to_string(::getpid()));
   fs::create_directories(work);
   Outcome o;
   try {
-    run_once(c, p, self, work, &o);
+    run_once(c, p, self, work, &o, cancel);
   } catch (...) {
     remove_tree(work.string());
     throw;

@@ -4,7 +4,9 @@
 // compared with the simulated step by compare's definitions and the one step statistic
 // (profiler/step_statistic.hpp). validate's loop (fit/validation.hpp) and the tuner's --validate
 // both measure through here.
+#include <atomic>
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -55,7 +57,7 @@ Prepared prepare(const Configuration& c, int steps, const std::vector<std::strin
 /// One run of a configuration for real (`self run ...` in `work`), compared with its prediction
 /// into `o`; runtime_error naming the run, with its stderr's tail, when it fails.
 void run_once(const Configuration& c, const Prepared& p, const std::string& self, const std::filesystem::path& work,
-              Outcome* o);
+              Outcome* o, const std::atomic<bool>* cancel = nullptr);
 
 /// The measured step, spread and errors of `o`'s runs.
 void summarise(Outcome* o);
@@ -70,12 +72,14 @@ int steps_for(plan::Time predicted_step);
 
 /// One configuration run for real (`parallax run SCENARIO --set ...` in a child process, `steps`
 /// steps) and simulated, through compare's definitions: the predicted and the measured step
-/// (the step statistic after the warm-up step). runtime_error when the run fails.
+/// (the step statistic after the warm-up step). runtime_error when the run fails; Cancelled
+/// (the run terminated) when `cancel` is set while it runs.
 struct Measurement {
   plan::Time predicted;
   profiler::StepStatistic step;  ///< step.undisturbed is the measured step
 };
-Measurement measure(const std::string& self, const std::string& scenario, const std::vector<std::string>& sets, int steps);
+Measurement measure(const std::string& self, const std::string& scenario, const std::vector<std::string>& sets, int steps,
+                    const std::atomic<bool>* cancel = nullptr);
 
 /// Kendall's tau-a of two rankings of the same items: (concordant - discordant) pairs over all
 /// pairs; ties count as neither. 1 for the same order, -1 for the reverse.
@@ -93,7 +97,14 @@ ResolvedTau kendall_tau_resolved(const std::vector<double>& predicted, const std
                                  const std::vector<double>& measured_high);
 
 /// Runs argv as a child with stdout and stderr into files; its exit code (127: could not start).
-int run_child(const std::vector<std::string>& argv, const std::string& out, const std::string& err);
+/// When `cancel` is set while it runs, the child is terminated and Cancelled thrown.
+int run_child(const std::vector<std::string>& argv, const std::string& out, const std::string& err,
+              const std::atomic<bool>* cancel = nullptr);
+
+/// A run stopped because its caller cancelled it.
+struct Cancelled : std::runtime_error {
+  Cancelled() : std::runtime_error("cancelled") {}
+};
 
 /// The last `lines` lines of a file, indented, for error messages.
 std::string tail_of(const std::string& path, size_t lines);

@@ -1,13 +1,11 @@
-// The Tune tab's "Validate top K for real": `parallax tune --validate K --json` as a child process,
-// its progress, and predicted against measured per validated configuration (gui/tune_view.hpp).
+// The Tune tab's "Validate top K for real": fit::run_picks on a worker thread over the ranked
+// configurations `parallax tune --validate K` would pick, its progress, and predicted against
+// measured per validated configuration (gui/tune_view.hpp).
 #include <QFileInfo>
-#include <QJsonArray>
-#include <QJsonDocument>
-#include <QJsonObject>
 #include <QLabel>
 #include <QProgressBar>
-#include <QRegularExpression>
 #include <QTableWidget>
+#include <QtConcurrent>
 #include <algorithm>
 #include <cmath>
 
@@ -19,79 +17,14 @@ namespace parallax::gui {
 
 using namespace tune_cells;
 
-namespace {
-
-// A JSON value as the overrides write it: "8", "0.5", "true", "[2, 2]", "1f1b".
-std::string value_text(const QJsonValue& v) {
-  if (v.isString()) return v.toString().toStdString();
-  if (v.isBool()) return v.toBool() ? "true" : "false";
-  if (v.isDouble()) return plan::number_text(v.toDouble());
-  if (v.isArray()) {
-    std::string s = "[";
-    const QJsonArray a = v.toArray();
-    for (qsizetype i = 0; i < a.size(); ++i) s += (i ? ", " : "") + value_text(a[i]);
-    return s + "]";
-  }
-  return "";
-}
-
-plan::Overrides sorted(plan::Overrides o) {
-  std::sort(o.begin(), o.end());
-  return o;
-}
-
-}  // namespace
-
-std::vector<ValidatedRow> parse_validated(const QByteArray& json, QString* error) {
-  QJsonParseError parse;
-  const QJsonDocument doc = QJsonDocument::fromJson(json, &parse);
-  if (!doc.isObject()) {
-    *error = parse.error != QJsonParseError::NoError
-                 ? "its output is not JSON: " + parse.errorString()
-                 : QString("its output is not a JSON object");
-    return {};
-  }
-  const QJsonValue validated = doc.object().value("validated");
-  if (!validated.isArray()) {
-    *error = "its output has no validated[] array";
-    return {};
-  }
-  std::vector<ValidatedRow> out;
-  for (const QJsonValue& v : validated.toArray()) {
-    const QJsonObject o = v.toObject();
-    ValidatedRow row;
-    const QJsonObject overrides = o.value("overrides").toObject();
-    for (auto it = overrides.begin(); it != overrides.end(); ++it)
-      row.overrides.emplace_back(it.key().toStdString(), value_text(it.value()));
-    auto time_of = [&](const char* key) {
-      const QJsonValue ms = o.value(key);
-      return ms.isDouble() && ms.toDouble() > 0 ? plan::Time::ms(ms.toDouble()) : plan::Time();
-    };
-    row.predicted_step = time_of("predicted_step_ms");
-    row.measured_step = time_of("measured_step_ms");
-    out.push_back(std::move(row));
-  }
-  error->clear();
-  return out;
-}
-
-QStringList TuneView::validate_arguments(const ScenarioSource& source, const std::vector<std::string>& sets,
-                                         int count) {
-  QStringList args = {"tune"};
-  if (!source.path.empty()) args << QString::fromStdString(source.path);
-  for (const auto& s : source.sets) args << "--set" << QString::fromStdString(s);
-  for (const auto& s : sets) args << "--set" << QString::fromStdString(s);
-  args << "--validate" << QString::number(count) << "--json";
-  return args;
+std::vector<std::string> TuneView::validation_sets() const {
+  std::vector<std::string> sets = source_.sets;
+  sets.insert(sets.end(), base_sets_.begin(), base_sets_.end());
+  return sets;
 }
 
 bool TuneView::validate(int count) {
-  if (validating()) return false;
-  // The configuration the shown rows are relative to; before any search, the knobs as they are.
-  if (!result_ && !session_) return false;
-  const ScenarioSource source = result_ ? source_ : session_->source();
-  const KnobValues knobs = result_ ? base_knobs_ : session_->knobs();
-  const std::vector<std::string> sets = result_ ? base_sets_ : session_->overrides();
+  if (validating() || running() || !result_ || result_->ranked.empty() || !base_scenario_) return false;
   const QString binary = RealRun::parallax_binary();
   if (!QFileInfo(binary).isExecutable()) {
     const QString message =
@@ -100,90 +33,92 @@ bool TuneView::validate(int count) {
     emit validation_finished(false, message);
     return false;
   }
-  if (!result_) {
-    source_ = source;
-    base_knobs_ = knobs;
-    base_sets_ = sets;
+  const tune::SearchResult& r = *result_;
+  const std::vector<const tune::Evaluation*> candidates =
+      fit::validation_candidates(r, *base_scenario_, static_cast<size_t>(count));
+  if (candidates.empty()) {
+    const QString message = "None of the ranked configurations can run on this machine's executor (they are predict-only).";
+    status_->setText(message);
+    emit validation_finished(false, message);
+    return false;
+  }
+  // Copies for the worker (a new search replaces result_), and the ranked row each one is (-1: a
+  // layout's best below the ranked top K).
+  std::vector<tune::Evaluation> chosen;
+  std::vector<int> rows;
+  for (const tune::Evaluation* e : candidates) {
+    chosen.push_back(*e);
+    const auto at = std::find_if(r.ranked.begin(), r.ranked.end(), [&](const tune::Evaluation& x) { return x.config == e->config; });
+    rows.push_back(at == r.ranked.end() ? -1 : static_cast<int>(at - r.ranked.begin()));
   }
   validated_.clear();
-  validation_stdout_.clear();
-  validation_last_line_.clear();
-  validation_cancelled_ = false;
-  validation_count_ = count;
-  process_ = std::make_unique<QProcess>();
-  connect(process_.get(), &QProcess::readyReadStandardError, this,
-          &TuneView::read_validation_progress);
-  connect(process_.get(), &QProcess::readyReadStandardOutput, this,
-          [this] { validation_stdout_ += process_->readAllStandardOutput(); });
-  connect(process_.get(), &QProcess::finished, this, &TuneView::on_validation_finished);
-  connect(process_.get(), &QProcess::errorOccurred, this, [this](QProcess::ProcessError e) {
-    if (e != QProcess::FailedToStart) return;
-    const QString message = "could not start " + process_->program();
-    status_->setText(message);
-    update_buttons();
-    emit validation_finished(false, message);
-  });
-  const QStringList args = validate_arguments(source, sets, count);
-  process_->start(binary, args);
-  progress_->setRange(0, 0);
-  progress_->setFormat("validating %p%");
-  status_->setText(
-      QString("Validating the top %1 for real: parallax %2 …").arg(count).arg(args.join(' ')));
+  validation_table_->setRowCount(0);
+  validation_table_->hide();
+  validation_cancel_ = std::make_shared<std::atomic<bool>>(false);
+  const uint64_t generation = ++validation_generation_;
+  fit::PickRuns runs;
+  runs.self = binary.toStdString();
+  runs.scenario = source_.path;
+  runs.sets = validation_sets();
+  runs.cancel = validation_cancel_.get();
+  runs.starting = [this, generation](size_t i, size_t n, const plan::Overrides& changed) {
+    const QString what = QString::fromStdString(plan::describe(changed));
+    QMetaObject::invokeMethod(
+        this, [this, generation, i, n, what] { on_validation_progress(generation, static_cast<int>(i), static_cast<int>(n), what); },
+        Qt::QueuedConnection);
+  };
+  progress_->setRange(0, static_cast<int>(candidates.size()));
+  progress_->setValue(0);
+  progress_->setFormat("validating %v/%m");
+  status_->setText(QString("Validating %1 configurations for real …").arg(candidates.size()));
+  const plan::Settings given = base_config_;
+  validation_.setFuture(QtConcurrent::run([chosen, rows, given, runs, flag = validation_cancel_] {
+    std::vector<const tune::Evaluation*> to_run;
+    for (const auto& e : chosen) to_run.push_back(&e);
+    ValidationOutcome out;
+    std::vector<fit::ValidatedPick> picks;
+    try {
+      picks = fit::run_picks(to_run, given, runs);
+    } catch (const std::exception& e) {
+      out.error = e.what();
+    }
+    for (const fit::ValidatedPick& p : picks) {
+      const size_t at = static_cast<size_t>(p.evaluation - chosen.data());
+      out.rows.push_back({rows[at], plan::overrides(given, p.evaluation->config), p.predicted, p.measured.undisturbed});
+    }
+    return out;
+  }));
   update_buttons();
   return true;
 }
 
-void TuneView::read_validation_progress() {
-  static const QRegularExpression lines("[\r\n]");
-  static const QRegularExpression fraction(R"((\d+)/(\d+))");
-  static const QRegularExpression started(R"(running (\d+) of \d+ for real)");
-  const QString text = QString::fromUtf8(process_->readAllStandardError());
-  for (const QString& part : text.split(lines, Qt::SkipEmptyParts)) {
-    const QString line = part.trimmed();
-    if (line.isEmpty()) continue;
-    validation_last_line_ = line;
-    // "tune: running 2 of 3 for real (...)": two of the configurations started.
-    if (const auto r = started.match(line); r.hasMatch() && validation_count_ > 0) {
-      progress_->setRange(0, validation_count_);
-      progress_->setValue(std::min(r.captured(1).toInt() - 1, validation_count_));
-      continue;
-    }
-    const auto m = fraction.match(line);
-    if (m.hasMatch() && m.captured(2).toInt() > 0) {
-      progress_->setRange(0, m.captured(2).toInt());
-      progress_->setValue(std::min(m.captured(1).toInt(), m.captured(2).toInt()));
-    }
-  }
-  if (!validation_last_line_.isEmpty()) status_->setText("parallax tune: " + validation_last_line_);
+void TuneView::on_validation_progress(uint64_t generation, int started, int count, const QString& what) {
+  if (generation != validation_generation_ || !validating()) return;
+  progress_->setRange(0, count);
+  progress_->setValue(started);
+  status_->setText(QString("Validating %1 of %2 for real: %3 (parallax run in a child process) …")
+                       .arg(started + 1)
+                       .arg(count)
+                       .arg(what.isEmpty() ? "as given" : what));
 }
 
-void TuneView::on_validation_finished(int code, QProcess::ExitStatus exit) {
-  read_validation_progress();
-  validation_stdout_ += process_->readAllStandardOutput();
+void TuneView::on_validation_finished() {
+  const ValidationOutcome outcome = validation_.result();
+  const bool cancelled = validation_cancel_ && validation_cancel_->load();
   progress_->setRange(0, 1);
   progress_->setFormat("%p%");
-  progress_->setValue(0);
+  progress_->setValue(outcome.error.empty() && !cancelled ? 1 : 0);
+  validated_ = outcome.rows;
+  show_validation();
   update_buttons();
   QString message;
-  if (validation_cancelled_) {
-    message = "validation cancelled";
-  } else if (exit != QProcess::NormalExit || code != 0) {
-    message = QString("parallax tune %1 (exit code %2): %3")
-                  .arg(code == 2 ? "rejected its input" : "failed")
-                  .arg(code)
-                  .arg(validation_last_line_);
-  } else {
-    QString error;
-    validated_ = parse_validated(validation_stdout_, &error);
-    if (!error.isEmpty()) message = "parallax tune: " + error;
-  }
+  if (!outcome.error.empty()) message = "A validation run failed: " + QString::fromStdString(outcome.error);
+  else if (cancelled) message = QString("Validation cancelled (%1 configurations measured).").arg(validated_.size());
   if (!message.isEmpty()) {
     status_->setText(message);
     emit validation_finished(false, message);
     return;
   }
-  progress_->setValue(1);
-  show_validation();
   message = QString("%1 configurations validated for real.").arg(validated_.size());
   status_->setText(message);
   emit validation_finished(true, message);
@@ -201,14 +136,11 @@ void TuneView::show_validation() {
     const ValidatedRow& v = validated_[i];
     const bool both = v.predicted_step > plan::Time() && v.measured_step > plan::Time();
     const double error = both ? (v.predicted_step / v.measured_step - 1) * 100 : std::nan("");
-    // The same configuration in the ranked table gets its measured time too, and names the
-    // overrides in the tuner's order (JSON objects come back sorted by key).
-    int ranked_row = -1;
-    for (int row = 0; result_ && row < static_cast<int>(result_->ranked.size()); ++row)
-      if (sorted(overrides_of(row)) == sorted(v.overrides)) ranked_row = row;
-    QString changed = QString::fromStdString(
-        plan::describe(ranked_row >= 0 ? overrides_of(ranked_row) : v.overrides));
-    if (ranked_row >= 0) changed = QString("#%1: %2").arg(ranked_row + 1).arg(changed);
+    // The same configuration in the ranked table gets its measured time too.
+    const int ranked_row = v.ranked_row;
+    QString changed = QString::fromStdString(plan::describe(v.overrides));
+    // Below the ranked top K: the best of its data x pipeline x tensor layout (tune --validate's rule).
+    changed = ranked_row >= 0 ? QString("#%1: %2").arg(ranked_row + 1).arg(changed) : "best of its layout: " + changed;
     if (i == fastest) changed = "★ " + changed;
     validation_table_->setItem(i, 0, item(changed, Qt::AlignLeft | Qt::AlignVCenter));
     validation_table_->setItem(i, 1, item(ms_text(v.predicted_step)));

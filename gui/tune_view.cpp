@@ -11,7 +11,6 @@
 #include <QScatterSeries>
 #include <QSplitter>
 #include <QTableWidget>
-#include <QTimer>
 #include <QVBoxLayout>
 #include <QValueAxis>
 #include <QtConcurrent/QtConcurrentRun>
@@ -45,8 +44,8 @@ TuneView::TuneView(QWidget* parent) : QWidget(parent) {
   cancel_ = new QPushButton("Cancel");
   validate_ = new QPushButton("Validate top 3 for real");
   validate_->setToolTip(
-      "Run `parallax tune --validate 3`: the three best configurations run on this machine, "
-      "predicted against measured");
+      "Run three of the ranked configurations on this machine, as `parallax tune --validate 3` "
+      "picks them: predicted against measured");
   progress_ = new QProgressBar;
   progress_->setTextVisible(true);
   progress_->setRange(0, 1);
@@ -101,6 +100,7 @@ TuneView::TuneView(QWidget* parent) : QWidget(parent) {
   connect(validate_, &QPushButton::clicked, this, [this] { validate(3); });
   connect(table_, &QTableWidget::cellClicked, this, [this](int row, int) { choose(row); });
   connect(&watcher_, &QFutureWatcher<TuneOutcome>::finished, this, &TuneView::on_finished);
+  connect(&validation_, &QFutureWatcher<ValidationOutcome>::finished, this, &TuneView::on_validation_finished);
   show_chart();
   update_buttons();
 }
@@ -108,10 +108,8 @@ TuneView::TuneView(QWidget* parent) : QWidget(parent) {
 TuneView::~TuneView() {
   if (cancel_flag_) cancel_flag_->store(true);
   watcher_.waitForFinished();
-  if (validating()) {
-    process_->kill();
-    process_->waitForFinished(3000);
-  }
+  if (validation_cancel_) validation_cancel_->store(true);  // the run in progress is terminated
+  validation_.waitForFinished();
 }
 
 bool TuneView::start(const PlanSession& session) {
@@ -133,6 +131,7 @@ bool TuneView::start(const PlanSession& session) {
     return false;
   }
   base_config_ = plan::settings_of(evaluator->base());
+  base_scenario_ = evaluator->base();
   const tune::Space space = tune::default_space(evaluator->base());
   result_.reset();
   validated_.clear();
@@ -180,12 +179,8 @@ void TuneView::cancel() {
     status_->setText("Cancelling: the best configurations simulated so far will be shown …");
   }
   if (validating()) {
-    validation_cancelled_ = true;
-    process_->terminate();
-    // A run that ignores SIGTERM is killed; its ranks follow their parent.
-    QTimer::singleShot(3000, process_.get(), [p = process_.get()] {
-      if (p->state() != QProcess::NotRunning) p->kill();
-    });
+    validation_cancel_->store(true);  // fit::run_picks terminates the run in progress
+    status_->setText("Cancelling the validation …");
   }
 }
 
@@ -238,6 +233,7 @@ void TuneView::on_finished() {
                 .arg(seconds_text(r.wall_s));
   status_->setText(status);
   show_result();
+  update_buttons();
 }
 
 void TuneView::show_result() {
@@ -376,7 +372,7 @@ void TuneView::choose(int row) {
 void TuneView::update_buttons() {
   start_->setEnabled(!running() && !validating());
   cancel_->setEnabled(running() || validating());
-  validate_->setEnabled(!running() && !validating());
+  validate_->setEnabled(result_ && !result_->ranked.empty() && !running() && !validating());
 }
 
 QString TuneView::status() const { return status_->text(); }

@@ -3,11 +3,11 @@
 // on a worker thread (Qt Concurrent) with progress, phase and ETA, cancellable through the
 // search's atomic flag. It shows the top K (what changed, predicted step time, samples/s, peak
 // memory) and a chart of step time against peak memory with the Pareto frontier; clicking a row
-// loads its configuration into the knobs. "Validate top 3 for real" runs
-// `parallax tune SCENARIO --set ... --validate 3 --json` as a child process (the GUI never links
-// the executor) and shows predicted against measured per validated configuration.
+// loads its configuration into the knobs. "Validate top 3 for real" runs three of the ranked
+// configurations as `parallax tune --validate 3` would pick them (fit/tune_picks.hpp, on a worker
+// thread; each run is `parallax run` in a child process, so the GUI never links the executor) and
+// shows predicted against measured per validated configuration.
 #include <QFutureWatcher>
-#include <QProcess>
 #include <QWidget>
 #include <atomic>
 #include <memory>
@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "fit/tune_picks.hpp"
 #include "gui/plan_session.hpp"
 #include "tune/search.hpp"
 
@@ -26,15 +27,18 @@ class QTableWidget;
 
 namespace parallax::gui {
 
-/// One configuration `parallax tune --validate` ran for real.
+/// One ranked configuration run for real.
 struct ValidatedRow {
-  plan::Overrides overrides;  ///< against the scenario with the knobs applied, in the JSON's order
-  plan::Time predicted_step, measured_step;  ///< 0 where the JSON has none
+  int ranked_row = -1;        ///< in the ranked table
+  plan::Overrides overrides;  ///< against the knobs the search started from
+  plan::Time predicted_step, measured_step;
 };
 
-/// The `validated[]` array of `parallax tune --json` output; InputError-free: `error` says what is
-/// wrong when the text is not such a JSON object.
-std::vector<ValidatedRow> parse_validated(const QByteArray& json, QString* error);
+/// What a validation gives back to the GUI thread.
+struct ValidationOutcome {
+  std::vector<ValidatedRow> rows;
+  std::string error;  ///< why a run failed (the rows before it are kept)
+};
 
 /// What a search gives back to the GUI thread.
 struct TuneOutcome {
@@ -66,12 +70,13 @@ class TuneView : public QWidget {
   /// Loads a ranked configuration into the knobs (a click on its row).
   void choose(int row);
 
-  /// The arguments `parallax tune` gets to validate the top `count` of the session's knobs.
-  static QStringList validate_arguments(const ScenarioSource& source, const std::vector<std::string>& sets,
-                                        int count);
-  /// Starts `parallax tune ... --validate count --json`; false when it cannot start.
+  /// Runs `count` of the ranked configurations for real, as `parallax tune --validate count`
+  /// picks them; false when it cannot start (no search shown, one running, no parallax binary).
   bool validate(int count = 3);
-  bool validating() const { return process_ && process_->state() != QProcess::NotRunning; }
+  bool validating() const { return validation_.isRunning(); }
+  /// The --set values each validation run gets before its configuration's own: the source's and
+  /// those giving the knobs the search started from.
+  std::vector<std::string> validation_sets() const;
   const std::vector<ValidatedRow>& validated() const { return validated_; }
 
   QTableWidget* table() const { return table_; }
@@ -88,8 +93,8 @@ class TuneView : public QWidget {
   void on_finished();
   void show_result();
   void show_chart();
-  void read_validation_progress();
-  void on_validation_finished(int code, QProcess::ExitStatus status);
+  void on_validation_progress(uint64_t generation, int started, int count, const QString& what);
+  void on_validation_finished();
   void show_validation();
   void update_buttons();
 
@@ -113,14 +118,13 @@ class TuneView : public QWidget {
   KnobValues base_knobs_;
   std::vector<std::string> base_sets_;  ///< the --set values that give base_knobs_ from the file
   plan::Settings base_config_;  ///< the knobs as parsed: the overrides are against it
+  std::optional<plan::Scenario> base_scenario_;  ///< the scenario searched, the knobs applied
   std::string phase_;
   double phase_start_s_ = 0;
 
-  std::unique_ptr<QProcess> process_;
-  QByteArray validation_stdout_;
-  QString validation_last_line_;
-  bool validation_cancelled_ = false;
-  int validation_count_ = 0;
+  QFutureWatcher<ValidationOutcome> validation_;
+  std::shared_ptr<std::atomic<bool>> validation_cancel_;
+  uint64_t validation_generation_ = 0;
   std::vector<ValidatedRow> validated_;
 };
 

@@ -62,14 +62,6 @@ TEST_CASE("exec::Stage: a two-stage forward equals the one-stage forward", "[exe
   CHECK(torch::allclose(direct, second->forward(first->forward(ids)), 1e-5, 1e-6));
 }
 
-TEST_CASE("exec::check_executable: refuses synthetic layers, and fp16 on the CPU only", "[exec]") {
-  CHECK_THROWS_AS(exec::check_executable(test::scenario_from(test::synthetic_scenario(4, 2, 2, "gpipe"))), plan::InputError);
-  CHECK_THROWS_WITH(exec::check_executable(test::scenario_from("model: {preset: mlp}\nparallel: {precision: fp16}\nhardware: ideal\n")),
-                    Catch::Contains("fp16 cannot run on the CPU"));
-  // On a CUDA profile fp16 trains with a loss scaler (a missing GPU is check_device's to say).
-  CHECK_NOTHROW(exec::check_executable(test::scenario_from("model: {preset: mlp}\nparallel: {precision: fp16}\nhardware: t4-pcie\n")));
-}
-
 TEST_CASE("exec: a backward split into I and W gives every parameter and the input the gradients of one backward", "[exec]") {
   // The transformer preset's one stage (embedding, encoder blocks, head) and the mlp's: I then W
   // over the layer-cut graph against LibTorch's own backward of the whole stage.

@@ -519,6 +519,20 @@ void GuiTest::cancel_stops_a_tune_search() {
   tune->wait_finished();
 }
 
+// A stand-in for the parallax binary the validation's runs start: `run -o TRACE SCENARIO --set
+// ...` becomes the same simulation on another hardware profile (t4-pcie), written where the run's
+// trace goes, so that "measured" differs from predicted by a known amount. Each run's arguments
+// are appended to args.txt, a run per line.
+QString write_stand_in(const QTemporaryDir& dir, const QString& body) {
+  const QString script = dir.filePath("parallax");
+  QFile f(script);
+  if (!f.open(QIODevice::WriteOnly)) return {};
+  f.write(QString("#!/bin/sh\necho \"$*\" >> '%1'\n%2\n").arg(dir.filePath("args.txt"), body).toUtf8());
+  f.close();
+  f.setPermissions(f.permissions() | QFileDevice::ExeOwner);
+  return script;
+}
+
 void GuiTest::validate_shows_predicted_against_measured() {
   MainWindow w;
   open(w, kPipeline2);
@@ -528,72 +542,87 @@ void GuiTest::validate_shows_predicted_against_measured() {
   w.session().wait_idle();
   const tune::SearchResult& r = tune_search(w);
   TuneView* tune = w.tune();
-  // A stand-in for `parallax tune --validate 3 --json` (the contract: validated[] with overrides,
-  // predicted_step_ms, measured_step_ms); it records its arguments.
   QTemporaryDir dir;
-  QJsonArray validated;
-  for (int row = 0; row < 2; ++row) {
-    QJsonObject overrides;
-    for (const auto& [key, value] : tune->overrides_of(row)) overrides[QString::fromStdString(key)] = QString::fromStdString(value);
-    validated.append(QJsonObject{{"overrides", overrides},
-                                 {"predicted_step_ms", r.ranked[row].step.to_ms()},
-                                 {"measured_step_ms", r.ranked[row].step.to_ms() * 2}});
-  }
-  validated.append(QJsonObject{{"overrides", QJsonObject{{"parallel.chunks", 3}}}, {"predicted_step_ms", 5.0}, {"measured_step_ms", 4.0}});
-  const QString json = QString::fromUtf8(QJsonDocument(QJsonObject{{"validated", validated}}).toJson(QJsonDocument::Compact));
-  const QString script = dir.filePath("parallax");
-  {
-    QFile f(script);
-    QVERIFY(f.open(QIODevice::WriteOnly));
-    f.write(QString("#!/bin/sh\nprintf '%s\\n' \"$@\" > '%1'\necho 'validate 1/3' >&2\necho 'validate 3/3' >&2\n"
-                    "cat <<'EOF'\n%2\nEOF\n")
-                .arg(dir.filePath("args.txt"), json)
-                .toUtf8());
-    f.close();
-    f.setPermissions(f.permissions() | QFileDevice::ExeOwner);
-  }
+  const QString script =
+      write_stand_in(dir, QString("shift\nexec '%1' simulate \"$@\" --set hardware=t4-pcie > /dev/null").arg(PARALLAX_BINARY));
   qputenv("PARALLAX_BIN", script.toUtf8());
   QSignalSpy finished(tune, &TuneView::validation_finished);
   QVERIFY(tune->validate(3));
-  QVERIFY(finished.wait(10000));
+  QVERIFY(tune->validating());
+  QVERIFY(finished.wait(60000));
   const auto args = finished.takeFirst();
   QVERIFY2(args[0].toBool(), qPrintable(args[1].toString()));
+  // Three runs, each `run -o TRACE SCENARIO` with the knobs as changed from the file (only those)
+  // and then the configuration's own overrides.
   QFile recorded(dir.filePath("args.txt"));
   QVERIFY(recorded.open(QIODevice::ReadOnly));
-  const QStringList given = QString::fromUtf8(recorded.readAll()).split('\n', Qt::SkipEmptyParts);
-  QCOMPARE(given.mid(0, 2), (QStringList{"tune", QString::fromStdString(kPipeline2)}));
-  // The knobs as changed from the file, and only those.
-  QVERIFY(given.contains("parallel.chunks=4"));
-  QVERIFY(!given.contains("data.batch_size=64"));
-  QCOMPARE(given.mid(given.size() - 3), (QStringList{"--validate", "3", "--json"}));
-  // Predicted against measured per validated configuration; the ranked rows get their measured time.
+  const QStringList runs = QString::fromUtf8(recorded.readAll()).split('\n', Qt::SkipEmptyParts);
+  QCOMPARE(runs.size(), 3);
+  const std::vector<std::string> base = tune->validation_sets();
+  QVERIFY(std::find(base.begin(), base.end(), "parallel.chunks=4") != base.end());
+  for (const QString& run : runs) {
+    QVERIFY2(run.startsWith("run -o ") && run.contains(QString::fromStdString(" " + kPipeline2 + " ")), qPrintable(run));
+    QVERIFY2(run.contains("--set parallel.chunks=4"), qPrintable(run));
+    QVERIFY2(!run.contains("data.batch_size=64"), qPrintable(run));
+  }
+  // Predicted (the search's) against measured (the stand-in's T4 simulation) per configuration;
+  // the ranked rows get their measured time; the fastest measured, the pick, is starred.
   QCOMPARE(static_cast<int>(tune->validated().size()), 3);
   QTableWidget* table = tune->validation_table();
   QCOMPARE(table->rowCount(), 3);
-  QCOMPARE(table->item(0, 3)->text(), QString("-50.0%"));
-  // Ranked rows are named by rank; the fastest measured (the pick) is starred.
-  const bool first_fastest = 2 * r.ranked[0].step.to_ms() < 4.0;
-  QCOMPARE(table->item(0, 0)->text(),
-           (first_fastest ? "★ #1: " : "#1: ") + QString::fromStdString(plan::describe(tune->overrides_of(0))));
-  QCOMPARE(table->item(2, 0)->text(), first_fastest ? QString("chunks=3") : QString("★ chunks=3"));
-  QCOMPARE(table->item(2, 3)->text(), QString("+25.0%"));
-  for (int row = 0; row < 2; ++row)
-    QVERIFY(std::abs(tune->table()->item(row, 5)->text().toDouble() - 2 * r.ranked[row].step.to_ms()) < 0.01);
-  QVERIFY(tune->table()->item(2, 5)->text().isEmpty());
-
-  // A failing command says why, with its last line.
-  {
-    QFile f(script);
-    QVERIFY(f.open(QIODevice::WriteOnly));
-    f.write("#!/bin/sh\necho 'parallax: --validate: no such flag' >&2\nexit 2\n");
+  int fastest = 0;
+  for (int i = 0; i < 3; ++i) {
+    const ValidatedRow& v = tune->validated()[i];
+    std::vector<std::string> sets = base;
+    for (const auto& s : plan::set_flags(v.overrides)) sets.push_back(s);
+    sets.push_back("hardware=t4-pcie");
+    const double t4 = simulated_step_ms(kPipeline2, sets);
+    QVERIFY2(std::abs(v.measured_step.to_ms() - t4) < 1e-3, qPrintable(QString("%1 against %2").arg(v.measured_step.to_ms()).arg(t4)));
+    // A ranked row, or the best of a data x pipeline x tensor layout below the top K.
+    const tune::Evaluation* searched = nullptr;
+    if (v.ranked_row >= 0) {
+      searched = &r.ranked[v.ranked_row];
+      QCOMPARE(v.overrides, tune->overrides_of(v.ranked_row));
+      QCOMPARE(tune->table()->item(v.ranked_row, 5)->text(), table->item(i, 2)->text());
+    }
+    for (const auto& e : r.layout_best)
+      if (!searched && plan::overrides(w.session().knobs().settings, e.config) == v.overrides) searched = &e;
+    QVERIFY(searched);
+    QCOMPARE(v.predicted_step, searched->step);
+    const double error = (v.predicted_step / v.measured_step - 1) * 100;
+    QCOMPARE(table->item(i, 3)->text(), QString("%1%2%").arg(error > 0 ? "+" : "").arg(error, 0, 'f', 1));
+    if (v.measured_step < tune->validated()[fastest].measured_step) fastest = i;
   }
+  for (int i = 0; i < 3; ++i) {
+    const ValidatedRow& v = tune->validated()[i];
+    const QString changed = QString::fromStdString(plan::describe(v.overrides));
+    const QString name = v.ranked_row >= 0 ? QString("#%1: %2").arg(v.ranked_row + 1).arg(changed) : "best of its layout: " + changed;
+    QCOMPARE(table->item(i, 0)->text(), i == fastest ? "★ " + name : name);
+  }
+
+  // A failing run says why, with its last lines.
+  write_stand_in(dir, "echo 'parallax: --set: no such key' >&2\nexit 2");
   QVERIFY(tune->validate(3));
-  QVERIFY(finished.wait(10000));
+  QVERIFY(finished.wait(60000));
   const auto failed = finished.takeFirst();
-  qunsetenv("PARALLAX_BIN");
   QVERIFY(!failed[0].toBool());
-  QVERIFY2(failed[1].toString().contains("exit code 2") && failed[1].toString().contains("no such flag"),
+  QVERIFY2(failed[1].toString().contains("exit 2") && failed[1].toString().contains("no such key"),
            qPrintable(failed[1].toString()));
+
+  // Cancel ends the run in progress (a stand-in that would take a minute) at once.
+  write_stand_in(dir, "exec sleep 60");
+  QVERIFY(tune->validate(3));
+  QTest::qWait(200);
+  QElapsedTimer clock;
+  clock.start();
+  tune->cancel();
+  QVERIFY(finished.wait(10000));
+  QVERIFY2(clock.elapsed() < 5000, qPrintable(QString::number(clock.elapsed())));
+  const auto cancelled = finished.takeFirst();
+  qunsetenv("PARALLAX_BIN");
+  QVERIFY(!cancelled[0].toBool());
+  QVERIFY2(cancelled[1].toString().contains("cancelled"), qPrintable(cancelled[1].toString()));
+  QVERIFY(tune->validated().empty());
 }
 
 QTEST_MAIN(GuiTest)

@@ -3,6 +3,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "plan/executable.hpp"
 #include "plan/scenario.hpp"
 #include "tests/test_util.hpp"
 
@@ -152,4 +153,16 @@ TEST_CASE("plan::Scenario: docs/scenarios.md documents every key the parser acce
     INFO(key);
     CHECK_THAT(text.str(), Catch::Contains("`" + key + "`"));
   }
+}
+
+TEST_CASE("plan::check_executable: refuses synthetic layers, predict-only knobs, and fp16 on the CPU only", "[plan]") {
+  CHECK_THROWS_AS(plan::check_executable(test::scenario_from(test::synthetic_scenario(4, 2, 2, "gpipe"))), plan::InputError);
+  CHECK_THROWS_WITH(plan::check_executable(test::scenario_from("model: {preset: mlp}\nparallel: {precision: fp16}\nhardware: ideal\n")),
+                    Catch::Contains("fp16 cannot run on the CPU"));
+  // On a CUDA profile fp16 trains with a loss scaler (a missing GPU is check_device's to say).
+  CHECK_NOTHROW(plan::check_executable(test::scenario_from("model: {preset: mlp}\nparallel: {precision: fp16}\nhardware: t4-pcie\n")));
+  CHECK_THROWS_WITH(plan::check_executable(test::scenario_from("model: {preset: transformer, layers: 2, hidden: 16, heads: 2, ffn: 32, seq_len: 6, vocab: 30}\nparallel: {tensor: 2}\nhardware: ideal\n")),
+                    Catch::Contains("parallel.tensor") && Catch::Contains("predict-only"));
+  CHECK(plan::executable(test::scenario_from("model: {preset: mlp}\nhardware: ideal\n")));
+  CHECK_FALSE(plan::executable(test::scenario_from(test::synthetic_scenario(4, 2, 2, "gpipe"))));
 }

@@ -1,0 +1,83 @@
+#include "fit/tune_picks.hpp"
+
+#include <algorithm>
+
+#include "plan/executable.hpp"
+#include "plan/yaml_reader.hpp"
+
+namespace parallax::fit {
+
+namespace {
+
+bool runs(const plan::Scenario& base, const plan::Settings& s) {
+  plan::Scenario c = base;
+  plan::apply(s, &c);
+  return plan::executable(c);
+}
+
+}  // namespace
+
+std::vector<const tune::Evaluation*> validation_candidates(const tune::SearchResult& r, const plan::Scenario& base,
+                                                           size_t k) {
+  std::vector<const tune::Evaluation*> out;
+  auto add = [&](const tune::Evaluation& e) {
+    if (out.size() >= k || !runs(base, e.config)) return;
+    if (std::none_of(out.begin(), out.end(), [&](const tune::Evaluation* o) { return o->config == e.config; }))
+      out.push_back(&e);
+  };
+  if (!r.ranked.empty()) add(r.ranked.front());
+  for (const auto& e : r.layout_best) add(e);
+  for (const auto& e : r.ranked) add(e);
+  return out;
+}
+
+std::vector<std::string> keep_executable(tune::Space* space, const plan::Scenario& base) {
+  const plan::Settings given = plan::settings_of(base);
+  std::vector<std::string> notes;
+  if (!runs(base, given)) return notes;
+  for (auto& [key, values] : space->values) {
+    const plan::Knob& k = plan::knob(key);
+    std::vector<plan::KnobValue> kept;
+    std::vector<std::string> dropped;
+    for (const auto& v : values) {
+      plan::Settings s = given;
+      k.set(s, v);
+      if (runs(base, s)) kept.push_back(v);
+      else dropped.push_back(k.format(v));
+    }
+    if (dropped.empty()) continue;
+    notes.push_back(key + " " + plan::join(dropped, ", "));
+    values = kept;
+  }
+  return notes;
+}
+
+std::vector<ValidatedPick> run_picks(const std::vector<const tune::Evaluation*>& candidates, const plan::Settings& given,
+                                     const PickRuns& runs) {
+  std::vector<ValidatedPick> out;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (runs.cancel && runs.cancel->load()) break;
+    const tune::Evaluation& e = *candidates[i];
+    const plan::Overrides changed = plan::overrides(given, e.config);
+    if (runs.starting) runs.starting(i, candidates.size(), changed);
+    std::vector<std::string> sets = runs.sets;
+    for (const auto& s : plan::set_flags(changed)) sets.push_back(s);
+    try {
+      const Measurement m = measure(runs.self, runs.scenario, sets, runs.steps, runs.cancel);
+      out.push_back({&e, e.step, m.step});
+      if (runs.measured) runs.measured(out.back());
+    } catch (const Cancelled&) {
+      break;
+    }
+  }
+  return out;
+}
+
+const ValidatedPick* fastest(const std::vector<ValidatedPick>& picks) {
+  const auto it = std::min_element(picks.begin(), picks.end(), [](const ValidatedPick& a, const ValidatedPick& b) {
+    return a.measured.undisturbed < b.measured.undisturbed;
+  });
+  return it == picks.end() ? nullptr : &*it;
+}
+
+}  // namespace parallax::fit
