@@ -11,8 +11,9 @@
 # set's transformer has 64). No configuration of the set, nor its models, runs during calibration:
 # its layers are timed alone, and every run of the set is held out.
 #
-# Then what if: per sweep, `calibrate --from-trace` fits the calibrated profile to one run of the
-# sweep's first configuration, and the sweep's other configurations are predicted with it.
+# Then what if: per sweep, `calibrate --from-trace` fits the calibrated profile to the runs of the
+# sweep's first configuration (one per round; the fit takes the median of their step statistics, as
+# the table's measured step is), and the sweep's other configurations are predicted with it.
 #
 # Usage: bench/accuracy.sh [BUILD_DIR]   (environment: REPEATS=3; STEPS=N per run, default
 # validate's own: enough for 2 s of steps; OUT=DIR keeps the profile and validate's JSON there
@@ -153,7 +154,7 @@ for sweep, cs in sorted(sweeps.items()):
                resolved, pairs))
 EOF
 
-# What if: per sweep, a profile fitted to one measured run of its first configuration
+# What if: per sweep, a profile fitted to the measured runs of its first configuration
 # (`calibrate --from-trace`, over the calibrated profile) predicts the sweep's other
 # configurations, against what they measured in the same rounds.
 python3 - "$bin" "$out" <<'EOF'
@@ -180,8 +181,13 @@ for f in sorted(os.listdir(out)):
             continue
         i0, anchor = members[0]
         fitted = os.path.join(out, "fitted-%s-%s.yaml" % (name, key.replace(".", "_")))
-        trace = os.path.join(out, "traces", name + ".round1", "%d.run1.json" % i0)
-        fit = subprocess.run([bin, "calibrate", "--from-trace", trace, anchor["scenario"]] +
+        traces = []
+        for r in range(1, 100):
+            t = os.path.join(out, "traces", "%s.round%d" % (name, r), "%d.run1.json" % i0)
+            if not os.path.exists(t):
+                break
+            traces += ["--from-trace", t]
+        fit = subprocess.run([bin, "calibrate"] + traces + [anchor["scenario"]] +
                              sets_of(anchor, os.path.join(out, "here.yaml")) + ["-o", fitted],
                              capture_output=True, text=True)
         if fit.returncode != 0:
@@ -198,7 +204,7 @@ for f in sorted(os.listdir(out)):
             errors.append(err)
             rows.append((label, anchor["overrides"][0], measured["predicted_ms"], predicted, m, err))
 print()
-print("what if: each sweep's other configurations predicted from a profile fitted to one run of its first")
+print("what if: each sweep's other configurations predicted from a profile fitted to the runs of its first")
 print("| configuration | fitted from | calibrated ms | what-if ms | measured ms | what-if error |")
 print("|---|---|---:|---:|---:|---:|")
 for label, anchor, calibrated, predicted, m, err in rows:

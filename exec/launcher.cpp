@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -43,11 +44,39 @@ int free_port() {
   return port;
 }
 
+std::vector<std::vector<int>> rank_cores(int nproc) {
+  if (const char* off = std::getenv("PARALLAX_CPU_AFFINITY"); off && std::string(off) == "off") return {};
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (nproc < 1 || sched_getaffinity(0, sizeof allowed, &allowed) != 0) return {};
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  const size_t each = cpus.size() / static_cast<size_t>(nproc);
+  if (each == 0) return {};  // more ranks than cores: the scheduler shares them out
+  std::vector<std::vector<int>> out(static_cast<size_t>(nproc));
+  for (size_t r = 0; r < out.size(); ++r) out[r].assign(cpus.begin() + static_cast<std::ptrdiff_t>(r * each),
+                                                         cpus.begin() + static_cast<std::ptrdiff_t>((r + 1) * each));
+  return out;
+}
+
+std::string describe_cores(const std::vector<std::vector<int>>& cores) {
+  if (cores.empty()) return "ranks not bound to cores";
+  std::string out = "ranks bound to cores";
+  for (const auto& c : cores) {
+    out += " [" + std::to_string(c.front());
+    if (c.size() > 1) out += "-" + std::to_string(c.back());
+    out += "]";
+  }
+  return out;
+}
+
 int launch_local(int nproc, const std::vector<std::string>& argv, std::chrono::seconds timeout) {
   // Messages name the command that started the ranks ("parallax run", "parallax calibrate").
   const std::string who = "parallax " + (argv.size() > 1 ? argv[1] : std::string("run"));
   const int port = free_port();
   const pid_t launcher = getpid();
+  const std::vector<std::vector<int>> cores = rank_cores(nproc);
   std::map<pid_t, int> ranks;
   for (int r = 0; r < nproc; ++r) {
     const pid_t pid = fork();
@@ -66,6 +95,12 @@ int launch_local(int nproc, const std::vector<std::string>& argv, std::chrono::s
       const std::string threads = std::to_string(std::max(1u, std::thread::hardware_concurrency() / nproc));
       setenv("OMP_NUM_THREADS", threads.c_str(), 0);
       setenv("OPENBLAS_NUM_THREADS", threads.c_str(), 0);
+      if (!cores.empty()) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        for (int c : cores[static_cast<size_t>(r)]) CPU_SET(c, &set);
+        sched_setaffinity(0, sizeof set, &set);
+      }
       std::vector<char*> args;
       for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
       args.push_back(nullptr);
@@ -75,8 +110,8 @@ int launch_local(int nproc, const std::vector<std::string>& argv, std::chrono::s
     }
     ranks[pid] = r;
   }
-  std::fprintf(stderr, "%s: started %d ranks (rendezvous 127.0.0.1:%d, timeout %lld s)\n", who.c_str(), nproc, port,
-               static_cast<long long>(timeout.count()));
+  std::fprintf(stderr, "%s: started %d ranks (rendezvous 127.0.0.1:%d, timeout %lld s, %s)\n", who.c_str(), nproc, port,
+               static_cast<long long>(timeout.count()), describe_cores(cores).c_str());
 
   int failures = 0;
   std::string first_failure;

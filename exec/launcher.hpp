@@ -13,8 +13,19 @@ namespace parallax::exec {
 /// A port on 127.0.0.1 that nothing listens on now.
 int free_port();
 
-/// Runs `argv` (this program's own command line) as `nproc` ranks; returns 0 when all succeed,
-/// 1 otherwise, after printing which rank failed and how.
+/// The cores each of `nproc` local ranks is bound to: the launcher's allowed CPUs (a user's
+/// taskset or cgroup is kept) cut into `nproc` equal runs of consecutive CPUs, rank r the r-th.
+/// Why bind: ranks that share cores unbound had their threads (compute, Gloo's, the send
+/// watcher) moved between cores and preempting each other's compute; on a 2-vCPU VM a run's
+/// undisturbed step then moved by 33-60% from run to run and by 14-25% bound (docs/accuracy.md).
+/// Empty (nothing bound) with more ranks than CPUs, or with PARALLAX_CPU_AFFINITY=off.
+std::vector<std::vector<int>> rank_cores(int nproc);
+
+/// "ranks bound to cores [0-7] [8-15]", or "ranks not bound to cores".
+std::string describe_cores(const std::vector<std::vector<int>>& cores);
+
+/// Runs `argv` (this program's own command line) as `nproc` ranks, each bound to its
+/// rank_cores(); returns 0 when all succeed, 1 otherwise, after printing which rank failed and how.
 int launch_local(int nproc, const std::vector<std::string>& argv, std::chrono::seconds timeout);
 
 }  // namespace parallax::exec

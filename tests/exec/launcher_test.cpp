@@ -3,11 +3,13 @@
 // When one rank is killed or hangs, every other one must end by itself, non-zero, within
 // --timeout + 5 s.
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <filesystem>
@@ -182,4 +184,31 @@ TEST_CASE("exec: under an external launcher, a hung rank ends every other rank w
     INFO("rank " << r << " stderr:\n" << err);
     CHECK_THAT(err, Catch::Contains("rank " + std::to_string(r) + ": error:"));
   }
+}
+
+TEST_CASE("parallax::exec::rank_cores: the allowed CPUs in equal runs, one per rank; none with more ranks than CPUs", "[exec]") {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  REQUIRE(sched_getaffinity(0, sizeof allowed, &allowed) == 0);
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  const int n = static_cast<int>(cpus.size());
+  for (int nproc = 1; nproc <= n; ++nproc) {
+    const auto cores = parallax::exec::rank_cores(nproc);
+    REQUIRE(static_cast<int>(cores.size()) == nproc);
+    std::vector<int> seen;
+    for (const auto& c : cores) {
+      CHECK(static_cast<int>(c.size()) == n / nproc);
+      seen.insert(seen.end(), c.begin(), c.end());
+    }
+    // Disjoint, in order, each one allowed.
+    CHECK(std::equal(seen.begin(), seen.end(), cpus.begin()));
+  }
+  CHECK(parallax::exec::rank_cores(n + 1).empty());
+  CHECK(parallax::exec::describe_cores({}) == "ranks not bound to cores");
+  CHECK(parallax::exec::describe_cores({{0}, {1, 2, 3}}) == "ranks bound to cores [0] [1-3]");
+  setenv("PARALLAX_CPU_AFFINITY", "off", 1);
+  CHECK(parallax::exec::rank_cores(1).empty());
+  unsetenv("PARALLAX_CPU_AFFINITY");
 }
