@@ -1,6 +1,7 @@
 """PyTorch's own DistributedDataParallel on the step Parallax runs for
 scenarios/mlp-fashion-mnist-ddp2.yaml: the same MLP (784-256-256-10), per-rank batch, world size,
-bucket_cap_mb, first bucket, SGD with momentum, Gloo on CPU, one thread per rank, and, as the
+bucket_cap_mb, first bucket, SGD with momentum, Gloo on CPU, one thread per rank, each rank bound
+to its own cores as Parallax's launcher binds them (bench/rank_cores.py), and, as the
 executor does (exec/threads.hpp), the helper threads (Gloo's) SCHED_BATCH unless
 PARALLAX_HELPER_THREADS=normal. The data path is Parallax's too (exec/data.cpp): Fashion-MNIST's
 images as floats in memory, a shuffled order per epoch, and each step this rank's samples taken
@@ -18,6 +19,7 @@ import torch.multiprocessing as mp
 import torch.nn as nn
 
 from fashion_mnist import training_set
+from rank_cores import bind_rank_cores
 
 
 def thread_ids():
@@ -47,6 +49,7 @@ def undisturbed(times):
 def worker(rank, world, port, batch, steps, bucket_cap_mb, first_bucket_mb, out):
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
+    bind_rank_cores(rank, world)
     torch.set_num_threads(1)
     before = thread_ids()
     dist.init_process_group("gloo", rank=rank, world_size=world)

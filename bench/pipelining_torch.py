@@ -28,6 +28,7 @@ from torch.distributed.pipelining import PipelineStage  # noqa: E402
 from torch.distributed.pipelining.schedules import get_schedule_class  # noqa: E402
 
 from fashion_mnist import training_set  # noqa: E402
+from rank_cores import bind_rank_cores  # noqa: E402
 
 NAMES = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved-1f1b": "Interleaved1F1B", "looped-bfs": "LoopedBFS",
          "interleaved-zero-bubble": "InterleavedZeroBubble", "zbv-zero-bubble": "ZBVZeroBubble",
@@ -109,6 +110,7 @@ def stages_of(rank, p, stages, v_shape):
 
 def worker(rank, args, port, queue):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    bind_rank_cores(rank, args.pipeline)  # as Parallax's launcher binds its ranks
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=args.pipeline)
     plan = args.plan

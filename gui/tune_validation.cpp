@@ -72,10 +72,11 @@ bool TuneView::validate(int count) {
   progress_->setFormat("validating %v/%m");
   status_->setText(QString("Validating %1 configurations for real …").arg(candidates.size()));
   const plan::Settings given = base_config_;
-  validation_.setFuture(QtConcurrent::run([chosen, rows, given, runs, flag = validation_cancel_] {
+  validation_.setFuture(QtConcurrent::run([chosen, rows, given, runs, search = generation_, flag = validation_cancel_] {
     std::vector<const tune::Evaluation*> to_run;
     for (const auto& e : chosen) to_run.push_back(&e);
     ValidationOutcome out;
+    out.search = search;
     std::vector<fit::ValidatedPick> picks;
     try {
       picks = fit::run_picks(to_run, given, runs);
@@ -104,6 +105,7 @@ void TuneView::on_validation_progress(uint64_t generation, int started, int coun
 
 void TuneView::on_validation_finished() {
   const ValidationOutcome outcome = validation_.result();
+  if (outcome.search != generation_) return;  // a search started since: these rows are not its
   const bool cancelled = validation_cancel_ && validation_cancel_->load();
   progress_->setRange(0, 1);
   progress_->setFormat("%p%");

@@ -118,6 +118,10 @@ bool TuneView::start(const PlanSession& session) {
     cancel_flag_->store(true);
     watcher_.waitForFinished();
   }
+  if (validating()) {  // its rows belong to the search being replaced
+    validation_cancel_->store(true);
+    validation_.waitForFinished();
+  }
   ++generation_;
   source_ = session.source();
   base_knobs_ = session.knobs();

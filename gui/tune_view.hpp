@@ -29,13 +29,14 @@ namespace parallax::gui {
 
 /// One ranked configuration run for real.
 struct ValidatedRow {
-  int ranked_row = -1;        ///< in the ranked table
+  int ranked_row = -1;        ///< in the ranked table; -1: its layout's best, below the top K
   plan::Overrides overrides;  ///< against the knobs the search started from
   plan::Time predicted_step, measured_step;
 };
 
 /// What a validation gives back to the GUI thread.
 struct ValidationOutcome {
+  uint64_t search = 0;  ///< the search (TuneView's generation) whose rows were validated
   std::vector<ValidatedRow> rows;
   std::string error;  ///< why a run failed (the rows before it are kept)
 };
