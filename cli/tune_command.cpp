@@ -18,6 +18,7 @@
 #include "fit/tune_picks.hpp"
 #include "profiler/step_statistic.hpp"
 #include "plan/error.hpp"
+#include "plan/executable.hpp"
 #include "plan/scenario.hpp"
 #include "plan/yaml_reader.hpp"
 #include "sim/metrics.hpp"
@@ -209,8 +210,13 @@ int tune_command(const TuneArgs& args, const std::string& self) {
               << fmt("%.3f", v.measured.median.to_ms()) << " ms, " << fmt("%.0f%%", 100 * v.measured.disturbed_share)
               << " of the steps disturbed)\n";
   };
-  const std::vector<fit::ValidatedPick> validated =
-      fit::run_picks(fit::validation_candidates(r, base, static_cast<size_t>(args.validate)), given, picks);
+  const std::vector<const tune::Evaluation*> candidates =
+      fit::validation_candidates(r, base, static_cast<size_t>(args.validate));
+  if (args.validate > 0 && candidates.empty()) {
+    plan::check_executable(base);  // says why, when the scenario itself is what cannot run
+    throw plan::InputError(plan::Location{"--validate"}, "none of the ranked configurations can run for real (they are predict-only)");
+  }
+  const std::vector<fit::ValidatedPick> validated = fit::run_picks(candidates, given, picks);
   const fit::ValidatedPick* fastest = fit::fastest(validated);
   const tune::Evaluation* best = fastest ? fastest->evaluation : &r.ranked.front();
 

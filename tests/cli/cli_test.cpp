@@ -307,6 +307,13 @@ TEST_CASE("cli: tune --validate leaves out what the executor cannot run", "[cli]
   CHECK_THAT(r.out, !Catch::Contains("\"selective\""));  // in no ranked or validated configuration
 }
 
+TEST_CASE("cli: tune --validate with nothing it can run says why, exit 2", "[cli]") {
+  // Synthetic layers describe costs only: no configuration of this scenario runs for real.
+  const auto r = run("tune " + scenario("interleaved-synthetic-ideal.yaml") + " --max-configs 20 --validate 1", "", true);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("is synthetic") && Catch::Contains("cannot be run"));
+}
+
 TEST_CASE("cli: calibrate --from-trace fits a profile to a measured run, and simulate predicts with it",
           "[cli][exec]") {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("parallax-what-if-" + std::to_string(::getpid()));
