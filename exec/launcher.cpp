@@ -63,10 +63,14 @@ std::vector<std::vector<int>> rank_cores(int nproc) {
 std::string describe_cores(const std::vector<std::vector<int>>& cores) {
   if (cores.empty()) return "ranks not bound to cores";
   std::string out = "ranks bound to cores";
-  for (const auto& c : cores) {
-    out += " [" + std::to_string(c.front());
-    if (c.size() > 1) out += "-" + std::to_string(c.back());
-    out += "]";
+  for (const auto& c : cores) {  // appended piece by piece: g++ 12 warns falsely (-Wrestrict) on " [" + to_string
+    out += " [";
+    out += std::to_string(c.front());
+    if (c.size() > 1) {
+      out += '-';
+      out += std::to_string(c.back());
+    }
+    out += ']';
   }
   return out;
 }
