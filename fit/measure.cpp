@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -75,7 +76,9 @@ int run_child(const std::vector<std::string>& argv, const std::string& out, cons
   } else {
     // Polled, so that a cancel ends the run within a tick: SIGTERM ends `parallax run`, whose
     // ranks die with it (exec/launcher: PR_SET_PDEATHSIG).
-    while (waitpid(pid, &status, WNOHANG) == 0) {
+    for (;;) {
+      const pid_t done = waitpid(pid, &status, WNOHANG);
+      if (done == pid || (done < 0 && errno != EINTR)) break;
       if (cancel->load()) {
         kill(pid, SIGTERM);
         waitpid(pid, &status, 0);

@@ -9,7 +9,7 @@ namespace parallax::fit {
 
 namespace {
 
-bool runs(const plan::Scenario& base, const plan::Settings& s) {
+bool runnable(const plan::Scenario& base, const plan::Settings& s) {
   plan::Scenario c = base;
   plan::apply(s, &c);
   return plan::executable(c);
@@ -21,7 +21,7 @@ std::vector<const tune::Evaluation*> validation_candidates(const tune::SearchRes
                                                            size_t k) {
   std::vector<const tune::Evaluation*> out;
   auto add = [&](const tune::Evaluation& e) {
-    if (out.size() >= k || !runs(base, e.config)) return;
+    if (out.size() >= k || !runnable(base, e.config)) return;
     if (std::none_of(out.begin(), out.end(), [&](const tune::Evaluation* o) { return o->config == e.config; }))
       out.push_back(&e);
   };
@@ -34,7 +34,7 @@ std::vector<const tune::Evaluation*> validation_candidates(const tune::SearchRes
 std::vector<std::string> keep_executable(tune::Space* space, const plan::Scenario& base) {
   const plan::Settings given = plan::settings_of(base);
   std::vector<std::string> notes;
-  if (!runs(base, given)) return notes;
+  if (!runnable(base, given)) return notes;
   for (auto& [key, values] : space->values) {
     const plan::Knob& k = plan::knob(key);
     std::vector<plan::KnobValue> kept;
@@ -42,7 +42,7 @@ std::vector<std::string> keep_executable(tune::Space* space, const plan::Scenari
     for (const auto& v : values) {
       plan::Settings s = given;
       k.set(s, v);
-      if (runs(base, s)) kept.push_back(v);
+      if (runnable(base, s)) kept.push_back(v);
       else dropped.push_back(k.format(v));
     }
     if (dropped.empty()) continue;

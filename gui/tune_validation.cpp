@@ -77,9 +77,12 @@ bool TuneView::validate(int count) {
     for (const auto& e : chosen) to_run.push_back(&e);
     ValidationOutcome out;
     out.search = search;
+    // Collected as they are measured, so that a run that fails keeps the ones before it.
     std::vector<fit::ValidatedPick> picks;
+    fit::PickRuns collecting = runs;
+    collecting.measured = [&](const fit::ValidatedPick& p) { picks.push_back(p); };
     try {
-      picks = fit::run_picks(to_run, given, runs);
+      fit::run_picks(to_run, given, collecting);
     } catch (const std::exception& e) {
       out.error = e.what();
     }

@@ -186,7 +186,7 @@ TEST_CASE("exec: under an external launcher, a hung rank ends every other rank w
   }
 }
 
-TEST_CASE("parallax::exec::rank_cores: the allowed CPUs in equal runs, one per rank; none with more ranks than CPUs", "[exec]") {
+TEST_CASE("exec::rank_cores: the allowed CPUs in equal runs, one per rank, and none with more ranks than CPUs", "[exec]") {
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
   REQUIRE(sched_getaffinity(0, sizeof allowed, &allowed) == 0);
