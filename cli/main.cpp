@@ -181,8 +181,10 @@ int run_main_job(const std::string& self) {
   cli::write_file_atomically(local_path, trace.str());
 
   const std::string measured_path = (out / "measured.json").string();
+  // How long, by the prediction for this machine (its steps; the ranks' start-up comes on top).
+  const double step_s = sim::compute_metrics(local, local_run).step_time.to_seconds();
   std::cerr << "\nrunning " << kSteps << " steps of " << p.scenario.name << " for real on this machine's CPU ("
-            << p.world_size << " ranks; about half a minute)\n";
+            << p.world_size << " ranks; predicted " << cli::fmt("%.0f", step_s) << " s a step here)\n";
   // On this machine's profile, as predicted above: the scenario's own may name GPUs this machine
   // lacks (the default's T4s), which `run` refuses.
   cli::RunArgs run;
