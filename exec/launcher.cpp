@@ -45,7 +45,12 @@ int free_port() {
 }
 
 std::vector<std::vector<int>> rank_cores(int nproc) {
-  if (const char* off = std::getenv("PARALLAX_CPU_AFFINITY"); off && std::string(off) == "off") return {};
+  if (const char* setting = std::getenv("PARALLAX_CPU_AFFINITY")) {
+    const std::string s = setting;
+    if (s == "off") return {};
+    if (s != "on" && !s.empty())  // a typo ("0", "false") must not pass for "off" unsaid
+      std::fprintf(stderr, "warning: PARALLAX_CPU_AFFINITY=%s is neither on nor off; binding ranks to cores\n", setting);
+  }
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
   if (nproc < 1 || sched_getaffinity(0, sizeof allowed, &allowed) != 0) return {};

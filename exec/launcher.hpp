@@ -18,7 +18,8 @@ int free_port();
 /// Why bind: ranks that share cores unbound had their threads (compute, Gloo's, the send
 /// watcher) moved between cores and preempting each other's compute; on a 2-vCPU VM a run's
 /// undisturbed step then moved by 33-60% from run to run and by 14-25% bound (docs/accuracy.md).
-/// Empty (nothing bound) with more ranks than CPUs, or with PARALLAX_CPU_AFFINITY=off.
+/// Empty (nothing bound) with more ranks than CPUs, or with PARALLAX_CPU_AFFINITY=off (any other
+/// value than off or on binds, with a warning).
 std::vector<std::vector<int>> rank_cores(int nproc);
 
 /// "ranks bound to cores [0-7] [8-15]", or "ranks not bound to cores".

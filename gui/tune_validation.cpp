@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "fit/tune_picks.hpp"
 #include "gui/run_panel.hpp"
 #include "gui/tune_cells.hpp"
 #include "gui/tune_view.hpp"

@@ -15,7 +15,6 @@
 #include <string>
 #include <vector>
 
-#include "fit/tune_picks.hpp"
 #include "gui/plan_session.hpp"
 #include "tune/search.hpp"
 
