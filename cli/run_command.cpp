@@ -84,8 +84,8 @@ int report(const plan::Plan& p, const RunArgs& args, std::vector<exec::RankResul
     dropped += r.dropped;
   }
   json memory = json::array();
-  text << "memory   per rank, measured (peak RSS, or on a GPU the CUDA allocator's peak, less the size before the model "
-          "was built) / the plan's estimate without its reserve:\n        ";
+  text << "memory   per rank, measured (the peak of live tensors, less what they held before the model was built) / "
+          "the plan's estimate without its reserve:\n        ";
   for (const auto& r : results) {
     constexpr double kMiB = 1024.0 * 1024.0;
     const double measured = static_cast<double>(r.memory.training_bytes()) / kMiB;

@@ -173,7 +173,7 @@ std::string compare_text(const profiler::CompareReport& r) {
   }
   if (std::any_of(r.ranks.begin(), r.ranks.end(), [](const auto& c) { return c.measured_memory_mb >= 0; })) {
     o << "\nmemory per rank: the plan's estimate without its reserve, and what the run took (less the size before\n"
-         "the model was built: peak RSS on CPU ranks, the CUDA allocator's peak of allocated bytes on GPUs)\n";
+         "the model was built: the peak of live tensors, on a GPU the CUDA allocator's peak of allocated bytes)\n";
     for (const auto& c : r.ranks) {
       char line[160];
       if (c.predicted_memory_mb >= 0 && c.measured_memory_mb > 0)

@@ -71,7 +71,7 @@ std::string result_to_json(const RankResult& r) {
                         {"tested", r.tested},
                         {"dropped", r.dropped},
                         {"clock", {r.clock.offset_ns, r.clock.drift_ppm, r.clock.error_bound_ns}},
-                        {"memory", {r.memory.peak_rss_bytes, r.memory.baseline_rss_bytes}},
+                        {"memory", {r.memory.peak_bytes, r.memory.baseline_bytes, r.memory.peak_rss_bytes}},
                         {"steps", steps},
                         {"instants", instants},
                         {"host_probe", probe},
@@ -88,7 +88,7 @@ RankResult result_from_json(const std::string& text) {
   r.tested = j["tested"];
   r.dropped = j["dropped"];
   r.clock = {r.rank, j["clock"][0], j["clock"][1], j["clock"][2]};
-  r.memory = {r.rank, j["memory"][0], j["memory"][1]};
+  r.memory = {r.rank, j["memory"][0], j["memory"][1], j["memory"][2]};
   for (const auto& s : j["steps"])
     r.steps.push_back({s[0], s[1], s[2], plan::Time::ns(s[3].get<int64_t>()), s[4], s[5]});
   for (const auto& i : j["instants"]) r.instants.push_back({r.rank, plan::Time::ns(i[0]), i[1], i[2]});

@@ -81,12 +81,14 @@ class Runtime {
     torch::set_num_threads(std::max(1, threads));
     demote_helper_threads(threads_before_comm_);  // Gloo's loop and the send watcher: see exec/threads.hpp
     memory_.rank = launch.rank;
-    memory_.baseline_rss_bytes = resident_bytes();  // data and process groups are set up
+    // Data and process groups are set up: what tensors hold from here on is the training's, which
+    // is what the plan's estimate is of. A GPU rank's memory is the GPU's: the caching allocator's
+    // peak of allocated bytes from here on (its baseline 0).
     if (train_device_.is_cuda()) {
-      // A GPU rank's memory is the GPU's: the caching allocator's peak of allocated bytes from
-      // here on (its baseline 0), which is what the plan's estimate is of.
       gpu::reset_peak_memory(train_device_.index());
-      memory_.baseline_rss_bytes = 0;
+    } else {
+      reset_peak_tensor_bytes();
+      memory_.baseline_bytes = tensor_bytes();
     }
     for (int s : plan.ranks[launch.rank].stages) build_stage(s);
     slots_.resize(plan.stages.size());
@@ -115,8 +117,8 @@ class Runtime {
       if (options_.checkpoint_every > 0 && (step + 1) % options_.checkpoint_every == 0) checkpoint(step + 1);
     }
     // Before evaluation.
-    memory_.peak_rss_bytes = train_device_.is_cuda() ? gpu::peak_allocated_bytes(train_device_.index())
-                                                     : std::max(memory_.baseline_rss_bytes, peak_resident_bytes());
+    memory_.peak_bytes = train_device_.is_cuda() ? gpu::peak_allocated_bytes(train_device_.index()) : peak_tensor_bytes();
+    memory_.peak_rss_bytes = peak_resident_bytes();
     result.memory = memory_;
     if (data_.has_test_set()) {
       std::map<int, Stage*> modules;
@@ -474,6 +476,7 @@ class Runtime {
 
 std::vector<RankResult> run_rank(const plan::Plan& plan, const LaunchInfo& launch, const RunOptions& options) {
   keep_freed_memory();
+  count_tensor_memory();
   auto runtime = std::make_unique<Runtime>(plan, launch, options);
   try {
     const RankResult mine = runtime->run();

@@ -7,8 +7,10 @@
 //   send, recv, allreduce, barrier and broadcast, which is all the executor uses;
 // - autocast: the *_gpu_* / *_cpu_* calls are deprecated wrappers from 2.4 on, replaced by calls
 //   that take the device type;
-// - waiting for a collective or point-to-point work (see wait_work).
+// - waiting for a collective or point-to-point work (see wait_work);
+// - an allocator of our own (AllocatorBase).
 #include <ATen/autocast_mode.h>
+#include <c10/core/Allocator.h>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 #include <torch/version.h>
 
@@ -50,6 +52,18 @@ inline void set_dtype(c10::DeviceType d, c10::ScalarType t) {
 #endif
 
 }  // namespace autocast
+
+/// c10::Allocator as both lines declare it: allocate() is const in 1.13 and not in 2.x, where
+/// copy_data() must be defined too. A derived allocator defines allocate_bytes() instead.
+struct AllocatorBase : c10::Allocator {
+#if TORCH_VERSION_MAJOR >= 2
+  c10::DataPtr allocate(size_t n) final { return allocate_bytes(n); }
+  void copy_data(void* dest, const void* src, std::size_t count) const final { default_copy_data(dest, src, count); }
+#else
+  c10::DataPtr allocate(size_t n) const final { return allocate_bytes(n); }
+#endif
+  virtual c10::DataPtr allocate_bytes(size_t n) const = 0;
+};
 
 /// Waits for `work`. On Gloo the calling thread blocks until the work is done or `timeout`
 /// passes. On NCCL the calling thread's current CUDA stream is made to wait for the work instead

@@ -72,17 +72,20 @@ struct ClockAlignment {
   int64_t error_bound_ns = 0;
 };
 
-/// The host memory a rank's training took (measured timelines): the peak resident set size of
-/// its process over the run, less its resident size once its data and process groups were set up
-/// and before its stages were built. What is left is the model, gradients, optimizer state,
-/// activations and buffers at their peak: what the plan's memory estimate predicts.
+/// The memory a rank's training took (measured timelines): what its tensors held at their peak
+/// over the run (a CPU rank: the bytes of live tensors, counted as LibTorch allocates them; a GPU
+/// rank: the CUDA caching allocator's peak of allocated bytes), less what they held once its data
+/// and process groups were set up and before its stages were built. What is left is the model,
+/// gradients, optimizer state, activations and buffers at their peak: what the plan's memory
+/// estimate predicts.
 struct RankMemory {
   int rank = 0;
-  /// The whole process at its peak (a GPU rank: the CUDA caching allocator's peak of allocated
-  /// bytes on its GPU, with a baseline of 0).
+  int64_t peak_bytes = 0;
+  int64_t baseline_bytes = 0;  ///< before the stages were built
+  /// The whole process's peak resident set size (LibTorch's code and buffers, the allocator's
+  /// slack included); 0 where not recorded.
   int64_t peak_rss_bytes = 0;
-  int64_t baseline_rss_bytes = 0;  ///< before the stages were built
-  int64_t training_bytes() const { return peak_rss_bytes - baseline_rss_bytes; }
+  int64_t training_bytes() const { return peak_bytes - baseline_bytes; }
 };
 
 struct Timeline {

@@ -65,7 +65,8 @@ void write_chrome_trace(const Timeline& t, std::ostream& out) {
   if (!t.memory.empty()) {
     auto& memory = header["memory"] = nlohmann::json::array();
     for (const auto& m : t.memory)
-      memory.push_back({{"rank", m.rank}, {"peak_rss_bytes", m.peak_rss_bytes}, {"baseline_rss_bytes", m.baseline_rss_bytes}});
+      memory.push_back({{"rank", m.rank}, {"peak_bytes", m.peak_bytes}, {"baseline_bytes", m.baseline_bytes},
+                        {"peak_rss_bytes", m.peak_rss_bytes}});
   }
   out << "{\"parallax\": " << header.dump() << ",\n\"displayTimeUnit\": \"ns\",\n\"traceEvents\": [\n";
   char line[512];

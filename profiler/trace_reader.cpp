@@ -90,20 +90,29 @@ void read_counter_sample(const json& e, const Source& src, size_t i, std::map<st
   c.samples.emplace_back(plan::Time::ns(*ts), value->get<double>());
 }
 
-// The measured memory per rank of a Parallax trace's header ("memory": [{rank, peak_rss_bytes,
-// baseline_rss_bytes}]); a malformed entry is reported by `bad`.
+// The measured memory per rank of a Parallax trace's header ("memory": [{rank, peak_bytes,
+// baseline_bytes, peak_rss_bytes}]); a malformed entry is reported by `bad`. Traces written before
+// 2026-11-27 measured a CPU rank by its resident set alone: {rank, peak_rss_bytes,
+// baseline_rss_bytes}, read as the peak and baseline they were.
 template <typename Bad>
 std::vector<plan::RankMemory> read_memory(const json& header, int world_size, Bad bad) {
+  constexpr const char* kShape = "memory must be a list of {rank, peak_bytes, baseline_bytes, peak_rss_bytes}";
   std::vector<plan::RankMemory> out;
   const json* memory = field(header, "memory");
   if (!memory) return out;
-  if (!memory->is_array()) bad("memory must be a list of {rank, peak_rss_bytes, baseline_rss_bytes}");
+  if (!memory->is_array()) bad(kShape);
   for (const json& m : *memory) {
-    if (!m.is_object()) bad("memory must be a list of {rank, peak_rss_bytes, baseline_rss_bytes}");
+    if (!m.is_object()) bad(kShape);
     plan::RankMemory r;
     r.rank = static_cast<int>(int_field(m, "rank", 0, std::max(0, world_size - 1), 0, bad));
     r.peak_rss_bytes = int_field(m, "peak_rss_bytes", 0, INT64_MAX, 0, bad);
-    r.baseline_rss_bytes = int_field(m, "baseline_rss_bytes", 0, r.peak_rss_bytes, 0, bad);
+    if (m.contains("peak_bytes")) {
+      r.peak_bytes = int_field(m, "peak_bytes", 0, INT64_MAX, 0, bad);
+      r.baseline_bytes = int_field(m, "baseline_bytes", 0, r.peak_bytes, 0, bad);
+    } else {
+      r.peak_bytes = r.peak_rss_bytes;
+      r.baseline_bytes = int_field(m, "baseline_rss_bytes", 0, r.peak_bytes, 0, bad);
+    }
     out.push_back(r);
   }
   return out;

@@ -209,7 +209,7 @@ function renderCharts() {
     series,
     limit: showDevice ? { value: device, label: deviceText } : null,
     unit: 'MiB per rank: parameters, gradients, optimizer state and activations at the peak, as the plan estimates ' +
-          'them' + (measured ? '; measured: the run\'s peak resident memory less its size before the model was built'
+          'them' + (measured ? '; measured: the peak of the run\'s live tensors less what they held before the model was built'
                              : ' (this run did not record memory)') +
           (showDevice ? '' : `. The ${deviceText} is off the scale.`),
     format: v => v >= 1024 ? (v / 1024).toFixed(1) + ' GiB' : v.toFixed(0) + ' MiB',

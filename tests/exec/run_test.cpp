@@ -108,16 +108,14 @@ TEST_CASE("exec: DDP's buckets all-reduce on W: zero-bubble pipelines of two rep
   for (size_t i = 0; i < single.size(); ++i) CHECK(dualpipev[i] == Approx(single[i]).epsilon(1e-5));
 }
 
-// Hidden ([.]): tests/CMakeLists.txt runs it alone (RUN_SERIAL): a process's peak resident size
-// rises with whatever runs beside it (with torch 2.11 beside other tests: x1.58).
 TEST_CASE("exec: 1F1B's bound holds: the last stage's measured peak memory stays flat from 4 to 32 chunks",
-          "[.][exec][run][memory]") {
+          "[exec][run][memory]") {
   // Micro-batches of 128 through a 2-stage MLP of hidden 2048. Before receives were posted in a
-  // window and a micro-batch's tensors were freed after its backward, the last stage measured
-  // 79.7 MB at 4 chunks and 162.2 MB at 32 (x2.0; 2026-11-27, this project's CPU VM); now 81.7
-  // and 82.7 on a quiet machine, but 84.7 and 97.7 (x1.15) in CI beside other tests, where the
-  // stages drift apart and more sends wait in flight. The margin keeps that noise out and still
-  // catches the growth of before.
+  // window and a micro-batch's tensors were freed after its backward, the last stage's peak
+  // resident size grew x2.0 from 4 to 32 chunks (79.7 -> 162.2 MB, 2026-11-27, this project's CPU
+  // VM). Measured as the peak of live tensors (exec/host_memory.hpp) it is now 69.3 MB at both
+  // (torch 2.11, 2026-11-27); the resident size still moved x1.6 from run to run, in CI even with
+  // nothing beside it, which is why it is no longer the measure.
   INFO("Fashion-MNIST is missing: scripts/setup.sh installs dataset-fashion-mnist");
   REQUIRE(fashion_mnist_installed());
   auto last_stage_mb = [&](int chunks) {
@@ -133,7 +131,7 @@ TEST_CASE("exec: 1F1B's bound holds: the last stage's measured peak memory stays
   };
   const auto [m4, predicted4] = last_stage_mb(4);
   const auto [m32, predicted32] = last_stage_mb(32);
-  CHECK(m32 < 1.4 * m4);
+  CHECK(m32 < 1.05 * m4);
   CHECK(predicted32 == Approx(predicted4).epsilon(0.01));  // the plan says so too
 }
 
@@ -156,8 +154,7 @@ TEST_CASE("exec: layer recompute gives the losses of none and takes less memory 
     CHECK(stage["steps"][i]["loss"].get<double>() == Approx(none["steps"][i]["loss"].get<double>()).epsilon(1e-5));
   }
   const double layer_mb = layer["memory"][0]["measured_mb"], stage_mb = stage["memory"][0]["measured_mb"];
-  // Measured here: 426 MB against 977 with LibTorch 1.13; 652-714 against 937-999 with torch 2.11,
-  // where the peak resident size moves by ~10% between runs (its allocator's arenas per thread).
+  // Measured here as the peak of live tensors: 287 MB against 547 with torch 2.11 (2026-11-27).
   CHECK(layer_mb < 0.9 * stage_mb);
   // And the prediction orders them the same way.
   CHECK(layer["memory"][0]["predicted_mb"].get<double>() < stage["memory"][0]["predicted_mb"].get<double>());
@@ -259,11 +256,9 @@ TEST_CASE("exec: measured memory grows with the model as its parameters, gradien
   const double expected = 12 * (params(2048) - params(1024)) / (1024.0 * 1024.0);  // 81.3 MiB
   INFO("measured " << small << " MiB at h = 1024, " << large << " MiB at h = 2048; expected growth " << expected);
   CHECK(small >= 0.9 * 12 * params(1024) / (1024.0 * 1024.0));
-  CHECK(large - small >= 0.8 * expected);
-#if !defined(__SANITIZE_ADDRESS__)
-  // (Under ASan, freed blocks wait in its quarantine and count as resident.)
-  CHECK(large - small <= 1.5 * expected);
-#endif
+  // Live tensors, counted: 81.6 MiB of growth here (torch 2.11, 2026-11-27).
+  CHECK(large - small >= 0.95 * expected);
+  CHECK(large - small <= 1.1 * expected);
 }
 
 TEST_CASE("exec: a GPU profile without a GPU exits 2 in one line, naming the way to run on the CPU", "[exec][run]") {

@@ -321,14 +321,25 @@ TEST_CASE("profiler::read_trace: a measured trace's memory per rank round-trips,
   plan::Timeline t;
   t.kind = "measured";
   t.world_size = 2;
-  t.memory = {{0, 700LL << 20, 400LL << 20}, {1, 650LL << 20, 410LL << 20}};
+  t.memory = {{0, 700LL << 20, 400LL << 20, 900LL << 20}, {1, 650LL << 20, 410LL << 20, 800LL << 20}};
   std::ostringstream out;
   plan::write_chrome_trace(t, out);
   const auto back = profiler::parse_trace(out.str(), "t.json").timeline;
   REQUIRE(back.memory.size() == 2);
   CHECK(back.memory[1].rank == 1);
-  CHECK(back.memory[1].peak_rss_bytes == 650LL << 20);
+  CHECK(back.memory[1].peak_bytes == 650LL << 20);
+  CHECK(back.memory[1].peak_rss_bytes == 800LL << 20);
   CHECK(back.memory[1].training_bytes() == 240LL << 20);
+  CHECK_THAT(error_of("{\"parallax\": {\"world_size\": 1, \"memory\": [{\"rank\": 0, \"peak_bytes\": 5, "
+                      "\"baseline_bytes\": 9}]}, \"traceEvents\": []}"),
+             Catch::StartsWith("t.json:1:14: parallax.baseline_bytes must be an integer from 0 to 5"));
+  // A trace from before tensors were counted: its resident sizes are the figures.
+  const auto old = profiler::parse_trace("{\"parallax\": {\"world_size\": 1, \"memory\": [{\"rank\": 0, "
+                                         "\"peak_rss_bytes\": 700, \"baseline_rss_bytes\": 400}]}, \"traceEvents\": []}",
+                                         "old.json")
+                       .timeline;
+  REQUIRE(old.memory.size() == 1);
+  CHECK(old.memory[0].training_bytes() == 300);
   CHECK_THAT(error_of("{\"parallax\": {\"world_size\": 1, \"memory\": [{\"rank\": 0, \"peak_rss_bytes\": 5, "
                       "\"baseline_rss_bytes\": 9}]}, \"traceEvents\": []}"),
              Catch::StartsWith("t.json:1:14: parallax.baseline_rss_bytes must be an integer from 0 to 5"));
