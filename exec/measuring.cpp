@@ -32,22 +32,37 @@ double HostGate::probe() {
 
 bool HostGate::at_speed(double probe_us) const { return plan::host_at_speed(probe_us, reference_us_); }
 
-Budget budget(bool quick, HostGate* gate) { return quick ? Budget{8, 60, 20'000, gate} : Budget{12, 200, 60'000, gate}; }
+Budget budget(bool quick, HostGate* gate) {
+  Budget b;
+  if (quick) b.min_reps = 8, b.max_reps = 60, b.min_total_us = 20'000, b.enough_us = 1.5e6, b.wait_us = 5e6;
+  b.gate = gate;
+  return b;
+}
 
 // The fewest samples at the host's reference speed a figure is made of; with fewer, of all.
-constexpr size_t kMinSamplesAtSpeed = 4;
+constexpr int kMinSamplesAtSpeed = 4;
+
+bool another_sample(const Budget& b, int reps, double spent_us, int fast, double fast_us) {
+  if (reps >= b.max_reps) return false;
+  if (reps < kMinSamplesAtSpeed) return true;
+  const bool enough = spent_us >= b.enough_us;
+  if (!enough && (reps < b.min_reps || fast_us < b.min_total_us)) return true;
+  return b.gate && fast < kMinSamplesAtSpeed && spent_us < b.wait_us;
+}
 
 std::vector<double> repeat(const std::function<std::vector<double>()>& rep, const Budget& b) {
   rep();
   std::vector<std::vector<double>> samples;
   std::vector<bool> at_speed;
-  size_t fast = 0;
-  double total = 0;
-  for (int i = 0; i < b.max_reps && (i < b.min_reps || total < b.min_total_us || (b.gate && fast < kMinSamplesAtSpeed)); ++i) {
+  int fast = 0;
+  double total = 0, spent = 0;
+  for (int i = 0; another_sample(b, i, spent, fast, total); ++i) {
     const bool ok = !b.gate || b.gate->at_speed(b.gate->probe());
     const auto t0 = Clock::now();
     const auto s = rep();
-    if (ok) total += us_since(t0), ++fast;
+    const double took = us_since(t0);
+    spent += took;
+    if (ok) total += took, ++fast;
     at_speed.push_back(ok);
     if (samples.empty()) samples.resize(s.size());
     for (size_t k = 0; k < s.size(); ++k) samples[k].push_back(s[k]);

@@ -46,14 +46,25 @@ class HostGate {
   int at_speed_ = 0, slow_ = 0;
 };
 
-/// How long to keep repeating one measurement.
+/// How long to keep repeating one measurement: at least min_reps samples and min_total_us of
+/// samples at the host's reference speed (4 of them with a gate), each only until the figure has
+/// taken its time limit, and never more than max_reps.
 struct Budget {
   int min_reps = 12;
   int max_reps = 200;
   double min_total_us = 60'000;
+  /// A figure that has taken this long stops at 4 samples rather than min_reps: a repeat of a
+  /// large layer takes seconds, and 12 of them made a few signatures most of calibrate's time.
+  double enough_us = 3e6;
+  /// Waiting for samples at the reference speed stops here: a slow spell of the host can last
+  /// minutes, and remeasuring later (calibrate's last pass) finds it fast more often than waiting.
+  double wait_us = 10e6;
   HostGate* gate = nullptr;  ///< none: every sample counts
 };
 Budget budget(bool quick, HostGate* gate);
+/// Whether repeat() takes another sample, having taken `reps` in `spent_us`, `fast` of them (in
+/// `fast_us`) at the host's reference speed.
+bool another_sample(const Budget& b, int reps, double spent_us, int fast, double fast_us);
 
 /// Repeats `rep` (which returns one sample per named figure) after one warm-up call, and returns
 /// each figure's undisturbed level (profiler::undisturbed, the statistic a run's step is measured
