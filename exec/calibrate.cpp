@@ -313,14 +313,12 @@ class Calibrator {
         loss.backward.mb.push_back(mb);
         loss.backward.us.push_back(std::max(0.0, l[1] - call_us));
       }
-      if (device_.is_cuda()) {
-        const KeptBytes kept = kept_bytes(module, w.layer, w.last, mb, autocast, device_);
-        layer.kept_bytes.mb.push_back(mb);
-        layer.kept_bytes.us.push_back(kept.layer);
-        if (w.last) {
-          loss.kept_bytes.mb.push_back(mb);
-          loss.kept_bytes.us.push_back(kept.loss);
-        }
+      const KeptBytes kept = kept_bytes(module, w.layer, w.last, mb, autocast, device_);
+      layer.kept_bytes.mb.push_back(mb);
+      layer.kept_bytes.us.push_back(kept.layer);
+      if (w.last) {
+        loss.kept_bytes.mb.push_back(mb);
+        loss.kept_bytes.us.push_back(kept.loss);
       }
       last_pass_us = with[0] + with[1] + with[2];
     }
@@ -477,6 +475,7 @@ std::optional<CalibrationRun> calibrate_rank(const std::vector<plan::Plan>& plan
                                        std::to_string(launch.world_size));
   if (options.device.is_cuda()) gpu::select(options.device.index());
   keep_freed_memory();  // as run_rank does, so the layers are timed with the same allocator behaviour
+  count_tensor_memory();  // and their kept bytes measured as a run measures its memory
   // The threads per rank `parallax run` sets for a job of this size.
   torch::set_num_threads(static_cast<int>(std::max(1u, std::thread::hardware_concurrency() / 2)));
   const std::set<long> before = thread_ids();

@@ -7,6 +7,7 @@
 #include "exec/calibrate.hpp"
 #include "exec/data.hpp"
 #include "exec/grad_scaler.hpp"
+#include "exec/host_memory.hpp"
 #include "exec/host_probe.hpp"
 #include "exec/model.hpp"
 #include "profiler/compare.hpp"
@@ -300,11 +301,16 @@ plan::CostCurve measure_loss_scaler(const std::vector<plan::Plan>& plans, const 
 
 namespace {
 
+// The bytes tensors on `device` hold now: the CUDA caching allocator's count, or on the CPU the
+// count of live tensors (exec/host_memory.hpp), as a run measures its memory.
+int64_t allocated_bytes(torch::Device device) {
+  return device.is_cuda() ? gpu::allocated_bytes(std::max<int>(0, device.index())) : tensor_bytes();
+}
+
 double allocated_while(torch::Device device, const std::function<torch::Tensor()>& forward) {
-  const int index = std::max<int>(0, device.index());
-  const int64_t before = gpu::allocated_bytes(index);
+  const int64_t before = allocated_bytes(device);
   torch::Tensor out = forward();
-  const int64_t after = gpu::allocated_bytes(index);
+  const int64_t after = allocated_bytes(device);
   out = torch::Tensor();
   return static_cast<double>(std::max<int64_t>(0, after - before));
 }

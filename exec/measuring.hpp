@@ -122,7 +122,8 @@ std::vector<plan::OptimizerCost> measure_optimizers(const std::vector<plan::Plan
 /// parameters of the plans: "mb" holds parameter counts.
 plan::CostCurve measure_loss_scaler(const std::vector<plan::Plan>& plans, const Bench& b);
 
-/// On a GPU, from the CUDA caching allocator's count: the bytes `layer`'s forward at micro-batch
+/// From the CUDA caching allocator's count on a GPU, the count of live tensors on the CPU
+/// (count_tensor_memory must be on): the bytes `layer`'s forward at micro-batch
 /// `mb` (under autocast to `autocast`) leaves allocated while its output, and with it the autograd
 /// graph, lives: what a run holds from an F until its B. The input is made before, as the layer
 /// before's output (counted there). With `with_loss`, the same for the loss on the layer's output.
