@@ -172,6 +172,11 @@ TEST_CASE("cli: calibrate writes a profile that simulate uses, with measured lay
   // Forward at the plan's micro-batch (64) was measured, and backward costs more than forward.
   CHECK(fc0->forward.at(64) > 0);
   CHECK(fc0->backward.at(64) > fc0->forward.at(64));
+  // What its forward keeps for the backward, counted on the CPU too: the ReLU's output (64 x 256
+  // floats; the input is the layer before's), and at most the linear's output beside it.
+  REQUIRE_FALSE(fc0->kept_bytes.empty());
+  CHECK(fc0->kept_bytes.at(64) >= 64 * 256 * 4);
+  CHECK(fc0->kept_bytes.at(64) <= 2 * 64 * 256 * 4);
   CHECK(hw.calibration->p2p.bandwidth_gb_per_s > 0);
   // --precision bf16: the same layers measured under autocast too, each timed on its own.
   for (const char* sig : {"linear 784x256 relu bf16", "linear 256x256 relu bf16", "linear 256x10 bf16"}) {
