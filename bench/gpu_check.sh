@@ -27,11 +27,15 @@
 #   validate    8 configurations, each run for real twice (gradient accumulation 1/2/4,
 #               micro-batches 16/8/4, activation checkpointing, bf16, fp16) without CUPTI, each
 #               predicted from the GPU calibration and from the shipped h100 profile (datasheet)
+#   whatif      what if from a measured run: the shipped profile fitted to one untraced run of the
+#               plan (`parallax calibrate --from-trace`), then validate's other configurations at
+#               that precision predicted from the fit and set against their measured steps
 #   nccl-P2     two ranks on the one GPU over NCCL, pipeline 2 and then data 2, each rank its own
 #               NCCL_HOSTID (NCCL refuses two ranks on one GPU otherwise): losses against one
 #               rank's. Their timings mean nothing and are not reported.
 # Then bench/gpu_check_report.py writes into DIR (default ./gpu-check-out): summary.md,
-# figures.json, log.txt, calibrated.yaml, validate.json and the fp32 and bf16 traces (gzipped).
+# figures.json, log.txt, calibrated.yaml, whatif.yaml, validate.json and the fp32 and bf16 traces
+# (gzipped).
 #
 # --dry-run runs the same steps here, on CPU ranks over Gloo, with a plan shrunk to seconds
 # (bench/data/gpu-transformer-dry-run.yaml) and the binary of the ordinary build (build/parallax,
@@ -245,6 +249,29 @@ EOF
     for o in $overrides; do sets+=(--set "$o"); done
     "$parallax" simulate "$scenario" "${sets[@]}" --set hardware="$datasheet" --set data.steps="$steps" --json \
       >"$work/datasheet-$i.json" 2>>"$log" || echo -e "datasheet-$i\tFAILED\t0" >>"$status"
+    i=$((i + 1))
+  done <"$work/configs.txt"
+fi
+
+# --- what if: the shipped profile fitted to one measured run of the plan, then the others predicted ---
+# The run is the base configuration, untraced by CUPTI like validate's runs (its compute actions
+# timed by CUDA events). Only the configurations at the run's precision are predicted: the fit's
+# layer figures are per precision, so another precision's layers would keep the datasheet's.
+json_step run-whatif 120 "$work/run-whatif.json" env PARALLAX_CUPTI=0 "$parallax" run "$scenario" \
+  --set data.steps="$steps" -o "$work/trace-whatif.json" --json
+if [ -s "$work/trace-whatif.json" ] && step whatif-fit 60 "$parallax" calibrate --from-trace "$work/trace-whatif.json" \
+     "$scenario" -o "$work/whatif.yaml" && [ -s "$work/configs.txt" ]; then
+  i=0
+  while read -r overrides; do
+    case "$overrides" in
+      *parallel.precision=*) ;;
+      *)
+        sets=()
+        for o in $overrides; do sets+=(--set "$o"); done
+        "$parallax" simulate "$scenario" "${sets[@]}" --set hardware="$work/whatif.yaml" --set data.steps="$steps" --json \
+          >"$work/whatif-$i.json" 2>>"$log" || echo -e "whatif-$i\tFAILED\t0" >>"$status"
+        ;;
+    esac
     i=$((i + 1))
   done <"$work/configs.txt"
 fi

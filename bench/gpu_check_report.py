@@ -165,9 +165,15 @@ def torch_figures(work, runs, validate):
     return out
 
 
+# The configuration the what-if profile was fitted to (the scenario as it is, run untraced).
+WHATIF_BASE = PRECISION_CONFIG["fp32"]
+
+
 def validate_figures(validate, work):
     """Each configuration: measured (validate's step statistic over its runs, and their spread), predicted from the
-    GPU calibration and from the datasheet profile; the mean absolute errors of both."""
+    GPU calibration, from the datasheet profile and from the datasheet fitted to one run of the base
+    configuration (what if); the mean absolute errors of each, what if's over the configurations it
+    was not fitted to."""
     if not validate:
         return None
     rows = []
@@ -180,14 +186,21 @@ def validate_figures(validate, work):
         if sheet and measured > 0:
             row["datasheet_ms"] = sheet["step_time_ms"]
             row["datasheet_error"] = (sheet["step_time_ms"] - measured) / measured
+        whatif = load(os.path.join(work, "whatif-%d.json" % i))
+        if whatif and measured > 0:
+            row["whatif_ms"] = whatif["step_time_ms"]
+            row["whatif_error"] = (whatif["step_time_ms"] - measured) / measured
+            row["whatif_fitted_here"] = " ".join(c["overrides"]) == WHATIF_BASE
         rows.append(row)
 
-    def mape(key):
-        errors = [abs(r[key]) for r in rows if key in r]
+    def mape(key, held_out=False):
+        errors = [abs(r[key]) for r in rows if key in r and not (held_out and r.get("whatif_fitted_here"))]
         return statistics.mean(errors) if errors else None
 
     return {"configurations": rows, "calibrated_mape": mape("calibrated_error"),
-            "datasheet_mape": mape("datasheet_error"), "steps": validate["configurations"][0]["steps"] if rows else None, "repeats": validate["repeats"],
+            "datasheet_mape": mape("datasheet_error"), "whatif_mape": mape("whatif_error", held_out=True),
+            "whatif_worst": max((abs(r["whatif_error"]) for r in rows
+                                 if "whatif_error" in r and not r["whatif_fitted_here"]), default=None), "steps": validate["configurations"][0]["steps"] if rows else None, "repeats": validate["repeats"],
             "max_spread": max((r["spread"] for r in rows), default=None)}
 
 
@@ -244,16 +257,22 @@ def write_summary(out, f, failures):
         lines += ["%d steps per run (the first a warm-up), %d run(s) per configuration; measured = median of the "
                   "runs' %s; spread = (slowest - fastest) / measured." % (
                       v["steps"] or 0, v["repeats"], v["configurations"][0]["statistic"] if v["configurations"] else "step"), "",
-                  "| configuration | measured (ms) | spread | calibrated (ms) | error | datasheet (ms) | error |",
-                  "|---|---|---|---|---|---|---|"]
+                  "calibrated: `parallax calibrate` on this GPU; datasheet: the shipped profile; what if: the "
+                  "shipped profile fitted to one untraced run of %s (`calibrate --from-trace`), its own row marked "
+                  "(fitted) and left out of its mean; '-' for the precisions the fit did not see." % WHATIF_BASE, "",
+                  "| configuration | measured (ms) | spread | calibrated (ms) | error | datasheet (ms) | error | what if (ms) | error |",
+                  "|---|---|---|---|---|---|---|---|---|"]
         for r in v["configurations"]:
-            lines.append("| %s | %.2f | %.1f%% | %.2f | %s | %s | %s |" % (
+            lines.append("| %s | %.2f | %.1f%% | %.2f | %s | %s | %s | %s | %s |" % (
                 " ".join(r["overrides"]) or "(base)", r["measured_ms"], 100 * r["spread"], r["calibrated_ms"],
                 pct(r["calibrated_error"]), "%.2f" % r["datasheet_ms"] if "datasheet_ms" in r else "-",
-                pct(r.get("datasheet_error"))))
-        lines += ["", "Mean absolute error: calibrated %s, datasheet %s (goal for calibrated: <= 5%%); largest "
-                  "spread %s." % (pct(v["calibrated_mape"]).lstrip("+"), pct(v["datasheet_mape"]).lstrip("+"),
-                                  pct(v["max_spread"]).lstrip("+"))]
+                pct(r.get("datasheet_error")), "%.2f" % r["whatif_ms"] if "whatif_ms" in r else "-",
+                pct(r.get("whatif_error")) + (" (fitted)" if r.get("whatif_fitted_here") else "")))
+        lines += ["", "Mean absolute error: calibrated %s, datasheet %s (goal for calibrated: <= 5%%); what if %s over "
+                  "the configurations it was not fitted to, worst %s (goal: <= 5%%); largest spread %s." % (
+                      pct(v["calibrated_mape"]).lstrip("+"), pct(v["datasheet_mape"]).lstrip("+"),
+                      pct(v["whatif_mape"]).lstrip("+"), pct(v["whatif_worst"]).lstrip("+"),
+                      pct(v["max_spread"]).lstrip("+"))]
     else:
         lines.append("validate did not run.")
     lines += ["", "## Parallax's executor against plain PyTorch eager, the same plan on the same device", ""]
@@ -316,7 +335,7 @@ def main():
     with open(os.path.join(out, "figures.json"), "w") as fh:
         json.dump(f, fh, indent=1)
     write_summary(out, f, failures)
-    for name in ("calibrated.yaml", "validate.json"):
+    for name in ("calibrated.yaml", "whatif.yaml", "validate.json"):
         if os.path.exists(os.path.join(work, name)):
             shutil.copy(os.path.join(work, name), os.path.join(out, name))
     for p in ("fp32", "bf16"):
