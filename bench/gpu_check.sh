@@ -26,16 +26,19 @@
 #               (the layers' activations counted) and from the calibrated one (measured)
 #   validate    8 configurations, each run for real twice (gradient accumulation 1/2/4,
 #               micro-batches 16/8/4, activation checkpointing, bf16, fp16) without CUPTI, each
-#               predicted from the GPU calibration and from the shipped h100 profile (datasheet)
-#   whatif      what if from a measured run: the shipped profile fitted to one untraced run of the
-#               plan (`parallax calibrate --from-trace`), then validate's other configurations at
-#               that precision predicted from the fit and set against their measured steps
+#               predicted from the GPU calibration and from the shipped h100 profile (datasheet);
+#               validate-bf16: the same sweeps but precision, in bf16
+#   whatif      what if from a measured run: the shipped profile, and the calibrated one, each
+#               fitted to validate's two runs of its first configuration (`parallax calibrate
+#               --from-trace`); validate's configurations at that precision predicted from the fits
+#               and set against their measured steps (whatif-bf16: the same for validate-bf16)
 #   nccl-P2     two ranks on the one GPU over NCCL, pipeline 2 and then data 2, each rank its own
 #               NCCL_HOSTID (NCCL refuses two ranks on one GPU otherwise): losses against one
 #               rank's. Their timings mean nothing and are not reported.
 # Then bench/gpu_check_report.py writes into DIR (default ./gpu-check-out): summary.md,
-# figures.json, log.txt, calibrated.yaml, whatif.yaml, validate.json and the fp32 and bf16 traces
-# (gzipped).
+# figures.json, log.txt, calibrated.yaml, validate.json, the fp32 and bf16 traces (gzipped) and
+# whatif.tar.gz (validate-bf16.json and what if's fitted profiles): 8 files, what a GPU machine
+# lent here gives back at most.
 #
 # --dry-run runs the same steps here, on CPU ranks over Gloo, with a plan shrunk to seconds
 # (bench/data/gpu-transformer-dry-run.yaml) and the binary of the ordinary build (build/parallax,
@@ -228,52 +231,63 @@ if [ -f "$work/calibrated.yaml" ]; then
   done
 fi
 
-# --- validate: the calibrated prediction against real runs; then the datasheet's ---
-if [ -f "$work/calibrated.yaml" ]; then
+# --- validate: the calibrated prediction against real runs; then the datasheet's and what if's ---
+# Each validate keeps its runs' traces: what if is fitted to those of its first configuration.
+validate_set() {  # NAME [--set ... | --sweep ...]: validate's runs into $work/NAME.json, traces in $work/NAME-traces
+  local name=$1
+  shift
   # Without CUPTI, as calibrate measured the layers: its activity records cost launch time.
-  json_step validate 300 "$work/validate.json" env PARALLAX_CUPTI=0 "$parallax" validate "$scenario" --profile "$work/calibrated.yaml" \
-    --sweep parallel.grad_accumulation=1,2,4 --sweep parallel.chunks=2,4 \
-    --sweep parallel.activation_checkpointing=true --sweep "$precision_sweep" \
-    --steps "$steps" --repeats "$repeats" --json
+  json_step "$name" 300 "$work/$name.json" env PARALLAX_CUPTI=0 "$parallax" validate "$scenario" --profile "$work/calibrated.yaml" \
+    --sweep parallel.grad_accumulation=1,2,4 --sweep parallel.chunks=2,4 --sweep parallel.activation_checkpointing=true "$@" \
+    --steps "$steps" --repeats "$repeats" --keep-traces "$work/$name-traces" --json
+}
+
+# predict NAME VALIDATE PROFILE [SET...]: each configuration VALIDATE ran, simulated with PROFILE
+# and the SETs, into $work/NAME-I.json (I: the configuration's place in VALIDATE). A PROFILE fitted
+# by what if predicts only the configurations at the precision it was fitted at: its layer figures
+# are per precision, so another precision's layers would keep the datasheet's.
+predict() {
+  local name=$1 validate=$2 profile=$3
+  shift 3
+  local i=0 overrides
+  while read -r overrides; do
+    if [[ $name == whatif* && $overrides == *parallel.precision=* ]]; then i=$((i + 1)); continue; fi
+    local sets=()
+    for o in $overrides; do sets+=(--set "$o"); done
+    "$parallax" simulate "$scenario" "$@" "${sets[@]}" --set hardware="$profile" --set data.steps="$steps" --json \
+      >"$work/$name-$i.json" 2>>"$log" || echo -e "$name-$i\tFAILED\t0" >>"$status"
+    i=$((i + 1))
+  done < <(python3 -c 'import json, sys
+for c in json.load(open(sys.argv[1]))["configurations"]: print(" ".join(c["overrides"]))' "$work/$validate.json")
+}
+
+# what_if NAME VALIDATE [SET...]: the shipped profile and the calibrated one each fitted to VALIDATE's
+# runs of its first configuration (`calibrate --from-trace`), then its configurations predicted.
+what_if() {
+  local name=$1 validate=$2
+  shift 2
+  local runs=("$work/$validate-traces"/0.run*.json)
+  [ -s "${runs[0]}" ] || return 0
+  local from=()
+  for r in "${runs[@]}"; do from+=(--from-trace "$r"); done
+  step "$name-datasheet" 60 "$parallax" calibrate "${from[@]}" "$scenario" "$@" -o "$work/$name-datasheet.yaml" &&
+    predict "$name-datasheet" "$validate" "$work/$name-datasheet.yaml" "$@"
+  step "$name-calibrated" 60 "$parallax" calibrate "${from[@]}" "$scenario" "$@" --set hardware="$work/calibrated.yaml" \
+    -o "$work/$name-calibrated.yaml" && predict "$name-calibrated" "$validate" "$work/$name-calibrated.yaml" "$@"
+}
+
+if [ -f "$work/calibrated.yaml" ]; then
+  validate_set validate --sweep "$precision_sweep"
+  # The same sweeps in 16 bits, the precision models train at.
+  validate_set validate-bf16 --set parallel.precision=bf16
 fi
 if [ -s "$work/validate.json" ]; then
-  # The same configurations simulated on the shipped profile: their overrides, one per line.
-  python3 - "$work/validate.json" >"$work/configs.txt" <<'EOF'
-import json, sys
-for c in json.load(open(sys.argv[1]))["configurations"]:
-    print(" ".join(c["overrides"]))
-EOF
-  i=0
-  while read -r overrides; do
-    sets=()
-    for o in $overrides; do sets+=(--set "$o"); done
-    "$parallax" simulate "$scenario" "${sets[@]}" --set hardware="$datasheet" --set data.steps="$steps" --json \
-      >"$work/datasheet-$i.json" 2>>"$log" || echo -e "datasheet-$i\tFAILED\t0" >>"$status"
-    i=$((i + 1))
-  done <"$work/configs.txt"
+  predict datasheet validate "$datasheet"
+  what_if whatif validate
 fi
-
-# --- what if: the shipped profile fitted to one measured run of the plan, then the others predicted ---
-# The run is the base configuration, untraced by CUPTI like validate's runs (its compute actions
-# timed by CUDA events). Only the configurations at the run's precision are predicted: the fit's
-# layer figures are per precision, so another precision's layers would keep the datasheet's.
-json_step run-whatif 120 "$work/run-whatif.json" env PARALLAX_CUPTI=0 "$parallax" run "$scenario" \
-  --set data.steps="$steps" -o "$work/trace-whatif.json" --json
-if [ -s "$work/trace-whatif.json" ] && step whatif-fit 60 "$parallax" calibrate --from-trace "$work/trace-whatif.json" \
-     "$scenario" -o "$work/whatif.yaml" && [ -s "$work/configs.txt" ]; then
-  i=0
-  while read -r overrides; do
-    case "$overrides" in
-      *parallel.precision=*) ;;
-      *)
-        sets=()
-        for o in $overrides; do sets+=(--set "$o"); done
-        "$parallax" simulate "$scenario" "${sets[@]}" --set hardware="$work/whatif.yaml" --set data.steps="$steps" --json \
-          >"$work/whatif-$i.json" 2>>"$log" || echo -e "whatif-$i\tFAILED\t0" >>"$status"
-        ;;
-    esac
-    i=$((i + 1))
-  done <"$work/configs.txt"
+if [ -s "$work/validate-bf16.json" ]; then
+  predict bf16-datasheet validate-bf16 "$datasheet" --set parallel.precision=bf16
+  what_if whatif-bf16 validate-bf16 --set parallel.precision=bf16
 fi
 
 # --- two ranks on one GPU over NCCL (Gloo in the dry run): losses only ---

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The summary of bench/gpu_check.sh: reads what its steps left in WORK and writes OUT/summary.md,
-OUT/figures.json and copies of the calibrated profile, the validate JSON and two traces (gzipped).
+OUT/figures.json and copies of the calibrated profile, the validate JSON, two traces (gzipped) and
+whatif.tar.gz (the bf16 validate's JSON and what if's fitted profiles).
 
     python3 bench/gpu_check_report.py WORK OUT DRY_RUN
 
@@ -21,6 +22,7 @@ import re
 import shutil
 import statistics
 import sys
+import tarfile
 
 LOSS_TOLERANCE = 1e-3
 CUDA_EVENT_LANE = "gpu compute (CUDA events)"
@@ -165,43 +167,43 @@ def torch_figures(work, runs, validate):
     return out
 
 
-# The configuration the what-if profile was fitted to (the scenario as it is, run untraced).
-WHATIF_BASE = PRECISION_CONFIG["fp32"]
+# What each configuration is predicted with, beside validate's own (calibrated) prediction: a
+# name, and the files' prefix (I: the configuration's place in validate's output).
+PREDICTIONS = (("datasheet", "datasheet"), ("whatif_datasheet", "whatif-datasheet"),
+               ("whatif_calibrated", "whatif-calibrated"))
 
 
-def validate_figures(validate, work):
+def validate_figures(validate, work, prefix=""):
     """Each configuration: measured (validate's step statistic over its runs, and their spread), predicted from the
-    GPU calibration, from the datasheet profile and from the datasheet fitted to one run of the base
-    configuration (what if); the mean absolute errors of each, what if's over the configurations it
-    was not fitted to."""
+    GPU calibration, from the datasheet profile and from what if (the datasheet's and the calibrated profile
+    fitted to validate's runs of its first configuration, which is left out of their means); the mean absolute
+    and the worst error of each."""
     if not validate:
         return None
     rows = []
     for i, c in enumerate(validate["configurations"]):
-        sheet = load(os.path.join(work, "datasheet-%d.json" % i))
         measured = c["measured_ms"]
         row = {"overrides": c["overrides"], "measured_ms": measured, "statistic": c["statistic"],
                "runs_ms": c["runs_ms"], "median_ms": c["median_ms"], "spread": c["spread"],
-               "calibrated_ms": c["predicted_ms"], "calibrated_error": c["error"]}
-        if sheet and measured > 0:
-            row["datasheet_ms"] = sheet["step_time_ms"]
-            row["datasheet_error"] = (sheet["step_time_ms"] - measured) / measured
-        whatif = load(os.path.join(work, "whatif-%d.json" % i))
-        if whatif and measured > 0:
-            row["whatif_ms"] = whatif["step_time_ms"]
-            row["whatif_error"] = (whatif["step_time_ms"] - measured) / measured
-            row["whatif_fitted_here"] = " ".join(c["overrides"]) == WHATIF_BASE
+               "calibrated_ms": c["predicted_ms"], "calibrated_error": c["error"], "whatif_fitted_here": i == 0}
+        for key, name in PREDICTIONS:
+            name = name.replace("whatif-", "whatif-" + prefix) if name.startswith("whatif") else prefix + name
+            sim = load(os.path.join(work, "%s-%d.json" % (name, i)))
+            if sim and measured > 0:
+                row[key + "_ms"] = sim["step_time_ms"]
+                row[key + "_error"] = (sim["step_time_ms"] - measured) / measured
         rows.append(row)
 
-    def mape(key, held_out=False):
-        errors = [abs(r[key]) for r in rows if key in r and not (held_out and r.get("whatif_fitted_here"))]
-        return statistics.mean(errors) if errors else None
+    def errors(key):
+        return [abs(r[key]) for r in rows if key in r and not (key.startswith("whatif") and r["whatif_fitted_here"])]
 
-    return {"configurations": rows, "calibrated_mape": mape("calibrated_error"),
-            "datasheet_mape": mape("datasheet_error"), "whatif_mape": mape("whatif_error", held_out=True),
-            "whatif_worst": max((abs(r["whatif_error"]) for r in rows
-                                 if "whatif_error" in r and not r["whatif_fitted_here"]), default=None), "steps": validate["configurations"][0]["steps"] if rows else None, "repeats": validate["repeats"],
-            "max_spread": max((r["spread"] for r in rows), default=None)}
+    out = {"configurations": rows, "steps": validate["configurations"][0]["steps"] if rows else None,
+           "repeats": validate["repeats"], "max_spread": max((r["spread"] for r in rows), default=None)}
+    for key in ["calibrated"] + [k for k, _ in PREDICTIONS]:
+        e = errors(key + "_error")
+        out[key + "_mape"] = statistics.mean(e) if e else None
+        out[key + "_worst"] = max(e) if e else None
+    return out
 
 
 def two_rank_figures(run, reference):
@@ -216,6 +218,36 @@ def two_rank_figures(run, reference):
 
 def pct(x):
     return "-" if x is None else "%+.1f%%" % (100 * x)
+
+
+def validate_table(v):
+    """The summary's lines for one validate: each configuration's measured step and predictions."""
+    if not v:
+        return ["validate did not run."]
+    lines = ["%d steps per run (the first a warm-up), %d run(s) per configuration; measured = median of the "
+             "runs' %s; spread = (slowest - fastest) / measured." % (
+                 v["steps"] or 0, v["repeats"], v["configurations"][0]["statistic"] if v["configurations"] else "step"), "",
+             "Predicted with: calibrated, `parallax calibrate` on this GPU; datasheet, the shipped profile; what if, "
+             "each of those fitted to the two runs of the first configuration (`calibrate --from-trace`), whose row is "
+             "marked (fitted) and left out of the means; '-' for a precision the fit did not see.", "",
+             "| configuration | measured (ms) | spread | calibrated | datasheet | what if, datasheet | what if, calibrated |",
+             "|---|---|---|---|---|---|---|"]
+
+    def cell(r, key):
+        if key + "_ms" not in r:
+            return "-"
+        fitted = " (fitted)" if key.startswith("whatif") and r["whatif_fitted_here"] else ""
+        return "%.2f (%s)%s" % (r[key + "_ms"], pct(r[key + "_error"]), fitted)
+
+    for r in v["configurations"]:
+        lines.append("| %s | %.2f | %.1f%% | %s |" % (
+            " ".join(r["overrides"]) or "(base)", r["measured_ms"], 100 * r["spread"],
+            " | ".join(cell(r, k) for k in ("calibrated", "datasheet", "whatif_datasheet", "whatif_calibrated"))))
+    lines += ["", "Mean absolute error (worst): " + ", ".join(
+        "%s %s (%s)" % (k.replace("_", " "), pct(v[k + "_mape"]).lstrip("+"), pct(v[k + "_worst"]).lstrip("+"))
+        for k in ("calibrated", "datasheet", "whatif_datasheet", "whatif_calibrated")) +
+        "; goal for calibrated and what if: <= 5%%. Largest spread %s." % pct(v["max_spread"]).lstrip("+")]
+    return lines
 
 
 def write_summary(out, f, failures):
@@ -251,30 +283,9 @@ def write_summary(out, f, failures):
         for kind, k in c["by_kind"].items():
             lines.append("  - %s: GPU activity / CUDA-event time median %.3f (%.3f .. %.3f) over %d actions" % (
                 kind, k["median_ratio"], k["min_ratio"], k["max_ratio"], k["actions"]))
-    v = f["validate"]
-    lines += ["", "## Single-GPU step time, predicted against measured", ""]
-    if v:
-        lines += ["%d steps per run (the first a warm-up), %d run(s) per configuration; measured = median of the "
-                  "runs' %s; spread = (slowest - fastest) / measured." % (
-                      v["steps"] or 0, v["repeats"], v["configurations"][0]["statistic"] if v["configurations"] else "step"), "",
-                  "calibrated: `parallax calibrate` on this GPU; datasheet: the shipped profile; what if: the "
-                  "shipped profile fitted to one untraced run of %s (`calibrate --from-trace`), its own row marked "
-                  "(fitted) and left out of its mean; '-' for the precisions the fit did not see." % WHATIF_BASE, "",
-                  "| configuration | measured (ms) | spread | calibrated (ms) | error | datasheet (ms) | error | what if (ms) | error |",
-                  "|---|---|---|---|---|---|---|---|---|"]
-        for r in v["configurations"]:
-            lines.append("| %s | %.2f | %.1f%% | %.2f | %s | %s | %s | %s | %s |" % (
-                " ".join(r["overrides"]) or "(base)", r["measured_ms"], 100 * r["spread"], r["calibrated_ms"],
-                pct(r["calibrated_error"]), "%.2f" % r["datasheet_ms"] if "datasheet_ms" in r else "-",
-                pct(r.get("datasheet_error")), "%.2f" % r["whatif_ms"] if "whatif_ms" in r else "-",
-                pct(r.get("whatif_error")) + (" (fitted)" if r.get("whatif_fitted_here") else "")))
-        lines += ["", "Mean absolute error: calibrated %s, datasheet %s (goal for calibrated: <= 5%%); what if %s over "
-                  "the configurations it was not fitted to, worst %s (goal: <= 5%%); largest spread %s." % (
-                      pct(v["calibrated_mape"]).lstrip("+"), pct(v["datasheet_mape"]).lstrip("+"),
-                      pct(v["whatif_mape"]).lstrip("+"), pct(v["whatif_worst"]).lstrip("+"),
-                      pct(v["max_spread"]).lstrip("+"))]
-    else:
-        lines.append("validate did not run.")
+    for key, title in (("validate", "Single-GPU step time, predicted against measured"),
+                       ("validate_bf16", "The same sweeps in bf16")):
+        lines += ["", "## " + title, ""] + validate_table(f[key])
     lines += ["", "## Parallax's executor against plain PyTorch eager, the same plan on the same device", ""]
     if f["torch"]:
         lines += ["Step: the undisturbed step (p20 after the first) of Parallax's untraced validate runs and of "
@@ -314,6 +325,7 @@ def main():
     f["memory"] = memory_figures(runs, work)
     f["cupti"] = {p: cupti_figures(load(os.path.join(work, "trace-%s.json" % p))) for p in ("fp32", "bf16")}
     f["validate"] = validate_figures(load(os.path.join(work, "validate.json")), work)
+    f["validate_bf16"] = validate_figures(load(os.path.join(work, "validate-bf16.json")), work, "bf16-")
     f["torch"] = torch_figures(work, runs, load(os.path.join(work, "validate.json")))
     f["two_ranks"] = {name: two_rank_figures(load(os.path.join(work, name + ".json")), runs["fp32"])
                       for name in ("nccl-pipeline2", "nccl-data2")}
@@ -335,9 +347,15 @@ def main():
     with open(os.path.join(out, "figures.json"), "w") as fh:
         json.dump(f, fh, indent=1)
     write_summary(out, f, failures)
-    for name in ("calibrated.yaml", "whatif.yaml", "validate.json"):
+    for name in ("calibrated.yaml", "validate.json"):
         if os.path.exists(os.path.join(work, name)):
             shutil.copy(os.path.join(work, name), os.path.join(out, name))
+    # The rest in one file: a GPU machine lent here gives back 8 files at most.
+    extras = [n for n in sorted(os.listdir(work)) if n == "validate-bf16.json" or (n.startswith("whatif") and n.endswith(".yaml"))]
+    if extras:
+        with tarfile.open(os.path.join(out, "whatif.tar.gz"), "w:gz") as tar:
+            for n in extras:
+                tar.add(os.path.join(work, n), arcname=n)
     for p in ("fp32", "bf16"):
         src = os.path.join(work, "trace-%s.json" % p)
         if os.path.exists(src):
