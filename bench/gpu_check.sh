@@ -4,7 +4,9 @@
 #
 # Written for a machine with one NVIDIA H100 or H200, CUDA 13 and pip torch 2.x, no internet and
 # no apt: the build dependencies it lacks come from the folder scripts/gpu_deps.sh fills (here,
-# from Debian's packages; --deps DIR, default the repository's .gpu-deps). The whole check took 4.7 minutes on an H200 on 2026-11-27, the build included (docs/gpu.md).
+# from Debian's packages; --deps DIR, default the repository's .gpu-deps). The whole check took 4.8 minutes
+# on an H200 on 2026-11-27 with a binary built elsewhere (--parallax), about 6 with the build there
+# (docs/gpu.md).
 #
 #   bash bench/gpu_check.sh [--out DIR] [--deps DIR] [--parallax BIN] [--fallback BIN] [--jobs N] [--dry-run]
 #
