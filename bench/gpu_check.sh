@@ -234,6 +234,7 @@ if [ -f "$work/calibrated.yaml" ]; then
 fi
 
 # --- validate: the calibrated prediction against real runs; then the datasheet's and what if's ---
+# (three precisions, then the same sweeps but precision in bf16, the precision models train at)
 # Each validate keeps its runs' traces: what if is fitted to those of its first configuration.
 validate_set() {  # NAME [--set ... | --sweep ...]: validate's runs into $work/NAME.json, traces in $work/NAME-traces
   local name=$1
@@ -269,7 +270,10 @@ what_if() {
   local name=$1 validate=$2
   shift 2
   local runs=("$work/$validate-traces"/0.run*.json)
-  [ -s "${runs[0]}" ] || return 0
+  if [ ! -s "${runs[0]}" ]; then
+    echo -e "$name\tFAILED (validate kept no trace of its first configuration)\t0" >>"$status"
+    return 1
+  fi
   local from=()
   for r in "${runs[@]}"; do from+=(--from-trace "$r"); done
   step "$name-datasheet" 60 "$parallax" calibrate "${from[@]}" "$scenario" "$@" -o "$work/$name-datasheet.yaml" &&
@@ -280,7 +284,6 @@ what_if() {
 
 if [ -f "$work/calibrated.yaml" ]; then
   validate_set validate --sweep "$precision_sweep"
-  # The same sweeps in 16 bits, the precision models train at.
   validate_set validate-bf16 --set parallel.precision=bf16
 fi
 if [ -s "$work/validate.json" ]; then
