@@ -91,7 +91,8 @@ class Calibrator {
     for (const plan::OptimizerCost& o : measure_optimizers(plans_, on_device)) {
       c.optimizers.push_back(o);
       say("optimizer " + o.kind + (o.momentum ? " (momentum)" : "") + ": " + fmt(o.by_params.us.front()) + " us at " +
-          fmt(o.by_params.mb.front()) + " parameters .. " + fmt(o.by_params.us.back()) + " us at " + fmt(o.by_params.mb.back()));
+          fmt(o.by_params.mb.front()) + " parameters .. " + fmt(o.by_params.us.back()) + " us at " + fmt(o.by_params.mb.back()) +
+          (o.per_tensor_us > 0 ? ", +" + fmt(o.per_tensor_us) + " us a tensor beyond 4" : ""));
     }
     if (uses_fp16()) {
       c.loss_scaler = measure_loss_scaler(plans_, on_device);

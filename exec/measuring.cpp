@@ -209,16 +209,30 @@ int64_t largest_stage_params(const std::vector<plan::Plan>& plans) {
   return n;
 }
 
-// On the CPU: `params` parameters in four tensors, at powers of 4 up to the largest stage.
+// On the CPU: `params` parameters in four tensors (OptimizerCost::kCurveTensors), at powers of 4
+// up to the largest stage.
 plan::CostCurve optimizer_curve(const std::vector<plan::Plan>& plans, const plan::OptimizerSpec& o, const Bench& b) {
   plan::CostCurve curve;
   for (int64_t n = 1 << 12; n <= largest_stage_params(plans); n *= 4) {
     std::vector<torch::Tensor> parts;
-    for (int i = 0; i < 4; ++i) parts.push_back(torch::randn({n / 4}, torch::TensorOptions().device(b.device)));
+    constexpr int k = plan::OptimizerCost::kCurveTensors;
+    for (int i = 0; i < k; ++i) parts.push_back(torch::randn({n / k}, torch::TensorOptions().device(b.device)));
     curve.mb.push_back(static_cast<double>(n));
     curve.us.push_back(optimizer_step_us(o, std::move(parts), b));
   }
   return curve;
+}
+
+// On the CPU: what each tensor beyond the curve's 4 adds to a step (OptimizerCost::per_tensor_us):
+// 64 tensors of 64 parameters against the curve's first point, the same 4,096 parameters in 4.
+double optimizer_per_tensor_us(const plan::OptimizerSpec& o, const plan::CostCurve& curve, const Bench& b) {
+  constexpr int kTensors = 64;
+  constexpr int64_t kParams = 1 << 12;
+  if (curve.mb.empty() || curve.mb.front() != static_cast<double>(kParams)) return 0.0;
+  std::vector<torch::Tensor> parts;
+  for (int i = 0; i < kTensors; ++i) parts.push_back(torch::randn({kParams / kTensors}, torch::TensorOptions().device(b.device)));
+  const double many = optimizer_step_us(o, std::move(parts), b);
+  return std::max(0.0, (many - curve.us.front()) / (kTensors - plan::OptimizerCost::kCurveTensors));
 }
 
 // A point per stage size of `plans` (those `wanted` accepts): `us_of` timed on the stage's own
@@ -268,8 +282,16 @@ std::vector<plan::OptimizerCost> measure_optimizers(const std::vector<plan::Plan
     const auto& o = p.scenario.optimizer;
     if (!done.insert({o.kind, o.momentum > 0}).second) continue;
     // Per-parameter cost bends where the state leaves the caches: a table over stage sizes.
-    const plan::CostCurve curve = b.device.is_cuda() ? stage_optimizer_curve(plans, o, b) : optimizer_curve(plans, o, b);
-    out.push_back({o.kind, o.momentum > 0, curve});
+    // On a GPU the stages' own tensors, whose number is in each point; on the CPU 4 tensors a
+    // point and the cost of each further one apart.
+    plan::OptimizerCost cost{o.kind, o.momentum > 0, {}};
+    if (b.device.is_cuda()) {
+      cost.by_params = stage_optimizer_curve(plans, o, b);
+    } else {
+      cost.by_params = optimizer_curve(plans, o, b);
+      cost.per_tensor_us = optimizer_per_tensor_us(o, cost.by_params, b);
+    }
+    out.push_back(cost);
   }
   return out;
 }

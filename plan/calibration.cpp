@@ -120,6 +120,10 @@ const SignatureCost* Calibration::loss(const std::string& s) const {
   return it == losses.end() ? nullptr : &it->second;
 }
 
+double OptimizerCost::us(double params, int tensors) const {
+  return by_params.at(params) + per_tensor_us * std::max(0, tensors - kCurveTensors);
+}
+
 const OptimizerCost* Calibration::optimizer(const std::string& kind, bool momentum) const {
   const OptimizerCost* any = nullptr;
   for (const auto& o : optimizers) {
@@ -296,13 +300,14 @@ Calibration parse_calibration(const Field& map) {
   }
   Field opt = map["optimizers"];
   if (opt.present()) {
-    if (!opt.is_sequence()) opt.fail("'" + opt.path() + "' must be a list of {kind, momentum, mb, us}");
+    if (!opt.is_sequence()) opt.fail("'" + opt.path() + "' must be a list of {kind, momentum, mb, us[, per_tensor_us]}");
     for (const Field& item : opt.elements()) {
-      expect_keys(item, {"kind", "momentum", "mb", "us"});
+      expect_keys(item, {"kind", "momentum", "mb", "us", "per_tensor_us"});
       OptimizerCost o;
       o.kind = to_choice(require(item, "kind"), {"sgd", "adam", "adamw"});
       o.momentum = bool_or(item, "momentum", false);
       o.by_params = parse_curve(item, "us", parse_sizes(item));
+      o.per_tensor_us = number_or(item, "per_tensor_us", 0, 0);
       c.optimizers.push_back(o);
     }
   }
@@ -378,9 +383,12 @@ std::string calibration_yaml(const Calibration& c) {
       << ", bandwidth_gb_per_s: " << c.allreduce.bandwidth_gb_per_s << "}\n";
   if (!c.optimizers.empty()) {
     s << "  optimizers:\n";
-    for (const auto& o : c.optimizers)
+    for (const auto& o : c.optimizers) {
       s << "    - {kind: " << o.kind << ", momentum: " << (o.momentum ? "true" : "false")
-        << ", mb: " << list(o.by_params.mb, 0) << ", us: " << list(o.by_params.us, 2) << "}\n";
+        << ", mb: " << list(o.by_params.mb, 0) << ", us: " << list(o.by_params.us, 2);
+      if (o.per_tensor_us > 0) s << ", per_tensor_us: " << o.per_tensor_us;
+      s << "}\n";
+    }
   }
   if (!c.loss_scaler.empty())
     s << "  loss_scaler: {params: " << list(c.loss_scaler.mb, 0) << ", us: " << list(c.loss_scaler.us, 2) << "}\n";

@@ -134,6 +134,15 @@ struct OptimizerCost {
   std::string kind;  ///< sgd | adam | adamw
   bool momentum = false;
   CostCurve by_params;  ///< "mb" holds parameter counts
+  /// Measured on the CPU, where by_params is timed on 4 tensors: what each further tensor adds.
+  /// LibTorch's optimizers step one tensor after another, a few calls each, so a stage of many
+  /// small tensors (a transformer block holds 12) costs more than its parameter count says.
+  /// 0 on a GPU, whose by_params points are the stages' own tensors (exec/measuring.cpp).
+  double per_tensor_us = 0;
+  /// The tensors by_params was timed on.
+  static constexpr int kCurveTensors = 4;
+  /// One step over `params` parameters in `tensors` tensors.
+  double us(double params, int tensors) const;
 };
 
 struct Calibration {

@@ -45,8 +45,12 @@ StageExtras stage_extras(const plan::Plan& plan, const plan::Stage& st) {
 Time calibrated_optimizer(const plan::Plan& plan, const plan::Stage& st, const plan::Calibration& cal) {
   const auto& o = plan.scenario.optimizer;
   Time t;
-  if (const plan::OptimizerCost* c = cal.optimizer(o.kind, o.momentum > 0))
-    t = Time::us(c->by_params.at(static_cast<double>(st.param_bytes) / 4.0));  // parameters are fp32
+  if (const plan::OptimizerCost* c = cal.optimizer(o.kind, o.momentum > 0)) {
+    int tensors = 0;
+    for (int l = st.first_layer; l < st.first_layer + st.layer_count; ++l)
+      tensors += static_cast<int>(plan.layers()[l].params.size());
+    t = Time::us(c->us(static_cast<double>(st.param_bytes) / 4.0, tensors));  // parameters are fp32
+  }
   // fp16: the loss scaler unscales and checks the stage's gradients, and the host waits for the
   // flag, before the step (the executor runs it just ahead of the rank's first OPTIM).
   if (plan.scenario.parallel.precision == plan::Precision::fp16)

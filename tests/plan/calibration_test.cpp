@@ -162,6 +162,7 @@ TEST_CASE("plan::CostCurve: interpolates between sizes and extrapolates along th
 
 TEST_CASE("plan::Calibration: a calibrated profile round-trips with the same costs", "[plan]") {
   auto c = sample_calibration();
+  c.optimizers[0].per_tensor_us = 7.5;
   c.in_run_data = plan::InRunFactors{.forward = 1.1, .backward = 1.2, .optimizer = 1.3, .optimizer_extra_us = 9,
                                      .allreduce = 2.5, .sync_backward_extra_us_per_mb = 210, .probe = "ddp probe",
                                      .bounded = "forward 2.50, the probes gave 4.10"};
@@ -207,6 +208,7 @@ TEST_CASE("plan::Calibration: a calibrated profile round-trips with the same cos
   REQUIRE(r.optimizer("sgd", true));
   CHECK(r.optimizer("sgd", true)->by_params.at(500000) ==
         Approx(c.optimizers[0].by_params.at(500000)));
+  CHECK(r.optimizer("sgd", true)->per_tensor_us == Approx(7.5));
   CHECK(r.data.at("fashion-mnist linear 784x256 relu fp32 input").at(32) ==
         Approx(c.data.at("fashion-mnist linear 784x256 relu fp32 input").at(32)));
 }
@@ -353,6 +355,24 @@ TEST_CASE("sim::stage_costs: a calibrated stage adds data, loss, backward call a
   CHECK(sim::stage_costs(p)[0].forward.to_us() == Approx(forward + 0.5 * forward / 4 + 10).epsilon(1e-3));
   p.scenario.hardware.calibration->in_run.forward_probed_us = 4 * forward;  // within the probed range
   CHECK(sim::stage_costs(p)[0].forward.to_us() == Approx(1.5 * forward + 10).epsilon(1e-3));
+}
+
+TEST_CASE("sim::stage_costs: a calibrated optimizer step pays for each tensor beyond the curve's four", "[sim]") {
+  // Stage 0 holds the token and position embeddings and one encoder block: 2 + 12 tensors (PyTorch's
+  // nn.TransformerEncoderLayer registers 12: in_proj weight and bias, out_proj, linear1, linear2,
+  // norm1 and norm2, each a weight and a bias).
+  auto s = test::scenario_from(
+      "name: t\nmodel: {preset: transformer, layers: 2, hidden: 64, heads: 4, ffn: 256, seq_len: 32, vocab: 1000}\n"
+      "data: {source: synthetic, batch_size: 8}\nparallel: {pipeline: 2, partition_len: [2, 2], chunks: 1}\n"
+      "optimizer: {kind: sgd, momentum: 0.9}\nhardware: cpu-host\n");
+  auto c = sample_calibration();
+  c.in_run = {};
+  s.hardware.calibration = c;
+  plan::Plan p = plan::resolve_plan(s);
+  const plan::Time curve_only = sim::stage_costs(p)[0].optimizer;
+  CHECK(curve_only.to_us() == Approx(c.optimizers[0].by_params.at(static_cast<double>(p.stages[0].param_bytes) / 4)));
+  p.scenario.hardware.calibration->optimizers[0].per_tensor_us = 10;
+  CHECK((sim::stage_costs(p)[0].optimizer - curve_only).to_us() == Approx(10 * (14 - 4)));
 }
 
 TEST_CASE("sim::simulate: on a calibrated Gloo host every receive is posted at the step's start, as the executor does",
