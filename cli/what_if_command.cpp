@@ -46,6 +46,25 @@ std::string default_output(const plan::Scenario& s) {
   return (fs::path("parallax-out") / ("fitted-" + (s.file.empty() ? std::string("default") : fs::path(s.file).stem().string()) + ".yaml")).string();
 }
 
+// A GPU run whose actions waited on the host's kernel launches: their time is this host's, which
+// the fitted factors carry; what changes how many launches a step makes moves it unmodelled.
+void print_launch_shares(const std::vector<profiler::LoadedTrace>& traces) {
+  const auto shares = fit::launch_shares(traces);
+  if (shares.empty()) return;
+  std::printf("\nthe host's kernel launches and the device's time, per action (median):\n");
+  bool bound = false;
+  for (const auto& s : shares) {
+    std::printf("  %-5s launched in %.0f us, ran %.0f us on the device, which finished %.0f us after the last launch%s\n",
+                plan::name(s.kind), s.host_us, s.device_us, s.after_last_launch_us,
+                s.host_bound() ? ": bound by the launches" : "");
+    bound = bound || s.host_bound();
+  }
+  if (bound)
+    std::printf("  the device waited on the host's launches: the fit carries this host's speed into every prediction,\n"
+                "  and configurations that change how many launches a step makes (chunks, accumulation, recompute)\n"
+                "  are predicted as if the device's work set the time\n");
+}
+
 }  // namespace
 
 int calibrate_from_traces(const CalibrateArgs& args) {
@@ -99,6 +118,7 @@ int calibrate_from_traces(const CalibrateArgs& args) {
   for (const auto& line : f.fitted) std::printf("  %s\n", line.c_str());
   std::printf("kept from %s:\n", base.name.c_str());
   for (const auto& line : f.kept) std::printf("  %s\n", line.c_str());
+  print_launch_shares(traces);
   std::printf("\nwrote %s; predict the job's other configurations with it:\n"
               "  parallax simulate %s--set hardware=%s --set parallel.chunks=N\n"
               "  parallax tune %s--set hardware=%s\n",

@@ -21,10 +21,9 @@ struct RunOptions {
   bool resume = false;         ///< continue from the latest complete checkpoint
 };
 
-/// The device lane of compute actions timed on a GPU with CUDA events (one span per action).
-inline constexpr const char* kCudaEventLane = "gpu compute (CUDA events)";
-/// Where measured_timeline keeps the host's spans of those actions (launch to queued).
-inline constexpr const char* kHostLaunchLane = "host launch";
+// The lanes of a GPU rank's compute actions: as the device ran them, and as the host launched them.
+using plan::kCudaEventLane;
+using plan::kHostLaunchLane;
 
 struct StepRecord {
   int64_t step = 0;

@@ -345,3 +345,35 @@ TraceFit fit_to_measured(const plan::Plan& plan, const std::vector<plan::Timelin
 }
 
 }  // namespace parallax::fit
+
+namespace parallax::fit {
+
+std::vector<LaunchShare> launch_shares(const std::vector<profiler::LoadedTrace>& traces) {
+  struct Samples {
+    std::vector<double> host, device, after;
+  };
+  std::map<ActionKind, Samples> by_kind;
+  for (const auto& t : traces) {
+    if (t.format != "parallax") continue;
+    std::map<std::tuple<int, int32_t, std::string>, const plan::DeviceSpan*> launch;  // (rank, step, action)
+    for (const auto& d : t.timeline.device)
+      if (d.lane == plan::kHostLaunchLane && d.attributed && d.step > 0) launch[{d.rank, d.step, d.action.id()}] = &d;
+    if (launch.empty()) continue;
+    for (const auto& e : t.timeline.events) {
+      if (e.lane != plan::Lane::compute) continue;
+      const auto it = launch.find({e.rank, e.step, e.action.id()});
+      if (it == launch.end()) continue;
+      Samples& s = by_kind[e.action.kind];
+      s.host.push_back((it->second->end - it->second->start).to_us());
+      s.device.push_back((e.end - e.start).to_us());
+      s.after.push_back((e.end - it->second->end).to_us());
+    }
+  }
+  std::vector<LaunchShare> out;
+  for (const auto& [kind, s] : by_kind)
+    out.push_back({kind, profiler::median(s.host), profiler::median(s.device), profiler::median(s.after),
+                   static_cast<int>(s.host.size())});
+  return out;
+}
+
+}  // namespace parallax::fit

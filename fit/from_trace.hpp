@@ -44,4 +44,26 @@ struct TraceFit {
 /// Fits `plan`'s hardware profile to the measured timelines (measured_actions of each trace).
 TraceFit fit_to_measured(const plan::Plan& plan, const std::vector<plan::Timeline>& measured);
 
+/// How a kind of compute action (F, B, OPTIM) of a measured GPU run went on the host and on the
+/// device: how long the host took to launch it, how long the device ran it, and how long the
+/// device ran on after the host's last launch of it. Medians over the steps after the first.
+struct LaunchShare {
+  plan::ActionKind kind;
+  double host_us = 0, device_us = 0, after_last_launch_us = 0;
+  int actions = 0;
+  /// The device finished soon after the host's last launch: it was kept waiting on the launches,
+  /// so the action's time is the host's, which a fit carries into every prediction. (A host that
+  /// is ahead of the device queues an action long before the device gets to it: a long launch
+  /// span alone says nothing.)
+  bool host_bound() const { return device_us > 0 && after_last_launch_us < kHostBound * device_us; }
+  /// On an H200 (2026-11-27, docs/gpu.md) bf16's F, B and OPTIM finished 0.5 ms, 0 and 0 ms after
+  /// their last launch, and a micro-batch more cost what its launches did; fp32's 9.3, 24.8 and
+  /// 21.3 ms after, 0.7 to 9.5 times their device time.
+  static constexpr double kHostBound = 0.2;
+};
+
+/// Per kind, from Parallax's measured GPU traces (their host-launch spans beside the actions'
+/// CUDA-event times); empty for CPU runs and other traces.
+std::vector<LaunchShare> launch_shares(const std::vector<profiler::LoadedTrace>& traces);
+
 }  // namespace parallax::fit

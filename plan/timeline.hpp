@@ -56,6 +56,12 @@ struct DeviceSpan {
   int64_t bytes = 0;
 };
 
+/// The device lane of compute actions timed on a GPU with CUDA events (one span per action).
+inline constexpr const char* kCudaEventLane = "gpu compute (CUDA events)";
+/// The lane of a measured GPU trace that keeps the host's span of each of those actions, from its
+/// first launch to its last one queued (the action's compute span holds the device's time).
+inline constexpr const char* kHostLaunchLane = "host launch";
+
 /// A point in time on a rank, e.g. the start of an optimizer step.
 struct Instant {
   int rank = 0;

@@ -353,3 +353,21 @@ TEST_CASE("cli: calibrate --from-trace fits a profile to a measured run, and sim
   CHECK_THAT(chunks.out, Catch::Contains("4 chunks"));
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("cli: calibrate --from-trace on an H200's traces says which actions waited on the host's launches", "[cli]") {
+  // bench/results: one GPU's traced runs of bench/data/gpu-transformer.yaml (2026-11-27, docs/gpu.md).
+  // In fp32 the host queues each action well ahead of the device; in bf16 the device waits on it.
+  const std::string dir = std::string(PARALLAX_SOURCE_DIR) + "/bench/results/gpu-h200-2026-11-27/whatif/";
+  const std::string job = std::string(PARALLAX_SOURCE_DIR) + "/bench/data/gpu-transformer.yaml";
+  const auto out = std::filesystem::temp_directory_path() / ("parallax-launch-" + std::to_string(::getpid()) + ".yaml");
+  const auto fp32 = run("calibrate --from-trace " + dir + "trace-fp32.json.gz " + job + " -o " + out.string());
+  REQUIRE(fp32.code == 0);
+  CHECK_THAT(fp32.out, Catch::Contains("kernel launches and the device's time"));
+  CHECK_THAT(fp32.out, !Catch::Contains("bound by the launches"));
+  const auto bf16 = run("calibrate --from-trace " + dir + "trace-bf16.json.gz " + job +
+                        " --set parallel.precision=bf16 -o " + out.string());
+  REQUIRE(bf16.code == 0);
+  CHECK_THAT(bf16.out, Catch::Contains("F     launched in") && Catch::Contains("bound by the launches"));
+  CHECK_THAT(bf16.out, Catch::Contains("the device waited on the host's launches"));
+  std::filesystem::remove(out);
+}

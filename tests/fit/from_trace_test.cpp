@@ -199,3 +199,43 @@ TEST_CASE("fit: the shared Kineto traces of a 128-GPU data-parallel job map onto
   CHECK(std::abs(f.base_step.to_ms() - f.measured_step.to_ms()) > 0.5 * f.measured_step.to_ms());
   CHECK(f.costs.optimizer > 10);  // Shampoo's step against Adam's on the stated parameters
 }
+
+TEST_CASE("fit::launch_shares: an action is bound by the launches when the device finishes right after the last one",
+          "[fit]") {
+  // One GPU rank, two steps of F: the first (a warm-up) is left out. The host launches F in 3 ms;
+  // the device runs it 4 ms. Queued ahead (device-bound), the device finishes 2.5 ms after the
+  // last launch; kept waiting (launch-bound), 0.1 ms after.
+  auto trace = [](double after_last_launch_ms) {
+    profiler::LoadedTrace t;
+    t.format = "parallax";
+    for (int step : {0, 1}) {
+      const plan::Action f{plan::ActionKind::F, 0, 0};
+      const plan::Time host_start = plan::Time::ms(10.0 * step), host_end = host_start + plan::Time::ms(3);
+      const plan::Time device_end = host_end + plan::Time::ms(after_last_launch_ms);
+      t.timeline.device.push_back({0, plan::kHostLaunchLane, f.id(), host_start, host_end, true, f, step, 0});
+      plan::TimelineEvent e;
+      e.lane = plan::Lane::compute;
+      e.action = f;
+      e.step = step;
+      e.start = device_end - plan::Time::ms(4);
+      e.end = device_end;
+      t.timeline.events.push_back(e);
+    }
+    return t;
+  };
+  const auto queued = fit::launch_shares({trace(2.5)});
+  REQUIRE(queued.size() == 1);
+  CHECK(queued[0].kind == plan::ActionKind::F);
+  CHECK(queued[0].actions == 1);
+  CHECK(queued[0].host_us == Approx(3000));
+  CHECK(queued[0].device_us == Approx(4000));
+  CHECK(queued[0].after_last_launch_us == Approx(2500));
+  CHECK_FALSE(queued[0].host_bound());
+  const auto waiting = fit::launch_shares({trace(0.1)});
+  REQUIRE(waiting.size() == 1);
+  CHECK(waiting[0].host_bound());
+  // A CPU run has no launch spans.
+  profiler::LoadedTrace cpu = trace(0.1);
+  cpu.timeline.device.clear();
+  CHECK(fit::launch_shares({cpu}).empty());
+}
