@@ -344,10 +344,6 @@ TraceFit fit_to_measured(const plan::Plan& plan, const std::vector<plan::Timelin
   return r;
 }
 
-}  // namespace parallax::fit
-
-namespace parallax::fit {
-
 std::vector<LaunchShare> launch_shares(const std::vector<profiler::LoadedTrace>& traces) {
   struct Samples {
     std::vector<double> host, device, after;
