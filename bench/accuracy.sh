@@ -15,6 +15,9 @@
 # sweep's first configuration (one per round; the fit takes the median of their step statistics, as
 # the table's measured step is), and the sweep's other configurations are predicted with it.
 #
+# Action by action (each rank's F, B and OPTIM against their prediction): with OUT=DIR kept,
+# `python3 bench/accuracy_actions.py DIR`.
+#
 # Usage: bench/accuracy.sh [BUILD_DIR]   (environment: REPEATS=3; STEPS=N per run, default
 # validate's own: enough for 2 s of steps; OUT=DIR keeps the profile and validate's JSON there
 # instead of in a temporary directory)
