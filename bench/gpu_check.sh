@@ -33,7 +33,7 @@
 #   whatif      what if from a measured run: the shipped profile, and the calibrated one, each
 #               fitted to validate's two runs of its first configuration (`parallax calibrate
 #               --from-trace`); validate's configurations at that precision predicted from the fits
-#               and set against their measured steps (whatif-bf16: the same for validate-bf16)
+#               and set against their measured steps (bf16-whatif: the same for validate-bf16)
 #   nccl-P2     two ranks on the one GPU over NCCL, pipeline 2 and then data 2, each rank its own
 #               NCCL_HOSTID (NCCL refuses two ranks on one GPU otherwise): losses against one
 #               rank's. Their timings mean nothing and are not reported.
@@ -254,7 +254,7 @@ predict() {
   shift 3
   local i=0 overrides
   while read -r overrides; do
-    if [[ $name == whatif* && $overrides == *parallel.precision=* ]]; then i=$((i + 1)); continue; fi
+    if [[ $name == *whatif* && $overrides == *parallel.precision=* ]]; then i=$((i + 1)); continue; fi
     local sets=()
     for o in $overrides; do sets+=(--set "$o"); done
     "$parallax" simulate "$scenario" "$@" "${sets[@]}" --set hardware="$profile" --set data.steps="$steps" --json \
@@ -292,7 +292,7 @@ if [ -s "$work/validate.json" ]; then
 fi
 if [ -s "$work/validate-bf16.json" ]; then
   predict bf16-datasheet validate-bf16 "$datasheet" --set parallel.precision=bf16
-  what_if whatif-bf16 validate-bf16 --set parallel.precision=bf16
+  what_if bf16-whatif validate-bf16 --set parallel.precision=bf16
 fi
 
 # --- two ranks on one GPU over NCCL (Gloo in the dry run): losses only ---

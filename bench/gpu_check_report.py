@@ -168,7 +168,7 @@ def torch_figures(work, runs, validate):
 
 
 # What each configuration is predicted with, beside validate's own (calibrated) prediction: a
-# name, and the files' prefix (I: the configuration's place in validate's output).
+# name, and its files' name (PREFIX NAME-I.json, I: the configuration's place in validate's output).
 PREDICTIONS = (("datasheet", "datasheet"), ("whatif_datasheet", "whatif-datasheet"),
                ("whatif_calibrated", "whatif-calibrated"))
 
@@ -187,8 +187,7 @@ def validate_figures(validate, work, prefix=""):
                "runs_ms": c["runs_ms"], "median_ms": c["median_ms"], "spread": c["spread"],
                "calibrated_ms": c["predicted_ms"], "calibrated_error": c["error"], "whatif_fitted_here": i == 0}
         for key, name in PREDICTIONS:
-            name = name.replace("whatif-", "whatif-" + prefix) if name.startswith("whatif") else prefix + name
-            sim = load(os.path.join(work, "%s-%d.json" % (name, i)))
+            sim = load(os.path.join(work, "%s%s-%d.json" % (prefix, name, i)))
             if sim and measured > 0:
                 row[key + "_ms"] = sim["step_time_ms"]
                 row[key + "_error"] = (sim["step_time_ms"] - measured) / measured
@@ -351,7 +350,7 @@ def main():
         if os.path.exists(os.path.join(work, name)):
             shutil.copy(os.path.join(work, name), os.path.join(out, name))
     # The rest in one file: a GPU machine lent here gives back 8 files at most.
-    extras = [n for n in sorted(os.listdir(work)) if n == "validate-bf16.json" or (n.startswith("whatif") and n.endswith(".yaml"))]
+    extras = [n for n in sorted(os.listdir(work)) if n == "validate-bf16.json" or ("whatif" in n and n.endswith(".yaml"))]
     if extras:
         with tarfile.open(os.path.join(out, "whatif.tar.gz"), "w:gz") as tar:
             for n in extras:

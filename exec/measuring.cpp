@@ -199,21 +199,25 @@ std::vector<DataCost> measure_data(const std::vector<plan::Plan>& plans, const B
 
 namespace {
 
-// Parameters of the largest stage of any plan, rounded up to the next power of 4 from 4096.
+// The CPU optimizer table's first point, in parameters.
+constexpr int64_t kFewestOptimizerParams = 1 << 12;
+
+// Parameters of the largest stage of any plan, rounded up to the next power of 4 from
+// kFewestOptimizerParams.
 int64_t largest_stage_params(const std::vector<plan::Plan>& plans) {
-  int64_t most = 1 << 12;
+  int64_t most = kFewestOptimizerParams;
   for (const auto& p : plans)
     for (const auto& st : p.stages) most = std::max(most, st.param_bytes / 4);
-  int64_t n = 1 << 12;
+  int64_t n = kFewestOptimizerParams;
   while (n < most) n *= 4;
   return n;
 }
 
 // On the CPU: `params` parameters in four tensors (OptimizerCost::kCurveTensors), at powers of 4
-// up to the largest stage.
+// from kFewestOptimizerParams up to the largest stage.
 plan::CostCurve optimizer_curve(const std::vector<plan::Plan>& plans, const plan::OptimizerSpec& o, const Bench& b) {
   plan::CostCurve curve;
-  for (int64_t n = 1 << 12; n <= largest_stage_params(plans); n *= 4) {
+  for (int64_t n = kFewestOptimizerParams; n <= largest_stage_params(plans); n *= 4) {
     std::vector<torch::Tensor> parts;
     constexpr int k = plan::OptimizerCost::kCurveTensors;
     for (int i = 0; i < k; ++i) parts.push_back(torch::randn({n / k}, torch::TensorOptions().device(b.device)));
@@ -227,7 +231,7 @@ plan::CostCurve optimizer_curve(const std::vector<plan::Plan>& plans, const plan
 // 64 tensors of 64 parameters against the curve's first point, the same 4,096 parameters in 4.
 double optimizer_per_tensor_us(const plan::OptimizerSpec& o, const plan::CostCurve& curve, const Bench& b) {
   constexpr int kTensors = 64;
-  constexpr int64_t kParams = 1 << 12;
+  constexpr int64_t kParams = kFewestOptimizerParams;
   if (curve.mb.empty() || curve.mb.front() != static_cast<double>(kParams)) return 0.0;
   std::vector<torch::Tensor> parts;
   for (int i = 0; i < kTensors; ++i) parts.push_back(torch::randn({kParams / kTensors}, torch::TensorOptions().device(b.device)));
