@@ -34,9 +34,15 @@ bool is_compute(ActionKind k) {
 bool makes_input_gradient(ActionKind k) { return k == ActionKind::B || k == ActionKind::I; }
 bool makes_weight_gradient(ActionKind k) { return k == ActionKind::B || k == ActionKind::W; }
 
-std::vector<Action> Action::parts() const {
-  if (kind == ActionKind::OVERLAP_F_B) return {forward_part(), backward_part()};
-  return {*this};
+FewOf<Action, 2> Action::parts() const {
+  FewOf<Action, 2> out;
+  if (kind == ActionKind::OVERLAP_F_B) {
+    out.push_back(forward_part());
+    out.push_back(backward_part());
+  } else {
+    out.push_back(*this);
+  }
+  return out;
 }
 
 std::string Action::id() const {
@@ -147,8 +153,8 @@ class Emitter {
 
 // The receives a compute action needs first: RECV_F for a forward after stage 0, RECV_B for an
 // input gradient (B or I) before the last stage; both for OVERLAP_F_B's halves; none for W.
-std::vector<Action> inputs_of(const Action& a, int last_stage) {
-  std::vector<Action> in;
+FewOf<Action, 2> inputs_of(const Action& a, int last_stage) {
+  FewOf<Action, 2> in;
   for (const Action& part : a.parts()) {
     if (part.kind == ActionKind::F && part.stage > 0) in.push_back({ActionKind::RECV_F, part.stage, part.mb});
     if (makes_input_gradient(part.kind) && part.stage < last_stage) in.push_back({ActionKind::RECV_B, part.stage, part.mb});
@@ -161,8 +167,8 @@ struct Message {
 };
 
 // The sends that carry a compute action's results on, each with the receive that takes it.
-std::vector<Message> outputs_of(const Action& a, int last_stage) {
-  std::vector<Message> out;
+FewOf<Message, 2> outputs_of(const Action& a, int last_stage) {
+  FewOf<Message, 2> out;
   for (const Action& part : a.parts()) {
     if (part.kind == ActionKind::F && part.stage < last_stage)
       out.push_back({{ActionKind::SEND_F, part.stage, part.mb}, {ActionKind::RECV_F, part.stage + 1, part.mb}});
@@ -224,6 +230,8 @@ class NcclLowering {
         out_(step.size()),
         next_(step.size(), 0),
         clock_(step.size(), 0),
+        ready_(step.size()),
+        stale_(step.size(), true),
         arrival_(slots(), kNotYet),
         pending_ready_(slots(), kNotYet) {}
 
@@ -234,7 +242,8 @@ class NcclLowering {
       int rank = -1;
       int64_t start = 0;
       for (int r = 0; r < static_cast<int>(step_.size()); ++r) {
-        const auto t = ready_at(r);
+        if (stale_[r]) ready_[r] = ready_at(r), stale_[r] = false;
+        const auto& t = ready_[r];
         if (t && (rank < 0 || *t < start)) rank = r, start = *t;
       }
       if (rank < 0) break;
@@ -275,6 +284,7 @@ class NcclLowering {
 
   void play(int r, int64_t start) {
     const Action a = step_[r][next_[r]++];
+    stale_[r] = true;
     emit_.compute(out_[r], a);
     clock_[r] = start + rough_cost(a);
     for (const Message& msg : outputs_of(a, s_.stages() - 1)) {
@@ -282,6 +292,7 @@ class NcclLowering {
       if (to != r) {
         pending_.push_back({r, to, msg.send, msg.recv, clock_[r]});
         pending_ready_[slot_of(msg.recv)] = clock_[r];
+        stale_[to] = true;
         continue;
       }
       // To a stage on the same rank (pipeline 1, or a V's turn) it is a local copy: posted at
@@ -302,6 +313,7 @@ class NcclLowering {
       out_[it->to].push_back(it->recv);
       arrival_[slot_of(it->recv)] = it->ready;
       pending_ready_[slot_of(it->recv)] = kNotYet;
+      stale_[it->to] = true;
     }
     pending_.erase(pending_.begin(), it);
   }
@@ -312,6 +324,10 @@ class NcclLowering {
   Lists out_;
   std::vector<size_t> next_;     // next compute of each rank
   std::vector<int64_t> clock_;   // when each rank's last compute ends, in rough units
+  // ready_at of each rank, computed again only after what it reads changed (the rank played, or a
+  // message to it was made or posted): run() asks every rank at every turn.
+  std::vector<std::optional<int64_t>> ready_;
+  std::vector<bool> stale_;
   std::vector<Pending> pending_;  // made, not yet posted
   // By receive (slot_of), dense rather than keyed by action id: tune lowers a schedule for every
   // configuration it plays, and hashing id strings took a third of its time at 1,024 ranks.

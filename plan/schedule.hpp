@@ -39,6 +39,22 @@ bool makes_input_gradient(ActionKind k);
 /// Completes the gradients of the stage's weights (what DDP's buckets wait for): B, W.
 bool makes_weight_gradient(ActionKind k);
 
+struct Action;
+
+/// A list of at most N items held in place: the lists every action yields while schedules are
+/// lowered and simulated (its parts, its receives, its sends) have one or two items, and the
+/// tuner lowers a schedule for every configuration it plans, so a heap allocation for each took
+/// a third of its time.
+template <typename T, int N>
+struct FewOf {
+  T items[N];
+  int count = 0;
+  void push_back(const T& x) { items[count++] = x; }
+  const T* begin() const { return items; }
+  const T* end() const { return items + count; }
+  int size() const { return count; }
+};
+
 struct Action {
   ActionKind kind = ActionKind::F;
   int stage = 0;
@@ -53,7 +69,7 @@ struct Action {
   Action forward_part() const { return {ActionKind::F, stage, mb}; }
   Action backward_part() const { return {ActionKind::B, b_stage, b_mb}; }
   /// The action itself, or OVERLAP_F_B's two halves.
-  std::vector<Action> parts() const;
+  FewOf<Action, 2> parts() const;
   bool operator==(const Action&) const = default;
 };
 

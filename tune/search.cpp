@@ -126,6 +126,25 @@ std::vector<int> stage_counts(plan::ScheduleKind kind, const std::vector<int>& v
   }
 }
 
+// Whether two configurations differ in DDP's bucket knobs at most.
+bool same_but_buckets(plan::Settings a, const plan::Settings& b) {
+  a.bucket_cap_mb = b.bucket_cap_mb;
+  a.first_bucket_mb = b.first_bucket_mb;
+  return a == b;
+}
+
+// For each configuration, the one whose plan gives its memory and lower bound: DDP's bucket knobs
+// change neither (the buckets are a flat copy of the gradients whatever their size, and the bound
+// counts no communication; tested in tune_test), and enumerate() lists a configuration's bucket
+// variants one after another. So the first of each run is planned and the rest copy it: on a
+// data-parallel job's default space, 18 bucket variants (9 sizes x 2 first buckets) share one plan.
+std::vector<size_t> planned_as(const std::vector<plan::Settings>& configs) {
+  std::vector<size_t> as(configs.size());
+  for (size_t i = 0; i < configs.size(); ++i)
+    as[i] = i > 0 && same_but_buckets(configs[i], configs[as[i - 1]]) ? as[i - 1] : i;
+  return as;
+}
+
 }  // namespace
 
 std::vector<plan::Settings> enumerate(Evaluator& ev, const Space& sp, size_t* invalid, std::string* invalid_example) {
@@ -286,30 +305,45 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
     opt.progress(p);
   };
 
-  // 1. Plan every configuration: memory, fit and lower bound.
+  // 1. Plan every configuration: memory, fit and lower bound (once for its bucket variants).
   std::vector<Evaluation> bounds(configs.size());
-  std::vector<char> planned(configs.size(), 0);
-  std::atomic<size_t> unplannable{0};
+  enum : char { untried, planned, unplannable };
+  std::vector<char> state(configs.size(), untried);
+  const std::vector<size_t> as = planned_as(configs);
+  std::vector<size_t> firsts;
+  for (size_t i = 0; i < configs.size(); ++i)
+    if (as[i] == i) firsts.push_back(i);
   parallel_for(
-      configs.size(), threads,
-      [&](size_t i) {
+      firsts.size(), threads,
+      [&](size_t k) {
+        const size_t i = firsts[k];
         try {
           bounds[i] = ev.bound(configs[i]);
         } catch (const plan::InputError&) {
-          ++unplannable;  // the scenario rules passed it, resolving the plan did not
+          state[i] = unplannable;  // the scenario rules passed it, resolving the plan did not
           return;
         }
-        bounds[i].index = i;
-        planned[i] = 1;
+        state[i] = planned;
       },
-      stop, [&](size_t done) { report("planning", done, configs.size()); });
+      stop, [&](size_t done) { report("planning", done, firsts.size()); });
+  size_t unplannable_count = 0;
+  for (size_t i = 0; i < configs.size(); ++i) {
+    state[i] = state[as[i]];
+    if (state[i] == unplannable) ++unplannable_count;
+    if (state[i] != planned) continue;
+    if (as[i] != i) {
+      bounds[i] = bounds[as[i]];
+      bounds[i].config = configs[i];
+    }
+    bounds[i].index = i;
+  }
 
   // 2. Simulate those that fit, most promising first, until the rest cannot enter the top K.
-  r.invalid += unplannable;
-  r.combinations -= unplannable;
+  r.invalid += unplannable_count;
+  r.combinations -= unplannable_count;
   std::vector<size_t> order;
   for (size_t i = 0; i < configs.size(); ++i) {
-    if (!planned[i]) continue;
+    if (state[i] != planned) continue;
     if (bounds[i].fits) order.push_back(i);
     else ++r.over_memory;
   }

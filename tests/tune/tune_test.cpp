@@ -91,6 +91,38 @@ TEST_CASE("tune: the lower bound never exceeds the simulated step time", "[tune]
   }
 }
 
+TEST_CASE("tune: DDP's bucket knobs change neither memory nor the lower bound (the search plans their variants once)",
+          "[tune]") {
+  // search() plans the first of each run of bucket variants and copies its memory and bound to the
+  // others; this holds that to what planning each variant gives. Data-parallel layouts of a GPU
+  // job (tensor parallelism, interleaving, checkpointing, bf16) and of a CPU MLP.
+  for (const char* file : {"scenarios/gpipe-1b-4xA100.yaml", "scenarios/mlp-fashion-mnist-ddp4.yaml"}) {
+    const plan::Scenario s = plan::load_scenario(source(file), {});
+    tune::Evaluator ev(s);
+    size_t invalid = 0, checked = 0;
+    std::string why;
+    const auto configs = tune::enumerate(ev, tune::default_space(s), &invalid, &why);
+    for (size_t i = 0; i < configs.size(); i += 97) {
+      plan::Settings c = configs[i];
+      if (c.data < 2) continue;
+      const tune::Evaluation first = ev.bound(c);
+      for (double cap : {0.25, 25.0, 400.0})
+        for (double first_mb : {1.0, 4.0}) {
+          c.bucket_cap_mb = cap;
+          c.first_bucket_mb = first_mb;
+          const tune::Evaluation e = ev.bound(c);
+          INFO(file << ": " << plan::describe(plan::overrides(plan::settings_of(s), c)));
+          CHECK(e.peak_memory == first.peak_memory);
+          CHECK(e.lower_bound.count_ns() == first.lower_bound.count_ns());
+          CHECK(e.fits == first.fits);
+        }
+      ++checked;
+    }
+    INFO(file);
+    CHECK(checked >= 10);
+  }
+}
+
 TEST_CASE("tune: pruned search ranks the same top K as exhaustive search", "[tune]") {
   for (const char* file : {"scenarios/accuracy/mlp-pipeline2.yaml", "scenarios/mlp-fashion-mnist-ddp4.yaml",
                            "scenarios/gpipe-transformer-2xT4.yaml"}) {
