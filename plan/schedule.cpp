@@ -290,7 +290,10 @@ class NcclLowering {
     for (const Message& msg : outputs_of(a, s_.stages() - 1)) {
       const int to = s_.rank_of_stage(msg.recv.stage);
       if (to != r) {
-        pending_.push_back({r, to, msg.send, msg.recv, clock_[r]});
+        // Kept in the order their data becomes ready, those ready together in the order made.
+        const auto at = std::upper_bound(pending_.begin(), pending_.end(), clock_[r],
+                                         [](int64_t ready, const Pending& p) { return ready < p.ready; });
+        pending_.insert(at, {r, to, msg.send, msg.recv, clock_[r]});
         pending_ready_[slot_of(msg.recv)] = clock_[r];
         stale_[to] = true;
         continue;
@@ -306,7 +309,6 @@ class NcclLowering {
   // Posts, in the order their data became ready, every message ready by `time`: the SEND on its
   // sender and the RECV on its receiver, at the same point of the shared order.
   void post_messages_ready_by(int64_t time) {
-    std::stable_sort(pending_.begin(), pending_.end(), [](const Pending& a, const Pending& b) { return a.ready < b.ready; });
     auto it = pending_.begin();
     for (; it != pending_.end() && it->ready <= time; ++it) {
       out_[it->from].push_back(it->send);
@@ -328,7 +330,7 @@ class NcclLowering {
   // message to it was made or posted): run() asks every rank at every turn.
   std::vector<std::optional<int64_t>> ready_;
   std::vector<bool> stale_;
-  std::vector<Pending> pending_;  // made, not yet posted
+  std::vector<Pending> pending_;  // made, not yet posted, by when their data is ready
   // By receive (slot_of), dense rather than keyed by action id: tune lowers a schedule for every
   // configuration it plays, and hashing id strings took a third of its time at 1,024 ranks.
   static constexpr int64_t kNotYet = -1;
