@@ -1,6 +1,7 @@
 // Tuner speed and picks (issue 11's figures). Prints:
 //  1. a 1,024-rank job (the 1.1B transformer at data 128 x pipeline 8 on a100-nvlink-ib): the
-//     default space searched exhaustively (every configuration simulated) and with pruning;
+//     default space less four knobs searched exhaustively (every configuration simulated) and with
+//     pruning, then the whole default space with pruning;
 //  2. every shipped scenario: its full default space, the wall time, and the pick's predicted step
 //     time against the scenario as given and against PyTorch's defaults.
 // The measured check of the picks on this machine is bench/tune_bench.sh.
@@ -33,23 +34,40 @@ std::string pick_text(const tune::SearchResult& r, const plan::Settings& base) {
   return plan::describe(plan::overrides(base, r.ranked.front().config));
 }
 
+void print_best(const tune::SearchResult& r, const plan::Scenario& s) {
+  if (!r.ranked.empty())
+    std::printf("  %-11s best %.1f ms (%s); as given %.1f ms\n", "", r.ranked.front().step.to_ms(),
+                pick_text(r, plan::settings_of(s)).c_str(), r.baseline.step.to_ms());
+}
+
+// Exhaustive against pruned on a space small enough to simulate whole (tensor parallelism,
+// precision and recompute fixed as the scenario gives them: 3.6 million configurations otherwise),
+// then the pruned search of the whole default space, as `parallax tune` runs it.
 void bench_big(int threads) {
   const std::string path = std::string(PARALLAX_SOURCE_DIR) + "/scenarios/gpipe-1b-4xA100.yaml";
   const plan::Scenario s = plan::load_scenario(path, {"parallel.data=128", "parallel.pipeline=8", "parallel.schedule=1f1b"});
   tune::Evaluator ev(s);
-  const tune::Space space = tune::default_space(s);
+  const tune::Space full = tune::default_space(s);
+  tune::Space small = full;
+  for (const char* key : {"parallel.tensor", "parallel.sequence_parallel", "parallel.precision", "parallel.activation_checkpointing"})
+    tune::fix(&small, s, key);
   std::printf("1,024-rank job: %s with data 128 x pipeline 8 (1f1b), %zu layers, on %s, %d thread(s)\n", path.c_str(),
               s.layers.size(), s.hardware.name.c_str(), threads);
+  std::printf("  the default space with tensor, sequence_parallel, precision and activation_checkpointing fixed:\n");
   for (bool prune : {false, true}) {
     tune::SearchOptions o;
     o.prune = prune;
     o.threads = threads;
-    const auto r = tune::search(ev, space, o);
+    const auto r = tune::search(ev, small, o);
     print_result(prune ? "pruned" : "exhaustive", r);
-    if (!r.ranked.empty())
-      std::printf("  %-11s best %.1f ms (%s); as given %.1f ms\n", "", r.ranked.front().step.to_ms(),
-                  pick_text(r, plan::settings_of(s)).c_str(), r.baseline.step.to_ms());
+    print_best(r, s);
   }
+  std::printf("  the whole default space (what `parallax tune` searches):\n");
+  tune::SearchOptions o;
+  o.threads = threads;
+  const auto r = tune::search(ev, full, o);
+  print_result("pruned", r);
+  print_best(r, s);
 }
 
 void bench_scenarios(int threads) {
