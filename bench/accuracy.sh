@@ -16,7 +16,8 @@
 # the table's measured step is), and the sweep's other configurations are predicted with it.
 #
 # Action by action (each rank's F, B and OPTIM against their prediction): with OUT=DIR kept,
-# `python3 bench/accuracy_actions.py DIR`.
+# `python3 bench/accuracy_actions.py DIR`. How much of the spread over runs the host's speed explains:
+# `python3 bench/accuracy_noise.py DIR`.
 #
 # Usage: bench/accuracy.sh [BUILD_DIR]   (environment: REPEATS=3; STEPS=N per run, default
 # validate's own: enough for 2 s of steps; OUT=DIR keeps the profile and validate's JSON there
