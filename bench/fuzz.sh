@@ -88,8 +88,18 @@ printf '%-14s %12s %9s %8s %8s\n' target execs exec/s seconds crashes
 export -f run
 export WORK BUILD RUNS FUZZ_SECONDS MAX_LEN TIMEOUT ASAN_OPTIONS
 printf '%s\n' $TARGETS | xargs -P "$JOBS" -I{} bash -c 'run {}'
+# A target that ran no input (it did not start, or died before libFuzzer's statistics) found nothing
+# because it tested nothing: that fails too.
+silent=0
+for t in $TARGETS; do
+  if ! grep -q '^stat::number_of_executed_units: *[1-9]' "$WORK/$t.log" 2>/dev/null; then
+    echo "fuzz_$t ran no input: see $WORK/$t.log"
+    silent=1
+  fi
+done
 if [ -n "$(find "$WORK/crashes" -type f ! -name 'slow-unit-*')" ]; then
   echo "findings (reproduce with $BUILD/fuzz_TARGET FILE):"
   find "$WORK/crashes" -type f ! -name 'slow-unit-*'
   exit 1
 fi
+exit $silent

@@ -91,7 +91,11 @@ plan::Timeline undisturbed_only(plan::Timeline measured, bool keep_warmup) {
 }
 
 int representative_step(const plan::Timeline& measured) {
-  const auto [steps, times] = steps_after_warmup(measured);
+  // Named, not a structured binding: a lambda capturing one needs C++20's P1381, which clang
+  // before 16 lacks, and the fuzz build (bench/fuzz.sh) compiles this with Debian's clang 14.
+  const StepsAfterWarmup after = steps_after_warmup(measured);
+  const std::vector<int>& steps = after.steps;
+  const std::vector<plan::Time>& times = after.times;
   const plan::Time target = undisturbed(times);
   auto off = [&](size_t i) { return abs(times[i] - target); };
   int best = -1;
