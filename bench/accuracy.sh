@@ -15,30 +15,44 @@
 # sweep's first configuration (one per round; the fit takes the median of their step statistics, as
 # the table's measured step is), and the sweep's other configurations are predicted with it.
 #
-# Action by action (each rank's F, B and OPTIM against their prediction): with OUT=DIR kept,
+# Action by action (each rank's F, B and OPTIM against their prediction):
 # `python3 bench/accuracy_actions.py DIR`. How much of the spread over runs the host's speed explains:
-# `python3 bench/accuracy_noise.py DIR`.
+# `python3 bench/accuracy_noise.py DIR`. DIR is the folder this wrote (below).
 #
-# Usage: bench/accuracy.sh [BUILD_DIR]   (environment: REPEATS=3; STEPS=N per run, default
-# validate's own: enough for 2 s of steps; OUT=DIR keeps the profile and validate's JSON there
-# instead of in a temporary directory)
+# Usage: bench/accuracy.sh [BUILD_DIR] [--out DIR]   (environment: REPEATS=3; STEPS=N per run,
+# default validate's own: enough for 2 s of steps)
 # Each configuration runs REPEATS times, in rounds over the whole set; the measured step is the
 # median over the runs of each run's undisturbed step (the step statistic), and the spread is
-# (max - min) / measured of those. The median step is given beside it.
+# (max - min) / measured of those. The median step is given beside it. Medians are bench/stats.py's
+# (interpolated, as profiler/step_statistic.hpp's).
+# The raw output goes to DIR (--out, else the environment's OUT, else a new
+# bench/results/accuracy-cpu-DATE): the calibrated profile (here.yaml), each round's validate JSON
+# (SCENARIO.roundR.json) and traces (traces/), the merged configurations (merged.json), what if's
+# fitted profiles (fitted-*.yaml); machine.txt (CPU, cores, commit, date); summary.txt, what this
+# printed; log.txt, its stderr (calibrate's and validate's progress).
 set -euo pipefail
+args=("$@")
+source "$(dirname "$0")/lib.sh"
 cd "$(dirname "$0")/.."
-bin="${1:-build}/parallax"
+build=build out=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --out) out=$2; shift 2 ;;
+    -h|--help) bench_help "$0"; exit 0 ;;
+    -*) echo "accuracy: unknown flag $1" >&2; exit 2 ;;
+    *) build=$1; shift ;;
+  esac
+done
+bin="$build/parallax"
 steps=()
 [ -z "${STEPS:-}" ] || steps=(--steps "$STEPS")
 repeats="${REPEATS:-3}"
-if [ -n "${OUT:-}" ]; then
-  out="$OUT"
-  mkdir -p "$out"
-else
-  out="$(mktemp -d)"
-  trap 'rm -rf "$out"' EXIT
-fi
-rm -rf "$out"/*.round*.json "$out/traces" "$out"/fitted-*.yaml  # an earlier run's, when OUT is reused
+[ -x "$bin" ] || { echo "accuracy: no $bin (build first)" >&2; exit 2; }
+out=$(bench_out_dir accuracy "$out")
+rm -rf "$out"/*.round*.json "$out/traces" "$out"/fitted-*.yaml  # an earlier run's, when --out names a folder again
+bench_machine "$out" "$0" "${args[@]}"
+bench_tee "$out"
+trap bench_tee_close EXIT
 
 "$bin" calibrate --precision bf16 scenarios/accuracy/*.yaml -o "$out/here.yaml" \
   --probe-with scenarios/mlp-fashion-mnist-ddp2.yaml --probe-with bench/data/probe-transformer.yaml 2>&1 |
@@ -69,16 +83,14 @@ for round in $(seq "$repeats"); do
   validate scenarios/accuracy/transformer-pipeline2.yaml "$round" parallel.chunks=1,2,4,8
 done
 
-python3 - "$out"/*.round*.json <<'EOF' | tee "$out/summary.txt"
+python3 - "$out"/*.round*.json <<'EOF'
 import json, sys
+sys.path.insert(0, "bench")
+from stats import median
 # Each round's validate output, merged per configuration as `validate --repeats N` merges its
 # runs: the measured step is the median over runs of each run's undisturbed step (the step
 # statistic, profiler/step_statistic.hpp), the spread (max - min) / measured over the runs; the
 # median step beside it, the same way. Bubbles are the first run's.
-def median(v):
-    v = sorted(v)
-    n = len(v)
-    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
 def kendall_tau(a, b):  # as fit/measure.cpp's
     n, score = len(a), 0
     if n < 2:
@@ -136,12 +148,12 @@ for name, c in rows:
 def summary(key, spread_key, what):
     errors = [c[key] for _, c in rows]
     worst = max(rows, key=lambda r: abs(r[1][key]))
-    spreads = sorted(c[spread_key] for _, c in rows)
+    spreads = [c[spread_key] for _, c in rows]
     within = sum(1 for s in spreads if s <= 0.05)
     print("against the %s: mean absolute error %.1f%% over %d configurations, mean signed %+.1f%%, worst %+.1f%% (%s); "
           "spread over runs: median %.1f%%, <= 5%% on %d of %d" %
           (what, 100 * sum(abs(e) for e in errors) / len(errors), len(errors), 100 * sum(errors) / len(errors),
-           100 * worst[1][key], worst[0], 100 * spreads[len(spreads) // 2], within, len(spreads)))
+           100 * worst[1][key], worst[0], 100 * median(spreads), within, len(spreads)))
 print()
 summary("error", "spread", statistic)
 summary("median_error", "median_spread", "median step")

@@ -23,14 +23,9 @@ import tempfile
 
 import yaml
 
+from stats import median, p20
+
 KINDS = ("F", "B", "OPTIM")
-
-
-def p20(values):
-    v = sorted(values)
-    h = 0.2 * (len(v) - 1)
-    lo = int(h)
-    return v[lo] + (h - lo) * (v[min(lo + 1, len(v) - 1)] - v[lo])
 
 
 def action_times(trace_path, skip_first):
@@ -66,7 +61,8 @@ def main():
     args = ap.parse_args()
     profile = os.path.join(args.out, "here.yaml")
     if not os.path.exists(profile):
-        sys.exit("accuracy_actions: no %s (run bench/accuracy.sh with OUT=%s first)" % (profile, args.out))
+        sys.exit("accuracy_actions: no %s: give the folder bench/accuracy.sh wrote (bench/results/accuracy-cpu-DATE "
+                 "unless its --out named another)" % profile)
     work = tempfile.mkdtemp()
     doc = yaml.safe_load(open(profile))
     doc["calibration"].pop("in_run", None)
@@ -102,11 +98,11 @@ def main():
             for k in sorted(alone):
                 if k not in measured:
                     continue
-                m = statistics.median(measured[k])
+                m = median(measured[k])
                 err = model[k] / m - 1
                 summary.setdefault((name, k[2]), []).append(err)
                 if k in firsts:
-                    first_extra.setdefault((name, k[2]), []).append(statistics.median(firsts[k]))
+                    first_extra.setdefault((name, k[2]), []).append(median(firsts[k]))
                 if args.rows:
                     print("%-22s %-40s rank %d stage %d %-5s alone %8.1f  predicted %8.1f  measured %8.1f us"
                           "  measured/alone %.2f  error %+.0f%%" % (name, " ".join(c["overrides"]), k[0], k[1], k[2],
@@ -117,7 +113,7 @@ def main():
             name, kind, len(errs), 100 * statistics.mean(abs(e) for e in errs), 100 * statistics.mean(errs)))
     print("\nthe step's first micro-batch of a stage against its others (us more, median over the configurations)")
     for (name, kind), extra in sorted(first_extra.items()):
-        print("  %-22s %-5s %+6.0f us (%+.0f .. %+.0f)" % (name, kind, statistics.median(extra), min(extra), max(extra)))
+        print("  %-22s %-5s %+6.0f us (%+.0f .. %+.0f)" % (name, kind, median(extra), min(extra), max(extra)))
 
 
 if __name__ == "__main__":

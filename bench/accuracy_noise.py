@@ -18,21 +18,19 @@ import collections
 import glob
 import json
 import os
-import statistics
 import sys
 
+import stats
 
-def quantile(values, q):
-    v = sorted(values)
-    if not v:
-        return float("nan")
-    x = q * (len(v) - 1)
-    i = int(x)
-    return v[i] if i + 1 >= len(v) else v[i] + (v[i + 1] - v[i]) * (x - i)
+
+def p20(values):
+    """bench/stats.py's p20; NaN for a run with no probe, which then shows as a NaN spread."""
+    values = list(values)
+    return stats.p20(values) if values else float("nan")
 
 
 def spread(values):
-    return (max(values) - min(values)) / statistics.median(values)
+    return (max(values) - min(values)) / stats.median(values)
 
 
 def read_run(path):
@@ -65,14 +63,14 @@ def main():
         config = " ".join(validate["configurations"][index]["overrides"]) or "as given"
         runs[(scenario, config)].append(read_run(path))
     if not runs:
-        sys.exit("no traces under %s/traces (run bench/accuracy.sh with OUT=DIR)" % out)
+        sys.exit("no traces under %s/traces (give the folder bench/accuracy.sh wrote)" % out)
     columns = {"raw": [], "/probe": [], "perstep": []}
     print("| scenario | configuration | raw | /probe | perstep | runs' undisturbed step (ms) | runs' probe (us) |")
     print("|---|---|---:|---:|---:|---|---|")
     for (scenario, config), rr in sorted(runs.items()):
-        raw = [quantile(steps, 0.2) for steps, _ in rr]
-        probe = [quantile([p for p in before if p], 0.2) for _, before in rr]
-        per_step = [quantile([s / p for s, p in zip(steps, before) if p], 0.2) for steps, before in rr]
+        raw = [p20(steps) for steps, _ in rr]
+        probe = [p20([p for p in before if p]) for _, before in rr]
+        per_step = [p20([s / p for s, p in zip(steps, before) if p]) for steps, before in rr]
         row = {"raw": spread(raw), "/probe": spread([s / p for s, p in zip(raw, probe)]), "perstep": spread(per_step)}
         for k, v in row.items():
             columns[k].append(v)
@@ -80,7 +78,7 @@ def main():
             scenario, config, 100 * row["raw"], 100 * row["/probe"], 100 * row["perstep"],
             " ".join("%.2f" % (x / 1000) for x in raw), " ".join("%.1f" % x for x in probe)))
     for k, v in columns.items():
-        print("%-8s median spread %.1f%%, <= 5%% on %d of %d" % (k, 100 * statistics.median(v), sum(x <= 0.05 for x in v), len(v)))
+        print("%-8s median spread %.1f%%, <= 5%% on %d of %d" % (k, 100 * stats.median(v), sum(x <= 0.05 for x in v), len(v)))
 
 
 if __name__ == "__main__":

@@ -6,8 +6,11 @@ executor does (exec/threads.hpp), the helper threads (Gloo's) SCHED_BATCH unless
 PARALLAX_HELPER_THREADS=normal. The data path is Parallax's too (exec/data.cpp): Fashion-MNIST's
 images as floats in memory, a shuffled order per epoch, and each step this rank's samples taken
 with index_select inside the timed step.
-Prints the undisturbed step time in ms (the 20th percentile after a warm-up fifth, as Parallax's
-step statistic). Used by bench/exec_bench.sh; needs a python with torch."""
+Writes the undisturbed step time in ms (the 20th percentile after a warm-up fifth, as Parallax's
+step statistic, bench/stats.py) into OUT, and rank 0's step times, the warm-up included, beside it
+(OUT with the extension .json), as the raw output the figure comes from. Used by
+bench/exec_bench.sh; needs a python with torch."""
+import json
 import os
 import sys
 import threading
@@ -18,6 +21,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn as nn
 
+import stats
 from fashion_mnist import training_set
 from rank_cores import bind_rank_cores
 
@@ -36,14 +40,6 @@ def demote_helper_threads(before):
                 os.sched_setscheduler(tid, os.SCHED_BATCH, os.sched_param(0))
             except OSError:
                 pass  # a thread that ended meanwhile
-
-
-def undisturbed(times):
-    """profiler/step_statistic.hpp's statistic: the 20th percentile, linear between order statistics."""
-    xs = sorted(times)
-    h = 0.2 * (len(xs) - 1)
-    lo = int(h)
-    return xs[lo] + (h - lo) * (xs[min(lo + 1, len(xs) - 1)] - xs[lo])
 
 
 def worker(rank, world, port, batch, steps, bucket_cap_mb, first_bucket_mb, out):
@@ -81,7 +77,11 @@ def worker(rank, world, port, batch, steps, bucket_cap_mb, first_bucket_mb, out)
     dist.barrier()
     if rank == 0:
         with open(out, "w") as f:
-            f.write("%f\n" % undisturbed(times[steps // 5:]))
+            f.write("%f\n" % stats.undisturbed(times[steps // 5:]))
+        raw = os.path.splitext(out)[0] + ".json"
+        with open(raw if raw != out else out + ".steps.json", "w") as f:
+            json.dump({"rank": 0, "warm_up_steps": steps // 5, "step_ms": times}, f)
+            f.write("\n")
     dist.destroy_process_group()
 
 

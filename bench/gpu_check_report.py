@@ -24,6 +24,8 @@ import statistics
 import sys
 import tarfile
 
+import stats
+
 LOSS_TOLERANCE = 1e-3
 CUDA_EVENT_LANE = "gpu compute (CUDA events)"
 COMPUTE_ID = re.compile(r"^\d+(F|B|OPTIM)")
@@ -62,7 +64,7 @@ def run_figures(run):
         "first_loss": steps[0]["loss"] if steps else None,
         "last_loss": steps[-1]["loss"] if steps else None,
         "finite": all(math.isfinite(s["loss"]) for s in steps),
-        "median_step_ms": statistics.median(times) if times else None,
+        "median_step_ms": stats.median(times) if times else None,
         "memory": run.get("memory"),
     }
     if steps and "loss_scale" in steps[0]:
@@ -101,7 +103,7 @@ def cupti_figures(trace):
         by_kind.setdefault(kind, []).append(activity.get(key, 0.0) / t)
     summary = {}
     for kind, ratios in sorted(by_kind.items()):
-        summary[kind] = {"actions": len(ratios), "median_ratio": statistics.median(ratios),
+        summary[kind] = {"actions": len(ratios), "median_ratio": stats.median(ratios),
                          "min_ratio": min(ratios), "max_ratio": max(ratios)}
     return {"attributed_kernels": kernels, "timed_actions": len(event_time), "by_kind": summary}
 
@@ -129,14 +131,10 @@ def memory_figures(runs, work):
 
 
 def undisturbed(times):
-    """profiler/step_statistic.hpp's statistic: the 20th percentile (numpy's default, linear
-    between order statistics) of the steps after the first."""
-    xs = sorted(times[1:] if len(times) > 1 else times)
-    if not xs:
-        return None
-    h = 0.2 * (len(xs) - 1)
-    lo = int(math.floor(h))
-    return xs[lo] + (h - lo) * (xs[min(lo + 1, len(xs) - 1)] - xs[lo])
+    """profiler/step_statistic.hpp's statistic (bench/stats.py): the 20th percentile of the steps
+    after the first."""
+    xs = times[1:] if len(times) > 1 else times
+    return stats.undisturbed(xs) if xs else None
 
 
 # Which validate configuration is the untraced Parallax run of each precision.
@@ -153,7 +151,7 @@ def torch_figures(work, runs, validate):
         t = load(os.path.join(work, "torch-%s.json" % p))
         if not t:
             continue
-        row = {"torch_ms": undisturbed(t["step_ms"]), "torch_median_ms": statistics.median(t["step_ms"][1:] or t["step_ms"])}
+        row = {"torch_ms": undisturbed(t["step_ms"]), "torch_median_ms": stats.median(t["step_ms"][1:] or t["step_ms"])}
         c = configs.get(PRECISION_CONFIG[p])
         if c and row["torch_ms"]:
             row["parallax_ms"] = c["measured_ms"]

@@ -6,19 +6,28 @@
 # optimizer and schedule on both sides. Prints, per schedule, the largest loss difference over
 # the steps, and the step times: the median of each run's steps after the first fifth, runs
 # interleaved (torch, Parallax, torch, ...), and the ratio Parallax / torch of the medians over
-# runs; where torch cannot run a schedule, its error.
+# runs; where torch cannot run a schedule, its error. Medians are bench/stats.py's (interpolated,
+# as profiler/step_statistic.hpp's).
 #   bench/pipelining_bench.sh [build-folder] [--runs N] [--steps N] [--chunks N] [--model mlp|transformer]
+#                             [--out DIR]
 # torch comes from .venv-torch (scripts/setup.sh --bench or --torch; PYTHON overrides it).
+# The raw output goes to DIR (--out, else the environment's OUT, else a new
+# bench/results/pipelining-cpu-DATE): per model and schedule, the plan and each run's JSON and
+# stderr (MODEL/SCHEDULE/{plan.json,torch-R.json,parallax-R.json,*.err}); machine.txt (CPU,
+# cores, commit, date); summary.txt, what this printed; log.txt, its stderr.
 set -euo pipefail
+args=("$@")
+source "$(dirname "$0")/lib.sh"
 cd "$(dirname "$0")/.."
-build="" runs=5 steps=40 chunks=8 only=""
+build="" runs=5 steps=40 chunks=8 only="" out=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --runs) runs=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --chunks) chunks=$2; shift 2 ;;
     --model) only=$2; shift 2 ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    --out) out=$2; shift 2 ;;
+    -h|--help) bench_help "$0"; exit 0 ;;
     -*) echo "pipelining_bench: unknown flag $1" >&2; exit 2 ;;
     *) build=$1; shift ;;
   esac
@@ -32,18 +41,22 @@ python=${PYTHON:-.venv-torch/bin/python3}
 [ -x "$parallax" ] || { echo "pipelining_bench: no $parallax (build first)" >&2; exit 2; }
 "$python" -c 'import torch.distributed.pipelining' 2>/dev/null ||
   { echo "pipelining_bench: $python has no torch.distributed.pipelining (scripts/setup.sh --torch)" >&2; exit 2; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+out=$(bench_out_dir pipelining "$out")
+bench_machine "$out" "$0" "${args[@]}"
+bench_tee "$out"
+trap bench_tee_close EXIT
 
 stats() {  # FILE...: each run's median after the first fifth; prints the median of those
   python3 - "$@" <<'PY'
-import json, statistics, sys
+import json, sys
+sys.path.insert(0, "bench")
+import stats
 meds = []
 for path in sys.argv[1:]:
     t = json.load(open(path))
     t = t["step_ms"] if "step_ms" in t else [s["step_time_ms"] for s in t["steps"]]
-    meds.append(statistics.median(t[len(t) // 5:]))
-print("%.3f %.3f %.3f" % (statistics.median(meds), min(meds), max(meds)))
+    meds.append(stats.median(t[len(t) // 5:]))
+print("%.3f %.3f %.3f" % (stats.median(meds), min(meds), max(meds)))
 PY
 }
 
@@ -65,32 +78,35 @@ for schedule in gpipe 1f1b interleaved-1f1b looped-bfs interleaved-zero-bubble z
     gpipe|1f1b) sets+=(--set parallel.virtual=1 --set parallel.partition_len=balanced) ;;
     *) sets+=(--set parallel.virtual=2 --set parallel.partition_len=1) ;;
   esac
-  "$parallax" plan "$scenario" "${sets[@]}" --json > "$tmp/plan.json"
-  rm -f "$tmp"/torch-*.json "$tmp"/parallax-*.json
+  dir="$out/$name/$schedule"
+  mkdir -p "$dir"
+  rm -f "$dir"/*.json "$dir"/*.err  # an earlier run's, when --out names a folder again
+  "$parallax" plan "$scenario" "${sets[@]}" --json > "$dir/plan.json"
   torch_ok=1
   for r in $(seq "$runs"); do
     if [ $torch_ok = 1 ] &&
-       ! "$python" bench/pipelining_torch.py "$tmp/plan.json" "$schedule" --steps "$steps" --lr "$lr" \
-           --momentum "$momentum" --heads "$heads" > "$tmp/torch-$r.json" 2>"$tmp/torch.err"; then
-      torch_ok=0  # said below; Parallax still runs
-      rm -f "$tmp/torch-$r.json"
+       ! "$python" bench/pipelining_torch.py "$dir/plan.json" "$schedule" --steps "$steps" --lr "$lr" \
+           --momentum "$momentum" --heads "$heads" > "$dir/torch-$r.json" 2>"$dir/torch-$r.err"; then
+      torch_ok=0  # said below; Parallax still runs. Its partial JSON stays out of the statistics.
+      mv "$dir/torch-$r.json" "$dir/torch-failed-$r.json"
+      torch_err="$dir/torch-$r.err"
     fi
-    "$parallax" run "$scenario" "${sets[@]}" --json > "$tmp/parallax-$r.json" 2>"$tmp/parallax.err" ||
-      { cat "$tmp/parallax.err" >&2; exit 1; }
+    "$parallax" run "$scenario" "${sets[@]}" --json > "$dir/parallax-$r.json" 2>"$dir/parallax-$r.err" ||
+      { cat "$dir/parallax-$r.err" >&2; exit 1; }
   done
   if [ $torch_ok = 0 ]; then
-    read -r pmed plo phi < <(stats "$tmp"/parallax-*.json)
+    read -r pmed plo phi < <(stats "$dir"/parallax-*.json)
     printf "%-24s %10s %22s %8s (%s-%s)\n" "$schedule" "-" "torch fails" "$pmed" "$plo" "$phi"
-    echo "    torch: $(grep -E '^[A-Za-z]*Error' "$tmp/torch.err" | tail -1 | cut -c1-160)"
+    echo "    torch: $(grep -E '^[A-Za-z]*Error' "$torch_err" | tail -1 | cut -c1-160)"
     continue
   fi
   dloss=$(python3 -c '
 import json, sys
 t = json.load(open(sys.argv[1]))["losses"]
 p = [s["loss"] for s in json.load(open(sys.argv[2]))["steps"]]
-print("%.2e" % max(abs(a - b) for a, b in zip(t, p)))' "$tmp/torch-1.json" "$tmp/parallax-1.json")
-  read -r tmed tlo thi < <(stats "$tmp"/torch-*.json)
-  read -r pmed plo phi < <(stats "$tmp"/parallax-*.json)
+print("%.2e" % max(abs(a - b) for a, b in zip(t, p)))' "$dir/torch-1.json" "$dir/parallax-1.json")
+  read -r tmed tlo thi < <(stats "$dir"/torch-[0-9]*.json)
+  read -r pmed plo phi < <(stats "$dir"/parallax-*.json)
   printf "%-24s %10s %8s (%s-%s) %8s (%s-%s) %8.2f\n" "$schedule" "$dloss" "$tmed" "$tlo" "$thi" "$pmed" "$plo" "$phi" \
     "$(python3 -c "print($pmed / $tmed)")"
 done

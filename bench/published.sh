@@ -5,13 +5,33 @@
 # these rows: the compute model's figures come from the hardware profile (scenarios/hardware/a100-nvlink-ib.yaml,
 # with their sources), the network's from NCCL's tuning model.
 #
-#   bash bench/published.sh [PARALLAX]      (default: build/parallax)
+#   bash bench/published.sh [PARALLAX] [--out DIR]      (default: build/parallax)
+#
+# The predictions are deterministic: the raw output is what this prints. It goes to DIR (--out,
+# else the environment's OUT, else a new bench/results/published-cpu-DATE): summary.txt, what this
+# printed; log.txt, its stderr; machine.txt (CPU, cores, commit, date), since "sim s" is this
+# machine's wall time.
 set -euo pipefail
+args=("$@")
+source "$(dirname "$0")/lib.sh"
 here="$(cd "$(dirname "$0")" && pwd)"
-parallax="${1:-$here/../build/parallax}"
+parallax="" out=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --out) out=$2; shift 2 ;;
+    -h|--help) bench_help "$0"; exit 0 ;;
+    -*) echo "published.sh: unknown flag $1" >&2; exit 2 ;;
+    *) parallax=$1; shift ;;
+  esac
+done
+parallax="${parallax:-$here/../build/parallax}"
 [[ -x "$parallax" ]] || { echo "published.sh: no parallax binary at $parallax (build first, or pass its path)" >&2; exit 2; }
 command -v python3 >/dev/null || { echo "published.sh: needs python3" >&2; exit 2; }
-exec python3 - "$parallax" "$here/data/megatron_published.csv" "$here/data/megatron-gpt.yaml" <<'PY'
+out=$(bench_out_dir published "$out")
+bench_machine "$out" "$0" "${args[@]}"
+bench_tee "$out"
+trap bench_tee_close EXIT
+python3 - "$parallax" "$here/data/megatron_published.csv" "$here/data/megatron-gpt.yaml" <<'PY'
 import csv, json, subprocess, sys, time
 
 parallax, table, scenario = sys.argv[1:4]

@@ -5,22 +5,44 @@
 # Chromium's whole wall time (start-up included) beside it, and that of an empty page for scale.
 # Goals: the main job's report under 1 s; a 1,024-rank report under 20 MB and 3 s.
 #
-# Usage: bench/report_bench.sh [BUILD_DIR] [MAIN_JOB_REPORT]
+# Usage: bench/report_bench.sh [BUILD_DIR] [MAIN_JOB_REPORT] [--out DIR]   (environment: RUNS=5)
 #   MAIN_JOB_REPORT defaults to parallax-out/gpipe-transformer-2xT4/report.html (run ./build/parallax
 #   first); the 1,024-rank report is made here: gpipe-1b-4xA100 with parallel.data=256.
+# Medians are bench/stats.py's (interpolated, as profiler/step_statistic.hpp's).
+# The raw output goes to DIR (--out, else the environment's OUT, else a new
+# bench/results/report-cpu-DATE): the pages it made (empty.html, 1024.html), every load's figures
+# (loads.txt: page, load ms, timeline draw ms, Chromium's wall s); machine.txt (CPU, cores,
+# commit, date); summary.txt, what this printed; log.txt, its stderr.
 set -euo pipefail
+args=("$@")
+source "$(dirname "$0")/lib.sh"
 cd "$(dirname "$0")/.."
-build="${1:-build}"
-main_report="${2:-parallax-out/gpipe-transformer-2xT4/report.html}"
+positional=() out=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --out) out=$2; shift 2 ;;
+    -h|--help) bench_help "$0"; exit 0 ;;
+    -*) echo "report_bench: unknown flag $1" >&2; exit 2 ;;
+    *) positional+=("$1"); shift ;;
+  esac
+done
+build="${positional[0]:-build}"
+main_report="${positional[1]:-parallax-out/gpipe-transformer-2xT4/report.html}"
 runs="${RUNS:-5}"
-out="$(mktemp -d)"
-trap 'rm -rf "$out"' EXIT
 command -v chromium >/dev/null || { echo "chromium is missing: scripts/setup.sh --browser" >&2; exit 1; }
+[ -x "$build/parallax" ] || { echo "report_bench: no $build/parallax (build first)" >&2; exit 2; }
+out=$(bench_out_dir report "$out")
+rm -f "$out/loads.txt"  # an earlier run's, when --out names a folder again
+bench_machine "$out" "$0" "${args[@]}"
+bench_tee "$out"
+# Chromium's profiles are not output: they go with the script.
+profiles="$(mktemp -d)"
+trap 'bench_tee_close; rm -rf "$profiles"' EXIT
 
 # Prints "LOAD_MS DRAW_MS WALL_S" for one headless load of $1.
 load_once() {
   local profile t0 t1 dom
-  profile="$(mktemp -d -p "$out")"
+  profile="$(mktemp -d -p "$profiles")"
   t0=$(date +%s.%N)
   dom=$(chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run --disable-background-networking \
         --disable-component-update --disable-sync --user-data-dir="$profile" --window-size=1280,900 \
@@ -33,13 +55,26 @@ load_once() {
   echo "$load $draw $(echo "$t1 - $t0" | bc)"
 }
 
-median() { sort -n | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
+median() {  # of the numbers on stdin; "-" when there are none (a page that did not say)
+  python3 -c '
+import sys
+sys.path.insert(0, "bench")
+import stats
+v = []
+for word in sys.stdin.read().split():
+    try:
+        v.append(float(word))
+    except ValueError:
+        pass
+print("%g" % stats.median(v) if v else "-")'
+}
 
 report() {
   local name="$1" page="$2" loads=() draws=() walls=()
   for _ in $(seq "$runs"); do
     read -r l d w < <(load_once "$page")
     loads+=("$l"); draws+=("$d"); walls+=("$w")
+    printf "%s\t%s\t%s\t%s\n" "$name" "$l" "$d" "$w" >>"$out/loads.txt"
   done
   printf "%-34s %9.2f MB   load %5s ms   timeline draw %6s ms   chromium wall %5.2f s   (median of %d)\n" "$name" \
     "$(echo "$(stat -c %s "$page") / 1048576" | bc -l)" "$(printf '%s\n' "${loads[@]}" | median)" \

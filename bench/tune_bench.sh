@@ -6,19 +6,40 @@
 #     grid (every configuration of the space below, REPEATS runs each, round-robin), then runs
 #     `parallax tune --validate 3` and prints where its pick lands in the measured grid.
 #
-# Usage: bench/tune_bench.sh [BUILD_DIR]   (environment: STEPS=200 REPEATS=3 SCENARIOS="...")
+# Usage: bench/tune_bench.sh [BUILD_DIR] [--out DIR]   (environment: STEPS=200 REPEATS=3 SCENARIOS="...")
 # The grid's space: data x pipeline of 2 ranks, gpipe and 1f1b, chunks 1-16, the balanced split,
 # the scenario's precision, checkpointing and buckets (as `parallax tune` searches with the flags
-# in $space below).
+# in $space below). The grid's measured step is the median over the runs (bench/stats.py's,
+# interpolated as profiler/step_statistic.hpp's) of each run's undisturbed step.
+# The raw output goes to DIR (--out, else the environment's OUT, else a new
+# bench/results/tune-cpu-DATE): the calibrated profile (here.yaml); per scenario, tune's whole
+# space (NAME-all.json), the grid (NAME-grid.txt), each grid run's validate JSON
+# (NAME-validate-REPEAT-I.json) and its figures (NAME-measured.txt), tune --validate's JSON
+# (NAME-tune.json); machine.txt (CPU, cores, commit, date); summary.txt, what this printed;
+# log.txt, its stderr.
 set -euo pipefail
+args=("$@")
+source "$(dirname "$0")/lib.sh"
 cd "$(dirname "$0")/.."
-build="${1:-build}"
+build=build out=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --out) out=$2; shift 2 ;;
+    -h|--help) bench_help "$0"; exit 0 ;;
+    -*) echo "tune_bench: unknown flag $1" >&2; exit 2 ;;
+    *) build=$1; shift ;;
+  esac
+done
 bin="$build/parallax"
 steps="${STEPS:-200}"
 repeats="${REPEATS:-3}"
 scenarios="${SCENARIOS:-scenarios/mlp-fashion-mnist-pipeline2.yaml scenarios/accuracy/transformer-pipeline2.yaml}"
-out="$(mktemp -d)"
-trap 'rm -rf "$out"' EXIT
+[ -x "$bin" ] || { echo "tune_bench: no $bin (build first)" >&2; exit 2; }
+out=$(bench_out_dir tune "$out")
+rm -f "$out"/*-measured.txt "$out"/*-validate-*.json  # an earlier run's, when --out names a folder again
+bench_machine "$out" "$0" "${args[@]}"
+bench_tee "$out"
+trap bench_tee_close EXIT
 
 "$build/parallax_tune_bench"
 
@@ -50,7 +71,7 @@ PY
       sets=(--set "data.steps=$steps")
       [ "$line" != "-" ] && for kv in $line; do sets+=(--set "$kv"); done
       "$bin" validate "$scenario" "${sets[@]}" --profile "$out/here.yaml" --steps "$steps" --json 2>/dev/null |
-        python3 -c "import json,sys; c=json.load(sys.stdin)['configurations'][0]; print('$i', c['predicted_ms'], c['measured_ms'])" \
+        tee "$out/$name-validate-$rep-$i.json" | python3 -c "import json,sys; c=json.load(sys.stdin)['configurations'][0]; print('$i', c['predicted_ms'], c['measured_ms'])" \
         >>"$out/$name-measured.txt"
       printf "  [%d/%d] %s\n" "$(( (rep - 1) * count + i ))" "$(( repeats * count ))" "$line" >&2
     done <"$out/$name-grid.txt"
@@ -58,7 +79,9 @@ PY
   "$bin" tune "$scenario" --set hardware="$out/here.yaml" "${space[@]}" --validate 3 --validate-steps "$steps" --json \
     2>/dev/null >"$out/$name-tune.json"
   python3 - "$name" "$out/$name-grid.txt" "$out/$name-measured.txt" "$out/$name-tune.json" <<'PY'
-import json, statistics, sys
+import json, sys
+sys.path.insert(0, "bench")
+import stats
 name, grid_f, measured_f, tune_f = sys.argv[1:]
 grid = [l.strip() for l in open(grid_f)]
 runs = {}
@@ -68,7 +91,7 @@ for l in open(measured_f):
 rows = []
 for i, line in enumerate(grid):
     ms = [m for _, m in runs[i]]
-    med = statistics.median(ms)
+    med = stats.median(ms)
     rows.append((line, runs[i][0][0], med, (max(ms) - min(ms)) / med))
 best = min(rows, key=lambda r: r[2])
 t = json.load(open(tune_f))

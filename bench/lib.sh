@@ -1,0 +1,92 @@
+# Shared by the bench scripts: where a run's raw output goes, and what it was measured on.
+# Every figure in README.md and docs/ names the folder under bench/results/ it comes from
+# (scripts/check_doc_results.py checks that the folder exists), so a bench keeps its per-run files
+# there, the machine it ran on and what it printed, instead of in a temporary folder.
+#
+# Source it before the script changes directory, so that a relative --out or OUT is taken from
+# where the user ran the script:
+#   source "$(dirname "$0")/lib.sh"
+#   cd "$(dirname "$0")/.."
+#   out=$(bench_out_dir pipelining "$out_flag")   # --out DIR, else OUT, else bench/results/...
+#   bench_machine "$out" "$0" "$@"
+#   bench_tee "$out"                               # stdout to summary.txt, stderr to log.txt
+#   trap bench_tee_close EXIT
+
+bench_caller_pwd=${bench_caller_pwd:-$PWD}
+bench_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+# bench_out_dir NAME [DIR]: makes and prints the folder a run writes into. DIR (from --out) wins,
+# then the environment's OUT; a relative one is taken from where the script was run. Without
+# either, bench/results/NAME-cpu-DATE (the UTC date), with -2, -3, ... added when that folder
+# exists: a run never writes into committed results unless told to.
+bench_out_dir() {
+  local name="$1" dir="${2:-${OUT:-}}"
+  if [ -n "$dir" ]; then
+    case "$dir" in /*) ;; *) dir="$bench_caller_pwd/$dir" ;; esac
+  else
+    local base
+    base="$bench_root/bench/results/$name-cpu-$(date -u +%F)"
+    dir="$base"
+    local n=2
+    while [ -e "$dir" ]; do
+      dir="$base-$n"
+      n=$((n + 1))
+    done
+  fi
+  mkdir -p "$dir" || return 1
+  (cd "$dir" && pwd)
+}
+
+# bench_machine DIR [COMMAND...]: writes DIR/machine.txt: the CPU (model name, family, model),
+# its cores, the commit and whether the tree had uncommitted changes, the date in UTC, the kernel,
+# and the command that made the folder.
+bench_machine() {
+  local dir="$1"
+  shift
+  local commit="unknown" tree="unknown"
+  if commit=$(git -C "$bench_root" rev-parse --short HEAD 2>/dev/null); then
+    # Untracked files do not count: the results folder being written is one.
+    if [ -z "$(git -C "$bench_root" status --porcelain --untracked-files=no 2>/dev/null)" ]; then
+      tree="clean"
+    else
+      tree="dirty (uncommitted changes to tracked files)"
+    fi
+  else
+    commit="unknown (not a git checkout)"
+  fi
+  cpuinfo() { grep -m1 "^$1[[:space:]]*:" /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ *//'; }
+  {
+    echo "date: $(date -u '+%F %T') UTC"
+    echo "commit: $commit"
+    echo "tree: $tree"
+    echo "cpu: $(cpuinfo 'model name')"
+    echo "cpu family: $(cpuinfo 'cpu family')"
+    echo "model: $(cpuinfo 'model')"
+    echo "cores: $(nproc) usable, $(grep -c '^processor' /proc/cpuinfo 2>/dev/null) online"
+    echo "kernel: $(uname -srm)"
+    [ $# -eq 0 ] || echo "command: $*"
+  } >"$dir/machine.txt"
+}
+
+# bench_tee DIR: from here on, what the script prints goes to the terminal as before and also to
+# DIR/summary.txt (stdout, exactly) and DIR/log.txt (stderr). Call bench_tee_close on exit, so
+# that both files are complete when the script returns.
+bench_tee() {
+  exec 3>&1 4>&2
+  exec > >(tee "$1/summary.txt" >&3)
+  bench_tee_out_pid=$!
+  exec 2> >(tee "$1/log.txt" >&4)
+  bench_tee_err_pid=$!
+}
+
+bench_tee_close() {
+  [ -n "${bench_tee_out_pid:-}" ] || return 0
+  exec 1>&3 2>&4
+  wait "$bench_tee_out_pid" "$bench_tee_err_pid" 2>/dev/null || true
+  bench_tee_out_pid=""
+}
+
+# bench_help SCRIPT: prints the script's opening comment, its usage.
+bench_help() {
+  awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$1"
+}
