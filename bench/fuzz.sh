@@ -16,9 +16,18 @@
 # TIMEOUT (10: seconds on one input that count as a hang; libFuzzer measures wall time, so raise
 # it when the fuzzers may be paused, e.g. with SIGSTOP while timing runs share the machine),
 # JOBS (targets run at once, 1), TARGETS, BUILD (build-fuzz), WORK (a new temporary folder:
-# corpora, logs, crashes; kept; an existing WORK's corpora are fuzzed further).
+# corpora, logs, crashes; kept; an existing WORK's corpora are fuzzed further), OUT (unset: a
+# folder, e.g. bench/results/fuzz-cpu-DATE, that gets what this prints, summary.txt, with the
+# machine it ran on, machine.txt, as the other benches keep theirs; the corpora stay in WORK).
 set -euo pipefail
+source "$(dirname "$0")/lib.sh"
 cd "$(dirname "$0")/.."
+if [ -n "${OUT:-}" ]; then
+  out=$(bench_out_dir fuzz "$OUT")
+  bench_machine "$out" "FUZZ_SECONDS=${FUZZ_SECONDS:-0} RUNS=${RUNS:-10000000}" bench/fuzz.sh "$@"
+  bench_tee "$out"
+  trap bench_tee_close EXIT
+fi
 
 RUNS=${RUNS:-10000000}
 FUZZ_SECONDS=${FUZZ_SECONDS:-0}
