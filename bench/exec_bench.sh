@@ -55,13 +55,14 @@ ours=() theirs=()
 for r in $(seq $rounds); do
   ours+=("$("$parallax" run "$scenario" --set data.steps=$steps --json 2>/dev/null | tee "$out/a-parallax-$r.json" | median_step_ms)")
   if "$python" -c "import torch" 2>/dev/null; then
-    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 "$python" bench/ddp_pytorch.py 2 64 $steps 1 0.25 $((20000 + RANDOM % 20000)) \
+    "$python" bench/ddp_pytorch.py 2 64 $steps 1 0.25 $((20000 + RANDOM % 20000)) \
       "$out/a-pytorch-$r.txt" 2>/dev/null
     theirs+=("$(cat "$out/a-pytorch-$r.txt")")
   fi
 done
 if [ ${#theirs[@]} -gt 0 ]; then
   echo "    PyTorch $("$python" -c 'import torch; print(torch.__version__)'), Parallax's LibTorch from $build"
+  echo "    $(cd bench && python3 -c 'import peer; print(peer.conditions(2))')"
   python3 -c "print('    parallax %.3f ms, pytorch DDP %.3f ms, ratio %.3f (goal <= 1.0)' % ($(best "${ours[@]}"), $(best "${theirs[@]}"), $(best "${ours[@]}") / $(best "${theirs[@]}")))"
   python3 - "${ours[*]}" "${theirs[*]}" <<'PY'
 import sys

@@ -3,11 +3,12 @@
 # set's MLP (scenarios/accuracy/mlp-pipeline2.yaml: 784-384-384-384-10 on Fashion-MNIST, batch
 # 64) and transformer (transformer-pipeline2.yaml: 2 encoder blocks of hidden 64 on synthetic
 # tokens, batch 16), the same micro-batches, data order (data.shuffle false), initial weights,
-# optimizer and schedule on both sides. Prints, per schedule, the largest loss difference over
-# the steps, and the step times: the median of each run's steps after the first fifth, runs
-# interleaved (torch, Parallax, torch, ...), and the ratio Parallax / torch of the medians over
-# runs; where torch cannot run a schedule, its error. Medians are bench/stats.py's (interpolated,
-# as profiler/step_statistic.hpp's).
+# optimizer and schedule on both sides, and the same conditions (bench/peer.py, printed first:
+# core binding, threads per rank, Gloo's threads SCHED_BATCH, data loaded inside the timed step,
+# the slowest rank's step). Prints, per schedule, the largest loss difference over the steps, and
+# the step times: each run's undisturbed step (p20 after a warm-up fifth, as Parallax's step
+# statistic), runs interleaved (torch, Parallax, torch, ...), the median over runs and the range,
+# and the ratio Parallax / torch of the medians; where torch cannot run a schedule, its error.
 #   bench/pipelining_bench.sh [build-folder] [--runs N] [--steps N] [--chunks N] [--model mlp|transformer]
 #                             [--out DIR]
 # torch comes from .venv-torch (scripts/setup.sh --bench or --torch; PYTHON overrides it).
@@ -46,22 +47,23 @@ bench_machine "$out" "$0" "${args[@]}"
 bench_tee "$out"
 trap bench_tee_close EXIT
 
-stats() {  # FILE...: each run's median after the first fifth; prints the median of those
+stats() {  # FILE...: each run's step statistic (bench/peer.py); prints the median of those and their range
   python3 - "$@" <<'PY'
 import json, sys
 sys.path.insert(0, "bench")
-import stats
-meds = []
+import peer, stats
+figures = []
 for path in sys.argv[1:]:
     t = json.load(open(path))
     t = t["step_ms"] if "step_ms" in t else [s["step_time_ms"] for s in t["steps"]]
-    meds.append(stats.median(t[len(t) // 5:]))
-print("%.3f %.3f %.3f" % (stats.median(meds), min(meds), max(meds)))
+    figures.append(peer.step_statistic(t))
+print("%.3f %.3f %.3f" % (stats.median(figures), min(figures), max(figures)))
 PY
 }
 
 echo "torch $("$python" -c 'import torch; print(torch.__version__)' 2>/dev/null), Parallax $("$parallax" --version 2>/dev/null | head -1) ($build)," \
      "$(nproc) cores; pipeline 2, $chunks micro-batches, $steps steps, $runs interleaved runs each"
+echo "$(cd bench && python3 -c 'import peer; print(peer.conditions(2))')"
 # model: scenario, optimizer (both sides), encoder heads
 models=("mlp scenarios/accuracy/mlp-pipeline2.yaml 0.05 0.9 1"
         "transformer scenarios/accuracy/transformer-pipeline2.yaml 0.01 0.9 4")
@@ -70,7 +72,7 @@ read -r name scenario lr momentum heads <<< "$model"
 [ -z "$only" ] || [ "$only" = "$name" ] || continue
 echo
 echo "$name ($scenario)"
-printf "%-24s %10s %22s %22s %8s\n" schedule "max |dloss|" "torch ms (med, range)" "Parallax ms (med, range)" ratio
+printf "%-24s %10s %22s %22s %8s\n" schedule "max |dloss|" "torch ms (p20, range)" "Parallax ms (p20, range)" ratio
 for schedule in gpipe 1f1b interleaved-1f1b looped-bfs interleaved-zero-bubble zbv-zero-bubble dualpipev; do
   sets=(--set data.shuffle=false --set data.steps="$steps" --set parallel.chunks="$chunks"
         --set parallel.schedule="$schedule" --set optimizer.lr="$lr" --set optimizer.momentum="$momentum")

@@ -2,7 +2,10 @@
 """The torch.distributed.pipelining side of bench/pipelining_bench.sh: the same model (the mlp
 or the transformer preset), data,
 micro-batches and schedule as `parallax run`, trained with torch's own pipelining on CPU ranks
-over Gloo. Prints one JSON line: the losses and step times of rank 0's loop.
+over Gloo, under a Parallax rank's conditions (bench/peer.py: core binding, intra-op threads, Gloo's
+threads SCHED_BATCH, the step timed from before its data is loaded). Prints one JSON line: the
+losses, each rank's step times (rank_step_ms) and per step the slowest rank's (step_ms), as
+`parallax run --json` reports its steps.
 
   pipelining_torch.py PLAN_JSON SCHEDULE [--steps N] [--lr LR] [--momentum M] [--seed S] [--heads H]
 
@@ -28,7 +31,7 @@ from torch.distributed.pipelining import PipelineStage  # noqa: E402
 from torch.distributed.pipelining.schedules import get_schedule_class  # noqa: E402
 
 from fashion_mnist import training_set  # noqa: E402
-from rank_cores import bind_rank_cores  # noqa: E402
+import peer  # noqa: E402
 
 NAMES = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved-1f1b": "Interleaved1F1B", "looped-bfs": "LoopedBFS",
          "interleaved-zero-bubble": "InterleavedZeroBubble", "zbv-zero-bubble": "ZBVZeroBubble",
@@ -110,9 +113,9 @@ def stages_of(rank, p, stages, v_shape):
 
 def worker(rank, args, port, queue):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    bind_rank_cores(rank, args.pipeline)  # as Parallax's launcher binds its ranks
-    torch.set_num_threads(1)
+    before = peer.start_rank(rank, args.pipeline)
     dist.init_process_group("gloo", rank=rank, world_size=args.pipeline)
+    peer.demote_helper_threads(before)
     plan = args.plan
     n_stages, chunks = len(plan["stages"]), plan["chunks"]
     seed, batch = args.seed, plan["global_batch"]
@@ -154,12 +157,12 @@ def worker(rank, args, port, queue):
     has_first, has_last = 0 in mine, (n_stages - 1) in mine
     losses, times = [], []
     for step in range(args.steps):
+        t0 = time.perf_counter()  # before the data, as a Parallax rank times its step
         if tokens:
             x, y = token_batch(step * batch, batch, seq, vocab, classes, seed)
         else:
             first = (step * batch) % per_epoch
             x, y = images[first:first + batch], labels[first:first + batch]
-        t0 = time.perf_counter()
         optimizer.zero_grad()
         step_losses = []
         kwargs = {}
@@ -172,8 +175,7 @@ def worker(rank, args, port, queue):
             losses.append(sum(float(l) for l in step_losses) / len(step_losses))
     if has_last:
         queue.put({"losses": losses})
-    if rank == 0:
-        queue.put({"step_ms": times})
+    queue.put({"rank": rank, "step_ms": times})
     dist.barrier()
     dist.destroy_process_group()
 
@@ -194,12 +196,20 @@ def main():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    peer.set_thread_environment(args.pipeline)
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     mp.spawn(worker, args=(args, port, queue), nprocs=args.pipeline, join=True)
-    out = {}
+    out, per_rank = {}, {}
     while not queue.empty():
-        out.update(queue.get())
+        item = queue.get()
+        if "rank" in item:
+            per_rank[item["rank"]] = item["step_ms"]
+        else:
+            out.update(item)
+    out["rank_step_ms"] = [per_rank[r] for r in sorted(per_rank)]
+    out["step_ms"] = peer.slowest_rank_steps(out["rank_step_ms"])
+    out["conditions"] = peer.conditions(args.pipeline)
     print(json.dumps(out))
 
 
