@@ -5,7 +5,9 @@
 #   ROUNDS=N sets the interleaved rounds (default 5)
 # (a) one DDP step (the undisturbed step, p20) of scenarios/mlp-fashion-mnist-ddp2.yaml in Parallax and in PyTorch's own
 #     DistributedDataParallel, as a ratio: PyTorch from PYTHON (default Debian's python3-torch,
-#     scripts/setup.sh --bench), which should be the torch the build's LibTorch came from;
+#     scripts/setup.sh --bench), which should be the torch the build's LibTorch came from, run under a
+#     Parallax rank's conditions (bench/peer.py: core binding, threads per rank, Gloo's threads
+#     SCHED_BATCH, data inside the timed step, the slowest rank's step), printed beside the ratio;
 # (b) the host tracer's overhead: the same run with PARALLAX_TRACE=0 and with the tracer on;
 # (c) measured bubble fraction of gpipe and 1f1b on 2 ranks against (p-1)/(m+p-1).
 # Medians and p20 are bench/stats.py's (interpolated, as profiler/step_statistic.hpp's).
