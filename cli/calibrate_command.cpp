@@ -214,7 +214,7 @@ int calibrate_command(const CalibrateArgs& args, const std::vector<std::string>&
     const auto large = results.find({data, 1});
     const plan::InRunFactors f = fit::layout_factors(results.at({data, 0}), large == results.end() ? nullptr : &large->second);
     if (!f.bounded.empty())
-      std::cerr << "calibrate: warning: in-run factors held at their bound [0.8, 2.5] (" << f.bounded
+      std::cerr << "calibrate: warning: in-run factors held at their bounds (F, B, OPTIM within [0.8, 2.5], all-reduces at least 0.1: " << f.bounded
                 << "); the profile says so beside them\n";
     std::cerr << "calibrate: in a real run each F takes " << fit::in_run_words(f.forward, f.forward_extra_us) << ", each B "
               << fit::in_run_words(f.backward, f.backward_extra_us) << ", each OPTIM "

@@ -273,6 +273,15 @@ plan::InRunFactors layout_factors(const ProbeResult& small, const ProbeResult* l
   fit(kF, &f.forward, &f.forward_extra_us, &f.forward_probed_us);
   fit(kB, &f.backward, &f.backward_extra_us, &f.backward_probed_us);
   fit(kOptim, &f.optimizer, &f.optimizer_extra_us, &f.optimizer_probed_us);
+  // The all-reduces' factor is a measured ratio, not a line: where the probe's all-reduces took
+  // less than the least a profile accepts (they overlapped, or their calibrated cost alone came out
+  // high), it is held there and said, so that calibrate never writes a profile it cannot read.
+  if (f.allreduce < plan::kMinInRunFactor) {
+    char words[96];
+    std::snprintf(words, sizeof words, "allreduce %.2f, the probes gave %.3f", plan::kMinInRunFactor, f.allreduce);
+    f.bounded += (f.bounded.empty() ? "" : "; ") + std::string(words);
+    f.allreduce = plan::kMinInRunFactor;
+  }
   if (large) f.probe += "; sizes from " + large->factors.probe;
   return f;
 }

@@ -237,10 +237,10 @@ InRunFactors parse_in_run(const Field& in_run) {
                        "optimizer_extra_us", "forward_probed_us", "backward_probed_us", "optimizer_probed_us", "allreduce", "sync_backward_extra_us_per_mb", "send_extra_us", "delivery_extra_us", "send_unposted_us",
                        "late_receive_us", "probe", "bounded"});
   InRunFactors f;
-  f.forward = number_or(in_run, "forward", 1, 0.1);
-  f.backward = number_or(in_run, "backward", 1, 0.1);
-  f.optimizer = number_or(in_run, "optimizer", 1, 0.1);
-  f.allreduce = number_or(in_run, "allreduce", 1, 0.1);
+  f.forward = number_or(in_run, "forward", 1, kMinInRunFactor);
+  f.backward = number_or(in_run, "backward", 1, kMinInRunFactor);
+  f.optimizer = number_or(in_run, "optimizer", 1, kMinInRunFactor);
+  f.allreduce = number_or(in_run, "allreduce", 1, kMinInRunFactor);
   // May be negative (a run can beat the time alone); the sum never goes below 0.
   f.forward_extra_us = number_or(in_run, "forward_extra_us", 0, -1e9);
   f.backward_extra_us = number_or(in_run, "backward_extra_us", 0, -1e9);

@@ -92,6 +92,11 @@ struct AlphaBeta {
 /// what the calibrated tables predict for them. It holds what isolated timings miss: caches that
 /// the other micro-batches, the messages and the other rank's threads evict, and Gloo's threads
 /// taking CPU from compute on shared cores. Compute in a run takes
+/// The least an in-run factor may be, which a profile's reader enforces: no run makes an action or
+/// a step's all-reduces ten times faster than alone. What calibrate measures below it is held
+/// there and said (InRunFactors::bounded).
+constexpr double kMinInRunFactor = 0.1;
+
 /// `alone x factor + extra_us`.
 struct InRunFactors {
   double forward = 1, backward = 1, optimizer = 1;

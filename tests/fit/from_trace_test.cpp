@@ -5,6 +5,7 @@
 
 #include "cli/plan_report.hpp"
 #include "fit/from_trace.hpp"
+#include "fit/in_run.hpp"
 #include "plan/calibration.hpp"
 #include "plan/error.hpp"
 #include "plan/plan.hpp"
@@ -238,4 +239,21 @@ TEST_CASE("fit::launch_shares: an action is bound by the launches when the devic
   profiler::LoadedTrace cpu = trace(0.1);
   cpu.timeline.device.clear();
   CHECK(fit::launch_shares({cpu}).empty());
+}
+
+TEST_CASE("fit::layout_factors holds a probe's all-reduce factor below a profile's least at that least, and says so", "[fit][calibrate]") {
+  // A probe whose all-reduces took 0.078x their calibrated time alone (seen on CI: they overlapped
+  // backward): the profile's reader refuses factors under plan::kMinInRunFactor, so calibrate
+  // wrote a profile it could not read.
+  fit::ProbeResult probe;
+  for (auto& m : probe.means) m = {100, 120};
+  probe.factors.allreduce = 0.0776;
+  const plan::InRunFactors f = fit::layout_factors(probe, nullptr);
+  CHECK(f.allreduce == plan::kMinInRunFactor);
+  CHECK_THAT(f.bounded, Catch::Contains("allreduce 0.10, the probes gave 0.078"));
+  // At or above the least it is the measurement, untouched and unsaid.
+  probe.factors.allreduce = 0.66;
+  const plan::InRunFactors g = fit::layout_factors(probe, nullptr);
+  CHECK(g.allreduce == 0.66);
+  CHECK_THAT(g.bounded, !Catch::Contains("allreduce"));
 }
