@@ -17,6 +17,7 @@ built in exec/model.cpp's order, LibTorch initialising each as torch does.
 """
 import argparse
 import json
+import math
 import os
 import socket
 import sys
@@ -37,43 +38,164 @@ NAMES = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved-1f1b": "Interleaved1F1B"
          "interleaved-zero-bubble": "InterleavedZeroBubble", "zbv-zero-bubble": "ZBVZeroBubble",
          "dualpipev": "DualPipeV"}
 class Embed(torch.nn.Module):
-    """exec/model.cpp's EmbedImpl: tokens plus learned positions, out as [seq, batch, hidden]."""
+    """exec/model.cpp's EmbedImpl: tokens plus learned positions (none with rotary positions),
+    out as [seq, batch, hidden]."""
 
-    def __init__(self, vocab, hidden, seq):
+    def __init__(self, vocab, hidden, seq, positions=True):
         super().__init__()
         self.tok = torch.nn.Embedding(vocab, hidden)
-        self.pos = torch.nn.Embedding(seq, hidden)
+        self.pos = torch.nn.Embedding(seq, hidden) if positions else None
 
     def forward(self, ids):
-        return (self.tok(ids) + self.pos(torch.arange(ids.shape[1], device=ids.device)).unsqueeze(0)).transpose(0, 1).contiguous()
+        x = self.tok(ids)
+        if self.pos is not None:
+            x = x + self.pos(torch.arange(ids.shape[1], device=ids.device)).unsqueeze(0)
+        return x.transpose(0, 1).contiguous()
+
+
+class RMSNorm(torch.nn.Module):
+    """exec/model.cpp's RMSNormImpl (Hugging Face's LlamaRMSNorm: in fp32, eps 1e-5)."""
+
+    def __init__(self, hidden):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(hidden))
+
+    def forward(self, x):
+        x32 = x.float()
+        return self.weight * (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + 1e-5)).to(x.dtype)
+
+
+def make_norm(kind, hidden):
+    return RMSNorm(hidden) if kind == "rmsnorm" else torch.nn.LayerNorm(hidden)
+
+
+def rotate(x):
+    """Rotary positions, rotate-half form, base 10000, on [batch, heads, seq, head_dim]."""
+    s, d = x.shape[2], x.shape[3]
+    inv_freq = 1.0 / torch.pow(10000.0, torch.arange(0, d, 2, dtype=torch.float32, device=x.device) / d)
+    freqs = torch.outer(torch.arange(s, dtype=torch.float32, device=x.device), inv_freq)
+    angles = torch.cat([freqs, freqs], -1)
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    x1, x2 = x.chunk(2, -1)
+    return x * cos + torch.cat([-x2, x1], -1) * sin
+
+
+class Attention(torch.nn.Module):
+    """Causal self-attention with grouped key/value heads, as exec/model.cpp's AttentionImpl."""
+
+    def __init__(self, hidden, form):
+        super().__init__()
+        self.heads, self.kv_heads, self.rope = form["heads"], form["kv_heads"], form["rope"]
+        kv_width = hidden // self.heads * self.kv_heads
+        self.q_proj = torch.nn.Linear(hidden, hidden, bias=form["qkv_bias"])
+        self.k_proj = torch.nn.Linear(hidden, kv_width, bias=form["qkv_bias"])
+        self.v_proj = torch.nn.Linear(hidden, kv_width, bias=form["qkv_bias"])
+        self.o_proj = torch.nn.Linear(hidden, hidden, bias=form["bias"])
+
+    def forward(self, x):  # [seq, batch, hidden]
+        s, b, h = x.shape
+        d = h // self.heads
+
+        def split(t, n):
+            return t.view(s, b, n, d).permute(1, 2, 0, 3)
+
+        q, k, v = split(self.q_proj(x), self.heads), split(self.k_proj(x), self.kv_heads), split(self.v_proj(x), self.kv_heads)
+        if self.rope:
+            q, k = rotate(q), rotate(k)
+        if self.kv_heads < self.heads:
+            k = k.repeat_interleave(self.heads // self.kv_heads, 1)
+            v = v.repeat_interleave(self.heads // self.kv_heads, 1)
+        scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(d)
+        future = torch.ones(s, s, dtype=torch.bool, device=x.device).triu(1)
+        out = torch.matmul(torch.softmax(scores.masked_fill(future, float("-inf")), -1), v)
+        return self.o_proj(out.permute(2, 0, 1, 3).reshape(s, b, h))
+
+
+class Mlp(torch.nn.Module):
+    def __init__(self, hidden, ffn, form):
+        super().__init__()
+        self.kind = form["mlp"]
+        if self.kind == "swiglu":
+            self.gate_proj = torch.nn.Linear(hidden, ffn, bias=form["bias"])
+        self.up_proj = torch.nn.Linear(hidden, ffn, bias=form["bias"])
+        self.down_proj = torch.nn.Linear(ffn, hidden, bias=form["bias"])
+
+    def forward(self, x):
+        if self.kind == "swiglu":
+            return self.down_proj(torch.nn.functional.silu(self.gate_proj(x)) * self.up_proj(x))
+        if self.kind == "gelu":
+            return self.down_proj(torch.nn.functional.gelu(self.up_proj(x)))
+        if self.kind == "relu2":
+            return self.down_proj(torch.relu(self.up_proj(x)).square())
+        return self.down_proj(torch.relu(self.up_proj(x)))
+
+
+class Decoder(torch.nn.Module):
+    """The pre-norm decoder block of exec/model.cpp's DecoderImpl (Hugging Face's module order)."""
+
+    def __init__(self, hidden, ffn, form):
+        super().__init__()
+        self.self_attn = Attention(hidden, form)
+        self.mlp = Mlp(hidden, ffn, form)
+        self.input_layernorm = make_norm(form["norm"], hidden)
+        self.post_attention_layernorm = make_norm(form["norm"], hidden)
+
+    def forward(self, x):
+        x = x + self.self_attn(self.input_layernorm(x))
+        return x + self.mlp(self.post_attention_layernorm(x))
 
 
 class Head(torch.nn.Module):
-    def __init__(self, hidden, vocab):
+    """The final norm and the projection to the vocabulary: its own Linear, or with tied
+    embeddings the embedding's matrix (`tied`, an Embed of the same stage)."""
+
+    def __init__(self, hidden, vocab, norm="layernorm", bias=True, tied=None):
         super().__init__()
-        self.norm = torch.nn.LayerNorm(hidden)
-        self.output = torch.nn.Linear(hidden, vocab)
+        self.norm = make_norm(norm, hidden)
+        self.tied = [tied] if tied is not None else None  # a list: not registered as a child
+        if tied is None:
+            self.output = torch.nn.Linear(hidden, vocab, bias=bias)
 
     def forward(self, x):
-        return self.output(self.norm(x))
+        y = self.norm(x)
+        return torch.nn.functional.linear(y, self.tied[0].tok.weight) if self.tied else self.output(y)
 
 
 def shape(layer, suffix):
     return next(p["shape"] for p in layer["params"] if p["name"].endswith(suffix))
 
 
-def make_layer(layer, heads):
-    """One layer as exec/model.cpp builds it, in the same order of random draws."""
+def token_dims(plan):
+    """(vocab, hidden, seq_len, classes) of a token model's plan."""
+    first, last = plan["layers"][0], plan["layers"][-1]
+    vocab, hidden = shape(first, "tok.weight")
+    seq = int(first["output_elems_per_sample"]) // hidden
+    classes = last["output_elems_per_sample"] // seq if last["kind"] == "head" else vocab
+    return vocab, hidden, seq, int(classes)
+
+
+def make_layer(layer, heads, built=()):
+    """One layer as exec/model.cpp builds it, in the same order of random draws. `built`: the
+    stage's modules so far (a tied head takes the embedding's matrix from there)."""
     kind, name = layer["kind"], layer["name"]
+    form = layer.get("form")
     if kind == "embedding":
         vocab, hidden = shape(layer, "tok.weight")
-        return [Embed(vocab, hidden, shape(layer, "pos.weight")[0])]
+        seq = int(layer["output_elems_per_sample"]) // hidden
+        return [Embed(vocab, hidden, seq, positions=not (form and form["rope"]))]
+    if kind == "encoder" and form:
+        hidden = shape(layer, "q_proj.weight")[1]
+        return [Decoder(hidden, shape(layer, "up_proj.weight")[0], form)]
     if kind == "encoder":
         hidden = shape(layer, "in_proj_weight")[1]
         return [torch.nn.TransformerEncoderLayer(hidden, heads, dim_feedforward=shape(layer, "linear1.weight")[0], dropout=0.0)]
     if kind == "head":
-        vocab, hidden = shape(layer, "output.weight")
-        return [Head(hidden, vocab)]
+        hidden = shape(layer, "norm.weight")[0]
+        if form and form["tie_embeddings"]:
+            embed = next(m for m in built if isinstance(m, Embed))
+            return [Head(hidden, embed.tok.num_embeddings, form["norm"], tied=embed)]
+        vocab, _ = shape(layer, "output.weight")
+        return [Head(hidden, vocab, form["norm"] if form else "layernorm", bias=not form)]
     out_f, in_f = shape(layer, "weight")
     linear = [torch.nn.Linear(in_f, out_f, bias=any(p["name"].endswith("bias") for p in layer["params"]))]
     return linear if name == "out" else linear + [torch.nn.ReLU()]  # the mlp preset: ReLU but after the output
@@ -85,7 +207,7 @@ def stage_module(plan, stage, seed, heads):
     for name in plan["stages"][stage]["layers"]:
         index, layer = by_name[name]
         torch.manual_seed(seed * 1000003 + index)
-        layers += make_layer(layer, heads)
+        layers += make_layer(layer, heads, layers)
     return torch.nn.Sequential(*layers)
 
 
@@ -127,9 +249,7 @@ def worker(rank, args, port, queue):
     first_layer = plan["layers"][0]
     tokens = first_layer["kind"] == "embedding"
     if tokens:
-        vocab, hidden = shape(first_layer, "tok.weight")
-        seq = shape(first_layer, "pos.weight")[0]
-        classes = shape(plan["layers"][-1], "output.weight")[0]
+        vocab, hidden, seq, classes = token_dims(plan)
 
     def io(m, s):  # a micro-batch's input and output for stage s
         x = torch.zeros(mb, seq, dtype=torch.long) if (tokens and s == 0) else None

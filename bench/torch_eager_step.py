@@ -26,7 +26,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch  # noqa: E402
 
-from pipelining_torch import shape, stage_module, token_batch  # noqa: E402
+from pipelining_torch import stage_module, token_batch, token_dims  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -56,10 +56,7 @@ def main():
     scaler = torch.amp.GradScaler(args.device) if args.precision == "fp16" else None
     batch, chunks = plan["global_batch"], plan["chunks"]
     mb = batch // chunks
-    first = plan["layers"][0]
-    vocab, _ = shape(first, "tok.weight")
-    seq = shape(first, "pos.weight")[0]
-    classes = shape(plan["layers"][-1], "output.weight")[0]
+    vocab, _, seq, classes = token_dims(plan)
     batches = []
     for step in range(args.steps):
         ids, target = token_batch(step * batch, batch, seq, vocab, classes, args.seed)

@@ -59,6 +59,8 @@ json plan_json(const Plan& p) {
   out["scenario"] = s.name;
   out["file"] = s.file;
   out["model"] = s.model_description;
+  out["framework"] = plan::name(s.framework);
+  out["framework_set"] = s.framework_set;
   out["hardware"] = s.hardware.name;
   out["world_size"] = p.world_size;
   out["nodes"] = p.nodes;
@@ -87,6 +89,10 @@ json plan_json(const Plan& p) {
                       {"activation_elems_per_sample", l.activation_elems_per_sample},
                       {"output_elems_per_sample", l.output_elems_per_sample},
                       {"flops_per_sample", l.flops_per_sample}});
+    if (const auto& f = l.shape.form; f.decoder)  // what a reference model needs beyond the shapes
+      layers.back()["form"] = {{"heads", l.shape.heads}, {"kv_heads", l.shape.kv_heads()}, {"mlp", plan::name(f.mlp)},
+                               {"norm", plan::name(f.norm)}, {"rope", f.rope}, {"bias", f.bias}, {"qkv_bias", f.qkv_bias},
+                               {"tie_embeddings", f.tie_embeddings}};
   }
   out["layers"] = layers;
 
@@ -118,6 +124,22 @@ json plan_json(const Plan& p) {
   return out;
 }
 
+// What the trainer set; for a pipeline on GPUs left at PyTorch's semantics, what a Megatron-LM job
+// would change (its point-to-point alone moves the bubble several-fold on NCCL).
+std::string framework_line(const plan::Scenario& s) {
+  std::ostringstream o;
+  if (s.framework != plan::Framework::pytorch) {
+    o << "framework  " << plan::name(s.framework) << ": ";
+    if (s.framework_set.empty()) o << "nothing set (the scenario sets each of its semantics itself)";
+    for (size_t i = 0; i < s.framework_set.size(); ++i) o << (i ? ", " : "") << s.framework_set[i];
+    o << "\n";
+  } else if (s.parallel.pipeline > 1 && s.hardware.device.kind == plan::DeviceKind::cuda && s.parallel.p2p == plan::P2p::pytorch) {
+    o << "framework  pytorch (torch.distributed.pipelining's point-to-point: a send waits for its receive). For a Megatron-LM "
+         "or NeMo job set framework: megatron\n";
+  }
+  return o.str();
+}
+
 std::string plan_text(const Plan& p) {
   const auto& s = p.scenario;
   const auto& hw = s.hardware;
@@ -125,6 +147,7 @@ std::string plan_text(const Plan& p) {
   o << "scenario   " << s.name << "  (" << s.file << ")\n";
   o << "model      " << s.model_description << "\n"
     << "           " << p.layers().size() << " layers, " << total_params(p) << " parameters\n";
+  o << framework_line(s);
   o << "hardware   " << hw.name << ": " << hw.devices_per_node << " x " << hw.device.name << " per node ("
     << hw.node_link.name << ")" << (hw.network ? ", network " + hw.network->name : std::string()) << "; plan uses "
     << p.nodes << " node" << (p.nodes > 1 ? "s" : "") << "\n";

@@ -1,33 +1,174 @@
 #include "exec/model.hpp"
 
+#include <cmath>
+#include <limits>
+
 #include "plan/error.hpp"
 
 namespace parallax::exec {
 namespace {
 
-// Token embedding plus learned positions; output [seq, batch, hidden] as LibTorch's encoder
-// layers expect (no batch_first in its C++ API).
+// Token embedding plus learned positions (none with rotary positions: the blocks rotate Q and K);
+// output [seq, batch, hidden] as LibTorch's encoder layers expect (no batch_first in its C++ API).
 class EmbedImpl : public torch::nn::Module {
  public:
-  EmbedImpl(int64_t vocab, int64_t hidden, int64_t seq_len)
-      : tok(register_module("tok", torch::nn::Embedding(vocab, hidden))),
-        pos(register_module("pos", torch::nn::Embedding(seq_len, hidden))) {}
-  torch::Tensor forward(const torch::Tensor& ids) {
-    const auto positions = torch::arange(ids.size(1), ids.options().dtype(torch::kLong));  // on the ids' device
-    return (tok(ids) + pos(positions).unsqueeze(0)).transpose(0, 1).contiguous();
+  EmbedImpl(int64_t vocab, int64_t hidden, int64_t seq_len, bool positions)
+      : tok(register_module("tok", torch::nn::Embedding(vocab, hidden))) {
+    if (positions) pos = register_module("pos", torch::nn::Embedding(seq_len, hidden));
   }
-  torch::nn::Embedding tok, pos;
+  torch::Tensor forward(const torch::Tensor& ids) {
+    auto x = tok(ids);
+    if (pos) x = x + pos(torch::arange(ids.size(1), ids.options().dtype(torch::kLong))).unsqueeze(0);  // on the ids' device
+    return x.transpose(0, 1).contiguous();
+  }
+  torch::nn::Embedding tok;
+  torch::nn::Embedding pos{nullptr};
 };
 TORCH_MODULE(Embed);
 
+// RMSNorm (Zhang and Sennrich 2019) as Hugging Face's LlamaRMSNorm computes it: in fp32, scaled
+// by a learned weight. Written here because LibTorch 1.13 has no torch::nn::RMSNorm (2.4 added it).
+class RMSNormImpl : public torch::nn::Module {
+ public:
+  explicit RMSNormImpl(int64_t hidden) : weight(register_parameter("weight", torch::ones({hidden}))) {}
+  torch::Tensor forward(const torch::Tensor& x) {
+    const auto x32 = x.to(torch::kFloat);
+    return weight * (x32 * torch::rsqrt(x32.pow(2).mean(-1, /*keepdim=*/true) + kEps)).to(x.scalar_type());
+  }
+  static constexpr double kEps = 1e-5;
+  torch::Tensor weight;
+};
+TORCH_MODULE(RMSNorm);
+
+// A norm of either kind behind one call.
+struct Norm {
+  std::shared_ptr<torch::nn::Module> module;
+  std::function<torch::Tensor(const torch::Tensor&)> call;
+};
+Norm make_norm(plan::Norm kind, int64_t hidden) {
+  if (kind == plan::Norm::rmsnorm) {
+    auto m = RMSNorm(hidden).ptr();
+    return {m, [m](const torch::Tensor& x) { return m->forward(x); }};
+  }
+  auto m = torch::nn::LayerNorm(torch::nn::LayerNormOptions({hidden})).ptr();
+  return {m, [m](const torch::Tensor& x) { return m->forward(x); }};
+}
+
+// Rotary positions (Su et al. 2021) in the rotate-half form of GPT-NeoX and Hugging Face's Llama,
+// base 10000, on x [batch, heads, seq, head_dim].
+torch::Tensor rotate(const torch::Tensor& x) {
+  const int64_t s = x.size(2), d = x.size(3);
+  const auto opts = x.options().dtype(torch::kFloat);
+  const auto inv_freq = 1.0 / torch::pow(10000.0, torch::arange(0, d, 2, opts) / static_cast<double>(d));
+  const auto freqs = torch::outer(torch::arange(s, opts), inv_freq);
+  const auto angles = torch::cat({freqs, freqs}, -1);
+  const auto cos = angles.cos().to(x.scalar_type()), sin = angles.sin().to(x.scalar_type());
+  const auto halves = x.chunk(2, -1);
+  return x * cos + torch::cat({-halves[1], halves[0]}, -1) * sin;
+}
+
+// Causal self-attention with grouped key/value heads (each serves heads / kv_heads query heads).
+class AttentionImpl : public torch::nn::Module {
+ public:
+  AttentionImpl(const plan::LayerShape& s)
+      : heads_(s.heads), kv_heads_(s.kv_heads()), rope_(s.form.rope),
+        q_proj(register_module("q_proj", linear(s.hidden, s.hidden, s.form.qkv_bias))),
+        k_proj(register_module("k_proj", linear(s.hidden, s.hidden / s.heads * s.kv_heads(), s.form.qkv_bias))),
+        v_proj(register_module("v_proj", linear(s.hidden, s.hidden / s.heads * s.kv_heads(), s.form.qkv_bias))),
+        o_proj(register_module("o_proj", linear(s.hidden, s.hidden, s.form.bias))) {}
+  static torch::nn::Linear linear(int64_t in, int64_t out, bool bias) { return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias)); }
+
+  torch::Tensor forward(const torch::Tensor& x) {  // [seq, batch, hidden]
+    const int64_t s = x.size(0), b = x.size(1), h = x.size(2), d = h / heads_;
+    auto split = [&](const torch::Tensor& t, int64_t n) { return t.view({s, b, n, d}).permute({1, 2, 0, 3}); };
+    auto q = split(q_proj(x), heads_), k = split(k_proj(x), kv_heads_), v = split(v_proj(x), kv_heads_);
+    if (rope_) {
+      q = rotate(q);
+      k = rotate(k);
+    }
+    if (kv_heads_ < heads_) {
+      k = k.repeat_interleave(heads_ / kv_heads_, 1);
+      v = v.repeat_interleave(heads_ / kv_heads_, 1);
+    }
+    auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(d));
+    const auto future = torch::ones({s, s}, x.options().dtype(torch::kBool)).triu(1);
+    scores = scores.masked_fill(future, -std::numeric_limits<float>::infinity());
+    const auto out = torch::matmul(torch::softmax(scores, -1), v);  // [batch, heads, seq, d]
+    return o_proj(out.permute({2, 0, 1, 3}).reshape({s, b, h}));
+  }
+
+ private:
+  int64_t heads_, kv_heads_;
+  bool rope_;
+
+ public:
+  torch::nn::Linear q_proj, k_proj, v_proj, o_proj;
+};
+TORCH_MODULE(Attention);
+
+class MlpImpl : public torch::nn::Module {
+ public:
+  MlpImpl(const plan::LayerShape& s) : kind_(s.form.mlp) {
+    if (kind_ == plan::Mlp::swiglu) gate_proj = register_module("gate_proj", AttentionImpl::linear(s.hidden, s.ffn, s.form.bias));
+    up_proj = register_module("up_proj", AttentionImpl::linear(s.hidden, s.ffn, s.form.bias));
+    down_proj = register_module("down_proj", AttentionImpl::linear(s.ffn, s.hidden, s.form.bias));
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    switch (kind_) {
+      case plan::Mlp::swiglu: return down_proj(torch::silu(gate_proj(x)) * up_proj(x));
+      case plan::Mlp::gelu: return down_proj(torch::gelu(up_proj(x)));
+      case plan::Mlp::relu2: return down_proj(torch::relu(up_proj(x)).square());
+      case plan::Mlp::relu: break;
+    }
+    return down_proj(torch::relu(up_proj(x)));
+  }
+  torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+
+ private:
+  plan::Mlp kind_;
+};
+TORCH_MODULE(Mlp);
+
+// The pre-norm decoder block of GPT and the Llama family: x + attention(norm(x)), then
+// x + mlp(norm(x)); no dropout. Children registered as Hugging Face's LlamaDecoderLayer registers
+// them (plan/layers.cpp lists the same parameters in the same order).
+class DecoderImpl : public torch::nn::Module {
+ public:
+  explicit DecoderImpl(const plan::LayerShape& s)
+      : self_attn(register_module("self_attn", Attention(s))),
+        mlp(register_module("mlp", Mlp(s))),
+        input_layernorm(make_norm(s.form.norm, s.hidden)),
+        post_attention_layernorm(make_norm(s.form.norm, s.hidden)) {
+    register_module("input_layernorm", input_layernorm.module);
+    register_module("post_attention_layernorm", post_attention_layernorm.module);
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    x = x + self_attn(input_layernorm.call(x));
+    return x + mlp(post_attention_layernorm.call(x));
+  }
+  Attention self_attn;
+  Mlp mlp;
+  Norm input_layernorm, post_attention_layernorm;
+};
+TORCH_MODULE(Decoder);
+
+// The final norm and the projection to the vocabulary: its own Linear (with a bias in LibTorch's
+// encoder model, none in a decoder's), or the embedding's matrix when the embeddings are tied.
 class HeadImpl : public torch::nn::Module {
  public:
-  HeadImpl(int64_t hidden, int64_t vocab)
-      : norm(register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({hidden})))),
-        output(register_module("output", torch::nn::Linear(hidden, vocab))) {}
-  torch::Tensor forward(const torch::Tensor& x) { return output(norm(x)); }
-  torch::nn::LayerNorm norm;
-  torch::nn::Linear output;
+  HeadImpl(const plan::LayerShape& s, torch::Tensor tied) : norm(make_norm(s.form.norm, s.hidden)), tied_(std::move(tied)) {
+    register_module("norm", norm.module);
+    if (!tied_.defined()) output = register_module("output", AttentionImpl::linear(s.hidden, s.vocab, !s.form.decoder));
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    const auto y = norm.call(x);
+    return tied_.defined() ? torch::nn::functional::linear(y, tied_) : output(y);
+  }
+  Norm norm;
+  torch::nn::Linear output{nullptr};
+
+ private:
+  torch::Tensor tied_;
 };
 TORCH_MODULE(Head);
 
@@ -54,6 +195,7 @@ StageImpl::StageImpl(const plan::Plan& plan, int stage, uint64_t seed)
     : StageImpl(plan.layers(), plan.stages.at(stage).first_layer, plan.stages.at(stage).layer_count, seed) {}
 
 StageImpl::StageImpl(const std::vector<plan::Layer>& layers, int first, int count, uint64_t seed) {
+  torch::Tensor embedding;  // the token embedding's matrix, which a tied head projects with
   for (int l = first; l < first + count; ++l) {
     const plan::Layer& layer = layers[l];
     torch::manual_seed(seed * 1000003ULL + static_cast<uint64_t>(l));
@@ -66,12 +208,19 @@ StageImpl::StageImpl(const std::vector<plan::Layer>& layers, int first, int coun
         module = e.linear;
         break;
       case plan::LayerKind::embedding: {
-        auto m = Embed(s.vocab, s.hidden, s.seq_len).ptr();
+        auto m = Embed(s.vocab, s.hidden, s.seq_len, !s.form.rope).ptr();
+        embedding = m->tok->weight;
         e.call_other = [m](const torch::Tensor& x) { return m->forward(x); };
         e.other = module = m;
         break;
       }
       case plan::LayerKind::encoder:
+        if (s.form.decoder) {
+          auto m = Decoder(s).ptr();
+          e.call_other = [m](const torch::Tensor& x) { return m->forward(x); };
+          e.other = module = m;
+          break;
+        }
         // Dropout 0: runs with different layouts must compute the same function.
         e.encoder = torch::nn::TransformerEncoderLayer(
                         torch::nn::TransformerEncoderLayerOptions(s.hidden, s.heads).dim_feedforward(s.ffn).dropout(0.0))
@@ -79,7 +228,10 @@ StageImpl::StageImpl(const std::vector<plan::Layer>& layers, int first, int coun
         module = e.encoder;
         break;
       case plan::LayerKind::head: {
-        auto m = Head(s.hidden, s.vocab).ptr();
+        // Tied: the embedding of this stage (plan/executable.cpp keeps tied models on one stage).
+        if (s.form.tie_embeddings && !embedding.defined())
+          throw std::logic_error("tied embeddings with the head on another stage than the embedding");
+        auto m = Head(s, s.form.tie_embeddings ? embedding : torch::Tensor()).ptr();
         e.call_other = [m](const torch::Tensor& x) { return m->forward(x); };
         e.other = module = m;
         break;

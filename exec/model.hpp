@@ -35,7 +35,7 @@ class StageImpl : public torch::nn::Module {
     bool relu = false;
     std::shared_ptr<torch::nn::LinearImpl> linear;
     std::shared_ptr<torch::nn::TransformerEncoderLayerImpl> encoder;
-    std::shared_ptr<torch::nn::Module> other;  // embedding or head (file-local types)
+    std::shared_ptr<torch::nn::Module> other;  // embedding, decoder block or head (file-local types)
     std::function<torch::Tensor(const torch::Tensor&)> call_other;
   };
   std::vector<Entry> layers_;

@@ -134,6 +134,16 @@ const OptimizerCost* Calibration::optimizer(const std::string& kind, bool moment
   return any;
 }
 
+namespace {
+std::string form_signature(const LayerShape& sh) {
+  const BlockForm& f = sh.form;
+  std::ostringstream s;
+  s << "decoder kv" << sh.kv_heads() << " " << name(f.mlp) << " " << name(f.norm) << (f.rope ? " rope" : "")
+    << (f.bias ? "" : " nobias") << (f.qkv_bias && !f.bias ? " qkvbias" : "") << (f.tie_embeddings ? " tied" : "");
+  return s.str();
+}
+}  // namespace
+
 std::string layer_signature(const Layer& l, Precision precision) {
   std::ostringstream s;
   const auto& sh = l.shape;
@@ -149,6 +159,9 @@ std::string layer_signature(const Layer& l, Precision precision) {
     case LayerKind::head: s << "h" << sh.hidden << " vocab" << sh.vocab << " seq" << sh.seq_len; break;
     case LayerKind::synthetic: s << l.name; break;
   }
+  // A decoder block's form (a different layer at the same widths); LibTorch's encoder layer's
+  // signatures stay as older profiles wrote them.
+  if (l.shape.form.decoder && l.kind != LayerKind::linear && l.kind != LayerKind::synthetic) s << " " << form_signature(l.shape);
   s << " " << name(precision);
   return s.str();
 }

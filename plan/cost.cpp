@@ -125,32 +125,42 @@ struct Kernels {
   double attention_core = 0;             // forward of the scores, softmax and dropout (standard attention)
 };
 
-// An encoder block as Megatron-LM runs it on one of t tensor ranks: QKV, the per-head scores and
-// weighted values, the output projection and the two MLP linears; norms, the fused
-// scale-mask-softmax, dropouts with their residual adds and the activation function in between.
-// Backward runs each GEMM twice (input and weight gradients) and moves each memory-bound kernel's
-// bytes twice (its saved input and the incoming gradient in, the gradient out).
+// A transformer block as Megatron-LM runs it on one of t tensor ranks: Q, K and V, the per-head
+// scores and weighted values, the output projection and the MLP's linears (three for SwiGLU);
+// norms, the fused scale-mask-softmax, the residual adds (with dropout in LibTorch's encoder
+// layer), rotary positions and the activation function in between. Grouped-query attention's K and
+// V hold kv_heads heads, split at most that many ways. Backward runs each GEMM twice (input and
+// weight gradients) and moves each memory-bound kernel's bytes twice (its saved input and the
+// incoming gradient in, the gradient out).
 Kernels encoder_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel& m, double mb) {
+  const BlockForm& form = l.shape.form;
   const double s = static_cast<double>(l.shape.seq_len), h = static_cast<double>(l.shape.hidden);
   const double ffn = static_cast<double>(l.shape.ffn), t = p.tensor, e = m.e();
   const double heads = static_cast<double>(l.shape.heads) / t, d = h / static_cast<double>(l.shape.heads);
+  const double kv = static_cast<double>(l.shape.kv_heads()), kv_width = kv * d / std::min(t, kv);  // per rank
   const double tokens = mb * s, sp = p.sequence_parallel ? t : 1.0;
+  const double up_width = (form.mlp == Mlp::swiglu ? 2 : 1) * ffn / t;  // gate and up as one GEMM
   Kernels k;
-  k.gemm = m.gemm(1, tokens, 3 * h / t, h) + m.gemm(1, tokens, h, h / t) + m.gemm(1, tokens, ffn / t, h) +
+  k.gemm = m.gemm(1, tokens, h / t + 2 * kv_width, h) + m.gemm(1, tokens, h, h / t) + m.gemm(1, tokens, up_width, h) +
            m.gemm(1, tokens, h, ffn / t);
   k.backward_gemm = 2 * k.gemm;
   k.weight_gradient = k.gemm;  // one GEMM per weight; the attention core has none
-  // Norms (read, write), two dropout + residual adds (read two, write one and a mask), the
-  // activation function with its bias (read, write).
-  k.memory = m.memory((2 * 2 * e + 2 * (3 * e + 1)) * tokens * h / sp + 2 * e * tokens * ffn / t);
+  // Norms (read, write); two residual adds (read two, write one), with a dropout mask in the
+  // encoder layer; the activation function (read, write; SwiGLU reads gate and up); rotary
+  // positions on Q and K (read, write).
+  const double residual = form.decoder ? 3 * e : 3 * e + 1;
+  const double activation = (form.mlp == Mlp::swiglu ? 3 : 2) * e * tokens * ffn / t;
+  const double rope = form.rope ? 2 * e * tokens * (h / t + kv_width) : 0.0;
+  k.memory = m.memory((2 * 2 * e + 2 * residual) * tokens * h / sp + activation + rope);
   if (l.shape.flash_attention) {
     const double flops = 4 * mb * heads * s * s * d;
     k.gemm += m.flash(flops, false);
     k.backward_gemm += m.flash(2.5 * flops, true);  // FlashAttention-2 counts backward as 2.5 forwards
   } else {
     const double scores = mb * heads * s * s;
+    // The softmax, then dropout in the encoder layer.
     const double core = m.gemm(mb * heads, s, s, d) + m.gemm(mb * heads, s, d, s) +
-                        m.memory(2 * e * scores + (2 * e + 1) * scores);  // softmax, then dropout
+                        m.memory(2 * e * scores + (form.decoder ? 0.0 : (2 * e + 1) * scores));
     k.attention_core = core;
     k.gemm += core;
     k.backward_gemm += 2 * core;

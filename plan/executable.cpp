@@ -40,6 +40,8 @@ void check_executable(const Scenario& s) {
     predict_only("parallel.p2p", "Megatron-LM's point-to-point (parallel.p2p: megatron)");
   for (const auto& l : s.layers)
     if (l.shape.flash_attention) predict_only("model", "flash attention (layer '" + l.name + "')");
+  if (s.layers.back().shape.form.tie_embeddings && p.stages() > 1)
+    predict_only("model.tie_embeddings", "tied embeddings over several pipeline stages (the executor ties them within one stage)");
   // On CUDA, fp16 runs under autocast with a loss scaler (exec/grad_scaler.hpp).
   if (s.parallel.precision == Precision::fp16 && s.hardware.device.kind != DeviceKind::cuda)
     throw InputError(

@@ -1,7 +1,10 @@
 #include "plan/layers.hpp"
 
 #include <cmath>
+#include <filesystem>
 #include <sstream>
+
+#include "plan/hf_config.hpp"
 
 namespace parallax::plan {
 namespace {
@@ -21,6 +24,15 @@ void add_layer_norm_params(Layer& l, const std::string& prefix, int64_t hidden) 
   l.params.push_back({prefix + "weight", {hidden}});
   l.params.push_back({prefix + "bias", {hidden}});
 }
+
+// RMSNorm has a scale and no shift.
+void add_norm_params(Layer& l, const std::string& prefix, int64_t hidden, Norm norm) {
+  if (norm == Norm::layernorm) return add_layer_norm_params(l, prefix, hidden);
+  l.params.push_back({prefix + "weight", {hidden}});
+}
+
+// Bytes a dropout mask keeps per element (PyTorch keeps a bool mask).
+constexpr double kMaskBytes = 1;
 
 // Bounds on what a model may ask for. The largest published models have a few hundred layers and
 // widths, vocabularies and sequences below a million; past these a typo of a few digits would
@@ -46,12 +58,12 @@ SyntheticCost parse_synthetic_cost(const Field& map) {
   return c;
 }
 
-// `attention: standard | flash` (standard when absent).
-bool flash(const Field& map) {
-  return map["attention"].present() && to_choice(map["attention"], {"standard", "flash"}) == "flash";
+// `attention: standard | flash`; absent, the trainer's default (parse_model's flash_default).
+bool flash(const Field& map, bool by_default) {
+  return map["attention"].present() ? to_choice(map["attention"], {"standard", "flash"}) == "flash" : by_default;
 }
 
-Layer parse_layer(const Field& item, size_t index) {
+Layer parse_layer(const Field& item, size_t index, bool flash_default) {
   if (!item.is_map()) item.fail("each entry of 'model.layers' must be a map with a 'kind' (" + join(kKinds, " | ") + ")");
   const std::string kind = to_choice(require(item, "kind"), kKinds);
   const std::string name = string_or(item, "name", "layers." + std::to_string(index));
@@ -72,7 +84,7 @@ Layer parse_layer(const Field& item, size_t index) {
     const int64_t heads = to_int(require(item, "heads"), 1, kMaxWidth);
     if (hidden % heads != 0) item["heads"].fail("'hidden' must be divisible by 'heads'");
     return make_encoder(name, hidden, heads, positive(item, "ffn", 4 * hidden), to_int(require(item, "seq_len"), 1, kMaxWidth),
-                        flash(item));
+                        flash(item, flash_default));
   }
   if (kind == "head") {
     expect_keys(item, {"kind", "name", "hidden", "vocab", "seq_len"});
@@ -85,24 +97,92 @@ Layer parse_layer(const Field& item, size_t index) {
                         number_or(item, "activation_mb", 0, 0));
 }
 
-std::vector<Layer> transformer_preset(const Field& m, std::string* description) {
-  expect_keys(m, {"preset", "layers", "hidden", "heads", "ffn", "seq_len", "vocab", "attention"});
-  const int64_t blocks = layer_count(m, 8);
-  const int64_t hidden = positive(m, "hidden", 512);
-  const int64_t heads = positive(m, "heads", 8);
-  if (hidden % heads != 0) m["hidden"].fail("'model.hidden' (" + std::to_string(hidden) + ") must be divisible by 'model.heads' (" + std::to_string(heads) + ")");
-  const int64_t ffn = positive(m, "ffn", 4 * hidden);
-  const int64_t seq = positive(m, "seq_len", 128);
-  const int64_t vocab = positive(m, "vocab", 10000);
-  std::vector<Layer> layers;
-  layers.push_back(make_embedding("embed", vocab, hidden, seq));
-  for (int64_t i = 0; i < blocks; ++i)
-    layers.push_back(make_encoder("layers." + std::to_string(i), hidden, heads, ffn, seq, flash(m)));
-  layers.push_back(make_head("head", hidden, vocab, seq));
+// The model's width must split evenly into heads.
+void check_heads_divide_hidden(const Field& m, const TransformerShape& t) {
+  if (t.hidden % t.heads != 0)
+    (m["hidden"].present() ? m["hidden"] : m).fail("'model.hidden' (" + std::to_string(t.hidden) + ") must be divisible by 'model.heads' (" +
+                                                   std::to_string(t.heads) + ")");
+}
+
+// A choice among an enum's values, each named as plan::name() names it.
+template <typename E>
+E choice_of(const Field& f, const std::vector<E>& values) {
+  std::vector<std::string> names;
+  for (E v : values) names.push_back(name(v));
+  const std::string picked = to_choice(f, names);
+  for (E v : values)
+    if (picked == name(v)) return v;
+  return values.front();
+}
+
+std::string describe_transformer(const TransformerShape& t) {
   std::ostringstream d;
-  d << "transformer: embed + " << blocks << " encoder blocks + head (hidden " << hidden << ", heads "
-    << heads << ", ffn " << ffn << ", seq_len " << seq << ", vocab " << vocab << (flash(m) ? ", flash attention" : "") << ")";
-  *description = d.str();
+  const BlockForm& f = t.form;
+  d << "embed + " << t.blocks << (f.decoder ? " decoder" : " encoder") << " blocks + head (hidden " << t.hidden << ", heads " << t.heads;
+  if (f.decoder && f.kv_heads > 0 && f.kv_heads != t.heads) d << ", kv_heads " << f.kv_heads;
+  d << ", ffn " << t.ffn;
+  if (f.decoder) d << " " << name(f.mlp) << ", " << name(f.norm) << (f.rope ? ", rope" : ", learned positions");
+  if (f.tie_embeddings) d << ", tied embeddings";
+  d << ", seq_len " << t.seq_len << ", vocab " << t.vocab << (t.flash_attention ? ", flash attention" : "") << ")";
+  return d.str();
+}
+
+// The block-form keys: any of them makes the transformer's blocks decoder blocks (BlockForm).
+const std::vector<std::string> kFormKeys = {"kv_heads", "mlp", "norm", "positions", "tie_embeddings", "bias", "qkv_bias"};
+
+// `transformer` from its keys, or from a Hugging Face config (`hf_config`) whose values the keys
+// beside it override. seq_len and attention are the job's own: a config never gives them.
+std::vector<Layer> transformer_preset(const Field& m, std::string* description, bool flash_default) {
+  std::vector<std::string> allowed = {"preset", "hf_config", "layers", "hidden", "heads", "ffn", "seq_len", "vocab", "attention"};
+  allowed.insert(allowed.end(), kFormKeys.begin(), kFormKeys.end());
+  expect_keys(m, allowed);
+  const Field config = m["hf_config"];
+  // A config given by --set replaces the file's model: the file's other model keys (but seq_len
+  // and attention) are left out, so `--set model.hf_config=...` works over any scenario.
+  const bool config_replaces_file = config.present() && !m.doc().override_for(config.path()).empty();
+  auto given = [&](const std::string& key) {
+    if (!m[key].present()) return false;
+    return !config_replaces_file || key == "seq_len" || key == "attention" || !m.doc().override_for(m[key].path()).empty();
+  };
+  if (given("preset")) to_choice(m["preset"], {"transformer"});  // beside hf_config: only transformer
+  TransformerShape t;
+  std::string source = "transformer";
+  if (config.present()) {
+    if (!m["seq_len"].present())
+      m.fail("a model read from a Hugging Face config needs 'model.seq_len', the job's tokens per sample (a config states "
+             "only the longest sequence the model takes)");
+    const int64_t seq = positive(m, "seq_len", 0);
+    const HfModel hf = read_hf_config(config.resolve_path(to_string(config)), seq);
+    t = hf.shape;
+    source = std::filesystem::path(to_string(config)).filename().string() + " (" + hf.architecture + ")";
+  }
+  bool any_form_key = false;
+  for (const auto& k : kFormKeys) any_form_key |= given(k);
+  if (any_form_key && !t.form.decoder) {  // a decoder block from keys: GPT-2's form unless told otherwise
+    t.form.decoder = true;
+    t.form.mlp = Mlp::gelu;
+  }
+  if (given("layers")) t.blocks = layer_count(m, t.blocks);
+  if (given("hidden")) t.hidden = positive(m, "hidden", t.hidden);
+  if (given("heads")) t.heads = positive(m, "heads", t.heads);
+  check_heads_divide_hidden(m, t);
+  t.ffn = given("ffn") ? positive(m, "ffn", t.ffn) : config.present() ? t.ffn : 4 * t.hidden;
+  t.seq_len = positive(m, "seq_len", config.present() ? t.seq_len : 128);
+  if (given("vocab")) t.vocab = positive(m, "vocab", t.vocab);
+  t.flash_attention = flash(m, flash_default);
+  if (given("kv_heads")) t.form.kv_heads = positive(m, "kv_heads", t.heads);
+  if (given("mlp")) t.form.mlp = choice_of<Mlp>(m["mlp"], {Mlp::relu, Mlp::gelu, Mlp::swiglu, Mlp::relu2});
+  if (given("norm")) t.form.norm = choice_of<Norm>(m["norm"], {Norm::layernorm, Norm::rmsnorm});
+  if (given("positions")) t.form.rope = to_choice(m["positions"], {"learned", "rope"}) == "rope";
+  if (given("tie_embeddings")) t.form.tie_embeddings = to_bool(m["tie_embeddings"]);
+  if (given("bias")) t.form.bias = t.form.qkv_bias = to_bool(m["bias"]);
+  if (given("qkv_bias")) t.form.qkv_bias = to_bool(m["qkv_bias"]);
+  const int64_t kv = t.form.kv_heads > 0 ? t.form.kv_heads : t.heads;
+  if (kv > t.heads || t.heads % kv != 0)
+    (given("kv_heads") ? m["kv_heads"] : m).fail("'model.kv_heads' (" + std::to_string(kv) + ") must divide 'model.heads' (" +
+                                                 std::to_string(t.heads) + "): each key/value head serves a whole group of query heads");
+  std::vector<Layer> layers = make_transformer(t);
+  *description = source + ": " + describe_transformer(t);
   return layers;
 }
 
@@ -144,6 +224,18 @@ std::vector<Layer> synthetic_preset(const Field& m, std::string* description) {
 }
 
 }  // namespace
+
+const char* name(Mlp m) {
+  switch (m) {
+    case Mlp::relu: return "relu";
+    case Mlp::gelu: return "gelu";
+    case Mlp::swiglu: return "swiglu";
+    case Mlp::relu2: return "relu2";
+  }
+  return "?";
+}
+
+const char* name(Norm n) { return n == Norm::rmsnorm ? "rmsnorm" : "layernorm"; }
 
 const char* name(LayerKind k) {
   switch (k) {
@@ -191,25 +283,48 @@ Layer make_linear(const std::string& name, int64_t in, int64_t out, bool relu, b
   return l;
 }
 
-Layer make_embedding(const std::string& name, int64_t vocab, int64_t hidden, int64_t seq_len) {
+Layer make_embedding(const std::string& name, int64_t vocab, int64_t hidden, int64_t seq_len, const BlockForm& form) {
   Layer l;
   l.name = name;
   l.kind = LayerKind::embedding;
   l.shape.vocab = vocab;
   l.shape.hidden = hidden;
   l.shape.seq_len = seq_len;
+  l.shape.form = form;
   l.params.push_back({name + ".tok.weight", {vocab, hidden}, /*tensor_split=*/true});  // vocab-parallel
-  l.params.push_back({name + ".pos.weight", {seq_len, hidden}});
+  if (!form.rope) l.params.push_back({name + ".pos.weight", {seq_len, hidden}});
   // Backward needs only the token ids (int64: two fp32-sized elements each).
   l.activation_elems_per_sample = 2.0 * seq_len;
   l.input_elems_per_sample = 2.0 * seq_len;
   l.output_elems_per_sample = static_cast<double>(seq_len * hidden);
-  l.flops_per_sample = static_cast<double>(seq_len * hidden);  // adding the positions
+  l.flops_per_sample = form.rope ? 0.0 : static_cast<double>(seq_len * hidden);  // adding the positions
   return l;
 }
 
+BlockActivations block_activations(const LayerShape& sh, double e) {
+  const double s = static_cast<double>(sh.seq_len), h = static_cast<double>(sh.hidden);
+  const double a = static_cast<double>(sh.heads), ffn = static_cast<double>(sh.ffn);
+  const double kv_width = h / a * static_cast<double>(sh.kv_heads());
+  const bool dropout = !sh.form.decoder;  // LibTorch's encoder layer has dropout modules (at p = 0 here)
+  const double mask = dropout ? kMaskBytes : 0.0;
+  // What a gated MLP keeps: Megatron-core's fused SwiGLU keeps its input (gate and up, 2 x ffn)
+  // and the down projection's input (ffn); GELU and squared ReLU keep their input and output.
+  const double mlp_tensors = sh.form.mlp == Mlp::swiglu ? 3.0 : 2.0;
+  BlockActivations out;
+  // The two norms' inputs and the inputs of QKV and of the MLP, whole on every tensor rank, and
+  // the masks of the two dropouts after attention and after the MLP.
+  out.unsplit = s * h * (4 * e + 2 * mask);
+  // Q, the output projection's input, and the MLP's ffn-wide tensors.
+  out.split = s * e * (2 * h + mlp_tensors * ffn);
+  out.kv = s * e * 2 * kv_width;  // K and V (rotated, with rotary positions: RoPE fused keeps no more)
+  // The scores per head: softmax output, and with dropout its mask and output. Flash attention
+  // keeps no scores, only its softmax statistics (one fp32 per row and head).
+  out.scores = sh.flash_attention ? a * s * 4.0 : a * s * s * (dropout ? 2 * e + mask : e);
+  return out;
+}
+
 Layer make_encoder(const std::string& name, int64_t hidden, int64_t heads, int64_t ffn,
-                   int64_t seq_len, bool flash_attention) {
+                   int64_t seq_len, bool flash_attention, const BlockForm& form) {
   Layer l;
   l.name = name;
   l.kind = LayerKind::encoder;
@@ -218,48 +333,78 @@ Layer make_encoder(const std::string& name, int64_t hidden, int64_t heads, int64
   l.shape.ffn = ffn;
   l.shape.seq_len = seq_len;
   l.shape.flash_attention = flash_attention;
-  // LibTorch's TransformerEncoderLayerImpl::reset() registers self_attn, linear1, dropout, linear2,
-  // norm1, norm2; MultiheadAttention registers in_proj_weight, in_proj_bias, then out_proj.
+  l.shape.form = form;
   const std::string p = name + ".";
-  l.params.push_back({p + "self_attn.in_proj_weight", {3 * hidden, hidden}, true});  // column-parallel
-  l.params.push_back({p + "self_attn.in_proj_bias", {3 * hidden}, true});
-  add_linear_params(l, p + "self_attn.out_proj.", hidden, hidden, true, Split::row);
-  add_linear_params(l, p + "linear1.", hidden, ffn, true, Split::column);
-  add_linear_params(l, p + "linear2.", ffn, hidden, true, Split::row);
-  add_layer_norm_params(l, p + "norm1.", hidden);
-  add_layer_norm_params(l, p + "norm2.", hidden);
+  const int64_t kv = l.shape.kv_heads(), kv_width = hidden / heads * kv;
+  if (!form.decoder) {
+    // LibTorch's TransformerEncoderLayerImpl::reset() registers self_attn, linear1, dropout, linear2,
+    // norm1, norm2; MultiheadAttention registers in_proj_weight, in_proj_bias, then out_proj.
+    l.params.push_back({p + "self_attn.in_proj_weight", {3 * hidden, hidden}, true});  // column-parallel
+    l.params.push_back({p + "self_attn.in_proj_bias", {3 * hidden}, true});
+    add_linear_params(l, p + "self_attn.out_proj.", hidden, hidden, true, Split::row);
+    add_linear_params(l, p + "linear1.", hidden, ffn, true, Split::column);
+    add_linear_params(l, p + "linear2.", ffn, hidden, true, Split::row);
+    add_layer_norm_params(l, p + "norm1.", hidden);
+    add_layer_norm_params(l, p + "norm2.", hidden);
+  } else {
+    // Hugging Face's LlamaDecoderLayer order (exec/model.cpp registers the same): self_attn
+    // (q, k, v, o), mlp (gate, up, down), then the two norms.
+    add_linear_params(l, p + "self_attn.q_proj.", hidden, hidden, form.qkv_bias, Split::column);
+    for (const char* proj : {"k_proj.", "v_proj."}) {
+      const size_t first = l.params.size();
+      add_linear_params(l, p + "self_attn." + proj, hidden, kv_width, form.qkv_bias, Split::column);
+      for (size_t i = first; i < l.params.size(); ++i) l.params[i].max_split = kv;  // replicated past kv heads
+    }
+    add_linear_params(l, p + "self_attn.o_proj.", hidden, hidden, form.bias, Split::row);
+    if (form.mlp == Mlp::swiglu) add_linear_params(l, p + "mlp.gate_proj.", hidden, ffn, form.bias, Split::column);
+    add_linear_params(l, p + "mlp.up_proj.", hidden, ffn, form.bias, Split::column);
+    add_linear_params(l, p + "mlp.down_proj.", ffn, hidden, form.bias, Split::row);
+    add_norm_params(l, p + "input_layernorm.", hidden, form.norm);
+    add_norm_params(l, p + "post_attention_layernorm.", hidden, form.norm);
+  }
   const double s = static_cast<double>(seq_len), h = static_cast<double>(hidden);
-  // Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models", eq. 1:
-  // s*b*h*(34 + 5*a*s/h) bytes per layer with 2-byte activations, i.e. s*h*(17 + 2.5*a*s/h)
-  // elements per sample: attention 5.5*s*h + 2.5*a*s^2, layer norms 2*s*h, and the MLP 9.5*s*h,
-  // which the paper gives for ffn = 4h and which we scale by ffn/4h. This figure is the traffic
-  // the plain roofline reads; memory is plan/memory.cpp's, which splits the same terms by tensor
-  // and sequence parallelism and counts dropout masks as bytes.
-  const double ffn_scale = static_cast<double>(ffn) / (4.0 * h);
-  l.activation_elems_per_sample = s * h * (7.5 + 9.5 * ffn_scale) + 2.5 * heads * s * s;
+  // The traffic the plain roofline reads: the bytes kept at 2 bytes an element, counted as
+  // elements (memory is plan/memory.cpp's, which splits the same terms by tensor and sequence
+  // parallelism). At ffn = 4h and full attention, Korthikanti et al.'s s*h*(17 + 2.5*a*s/h).
+  const BlockActivations kept = block_activations(l.shape, 2.0);
+  l.activation_elems_per_sample = (kept.unsplit + kept.split + kept.kv + kept.scores) / 2.0;
   l.input_elems_per_sample = s * h;
   l.output_elems_per_sample = s * h;
-  // Per token: QKV 6h^2, out projection 2h^2, FFN 4*h*ffn; per sample the scores and the
-  // attention-weighted values add 4*s^2*h.
-  l.flops_per_sample = s * (8.0 * h * h + 4.0 * h * ffn) + 4.0 * s * s * h;
+  // Per token: Q and the output projection 2h^2 each, K and V 2*h*kv_width each, the MLP 2*h*ffn
+  // per matrix (three for SwiGLU); per sample the scores and the attention-weighted values add
+  // 4*s^2*h (grouped-query attention shares K and V, not the work per query head).
+  const double mlp_matrices = form.mlp == Mlp::swiglu ? 3.0 : 2.0;
+  l.flops_per_sample = s * (4.0 * h * h + 4.0 * h * static_cast<double>(kv_width) + 2.0 * mlp_matrices * h * ffn) + 4.0 * s * s * h;
   return l;
 }
 
-Layer make_head(const std::string& name, int64_t hidden, int64_t vocab, int64_t seq_len) {
+Layer make_head(const std::string& name, int64_t hidden, int64_t vocab, int64_t seq_len, const BlockForm& form) {
   Layer l;
   l.name = name;
   l.kind = LayerKind::head;
   l.shape.hidden = hidden;
   l.shape.vocab = vocab;
   l.shape.seq_len = seq_len;
-  add_layer_norm_params(l, name + ".norm.", hidden);
-  add_linear_params(l, name + ".output.", hidden, vocab, true, Split::column);  // vocab-parallel
+  l.shape.form = form;
+  add_norm_params(l, name + ".norm.", hidden, form.norm);
+  // Vocabulary-parallel. A decoder's output projection has no bias (every Hugging Face
+  // *ForCausalLM); tied, it is the embedding's matrix and holds no parameter of its own.
+  if (!form.tie_embeddings) add_linear_params(l, name + ".output.", hidden, vocab, !form.decoder, Split::column);
   const double s = static_cast<double>(seq_len), h = static_cast<double>(hidden);
   l.activation_elems_per_sample = s * (2.0 * h + static_cast<double>(vocab));  // norm in, linear in, logits
   l.input_elems_per_sample = s * h;
   l.output_elems_per_sample = s * static_cast<double>(vocab);
   l.flops_per_sample = 2.0 * s * h * vocab + 5.0 * s * h;
   return l;
+}
+
+std::vector<Layer> make_transformer(const TransformerShape& t) {
+  std::vector<Layer> layers;
+  layers.push_back(make_embedding("embed", t.vocab, t.hidden, t.seq_len, t.form));
+  for (int64_t i = 0; i < t.blocks; ++i)
+    layers.push_back(make_encoder("layers." + std::to_string(i), t.hidden, t.heads, t.ffn, t.seq_len, t.flash_attention, t.form));
+  layers.push_back(make_head("head", t.hidden, t.vocab, t.seq_len, t.form));
+  return layers;
 }
 
 Layer make_synthetic(const std::string& name, const SyntheticCost& cost, double params_mb,
@@ -277,13 +422,14 @@ Layer make_synthetic(const std::string& name, const SyntheticCost& cost, double 
   return l;
 }
 
-std::vector<Layer> parse_model(const Field& model, std::string* description) {
+std::vector<Layer> parse_model(const Field& model, std::string* description, bool flash_default) {
   if (!model.present()) model.fail("missing required key 'model' (a preset: mlp | transformer | synthetic, or a 'layers:' list)");
   if (!model.is_map()) model.fail("'model' must be a map with a 'preset' or a 'layers:' list");
+  if (model["hf_config"].present()) return transformer_preset(model, description, flash_default);
   Field preset = model["preset"];
   if (preset.present()) {
     const std::string kind = to_choice(preset, {"mlp", "transformer", "synthetic"});
-    if (kind == "transformer") return transformer_preset(model, description);
+    if (kind == "transformer") return transformer_preset(model, description, flash_default);
     if (kind == "mlp") return mlp_preset(model, description);
     return synthetic_preset(model, description);
   }
@@ -296,7 +442,7 @@ std::vector<Layer> parse_model(const Field& model, std::string* description) {
               std::to_string(kMaxLayers) + " are allowed");
   std::vector<Layer> layers;
   for (const Field& item : list.elements()) {
-    layers.push_back(parse_layer(item, layers.size()));
+    layers.push_back(parse_layer(item, layers.size(), flash_default));
     for (size_t i = 0; i + 1 < layers.size(); ++i)
       if (layers[i].name == layers.back().name)
         item.fail("layer name '" + layers.back().name + "' is used twice; names must be unique");

@@ -17,9 +17,16 @@ struct ParamSpec {
   /// Split over the tensor-parallel group (Megatron-LM's column- and row-parallel weights, the
   /// vocabulary); false: every tensor rank holds it whole (norms, positions, row-parallel biases).
   bool tensor_split = false;
+  /// A split weight is cut at most this many ways (0: any): grouped-query attention's key and value
+  /// projections hold `kv_heads` heads, and a tensor group larger than that replicates them.
+  int64_t max_split = 0;
   int64_t numel() const;
   /// Elements one tensor rank of a group of `tensor` holds.
-  int64_t numel_on(int tensor) const { return tensor_split ? (numel() + tensor - 1) / tensor : numel(); }
+  int64_t numel_on(int tensor) const {
+    if (!tensor_split) return numel();
+    const int64_t ways = max_split > 0 && max_split < tensor ? max_split : tensor;
+    return (numel() + ways - 1) / ways;
+  }
 };
 
 enum class LayerKind {
@@ -34,6 +41,29 @@ const char* name(LayerKind k);
 /// embedding, encoder, head); the others cannot take parallel.tensor > 1.
 inline bool tensor_splits(LayerKind k) { return k == LayerKind::embedding || k == LayerKind::encoder || k == LayerKind::head; }
 
+/// The MLP of a transformer block: LibTorch's encoder layer's ReLU, GPT's GELU, Llama's SwiGLU
+/// (gate, up and down projections; `ffn` is the width of gate and of up) or Nemotron-4's squared ReLU.
+enum class Mlp { relu, gelu, swiglu, relu2 };
+enum class Norm { layernorm, rmsnorm };
+const char* name(Mlp m);
+const char* name(Norm n);
+
+/// How a transformer's blocks are built. `decoder` false is LibTorch's TransformerEncoderLayer
+/// (post-norm, multi-head attention, ReLU MLP, biases: the transformer preset as it always was);
+/// true is the pre-norm decoder block of GPT and the Llama family that exec/model.cpp builds, with
+/// the choices below. Embedding, blocks and head of one model share one form.
+struct BlockForm {
+  bool decoder = false;
+  int64_t kv_heads = 0;          ///< key/value heads (grouped-query attention); 0: as many as heads
+  Mlp mlp = Mlp::relu;
+  Norm norm = Norm::layernorm;
+  bool rope = false;             ///< rotary positions in attention; false: learned positions in the embedding
+  bool bias = true;              ///< biases on the block's linears (the head's projection has none in a decoder)
+  bool qkv_bias = true;          ///< biases on Q, K and V (Qwen2 has them where the rest has none)
+  bool tie_embeddings = false;   ///< the head projects with the embedding's matrix
+  bool operator==(const BlockForm&) const = default;
+};
+
 /// The shape knobs of a layer; which ones apply depends on its kind.
 struct LayerShape {
   int64_t in = 0, out = 0;  ///< linear
@@ -43,7 +73,20 @@ struct LayerShape {
   /// encoder: the attention kernel. Standard attention materialises the s x s scores (and keeps
   /// them for backward); flash attention (Dao et al. 2022) never does.
   bool flash_attention = false;
+  BlockForm form;  ///< embedding, encoder, head
+  /// Key/value heads of an encoder block (`form.kv_heads`, or `heads` when that is 0).
+  int64_t kv_heads() const { return form.kv_heads > 0 ? form.kv_heads : heads; }
 };
+
+/// An encoder block's activations per sample in bytes (e bytes an element), as Korthikanti et al.
+/// 2022 (section 4.1) count them, re-derived for grouped-query attention and gated MLPs
+/// (docs/simulator.md): what every tensor rank keeps whole unless sequence parallelism splits it,
+/// what tensor parallelism splits, the key/value part (split at most kv_heads ways), and the s x s
+/// scores per head. LibTorch's encoder layer keeps dropout masks; the decoder block has no dropout.
+struct BlockActivations {
+  double unsplit = 0, split = 0, kv = 0, scores = 0;
+};
+BlockActivations block_activations(const LayerShape& shape, double e);
 
 /// Cost of a synthetic layer, stated by the user.
 struct SyntheticCost {
@@ -72,16 +115,26 @@ struct Layer {
   int64_t param_count(int tensor) const;
 };
 
-/// Expands `model:` (a preset or an explicit `layers:` list) into the layer list.
-/// The returned string is a one-line description ("transformer, 8 blocks, hidden 512").
-std::vector<Layer> parse_model(const Field& model, std::string* description);
+/// Expands `model:` (a preset, a Hugging Face config or an explicit `layers:` list) into the layer
+/// list. The returned string is a one-line description ("transformer, 8 blocks, hidden 512").
+/// `flash_default`: the attention kernel where `model.attention` is absent (the trainer's, plan/framework.hpp).
+std::vector<Layer> parse_model(const Field& model, std::string* description, bool flash_default = false);
+
+/// A transformer's shape: what the transformer preset's keys and a Hugging Face config give.
+struct TransformerShape {
+  int64_t blocks = 8, hidden = 512, heads = 8, ffn = 2048, seq_len = 128, vocab = 10000;
+  bool flash_attention = false;
+  BlockForm form;
+};
+/// embed, blocks, head.
+std::vector<Layer> make_transformer(const TransformerShape& t);
 
 /// Builders, also used by tests to check the shapes against hand-computed ones.
 Layer make_linear(const std::string& name, int64_t in, int64_t out, bool relu, bool bias = true);
-Layer make_embedding(const std::string& name, int64_t vocab, int64_t hidden, int64_t seq_len);
+Layer make_embedding(const std::string& name, int64_t vocab, int64_t hidden, int64_t seq_len, const BlockForm& form = {});
 Layer make_encoder(const std::string& name, int64_t hidden, int64_t heads, int64_t ffn,
-                   int64_t seq_len, bool flash_attention = false);
-Layer make_head(const std::string& name, int64_t hidden, int64_t vocab, int64_t seq_len);
+                   int64_t seq_len, bool flash_attention = false, const BlockForm& form = {});
+Layer make_head(const std::string& name, int64_t hidden, int64_t vocab, int64_t seq_len, const BlockForm& form = {});
 Layer make_synthetic(const std::string& name, const SyntheticCost& cost, double params_mb,
                      double activation_mb);
 

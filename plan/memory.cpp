@@ -10,30 +10,6 @@
 namespace parallax::plan {
 namespace {
 
-// Bytes a dropout mask keeps per element (PyTorch keeps a bool mask).
-constexpr double kMaskBytes = 1;
-
-// An encoder block's activations per sample, split as Korthikanti et al. 2022 (section 4.1) count
-// them with e bytes an element: what every tensor rank keeps whole unless sequence parallelism
-// splits it (the two norms' inputs 2e, the inputs of QKV and of the MLP 2e, two dropout masks),
-// what tensor parallelism splits (Q, K, V 3e, the output projection's input e, the MLP's two
-// ffn-wide tensors 2e x ffn/h), and the s x s scores per head (softmax output e, its dropout
-// mask, the dropout output e). At e = 2 and ffn = 4h: 10 + 24 + 5as/h, the paper's eq. 2.
-struct EncoderActivations {
-  double unsplit, split, scores;
-};
-
-EncoderActivations encoder_activations(const Layer& l, double e) {
-  const double s = static_cast<double>(l.shape.seq_len), h = static_cast<double>(l.shape.hidden);
-  const double a = static_cast<double>(l.shape.heads), ffn = static_cast<double>(l.shape.ffn);
-  EncoderActivations out;
-  out.unsplit = s * h * (4 * e + 2 * kMaskBytes);
-  out.split = s * h * (4 * e + 2 * e * ffn / h);
-  // Flash attention keeps no scores, only its softmax statistics (one fp32 per row and head).
-  out.scores = l.shape.flash_attention ? a * s * 4.0 : a * s * s * (2 * e + kMaskBytes);
-  return out;
-}
-
 // A layer's full activations for one micro-batch: as `parallax calibrate` measured them with the
 // CUDA caching allocator where the profile has them for this layer's signature (measured on one
 // tensor rank, everything kept), else as counted above. The count misses what autocast saves (the
@@ -65,9 +41,13 @@ double full_activation_bytes(const Layer& l, const ParallelSpec& p) {
   const double sp = p.sequence_parallel ? t : 1.0;
   switch (l.kind) {
     case LayerKind::encoder: {
-      const EncoderActivations x = encoder_activations(l, e);
+      // Korthikanti et al. 2022's count (plan/layers.hpp, block_activations): at e = 2, ffn = 4h and
+      // full attention, sbh(10 + 24/t + 5as/(ht)), the paper's eq. 2 with sequence parallelism off.
+      // Key/value heads are split at most kv_heads ways (Megatron-core replicates past that).
+      const BlockActivations x = block_activations(l.shape, e);
+      const double kv_ways = std::min(t, static_cast<double>(l.shape.kv_heads()));
       const double scores = p.activation_checkpointing == Recompute::selective ? 0.0 : x.scores / t;
-      return x.unsplit / sp + x.split / t + scores;
+      return x.unsplit / sp + x.split / t + x.kv / kv_ways + scores;
     }
     case LayerKind::head: {
       // The norm's and the projection's inputs (whole, or split by sequence parallelism) and the

@@ -64,6 +64,18 @@ std::vector<Bucket> stage_buckets(const Scenario& s, const Stage& stage) {
   return buckets;
 }
 
+// Tied embeddings with the head on another stage than the embedding: that stage holds its own copy
+// of the word embeddings, as Megatron-LM keeps one on the last pipeline stage (their gradients are
+// summed between the two stages; that small all-reduce is not simulated).
+int64_t tied_copy(const Scenario& scenario, const Stage& st) {
+  const auto& layers = scenario.layers;
+  const int end = st.first_layer + st.layer_count;
+  if (st.first_layer == 0 || end != static_cast<int>(layers.size()) || layers.back().kind != LayerKind::head ||
+      !layers.back().shape.form.tie_embeddings || layers.front().kind != LayerKind::embedding)
+    return 0;
+  return layers.front().params.front().numel_on(scenario.parallel.tensor);
+}
+
 }  // namespace
 
 // The one place the rank order is written out; everything else asks these two.
@@ -104,6 +116,7 @@ Plan resolve_plan(const Scenario& scenario, bool check_generated) {
     first += st.layer_count;
     for (int l = st.first_layer; l < st.first_layer + st.layer_count; ++l)
       st.param_count += scenario.layers[l].param_count(p.tensor);
+    st.param_count += tied_copy(scenario, st);
     st.param_bytes = st.param_count * kParamBytes;
     if (p.data > 1) st.buckets = stage_buckets(scenario, st);
     plan.stages.push_back(std::move(st));

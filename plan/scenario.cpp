@@ -1,5 +1,6 @@
 #include "plan/scenario.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <numeric>
 
@@ -9,7 +10,7 @@
 namespace parallax::plan {
 namespace {
 
-const std::vector<std::string> kTopKeys = {"name", "model", "data", "parallel", "optimizer", "hardware"};
+const std::vector<std::string> kTopKeys = {"name", "framework", "model", "data", "parallel", "optimizer", "hardware"};
 // The data keys that are not knobs (data.batch_size is; plan/knobs.cpp reads the knobs).
 const std::vector<std::string> kDataKeys = {"source", "steps", "seed", "shuffle"};
 const std::vector<std::string> kOptimizerKeys = {"kind", "lr", "momentum", "weight_decay"};
@@ -78,6 +79,13 @@ static void check_tensor_parallel(const Scenario& s) {
     if (l.shape.heads % p.tensor != 0)
       fail_at(s, "parallel.tensor", "parallel.tensor " + t + " does not divide the " + std::to_string(l.shape.heads) +
                                         " attention heads of layer '" + l.name + "'; each tensor rank takes whole heads");
+    // Megatron-core splits key/value heads over the group; a group larger than the key/value heads
+    // replicates each one over tensor / kv_heads ranks (as the issue asks; plan/layers.hpp's max_split).
+    const int64_t kv = l.shape.kv_heads();
+    if (kv % p.tensor != 0 && p.tensor % kv != 0)
+      fail_at(s, "parallel.tensor", "parallel.tensor " + t + " and the " + std::to_string(kv) + " key/value heads of layer '" + l.name +
+                                        "': one must divide the other (the heads are split over the group, or each is replicated on "
+                                        "tensor / kv_heads ranks)");
     if (l.shape.ffn % p.tensor != 0)
       fail_at(s, "parallel.tensor", "parallel.tensor " + t + " does not divide the ffn width " + std::to_string(l.shape.ffn) +
                                         " of layer '" + l.name + "'");
@@ -206,16 +214,37 @@ Location Scenario::where(const std::string& key_path) const {
   return Location{file, 1, 1};
 }
 
+static Framework parse_framework(const Field& f) {
+  if (!f.present()) return Framework::pytorch;
+  std::vector<std::string> names;
+  for (Framework x : frameworks()) names.push_back(name(x));
+  const std::string picked = to_choice(f, names);
+  for (Framework x : frameworks())
+    if (picked == name(x)) return x;
+  return Framework::pytorch;
+}
+
 Scenario parse_scenario(const YamlDocument& doc) {
   Scenario s;
   const Field root = Field::root(doc);
   expect_keys(root, kTopKeys);
   s.file = doc.file();
   s.name = string_or(root, "name", std::filesystem::path(doc.file()).stem().string());
-  s.layers = parse_model(root["model"], &s.model_description);
+  s.framework = parse_framework(root["framework"]);
+  const FrameworkSemantics& trainer = semantics(s.framework);
+  s.layers = parse_model(root["model"], &s.model_description, trainer.flash_attention);
+  if (trainer.flash_attention && !root["model"]["attention"].present() &&
+      std::any_of(s.layers.begin(), s.layers.end(), [](const Layer& l) { return l.shape.flash_attention; }))
+    s.framework_set.push_back("model.attention=flash");
   s.data = parse_data(root["data"], s);
   check_parallel_section(root["parallel"], s);
   Settings knob_values;
+  for (const auto& [key, value] : trainer.knobs) {  // the trainer's semantics, then what the scenario sets
+    const Knob& k = knob(key);
+    if (root[k.section()][k.name()].present()) continue;
+    k.set(knob_values, k.parse(value, root.where()));
+    s.framework_set.push_back(key + "=" + value);
+  }
   read_knobs(root, &knob_values);
   apply(knob_values, &s);
   for (const Knob& k : knobs()) remember(s, root[k.section()][k.name()]);
@@ -243,7 +272,9 @@ Scenario load_scenario(const std::string& path, const std::vector<std::string>& 
 }
 
 std::vector<std::string> scenario_keys() {
-  std::vector<std::string> keys = {"name", "hardware", "model.preset", "model.layers"};
+  std::vector<std::string> keys = {"name", "framework", "hardware", "model.preset", "model.layers", "model.hf_config", "model.kv_heads",
+                                   "model.mlp", "model.norm", "model.positions", "model.tie_embeddings", "model.bias",
+                                   "model.qkv_bias"};
   for (const auto& k : kDataKeys) keys.push_back("data." + k);
   for (const Knob& k : knobs()) keys.push_back(k.key);
   for (const auto& k : kOptimizerKeys) keys.push_back("optimizer." + k);

@@ -9,6 +9,7 @@
 
 #include "plan/error.hpp"
 #include "plan/hardware.hpp"
+#include "plan/framework.hpp"
 #include "plan/layers.hpp"
 #include "plan/precision.hpp"
 
@@ -128,6 +129,10 @@ struct OptimizerSpec {
 
 struct Scenario {
   std::string name;
+  Framework framework = Framework::pytorch;
+  /// What `framework` set ("parallel.p2p=megatron", "model.attention=flash"): its defaults that the
+  /// scenario did not set itself.
+  std::vector<std::string> framework_set;
   std::string file;  ///< where it was read from ("(built-in) ..." for the default)
   std::string model_description;
   std::vector<Layer> layers;

@@ -35,6 +35,46 @@ TEST_CASE("exec::Stage: parameters equal the plan's for the transformer preset",
       "parallel: {pipeline: 3, partition_len: [2, 2, 2]}\nhardware: cpu-host\n"));
 }
 
+TEST_CASE("exec::Stage: parameters equal the plan's for Llama-family and GPT decoder blocks", "[exec]") {
+  for (const std::string form : {"kv_heads: 2, mlp: swiglu, norm: rmsnorm, positions: rope, bias: false",
+                                 "mlp: relu2, kv_heads: 1, positions: rope, bias: false",
+                                 "qkv_bias: true, bias: false, mlp: swiglu, norm: rmsnorm, kv_heads: 2", "mlp: gelu"}) {
+    INFO(form);
+    check_stages_match_plan(test::plan_from(
+        "model: {preset: transformer, layers: 4, hidden: 32, heads: 4, ffn: 48, seq_len: 8, vocab: 50, " + form + "}\n"
+        "parallel: {pipeline: 3, partition_len: [2, 2, 2]}\nhardware: cpu-host\n"));
+  }
+  // Tied embeddings on one stage: the head projects with the embedding's matrix.
+  const auto tied = test::plan_from("model: {preset: transformer, layers: 1, hidden: 16, heads: 2, seq_len: 4, vocab: 20, "
+                                    "tie_embeddings: true}\nhardware: cpu-host\n");
+  check_stages_match_plan(tied);
+  exec::Stage stage(tied, 0, 3);
+  const auto ids = torch::randint(20, {2, 4});
+  const auto out = stage->forward(ids);  // [seq, batch, vocab]
+  auto embedding = stage->named_parameters()["embed.tok.weight"];
+  stage->zero_grad();
+  out.sum().backward();
+  CHECK(out.sizes().vec() == std::vector<int64_t>{4, 2, 20});
+  CHECK(embedding.grad().abs().sum().item<double>() > 0);
+}
+
+TEST_CASE("exec::Stage: a decoder block is causal, and a two-stage forward equals the one-stage one", "[exec]") {
+  const std::string yaml = "model: {preset: transformer, layers: 2, hidden: 16, heads: 4, kv_heads: 2, ffn: 24, mlp: swiglu, "
+                           "norm: rmsnorm, positions: rope, seq_len: 6, vocab: 30}\nhardware: cpu-host\n";
+  const auto whole = test::plan_from(yaml);
+  const auto split = test::plan_from(yaml, {"parallel.pipeline=2"});
+  exec::Stage all(whole, 0, 3), first(split, 0, 3), second(split, 1, 3);
+  const auto ids = torch::randint(30, {3, 6});
+  const auto out = all->forward(ids);
+  CHECK(torch::allclose(out, second->forward(first->forward(ids)), 1e-5, 1e-6));
+  // Changing the last token changes no earlier position's output.
+  auto changed = ids.clone();
+  changed.index_put_({torch::indexing::Slice(), 5}, (ids.index({torch::indexing::Slice(), 5}) + 1) % 30);
+  const auto out2 = all->forward(changed);
+  CHECK(torch::allclose(out.slice(0, 0, 5), out2.slice(0, 0, 5), 1e-6, 1e-7));
+  CHECK_FALSE(torch::allclose(out.slice(0, 5, 6), out2.slice(0, 5, 6), 1e-6, 1e-7));
+}
+
 TEST_CASE("exec::Stage: parameters equal the plan's for an explicit layer list", "[exec]") {
   check_stages_match_plan(test::plan_from(
       "model:\n  layers:\n"

@@ -1,0 +1,49 @@
+#include "plan/framework.hpp"
+
+namespace parallax::plan {
+
+const char* name(Framework f) {
+  switch (f) {
+    case Framework::pytorch: return "pytorch";
+    case Framework::megatron: return "megatron";
+    case Framework::torchtitan: return "torchtitan";
+    case Framework::deepspeed: return "deepspeed";
+  }
+  return "?";
+}
+
+const std::vector<Framework>& frameworks() {
+  static const std::vector<Framework> all = {Framework::pytorch, Framework::megatron, Framework::torchtitan, Framework::deepspeed};
+  return all;
+}
+
+const FrameworkSemantics& semantics(Framework f) {
+  // Each trainer's defaults, not its recipes: Megatron-LM's --use-distributed-optimizer is a flag
+  // (off unless given), so the framework leaves it off; set parallel.distributed_optimizer for it.
+  // All four order ranks tensor-innermost, data, then pipeline outermost (Megatron-LM's tp-dp-pp;
+  // torchtitan's device mesh [pp, dp, cp, tp]), Parallax's default rank order.
+  static const FrameworkSemantics pytorch{{}, false, "torch.distributed.pipelining and DDP under torch.autocast (Parallax's defaults)"};
+  static const FrameworkSemantics megatron{
+      {{"parallel.p2p", "megatron"}, {"parallel.master_weights", "true"}, {"parallel.rank_order", "tp-dp-pp"}},
+      true,
+      "Megatron-LM / Megatron-core: receives posted with their sends, 16-bit weights with fp32 masters, Transformer Engine's "
+      "flash attention"};
+  static const FrameworkSemantics torchtitan{
+      {{"parallel.p2p", "pytorch"}, {"parallel.master_weights", "false"}, {"parallel.rank_order", "tp-dp-pp"}},
+      true,
+      "torchtitan: torch.distributed.pipelining, fp32 parameters with bf16 compute (FSDP2's mixed precision), "
+      "scaled_dot_product_attention's flash kernel"};
+  static const FrameworkSemantics deepspeed{
+      {{"parallel.p2p", "pytorch"}, {"parallel.master_weights", "true"}, {"parallel.rank_order", "tp-dp-pp"}},
+      false,
+      "DeepSpeed: blocking pipeline sends, a 16-bit model with fp32 master weights in its optimizer"};
+  switch (f) {
+    case Framework::megatron: return megatron;
+    case Framework::torchtitan: return torchtitan;
+    case Framework::deepspeed: return deepspeed;
+    case Framework::pytorch: break;
+  }
+  return pytorch;
+}
+
+}  // namespace parallax::plan

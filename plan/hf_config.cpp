@@ -1,0 +1,137 @@
+#include "plan/hf_config.hpp"
+
+#include <filesystem>
+#include <map>
+
+namespace parallax::plan {
+namespace {
+
+// Fields every architecture may hold that change nothing Parallax plans: "_source" (where a shipped
+// config in scenarios/models/ came from), token ids, inference
+// and initialisation settings, dtypes, the rotary base and scaling (how positions are encoded,
+// not what they cost), norm epsilons and dropout rates (the decoder block is planned and run
+// without dropout, as these families train).
+const std::vector<std::string> kIgnored = {
+    "_source", "_name_or_path", "architectures", "model_type", "bos_token_id", "eos_token_id", "pad_token_id",
+    "torch_dtype", "transformers_version", "use_cache", "initializer_range", "pretraining_tp",
+    "rope_theta", "rope_scaling", "rms_norm_eps", "norm_eps", "layer_norm_eps", "layer_norm_epsilon",
+    "attention_dropout", "hidden_dropout", "max_position_embeddings", "partial_rotary_factor",
+    "head_dim", "kv_channels", "attention_bias", "mlp_bias", "tie_word_embeddings", "sliding_window",
+    "use_sliding_window", "max_window_layers", "hidden_act", "num_key_value_heads", "vocab_size",
+    "hidden_size", "intermediate_size", "num_attention_heads", "num_hidden_layers",
+    "bos_token", "eos_token", "tokenizer_class", "output_attentions", "output_hidden_states",
+    "return_dict", "id2label", "label2id", "use_return_dict"};
+// GPT-2's own names.
+const std::vector<std::string> kGpt2 = {
+    "n_layer", "n_embd", "n_head", "n_inner", "n_positions", "n_ctx", "activation_function", "attn_pdrop",
+    "embd_pdrop", "resid_pdrop", "summary_activation", "summary_first_dropout", "summary_proj_to_labels",
+    "summary_type", "summary_use_proj", "task_specific_params", "scale_attn_weights",
+    "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn"};
+
+const std::vector<std::string> kArchitectures = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
+                                                 "GPT2LMHeadModel", "NemotronForCausalLM"};
+
+int64_t width(const Field& map, const std::string& key) { return to_int(require(map, key), 1, int64_t{1} << 20); }
+
+// hidden_act of the Llama-style families: silu is SwiGLU (gate * silu), relu2 squared ReLU.
+Mlp activation(const Field& f, const std::string& arch) {
+  const std::string act = to_string(f);
+  if (arch == "NemotronForCausalLM") {
+    if (act == "relu2") return Mlp::relu2;
+    f.fail("hidden_act '" + act + "': NemotronForCausalLM is read with relu2 (squared ReLU) only");
+  }
+  if (act == "silu" || act == "swish") return Mlp::swiglu;
+  f.fail("hidden_act '" + act + "': " + arch + " is read with silu (SwiGLU) only");
+}
+
+TransformerShape llama_family(const Field& c, const std::string& arch) {
+  TransformerShape t;
+  t.form.decoder = true;
+  t.form.rope = true;
+  t.form.norm = arch == "NemotronForCausalLM" ? Norm::layernorm : Norm::rmsnorm;  // Nemotron's LayerNorm1P
+  t.blocks = to_int(require(c, "num_hidden_layers"), 1, 10000);
+  t.hidden = width(c, "hidden_size");
+  t.heads = width(c, "num_attention_heads");
+  t.ffn = width(c, "intermediate_size");
+  t.vocab = width(c, "vocab_size");
+  t.form.kv_heads = c["num_key_value_heads"].present() ? width(c, "num_key_value_heads") : t.heads;
+  t.form.mlp = activation(c["hidden_act"].present() ? c["hidden_act"] : require(c, "hidden_act"), arch);
+  t.form.tie_embeddings = bool_or(c, "tie_word_embeddings", false);
+  if (arch == "Qwen2ForCausalLM") {  // Qwen2's attention has biases on Q, K and V, nowhere else
+    t.form.bias = false;
+    t.form.qkv_bias = true;
+  } else {
+    const bool attention = bool_or(c, "attention_bias", false), mlp = bool_or(c, "mlp_bias", attention);
+    if (attention != mlp)
+      c["mlp_bias"].fail("attention_bias " + std::string(attention ? "true" : "false") + " with mlp_bias " + (mlp ? "true" : "false") +
+                         ": Parallax plans biases on all of a block's linears or on none");
+    t.form.bias = t.form.qkv_bias = attention;
+  }
+  if (c["head_dim"].present() && to_int(c["head_dim"], 1) * t.heads != t.hidden)
+    c["head_dim"].fail("head_dim " + std::to_string(to_int(c["head_dim"], 1)) + " is not hidden_size / num_attention_heads (" +
+                       std::to_string(t.hidden / t.heads) + "); Parallax plans heads of width hidden / heads");
+  return t;
+}
+
+TransformerShape gpt2(const Field& c) {
+  TransformerShape t;
+  t.form.decoder = true;
+  t.form.mlp = Mlp::gelu;
+  t.blocks = to_int(require(c, "n_layer"), 1, 10000);
+  t.hidden = width(c, "n_embd");
+  t.heads = width(c, "n_head");
+  t.ffn = c["n_inner"].present() ? width(c, "n_inner") : 4 * t.hidden;  // null: 4 x n_embd
+  t.vocab = width(c, "vocab_size");
+  t.form.tie_embeddings = bool_or(c, "tie_word_embeddings", true);
+  if (c["activation_function"].present()) {
+    const std::string act = to_string(c["activation_function"]);
+    if (act.rfind("gelu", 0) != 0) c["activation_function"].fail("activation_function '" + act + "': GPT2LMHeadModel is read with a GELU only");
+  }
+  return t;
+}
+
+}  // namespace
+
+const std::vector<std::string>& hf_architectures() { return kArchitectures; }
+
+HfModel read_hf_config(const std::string& path, int64_t seq_len) {
+  if (!std::filesystem::is_regular_file(path)) throw InputError(Location{path}, "no such Hugging Face config file");
+  const YamlDocument doc = YamlDocument::from_file(path);
+  const Field c = Field::root(doc);
+  if (!c.is_map()) c.fail("a Hugging Face config.json is a JSON object");
+  const Field archs = require(c, "architectures");
+  if (!archs.is_sequence() || archs.node().size() != 1)
+    archs.fail("'architectures' must list exactly one architecture, one of: " + join(kArchitectures));
+  HfModel m;
+  m.architecture = to_choice(archs.elements().front(), kArchitectures);
+  const bool is_gpt2 = m.architecture == "GPT2LMHeadModel";
+  std::vector<std::string> known = kIgnored;
+  if (is_gpt2) known.insert(known.end(), kGpt2.begin(), kGpt2.end());
+  expect_keys(c, known);
+  m.shape = is_gpt2 ? gpt2(c) : llama_family(c, m.architecture);
+  if (m.shape.hidden % m.shape.heads != 0)
+    c[is_gpt2 ? "n_embd" : "hidden_size"].fail("the width " + std::to_string(m.shape.hidden) + " is not divisible by the " +
+                                               std::to_string(m.shape.heads) + " attention heads");
+  const int64_t kv = m.shape.form.kv_heads > 0 ? m.shape.form.kv_heads : m.shape.heads;
+  if (kv > m.shape.heads || m.shape.heads % kv != 0)
+    c["num_key_value_heads"].fail("num_key_value_heads " + std::to_string(kv) + " must divide num_attention_heads " +
+                                  std::to_string(m.shape.heads));
+  const Field window = c[is_gpt2 ? "n_positions" : "max_position_embeddings"];
+  if (window.present()) {
+    m.max_positions = to_int(window, 1);
+    if (seq_len > m.max_positions)
+      window.fail("the job's model.seq_len " + std::to_string(seq_len) + " is longer than the " + std::to_string(m.max_positions) +
+                  " positions this model takes");
+  }
+  // Sliding-window attention, where it is on, limits what each token attends to: below the
+  // window it changes nothing; past it Parallax would plan full attention, so it refuses.
+  const Field sliding = c["sliding_window"];
+  const bool sliding_on = m.architecture == "Qwen2ForCausalLM" ? bool_or(c, "use_sliding_window", false) : sliding.present();
+  if (sliding_on && sliding.present() && seq_len > to_int(sliding, 1))
+    sliding.fail("sliding-window attention of " + std::to_string(to_int(sliding, 1)) + " tokens at model.seq_len " +
+                 std::to_string(seq_len) + ": Parallax plans full attention only; keep seq_len within the window");
+  m.shape.seq_len = seq_len;
+  return m;
+}
+
+}  // namespace parallax::plan

@@ -1,0 +1,28 @@
+#pragma once
+// A transformer read from its Hugging Face `config.json` (`model: {hf_config: PATH}`): the
+// architectures Parallax knows, each field it reads, and the fields it knows to leave alone.
+// Anything else is an InputError at the field's line and column, so a config that would mean a
+// model Parallax cannot build (sliding windows past the sequence, a head width that is not
+// hidden / heads, biases on one half of a block) is refused rather than planned wrong.
+#include <string>
+
+#include "plan/layers.hpp"
+#include "plan/yaml_reader.hpp"
+
+namespace parallax::plan {
+
+struct HfModel {
+  TransformerShape shape;     ///< seq_len and the attention kernel are the job's, not the config's
+  std::string architecture;   ///< "LlamaForCausalLM"
+  int64_t max_positions = 0;  ///< the longest sequence the model takes (0: not stated)
+};
+
+/// The architectures read: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM,
+/// GPT2LMHeadModel, NemotronForCausalLM.
+const std::vector<std::string>& hf_architectures();
+
+/// Reads the config at `path` (JSON, read as YAML 1.2, of which JSON is a subset, so each field
+/// keeps its place). `seq_len` is the job's, checked against the model's window.
+HfModel read_hf_config(const std::string& path, int64_t seq_len);
+
+}  // namespace parallax::plan

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The Llama-family blocks on the executor against plain PyTorch (issue 55's check): for each block
+# form, `parallax run` of a one-rank plan and the same model built in PyTorch from `parallax plan
+# --json` (bench/pipelining_torch.py's Decoder, bench/torch_eager_step.py's loop: the same initial
+# weights, drawn in exec/model.cpp's order, the same synthetic tokens, AdamW) train 10 steps in
+# fp32; every step's loss must agree to 1e-5 relative. The Llama form runs a second time as two
+# pipeline stages, against the same one-stage reference.
+#   decoder_reference.sh PARALLAX PYTHON SOURCE_DIR
+set -euo pipefail
+parallax=$1 python=$2 src=$3
+"$python" -c 'import torch' || { echo "decoder_reference: $python has no torch"; exit 1; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+check() {  # NAME FORM [--set ...]: runs both sides and compares
+  local name=$1 form=$2
+  shift 2
+  cat >"$work/$name.yaml" <<YAML
+model: {preset: transformer, layers: 2, hidden: 64, heads: 8, ffn: 96, seq_len: 32, vocab: 256, $form}
+data: {source: synthetic, batch_size: 8, steps: 10, seed: 1, shuffle: false}
+parallel: {data: 1, pipeline: 1, chunks: 2, precision: fp32}
+optimizer: {kind: adamw, lr: 0.001, weight_decay: 0.01}
+hardware: cpu-host
+YAML
+  "$parallax" plan "$work/$name.yaml" --json >"$work/$name-plan.json"
+  "$parallax" run "$work/$name.yaml" "$@" --json >"$work/$name-run.json"
+  OMP_NUM_THREADS=1 "$python" "$src/bench/torch_eager_step.py" "$work/$name-plan.json" --device cpu --precision fp32 \
+    --steps 10 --seed 1 --lr 0.001 --weight-decay 0.01 >"$work/$name-torch.json"
+  "$python" - "$name" "$work/$name-run.json" "$work/$name-torch.json" <<'PY'
+import json, sys
+name, ours, theirs = sys.argv[1], json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))
+a, b = [s["loss"] for s in ours["steps"]], theirs["losses"]
+worst = max(abs(x / y - 1) for x, y in zip(a, b))
+print(f"{name}: {len(a)} steps, Parallax {a[0]:.6f} .. {a[-1]:.6f}, PyTorch {b[0]:.6f} .. {b[-1]:.6f}, worst relative difference {worst:.2e}")
+sys.exit(0 if len(a) == len(b) == 10 and worst <= 1e-5 and a[-1] < a[0] else 1)
+PY
+}
+
+check llama "kv_heads: 2, mlp: swiglu, norm: rmsnorm, positions: rope, bias: false"
+check llama-2-stages "kv_heads: 2, mlp: swiglu, norm: rmsnorm, positions: rope, bias: false" --set parallel.pipeline=2
+check qwen2 "kv_heads: 4, mlp: swiglu, norm: rmsnorm, positions: rope, bias: false, qkv_bias: true"
+check nemotron "kv_heads: 1, mlp: relu2, norm: layernorm, positions: rope, bias: false"
+check gpt2 "mlp: gelu, tie_embeddings: true"

@@ -1,0 +1,155 @@
+// The Llama-family blocks and Hugging Face configs (plan/layers.cpp, plan/hf_config.cpp), checked
+// against figures that do not come from Parallax: the parameter counts the model makers publish,
+// and activation bytes counted tensor by tensor by hand (docs/simulator.md's derivation).
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "plan/calibration.hpp"
+#include "plan/hf_config.hpp"
+#include "plan/memory.hpp"
+#include "tests/test_util.hpp"
+
+using namespace parallax;
+
+namespace {
+
+std::string model_file(const std::string& name) { return std::string(PARALLAX_SOURCE_DIR) + "/scenarios/models/" + name; }
+
+plan::Scenario from_config(const std::string& name, int seq_len = 4096) {
+  return test::scenario_from("model: {hf_config: " + model_file(name) + ", seq_len: " + std::to_string(seq_len) + "}\nhardware: ideal\n");
+}
+
+int64_t params(const plan::Scenario& s) {
+  int64_t n = 0;
+  for (const auto& l : s.layers) n += l.param_count();
+  return n;
+}
+
+// A config file written for one test, removed after.
+struct TempConfig {
+  std::string path;
+  explicit TempConfig(const std::string& text) : path((std::filesystem::temp_directory_path() / "parallax-hf-test.json").string()) {
+    std::ofstream(path) << text;
+  }
+  ~TempConfig() { std::filesystem::remove(path); }
+};
+
+}  // namespace
+
+TEST_CASE("plan::hf_config: the shipped configs have the parameter counts their makers publish", "[plan]") {
+  // The totals of the released checkpoints (the Hugging Face Hub's safetensors metadata; Meta's
+  // 8B / 70B / 405B, Mistral's 7.24B, Qwen's 7.61B, OpenAI's GPT-2 124M). Learned positions hold
+  // the job's seq_len rows, so GPT-2 is planned at its 1,024.
+  CHECK(params(from_config("llama-3.1-8b.json")) == 8'030'261'248);
+  CHECK(params(from_config("llama-3.1-70b.json")) == 70'553'706'496);
+  CHECK(params(from_config("llama-3.1-405b.json")) == 405'853'388'800);
+  CHECK(params(from_config("mistral-7b.json")) == 7'241'732'096);
+  CHECK(params(from_config("qwen2.5-7b.json")) == 7'615'616'512);
+  CHECK(params(from_config("gpt2.json", 1024)) == 124'439'808);
+  // Nemotron-4 15B's report gives 12.5B non-embedding parameters (Parker et al. 2024, Table 1):
+  // 32 x (2 x 6144^2 + 2 x 6144 x 1024 + 2 x 6144 x 24576 + 4 x 6144 norms) = 12,483,035,136.
+  const auto nemotron = from_config("nemotron-4-15b.json");
+  CHECK(params(nemotron) - nemotron.layers.front().param_count() - nemotron.layers.back().param_count() == 12'483'035'136);
+}
+
+TEST_CASE("plan::hf_config: a Llama block's parameters, names and splits", "[plan]") {
+  const auto s = from_config("llama-3.1-8b.json");
+  REQUIRE(s.layers.size() == 34);
+  const auto& block = s.layers[1];
+  std::vector<std::string> names;
+  for (const auto& p : block.params) names.push_back(p.name.substr(std::string("layers.0.").size()));
+  CHECK(names == std::vector<std::string>{"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
+                                          "self_attn.o_proj.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight",
+                                          "mlp.down_proj.weight", "input_layernorm.weight", "post_attention_layernorm.weight"});
+  CHECK(block.params[1].shape == std::vector<int64_t>{1024, 4096});  // 8 key/value heads of 128
+  CHECK(s.layers.front().params.size() == 1);                      // rotary: no position table
+  CHECK(s.layers.back().params.back().name == "head.output.weight");  // untied, no bias
+  // Two FLOPs per weight per token in the block's matrices, plus the scores (4 s^2 h per sample).
+  const double s_len = 4096, matrices = 4096.0 * 4096 * 2 + 4096.0 * 1024 * 2 + 3 * 4096.0 * 14336;
+  CHECK(block.flops_per_sample == Approx(2 * matrices * s_len + 4 * s_len * s_len * 4096));
+  // Under tensor 16 the 8 key/value heads are replicated on two ranks each (Megatron-core); the
+  // other matrices split 16 ways.
+  CHECK(block.params[1].numel_on(16) == 1024 * 4096 / 8);
+  CHECK(block.params[0].numel_on(16) == 4096 * 4096 / 16);
+}
+
+TEST_CASE("plan::layers: decoder activations counted tensor by tensor (Korthikanti et al. re-derived)", "[plan]") {
+  // s 16, h 64, 8 heads of 8, 2 key/value heads (K and V 16 wide), SwiGLU ffn 96, bf16 (2 bytes).
+  const auto s = test::scenario_from(
+      "model: {preset: transformer, layers: 1, hidden: 64, heads: 8, kv_heads: 2, ffn: 96, mlp: swiglu, norm: rmsnorm, "
+      "positions: rope, seq_len: 16, vocab: 10}\nhardware: ideal\n");
+  const auto& block = s.layers[1];
+  plan::ParallelSpec p;
+  p.precision = plan::Precision::bf16;
+  // By hand, bytes per sample: the norms' inputs 2 x 2048, QKV's and the MLP's inputs 2 x 2048;
+  // Q 2048, K 512, V 512, the output projection's input 2048; SwiGLU's input (gate and up) 6144
+  // and the down projection's input 3072; the softmax output 8 x 16 x 16 x 2 = 4096. No dropout.
+  CHECK(plan::full_activation_bytes(block, p) == 8192 + 2048 + 1024 + 2048 + 6144 + 3072 + 4096);
+  // Tensor 4: what is whole stays whole, Q, the output projection's input, the MLP and the
+  // scores split 4 ways, K and V only 2 (two key/value heads, each on two ranks).
+  p.tensor = 4;
+  CHECK(plan::full_activation_bytes(block, p) == 8192 + (2048 + 2048 + 6144 + 3072 + 4096) / 4 + 1024 / 2);
+  // The same count at full multi-head attention, LibTorch's encoder layer (dropout masks) and
+  // ffn = 4h is the paper's eq. 1: s*h*(34 + 5*a*s/h) bytes.
+  const auto e = test::scenario_from("model: {preset: transformer, layers: 1, hidden: 64, heads: 8, seq_len: 16, vocab: 10}\nhardware: ideal\n");
+  plan::ParallelSpec q;
+  q.precision = plan::Precision::bf16;
+  CHECK(plan::full_activation_bytes(e.layers[1], q) == Approx(16 * 64 * (34 + 5.0 * 8 * 16 / 64)));
+}
+
+TEST_CASE("plan::layers: the block-form keys", "[plan]") {
+  // Any of them makes a decoder block: GPT-2's (GELU, LayerNorm, learned positions) unless told.
+  const auto gpt = test::scenario_from("model: {preset: transformer, layers: 1, hidden: 32, heads: 4, seq_len: 8, vocab: 10, "
+                                       "tie_embeddings: true}\nhardware: ideal\n");
+  CHECK(gpt.layers[1].shape.form.decoder);
+  CHECK(gpt.layers[1].shape.form.mlp == plan::Mlp::gelu);
+  CHECK(gpt.layers.back().params.size() == 2);  // head.norm only: the projection is the embedding's
+  CHECK(gpt.model_description.find("decoder blocks") != std::string::npos);
+  // The classic preset is unchanged: LibTorch's encoder layer, its signature as older profiles wrote it.
+  const auto enc = test::scenario_from("model: {preset: transformer, layers: 1, hidden: 32, heads: 4, seq_len: 8, vocab: 10}\nhardware: ideal\n");
+  CHECK_FALSE(enc.layers[1].shape.form.decoder);
+  CHECK(plan::layer_signature(enc.layers[1], plan::Precision::fp32) == "encoder h32 heads4 ffn128 seq8 fp32");
+  CHECK(plan::layer_signature(gpt.layers[1], plan::Precision::fp32) != plan::layer_signature(enc.layers[1], plan::Precision::fp32));
+  CHECK_THAT(test::parse_error("model: {preset: transformer, hidden: 32, heads: 4, kv_heads: 3}\nhardware: ideal\n"),
+             Catch::Contains("'model.kv_heads' (3) must divide 'model.heads' (4)"));
+  CHECK_THAT(test::parse_error("model: {preset: transformer, hidden: 32, heads: 4, mlp: tanh}\nhardware: ideal\n"),
+             Catch::Contains("relu | gelu | swiglu | relu2"));
+  // Tensor 4 over 2 key/value heads replicates them; tensor 4 over 3 cannot.
+  CHECK(test::parse_error("model: {preset: transformer, hidden: 64, heads: 8, kv_heads: 2}\nparallel: {tensor: 4}\nhardware: ideal\n").empty());
+  CHECK_THAT(test::parse_error("model: {preset: transformer, hidden: 96, heads: 12, kv_heads: 3}\nparallel: {tensor: 4}\nhardware: ideal\n"),
+             Catch::Contains("3 key/value heads"));
+}
+
+TEST_CASE("plan::hf_config: --set model.hf_config replaces the file's model but its seq_len", "[plan]") {
+  const auto s = plan::load_scenario("", {"model.hf_config=" + model_file("llama-3.1-8b.json"), "parallel.partition_len=balanced"});
+  CHECK(s.layers.size() == 34);
+  CHECK(s.layers[1].shape.seq_len == 128);  // the default scenario's
+  CHECK(s.model_description.rfind("llama-3.1-8b.json (LlamaForCausalLM): embed + 32 decoder blocks", 0) == 0);
+  // Keys set beside it override the config.
+  const auto t = plan::load_scenario("", {"model.hf_config=" + model_file("llama-3.1-8b.json"), "model.layers=4",
+                                          "parallel.partition_len=balanced"});
+  CHECK(t.layers.size() == 6);
+}
+
+TEST_CASE("plan::hf_config: what it cannot read is refused at the field", "[plan]") {
+  SECTION("an unknown field") {
+    TempConfig c("{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"hidden_size\": 64,\n  \"moe_layers\": 3\n}\n");
+    CHECK_THAT(test::parse_error("model: {hf_config: " + c.path + ", seq_len: 8}\nhardware: ideal\n"),
+               Catch::StartsWith(c.path + ":4:3: unknown key 'moe_layers'"));
+  }
+  SECTION("an unknown architecture") {
+    TempConfig c("{\"architectures\": [\"MixtralForCausalLM\"]}\n");
+    CHECK_THAT(test::parse_error("model: {hf_config: " + c.path + ", seq_len: 8}\nhardware: ideal\n"),
+               Catch::Contains("MixtralForCausalLM") && Catch::Contains("LlamaForCausalLM | MistralForCausalLM"));
+  }
+  SECTION("a sequence past the sliding window") {
+    CHECK_THAT(test::parse_error("model: {hf_config: " + model_file("mistral-7b.json") + ", seq_len: 8192}\nhardware: ideal\n"),
+               Catch::Contains("sliding-window attention of 4096 tokens"));
+  }
+  SECTION("no seq_len") {
+    CHECK_THAT(test::parse_error("model: {hf_config: " + model_file("llama-3.1-8b.json") + "}\nhardware: ideal\n"),
+               Catch::Contains("needs 'model.seq_len'"));
+  }
+}
