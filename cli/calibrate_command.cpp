@@ -60,7 +60,7 @@ std::vector<plan::Precision> extra_precisions(const std::vector<std::string>& na
   std::vector<plan::Precision> out;
   for (const std::string& n : names) {
     const auto p = plan::precision_from_name(n);
-    if (!p || (*p == plan::Precision::fp16 && !gpu))
+    if (!p || *p == plan::Precision::fp8 || (*p == plan::Precision::fp16 && !gpu))
       throw plan::InputError(plan::Location{"--precision"},
                              "'" + n + "' is not a precision calibrate measures " +
                                  (gpu ? "(fp32, bf16 or fp16)" : "on the CPU (fp32 or bf16; fp16 on a GPU base profile)"));

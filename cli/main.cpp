@@ -20,6 +20,7 @@
 #include "plan/knobs.hpp"
 #include "plan/plan.hpp"
 #include "plan/schedule_csv.hpp"
+#include "plan/trainer_export.hpp"
 #include "plan/trace_writer.hpp"
 #include "sim/metrics.hpp"
 #include "sim/simulator.hpp"
@@ -54,6 +55,15 @@ int run_plan(const ScenarioArgs& args) {
   const plan::Plan p = args.resolve();
   if (args.json) std::cout << cli::plan_json(p).dump(2) << "\n";
   else std::cout << cli::plan_text(p);
+  return 0;
+}
+
+// The plan as the trainer's own command: Megatron-LM's arguments and torchrun line, or torchtitan's
+// job config. Exit 2 where the trainer cannot express the plan.
+int run_export(const std::string& trainer, const ScenarioArgs& args) {
+  const plan::Plan p = args.resolve();
+  const plan::TrainerExport e = trainer == "megatron" ? plan::export_megatron(p) : plan::export_torchtitan(p);
+  std::cout << e.text;
   return 0;
 }
 
@@ -446,6 +456,17 @@ int main(int argc, char** argv) {
       "  parallax report --predicted predicted.json --measured measured.json -o report.html\n"
       "  parallax tune --json > tune.json && parallax report --tune tune.json -o report.html");
 
+  ScenarioArgs export_args;
+  std::string export_trainer;
+  auto* export_cmd = app.add_subcommand(
+      "export", "Print the plan as its trainer takes it: Megatron-LM's arguments with the torchrun line, or torchtitan's TOML job config");
+  export_cmd->add_option("TRAINER", export_trainer, "megatron or torchtitan")->required()->check(CLI::IsMember({"megatron", "torchtitan"}));
+  export_args.add_to(export_cmd, /*with_json=*/false);
+  export_cmd->footer(
+      "What the trainer cannot express (an explicit partition_len it cannot split the same way, a schedule it lacks, LibTorch's\n"
+      "encoder block) exits 2 saying which key to change. Plan with framework: megatron for Megatron-LM's step time.\n"
+      "Example: parallax export megatron scenarios/gpipe-1b-4xA100.yaml --set model.hf_config=scenarios/models/llama-3.1-8b.json");
+
   bool keys_markdown = false;
   auto* keys_cmd = app.add_subcommand(
       "keys", "List the knobs: the scenario keys plan, simulate, tune and the GUI change (parallel.*, data.batch_size)");
@@ -473,6 +494,7 @@ int main(int argc, char** argv) {
     if (*val_cmd) return cli::validate_command(val_args, std::filesystem::read_symlink("/proc/self/exe").string());
     if (*report_cmd) return cli::report_command(report_args);
     if (*keys_cmd) return run_keys(keys_markdown);
+    if (*export_cmd) return run_export(export_trainer, export_args);
     if (*tune_cmd) return cli::tune_command(tune_args, std::filesystem::read_symlink("/proc/self/exe").string());
     return run_main_job(argv[0]);
   } catch (const plan::InputError& e) {

@@ -44,6 +44,16 @@ double peak_tflops(const Device& device, Precision precision) {
   return peak != device.peak_tflops.end() ? peak->second : device.peak_tflops.at(Precision::fp32);
 }
 
+// The FLOPs per sample that fp8 leaves in bf16, as Megatron-core applies Transformer Engine's fp8 to
+// the transformer blocks' linear layers only: a block's scores and attention-weighted values
+// (4 s^2 h), and all of the embedding and the output layer.
+double flops_outside_fp8_per_sample(const Layer& l) {
+  if (l.kind == LayerKind::embedding || l.kind == LayerKind::head) return l.flops_per_sample;
+  if (l.kind != LayerKind::encoder) return 0;
+  const double s = static_cast<double>(l.shape.seq_len);
+  return 4.0 * s * s * static_cast<double>(l.shape.hidden);
+}
+
 // The plain roofline (and the measured and stated costs before it); tensor parallelism divides
 // the FLOPs and the parameters.
 LayerCost roofline_cost(const Layer& layer, const HardwareProfile& hardware, const ParallelSpec& parallel,
@@ -64,10 +74,13 @@ LayerCost roofline_cost(const Layer& layer, const HardwareProfile& hardware, con
     const double fwd_us = layer.synthetic.fwd_us_fixed + layer.synthetic.fwd_us_per_sample * microbatch_size;
     return half_weight({Time::us(fwd_us), Time::us(fwd_us * layer.synthetic.bwd_ratio), Time(), Time::us(fwd_us), false});
   }
+  // The FLOPs at the precision's peak, but what fp8 leaves in bf16 (the same peak otherwise).
   const double tflops = peak_tflops(device, precision) * device.efficiency;
+  const double rest_tflops = peak_tflops(device, outside_fp8(precision)) * device.efficiency;
   const double mb = microbatch_size;
   const double elem = activation_bytes(precision);
-  const double flop_us = layer.flops_per_sample * mb / (tflops * 1e6) / parallel.tensor;
+  const double rest = precision == Precision::fp8 ? flops_outside_fp8_per_sample(layer) : 0.0;
+  const double flop_us = ((layer.flops_per_sample - rest) / tflops + rest / rest_tflops) * mb / 1e6 / parallel.tensor;
   const double bw = device.memory_bandwidth_gb_per_s;  // may be +inf: no memory term
   auto memory_us = [&](double bytes) { return std::isinf(bw) || bw <= 0 ? 0.0 : bytes / (bw * 1e3); };
   const double params = parameter_bytes(layer, precision) / parallel.tensor;
@@ -95,25 +108,37 @@ class ShapeModel {
   ShapeModel(const Device& d, Precision precision)
       : c_(*d.compute),
         flop_per_us_(peak_tflops(d, precision) * 1e6),
+        rest_flop_per_us_(peak_tflops(d, outside_fp8(precision)) * 1e6),
+        fp8_(precision == Precision::fp8),
         byte_per_us_(std::isinf(d.memory_bandwidth_gb_per_s) ? 0.0 : d.memory_bandwidth_gb_per_s * 1e3 * c_.memory_efficiency),
         e_(activation_bytes(precision)) {}
 
   // `batch` GEMMs of m x n x k (one batched call): the larger of the FLOP time at the efficiency of
-  // the call's size and the time to read both operands and write the result once.
-  double gemm(double batch, double m, double n, double k) const {
-    const double flops = 2 * batch * m * n * k;
-    const double flop_us = flops / (flop_per_us_ * c_.gemm(flops));
-    return std::max(flop_us, memory(batch * (m * k + k * n + m * n) * e_));
-  }
+  // the call's size and the time to read both operands and write the result once. A block's
+  // linear layer runs at the precision's peak; attention and the output layer at the peak of what
+  // fp8 leaves in bf16 (flops_outside_fp8_per_sample).
+  double gemm(double batch, double m, double n, double k) const { return gemm_at(flop_per_us_, batch, m, n, k); }
+  double gemm_outside_fp8(double batch, double m, double n, double k) const { return gemm_at(rest_flop_per_us_, batch, m, n, k); }
+  // fp8's per-tensor scaling: a linear layer's input cast to fp8 (read e bytes, write 1) with its
+  // amax taken on the way, per element; 0 in other precisions.
+  double fp8_cast(double elements) const { return fp8_ ? memory(elements * (e_ + 1)) : 0.0; }
   double memory(double bytes) const { return byte_per_us_ > 0 ? bytes / byte_per_us_ : 0.0; }
   double flash(double flops, bool backward) const {
-    return flops / (flop_per_us_ * (backward ? c_.flash_backward_efficiency : c_.flash_forward_efficiency));
+    return flops / (rest_flop_per_us_ * (backward ? c_.flash_backward_efficiency : c_.flash_forward_efficiency));
   }
   double e() const { return e_; }
 
  private:
+  double gemm_at(double flop_per_us, double batch, double m, double n, double k) const {
+    const double flops = 2 * batch * m * n * k;
+    const double flop_us = flops / (flop_per_us * c_.gemm(flops));
+    return std::max(flop_us, memory(batch * (m * k + k * n + m * n) * e_));
+  }
+
   const ComputeModel& c_;
-  double flop_per_us_, byte_per_us_, e_;
+  double flop_per_us_, rest_flop_per_us_;
+  bool fp8_;
+  double byte_per_us_, e_;
 };
 
 // Microseconds of a layer's forward (GEMMs and memory-bound kernels apart), its backward, and
@@ -151,7 +176,8 @@ Kernels encoder_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel&
   const double residual = form.decoder ? 3 * e : 3 * e + 1;
   const double activation = (form.mlp == Mlp::swiglu ? 3 : 2) * e * tokens * ffn / t;
   const double rope = form.rope ? 2 * e * tokens * (h / t + kv_width) : 0.0;
-  k.memory = m.memory((2 * 2 * e + 2 * residual) * tokens * h / sp + activation + rope);
+  k.memory = m.memory((2 * 2 * e + 2 * residual) * tokens * h / sp + activation + rope) +
+             m.fp8_cast(tokens * (h + h / t + h + ffn / t));  // the inputs of QKV, the output projection, up, down
   if (l.shape.flash_attention) {
     const double flops = 4 * mb * heads * s * s * d;
     k.gemm += m.flash(flops, false);
@@ -159,7 +185,7 @@ Kernels encoder_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel&
   } else {
     const double scores = mb * heads * s * s;
     // The softmax, then dropout in the encoder layer.
-    const double core = m.gemm(mb * heads, s, s, d) + m.gemm(mb * heads, s, d, s) +
+    const double core = m.gemm_outside_fp8(mb * heads, s, s, d) + m.gemm_outside_fp8(mb * heads, s, d, s) +
                         m.memory(2 * e * scores + (form.decoder ? 0.0 : (2 * e + 1) * scores));
     k.attention_core = core;
     k.gemm += core;
@@ -178,7 +204,7 @@ Kernels layer_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel& m
   switch (l.kind) {
     case LayerKind::encoder: return encoder_kernels(l, p, m, mb);
     case LayerKind::head:
-      k.gemm = m.gemm(1, tokens, vocab / t, h);
+      k.gemm = m.gemm_outside_fp8(1, tokens, vocab / t, h);
       k.backward_gemm = 2 * k.gemm;
       k.weight_gradient = k.gemm;
       // The norm, then the vocabulary-parallel cross entropy: logits read, an fp32 softmax

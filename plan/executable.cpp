@@ -42,6 +42,7 @@ void check_executable(const Scenario& s) {
     if (l.shape.flash_attention) predict_only("model", "flash attention (layer '" + l.name + "')");
   if (s.layers.back().shape.form.tie_embeddings && p.stages() > 1)
     predict_only("model.tie_embeddings", "tied embeddings over several pipeline stages (the executor ties them within one stage)");
+  if (p.precision == Precision::fp8) predict_only("parallel.precision", "fp8 (Transformer Engine's linear layers)");
   // On CUDA, fp16 runs under autocast with a loss scaler (exec/grad_scaler.hpp).
   if (s.parallel.precision == Precision::fp16 && s.hardware.device.kind != DeviceKind::cuda)
     throw InputError(

@@ -72,7 +72,7 @@ ComputeModel parse_compute(const Field& map) {
   if (Field list = map["precisions"]; list.present()) {
     if (!list.is_sequence() || list.elements().empty()) list.fail("'" + list.path() + "' must be a list such as [bf16, fp16]");
     c.precisions.clear();
-    for (const Field& e : list.elements()) c.precisions.push_back(*precision_from_name(to_choice(e, {"fp32", "bf16", "fp16"})));
+    for (const Field& e : list.elements()) c.precisions.push_back(*precision_from_name(to_choice(e, {"fp32", "bf16", "fp16", "fp8"})));
   }
   return c;
 }
@@ -86,8 +86,8 @@ Device parse_device(const Field& map) {
   d.memory_gb = to_number(require(map, "memory_gb"), 0);
   d.memory_bandwidth_gb_per_s = number_or(map, "memory_bandwidth_gb_per_s", kInf, 0);
   Field peaks = require(map, "peak_tflops");
-  expect_keys(peaks, {"fp32", "bf16", "fp16"});
-  for (const char* p : {"fp32", "bf16", "fp16"}) {
+  expect_keys(peaks, {"fp32", "bf16", "fp16", "fp8"});
+  for (const char* p : {"fp32", "bf16", "fp16", "fp8"}) {
     Field f = peaks[p];
     if (!f.present()) continue;
     const double v = to_number(f, 0);

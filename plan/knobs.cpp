@@ -126,8 +126,8 @@ Knob rank_order_knob() {
 }
 
 Knob precision_knob() {
-  return choice("parallel.precision", &ParallelSpec::precision, {Precision::fp32, Precision::bf16, Precision::fp16}, true,
-                "compute type, as torch.autocast: parameters, gradients and buckets stay fp32; activations and stage-to-stage tensors use the compute type (fp16 with a loss scaler). The device must list a peak for it");
+  return choice("parallel.precision", &ParallelSpec::precision, {Precision::fp32, Precision::bf16, Precision::fp16, Precision::fp8}, true,
+                "compute type, as torch.autocast: parameters, gradients and buckets stay fp32; activations and stage-to-stage tensors use the compute type (fp16 with a loss scaler). fp8 is Transformer Engine's, as Megatron-core runs it: the linear layers' GEMMs at the device's fp8 peak with per-tensor scaling, attention and norms in bf16 (predict-only). The device must list a peak for it");
 }
 
 std::vector<Knob> make_table() {

@@ -141,6 +141,10 @@ BytesPerParameter bytes_per_parameter(const Scenario& s) {
     b.optimizer = state;
     b.bucket = p.data > 1 ? 4 : 0;
   }
+  // fp8: Transformer Engine keeps an fp8 copy of each weight and of its transpose (for the backward
+  // GEMMs) beside the weight itself, 1 byte each. Counted on every parameter; norms and embeddings
+  // have none, a small overcount.
+  if (p.precision == Precision::fp8) b.parameter += 2;
   return b;
 }
 

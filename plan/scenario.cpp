@@ -154,6 +154,9 @@ void check_scenario(const Scenario& s) {
   check_tensor_parallel(s);
   if (p.master_weights && p.precision == Precision::fp32)
     fail_at(s, "parallel.master_weights", "master_weights keeps fp32 masters of 16-bit parameters; it needs precision bf16 or fp16");
+  if (p.precision == Precision::fp8 && !s.hardware.device.peak_tflops.count(Precision::bf16))
+    fail_at(s, "parallel.precision", std::string("precision fp8 runs attention and norms in bf16, and hardware '") + s.hardware.name +
+                                         "' lists no bf16 peak");
   if (!s.hardware.device.peak_tflops.count(p.precision))
     fail_at(s, "parallel.precision", std::string("hardware '") + s.hardware.name + "' (" + s.hardware.device.name +
                                          ") has no " + name(p.precision) + " peak; use a precision it lists");
@@ -246,6 +249,13 @@ Scenario parse_scenario(const YamlDocument& doc) {
     s.framework_set.push_back(key + "=" + value);
   }
   read_knobs(root, &knob_values);
+  // A trainer's master weights are fp32 copies of 16-bit parameters: at fp32 it has none.
+  const std::string masters = "parallel.master_weights=true";
+  if (knob_values.precision == Precision::fp32 && knob_values.master_weights &&
+      std::find(s.framework_set.begin(), s.framework_set.end(), masters) != s.framework_set.end()) {
+    knob_values.master_weights = false;
+    s.framework_set.erase(std::find(s.framework_set.begin(), s.framework_set.end(), masters));
+  }
   apply(knob_values, &s);
   for (const Knob& k : knobs()) remember(s, root[k.section()][k.name()]);
   s.optimizer = parse_optimizer(root["optimizer"]);

@@ -1,0 +1,271 @@
+#include "plan/trainer_export.hpp"
+
+#include <algorithm>
+#include <map>
+#include <sstream>
+
+#include "plan/knobs.hpp"
+
+namespace parallax::plan {
+namespace {
+
+// The blocks of a transformer plan (embed, blocks, head), or an InputError: the trainers take GPT-
+// style language models only.
+const Layer& first_block(const Plan& p, const std::string& trainer) {
+  const auto& layers = p.layers();
+  const bool transformer = layers.size() >= 3 && layers.front().kind == LayerKind::embedding && layers.back().kind == LayerKind::head &&
+                           std::all_of(layers.begin() + 1, layers.end() - 1, [](const Layer& l) { return l.kind == LayerKind::encoder; });
+  if (!transformer)
+    throw InputError(p.scenario.where("model"), trainer + " trains a language model (embedding, transformer blocks, head); this model is " +
+                                                    p.scenario.model_description);
+  const Layer& block = layers[1];
+  if (!block.shape.form.decoder)
+    throw InputError(p.scenario.where("model"),
+                     "the transformer preset's default block is LibTorch's TransformerEncoderLayer (post-norm, ReLU), which " + trainer +
+                         " does not build; give the block's form (model.mlp: gelu for GPT's, or a Hugging Face config) to export it");
+  return block;
+}
+
+int blocks_on(const Plan& p, const Stage& st) {
+  int n = 0;
+  for (int l = st.first_layer; l < st.first_layer + st.layer_count; ++l) n += p.layers()[l].kind == LayerKind::encoder;
+  return n;
+}
+
+std::string command_text(const std::string& head, const std::vector<TrainerArgument>& args, const std::vector<std::string>& notes) {
+  std::ostringstream o;
+  o << head;
+  for (size_t i = 0; i < args.size(); ++i)
+    o << "  " << args[i].first << (args[i].second.empty() ? "" : " " + args[i].second) << (i + 1 < args.size() ? " \\\n" : "\n");
+  for (const auto& n : notes) o << "# " << n << "\n";
+  return o.str();
+}
+
+// Megatron-LM's uniform split, or its first/last stage counts (--decoder-first/last-pipeline-num-layers).
+void megatron_partition(const Plan& p, std::vector<TrainerArgument>* args) {
+  const ParallelSpec& par = p.scenario.parallel;
+  std::vector<int> blocks;
+  for (const Stage& st : p.stages) blocks.push_back(blocks_on(p, st));
+  const bool uniform = std::all_of(blocks.begin(), blocks.end(), [&](int n) { return n == blocks.front(); });
+  if (par.virtual_stages > 1) {
+    if (!uniform)
+      throw InputError(p.scenario.where("parallel.partition_len"),
+                       "Megatron-LM's interleaved schedule puts the same number of blocks on every virtual stage; this plan has " +
+                           partition_text(partition_of(blocks)) + " (set parallel.partition_len to a split that is even in blocks)");
+    args->push_back({"--num-layers-per-virtual-pipeline-stage", std::to_string(blocks.front())});
+    return;
+  }
+  if (uniform || blocks.size() < 2) return;
+  const bool middle_even = blocks.size() < 3 || std::all_of(blocks.begin() + 1, blocks.end() - 1, [&](int n) { return n == blocks[1]; });
+  if (!middle_even)
+    throw InputError(p.scenario.where("parallel.partition_len"),
+                     "Megatron-LM splits blocks evenly over the stages but the first and the last; this plan's blocks per stage are " +
+                         partition_text(partition_of(blocks)));
+  args->push_back({"--decoder-first-pipeline-num-layers", std::to_string(blocks.front())});
+  args->push_back({"--decoder-last-pipeline-num-layers", std::to_string(blocks.back())});
+}
+
+void megatron_schedule(const Plan& p, std::vector<TrainerArgument>* args) {
+  const ParallelSpec& par = p.scenario.parallel;
+  if (par.pipeline == 1) return;
+  const bool ok = (par.schedule == ScheduleKind::one_f_one_b && par.virtual_stages == 1) || par.schedule == ScheduleKind::interleaved_1f1b;
+  if (!ok)
+    throw InputError(p.scenario.where("parallel.schedule"), std::string("Megatron-LM runs 1F1B and interleaved 1F1B; this plan's schedule is ") +
+                                                                name(par.schedule) + " (set parallel.schedule: 1f1b or interleaved-1f1b)");
+  megatron_partition(p, args);
+}
+
+}  // namespace
+
+TrainerExport export_megatron(const Plan& p) {
+  const Scenario& s = p.scenario;
+  const ParallelSpec& par = s.parallel;
+  const Layer& block = first_block(p, "Megatron-LM");
+  const LayerShape& sh = block.shape;
+  const BlockForm& f = sh.form;
+  TrainerExport out;
+  auto& a = out.arguments;
+  a.push_back({"--tensor-model-parallel-size", std::to_string(par.tensor)});
+  a.push_back({"--pipeline-model-parallel-size", std::to_string(par.pipeline)});
+  megatron_schedule(p, &a);
+  if (par.sequence_parallel) a.push_back({"--sequence-parallel", ""});
+  a.push_back({"--micro-batch-size", std::to_string(p.microbatch_size)});
+  a.push_back({"--global-batch-size", std::to_string(s.data.batch_size * par.grad_accumulation * par.data)});
+  switch (par.activation_checkpointing) {
+    case Recompute::none: break;
+    case Recompute::selective: a.push_back({"--recompute-granularity", "selective"}); break;
+    case Recompute::layer:
+      a.insert(a.end(), {{"--recompute-granularity", "full"}, {"--recompute-method", "uniform"}, {"--recompute-num-layers", "1"}});
+      break;
+    case Recompute::stage: {  // every block of a stage: block recompute of as many blocks as a stage holds
+      int most = 0;
+      for (const Stage& st : p.stages) most = std::max(most, blocks_on(p, st));
+      a.insert(a.end(), {{"--recompute-granularity", "full"}, {"--recompute-method", "block"}, {"--recompute-num-layers", std::to_string(most)}});
+      break;
+    }
+  }
+  if (par.distributed_optimizer) a.push_back({"--use-distributed-optimizer", ""});
+  switch (par.precision) {
+    case Precision::fp32: break;
+    case Precision::bf16: a.push_back({"--bf16", ""}); break;
+    case Precision::fp16: a.push_back({"--fp16", ""}); break;
+    case Precision::fp8: a.insert(a.end(), {{"--bf16", ""}, {"--fp8-format", "hybrid"}}); break;
+  }
+  // The model.
+  const int64_t blocks = static_cast<int64_t>(p.layers().size()) - 2;
+  a.insert(a.end(), {{"--num-layers", std::to_string(blocks)},
+                     {"--hidden-size", std::to_string(sh.hidden)},
+                     {"--ffn-hidden-size", std::to_string(sh.ffn)},
+                     {"--num-attention-heads", std::to_string(sh.heads)},
+                     {"--seq-length", std::to_string(sh.seq_len)},
+                     {"--max-position-embeddings", std::to_string(sh.seq_len)}});
+  if (sh.kv_heads() != sh.heads) a.insert(a.end(), {{"--group-query-attention", ""}, {"--num-query-groups", std::to_string(sh.kv_heads())}});
+  if (f.mlp == Mlp::swiglu) a.push_back({"--swiglu", ""});
+  if (f.mlp == Mlp::relu2) a.push_back({"--squared-relu", ""});
+  if (f.mlp == Mlp::relu)
+    throw InputError(s.where("model.mlp"), "Megatron-LM's MLP is GELU, SwiGLU or squared ReLU; this plan's is ReLU (set model.mlp)");
+  a.push_back({"--normalization", f.norm == Norm::rmsnorm ? "RMSNorm" : "LayerNorm"});
+  a.push_back({"--position-embedding-type", f.rope ? "rope" : "learned_absolute"});
+  if (!f.tie_embeddings) a.push_back({"--untie-embeddings-and-output-weights", ""});
+  if (!f.bias) a.push_back({"--disable-bias-linear", ""});
+  if (f.qkv_bias && !f.bias) a.push_back({"--add-qkv-bias", ""});
+  a.insert(a.end(), {{"--attention-dropout", "0"}, {"--hidden-dropout", "0"}});
+  a.push_back({"--attention-backend", sh.flash_attention ? "flash" : "unfused"});
+  a.insert(a.end(), {{"--tokenizer-type", "NullTokenizer"}, {"--vocab-size", std::to_string(p.layers().front().shape.vocab)}});
+  if (s.data.source != "synthetic")
+    throw InputError(s.where("data.source"), "Megatron-LM reads token corpora; this plan's data is " + s.data.source);
+  a.push_back({"--mock-data", ""});
+  // The optimizer: Megatron-LM's adam is AdamW (decoupled weight decay), as torch's adamw.
+  const auto& o = s.optimizer;
+  if (o.kind == "sgd") a.insert(a.end(), {{"--optimizer", "sgd"}, {"--sgd-momentum", number_text(o.momentum)}});
+  else if (o.kind == "adamw") a.push_back({"--optimizer", "adam"});
+  else throw InputError(s.where("optimizer.kind"), "Megatron-LM's adam is AdamW; this plan's optimizer is adam (L2 weight decay): set adamw");
+  a.insert(a.end(), {{"--lr", number_text(o.lr)}, {"--weight-decay", number_text(o.weight_decay)},
+                     {"--train-iters", std::to_string(s.data.steps)}});
+  const int per_node = std::min(p.world_size, s.hardware.devices_per_node);
+  out.notes = {
+      "data parallel " + std::to_string(par.data) + ": Megatron-LM derives it (world size / (tensor x pipeline))",
+      "--mock-data and NullTokenizer train on synthetic tokens, as the plan; give --data-path and a tokenizer for a corpus",
+      "Megatron-LM orders ranks tp-dp-pp and posts each receive with its send (Parallax: framework: megatron)"};
+  if (par.p2p != P2p::megatron || !par.master_weights)
+    out.notes.push_back("this plan was predicted with " + std::string(par.p2p != P2p::megatron ? "PyTorch's point-to-point" : "fp32 parameters") +
+                        ", not Megatron-LM's semantics: plan it with framework: megatron for the step time this command gets");
+  std::ostringstream head;
+  head << "# Megatron-LM (megatron/training/arguments.py) for '" << s.name << "': " << p.world_size << " GPUs, " << p.nodes << " node"
+       << (p.nodes > 1 ? "s" : "") << " of " << s.hardware.name << " (parallax export megatron)\n"
+       << "torchrun --nproc-per-node " << per_node << " --nnodes " << p.nodes
+       << (p.nodes > 1 ? " --node-rank \"$NODE_RANK\" --master-addr \"$MASTER_ADDR\"" : "") << " --master-port 6000 \\\n"
+       << "  pretrain_gpt.py \\\n";
+  out.text = command_text(head.str(), a, out.notes);
+  return out;
+}
+
+}  // namespace parallax::plan
+
+namespace parallax::plan {
+namespace {
+
+// torchtitan builds its Llama 3 from a flavor; Parallax exports a plan whose model is one of them
+// (torchtitan/models/llama3/__init__.py: dim, layers, heads, key/value heads, and the MLP width its
+// ffn_dim_multiplier and multiple_of give).
+struct TitanFlavor {
+  const char* name;
+  int64_t hidden, blocks, heads, kv_heads, ffn;
+};
+constexpr TitanFlavor kLlama3Flavors[] = {{"8B", 4096, 32, 32, 8, 14336}, {"70B", 8192, 80, 64, 8, 28672}, {"405B", 16384, 126, 128, 8, 53248}};
+
+const char* titan_flavor(const Plan& p, const Layer& block) {
+  const LayerShape& sh = block.shape;
+  const BlockForm& f = sh.form;
+  const int64_t blocks = static_cast<int64_t>(p.layers().size()) - 2;
+  const bool llama = f.mlp == Mlp::swiglu && f.norm == Norm::rmsnorm && f.rope && !f.bias && !f.qkv_bias && !f.tie_embeddings;
+  for (const auto& fl : kLlama3Flavors)
+    if (llama && sh.hidden == fl.hidden && blocks == fl.blocks && sh.heads == fl.heads && sh.kv_heads() == fl.kv_heads && sh.ffn == fl.ffn)
+      return fl.name;
+  throw InputError(p.scenario.where("model"), "torchtitan builds Llama 3 from its flavors 8B, 70B and 405B (torchtitan/models/llama3); this model is " +
+                                                  p.scenario.model_description + " (plan one of scenarios/models/llama-3.1-*.json)");
+}
+
+std::string quoted(const std::string& s) { return "\"" + s + "\""; }
+
+}  // namespace
+
+TrainerExport export_torchtitan(const Plan& p) {
+  const Scenario& s = p.scenario;
+  const ParallelSpec& par = s.parallel;
+  const Layer& block = first_block(p, "torchtitan");
+  TrainerExport out;
+  auto& a = out.arguments;
+  a.push_back({"model.name", quoted("llama3")});
+  a.push_back({"model.flavor", quoted(titan_flavor(p, block))});
+  if (par.data > 1 && (par.tensor > 1 || par.pipeline > 1))
+    throw InputError(s.where("parallel.data"), "torchtitan replicates (DDP) only without tensor or pipeline parallelism; with them it shards "
+                                               "its replicas (FSDP), which Parallax does not plan yet");
+  if (par.tensor > 1 && !par.sequence_parallel)
+    throw InputError(s.where("parallel.sequence_parallel"), "torchtitan's tensor parallelism always splits the sequence in the norms; set "
+                                                            "parallel.sequence_parallel: true");
+  a.push_back({"parallelism.data_parallel_replicate_degree", std::to_string(par.data)});
+  a.push_back({"parallelism.data_parallel_shard_degree", "1"});
+  a.push_back({"parallelism.tensor_parallel_degree", std::to_string(par.tensor)});
+  a.push_back({"parallelism.pipeline_parallel_degree", std::to_string(par.pipeline)});
+  if (par.pipeline > 1) {
+    static const std::map<ScheduleKind, const char*> kSchedules = {
+        {ScheduleKind::gpipe, "GPipe"}, {ScheduleKind::one_f_one_b, "1F1B"}, {ScheduleKind::interleaved_1f1b, "Interleaved1F1B"},
+        {ScheduleKind::looped_bfs, "LoopedBFS"}, {ScheduleKind::interleaved_zero_bubble, "InterleavedZeroBubble"},
+        {ScheduleKind::zbv_zero_bubble, "ZBVZeroBubble"}, {ScheduleKind::dualpipev, "DualPipeV"}};
+    if (par.schedule == ScheduleKind::csv) a.push_back({"parallelism.pipeline_parallel_schedule_csv", quoted(par.schedule_csv)});
+    else a.push_back({"parallelism.pipeline_parallel_schedule", quoted(kSchedules.at(par.schedule))});
+    a.push_back({"parallelism.pipeline_parallel_microbatch_size", std::to_string(p.microbatch_size)});
+    // The first layer of every stage but the first: torchtitan cuts the model there.
+    std::string points;
+    for (size_t i = 1; i < p.stages.size(); ++i) points += (i > 1 ? ", " : "") + quoted(p.layers()[p.stages[i].first_layer].name);
+    a.push_back({"parallelism.pipeline_parallel_split_points", "[" + points + "]"});
+  }
+  a.push_back({"training.local_batch_size", std::to_string(s.data.batch_size)});
+  a.push_back({"training.global_batch_size", std::to_string(s.data.batch_size * par.grad_accumulation * par.data)});
+  a.push_back({"training.seq_len", std::to_string(block.shape.seq_len)});
+  a.push_back({"training.steps", std::to_string(s.data.steps)});
+  switch (par.precision) {
+    case Precision::fp32: a.push_back({"training.mixed_precision_param", quoted("float32")}); break;
+    case Precision::bf16: a.push_back({"training.mixed_precision_param", quoted("bfloat16")}); break;
+    case Precision::fp8:
+      a.push_back({"training.mixed_precision_param", quoted("bfloat16")});
+      a.push_back({"model.converters", "[\"float8\"]"});
+      break;
+    case Precision::fp16:
+      throw InputError(s.where("parallel.precision"), "torchtitan trains in bfloat16 or float32 (and float8 linears), not fp16");
+  }
+  switch (par.activation_checkpointing) {
+    case Recompute::none: a.push_back({"activation_checkpoint.mode", quoted("none")}); break;
+    case Recompute::layer: a.push_back({"activation_checkpoint.mode", quoted("full")}); break;
+    case Recompute::selective:
+      a.insert(a.end(), {{"activation_checkpoint.mode", quoted("selective")}, {"activation_checkpoint.selective_ac_option", quoted("op")}});
+      break;
+    case Recompute::stage:
+      throw InputError(s.where("parallel.activation_checkpointing"), "torchtitan recomputes per block (full) or per op (selective), not a "
+                                                                     "whole stage: set parallel.activation_checkpointing: layer");
+  }
+  const auto& o = s.optimizer;
+  if (o.kind == "sgd") throw InputError(s.where("optimizer.kind"), "torchtitan's optimizers are Adam and AdamW; this plan's is sgd");
+  a.push_back({"optimizer.name", quoted(o.kind == "adamw" ? "AdamW" : "Adam")});
+  a.push_back({"optimizer.lr", number_text(o.lr)});
+  a.push_back({"optimizer.weight_decay", number_text(o.weight_decay)});
+  out.notes = {"torchtitan reads a tokenized dataset (training.dataset); the plan's synthetic tokens have no torchtitan counterpart",
+               "launch: CONFIG_FILE=plan.toml ./run_train.sh (torchrun over --nproc_per_node " +
+                   std::to_string(std::min(p.world_size, s.hardware.devices_per_node)) + ", " + std::to_string(p.nodes) + " node" +
+                   (p.nodes > 1 ? "s" : "") + ")"};
+  // TOML: one table per section, in the order the arguments came.
+  std::ostringstream o_text;
+  o_text << "# torchtitan job config for '" << s.name << "': " << p.world_size << " GPUs (parallax export torchtitan)\n";
+  std::string section;
+  for (const auto& [key, value] : a) {
+    const std::string sec = key.substr(0, key.find('.'));
+    if (sec != section) o_text << (section.empty() ? "" : "\n") << "[" << (section = sec) << "]\n";
+    o_text << key.substr(key.find('.') + 1) << " = " << value << "\n";
+  }
+  for (const auto& n : out.notes) o_text << "# " << n << "\n";
+  out.text = o_text.str();
+  return out;
+}
+
+}  // namespace parallax::plan

@@ -1,0 +1,166 @@
+// What a plan says about its trainer: the framework key, fp8 as Megatron-core runs Transformer
+// Engine, and the export to Megatron-LM's arguments, checked against that trainer's real option
+// names.
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <set>
+
+#include "plan/cost.hpp"
+#include "plan/executable.hpp"
+#include "plan/memory.hpp"
+#include "plan/trainer_export.hpp"
+#include "tests/test_util.hpp"
+
+using namespace parallax;
+
+namespace {
+const std::string kLlama =
+    "model: {preset: transformer, layers: 4, hidden: 4096, heads: 32, kv_heads: 8, ffn: 14336, mlp: swiglu, norm: rmsnorm, "
+    "positions: rope, bias: false, seq_len: 4096, vocab: 128256}\n"
+    "data: {batch_size: 8}\n"
+    "optimizer: {kind: adamw, lr: 0.0003, weight_decay: 0.1}\n"
+    "hardware: h100-nvlink-ib\n";
+}  // namespace
+
+TEST_CASE("plan::framework: a trainer's semantics at once, what the scenario sets winning", "[plan]") {
+  const auto m = test::scenario_from("framework: megatron\nparallel: {precision: bf16}\n" + kLlama);
+  CHECK(m.parallel.p2p == plan::P2p::megatron);
+  CHECK(m.parallel.master_weights);
+  CHECK(m.layers[1].shape.flash_attention);
+  CHECK(m.framework_set == std::vector<std::string>{"model.attention=flash", "parallel.p2p=megatron", "parallel.master_weights=true",
+                                                    "parallel.rank_order=tp-dp-pp"});
+  // Set in the file or by --set: the scenario's value, and not listed as the framework's.
+  const auto own = test::scenario_from("framework: megatron\nparallel: {p2p: pytorch, precision: bf16}\n" + kLlama, {"model.attention=standard"});
+  CHECK(own.parallel.p2p == plan::P2p::pytorch);
+  CHECK_FALSE(own.layers[1].shape.flash_attention);
+  CHECK(own.framework_set == std::vector<std::string>{"parallel.master_weights=true", "parallel.rank_order=tp-dp-pp"});
+  // At fp32 there is nothing for master weights to keep: the framework leaves them off.
+  const auto fp32 = test::scenario_from("framework: megatron\n" + kLlama);
+  CHECK_FALSE(fp32.parallel.master_weights);
+  CHECK(fp32.framework_set == std::vector<std::string>{"model.attention=flash", "parallel.p2p=megatron", "parallel.rank_order=tp-dp-pp"});
+  // pytorch is today's semantics: nothing set.
+  const auto torch = test::scenario_from(kLlama);
+  CHECK(torch.framework == plan::Framework::pytorch);
+  CHECK(torch.framework_set.empty());
+  CHECK_FALSE(torch.parallel.master_weights);
+  CHECK_THAT(test::parse_error("framework: jax\n" + kLlama), Catch::Contains("pytorch | megatron | torchtitan | deepspeed"));
+}
+
+TEST_CASE("plan::fp8: the blocks' linear GEMMs at the fp8 peak, attention and the head in bf16", "[plan]") {
+  const auto s = test::scenario_from(kLlama);
+  const auto& hw = s.hardware;
+  const auto& block = s.layers[1];
+  const auto& head = s.layers.back();
+  const double eff = hw.device.efficiency, overhead = hw.device.layer_overhead_us;
+  // H100's datasheet peaks, dense: 1,979 fp8 and 989 bf16 TFLOP/s. A 4096-token sample's block
+  // is compute-bound on the roofline, so its forward is its FLOPs over the peaks, plus the call.
+  const double attention = 4.0 * 4096 * 4096 * 4096, linear = block.flops_per_sample - attention;
+  const auto fp8 = plan::estimate_layer_cost(block, hw, plan::Precision::fp8, 1);
+  CHECK(fp8.forward.to_us() - overhead == Approx((linear / (1979 * eff) + attention / (989 * eff)) / 1e6));
+  const auto bf16 = plan::estimate_layer_cost(block, hw, plan::Precision::bf16, 1);
+  CHECK(bf16.forward.to_us() - overhead == Approx(block.flops_per_sample / (989 * eff) / 1e6));
+  // The output layer stays in bf16 (Megatron-core applies fp8 to the transformer blocks only).
+  CHECK(plan::estimate_layer_cost(head, hw, plan::Precision::fp8, 1).forward == plan::estimate_layer_cost(head, hw, plan::Precision::bf16, 1).forward);
+  // Memory: with master weights, the bf16 weight and TE's fp8 copy and transpose (2 + 1 + 1 bytes).
+  const auto m = test::scenario_from(kLlama, {"parallel.precision=fp8", "parallel.master_weights=true"});
+  CHECK(plan::bytes_per_parameter(m).parameter == 4);
+  CHECK(plan::bytes_per_parameter(test::scenario_from(kLlama, {"parallel.precision=bf16", "parallel.master_weights=true"})).parameter == 2);
+  // A device without fp8 is refused; the executor does not run fp8 this round.
+  CHECK_THAT(test::parse_error("model: {preset: mlp}\nparallel: {precision: fp8}\nhardware: a100-nvlink-ib\n"), Catch::Contains("has no fp8 peak"));
+  CHECK_THROWS_WITH(plan::check_executable(test::scenario_from(kLlama, {"parallel.precision=fp8"})), Catch::Contains("fp8") && Catch::Contains("predict-only"));
+}
+
+namespace {
+// Megatron-LM's option names that export_megatron may print, as megatron/training/arguments.py
+// (NVIDIA/Megatron-LM, main of 2025) defines them with parser.add_argument. A name not in the
+// trainer's parser would make the exported command fail at launch.
+const std::set<std::string> kMegatronOptions = {
+    "--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--num-layers-per-virtual-pipeline-stage",
+    "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers", "--sequence-parallel", "--micro-batch-size",
+    "--global-batch-size", "--recompute-granularity", "--recompute-method", "--recompute-num-layers", "--use-distributed-optimizer",
+    "--bf16", "--fp16", "--fp8-format", "--num-layers", "--hidden-size", "--ffn-hidden-size", "--num-attention-heads", "--seq-length",
+    "--max-position-embeddings", "--group-query-attention", "--num-query-groups", "--swiglu", "--squared-relu", "--normalization",
+    "--position-embedding-type", "--untie-embeddings-and-output-weights", "--disable-bias-linear", "--add-qkv-bias",
+    "--attention-dropout", "--hidden-dropout", "--attention-backend", "--tokenizer-type", "--vocab-size", "--mock-data", "--optimizer",
+    "--sgd-momentum", "--lr", "--weight-decay", "--train-iters"};
+// torchtitan's job config fields (torchtitan/config/job_config.py), section.field.
+const std::set<std::string> kTorchtitanFields = {
+    "model.name", "model.flavor", "model.converters", "parallelism.data_parallel_replicate_degree",
+    "parallelism.data_parallel_shard_degree", "parallelism.tensor_parallel_degree", "parallelism.pipeline_parallel_degree",
+    "parallelism.pipeline_parallel_schedule", "parallelism.pipeline_parallel_schedule_csv", "parallelism.pipeline_parallel_microbatch_size",
+    "parallelism.pipeline_parallel_split_points", "training.local_batch_size", "training.global_batch_size", "training.seq_len",
+    "training.steps", "training.mixed_precision_param", "activation_checkpoint.mode", "activation_checkpoint.selective_ac_option",
+    "optimizer.name", "optimizer.lr", "optimizer.weight_decay"};
+
+std::map<std::string, std::string> as_map(const plan::TrainerExport& e) {
+  return {e.arguments.begin(), e.arguments.end()};
+}
+}  // namespace
+
+TEST_CASE("plan::export: Megatron-LM's arguments, each one the trainer's, for every form and layout", "[plan]") {
+  const std::string source = std::string(PARALLAX_SOURCE_DIR) + "/scenarios/llama-3.1-70b-64xH100.yaml";
+  const auto p = plan::resolve_plan(plan::load_scenario(source, {}));
+  const auto e = plan::export_megatron(p);
+  for (const auto& [name, value] : e.arguments) {
+    INFO(name);
+    CHECK(kMegatronOptions.count(name) == 1);
+  }
+  const auto a = as_map(e);
+  CHECK(a.at("--tensor-model-parallel-size") == "8");
+  CHECK(a.at("--pipeline-model-parallel-size") == "4");
+  CHECK(a.at("--num-layers-per-virtual-pipeline-stage") == "4");  // 80 blocks over 4 x 5 stages
+  CHECK(a.at("--global-batch-size") == "128");
+  CHECK(a.at("--micro-batch-size") == "1");
+  CHECK(a.at("--num-query-groups") == "8");
+  CHECK(a.at("--normalization") == "RMSNorm");
+  CHECK(a.count("--swiglu") == 1);
+  CHECK(a.count("--use-distributed-optimizer") == 1);
+  CHECK(e.text.find("torchrun --nproc-per-node 8 --nnodes 8") != std::string::npos);
+  // Other forms and layouts print only the trainer's names too.
+  for (const std::vector<std::string>& sets :
+       {std::vector<std::string>{"parallel.precision=fp8", "parallel.activation_checkpointing=selective"},
+        {"parallel.activation_checkpointing=layer", "model.mlp=relu2", "model.qkv_bias=true"},
+        {"parallel.virtual=1", "parallel.schedule=1f1b", "parallel.partition_len=[21, 20, 20, 21]", "parallel.activation_checkpointing=stage"},
+        {"model.mlp=gelu", "model.norm=layernorm", "model.positions=learned", "model.tie_embeddings=true", "model.bias=true",
+         "parallel.virtual=1", "parallel.schedule=1f1b", "parallel.partition_len=[21, 20, 20, 21]", "model.kv_heads=64"}}) {
+    const auto more = plan::export_megatron(plan::resolve_plan(plan::load_scenario(source, sets)));
+    for (const auto& [name, value] : more.arguments) {
+      INFO(name);
+      CHECK(kMegatronOptions.count(name) == 1);
+    }
+  }
+  const auto uneven = as_map(plan::export_megatron(plan::resolve_plan(
+      plan::load_scenario(source, {"parallel.virtual=1", "parallel.schedule=1f1b", "parallel.partition_len=[19, 22, 22, 19]"}))));
+  CHECK(uneven.at("--decoder-first-pipeline-num-layers") == "18");
+  CHECK(uneven.at("--decoder-last-pipeline-num-layers") == "18");
+}
+
+TEST_CASE("plan::export: what a trainer cannot express exits 2 at the key to change", "[plan]") {
+  const std::string source = std::string(PARALLAX_SOURCE_DIR) + "/scenarios/llama-3.1-70b-64xH100.yaml";
+  auto megatron_error = [&](const std::vector<std::string>& sets) {
+    try {
+      plan::export_megatron(plan::resolve_plan(plan::load_scenario(source, sets)));
+    } catch (const plan::InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK_THAT(megatron_error({"parallel.schedule=interleaved-zero-bubble"}), Catch::Contains("Megatron-LM runs 1F1B and interleaved 1F1B"));
+  CHECK_THAT(megatron_error({"parallel.partition_len=balanced"}), Catch::Contains("same number of blocks on every virtual stage"));
+  CHECK_THAT(megatron_error({"parallel.virtual=1", "parallel.schedule=1f1b", "parallel.partition_len=[21, 19, 21, 21]"}),
+             Catch::Contains("evenly over the stages but the first and the last"));
+  // LibTorch's encoder block is no Megatron-LM block.
+  CHECK_THROWS_WITH(plan::export_megatron(test::plan_from("model: {preset: transformer}\nhardware: ideal\n")),
+                    Catch::Contains("TransformerEncoderLayer"));
+  // torchtitan: its flavors only, its own names only.
+  const auto titan = plan::export_torchtitan(plan::resolve_plan(plan::load_scenario(source, {"parallel.data=1", "data.batch_size=128"})));
+  for (const auto& [name, value] : titan.arguments) {
+    INFO(name);
+    CHECK(kTorchtitanFields.count(name) == 1);
+  }
+  CHECK(as_map(titan).at("model.flavor") == "\"70B\"");
+  CHECK(titan.text.find("[parallelism]\ndata_parallel_replicate_degree = 1\n") != std::string::npos);
+  CHECK_THROWS_WITH(plan::export_torchtitan(plan::resolve_plan(plan::load_scenario(source, {"model.layers=40", "parallel.data=1", "parallel.partition_len=[3, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 3]"}))),
+                    Catch::Contains("flavors 8B, 70B and 405B"));
+}
