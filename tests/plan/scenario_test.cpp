@@ -99,7 +99,7 @@ TEST_CASE("plan::Scenario: each bad input names its line and column", "[plan]") 
                Catch::Equals("--set parallel.schedule=zb: 'parallel.schedule' must be one of gpipe | 1f1b | "
                              "interleaved-1f1b | looped-bfs | interleaved-zero-bubble | zbv-zero-bubble | dualpipev | "
                              "<file>.csv, got 'zb'"));
-    CHECK_THAT(parse_error(kGood, {"parallel.precision=fp8"}), Catch::Contains("fp32 | bf16 | fp16"));
+    CHECK_THAT(parse_error(kGood, {"parallel.precision=fp4"}), Catch::Contains("fp32 | bf16 | fp16 | fp8"));
   }
   SECTION("a value from --set is blamed on the flag") {
     CHECK_THAT(parse_error(kGood, {"parallel.chunks=3"}), Catch::StartsWith("--set parallel.chunks=3: data.batch_size (32)"));

@@ -72,9 +72,13 @@ TEST_CASE("plan::fp8: the blocks' linear GEMMs at the fp8 peak, attention and th
 }
 
 namespace {
-// Megatron-LM's option names that export_megatron may print, as megatron/training/arguments.py
-// (NVIDIA/Megatron-LM, main of 2025) defines them with parser.add_argument. A name not in the
-// trainer's parser would make the exported command fail at launch.
+// Megatron-LM's option names that export_megatron may print, copied from the parser that
+// megatron/training/arguments.py builds (NVIDIA/Megatron-LM at d98e8a64, 2026-08-22: its literal
+// add_argument calls and the options it generates from TransformerConfig's fields; the choices
+// printed are among that parser's: --attention-backend flash|unfused, --normalization
+// LayerNorm|RMSNorm, --fp8-format hybrid, --recompute-granularity full|selective, --recompute-method
+// uniform|block, --optimizer adam|sgd, --tokenizer-type NullTokenizer). A name the parser lacks
+// would make the exported command fail at launch.
 const std::set<std::string> kMegatronOptions = {
     "--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--num-layers-per-virtual-pipeline-stage",
     "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers", "--sequence-parallel", "--micro-batch-size",
