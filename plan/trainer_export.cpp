@@ -216,10 +216,20 @@ TrainerExport export_torchtitan(const Plan& p) {
     if (par.schedule == ScheduleKind::csv) a.push_back({"parallelism.pipeline_parallel_schedule_csv", quoted(par.schedule_csv)});
     else a.push_back({"parallelism.pipeline_parallel_schedule", quoted(kSchedules.at(par.schedule))});
     a.push_back({"parallelism.pipeline_parallel_microbatch_size", std::to_string(p.microbatch_size)});
-    // The first layer of every stage but the first: torchtitan cuts the model there.
-    std::string points;
-    for (size_t i = 1; i < p.stages.size(); ++i) points += (i > 1 ? ", " : "") + quoted(p.layers()[p.stages[i].first_layer].name);
-    a.push_back({"parallelism.pipeline_parallel_split_points", "[" + points + "]"});
+    // The modules of each model part (a stage, in stage order), by torchtitan's Llama 3 names.
+    std::string parts;
+    for (const Stage& st : p.stages) {
+      std::string names;
+      for (int l = st.first_layer; l < st.first_layer + st.layer_count; ++l) {
+        const Layer& layer = p.layers()[l];
+        const std::string fqns = layer.kind == LayerKind::embedding ? quoted("tok_embeddings")
+                                 : layer.kind == LayerKind::head    ? quoted("norm") + ", " + quoted("output")
+                                                                    : quoted(layer.name);
+        names += (names.empty() ? "" : ", ") + fqns;
+      }
+      parts += (parts.empty() ? "[" : ", [") + names + "]";
+    }
+    a.push_back({"parallelism.module_fqns_per_model_part", "[" + parts + "]"});
   }
   a.push_back({"training.local_batch_size", std::to_string(s.data.batch_size)});
   a.push_back({"training.global_batch_size", std::to_string(s.data.batch_size * par.grad_accumulation * par.data)});
@@ -228,9 +238,10 @@ TrainerExport export_torchtitan(const Plan& p) {
   switch (par.precision) {
     case Precision::fp32: a.push_back({"training.mixed_precision_param", quoted("float32")}); break;
     case Precision::bf16: a.push_back({"training.mixed_precision_param", quoted("bfloat16")}); break;
-    case Precision::fp8:
+    case Precision::fp8:  // torchao's float8 linears with per-tensor (tensorwise) scaling
       a.push_back({"training.mixed_precision_param", quoted("bfloat16")});
-      a.push_back({"model.converters", "[\"float8\"]"});
+      a.push_back({"model.converters", "[" + quoted("quantize.linear.float8") + "]"});
+      a.push_back({"quantize.linear.float8.recipe_name", quoted("tensorwise")});
       break;
     case Precision::fp16:
       throw InputError(s.where("parallel.precision"), "torchtitan trains in bfloat16 or float32 (and float8 linears), not fp16");
@@ -251,18 +262,21 @@ TrainerExport export_torchtitan(const Plan& p) {
   a.push_back({"optimizer.lr", number_text(o.lr)});
   a.push_back({"optimizer.weight_decay", number_text(o.weight_decay)});
   out.notes = {"torchtitan reads a tokenized dataset (training.dataset); the plan's synthetic tokens have no torchtitan counterpart",
-               "launch: CONFIG_FILE=plan.toml ./run_train.sh (torchrun over --nproc_per_node " +
-                   std::to_string(std::min(p.world_size, s.hardware.devices_per_node)) + ", " + std::to_string(p.nodes) + " node" +
-                   (p.nodes > 1 ? "s" : "") + ")"};
-  // TOML: one table per section, in the order the arguments came.
+               "launch: CONFIG_FILE=plan.toml NGPU=" + std::to_string(std::min(p.world_size, s.hardware.devices_per_node)) +
+                   " ./run_train.sh on each of " + std::to_string(p.nodes) + " node" + (p.nodes > 1 ? "s" : "") +
+                   " (torchtitan v0.2.2's TOML job config; later torchtitan configures jobs in Python)"};
+  // TOML: one table per section ("quantize.linear.float8"), in the order the arguments came.
   std::ostringstream o_text;
-  o_text << "# torchtitan job config for '" << s.name << "': " << p.world_size << " GPUs (parallax export torchtitan)\n";
-  std::string section;
+  o_text << "# torchtitan job config (torchtitan/config/job_config.py, v0.2.2) for '" << s.name << "': " << p.world_size
+         << " GPUs (parallax export torchtitan)\n";
+  std::vector<std::pair<std::string, std::string>> tables;  // (section, its lines); TOML allows a table once
   for (const auto& [key, value] : a) {
-    const std::string sec = key.substr(0, key.find('.'));
-    if (sec != section) o_text << (section.empty() ? "" : "\n") << "[" << (section = sec) << "]\n";
-    o_text << key.substr(key.find('.') + 1) << " = " << value << "\n";
+    const std::string sec = key.substr(0, key.rfind('.'));
+    auto it = std::find_if(tables.begin(), tables.end(), [&](const auto& t) { return t.first == sec; });
+    if (it == tables.end()) it = tables.insert(tables.end(), {sec, ""});
+    it->second += key.substr(key.rfind('.') + 1) + " = " + value + "\n";
   }
+  for (size_t i = 0; i < tables.size(); ++i) o_text << (i ? "\n" : "") << "[" << tables[i].first << "]\n" << tables[i].second;
   for (const auto& n : out.notes) o_text << "# " << n << "\n";
   out.text = o_text.str();
   return out;

@@ -88,12 +88,13 @@ const std::set<std::string> kMegatronOptions = {
     "--position-embedding-type", "--untie-embeddings-and-output-weights", "--disable-bias-linear", "--add-qkv-bias",
     "--attention-dropout", "--hidden-dropout", "--attention-backend", "--tokenizer-type", "--vocab-size", "--mock-data", "--optimizer",
     "--sgd-momentum", "--lr", "--weight-decay", "--train-iters"};
-// torchtitan's job config fields (torchtitan/config/job_config.py), section.field.
+// torchtitan's job config fields, section.field, as torchtitan/config/job_config.py defines them
+// (pytorch/torchtitan at 238fa995, 2026-02-23, the same as release v0.2.2: the last with TOML configs).
 const std::set<std::string> kTorchtitanFields = {
     "model.name", "model.flavor", "model.converters", "parallelism.data_parallel_replicate_degree",
     "parallelism.data_parallel_shard_degree", "parallelism.tensor_parallel_degree", "parallelism.pipeline_parallel_degree",
     "parallelism.pipeline_parallel_schedule", "parallelism.pipeline_parallel_schedule_csv", "parallelism.pipeline_parallel_microbatch_size",
-    "parallelism.pipeline_parallel_split_points", "training.local_batch_size", "training.global_batch_size", "training.seq_len",
+    "parallelism.module_fqns_per_model_part", "quantize.linear.float8.recipe_name", "training.local_batch_size", "training.global_batch_size", "training.seq_len",
     "training.steps", "training.mixed_precision_param", "activation_checkpoint.mode", "activation_checkpoint.selective_ac_option",
     "optimizer.name", "optimizer.lr", "optimizer.weight_decay"};
 
@@ -165,6 +166,15 @@ TEST_CASE("plan::export: what a trainer cannot express exits 2 at the key to cha
   }
   CHECK(as_map(titan).at("model.flavor") == "\"70B\"");
   CHECK(titan.text.find("[parallelism]\ndata_parallel_replicate_degree = 1\n") != std::string::npos);
+  CHECK(as_map(titan).at("parallelism.module_fqns_per_model_part").rfind("[[\"tok_embeddings\", \"layers.0\", \"layers.1\", \"layers.2\", \"layers.3\"], [\"layers.4\"", 0) == 0);
+  const auto fp8 = plan::export_torchtitan(plan::resolve_plan(plan::load_scenario(source, {"parallel.data=1", "data.batch_size=128", "parallel.precision=fp8"})));
+  for (const auto& [name, value] : fp8.arguments) {
+    INFO(name);
+    CHECK(kTorchtitanFields.count(name) == 1);
+  }
+  CHECK(fp8.text.find("[quantize.linear.float8]\nrecipe_name = \"tensorwise\"\n") != std::string::npos);
+  CHECK(fp8.text.find("[model]\nname = \"llama3\"\nflavor = \"70B\"\nconverters = [\"quantize.linear.float8\"]\n") != std::string::npos);
+  CHECK(fp8.text.find("[model]") == fp8.text.rfind("[model]"));  // a TOML table appears once
   CHECK_THROWS_WITH(plan::export_torchtitan(plan::resolve_plan(plan::load_scenario(source, {"model.layers=40", "parallel.data=1", "parallel.partition_len=[3, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 3]"}))),
                     Catch::Contains("flavors 8B, 70B and 405B"));
 }
