@@ -188,8 +188,13 @@ int tune_command(const TuneArgs& args, const std::string& self) {
   bar.done();
   const plan::Settings given = plan::settings_of(base);
   if (r.ranked.empty()) {
-    std::cerr << "tune: no configuration of the " << r.combinations << " searched fits device memory"
-              << (r.invalid_example.empty() ? "" : " (" + std::to_string(r.invalid) + " combinations were not valid, e.g.: " + r.invalid_example + ")")
+    // Stopped early, the search has not seen the whole space: say so rather than "none fits".
+    if (!r.stopped.empty())
+      std::cerr << "tune: stopped (" << r.stopped << ") before any of the " << r.combinations
+                << " configurations was found to fit device memory; narrow the space (--search, --fix) or give it more time (--time-limit)";
+    else
+      std::cerr << "tune: no configuration of the " << r.combinations << " searched fits device memory";
+    std::cerr << (r.invalid_example.empty() ? "" : " (" + std::to_string(r.invalid) + " combinations were not valid, e.g.: " + r.invalid_example + ")")
               << "\n";
     return 1;
   }
