@@ -228,9 +228,9 @@ StageImpl::StageImpl(const std::vector<plan::Layer>& layers, int first, int coun
         module = e.encoder;
         break;
       case plan::LayerKind::head: {
-        // Tied: the embedding of this stage (plan/executable.cpp keeps tied models on one stage).
-        if (s.form.tie_embeddings && !embedding.defined())
-          throw std::logic_error("tied embeddings with the head on another stage than the embedding");
+        // Tied: the embedding's matrix, on this stage (plan/executable.cpp keeps a tied model on one
+        // stage). A head built without its embedding (calibrate times one layer at a time) projects
+        // with a matrix of its own, the same work.
         auto m = Head(s, s.form.tie_embeddings ? embedding : torch::Tensor()).ptr();
         e.call_other = [m](const torch::Tensor& x) { return m->forward(x); };
         e.other = module = m;

@@ -96,6 +96,9 @@ const std::vector<std::string>& hf_architectures() { return kArchitectures; }
 
 HfModel read_hf_config(const std::string& path, int64_t seq_len) {
   if (!std::filesystem::is_regular_file(path)) throw InputError(Location{path}, "no such Hugging Face config file");
+  // A config.json is a few kilobytes; a path to something huge (a checkpoint, /proc/kcore) is a mistake.
+  if (std::filesystem::file_size(path) > (std::uintmax_t{1} << 24))
+    throw InputError(Location{path}, "larger than 16 MiB: not a Hugging Face config.json (give the model's config, not its weights)");
   const YamlDocument doc = YamlDocument::from_file(path);
   const Field c = Field::root(doc);
   if (!c.is_map()) c.fail("a Hugging Face config.json is a JSON object");
