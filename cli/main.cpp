@@ -465,7 +465,8 @@ int main(int argc, char** argv) {
   export_cmd->footer(
       "What the trainer cannot express (an explicit partition_len it cannot split the same way, a schedule it lacks, LibTorch's\n"
       "encoder block) exits 2 saying which key to change. Plan with framework: megatron for Megatron-LM's step time.\n"
-      "Example: parallax export megatron scenarios/gpipe-1b-4xA100.yaml --set model.hf_config=scenarios/models/llama-3.1-8b.json");
+      "Examples: parallax export megatron scenarios/llama-3.1-70b-64xH100.yaml\n"
+      "          parallax export torchtitan scenarios/llama-3.1-70b-64xH100.yaml --set parallel.data=1 --set data.batch_size=128");
 
   bool keys_markdown = false;
   auto* keys_cmd = app.add_subcommand(
