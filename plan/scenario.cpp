@@ -80,7 +80,7 @@ static void check_tensor_parallel(const Scenario& s) {
       fail_at(s, "parallel.tensor", "parallel.tensor " + t + " does not divide the " + std::to_string(l.shape.heads) +
                                         " attention heads of layer '" + l.name + "'; each tensor rank takes whole heads");
     // Megatron-core splits key/value heads over the group; a group larger than the key/value heads
-    // replicates each one over tensor / kv_heads ranks (as the issue asks; plan/layers.hpp's max_split).
+    // replicates each head on tensor / kv_heads ranks (plan/layers.hpp's max_split).
     const int64_t kv = l.shape.kv_heads();
     if (kv % p.tensor != 0 && p.tensor % kv != 0)
       fail_at(s, "parallel.tensor", "parallel.tensor " + t + " and the " + std::to_string(kv) + " key/value heads of layer '" + l.name +
@@ -153,7 +153,7 @@ void check_scenario(const Scenario& s) {
   }
   check_tensor_parallel(s);
   if (p.master_weights && p.precision == Precision::fp32)
-    fail_at(s, "parallel.master_weights", "master_weights keeps fp32 masters of 16-bit parameters; it needs precision bf16 or fp16");
+    fail_at(s, "parallel.master_weights", "master_weights keeps fp32 masters of 16-bit parameters; it needs precision bf16, fp16 or fp8");
   if (p.precision == Precision::fp8 && !s.hardware.device.peak_tflops.count(Precision::bf16))
     fail_at(s, "parallel.precision", std::string("precision fp8 runs attention and norms in bf16, and hardware '") + s.hardware.name +
                                          "' lists no bf16 peak");
