@@ -395,13 +395,13 @@ int main(int argc, char** argv) {
   cli::TuneArgs tune_args;
   auto* tune_cmd = app.add_subcommand(
       "tune",
-      "Search chunks, partition_len, schedule, data x pipeline x tensor, DDP buckets, recompute and precision on the "
+      "Search chunks, partition_len, schedule, data x context x pipeline x tensor, DDP buckets, recompute and precision on the "
       "simulator for the fastest plan that fits device memory; optionally confirm the top few with real runs");
   tune_cmd->add_option("SCENARIO", tune_args.scenario, "Scenario YAML file; without one, the built-in default");
   tune_cmd->add_option("--set", tune_args.sets, "Override a scenario value before tuning (repeatable)")
       ->allow_extra_args(false)
       ->type_name("KEY=VALUE");
-  tune_cmd->add_option("--world", tune_args.world, "Ranks (GPUs) to spread over (default: the scenario's data x pipeline x tensor)");
+  tune_cmd->add_option("--world", tune_args.world, "Ranks (GPUs) to spread over (default: the scenario's data x context x pipeline x tensor)");
   tune_cmd->add_option("--search", tune_args.searches,
                        "Search only these values of a key, e.g. parallel.chunks=4,8,16 or parallel.partition_len="
                        "balanced,[5,7] (repeatable; parallel.grad_accumulation and parallel.rank_order are searched only when given here)")
@@ -419,7 +419,7 @@ int main(int argc, char** argv) {
   tune_cmd->add_option("--top", tune_args.top, "Configurations in the ranked table (default 10)");
   tune_cmd->add_option("--validate", tune_args.validate,
                        "Run K configurations for real on this machine (as parallax run does): the best prediction, the best of "
-                       "each other data x pipeline x tensor layout, then the next best; the best measured is the pick");
+                       "each other data x context x pipeline x tensor layout, then the next best; the best measured is the pick");
   tune_cmd->add_option("--validate-steps", tune_args.validate_steps, "Steps of each --validate run (default 200: one run per configuration, so a long one)");
   tune_cmd->add_option("--threads", tune_args.threads, "Threads to simulate on (default: one per core)");
   tune_cmd->add_flag("--json", tune_args.json,

@@ -41,15 +41,18 @@ std::string format_bytes(int64_t bytes) {
   return buf;
 }
 
-// The rank formula with this plan's numbers (plan::rank_of holds it).
+// The rank formula with this plan's numbers (plan::rank_of holds it). Context ranks sit inside a
+// replica, next to the tensor ranks (Megatron-core's tp-cp-dp-pp).
 std::string placement_line(const plan::ParallelSpec& p) {
   const bool data_first = p.rank_order == plan::RankOrder::tensor_data_pipeline;
+  const bool context = p.context > 1;
+  const std::string replica = context ? "data index x " + std::to_string(p.context) + " + context index" : "replica";
   std::ostringstream o;
-  o << "rank = (" << (data_first ? "pipeline rank x " + std::to_string(p.data) + " + replica"
-                                 : "replica x " + std::to_string(p.pipeline) + " + pipeline rank")
+  o << "rank = (" << (data_first ? "pipeline rank x " + std::to_string(p.replicas()) + " + " + replica
+                                 : "(" + replica + ") x " + std::to_string(p.pipeline) + " + pipeline rank")
     << ") x " << p.tensor << " + tensor rank: tensor fastest (a tensor group in one node), then "
-    << (data_first ? "data, then pipeline" : "pipeline, then data") << " (parallel.rank_order " << plan::name(p.rank_order)
-    << (data_first ? ", Megatron-LM's" : "") << ")";
+    << (context ? "context, then " : "") << (data_first ? "data, then pipeline" : "pipeline, then data")
+    << " (parallel.rank_order " << plan::name(p.rank_order) << (data_first ? ", Megatron-LM's" : "") << ")";
   return o.str();
 }
 
@@ -65,6 +68,7 @@ json plan_json(const Plan& p) {
   out["world_size"] = p.world_size;
   out["nodes"] = p.nodes;
   out["grid"] = {{"data", s.parallel.data},
+                 {"context", s.parallel.context},
                  {"pipeline", s.parallel.pipeline},
                  {"tensor", s.parallel.tensor},
                  {"sequence_parallel", s.parallel.sequence_parallel},
@@ -151,7 +155,8 @@ std::string plan_text(const Plan& p) {
   o << "hardware   " << hw.name << ": " << hw.devices_per_node << " x " << hw.device.name << " per node ("
     << hw.node_link.name << ")" << (hw.network ? ", network " + hw.network->name : std::string()) << "; plan uses "
     << p.nodes << " node" << (p.nodes > 1 ? "s" : "") << "\n";
-  o << "grid       data " << s.parallel.data << " x pipeline " << s.parallel.pipeline << " x tensor " << s.parallel.tensor
+  o << "grid       data " << s.parallel.data << (s.parallel.context > 1 ? " x context " + std::to_string(s.parallel.context) : "")
+    << " x pipeline " << s.parallel.pipeline << " x tensor " << s.parallel.tensor
     << " = " << p.world_size << " ranks; virtual " << s.parallel.virtual_stages << ", " << p.stages.size() << " stages"
     << (s.parallel.sequence_parallel ? "; sequence parallel" : "") << "\n";
   o << "placement  " << placement_line(s.parallel) << "\n";

@@ -63,13 +63,16 @@ std::string simulate_text(const plan::Plan& plan, const sim::SimRun& run, const 
   std::ostringstream o;
   const auto& p = plan.scenario.parallel;
   o << "simulated  " << plan.scenario.name << ": one optimizer step, " << plan.world_size << " ranks ("
-    << p.data << " x " << p.pipeline << (p.tensor > 1 ? " x " + std::to_string(p.tensor) : "")
+    << p.data << (p.context > 1 ? " x c" + std::to_string(p.context) : "") << " x " << p.pipeline << (p.tensor > 1 ? " x " + std::to_string(p.tensor) : "")
     << (p.virtual_stages > 1 ? " x v" + std::to_string(p.virtual_stages) : "") << "), " << plan::name(p.schedule) << ", "
     << plan.schedule.microbatches() << " micro-batches; " << run.events << " events in " << fmt("%.1f ms", run.wall.to_ms()) << "\n";
   if (p.tensor > 1)
     o << "tensor     " << p.tensor << "-way" << (p.sequence_parallel ? " with sequence parallelism" : "")
       << ": ranks below are tensor groups (rank r: ranks " << p.tensor << "r.." << p.tensor << "r+" << p.tensor - 1
       << "), their collectives inside each F and B\n";
+  if (p.context > 1)
+    o << "context    " << p.context << "-way: each holds 1/" << p.context << " of every sequence; the ranks below include each "
+      << "context rank (they run alike), the ring of keys and values inside each F and B\n";
   o << "step time  " << ms(m.step_time) << "\n";
   if (const plan::Interference& in = plan.scenario.hardware.interference; in.compute != 1 || in.communication != 1)
     o << "overlap    compute " << fmt("%.2fx", in.compute) << " slower while communicating on its device; its ports carry "

@@ -44,14 +44,19 @@ double peak_tflops(const Device& device, Precision precision) {
   return peak != device.peak_tflops.end() ? peak->second : device.peak_tflops.at(Precision::fp32);
 }
 
-// The FLOPs per sample that fp8 leaves in bf16, as Megatron-core applies Transformer Engine's fp8 to
-// the transformer blocks' linear layers only: a block's scores and attention-weighted values
-// (4 s^2 h), and all of the embedding and the output layer.
-double flops_outside_fp8_per_sample(const Layer& l) {
-  if (l.kind == LayerKind::embedding || l.kind == LayerKind::head) return l.flops_per_sample;
+// A block's attention core per sample: its scores and attention-weighted values (4 s^2 h).
+double attention_flops_per_sample(const Layer& l) {
   if (l.kind != LayerKind::encoder) return 0;
   const double s = static_cast<double>(l.shape.seq_len);
   return 4.0 * s * s * static_cast<double>(l.shape.hidden);
+}
+
+// The FLOPs per sample that fp8 leaves in bf16, as Megatron-core applies Transformer Engine's fp8 to
+// the transformer blocks' linear layers only: a block's attention core, and all of the embedding
+// and the output layer.
+double flops_outside_fp8_per_sample(const Layer& l) {
+  if (l.kind == LayerKind::embedding || l.kind == LayerKind::head) return l.flops_per_sample;
+  return attention_flops_per_sample(l);
 }
 
 // The plain roofline (and the measured and stated costs before it); tensor parallelism divides
@@ -59,13 +64,15 @@ double flops_outside_fp8_per_sample(const Layer& l) {
 LayerCost roofline_cost(const Layer& layer, const HardwareProfile& hardware, const ParallelSpec& parallel,
                         int microbatch_size, bool input_gradient) {
   const Precision precision = parallel.precision;
-  if (auto c = calibrated(layer, hardware, precision, microbatch_size, input_gradient)) return *c;
+  // What was measured ran whole sequences: context parallelism's shorter ones are estimated.
+  const bool whole_sequences = parallel.context == 1;
+  if (auto c = whole_sequences ? calibrated(layer, hardware, precision, microbatch_size, input_gradient) : std::nullopt) return *c;
   // Without a finer model, weight and input gradients take one forward's FLOPs each.
   auto half_weight = [&](LayerCost c) {
     c.backward_weight = input_gradient ? c.backward.scaled(0.5) : c.backward;
     return c;
   };
-  if (const MeasuredLayerCost* m = find_measured(layer, hardware)) {
+  if (const MeasuredLayerCost* m = whole_sequences ? find_measured(layer, hardware) : nullptr) {
     const Time f = Time::us(m->fwd_us_fixed + m->fwd_us_per_sample * microbatch_size);
     return half_weight({f, Time::us(m->bwd_us_fixed + m->bwd_us_per_sample * microbatch_size), Time(), f, true});
   }
@@ -80,12 +87,15 @@ LayerCost roofline_cost(const Layer& layer, const HardwareProfile& hardware, con
   const double mb = microbatch_size;
   const double elem = activation_bytes(precision);
   const double rest = precision == Precision::fp8 ? flops_outside_fp8_per_sample(layer) : 0.0;
-  const double flop_us = ((layer.flops_per_sample - rest) / tflops + rest / rest_tflops) * mb / 1e6 / parallel.tensor;
+  // Context parallelism gives a rank 1 / context of each sample's tokens (and of its queries).
+  const double ways = static_cast<double>(parallel.tensor) * parallel.context;
+  const double flop_us = ((layer.flops_per_sample - rest) / tflops + rest / rest_tflops) * mb / 1e6 / ways;
   const double bw = device.memory_bandwidth_gb_per_s;  // may be +inf: no memory term
   auto memory_us = [&](double bytes) { return std::isinf(bw) || bw <= 0 ? 0.0 : bytes / (bw * 1e3); };
   const double params = parameter_bytes(layer, precision) / parallel.tensor;
-  const double in = layer.input_elems_per_sample * mb * elem, out_bytes = layer.output_elems_per_sample * mb * elem;
-  const double saved = layer.activation_elems_per_sample * mb * elem;
+  const double share = mb * elem / parallel.context;  // a rank's tokens of the micro-batch
+  const double in = layer.input_elems_per_sample * share, out_bytes = layer.output_elems_per_sample * share;
+  const double saved = layer.activation_elems_per_sample * share;
   // Forward reads the weights and its input, writes its output and what backward keeps.
   const double fwd_us = std::max(flop_us, memory_us(params + in + out_bytes + saved));
   const double fwd_no_grad_us = std::max(flop_us, memory_us(params + in + out_bytes));
@@ -99,6 +109,9 @@ LayerCost roofline_cost(const Layer& layer, const HardwareProfile& hardware, con
   LayerCost out{Time::us(call + fwd_us), Time::us(call + bwd_us), Time(), Time::us(call + fwd_no_grad_us), false};
   out.forward_memory_bound = memory_us(params + in + out_bytes + saved) > flop_us;
   out.backward_memory_bound = memory_us(bwd_bytes) > bwd_flop_us;
+  // The attention core's share of the FLOP time (backward: twice, as the layer's).
+  out.attention_forward = Time::us(attention_flops_per_sample(layer) / rest_tflops * mb / 1e6 / ways);
+  out.attention_backward = out.attention_forward * 2;
   return half_weight(out);
 }
 
@@ -148,6 +161,7 @@ struct Kernels {
   double backward_gemm = 0, backward_memory = 0;
   double weight_gradient = 0;            // the part of backward that makes weight gradients
   double attention_core = 0;             // forward of the scores, softmax and dropout (standard attention)
+  double attention_forward = 0, attention_backward = 0;  // attention's core, flash or not
 };
 
 // A transformer block as Megatron-LM runs it on one of t tensor ranks: Q, K and V, the per-head
@@ -156,14 +170,16 @@ struct Kernels {
 // layer), rotary positions and the activation function in between. Grouped-query attention's K and
 // V hold kv_heads heads, split at most that many ways. Backward runs each GEMM twice (input and
 // weight gradients) and moves each memory-bound kernel's bytes twice (its saved input and the
-// incoming gradient in, the gradient out).
+// incoming gradient in, the gradient out). Under context parallelism a rank holds q = s / context
+// tokens of each sequence and computes their scores against all s keys, a (q x q) block per ring
+// step.
 Kernels encoder_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel& m, double mb) {
   const BlockForm& form = l.shape.form;
   const double s = static_cast<double>(l.shape.seq_len), h = static_cast<double>(l.shape.hidden);
-  const double ffn = static_cast<double>(l.shape.ffn), t = p.tensor, e = m.e();
+  const double ffn = static_cast<double>(l.shape.ffn), t = p.tensor, e = m.e(), c = p.context, q = s / c;
   const double heads = static_cast<double>(l.shape.heads) / t, d = h / static_cast<double>(l.shape.heads);
   const double kv = static_cast<double>(l.shape.kv_heads()), kv_width = kv * d / std::min(t, kv);  // per rank
-  const double tokens = mb * s, sp = p.sequence_parallel ? t : 1.0;
+  const double tokens = mb * q, sp = p.sequence_parallel ? t : 1.0;
   const double up_width = (form.mlp == Mlp::swiglu ? 2 : 1) * ffn / t;  // gate and up as one GEMM
   Kernels k;
   k.gemm = m.gemm(1, tokens, h / t + 2 * kv_width, h) + m.gemm(1, tokens, h, h / t) + m.gemm(1, tokens, up_width, h) +
@@ -179,18 +195,20 @@ Kernels encoder_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel&
   k.memory = m.memory((2 * 2 * e + 2 * residual) * tokens * h / sp + activation + rope) +
              m.fp8_cast(tokens * (h + h / t + h + ffn / t));  // the inputs of QKV, the output projection, up, down
   if (l.shape.flash_attention) {
-    const double flops = 4 * mb * heads * s * s * d;
-    k.gemm += m.flash(flops, false);
-    k.backward_gemm += m.flash(2.5 * flops, true);  // FlashAttention-2 counts backward as 2.5 forwards
+    const double flops = 4 * mb * heads * q * s * d;
+    k.attention_forward = m.flash(flops, false);
+    k.attention_backward = m.flash(2.5 * flops, true);  // FlashAttention-2 counts backward as 2.5 forwards
   } else {
-    const double scores = mb * heads * s * s;
+    const double scores = mb * heads * q * s, blocks = mb * heads * c;
     // The softmax, then dropout in the encoder layer.
-    const double core = m.gemm_outside_fp8(mb * heads, s, s, d) + m.gemm_outside_fp8(mb * heads, s, d, s) +
+    const double core = m.gemm_outside_fp8(blocks, q, q, d) + m.gemm_outside_fp8(blocks, q, d, q) +
                         m.memory(2 * e * scores + (form.decoder ? 0.0 : (2 * e + 1) * scores));
     k.attention_core = core;
-    k.gemm += core;
-    k.backward_gemm += 2 * core;
+    k.attention_forward = core;
+    k.attention_backward = 2 * core;
   }
+  k.gemm += k.attention_forward;
+  k.backward_gemm += k.attention_backward;
   k.backward_memory = 2 * k.memory;
   return k;
 }
@@ -198,7 +216,7 @@ Kernels encoder_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel&
 // `input_gradient`: false for the model's first layer, whose backward computes weight gradients only.
 Kernels layer_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel& m, double mb, bool input_gradient) {
   const double t = p.tensor, e = m.e(), sp = p.sequence_parallel ? t : 1.0;
-  const double s = static_cast<double>(l.shape.seq_len), h = static_cast<double>(l.shape.hidden);
+  const double s = static_cast<double>(l.shape.seq_len) / p.context, h = static_cast<double>(l.shape.hidden);
   const double tokens = mb * s, vocab = static_cast<double>(l.shape.vocab);
   Kernels k;
   switch (l.kind) {
@@ -241,6 +259,8 @@ LayerCost shape_aware_cost(const Layer& l, const Device& d, const ParallelSpec& 
   out.forward_memory_bound = k.memory > k.gemm;
   out.backward_memory_bound = k.backward_memory > k.backward_gemm;
   out.recompute = p.activation_checkpointing == Recompute::selective ? Time::us(k.attention_core) : Time();
+  out.attention_forward = Time::us(k.attention_forward);
+  out.attention_backward = Time::us(k.attention_backward);
   return out;
 }
 
@@ -271,8 +291,9 @@ LayerCost estimate_layer_cost(const Layer& layer, const HardwareProfile& hardwar
 LayerCost estimate_layer_cost(const Layer& layer, const HardwareProfile& hardware, const ParallelSpec& parallel,
                               int microbatch_size, bool input_gradient) {
   LayerCost c = [&] {
-    if (hardware.device.compute && hardware.device.compute->covers(parallel.precision) && layer.kind != LayerKind::synthetic &&
-        !calibrated(layer, hardware, parallel.precision, microbatch_size, input_gradient) && !find_measured(layer, hardware))
+    const bool measured = parallel.context == 1 && (calibrated(layer, hardware, parallel.precision, microbatch_size, input_gradient) ||
+                                                    find_measured(layer, hardware));
+    if (hardware.device.compute && hardware.device.compute->covers(parallel.precision) && layer.kind != LayerKind::synthetic && !measured)
       return shape_aware_cost(layer, hardware.device, parallel, microbatch_size, input_gradient);
     return roofline_cost(layer, hardware, parallel, microbatch_size, input_gradient);
   }();
@@ -293,7 +314,7 @@ LayerCost estimate_layer_cost(const Layer& layer, const HardwareProfile& hardwar
 TensorTraffic tensor_traffic(const Layer& l, const ParallelSpec& p, int mb) {
   TensorTraffic t;
   if (p.tensor == 1) return t;
-  t.bytes = static_cast<double>(mb) * static_cast<double>(l.shape.seq_len) * static_cast<double>(l.shape.hidden) *
+  t.bytes = static_cast<double>(mb) * static_cast<double>(l.shape.seq_len) / p.context * static_cast<double>(l.shape.hidden) *
             activation_bytes(p.precision);
   const bool sp = p.sequence_parallel;
   switch (l.kind) {
@@ -311,6 +332,16 @@ TensorTraffic tensor_traffic(const Layer& l, const ParallelSpec& p, int mb) {
     default: break;
   }
   return t;
+}
+
+ContextTraffic context_traffic(const Layer& l, const ParallelSpec& p, int mb) {
+  ContextTraffic c;
+  if (p.context == 1 || l.kind != LayerKind::encoder) return c;
+  const double t = p.tensor, kv = static_cast<double>(l.shape.kv_heads());
+  const double kv_width = kv * (static_cast<double>(l.shape.hidden) / l.shape.heads) / std::min(t, kv);  // per tensor rank
+  c.steps = p.context - 1;
+  c.step_bytes = 2.0 * mb * static_cast<double>(l.shape.seq_len) / p.context * kv_width * activation_bytes(p.precision);
+  return c;
 }
 
 }  // namespace parallax::plan

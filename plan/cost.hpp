@@ -15,7 +15,9 @@
 // A profile's `fitted:` factors (`parallax calibrate --from-trace`), by layer signature, multiply
 // whichever of these gave the cost.
 // Tensor parallelism divides a layer's work as Megatron-LM splits it; its collectives are counted
-// here (tensor_traffic) and timed by the simulator's NCCL model.
+// here (tensor_traffic) and timed by the simulator's NCCL model. Context parallelism divides the
+// tokens a rank computes (and attention's queries, each against every key); its ring of keys and
+// values is counted here (context_traffic) and timed by the simulator.
 // Shared by "balanced" partitioning and the simulator.
 #include "plan/hardware.hpp"
 #include "plan/layers.hpp"
@@ -38,6 +40,10 @@ struct LayerCost {
   /// What backward adds to recompute this layer under the plan's activation_checkpointing:
   /// its forward (layer, stage), attention's scores and softmax (selective), nothing (false).
   Time recompute;
+  /// Attention's core (the scores with the keys, the softmax and the weighted values) in forward
+  /// and in backward: what a context-parallel ring of keys and values hides its sends behind.
+  /// Zero for layers without attention and for costs that were measured or stated.
+  Time attention_forward, attention_backward;
 };
 
 /// `input_gradient`: whether backward must also compute the gradient of the layer's input; the
@@ -62,5 +68,17 @@ struct TensorTraffic {
   int backward_all_gather = 0, backward_reduce_scatter = 0;
 };
 TensorTraffic tensor_traffic(const Layer& layer, const ParallelSpec& parallel, int microbatch_size);
+
+/// Context parallelism's ring, as Megatron-core runs it (Liu et al. 2023's ring attention with the
+/// sequence cut into 2 x context chunks, rank i holding chunks i and 2c - 1 - i so that causal
+/// attention gives each the same work): in each of an attention block's context - 1 steps, every
+/// rank sends the keys and values it holds (`step_bytes`: its tensor rank's heads of its 1 / context
+/// of the micro-batch) to the next rank of its context group while it computes attention with the
+/// ones it has. Backward sends keys, values and their gradients (twice the bytes) the same way.
+struct ContextTraffic {
+  double step_bytes = 0;
+  int steps = 0;
+};
+ContextTraffic context_traffic(const Layer& layer, const ParallelSpec& parallel, int microbatch_size);
 
 }  // namespace parallax::plan

@@ -25,6 +25,8 @@ void check_executable(const Scenario& s) {
   if (p.tensor > 1)
     predict_only("parallel.tensor",
                  "tensor parallelism (parallel.tensor " + std::to_string(p.tensor) + ")");
+  if (p.context > 1)
+    predict_only("parallel.context", "context parallelism (parallel.context " + std::to_string(p.context) + ")");
   if (p.activation_checkpointing == Recompute::selective)
     predict_only("parallel.activation_checkpointing", "selective recompute");
   if (p.activation_checkpointing != Recompute::none && splits_backward(p.schedule))

@@ -133,6 +133,11 @@ Knob precision_knob() {
 std::vector<Knob> make_table() {
   std::vector<Knob> t;
   t.push_back(integer("parallel.data", &Settings::data, kMaxCount, true, "replicas (DDP); one DDP group per pipeline stage across replicas"));
+  t.push_back(integer("parallel.context", &Settings::context, kMaxCount, true,
+                      "context-parallel ranks per replica (Megatron-core's --context-parallel-size): each holds 1 / context of every "
+                      "sequence, cut into 2 x context chunks so causal attention gives each the same work; keys and values pass around "
+                      "a ring of them beside attention, and gradients are reduced over data x context. Ranks: tp-cp-dp-pp with the "
+                      "default rank order. Transformer models only; seq_len must divide into 2 x context chunks. Predict-only above 1"));
   t.push_back(integer("parallel.pipeline", &Settings::pipeline, kMaxCount, true, "pipeline ranks per replica"));
   t.push_back(integer("parallel.tensor", &Settings::tensor, kMaxCount, true,
                       "tensor-parallel ranks per stage (Megatron-LM: attention heads and the MLP split over them, an all-reduce after each); must divide heads and ffn. Ranks: tensor fastest (parallel.rank_order), so a group sits in one node. Predict-only above 1"));

@@ -18,7 +18,7 @@ namespace {
 double layer_bytes(const Plan& plan, int l, const ParallelSpec& p) {
   const Layer& layer = plan.scenario.layers[l];
   const auto& cal = plan.scenario.hardware.calibration;
-  if (cal && p.tensor == 1 && p.activation_checkpointing != Recompute::selective)
+  if (cal && p.tensor == 1 && p.context == 1 && p.activation_checkpointing != Recompute::selective)
     if (const SignatureCost* c = cal->layer(layer_signature(layer, p.precision)); c && !c->kept_bytes.empty())
       return c->kept_bytes.at(plan.microbatch_size);
   return full_activation_bytes(layer, p) * plan.microbatch_size;
@@ -30,12 +30,12 @@ double loss_bytes(const Plan& plan) {
   const auto& cal = plan.scenario.hardware.calibration;
   if (!cal || plan.scenario.layers.empty()) return 0;
   const SignatureCost* c = cal->loss(layer_signature(plan.scenario.layers.back(), plan.scenario.parallel.precision));
-  return c && plan.scenario.parallel.tensor == 1 ? c->kept_bytes.at(plan.microbatch_size) : 0;
+  const ParallelSpec& p = plan.scenario.parallel;
+  return c && p.tensor == 1 && p.context == 1 ? c->kept_bytes.at(plan.microbatch_size) : 0;
 }
 
-}  // namespace
-
-double full_activation_bytes(const Layer& l, const ParallelSpec& p) {
+// One tensor rank's share of a whole sequence's activations.
+double whole_sequence_activation_bytes(const Layer& l, const ParallelSpec& p) {
   const double e = activation_bytes(p.precision);
   const double t = p.tensor;
   const double sp = p.sequence_parallel ? t : 1.0;
@@ -59,9 +59,18 @@ double full_activation_bytes(const Layer& l, const ParallelSpec& p) {
   }
 }
 
+}  // namespace
+
+// Context parallelism divides every activation of a rank by its degree: a rank holds 1 / context of
+// each sequence, and the scores of its queries against all the keys (s/c x s of them). The keys and
+// values it receives around the ring in forward are dropped and received again in backward.
+double full_activation_bytes(const Layer& l, const ParallelSpec& p) {
+  return whole_sequence_activation_bytes(l, p) / p.context;
+}
+
 double input_activation_bytes(const Layer& l, const ParallelSpec& p) {
   const double split = p.sequence_parallel && l.kind != LayerKind::embedding ? p.tensor : 1.0;
-  return l.input_elems_per_sample * activation_bytes(p.precision) / split;
+  return l.input_elems_per_sample * activation_bytes(p.precision) / split / p.context;
 }
 
 double kept_activation_bytes(const Layer& l, const ParallelSpec& p) {
@@ -123,7 +132,7 @@ int64_t receive_buffer_bytes(const Plan& plan, bool forward, int stage) {
   const ParallelSpec& p = plan.scenario.parallel;
   const double elems = forward ? layers[plan.stages[stage - 1].first_layer + plan.stages[stage - 1].layer_count - 1].output_elems_per_sample
                                : layers[plan.stages[stage + 1].first_layer].input_elems_per_sample;
-  const double split = p.sequence_parallel ? p.tensor : 1.0;
+  const double split = (p.sequence_parallel ? p.tensor : 1.0) * p.context;
   return std::llround(elems * plan.microbatch_size * activation_bytes(p.precision) / split);
 }
 
@@ -139,7 +148,7 @@ BytesPerParameter bytes_per_parameter(const Scenario& s) {
   } else {
     // torch.autocast: fp32 parameters and gradients; DDP's buckets are a flat copy of the gradients.
     b.optimizer = state;
-    b.bucket = p.data > 1 ? 4 : 0;
+    b.bucket = p.replicas() > 1 ? 4 : 0;
   }
   // fp8: Transformer Engine keeps an fp8 copy of each weight and of its transpose (for the backward
   // GEMMs) beside the weight itself, 1 byte each. Counted on every parameter; norms and embeddings
@@ -226,7 +235,7 @@ void estimate_memory(Plan* plan) {
     m.params = params * per.parameter;
     m.gradients = params * per.gradient;
     const int64_t optimizer = params * per.optimizer;
-    m.optimizer = p.distributed_optimizer ? (optimizer + p.data - 1) / p.data : optimizer;
+    m.optimizer = p.distributed_optimizer ? (optimizer + p.replicas() - 1) / p.replicas() : optimizer;
     m.buckets = params * per.bucket;
     m.activations = peak_activation_bytes(*plan, r, &m.peak_inflight);
     // A recompute briefly holds its forward's activations on top of what is kept.

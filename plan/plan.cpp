@@ -82,12 +82,12 @@ int64_t tied_copy(const Scenario& scenario, const Stage& st) {
 Placement placement_of(const ParallelSpec& p, int rank) {
   const int group = rank / p.tensor, tensor_rank = rank % p.tensor;
   if (p.rank_order == RankOrder::tensor_pipeline_data) return {group / p.pipeline, group % p.pipeline, tensor_rank};
-  return {group % p.data, group / p.data, tensor_rank};
+  return {group % p.replicas(), group / p.replicas(), tensor_rank};
 }
 
 int rank_of(const ParallelSpec& p, const Placement& w) {
   const int group = p.rank_order == RankOrder::tensor_pipeline_data ? w.replica * p.pipeline + w.pipeline_rank
-                                                                     : w.pipeline_rank * p.data + w.replica;
+                                                                     : w.pipeline_rank * p.replicas() + w.replica;
   return group * p.tensor + w.tensor_rank;
 }
 
@@ -118,12 +118,12 @@ Plan resolve_plan(const Scenario& scenario, bool check_generated) {
       st.param_count += scenario.layers[l].param_count(p.tensor);
     st.param_count += tied_copy(scenario, st);
     st.param_bytes = st.param_count * kParamBytes;
-    if (p.data > 1) st.buckets = stage_buckets(scenario, st);
+    if (p.replicas() > 1) st.buckets = stage_buckets(scenario, st);
     plan.stages.push_back(std::move(st));
   }
 
   std::vector<int> buckets_per_stage;
-  if (p.data > 1)
+  if (p.replicas() > 1)
     for (const Stage& st : plan.stages) buckets_per_stage.push_back(static_cast<int>(st.buckets.size()));
   plan.schedule = lower(compute_order(scenario), p.schedule, p.pipeline, p.virtual_stages, p.chunks,
                         p.grad_accumulation, buckets_per_stage, scenario.hardware.collectives);

@@ -61,6 +61,9 @@ struct RankPlan {
 };
 
 /// Where a rank sits in the grid; rank_of is its inverse. Both follow parallel.rank_order.
+/// Where a rank sits in the grid. `replica` counts data x context (ParallelSpec::replicas):
+/// context index = replica % context, data index = replica / context, so the default order
+/// tp-dp-pp is Megatron-core's tp-cp-dp-pp.
 struct Placement {
   int replica = 0, pipeline_rank = 0, tensor_rank = 0;
 };

@@ -97,6 +97,23 @@ static void check_tensor_parallel(const Scenario& s) {
                                       "(set parallel.tensor_across_nodes: true to plan it anyway)");
 }
 
+// Megatron-core's context parallelism splits each sequence of a transformer into 2 x context
+// chunks (two per rank, for causal load balance); other layer kinds have no sequence to split.
+static void check_context_parallel(const Scenario& s) {
+  const ParallelSpec& p = s.parallel;
+  if (p.context == 1) return;
+  const std::string c = std::to_string(p.context);
+  for (const Layer& l : s.layers) {
+    if (!tensor_splits(l.kind))
+      fail_at(s, "parallel.context", "parallel.context " + c + " splits the sequences of transformer layers (embedding, encoder, head); layer '" +
+                                         l.name + "' is a " + name(l.kind) + " layer");
+    if (l.shape.seq_len % (2 * p.context) != 0)
+      fail_at(s, "parallel.context", "parallel.context " + c + " cuts each sequence into 2 x " + c + " chunks, but layer '" + l.name +
+                                         "' has seq_len " + std::to_string(l.shape.seq_len) + " (not a multiple of " +
+                                         std::to_string(2 * p.context) + ")");
+  }
+}
+
 // What each schedule asks of the stages per rank and the micro-batches, as torch's classes do.
 static void check_schedule_shape(const Scenario& s) {
   const ParallelSpec& p = s.parallel;
@@ -152,6 +169,7 @@ void check_scenario(const Scenario& s) {
                   std::to_string(layers) + " layers; the list needs one entry per stage summing to the layer count");
   }
   check_tensor_parallel(s);
+  check_context_parallel(s);
   if (p.master_weights && p.precision == Precision::fp32)
     fail_at(s, "parallel.master_weights", "master_weights keeps fp32 masters of 16-bit parameters; it needs precision bf16, fp16 or fp8");
   if (p.precision == Precision::fp8 && !s.hardware.device.peak_tflops.count(Precision::bf16))

@@ -85,6 +85,9 @@ const char* name(RankOrder o);
 
 struct ParallelSpec {
   int data = 1;            ///< replicas (DDP)
+  /// Context-parallel ranks per replica (Megatron-core's --context-parallel-size): each holds
+  /// 1 / context of every sequence, keys and values pass around a ring of them.
+  int context = 1;
   int tensor = 1;          ///< tensor-parallel ranks per stage (Megatron-LM column/row-parallel linears)
   bool sequence_parallel = false;  ///< Korthikanti et al. 2022: norms and dropout split over the TP group
   bool tensor_across_nodes = false;  ///< allow a TP group to span nodes (slow; refused unless asked)
@@ -112,9 +115,13 @@ struct ParallelSpec {
   /// The pipeline rank that holds `stage` (the schedule decides: looped or V-shaped).
   int rank_of_stage(int stage) const { return pipeline_rank_of_stage(stage, pipeline, v_shaped(schedule)); }
   /// Every GPU of the plan.
-  int world_size() const { return data * pipeline * tensor; }
-  /// Ranks as the schedule sees them: one per tensor-parallel group (data x pipeline).
-  int tensor_groups() const { return data * pipeline; }
+  int world_size() const { return data * context * pipeline * tensor; }
+  /// The ranks (of one tensor rank) that hold a stage's parameters and reduce its gradients:
+  /// data x context. The simulator plays them alike; a placement's `replica` counts them,
+  /// context fastest (replica = data index x context + context index).
+  int replicas() const { return data * context; }
+  /// Ranks as the schedule sees them: one per tensor-parallel group (data x context x pipeline).
+  int tensor_groups() const { return replicas() * pipeline; }
   bool operator==(const ParallelSpec&) const = default;
 };
 

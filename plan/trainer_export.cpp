@@ -88,6 +88,14 @@ TrainerExport export_megatron(const Plan& p) {
   a.push_back({"--tensor-model-parallel-size", std::to_string(par.tensor)});
   a.push_back({"--pipeline-model-parallel-size", std::to_string(par.pipeline)});
   megatron_schedule(p, &a);
+  if (par.context > 1) {
+    // Megatron-core's DotProductAttention asserts context_parallel_size == 1: only Transformer
+    // Engine's attention runs the ring.
+    if (!sh.flash_attention)
+      throw InputError(s.where("parallel.context"), "Megatron-LM runs context parallelism in Transformer Engine's fused attention only; "
+                                                    "set model.attention: flash");
+    a.push_back({"--context-parallel-size", std::to_string(par.context)});
+  }
   if (par.sequence_parallel) a.push_back({"--sequence-parallel", ""});
   a.push_back({"--micro-batch-size", std::to_string(p.microbatch_size)});
   a.push_back({"--global-batch-size", std::to_string(s.data.batch_size * par.grad_accumulation * par.data)});
@@ -144,7 +152,7 @@ TrainerExport export_megatron(const Plan& p) {
                      {"--train-iters", std::to_string(s.data.steps)}});
   const int per_node = std::min(p.world_size, s.hardware.devices_per_node);
   out.notes = {
-      "data parallel " + std::to_string(par.data) + ": Megatron-LM derives it (world size / (tensor x pipeline))",
+      "data parallel " + std::to_string(par.data) + ": Megatron-LM derives it (world size / (tensor x pipeline x context))",
       "--mock-data and NullTokenizer train on synthetic tokens, as the plan; give --data-path and a tokenizer for a corpus",
       "Megatron-LM orders ranks tp-dp-pp and posts each receive with its send (Parallax: framework: megatron)"};
   if (par.p2p != P2p::megatron || !par.master_weights)
@@ -207,6 +215,7 @@ TrainerExport export_torchtitan(const Plan& p) {
   a.push_back({"parallelism.data_parallel_replicate_degree", std::to_string(par.data)});
   a.push_back({"parallelism.data_parallel_shard_degree", "1"});
   a.push_back({"parallelism.tensor_parallel_degree", std::to_string(par.tensor)});
+  if (par.context > 1) a.push_back({"parallelism.context_parallel_degree", std::to_string(par.context)});
   a.push_back({"parallelism.pipeline_parallel_degree", std::to_string(par.pipeline)});
   if (par.pipeline > 1) {
     static const std::map<ScheduleKind, const char*> kSchedules = {

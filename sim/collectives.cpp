@@ -7,7 +7,7 @@ void Simulation::build_groups() {
   const int p = sched_.pipeline;
   for (const plan::Stage& st : plan_.stages) {
     Group g;
-    for (int rep = 0; rep < plan_.scenario.parallel.data; ++rep) g.members.push_back(rep * p + st.pipeline_rank);
+    for (int rep = 0; rep < plan_.scenario.parallel.replicas(); ++rep) g.members.push_back(rep * p + st.pipeline_rank);
     for (const auto& b : st.buckets) g.bucket_bytes.push_back(b.bytes);
     const size_t nb = g.bucket_bytes.size();
     g.arrivals.assign(nb, 0);

@@ -56,7 +56,7 @@ Time calibrated_optimizer(const plan::Plan& plan, const plan::Stage& st, const p
   if (plan.scenario.parallel.precision == plan::Precision::fp16)
     t += Time::us(cal.loss_scaler.at(static_cast<double>(st.param_bytes) / 4.0));
   // DDP: the averaged buckets are divided and copied back into the gradients (two passes).
-  if (plan.scenario.parallel.data > 1 && cal.copy_gb_per_s > 0)
+  if (plan.scenario.parallel.replicas() > 1 && cal.copy_gb_per_s > 0)
     t += Time::us(2.0 * static_cast<double>(st.param_bytes) / (cal.copy_gb_per_s * 1e3));
   return t;
 }
@@ -119,10 +119,32 @@ class TensorTimer {
   std::map<std::pair<int, double>, double> cache_;
 };
 
+// Context parallelism's ring in one layer (plan::context_traffic): each of its steps sends the
+// keys and values one hop while attention computes a block (1 / context of the layer's attention
+// core); a step takes the longer of the two, so what the sends do not hide is added. A context
+// group is `context` ranks `tensor` apart (tp-cp-dp-pp): inside a node while tensor x context
+// devices fit in one, else each hop crosses the network on its device's share of the node's NICs.
+// Every rank sends at once, each to its own neighbour, so no link carries two of the ring's sends.
+TensorTime context_ring(const plan::Plan& plan, const plan::ContextTraffic& ring, const plan::LayerCost& lc) {
+  if (ring.steps == 0) return {};
+  const auto& hw = plan.scenario.hardware;
+  const int span = plan.scenario.parallel.tensor * plan.scenario.parallel.context;
+  const bool in_node = span <= hw.devices_per_node || !hw.network;
+  const plan::Link& link = in_node ? hw.node_link : *hw.network;
+  const double share = in_node ? 1.0 : std::min(1.0, static_cast<double>(std::max(1, hw.nics_per_node)) / hw.devices_per_node);
+  auto send = [&](double bytes) {
+    return Time::us(link.latency_us + (std::isinf(link.bandwidth_gb_per_s) ? 0.0 : bytes / (link.bandwidth_gb_per_s * share * 1e3)));
+  };
+  const int c = plan.scenario.parallel.context;
+  auto exposed = [&](Time sends, Time attention) { return (sends - attention / c) * ring.steps; };
+  return {std::max(Time(), exposed(send(ring.step_bytes), lc.attention_forward)),
+          std::max(Time(), exposed(send(2 * ring.step_bytes), lc.attention_backward))};
+}
+
 }  // namespace
 
 const plan::InRunFactors& in_run_factors(const plan::Plan& plan, const plan::Calibration& cal) {
-  return plan.scenario.parallel.data > 1 && cal.in_run_data ? *cal.in_run_data : cal.in_run;
+  return plan.scenario.parallel.replicas() > 1 && cal.in_run_data ? *cal.in_run_data : cal.in_run;
 }
 
 Time optimizer_time(int64_t param_bytes, int state_per_param, const plan::Device& device) {
@@ -151,7 +173,11 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<pla
                                                               plan.microbatch_size, /*input_gradient=*/l > 0);
       // Tensor parallelism's collectives run between the layer's kernels, not beside them; a
       // full recompute repeats the forward's.
-      const TensorTime tp = tensor_timer(plan::tensor_traffic(plan.layers()[l], s.parallel, plan.microbatch_size));
+      // So do the context ring's sends that attention does not hide.
+      TensorTime tp = tensor_timer(plan::tensor_traffic(plan.layers()[l], s.parallel, plan.microbatch_size));
+      const TensorTime ring = context_ring(plan, plan::context_traffic(plan.layers()[l], s.parallel, plan.microbatch_size), lc);
+      tp.forward += ring.forward;
+      tp.backward += ring.backward;
       c.forward += (no_grad_forward ? lc.forward_no_grad : lc.forward) + tp.forward;
       forward_with_grad += lc.forward + tp.forward;
       recompute += lc.recompute + (no_grad_forward ? tp.forward : Time());
@@ -184,14 +210,15 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<pla
       c.bucket_ready.push_back(at);
       c.bucket_ready_in_weight.push_back(in_weight);
     }
-    // Each tensor rank sends its 1/t of the boundary tensor (Megatron-LM's scatter-gather).
-    const double per_rank = static_cast<double>(plan.microbatch_size) * elem / s.parallel.tensor;
+    // Each tensor rank sends its 1/t of the boundary tensor (Megatron-LM's scatter-gather), of its
+    // 1 / context of the tokens.
+    const double per_rank = static_cast<double>(plan.microbatch_size) * elem / s.parallel.tensor / s.parallel.context;
     c.send_forward_bytes = std::llround(plan.layers()[last].output_elems_per_sample * per_rank);
     c.send_backward_bytes = std::llround(plan.layers()[st.first_layer].input_elems_per_sample * per_rank);
     c.optimizer = cal ? calibrated_optimizer(plan, st, *cal)
-                      : optimizer_time(s.parallel.distributed_optimizer ? st.param_bytes / s.parallel.data : st.param_bytes,
+                      : optimizer_time(s.parallel.distributed_optimizer ? st.param_bytes / s.parallel.replicas() : st.param_bytes,
                                        s.optimizer.state_per_param(), s.hardware.device);
-    if (cal && s.parallel.data > 1 && cal->copy_gb_per_s > 0)
+    if (cal && s.parallel.replicas() > 1 && cal->copy_gb_per_s > 0)
       c.bucket_copy_in = Time::us(static_cast<double>(st.param_bytes) / (cal->copy_gb_per_s * 1e3));
     if (cal) {
       const double f = oversubscription(plan, *cal);
@@ -215,7 +242,7 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<pla
       }
       c.optimizer = in_run(c.optimizer, in.optimizer, in.optimizer_extra_us, in.optimizer_probed_us);
       c.bucket_copy_in = scaled(c.bucket_copy_in, f * in.backward);
-      if (s.parallel.data > 1)
+      if (s.parallel.replicas() > 1)
         c.sync_backward_extra = std::max(
             Time(), scaled(Time::us(in.sync_backward_extra_us_per_mb * static_cast<double>(st.param_bytes) / 1e6), f));
       // Messages as the pipeline probe measured them.

@@ -41,7 +41,7 @@ Simulation::Simulation(const plan::Plan& plan, const SimOptions& options)
                                   static_cast<size_t>(place.pipeline_rank) * played_replicas_;
   }
   slots_per_microbatch_ = static_cast<size_t>(sched_.virtual_stages) * 2 * played_;
-  if (plan.scenario.parallel.data > 1) build_groups();
+  if (plan.scenario.parallel.replicas() > 1) build_groups();
   const size_t slots = slots_per_microbatch_ * static_cast<size_t>(sched_.microbatches());
   reserve_huge(rendezvous_, slots);
   rendezvous_.resize(slots);

@@ -18,7 +18,7 @@ namespace parallax::sim {
 bool replicas_alike(const plan::Plan& plan) {
   const plan::ParallelSpec& par = plan.scenario.parallel;
   const auto& hw = plan.scenario.hardware;
-  if (par.data < 2) return false;
+  if (par.replicas() < 2) return false;
   const int per_node = hw.devices_per_node, nics = std::max(1, hw.nics_per_node), p = par.pipeline;
   const auto device = [&](int replica, int pipeline_rank) { return plan::rank_of(par, {replica, pipeline_rank, 0}); };
   const auto nic = [&](int d) { return (d / per_node) * nics + d % per_node % nics; };
@@ -26,7 +26,7 @@ bool replicas_alike(const plan::Plan& plan) {
   std::vector<std::pair<int, int>> neighbours;
   for (int s = 0; s + 1 < std::min(par.stages(), 2 * p); ++s) neighbours.emplace_back(s % p, (s + 1) % p);
   std::unordered_map<int, int> sender_of;  // NIC -> the replica whose sends it carries
-  for (int r = 0; r < par.data; ++r)
+  for (int r = 0; r < par.replicas(); ++r)
     for (const auto& [a, b] : neighbours) {
       const int from = device(r, a), to = device(r, b);
       const bool apart = from / per_node != to / per_node;
@@ -36,7 +36,7 @@ bool replicas_alike(const plan::Plan& plan) {
         if (!sender_of.emplace(nic(d), r).second && sender_of[nic(d)] != r) return false;
     }
   if (sender_of.empty()) return true;
-  for (int r = 0; r < par.data; ++r)
+  for (int r = 0; r < par.replicas(); ++r)
     for (int pr = 0; pr < p; ++pr) {
       const auto it = sender_of.find(nic(device(r, pr)));
       if (it != sender_of.end() && it->second != r) return false;

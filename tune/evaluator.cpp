@@ -14,7 +14,7 @@ Evaluator::Evaluator(plan::Scenario base) : base_(std::move(base)) {}
 
 const std::vector<plan::LayerCost>& Evaluator::layer_costs(const plan::Settings& c, int mb) {
   std::lock_guard<std::mutex> lock(mutex_);
-  auto [it, fresh] = costs_.try_emplace({c.precision, mb, c.tensor, c.sequence_parallel, c.activation_checkpointing});
+  auto [it, fresh] = costs_.try_emplace({c.precision, mb, c.tensor, c.context, c.sequence_parallel, c.activation_checkpointing});
   if (fresh) {
     for (size_t l = 0; l < base_.layers.size(); ++l)
       it->second.push_back(plan::estimate_layer_cost(base_.layers[l], base_.hardware, c, mb, /*input_gradient=*/l > 0));

@@ -51,8 +51,8 @@ class Evaluator {
   Evaluation bound(const plan::Plan& plan, const plan::Settings& config);
   plan::Scenario base_;
   std::mutex mutex_;
-  // By (precision, micro-batch size, tensor, sequence parallel, recompute): what a layer's cost depends on.
-  using CostKey = std::tuple<plan::Precision, int, int, bool, plan::Recompute>;
+  // By (precision, micro-batch size, tensor, context, sequence parallel, recompute): what a layer's cost depends on.
+  using CostKey = std::tuple<plan::Precision, int, int, int, bool, plan::Recompute>;
   std::map<CostKey, std::vector<plan::LayerCost>> costs_;
 };
 

@@ -79,7 +79,7 @@ void parallel_for(size_t n, int threads, const std::function<void(size_t)>& work
 // the split, DDP's buckets); every other tuned knob of the table is crossed with them freely.
 bool coupled(const std::string& key) {
   static const std::vector<std::string> keys = {
-      "parallel.data",   "parallel.pipeline",      "parallel.tensor",        "parallel.schedule",      "parallel.virtual",
+      "parallel.data",   "parallel.context",       "parallel.pipeline",      "parallel.tensor",        "parallel.schedule",      "parallel.virtual",
       "parallel.chunks", "parallel.partition_len", "parallel.bucket_cap_mb", "parallel.first_bucket_mb",
       "parallel.grad_accumulation"};
   return std::find(keys.begin(), keys.end(), key) != keys.end();
@@ -176,10 +176,12 @@ std::vector<plan::Settings> enumerate(Evaluator& ev, const Space& sp, size_t* in
   for (const auto& cap : sp.of("parallel.bucket_cap_mb"))
     for (const auto& first : sp.of("parallel.first_bucket_mb")) buckets.emplace_back(std::get<double>(cap), std::get<double>(first));
   std::vector<plan::Settings> out;
+  const std::vector<int> contexts = sp.of("parallel.context").empty() ? std::vector<int>{given.context} : sp.ints("parallel.context");
   for (int t : tensors.empty() ? std::vector<int>{1} : tensors)
+  for (int cp : contexts)
   for (int p : sp.ints("parallel.pipeline")) {
-    if (sp.world % (p * t) != 0 || !std::count(data.begin(), data.end(), sp.world / (p * t))) continue;
-    const int d = sp.world / (p * t);
+    if (sp.world % (p * t * cp) != 0 || !std::count(data.begin(), data.end(), sp.world / (p * t * cp))) continue;
+    const int d = sp.world / (p * t * cp);
     for (int ga : sp.ints("parallel.grad_accumulation")) {
       if (global % (d * ga) != 0) {
         ++*invalid;
@@ -204,6 +206,7 @@ std::vector<plan::Settings> enumerate(Evaluator& ev, const Space& sp, size_t* in
             layout.data = d;
             layout.pipeline = p;
             layout.tensor = t;
+            layout.context = cp;
             layout.virtual_stages = v;
             layout.chunks = chunks;
             layout.batch_size = batch;
@@ -291,7 +294,7 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
   };
   std::mutex mutex;
   std::set<Key> best;  // the K best distinct simulated keys so far (equal keys are one ranked row)
-  std::map<std::tuple<int, int, int>, Key> layout_best;  // the best key so far of each data x pipeline x tensor
+  std::map<std::tuple<int, int, int, int>, Key> layout_best;  // the best key so far of each data x context x pipeline x tensor
   auto report = [&](const char* phase, size_t done, size_t total) {
     if (!opt.progress) return;
     Progress p;
@@ -360,7 +363,7 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
         if (opt.prune) {
           std::lock_guard<std::mutex> lock(mutex);
           const Key floor = floor_of(e, opt.objective);
-          const auto layout = layout_best.find({e.config.data, e.config.pipeline, e.config.tensor});
+          const auto layout = layout_best.find({e.config.data, e.config.context, e.config.pipeline, e.config.tensor});
           if (best.size() >= top && floor > *std::prev(best.end()) && layout != layout_best.end() &&
               floor > layout->second) {
             ++pruned;
@@ -378,7 +381,7 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
         std::lock_guard<std::mutex> lock(mutex);
         const Key key = key_of(e, opt.objective);
         best.insert(key);
-        auto [layout, fresh] = layout_best.try_emplace(std::make_tuple(e.config.data, e.config.pipeline, e.config.tensor), key);
+        auto [layout, fresh] = layout_best.try_emplace(std::make_tuple(e.config.data, e.config.context, e.config.pipeline, e.config.tensor), key);
         if (!fresh) layout->second = std::min(layout->second, key);
         if (best.size() > top) best.erase(std::prev(best.end()));
       },
@@ -408,7 +411,8 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
   }
   for (const auto& e : done)
     if (std::none_of(r.layout_best.begin(), r.layout_best.end(), [&](const Evaluation& b) {
-          return b.config.data == e.config.data && b.config.pipeline == e.config.pipeline && b.config.tensor == e.config.tensor;
+          return b.config.data == e.config.data && b.config.context == e.config.context && b.config.pipeline == e.config.pipeline &&
+                 b.config.tensor == e.config.tensor;
         }))
       r.layout_best.push_back(e);
   // Pareto frontier over what was simulated: fastest first, each smaller than all faster ones.

@@ -17,13 +17,17 @@ bool measured_at(const plan::Scenario& s, plan::Precision precision) {
   return cal && !s.layers.empty() && plan::unmeasured_signatures(*cal, s.layers, precision).empty();
 }
 
+bool layout_key(const std::string& key) {
+  return key == "parallel.data" || key == "parallel.context" || key == "parallel.pipeline" || key == "parallel.tensor";
+}
+
 template <typename T>
 std::vector<plan::KnobValue> values_of(const std::vector<T>& xs) {
   return {xs.begin(), xs.end()};
 }
 
-// data, pipeline and tensor multiply to the world: each value must divide it. The enumeration
-// takes the triples whose product is the world.
+// data, context, pipeline and tensor multiply to the world: each value must divide it. The
+// enumeration takes the layouts whose product is the world.
 void check_layout(const Space& sp, const std::string& key, const std::string& flag) {
   for (int n : sp.ints(key))
     if (sp.world % n != 0)
@@ -40,6 +44,21 @@ std::vector<int> default_tensor(const plan::Scenario& s, int world) {
   std::vector<int> out;
   for (int t : divisors(s.hardware.devices_per_node))
     if (world % t == 0) out.push_back(t);
+  return out;
+}
+
+// Context parallelism's default values: 1, and on machines with GPU collectives, for transformer
+// models costed from their shapes (a calibration measured whole sequences), the powers of two that
+// leave every rank chunks of at least 512 tokens (2 x context chunks of seq_len): shorter ones give
+// attention too little work to hide the ring's sends behind (Megatron-LM's guidance: context
+// parallelism for sequences of 8K tokens and more).
+std::vector<int> default_context(const plan::Scenario& s, int world) {
+  const bool splits =
+      std::all_of(s.layers.begin(), s.layers.end(), [](const plan::Layer& l) { return plan::tensor_splits(l.kind); });
+  if (!s.hardware.nccl || !splits || s.hardware.calibration || s.layers.empty()) return {1};
+  const int64_t seq = s.layers.front().shape.seq_len;
+  std::vector<int> out = {1};
+  for (int c = 2; world % c == 0 && seq % (2 * c) == 0 && seq / (2 * c) >= 512; c *= 2) out.push_back(c);
   return out;
 }
 
@@ -93,6 +112,7 @@ Space default_space(const plan::Scenario& s, int world) {
   for (int p : divisors(sp.world))
     if (p <= layers) pipeline.push_back(p);
   sp.values["parallel.data"] = values_of(divisors(sp.world));
+  sp.values["parallel.context"] = values_of(default_context(s, sp.world));
   sp.values["parallel.pipeline"] = values_of(pipeline);
   const std::vector<int> tensor = default_tensor(s, sp.world);
   sp.values["parallel.tensor"] = values_of(tensor);
@@ -143,7 +163,7 @@ void search(Space* sp, const std::string& assignment) {
   for (const auto& v : values)
     if (std::find(unique.begin(), unique.end(), v) == unique.end()) unique.push_back(v);
   sp->values[key] = unique;
-  if (key == "parallel.data" || key == "parallel.pipeline" || key == "parallel.tensor") check_layout(*sp, key, flag);
+  if (layout_key(key)) check_layout(*sp, key, flag);
 }
 
 void fix(Space* sp, const plan::Scenario& s, const std::string& key) {
@@ -151,7 +171,7 @@ void fix(Space* sp, const plan::Scenario& s, const std::string& key) {
   if (!knob || !knob->tuned)
     fail("--fix " + key, "'" + key + "' is not a key the tuner searches; it searches " + plan::join(search_keys()));
   const plan::Settings given = plan::settings_of(s);
-  const bool layout = key == "parallel.data" || key == "parallel.pipeline" || key == "parallel.tensor";
+  const bool layout = layout_key(key);
   if (layout && sp->world % std::get<int>(knob->get(given)) != 0)
     fail("--fix " + key, "the scenario's " + knob->name() + " " + knob->format(knob->get(given)) +
                              " does not divide the --world of " + std::to_string(sp->world) + " ranks");

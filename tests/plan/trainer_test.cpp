@@ -80,7 +80,7 @@ namespace {
 // uniform|block, --optimizer adam|sgd, --tokenizer-type NullTokenizer). A name the parser lacks
 // would make the exported command fail at launch.
 const std::set<std::string> kMegatronOptions = {
-    "--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--num-layers-per-virtual-pipeline-stage",
+    "--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--context-parallel-size", "--num-layers-per-virtual-pipeline-stage",
     "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers", "--sequence-parallel", "--micro-batch-size",
     "--global-batch-size", "--recompute-granularity", "--recompute-method", "--recompute-num-layers", "--use-distributed-optimizer",
     "--bf16", "--fp16", "--fp8-format", "--num-layers", "--hidden-size", "--ffn-hidden-size", "--num-attention-heads", "--seq-length",
@@ -92,7 +92,7 @@ const std::set<std::string> kMegatronOptions = {
 // (pytorch/torchtitan at 238fa995, 2026-02-23, the same as release v0.2.2: the last with TOML configs).
 const std::set<std::string> kTorchtitanFields = {
     "model.name", "model.flavor", "model.converters", "parallelism.data_parallel_replicate_degree",
-    "parallelism.data_parallel_shard_degree", "parallelism.tensor_parallel_degree", "parallelism.pipeline_parallel_degree",
+    "parallelism.data_parallel_shard_degree", "parallelism.tensor_parallel_degree", "parallelism.context_parallel_degree", "parallelism.pipeline_parallel_degree",
     "parallelism.pipeline_parallel_schedule", "parallelism.pipeline_parallel_schedule_csv", "parallelism.pipeline_parallel_microbatch_size",
     "parallelism.module_fqns_per_model_part", "quantize.linear.float8.recipe_name", "training.local_batch_size", "training.global_batch_size", "training.seq_len",
     "training.steps", "training.mixed_precision_param", "activation_checkpoint.mode", "activation_checkpoint.selective_ac_option",
@@ -135,6 +135,9 @@ TEST_CASE("plan::export: Megatron-LM's arguments, each one the trainer's, for ev
       CHECK(kMegatronOptions.count(name) == 1);
     }
   }
+  const auto context = as_map(plan::export_megatron(plan::resolve_plan(plan::load_scenario(source, {"parallel.data=1", "parallel.context=2"}))));
+  CHECK(context.at("--context-parallel-size") == "2");
+  CHECK(context.at("--global-batch-size") == "64");  // context parallelism splits sequences, not the batch
   const auto uneven = as_map(plan::export_megatron(plan::resolve_plan(
       plan::load_scenario(source, {"parallel.virtual=1", "parallel.schedule=1f1b", "parallel.partition_len=[19, 22, 22, 19]"}))));
   CHECK(uneven.at("--decoder-first-pipeline-num-layers") == "18");
@@ -152,6 +155,8 @@ TEST_CASE("plan::export: what a trainer cannot express exits 2 at the key to cha
     return std::string();
   };
   CHECK_THAT(megatron_error({"parallel.schedule=interleaved-zero-bubble"}), Catch::Contains("Megatron-LM runs 1F1B and interleaved 1F1B"));
+  CHECK_THAT(megatron_error({"parallel.context=2", "parallel.data=1", "model.attention=standard"}),
+             Catch::Contains("Transformer Engine's fused attention"));
   CHECK_THAT(megatron_error({"parallel.partition_len=balanced"}), Catch::Contains("same number of blocks on every virtual stage"));
   CHECK_THAT(megatron_error({"parallel.virtual=1", "parallel.schedule=1f1b", "parallel.partition_len=[21, 19, 21, 21]"}),
              Catch::Contains("evenly over the stages but the first and the last"));
@@ -169,6 +174,13 @@ TEST_CASE("plan::export: what a trainer cannot express exits 2 at the key to cha
   CHECK(as_map(titan).at("parallelism.module_fqns_per_model_part").rfind("[[\"tok_embeddings\", \"layers.0\", \"layers.1\", \"layers.2\", \"layers.3\"], [\"layers.4\"", 0) == 0);
   const auto fp8 = plan::export_torchtitan(plan::resolve_plan(plan::load_scenario(source, {"parallel.data=1", "data.batch_size=128", "parallel.precision=fp8"})));
   for (const auto& [name, value] : fp8.arguments) {
+    INFO(name);
+    CHECK(kTorchtitanFields.count(name) == 1);
+  }
+  const auto titan_context = plan::export_torchtitan(
+      plan::resolve_plan(plan::load_scenario(source, {"parallel.data=1", "parallel.context=2", "data.batch_size=128"})));
+  CHECK(as_map(titan_context).at("parallelism.context_parallel_degree") == "2");
+  for (const auto& [name, value] : titan_context.arguments) {
     INFO(name);
     CHECK(kTorchtitanFields.count(name) == 1);
   }

@@ -43,6 +43,10 @@ TEST_CASE("tune: step-only simulation gives exactly the full simulation's step t
         "parallel.chunks=8", "parallel.tensor=2"}},
       {"scenarios/gpipe-1b-4xA100.yaml", {"parallel.data=5", "parallel.pipeline=3", "parallel.bucket_cap_mb=5"}},
       {"scenarios/ddp-transformer-accum-4xA100.yaml", {"parallel.data=16"}},
+      // Context parallelism: its ranks are replicas to the simulator, in either rank order.
+      {"scenarios/llama-3.1-70b-64xH100.yaml", {"parallel.data=1", "parallel.context=2"}},
+      {"scenarios/llama-3.1-70b-64xH100.yaml",
+       {"parallel.context=2", "parallel.tensor=4", "parallel.rank_order=tp-pp-dp"}},
       {"scenarios/mlp-fashion-mnist-ddp4.yaml", {}},
       {"scenarios/accuracy/mlp-ddp2.yaml", {"parallel.bucket_cap_mb=0.25"}},
       {"scenarios/mlp-fashion-mnist-pipeline2.yaml", {"parallel.chunks=16"}},

@@ -1,0 +1,155 @@
+// Context parallelism (parallel.context) against what Megatron-core does: its rank order
+// (tp-cp-dp-pp, megatron/core/parallel_state.py), Korthikanti et al.'s activation count with a
+// rank's share of the sequence, the ring's bytes worked by hand, gradients reduced over
+// data x context, and the tuner searching it.
+#include <catch2/catch.hpp>
+
+#include "plan/cost.hpp"
+#include "plan/executable.hpp"
+#include "plan/memory.hpp"
+#include "plan/plan.hpp"
+#include "sim/cost_model.hpp"
+#include "sim/simulator.hpp"
+#include "tests/test_util.hpp"
+#include "tune/search.hpp"
+
+using namespace parallax;
+
+namespace {
+
+// A Llama-3-8B-shaped block: 32 heads, 8 key/value heads of 128, 4,096-token sequences.
+const std::string kLlama =
+    "model: {preset: transformer, layers: 4, hidden: 4096, heads: 32, kv_heads: 8, ffn: 14336, mlp: swiglu, norm: rmsnorm, "
+    "positions: rope, bias: false, seq_len: 4096, vocab: 128256, attention: flash}\n"
+    "data: {batch_size: 8}\n"
+    "parallel: {precision: bf16, chunks: 8}\n"
+    "optimizer: {kind: adamw, lr: 0.0003}\n"
+    "hardware: h100-nvlink-ib\n";
+
+}  // namespace
+
+TEST_CASE("plan::context: ranks in Megatron-core's order tp-cp-dp-pp", "[plan][context]") {
+  plan::ParallelSpec p;
+  p.tensor = 2;
+  p.context = 2;
+  p.data = 3;
+  p.pipeline = 2;
+  CHECK(p.world_size() == 24);
+  CHECK(p.replicas() == 6);
+  CHECK(p.tensor_groups() == 12);
+  // Megatron-core numbers ranks with tensor fastest, then context, then data, then pipeline.
+  for (int pp = 0; pp < 2; ++pp)
+    for (int dp = 0; dp < 3; ++dp)
+      for (int cp = 0; cp < 2; ++cp)
+        for (int tp = 0; tp < 2; ++tp) {
+          const int megatron = tp + 2 * (cp + 2 * (dp + 3 * pp));
+          const plan::Placement w = plan::placement_of(p, megatron);
+          INFO("rank " << megatron);
+          CHECK(w.tensor_rank == tp);
+          CHECK(w.replica == dp * 2 + cp);
+          CHECK(w.pipeline_rank == pp);
+          CHECK(plan::rank_of(p, w) == megatron);
+        }
+}
+
+TEST_CASE("plan::context: a rank keeps 1 / context of Korthikanti et al.'s activations", "[plan][context]") {
+  // The 22B model of the paper's Table 3 in fp16: sbh(34 + 5as/h) bytes a block, where a rank of
+  // a context group holds s/c of the tokens and their scores against all s keys (5 a (s/c) s b).
+  const plan::Layer block = plan::make_encoder("layers.0", 6144, 64, 4 * 6144, 2048);
+  const double s = 2048, h = 6144, a = 64;
+  for (int c : {1, 2, 4, 8}) {
+    plan::ParallelSpec p;
+    p.precision = plan::Precision::fp16;
+    p.context = c;
+    INFO("context " << c);
+    CHECK(plan::full_activation_bytes(block, p) == Approx((s / c) * h * 34 + 5 * a * (s / c) * s));
+    p.activation_checkpointing = plan::Recompute::layer;
+    CHECK(plan::kept_activation_bytes(block, p) == Approx(2 * (s / c) * h));  // the block's input, fp16
+  }
+}
+
+TEST_CASE("plan::context: the ring's bytes and what attention does not hide", "[plan][context]") {
+  const plan::Scenario s = test::scenario_from(kLlama, {"parallel.context=4", "parallel.tensor=2"});
+  const plan::Layer& block = s.layers[1];
+  // Each step sends K and V of the rank's 4096 / 4 tokens, of 8 x 128 / 2 = 512 columns per
+  // tensor rank, in bf16: 2 x 1024 x 512 x 2 bytes per sample.
+  CHECK(plan::context_traffic(block, s.parallel, 2).step_bytes == Approx(2.0 * 2 * 1024 * 512 * 2));
+  const plan::ContextTraffic ring = plan::context_traffic(block, s.parallel, 1);  // the plan's micro-batch
+  CHECK(ring.steps == 3);
+  CHECK(ring.step_bytes == Approx(2.0 * 1024 * 512 * 2));
+  CHECK(plan::context_traffic(s.layers.front(), s.parallel, 2).steps == 0);  // the embedding has no attention
+  // On a slow node link every step's send outlasts its block of attention: the stage's forward
+  // grows by steps x (send - attention / context) a block, its backward by the same with twice the bytes.
+  plan::Scenario slow = s;
+  slow.hardware.node_link = {"slow", 1.0, 0.0};  // 1 GB/s, no latency
+  const plan::Plan fast_plan = plan::resolve_plan(s), slow_plan = plan::resolve_plan(slow);
+  REQUIRE(fast_plan.microbatch_size == 1);
+  const auto fast = sim::stage_costs(fast_plan), slowed = sim::stage_costs(slow_plan);
+  const plan::LayerCost lc = plan::estimate_layer_cost(block, s.hardware, s.parallel, fast_plan.microbatch_size);
+  const double send_us = ring.step_bytes / 1e3;  // at 1 GB/s
+  const int blocks = 4;
+  CHECK((slowed[0].forward - fast[0].forward).to_us() ==
+        Approx(blocks * 3 * (send_us - lc.attention_forward.to_us() / 4)).epsilon(1e-3));
+  CHECK((slowed[0].backward - fast[0].backward).to_us() ==
+        Approx(blocks * 3 * (2 * send_us - lc.attention_backward.to_us() / 4)).epsilon(1e-3));
+}
+
+TEST_CASE("plan::context: a rank computes 1 / context of the tokens", "[plan][context]") {
+  // On the roofline (no shape model), FLOP-bound: the forward's FLOP time divides by the context degree.
+  plan::Scenario whole = test::scenario_from(kLlama);
+  whole.hardware.device.compute.reset();
+  whole.hardware.device.memory_bandwidth_gb_per_s = std::numeric_limits<double>::infinity();
+  plan::Scenario split = whole;
+  split.parallel.context = 4;
+  const double call = whole.hardware.device.layer_overhead_us;
+  for (size_t l = 0; l < whole.layers.size(); ++l) {
+    const auto a = plan::estimate_layer_cost(whole.layers[l], whole.hardware, whole.parallel, 1);
+    const auto b = plan::estimate_layer_cost(split.layers[l], split.hardware, split.parallel, 1);
+    INFO(whole.layers[l].name);
+    CHECK(b.forward.to_us() - call == Approx((a.forward.to_us() - call) / 4).epsilon(1e-6));
+  }
+  // The boundary tensor a stage sends is the rank's tokens only.
+  const auto sends_whole = sim::stage_costs(plan::resolve_plan(test::scenario_from(kLlama, {"parallel.pipeline=2"})));
+  const auto sends_split = sim::stage_costs(plan::resolve_plan(test::scenario_from(kLlama, {"parallel.pipeline=2", "parallel.context=2"})));
+  CHECK(sends_split[0].send_forward_bytes * 2 == sends_whole[0].send_forward_bytes);
+}
+
+TEST_CASE("plan::context: gradients are reduced over data x context", "[plan][context]") {
+  const plan::Plan alone = test::plan_from(kLlama, {"parallel.distributed_optimizer=true", "parallel.master_weights=true"});
+  const plan::Plan context = test::plan_from(kLlama, {"parallel.context=2", "parallel.distributed_optimizer=true", "parallel.master_weights=true"});
+  CHECK(alone.stages[0].buckets.empty());  // one replica: no DDP
+  CHECK_FALSE(context.stages[0].buckets.empty());
+  CHECK(context.ranks[0].memory.optimizer * 2 == Approx(alone.ranks[0].memory.optimizer).epsilon(1e-9));
+  // The simulator all-reduces each bucket between the two context ranks.
+  const sim::SimRun run = sim::simulate(context);
+  CHECK(run.timeline.world_size == 2);
+  const bool reduced = std::any_of(run.timeline.events.begin(), run.timeline.events.end(),
+                                   [](const plan::TimelineEvent& e) { return e.lane == plan::Lane::allreduce; });
+  CHECK(reduced);
+}
+
+TEST_CASE("plan::context: what cannot be split exits 2 at parallel.context, and the executor refuses it", "[plan][context]") {
+  CHECK_THAT(test::parse_error(kLlama, {"parallel.context=3"}), Catch::Contains("2 x 3 chunks") && Catch::Contains("seq_len 4096"));
+  CHECK_THAT(test::parse_error("model: {preset: mlp}\nparallel: {context: 2}\nhardware: ideal\n"), Catch::Contains("parallel.context 2 splits the sequences"));
+  CHECK_THROWS_WITH(plan::check_executable(test::scenario_from(kLlama, {"parallel.context=2"})),
+                    Catch::Contains("context parallelism") && Catch::Contains("predict-only"));
+}
+
+TEST_CASE("tune: the default space searches context parallelism for long sequences on GPUs", "[tune][context]") {
+  const plan::Scenario s = test::scenario_from(kLlama);
+  const tune::Space sp = tune::default_space(s, 16);
+  // 4,096 tokens: chunks of 512 or more for context 1, 2 and 4.
+  CHECK(sp.ints("parallel.context") == std::vector<int>{1, 2, 4});
+  tune::Evaluator ev(s);
+  size_t invalid = 0;
+  std::string why;
+  const auto configs = tune::enumerate(ev, sp, &invalid, &why);
+  std::set<int> contexts;
+  for (const auto& c : configs) {
+    CHECK(c.data * c.context * c.pipeline * c.tensor == 16);
+    contexts.insert(c.context);
+  }
+  CHECK(contexts == std::set<int>{1, 2, 4});
+  // Short sequences, or a CPU: context stays 1.
+  CHECK(tune::default_space(test::scenario_from(kLlama, {"model.seq_len=1024"}), 16).ints("parallel.context") == std::vector<int>{1});
+}
