@@ -1,5 +1,7 @@
 #include "tune/search.hpp"
 
+#include "plan/memory.hpp"
+
 #include <algorithm>
 #include <tuple>
 #include <chrono>
@@ -8,6 +10,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <random>
 #include <thread>
 
 namespace parallax::tune {
@@ -18,18 +21,45 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // The balanced split and every split one layer away from it at one boundary.
+// Beyond kManyStages stages, only the first and the last boundary move: the others fall between
+// runs of a transformer's identical blocks, where a move lengthens one stage by a block and cannot
+// shorten the slowest (and a 3,072-GPU job's 2 x (stages - 1) variants of each configuration
+// would be most of its space).
+constexpr int kManyStages = 8;
+
 std::vector<std::vector<int>> partitions_around(Evaluator& ev, const plan::Settings& c) {
   std::vector<std::vector<int>> out = {{}};  // {} = balanced
   if (c.stages() < 2) return out;
   const std::vector<int> balanced = ev.balanced_partition(c);
-  for (size_t b = 0; b + 1 < balanced.size(); ++b)
+  const size_t last = balanced.size() - 2;
+  for (size_t b = 0; b + 1 < balanced.size(); ++b) {
+    if (c.stages() > kManyStages && b != 0 && b != last) continue;
     for (int dir : {-1, +1}) {
       std::vector<int> s = balanced;
       s[b] += dir;
       s[b + 1] -= dir;
       if (s[b] >= 1 && s[b + 1] >= 1) out.push_back(s);
     }
+  }
   return out;
+}
+
+// DDP's bucket knobs as the space lists them: (bucket_cap_mb, first_bucket_mb).
+std::vector<std::pair<double, double>> bucket_grid(const Space& sp) {
+  std::vector<std::pair<double, double>> out;
+  for (const auto& cap : sp.of("parallel.bucket_cap_mb"))
+    for (const auto& first : sp.of("parallel.first_bucket_mb")) out.emplace_back(std::get<double>(cap), std::get<double>(first));
+  return out;
+}
+
+// What a configuration's most loaded pipeline rank holds before any activation: its share of the
+// parameters with their gradients, optimizer state and DDP buckets (at least the average share).
+// Above the device's memory no split, bucket size or schedule can make it fit.
+int64_t static_memory_floor(const plan::Scenario& s, int64_t params_on_tensor_rank) {
+  const plan::ParallelSpec& p = s.parallel;
+  const plan::BytesPerParameter b = plan::bytes_per_parameter(s);
+  const double optimizer = p.distributed_optimizer ? static_cast<double>(b.optimizer) / p.replicas() : b.optimizer;
+  return static_cast<int64_t>(static_cast<double>(params_on_tensor_rank) / p.pipeline * (b.parameter + b.gradient + optimizer + b.bucket));
 }
 
 // Ranking keys, compared as pairs: the objective first, the other quantity second (step times
@@ -147,7 +177,8 @@ std::vector<size_t> planned_as(const std::vector<plan::Settings>& configs) {
 
 }  // namespace
 
-std::vector<plan::Settings> enumerate(Evaluator& ev, const Space& sp, size_t* invalid, std::string* invalid_example) {
+std::vector<plan::Settings> enumerate(Evaluator& ev, const Space& sp, size_t* invalid, std::string* invalid_example,
+                                      size_t* over_memory, bool bucket_variants) {
   const plan::Scenario& base = ev.base();
   const plan::Settings given = plan::settings_of(base);
   const int global = given.global_batch();
@@ -172,9 +203,15 @@ std::vector<plan::Settings> enumerate(Evaluator& ev, const Space& sp, size_t* in
   const std::vector<int> virtual_values = sp.ints("parallel.virtual");
   std::vector<plan::PartitionLen> given_splits;  // empty: around each configuration's balanced split
   for (const auto& split : sp.of("parallel.partition_len")) given_splits.push_back(std::get<plan::PartitionLen>(split));
-  std::vector<std::pair<double, double>> buckets;  // (bucket_cap_mb, first_bucket_mb)
-  for (const auto& cap : sp.of("parallel.bucket_cap_mb"))
-    for (const auto& first : sp.of("parallel.first_bucket_mb")) buckets.emplace_back(std::get<double>(cap), std::get<double>(first));
+  const std::vector<std::pair<double, double>> buckets = bucket_grid(sp);
+  const int64_t memory = base.hardware.device.memory_bytes();
+  std::map<int, int64_t> params_by_tensor;  // a tensor rank's parameters, by tensor degree
+  auto params_on = [&](int t) {
+    auto [it, fresh] = params_by_tensor.try_emplace(t, 0);
+    if (fresh)
+      for (const auto& l : base.layers) it->second += l.param_count(t);
+    return it->second;
+  };
   std::vector<plan::Settings> out;
   const std::vector<int> contexts = sp.of("parallel.context").empty() ? std::vector<int>{given.context} : sp.ints("parallel.context");
   for (int t : tensors.empty() ? std::vector<int>{1} : tensors)
@@ -214,13 +251,17 @@ std::vector<plan::Settings> enumerate(Evaluator& ev, const Space& sp, size_t* in
             layout.partition_len = {};
             cross_free_knobs(free, sp, layout, [&](plan::Settings c) {
               if (!valid(c)) return;
+              if (over_memory && static_memory_floor(scratch, params_on(t)) > memory) {
+                ++*over_memory;  // once, without its split and bucket variants
+                return;
+              }
               std::vector<plan::PartitionLen> splits = given_splits;
               if (splits.empty())
                 for (const auto& lens : partitions_around(ev, c)) splits.push_back(plan::partition_of(lens));
               for (const auto& split : splits) {
                 c.partition_len = split;
                 if (split.mode != plan::PartitionLen::Mode::balanced && !valid(c)) continue;
-                if (d == 1) {  // no DDP: the bucket knobs change nothing
+                if (!bucket_variants || d * cp == 1) {  // no DDP: the bucket knobs change nothing
                   out.push_back(c);
                   continue;
                 }
@@ -274,7 +315,11 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
   } catch (const plan::InputError&) {
     r.defaults.config = pytorch_defaults(ev.base());  // not a valid plan here: not simulated
   }
-  std::vector<plan::Settings> configs = enumerate(ev, sp, &r.invalid, &r.invalid_example);
+  size_t over_static_memory = 0;
+  // Bucket variants are not listed but simulated in turn below: they share their configuration's
+  // plan, memory and bound, and on a large job's space listing them would be most of its memory.
+  std::vector<plan::Settings> configs = enumerate(ev, sp, &r.invalid, &r.invalid_example, &over_static_memory, false);
+  const size_t enumerated = configs.size();
   // The scenario as given and PyTorch's defaults compete too, even where the space misses them.
   for (const Evaluation* e : {&r.baseline, &r.defaults}) {
     if (!e->simulated()) continue;
@@ -283,7 +328,13 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
     if (c.partition_len == plan::partition_of(ev.balanced_partition(c))) c.partition_len = {};  // the same plan
     if (std::find(configs.begin(), configs.end(), c) == configs.end()) configs.push_back(e->config);
   }
-  r.combinations = configs.size();
+  const std::vector<std::pair<double, double>> grid = bucket_grid(sp);
+  const size_t stride = std::max<size_t>(1, grid.size());  // an evaluation's index: config x stride + variant
+  auto bucketed = [&](size_t i) { return i < enumerated && configs[i].replicas() > 1 && !grid.empty(); };
+  auto variants = [&](size_t i) { return bucketed(i) ? grid.size() : size_t{1}; };
+  r.combinations = over_static_memory;
+  for (size_t i = 0; i < configs.size(); ++i) r.combinations += variants(i);
+  r.over_memory = over_static_memory;
 
   const int threads = opt.threads > 0 ? opt.threads : std::max(1u, std::thread::hardware_concurrency());
   std::atomic<bool> out_of_time{false};
@@ -316,10 +367,16 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
   std::vector<size_t> firsts;
   for (size_t i = 0; i < configs.size(); ++i)
     if (as[i] == i) firsts.push_back(i);
+  // In a fixed shuffled order, so that planning cut short by the time limit has sampled the whole
+  // space rather than its first layouts. Planning takes at most half the limit: the rest simulates.
+  std::shuffle(firsts.begin(), firsts.end(), std::mt19937(55));
+  std::atomic<size_t> planned_count{0};
+  auto stop_planning = [&] { return stop() || (opt.time_limit_s > 0 && seconds_since(t0) > opt.time_limit_s / 2); };
   parallel_for(
       firsts.size(), threads,
       [&](size_t k) {
         const size_t i = firsts[k];
+        ++planned_count;
         try {
           bounds[i] = ev.bound(configs[i]);
         } catch (const plan::InputError&) {
@@ -328,11 +385,12 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
         }
         state[i] = planned;
       },
-      stop, [&](size_t done) { report("planning", done, firsts.size()); });
+      stop_planning, [&](size_t done) { report("planning", done, firsts.size()); });
+  const bool planned_part = planned_count < firsts.size() && !stop();
   size_t unplannable_count = 0;
   for (size_t i = 0; i < configs.size(); ++i) {
     state[i] = state[as[i]];
-    if (state[i] == unplannable) ++unplannable_count;
+    if (state[i] == unplannable) unplannable_count += variants(i);
     if (state[i] != planned) continue;
     if (as[i] != i) {
       bounds[i] = bounds[as[i]];
@@ -344,22 +402,32 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
   // 2. Simulate those that fit, most promising first, until the rest cannot enter the top K.
   r.invalid += unplannable_count;
   r.combinations -= unplannable_count;
-  std::vector<size_t> order;
+  std::vector<std::pair<size_t, uint32_t>> order;  // (configuration, bucket variant)
   for (size_t i = 0; i < configs.size(); ++i) {
     if (state[i] != planned) continue;
-    if (bounds[i].fits) order.push_back(i);
-    else ++r.over_memory;
+    if (!bounds[i].fits) {
+      r.over_memory += variants(i);
+      continue;
+    }
+    for (size_t v = 0; v < variants(i); ++v) order.emplace_back(i, static_cast<uint32_t>(v));
   }
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return std::pair(floor_of(bounds[a], opt.objective), a) < std::pair(floor_of(bounds[b], opt.objective), b);
+  std::sort(order.begin(), order.end(), [&](const auto& a, const auto& b) {
+    return std::tuple(floor_of(bounds[a.first], opt.objective), a.first, a.second) <
+           std::tuple(floor_of(bounds[b.first], opt.objective), b.first, b.second);
   });
+  std::vector<Evaluation> done;  // what was simulated
   const size_t top = static_cast<size_t>(std::max(1, opt.top));
   std::atomic<size_t> simulated{0}, pruned{0};
   std::atomic<bool> hit_max{false};
   parallel_for(
       order.size(), threads,
       [&](size_t k) {
-        Evaluation& e = bounds[order[k]];
+        const auto [i, variant] = order[k];
+        Evaluation e = bounds[i];
+        if (bucketed(i)) {
+          e.config.bucket_cap_mb = grid[variant].first;
+          e.config.first_bucket_mb = grid[variant].second;
+        }
         if (opt.prune) {
           std::lock_guard<std::mutex> lock(mutex);
           const Key floor = floor_of(e, opt.objective);
@@ -375,10 +443,10 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
           return;
         }
         if (!opt.max_configs) ++simulated;
-        const size_t index = e.index;
         e = ev.evaluate(e.config);
-        e.index = index;
+        e.index = i * stride + variant;
         std::lock_guard<std::mutex> lock(mutex);
+        done.push_back(e);
         const Key key = key_of(e, opt.objective);
         best.insert(key);
         auto [layout, fresh] = layout_best.try_emplace(std::make_tuple(e.config.data, e.config.context, e.config.pipeline, e.config.tensor), key);
@@ -387,9 +455,6 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
       },
       [&] { return stop() || hit_max.load(); }, [&](size_t done) { report("simulating", done, order.size()); });
 
-  std::vector<Evaluation> done;
-  for (size_t i : order)
-    if (bounds[i].simulated()) done.push_back(bounds[i]);
   r.evaluated = done.size();
   r.pruned = pruned;
   // Stopped early, the scenario as given and PyTorch's defaults (simulated first) still compete.
@@ -397,7 +462,7 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
     if (e->simulated() && e->fits &&
         std::none_of(done.begin(), done.end(), [&](const Evaluation& d) { return d.config == e->config; })) {
       done.push_back(*e);
-      done.back().index = configs.size();  // after every enumerated one in ties
+      done.back().index = configs.size() * stride;  // after every enumerated one in ties
     }
   std::sort(done.begin(), done.end(), [&](const Evaluation& a, const Evaluation& b) {
     return std::pair(key_of(a, opt.objective), a.index) < std::pair(key_of(b, opt.objective), b.index);
@@ -423,6 +488,9 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
     if (r.pareto.empty() || e.peak_memory < r.pareto.back().peak_memory) r.pareto.push_back(e);
   if (opt.cancel && opt.cancel->load()) r.stopped = "interrupted";
   else if (out_of_time) r.stopped = "time limit";
+  else if (planned_part)
+    r.stopped = "time limit: planned " + std::to_string(planned_count.load()) + " of " + std::to_string(firsts.size()) +
+                " configurations (a random sample), simulated the promising ones";
   else if (hit_max) r.stopped = "max-configs";
   r.wall_s = seconds_since(t0);
   return r;
