@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# Predictions against Megatron-LM's published H100 weak-scaling runs (bench/data/megatron_h100_published.csv,
-# sources in its header and in bench/data/h100_published.md): for each row the predicted and the published
-# seconds per iteration and their error. Nothing here is fitted to these rows: the compute figures are the
-# h100-nvlink-ib profile's (datasheet peaks, one efficiency), the network's NCCL's tuning model.
+# Predictions against two published tables of H100 training runs, sources in their CSVs' headers and in
+# bench/data/h100_published.md: Megatron-LM's README weak-scaling runs (bench/data/megatron_h100_published.csv)
+# and NVIDIA NeMo 24.07's pretraining table (bench/data/nemo_h100_published.csv, its models from
+# bench/data/nemo_models_notes.md). For each row the predicted and the published seconds per iteration and
+# their error. Nothing here is fitted to these rows: the compute figures are the h100-nvlink-ib profile's
+# (datasheet peaks, one efficiency), the network's NCCL's tuning model.
 #
 #   bash bench/published_h100.sh [PARALLAX] [--out DIR]      (default: build/parallax)
 #
-# The published step time is the row's model FLOPs over its per-GPU TFLOP/s and GPUs, with Megatron-LM's
-# count (Narayanan et al. 2021, eq. 3, without recompute, as MFU counts them):
-# 72 B s l h^2 (1 + s/(6h) + V/(12 l h)). What the table leaves out is assumed, the same for every row:
-# bf16, micro-batch 1, selective recompute with sequence parallelism where tensor > 1, no virtual stages.
+# How each table's throughput becomes a step time, and what is assumed where a table is silent: the
+# comments above megatron() and nemo() below.
 # Output goes to DIR (--out, else OUT, else a new bench/results/published-h100-cpu-DATE): summary.txt,
 # log.txt, machine.txt.
 set -euo pipefail
@@ -31,54 +31,92 @@ out=$(bench_out_dir published-h100 "$out")
 bench_machine "$out" "$0" "${args[@]}"
 bench_tee "$out"
 trap bench_tee_close EXIT
-python3 - "$parallax" "$here/data/megatron_h100_published.csv" "$here/data/megatron-gpt-h100.yaml" <<'PY'
+python3 - "$parallax" "$here/data" <<'PY'
 import csv, json, subprocess, sys
 
-parallax, table, scenario = sys.argv[1:4]
-SEQ, VOCAB = 4096, 131072
+parallax, data = sys.argv[1:3]
 
-def sets(r):
-    t, p, d = int(r["tensor"]), int(r["pipeline"]), int(r["data"])
-    batch = int(r["global_batch"]) // d
-    layers = int(r["layers"])
-    split = [layers // p] * p
-    split[0] += 1   # the embedding rides with the first stage, the head with the last
-    split[-1] += 1
-    out = {"model.layers": layers, "model.hidden": r["hidden"], "model.heads": r["heads"], "model.ffn": 4 * int(r["hidden"]),
-           "parallel.data": d, "parallel.pipeline": p, "parallel.tensor": t, "data.batch_size": batch, "parallel.chunks": batch,
-           "parallel.partition_len": "[" + ", ".join(map(str, split)) + "]" if p > 1 else "balanced",
-           "parallel.sequence_parallel": "true" if t > 1 else "false",
-           "parallel.activation_checkpointing": "selective"}
-    return [a for k, v in out.items() for a in ("--set", f"{k}={v}")]
+def rows(name):
+    return list(csv.DictReader(row for row in open(f"{data}/{name}") if not row.startswith("#")))
 
-def run(cmd, args):
-    res = subprocess.run([parallax, cmd, scenario, *args, "--json"], capture_output=True, text=True)
+def split(layers, p, v):
+    """Megatron's even split: blocks / (p x v) a stage, the embedding with the first, the head with the last."""
+    stages = p * v
+    lens = [layers // stages] * stages
+    lens[0] += 1
+    lens[-1] += 1
+    return "[" + ", ".join(map(str, lens)) + "]"
+
+def layout(d, p, t, c, v, batch, chunks):
+    out = {"parallel.data": d, "parallel.pipeline": p, "parallel.tensor": t, "parallel.context": c,
+           "data.batch_size": batch, "parallel.chunks": chunks}
+    if p > 1:
+        out |= {"parallel.virtual": v, "parallel.schedule": "interleaved-1f1b" if v > 1 else "1f1b"}
+    return out
+
+# Megatron-LM's README table: GPT, sequence 4096, vocabulary 131,072; what it leaves out is assumed, the
+# same for every row: bf16, micro-batch 1, selective recompute with sequence parallelism where tensor > 1,
+# no virtual stages. Its step time is the row's model FLOPs over its per-GPU TFLOP/s and GPUs, with
+# Megatron-LM's count (Narayanan et al. 2021, eq. 3, without recompute, as MFU counts them):
+# 72 B s l h^2 (1 + s/(6h) + V/(12 l h)).
+def megatron(r):
+    t, p, d, l, h = int(r["tensor"]), int(r["pipeline"]), int(r["data"]), int(r["layers"]), int(r["hidden"])
+    B, s, V = int(r["global_batch"]), 4096, 131072
+    batch = B // d
+    sets = {"model.layers": l, "model.hidden": h, "model.heads": r["heads"], "model.ffn": 4 * h,
+            "parallel.partition_len": split(l, p, 1) if p > 1 else "balanced",
+            "parallel.sequence_parallel": "true" if t > 1 else "false", "parallel.activation_checkpointing": "selective"}
+    sets |= layout(d, p, t, 1, 1, batch, batch)
+    flops = 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h))
+    return f"{t}x{p}x1x{d}", sets, flops / (float(r["published_tflops"]) * 1e12 * int(r["gpus"]))
+
+# NeMo 24.07's table: every row as the table and NeMo's launcher configs state it (the CSV's header). Its
+# step time is the global batch's tokens over the row's tokens/s/GPU and GPUs.
+def nemo(r):
+    n = {k: int(r[k]) for k in ("gpus", "global_batch", "micro_batch", "seq", "tensor", "pipeline", "context", "virtual", "layers")}
+    t, p, c, v = n["tensor"], n["pipeline"], n["context"], n["virtual"]
+    d = n["gpus"] // (t * p * c)
+    batch = n["global_batch"] // d
+    sets = {"model.layers": n["layers"], "model.hidden": r["hidden"], "model.heads": r["heads"], "model.ffn": r["ffn"],
+            "model.kv_heads": r["kv_heads"], "model.mlp": r["mlp"], "model.norm": r["norm"], "model.positions": r["positions"],
+            "model.tie_embeddings": r["tied"], "model.bias": r["bias"], "model.vocab": r["vocab"], "model.seq_len": n["seq"],
+            "parallel.partition_len": split(n["layers"], p, v) if p > 1 else "balanced",
+            "parallel.sequence_parallel": r["sequence_parallel"], "parallel.activation_checkpointing": r["recompute"]}
+    sets |= layout(d, p, t, c, v, batch, batch // n["micro_batch"])
+    return f"{t}x{p}x{c}x{d}", sets, n["global_batch"] * n["seq"] / (float(r["tokens_per_s_per_gpu"]) * n["gpus"])
+
+def run(cmd, scenario, sets):
+    args = [a for k, v in sets.items() for a in ("--set", f"{k}={v}")]
+    res = subprocess.run([parallax, cmd, f"{data}/{scenario}", *args, "--json"], capture_output=True, text=True)
     if res.returncode != 0:
         sys.exit(f"published_h100.sh: parallax {cmd} failed:\n{res.stderr}")
     return json.loads(res.stdout)
 
-def flops(r):
-    B, s, l, h, V = int(r["global_batch"]), SEQ, int(r["layers"]), int(r["hidden"]), VOCAB
-    return 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h))
+def summary(label, errors, no_fit):
+    mae = sum(abs(e) for e in errors) / len(errors)
+    print(f"{label}: {len(errors)} rows, mean error {100 * sum(errors) / len(errors):+.1f}%, mean absolute error {100 * mae:.1f}%, "
+          f"worst {100 * max(errors, key=abs):+.1f}% (goal: mean absolute <= 10%, worst <= 20%)")
+    print(f"{label}: called 'does not fit' on the GPUs it ran on: " + (", ".join(no_fit) if no_fit else "none"))
 
-print(f"{'model':6} {'TPxPPxDP':>10} {'predicted s':>12} {'published s':>12} {'error':>7}  fits")
-errors, no_fit = [], []
-for r in csv.DictReader(row for row in open(table) if not row.startswith("#")):
-    args = sets(r)
-    plan = run("plan", args)
-    sim = run("simulate", args)
-    published = flops(r) / (float(r["published_tflops"]) * 1e12 * int(r["gpus"]))
-    predicted = sim["step_time_ms"] / 1e3
-    err = predicted / published - 1
-    errors.append(err)
-    fits = all(m["fits"] for m in plan["memory"])
-    if not fits:
-        no_fit.append(r["model"])
-    layout = f"{r['tensor']}x{r['pipeline']}x{r['data']}"
-    print(f"{r['model']:6} {layout:>10} {predicted:12.3f} {published:12.3f} {100 * err:+6.1f}%  {'yes' if fits else 'NO'}", flush=True)
-
-mae = sum(abs(e) for e in errors) / len(errors)
-print(f"\nstep time: {len(errors)} rows, mean error {100 * sum(errors) / len(errors):+.1f}%, mean absolute error {100 * mae:.1f}%, "
-      f"worst {100 * max(errors, key=abs):+.1f}% (goal: mean absolute <= 10%, worst <= 20%)")
-print("called 'does not fit' on the GPUs it ran on: " + (", ".join(no_fit) if no_fit else "none"))
+every = []
+for title, table, scenario, row_of in [
+        ("Megatron-LM README, H100 weak scaling (bf16 assumed)", "megatron_h100_published.csv", "megatron-gpt-h100.yaml", megatron),
+        ("NeMo 24.07, DGX-H100 pretraining (fp8)", "nemo_h100_published.csv", "nemo-h100.yaml", nemo)]:
+    print(f"\n{title}\n{'model':14} {'GPUs':>5} {'TPxPPxCPxDP':>12} {'predicted s':>12} {'published s':>12} {'error':>7}  fits")
+    errors, no_fit = [], []
+    for r in rows(table):
+        grid, sets, published = row_of(r)
+        plan = run("plan", scenario, sets)
+        predicted = run("simulate", scenario, sets)["step_time_ms"] / 1e3
+        err = predicted / published - 1
+        errors.append(err)
+        fits = all(m["fits"] for m in plan["memory"])
+        if not fits:
+            no_fit.append(f"{r['model']} ({r['gpus']} GPUs)")
+        print(f"{r['model']:14} {r['gpus']:>5} {grid:>12} {predicted:12.3f} {published:12.3f} {100 * err:+6.1f}%  {'yes' if fits else 'NO'}", flush=True)
+    print()
+    summary("step time", errors, no_fit)
+    every += errors
+print()
+summary("both tables", every, [])
 PY
