@@ -81,7 +81,8 @@ def nemo(r):
             "model.kv_heads": r["kv_heads"], "model.mlp": r["mlp"], "model.norm": r["norm"], "model.positions": r["positions"],
             "model.tie_embeddings": r["tied"], "model.bias": r["bias"], "model.vocab": r["vocab"], "model.seq_len": n["seq"],
             "parallel.partition_len": split(n["layers"], p, v) if p > 1 else "balanced",
-            "parallel.sequence_parallel": r["sequence_parallel"], "parallel.activation_checkpointing": r["recompute"]}
+            "parallel.sequence_parallel": r["sequence_parallel"], "parallel.activation_checkpointing": r["recompute"],
+            "parallel.grad_reduce_in_bf16": r["grad_reduce_in_bf16"]}
     sets |= layout(d, p, t, c, v, batch, batch // n["micro_batch"])
     return f"{t}x{p}x{c}x{d}", sets, n["global_batch"] * n["seq"] / (float(r["tokens_per_s_per_gpu"]) * n["gpus"])
 

@@ -36,6 +36,8 @@ void check_executable(const Scenario& s) {
             name(p.schedule) + ")");
   if (p.master_weights)
     predict_only("parallel.master_weights", "master_weights (Megatron-LM's mixed precision)");
+  if (p.grad_reduce_in_bf16)
+    predict_only("parallel.grad_reduce_in_bf16", "bf16 gradient reduction");
   if (p.distributed_optimizer)
     predict_only("parallel.distributed_optimizer", "the distributed optimizer");
   if (p.p2p == P2p::megatron)

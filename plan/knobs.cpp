@@ -170,6 +170,9 @@ std::vector<Knob> make_table() {
   t.push_back(precision_knob());
   t.push_back(flag("parallel.master_weights", &Settings::master_weights, false,
                    "parameters in the compute type with fp32 master weights and fp32 gradients (Megatron-LM's mixed precision: 18 bytes a parameter with Adam); false: fp32 parameters cast per op (torch.autocast). Predict-only: the executor runs false"));
+  t.push_back(flag("parallel.grad_reduce_in_bf16", &Settings::grad_reduce_in_bf16, false,
+                   "with master_weights: keep and reduce the gradients in bf16 (2 bytes a parameter) instead of fp32 "
+                   "(Megatron-LM's --grad-reduce-in-bf16, NeMo's grad_sync_dtype: bf16). Predict-only"));
   t.push_back(flag("parallel.distributed_optimizer", &Settings::distributed_optimizer, false,
                    "shard the optimizer state and master weights over the data-parallel group (ZeRO-1, Megatron-LM's --use-distributed-optimizer). Predict-only"));
   return t;

@@ -303,7 +303,7 @@ Layer make_embedding(const std::string& name, int64_t vocab, int64_t hidden, int
   return l;
 }
 
-BlockActivations block_activations(const LayerShape& sh, double e) {
+BlockActivations block_activations(const LayerShape& sh, double e, double linear_e) {
   const double s = static_cast<double>(sh.seq_len), h = static_cast<double>(sh.hidden);
   const double a = static_cast<double>(sh.heads), ffn = static_cast<double>(sh.ffn);
   const double kv_width = h / a * static_cast<double>(sh.kv_heads());
@@ -315,9 +315,10 @@ BlockActivations block_activations(const LayerShape& sh, double e) {
   BlockActivations out;
   // The two norms' inputs and the inputs of QKV and of the MLP, whole on every tensor rank, and
   // the masks of the two dropouts after attention and after the MLP.
-  out.unsplit = s * h * (4 * e + 2 * mask);
-  // Q, the output projection's input, and the MLP's ffn-wide tensors.
-  out.split = s * e * (2 * h + mlp_tensors * ffn);
+  out.unsplit = s * h * (2 * e + 2 * linear_e + 2 * mask);
+  // Q, the output projection's input, and the MLP's ffn-wide tensors (the last is the down
+  // projection's input).
+  out.split = s * (e * h + linear_e * h + e * (mlp_tensors - 1) * ffn + linear_e * ffn);
   out.kv = s * e * 2 * kv_width;  // K and V (rotated, with rotary positions: RoPE fused keeps no more)
   // The scores per head: softmax output, and with dropout its mask and output. Flash attention
   // keeps no scores, only its softmax statistics (one fp32 per row and head).
@@ -368,7 +369,7 @@ Layer make_encoder(const std::string& name, int64_t hidden, int64_t heads, int64
   // The traffic the plain roofline reads: the bytes kept at 2 bytes an element, counted as
   // elements (memory is plan/memory.cpp's, which splits the same terms by tensor and sequence
   // parallelism). At ffn = 4h and full attention, Korthikanti et al.'s s*h*(17 + 2.5*a*s/h).
-  const BlockActivations kept = block_activations(l.shape, 2.0);
+  const BlockActivations kept = block_activations(l.shape, 2.0, 2.0);
   l.activation_elems_per_sample = (kept.unsplit + kept.split + kept.kv + kept.scores) / 2.0;
   l.input_elems_per_sample = s * h;
   l.output_elems_per_sample = s * h;

@@ -86,7 +86,9 @@ struct LayerShape {
 struct BlockActivations {
   double unsplit = 0, split = 0, kv = 0, scores = 0;
 };
-BlockActivations block_activations(const LayerShape& shape, double e);
+/// `linear_e`: bytes an element of what the linear layers keep of their inputs (e, or 1 where
+/// Transformer Engine's fp8 linears keep their fp8 casts).
+BlockActivations block_activations(const LayerShape& shape, double e, double linear_e);
 
 /// Cost of a synthetic layer, stated by the user.
 struct SyntheticCost {

@@ -44,7 +44,7 @@ double whole_sequence_activation_bytes(const Layer& l, const ParallelSpec& p) {
       // Korthikanti et al. 2022's count (plan/layers.hpp, block_activations): at e = 2, ffn = 4h and
       // full attention, sbh(10 + 24/t + 5as/(ht)), the paper's eq. 2 with sequence parallelism off.
       // Key/value heads are split at most kv_heads ways (Megatron-core replicates past that).
-      const BlockActivations x = block_activations(l.shape, e);
+      const BlockActivations x = block_activations(l.shape, e, p.precision == Precision::fp8 ? 1.0 : e);
       const double kv_ways = std::min(t, static_cast<double>(l.shape.kv_heads()));
       const double scores = p.activation_checkpointing == Recompute::selective ? 0.0 : x.scores / t;
       return x.unsplit / sp + x.split / t + x.kv / kv_ways + scores;
@@ -144,6 +144,7 @@ BytesPerParameter bytes_per_parameter(const Scenario& s) {
     // Megatron-LM: 16-bit parameters, fp32 gradients in one contiguous buffer that DDP reduces in
     // place, fp32 master weights beside the optimizer's state.
     b.parameter = activation_bytes(p.precision);
+    b.gradient = p.grad_reduce_in_bf16 ? 2 : 4;
     b.optimizer = 4 + state;
   } else {
     // torch.autocast: fp32 parameters and gradients; DDP's buckets are a flat copy of the gradients.

@@ -46,7 +46,8 @@ std::vector<Bucket> stage_buckets(const Scenario& s, const Stage& stage) {
     }
   }
   std::vector<int64_t> bytes;
-  for (const ParamSpec* p : ready) bytes.push_back(p->numel_on(s.parallel.tensor) * kParamBytes);
+  const int gradient = bytes_per_parameter(s).gradient;  // what DDP reduces
+  for (const ParamSpec* p : ready) bytes.push_back(p->numel_on(s.parallel.tensor) * gradient);
   const auto groups = assign_buckets(bytes, mib_to_bytes(s.parallel.first_bucket_mb),
                                      mib_to_bytes(s.parallel.bucket_cap_mb));
   std::vector<Bucket> buckets;

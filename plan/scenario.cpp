@@ -172,6 +172,9 @@ void check_scenario(const Scenario& s) {
   check_context_parallel(s);
   if (p.master_weights && p.precision == Precision::fp32)
     fail_at(s, "parallel.master_weights", "master_weights keeps fp32 masters of 16-bit parameters; it needs precision bf16, fp16 or fp8");
+  if (p.grad_reduce_in_bf16 && !p.master_weights)
+    fail_at(s, "parallel.grad_reduce_in_bf16", "grad_reduce_in_bf16 keeps master_weights' gradients in bf16; it needs master_weights: true "
+                                               "(without it the gradients are those of the fp32 parameters)");
   if (p.precision == Precision::fp8 && !s.hardware.device.peak_tflops.count(Precision::bf16))
     fail_at(s, "parallel.precision", std::string("precision fp8 runs attention and norms in bf16, and hardware '") + s.hardware.name +
                                          "' lists no bf16 peak");

@@ -110,6 +110,9 @@ struct ParallelSpec {
   /// ZeRO-1 over the data-parallel group: each replica keeps 1/data of the optimizer state
   /// (Megatron-LM's --use-distributed-optimizer).
   bool distributed_optimizer = false;
+  /// With master_weights: the gradients DDP reduces kept in bf16, not fp32 (Megatron-LM's
+  /// --grad-reduce-in-bf16, NeMo's grad_sync_dtype: bf16).
+  bool grad_reduce_in_bf16 = false;
 
   int stages() const { return pipeline * virtual_stages; }
   /// The pipeline rank that holds `stage` (the schedule decides: looped or V-shaped).

@@ -113,6 +113,7 @@ TrainerExport export_megatron(const Plan& p) {
     }
   }
   if (par.distributed_optimizer) a.push_back({"--use-distributed-optimizer", ""});
+  if (par.grad_reduce_in_bf16) a.push_back({"--grad-reduce-in-bf16", ""});
   switch (par.precision) {
     case Precision::fp32: break;
     case Precision::bf16: a.push_back({"--bf16", ""}); break;
@@ -209,6 +210,9 @@ TrainerExport export_torchtitan(const Plan& p) {
   if (par.data > 1 && (par.tensor > 1 || par.pipeline > 1))
     throw InputError(s.where("parallel.data"), "torchtitan replicates (DDP) only without tensor or pipeline parallelism; with them it shards "
                                                "its replicas (FSDP), which Parallax does not plan yet");
+  if (par.grad_reduce_in_bf16)
+    throw InputError(s.where("parallel.grad_reduce_in_bf16"), "torchtitan's replicas (DDP) reduce the gradients of its fp32 parameters; "
+                                                            "set parallel.grad_reduce_in_bf16: false");
   if (par.tensor > 1 && !par.sequence_parallel)
     throw InputError(s.where("parallel.sequence_parallel"), "torchtitan's tensor parallelism always splits the sequence in the norms; set "
                                                             "parallel.sequence_parallel: true");

@@ -66,6 +66,24 @@ TEST_CASE("plan::fp8: the blocks' linear GEMMs at the fp8 peak, attention and th
   const auto m = test::scenario_from(kLlama, {"parallel.precision=fp8", "parallel.master_weights=true"});
   CHECK(plan::bytes_per_parameter(m).parameter == 4);
   CHECK(plan::bytes_per_parameter(test::scenario_from(kLlama, {"parallel.precision=bf16", "parallel.master_weights=true"})).parameter == 2);
+  // The linear layers keep their inputs as fp8 casts: QKV's, the output projection's, the MLP's
+  // (h each) and the down projection's (ffn), 1 byte an element in place of 2: s(3h + ffn) bytes fewer.
+  plan::ParallelSpec at_bf16, at_fp8;
+  at_bf16.precision = plan::Precision::bf16;
+  at_fp8.precision = plan::Precision::fp8;
+  const double seq = 4096, h = 4096, ffn = 14336;
+  CHECK(plan::full_activation_bytes(block, at_bf16) - plan::full_activation_bytes(block, at_fp8) == Approx(seq * (3 * h + ffn)));
+  // NeMo's and Megatron-LM's bf16 gradient reduction: 2 bytes a gradient, and half the bytes a bucket reduces.
+  const auto bf16_grads = test::plan_from(kLlama, {"parallel.precision=bf16", "parallel.master_weights=true", "parallel.data=2",
+                                                   "parallel.grad_reduce_in_bf16=true"});
+  const auto fp32_grads = test::plan_from(kLlama, {"parallel.precision=bf16", "parallel.master_weights=true", "parallel.data=2"});
+  CHECK(plan::bytes_per_parameter(bf16_grads.scenario).gradient == 2);
+  CHECK(bf16_grads.ranks[0].memory.gradients * 2 == fp32_grads.ranks[0].memory.gradients);
+  int64_t reduced_bf16 = 0, reduced_fp32 = 0;
+  for (const auto& b : bf16_grads.stages[0].buckets) reduced_bf16 += b.bytes;
+  for (const auto& b : fp32_grads.stages[0].buckets) reduced_fp32 += b.bytes;
+  CHECK(reduced_bf16 * 2 == reduced_fp32);
+  CHECK_THAT(test::parse_error(kLlama, {"parallel.grad_reduce_in_bf16=true"}), Catch::Contains("needs master_weights: true"));
   // A device without fp8 is refused; the executor does not run fp8 this round.
   CHECK_THAT(test::parse_error("model: {preset: mlp}\nparallel: {precision: fp8}\nhardware: a100-nvlink-ib\n"), Catch::Contains("has no fp8 peak"));
   CHECK_THROWS_WITH(plan::check_executable(test::scenario_from(kLlama, {"parallel.precision=fp8"})), Catch::Contains("fp8") && Catch::Contains("predict-only"));
@@ -82,7 +100,7 @@ namespace {
 const std::set<std::string> kMegatronOptions = {
     "--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--context-parallel-size", "--num-layers-per-virtual-pipeline-stage",
     "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers", "--sequence-parallel", "--micro-batch-size",
-    "--global-batch-size", "--recompute-granularity", "--recompute-method", "--recompute-num-layers", "--use-distributed-optimizer",
+    "--global-batch-size", "--recompute-granularity", "--recompute-method", "--recompute-num-layers", "--use-distributed-optimizer", "--grad-reduce-in-bf16",
     "--bf16", "--fp16", "--fp8-format", "--num-layers", "--hidden-size", "--ffn-hidden-size", "--num-attention-heads", "--seq-length",
     "--max-position-embeddings", "--group-query-attention", "--num-query-groups", "--swiglu", "--squared-relu", "--normalization",
     "--position-embedding-type", "--untie-embeddings-and-output-weights", "--disable-bias-linear", "--add-qkv-bias",
