@@ -23,11 +23,19 @@ const std::vector<plan::LayerCost>& Evaluator::layer_costs(const plan::Settings&
 }
 
 std::vector<int> Evaluator::balanced_partition(const plan::Settings& c) {
+  const int mb = c.batch_size / c.chunks;
+  const std::pair key{CostKey{c.precision, mb, c.tensor, c.context, c.sequence_parallel, c.activation_checkpointing}, c.stages()};
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (const auto it = splits_.find(key); it != splits_.end()) return it->second;
+  }
   // As resolve_plan's "balanced": forward + backward + what recompute adds, per layer.
   const auto& lc = layer_costs(c, c.batch_size / c.chunks);
   std::vector<int64_t> costs;
   for (const auto& l : lc) costs.push_back((l.forward + l.backward + l.recompute).count_ns());
-  return plan::balanced_partition(costs, c.stages());
+  std::vector<int> split = plan::balanced_partition(costs, c.stages());
+  std::lock_guard<std::mutex> lock(mutex_);
+  return splits_.try_emplace(key, std::move(split)).first->second;
 }
 
 plan::Plan Evaluator::plan_of(const plan::Settings& c) {

@@ -54,6 +54,9 @@ class Evaluator {
   // By (precision, micro-batch size, tensor, context, sequence parallel, recompute): what a layer's cost depends on.
   using CostKey = std::tuple<plan::Precision, int, int, int, bool, plan::Recompute>;
   std::map<CostKey, std::vector<plan::LayerCost>> costs_;
+  // Balanced splits by (cost key, stages): the split's dynamic programme is most of the time a
+  // large job's enumeration takes, and its configurations share few of them.
+  std::map<std::pair<CostKey, int>, std::vector<int>> splits_;
 };
 
 /// A floor on the plan's step time from its stage costs: the busiest rank's compute, and for
