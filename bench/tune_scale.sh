@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The tuner at scale (issue 55's goal: >= 10,000 configurations of a 3,072-GPU Llama 3.1 405B job,
 # context parallelism included, in <= 60 s on a 2-core machine): `parallax tune` on
-# scenarios/llama-3.1-405b-3072xH100.yaml with --time-limit 60, and what it got through: planned
-# (memory and lower bound), simulated, pruned by the bound, over memory, and the pick.
+# scenarios/llama-3.1-405b-3072xH100.yaml with --time-limit 60, and what it got through: simulated,
+# pruned by the lower bound, over memory, and the pick.
 #
 #   bash bench/tune_scale.sh [PARALLAX] [--out DIR]      (default: build/parallax)
 #
