@@ -1,7 +1,5 @@
 #include "tune/search.hpp"
 
-#include "plan/memory.hpp"
-
 #include <algorithm>
 #include <tuple>
 #include <chrono>
@@ -12,6 +10,8 @@
 #include <set>
 #include <random>
 #include <thread>
+
+#include "plan/memory.hpp"
 
 namespace parallax::tune {
 namespace {
