@@ -415,7 +415,8 @@ int main(int argc, char** argv) {
       ->default_str("step");
   tune_cmd->add_option("--max-configs", tune_args.max_configs,
                        "Simulate at most N configurations, most promising (lowest bound) first");
-  tune_cmd->add_option("--time-limit", tune_args.time_limit_s, "Stop after S seconds with the best so far");
+  tune_cmd->add_option("--time-limit", tune_args.time_limit_s, "Stop the search after S seconds with the best so far (planning, in a shuffled order, takes at most half; "
+                       "the ranked rows' full simulations come after)");
   tune_cmd->add_option("--top", tune_args.top, "Configurations in the ranked table (default 10)");
   tune_cmd->add_option("--validate", tune_args.validate,
                        "Run K configurations for real on this machine (as parallax run does): the best prediction, the best of "
