@@ -37,6 +37,27 @@ bench_out_dir() {
   (cd "$dir" && pwd)
 }
 
+# bench_parallax_args SCRIPT ARGS...: reads the arguments of a bench that runs one parallax binary,
+# `SCRIPT [PARALLAX] [--out DIR]`, into the globals `parallax` (default build/parallax, which must
+# be executable) and `out` (the --out value, or empty); --help prints the script's header. Bad
+# arguments exit 2 naming the script.
+bench_parallax_args() {
+  local script="$1" name
+  name=$(basename "$script")
+  shift
+  parallax="" out=""
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --out) [ $# -ge 2 ] || { echo "$name: --out needs a folder" >&2; exit 2; }; out=$2; shift 2 ;;
+      -h|--help) bench_help "$script"; exit 0 ;;
+      -*) echo "$name: unknown flag $1" >&2; exit 2 ;;
+      *) parallax=$1; shift ;;
+    esac
+  done
+  parallax="${parallax:-$bench_root/build/parallax}"
+  [[ -x "$parallax" ]] || { echo "$name: no parallax binary at $parallax (build first, or pass its path)" >&2; exit 2; }
+}
+
 # bench_machine DIR [COMMAND...]: writes DIR/machine.txt: the CPU (model name, family, model),
 # its cores, the commit and whether the tree had uncommitted changes, the date in UTC, the kernel,
 # and the command that made the folder.

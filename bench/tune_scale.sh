@@ -12,17 +12,7 @@ set -euo pipefail
 args=("$@")
 source "$(dirname "$0")/lib.sh"
 here="$(cd "$(dirname "$0")" && pwd)"
-parallax="" out=""
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --out) out=$2; shift 2 ;;
-    -h|--help) bench_help "$0"; exit 0 ;;
-    -*) echo "tune_scale.sh: unknown flag $1" >&2; exit 2 ;;
-    *) parallax=$1; shift ;;
-  esac
-done
-parallax="${parallax:-$here/../build/parallax}"
-[[ -x "$parallax" ]] || { echo "tune_scale.sh: no parallax binary at $parallax (build first, or pass its path)" >&2; exit 2; }
+bench_parallax_args "$0" "$@"
 out=$(bench_out_dir tune-scale "$out")
 bench_machine "$out" "$0" "${args[@]}"
 bench_tee "$out"
