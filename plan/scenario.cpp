@@ -61,6 +61,12 @@ OptimizerSpec parse_optimizer(const Field& m) {
 
 }  // namespace
 
+// Tensor and context parallelism split the layers of a transformer (embedding, blocks, head) only.
+static void require_transformer_layer(const Scenario& s, const Layer& l, const std::string& key, const std::string& what) {
+  if (!tensor_splits(l.kind))
+    fail_at(s, key, what + " transformer layers (embedding, encoder, head); layer '" + l.name + "' is a " + name(l.kind) + " layer");
+}
+
 // Checks that need several values at once; each error points at the value to change.
 // Megatron-LM's tensor parallelism splits attention heads and the MLP's ffn columns over the
 // group, and the vocabulary of the embedding and head (padded, as Megatron pads it); other layer
@@ -72,9 +78,7 @@ static void check_tensor_parallel(const Scenario& s) {
   if (p.tensor == 1) return;
   const std::string t = std::to_string(p.tensor);
   for (const Layer& l : s.layers) {
-    if (!tensor_splits(l.kind))
-      fail_at(s, "parallel.tensor", "parallel.tensor " + t + " splits transformer layers (embedding, encoder, head); layer '" + l.name +
-                                        "' is a " + name(l.kind) + " layer");
+    require_transformer_layer(s, l, "parallel.tensor", "parallel.tensor " + t + " splits");
     if (l.kind != LayerKind::encoder) continue;
     if (l.shape.heads % p.tensor != 0)
       fail_at(s, "parallel.tensor", "parallel.tensor " + t + " does not divide the " + std::to_string(l.shape.heads) +
@@ -104,9 +108,7 @@ static void check_context_parallel(const Scenario& s) {
   if (p.context == 1) return;
   const std::string c = std::to_string(p.context);
   for (const Layer& l : s.layers) {
-    if (!tensor_splits(l.kind))
-      fail_at(s, "parallel.context", "parallel.context " + c + " splits the sequences of transformer layers (embedding, encoder, head); layer '" +
-                                         l.name + "' is a " + name(l.kind) + " layer");
+    require_transformer_layer(s, l, "parallel.context", "parallel.context " + c + " splits the sequences of");
     if (l.shape.seq_len % (2 * p.context) != 0)
       fail_at(s, "parallel.context", "parallel.context " + c + " cuts each sequence into 2 x " + c + " chunks, but layer '" + l.name +
                                          "' has seq_len " + std::to_string(l.shape.seq_len) + " (not a multiple of " +
