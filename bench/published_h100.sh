@@ -55,7 +55,9 @@ def megatron(r):
     batch = B // d
     sets = {"model.layers": l, "model.hidden": h, "model.heads": r["heads"], "model.ffn": 4 * h,
             "parallel.partition_len": split(l, p, 1) if p > 1 else "balanced",
-            "parallel.sequence_parallel": "true" if t > 1 else "false", "parallel.activation_checkpointing": "selective"}
+            "parallel.sequence_parallel": "true" if t > 1 else "false", "parallel.activation_checkpointing": "selective",
+            "parallel.tp_comm_overlap": "true" if t > 1 else "false"}  # the README: '--tp-comm-overlap'
+
     sets |= layout(d, p, t, 1, 1, batch, batch)
     flops = 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h))
     return f"{t}x{p}x1x{d}", sets, flops / (float(r["published_tflops"]) * 1e12 * int(r["gpus"]))
@@ -72,7 +74,7 @@ def nemo(r):
             "model.tie_embeddings": r["tied"], "model.bias": r["bias"], "model.vocab": r["vocab"], "model.seq_len": n["seq"],
             "parallel.partition_len": split(n["layers"], p, v) if p > 1 else "balanced",
             "parallel.sequence_parallel": r["sequence_parallel"], "parallel.activation_checkpointing": r["recompute"],
-            "parallel.grad_reduce_in_bf16": r["grad_reduce_in_bf16"]}
+            "parallel.grad_reduce_in_bf16": r["grad_reduce_in_bf16"], "parallel.tp_comm_overlap": r["tp_comm_overlap"]}
     sets |= layout(d, p, t, c, v, batch, batch // n["micro_batch"])
     return f"{t}x{p}x{c}x{d}", sets, n["global_batch"] * n["seq"] / (float(r["tokens_per_s_per_gpu"]) * n["gpus"])
 

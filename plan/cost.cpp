@@ -112,6 +112,9 @@ LayerCost roofline_cost(const Layer& layer, const HardwareProfile& hardware, con
   // The attention core's share of the FLOP time (backward: twice, as the layer's).
   out.attention_forward = Time::us(attention_flops_per_sample(layer) / rest_tflops * mb / 1e6 / ways);
   out.attention_backward = out.attention_forward * 2;
+  // The rest of the FLOP time is the linear layers'.
+  out.linear_forward = std::max(Time(), Time::us(flop_us) - out.attention_forward);
+  out.linear_backward = std::max(Time(), Time::us(bwd_flop_us) - out.attention_backward);
   return half_weight(out);
 }
 
@@ -120,36 +123,49 @@ class ShapeModel {
  public:
   ShapeModel(const Device& d, Precision precision)
       : c_(*d.compute),
-        flop_per_us_(peak_tflops(d, precision) * 1e6),
-        rest_flop_per_us_(peak_tflops(d, outside_fp8(precision)) * 1e6),
+        precision_(precision),
+        rest_precision_(outside_fp8(precision)),
+        peak_(peak_tflops(d, precision)),
+        rest_peak_(peak_tflops(d, outside_fp8(precision))),
         fp8_(precision == Precision::fp8),
         byte_per_us_(std::isinf(d.memory_bandwidth_gb_per_s) ? 0.0 : d.memory_bandwidth_gb_per_s * 1e3 * c_.memory_efficiency),
         e_(activation_bytes(precision)) {}
 
   // `batch` GEMMs of m x n x k (one batched call): the larger of the FLOP time at the efficiency of
-  // the call's size and the time to read both operands and write the result once. A block's
+  // the call's shape and the time to read both operands and write the result once. A block's
   // linear layer runs at the precision's peak; attention and the output layer at the peak of what
   // fp8 leaves in bf16 (flops_outside_fp8_per_sample).
-  double gemm(double batch, double m, double n, double k) const { return gemm_at(flop_per_us_, batch, m, n, k); }
-  double gemm_outside_fp8(double batch, double m, double n, double k) const { return gemm_at(rest_flop_per_us_, batch, m, n, k); }
+  double gemm(double batch, double m, double n, double k) const { return gemm_at(precision_, peak_, batch, m, n, k); }
+  double gemm_outside_fp8(double batch, double m, double n, double k) const {
+    return gemm_at(rest_precision_, rest_peak_, batch, m, n, k);
+  }
+  // The two GEMMs of a linear layer's backward, whose forward is m x n x k (Y = X W, X of m x k):
+  // the input gradient dX = dY W^T (m x k x n) and the weight gradient dW = X^T dY (k x n x m),
+  // each at its own shape's efficiency.
+  double input_gradient(double m, double n, double k) const { return gemm(1, m, k, n); }
+  double weight_gradient(double m, double n, double k) const { return gemm(1, k, n, m); }
+  double input_gradient_outside_fp8(double m, double n, double k) const { return gemm_outside_fp8(1, m, k, n); }
+  double weight_gradient_outside_fp8(double m, double n, double k) const { return gemm_outside_fp8(1, k, n, m); }
   // fp8's per-tensor scaling: a linear layer's input cast to fp8 (read e bytes, write 1) with its
   // amax taken on the way, per element; 0 in other precisions.
   double fp8_cast(double elements) const { return fp8_ ? memory(elements * (e_ + 1)) : 0.0; }
   double memory(double bytes) const { return byte_per_us_ > 0 ? bytes / byte_per_us_ : 0.0; }
   double flash(double flops, bool backward) const {
-    return flops / (rest_flop_per_us_ * (backward ? c_.flash_backward_efficiency : c_.flash_forward_efficiency));
+    return flops / (rest_peak_ * 1e6 * (backward ? c_.flash_backward_efficiency : c_.flash_forward_efficiency));
   }
   double e() const { return e_; }
 
  private:
-  double gemm_at(double flop_per_us, double batch, double m, double n, double k) const {
+  double gemm_at(Precision p, double peak, double batch, double m, double n, double k) const {
     const double flops = 2 * batch * m * n * k;
-    const double flop_us = flops / (flop_per_us * c_.gemm(flops));
+    // A batched call fills the device as one GEMM with its batch stacked along m would.
+    const double flop_us = flops / (peak * 1e6 * c_.gemm_fraction(p, batch * m, n, k, peak));
     return std::max(flop_us, memory(batch * (m * k + k * n + m * n) * e_));
   }
 
   const ComputeModel& c_;
-  double flop_per_us_, rest_flop_per_us_;
+  Precision precision_, rest_precision_;
+  double peak_, rest_peak_;
   bool fp8_;
   double byte_per_us_, e_;
 };
@@ -162,14 +178,15 @@ struct Kernels {
   double weight_gradient = 0;            // the part of backward that makes weight gradients
   double attention_core = 0;             // forward of the scores, softmax and dropout (standard attention)
   double attention_forward = 0, attention_backward = 0;  // attention's core, flash or not
+  double linear = 0, backward_linear = 0;  // the linear layers' GEMMs, forward and backward
 };
 
 // A transformer block as Megatron-LM runs it on one of t tensor ranks: Q, K and V, the per-head
 // scores and weighted values, the output projection and the MLP's linears (three for SwiGLU);
 // norms, the fused scale-mask-softmax, the residual adds (with dropout in LibTorch's encoder
 // layer), rotary positions and the activation function in between. Grouped-query attention's K and
-// V hold kv_heads heads, split at most that many ways. Backward runs each GEMM twice (input and
-// weight gradients) and moves each memory-bound kernel's bytes twice (its saved input and the
+// V hold kv_heads heads, split at most that many ways. Backward runs each linear's two GEMMs (input
+// and weight gradients, each at its own shape) and moves each memory-bound kernel's bytes twice (its saved input and the
 // incoming gradient in, the gradient out). Under context parallelism a rank holds q = s / context
 // tokens of each sequence and computes their scores against all s keys, a (q x q) block per ring
 // step.
@@ -181,11 +198,14 @@ Kernels encoder_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel&
   const double kv = static_cast<double>(l.shape.kv_heads()), kv_width = kv * d / std::min(t, kv);  // per rank
   const double tokens = mb * q, sp = p.sequence_parallel ? t : 1.0;
   const double up_width = (form.mlp == Mlp::swiglu ? 2 : 1) * ffn / t;  // gate and up as one GEMM
+  // The block's linear layers as forward GEMMs (m = tokens, n = outputs, k = inputs).
+  const double linears[4][2] = {{h / t + 2 * kv_width, h}, {h, h / t}, {up_width, h}, {h, ffn / t}};
   Kernels k;
-  k.gemm = m.gemm(1, tokens, h / t + 2 * kv_width, h) + m.gemm(1, tokens, h, h / t) + m.gemm(1, tokens, up_width, h) +
-           m.gemm(1, tokens, h, ffn / t);
-  k.backward_gemm = 2 * k.gemm;
-  k.weight_gradient = k.gemm;  // one GEMM per weight; the attention core has none
+  for (const auto& [n, in] : linears) {
+    k.gemm += m.gemm(1, tokens, n, in);
+    k.weight_gradient += m.weight_gradient(tokens, n, in);  // the attention core has no weights
+    k.backward_gemm += m.input_gradient(tokens, n, in) + m.weight_gradient(tokens, n, in);
+  }
   // Norms (read, write); two residual adds (read two, write one), with a dropout mask in the
   // encoder layer; the activation function (read, write; SwiGLU reads gate and up); rotary
   // positions on Q and K (read, write).
@@ -195,7 +215,9 @@ Kernels encoder_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel&
   k.memory = m.memory((2 * 2 * e + 2 * residual) * tokens * h / sp + activation + rope) +
              m.fp8_cast(tokens * (h + h / t + h + ffn / t));  // the inputs of QKV, the output projection, up, down
   if (l.shape.flash_attention) {
-    const double flops = 4 * mb * heads * q * s * d;
+    // A decoder block's attention is causal: flash attention skips the score blocks the mask
+    // removes, half of them (FlashAttention-2 and -3 count a causal pass as half the FLOPs).
+    const double flops = 4 * mb * heads * q * s * d * (form.decoder ? 0.5 : 1.0);
     k.attention_forward = m.flash(flops, false);
     k.attention_backward = m.flash(2.5 * flops, true);  // FlashAttention-2 counts backward as 2.5 forwards
   } else {
@@ -207,6 +229,8 @@ Kernels encoder_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel&
     k.attention_forward = core;
     k.attention_backward = 2 * core;
   }
+  k.linear = k.gemm;
+  k.backward_linear = k.backward_gemm;
   k.gemm += k.attention_forward;
   k.backward_gemm += k.attention_backward;
   k.backward_memory = 2 * k.memory;
@@ -223,8 +247,10 @@ Kernels layer_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel& m
     case LayerKind::encoder: return encoder_kernels(l, p, m, mb);
     case LayerKind::head:
       k.gemm = m.gemm_outside_fp8(1, tokens, vocab / t, h);
-      k.backward_gemm = 2 * k.gemm;
-      k.weight_gradient = k.gemm;
+      k.weight_gradient = m.weight_gradient_outside_fp8(tokens, vocab / t, h);
+      k.backward_gemm = k.weight_gradient + m.input_gradient_outside_fp8(tokens, vocab / t, h);
+      k.linear = k.gemm;
+      k.backward_linear = k.backward_gemm;
       // The norm, then the vocabulary-parallel cross entropy: logits read, an fp32 softmax
       // written and read back.
       k.memory = m.memory(2 * e * tokens * h / sp + (e + 8) * tokens * vocab / t);
@@ -236,13 +262,17 @@ Kernels layer_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel& m
       k.backward_memory = m.memory((e + 2 * 4) * tokens * h);
       k.weight_gradient = k.backward_memory;  // all of it: the input is token ids
       return k;
-    case LayerKind::linear:
-      k.gemm = m.gemm(1, mb, static_cast<double>(l.shape.out), static_cast<double>(l.shape.in));
-      k.backward_gemm = (input_gradient ? 2 : 1) * k.gemm;
-      k.weight_gradient = k.gemm;
+    case LayerKind::linear: {
+      const double out = static_cast<double>(l.shape.out), in = static_cast<double>(l.shape.in);
+      k.gemm = m.gemm(1, mb, out, in);
+      k.weight_gradient = m.weight_gradient(mb, out, in);
+      k.backward_gemm = k.weight_gradient + (input_gradient ? m.input_gradient(mb, out, in) : 0.0);
+      k.linear = k.gemm;
+      k.backward_linear = k.backward_gemm;
       if (l.shape.relu) k.memory = m.memory(2 * e * mb * static_cast<double>(l.shape.out));
       k.backward_memory = 2 * k.memory;
       return k;
+    }
     case LayerKind::synthetic: break;
   }
   return k;
@@ -261,6 +291,8 @@ LayerCost shape_aware_cost(const Layer& l, const Device& d, const ParallelSpec& 
   out.recompute = p.activation_checkpointing == Recompute::selective ? Time::us(k.attention_core) : Time();
   out.attention_forward = Time::us(k.attention_forward);
   out.attention_backward = Time::us(k.attention_backward);
+  out.linear_forward = Time::us(k.linear);
+  out.linear_backward = Time::us(k.backward_linear);
   return out;
 }
 

@@ -44,6 +44,9 @@ struct LayerCost {
   /// and in backward: what a context-parallel ring of keys and values hides its sends behind.
   /// Zero for layers without attention and for costs that were measured or stated.
   Time attention_forward, attention_backward;
+  /// The linear layers' GEMMs in forward and in backward: what tensor parallelism's collectives
+  /// hide behind under parallel.tp_comm_overlap. Zero for costs that were measured or stated.
+  Time linear_forward, linear_backward;
 };
 
 /// `input_gradient`: whether backward must also compute the gradient of the layer's input; the

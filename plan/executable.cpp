@@ -40,6 +40,8 @@ void check_executable(const Scenario& s) {
     predict_only("parallel.grad_reduce_in_bf16", "bf16 gradient reduction");
   if (p.distributed_optimizer)
     predict_only("parallel.distributed_optimizer", "the distributed optimizer");
+  if (p.tp_comm_overlap && p.tensor > 1)
+    predict_only("parallel.tp_comm_overlap", "tensor-parallel communication overlapped with the GEMMs");
   if (p.p2p == P2p::megatron)
     predict_only("parallel.p2p", "Megatron-LM's point-to-point (parallel.p2p: megatron)");
   for (const auto& l : s.layers)

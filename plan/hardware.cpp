@@ -62,10 +62,50 @@ double log2_interpolate(const std::vector<std::pair<double, double>>& pts, doubl
   return lo + (std::log2(x) - std::log2(lo_x)) / (std::log2(hi_x) - std::log2(lo_x)) * (hi - lo);
 }
 
-ComputeModel parse_compute(const Field& map) {
-  expect_keys(map, {"gemm_efficiency", "memory_efficiency", "flash_forward_efficiency", "flash_backward_efficiency", "precisions"});
+// An increasing list of positive sizes (a GEMM grid's m, n or k).
+std::vector<double> parse_axis(const Field& list) {
+  if (!list.is_sequence() || list.elements().empty()) list.fail("'" + list.path() + "' must be a list of sizes, increasing");
+  std::vector<double> out;
+  for (const Field& e : list.elements()) {
+    const double v = to_number(e, 0);
+    if (v <= 0) e.fail("'" + e.path() + "' must be a size > 0");
+    if (!out.empty() && v <= out.back()) e.fail("'" + e.path() + "' must be larger than the size before it");
+    out.push_back(v);
+  }
+  return out;
+}
+
+// `compute.gemm.<precision>`: {m, n, k, tflops}, the TFLOP/s of every (m, n, k), m outermost;
+// none may pass the device's dense peak at that precision.
+GemmGrid parse_gemm_grid(const Field& map, double peak) {
+  expect_keys(map, {"m", "n", "k", "tflops"});
+  GemmGrid g{parse_axis(require(map, "m")), parse_axis(require(map, "n")), parse_axis(require(map, "k")), {}};
+  // Flat, or one list of k figures per (m, n), as scripts/gemm_tables.py writes it.
+  Field list = require(map, "tflops");
+  std::vector<Field> figures;
+  if (list.is_sequence())
+    for (const Field& e : list.elements()) {
+      if (!e.is_sequence()) figures.push_back(e);
+      else for (const Field& f : e.elements()) figures.push_back(f);
+    }
+  const size_t want = g.m.size() * g.n.size() * g.k.size();
+  if (figures.size() != want)
+    list.fail("'" + list.path() + "' must list " + std::to_string(want) + " TFLOP/s figures: one per (m, n, k), m outermost, then n, then k");
+  for (const Field& e : figures) {
+    const double v = to_number(e, 0);
+    if (v <= 0) e.fail("'" + e.path() + "' must be > 0");
+    if (v > peak) e.fail("'" + e.path() + "' is above the device's dense peak at this precision (" + std::to_string(static_cast<int>(peak)) + " TFLOP/s)");
+    g.tflops.push_back(v);
+  }
+  return g;
+}
+
+ComputeModel parse_compute(const Field& map, const std::map<Precision, double>& peaks) {
+  expect_keys(map, {"gemm_efficiency", "gemm", "memory_efficiency", "flash_forward_efficiency", "flash_backward_efficiency",
+                    "precisions"});
   ComputeModel c;
-  c.gemm_efficiency = parse_curve(require(map, "gemm_efficiency"), "GFLOP, fraction of peak", "a GEMM size in GFLOP", fraction);
+  if (Field f = map["gemm_efficiency"]; f.present())
+    c.gemm_efficiency = parse_curve(f, "GFLOP, fraction of peak", "a GEMM size in GFLOP", fraction);
   if (Field f = map["memory_efficiency"]; f.present()) c.memory_efficiency = fraction(f);
   if (Field f = map["flash_forward_efficiency"]; f.present()) c.flash_forward_efficiency = fraction(f);
   if (Field f = map["flash_backward_efficiency"]; f.present()) c.flash_backward_efficiency = fraction(f);
@@ -74,6 +114,20 @@ ComputeModel parse_compute(const Field& map) {
     c.precisions.clear();
     for (const Field& e : list.elements()) c.precisions.push_back(*precision_from_name(to_choice(e, {"fp32", "bf16", "fp16", "fp8"})));
   }
+  if (Field grids = map["gemm"]; grids.present()) {
+    expect_keys(grids, {"fp32", "bf16", "fp16", "fp8"});
+    for (const char* name : {"fp32", "bf16", "fp16", "fp8"}) {
+      Field f = grids[name];
+      if (!f.present()) continue;
+      const Precision p = *precision_from_name(name);
+      const auto peak = peaks.find(p);
+      if (peak == peaks.end()) f.fail("'" + f.path() + "' has no peak: give device.peak_tflops." + name + " first");
+      c.gemm[p] = parse_gemm_grid(f, peak->second);
+    }
+  }
+  for (Precision p : c.precisions)
+    if (c.gemm_efficiency.empty() && !c.gemm.count(p))
+      map.fail("'" + map.path() + "' covers " + name(p) + " but gives neither gemm_efficiency nor gemm." + name(p));
   return c;
 }
 
@@ -99,7 +153,7 @@ Device parse_device(const Field& map) {
   d.efficiency = number_or(map, "efficiency", 0.5, 0);
   if (d.efficiency <= 0 || d.efficiency > 1) eff.fail("'" + eff.path() + "' must be in (0, 1]");
   d.layer_overhead_us = number_or(map, "layer_overhead_us", 0, 0);
-  if (Field c = map["compute"]; c.present()) d.compute = parse_compute(c);
+  if (Field c = map["compute"]; c.present()) d.compute = parse_compute(c, d.peak_tflops);
   return d;
 }
 
@@ -262,6 +316,40 @@ double NcclConfig::stretch(double bytes) const {
 
 bool ComputeModel::covers(Precision p) const { return std::find(precisions.begin(), precisions.end(), p) != precisions.end(); }
 
-double ComputeModel::gemm(double flops) const { return log2_interpolate(gemm_efficiency, flops / 1e9); }
+namespace {
+
+// Where x falls on an increasing axis: the index below it and the fraction of the way (in log2)
+// to the next; held at the ends.
+std::pair<size_t, double> locate(const std::vector<double>& axis, double x) {
+  if (axis.size() == 1 || x <= axis.front()) return {0, 0.0};
+  if (x >= axis.back()) return {axis.size() - 2, 1.0};
+  size_t i = 1;
+  while (axis[i] < x) ++i;
+  return {i - 1, (std::log2(x) - std::log2(axis[i - 1])) / (std::log2(axis[i]) - std::log2(axis[i - 1]))};
+}
+
+}  // namespace
+
+double GemmGrid::at(double qm, double qn, double qk) const {
+  const auto [i, fi] = locate(m, qm);
+  const auto [j, fj] = locate(n, qn);
+  const auto [l, fl] = locate(k, qk);
+  auto value = [&](size_t a, size_t b, size_t c) {  // an index past a one-value axis stays at 0
+    a = std::min(a, m.size() - 1), b = std::min(b, n.size() - 1), c = std::min(c, k.size() - 1);
+    return tflops[(a * n.size() + b) * k.size() + c];
+  };
+  double sum = 0;
+  for (int da = 0; da < 2; ++da)
+    for (int db = 0; db < 2; ++db)
+      for (int dc = 0; dc < 2; ++dc)
+        sum += (da ? fi : 1 - fi) * (db ? fj : 1 - fj) * (dc ? fl : 1 - fl) * value(i + da, j + db, l + dc);
+  return sum;
+}
+
+double ComputeModel::gemm_fraction(Precision p, double m, double n, double k, double peak_tflops) const {
+  const auto grid = gemm.find(p);
+  if (grid == gemm.end()) return gemm_efficiency.empty() ? 1.0 : log2_interpolate(gemm_efficiency, 2 * m * n * k / 1e9);
+  return std::min(1.0, grid->second.at(m, n, k) / peak_tflops);
+}
 
 }  // namespace parallax::plan

@@ -31,22 +31,38 @@ struct Link {
 enum class DeviceKind { cpu, cuda };
 const char* name(DeviceKind kind);
 
+/// Measured GEMMs on a grid of shapes: C[m, n] = A[m, k] B[k, n] at every (m, n, k) of the three
+/// axes, `tflops` achieved, m outermost, then n, then k. Between the axes' values it is
+/// interpolated on (log2 m, log2 n, log2 k), trilinearly; beyond their ends it holds the end.
+struct GemmGrid {
+  std::vector<double> m, n, k;  ///< increasing
+  std::vector<double> tflops;   ///< m.size() x n.size() x k.size()
+  double at(double m, double n, double k) const;
+};
+
 /// `device.compute`: a compute model that knows shapes (docs/simulator.md, Compute on a GPU). A
-/// GEMM of m x n x k runs at the larger of its FLOP time at peak x gemm_efficiency (by the GEMM's
-/// size) and its memory time; memory-bound kernels (norms, softmax, dropout, activations) move
-/// their bytes at memory bandwidth x memory_efficiency. A table a measurement can fill: `parallax
-/// calibrate` on a GPU is to write the same keys.
+/// GEMM of m x n x k runs at the larger of its FLOP time at peak x its efficiency and its memory
+/// time; memory-bound kernels (norms, softmax, dropout, activations) move their bytes at memory
+/// bandwidth x memory_efficiency. The GEMM efficiency comes from a grid of measured shapes per
+/// precision (`gemm`), or else from a curve by the GEMM's size (`gemm_efficiency`). A table a
+/// measurement can fill: `parallax calibrate` on a GPU is to write the same keys.
 struct ComputeModel {
   /// (GFLOP of one GEMM call, fraction of the dense peak it reaches), sizes increasing;
-  /// interpolated on log2(size), held flat beyond the ends.
+  /// interpolated on log2(size), held flat beyond the ends. Empty when every covered precision
+  /// has its own grid.
   std::vector<std::pair<double, double>> gemm_efficiency;
+  /// Measured GEMMs per precision (`gemm: {bf16: {m: [...], n: [...], k: [...], tflops: [...]}}`);
+  /// a precision listed here takes its efficiency from its grid, others from the curve.
+  std::map<Precision, GemmGrid> gemm;
   double memory_efficiency = 1;  ///< fraction of memory bandwidth a memory-bound kernel reaches
-  /// Flash attention's forward and backward, as fractions of the dense peak (its own FLOPs).
+  /// Flash attention's forward and backward, as fractions of the dense 16-bit peak (its own FLOPs).
   double flash_forward_efficiency = 0.5, flash_backward_efficiency = 0.4;
   /// The precisions the figures were measured at (`precisions:`, default the 16-bit tensor-core
   /// ones); layers at another precision keep the plain roofline.
   std::vector<Precision> precisions = {Precision::bf16, Precision::fp16};
-  double gemm(double flops) const;
+  /// The fraction of `peak_tflops` (the device's dense peak at `p`) that one m x n x k GEMM
+  /// reaches: from the precision's grid when it has one, else from the size curve.
+  double gemm_fraction(Precision p, double m, double n, double k, double peak_tflops) const;
   bool covers(Precision p) const;
 };
 

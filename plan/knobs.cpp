@@ -173,6 +173,9 @@ std::vector<Knob> make_table() {
   t.push_back(flag("parallel.grad_reduce_in_bf16", &Settings::grad_reduce_in_bf16, false,
                    "with master_weights: keep and reduce the gradients in bf16 (2 bytes a parameter) instead of fp32 "
                    "(Megatron-LM's --grad-reduce-in-bf16, NeMo's grad_sync_dtype: bf16). Predict-only"));
+  t.push_back(flag("parallel.tp_comm_overlap", &Settings::tp_comm_overlap, false,
+                   "overlap tensor parallelism's all-gathers and reduce-scatters with the linear layers' GEMMs (Megatron-LM's "
+                   "--tp-comm-overlap; torchtitan's async tensor parallelism); needs sequence_parallel. Predict-only"));
   t.push_back(flag("parallel.distributed_optimizer", &Settings::distributed_optimizer, false,
                    "shard the optimizer state and master weights over the data-parallel group (ZeRO-1, Megatron-LM's --use-distributed-optimizer). Predict-only"));
   return t;

@@ -177,6 +177,9 @@ void check_scenario(const Scenario& s) {
   if (p.grad_reduce_in_bf16 && !p.master_weights)
     fail_at(s, "parallel.grad_reduce_in_bf16", "grad_reduce_in_bf16 keeps master_weights' gradients in bf16; it needs master_weights: true "
                                                "(without it the gradients are those of the fp32 parameters)");
+  if (p.tp_comm_overlap && p.tensor > 1 && !p.sequence_parallel)
+    fail_at(s, "parallel.tp_comm_overlap", "tp_comm_overlap overlaps the all-gathers and reduce-scatters of sequence parallelism with "
+                                           "the GEMMs; it needs sequence_parallel: true (Megatron-LM asserts the same)");
   if (p.precision == Precision::fp8 && !s.hardware.device.peak_tflops.count(Precision::bf16))
     fail_at(s, "parallel.precision", std::string("precision fp8 runs attention and norms in bf16, and hardware '") + s.hardware.name +
                                          "' lists no bf16 peak");

@@ -113,6 +113,10 @@ struct ParallelSpec {
   /// With master_weights: the gradients DDP reduces kept in bf16, not fp32 (Megatron-LM's
   /// --grad-reduce-in-bf16, NeMo's grad_sync_dtype: bf16).
   bool grad_reduce_in_bf16 = false;
+  /// Tensor parallelism's all-gathers and reduce-scatters overlapped with the linear layers'
+  /// GEMMs they feed or drain (Megatron-LM's --tp-comm-overlap, Transformer Engine's userbuffers;
+  /// torchtitan's async tensor parallelism). Needs sequence parallelism.
+  bool tp_comm_overlap = false;
 
   int stages() const { return pipeline * virtual_stages; }
   /// The pipeline rank that holds `stage` (the schedule decides: looped or V-shaped).

@@ -114,6 +114,7 @@ TrainerExport export_megatron(const Plan& p) {
   }
   if (par.distributed_optimizer) a.push_back({"--use-distributed-optimizer", ""});
   if (par.grad_reduce_in_bf16) a.push_back({"--grad-reduce-in-bf16", ""});
+  if (par.tp_comm_overlap && par.tensor > 1) a.push_back({"--tp-comm-overlap", ""});
   switch (par.precision) {
     case Precision::fp32: break;
     case Precision::bf16: a.push_back({"--bf16", ""}); break;
@@ -216,6 +217,10 @@ TrainerExport export_torchtitan(const Plan& p) {
   if (par.tensor > 1 && !par.sequence_parallel)
     throw InputError(s.where("parallel.sequence_parallel"), "torchtitan's tensor parallelism always splits the sequence in the norms; set "
                                                             "parallel.sequence_parallel: true");
+  if (par.tp_comm_overlap && par.tensor > 1) {  // async tensor parallelism is a torch.compile pass
+    a.push_back({"parallelism.enable_async_tensor_parallel", "true"});
+    a.push_back({"compile.enable", "true"});
+  }
   a.push_back({"parallelism.data_parallel_replicate_degree", std::to_string(par.data)});
   a.push_back({"parallelism.data_parallel_shard_degree", "1"});
   a.push_back({"parallelism.tensor_parallel_degree", std::to_string(par.tensor)});

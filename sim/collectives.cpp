@@ -83,7 +83,11 @@ CollectivePlan Simulation::nccl_collective(const Group& g, const GroupNodes& nod
   shape.per_node = static_cast<int>(nodes.per_node);
   shape.nic_gb_per_s = hw.network ? hw.network->bandwidth_gb_per_s : 0;
   shape.nics_per_node = hw.nics_per_node;
-  const CollectiveCost cost = choose_allreduce(*hw.nccl, shape, bytes);
+  // The distributed optimizer reduce-scatters the gradients, each rank keeping the shard it
+  // steps; its all-gather of the updated parameters is taken as overlapped with the next step's
+  // forward (Megatron-LM's --overlap-param-gather, NeMo's overlap_param_sync) and not charged.
+  const CollectiveCost cost = plan_.scenario.parallel.distributed_optimizer ? choose_reduce_scatter(*hw.nccl, shape, bytes)
+                                                                           : choose_allreduce(*hw.nccl, shape, bytes);
   CollectivePlan out;
   out.algorithm = cost.algorithm;
   out.protocol = cost.phases.front().protocol;

@@ -141,6 +141,19 @@ TensorTime context_ring(const plan::Plan& plan, const plan::ContextTraffic& ring
           std::max(Time(), exposed(send(2 * ring.step_bytes), lc.attention_backward))};
 }
 
+// Tensor parallelism's collectives under parallel.tp_comm_overlap (Megatron-LM's
+// --tp-comm-overlap): Transformer Engine splits each all-gather and reduce-scatter into chunks
+// that run beside the chunks of the GEMM they feed or drain. What the layer's GEMMs do not
+// cover stays exposed; the covered part slows the GEMMs as any communication beside compute
+// does (hardware.interference's compute_while_communicating).
+TensorTime overlapped_with_gemms(const TensorTime& tp, const plan::LayerCost& lc, const plan::Interference& in) {
+  auto one = [&](Time comm, Time gemm) {
+    const Time hidden = std::min(comm, gemm);
+    return comm - hidden + hidden.scaled(in.compute - 1.0);
+  };
+  return {one(tp.forward, lc.linear_forward), one(tp.backward, lc.linear_backward)};
+}
+
 }  // namespace
 
 const plan::InRunFactors& in_run_factors(const plan::Plan& plan, const plan::Calibration& cal) {
@@ -175,6 +188,7 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<pla
       // full recompute repeats the forward's.
       // So do the context ring's sends that attention does not hide.
       TensorTime tp = tensor_timer(plan::tensor_traffic(plan.layers()[l], s.parallel, plan.microbatch_size));
+      if (s.parallel.tp_comm_overlap) tp = overlapped_with_gemms(tp, lc, s.hardware.interference);
       const TensorTime ring = context_ring(plan, plan::context_traffic(plan.layers()[l], s.parallel, plan.microbatch_size), lc);
       tp.forward += ring.forward;
       tp.backward += ring.backward;

@@ -206,17 +206,28 @@ CollectiveCost choose_allreduce(const NcclConfig& cfg, const GroupShape& g, doub
                            [&](const CollectiveCost& a, const CollectiveCost& b) { return a.time_us(bytes) < b.time_us(bytes); });
 }
 
+namespace {
+
+// All-gather and reduce-scatter: NCCL runs them only as rings over the whole group.
+PhaseCost ring_only(const NcclConfig& cfg, const GroupShape& g, Collective coll, double bytes) {
+  const double intra = nccl_intra_gb_per_s(cfg);
+  const double inter = g.nic_gb_per_s * std::min(g.nics_per_node, g.per_node);
+  const Communicator whole{g.ranks, g.nodes, g.nodes == 1 ? intra : std::min(intra, inter)};
+  PhaseCost p = best_protocol(cfg, whole, coll, Algorithm::ring, bytes);
+  p.across_nodes = g.nodes > 1;
+  return p;
+}
+
+}  // namespace
+
+CollectiveCost choose_reduce_scatter(const NcclConfig& cfg, const GroupShape& g, double bytes) {
+  return {Algorithm::ring, {ring_only(cfg, g, Collective::reduce_scatter, bytes)}};
+}
+
 double collective_time_us(const NcclConfig& cfg, const GroupShape& g, Collective coll, double bytes) {
   if (g.ranks <= 1 || bytes <= 0) return 0;
-  double us = 0;
-  if (coll == Collective::all_reduce) {
-    us = choose_allreduce(cfg, g, bytes).time_us(bytes);
-  } else {
-    const double intra = nccl_intra_gb_per_s(cfg);
-    const double inter = g.nic_gb_per_s * std::min(g.nics_per_node, g.per_node);
-    const Communicator whole{g.ranks, g.nodes, g.nodes == 1 ? intra : std::min(intra, inter)};
-    us = best_protocol(cfg, whole, coll, Algorithm::ring, bytes).time_us(bytes);
-  }
+  const double us = coll == Collective::all_reduce ? choose_allreduce(cfg, g, bytes).time_us(bytes)
+                                                   : ring_only(cfg, g, coll, bytes).time_us(bytes);
   return us * cfg.stretch(bytes);
 }
 

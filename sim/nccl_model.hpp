@@ -77,6 +77,9 @@ struct GroupShape {
 std::vector<CollectiveCost> allreduce_candidates(const plan::NcclConfig& cfg, const GroupShape& g, double bytes);
 CollectiveCost choose_allreduce(const plan::NcclConfig& cfg, const GroupShape& g, double bytes);
 
+/// A reduce-scatter of `bytes` (the whole buffer) as NCCL runs it: one ring over the group.
+CollectiveCost choose_reduce_scatter(const plan::NcclConfig& cfg, const GroupShape& g, double bytes);
+
 /// Microseconds NCCL takes for one collective of `bytes` (the whole buffer) over the group, alone
 /// on its links, with the profile's measured stretch: all-reduce as choose_allreduce picks it,
 /// all-gather and reduce-scatter as rings (NCCL runs them only as rings).

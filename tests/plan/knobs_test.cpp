@@ -19,7 +19,8 @@ const std::map<std::string, std::string> kOther = {
     {"parallel.grad_accumulation", "2"}, {"parallel.activation_checkpointing", "stage"}, {"parallel.precision", "bf16"},
     {"parallel.tensor", "2"},          {"parallel.sequence_parallel", "true"}, {"parallel.tensor_across_nodes", "true"},
     {"parallel.master_weights", "true"}, {"parallel.distributed_optimizer", "true"}, {"parallel.p2p", "megatron"},
-    {"parallel.rank_order", "tp-pp-dp"},     {"parallel.context", "2"}, {"parallel.grad_reduce_in_bf16", "true"}};
+    {"parallel.rank_order", "tp-pp-dp"},     {"parallel.context", "2"}, {"parallel.grad_reduce_in_bf16", "true"},
+    {"parallel.tp_comm_overlap", "true"}};
 }  // namespace
 
 TEST_CASE("plan::knobs: every knob reads, writes and reads back its value", "[plan][knobs]") {

@@ -192,6 +192,44 @@ TEST_CASE("plan::cost: with device.compute a GEMM runs at the efficiency of its 
   CHECK(cost.forward.to_us() == Approx(us).epsilon(1e-6));
   CHECK(cost.backward.to_us() == Approx(2 * us).epsilon(1e-6));  // input and weight gradients
   CHECK_FALSE(cost.forward_memory_bound);
-  CHECK(hw.device.compute->gemm(1e15) == 0.8);  // FLOPs; held flat beyond the ends
-  CHECK(hw.device.compute->gemm(1e6) == 0.5);
+  // Held flat beyond the ends: 2 x 1e5^3 FLOPs = 2e6 GFLOP, 2 x 50^3 = 2.5e-4 GFLOP.
+  CHECK(hw.device.compute->gemm_fraction(plan::Precision::bf16, 1e5, 1e5, 1e5, 100) == 0.8);
+  CHECK(hw.device.compute->gemm_fraction(plan::Precision::bf16, 50, 50, 50, 100) == 0.5);
+}
+
+TEST_CASE("plan::GemmGrid: trilinear on log2 sizes, the measured figure at a measured shape, held at the ends",
+          "[plan][tensor]") {
+  plan::GemmGrid g;
+  g.m = {1024, 4096}, g.n = {1024, 4096}, g.k = {1024, 4096};
+  // m outermost, then n, then k: the corner (4096, 4096, 4096) is last.
+  g.tflops = {100, 200, 300, 400, 500, 600, 700, 800};
+  CHECK(g.at(1024, 1024, 1024) == Approx(100));
+  CHECK(g.at(4096, 1024, 4096) == Approx(600));
+  CHECK(g.at(1e6, 1e6, 1e6) == Approx(800));  // held at the far corner
+  CHECK(g.at(10, 10, 10) == Approx(100));
+  // Halfway in log2 along k only (2048 = 1024 x 2^1 of 2^2): between 100 and 200.
+  CHECK(g.at(1024, 1024, 2048) == Approx(150));
+  // Halfway on every axis: the mean of the eight corners.
+  CHECK(g.at(2048, 2048, 2048) == Approx(450));
+  // Beyond the m end, halfway on n: between (4096, 1024, 1024) = 500 and (4096, 4096, 1024) = 700.
+  CHECK(g.at(65536, 2048, 1024) == Approx(600));
+
+  // A precision with a grid takes it; its forward and its two backward GEMMs by their own shapes.
+  plan::HardwareProfile hw;
+  hw.device.peak_tflops = {{plan::Precision::fp32, 1000.0}, {plan::Precision::bf16, 1000.0}};
+  hw.device.memory_bandwidth_gb_per_s = 1e9;  // no memory term
+  plan::ComputeModel c;
+  c.gemm[plan::Precision::bf16] = g;
+  hw.device.compute = c;
+  CHECK(c.gemm_fraction(plan::Precision::bf16, 4096, 4096, 4096, 1000) == Approx(0.8));
+  // Y[m=4096, n=1024] = X[4096, k=4096] W: forward (4096, 1024, 4096) = 600 TFLOP/s; dX (4096, 4096,
+  // 1024) = 700; dW (4096, 1024, 4096) = 600.
+  const plan::Layer fc = plan::make_linear("fc", /*in=*/4096, /*out=*/1024, /*relu=*/false, /*bias=*/false);
+  plan::ParallelSpec p;
+  p.precision = plan::Precision::bf16;
+  const double flops = 2.0 * 4096 * 1024 * 4096;  // Time counts whole nanoseconds: epsilon 1e-4
+  const plan::LayerCost cost = plan::estimate_layer_cost(fc, hw, p, 4096);
+  CHECK(cost.forward.to_us() == Approx(flops / 600e12 * 1e6).epsilon(1e-4));
+  CHECK(cost.backward.to_us() == Approx(flops / 700e12 * 1e6 + flops / 600e12 * 1e6).epsilon(1e-4));
+  CHECK(cost.backward_weight.to_us() == Approx(flops / 600e12 * 1e6).epsilon(1e-4));
 }

@@ -239,3 +239,25 @@ TEST_CASE("sim: a stretch of f makes a lone all-reduce take f times NCCL's predi
     CHECK(static_cast<double>((ar.end - ar.start).count_ns()) == Approx(f * model_us * 1e3).margin(5));
   }
 }
+
+TEST_CASE("sim: the distributed optimizer reduce-scatters its buckets: half a ring all-reduce's bytes", "[sim]") {
+  // NCCL's ring moves 2(n-1)/n of the buffer per rank for an all-reduce and (n-1)/n for a
+  // reduce-scatter: at a large size, where latency is nothing, the time halves.
+  plan::NcclConfig c = dgx_a100();
+  c.algorithm = "ring";
+  c.protocol = "simple";
+  const double bytes = 4.0 * (1 << 30);
+  for (const auto& g : {shape(1, 8), shape(4, 8)}) {
+    const double ring = sim::choose_allreduce(c, g, bytes).time_us(bytes);
+    const double rs = sim::choose_reduce_scatter(c, g, bytes).time_us(bytes);
+    CHECK(rs == Approx(ring / 2).epsilon(0.02));
+  }
+  // In a plan: a one-bucket DDP over 8 GPUs of a node, with and without the distributed optimizer
+  // (the gradients' bytes are the same; master weights keep them fp32 either way).
+  const std::string yaml = one_bucket(1024, 8) + "hardware: a100-nvlink-ib\n";
+  const auto whole = lone_allreduce(test::plan_from(yaml, {"parallel.precision=bf16", "parallel.master_weights=true"}));
+  const auto shard = lone_allreduce(test::plan_from(yaml, {"parallel.precision=bf16", "parallel.master_weights=true",
+                                                           "parallel.distributed_optimizer=true"}));
+  CHECK(shard.bytes == whole.bytes);
+  CHECK((shard.end - shard.start).to_us() < 0.75 * (whole.end - whole.start).to_us());
+}
