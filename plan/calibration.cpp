@@ -210,7 +210,8 @@ std::vector<double> parse_sizes(const Field& item, const char* key = "mb") {
 }
 
 SignatureCost parse_signature(const Field& item) {
-  expect_keys(item, {"signature", "mb", "fwd_us", "fwd_no_grad_us", "bwd_us", "bwd_no_input_us", "kept_bytes"});
+  expect_keys(item, {"signature", "mb", "fwd_us", "fwd_no_grad_us", "bwd_us", "bwd_no_input_us", "kept_bytes", "fwd_launch_us",
+                     "bwd_launch_us"});
   SignatureCost c;
   c.signature = to_string(require(item, "signature"));
   require(item, "fwd_us");
@@ -220,6 +221,8 @@ SignatureCost parse_signature(const Field& item) {
   c.backward = parse_curve(item, "bwd_us", mb);
   c.backward_no_input = parse_curve(item, "bwd_no_input_us", mb);
   c.kept_bytes = parse_curve(item, "kept_bytes", mb);
+  c.forward_launch = parse_curve(item, "fwd_launch_us", mb);
+  c.backward_launch = parse_curve(item, "bwd_launch_us", mb);
   return c;
 }
 
@@ -315,12 +318,13 @@ Calibration parse_calibration(const Field& map) {
   if (opt.present()) {
     if (!opt.is_sequence()) opt.fail("'" + opt.path() + "' must be a list of {kind, momentum, mb, us[, per_tensor_us]}");
     for (const Field& item : opt.elements()) {
-      expect_keys(item, {"kind", "momentum", "mb", "us", "per_tensor_us"});
+      expect_keys(item, {"kind", "momentum", "mb", "us", "per_tensor_us", "launch_us"});
       OptimizerCost o;
       o.kind = to_choice(require(item, "kind"), {"sgd", "adam", "adamw"});
       o.momentum = bool_or(item, "momentum", false);
       o.by_params = parse_curve(item, "us", parse_sizes(item));
       o.per_tensor_us = number_or(item, "per_tensor_us", 0, 0);
+      o.launch = parse_curve(item, "launch_us", o.by_params.mb);
       c.optimizers.push_back(o);
     }
   }
@@ -352,6 +356,8 @@ void write_signatures(std::ostringstream& s, const char* key, const std::map<std
     if (!c.backward.empty()) s << "      bwd_us: " << list(c.backward.us, 2) << "\n";
     if (!c.backward_no_input.empty()) s << "      bwd_no_input_us: " << list(c.backward_no_input.us, 2) << "\n";
     if (!c.kept_bytes.empty()) s << "      kept_bytes: " << list(c.kept_bytes.us, 0) << "\n";
+    if (!c.forward_launch.empty()) s << "      fwd_launch_us: " << list(c.forward_launch.us, 2) << "\n";
+    if (!c.backward_launch.empty()) s << "      bwd_launch_us: " << list(c.backward_launch.us, 2) << "\n";
   }
 }
 
@@ -400,6 +406,7 @@ std::string calibration_yaml(const Calibration& c) {
       s << "    - {kind: " << o.kind << ", momentum: " << (o.momentum ? "true" : "false")
         << ", mb: " << list(o.by_params.mb, 0) << ", us: " << list(o.by_params.us, 2);
       if (o.per_tensor_us > 0) s << ", per_tensor_us: " << o.per_tensor_us;
+      if (!o.launch.empty()) s << ", launch_us: " << list(o.launch.us, 2);
       s << "}\n";
     }
   }

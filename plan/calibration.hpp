@@ -69,6 +69,12 @@ struct SignatureCost {
   /// output, and under autocast the 16-bit copies of the weights it saves. The layer's input is
   /// not in it (the layer before counts it as its output). "us" holds bytes; empty elsewhere.
   CostCurve kept_bytes;
+  /// On a GPU: the host's time to launch the forward's (with autograd recording) and the
+  /// backward's kernels, measured apart from their device time (`fwd_launch_us`, `bwd_launch_us`).
+  /// With them, `forward` and `backward` are the device's time, and the simulator runs each
+  /// action at the larger of the two along the schedule; empty: `forward` and `backward` were
+  /// timed from an idle device and hold the launches.
+  CostCurve forward_launch, backward_launch;
 };
 
 /// Two measurements of one signature taken minutes apart (calibrate's two passes over the
@@ -139,6 +145,9 @@ struct OptimizerCost {
   std::string kind;  ///< sgd | adam | adamw
   bool momentum = false;
   CostCurve by_params;  ///< "mb" holds parameter counts
+  /// On a GPU: the host's time to launch the step's kernels, by the same parameter counts
+  /// (`launch_us`; empty: not measured apart, and by_params holds it).
+  CostCurve launch;
   /// Measured on the CPU, where by_params is timed on 4 tensors: what each further tensor adds.
   /// LibTorch's optimizers step one tensor after another, a few calls each, so a stage of many
   /// small tensors (a transformer block holds 12) costs more than its parameter count says.

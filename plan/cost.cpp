@@ -30,6 +30,8 @@ std::optional<LayerCost> calibrated(const Layer& layer, const HardwareProfile& h
   out.backward_weight = !input_gradient                 ? out.backward
                         : !c->backward_no_input.empty() ? Time::us(c->backward_no_input.at(mb))
                                                         : out.backward.scaled(0.5);
+  if (!c->forward_launch.empty()) out.forward_launch = Time::us(c->forward_launch.at(mb));
+  if (!c->backward_launch.empty()) out.backward_launch = Time::us(c->backward_launch.at(mb));
   return out;
 }
 

@@ -47,6 +47,9 @@ struct LayerCost {
   /// The linear layers' GEMMs in forward and in backward: what tensor parallelism's collectives
   /// hide behind under parallel.tp_comm_overlap. Zero for costs that were measured or stated.
   Time linear_forward, linear_backward;
+  /// The host's time to launch the forward's and the backward's kernels where a GPU calibration
+  /// measured it apart (then forward and backward are the device's); zero otherwise.
+  Time forward_launch, backward_launch;
 };
 
 /// `input_gradient`: whether backward must also compute the gradient of the layer's input; the

@@ -22,6 +22,21 @@ std::pair<Time, bool> Simulation::compute_work(const Action& a) const {
   }
 }
 
+// The host's time to launch a compute action's kernels (StageCost's launch figures): I and W
+// share the backward's in proportion to their device time.
+Time Simulation::compute_launch(const Action& a) const {
+  const StageCost& c = costs_[a.stage];
+  auto share = [&](Time part) { return c.backward > Time() ? c.backward_launch.scaled(part / c.backward) : Time(); };
+  switch (a.kind) {
+    case ActionKind::F: return c.forward_launch;
+    case ActionKind::B: return c.backward_launch;
+    case ActionKind::I: return share(c.backward - c.backward_weight);
+    case ActionKind::W: return share(c.backward_weight);
+    case ActionKind::OVERLAP_F_B: return c.forward_launch + costs_[a.b_stage].backward_launch;
+    default: return c.optimizer_launch;
+  }
+}
+
 void Simulation::start_compute(int rank, const Action& a, Time now) {
   RankState& st = ranks_[rank];
   // The stage whose weight gradients the action completes, if any (B, W, OVERLAP_F_B's B).
@@ -30,6 +45,12 @@ void Simulation::start_compute(int rank, const Action& a, Time now) {
   const int weight_stage = overlap ? a.b_stage : a.stage;
   const StageCost& c = costs_[weight_stage];
   auto [dur, memory_bound] = compute_work(a);
+  // The host launched the action's kernels after the previous action's: the device ends it no
+  // sooner than the last launch (a launch-bound action), however fast its kernels run.
+  if (const Time launch = compute_launch(a); launch > Time()) {
+    st.host_free += launch;
+    dur = std::max(dur, st.host_free - now);
+  }
   // The step's last weight gradients of a stage also copy into the DDP buckets, and share the
   // cores with the all-reduces they start.
   const bool last_weights = weights && !groups_.empty() && backwards_done(rank, weight_stage) + 1 == sched_.microbatches();

@@ -42,6 +42,13 @@ StageExtras stage_extras(const plan::Plan& plan, const plan::Stage& st) {
   return x;
 }
 
+// The host's time to launch a stage's optimizer step, where calibrate measured it apart.
+Time optimizer_launch(const plan::Plan& plan, const plan::Stage& st, const plan::Calibration& cal) {
+  const auto& o = plan.scenario.optimizer;
+  const plan::OptimizerCost* c = cal.optimizer(o.kind, o.momentum > 0);
+  return c && !c->launch.empty() ? Time::us(c->launch.at(static_cast<double>(st.param_bytes) / 4.0)) : Time();
+}
+
 Time calibrated_optimizer(const plan::Plan& plan, const plan::Stage& st, const plan::Calibration& cal) {
   const auto& o = plan.scenario.optimizer;
   Time t;
@@ -199,6 +206,8 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<pla
       // recompute are charged where the stage's backward starts (below).
       const Time layer_recompute = recompute_choice == plan::Recompute::layer ? lc.recompute + tp.forward : Time();
       c.backward += lc.backward + tp.backward + layer_recompute;
+      c.forward_launch += lc.forward_launch;
+      c.backward_launch += lc.backward_launch + (recompute_choice == plan::Recompute::none ? Time() : lc.forward_launch);
       bwd_layer[l] = lc.backward + tp.backward + layer_recompute;
       weight_layer[l] = lc.backward_weight;
       c.backward_weight += lc.backward_weight;
@@ -232,6 +241,7 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<pla
     c.optimizer = cal ? calibrated_optimizer(plan, st, *cal)
                       : optimizer_time(s.parallel.distributed_optimizer ? st.param_bytes / s.parallel.replicas() : st.param_bytes,
                                        s.optimizer.state_per_param(), s.hardware.device);
+    if (cal) c.optimizer_launch = optimizer_launch(plan, st, *cal);
     if (cal && s.parallel.replicas() > 1 && cal->copy_gb_per_s > 0)
       c.bucket_copy_in = Time::us(static_cast<double>(st.param_bytes) / (cal->copy_gb_per_s * 1e3));
     if (cal) {

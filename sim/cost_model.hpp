@@ -40,6 +40,10 @@ struct StageCost {
   /// Whether each action saturates the device's memory bandwidth: memory-bound layers (roofline)
   /// take most of its time. The optimizer step always does (it is costed at memory bandwidth).
   bool forward_memory_bound = false, backward_memory_bound = false, optimizer_memory_bound = true;
+  /// On a GPU calibrated with launch figures: the host's time to launch each action's kernels
+  /// (forward, backward and optimizer above are then the device's). Zero: launches are not
+  /// modelled apart, and the times above hold them.
+  Time forward_launch, backward_launch, optimizer_launch;
 };
 
 /// `layer_costs`: each layer's cost for the plan's precision and micro-batch size, when cached.

@@ -71,6 +71,10 @@ struct alignas(64) RankState {
   std::vector<Time> shifted_buckets;  // OVERLAP_F_B's bucket-ready offsets, after its forward
   uint32_t next_receive = 0;  // Gloo: the next action to look at for a receive to post
   int32_t receives_ahead = 0;  // Gloo: receives posted and not yet reached
+  // On a GPU with launch figures: when the host has launched every kernel of the actions so far.
+  // It runs ahead of the device, launching one action's kernels after the other's without
+  // waiting for them (docs/simulator.md, Launch-bound steps).
+  Time host_free;
 };
 static_assert(offsetof(RankState, work_total) < 64, "the hot fields fill the first cache line");
 
@@ -166,6 +170,7 @@ class Simulation {
   static bool kept_over(int64_t release, int32_t event, int64_t kept_release, int32_t kept);
   Time end_of(int32_t event) const;
   void wait_on(RankState& st, int32_t event);
+  Time compute_launch(const Action& a) const;
   void advance(int rank, Time now);
   void report_stall() const;
   int shown_rank(int rank) const;

@@ -540,3 +540,66 @@ TEST_CASE("plan: a GPU calibration's kept bytes set the activations, and fp16's 
   CHECK(sim::stage_costs(plan::resolve_plan(fp16))[0].optimizer.to_us() ==
         Approx(fp32_optimizer + c.loss_scaler.at(params)).epsilon(1e-3));
 }
+
+TEST_CASE("sim::simulate: with launch figures an action ends no sooner than its last launch, and the host runs ahead",
+          "[sim][launch]") {
+  auto s = test::scenario_from(
+      "name: t\nmodel: {preset: mlp, layers: 1, hidden: 256, input: 784, classes: 10}\n"
+      "data: {source: fashion-mnist, batch_size: 16}\n"
+      "parallel: {chunks: 1}\noptimizer: {kind: sgd, momentum: 0.9}\nhardware: h100-nvlink-ib\n");
+  auto c = sample_calibration();
+  c.in_run = {};
+  auto& layer = c.layers.at("linear 784x256 relu fp32");
+  auto events = [&](const plan::Calibration& cal) {
+    auto with = s;
+    with.hardware.calibration = cal;
+    const plan::Plan p = plan::resolve_plan(with);
+    std::map<std::string, plan::TimelineEvent> out;
+    for (const auto& e : sim::simulate(p).timeline.events)
+      if (e.rank == 0 && e.lane == plan::Lane::compute) out[e.action.id()] = e;
+    return std::make_pair(out, sim::stage_costs(p)[0]);
+  };
+  auto us = [](const plan::TimelineEvent& e) { return (e.end - e.start).to_us(); };
+
+  // Launch-bound: the forward's kernels take 5 ms to launch and far less to run, so F lasts 5 ms;
+  // the optimizer's launches start after the backward's (none) and end at 5 + 3 ms.
+  layer.forward_launch = {{1, 64}, {5000, 5000}};
+  c.optimizers.front().launch = {{4096, 1048576}, {3000, 3000}};
+  {
+    const auto [e, cost] = events(c);
+    REQUIRE(cost.forward_launch.to_us() == Approx(5000));
+    CHECK(us(e.at("0F0")) == Approx(5000).epsilon(1e-6));
+    CHECK(us(e.at("0B0")) == Approx(cost.backward.to_us()).epsilon(1e-6));  // its own launches: none
+    CHECK(e.at("0OPTIM").end.to_us() == Approx(std::max(8000.0, e.at("0B0").end.to_us() + cost.optimizer.to_us())).epsilon(1e-6));
+  }
+  // Device-bound: a 20 ms backward on the device lets the host launch the optimizer's kernels
+  // meanwhile; OPTIM then takes only its device time.
+  layer.forward_launch = {{1, 64}, {10, 10}};
+  layer.backward_no_input = {{1, 8, 64}, {20000, 20000, 20000}};  // the model's first layer: no input gradient
+  {
+    const auto [e, cost] = events(c);
+    REQUIRE(e.at("0B0").end.to_us() > 3010);  // after the host's last launch (10 + 3000 us)
+    CHECK(us(e.at("0OPTIM")) == Approx(cost.optimizer.to_us()).epsilon(1e-6));
+    CHECK(cost.optimizer.to_us() < 3000);
+  }
+  // Without launch figures, nothing changes: the times hold the launches.
+  layer.forward_launch = {};
+  c.optimizers.front().launch = {};
+  {
+    const auto [e, cost] = events(c);
+    CHECK(us(e.at("0F0")) == Approx(cost.forward.to_us()).epsilon(1e-6));
+    CHECK(cost.forward_launch == plan::Time());
+  }
+}
+
+TEST_CASE("plan::Calibration: launch figures are written and read back", "[plan][launch]") {
+  auto c = sample_calibration();
+  c.layers.at("linear 784x256 relu fp32").forward_launch = {{1, 8, 64}, {40, 41, 42}};
+  c.layers.at("linear 784x256 relu fp32").backward_launch = {{1, 8, 64}, {80, 81, 82}};
+  c.optimizers.front().launch = {{4096, 1048576}, {30, 35}};
+  const auto hw = profile_from(plan::calibrated_copy_yaml(plan::builtin_hardware_text("h100-nvlink-ib"), "h100-here", c, {}));
+  REQUIRE(hw.calibration);
+  CHECK(hw.calibration->layer("linear 784x256 relu fp32")->forward_launch.at(8) == Approx(41));
+  CHECK(hw.calibration->layer("linear 784x256 relu fp32")->backward_launch.at(64) == Approx(82));
+  CHECK(hw.calibration->optimizer("sgd", true)->launch.at(1048576) == Approx(35));
+}
