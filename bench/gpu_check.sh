@@ -24,6 +24,9 @@
 #               losses against Parallax's and Parallax's step over torch's
 #   calibrate   `parallax calibrate --base h100-nvlink-ib` on the GPU (CUDA events; each layer's kept
 #               bytes from the CUDA allocator; fp16's loss scaler)
+#   calibrate-launch  the same with --launch --quick in bf16 (GPU only): the device's time with the GPU
+#               kept busy ahead and the host's launches apart; validate's configurations predicted
+#               with it are the summary's "launch" column
 #   memory      each run's peak of allocated bytes against the plan's, from the shipped profile
 #               (the layers' activations counted) and from the calibrated one (measured)
 #   validate    8 configurations, each run for real twice (gradient accumulation 1/2/4,
@@ -222,6 +225,10 @@ fi
 
 # --- calibrate on the GPU ---
 step calibrate 240 "$parallax" calibrate "$scenario" --base "$base" "${calibrate_flags[@]}" -o "$work/calibrated.yaml"
+# The device's time and the host's launches apart (issue 56's launch-bound steps; GPU only, --quick
+# to keep the check short). Its predictions of validate's configurations are the "launch" column.
+[ $dry_run -eq 1 ] || step calibrate-launch 300 "$parallax" calibrate "$scenario" --base "$base" --launch --quick \
+  --precision bf16 -o "$work/calibrated-launch.yaml"
 
 # --- memory: the plan with the calibrated profile (the layers' kept bytes from the CUDA allocator) ---
 if [ -f "$work/calibrated.yaml" ]; then
@@ -288,10 +295,12 @@ if [ -f "$work/calibrated.yaml" ]; then
 fi
 if [ -s "$work/validate.json" ]; then
   predict datasheet validate "$datasheet"
+  [ -f "$work/calibrated-launch.yaml" ] && predict launch validate "$work/calibrated-launch.yaml"
   what_if whatif validate
 fi
 if [ -s "$work/validate-bf16.json" ]; then
   predict bf16-datasheet validate-bf16 "$datasheet" --set parallel.precision=bf16
+  [ -f "$work/calibrated-launch.yaml" ] && predict bf16-launch validate-bf16 "$work/calibrated-launch.yaml" --set parallel.precision=bf16
   what_if bf16-whatif validate-bf16 --set parallel.precision=bf16
 fi
 

@@ -168,7 +168,7 @@ def torch_figures(work, runs, validate):
 # What each configuration is predicted with, beside validate's own (calibrated) prediction: a
 # name, and its files' name (PREFIX NAME-I.json, I: the configuration's place in validate's output).
 PREDICTIONS = (("datasheet", "datasheet"), ("whatif_datasheet", "whatif-datasheet"),
-               ("whatif_calibrated", "whatif-calibrated"))
+               ("whatif_calibrated", "whatif-calibrated"), ("launch", "launch"))
 
 
 def validate_figures(validate, work, prefix=""):
@@ -226,9 +226,11 @@ def validate_table(v):
                  v["steps"] or 0, v["repeats"], v["configurations"][0]["statistic"] if v["configurations"] else "step"), "",
              "Predicted with: calibrated, `parallax calibrate` on this GPU; datasheet, the shipped profile; what if, "
              "each of those fitted to the two runs of the first configuration (`calibrate --from-trace`), whose row is "
-             "marked (fitted) and left out of the means; '-' for a precision the fit did not see.", "",
-             "| configuration | measured (ms) | spread | calibrated | datasheet | what if, datasheet | what if, calibrated |",
-             "|---|---|---|---|---|---|---|"]
+             "marked (fitted) and left out of the means; '-' for a precision the fit did not see; launch, `calibrate "
+             "--launch --quick` (the device's time and the host's launches apart; '-' where it did not run).", "",
+             "| configuration | measured (ms) | spread | calibrated | datasheet | what if, datasheet | what if, calibrated "
+             "| launch |",
+             "|---|---|---|---|---|---|---|---|"]
 
     def cell(r, key):
         if key + "_ms" not in r:
@@ -239,10 +241,10 @@ def validate_table(v):
     for r in v["configurations"]:
         lines.append("| %s | %.2f | %.1f%% | %s |" % (
             " ".join(r["overrides"]) or "(base)", r["measured_ms"], 100 * r["spread"],
-            " | ".join(cell(r, k) for k in ("calibrated", "datasheet", "whatif_datasheet", "whatif_calibrated"))))
+            " | ".join(cell(r, k) for k in ("calibrated", "datasheet", "whatif_datasheet", "whatif_calibrated", "launch"))))
     lines += ["", "Mean absolute error (worst): " + ", ".join(
         "%s %s (%s)" % (k.replace("_", " "), pct(v[k + "_mape"]).lstrip("+"), pct(v[k + "_worst"]).lstrip("+"))
-        for k in ("calibrated", "datasheet", "whatif_datasheet", "whatif_calibrated")) +
+        for k in ("calibrated", "datasheet", "whatif_datasheet", "whatif_calibrated", "launch")) +
         "; goal for calibrated and what if: <= 5%%. Largest spread %s." % pct(v["max_spread"]).lstrip("+")]
     return lines
 
@@ -347,8 +349,9 @@ def main():
     for name in ("calibrated.yaml", "validate.json"):
         if os.path.exists(os.path.join(work, name)):
             shutil.copy(os.path.join(work, name), os.path.join(out, name))
-    # The rest in one file: a GPU machine lent here gives back 8 files at most.
-    extras = [n for n in sorted(os.listdir(work)) if n == "validate-bf16.json" or ("whatif" in n and n.endswith(".yaml"))]
+    # The rest in one file (the launch calibration too): a GPU machine lent here gives back 8 files at most.
+    extras = [n for n in sorted(os.listdir(work))
+              if n in ("validate-bf16.json", "calibrated-launch.yaml") or ("whatif" in n and n.endswith(".yaml"))]
     if extras:
         with tarfile.open(os.path.join(out, "whatif.tar.gz"), "w:gz") as tar:
             for n in extras:

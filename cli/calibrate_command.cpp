@@ -106,6 +106,7 @@ int calibrate_gpu(const CalibrateArgs& args, const std::vector<std::string>& fil
   launch.timeout = std::chrono::seconds(1800);
   exec::CalibrateOptions options;
   options.quick = args.quick;
+  options.launch = args.launch;
   options.precisions = extra_precisions(args.precisions, true);
   options.device = torch::Device(torch::kCUDA, 0);
   options.progress = [](const std::string& line) { std::cerr << "calibrate: " << line << "\n" << std::flush; };
@@ -113,6 +114,7 @@ int calibrate_gpu(const CalibrateArgs& args, const std::vector<std::string>& fil
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const std::vector<std::string> header = {
       "Measured on this machine's GPU by `parallax calibrate --base " + args.base + (args.quick ? " --quick" : "") +
+          (args.launch ? " --launch" : "") +
           "` (" + fmt("%.0f", seconds) + " s). Use it as `hardware: FILE` or `--set hardware=FILE`.",
       "date: " + date_now() + ", host: " + host_name() + ", GPU: " + gpu_name,
       "LibTorch " + std::string(TORCH_VERSION) + ", one rank, layers timed with CUDA events",
@@ -167,6 +169,9 @@ int calibrate_command(const CalibrateArgs& args, const std::vector<std::string>&
   if (!probe_models.empty() &&
       std::none_of(probe_models.begin(), probe_models.end(), [](const fit::Calibrated& c) { return c.plan.layers().size() >= 2; }))
     throw plan::InputError(plan::Location{"--probe-with"}, "the probes need a model of two layers or more");
+  if (args.launch)
+    throw plan::InputError(plan::Location{"--launch"}, "--launch times a GPU's kernel launches apart from its kernels; on the CPU "
+                                                       "the host runs the layers itself. Give a GPU --base (e.g. h100-nvlink-ib)");
   const std::vector<plan::Precision> precisions = extra_precisions(args.precisions, false);
   std::vector<plan::Plan> plans;
   for (const auto& c : calibrated) plans.push_back(c.plan);

@@ -11,6 +11,8 @@ struct CalibrateArgs {
   std::string output;                  ///< empty: parallax-out/calibrated-<host>.yaml
   std::string base = "cpu-host";       ///< profile whose device and network the output keeps
   bool quick = false;
+  /// On a GPU: time the device and the host's launches apart (exec::CalibrateOptions::launch).
+  bool launch = false;
   /// Precisions to measure every layer at besides each scenario's own ("fp32", "bf16"), so that
   /// plans swept or tuned to another precision are costed from measurements too.
   std::vector<std::string> precisions;

@@ -326,6 +326,10 @@ int main(int argc, char** argv) {
                                   "(device.kind: cuda, e.g. h100-nvlink-ib) measures this machine's first GPU instead, "
                                   "as one rank with CUDA events, and keeps the profile's links and NCCL section");
   cal_cmd->add_flag("--quick", cal_args.quick, "Only the micro-batch sizes the scenarios use, fewer repeats");
+  cal_cmd->add_flag("--launch", cal_args.launch,
+                    "GPU only, new and not yet run on a GPU: also time each layer and optimizer step with the GPU kept busy "
+                    "ahead (the kernels alone) and the host's time to launch them, so that simulate runs launch-bound "
+                    "steps at the larger of the two (docs/simulator.md, Launch-bound steps); about twice as long");
   cal_cmd
       ->add_option("--precision", cal_args.precisions,
                    "Also measure every layer at these precisions (fp32, bf16), for plans swept or tuned to them; "

@@ -82,7 +82,7 @@ class Calibrator {
     }
     if (!options_.quick) slow = second_pass(&c);
     remeasure(&c, slow);
-    const Bench on_device{device_, &clock_, budget_, options_.quick};
+    const Bench on_device{device_, &clock_, budget_, options_.quick, options_.launch && device_.is_cuda()};
     for (const DataCost& d : measure_data(plans_, on_device)) {
       c.data[d.key] = d.input;
       c.data[d.target_key] = d.target;
@@ -275,21 +275,38 @@ class Calibrator {
                 module->forward(in);
               }
               clock_.end();
-              return clock_.lap();
+              return clock_.lap(/*host_too=*/true);  // F, B, F no_grad; then the host's
             },
             budget_);
       };
-      const auto with = pass(float_input);
+      auto with = pass(float_input);
+      std::vector<double> without;
+      if (w.first && float_input) without = pass(false);
+      const bool launch = options_.launch && device_.is_cuda();
+      if (launch) {
+        // Again with the device busy ahead of each phase, for twice its time from an idle device
+        // (at least its launches): the events then hold the kernels alone, the host's figures
+        // the launches (docs/simulator.md, Launch-bound steps).
+        clock_.keep_busy_ahead(2 * *std::max_element(with.begin(), with.begin() + 3) + 500);
+        with = pass(float_input);
+        if (!without.empty()) without = pass(false);
+        clock_.keep_busy_ahead(0);
+        layer.forward_launch.mb.push_back(mb);
+        layer.forward_launch.us.push_back(with[3]);
+        layer.backward_launch.mb.push_back(mb);
+        layer.backward_launch.us.push_back(std::max(0.0, with[4] - call_us));
+      }
       layer.forward.mb.push_back(mb);
       layer.forward.us.push_back(with[0]);
       layer.backward.mb.push_back(mb);
-      layer.backward.us.push_back(std::max(0.0, with[1] - call_us));
+      // The autograd call's own time is the stage's, once per B (Calibration::backward_call_us);
+      // with launch figures it is the host's, and the device's backward keeps all it measured.
+      layer.backward.us.push_back(launch ? with[1] : std::max(0.0, with[1] - call_us));
       layer.forward_no_grad.mb.push_back(mb);
       layer.forward_no_grad.us.push_back(with[2]);
-      if (w.first && float_input) {
-        const auto without = pass(false);
+      if (!without.empty()) {
         layer.backward_no_input.mb.push_back(mb);
-        layer.backward_no_input.us.push_back(std::max(0.0, without[1] - call_us));
+        layer.backward_no_input.us.push_back(launch ? without[1] : std::max(0.0, without[1] - call_us));
       }
       if (w.last) {
         const auto target = loss_target(w.layer, mb, device_);

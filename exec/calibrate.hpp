@@ -45,6 +45,9 @@ struct CalibrateOptions {
   /// layers, losses, optimizer steps and copies; no Gloo, no shared cores, no probes (the links
   /// stay the base profile's).
   torch::Device device = torch::kCPU;
+  /// On a GPU: also time each layer's and optimizer step's kernels with the device kept busy
+  /// ahead (their device time) and the host's time to launch them (`calibrate --launch`).
+  bool launch = false;
 };
 
 /// What rank 0 ends with.

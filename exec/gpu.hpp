@@ -56,6 +56,12 @@ class ComputeTimer {
   virtual std::vector<std::pair<int64_t, int64_t>> collect() = 0;
 };
 
+/// Queues a kernel on the current stream that keeps the GPU busy for at least `us` microseconds
+/// (ATen's spin kernel, at::cuda::sleep, counted at 2 GHz: longer on a slower clock), so that
+/// what the host launches meanwhile queues behind it and then runs back to back at the device's
+/// own pace. A no-op without CUDA.
+void keep_busy(double us);
+
 /// A timer for the current GPU (nullptr without CUDA).
 std::unique_ptr<ComputeTimer> make_compute_timer();
 

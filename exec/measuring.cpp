@@ -104,36 +104,42 @@ PhaseClock::PhaseClock(torch::Device device)
     : device_(device), events_(device.is_cuda() ? gpu::make_compute_timer() : nullptr) {}
 
 void PhaseClock::begin() {
-  if (!events_) {
-    t0_ = Clock::now();
-    return;
+  if (events_) {
+    if (!started_) {
+      torch::cuda::synchronize(device_.index());  // the anchor event must run at once
+      events_->start_step(0);
+      started_ = true;
+    }
+    gpu::keep_busy(ahead_us_);
+    events_->begin();
   }
-  if (!started_) {
-    torch::cuda::synchronize(device_.index());  // the anchor event must run at once
-    events_->start_step(0);
-    started_ = true;
-  }
-  events_->begin();
+  t0_ = Clock::now();
 }
 
 void PhaseClock::end() {
+  host_us_.push_back(us_since(t0_));
   if (events_) events_->end();
-  else host_us_.push_back(us_since(t0_));
 }
 
-std::vector<double> PhaseClock::lap() {
+std::vector<double> PhaseClock::lap(bool host_too) {
   std::vector<double> out;
-  if (!events_) {
-    out.swap(host_us_);
-    return out;
+  if (events_) {
+    torch::cuda::synchronize(device_.index());
+    for (const auto& [b, e] : events_->collect()) out.push_back(static_cast<double>(e - b) / 1e3);
+    started_ = false;
+  } else {
+    out = host_us_;
   }
-  torch::cuda::synchronize(device_.index());
-  for (const auto& [b, e] : events_->collect()) out.push_back(static_cast<double>(e - b) / 1e3);
-  started_ = false;
+  if (host_too) out.insert(out.end(), host_us_.begin(), host_us_.end());
+  host_us_.clear();
   return out;
 }
 
-double optimizer_step_us(const plan::OptimizerSpec& spec, std::vector<torch::Tensor> ps, const Bench& b) {
+namespace {
+
+// The optimizer step's device time and the host's time to launch it (the same on the CPU); with
+// b.launch on a GPU, the device kept busy ahead so that its time excludes the launch gaps.
+std::pair<double, double> optimizer_step_times(const plan::OptimizerSpec& spec, std::vector<torch::Tensor> ps, const Bench& b) {
   PhaseClock& clock = *b.clock;
   std::vector<torch::Tensor> grads;
   for (auto& p : ps) {
@@ -141,18 +147,29 @@ double optimizer_step_us(const plan::OptimizerSpec& spec, std::vector<torch::Ten
     grads.push_back(torch::randn_like(p));
   }
   const std::unique_ptr<torch::optim::Optimizer> opt = make_optimizer(spec, ps);
-  return repeat(
-             [&] {
-               // Each repeat's gradients, untimed: zero_grad() drops them in LibTorch 2.x
-               // (set_to_none), as a run's next backward makes them anew; 1.13 zeroes them.
-               for (size_t i = 0; i < ps.size(); ++i) ps[i].mutable_grad() = grads[i];
-               clock.begin();
-               opt->step();
-               opt->zero_grad();
-               clock.end();
-               return clock.lap();
-             },
-             b.budget)[0];
+  auto step = [&] {
+    // Each repeat's gradients, untimed: zero_grad() drops them in LibTorch 2.x
+    // (set_to_none), as a run's next backward makes them anew; 1.13 zeroes them.
+    for (size_t i = 0; i < ps.size(); ++i) ps[i].mutable_grad() = grads[i];
+    clock.begin();
+    opt->step();
+    opt->zero_grad();
+    clock.end();
+    return clock.lap(/*host_too=*/true);
+  };
+  const double idle = repeat(step, b.budget)[0];
+  if (!b.launch || !b.device.is_cuda()) return {idle, idle};
+  // Busy ahead for twice the step from an idle device, which is at least its launches.
+  clock.keep_busy_ahead(2 * idle + 500);
+  const auto t = repeat(step, b.budget);
+  clock.keep_busy_ahead(0);
+  return {t[0], t[1]};
+}
+
+}  // namespace
+
+double optimizer_step_us(const plan::OptimizerSpec& spec, std::vector<torch::Tensor> ps, const Bench& b) {
+  return optimizer_step_times(spec, std::move(ps), b).first;
 }
 
 // Loading one micro-batch as the executor does (stage 0 with its input, the last stage the
@@ -277,6 +294,16 @@ plan::CostCurve stage_optimizer_curve(const std::vector<plan::Plan>& plans, cons
       [&](std::vector<torch::Tensor> ps) { return optimizer_step_us(o, std::move(ps), b); }, b);
 }
 
+// The host's time to launch the same steps (calibrate --launch).
+plan::CostCurve stage_optimizer_launch_curve(const std::vector<plan::Plan>& plans, const plan::OptimizerSpec& o, const Bench& b) {
+  return stage_curve(
+      plans,
+      [&](const plan::Plan& p) {
+        return p.scenario.optimizer.kind == o.kind && (p.scenario.optimizer.momentum > 0) == (o.momentum > 0);
+      },
+      [&](std::vector<torch::Tensor> ps) { return optimizer_step_times(o, std::move(ps), b).second; }, b);
+}
+
 }  // namespace
 
 std::vector<plan::OptimizerCost> measure_optimizers(const std::vector<plan::Plan>& plans, const Bench& b) {
@@ -291,6 +318,7 @@ std::vector<plan::OptimizerCost> measure_optimizers(const std::vector<plan::Plan
     plan::OptimizerCost cost{o.kind, o.momentum > 0, {}};
     if (b.device.is_cuda()) {
       cost.by_params = stage_optimizer_curve(plans, o, b);
+      if (b.launch) cost.launch = stage_optimizer_launch_curve(plans, o, b);
     } else {
       cost.by_params = optimizer_curve(plans, o, b);
       cost.per_tensor_us = optimizer_per_tensor_us(o, cost.by_params, b);

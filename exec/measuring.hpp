@@ -87,12 +87,19 @@ class PhaseClock {
   void begin();
   void end();
   /// This repeat's phases in microseconds, in order; the clock is then ready for the next one.
-  std::vector<double> lap();
+  /// With host_too, the host's time of each phase follows them (on a GPU: the time to launch its
+  /// kernels, the call returning once they are queued; on the CPU the same figures twice).
+  std::vector<double> lap(bool host_too = false);
+  /// On a GPU: before each phase, keep the device busy for `us` (gpu::keep_busy), so that the
+  /// phase's kernels queue up while the host launches them and its events then time the device
+  /// alone, launch gaps excluded. 0 (the default): phases start on an idle device.
+  void keep_busy_ahead(double us) { ahead_us_ = us; }
 
  private:
   torch::Device device_;
   std::unique_ptr<gpu::ComputeTimer> events_;
   bool started_ = false;
+  double ahead_us_ = 0;
   Clock::time_point t0_;
   std::vector<double> host_us_;
 };
@@ -103,6 +110,9 @@ struct Bench {
   PhaseClock* clock;
   Budget budget;
   bool quick = false;
+  /// On a GPU (calibrate --launch): time the device with it kept busy ahead, and the host's
+  /// launches apart (plan::SignatureCost::forward_launch and the others).
+  bool launch = false;
 };
 
 /// The optimizer step (and zero_grad) over the parameter tensors `ps`.

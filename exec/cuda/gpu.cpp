@@ -2,6 +2,7 @@
 // the CUDA toolkit and LibTorch's ProcessGroupNCCL header (the `parallax_cuda_check` object
 // library), so that it keeps compiling on machines without a GPU.
 #include <ATen/ATen.h>
+#include <ATen/cuda/Sleep.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAFunctions.h>
@@ -115,5 +116,9 @@ class CudaComputeTimer final : public ComputeTimer {
 }  // namespace
 
 std::unique_ptr<ComputeTimer> make_compute_timer() { return std::make_unique<CudaComputeTimer>(); }
+
+void keep_busy(double us) {
+  if (us > 0) at::cuda::sleep(static_cast<int64_t>(us * 2000.0));  // cycles at 2 GHz
+}
 
 }  // namespace parallax::exec::gpu

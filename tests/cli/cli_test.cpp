@@ -212,6 +212,11 @@ TEST_CASE("cli: calibrate refuses a scenario it cannot run, and bad profiles, wi
   CHECK(probe.code == 2);
   CHECK_THAT(probe.out, Catch::Contains("synthetic"));
   CHECK_FALSE(std::filesystem::exists("/tmp/never-written.yaml"));
+  // --launch times a GPU's launches apart; on the CPU host there are none to part.
+  const auto launch = run("calibrate --launch " + scenario("mlp-fashion-mnist-ddp2.yaml") + " -o /tmp/never-written.yaml", "", true);
+  CHECK(launch.code == 2);
+  CHECK_THAT(launch.out, Catch::Contains("--launch: --launch times a GPU's kernel launches"));
+  CHECK_FALSE(std::filesystem::exists("/tmp/never-written.yaml"));
   const auto dir = std::filesystem::temp_directory_path() / ("parallax-badcal-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "bad.yaml") << "name: x\ndevice: {name: d, memory_gb: 1, peak_tflops: {fp32: 1}}\n"
