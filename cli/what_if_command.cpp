@@ -90,7 +90,10 @@ int calibrate_from_traces(const CalibrateArgs& args) {
 
   std::cerr << "calibrate: fitting " << base.name << " to " << traces.size() << " measured run(s) of "
             << plan.scenario.name << "\n";
-  fit::TraceFit f = fit::fit_to_measured(plan, measured);
+  // Kernels by kind first (where the traces show them), then the layers over those.
+  std::vector<std::string> kernel_lines;
+  const plan::FittedCosts::Kernels kernels = fit::fit_kernel_kinds(plan, traces, &kernel_lines);
+  fit::TraceFit f = fit::fit_to_measured(plan, measured, kernels);
   f.costs.from = args.from_traces;
   f.costs.statistic = profiler::kStatisticName;
   f.costs.base = base.source.ends_with("(built-in)") ? base.name : base.source;
@@ -118,6 +121,8 @@ int calibrate_from_traces(const CalibrateArgs& args) {
   for (const auto& line : f.fitted) std::printf("  %s\n", line.c_str());
   std::printf("kept from %s:\n", base.name.c_str());
   for (const auto& line : f.kept) std::printf("  %s\n", line.c_str());
+  std::printf("the GPU's kernels by kind, against %s's compute model:\n", base.name.c_str());
+  for (const auto& line : kernel_lines) std::printf("  %s\n", line.c_str());
   print_launch_shares(traces);
   std::printf("\nwrote %s; predict the job's other configurations with it:\n"
               "  parallax simulate %s--set hardware=%s --set parallel.chunks=N\n"

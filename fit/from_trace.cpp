@@ -296,7 +296,8 @@ plan::Timeline measured_actions(const profiler::LoadedTrace& trace, const plan::
   refuse(trace, "a " + trace.format + " trace, which Parallax cannot fit from");
 }
 
-TraceFit fit_to_measured(const plan::Plan& plan, const std::vector<plan::Timeline>& measured) {
+TraceFit fit_to_measured(const plan::Plan& plan, const std::vector<plan::Timeline>& measured,
+                         const plan::FittedCosts::Kernels& kernels) {
   TraceFit r;
   plan::Timeline kept;  // every trace's undisturbed steps, steps renumbered apart
   std::vector<plan::Time> statistic;
@@ -318,6 +319,7 @@ TraceFit fit_to_measured(const plan::Plan& plan, const std::vector<plan::Timelin
   plan::FittedCosts fc;
   plan::Plan p;
   r.base_step = step_time(predict(plan, fc, &p));
+  fc.kernels = kernels;
   // A few rounds: a profile's fixed costs per action (calls, in-run extras, the loss) do not
   // scale with a factor, so one round undershoots; four bring the stages within 0.1% here.
   constexpr int kRounds = 4;
@@ -333,8 +335,12 @@ TraceFit fit_to_measured(const plan::Plan& plan, const std::vector<plan::Timelin
   r.costs = fc;
   r.fitted_step = step_time(predict(plan, fc, &p));
 
+  if (fc.kernels != plan::FittedCosts::Kernels{})
+    r.fitted.push_back("kernels: GEMMs x" + number(fc.kernels.gemm) + ", flash attention x" + number(fc.kernels.flash) +
+                       ", memory-bound x" + number(fc.kernels.memory) + " (the compute model's, for every layer and layout)");
   for (const auto& [signature, f] : fc.layers)
-    r.fitted.push_back(signature + ": forward x" + number(f.forward) + ", backward x" + number(f.backward));
+    r.fitted.push_back(signature + ": forward x" + number(f.forward) + ", backward x" + number(f.backward) +
+                       (fc.kernels != plan::FittedCosts::Kernels{} ? " over the kernels' factors" : ""));
   if (m.optimizer.empty()) r.kept.push_back("the optimizer step (no OPTIM in the traces)");
   else r.fitted.push_back("optimizer step x" + number(fc.optimizer));
   if (measured_allreduce > plan::Time()) r.fitted.push_back("all-reduces x" + number(fc.allreduce));
@@ -370,6 +376,81 @@ std::vector<LaunchShare> launch_shares(const std::vector<profiler::LoadedTrace>&
     out.push_back({kind, profiler::median(s.host), profiler::median(s.device), profiler::median(s.after),
                    static_cast<int>(s.host.size())});
   return out;
+}
+
+KernelKind kernel_kind(const std::string& name) {
+  std::string n(name.size(), ' ');
+  std::transform(name.begin(), name.end(), n.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  auto has = [&](const char* s) { return n.find(s) != std::string::npos; };
+  if (has("nccl")) return KernelKind::communication;
+  if (has("memcpy") || has("memset")) return KernelKind::copy;
+  if (has("flash") || has("fmha")) return KernelKind::flash;
+  // cuBLAS 12.8 and later name many of its GEMM kernels nvjet_* (an H200 with CUDA 13: nvjet_sm90_tst_...).
+  if (has("gemm") || has("cutlass") || has("xmma") || has("cublas") || has("wgmma") || has("matmul") || has("nvjet"))
+    return KernelKind::gemm;
+  return KernelKind::memory;
+}
+
+plan::FittedCosts::Kernels fit_kernel_kinds(const plan::Plan& plan, const std::vector<profiler::LoadedTrace>& traces,
+                                            std::vector<std::string>* said) {
+  const auto& s = plan.scenario;
+  // Each stage's model times by kind, forward and backward (a recompute's forward inside B).
+  std::vector<plan::LayerKernelClasses> stage(plan.stages.size());
+  for (const plan::Stage& st : plan.stages)
+    for (int l = st.first_layer; l < st.first_layer + st.layer_count; ++l) {
+      const auto c = plan::kernel_class_times(plan.layers()[l], s.hardware, s.parallel, plan.microbatch_size, l > 0);
+      if (!c) {
+        said->push_back(std::string("kernels: not fitted (") + s.hardware.name + " has no compute model at " +
+                        plan::name(s.parallel.precision) + " to set them against)");
+        return {};
+      }
+      auto& to = stage[st.index];
+      const bool recompute = s.parallel.activation_checkpointing == plan::Recompute::layer ||
+                             s.parallel.activation_checkpointing == plan::Recompute::stage;
+      to.forward.gemm += c->forward.gemm, to.forward.flash += c->forward.flash, to.forward.memory += c->forward.memory;
+      to.backward.gemm += c->backward.gemm + (recompute ? c->forward.gemm : 0.0);
+      to.backward.flash += c->backward.flash + (recompute ? c->forward.flash : 0.0);
+      to.backward.memory += c->backward.memory + (recompute ? c->forward.memory : 0.0);
+    }
+  plan::KernelClassTimes measured, model;
+  std::set<std::tuple<int, int32_t, std::string>> actions;  // (rank, step, action) with kernels
+  for (const auto& t : traces) {
+    if (t.format != "parallax") continue;
+    for (const auto& d : t.timeline.device) {
+      // Kernels only: not the actions' CUDA-event spans nor the host's launch spans beside them.
+      if (d.lane == plan::kCudaEventLane || d.lane == plan::kHostLaunchLane) continue;
+      if (!d.attributed || d.step < 1 || (d.action.kind != ActionKind::F && d.action.kind != ActionKind::B)) continue;
+      const double us = (d.end - d.start).to_us();
+      switch (kernel_kind(d.name)) {
+        case KernelKind::gemm: measured.gemm += us; break;
+        case KernelKind::flash: measured.flash += us; break;
+        case KernelKind::memory: measured.memory += us; break;
+        default: continue;
+      }
+      if (!actions.insert({d.rank, d.step, d.action.id()}).second) continue;
+      const auto& c = d.action.kind == ActionKind::F ? stage[d.action.stage].forward : stage[d.action.stage].backward;
+      model.gemm += c.gemm, model.flash += c.flash, model.memory += c.memory;
+    }
+  }
+  if (actions.empty()) {
+    said->push_back("kernels: not fitted (no trace shows the GPU's kernels of its F and B: Parallax's measured GPU traces "
+                    "with CUPTI do)");
+    return {};
+  }
+  plan::FittedCosts::Kernels k;
+  auto fit = [&](double m, double q, double* f, const char* what) {
+    if (m > 0 && q > 0) {
+      *f = m / q;
+      said->push_back(std::string("kernels: ") + what + " " + number(m / 1e3) + " ms measured over " + number(q / 1e3) +
+                      " ms modelled, x" + number(*f) + " (" + std::to_string(actions.size()) + " F and B actions)");
+    } else {
+      said->push_back(std::string("kernels: ") + what + " kept (" + (m > 0 ? "none modelled" : "none in the traces") + ")");
+    }
+  };
+  fit(measured.gemm, model.gemm, &k.gemm, "GEMMs");
+  fit(measured.flash, model.flash, &k.flash, "flash attention");
+  fit(measured.memory, model.memory, &k.memory, "memory-bound");
+  return k;
 }
 
 }  // namespace parallax::fit

@@ -42,7 +42,24 @@ struct TraceFit {
 };
 
 /// Fits `plan`'s hardware profile to the measured timelines (measured_actions of each trace).
-TraceFit fit_to_measured(const plan::Plan& plan, const std::vector<plan::Timeline>& measured);
+/// `kernels`: factors by kind of kernel fitted first (fit_kernel_kinds), which the layer factors
+/// then fit over.
+TraceFit fit_to_measured(const plan::Plan& plan, const std::vector<plan::Timeline>& measured,
+                         const plan::FittedCosts::Kernels& kernels = {});
+
+/// The kind of a GPU kernel by its name, as the compute model splits a layer: GEMMs (cuBLAS,
+/// CUTLASS and their xmma / wgmma / nvjet kernels), flash attention (flash, fmha), communication (NCCL)
+/// and copies (memcpy, memset), and the rest, memory-bound (elementwise, norms, softmax, dropout).
+enum class KernelKind { gemm, flash, memory, communication, copy };
+KernelKind kernel_kind(const std::string& name);
+
+/// Per-kernel-kind factors from GPU traces that show their kernels (Parallax's measured traces
+/// with CUPTI's kernels attributed to actions): over every F and B of the steps after the first,
+/// the kernels' time of each kind against what the profile's compute model (`device.compute`)
+/// says of that kind for those actions (plan::kernel_class_times). A kind the traces or the model
+/// do not show stays 1. `said` gets one line per kind, or why nothing was fitted.
+plan::FittedCosts::Kernels fit_kernel_kinds(const plan::Plan& plan, const std::vector<profiler::LoadedTrace>& traces,
+                                            std::vector<std::string>* said);
 
 /// How a kind of compute action (F, B, OPTIM) of a measured GPU run went on the host and on the
 /// device: how long the host took to launch it, how long the device ran it, and how long the

@@ -123,8 +123,11 @@ LayerCost roofline_cost(const Layer& layer, const HardwareProfile& hardware, con
 // A layer's kernels on one tensor rank with the device's shape-aware model (`device.compute`).
 class ShapeModel {
  public:
-  ShapeModel(const Device& d, Precision precision)
+  /// `fitted`: a fit's factors by kind of kernel (plan/fitted.hpp), applied to each GEMM, flash
+  /// attention and memory-bound kernel; none: the model as the profile gives it.
+  ShapeModel(const Device& d, Precision precision, const FittedCosts::Kernels& fitted = {})
       : c_(*d.compute),
+        f_(fitted),
         precision_(precision),
         rest_precision_(outside_fp8(precision)),
         peak_(peak_tflops(d, precision)),
@@ -151,9 +154,9 @@ class ShapeModel {
   // fp8's per-tensor scaling: a linear layer's input cast to fp8 (read e bytes, write 1) with its
   // amax taken on the way, per element; 0 in other precisions.
   double fp8_cast(double elements) const { return fp8_ ? memory(elements * (e_ + 1)) : 0.0; }
-  double memory(double bytes) const { return byte_per_us_ > 0 ? bytes / byte_per_us_ : 0.0; }
+  double memory(double bytes) const { return f_.memory * raw_memory(bytes); }
   double flash(double flops, bool backward) const {
-    return flops / (rest_peak_ * 1e6 * (backward ? c_.flash_backward_efficiency : c_.flash_forward_efficiency));
+    return f_.flash * flops / (rest_peak_ * 1e6 * (backward ? c_.flash_backward_efficiency : c_.flash_forward_efficiency));
   }
   double e() const { return e_; }
 
@@ -162,10 +165,12 @@ class ShapeModel {
     const double flops = 2 * batch * m * n * k;
     // A batched call fills the device as one GEMM with its batch stacked along m would.
     const double flop_us = flops / (peak * 1e6 * c_.gemm_fraction(p, batch * m, n, k, peak));
-    return std::max(flop_us, memory(batch * (m * k + k * n + m * n) * e_));
+    return f_.gemm * std::max(flop_us, raw_memory(batch * (m * k + k * n + m * n) * e_));
   }
+  double raw_memory(double bytes) const { return byte_per_us_ > 0 ? bytes / byte_per_us_ : 0.0; }
 
   const ComputeModel& c_;
+  FittedCosts::Kernels f_;
   Precision precision_, rest_precision_;
   double peak_, rest_peak_;
   bool fp8_;
@@ -181,6 +186,8 @@ struct Kernels {
   double attention_core = 0;             // forward of the scores, softmax and dropout (standard attention)
   double attention_forward = 0, attention_backward = 0;  // attention's core, flash or not
   double linear = 0, backward_linear = 0;  // the linear layers' GEMMs, forward and backward
+  double attention_gemm = 0, attention_memory = 0;  // standard attention's forward: its two GEMMs, its softmax and dropout
+  bool flash = false;                               // attention_forward and _backward are flash attention's
 };
 
 // A transformer block as Megatron-LM runs it on one of t tensor ranks: Q, K and V, the per-head
@@ -222,11 +229,13 @@ Kernels encoder_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel&
     const double flops = 4 * mb * heads * q * s * d * (form.decoder ? 0.5 : 1.0);
     k.attention_forward = m.flash(flops, false);
     k.attention_backward = m.flash(2.5 * flops, true);  // FlashAttention-2 counts backward as 2.5 forwards
+    k.flash = true;
   } else {
     const double scores = mb * heads * q * s, blocks = mb * heads * c;
     // The softmax, then dropout in the encoder layer.
-    const double core = m.gemm_outside_fp8(blocks, q, q, d) + m.gemm_outside_fp8(blocks, q, d, q) +
-                        m.memory(2 * e * scores + (form.decoder ? 0.0 : (2 * e + 1) * scores));
+    k.attention_gemm = m.gemm_outside_fp8(blocks, q, q, d) + m.gemm_outside_fp8(blocks, q, d, q);
+    k.attention_memory = m.memory(2 * e * scores + (form.decoder ? 0.0 : (2 * e + 1) * scores));
+    const double core = k.attention_gemm + k.attention_memory;
     k.attention_core = core;
     k.attention_forward = core;
     k.attention_backward = 2 * core;
@@ -280,8 +289,10 @@ Kernels layer_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel& m
   return k;
 }
 
-LayerCost shape_aware_cost(const Layer& l, const Device& d, const ParallelSpec& p, int mb, bool input_gradient) {
-  const Kernels k = layer_kernels(l, p, ShapeModel(d, p.precision), mb, input_gradient);
+LayerCost shape_aware_cost(const Layer& l, const HardwareProfile& hw, const ParallelSpec& p, int mb, bool input_gradient) {
+  const Device& d = hw.device;
+  const Kernels k = layer_kernels(l, p, ShapeModel(d, p.precision, hw.fitted ? hw.fitted->kernels : FittedCosts::Kernels{}), mb,
+                                  input_gradient);
   const Time call = Time::us(d.layer_overhead_us);
   LayerCost out;
   out.forward = call + Time::us(k.gemm + k.memory);
@@ -328,7 +339,7 @@ LayerCost estimate_layer_cost(const Layer& layer, const HardwareProfile& hardwar
     const bool measured = parallel.context == 1 && (calibrated(layer, hardware, parallel.precision, microbatch_size, input_gradient) ||
                                                     find_measured(layer, hardware));
     if (hardware.device.compute && hardware.device.compute->covers(parallel.precision) && layer.kind != LayerKind::synthetic && !measured)
-      return shape_aware_cost(layer, hardware.device, parallel, microbatch_size, input_gradient);
+      return shape_aware_cost(layer, hardware, parallel, microbatch_size, input_gradient);
     return roofline_cost(layer, hardware, parallel, microbatch_size, input_gradient);
   }();
   if (parallel.activation_checkpointing != Recompute::selective || c.recompute == Time())
@@ -342,6 +353,19 @@ LayerCost estimate_layer_cost(const Layer& layer, const HardwareProfile& hardwar
     c.backward = c.backward.scaled(f.backward);
     c.backward_weight = c.backward_weight.scaled(f.backward);
   }
+  return c;
+}
+
+std::optional<LayerKernelClasses> kernel_class_times(const Layer& l, const HardwareProfile& hw, const ParallelSpec& p, int mb,
+                                                     bool input_gradient) {
+  if (!hw.device.compute || !hw.device.compute->covers(p.precision) || l.kind == LayerKind::synthetic) return std::nullopt;
+  const Kernels k = layer_kernels(l, p, ShapeModel(hw.device, p.precision), mb, input_gradient);
+  // The layer's GEMMs are its linears and standard attention's; flash attention is its own kind.
+  // Standard attention's backward is twice its forward, in each kind (encoder_kernels).
+  LayerKernelClasses c;
+  c.forward = {k.linear + k.attention_gemm, k.flash ? k.attention_forward : 0.0, k.memory + k.attention_memory};
+  c.backward = {k.backward_linear + 2 * k.attention_gemm, k.flash ? k.attention_backward : 0.0,
+                k.backward_memory + 2 * k.attention_memory};
   return c;
 }
 

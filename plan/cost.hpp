@@ -52,6 +52,20 @@ struct LayerCost {
   Time forward_launch, backward_launch;
 };
 
+/// A layer's kernels on one tensor rank by kind, in microseconds, as the device's shape-aware
+/// model (`device.compute`) costs them: GEMMs (standard attention's batched ones included),
+/// flash attention, and the memory-bound kernels (standard attention's softmax and dropout
+/// included). What a GPU trace's kernels are set against (calibrate --from-trace).
+struct KernelClassTimes {
+  double gemm = 0, flash = 0, memory = 0;
+};
+struct LayerKernelClasses {
+  KernelClassTimes forward, backward;
+};
+/// Without fitted factors; nullopt when the device has no compute model for the precision.
+std::optional<LayerKernelClasses> kernel_class_times(const Layer& layer, const HardwareProfile& hardware,
+                                                     const ParallelSpec& parallel, int microbatch_size, bool input_gradient);
+
 /// `input_gradient`: whether backward must also compute the gradient of the layer's input; the
 /// model's first layer has none to compute (its input is data).
 LayerCost estimate_layer_cost(const Layer& layer, const HardwareProfile& hardware, const ParallelSpec& parallel,

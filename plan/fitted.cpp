@@ -31,7 +31,7 @@ FittedCosts::Layer FittedCosts::layer(const std::string& signature) const {
 }
 
 FittedCosts parse_fitted(const Field& map) {
-  expect_keys(map, {"from", "statistic", "base", "layers", "optimizer", "allreduce"});
+  expect_keys(map, {"from", "statistic", "base", "layers", "optimizer", "allreduce", "kernels"});
   FittedCosts f;
   if (const Field from = map["from"]; from.present()) {
     if (!from.is_sequence()) from.fail("'" + from.path() + "' must be a list of trace files");
@@ -51,6 +51,12 @@ FittedCosts parse_fitted(const Field& map) {
   }
   if (map["optimizer"].present()) f.optimizer = factor(map["optimizer"]);
   if (map["allreduce"].present()) f.allreduce = factor(map["allreduce"]);
+  if (const Field k = map["kernels"]; k.present()) {
+    expect_keys(k, {"gemm", "flash", "memory"});
+    if (k["gemm"].present()) f.kernels.gemm = factor(k["gemm"]);
+    if (k["flash"].present()) f.kernels.flash = factor(k["flash"]);
+    if (k["memory"].present()) f.kernels.memory = factor(k["memory"]);
+  }
   return f;
 }
 
@@ -68,6 +74,8 @@ std::string fitted_yaml(const FittedCosts& f) {
   }
   if (f.optimizer != 1) s << "  optimizer: " << f.optimizer << "\n";
   if (f.allreduce != 1) s << "  allreduce: " << f.allreduce << "\n";
+  if (f.kernels != FittedCosts::Kernels{})
+    s << "  kernels: {gemm: " << f.kernels.gemm << ", flash: " << f.kernels.flash << ", memory: " << f.kernels.memory << "}\n";
   return s.str();
 }
 

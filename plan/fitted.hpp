@@ -6,7 +6,11 @@
 //   - layers: by layer signature (kind, shapes, precision), forward and backward apart; any plan
 //     with the same layers takes them, whatever its chunks, partition or schedule;
 //   - optimizer: the optimizer step;
-//   - allreduce: the data-parallel all-reduces.
+//   - allreduce: the data-parallel all-reduces;
+//   - kernels: by kind of kernel, where the traces show the GPU's kernels and the base profile has
+//     a shape-aware compute model: its GEMMs, its flash attention and its memory-bound kernels,
+//     each over what the model says of them. These apply inside the model, to any layer and
+//     layout, and the layer factors then fit what remains.
 // What the traces did not show is not in the section: those costs stay the base's (1).
 #include <map>
 #include <string>
@@ -22,6 +26,12 @@ struct FittedCosts {
   };
   std::map<std::string, Layer> layers;  ///< by signature
   double optimizer = 1, allreduce = 1;
+  /// Measured kernel time over the compute model's, by kind of kernel (`kernels:`).
+  struct Kernels {
+    double gemm = 1, flash = 1, memory = 1;
+    bool operator==(const Kernels&) const = default;
+  };
+  Kernels kernels;
   std::vector<std::string> from;  ///< the traces, as given
   std::string statistic;          ///< the step statistic the measured figures were taken by
   std::string base;               ///< the base profile's name

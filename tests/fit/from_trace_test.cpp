@@ -6,6 +6,7 @@
 #include "cli/plan_report.hpp"
 #include "fit/from_trace.hpp"
 #include "fit/in_run.hpp"
+#include "plan/cost.hpp"
 #include "plan/calibration.hpp"
 #include "plan/error.hpp"
 #include "plan/plan.hpp"
@@ -256,4 +257,82 @@ TEST_CASE("fit::layout_factors holds a probe's all-reduce factor below a profile
   const plan::InRunFactors g = fit::layout_factors(probe, nullptr);
   CHECK(g.allreduce == 0.66);
   CHECK_THAT(g.bounded, !Catch::Contains("allreduce"));
+}
+
+TEST_CASE("fit::kernel_kind: GEMM, flash attention, communication, copies and the memory-bound rest, by name", "[fit]") {
+  CHECK(fit::kernel_kind("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64_warpgroupsize2x1x1") == fit::KernelKind::gemm);
+  CHECK(fit::kernel_kind("ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_32x5_tn") == fit::KernelKind::gemm);
+  CHECK(fit::kernel_kind("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT") == fit::KernelKind::gemm);  // cuBLAS on CUDA 13
+  CHECK(fit::kernel_kind("void cutlass::Kernel<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x4_tn_align8>") == fit::KernelKind::gemm);
+  CHECK(fit::kernel_kind("void flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4>>") == fit::KernelKind::flash);
+  CHECK(fit::kernel_kind("fmha_cutlassF_bf16_aligned_64x128_rf_sm80") == fit::KernelKind::flash);  // before its "cutlass"
+  CHECK(fit::kernel_kind("ncclDevKernel_AllReduce_Sum_f32_RING_LL") == fit::KernelKind::communication);
+  CHECK(fit::kernel_kind("memset") == fit::KernelKind::copy);
+  CHECK(fit::kernel_kind("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>") ==
+        fit::KernelKind::memory);
+  CHECK(fit::kernel_kind("void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<float, float>") ==
+        fit::KernelKind::memory);
+}
+
+TEST_CASE("fit::fit_kernel_kinds: each kind's measured kernels over the compute model's, applied to every layer",
+          "[fit]") {
+  const plan::Plan p = test::plan_from(
+      "model: {preset: transformer, layers: 2, hidden: 1024, heads: 16, seq_len: 512, vocab: 8192, mlp: gelu, attention: flash}\n"
+      "data: {batch_size: 8}\nparallel: {chunks: 1, precision: bf16}\noptimizer: {kind: adamw}\nhardware: h100-nvlink-ib\n");
+  // What the model says of one F and one B of the one stage, by kind.
+  plan::KernelClassTimes f, b;
+  for (int l = 0; l < static_cast<int>(p.layers().size()); ++l) {
+    const auto c = plan::kernel_class_times(p.layers()[l], p.scenario.hardware, p.scenario.parallel, p.microbatch_size, l > 0);
+    REQUIRE(c);
+    f.gemm += c->forward.gemm, f.flash += c->forward.flash, f.memory += c->forward.memory;
+    b.gemm += c->backward.gemm, b.flash += c->backward.flash, b.memory += c->backward.memory;
+  }
+  REQUIRE(f.gemm > 0);
+  REQUIRE(f.flash > 0);
+  REQUIRE(f.memory > 0);
+  // A measured trace whose F and B of step 1 ran GEMMs 1.5x, flash 0.8x and the rest 2x the model;
+  // step 0 (the warm-up) and an NCCL kernel, counted nowhere.
+  profiler::LoadedTrace t;
+  t.format = "parallax";
+  auto span = [&](plan::ActionKind kind, int step, const std::string& name, double us) {
+    plan::DeviceSpan d;
+    d.name = name;
+    d.attributed = true;
+    d.action = {kind, 0, 0};
+    d.step = step;
+    d.end = plan::Time::us(us);
+    t.timeline.device.push_back(d);
+  };
+  for (int step : {0, 1}) {
+    span(plan::ActionKind::F, step, "sm90_xmma_gemm_bf16", 1.5 * f.gemm);
+    span(plan::ActionKind::F, step, "flash_fwd_kernel", 0.8 * f.flash);
+    span(plan::ActionKind::F, step, "vectorized_elementwise_kernel", 2 * f.memory);
+    span(plan::ActionKind::B, step, "sm90_xmma_gemm_bf16", 1.5 * b.gemm);
+    span(plan::ActionKind::B, step, "flash_bwd_kernel", 0.8 * b.flash);
+    span(plan::ActionKind::B, step, "layer_norm_backward", 2 * b.memory);
+    span(plan::ActionKind::B, step, "ncclDevKernel_AllReduce", 1e6);
+  }
+  std::vector<std::string> said;
+  const auto k = fit::fit_kernel_kinds(p, {t}, &said);
+  CHECK(k.gemm == Approx(1.5).epsilon(1e-3));
+  CHECK(k.flash == Approx(0.8).epsilon(1e-3));
+  CHECK(k.memory == Approx(2.0).epsilon(1e-3));
+  REQUIRE(said.size() == 3);
+  CHECK_THAT(said[0], Catch::Contains("GEMMs") && Catch::Contains("x1.5"));
+  // In a profile, the factors scale those kernels in every layer's cost: a block's forward is
+  // its GEMMs, flash and memory-bound kernels, each times its factor (plus the call).
+  plan::HardwareProfile hw = p.scenario.hardware;
+  hw.fitted = plan::FittedCosts{};
+  hw.fitted->kernels = k;
+  const plan::Layer& block = p.layers()[1];
+  const auto c = *plan::kernel_class_times(block, p.scenario.hardware, p.scenario.parallel, p.microbatch_size, true);
+  const double call = hw.device.layer_overhead_us;
+  CHECK(plan::estimate_layer_cost(block, hw, p.scenario.parallel, p.microbatch_size).forward.to_us() - call ==
+        Approx(1.5 * c.forward.gemm + 0.8 * c.forward.flash + 2 * c.forward.memory).epsilon(1e-4));
+  // A trace without kernels fits nothing, and says so.
+  said.clear();
+  profiler::LoadedTrace bare;
+  bare.format = "parallax";
+  CHECK(fit::fit_kernel_kinds(p, {bare}, &said) == plan::FittedCosts::Kernels{});
+  CHECK_THAT(said.front(), Catch::Contains("not fitted"));
 }
