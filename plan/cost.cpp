@@ -194,9 +194,9 @@ struct Kernels {
 // scores and weighted values, the output projection and the MLP's linears (three for SwiGLU);
 // norms, the fused scale-mask-softmax, the residual adds (with dropout in LibTorch's encoder
 // layer), rotary positions and the activation function in between. Grouped-query attention's K and
-// V hold kv_heads heads, split at most that many ways. Backward runs each linear's two GEMMs (input
-// and weight gradients, each at its own shape) and moves each memory-bound kernel's bytes twice (its saved input and the
-// incoming gradient in, the gradient out). Under context parallelism a rank holds q = s / context
+// V hold kv_heads heads, split at most that many ways. Backward runs each linear's two GEMMs
+// (input and weight gradients, each at its own shape) and moves each memory-bound kernel's bytes
+// twice (its saved input and the incoming gradient in, the gradient out). Under context parallelism a rank holds q = s / context
 // tokens of each sequence and computes their scores against all s keys, a (q x q) block per ring
 // step.
 Kernels encoder_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel& m, double mb) {

@@ -207,7 +207,7 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<pla
       const Time layer_recompute = recompute_choice == plan::Recompute::layer ? lc.recompute + tp.forward : Time();
       c.backward += lc.backward + tp.backward + layer_recompute;
       c.forward_launch += lc.forward_launch;
-      c.backward_launch += lc.backward_launch + (recompute_choice == plan::Recompute::none ? Time() : lc.forward_launch);
+      c.backward_launch += lc.backward_launch + (no_grad_forward ? lc.forward_launch : Time());  // a full recompute relaunches
       bwd_layer[l] = lc.backward + tp.backward + layer_recompute;
       weight_layer[l] = lc.backward_weight;
       c.backward_weight += lc.backward_weight;
