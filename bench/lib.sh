@@ -107,6 +107,19 @@ bench_tee_close() {
   bench_tee_out_pid=""
 }
 
+# bench_begin NAME SCRIPT ARGS...: the start of a bench that runs one parallax binary: its arguments
+# (bench_parallax_args), its output folder (bench_out_dir NAME, into the global `out`), machine.txt,
+# and what it prints teed into summary.txt and log.txt until it exits.
+bench_begin() {
+  local name="$1" script="$2"
+  shift 2
+  bench_parallax_args "$script" "$@"
+  out=$(bench_out_dir "$name" "$out")
+  bench_machine "$out" "$script" "$@"
+  bench_tee "$out"
+  trap bench_tee_close EXIT
+}
+
 # bench_help SCRIPT: prints the script's opening comment, its usage.
 bench_help() {
   awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$1"

@@ -12,15 +12,10 @@
 # printed; log.txt, its stderr; machine.txt (CPU, cores, commit, date), since "sim s" is this
 # machine's wall time.
 set -euo pipefail
-args=("$@")
 source "$(dirname "$0")/lib.sh"
 here="$(cd "$(dirname "$0")" && pwd)"
-bench_parallax_args "$0" "$@"
 command -v python3 >/dev/null || { echo "published.sh: needs python3" >&2; exit 2; }
-out=$(bench_out_dir published "$out")
-bench_machine "$out" "$0" "${args[@]}"
-bench_tee "$out"
-trap bench_tee_close EXIT
+bench_begin published "$0" "$@"
 python3 - "$parallax" "$here/data/megatron_published.csv" "$here/data/megatron-gpt.yaml" <<'PY'
 import csv, json, subprocess, sys, time
 

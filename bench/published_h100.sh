@@ -4,7 +4,8 @@
 # and NVIDIA NeMo 24.07's pretraining table (bench/data/nemo_h100_published.csv, its models from
 # bench/data/nemo_models_notes.md). For each row the predicted and the published seconds per iteration and
 # their error. Nothing here is fitted to these rows: the compute figures are the h100-nvlink-ib profile's
-# (datasheet peaks, one efficiency), the network's NCCL's tuning model.
+# (datasheet peaks, GEMM grids and attention figures from published measurements, cited there), the
+# network's NCCL's tuning model; each run's overlap flags are its trainer's, as its source states them.
 #
 #   bash bench/published_h100.sh [PARALLAX] [--out DIR]      (default: build/parallax)
 #
@@ -13,14 +14,9 @@
 # Output goes to DIR (--out, else OUT, else a new bench/results/published-h100-cpu-DATE): summary.txt,
 # log.txt, machine.txt.
 set -euo pipefail
-args=("$@")
 source "$(dirname "$0")/lib.sh"
 here="$(cd "$(dirname "$0")" && pwd)"
-bench_parallax_args "$0" "$@"
-out=$(bench_out_dir published-h100 "$out")
-bench_machine "$out" "$0" "${args[@]}"
-bench_tee "$out"
-trap bench_tee_close EXIT
+bench_begin published-h100 "$0" "$@"
 python3 - "$parallax" "$here/data" <<'PY'
 import csv, json, subprocess, sys
 

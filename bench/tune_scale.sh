@@ -9,14 +9,9 @@
 # Output goes to DIR (--out, else OUT, else a new bench/results/tune-scale-cpu-DATE): tune.json (tune's
 # --json), summary.txt, log.txt (tune's progress), machine.txt.
 set -euo pipefail
-args=("$@")
 source "$(dirname "$0")/lib.sh"
 here="$(cd "$(dirname "$0")" && pwd)"
-bench_parallax_args "$0" "$@"
-out=$(bench_out_dir tune-scale "$out")
-bench_machine "$out" "$0" "${args[@]}"
-bench_tee "$out"
-trap bench_tee_close EXIT
+bench_begin tune-scale "$0" "$@"
 scenario="$here/../scenarios/llama-3.1-405b-3072xH100.yaml"
 start=$(date +%s.%N)
 "$parallax" tune "$scenario" --time-limit 60 --json >"$out/tune.json"

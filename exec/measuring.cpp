@@ -285,23 +285,28 @@ plan::CostCurve stage_curve(const std::vector<plan::Plan>& plans, const std::fun
 // their step follows the number and shapes of the tensors more than their total size (a
 // 67M-parameter transformer's AdamW step took 2.3 ms on an H200's device in a run, a quarter
 // of it idle between launches, and 3.9 ms of the host's time to launch).
-plan::CostCurve stage_optimizer_curve(const std::vector<plan::Plan>& plans, const plan::OptimizerSpec& o, const Bench& b) {
-  return stage_curve(
+// Into `cost`: by_params, and with b.launch the host's launch time of the same steps (`launch`),
+// both from one measurement per stage size.
+void stage_optimizer_curves(const std::vector<plan::Plan>& plans, const plan::OptimizerSpec& o, const Bench& b,
+                            plan::OptimizerCost* cost) {
+  std::map<double, double> launch;  // parameters -> the host's us
+  cost->by_params = stage_curve(
       plans,
       [&](const plan::Plan& p) {
         return p.scenario.optimizer.kind == o.kind && (p.scenario.optimizer.momentum > 0) == (o.momentum > 0);
       },
-      [&](std::vector<torch::Tensor> ps) { return optimizer_step_us(o, std::move(ps), b); }, b);
-}
-
-// The host's time to launch the same steps (calibrate --launch).
-plan::CostCurve stage_optimizer_launch_curve(const std::vector<plan::Plan>& plans, const plan::OptimizerSpec& o, const Bench& b) {
-  return stage_curve(
-      plans,
-      [&](const plan::Plan& p) {
-        return p.scenario.optimizer.kind == o.kind && (p.scenario.optimizer.momentum > 0) == (o.momentum > 0);
+      [&](std::vector<torch::Tensor> ps) {
+        double n = 0;
+        for (const auto& t : ps) n += static_cast<double>(t.numel());
+        const auto [device, host] = optimizer_step_times(o, std::move(ps), b);
+        launch[n] = host;
+        return device;
       },
-      [&](std::vector<torch::Tensor> ps) { return optimizer_step_times(o, std::move(ps), b).second; }, b);
+      b);
+  // The same stages, in the same order of size (a stage's fp32 parameters are its param_bytes / 4).
+  if (!b.launch || launch.size() != cost->by_params.mb.size()) return;
+  cost->launch.mb = cost->by_params.mb;
+  for (const auto& [n, us] : launch) cost->launch.us.push_back(us);
 }
 
 }  // namespace
@@ -317,8 +322,7 @@ std::vector<plan::OptimizerCost> measure_optimizers(const std::vector<plan::Plan
     // point and the cost of each further one apart.
     plan::OptimizerCost cost{o.kind, o.momentum > 0, {}};
     if (b.device.is_cuda()) {
-      cost.by_params = stage_optimizer_curve(plans, o, b);
-      if (b.launch) cost.launch = stage_optimizer_launch_curve(plans, o, b);
+      stage_optimizer_curves(plans, o, b, &cost);
     } else {
       cost.by_params = optimizer_curve(plans, o, b);
       cost.per_tensor_us = optimizer_per_tensor_us(o, cost.by_params, b);

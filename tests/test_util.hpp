@@ -89,6 +89,25 @@ inline plan::Plan plan_from(const std::string& yaml, const std::vector<std::stri
   return plan::resolve_plan(scenario_from(yaml, sets));
 }
 
+/// Parses a hardware profile's text (a profile file's, or a built-in one's).
+inline plan::HardwareProfile profile_from(const std::string& text) {
+  const auto doc = plan::YamlDocument::from_text(text, "profile.yaml");
+  return plan::parse_hardware(plan::Field::root(doc));
+}
+
+/// A built-in profile (scenarios/hardware/NAME.yaml) as the binary carries it.
+inline plan::HardwareProfile builtin_profile(const std::string& name) { return profile_from(plan::builtin_hardware_text(name)); }
+
+/// The message of the InputError that parsing a profile's text raises ("" if none).
+inline std::string profile_error(const std::string& text) {
+  try {
+    profile_from(text);
+  } catch (const plan::InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
 /// The message of the InputError that parsing `yaml` raises ("" if none).
 inline std::string parse_error(const std::string& yaml, const std::vector<std::string>& sets = {}) {
   try {

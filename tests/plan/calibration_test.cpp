@@ -14,23 +14,8 @@ using namespace parallax;
 
 namespace {
 
-plan::HardwareProfile profile_from(const std::string& text) {
-  const auto doc = plan::YamlDocument::from_text(text, "profile.yaml");
-  return plan::parse_hardware(plan::Field::root(doc));
-}
-
-plan::HardwareProfile builtin(const std::string& name) {
-  return profile_from(plan::builtin_hardware_text(name));
-}
-
-std::string error_of(const std::string& text) {
-  try {
-    profile_from(text);
-  } catch (const plan::InputError& e) {
-    return e.what();
-  }
-  return "";
-}
+// The one-layer MLP (and its loss layer) that sample_calibration() measures.
+const std::string kMlp = "name: t\nmodel: {preset: mlp, layers: 1, hidden: 256, input: 784, classes: 10}\n";
 
 // A calibration with hand-picked numbers for one linear layer and its loss.
 plan::Calibration sample_calibration() {
@@ -166,8 +151,8 @@ TEST_CASE("plan::Calibration: a calibrated profile round-trips with the same cos
   c.in_run_data = plan::InRunFactors{.forward = 1.1, .backward = 1.2, .optimizer = 1.3, .optimizer_extra_us = 9,
                                      .allreduce = 2.5, .sync_backward_extra_us_per_mb = 210, .probe = "ddp probe",
                                      .bounded = "forward 2.50, the probes gave 4.10"};
-  const std::string text = plan::calibrated_profile_yaml(builtin("cpu-host"), "here", c, {"a comment"});
-  const auto hw = profile_from(text);
+  const std::string text = plan::calibrated_profile_yaml(test::builtin_profile("cpu-host"), "here", c, {"a comment"});
+  const auto hw = test::profile_from(text);
   REQUIRE(hw.calibration);
   const auto& r = *hw.calibration;
   CHECK(hw.name == "here");
@@ -191,7 +176,7 @@ TEST_CASE("plan::Calibration: a calibrated profile round-trips with the same cos
 
   // A measured shared-core slowdown goes into the profile's interference, for the simulator.
   c.shared_cores = 1.3;
-  const auto shared = profile_from(plan::calibrated_profile_yaml(builtin("cpu-host"), "here", c, {}));
+  const auto shared = test::profile_from(plan::calibrated_profile_yaml(test::builtin_profile("cpu-host"), "here", c, {}));
   CHECK(shared.interference.shared_cores == Approx(1.3));
   CHECK(shared.interference.compute == 1);
   CHECK(r.send_call.at(32768) == Approx(c.send_call.at(32768)));
@@ -224,8 +209,8 @@ TEST_CASE("plan::calibrated_copy_yaml: a GPU calibration keeps its base profile 
   const std::string text = plan::calibrated_copy_yaml(base, "h100-here", c, {"measured on a GPU"});
   CHECK(text.rfind("# measured on a GPU\n", 0) == 0);
   CHECK(text.find("p2p:") == std::string::npos);
-  const auto hw = profile_from(text);
-  const auto original = builtin("h100-nvlink-ib");
+  const auto hw = test::profile_from(text);
+  const auto original = test::builtin_profile("h100-nvlink-ib");
   CHECK(hw.name == "h100-here");
   CHECK(hw.device.kind == plan::DeviceKind::cuda);
   CHECK(hw.collectives == plan::Collectives::nccl);
@@ -242,13 +227,13 @@ TEST_CASE("plan::calibrated_copy_yaml: a GPU calibration keeps its base profile 
 }
 
 TEST_CASE("plan::Calibration: a profile from before receives were posted at the step's start still reads", "[plan]") {
-  std::string text = plan::calibrated_profile_yaml(builtin("cpu-host"), "here", sample_calibration(), {});
+  std::string text = plan::calibrated_profile_yaml(test::builtin_profile("cpu-host"), "here", sample_calibration(), {});
   const std::string key = "delivery_extra_us: 15";
   const auto at = text.find(key);
   REQUIRE(at != std::string::npos);
   CHECK(text.find("late_receive_us") == std::string::npos);  // no longer written
   text.insert(at + key.size(), ", send_unposted_us: 20, late_receive_us: 150");
-  const auto hw = profile_from(text);
+  const auto hw = test::profile_from(text);
   REQUIRE(hw.calibration);
   CHECK(hw.calibration->in_run.send_extra_us == Approx(40));
 }
@@ -264,7 +249,7 @@ TEST_CASE("plan::layer_signature: same shapes match whatever the layer's name", 
   CHECK(plan::layer_signature(plan::make_encoder("layers.3", 512, 8, 2048, 128), plan::Precision::bf16) ==
         "encoder h512 heads8 ffn2048 seq128 bf16");
 
-  auto hw = builtin("cpu-host");
+  auto hw = test::builtin_profile("cpu-host");
   hw.calibration = sample_calibration();
   // A matched signature takes the measured cost: with the input gradient, and without it.
   const auto m = plan::estimate_layer_cost(b, hw, plan::Precision::fp32, 8, true);
@@ -282,7 +267,7 @@ TEST_CASE("plan::layer_signature: same shapes match whatever the layer's name", 
 }
 
 TEST_CASE("plan::Roofline: memory-bound layers are costed by their bytes", "[plan]") {
-  auto hw = builtin("cpu-host");
+  auto hw = test::builtin_profile("cpu-host");
   hw.device.layer_overhead_us = 0;
   // An embedding has no FLOPs worth counting but moves its output: bytes decide.
   const auto e = plan::make_embedding("embed", 1000, 64, 16);
@@ -295,26 +280,26 @@ TEST_CASE("plan::Calibration: bad profiles name the place", "[plan]") {
   const std::string head =
       "name: x\ndevice: {name: d, memory_gb: 1, peak_tflops: {fp32: 1}}\nnode: {devices: 2, link: {bandwidth_gb_per_s: 1, "
       "latency_us: 1}}\n";
-  const std::string negative = error_of(head +
+  const std::string negative = test::profile_error(head +
                                         "calibration:\n"
                                         "  layers:\n"
                                         "    - {signature: \"linear 4x4 fp32\", mb: [1, 2], fwd_us: [3, -1]}\n");
   CHECK_THAT(negative, Catch::Contains("profile.yaml:6:"));
   CHECK_THAT(negative, Catch::Contains("fwd_us"));
-  const std::string unknown = error_of(head + "calibration:\n  interferance: 1.2\n");
+  const std::string unknown = test::profile_error(head + "calibration:\n  interferance: 1.2\n");
   CHECK_THAT(unknown, Catch::Contains("profile.yaml:5:"));
   CHECK_THAT(unknown, Catch::Contains("interferance"));
-  CHECK_THAT(error_of(head + "calibration:\n  layers:\n    - {signature: s, mb: [1, 2], fwd_us: [3]}\n"),
+  CHECK_THAT(test::profile_error(head + "calibration:\n  layers:\n    - {signature: s, mb: [1, 2], fwd_us: [3]}\n"),
              Catch::Contains("has 1 values for 2 sizes"));
   // A profile from before the in-run probe says to calibrate again.
-  CHECK_THAT(error_of(head + "calibration:\n  interference: 1.1\n"), Catch::Contains("calibrate"));
-  CHECK_THAT(error_of(head + "calibration:\n  layers:\n    - {signature: s, mb: [2, 1], fwd_us: [3, 4]}\n"),
+  CHECK_THAT(test::profile_error(head + "calibration:\n  interference: 1.1\n"), Catch::Contains("calibrate"));
+  CHECK_THAT(test::profile_error(head + "calibration:\n  layers:\n    - {signature: s, mb: [2, 1], fwd_us: [3, 4]}\n"),
              Catch::Contains("ascending"));
 }
 
 TEST_CASE("sim::stage_costs: a calibrated stage adds data, loss, backward call and optimizer", "[sim]") {
   auto s = test::scenario_from(
-      "name: t\nmodel: {preset: mlp, layers: 1, hidden: 256, input: 784, classes: 10}\n"
+      kMlp +
       "data: {source: fashion-mnist, batch_size: 8}\nparallel: {chunks: 1}\n"
       "optimizer: {kind: sgd, momentum: 0.9}\nhardware: cpu-host\n");
   auto c = sample_calibration();
@@ -378,7 +363,7 @@ TEST_CASE("sim::stage_costs: a calibrated optimizer step pays for each tensor be
 TEST_CASE("sim::simulate: on a calibrated Gloo host every receive is posted at the step's start, as the executor does",
           "[sim]") {
   auto s = test::scenario_from(
-      "name: t\nmodel: {preset: mlp, layers: 1, hidden: 256, input: 784, classes: 10}\n"
+      kMlp +
       "data: {source: fashion-mnist, batch_size: 16}\n"
       "parallel: {pipeline: 2, partition_len: [1, 1], chunks: 2, schedule: gpipe}\n"
       "optimizer: {kind: sgd, momentum: 0.9}\nhardware: cpu-host\n");
@@ -430,7 +415,7 @@ TEST_CASE("sim::simulate: on a calibrated Gloo host every receive is posted at t
 
 TEST_CASE("sim::simulate: a data-parallel plan takes the data-parallel probe's factors, all-reduce included", "[sim]") {
   auto s = test::scenario_from(
-      "name: t\nmodel: {preset: mlp, layers: 1, hidden: 256, input: 784, classes: 10}\n"
+      kMlp +
       "data: {source: fashion-mnist, batch_size: 16}\nparallel: {data: 2, chunks: 1, bucket_cap_mb: 100}\n"
       "optimizer: {kind: sgd, momentum: 0.9}\nhardware: cpu-host\n");
   auto c = sample_calibration();
@@ -461,7 +446,7 @@ TEST_CASE("sim::simulate: a data-parallel plan takes the data-parallel probe's f
 
 TEST_CASE("sim::simulate: under DDP only the step's last backward takes the all-reduces' extra, per MB", "[sim]") {
   auto s = test::scenario_from(
-      "name: t\nmodel: {preset: mlp, layers: 1, hidden: 256, input: 784, classes: 10}\n"
+      kMlp +
       "data: {source: fashion-mnist, batch_size: 32}\nparallel: {data: 2, chunks: 4, bucket_cap_mb: 100}\n"
       "optimizer: {kind: sgd, momentum: 0.9}\nhardware: cpu-host\n");
   auto c = sample_calibration();
@@ -492,7 +477,7 @@ TEST_CASE("plan: a GPU calibration's kept bytes set the activations, and fp16's 
           "[plan][sim]") {
   // A one-layer linear model on the H100 profile, calibrated with hand-picked figures.
   auto s = test::scenario_from(
-      "name: t\nmodel: {preset: mlp, layers: 1, hidden: 256, input: 784, classes: 10}\n"
+      kMlp +
       "data: {source: fashion-mnist, batch_size: 8}\nparallel: {chunks: 1}\n"
       "optimizer: {kind: sgd, momentum: 0.9}\nhardware: h100-nvlink-ib\n");
   const plan::Plan counted = plan::resolve_plan(s);
@@ -512,7 +497,7 @@ TEST_CASE("plan: a GPU calibration's kept bytes set the activations, and fp16's 
   c.loss_scaler = {{4096, 1048576}, {40, 900}};
 
   // Written and read back, as calibrate writes a GPU's profile.
-  const auto hw = profile_from(plan::calibrated_copy_yaml(plan::builtin_hardware_text("h100-nvlink-ib"), "h100-here", c, {}));
+  const auto hw = test::profile_from(plan::calibrated_copy_yaml(plan::builtin_hardware_text("h100-nvlink-ib"), "h100-here", c, {}));
   REQUIRE(hw.calibration);
   CHECK(hw.calibration->layer("linear 784x256 relu fp32")->kept_bytes.at(8) == Approx(40000));
   CHECK(hw.calibration->loss("linear 256x10 fp32")->kept_bytes.at(64) == Approx(3200));
@@ -544,7 +529,7 @@ TEST_CASE("plan: a GPU calibration's kept bytes set the activations, and fp16's 
 TEST_CASE("sim::simulate: with launch figures an action ends no sooner than its last launch, and the host runs ahead",
           "[sim][launch]") {
   auto s = test::scenario_from(
-      "name: t\nmodel: {preset: mlp, layers: 1, hidden: 256, input: 784, classes: 10}\n"
+      kMlp +
       "data: {source: fashion-mnist, batch_size: 16}\n"
       "parallel: {chunks: 1}\noptimizer: {kind: sgd, momentum: 0.9}\nhardware: h100-nvlink-ib\n");
   auto c = sample_calibration();
@@ -597,7 +582,7 @@ TEST_CASE("plan::Calibration: launch figures are written and read back", "[plan]
   c.layers.at("linear 784x256 relu fp32").forward_launch = {{1, 8, 64}, {40, 41, 42}};
   c.layers.at("linear 784x256 relu fp32").backward_launch = {{1, 8, 64}, {80, 81, 82}};
   c.optimizers.front().launch = {{4096, 1048576}, {30, 35}};
-  const auto hw = profile_from(plan::calibrated_copy_yaml(plan::builtin_hardware_text("h100-nvlink-ib"), "h100-here", c, {}));
+  const auto hw = test::profile_from(plan::calibrated_copy_yaml(plan::builtin_hardware_text("h100-nvlink-ib"), "h100-here", c, {}));
   REQUIRE(hw.calibration);
   CHECK(hw.calibration->layer("linear 784x256 relu fp32")->forward_launch.at(8) == Approx(41));
   CHECK(hw.calibration->layer("linear 784x256 relu fp32")->backward_launch.at(64) == Approx(82));

@@ -6,26 +6,11 @@
 
 #include "plan/hardware.hpp"
 #include "plan/precision.hpp"
+#include "tests/test_util.hpp"
 
 using namespace parallax;
 
 namespace {
-
-plan::HardwareProfile profile_from(const std::string& text) {
-  const auto doc = plan::YamlDocument::from_text(text, "profile.yaml");
-  return plan::parse_hardware(plan::Field::root(doc));
-}
-
-plan::HardwareProfile builtin(const std::string& name) { return profile_from(plan::builtin_hardware_text(name)); }
-
-std::string error_of(const std::string& text) {
-  try {
-    profile_from(text);
-  } catch (const plan::InputError& e) {
-    return e.what();
-  }
-  return "";
-}
 
 // TFLOP/s the profile's table gives one GEMM of m x n x k.
 double table_tflops(const plan::HardwareProfile& hw, plan::Precision p, double m, double n, double k) {
@@ -40,7 +25,7 @@ struct Measured {
 }  // namespace
 
 TEST_CASE("GPU tables: H100 bf16 within 10% of GEMMs measured outside the table", "[plan][gpu-tables]") {
-  const auto hw = builtin("h100-nvlink-ib");
+  const auto hw = test::builtin_profile("h100-nvlink-ib");
   // SemiAnalysis's Llama-70B training shapes on H100 80GB, bf16 (The Smol Training Playbook), and
   // Bekman's best searched shape (ml-engineering MAMF table): all beyond the grid's 4096.
   const Measured measured[] = {{16384, 8192, 1280, 714.5}, {16384, 1024, 8192, 757.7}, {16384, 8192, 7168, 752.9},
@@ -52,16 +37,16 @@ TEST_CASE("GPU tables: H100 bf16 within 10% of GEMMs measured outside the table"
 }
 
 TEST_CASE("GPU tables: H100 fp8, derived from bf16, within 10% of Bekman's best fp8 shape", "[plan][gpu-tables]") {
-  const auto hw = builtin("h100-nvlink-ib");
+  const auto hw = test::builtin_profile("h100-nvlink-ib");
   CHECK(table_tflops(hw, plan::Precision::fp8, 1024, 9216, 14336) == Approx(1402.6).epsilon(0.10));
   // The H200 shares the H100's tables; its own best fp8 shape (1453.4) checks them there.
-  CHECK(table_tflops(builtin("h200-nvlink-ib"), plan::Precision::fp8, 1280, 4096, 12032) == Approx(1453.4).epsilon(0.10));
+  CHECK(table_tflops(test::builtin_profile("h200-nvlink-ib"), plan::Precision::fp8, 1280, 4096, 12032) == Approx(1453.4).epsilon(0.10));
 }
 
 TEST_CASE("GPU tables: small GEMMs reach a small fraction of the peak, large ones most of it", "[plan][gpu-tables]") {
   for (const char* name : {"h100-nvlink-ib", "h200-nvlink-ib", "b200-nvlink-ib"}) {
     INFO(name);
-    const auto hw = builtin(name);
+    const auto hw = test::builtin_profile(name);
     const double peak = hw.device.peak_tflops.at(plan::Precision::bf16);
     CHECK(table_tflops(hw, plan::Precision::bf16, 256, 256, 256) < 0.02 * peak);  // launch-bound
     CHECK(table_tflops(hw, plan::Precision::bf16, 4096, 4096, 4096) > 0.6 * peak);
@@ -75,7 +60,7 @@ TEST_CASE("GPU tables: a grid above the device's peak, or of the wrong size, is 
   const std::string base =
       "name: x\ndevice: {name: g, memory_gb: 80, peak_tflops: {fp32: 60, bf16: 1000}, compute: {precisions: [bf16], gemm: {bf16: ";
   auto error = [&](const std::string& grid) {
-    return error_of(base + grid + "}}}\nnode: {devices: 1, link: {bandwidth_gb_per_s: 1, latency_us: 1}}\n");
+    return test::profile_error(base + grid + "}}}\nnode: {devices: 1, link: {bandwidth_gb_per_s: 1, latency_us: 1}}\n");
   };
   CHECK_THAT(error("{m: [1024], n: [1024], k: [1024], tflops: [1200]}"), Catch::Contains("above the device's dense peak"));
   CHECK_THAT(error("{m: [1024, 2048], n: [1024], k: [1024], tflops: [100]}"), Catch::Contains("must list 2 TFLOP/s figures"));
