@@ -52,7 +52,8 @@ def megatron(r):
     sets = {"model.layers": l, "model.hidden": h, "model.heads": r["heads"], "model.ffn": 4 * h,
             "parallel.partition_len": split(l, p, 1) if p > 1 else "balanced",
             "parallel.sequence_parallel": "true" if t > 1 else "false", "parallel.activation_checkpointing": "selective",
-            "parallel.tp_comm_overlap": "true" if t > 1 else "false"}  # the README: '--tp-comm-overlap'
+            "parallel.tp_comm_overlap": "true" if t > 1 else "false",  # the README: '--tp-comm-overlap'
+            "parallel.overlap_grad_reduce": "true"}  # the README: '--overlap-grad-reduce --overlap-param-gather'
 
     sets |= layout(d, p, t, 1, 1, batch, batch)
     flops = 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h))
@@ -70,7 +71,8 @@ def nemo(r):
             "model.tie_embeddings": r["tied"], "model.bias": r["bias"], "model.vocab": r["vocab"], "model.seq_len": n["seq"],
             "parallel.partition_len": split(n["layers"], p, v) if p > 1 else "balanced",
             "parallel.sequence_parallel": r["sequence_parallel"], "parallel.activation_checkpointing": r["recompute"],
-            "parallel.grad_reduce_in_bf16": r["grad_reduce_in_bf16"], "parallel.tp_comm_overlap": r["tp_comm_overlap"]}
+            "parallel.grad_reduce_in_bf16": r["grad_reduce_in_bf16"], "parallel.tp_comm_overlap": r["tp_comm_overlap"],
+            "parallel.overlap_grad_reduce": "true"}  # every config: distributed_fused_adam's overlap_grad_sync: True
     sets |= layout(d, p, t, c, v, batch, batch // n["micro_batch"])
     return f"{t}x{p}x{c}x{d}", sets, n["global_batch"] * n["seq"] / (float(r["tokens_per_s_per_gpu"]) * n["gpus"])
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "plan/memory.hpp"
+
 namespace parallax::plan {
 
 namespace {
@@ -400,6 +402,23 @@ ContextTraffic context_traffic(const Layer& l, const ParallelSpec& p, int mb) {
   c.steps = p.context - 1;
   c.step_bytes = 2.0 * mb * static_cast<double>(l.shape.seq_len) / p.context * kv_width * activation_bytes(p.precision);
   return c;
+}
+
+OptimizerTraffic optimizer_traffic(const Scenario& s) {
+  const ParallelSpec& p = s.parallel;
+  const double adam = 4.0 * (3 + 2 * s.optimizer.state_per_param());  // read p, g, states; write p, states
+  const double unscale = p.precision == Precision::fp16 ? 8.0 : 0.0;  // in place, with the non-finite check
+  OptimizerTraffic t;
+  if (!p.master_weights) {
+    t.per_shard = adam + unscale;
+    return t;
+  }
+  const double gradient = bytes_per_parameter(s).gradient;
+  const double to_main = gradient < 4 ? gradient + 4 : 0.0;  // 16-bit main_grad to fp32 (.float() of fp32 is a no-op)
+  const double norm = 4.0, copy_back = 4.0 + 2.0;            // masters to the 16-bit parameters (bf16 under fp8)
+  t.per_shard = to_main + unscale + norm + adam + copy_back;
+  t.per_param = gradient;  // zero_grad_buffer
+  return t;
 }
 
 }  // namespace parallax::plan

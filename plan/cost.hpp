@@ -101,4 +101,23 @@ struct ContextTraffic {
 };
 ContextTraffic context_traffic(const Layer& layer, const ParallelSpec& parallel, int microbatch_size);
 
+/// The bytes an optimizer step moves through device memory, per parameter, as its trainer runs it.
+/// `per_shard` counts on the parameters this rank updates (1 / replicas of them under the
+/// distributed optimizer), `per_param` on all of its stage's (zeroing the gradient buffer). The
+/// kernels are memory-bound: the step takes these bytes at the device's memory-bound rate.
+/// - torch.autocast (`master_weights: false`): fp32 parameters; torch's Adam reads parameter,
+///   gradient and both moments and writes parameter and moments (4 x (3 + 2 x state) bytes);
+///   fp16's GradScaler unscales the gradients in place first (read and write, 8 bytes);
+///   `zero_grad` sets gradients to None (nothing moved).
+/// - Megatron-LM's mixed precision (`master_weights: true`, Float16OptimizerWithFloat16Params):
+///   16-bit gradients are copied to fp32 main gradients (read 2, write 4); fp16's loss scale is
+///   taken off them in place with the non-finite check (8); the gradient norm for --clip-grad
+///   reads them (4); fused Adam on the fp32 masters as above; the masters are copied back to the
+///   16-bit parameters (read 4, write 2); the gradient buffer is zeroed for the next step.
+///   Clipping's rescale (only when the norm exceeds the bound) is not counted.
+struct OptimizerTraffic {
+  double per_shard = 0, per_param = 0;
+};
+OptimizerTraffic optimizer_traffic(const Scenario& scenario);
+
 }  // namespace parallax::plan

@@ -38,6 +38,8 @@ void check_executable(const Scenario& s) {
     predict_only("parallel.master_weights", "master_weights (Megatron-LM's mixed precision)");
   if (p.grad_reduce_in_bf16)
     predict_only("parallel.grad_reduce_in_bf16", "bf16 gradient reduction");
+  if (!p.overlap_grad_reduce && p.replicas() > 1)
+    predict_only("parallel.overlap_grad_reduce", "gradient reduction after the backward (overlap_grad_reduce: false)");
   if (p.distributed_optimizer)
     predict_only("parallel.distributed_optimizer", "the distributed optimizer");
   if (p.tp_comm_overlap && p.tensor > 1)

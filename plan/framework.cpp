@@ -24,19 +24,26 @@ const FrameworkSemantics& semantics(Framework f) {
   // torchtitan's device mesh [pp, dp, cp, tp]), Parallax's default rank order.
   static const FrameworkSemantics pytorch{{}, false, "torch.distributed.pipelining and DDP under torch.autocast (Parallax's defaults)"};
   static const FrameworkSemantics megatron{
-      {{"parallel.p2p", "megatron"}, {"parallel.master_weights", "true"}, {"parallel.rank_order", "tp-dp-pp"}},
+      {{"parallel.p2p", "megatron"},
+       {"parallel.master_weights", "true"},
+       {"parallel.rank_order", "tp-dp-pp"},
+       {"parallel.overlap_grad_reduce", "false"}},
       true,
-      "Megatron-LM / Megatron-core: receives posted with their sends, 16-bit weights with fp32 masters, Transformer Engine's "
-      "flash attention"};
+      "Megatron-LM / Megatron-core: receives posted with their sends, 16-bit weights with fp32 masters, gradients reduced "
+      "after the backward (--overlap-grad-reduce is off by default), Transformer Engine's flash attention"};
   static const FrameworkSemantics torchtitan{
       {{"parallel.p2p", "pytorch"}, {"parallel.master_weights", "false"}, {"parallel.rank_order", "tp-dp-pp"}},
       true,
       "torchtitan: torch.distributed.pipelining, fp32 parameters with bf16 compute (FSDP2's mixed precision), "
       "scaled_dot_product_attention's flash kernel"};
   static const FrameworkSemantics deepspeed{
-      {{"parallel.p2p", "pytorch"}, {"parallel.master_weights", "true"}, {"parallel.rank_order", "tp-dp-pp"}},
+      {{"parallel.p2p", "pytorch"},
+       {"parallel.master_weights", "true"},
+       {"parallel.rank_order", "tp-dp-pp"},
+       {"parallel.overlap_grad_reduce", "false"}},
       false,
-      "DeepSpeed: blocking pipeline sends, a 16-bit model with fp32 master weights in its optimizer"};
+      "DeepSpeed: blocking pipeline sends, a 16-bit model with fp32 master weights in its optimizer, gradients all-reduced "
+      "at the accumulation boundary after the backward (its engine's allreduce_gradients)"};
   switch (f) {
     case Framework::megatron: return megatron;
     case Framework::torchtitan: return torchtitan;

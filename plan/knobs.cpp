@@ -171,8 +171,13 @@ std::vector<Knob> make_table() {
   t.push_back(flag("parallel.master_weights", &Settings::master_weights, false,
                    "parameters in the compute type with fp32 master weights and fp32 gradients (Megatron-LM's mixed precision: 18 bytes a parameter with Adam); false: fp32 parameters cast per op (torch.autocast). Predict-only: the executor runs false"));
   t.push_back(flag("parallel.grad_reduce_in_bf16", &Settings::grad_reduce_in_bf16, false,
-                   "with master_weights: keep and reduce the gradients in bf16 (2 bytes a parameter) instead of fp32 "
-                   "(Megatron-LM's --grad-reduce-in-bf16, NeMo's grad_sync_dtype: bf16). Predict-only"));
+                   "with master_weights: keep and reduce the gradients in 16 bits (2 bytes a parameter) instead of fp32: bf16 "
+                   "(Megatron-LM's --grad-reduce-in-bf16, NeMo's grad_sync_dtype: bf16), or fp16 under precision fp16 (Megatron-LM "
+                   "without --accumulate-allreduce-grads-in-fp32). Predict-only"));
+  t.push_back(flag("parallel.overlap_grad_reduce", &Settings::overlap_grad_reduce, false,
+                   "reduce data-parallel gradients bucket by bucket during the backward (torch's DDP; Megatron-LM's "
+                   "--overlap-grad-reduce); false: the stage's whole gradient buffer in one reduction after its last backward "
+                   "(Megatron-LM's default; framework: megatron and deepspeed set false). Predict-only when false"));
   t.push_back(flag("parallel.tp_comm_overlap", &Settings::tp_comm_overlap, false,
                    "overlap tensor parallelism's all-gathers and reduce-scatters with the linear layers' GEMMs (Megatron-LM's "
                    "--tp-comm-overlap; torchtitan's async tensor parallelism); needs sequence_parallel. Predict-only"));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -48,8 +49,11 @@ std::vector<Bucket> stage_buckets(const Scenario& s, const Stage& stage) {
   std::vector<int64_t> bytes;
   const int gradient = bytes_per_parameter(s).gradient;  // what DDP reduces
   for (const ParamSpec* p : ready) bytes.push_back(p->numel_on(s.parallel.tensor) * gradient);
-  const auto groups = assign_buckets(bytes, mib_to_bytes(s.parallel.first_bucket_mb),
-                                     mib_to_bytes(s.parallel.bucket_cap_mb));
+  // Without overlap, Megatron-LM's DDP reduces the whole buffer at once (bucket_size None).
+  constexpr int64_t kWhole = std::numeric_limits<int64_t>::max();
+  const bool overlap = s.parallel.overlap_grad_reduce;
+  const auto groups = assign_buckets(bytes, overlap ? mib_to_bytes(s.parallel.first_bucket_mb) : kWhole,
+                                     overlap ? mib_to_bytes(s.parallel.bucket_cap_mb) : kWhole);
   std::vector<Bucket> buckets;
   for (const auto& group : groups) {
     Bucket b;

@@ -175,7 +175,7 @@ void check_scenario(const Scenario& s) {
   if (p.master_weights && p.precision == Precision::fp32)
     fail_at(s, "parallel.master_weights", "master_weights keeps fp32 masters of 16-bit parameters; it needs precision bf16, fp16 or fp8");
   if (p.grad_reduce_in_bf16 && !p.master_weights)
-    fail_at(s, "parallel.grad_reduce_in_bf16", "grad_reduce_in_bf16 keeps master_weights' gradients in bf16; it needs master_weights: true "
+    fail_at(s, "parallel.grad_reduce_in_bf16", "grad_reduce_in_bf16 keeps master_weights' gradients in 16 bits; it needs master_weights: true "
                                                "(without it the gradients are those of the fp32 parameters)");
   if (p.tp_comm_overlap && p.tensor > 1 && !p.sequence_parallel)
     fail_at(s, "parallel.tp_comm_overlap", "tp_comm_overlap overlaps the all-gathers and reduce-scatters of sequence parallelism with "

@@ -113,6 +113,11 @@ struct ParallelSpec {
   /// With master_weights: the gradients DDP reduces kept in bf16, not fp32 (Megatron-LM's
   /// --grad-reduce-in-bf16, NeMo's grad_sync_dtype: bf16).
   bool grad_reduce_in_bf16 = false;
+  /// Data-parallel gradient reduction overlapped with the backward, bucket by bucket as each is
+  /// ready (torch's DDP; Megatron-LM's --overlap-grad-reduce). false: one reduction of the stage's
+  /// whole gradient buffer after its last backward (Megatron-LM's default, as its DDP sets
+  /// bucket_size to None without --overlap-grad-reduce).
+  bool overlap_grad_reduce = true;
   /// Tensor parallelism's all-gathers and reduce-scatters overlapped with the linear layers'
   /// GEMMs they feed or drain (Megatron-LM's --tp-comm-overlap, Transformer Engine's userbuffers;
   /// torchtitan's async tensor parallelism). Needs sequence parallelism.

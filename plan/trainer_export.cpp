@@ -113,7 +113,10 @@ TrainerExport export_megatron(const Plan& p) {
     }
   }
   if (par.distributed_optimizer) a.push_back({"--use-distributed-optimizer", ""});
-  if (par.grad_reduce_in_bf16) a.push_back({"--grad-reduce-in-bf16", ""});
+  // Megatron-LM keeps bf16 runs' gradients in fp32 unless told otherwise, fp16 runs' in fp16.
+  if (par.grad_reduce_in_bf16 && par.precision != Precision::fp16) a.push_back({"--grad-reduce-in-bf16", ""});
+  if (!par.grad_reduce_in_bf16 && par.precision == Precision::fp16) a.push_back({"--accumulate-allreduce-grads-in-fp32", ""});
+  if (par.overlap_grad_reduce && par.replicas() > 1) a.push_back({"--overlap-grad-reduce", ""});
   if (par.tp_comm_overlap && par.tensor > 1) a.push_back({"--tp-comm-overlap", ""});
   switch (par.precision) {
     case Precision::fp32: break;

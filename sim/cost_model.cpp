@@ -167,10 +167,15 @@ const plan::InRunFactors& in_run_factors(const plan::Plan& plan, const plan::Cal
   return plan.scenario.parallel.replicas() > 1 && cal.in_run_data ? *cal.in_run_data : cal.in_run;
 }
 
-Time optimizer_time(int64_t param_bytes, int state_per_param, const plan::Device& device) {
-  const double bytes = static_cast<double>(param_bytes) * (3 + 2 * state_per_param);
-  const double ns = std::isinf(device.memory_bandwidth_gb_per_s) ? 0.0 : bytes / device.memory_bandwidth_gb_per_s;
-  return Time::us(device.layer_overhead_us) + Time::ns(std::llround(ns));
+Time optimizer_time(const plan::Scenario& s, int64_t stage_params) {
+  const plan::Device& device = s.hardware.device;
+  if (std::isinf(device.memory_bandwidth_gb_per_s)) return Time::us(device.layer_overhead_us);
+  const plan::OptimizerTraffic per = plan::optimizer_traffic(s);
+  const double params = static_cast<double>(stage_params);
+  const double shard = s.parallel.distributed_optimizer ? params / s.parallel.replicas() : params;
+  // Memory-bound kernels reach the profile's memory_efficiency of the bandwidth, as a layer's do.
+  const double rate = device.memory_bandwidth_gb_per_s * (device.compute ? device.compute->memory_efficiency : 1.0);
+  return Time::us(device.layer_overhead_us) + Time::ns(std::llround((shard * per.per_shard + params * per.per_param) / rate));
 }
 
 std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<plan::LayerCost>* layer_costs) {
@@ -239,8 +244,7 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<pla
     c.send_forward_bytes = std::llround(plan.layers()[last].output_elems_per_sample * per_rank);
     c.send_backward_bytes = std::llround(plan.layers()[st.first_layer].input_elems_per_sample * per_rank);
     c.optimizer = cal ? calibrated_optimizer(plan, st, *cal)
-                      : optimizer_time(s.parallel.distributed_optimizer ? st.param_bytes / s.parallel.replicas() : st.param_bytes,
-                                       s.optimizer.state_per_param(), s.hardware.device);
+                      : optimizer_time(s, st.param_count);
     if (cal) c.optimizer_launch = optimizer_launch(plan, st, *cal);
     if (cal && s.parallel.replicas() > 1 && cal->copy_gb_per_s > 0)
       c.bucket_copy_in = Time::us(static_cast<double>(st.param_bytes) / (cal->copy_gb_per_s * 1e3));

@@ -53,8 +53,8 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<pla
 /// when the plan has data > 1 and the profile has them, else the pipeline probe's.
 const plan::InRunFactors& in_run_factors(const plan::Plan& plan, const plan::Calibration& cal);
 
-/// Optimizer step: read params and grads, write params, read and write each state buffer, at the
-/// device's memory bandwidth, plus one call overhead.
-Time optimizer_time(int64_t param_bytes, int state_per_param, const plan::Device& device);
+/// An uncalibrated optimizer step of a stage of `stage_params` parameters: the bytes its trainer's
+/// kernels move (plan::optimizer_traffic) at the device's memory-bound rate, plus one call overhead.
+Time optimizer_time(const plan::Scenario& scenario, int64_t stage_params);
 
 }  // namespace parallax::sim

@@ -20,7 +20,7 @@ const std::map<std::string, std::string> kOther = {
     {"parallel.tensor", "2"},          {"parallel.sequence_parallel", "true"}, {"parallel.tensor_across_nodes", "true"},
     {"parallel.master_weights", "true"}, {"parallel.distributed_optimizer", "true"}, {"parallel.p2p", "megatron"},
     {"parallel.rank_order", "tp-pp-dp"},     {"parallel.context", "2"}, {"parallel.grad_reduce_in_bf16", "true"},
-    {"parallel.tp_comm_overlap", "true"}};
+    {"parallel.tp_comm_overlap", "true"}, {"parallel.overlap_grad_reduce", "false"}};
 }  // namespace
 
 TEST_CASE("plan::knobs: every knob reads, writes and reads back its value", "[plan][knobs]") {

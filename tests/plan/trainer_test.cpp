@@ -29,16 +29,18 @@ TEST_CASE("plan::framework: a trainer's semantics at once, what the scenario set
   CHECK(m.parallel.master_weights);
   CHECK(m.layers[1].shape.flash_attention);
   CHECK(m.framework_set == std::vector<std::string>{"model.attention=flash", "parallel.p2p=megatron", "parallel.master_weights=true",
-                                                    "parallel.rank_order=tp-dp-pp"});
+                                                    "parallel.rank_order=tp-dp-pp", "parallel.overlap_grad_reduce=false"});
   // Set in the file or by --set: the scenario's value, and not listed as the framework's.
   const auto own = test::scenario_from("framework: megatron\nparallel: {p2p: pytorch, precision: bf16}\n" + kLlama, {"model.attention=standard"});
   CHECK(own.parallel.p2p == plan::P2p::pytorch);
   CHECK_FALSE(own.layers[1].shape.flash_attention);
-  CHECK(own.framework_set == std::vector<std::string>{"parallel.master_weights=true", "parallel.rank_order=tp-dp-pp"});
+  CHECK(own.framework_set ==
+        std::vector<std::string>{"parallel.master_weights=true", "parallel.rank_order=tp-dp-pp", "parallel.overlap_grad_reduce=false"});
   // At fp32 there is nothing for master weights to keep: the framework leaves them off.
   const auto fp32 = test::scenario_from("framework: megatron\n" + kLlama);
   CHECK_FALSE(fp32.parallel.master_weights);
-  CHECK(fp32.framework_set == std::vector<std::string>{"model.attention=flash", "parallel.p2p=megatron", "parallel.rank_order=tp-dp-pp"});
+  CHECK(fp32.framework_set == std::vector<std::string>{"model.attention=flash", "parallel.p2p=megatron", "parallel.rank_order=tp-dp-pp",
+                                                       "parallel.overlap_grad_reduce=false"});
   // pytorch is today's semantics: nothing set.
   const auto torch = test::scenario_from(kLlama);
   CHECK(torch.framework == plan::Framework::pytorch);
@@ -106,6 +108,7 @@ const std::set<std::string> kMegatronOptions = {
     "--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--context-parallel-size", "--num-layers-per-virtual-pipeline-stage",
     "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers", "--sequence-parallel", "--micro-batch-size",
     "--global-batch-size", "--recompute-granularity", "--recompute-method", "--recompute-num-layers", "--use-distributed-optimizer", "--grad-reduce-in-bf16",
+    "--overlap-grad-reduce", "--accumulate-allreduce-grads-in-fp32",
     "--bf16", "--fp16", "--fp8-format", "--num-layers", "--hidden-size", "--ffn-hidden-size", "--num-attention-heads", "--seq-length",
     "--max-position-embeddings", "--group-query-attention", "--num-query-groups", "--swiglu", "--squared-relu", "--normalization",
     "--position-embedding-type", "--untie-embeddings-and-output-weights", "--disable-bias-linear", "--add-qkv-bias",
@@ -144,11 +147,13 @@ TEST_CASE("plan::export: Megatron-LM's arguments, each one the trainer's, for ev
   CHECK(a.at("--normalization") == "RMSNorm");
   CHECK(a.count("--swiglu") == 1);
   CHECK(a.count("--use-distributed-optimizer") == 1);
+  CHECK(a.count("--overlap-grad-reduce") == 0);  // Megatron-LM's default, as the scenario's framework: megatron
   CHECK(e.text.find("torchrun --nproc-per-node 8 --nnodes 8") != std::string::npos);
   // Other forms and layouts print only the trainer's names too.
   for (const std::vector<std::string>& sets :
        {std::vector<std::string>{"parallel.precision=fp8", "parallel.activation_checkpointing=selective"},
         {"parallel.activation_checkpointing=layer", "model.mlp=relu2", "model.qkv_bias=true"},
+        {"parallel.precision=fp16", "parallel.overlap_grad_reduce=true"},
         {"parallel.virtual=1", "parallel.schedule=1f1b", "parallel.partition_len=[21, 20, 20, 21]", "parallel.activation_checkpointing=stage"},
         {"model.mlp=gelu", "model.norm=layernorm", "model.positions=learned", "model.tie_embeddings=true", "model.bias=true",
          "parallel.virtual=1", "parallel.schedule=1f1b", "parallel.partition_len=[21, 20, 20, 21]", "model.kv_heads=64"}}) {
@@ -158,6 +163,10 @@ TEST_CASE("plan::export: Megatron-LM's arguments, each one the trainer's, for ev
       CHECK(kMegatronOptions.count(name) == 1);
     }
   }
+  // fp16 gradients stay fp16 in Megatron-LM unless told to accumulate in fp32, as the plan keeps them.
+  const auto fp16 = as_map(plan::export_megatron(plan::resolve_plan(plan::load_scenario(source, {"parallel.precision=fp16", "parallel.overlap_grad_reduce=true"}))));
+  CHECK(fp16.count("--accumulate-allreduce-grads-in-fp32") == 1);
+  CHECK(fp16.count("--overlap-grad-reduce") == 1);
   const auto context = as_map(plan::export_megatron(plan::resolve_plan(plan::load_scenario(source, {"parallel.data=1", "parallel.context=2"}))));
   CHECK(context.at("--context-parallel-size") == "2");
   CHECK(context.at("--global-batch-size") == "64");  // context parallelism splits sequences, not the batch

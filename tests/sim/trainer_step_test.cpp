@@ -1,0 +1,92 @@
+// What a step spends outside its layers, as each trainer runs it: the optimizer step's memory
+// traffic (torch's Adam under autocast; Megatron-LM's Float16OptimizerWithFloat16Params), and
+// the data-parallel gradient reduction overlapped with the backward (torch's DDP) or after it
+// (Megatron-LM's DDP without --overlap-grad-reduce, DeepSpeed's engine).
+#include <catch2/catch.hpp>
+
+#include "plan/cost.hpp"
+#include "plan/executable.hpp"
+#include "plan/plan.hpp"
+#include "sim/cost_model.hpp"
+#include "sim/metrics.hpp"
+#include "sim/simulator.hpp"
+#include "tests/test_util.hpp"
+
+using namespace parallax;
+using plan::ActionKind;
+using sim::Time;
+
+namespace {
+
+// A GPT block on A100s (2,039 GB/s; memory-bound kernels at 0.83 of it, the profile's
+// memory_efficiency), two replicas of one stage.
+const std::string kGpt =
+    "model: {preset: transformer, layers: 4, hidden: 2048, heads: 16, seq_len: 1024, vocab: 1024}\n"
+    "data: {batch_size: 4}\n"
+    "parallel: {data: 2, precision: bf16, chunks: 2}\n"
+    "optimizer: {kind: adam, lr: 0.0001}\n"
+    "hardware: a100-nvlink-ib\n";
+
+// The OPTIM a stage's optimizer step takes, less its one call overhead, in microseconds.
+double optimizer_us(const std::vector<std::string>& sets) {
+  const plan::Plan p = test::plan_from(kGpt, sets);
+  return (sim::stage_costs(p).front().optimizer - Time::us(p.scenario.hardware.device.layer_overhead_us)).to_us();
+}
+
+double params(const std::vector<std::string>& sets) { return static_cast<double>(test::plan_from(kGpt, sets).stages.front().param_count); }
+
+}  // namespace
+
+TEST_CASE("sim: the optimizer step moves its trainer's bytes at the memory-bound rate", "[sim]") {
+  const double rate = 2039e9 * 0.83 / 1e6;  // bytes a microsecond
+  const double n = params({});
+  // torch's Adam on fp32 parameters: read parameter, gradient and two moments, write three.
+  CHECK(optimizer_us({}) == Approx(n * 28 / rate).epsilon(1e-6));
+  // fp16's GradScaler unscales the gradients in place first.
+  CHECK(optimizer_us({"parallel.precision=fp16"}) == Approx(n * 36 / rate).epsilon(1e-6));
+  // SGD without momentum keeps no state: read parameter and gradient, write the parameter.
+  CHECK(optimizer_us({"optimizer.kind=sgd"}) == Approx(n * 12 / rate).epsilon(1e-6));
+  // Megatron-LM's mixed precision, bf16: fp32 gradients (no copy), the norm for --clip-grad (4),
+  // Adam on the fp32 masters (28), the masters copied to bf16 (4 + 2); the gradient buffer zeroed.
+  CHECK(optimizer_us({"parallel.master_weights=true"}) == Approx(n * (4 + 28 + 6 + 4) / rate).epsilon(1e-6));
+  // fp16 with 16-bit gradients: copied to fp32 main gradients (2 + 4), unscaled (8).
+  CHECK(optimizer_us({"parallel.master_weights=true", "parallel.precision=fp16", "parallel.grad_reduce_in_bf16=true"}) ==
+        Approx(n * (6 + 8 + 4 + 28 + 6 + 2) / rate).epsilon(1e-6));
+  // The distributed optimizer updates 1 / data of them; the whole buffer is still zeroed.
+  CHECK(optimizer_us({"parallel.master_weights=true", "parallel.distributed_optimizer=true"}) ==
+        Approx(n * ((4 + 28 + 6) / 2.0 + 4) / rate).epsilon(1e-6));
+}
+
+TEST_CASE("sim: without overlap_grad_reduce a stage's gradients are reduced in one go after its last backward", "[sim]") {
+  const plan::Plan overlapped = test::plan_from(kGpt);
+  const plan::Plan after = test::plan_from(kGpt, {"parallel.overlap_grad_reduce=false"});
+  REQUIRE(overlapped.stages.front().buckets.size() > 1);
+  REQUIRE(after.stages.front().buckets.size() == 1);  // Megatron-LM's bucket_size None
+  int64_t all = 0;
+  for (const auto& b : overlapped.stages.front().buckets) all += b.bytes;
+  CHECK(after.stages.front().buckets.front().bytes == all);
+
+  const sim::SimRun run = sim::simulate(after);
+  Time last_backward, reduce_start = Time::seconds(1e6), reduce_end;
+  for (const auto& e : run.timeline.events) {
+    if (e.rank != 0) continue;
+    if (e.action.kind == ActionKind::B) last_backward = std::max(last_backward, e.end);
+    if (e.action.kind == ActionKind::ALLREDUCE) reduce_start = std::min(reduce_start, e.start), reduce_end = e.end;
+  }
+  CHECK(reduce_start >= last_backward);
+  // Nothing hides it: the optimizer step waits for it, and the step is longer than with the
+  // buckets reduced during the last backward.
+  for (const auto& e : run.timeline.events)
+    if (e.rank == 0 && e.action.kind == ActionKind::OPTIM) CHECK(e.start >= reduce_end);
+  const Time overlapped_step = sim::compute_metrics(overlapped, sim::simulate(overlapped)).step_time;
+  CHECK(sim::compute_metrics(after, run).step_time > overlapped_step);
+  // The executor runs torch's DDP, which overlaps: false is predict-only there.
+  CHECK_THROWS_WITH(plan::check_executable(after.scenario), Catch::Contains("overlap_grad_reduce") && Catch::Contains("predict-only"));
+}
+
+TEST_CASE("plan: Megatron-LM and DeepSpeed reduce gradients after the backward unless told otherwise", "[plan]") {
+  CHECK_FALSE(test::scenario_from(kGpt + "framework: megatron\n").parallel.overlap_grad_reduce);
+  CHECK_FALSE(test::scenario_from(kGpt + "framework: deepspeed\n").parallel.overlap_grad_reduce);
+  CHECK(test::scenario_from(kGpt + "framework: torchtitan\n").parallel.overlap_grad_reduce);
+  CHECK(test::scenario_from(kGpt + "framework: megatron\n", {"parallel.overlap_grad_reduce=true"}).parallel.overlap_grad_reduce);
+}
