@@ -114,4 +114,40 @@ print(f"\nstep time: {len(errors)} rows, mean absolute error {100 * mean(errors)
 print(f"memory (K22 Figure 1, predicted / published GiB): {len(mem_errors)} figures, mean absolute error "
       f"{100 * mean(mem_errors):.1f}%, worst {100 * max(mem_errors):.1f}% (goal: <= 5%)")
 print("called 'does not fit' on the GPUs it ran on: " + (", ".join(no_fit) if no_fit else "none"))
+
+# Korthikanti et al.'s Table 4: forward and backward of one transformer layer of the 22B model (its Table 3
+# layout: TP 8, micro-batch 4), in ms. A layer's predicted time is the difference between the step's F (or B)
+# at 48 and at 24 layers, over 24: the embedding, head and optimizer cancel out.
+import os, tempfile
+# Beside Table 5's step of the same layout (full recompute 1.42 s; selective + sequence 1.10 s), what the step
+# spends outside its 48 layers (embedding, head and loss, optimizer), published and predicted.
+TABLE4 = [("no recompute", "false", "false", 7.7, 11.9, None), ("sequence parallel", "false", "true", 7.2, 11.8, None),
+          ("full recompute", "layer", "false", 7.7, 19.5, 1.42), ("selective", "selective", "false", 7.7, 13.2, None),
+          ("selective + sequence", "selective", "true", 7.2, 13.1, 1.10)]
+def phase_ms(args, layers):
+    with tempfile.TemporaryDirectory() as tmp:
+        trace = os.path.join(tmp, "p.json")
+        out = subprocess.run([parallax, "simulate", scenario, *args, "--set", f"model.layers={layers}", "-o", trace],
+                             capture_output=True, text=True)
+        if out.returncode != 0:
+            sys.exit(f"published.sh: parallax simulate failed:\n{out.stderr}")
+        events = json.load(open(trace))
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    return {e["cat"]: e["dur"] / 1e3 for e in events if e.get("ph") == "X" and e["pid"] == 0 and e["cat"] in ("F", "B", "OPTIM")}
+print("\nK22 Table 4, one layer of the 22B model (TP 8, micro-batch 4), ms:")
+print(f"{'':22} {'forward':>16} {'backward':>16} {'combined':>16}   outside the layers, ms")
+layer_errors = []
+for name, recompute, sp, fwd, bwd, step in TABLE4:
+    args = ["--set", f"parallel.activation_checkpointing={recompute}", "--set", f"parallel.sequence_parallel={sp}"]
+    a, b = phase_ms(args, 48), phase_ms(args, 24)
+    f, bw = (a["F"] - b["F"]) / 24, (a["B"] - b["B"]) / 24
+    cells = [(f, fwd), (bw, bwd), (f + bw, fwd + bwd)]
+    layer_errors.append(abs((f + bw) / (fwd + bwd) - 1))
+    outside = ""
+    if step:
+        predicted_step = a["F"] + a["B"] + a["OPTIM"]  # one micro-batch, one rank's path
+        outside = f"   {predicted_step - 48 * (f + bw):5.0f} / {1e3 * step - 48 * (fwd + bwd):5.0f}"
+    print(f"{name:22} " + " ".join(f"{p:5.2f} / {q:4.1f} {100 * (p / q - 1):+5.1f}%" for p, q in cells) + outside)
+print(f"layer (forward + backward): {len(layer_errors)} rows, mean absolute error {100 * mean(layer_errors):.1f}%, "
+      f"worst {100 * max(layer_errors):.1f}%")
 PY
