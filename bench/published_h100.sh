@@ -72,7 +72,8 @@ def nemo(r):
             "parallel.partition_len": split(n["layers"], p, v) if p > 1 else "balanced",
             "parallel.sequence_parallel": r["sequence_parallel"], "parallel.activation_checkpointing": r["recompute"],
             "parallel.grad_reduce_in_bf16": r["grad_reduce_in_bf16"], "parallel.tp_comm_overlap": r["tp_comm_overlap"],
-            "parallel.overlap_grad_reduce": "true"}  # every config: distributed_fused_adam's overlap_grad_sync: True
+            "parallel.overlap_grad_reduce": "true",  # every config: distributed_fused_adam's overlap_grad_sync: True
+            "optimizer.state_dtype": r["optimizer_state"]}
     sets |= layout(d, p, t, c, v, batch, batch // n["micro_batch"])
     return f"{t}x{p}x{c}x{d}", sets, n["global_batch"] * n["seq"] / (float(r["tokens_per_s_per_gpu"]) * n["gpus"])
 

@@ -177,8 +177,11 @@ std::string plan_text(const Plan& p) {
   bool any_buckets = false;
   for (const auto& st : p.stages) any_buckets = any_buckets || !st.buckets.empty();
   if (any_buckets) {
-    o << "\nDDP buckets (gradient-ready order; first " << s.parallel.first_bucket_mb << " MiB, then "
-      << s.parallel.bucket_cap_mb << " MiB):\n";
+    if (s.parallel.overlap_grad_reduce)
+      o << "\nDDP buckets (gradient-ready order; first " << s.parallel.first_bucket_mb << " MiB, then "
+        << s.parallel.bucket_cap_mb << " MiB):\n";
+    else
+      o << "\nDDP buckets (overlap_grad_reduce: false: each stage's gradients in one, reduced after its last backward):\n";
     for (const auto& st : p.stages)
       for (const auto& b : st.buckets)
         o << "  stage " << b.stage << " bucket " << b.index << ": " << pad(format_bytes(b.bytes), 11) << b.params.size()
@@ -199,6 +202,7 @@ std::string plan_text(const Plan& p) {
       << pad(format_bytes(m.activations) + " (" + std::to_string(m.peak_inflight) + " in flight)", 27)
       << pad(format_bytes(m.recompute), 11) << pad(format_bytes(m.reserve), 11) << format_bytes(m.total()) << (m.total() > capacity ? "  DOES NOT FIT" : "") << "\n";
   }
+  o << plan::reserve_rule(hw.device) << "\n";
   return o.str();
 }
 

@@ -406,16 +406,22 @@ ContextTraffic context_traffic(const Layer& l, const ParallelSpec& p, int mb) {
 
 OptimizerTraffic optimizer_traffic(const Scenario& s) {
   const ParallelSpec& p = s.parallel;
-  const double adam = 4.0 * (3 + 2 * s.optimizer.state_per_param());  // read p, g, states; write p, states
-  const double unscale = p.precision == Precision::fp16 ? 8.0 : 0.0;  // in place, with the non-finite check
+  const int state = s.optimizer.state_per_param();
   OptimizerTraffic t;
   if (!p.master_weights) {
-    t.per_shard = adam + unscale;
+    // torch's optimizer: read parameter, gradient and each state, write parameter and each state.
+    t.per_shard = 4.0 * (3 + 2 * state) + (p.precision == Precision::fp16 ? 8.0 : 0.0);
     return t;
   }
-  const double gradient = bytes_per_parameter(s).gradient;
-  const double to_main = gradient < 4 ? gradient + 4 : 0.0;  // 16-bit main_grad to fp32 (.float() of fp32 is a no-op)
-  const double norm = 4.0, copy_back = 4.0 + 2.0;            // masters to the 16-bit parameters (bf16 under fp8)
+  const double gradient = bytes_per_parameter(s).gradient, w = s.optimizer.state_bytes();
+  // The gradient the update reads: fp32 main gradients, or the 16-bit ones as they are under a
+  // bf16 state (Apex's DistributedFusedAdam steps on its reduced buffer).
+  const double main_grad = s.optimizer.state_bf16 ? gradient : 4.0;
+  const double to_main = main_grad > gradient ? gradient + main_grad : 0.0;  // .float() of fp32 is a no-op
+  const double unscale = p.precision == Precision::fp16 ? 2 * main_grad : 0.0;  // in place, with the non-finite check
+  const double norm = main_grad;                                              // --clip-grad's norm
+  const double adam = main_grad + w * (2 + 2 * state);  // read the gradient; read and write master and states
+  const double copy_back = w + 2.0;                     // masters to the 16-bit parameters (bf16 under fp8)
   t.per_shard = to_main + unscale + norm + adam + copy_back;
   t.per_param = gradient;  // zero_grad_buffer
   return t;

@@ -114,7 +114,9 @@ ContextTraffic context_traffic(const Layer& layer, const ParallelSpec& parallel,
 ///   taken off them in place with the non-finite check (8); the gradient norm for --clip-grad
 ///   reads them (4); fused Adam on the fp32 masters as above; the masters are copied back to the
 ///   16-bit parameters (read 4, write 2); the gradient buffer is zeroed for the next step.
-///   Clipping's rescale (only when the norm exceeds the bound) is not counted.
+///   Clipping's rescale (only when the norm exceeds the bound) is not counted. With
+///   `optimizer.state_dtype: bf16` (Apex's DistributedFusedAdam) masters and states are 2 bytes and
+///   the update reads the 16-bit reduced gradients as they are.
 struct OptimizerTraffic {
   double per_shard = 0, per_param = 0;
 };

@@ -142,10 +142,10 @@ BytesPerParameter bytes_per_parameter(const Scenario& s) {
   const int state = 4 * s.optimizer.state_per_param();
   if (p.master_weights) {
     // Megatron-LM: 16-bit parameters, fp32 gradients in one contiguous buffer that DDP reduces in
-    // place, fp32 master weights beside the optimizer's state.
+    // place, fp32 master weights beside the optimizer's state (bf16 both with state_dtype bf16).
     b.parameter = activation_bytes(p.precision);
     b.gradient = p.grad_reduce_in_bf16 ? 2 : 4;
-    b.optimizer = 4 + state;
+    b.optimizer = s.optimizer.state_bytes() * (1 + s.optimizer.state_per_param());
   } else {
     // torch.autocast: fp32 parameters and gradients; DDP's buckets are a flat copy of the gradients.
     b.optimizer = state;
@@ -164,6 +164,12 @@ int64_t reserve_bytes(const Device& device, int64_t allocated) {
   // of a GPU in a PyTorch job, and the caching allocator's fragmentation about 5% of what it
   // hands out (docs/simulator.md, Memory).
   return (int64_t{1} << 30) + allocated / 20;
+}
+
+std::string reserve_rule(const Device& device) {
+  if (device.kind != DeviceKind::cuda) return "reserve: none on a CPU (no device context or caching allocator)";
+  return "reserve: 1 GiB (the CUDA context, cuBLAS and NCCL workspaces) + 5% of the tensors (the caching allocator's "
+         "fragmentation), an assumption (docs/simulator.md, Memory)";
 }
 
 // The most micro-batches each stage holds activations for at once on a rank, found by walking

@@ -16,6 +16,7 @@
 // - An allowance for what no tensor holds: the CUDA context and library workspaces, and the
 //   caching allocator's fragmentation (MemoryEstimate::reserve).
 #include <cstdint>
+#include <string>
 
 #include "plan/layers.hpp"
 #include "plan/scenario.hpp"
@@ -51,6 +52,8 @@ BytesPerParameter bytes_per_parameter(const Scenario& scenario);
 
 /// The allowance beyond tensors for a device of this kind holding `allocated` bytes.
 int64_t reserve_bytes(const Device& device, int64_t allocated);
+/// What reserve_bytes allows for on this device, in words (printed under `parallax plan`'s memory).
+std::string reserve_rule(const Device& device);
 
 /// Fills every rank's MemoryEstimate of a resolved plan.
 void estimate_memory(Plan* plan);

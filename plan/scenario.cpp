@@ -13,7 +13,7 @@ namespace {
 const std::vector<std::string> kTopKeys = {"name", "framework", "model", "data", "parallel", "optimizer", "hardware"};
 // The data keys that are not knobs (data.batch_size is; plan/knobs.cpp reads the knobs).
 const std::vector<std::string> kDataKeys = {"source", "steps", "seed", "shuffle"};
-const std::vector<std::string> kOptimizerKeys = {"kind", "lr", "momentum", "weight_decay"};
+const std::vector<std::string> kOptimizerKeys = {"kind", "lr", "momentum", "weight_decay", "state_dtype"};
 
 constexpr int64_t kMaxCount = 1 << 24;
 
@@ -52,6 +52,7 @@ OptimizerSpec parse_optimizer(const Field& m) {
   o.momentum = number_or(m, "momentum", 0, 0);
   o.weight_decay = number_or(m, "weight_decay", 0, 0);
   if (o.momentum > 0 && o.kind != "sgd") m["momentum"].fail("'optimizer.momentum' applies to sgd only");
+  if (m["state_dtype"].present()) o.state_bf16 = to_choice(m["state_dtype"], {"fp32", "bf16"}) == "bf16";
   return o;
 }
 
@@ -174,6 +175,9 @@ void check_scenario(const Scenario& s) {
   check_context_parallel(s);
   if (p.master_weights && p.precision == Precision::fp32)
     fail_at(s, "parallel.master_weights", "master_weights keeps fp32 masters of 16-bit parameters; it needs precision bf16, fp16 or fp8");
+  if (s.optimizer.state_bf16 && !p.master_weights)
+    fail_at(s, "optimizer.state_dtype", "state_dtype bf16 keeps master_weights' masters and optimizer state in bf16; it needs "
+                                        "master_weights: true (torch's optimizers keep their state in the fp32 parameters' type)");
   if (p.grad_reduce_in_bf16 && !p.master_weights)
     fail_at(s, "parallel.grad_reduce_in_bf16", "grad_reduce_in_bf16 keeps master_weights' gradients in 16 bits; it needs master_weights: true "
                                                "(without it the gradients are those of the fp32 parameters)");

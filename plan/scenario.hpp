@@ -142,8 +142,14 @@ struct OptimizerSpec {
   double lr = 0.01;
   double momentum = 0;
   double weight_decay = 0;
-  /// fp32 tensors of optimizer state per parameter (momentum: 1, Adam: 2).
+  /// `state_dtype: bf16`: the master weights and the optimizer's state in bf16, 2 bytes each
+  /// (Apex's DistributedFusedAdam with dtype bf16, as NeMo's `optim.dtype: bf16`); needs
+  /// master_weights. fp32 (the default): 4 bytes each.
+  bool state_bf16 = false;
+  /// Tensors of optimizer state per parameter (momentum: 1, Adam: 2).
   int state_per_param() const;
+  /// Bytes of each master weight and state element.
+  int state_bytes() const { return state_bf16 ? 2 : 4; }
 };
 
 struct Scenario {

@@ -112,6 +112,9 @@ TrainerExport export_megatron(const Plan& p) {
       break;
     }
   }
+  if (s.optimizer.state_bf16)
+    throw InputError(s.where("optimizer.state_dtype"), "Megatron-LM keeps master weights in fp32 or fp16 (--main-params-dtype); a bf16 "
+                                                       "optimizer state is Apex's DistributedFusedAdam (NeMo's optim.dtype: bf16)");
   if (par.distributed_optimizer) a.push_back({"--use-distributed-optimizer", ""});
   // Megatron-LM keeps bf16 runs' gradients in fp32 unless told otherwise, fp16 runs' in fp16.
   if (par.grad_reduce_in_bf16 && par.precision != Precision::fp16) a.push_back({"--grad-reduce-in-bf16", ""});

@@ -186,6 +186,7 @@ TEST_CASE("plan::export: what a trainer cannot express exits 2 at the key to cha
     }
     return std::string();
   };
+  CHECK_THAT(megatron_error({"optimizer.state_dtype=bf16"}), Catch::Contains("DistributedFusedAdam"));
   CHECK_THAT(megatron_error({"parallel.schedule=interleaved-zero-bubble"}), Catch::Contains("Megatron-LM runs 1F1B and interleaved 1F1B"));
   CHECK_THAT(megatron_error({"parallel.context=2", "parallel.data=1", "model.attention=standard"}),
              Catch::Contains("Transformer Engine's fused attention"));

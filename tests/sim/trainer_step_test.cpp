@@ -6,6 +6,7 @@
 
 #include "plan/cost.hpp"
 #include "plan/executable.hpp"
+#include "plan/memory.hpp"
 #include "plan/plan.hpp"
 #include "sim/cost_model.hpp"
 #include "sim/metrics.hpp"
@@ -52,6 +53,11 @@ TEST_CASE("sim: the optimizer step moves its trainer's bytes at the memory-bound
   // fp16 with 16-bit gradients: copied to fp32 main gradients (2 + 4), unscaled (8).
   CHECK(optimizer_us({"parallel.master_weights=true", "parallel.precision=fp16", "parallel.grad_reduce_in_bf16=true"}) ==
         Approx(n * (6 + 8 + 4 + 28 + 6 + 2) / rate).epsilon(1e-6));
+  // Apex's DistributedFusedAdam with dtype bf16 (NeMo's optim.dtype): bf16 masters and moments,
+  // stepping on the bf16 gradients: norm (2), Adam (2 + 2 x 6), masters to parameters (2 + 2).
+  const std::vector<std::string> bf16_state = {"parallel.master_weights=true", "parallel.grad_reduce_in_bf16=true",
+                                               "optimizer.state_dtype=bf16"};
+  CHECK(optimizer_us(bf16_state) == Approx(n * (2 + 14 + 4 + 2) / rate).epsilon(1e-6));
   // The distributed optimizer updates 1 / data of them; the whole buffer is still zeroed.
   CHECK(optimizer_us({"parallel.master_weights=true", "parallel.distributed_optimizer=true"}) ==
         Approx(n * ((4 + 28 + 6) / 2.0 + 4) / rate).epsilon(1e-6));
@@ -82,6 +88,16 @@ TEST_CASE("sim: without overlap_grad_reduce a stage's gradients are reduced in o
   CHECK(sim::compute_metrics(after, run).step_time > overlapped_step);
   // The executor runs torch's DDP, which overlaps: false is predict-only there.
   CHECK_THROWS_WITH(plan::check_executable(after.scenario), Catch::Contains("overlap_grad_reduce") && Catch::Contains("predict-only"));
+}
+
+TEST_CASE("plan: a bf16 optimizer state holds 6 bytes a parameter with Adam, and needs master weights", "[plan]") {
+  const plan::BytesPerParameter fp32 = plan::bytes_per_parameter(test::scenario_from(kGpt, {"parallel.master_weights=true"}));
+  const plan::BytesPerParameter bf16 =
+      plan::bytes_per_parameter(test::scenario_from(kGpt, {"parallel.master_weights=true", "optimizer.state_dtype=bf16"}));
+  CHECK(fp32.optimizer == 12);  // fp32 master, two fp32 moments
+  CHECK(bf16.optimizer == 6);
+  CHECK_THAT(test::parse_error(kGpt, {"optimizer.state_dtype=bf16"}), Catch::Contains("needs master_weights: true"));
+  CHECK_THAT(test::parse_error(kGpt, {"optimizer.state_dtype=fp8"}), Catch::Contains("state_dtype"));
 }
 
 TEST_CASE("plan: Megatron-LM and DeepSpeed reduce gradients after the backward unless told otherwise", "[plan]") {
