@@ -110,8 +110,8 @@ struct ParallelSpec {
   /// ZeRO-1 over the data-parallel group: each replica keeps 1/data of the optimizer state
   /// (Megatron-LM's --use-distributed-optimizer).
   bool distributed_optimizer = false;
-  /// With master_weights: the gradients DDP reduces kept in bf16, not fp32 (Megatron-LM's
-  /// --grad-reduce-in-bf16, NeMo's grad_sync_dtype: bf16).
+  /// With master_weights: the gradients DDP reduces kept in 16 bits, not fp32: bf16 (Megatron-LM's
+  /// --grad-reduce-in-bf16, NeMo's grad_sync_dtype: bf16), or fp16 under precision fp16.
   bool grad_reduce_in_bf16 = false;
   /// Data-parallel gradient reduction overlapped with the backward, bucket by bucket as each is
   /// ready (torch's DDP; Megatron-LM's --overlap-grad-reduce). false: one reduction of the stage's
