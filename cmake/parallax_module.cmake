@@ -2,10 +2,11 @@
 #
 # Declares the library target `parallax_<module>` for one module folder, in the spirit of ns-3's
 # build_lib(): every module's CMakeLists is one call. DEPS names other Parallax modules and is the
-# only way one module may use another; the arrows allowed are those of DESIGN.md. To keep those
-# arrows honest, configuration fails when a source or header includes a module's header
-# ("sim/engine.hpp") that is not in DEPS.
-set(PARALLAX_MODULES plan sim tune profiler exec report gui cli)
+# only way one module may use another; the arrows allowed are docs/architecture.md's "may use"
+# column. To keep those arrows honest, configuration fails when a source or header includes a
+# module's header ("sim/engine.hpp") that is not in DEPS. Every module folder is listed here, so
+# every module's includes are checked.
+set(PARALLAX_MODULES plan sim tune profiler exec fit report gui cli)
 
 function(parallax_check_includes module deps)
   set(files "")
@@ -32,7 +33,7 @@ function(parallax_check_includes module deps)
       if(used AND used IN_LIST PARALLAX_MODULES AND NOT used STREQUAL module
          AND NOT used IN_LIST deps)
         message(FATAL_ERROR "${file} includes a ${used}/ header, but module "
-                            "'${module}' may only use: ${deps} (see DESIGN.md)")
+                            "'${module}' may only use: ${deps} (docs/architecture.md, \"may use\")")
       endif()
     endforeach()
   endforeach()
@@ -40,6 +41,10 @@ endfunction()
 
 function(parallax_module)
   cmake_parse_arguments(M "" "NAME" "SOURCES;DEPS;LIBS" ${ARGN})
+  if(NOT M_NAME IN_LIST PARALLAX_MODULES)
+    message(FATAL_ERROR "module '${M_NAME}' is not in PARALLAX_MODULES (cmake/parallax_module.cmake): "
+                        "other modules' includes of it would go unchecked")
+  endif()
   parallax_check_includes(${M_NAME} "${M_DEPS}" ${M_SOURCES})
   set(target parallax_${M_NAME})
   add_library(${target} STATIC ${M_SOURCES})

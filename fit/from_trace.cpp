@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -196,6 +197,44 @@ plan::Timeline kineto_actions(const profiler::LoadedTrace& t, const plan::Plan& 
                                     "DistributedDataParallel.forward, ## backward ##, ## optimizer ##, Optimizer.step#)"
                                   : "") +
                   "; profile the schedule's step() with torch.profiler");
+  return out;
+}
+
+// A Kineto trace's kernels, each given to the action whose span (PP:<action>, or a phase) holds
+// the CUDA runtime call that launched it: Kineto writes the same args.correlation on a kernel and
+// on its launch (as HolisticTraceAnalysis pairs them). A kernel whose launch no action holds is
+// left out.
+std::vector<plan::DeviceSpan> kineto_kernels(const profiler::LoadedTrace& t, const plan::Timeline& actions) {
+  std::map<std::pair<int, int64_t>, int64_t> launched;  // (rank, correlation): the launch's start
+  for (const auto& e : t.events)
+    if (e.category == "cuda_runtime" && e.correlation >= 0) launched[{e.rank, e.correlation}] = e.start_ns;
+  std::map<int, std::vector<const plan::TimelineEvent*>> computed;  // by rank, in start order
+  for (const auto& a : actions.events)
+    if (a.lane == plan::Lane::compute) computed[a.rank].push_back(&a);
+  for (auto& [rank, v] : computed)
+    std::sort(v.begin(), v.end(), [](const auto* a, const auto* b) { return a->start < b->start; });
+  std::vector<plan::DeviceSpan> out;
+  for (const auto& e : t.events) {
+    if (e.category != "kernel" || e.correlation < 0) continue;
+    const auto launch = launched.find({e.rank, e.correlation});
+    const auto mine = computed.find(e.rank);
+    if (launch == launched.end() || mine == computed.end()) continue;
+    const plan::Time at = plan::Time::ns(launch->second);
+    const auto after = std::upper_bound(mine->second.begin(), mine->second.end(), at,
+                                        [](plan::Time when, const auto* a) { return when < a->start; });
+    if (after == mine->second.begin() || at > (*std::prev(after))->end) continue;
+    const plan::TimelineEvent& a = **std::prev(after);
+    plan::DeviceSpan d;
+    d.rank = e.rank;
+    d.lane = e.lane;
+    d.name = e.name;
+    d.start = plan::Time::ns(e.start_ns);
+    d.end = plan::Time::ns(e.end_ns);
+    d.attributed = true;
+    d.action = a.action;
+    d.step = a.step;
+    out.push_back(std::move(d));
+  }
   return out;
 }
 
@@ -415,11 +454,20 @@ plan::FittedCosts::Kernels fit_kernel_kinds(const plan::Plan& plan, const std::v
   plan::KernelClassTimes measured, model;
   std::set<std::tuple<int, int32_t, std::string>> actions;  // (rank, step, action) with kernels
   for (const auto& t : traces) {
-    if (t.format != "parallax") continue;
-    for (const auto& d : t.timeline.device) {
+    // Parallax's CUPTI traces attribute their kernels as they record them; a Kineto trace's are
+    // attributed here, through their launches.
+    std::vector<plan::DeviceSpan> attributed;
+    if (t.format == "kineto") attributed = kineto_kernels(t, kineto_actions(t, plan));
+    else if (t.format != "parallax") continue;
+    const std::vector<plan::DeviceSpan>& spans = t.format == "kineto" ? attributed : t.timeline.device;
+    // The trace's first step is its warm-up (Parallax's step 0; a profiler's first ProfilerStep).
+    int32_t first = std::numeric_limits<int32_t>::max();
+    for (const auto& d : spans)
+      if (d.attributed) first = std::min(first, d.step);
+    for (const auto& d : spans) {
       // Kernels only: not the actions' CUDA-event spans nor the host's launch spans beside them.
       if (d.lane == plan::kCudaEventLane || d.lane == plan::kHostLaunchLane) continue;
-      if (!d.attributed || d.step < 1 || (d.action.kind != ActionKind::F && d.action.kind != ActionKind::B)) continue;
+      if (!d.attributed || d.step == first || (d.action.kind != ActionKind::F && d.action.kind != ActionKind::B)) continue;
       const double us = (d.end - d.start).to_us();
       switch (kernel_kind(d.name)) {
         case KernelKind::gemm: measured.gemm += us; break;
@@ -433,8 +481,8 @@ plan::FittedCosts::Kernels fit_kernel_kinds(const plan::Plan& plan, const std::v
     }
   }
   if (actions.empty()) {
-    said->push_back("kernels: not fitted (no trace shows the GPU's kernels of its F and B: Parallax's measured GPU traces "
-                    "with CUPTI do)");
+    said->push_back("kernels: not fitted (no trace shows the GPU's kernels of its F and B after its first step: Parallax's "
+                    "measured GPU traces with CUPTI do, and PyTorch profiler traces with their kernels and launches)");
     return {};
   }
   plan::FittedCosts::Kernels k;

@@ -54,7 +54,9 @@ enum class KernelKind { gemm, flash, memory, communication, copy };
 KernelKind kernel_kind(const std::string& name);
 
 /// Per-kernel-kind factors from GPU traces that show their kernels (Parallax's measured traces
-/// with CUPTI's kernels attributed to actions): over every F and B of the steps after the first,
+/// with CUPTI's kernels attributed to actions; PyTorch profiler traces, whose kernels go to the
+/// action span, PP:<action> or a phase, that holds their launch, paired by args.correlation):
+/// over every F and B of the steps after the first,
 /// the kernels' time of each kind against what the profile's compute model (`device.compute`)
 /// says of that kind for those actions (plan::kernel_class_times). A kind the traces or the model
 /// do not show stays 1. `said` gets one line per kind, or why nothing was fitted.

@@ -83,7 +83,7 @@ struct SignatureCost {
 /// size. A median, since the smallest sizes of small layers (a few us) differ by 2x at random.
 double pass_difference(const SignatureCost& a, const SignatureCost& b);
 /// The lower of two passes at each size both measured; `a` as it is elsewhere. calibrate keeps
-/// the cost alone as the machine gives it when nothing interferes (as its lower quartiles do).
+/// the cost alone as the machine gives it when nothing interferes (as its 20th percentiles do).
 SignatureCost lower_of(const SignatureCost& a, const SignatureCost& b);
 
 /// A point-to-point or collective time model: latency + bytes / bandwidth.

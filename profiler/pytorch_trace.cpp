@@ -159,6 +159,7 @@ class EventReader {
     ev.name = text_of(e, "name");
     ev.start_ns = s.start_ns;
     ev.end_ns = s.end_ns;
+    if (const json* c = field(args_of(e), "correlation"); c && c->is_number_integer()) ev.correlation = c->get<int64_t>();
     if (ev.name.rfind("ProfilerStep#", 0) == 0 && (ev.category == "user_annotation" || ev.category == "cpu_op"))
       add_step(ev);
     out_.events.push_back(std::move(ev));

@@ -30,6 +30,9 @@ struct TraceEvent {
   int64_t start_ns = 0;
   int64_t end_ns = 0;
   bool communication = false;  ///< a send/recv/all-reduce, or an NCCL kernel
+  /// Kineto's args.correlation: the same number on a kernel (or copy) and on the CUDA runtime
+  /// call that launched it; -1 when the event has none.
+  int64_t correlation = -1;
 };
 
 struct LoadedTrace {

@@ -336,3 +336,60 @@ TEST_CASE("fit::fit_kernel_kinds: each kind's measured kernels over the compute 
   CHECK(fit::fit_kernel_kinds(p, {bare}, &said) == plan::FittedCosts::Kernels{});
   CHECK_THAT(said.front(), Catch::Contains("not fitted"));
 }
+
+TEST_CASE("fit::fit_kernel_kinds: a PyTorch profiler trace's kernels go to the phase that launched them", "[fit]") {
+  const plan::Plan p = test::plan_from(
+      "model: {preset: transformer, layers: 2, hidden: 1024, heads: 16, seq_len: 512, vocab: 8192, mlp: gelu, attention: flash}\n"
+      "data: {batch_size: 8}\nparallel: {chunks: 1, precision: bf16}\noptimizer: {kind: adamw}\nhardware: h100-nvlink-ib\n");
+  plan::KernelClassTimes f, b;
+  for (int l = 0; l < static_cast<int>(p.layers().size()); ++l) {
+    const auto c = plan::kernel_class_times(p.layers()[l], p.scenario.hardware, p.scenario.parallel, p.microbatch_size, l > 0);
+    REQUIRE(c);
+    f.gemm += c->forward.gemm, f.flash += c->forward.flash, f.memory += c->forward.memory;
+    b.gemm += c->backward.gemm, b.flash += c->backward.flash, b.memory += c->backward.memory;
+  }
+  // Kineto's form: the host's "## forward ##" and "## backward ##" spans (pid 10) hold the
+  // cudaLaunchKernel calls; each kernel (stream 7) runs later and carries its launch's
+  // correlation. Step 2 runs GEMMs 1.5x, flash 0.8x and the rest 2x the model; step 1, the
+  // warm-up, 3x everything; a kernel launched outside both phases counts nowhere.
+  std::string events;
+  int64_t ts = 1000;
+  int correlation = 0;
+  auto kernel = [&](int64_t launch_at, const std::string& name, double us) {
+    ++correlation;
+    events += R"({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 10, "tid": 10, "ts": )" +
+              std::to_string(launch_at) + R"(, "dur": 1, "args": {"correlation": )" + std::to_string(correlation) + "}},\n";
+    events += R"({"ph": "X", "cat": "kernel", "name": ")" + name + R"(", "pid": 0, "tid": 7, "ts": )" + std::to_string(ts) +
+              R"(, "dur": )" + std::to_string(us) + R"(, "args": {"stream": 7, "correlation": )" + std::to_string(correlation) +
+              "}},\n";
+    ts += static_cast<int64_t>(us) + 10;
+  };
+  auto phase = [&](const char* name, double gemm, double flash, double memory) {
+    const int64_t from = ts;
+    kernel(from + 1, "sm90_xmma_gemm_bf16bf16_bf16f32", gemm);
+    kernel(from + 2, "flash_fwd_kernel", flash);
+    kernel(from + 3, "vectorized_elementwise_kernel", memory);
+    events += std::string(R"({"ph": "X", "cat": "user_annotation", "name": ")") + name + R"(", "pid": 10, "tid": 10, "ts": )" +
+              std::to_string(from) + R"(, "dur": 5},)" + "\n";
+  };
+  for (int step : {1, 2}) {
+    const double x = step == 1 ? 3.0 : 1.0;
+    const int64_t begin = ts;
+    phase("## forward ##", x * 1.5 * f.gemm, x * 0.8 * f.flash, x * 2 * f.memory);
+    phase("## backward ##", x * 1.5 * b.gemm, x * 0.8 * b.flash, x * 2 * b.memory);
+    kernel(ts + 100, "sm90_xmma_gemm_bf16bf16_bf16f32", 1e5);  // launched after both phases
+    events += R"({"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#)" + std::to_string(step) +
+              R"(", "pid": 10, "tid": 10, "ts": )" + std::to_string(begin) + R"(, "dur": )" + std::to_string(ts - begin) + "},\n";
+  }
+  events.resize(events.size() - 2);  // the last ",\n"
+  const auto trace = profiler::parse_trace(
+      R"({"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 1}, "traceEvents": [)" + events + "]}",
+      "rank0.json");
+  REQUIRE(trace.format == "kineto");
+  std::vector<std::string> said;
+  const auto k = fit::fit_kernel_kinds(p, {trace}, &said);
+  CHECK(k.gemm == Approx(1.5).epsilon(1e-3));
+  CHECK(k.flash == Approx(0.8).epsilon(1e-3));
+  CHECK(k.memory == Approx(2.0).epsilon(1e-3));
+  CHECK_THAT(said[0], Catch::Contains("(2 F and B actions)"));
+}
