@@ -55,6 +55,24 @@ std::string signature(const plan::Plan& p, int layer) {
   return plan::layer_signature(p.layers()[layer], p.scenario.parallel.precision);
 }
 
+// A two-block transformer on an H100, one micro-batch: what its compute model says of one F and
+// one B of its stage, by kind of kernel.
+plan::Plan transformer_plan() {
+  return test::plan_from(
+      "model: {preset: transformer, layers: 2, hidden: 1024, heads: 16, seq_len: 512, vocab: 8192, mlp: gelu, attention: flash}\n"
+      "data: {batch_size: 8}\nparallel: {chunks: 1, precision: bf16}\noptimizer: {kind: adamw}\nhardware: h100-nvlink-ib\n");
+}
+std::pair<plan::KernelClassTimes, plan::KernelClassTimes> modelled_kinds(const plan::Plan& p) {
+  plan::KernelClassTimes f, b;
+  for (int l = 0; l < static_cast<int>(p.layers().size()); ++l) {
+    const auto c = plan::kernel_class_times(p.layers()[l], p.scenario.hardware, p.scenario.parallel, p.microbatch_size, l > 0);
+    REQUIRE(c);
+    f.gemm += c->forward.gemm, f.flash += c->forward.flash, f.memory += c->forward.memory;
+    b.gemm += c->backward.gemm, b.flash += c->backward.flash, b.memory += c->backward.memory;
+  }
+  return {f, b};
+}
+
 }  // namespace
 
 TEST_CASE("fit::fit_to_measured recovers known costs from a measured run, bursts and all", "[fit]") {
@@ -276,17 +294,8 @@ TEST_CASE("fit::kernel_kind: GEMM, flash attention, communication, copies and th
 
 TEST_CASE("fit::fit_kernel_kinds: each kind's measured kernels over the compute model's, applied to every layer",
           "[fit]") {
-  const plan::Plan p = test::plan_from(
-      "model: {preset: transformer, layers: 2, hidden: 1024, heads: 16, seq_len: 512, vocab: 8192, mlp: gelu, attention: flash}\n"
-      "data: {batch_size: 8}\nparallel: {chunks: 1, precision: bf16}\noptimizer: {kind: adamw}\nhardware: h100-nvlink-ib\n");
-  // What the model says of one F and one B of the one stage, by kind.
-  plan::KernelClassTimes f, b;
-  for (int l = 0; l < static_cast<int>(p.layers().size()); ++l) {
-    const auto c = plan::kernel_class_times(p.layers()[l], p.scenario.hardware, p.scenario.parallel, p.microbatch_size, l > 0);
-    REQUIRE(c);
-    f.gemm += c->forward.gemm, f.flash += c->forward.flash, f.memory += c->forward.memory;
-    b.gemm += c->backward.gemm, b.flash += c->backward.flash, b.memory += c->backward.memory;
-  }
+  const plan::Plan p = transformer_plan();
+  const auto [f, b] = modelled_kinds(p);  // one F and one B of the one stage, by kind
   REQUIRE(f.gemm > 0);
   REQUIRE(f.flash > 0);
   REQUIRE(f.memory > 0);
@@ -338,16 +347,8 @@ TEST_CASE("fit::fit_kernel_kinds: each kind's measured kernels over the compute 
 }
 
 TEST_CASE("fit::fit_kernel_kinds: a PyTorch profiler trace's kernels go to the phase that launched them", "[fit]") {
-  const plan::Plan p = test::plan_from(
-      "model: {preset: transformer, layers: 2, hidden: 1024, heads: 16, seq_len: 512, vocab: 8192, mlp: gelu, attention: flash}\n"
-      "data: {batch_size: 8}\nparallel: {chunks: 1, precision: bf16}\noptimizer: {kind: adamw}\nhardware: h100-nvlink-ib\n");
-  plan::KernelClassTimes f, b;
-  for (int l = 0; l < static_cast<int>(p.layers().size()); ++l) {
-    const auto c = plan::kernel_class_times(p.layers()[l], p.scenario.hardware, p.scenario.parallel, p.microbatch_size, l > 0);
-    REQUIRE(c);
-    f.gemm += c->forward.gemm, f.flash += c->forward.flash, f.memory += c->forward.memory;
-    b.gemm += c->backward.gemm, b.flash += c->backward.flash, b.memory += c->backward.memory;
-  }
+  const plan::Plan p = transformer_plan();
+  const auto [f, b] = modelled_kinds(p);
   // Kineto's form: the host's "## forward ##" and "## backward ##" spans (pid 10) hold the
   // cudaLaunchKernel calls; each kernel (stream 7) runs later and carries its launch's
   // correlation. Step 2 runs GEMMs 1.5x, flash 0.8x and the rest 2x the model; step 1, the
