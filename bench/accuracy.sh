@@ -24,7 +24,7 @@
 # Each configuration runs REPEATS times, in rounds over the whole set; the measured step is the
 # median over the runs of each run's undisturbed step (the step statistic), and the spread is
 # (max - min) / measured of those. The median step is given beside it. Medians are bench/stats.py's
-# (interpolated, as profiler/step_statistic.hpp's).
+# (interpolated, as timeline/step_statistic.hpp's).
 # The raw output goes to DIR (--out, else the environment's OUT, else a new
 # bench/results/accuracy-cpu-DATE): the calibrated profile (here.yaml), each round's validate JSON
 # (SCENARIO.roundR.json) and traces (traces/), the merged configurations (merged.json), what if's
@@ -89,7 +89,7 @@ sys.path.insert(0, "bench")
 from stats import median
 # Each round's validate output, merged per configuration as `validate --repeats N` merges its
 # runs: the measured step is the median over runs of each run's undisturbed step (the step
-# statistic, profiler/step_statistic.hpp), the spread (max - min) / measured over the runs; the
+# statistic, timeline/step_statistic.hpp), the spread (max - min) / measured over the runs; the
 # median step beside it, the same way. Bubbles are the first run's.
 def kendall_tau(a, b):  # as fit/measure.cpp's
     n, score = len(a), 0

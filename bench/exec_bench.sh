@@ -10,7 +10,7 @@
 #     SCHED_BATCH, data inside the timed step, the slowest rank's step), printed beside the ratio;
 # (b) the host tracer's overhead: the same run with PARALLAX_TRACE=0 and with the tracer on;
 # (c) measured bubble fraction of gpipe and 1f1b on 2 ranks against (p-1)/(m+p-1).
-# Medians and p20 are bench/stats.py's (interpolated, as profiler/step_statistic.hpp's).
+# Medians and p20 are bench/stats.py's (interpolated, as timeline/step_statistic.hpp's).
 # The raw output goes to DIR (--out, else the environment's OUT, else a new
 # bench/results/exec-cpu-DATE): each run's `parallax run --json` (a-parallax-R.json,
 # b-trace-off-R.json, b-trace-on-R.json), PyTorch's step times (a-pytorch-R.json) and figure
@@ -40,7 +40,7 @@ bench_machine "$out" "$0" "${args[@]}"
 bench_tee "$out"
 trap bench_tee_close EXIT
 
-median_step_ms() {  # the undisturbed step (p20, profiler/step_statistic.hpp) after a warm-up fifth, from parallax run --json
+median_step_ms() {  # the undisturbed step (p20, timeline/step_statistic.hpp) after a warm-up fifth, from parallax run --json
   python3 -c '
 import json, sys
 sys.path.insert(0, "bench")

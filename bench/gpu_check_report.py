@@ -131,7 +131,7 @@ def memory_figures(runs, work):
 
 
 def undisturbed(times):
-    """profiler/step_statistic.hpp's statistic (bench/stats.py): the 20th percentile of the steps
+    """timeline/step_statistic.hpp's statistic (bench/stats.py): the 20th percentile of the steps
     after the first."""
     xs = times[1:] if len(times) > 1 else times
     return stats.undisturbed(xs) if xs else None

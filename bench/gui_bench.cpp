@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
                                                            "data.batch_size=" + std::to_string(chunks),
                                                            "parallel.chunks=" + std::to_string(chunks)}));
   const double simulate_ms = clock.nsecsElapsed() / 1e6;
-  plan::Timeline measured = prediction->run.timeline;
+  timeline::Timeline measured = prediction->run.timeline;
   measured.kind = "measured";
   for (auto& e : measured.events) e.end = e.end + plan::Time::ns((e.end - e.start).count_ns() / 5);
 

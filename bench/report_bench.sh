@@ -8,7 +8,7 @@
 # Usage: bench/report_bench.sh [BUILD_DIR] [MAIN_JOB_REPORT] [--out DIR]   (environment: RUNS=5)
 #   MAIN_JOB_REPORT defaults to parallax-out/gpipe-transformer-2xT4/report.html (run ./build/parallax
 #   first); the 1,024-rank report is made here: gpipe-1b-4xA100 with parallel.data=256.
-# Medians are bench/stats.py's (interpolated, as profiler/step_statistic.hpp's).
+# Medians are bench/stats.py's (interpolated, as timeline/step_statistic.hpp's).
 # The raw output goes to DIR (--out, else the environment's OUT, else a new
 # bench/results/report-cpu-DATE): the pages it made (empty.html, 1024.html), every load's figures
 # (loads.txt: page, load ms, timeline draw ms, Chromium's wall s); machine.txt (CPU, cores,

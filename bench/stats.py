@@ -7,7 +7,7 @@ for the same steps are computed alike.
 quantile(values, q) interpolates linearly between order statistics: with the values sorted and
 n of them, it is taken at position (n - 1) * q, between the order statistics on either side.
 That is numpy.percentile's default method ("linear", Hyndman and Fan's type 7) and
-profiler::quantile in profiler/step_statistic.cpp, term for term:
+timeline::quantile in timeline/step_statistic.cpp, term for term:
     v[below] + (at - below) * (v[above] - v[below]),  at = q * (n - 1), below = floor(at).
 (numpy rearranges the same line for at - below >= 0.5, so the two may differ in the last bit.)
 An index into the sorted list (sorted(v)[len(v) // 2]) is not this median: for an even count it
@@ -19,7 +19,7 @@ a printed 0 would hide.
 """
 import math
 
-# profiler/step_statistic.hpp: kUndisturbedQuantile and kDisturbedMargin.
+# timeline/step_statistic.hpp: kUndisturbedQuantile and kDisturbedMargin.
 UNDISTURBED_QUANTILE = 0.2
 DISTURBED_MARGIN = 0.10
 

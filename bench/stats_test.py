@@ -42,7 +42,7 @@ check("median of [5, 1, 3]", stats.median([5, 1, 3]), 3.0)
 check("median of [7]", stats.median([7]), 7.0)
 check("p20 of [10, 20, 30, 40, 50]", stats.p20([10, 20, 30, 40, 50]), 18.0)  # 10 + 0.8 * 10
 check("p20 of 1..10", stats.p20(range(1, 11)), 2.8)  # at 1.8: 2 + 0.8 * 1
-check("p20 of [4, 1, 3, 2]", stats.p20([4, 1, 3, 2]), 1.6)  # tests/profiler/step_statistic_test.cpp's
+check("p20 of [4, 1, 3, 2]", stats.p20([4, 1, 3, 2]), 1.6)  # tests/timeline/step_statistic_test.cpp's
 check("quantile 0 is the least", stats.quantile([3, 9, 1], 0), 1.0)
 check("quantile 1 is the greatest", stats.quantile([3, 9, 1], 1), 9.0)
 check("quantile 0.75 of [1, 2, 3, 4]", stats.quantile([1, 2, 3, 4], 0.75), 3.25)

@@ -27,15 +27,15 @@ double ns_per_span(int threads, bool read_clock) {
   for (int t = 0; t < threads; ++t) {
     pool.emplace_back([&, t] {
       tracer.register_thread();
-      const plan::Action a{plan::ActionKind::F, 1, 3};
-      for (int i = 0; i < kWarmUp; ++i) tracer.span(plan::Lane::compute, a, i, i + 1, 0, i);
+      const schedule::Action a{schedule::ActionKind::F, 1, 3};
+      for (int i = 0; i < kWarmUp; ++i) tracer.span(timeline::Lane::compute, a, i, i + 1, 0, i);
       ready.fetch_add(1);
       while (ready.load() < threads) {
       }
       const auto t0 = std::chrono::steady_clock::now();
       for (int i = 0; i < kSpans; ++i) {
         const int64_t start = read_clock ? profiler::now_ns() : i;
-        tracer.span(plan::Lane::compute, a, start, read_clock ? profiler::now_ns() : i + 1, 0, i);
+        tracer.span(timeline::Lane::compute, a, start, read_clock ? profiler::now_ns() : i + 1, 0, i);
       }
       ns[t] = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() / kSpans;
     });

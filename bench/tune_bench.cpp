@@ -82,7 +82,7 @@ void bench_scenarios(int threads) {
   std::sort(files.begin(), files.end());
   for (const auto& f : files) {
     const plan::Scenario s = plan::load_scenario(f.string(), {});
-    if (s.parallel.schedule == plan::ScheduleKind::csv) {
+    if (s.parallel.schedule == schedule::ScheduleKind::csv) {
       std::printf("%-44s (an imported CSV schedule: not tuned)\n", f.filename().c_str());
       continue;
     }

@@ -10,7 +10,7 @@
 # The grid's space: data x pipeline of 2 ranks, gpipe and 1f1b, chunks 1-16, the balanced split,
 # the scenario's precision, checkpointing and buckets (as `parallax tune` searches with the flags
 # in $space below). The grid's measured step is the median over the runs (bench/stats.py's,
-# interpolated as profiler/step_statistic.hpp's) of each run's undisturbed step.
+# interpolated as timeline/step_statistic.hpp's) of each run's undisturbed step.
 # The raw output goes to DIR (--out, else the environment's OUT, else a new
 # bench/results/tune-cpu-DATE): the calibrated profile (here.yaml); per scenario, tune's whole
 # space (NAME-all.json), the grid (NAME-grid.txt), each grid run's validate JSON

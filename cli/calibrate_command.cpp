@@ -15,19 +15,19 @@
 #include <tuple>
 
 #include "cli/output.hpp"
-#include "fit/in_run.hpp"
 #include "exec/calibrate.hpp"
 #include "exec/device.hpp"
 #include "exec/gpu.hpp"
 #include "exec/launcher.hpp"
 #include "exec/model.hpp"
 #include "exec/runtime.hpp"
+#include "fit/in_run.hpp"
 #include "plan/error.hpp"
 #include "plan/hardware.hpp"
-#include "plan/timeline_metrics.hpp"
-#include "profiler/compare.hpp"
 #include "profiler/messages.hpp"
 #include "sim/simulator.hpp"
+#include "timeline/compare.hpp"
+#include "timeline/metrics.hpp"
 
 namespace parallax::cli {
 namespace {
@@ -151,7 +151,24 @@ std::vector<std::string> default_calibration_scenarios() {
 
 std::string default_calibration_path() { return "parallax-out/calibrated-" + host_name() + ".yaml"; }
 
-int calibrate_command(const CalibrateArgs& args, const std::vector<std::string>& argv) {
+std::vector<std::string> CalibrateArgs::command_line() const {
+  std::vector<std::string> line = {"parallax", "calibrate"};
+  line.insert(line.end(), scenarios.begin(), scenarios.end());
+  if (!output.empty()) line.insert(line.end(), {"-o", output});
+  line.insert(line.end(), {"--base", base});
+  if (quick) line.push_back("--quick");
+  if (launch) line.push_back("--launch");
+  for (const auto& p : precisions) line.insert(line.end(), {"--precision", p});
+  for (const auto& s : probe_with) line.insert(line.end(), {"--probe-with", s});
+  for (const auto& t : from_traces) line.insert(line.end(), {"--from-trace", t});
+  for (const auto& s : sets) line.insert(line.end(), {"--set", s});
+  return line;
+}
+
+int calibrate_command(const CalibrateArgs& args) {
+  if (!args.from_traces.empty()) return calibrate_from_traces(args);
+  if (!args.sets.empty())
+    throw plan::InputError(plan::Location{"--set"}, "calibrate takes --set only with --from-trace (the measured configuration)");
   const bool named = !args.scenarios.empty();
   const auto files = named ? args.scenarios : default_calibration_scenarios();
   const std::string output = args.output.empty() ? default_calibration_path() : args.output;
@@ -180,7 +197,7 @@ int calibrate_command(const CalibrateArgs& args, const std::vector<std::string>&
     require_output_folder(output);
     std::cerr << "calibrate: measuring " << plans.size() << " scenario(s) on this machine with 2 local ranks"
               << (args.quick ? " (quick)" : "") << "\n";
-    return exec::launch_local(2, argv, std::chrono::seconds(1800));
+    return exec::launch_local(2, args.command_line(), std::chrono::seconds(1800));
   }
   launch.timeout = std::chrono::seconds(1800);
   const auto t0 = std::chrono::steady_clock::now();

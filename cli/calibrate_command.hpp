@@ -23,6 +23,10 @@ struct CalibrateArgs {
   /// profile fitted to them is written instead of measuring the machine (fit/from_trace.hpp).
   std::vector<std::string> from_traces;
   std::vector<std::string> sets;
+
+  /// The `parallax calibrate` command line that measures with these arguments: what the launcher
+  /// starts the two ranks with.
+  std::vector<std::string> command_line() const;
 };
 
 /// `parallax calibrate --from-trace`: the fit, its report, and the fitted profile written.
@@ -37,7 +41,7 @@ std::string default_calibration_path();
 /// The text of a profile: a built-in one by name, or a file.
 std::string profile_text(const std::string& profile);
 
-/// `argv` is the whole command line, for the launcher to start the two ranks with.
-int calibrate_command(const CalibrateArgs& args, const std::vector<std::string>& argv);
+/// Measures this machine (or with from_traces, fits: calibrate_from_traces).
+int calibrate_command(const CalibrateArgs& args);
 
 }  // namespace parallax::cli

@@ -56,78 +56,6 @@ std::string placement_line(const plan::ParallelSpec& p) {
   return o.str();
 }
 
-json plan_json(const Plan& p) {
-  const auto& s = p.scenario;
-  json out;
-  out["scenario"] = s.name;
-  out["file"] = s.file;
-  out["model"] = s.model_description;
-  out["framework"] = plan::name(s.framework);
-  out["framework_set"] = s.framework_set;
-  out["hardware"] = s.hardware.name;
-  out["world_size"] = p.world_size;
-  out["nodes"] = p.nodes;
-  out["grid"] = {{"data", s.parallel.data},
-                 {"context", s.parallel.context},
-                 {"pipeline", s.parallel.pipeline},
-                 {"tensor", s.parallel.tensor},
-                 {"sequence_parallel", s.parallel.sequence_parallel},
-                 {"virtual", s.parallel.virtual_stages},
-                 {"rank_order", plan::name(s.parallel.rank_order)}};
-  out["schedule"] = plan::name(s.parallel.schedule);
-  out["microbatch_size"] = p.microbatch_size;
-  out["chunks"] = p.chunks();
-  out["grad_accumulation"] = s.parallel.grad_accumulation;
-  out["global_batch"] = s.data.batch_size * s.parallel.grad_accumulation * s.parallel.data;
-  out["precision"] = plan::name(s.parallel.precision);
-  out["partition_len"] = p.partition;
-
-  json layers = json::array();
-  for (const auto& l : p.layers()) {
-    json params = json::array();
-    for (const auto& prm : l.params) params.push_back({{"name", prm.name}, {"shape", prm.shape}});
-    layers.push_back({{"name", l.name},
-                      {"kind", plan::name(l.kind)},
-                      {"params", params},
-                      {"param_count", l.param_count()},
-                      {"activation_elems_per_sample", l.activation_elems_per_sample},
-                      {"output_elems_per_sample", l.output_elems_per_sample},
-                      {"flops_per_sample", l.flops_per_sample}});
-    if (const auto& f = l.shape.form; f.decoder)  // what a reference model needs beyond the shapes
-      layers.back()["form"] = {{"heads", l.shape.heads}, {"kv_heads", l.shape.kv_heads()}, {"mlp", plan::name(f.mlp)},
-                               {"norm", plan::name(f.norm)}, {"rope", f.rope}, {"bias", f.bias}, {"qkv_bias", f.qkv_bias},
-                               {"tie_embeddings", f.tie_embeddings}};
-  }
-  out["layers"] = layers;
-
-  json stages = json::array(), buckets = json::array();
-  for (const auto& st : p.stages) {
-    json names = json::array();
-    for (int l = st.first_layer; l < st.first_layer + st.layer_count; ++l) names.push_back(p.layers()[l].name);
-    stages.push_back({{"index", st.index}, {"pipeline_rank", st.pipeline_rank}, {"layers", names},
-                      {"param_bytes", st.param_bytes}, {"activation_bytes_per_microbatch", plan::stage_activation_bytes(p, st)}});
-    for (const auto& b : st.buckets)
-      buckets.push_back({{"stage", b.stage}, {"index", b.index}, {"bytes", b.bytes}, {"params", b.params},
-                         {"ready_layer", p.layers()[b.ready_layer].name}});
-  }
-  out["stages"] = stages;
-  out["buckets"] = buckets;
-
-  json ranks = json::array(), memory = json::array();
-  const int64_t capacity = s.hardware.device.memory_bytes();
-  for (const auto& r : p.ranks) {
-    ranks.push_back({{"rank", r.rank}, {"replica", r.replica}, {"pipeline_rank", r.pipeline_rank}, {"tensor_rank", r.tensor_rank},
-                     {"node", r.node}, {"local_rank", r.local_rank}, {"stages", r.stages}});
-    const auto& m = r.memory;
-    memory.push_back({{"rank", r.rank}, {"params", m.params}, {"gradients", m.gradients}, {"optimizer", m.optimizer},
-                      {"buckets", m.buckets}, {"activations", m.activations}, {"recompute", m.recompute}, {"reserve", m.reserve}, {"peak_inflight", m.peak_inflight},
-                      {"total", m.total()}, {"device_bytes", capacity}, {"fits", m.total() <= capacity}});
-  }
-  out["ranks"] = ranks;
-  out["memory"] = memory;
-  return out;
-}
-
 // What the trainer set; for a pipeline on GPUs left at PyTorch's semantics, what a Megatron-LM job
 // would change (its point-to-point alone moves the bubble several-fold on NCCL).
 std::string framework_line(const plan::Scenario& s) {
@@ -163,7 +91,7 @@ std::string plan_text(const Plan& p) {
   o << "batch      " << s.data.batch_size << " per replica = " << p.chunks() << " chunks x " << p.microbatch_size
     << "; grad_accumulation " << s.parallel.grad_accumulation << "; global batch "
     << s.data.batch_size * s.parallel.grad_accumulation * s.parallel.data << "\n";
-  o << "schedule   " << plan::name(s.parallel.schedule) << ", precision " << plan::name(s.parallel.precision)
+  o << "schedule   " << schedule::name(s.parallel.schedule) << ", precision " << plan::name(s.parallel.precision)
     << (s.parallel.activation_checkpointing != plan::Recompute::none
             ? std::string(", recompute: ") + plan::name(s.parallel.activation_checkpointing)
             : std::string()) << "\n\n";
@@ -214,7 +142,7 @@ json schedule_json(const Plan& p) {
     ranks.push_back(ids);
   }
   return {{"scenario", p.scenario.name},
-          {"schedule", plan::name(p.schedule.kind)},
+          {"schedule", schedule::name(p.schedule.kind)},
           {"pipeline", p.schedule.pipeline},
           {"virtual", p.schedule.virtual_stages},
           {"chunks", p.schedule.chunks},
@@ -224,7 +152,7 @@ json schedule_json(const Plan& p) {
 
 std::string schedule_text(const Plan& p) {
   std::ostringstream o;
-  o << "schedule " << plan::name(p.schedule.kind) << ": " << p.schedule.pipeline << " pipeline ranks, "
+  o << "schedule " << schedule::name(p.schedule.kind) << ": " << p.schedule.pipeline << " pipeline ranks, "
     << p.schedule.stages() << " stages, " << p.schedule.microbatches() << " micro-batches per step";
   if (p.world_size > p.schedule.pipeline) o << " (every replica runs the same lists)";
   o << "\n";

@@ -1,6 +1,7 @@
 #pragma once
 // What `parallax plan` and `parallax schedule` print: human text for people, one JSON object for
-// scripts (the shapes are documented in docs/cli.md).
+// scripts (the shapes are documented in docs/cli.md; `plan --json` is the plan summary a trace
+// carries, timeline/plan_summary.hpp).
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -8,7 +9,6 @@
 
 namespace parallax::cli {
 
-nlohmann::json plan_json(const plan::Plan& plan);
 std::string plan_text(const plan::Plan& plan);
 
 nlohmann::json schedule_json(const plan::Plan& plan);

@@ -8,8 +8,8 @@
 #include "cli/sim_report.hpp"
 #include "plan/error.hpp"
 #include "plan/scenario.hpp"
-#include "profiler/trace_reader.hpp"
 #include "sim/metrics.hpp"
+#include "timeline/trace_reader.hpp"
 
 namespace parallax::cli {
 namespace {
@@ -17,8 +17,8 @@ namespace {
 using nlohmann::json;
 
 /// A Parallax trace of the expected kind ("predicted" or "measured").
-plan::Timeline read_timeline(const std::string& path, const std::string& kind) {
-  auto t = profiler::read_trace(path);
+timeline::Timeline read_timeline(const std::string& path, const std::string& kind) {
+  auto t = timeline::read_trace(path);
   if (t.format != "parallax")
     throw plan::InputError(plan::Location{path}, "report needs Parallax traces (from parallax simulate -o or parallax "
                                                  "run -o); this one is a " + t.format + " trace");
@@ -61,7 +61,7 @@ int report_command(const ReportArgs& args) {
     throw plan::InputError(plan::Location{args.predicted},
                            "give either a SCENARIO to simulate or --predicted TRACE, not both");
   // Read everything the user named before the (possibly long) simulation, so bad input fails fast.
-  std::optional<plan::Timeline> measured;
+  std::optional<timeline::Timeline> measured;
   if (!args.measured.empty()) measured = read_timeline(args.measured, "measured");
   const json tune = args.tune.empty() ? json() : read_tune_result(args.tune);
 

@@ -13,13 +13,13 @@
 #include "cli/plan_report.hpp"
 #include "exec/comm.hpp"
 #include "exec/data.hpp"
-#include "exec/launcher.hpp"
 #include "exec/device.hpp"
+#include "exec/launcher.hpp"
 #include "exec/model.hpp"
 #include "exec/runtime.hpp"
-#include "plan/executable.hpp"
 #include "plan/error.hpp"
-#include "plan/trace_writer.hpp"
+#include "plan/executable.hpp"
+#include "timeline/trace_writer.hpp"
 
 namespace parallax::cli {
 namespace {
@@ -47,7 +47,7 @@ int report(const plan::Plan& p, const RunArgs& args, std::vector<exec::RankResul
   json steps_json = json::array();
   std::ostringstream text;
   text << "ran " << s.name << " on " << p.world_size << " ranks (data " << s.parallel.data << " x pipeline "
-       << s.parallel.pipeline << ", " << plan::name(s.parallel.schedule) << ", " << s.parallel.chunks << " chunks)\n";
+       << s.parallel.pipeline << ", " << schedule::name(s.parallel.schedule) << ", " << s.parallel.chunks << " chunks)\n";
   text << "step   loss       step time\n";
   for (size_t i = 0; i < steps; ++i) {
     double loss_sum = 0;
@@ -105,10 +105,10 @@ int report(const plan::Plan& p, const RunArgs& args, std::vector<exec::RankResul
   }
   json trace = nullptr;
   if (!args.trace_path.empty()) {
-    plan::Timeline t = exec::measured_timeline(results, s.name, p.world_size);
-    t.plan_summary = plan_json(p).dump();
+    timeline::Timeline t = exec::measured_timeline(results, s.name, p.world_size);
+    t.plan = timeline::summarize(p);
     std::ostringstream out;
-    plan::write_chrome_trace(t, out);
+    timeline::write_chrome_trace(t, out);
     write_file_atomically(args.trace_path, out.str());
     trace = args.trace_path;
     text << "trace    " << args.trace_path << " (" << t.events.size() << " spans)\n";
@@ -148,7 +148,21 @@ int run_as_rank(const plan::Plan& p, const RunArgs& args, exec::LaunchInfo launc
 
 }  // namespace
 
-int run_command(const RunArgs& args, const std::vector<std::string>& argv) {
+std::vector<std::string> RunArgs::command_line() const {
+  std::vector<std::string> line = {"parallax", "run"};
+  if (!scenario.empty()) line.push_back(scenario);
+  for (const auto& s : sets) line.insert(line.end(), {"--set", s});
+  if (json) line.push_back("--json");
+  if (nproc > 0) line.insert(line.end(), {"--nproc", std::to_string(nproc)});
+  if (!trace_path.empty()) line.insert(line.end(), {"-o", trace_path});
+  if (!checkpoint_dir.empty()) line.insert(line.end(), {"--checkpoint-dir", checkpoint_dir});
+  if (checkpoint_every > 0) line.insert(line.end(), {"--checkpoint-every", std::to_string(checkpoint_every)});
+  if (resume) line.push_back("--resume");
+  line.insert(line.end(), {"--timeout", std::to_string(timeout_s)});
+  return line;
+}
+
+int run_command(const RunArgs& args) {
   const plan::Plan p = check_input(args);
   exec::LaunchInfo launch;
   if (exec::LaunchInfo::from_environment(&launch)) return run_as_rank(p, args, launch);
@@ -158,7 +172,7 @@ int run_command(const RunArgs& args, const std::vector<std::string>& argv) {
                            "the plan needs " + std::to_string(p.world_size) + " ranks (data " +
                                std::to_string(p.scenario.parallel.data) + " x pipeline " +
                                std::to_string(p.scenario.parallel.pipeline) + ")");
-  return exec::launch_local(nproc, argv, std::chrono::seconds(args.timeout_s));
+  return exec::launch_local(nproc, args.command_line(), std::chrono::seconds(args.timeout_s));
 }
 
 }  // namespace parallax::cli

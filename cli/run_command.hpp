@@ -18,9 +18,12 @@ struct RunArgs {
   int checkpoint_every = 0;
   bool resume = false;
   int timeout_s = 60;
+
+  /// The `parallax run` command line that gives these arguments: what the launcher starts each
+  /// rank with.
+  std::vector<std::string> command_line() const;
 };
 
-/// `argv` is the whole command line, for the launcher to start the ranks with.
-int run_command(const RunArgs& args, const std::vector<std::string>& argv);
+int run_command(const RunArgs& args);
 
 }  // namespace parallax::cli

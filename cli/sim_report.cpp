@@ -15,7 +15,7 @@ using nlohmann::json;
 std::string ms(plan::Time t) { return fmt("%.3f ms", t.to_ms()); }
 std::string pct(double f) { return fmt("%.1f%%", 100.0 * f); }
 
-std::string event_label(const plan::Timeline& t, int32_t i) {
+std::string event_label(const timeline::Timeline& t, int32_t i) {
   return t.events[i].action.id() + "@r" + std::to_string(t.events[i].rank);
 }
 
@@ -64,7 +64,7 @@ std::string simulate_text(const plan::Plan& plan, const sim::SimRun& run, const 
   const auto& p = plan.scenario.parallel;
   o << "simulated  " << plan.scenario.name << ": one optimizer step, " << plan.world_size << " ranks ("
     << p.data << (p.context > 1 ? " x c" + std::to_string(p.context) : "") << " x " << p.pipeline << (p.tensor > 1 ? " x " + std::to_string(p.tensor) : "")
-    << (p.virtual_stages > 1 ? " x v" + std::to_string(p.virtual_stages) : "") << "), " << plan::name(p.schedule) << ", "
+    << (p.virtual_stages > 1 ? " x v" + std::to_string(p.virtual_stages) : "") << "), " << schedule::name(p.schedule) << ", "
     << plan.schedule.microbatches() << " micro-batches; " << run.events << " events in " << fmt("%.1f ms", run.wall.to_ms()) << "\n";
   if (p.tensor > 1)
     o << "tensor     " << p.tensor << "-way" << (p.sequence_parallel ? " with sequence parallelism" : "")
@@ -115,7 +115,7 @@ std::string simulate_text(const plan::Plan& plan, const sim::SimRun& run, const 
   std::map<std::string, double> by_kind;
   for (int32_t i : m.critical_path) {
     const auto& e = run.timeline.events[i];
-    by_kind[plan::name(e.lane)] += (e.end - e.start).to_ms();
+    by_kind[timeline::name(e.lane)] += (e.end - e.start).to_ms();
   }
   o << "critical   " << m.critical_path.size() << " actions (";
   bool first = true;
@@ -136,9 +136,9 @@ std::string simulate_text(const plan::Plan& plan, const sim::SimRun& run, const 
   return o.str();
 }
 
-plan::Timeline predicted_timeline(const plan::Plan& plan, const sim::SimRun& run) {
-  plan::Timeline t = run.timeline;
-  t.plan_summary = plan_json(plan).dump();
+timeline::Timeline predicted_timeline(const plan::Plan& plan, const sim::SimRun& run) {
+  timeline::Timeline t = run.timeline;
+  t.plan = timeline::summarize(plan);
   for (const auto& l : run.links) {
     if (l.bytes <= 0 || l.samples.empty()) continue;
     t.counters.push_back({l.name, "GB/s", l.samples});

@@ -11,6 +11,6 @@ namespace parallax::cli {
 nlohmann::json simulate_json(const plan::Plan& plan, const sim::SimRun& run, const sim::Metrics& m);
 std::string simulate_text(const plan::Plan& plan, const sim::SimRun& run, const sim::Metrics& m);
 /// The predicted timeline with link bandwidth counters, ready for write_chrome_trace.
-plan::Timeline predicted_timeline(const plan::Plan& plan, const sim::SimRun& run);
+timeline::Timeline predicted_timeline(const plan::Plan& plan, const sim::SimRun& run);
 
 }  // namespace parallax::cli

@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "cli/output.hpp"
-#include "plan/timeline_metrics.hpp"
+#include "timeline/metrics.hpp"
 
 namespace parallax::cli {
 namespace {
@@ -32,7 +32,7 @@ int64_t union_ns(std::vector<std::pair<int64_t, int64_t>> v) {
 
 }  // namespace
 
-json trace_summary_json(const std::vector<profiler::LoadedTrace>& traces) {
+json trace_summary_json(const std::vector<timeline::LoadedTrace>& traces) {
   // rank -> lane -> intervals; rank -> communication intervals.
   std::map<int, std::map<std::string, std::vector<std::pair<int64_t, int64_t>>>> lanes;
   std::map<int, std::vector<std::pair<int64_t, int64_t>>> comm;
@@ -50,8 +50,8 @@ json trace_summary_json(const std::vector<profiler::LoadedTrace>& traces) {
       if (!fresh) it->second = {std::min(it->second.first, e.start_ns), std::max(it->second.second, e.end_ns)};
     }
     if (t.format == "parallax") {
-      for (int s : plan::steps_of(t.timeline))
-        steps.push_back({{"rank", "all"}, {"step", s}, {"step_time_ms", plan::step_times(t.timeline, s).step_time.to_ms()}});
+      for (int s : timeline::steps_of(t.timeline))
+        steps.push_back({{"rank", "all"}, {"step", s}, {"step_time_ms", timeline::step_times(t.timeline, s).step_time.to_ms()}});
     }
     for (const auto& s : t.steps)
       steps.push_back({{"rank", s.rank}, {"step", s.step}, {"step_time_ms", static_cast<double>(s.end_ns - s.start_ns) / 1e6}});
@@ -109,7 +109,7 @@ std::string trace_summary_text(const json& s) {
   return o.str();
 }
 
-json compare_json(const profiler::CompareReport& r) {
+json compare_json(const timeline::CompareReport& r) {
   json ranks = json::array(), kinds = json::array(), worst = json::array();
   for (const auto& c : r.ranks)
     ranks.push_back({{"rank", c.rank},
@@ -133,7 +133,7 @@ json compare_json(const profiler::CompareReport& r) {
   return {{"step_time_ms",
            {{"predicted", r.predicted_step.to_ms()},
             {"measured", r.measured_step.undisturbed.to_ms()},
-            {"statistic", profiler::kStatisticName},
+            {"statistic", timeline::kStatisticName},
             {"error", r.step_error},
             {"measured_median", r.measured_step.median.to_ms()},
             {"median_error", r.median_error},
@@ -148,19 +148,19 @@ json compare_json(const profiler::CompareReport& r) {
           {"missing", {{"only_predicted", r.only_predicted}, {"only_measured", r.only_measured}}}};
 }
 
-std::string compare_text(const profiler::CompareReport& r) {
+std::string compare_text(const timeline::CompareReport& r) {
   std::ostringstream o;
-  const profiler::StepStatistic& m = r.measured_step;
+  const timeline::StepStatistic& m = r.measured_step;
   o << "step time   predicted " << fmt("%.3f ms", r.predicted_step.to_ms()) << ", measured " << fmt("%.3f ms", m.undisturbed.to_ms())
-    << " (" << profiler::kStatisticName << " of " << m.steps << " steps after warm-up): error "
+    << " (" << timeline::kStatisticName << " of " << m.steps << " steps after warm-up): error "
     << fmt("%+.1f%%", 100 * r.step_error) << "\n";
   o << "            median " << fmt("%.3f ms", m.median.to_ms()) << " (error " << fmt("%+.1f%%", 100 * r.median_error)
     << "), min " << fmt("%.3f", m.min.to_ms()) << ", max " << fmt("%.3f", m.max.to_ms()) << "; "
     << fmt("%.0f%%", 100 * m.disturbed_share) << " of the steps disturbed (over "
-    << fmt("%.0f%%", 100 * profiler::kDisturbedMargin) << " slower); action and rank figures are over the other "
+    << fmt("%.0f%%", 100 * timeline::kDisturbedMargin) << " slower); action and rank figures are over the other "
     << r.measured_steps.size() << "\n";
-  if (m.steps > 0 && m.steps < profiler::kMinStatisticSteps)
-    o << "            few steps: the statistic wants " << profiler::kMinStatisticSteps << " or more after warm-up\n";
+  if (m.steps > 0 && m.steps < timeline::kMinStatisticSteps)
+    o << "            few steps: the statistic wants " << timeline::kMinStatisticSteps << " or more after warm-up\n";
   o << "\n";
   o << "rank  bubble predicted  measured  difference   exposed comm predicted  measured\n";
   for (const auto& c : r.ranks) {

@@ -4,16 +4,16 @@
 #include <string>
 #include <vector>
 
-#include "profiler/compare.hpp"
-#include "profiler/trace_reader.hpp"
+#include "timeline/compare.hpp"
+#include "timeline/trace_reader.hpp"
 
 namespace parallax::cli {
 
 /// Summary of one or more trace files of one job (merged by rank).
-nlohmann::json trace_summary_json(const std::vector<profiler::LoadedTrace>& traces);
+nlohmann::json trace_summary_json(const std::vector<timeline::LoadedTrace>& traces);
 std::string trace_summary_text(const nlohmann::json& summary);
 
-nlohmann::json compare_json(const profiler::CompareReport& r);
-std::string compare_text(const profiler::CompareReport& r);
+nlohmann::json compare_json(const timeline::CompareReport& r);
+std::string compare_text(const timeline::CompareReport& r);
 
 }  // namespace parallax::cli

@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
-#include <map>
 #include <nlohmann/json.hpp>
 
 #include "cli/calibrate_command.hpp"
@@ -16,13 +15,12 @@
 #include "cli/validate_command.hpp"
 #include "fit/measure.hpp"
 #include "fit/tune_picks.hpp"
-#include "profiler/step_statistic.hpp"
 #include "plan/error.hpp"
 #include "plan/executable.hpp"
 #include "plan/scenario.hpp"
 #include "plan/yaml_reader.hpp"
-#include "sim/metrics.hpp"
-#include "sim/simulator.hpp"
+#include "timeline/step_statistic.hpp"
+#include "tune/pick.hpp"
 #include "tune/search.hpp"
 
 namespace parallax::cli {
@@ -36,55 +34,6 @@ std::atomic<bool> g_interrupted{false};
 extern "C" void on_sigint(int) { g_interrupted = true; }
 
 constexpr double kMiB = 1024.0 * 1024.0;
-
-// What the full simulation says about one configuration, for the ranked table and the "why".
-struct Detail {
-  double bubble = 0;        // mean over ranks, fraction of the step
-  double exposed_ms = 0;    // the largest of any rank
-  std::string why;          // the critical path, summarised
-};
-
-// The critical path's time by what it is made of: compute per stage and kind, point-to-point,
-// all-reduce, and the gaps where it waited.
-std::string critical_path_text(const sim::SimRun& run, const sim::Metrics& m) {
-  std::map<std::string, double> parts;
-  double total = 0;
-  for (int32_t i : m.critical_path) {
-    const auto& e = run.timeline.events[i];
-    const double ms = (e.end - e.start).to_ms();
-    total += ms;
-    std::string what;
-    switch (e.action.kind) {
-      case plan::ActionKind::F: what = "stage " + std::to_string(e.action.stage) + " forward"; break;
-      case plan::ActionKind::B: what = "stage " + std::to_string(e.action.stage) + " backward"; break;
-      case plan::ActionKind::OPTIM: what = "optimizer"; break;
-      case plan::ActionKind::ALLREDUCE: what = "all-reduce"; break;
-      default: what = "point-to-point"; break;
-    }
-    parts[what] += ms;
-  }
-  if (total <= 0) return "";
-  std::vector<std::pair<double, std::string>> sorted;
-  for (const auto& [what, ms] : parts) sorted.emplace_back(ms, what);
-  std::sort(sorted.rbegin(), sorted.rend());
-  std::string s;
-  for (size_t i = 0; i < sorted.size() && i < 3; ++i)
-    s += (i ? ", " : "") + sorted[i].second + " " + fmt("%.0f%%", 100 * sorted[i].first / total);
-  return s;
-}
-
-Detail detail_of(tune::Evaluator& ev, const plan::Settings& c) {
-  const plan::Plan p = ev.plan_of(c);
-  sim::SimOptions o;
-  o.record_link_samples = false;
-  const sim::SimRun run = sim::simulate(p, o);
-  const sim::Metrics m = sim::compute_metrics(p, run);
-  Detail d;
-  d.bubble = m.bubble_fraction;
-  for (const auto& r : m.ranks) d.exposed_ms = std::max(d.exposed_ms, r.exposed_comm.to_ms());
-  d.why = critical_path_text(run, m);
-  return d;
-}
 
 json overrides_json(const plan::Overrides& o) {
   json j = json::object();
@@ -156,7 +105,7 @@ int tune_command(const TuneArgs& args, const std::string& self) {
   if (args.world < 0) throw plan::InputError(plan::Location{"--world"}, "needs 1 or more");
   const plan::YamlDocument doc = plan::scenario_document(args.scenario, args.sets);
   const plan::Scenario base = plan::parse_scenario(doc);
-  if (base.parallel.schedule == plan::ScheduleKind::csv)
+  if (base.parallel.schedule == schedule::ScheduleKind::csv)
     throw plan::InputError(base.where("parallel.schedule"),
                            "tune searches generated schedules; this scenario imports " + base.parallel.schedule_csv +
                                " (set parallel.schedule to a generated schedule to tune it; parallax keys lists them)");
@@ -223,23 +172,10 @@ int tune_command(const TuneArgs& args, const std::string& self) {
   }
   const std::vector<fit::ValidatedPick> validated = fit::run_picks(candidates, given, picks);
   const fit::ValidatedPick* fastest = fit::fastest(validated);
-  const tune::Evaluation* best = fastest ? fastest->evaluation : &r.ranked.front();
-
+  const std::vector<tune::Detail> details = tune::ranked_details(ev, r);  // the full simulation of each ranked row
+  const tune::Pick pick = tune::pick(ev, r, given, fastest ? fastest->evaluation : nullptr, details);
+  const tune::Evaluation* best = pick.best;
   const plan::Overrides best_overrides = plan::overrides(given, best->config);
-  // The full simulation of each ranked row, once (the pick is one of them).
-  std::vector<Detail> details;
-  for (const auto& e : r.ranked) details.push_back(detail_of(ev, e.config));
-  const auto ranked = std::find_if(r.ranked.begin(), r.ranked.end(),
-                                   [&](const tune::Evaluation& e) { return e.config == best->config; });
-  const Detail best_detail =
-      ranked != r.ranked.end() ? details[ranked - r.ranked.begin()] : detail_of(ev, best->config);
-  const Detail given_detail = detail_of(ev, given);
-  const double vs_given = r.baseline.step / best->step;
-  const double vs_defaults = r.defaults.simulated() ? r.defaults.step / best->step : std::nan("");
-  const std::string why =
-      "bubble " + fmt("%.0f%%", 100 * best_detail.bubble) + " (as given " + fmt("%.0f%%", 100 * given_detail.bubble) +
-      "), exposed communication " + fmt("%.3f ms", best_detail.exposed_ms) + " (as given " +
-      fmt("%.3f ms", given_detail.exposed_ms) + "); its critical path: " + best_detail.why;
 
   if (!args.output.empty()) {
     const std::string header = "# Written by parallax tune from " + (args.scenario.empty() ? doc.file() : args.scenario) +
@@ -266,9 +202,9 @@ int tune_command(const TuneArgs& args, const std::string& self) {
     j["baseline"] = eval_json(r.baseline);
     j["pytorch_defaults"] = r.defaults.simulated() ? eval_json(r.defaults) : json();
     j["best"] = eval_json(*best);
-    j["speedup_vs_given"] = vs_given;
-    j["speedup_vs_pytorch_defaults"] = r.defaults.simulated() ? json(vs_defaults) : json();
-    j["why"] = why;
+    j["speedup_vs_given"] = pick.vs_given;
+    j["speedup_vs_pytorch_defaults"] = r.defaults.simulated() ? json(pick.vs_defaults) : json();
+    j["why"] = pick.why;
     j["ranked"] = json::array();
     for (const auto& e : r.ranked) {
       json row = eval_json(e);
@@ -283,7 +219,7 @@ int tune_command(const TuneArgs& args, const std::string& self) {
       j["validated"].push_back({{"overrides", overrides_json(plan::overrides(given, v.evaluation->config))},
                                 {"predicted_step_ms", v.predicted.to_ms()},
                                 {"measured_step_ms", v.measured.undisturbed.to_ms()},
-                                {"statistic", profiler::kStatisticName}});
+                                {"statistic", timeline::kStatisticName}});
     std::cout << j.dump(2) << "\n";
   } else {
     std::printf("tune: %s, %zu ranks; %zu configurations (%zu more combinations not valid), %zu simulated, %zu pruned "
@@ -294,10 +230,10 @@ int tune_command(const TuneArgs& args, const std::string& self) {
                 "peak MiB", "what changes from the scenario");
     for (size_t i = 0; i < r.ranked.size(); ++i) {
       const auto& e = r.ranked[i];
-      const Detail& d = details[i];
+      const tune::Detail& d = details[i];
       const std::string also = tune::also_text(e);
       std::printf("%4zu %10.3f %10s %6.1f%% %12.3f %10.1f  %s%s\n", i + 1, e.step.to_ms(), samples_per_s(e).c_str(),
-                  100 * d.bubble, d.exposed_ms, static_cast<double>(e.peak_memory) / kMiB,
+                  100 * d.bubble, d.exposed.to_ms(), static_cast<double>(e.peak_memory) / kMiB,
                   plan::describe(plan::overrides(given, e.config)).c_str(), also.empty() ? "" : ("  (" + also + ")").c_str());
     }
     std::printf("\nPareto frontier, step time against peak memory (of the configurations simulated):\n");
@@ -306,18 +242,18 @@ int tune_command(const TuneArgs& args, const std::string& self) {
                   plan::describe(plan::overrides(given, e.config)).c_str());
     if (!validated.empty()) {
       std::printf("\nrun for real (%d steps each, measured as the %s; the best measured is the pick):\n",
-                  args.validate_steps, profiler::kStatisticName);
+                  args.validate_steps, timeline::kStatisticName);
       for (const auto& v : validated)
         std::printf("  predicted %10.3f ms, measured %10.3f ms (%+.1f%%)  %s\n", v.predicted.to_ms(),
-                    v.measured.undisturbed.to_ms(), 100 * (v.predicted / v.measured.undisturbed - 1),
+                    v.measured.undisturbed.to_ms(), 100 * timeline::relative_error(v.predicted, v.measured.undisturbed),
                     plan::describe(plan::overrides(given, v.evaluation->config)).c_str());
     }
     std::printf("\npick: %s\n", plan::describe(best_overrides).c_str());
-    std::printf("  predicted step %.3f ms: %.2fx the scenario as given (%.3f ms)", best->step.to_ms(), vs_given, r.baseline.step.to_ms());
+    std::printf("  predicted step %.3f ms: %.2fx the scenario as given (%.3f ms)", best->step.to_ms(), pick.vs_given, r.baseline.step.to_ms());
     if (r.defaults.simulated())
-      std::printf(", %.2fx PyTorch's defaults (%.3f ms: %s)", vs_defaults, r.defaults.step.to_ms(),
+      std::printf(", %.2fx PyTorch's defaults (%.3f ms: %s)", pick.vs_defaults, r.defaults.step.to_ms(),
                   plan::describe(plan::overrides(given, r.defaults.config)).c_str());
-    std::printf("\n  why: %s\n", why.c_str());
+    std::printf("\n  why: %s\n", pick.why.c_str());
     if (!args.output.empty())
       std::printf("\nwrote %s; run it with: parallax run %s\n", args.output.c_str(), args.output.c_str());
   }

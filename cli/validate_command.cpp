@@ -9,7 +9,7 @@
 #include "cli/output.hpp"
 #include "fit/validation.hpp"
 #include "plan/error.hpp"
-#include "profiler/step_statistic.hpp"
+#include "timeline/step_statistic.hpp"
 
 namespace parallax::cli {
 
@@ -46,15 +46,15 @@ void warn_unmeasured(const std::vector<Configuration>& configs, const std::vecto
 
 // One line per run on stderr: the run's statistic, its median and how much of it was disturbed.
 void print_progress(size_t run, size_t runs, const Configuration& c, const Outcome& o) {
-  const profiler::StepStatistic& s = o.runs.back();
+  const timeline::StepStatistic& s = o.runs.back();
   std::cerr << "validate: [" << run << "/" << runs << "] " << c.label << ": predicted " << fmt("%.3f", o.predicted.to_ms())
             << " ms, measured " << fmt("%.3f", s.undisturbed.to_ms()) << " ms undisturbed ("
-            << fmt("%+.1f%%", 100 * (o.predicted / s.undisturbed - 1)) << "), median "
+            << fmt("%+.1f%%", 100 * timeline::relative_error(o.predicted, s.undisturbed)) << "), median "
             << fmt("%.3f", s.median.to_ms()) << " ms, " << fmt("%.0f%%", 100 * s.disturbed_share) << " of " << s.steps
             << " steps disturbed\n";
-  if (s.steps < profiler::kMinStatisticSteps)
+  if (s.steps < timeline::kMinStatisticSteps)
     std::cerr << "validate: warning: " << s.steps << " steps after warm-up; the statistic wants "
-              << profiler::kMinStatisticSteps << " or more (leave --steps out to get enough)\n";
+              << timeline::kMinStatisticSteps << " or more (leave --steps out to get enough)\n";
 }
 
 json configuration_json(const Configuration& c, const Prepared& p, const Outcome& o) {
@@ -70,7 +70,7 @@ json configuration_json(const Configuration& c, const Prepared& p, const Outcome
           {"steps", p.steps},
           {"predicted_ms", o.predicted.to_ms()},
           {"measured_ms", o.measured.to_ms()},
-          {"statistic", profiler::kStatisticName},
+          {"statistic", timeline::kStatisticName},
           {"error", o.error},
           {"spread", o.spread},
           {"runs_ms", runs},
@@ -86,7 +86,7 @@ void print_json(const ValidateArgs& args, const std::string& profile, const std:
                 const fit::ValidationSummary& s) {
   json j;
   j["profile"] = profile;
-  j["statistic"] = profiler::kStatisticName;
+  j["statistic"] = timeline::kStatisticName;
   j["repeats"] = args.repeats;
   j["configurations"] = json::array();
   for (size_t i = 0; i < outcomes.size(); ++i) j["configurations"].push_back(configuration_json(configs[i], prepared[i], outcomes[i]));
@@ -109,7 +109,7 @@ void print_json(const ValidateArgs& args, const std::string& profile, const std:
 void print_table(const std::vector<Configuration>& configs, const std::vector<Outcome>& outcomes,
                  const fit::ValidationSummary& s) {
   std::printf("measured: the %s of each run, the median over runs; spread: (max - min) / measured over the runs\n\n",
-              profiler::kStatisticName);
+              timeline::kStatisticName);
   std::printf("%-52s %10s %10s %8s %7s   %-27s %9s  %s\n", "configuration", "predicted", "measured", "error", "spread",
               "median: ms, error, spread", "disturbed", "bubble per rank, predicted/measured");
   for (size_t i = 0; i < outcomes.size(); ++i) {
@@ -120,7 +120,7 @@ void print_table(const std::vector<Configuration>& configs, const std::vector<Ou
   }
   std::printf("\nagainst the %s: mean absolute error %.1f%% over %zu configurations, mean signed %+.1f%%, worst "
               "%+.1f%% (%s); spread over the runs %.1f%% (median over configurations)\n",
-              profiler::kStatisticName, 100 * s.mean_abs_error, outcomes.size(), 100 * s.mean_signed_error,
+              timeline::kStatisticName, 100 * s.mean_abs_error, outcomes.size(), 100 * s.mean_signed_error,
               100 * s.worst_error, configs[s.worst].label.c_str(), 100 * s.spread_median);
   std::printf("against the median step: mean absolute error %.1f%%\n", 100 * s.median_mean_abs_error);
   for (const auto& [name, v] : s.sweeps)

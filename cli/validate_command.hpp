@@ -2,7 +2,7 @@
 // `parallax validate`: how well the calibrated prediction matches this machine. Each
 // configuration runs for real (as `parallax run` does, in a child process) and is simulated with
 // the calibrated profile; both go through `parallax compare`'s definitions. It prints per
-// configuration predicted and measured step time (the step statistic, profiler/step_statistic.hpp,
+// configuration predicted and measured step time (the step statistic, timeline/step_statistic.hpp,
 // with the median beside it), the error and the bubble per rank; overall the mean absolute and
 // signed errors, the worst and, within each sweep, Kendall's tau between the predicted and the
 // measured ranking. The work is fit/validation's; this prints it.

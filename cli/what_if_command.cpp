@@ -14,8 +14,8 @@
 #include "plan/hardware.hpp"
 #include "plan/plan.hpp"
 #include "plan/scenario.hpp"
-#include "profiler/step_statistic.hpp"
-#include "profiler/trace_reader.hpp"
+#include "timeline/step_statistic.hpp"
+#include "timeline/trace_reader.hpp"
 
 namespace parallax::cli {
 
@@ -26,12 +26,12 @@ namespace {
 // A Parallax trace of a "balanced" scenario ran the partition balanced on the run's profile; the
 // profile being fitted may balance otherwise, so the fit keeps the run's.
 std::vector<std::string> with_run_partition(const std::string& scenario, std::vector<std::string> sets,
-                                            const profiler::LoadedTrace& first) {
+                                            const timeline::LoadedTrace& first) {
   if (first.format != "parallax") return sets;
-  const auto ran = nlohmann::json::parse(first.timeline.plan_summary, nullptr, false);
-  if (!ran.is_object() || !ran.contains("partition_len")) return sets;
+  const auto& ran = first.timeline.plan;
+  if (!ran || ran->partition_len.empty()) return sets;
   if (plan::load_scenario(scenario, sets).parallel.partition_len.mode != plan::PartitionLen::Mode::balanced) return sets;
-  sets.push_back("parallel.partition_len=" + ran["partition_len"].dump());
+  sets.push_back("parallel.partition_len=" + nlohmann::json(ran->partition_len).dump());
   return sets;
 }
 
@@ -48,14 +48,14 @@ std::string default_output(const plan::Scenario& s) {
 
 // A GPU run whose actions waited on the host's kernel launches: their time is this host's, which
 // the fitted factors carry; what changes how many launches a step makes moves it unmodelled.
-void print_launch_shares(const std::vector<profiler::LoadedTrace>& traces) {
+void print_launch_shares(const std::vector<timeline::LoadedTrace>& traces) {
   const auto shares = fit::launch_shares(traces);
   if (shares.empty()) return;
   std::printf("\nthe host's kernel launches and the device's time, per action (median):\n");
   bool bound = false;
   for (const auto& s : shares) {
     std::printf("  %-5s launched in %.0f us, ran %.0f us on the device, which finished %.0f us after the last launch%s\n",
-                plan::name(s.kind), s.host_us, s.device_us, s.after_last_launch_us,
+                schedule::name(s.kind), s.host_us, s.device_us, s.after_last_launch_us,
                 s.host_bound() ? ": bound by the launches" : "");
     bound = bound || s.host_bound();
   }
@@ -71,8 +71,8 @@ int calibrate_from_traces(const CalibrateArgs& args) {
   if (args.scenarios.size() > 1)
     throw plan::InputError(plan::Location{"SCENARIO"}, "--from-trace fits one job: give its scenario once (and its --set values)");
   const std::string scenario = args.scenarios.empty() ? "" : args.scenarios.front();
-  std::vector<profiler::LoadedTrace> traces;
-  for (const auto& path : args.from_traces) traces.push_back(profiler::read_trace(path));
+  std::vector<timeline::LoadedTrace> traces;
+  for (const auto& path : args.from_traces) traces.push_back(timeline::read_trace(path));
   const plan::Plan plan = plan::resolve_plan(plan::load_scenario(scenario, with_run_partition(scenario, args.sets, traces.front())));
   const plan::HardwareProfile& base = plan.scenario.hardware;
   if (base.fitted)
@@ -82,7 +82,7 @@ int calibrate_from_traces(const CalibrateArgs& args) {
   if (base_text.empty())
     throw plan::InputError(plan::Location{"hardware"}, "the job's profile '" + base.name +
                                                           "' is not a file or a built-in profile; write it to a file and --set hardware=FILE");
-  std::vector<plan::Timeline> measured;
+  std::vector<timeline::Timeline> measured;
   for (const auto& t : traces) measured.push_back(fit::measured_actions(t, plan));
   const std::string output = args.output.empty() ? default_output(plan.scenario) : args.output;
   if (args.output.empty()) fs::create_directories(fs::path(output).parent_path());
@@ -95,7 +95,7 @@ int calibrate_from_traces(const CalibrateArgs& args) {
   const plan::FittedCosts::Kernels kernels = fit::fit_kernel_kinds(plan, traces, &kernel_lines);
   fit::TraceFit f = fit::fit_to_measured(plan, measured, kernels);
   f.costs.from = args.from_traces;
-  f.costs.statistic = profiler::kStatisticName;
+  f.costs.statistic = timeline::kStatisticName;
   f.costs.base = base.source.ends_with("(built-in)") ? base.name : base.source;
   const std::string name = base.name + "-fitted-" + plan.scenario.name;
   write_file_atomically(output, plan::fitted_copy_yaml(base_text, name, f.costs,
@@ -103,10 +103,10 @@ int calibrate_from_traces(const CalibrateArgs& args) {
                                                         " fitted to measured runs of " + plan.scenario.name}));
 
   std::printf("measured   %.3f ms a step (%s, %d undisturbed steps over %zu run(s))\n", f.measured_step.to_ms(),
-              profiler::kStatisticName, f.steps, traces.size());
+              timeline::kStatisticName, f.steps, traces.size());
   std::printf("predicted  %.3f ms with %s (%+.1f%%), %.3f ms fitted (%+.1f%%)\n", f.base_step.to_ms(),
-              base.name.c_str(), 100 * (f.base_step / f.measured_step - 1), f.fitted_step.to_ms(),
-              100 * (f.fitted_step / f.measured_step - 1));
+              base.name.c_str(), 100 * timeline::relative_error(f.base_step, f.measured_step), f.fitted_step.to_ms(),
+              100 * timeline::relative_error(f.fitted_step, f.measured_step));
   // A profiler trace's own step marks (ProfilerStep#N) hold what its actions do not (data loading,
   // exchanges outside the model): said beside, not fitted.
   std::vector<plan::Time> marked;
@@ -115,8 +115,8 @@ int calibrate_from_traces(const CalibrateArgs& args) {
   if (!marked.empty())
     std::printf("           the traces' own ProfilerStep spans: median %.3f ms over %zu (%.3f-%.3f); the actions "
                 "above cover %.0f%% of that\n",
-                profiler::median(marked).to_ms(), marked.size(), std::min_element(marked.begin(), marked.end())->to_ms(),
-                std::max_element(marked.begin(), marked.end())->to_ms(), 100 * (f.measured_step / profiler::median(marked)));
+                timeline::median(marked).to_ms(), marked.size(), std::min_element(marked.begin(), marked.end())->to_ms(),
+                std::max_element(marked.begin(), marked.end())->to_ms(), 100 * (f.measured_step / timeline::median(marked)));
   std::printf("\nfitted from the traces:\n");
   for (const auto& line : f.fitted) std::printf("  %s\n", line.c_str());
   std::printf("kept from %s:\n", base.name.c_str());

@@ -6,7 +6,7 @@
 # column. To keep those arrows honest, configuration fails when a source or header includes a
 # module's header ("sim/engine.hpp") that is not in DEPS. Every module folder is listed here, so
 # every module's includes are checked.
-set(PARALLAX_MODULES plan sim tune profiler exec fit report gui cli)
+set(PARALLAX_MODULES schedule plan timeline sim tune profiler exec fit report gui cli)
 
 function(parallax_check_includes module deps)
   set(files "")
@@ -19,8 +19,8 @@ function(parallax_check_includes module deps)
     endif()
   endforeach()
   foreach(file IN LISTS files)
-    if(module STREQUAL "plan" OR module STREQUAL "sim" OR module STREQUAL "tune")
-      # plan/, sim/ and tune/ build and test anywhere: no LibTorch, Qt or CUDA.
+    if(module MATCHES "^(schedule|plan|timeline|sim|tune)$")
+      # schedule/, plan/, timeline/, sim/ and tune/ build and test anywhere: no LibTorch, Qt or CUDA.
       file(STRINGS "${file}" heavy REGEX "^[ \t]*#[ \t]*include[ \t]*[<\"](torch/|ATen/|c10/|Q[A-Za-z]|cuda|cupti|nccl)")
       if(heavy)
         message(FATAL_ERROR "${file}: module '${module}' must not include LibTorch, Qt or CUDA: ${heavy}")

@@ -14,7 +14,7 @@
 #include "exec/measuring.hpp"
 #include "exec/model.hpp"
 #include "exec/threads.hpp"
-#include "profiler/compare.hpp"
+#include "timeline/compare.hpp"
 
 namespace parallax::exec {
 namespace {
@@ -27,7 +27,7 @@ const std::string kByeKey = "parallax/calibrate/bye";
 const std::string kStopComputeKey = "parallax/calibrate/stop-compute";
 constexpr size_t kSharedCoreSamples = 4;  // signatures timed while the other rank computes
 
-using profiler::median;
+using timeline::median;
 
 // One layer signature to measure, with an example layer and what its models need.
 struct Work {

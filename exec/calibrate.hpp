@@ -13,7 +13,7 @@
 // 3. both ranks run the probe plans for real, one after the other, with the runtime of `parallax
 //    run`; their traces go back to the caller, which compares them with the simulator to get the
 //    in-run factors.
-// Each figure of 1 is the 20th percentile of repeated runs after a warm-up (profiler::undisturbed: the cost alone, unmoved
+// Each figure of 1 is the 20th percentile of repeated runs after a warm-up (timeline::undisturbed: the cost alone, unmoved
 // by bursts of interference), each of 2 the median. exec/calibrate.cpp decides what to measure
 // and in which order; the measuring itself (repeats, clocks, data, optimizer, Gloo) is in
 // exec/measuring.hpp.

@@ -98,7 +98,7 @@ Communicator::Communicator(const LaunchInfo& launch, bool nccl) : launch_(launch
 }
 
 Communicator::Communicator(const plan::Plan& plan, const LaunchInfo& launch)
-    : Communicator(launch, plan.scenario.hardware.collectives == plan::Collectives::nccl) {
+    : Communicator(launch, plan.scenario.hardware.collectives == schedule::Collectives::nccl) {
   const auto& p = plan.scenario.parallel;
   stage_groups_.resize(plan.stages.size());
   stage_ranks_.resize(plan.stages.size());

@@ -61,12 +61,12 @@ void BucketReducer::on_grad(int i, const torch::Tensor& grad) {
 void BucketReducer::wait(const Communicator& comm) {
   armed_ = false;
   for (auto& b : buckets_) {
-    const plan::Action a{plan::ActionKind::ALLREDUCE, stage_, -1, b.index};
+    const schedule::Action a{schedule::ActionKind::ALLREDUCE, stage_, -1, b.index};
     if (!b.work) throw std::logic_error("bucket " + a.id() + " never filled: a parameter got no gradient");
     comm.wait(b.work, a.id() + " (DDP group of stage " + std::to_string(stage_) + ")", comm.stage_group_ranks(stage_));
     // The future is marked complete before its callbacks run: wait() can return first.
     const int64_t done = b.completed_ns->load();
-    tracer_.span(plan::Lane::allreduce, a, b.launched_ns, done > 0 ? done : profiler::now_ns(), b.flat.numel() * 4,
+    tracer_.span(timeline::Lane::allreduce, a, b.launched_ns, done > 0 ? done : profiler::now_ns(), b.flat.numel() * 4,
                  step_);
   }
 }

@@ -10,11 +10,11 @@ namespace parallax::exec {
 
 void check_device(const plan::Scenario& s) {
   const plan::HardwareProfile& hw = s.hardware;
-  const bool cuda = hw.device.kind == plan::DeviceKind::cuda, nccl = hw.collectives == plan::Collectives::nccl;
+  const bool cuda = hw.device.kind == plan::DeviceKind::cuda, nccl = hw.collectives == schedule::Collectives::nccl;
   if (cuda != nccl)
     throw plan::InputError(s.where("hardware"),
                            "hardware '" + hw.name + "' has device.kind: " + plan::name(hw.device.kind) + " and collectives: " +
-                               plan::name(hw.collectives) + ", which the executor cannot run: it trains over " +
+                               schedule::name(hw.collectives) + ", which the executor cannot run: it trains over " +
                                "Gloo on the CPU and over NCCL on CUDA GPUs (the simulator alone can use such a profile)");
   if (!cuda) return;
   std::string why;

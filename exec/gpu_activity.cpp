@@ -23,13 +23,13 @@ class CuptiActivity : public GpuActivity {
   }
   void leave() override { cupti_->pop(); }
 
-  void collect(int64_t step, int rank, const std::vector<plan::Action>& actions,
-               const std::vector<plan::DeviceSpan>& timed, std::vector<plan::DeviceSpan>* out) override {
-    std::map<uint64_t, std::pair<plan::Action, int32_t>> ids;
+  void collect(int64_t step, int rank, const std::vector<schedule::Action>& actions,
+               const std::vector<timeline::DeviceSpan>& timed, std::vector<timeline::DeviceSpan>* out) override {
+    std::map<uint64_t, std::pair<schedule::Action, int32_t>> ids;
     for (size_t i = 0; i < actions.size(); ++i)
       ids[static_cast<uint64_t>(step) * actions.size() + i] = {actions[i], static_cast<int32_t>(step)};
     for (const auto& a : profiler::attribute(cupti_->flush(), ids, cupti_->cupti_to_host_ns(), timed)) {
-      plan::DeviceSpan d;
+      timeline::DeviceSpan d;
       d.rank = rank;
       d.lane = a.lane;
       d.name = a.activity.name;

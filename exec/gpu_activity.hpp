@@ -7,8 +7,8 @@
 #include <memory>
 #include <vector>
 
-#include "plan/schedule.hpp"
-#include "plan/timeline.hpp"
+#include "schedule/schedule.hpp"
+#include "timeline/timeline.hpp"
 
 namespace parallax::exec {
 
@@ -25,8 +25,8 @@ class GpuActivity {
   virtual void leave() = 0;
   /// This step's activity, attributed to the actions that launched it; what autograd's thread
   /// launched (B's kernels) by the compute actions' CUDA-event spans `timed`. Appended to `out`.
-  virtual void collect(int64_t step, int rank, const std::vector<plan::Action>& actions,
-                       const std::vector<plan::DeviceSpan>& timed, std::vector<plan::DeviceSpan>* out) = 0;
+  virtual void collect(int64_t step, int rank, const std::vector<schedule::Action>& actions,
+                       const std::vector<timeline::DeviceSpan>& timed, std::vector<timeline::DeviceSpan>* out) = 0;
 };
 
 }  // namespace parallax::exec

@@ -67,7 +67,7 @@ Budget budget(bool quick, HostGate* gate);
 bool another_sample(const Budget& b, int reps, double spent_us, int fast, double fast_us);
 
 /// Repeats `rep` (which returns one sample per named figure) after one warm-up call, and returns
-/// each figure's undisturbed level (profiler::undisturbed, the statistic a run's step is measured
+/// each figure's undisturbed level (timeline::undisturbed, the statistic a run's step is measured
 /// by: a cost as the machine gives it when nothing else interferes) over the samples taken at the
 /// host's reference speed (all of them when too few were). Slow samples do not count towards the time budget, up to max_reps.
 std::vector<double> repeat(const std::function<std::vector<double>()>& rep, const Budget& b);

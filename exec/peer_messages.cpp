@@ -4,9 +4,9 @@
 
 namespace parallax::exec {
 
-using plan::Action;
-using plan::ActionKind;
-using plan::Lane;
+using schedule::Action;
+using schedule::ActionKind;
+using timeline::Lane;
 
 PeerMessages::PeerMessages(const plan::Plan& plan, const LaunchInfo& launch, int pipeline_rank, int replica,
                            Communicator& comm, profiler::HostTracer& tracer, torch::Device device,
@@ -19,9 +19,9 @@ PeerMessages::PeerMessages(const plan::Plan& plan, const LaunchInfo& launch, int
       tracer_(tracer),
       device_(device),
       dtype_(dtype),
-      post_ahead_(plan.schedule.collectives == plan::Collectives::gloo),
+      post_ahead_(plan.schedule.collectives == schedule::Collectives::gloo),
       sends_(comm, tracer),
-      receive_window_(static_cast<size_t>(plan::receive_window(plan.schedule, pipeline_rank))) {}
+      receive_window_(static_cast<size_t>(schedule::receive_window(plan.schedule, pipeline_rank))) {}
 
 int PeerMessages::peer(int stage) const {
   const plan::ParallelSpec& p = plan_.scenario.parallel;
@@ -38,7 +38,7 @@ int PeerMessages::tag(int send_stage, int mb, bool backward) const {
 // the send only notifies; the payload moves when the receive's notification comes back): on
 // this kind of VM a mean of ~300 us per message, with a long tail, and 1F1B at 8 chunks ran 30%
 // slower. Not all of them, though: each holds a buffer, and a later 1F1B stage would hold one
-// per micro-batch of the step. The next plan::receive_window are kept posted, topped up as each
+// per micro-batch of the step. The next schedule::receive_window are kept posted, topped up as each
 // is taken. The simulator and the memory estimate model the same.
 void PeerMessages::start_step() {
   next_receive_ = 0;
@@ -48,7 +48,7 @@ void PeerMessages::start_step() {
 void PeerMessages::top_up_receives() {
   for (; next_receive_ < actions_.size() && posted_.size() < receive_window_; ++next_receive_) {
     const Action& a = actions_[next_receive_];
-    if (plan::receives_from_peer(plan_.schedule, a)) posted_.emplace(a.id(), post_receive(a));
+    if (schedule::receives_from_peer(plan_.schedule, a)) posted_.emplace(a.id(), post_receive(a));
   }
 }
 

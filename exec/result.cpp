@@ -8,14 +8,14 @@
 #include <utility>
 
 #include "exec/runtime.hpp"
-#include "plan/timeline_metrics.hpp"
+#include "timeline/metrics.hpp"
 
 namespace parallax::exec {
 
-void append_timed_actions(const std::vector<std::pair<int64_t, int64_t>>& times, const std::vector<plan::Action>& timed,
-                          int rank, int64_t step, std::vector<plan::DeviceSpan>* spans) {
+void append_timed_actions(const std::vector<std::pair<int64_t, int64_t>>& times, const std::vector<schedule::Action>& timed,
+                          int rank, int64_t step, std::vector<timeline::DeviceSpan>* spans) {
   for (size_t i = 0; i < times.size() && i < timed.size(); ++i) {
-    plan::DeviceSpan d;
+    timeline::DeviceSpan d;
     d.rank = rank;
     d.lane = kCudaEventLane;
     d.name = timed[i].id();
@@ -61,7 +61,7 @@ std::string result_to_json(const RankResult& r) {
   for (const auto& e : r.events) {
     events.push_back({static_cast<int>(e.lane), static_cast<int>(e.action.kind), e.action.stage, e.action.mb,
                       e.action.bucket, e.start.count_ns(), e.end.count_ns(), e.bytes, e.step});
-    if (e.action.kind == plan::ActionKind::OVERLAP_F_B) {  // and its backward's stage and micro-batch
+    if (e.action.kind == schedule::ActionKind::OVERLAP_F_B) {  // and its backward's stage and micro-batch
       events.back().push_back(e.action.b_stage);
       events.back().push_back(e.action.b_mb);
     }
@@ -94,22 +94,22 @@ RankResult result_from_json(const std::string& text) {
   for (const auto& i : j["instants"]) r.instants.push_back({r.rank, plan::Time::ns(i[0]), i[1], i[2]});
   for (const auto& p : j["host_probe"]) r.host_probe.emplace_back(p[0], p[1]);
   for (const auto& d : j["device"]) {
-    plan::DeviceSpan s;
+    timeline::DeviceSpan s;
     s.rank = r.rank;
     s.lane = d[0];
     s.name = d[1];
     s.start = plan::Time::ns(d[2]);
     s.end = plan::Time::ns(d[3]);
-    s.attributed = d[4] && plan::parse_action_id(d[5].get<std::string>(), &s.action);
+    s.attributed = d[4] && schedule::parse_action_id(d[5].get<std::string>(), &s.action);
     s.step = d[6];
     s.bytes = d[7];
     r.device.push_back(std::move(s));
   }
   for (const auto& e : j["events"]) {
-    plan::TimelineEvent ev;
+    timeline::TimelineEvent ev;
     ev.rank = r.rank;
-    ev.lane = static_cast<plan::Lane>(e[0].get<int>());
-    ev.action = {static_cast<plan::ActionKind>(e[1].get<int>()), e[2], e[3], e[4]};
+    ev.lane = static_cast<timeline::Lane>(e[0].get<int>());
+    ev.action = {static_cast<schedule::ActionKind>(e[1].get<int>()), e[2], e[3], e[4]};
     if (e.size() > 10) ev.action.b_stage = e[9], ev.action.b_mb = e[10];
     ev.start = plan::Time::ns(e[5]);
     ev.end = plan::Time::ns(e[6]);
@@ -123,11 +123,11 @@ RankResult result_from_json(const std::string& text) {
 namespace {
 
 // The rank's host probe as a counter, "host probe rank R" in us, sampled at its steps' starts.
-void add_host_probe(const RankResult& r, int64_t origin, plan::Timeline* t) {
+void add_host_probe(const RankResult& r, int64_t origin, timeline::Timeline* t) {
   std::map<int32_t, plan::Time> starts;
   for (const auto& i : r.instants)
     if (i.name == "step") starts[i.step] = i.at - plan::Time::ns(origin);
-  plan::Counter c{std::string(plan::kHostProbeCounter) + " rank " + std::to_string(r.rank), "us", {}};
+  timeline::Counter c{std::string(timeline::kHostProbeCounter) + " rank " + std::to_string(r.rank), "us", {}};
   for (const auto& [step, us] : r.host_probe)
     if (auto it = starts.find(step); it != starts.end()) c.samples.emplace_back(it->second, us);
   if (!c.samples.empty()) t->counters.push_back(std::move(c));
@@ -135,8 +135,8 @@ void add_host_probe(const RankResult& r, int64_t origin, plan::Timeline* t) {
 
 }  // namespace
 
-plan::Timeline measured_timeline(const std::vector<RankResult>& results, const std::string& scenario, int world_size) {
-  plan::Timeline t;
+timeline::Timeline measured_timeline(const std::vector<RankResult>& results, const std::string& scenario, int world_size) {
+  timeline::Timeline t;
   t.kind = "measured";
   t.scenario = scenario;
   t.world_size = world_size;
@@ -151,13 +151,13 @@ plan::Timeline measured_timeline(const std::vector<RankResult>& results, const s
   for (const auto& r : results) {
     // On a GPU a compute action's time is its kernels' (CUDA events); the host span, from the
     // first launch to the last one queued, moves to a device lane of its own.
-    std::map<std::pair<int32_t, std::string>, const plan::DeviceSpan*> on_gpu;
+    std::map<std::pair<int32_t, std::string>, const timeline::DeviceSpan*> on_gpu;
     for (const auto& d : r.device)
       if (d.lane == kCudaEventLane && d.attributed) on_gpu[{d.step, d.action.id()}] = &d;
     for (auto e : r.events) {
-      if (e.lane == plan::Lane::compute && !on_gpu.empty()) {
+      if (e.lane == timeline::Lane::compute && !on_gpu.empty()) {
         if (auto it = on_gpu.find({e.step, e.action.id()}); it != on_gpu.end()) {
-          plan::DeviceSpan host{r.rank, kHostLaunchLane, e.action.id(), e.start - plan::Time::ns(origin),
+          timeline::DeviceSpan host{r.rank, kHostLaunchLane, e.action.id(), e.start - plan::Time::ns(origin),
                                 e.end - plan::Time::ns(origin), true, e.action, e.step, 0};
           t.device.push_back(std::move(host));
           e.start = it->second->start;

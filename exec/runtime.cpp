@@ -17,8 +17,8 @@
 #include "exec/device.hpp"
 #include "exec/evaluation.hpp"
 #include "exec/faults.hpp"
-#include "exec/gpu_activity.hpp"
 #include "exec/gpu.hpp"
+#include "exec/gpu_activity.hpp"
 #include "exec/grad_scaler.hpp"
 #include "exec/host_memory.hpp"
 #include "exec/host_probe.hpp"
@@ -31,9 +31,9 @@
 namespace parallax::exec {
 namespace {
 
-using plan::Action;
-using plan::ActionKind;
-using plan::Lane;
+using schedule::Action;
+using schedule::ActionKind;
+using timeline::Lane;
 
 // What a micro-batch leaves behind on a stage between its forward and its backward.
 struct Slot {
@@ -190,7 +190,7 @@ class Runtime {
     messages_.drain();
     // A GPU rank's host spans end when their kernels are queued; the step ends when they are done.
     if (train_device_.is_cuda()) torch::cuda::synchronize(train_device_.index());
-    const std::vector<plan::DeviceSpan> timed = gpu_timer_ ? collect_gpu_times(step) : std::vector<plan::DeviceSpan>{};
+    const std::vector<timeline::DeviceSpan> timed = gpu_timer_ ? collect_gpu_times(step) : std::vector<timeline::DeviceSpan>{};
     if (gpu_activity_) gpu_activity_->collect(step, launch_.rank, actions_, timed, &device_);
     for (auto& v : slots_)
       for (auto& slot : v) slot = Slot{};
@@ -220,7 +220,7 @@ class Runtime {
       }
     }
     const int64_t t0 = profiler::now_ns();
-    const bool compute = plan::is_compute(a.kind) || a.kind == ActionKind::OPTIM;
+    const bool compute = schedule::is_compute(a.kind) || a.kind == ActionKind::OPTIM;
     if (gpu_timer_ && compute) {
       gpu_timer_->begin();
       timed_.push_back(a);
@@ -260,7 +260,7 @@ class Runtime {
 
   // This step's compute actions as the GPU ran them (CUDA events), as device spans on the host
   // clock; measured_timeline makes them the actions' compute spans (result.cpp). Returns them.
-  std::vector<plan::DeviceSpan> collect_gpu_times(int64_t step) {
+  std::vector<timeline::DeviceSpan> collect_gpu_times(int64_t step) {
     const size_t first = device_.size();
     append_timed_actions(gpu_timer_->collect(), timed_, launch_.rank, step, &device_);
     timed_.clear();
@@ -459,7 +459,7 @@ class Runtime {
   std::vector<std::vector<Slot>> slots_;
   Slot dummy_;
   std::unique_ptr<GpuActivity> gpu_activity_;  // null without CUPTI or a GPU
-  std::vector<plan::DeviceSpan> device_;
+  std::vector<timeline::DeviceSpan> device_;
   std::unique_ptr<gpu::ComputeTimer> gpu_timer_;  // on a GPU: compute actions timed with CUDA events
   std::vector<Action> timed_;                      // this step's timed actions, in order
   std::optional<GradScaler> scaler_;  // fp16 (or PARALLAX_LOSS_SCALER)
@@ -468,7 +468,7 @@ class Runtime {
   int64_t step_ = 0;
   torch::Tensor loss_total_;  // the step's last-stage losses so far, on the rank's device
   int loss_count_ = 0;
-  plan::RankMemory memory_;
+  timeline::RankMemory memory_;
   int64_t last_report_ns_ = 0;
 };
 

@@ -10,8 +10,8 @@
 
 #include "exec/comm.hpp"
 #include "plan/plan.hpp"
-#include "plan/timeline.hpp"
 #include "profiler/clock_sync.hpp"
+#include "timeline/timeline.hpp"
 
 namespace parallax::exec {
 
@@ -22,8 +22,8 @@ struct RunOptions {
 };
 
 // The lanes of a GPU rank's compute actions: as the device ran them, and as the host launched them.
-using plan::kCudaEventLane;
-using plan::kHostLaunchLane;
+using timeline::kCudaEventLane;
+using timeline::kHostLaunchLane;
 
 struct StepRecord {
   int64_t step = 0;
@@ -38,13 +38,13 @@ struct RankResult {
   int rank = 0;
   std::vector<StepRecord> steps;
   int64_t correct = 0, tested = 0;  ///< test-set accuracy (Fashion-MNIST), on last-stage ranks
-  std::vector<plan::TimelineEvent> events;  ///< on rank 0's clock
-  std::vector<plan::Instant> instants;      ///< step starts, on rank 0's clock
+  std::vector<timeline::TimelineEvent> events;  ///< on rank 0's clock
+  std::vector<timeline::Instant> instants;      ///< step starts, on rank 0's clock
   /// The host's speed before each step (step, exec::host_probe_us).
   std::vector<std::pair<int32_t, double>> host_probe;
-  std::vector<plan::DeviceSpan> device;     ///< GPU activity (CUPTI), on rank 0's clock
-  plan::ClockAlignment clock;              ///< how this rank's clock was mapped to rank 0's
-  plan::RankMemory memory;                 ///< the host memory its training took
+  std::vector<timeline::DeviceSpan> device;     ///< GPU activity (CUPTI), on rank 0's clock
+  timeline::ClockAlignment clock;              ///< how this rank's clock was mapped to rank 0's
+  timeline::RankMemory memory;                 ///< the host memory its training took
   uint64_t dropped = 0;  ///< spans the tracer could not hold
 };
 
@@ -54,8 +54,8 @@ std::vector<RankResult> run_rank(const plan::Plan& plan, const LaunchInfo& launc
 
 /// Appends to `spans` the compute actions `timed` of one step as the GPU ran them (`times`: each
 /// action's device start and end, ns on the host clock), as kCudaEventLane spans.
-void append_timed_actions(const std::vector<std::pair<int64_t, int64_t>>& times, const std::vector<plan::Action>& timed,
-                          int rank, int64_t step, std::vector<plan::DeviceSpan>* spans);
+void append_timed_actions(const std::vector<std::pair<int64_t, int64_t>>& times, const std::vector<schedule::Action>& timed,
+                          int rank, int64_t step, std::vector<timeline::DeviceSpan>* spans);
 
 /// Puts a rank's spans on rank 0's clock, drift corrected between the estimates from the round
 /// trips at its start and at its end (none: rank 0 itself, the reference).
@@ -66,7 +66,7 @@ std::string result_to_json(const RankResult& r);
 /// Every rank's spans in one measured timeline, its clock starting at the earliest of them. A
 /// compute action timed on a GPU (kCudaEventLane) takes its device times; its host span moves to
 /// kHostLaunchLane.
-plan::Timeline measured_timeline(const std::vector<RankResult>& results, const std::string& scenario, int world_size);
+timeline::Timeline measured_timeline(const std::vector<RankResult>& results, const std::string& scenario, int world_size);
 RankResult result_from_json(const std::string& text);
 
 }  // namespace parallax::exec

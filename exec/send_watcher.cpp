@@ -43,7 +43,7 @@ void SendWatcher::loop() {
     std::exception_ptr failure;
     try {
       comm_.wait(ps.work, ps.action.id() + " to rank " + std::to_string(ps.peer), {ps.peer});
-      tracer_.span(plan::Lane::send, ps.action, ps.start_ns, profiler::now_ns(), ps.tensor.nbytes(), ps.step);
+      tracer_.span(timeline::Lane::send, ps.action, ps.start_ns, profiler::now_ns(), ps.tensor.nbytes(), ps.step);
     } catch (...) {
       failure = std::current_exception();
     }

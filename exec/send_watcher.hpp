@@ -12,8 +12,8 @@
 #include <thread>
 
 #include "exec/comm.hpp"
-#include "plan/schedule.hpp"
 #include "profiler/host_tracer.hpp"
+#include "schedule/schedule.hpp"
 
 namespace parallax::exec {
 
@@ -21,7 +21,7 @@ namespace parallax::exec {
 struct PendingSend {
   Communicator::Work work;
   torch::Tensor tensor;  // kept alive until sent
-  plan::Action action;
+  schedule::Action action;
   int peer = 0;
   int64_t start_ns = 0;
   int32_t step = 0;

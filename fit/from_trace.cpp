@@ -5,6 +5,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -12,20 +13,20 @@
 #include "plan/calibration.hpp"
 #include "plan/cost.hpp"
 #include "plan/error.hpp"
-#include "plan/timeline_metrics.hpp"
-#include "profiler/compare.hpp"
-#include "profiler/step_statistic.hpp"
 #include "sim/simulator.hpp"
+#include "timeline/compare.hpp"
+#include "timeline/metrics.hpp"
+#include "timeline/step_statistic.hpp"
 
 namespace parallax::fit {
 
 namespace {
 
 using nlohmann::json;
-using plan::Action;
-using plan::ActionKind;
+using schedule::Action;
+using schedule::ActionKind;
 
-[[noreturn]] void refuse(const profiler::LoadedTrace& t, const std::string& why) {
+[[noreturn]] void refuse(const timeline::LoadedTrace& t, const std::string& why) {
   throw plan::InputError(plan::Location{t.path}, why);
 }
 
@@ -36,67 +37,60 @@ std::string number(double v) {
 }
 
 // The first difference between the plan a Parallax trace ran and `plan`, in words; "" when none.
-std::string job_difference(const json& ran, const plan::Plan& plan) {
+std::string job_difference(const timeline::PlanSummary& ran, const plan::Plan& plan) {
   const plan::Scenario& s = plan.scenario;
-  const json& layers = ran.value("layers", json::array());
-  if (layers.size() != plan.layers().size())
-    return "the trace's model has " + std::to_string(layers.size()) + " layers, the scenario's " +
+  if (ran.layers.size() != plan.layers().size())
+    return "the trace's model has " + std::to_string(ran.layers.size()) + " layers, the scenario's " +
            std::to_string(plan.layers().size()) + " (" + s.model_description + ")";
-  for (size_t i = 0; i < layers.size(); ++i) {
+  for (size_t i = 0; i < ran.layers.size(); ++i) {
     const plan::Layer& l = plan.layers()[i];
-    const std::string kind = layers[i].value("kind", ""), name = layers[i].value("name", "");
-    const int64_t params = layers[i].value("param_count", int64_t{-1});
-    if (kind != plan::name(l.kind) || params != l.param_count())
-      return "layer " + std::to_string(i) + ": the trace's is " + name + " (" + kind + ", " + std::to_string(params) +
-             " parameters), the scenario's " + l.name + " (" + plan::name(l.kind) + ", " +
-             std::to_string(l.param_count()) + " parameters)";
+    const timeline::LayerSummary& theirs = ran.layers[i];
+    if (theirs.kind != plan::name(l.kind) || theirs.param_count != l.param_count())
+      return "layer " + std::to_string(i) + ": the trace's is " + theirs.name + " (" + theirs.kind + ", " +
+             std::to_string(theirs.param_count) + " parameters), the scenario's " + l.name + " (" + plan::name(l.kind) +
+             ", " + std::to_string(l.param_count()) + " parameters)";
   }
-  const json& grid = ran.value("grid", json::object());
-  const std::pair<const char*, int> layout[] = {{"data", s.parallel.data},
-                                                {"pipeline", s.parallel.pipeline},
-                                                {"tensor", s.parallel.tensor},
-                                                {"virtual", s.parallel.virtual_stages}};
-  for (const auto& [key, mine] : layout)
-    if (grid.value(key, -1) != mine)
-      return std::string("the trace ran parallel.") + key + " " + std::to_string(grid.value(key, -1)) +
-             ", the scenario has " + std::to_string(mine);
-  if (ran.value("schedule", "") != plan::name(s.parallel.schedule))
-    return "the trace ran schedule " + ran.value("schedule", std::string("?")) + ", the scenario has " +
-           plan::name(s.parallel.schedule);
-  if (ran.value("chunks", -1) != plan.chunks())
-    return "the trace ran " + std::to_string(ran.value("chunks", -1)) + " chunks, the scenario has " +
-           std::to_string(plan.chunks());
-  if (ran.value("microbatch_size", -1) != plan.microbatch_size)
-    return "the trace's micro-batches are of " + std::to_string(ran.value("microbatch_size", -1)) +
-           " samples, the scenario's of " + std::to_string(plan.microbatch_size);
-  if (ran.value("precision", "") != plan::name(s.parallel.precision))
-    return "the trace ran " + ran.value("precision", std::string("?")) + ", the scenario " +
-           plan::name(s.parallel.precision);
-  if (ran.value("partition_len", std::vector<int>{}) != plan.partition)
-    return "the trace's stages hold " + ran.value("partition_len", json::array()).dump() +
-           " layers, the scenario's " + json(plan.partition).dump() +
-           " (give the run's partition: --set \"parallel.partition_len=" + ran.value("partition_len", json::array()).dump() + "\")";
+  const std::tuple<const char*, int, int> layout[] = {{"data", ran.data, s.parallel.data},
+                                                      {"pipeline", ran.pipeline, s.parallel.pipeline},
+                                                      {"tensor", ran.tensor, s.parallel.tensor},
+                                                      {"virtual", ran.virtual_stages, s.parallel.virtual_stages}};
+  for (const auto& [key, theirs, mine] : layout)
+    if (theirs != mine)
+      return std::string("the trace ran parallel.") + key + " " + std::to_string(theirs) + ", the scenario has " +
+             std::to_string(mine);
+  if (ran.schedule != schedule::name(s.parallel.schedule))
+    return "the trace ran schedule " + ran.schedule + ", the scenario has " + schedule::name(s.parallel.schedule);
+  if (ran.chunks != plan.chunks())
+    return "the trace ran " + std::to_string(ran.chunks) + " chunks, the scenario has " + std::to_string(plan.chunks());
+  if (ran.microbatch_size != plan.microbatch_size)
+    return "the trace's micro-batches are of " + std::to_string(ran.microbatch_size) + " samples, the scenario's of " +
+           std::to_string(plan.microbatch_size);
+  if (ran.precision != plan::name(s.parallel.precision))
+    return "the trace ran " + ran.precision + ", the scenario " + plan::name(s.parallel.precision);
+  if (ran.partition_len != plan.partition)
+    return "the trace's stages hold " + json(ran.partition_len).dump() + " layers, the scenario's " +
+           json(plan.partition).dump() + " (give the run's partition: --set \"parallel.partition_len=" +
+           json(ran.partition_len).dump() + "\")";
   return "";
 }
 
-plan::Timeline parallax_actions(const profiler::LoadedTrace& t, const plan::Plan& plan) {
+timeline::Timeline parallax_actions(const timeline::LoadedTrace& t, const plan::Plan& plan) {
   if (t.kind != "measured") refuse(t, "a " + t.kind + " trace; fit from a measured one (`parallax run -o TRACE`)");
-  const json ran = json::parse(t.timeline.plan_summary, nullptr, false);
-  if (!ran.is_object()) refuse(t, "the trace carries no plan, so which job it measured is unknown");
-  if (const std::string d = job_difference(ran, plan); !d.empty()) refuse(t, "not a run of this job: " + d);
+  if (!t.timeline.plan) refuse(t, "the trace carries no plan, so which job it measured is unknown");
+  if (const std::string d = job_difference(*t.timeline.plan, plan); !d.empty()) refuse(t, "not a run of this job: " + d);
   return t.timeline;
 }
 
 // torch.distributed.pipelining's span name for an action: "PP:" + str(_Action).
 constexpr const char* kPipeliningPrefix = "PP:";
 
-plan::Lane lane_of(ActionKind k) {
+timeline::Lane lane_of(ActionKind k) {
   switch (k) {
     case ActionKind::SEND_F:
-    case ActionKind::SEND_B: return plan::Lane::send;
+    case ActionKind::SEND_B: return timeline::Lane::send;
     case ActionKind::RECV_F:
-    case ActionKind::RECV_B: return plan::Lane::recv;
-    default: return plan::Lane::compute;
+    case ActionKind::RECV_B: return timeline::Lane::recv;
+    default: return timeline::Lane::compute;
   }
 }
 
@@ -104,7 +98,7 @@ plan::Lane lane_of(ActionKind k) {
 // action on the rank so far (one per schedule step).
 class StepOf {
  public:
-  explicit StepOf(const profiler::LoadedTrace& t) : steps_(t.steps) {}
+  explicit StepOf(const timeline::LoadedTrace& t) : steps_(t.steps) {}
   int operator()(int rank, const std::string& id, int64_t start_ns) {
     for (const auto& s : steps_)
       if (s.rank == rank && s.start_ns <= start_ns && start_ns < s.end_ns) return s.step;
@@ -112,16 +106,16 @@ class StepOf {
   }
 
  private:
-  const std::vector<profiler::LoadedTrace::Step>& steps_;
+  const std::vector<timeline::LoadedTrace::Step>& steps_;
   std::map<std::pair<int, std::string>, int> seen_;
 };
 
 // Whether `e` is a host-side span (PyTorch writes record_function spans on the GPU's rows as
 // gpu_user_annotation too; those are left out).
-bool host_span(const profiler::TraceEvent& e) { return e.category.rfind("gpu_", 0) != 0; }
+bool host_span(const timeline::TraceEvent& e) { return e.category.rfind("gpu_", 0) != 0; }
 
-plan::TimelineEvent event_of(int rank, const Action& a, int64_t start_ns, int64_t end_ns, int step) {
-  plan::TimelineEvent ev;
+timeline::TimelineEvent event_of(int rank, const Action& a, int64_t start_ns, int64_t end_ns, int step) {
+  timeline::TimelineEvent ev;
   ev.rank = rank;
   ev.lane = lane_of(a.kind);
   ev.action = a;
@@ -132,23 +126,23 @@ plan::TimelineEvent event_of(int rank, const Action& a, int64_t start_ns, int64_
 }
 
 // torch.distributed.pipelining: each action its PP:<action> span.
-void pipelining_actions(const profiler::LoadedTrace& t, const plan::Plan& plan, plan::Timeline* out) {
+void pipelining_actions(const timeline::LoadedTrace& t, const plan::Plan& plan, timeline::Timeline* out) {
   StepOf step_of(t);
-  std::vector<const profiler::TraceEvent*> spans;
+  std::vector<const timeline::TraceEvent*> spans;
   for (const auto& e : t.events)
     if (e.name.rfind(kPipeliningPrefix, 0) == 0 && host_span(e)) spans.push_back(&e);
   std::sort(spans.begin(), spans.end(), [](auto* a, auto* b) { return a->start_ns < b->start_ns; });
-  for (const profiler::TraceEvent* e : spans) {
+  for (const timeline::TraceEvent* e : spans) {
     Action a;
     const std::string id = e->name.substr(std::char_traits<char>::length(kPipeliningPrefix));
-    if (!plan::parse_action_id(id, &a)) refuse(t, "span '" + e->name + "' names no pipeline action");
+    if (!schedule::parse_action_id(id, &a)) refuse(t, "span '" + e->name + "' names no pipeline action");
     if (e->rank < 0 || e->rank >= plan.world_size)
       refuse(t, "rank " + std::to_string(e->rank) + " ran " + id + ", but the scenario's job has " +
                     std::to_string(plan.world_size) + " ranks");
     const auto& mine = plan.schedule.ranks[plan.ranks[e->rank].pipeline_rank];
     if (std::find(mine.begin(), mine.end(), a) == mine.end())
       refuse(t, "rank " + std::to_string(e->rank) + " ran " + id + ", which the scenario's schedule (" +
-                    plan::name(plan.scenario.parallel.schedule) + ", " + std::to_string(plan.chunks()) +
+                    schedule::name(plan.scenario.parallel.schedule) + ", " + std::to_string(plan.chunks()) +
                     " chunks) does not give it: not a run of this job");
     out->events.push_back(event_of(e->rank, a, e->start_ns, e->end_ns, step_of(e->rank, id, e->start_ns)));
   }
@@ -158,7 +152,7 @@ void pipelining_actions(const profiler::LoadedTrace& t, const plan::Plan& plan, 
 // users annotate them. Each phase's spans of a step on a rank make one action, from the first's
 // start to the last's end: F from "## forward ##" (else DDP's "DistributedDataParallel.forward"),
 // B from "## backward ##", OPTIM from "## optimizer ##" (else the optimizers' "Optimizer.step#...").
-void phase_actions(const profiler::LoadedTrace& t, const plan::Plan& plan, plan::Timeline* out) {
+void phase_actions(const timeline::LoadedTrace& t, const plan::Plan& plan, timeline::Timeline* out) {
   struct Phase {
     ActionKind kind;
     const char* annotation;
@@ -185,8 +179,8 @@ void phase_actions(const profiler::LoadedTrace& t, const plan::Plan& plan, plan:
   std::sort(out->events.begin(), out->events.end(), [](const auto& a, const auto& b) { return a.start < b.start; });
 }
 
-plan::Timeline kineto_actions(const profiler::LoadedTrace& t, const plan::Plan& plan) {
-  plan::Timeline out;
+timeline::Timeline kineto_actions(const timeline::LoadedTrace& t, const plan::Plan& plan) {
+  timeline::Timeline out;
   out.world_size = plan.world_size;
   pipelining_actions(t, plan, &out);
   const bool one_phase_each = plan.scenario.parallel.pipeline == 1 && plan.schedule.microbatches() == 1;
@@ -200,55 +194,17 @@ plan::Timeline kineto_actions(const profiler::LoadedTrace& t, const plan::Plan& 
   return out;
 }
 
-// A Kineto trace's kernels, each given to the action whose span (PP:<action>, or a phase) holds
-// the CUDA runtime call that launched it: Kineto writes the same args.correlation on a kernel and
-// on its launch (as HolisticTraceAnalysis pairs them). A kernel whose launch no action holds is
-// left out.
-std::vector<plan::DeviceSpan> kineto_kernels(const profiler::LoadedTrace& t, const plan::Timeline& actions) {
-  std::map<std::pair<int, int64_t>, int64_t> launched;  // (rank, correlation): the launch's start
-  for (const auto& e : t.events)
-    if (e.category == "cuda_runtime" && e.correlation >= 0) launched[{e.rank, e.correlation}] = e.start_ns;
-  std::map<int, std::vector<const plan::TimelineEvent*>> computed;  // by rank, in start order
-  for (const auto& a : actions.events)
-    if (a.lane == plan::Lane::compute) computed[a.rank].push_back(&a);
-  for (auto& [rank, v] : computed)
-    std::sort(v.begin(), v.end(), [](const auto* a, const auto* b) { return a->start < b->start; });
-  std::vector<plan::DeviceSpan> out;
-  for (const auto& e : t.events) {
-    if (e.category != "kernel" || e.correlation < 0) continue;
-    const auto launch = launched.find({e.rank, e.correlation});
-    const auto mine = computed.find(e.rank);
-    if (launch == launched.end() || mine == computed.end()) continue;
-    const plan::Time at = plan::Time::ns(launch->second);
-    const auto after = std::upper_bound(mine->second.begin(), mine->second.end(), at,
-                                        [](plan::Time when, const auto* a) { return when < a->start; });
-    if (after == mine->second.begin() || at > (*std::prev(after))->end) continue;
-    const plan::TimelineEvent& a = **std::prev(after);
-    plan::DeviceSpan d;
-    d.rank = e.rank;
-    d.lane = e.lane;
-    d.name = e.name;
-    d.start = plan::Time::ns(e.start_ns);
-    d.end = plan::Time::ns(e.end_ns);
-    d.attributed = true;
-    d.action = a.action;
-    d.step = a.step;
-    out.push_back(std::move(d));
-  }
-  return out;
-}
-
 // The measured duration of each kind by stage, in us, over a timeline's steps: F, the backward
 // (B, or a split backward's I and W of one micro-batch together), OPTIM.
 struct StageDurations {
   std::map<int, std::vector<double>> forward, backward, optimizer;
 };
 
-StageDurations durations(const plan::Timeline& t) {
+StageDurations durations(const timeline::Timeline& t) {
   StageDurations d;
   std::map<std::tuple<int, int, int, int>, double> split;  // (step, rank, stage, mb): I + W
   for (const auto& e : t.events) {
-    if (e.lane != plan::Lane::compute) continue;
+    if (e.lane != timeline::Lane::compute) continue;
     const double us = (e.end - e.start).to_us();
     switch (e.action.kind) {
       case ActionKind::F: d.forward[e.action.stage].push_back(us); break;
@@ -306,52 +262,44 @@ double ratio_of(const std::map<int, std::vector<double>>& measured, const std::m
   return q > 0 ? m / q : 0.0;
 }
 
-plan::Timeline predict(const plan::Plan& base, const plan::FittedCosts& fc, plan::Plan* with) {
+timeline::Timeline predict(const plan::Plan& base, const plan::FittedCosts& fc, plan::Plan* with) {
   *with = base;
   with->scenario.hardware.fitted = fc;
   return sim::simulate(*with).timeline;
 }
 
-// A measured run's step statistic, over its steps after the warm-up.
-plan::Time run_statistic(const plan::Timeline& t) {
-  std::vector<int> steps = plan::steps_of(t);
-  if (steps.size() > 1) steps.erase(steps.begin());
-  std::vector<plan::Time> times;
-  for (int s : steps) times.push_back(plan::step_times(t, s).step_time);
-  return profiler::step_statistic(times).undisturbed;
-}
 
-plan::Time step_time(const plan::Timeline& t) {
-  const auto steps = plan::steps_of(t);
-  return steps.empty() ? plan::Time() : plan::step_times(t, steps.front()).step_time;
+plan::Time step_time(const timeline::Timeline& t) {
+  const auto steps = timeline::steps_of(t);
+  return steps.empty() ? plan::Time() : timeline::step_times(t, steps.front()).step_time;
 }
 
 }  // namespace
 
-plan::Timeline measured_actions(const profiler::LoadedTrace& trace, const plan::Plan& plan) {
+timeline::Timeline measured_actions(const timeline::LoadedTrace& trace, const plan::Plan& plan) {
   if (trace.format == "parallax") return parallax_actions(trace, plan);
   if (trace.format == "kineto" || trace.format == "pytorch-legacy" || trace.format == "chrome")
     return kineto_actions(trace, plan);
   refuse(trace, "a " + trace.format + " trace, which Parallax cannot fit from");
 }
 
-TraceFit fit_to_measured(const plan::Plan& plan, const std::vector<plan::Timeline>& measured,
+TraceFit fit_to_measured(const plan::Plan& plan, const std::vector<timeline::Timeline>& measured,
                          const plan::FittedCosts::Kernels& kernels) {
   TraceFit r;
-  plan::Timeline kept;  // every trace's undisturbed steps, steps renumbered apart
+  timeline::Timeline kept;  // every trace's undisturbed steps, steps renumbered apart
   std::vector<plan::Time> statistic;
   for (const auto& t : measured) {
-    statistic.push_back(run_statistic(t));
-    const plan::Timeline u = profiler::undisturbed_only(t);
-    r.steps += static_cast<int>(profiler::undisturbed_steps(t).size());
-    const int offset = kept.events.empty() ? 0 : plan::steps_of(kept).back() + 1;
+    statistic.push_back(timeline::measured_step(t).undisturbed);
+    const timeline::Timeline u = timeline::undisturbed_only(t);
+    r.steps += static_cast<int>(timeline::undisturbed_steps(t).size());
+    const int offset = kept.events.empty() ? 0 : timeline::steps_of(kept).back() + 1;
     for (auto e : u.events) {
       e.step += offset;
       kept.events.push_back(e);
     }
   }
   kept.world_size = plan.world_size;
-  r.measured_step = profiler::median(statistic);
+  r.measured_step = timeline::median(statistic);
   const StageDurations m = durations(kept);
   const plan::Time measured_allreduce = allreduce_time(kept);
 
@@ -363,7 +311,7 @@ TraceFit fit_to_measured(const plan::Plan& plan, const std::vector<plan::Timelin
   // scale with a factor, so one round undershoots; four bring the stages within 0.1% here.
   constexpr int kRounds = 4;
   for (int round = 0; round < kRounds; ++round) {
-    const plan::Timeline predicted = predict(plan, fc, &p);
+    const timeline::Timeline predicted = predict(plan, fc, &p);
     const StageDurations q = durations(predicted);
     refit_layers(p, m, q, true, &fc);
     refit_layers(p, m, q, false, &fc);
@@ -387,118 +335,6 @@ TraceFit fit_to_measured(const plan::Plan& plan, const std::vector<plan::Timelin
   r.kept.push_back("point-to-point messages and their calls (the base's; a measured RECV holds its wait)");
   r.kept.push_back("memory, and layers of other signatures");
   return r;
-}
-
-std::vector<LaunchShare> launch_shares(const std::vector<profiler::LoadedTrace>& traces) {
-  struct Samples {
-    std::vector<double> host, device, after;
-  };
-  std::map<ActionKind, Samples> by_kind;
-  for (const auto& t : traces) {
-    if (t.format != "parallax") continue;
-    std::map<std::tuple<int, int32_t, std::string>, const plan::DeviceSpan*> launch;  // (rank, step, action)
-    for (const auto& d : t.timeline.device)
-      if (d.lane == plan::kHostLaunchLane && d.attributed && d.step > 0) launch[{d.rank, d.step, d.action.id()}] = &d;
-    if (launch.empty()) continue;
-    for (const auto& e : t.timeline.events) {
-      if (e.lane != plan::Lane::compute) continue;
-      const auto it = launch.find({e.rank, e.step, e.action.id()});
-      if (it == launch.end()) continue;
-      Samples& s = by_kind[e.action.kind];
-      s.host.push_back((it->second->end - it->second->start).to_us());
-      s.device.push_back((e.end - e.start).to_us());
-      s.after.push_back((e.end - it->second->end).to_us());
-    }
-  }
-  std::vector<LaunchShare> out;
-  for (const auto& [kind, s] : by_kind)
-    out.push_back({kind, profiler::median(s.host), profiler::median(s.device), profiler::median(s.after),
-                   static_cast<int>(s.host.size())});
-  return out;
-}
-
-KernelKind kernel_kind(const std::string& name) {
-  std::string n(name.size(), ' ');
-  std::transform(name.begin(), name.end(), n.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  auto has = [&](const char* s) { return n.find(s) != std::string::npos; };
-  if (has("nccl")) return KernelKind::communication;
-  if (has("memcpy") || has("memset")) return KernelKind::copy;
-  if (has("flash") || has("fmha")) return KernelKind::flash;
-  // cuBLAS 12.8 and later name many of its GEMM kernels nvjet_* (an H200 with CUDA 13: nvjet_sm90_tst_...).
-  if (has("gemm") || has("cutlass") || has("xmma") || has("cublas") || has("wgmma") || has("matmul") || has("nvjet"))
-    return KernelKind::gemm;
-  return KernelKind::memory;
-}
-
-plan::FittedCosts::Kernels fit_kernel_kinds(const plan::Plan& plan, const std::vector<profiler::LoadedTrace>& traces,
-                                            std::vector<std::string>* said) {
-  const auto& s = plan.scenario;
-  // Each stage's model times by kind, forward and backward (a recompute's forward inside B).
-  std::vector<plan::LayerKernelClasses> stage(plan.stages.size());
-  for (const plan::Stage& st : plan.stages)
-    for (int l = st.first_layer; l < st.first_layer + st.layer_count; ++l) {
-      const auto c = plan::kernel_class_times(plan.layers()[l], s.hardware, s.parallel, plan.microbatch_size, l > 0);
-      if (!c) {
-        said->push_back(std::string("kernels: not fitted (") + s.hardware.name + " has no compute model at " +
-                        plan::name(s.parallel.precision) + " to set them against)");
-        return {};
-      }
-      auto& to = stage[st.index];
-      const bool recompute = s.parallel.activation_checkpointing == plan::Recompute::layer ||
-                             s.parallel.activation_checkpointing == plan::Recompute::stage;
-      to.forward.gemm += c->forward.gemm, to.forward.flash += c->forward.flash, to.forward.memory += c->forward.memory;
-      to.backward.gemm += c->backward.gemm + (recompute ? c->forward.gemm : 0.0);
-      to.backward.flash += c->backward.flash + (recompute ? c->forward.flash : 0.0);
-      to.backward.memory += c->backward.memory + (recompute ? c->forward.memory : 0.0);
-    }
-  plan::KernelClassTimes measured, model;
-  std::set<std::tuple<int, int32_t, std::string>> actions;  // (rank, step, action) with kernels
-  for (const auto& t : traces) {
-    // Parallax's CUPTI traces attribute their kernels as they record them; a Kineto trace's are
-    // attributed here, through their launches.
-    std::vector<plan::DeviceSpan> attributed;
-    if (t.format == "kineto") attributed = kineto_kernels(t, kineto_actions(t, plan));
-    else if (t.format != "parallax") continue;
-    const std::vector<plan::DeviceSpan>& spans = t.format == "kineto" ? attributed : t.timeline.device;
-    // The trace's first step is its warm-up (Parallax's step 0; a profiler's first ProfilerStep).
-    int32_t first = std::numeric_limits<int32_t>::max();
-    for (const auto& d : spans)
-      if (d.attributed) first = std::min(first, d.step);
-    for (const auto& d : spans) {
-      // Kernels only: not the actions' CUDA-event spans nor the host's launch spans beside them.
-      if (d.lane == plan::kCudaEventLane || d.lane == plan::kHostLaunchLane) continue;
-      if (!d.attributed || d.step == first || (d.action.kind != ActionKind::F && d.action.kind != ActionKind::B)) continue;
-      const double us = (d.end - d.start).to_us();
-      switch (kernel_kind(d.name)) {
-        case KernelKind::gemm: measured.gemm += us; break;
-        case KernelKind::flash: measured.flash += us; break;
-        case KernelKind::memory: measured.memory += us; break;
-        default: continue;
-      }
-      if (!actions.insert({d.rank, d.step, d.action.id()}).second) continue;
-      const auto& c = d.action.kind == ActionKind::F ? stage[d.action.stage].forward : stage[d.action.stage].backward;
-      model.gemm += c.gemm, model.flash += c.flash, model.memory += c.memory;
-    }
-  }
-  if (actions.empty()) {
-    said->push_back("kernels: not fitted (no trace shows the GPU's kernels of its F and B after its first step: Parallax's "
-                    "measured GPU traces with CUPTI do, and PyTorch profiler traces with their kernels and launches)");
-    return {};
-  }
-  plan::FittedCosts::Kernels k;
-  auto fit = [&](double m, double q, double* f, const char* what) {
-    if (m > 0 && q > 0) {
-      *f = m / q;
-      said->push_back(std::string("kernels: ") + what + " " + number(m / 1e3) + " ms measured over " + number(q / 1e3) +
-                      " ms modelled, x" + number(*f) + " (" + std::to_string(actions.size()) + " F and B actions)");
-    } else {
-      said->push_back(std::string("kernels: ") + what + " kept (" + (m > 0 ? "none modelled" : "none in the traces") + ")");
-    }
-  };
-  fit(measured.gemm, model.gemm, &k.gemm, "GEMMs");
-  fit(measured.flash, model.flash, &k.flash, "flash attention");
-  fit(measured.memory, model.memory, &k.memory, "memory-bound");
-  return k;
 }
 
 }  // namespace parallax::fit

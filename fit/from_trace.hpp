@@ -6,7 +6,7 @@
 // The traces are of one configuration of the job (the plan given): Parallax's measured traces
 // (`parallax run -o`), or PyTorch profiler (Kineto) traces of torch.distributed.pipelining, whose
 // schedules name each action's span `PP:<action>` (record_function; "PP:0F1", "PP:1B0", as
-// Parallax names actions), or of a data-parallel job's forward / backward / optimizer phases. Their undisturbed steps (profiler::undisturbed_steps) are taken, and
+// Parallax names actions), or of a data-parallel job's forward / backward / optimizer phases. Their undisturbed steps (timeline::undisturbed_steps) are taken, and
 // the simulator is made to reproduce them: per stage, the measured F and B against the predicted,
 // spread onto the stage's layer signatures by their share of the stage's predicted time; the
 // optimizer step and the all-reduces likewise. A few rounds, since the base profile's fixed costs
@@ -17,8 +17,8 @@
 
 #include "plan/fitted.hpp"
 #include "plan/plan.hpp"
-#include "plan/timeline.hpp"
-#include "profiler/trace_reader.hpp"
+#include "timeline/timeline.hpp"
+#include "timeline/trace_reader.hpp"
 
 namespace parallax::fit {
 
@@ -30,7 +30,7 @@ namespace parallax::fit {
 /// spans, through its phases: "## forward ##" (or DistributedDataParallel.forward) as F,
 /// "## backward ##" as B, "## optimizer ##" (or Optimizer.step#...) as OPTIM. InputError naming
 /// the trace and what differs when it is of another model or layout, or holds no action of it.
-plan::Timeline measured_actions(const profiler::LoadedTrace& trace, const plan::Plan& plan);
+timeline::Timeline measured_actions(const timeline::LoadedTrace& trace, const plan::Plan& plan);
 
 struct TraceFit {
   plan::FittedCosts costs;
@@ -44,7 +44,7 @@ struct TraceFit {
 /// Fits `plan`'s hardware profile to the measured timelines (measured_actions of each trace).
 /// `kernels`: factors by kind of kernel fitted first (fit_kernel_kinds), which the layer factors
 /// then fit over.
-TraceFit fit_to_measured(const plan::Plan& plan, const std::vector<plan::Timeline>& measured,
+TraceFit fit_to_measured(const plan::Plan& plan, const std::vector<timeline::Timeline>& measured,
                          const plan::FittedCosts::Kernels& kernels = {});
 
 /// The kind of a GPU kernel by its name, as the compute model splits a layer: GEMMs (cuBLAS,
@@ -60,14 +60,14 @@ KernelKind kernel_kind(const std::string& name);
 /// the kernels' time of each kind against what the profile's compute model (`device.compute`)
 /// says of that kind for those actions (plan::kernel_class_times). A kind the traces or the model
 /// do not show stays 1. `said` gets one line per kind, or why nothing was fitted.
-plan::FittedCosts::Kernels fit_kernel_kinds(const plan::Plan& plan, const std::vector<profiler::LoadedTrace>& traces,
+plan::FittedCosts::Kernels fit_kernel_kinds(const plan::Plan& plan, const std::vector<timeline::LoadedTrace>& traces,
                                             std::vector<std::string>* said);
 
 /// How a kind of compute action (F, B, OPTIM) of a measured GPU run went on the host and on the
 /// device: how long the host took to launch it, how long the device ran it, and how long the
 /// device ran on after the host's last launch of it. Medians over the steps after the first.
 struct LaunchShare {
-  plan::ActionKind kind;
+  schedule::ActionKind kind;
   double host_us = 0, device_us = 0, after_last_launch_us = 0;
   int actions = 0;
   /// The device finished soon after the host's last launch: it was kept waiting on the launches,
@@ -83,6 +83,6 @@ struct LaunchShare {
 
 /// Per kind, from Parallax's measured GPU traces (their host-launch spans beside the actions'
 /// CUDA-event times); empty for CPU runs and other traces.
-std::vector<LaunchShare> launch_shares(const std::vector<profiler::LoadedTrace>& traces);
+std::vector<LaunchShare> launch_shares(const std::vector<timeline::LoadedTrace>& traces);
 
 }  // namespace parallax::fit

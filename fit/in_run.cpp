@@ -10,10 +10,10 @@
 
 #include "fit/measure.hpp"
 #include "plan/executable.hpp"
-#include "plan/timeline_metrics.hpp"
-#include "profiler/compare.hpp"
 #include "profiler/messages.hpp"
 #include "sim/simulator.hpp"
+#include "timeline/compare.hpp"
+#include "timeline/metrics.hpp"
 
 namespace parallax::fit {
 
@@ -43,7 +43,7 @@ std::vector<Probe> probe_plans(const std::vector<Calibrated>& plans, const plan:
                                            "parallel.grad_accumulation=1", "parallel.activation_checkpointing=false"};
   auto estimate = [&](plan::Scenario s) {
     s.hardware = base;
-    return plan::step_times(sim::simulate(plan::resolve_plan(s)).timeline, 0).step_time;
+    return timeline::step_times(sim::simulate(plan::resolve_plan(s)).timeline, 0).step_time;
   };
   auto probe = [&](const Calibrated& c, const std::vector<std::string>& layout, const std::string& words) {
     std::vector<std::string> sets = common;
@@ -91,7 +91,7 @@ std::vector<Probe> probe_plans(const std::vector<Calibrated>& plans, const plan:
   return out;
 }
 
-// The mean without the top and bottom 10%, over the undisturbed steps' actions (profiler::undisturbed_only). A
+// The mean without the top and bottom 10%, over the undisturbed steps' actions (timeline::undisturbed_only). A
 // step adds up its actions: the frequent shorter delays belong in it, a rank descheduled for a
 // scheduler slice (~4 ms here, in ~1-3% of the sends) mostly does not. With receives posted at
 // the step's start the remaining tails are such slices; the mean without only the top 1%, kept
@@ -109,19 +109,19 @@ double trimmed_mean(std::vector<double> v) {
 
 // A step's all-reduce time on one rank: the union of its ALLREDUCE spans (they may overlap), as
 // a mean over ranks and steps (after the first, when there are several).
-plan::Time allreduce_time(const plan::Timeline& t) {
+plan::Time allreduce_time(const timeline::Timeline& t) {
   std::map<std::pair<int, int>, std::vector<std::pair<int64_t, int64_t>>> spans;  // by (step, rank)
   int first_step = INT32_MAX, last_step = INT32_MIN;
   for (const auto& e : t.events) {
     first_step = std::min(first_step, e.step);
     last_step = std::max(last_step, e.step);
-    if (e.lane == plan::Lane::allreduce) spans[{e.step, e.rank}].emplace_back(e.start.count_ns(), e.end.count_ns());
+    if (e.lane == timeline::Lane::allreduce) spans[{e.step, e.rank}].emplace_back(e.start.count_ns(), e.end.count_ns());
   }
   plan::Time sum;
   int64_t n = 0;
   for (auto& [key, v] : spans) {
     if (key.first == first_step && last_step > first_step) continue;
-    sum += plan::Time::ns(plan::union_length(std::move(v)));
+    sum += plan::Time::ns(timeline::union_length(std::move(v)));
     ++n;
   }
   return n ? sum / n : plan::Time();
@@ -131,24 +131,24 @@ namespace {
 
 // A kind's actions (F, B or OPTIM) in a timeline, one duration each, over the steps after the
 // first when there are several.
-std::vector<double> durations_us(const plan::Timeline& t, plan::ActionKind kind) {
+std::vector<double> durations_us(const timeline::Timeline& t, schedule::ActionKind kind) {
   int first_step = INT32_MAX, last_step = INT32_MIN;
   for (const auto& e : t.events) first_step = std::min(first_step, e.step), last_step = std::max(last_step, e.step);
   std::vector<double> out;
   for (const auto& e : t.events)
-    if (e.action.kind == kind && e.lane == plan::Lane::compute && (e.step != first_step || last_step == first_step))
+    if (e.action.kind == kind && e.lane == timeline::Lane::compute && (e.step != first_step || last_step == first_step))
       out.push_back((e.end - e.start).to_us());
   return out;
 }
 
 // The typical duration of a timeline's B actions, the step's last ones (which start the DDP
 // all-reduces) or the others, over the steps after the first when there are several.
-double typical_backward_us(const plan::Timeline& t, int microbatches, bool last) {
+double typical_backward_us(const timeline::Timeline& t, int microbatches, bool last) {
   int first_step = INT32_MAX, last_step = INT32_MIN;
   for (const auto& e : t.events) first_step = std::min(first_step, e.step), last_step = std::max(last_step, e.step);
   std::vector<double> v;
   for (const auto& e : t.events) {
-    if (e.action.kind != plan::ActionKind::B || (e.step == first_step && last_step > first_step)) continue;
+    if (e.action.kind != schedule::ActionKind::B || (e.step == first_step && last_step > first_step)) continue;
     if ((e.action.mb == microbatches - 1) != last) continue;
     v.push_back((e.end - e.start).to_us());
   }
@@ -159,7 +159,7 @@ double typical_backward_us(const plan::Timeline& t, int microbatches, bool last)
 // earlier ones (no_sync) do not. With two micro-batches or more the probe measures both: the
 // others' extra is backward_extra_us, the last one's beyond it is per MB of the stage's
 // gradients. With one, the pipeline probe's backward extra stands for the others'.
-void fit_sync_backward(const plan::Plan& probe, const plan::Timeline& predicted, const plan::Timeline& measured,
+void fit_sync_backward(const plan::Plan& probe, const timeline::Timeline& predicted, const timeline::Timeline& measured,
                        const plan::Calibration& calibration, plan::InRunFactors* f) {
   const int n = probe.scenario.parallel.chunks * probe.scenario.parallel.grad_accumulation;
   if (n > 1)
@@ -178,7 +178,7 @@ plan::InRunFactors median_factors(const std::vector<plan::InRunFactors>& runs) {
   auto field = [&](double plan::InRunFactors::*x) {
     std::vector<double> v;
     for (const auto& f : runs) v.push_back(f.*x);
-    m.*x = profiler::median(v);
+    m.*x = timeline::median(v);
   };
   for (auto x : {&plan::InRunFactors::forward, &plan::InRunFactors::backward, &plan::InRunFactors::optimizer,
                  &plan::InRunFactors::forward_extra_us, &plan::InRunFactors::backward_extra_us,
@@ -192,16 +192,16 @@ plan::InRunFactors median_factors(const std::vector<plan::InRunFactors>& runs) {
 
 }  // namespace
 
-ProbeResult in_run_factors(plan::Plan probe, const plan::Calibration& calibration, const plan::Timeline& run) {
+ProbeResult in_run_factors(plan::Plan probe, const plan::Calibration& calibration, const timeline::Timeline& run) {
   plan::Calibration alone = calibration;
   alone.in_run = {};
   alone.in_run_data.reset();
   probe.scenario.hardware.calibration = alone;
-  const plan::Timeline predicted = sim::simulate(probe).timeline;
-  // Over the probe run's undisturbed steps (profiler::undisturbed_steps), as compare measures a
+  const timeline::Timeline predicted = sim::simulate(probe).timeline;
+  // Over the probe run's undisturbed steps (timeline::undisturbed_steps), as compare measures a
   // run: the factors carry what a run adds to the costs alone, not a burst's slowdown. The first
   // step stays, as the warm-up the figures below leave out.
-  const plan::Timeline measured = profiler::undisturbed_only(run, /*keep_warmup=*/true);
+  const timeline::Timeline measured = timeline::undisturbed_only(run, /*keep_warmup=*/true);
   ProbeResult out;
   plan::InRunFactors& f = out.factors;
   const profiler::MessageTiming m = profiler::message_timing(measured, probe.scenario.parallel);
@@ -210,9 +210,9 @@ ProbeResult in_run_factors(plan::Plan probe, const plan::Calibration& calibratio
   if (!m.delivery_us.empty() && calibration.p2p.bandwidth_gb_per_s > 0)
     f.delivery_extra_us = trimmed_mean(m.delivery_us) - calibration.p2p.us(trimmed_mean(m.bytes));
   // Every step's actions of each kind (the prediction's are alike from step to step).
-  for (auto [kind, index, extra] : {std::tuple{plan::ActionKind::F, kF, &plan::InRunFactors::forward_extra_us},
-                                    std::tuple{plan::ActionKind::B, kB, &plan::InRunFactors::backward_extra_us},
-                                    std::tuple{plan::ActionKind::OPTIM, kOptim, &plan::InRunFactors::optimizer_extra_us}}) {
+  for (auto [kind, index, extra] : {std::tuple{schedule::ActionKind::F, kF, &plan::InRunFactors::forward_extra_us},
+                                    std::tuple{schedule::ActionKind::B, kB, &plan::InRunFactors::backward_extra_us},
+                                    std::tuple{schedule::ActionKind::OPTIM, kOptim, &plan::InRunFactors::optimizer_extra_us}}) {
     const auto alone = durations_us(predicted, kind), in_run = durations_us(measured, kind);
     if (alone.empty() || in_run.empty()) continue;
     const plan::InRunPoint means{std::accumulate(alone.begin(), alone.end(), 0.0) / alone.size(), trimmed_mean(in_run)};
@@ -242,7 +242,7 @@ ProbeResult median_result(const std::vector<ProbeResult>& repeats) {
   for (int k = 0; k < kComputeKinds; ++k) {
     std::vector<double> alone, measured;
     for (const auto& r : repeats) alone.push_back(r.means[k].alone_us), measured.push_back(r.means[k].in_run_us);
-    m.means[k] = {profiler::median(alone), profiler::median(measured)};
+    m.means[k] = {timeline::median(alone), timeline::median(measured)};
     m.longest_alone_us[k] = repeats.front().longest_alone_us[k];  // the prediction's: alike in every repeat
   }
   return m;

@@ -9,7 +9,7 @@
 #include "plan/calibration.hpp"
 #include "plan/hardware.hpp"
 #include "plan/plan.hpp"
-#include "plan/timeline.hpp"
+#include "timeline/timeline.hpp"
 
 namespace parallax::fit {
 
@@ -62,7 +62,7 @@ std::vector<Probe> probe_plans(const std::vector<Calibrated>& plans, const plan:
 // The in-run factors: a probe's measured F, B and OPTIM (per-action means) and its all-reduces
 // against what `calibration` predicts for them without in-run figures; its messages. `measured`
 // is the probe run's measured timeline (exec::measured_timeline of its ranks' results).
-ProbeResult in_run_factors(plan::Plan probe, const plan::Calibration& calibration, const plan::Timeline& measured);
+ProbeResult in_run_factors(plan::Plan probe, const plan::Calibration& calibration, const timeline::Timeline& measured);
 
 // The repeats of one probe: each in-run figure and each mean is the median of the repeats'.
 ProbeResult median_result(const std::vector<ProbeResult>& repeats);
@@ -76,7 +76,7 @@ std::string in_run_words(double factor, double extra_us);
 // - a step's all-reduce time on one rank, the union of its ALLREDUCE spans, as a mean over ranks
 //   and steps (after the first, when there are several); 0 without all-reduces.
 double trimmed_mean(std::vector<double> v);
-plan::Time allreduce_time(const plan::Timeline& t);
+plan::Time allreduce_time(const timeline::Timeline& t);
 
 // The in-run figures of one layout: the small model's, with F, B and OPTIM fitted by size.
 plan::InRunFactors layout_factors(const ProbeResult& small, const ProbeResult* large);

@@ -17,9 +17,9 @@
 
 #include "plan/plan.hpp"
 #include "plan/scenario.hpp"
-#include "plan/timeline_metrics.hpp"
-#include "profiler/trace_reader.hpp"
 #include "sim/simulator.hpp"
+#include "timeline/metrics.hpp"
+#include "timeline/trace_reader.hpp"
 
 extern char** environ;
 
@@ -102,8 +102,8 @@ std::string tail_of(const std::string& path, size_t lines) {
 Prepared prepare(const Configuration& c, int steps, const std::vector<std::string>& common) {
   if (steps <= 0) {  // as many as the predicted step time asks for
     const Prepared probe = prepare(c, 3, common);
-    const auto first = plan::steps_of(probe.predicted);
-    return prepare(c, steps_for(first.empty() ? plan::Time() : plan::step_times(probe.predicted, first.front()).step_time),
+    const auto first = timeline::steps_of(probe.predicted);
+    return prepare(c, steps_for(first.empty() ? plan::Time() : timeline::step_times(probe.predicted, first.front()).step_time),
                    common);
   }
   Prepared p;
@@ -131,7 +131,7 @@ void run_once(const Configuration& c, const Prepared& p, const std::string& self
   if (rc != 0)
     throw std::runtime_error("the run of " + c.label + " failed (exit " + std::to_string(rc) + "):\n" +
                              tail_of((work / "run.err").string(), 8));
-  const auto report = profiler::compare(p.predicted, profiler::read_trace(trace).timeline);
+  const auto report = timeline::compare(p.predicted, timeline::read_trace(trace).timeline);
   o->predicted = report.predicted_step;
   o->runs.push_back(report.measured_step);
   if (o->ranks.empty()) o->ranks = report.ranks;
@@ -155,13 +155,13 @@ void summarise(Outcome* o) {
   }
   const auto relative = [](plan::Time v, plan::Time to) { return to > plan::Time() ? v / to : 0.0; };
   const auto [low, high] = std::minmax_element(undisturbed.begin(), undisturbed.end());
-  o->measured = profiler::median(undisturbed);
+  o->measured = timeline::median(undisturbed);
   o->low = *low;
   o->high = *high;
   o->spread = relative(*high - *low, o->measured);
   o->error = relative(o->predicted - o->measured, o->measured);
   const auto [mlow, mhigh] = std::minmax_element(medians.begin(), medians.end());
-  o->median = profiler::median(medians);
+  o->median = timeline::median(medians);
   o->median_spread = relative(*mhigh - *mlow, o->median);
   o->median_error = relative(o->predicted - o->median, o->median);
   o->disturbed_share = steps > 0 ? disturbed / steps : 0.0;
@@ -170,7 +170,7 @@ void summarise(Outcome* o) {
 int steps_for(plan::Time predicted_step) {
   const double for_time =
       predicted_step > plan::Time() ? std::ceil(plan::Time::seconds(kMinMeasuredSeconds) / predicted_step) : 0;
-  return 1 + std::clamp(static_cast<int>(for_time), profiler::kMinStatisticSteps, kMaxAutoSteps);
+  return 1 + std::clamp(static_cast<int>(for_time), timeline::kMinStatisticSteps, kMaxAutoSteps);
 }
 
 Measurement measure(const std::string& self, const std::string& scenario, const std::vector<std::string>& sets, int steps,

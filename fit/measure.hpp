@@ -2,7 +2,7 @@
 // Measuring a configuration for real against its prediction: `parallax run` in a child process
 // (so that a crash or a hang of the run is the child's), its measured trace read back and
 // compared with the simulated step by compare's definitions and the one step statistic
-// (profiler/step_statistic.hpp). validate's loop (fit/validation.hpp) and the tuner's --validate
+// (timeline/step_statistic.hpp). validate's loop (fit/validation.hpp) and the tuner's --validate
 // both measure through here.
 #include <atomic>
 #include <filesystem>
@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "plan/timeline.hpp"
-#include "profiler/compare.hpp"
-#include "profiler/step_statistic.hpp"
+#include "timeline/compare.hpp"
+#include "timeline/step_statistic.hpp"
+#include "timeline/timeline.hpp"
 
 namespace parallax::fit {
 
@@ -29,7 +29,7 @@ struct Configuration {
 /// beside it with its own error, for comparison.
 struct Outcome {
   plan::Time predicted;
-  std::vector<profiler::StepStatistic> runs;  ///< one per run, over its steps after warm-up
+  std::vector<timeline::StepStatistic> runs;  ///< one per run, over its steps after warm-up
   plan::Time measured;       ///< the median of the runs' undisturbed steps
   plan::Time low, high;      ///< their range over the runs
   double spread = 0;         ///< (high - low) / measured
@@ -38,14 +38,14 @@ struct Outcome {
   double median_spread = 0, median_error = 0;
   double disturbed_share = 0;  ///< of all the runs' steps, the disturbed ones
   std::vector<plan::Time> undisturbed_runs() const;  ///< each run's undisturbed step
-  std::vector<profiler::RankComparison> ranks;  ///< of the first run
+  std::vector<timeline::RankComparison> ranks;  ///< of the first run
 };
 
 // A configuration's plan with the run's step count, and its predicted timeline.
 struct Prepared {
   int steps = 0;  ///< of the run, the warm-up step included
   std::vector<std::string> sets;
-  plan::Timeline predicted;
+  timeline::Timeline predicted;
   std::vector<std::string> unmeasured;  ///< layer signatures the profile has no measurement of
   std::string precision;
 };
@@ -76,7 +76,7 @@ int steps_for(plan::Time predicted_step);
 /// (the run terminated) when `cancel` is set while it runs.
 struct Measurement {
   plan::Time predicted;
-  profiler::StepStatistic step;  ///< step.undisturbed is the measured step
+  timeline::StepStatistic step;  ///< step.undisturbed is the measured step
 };
 Measurement measure(const std::string& self, const std::string& scenario, const std::vector<std::string>& sets, int steps,
                     const std::atomic<bool>* cancel = nullptr);

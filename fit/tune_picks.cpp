@@ -73,11 +73,18 @@ std::vector<ValidatedPick> run_picks(const std::vector<const tune::Evaluation*>&
   return out;
 }
 
+int fastest_index(const std::vector<plan::Time>& measured_steps) {
+  int best = -1;
+  for (int i = 0; i < static_cast<int>(measured_steps.size()); ++i)
+    if (measured_steps[i] > plan::Time() && (best < 0 || measured_steps[i] < measured_steps[best])) best = i;
+  return best;
+}
+
 const ValidatedPick* fastest(const std::vector<ValidatedPick>& picks) {
-  const auto it = std::min_element(picks.begin(), picks.end(), [](const ValidatedPick& a, const ValidatedPick& b) {
-    return a.measured.undisturbed < b.measured.undisturbed;
-  });
-  return it == picks.end() ? nullptr : &*it;
+  std::vector<plan::Time> steps;
+  for (const ValidatedPick& p : picks) steps.push_back(p.measured.undisturbed);
+  const int best = fastest_index(steps);
+  return best < 0 ? nullptr : &picks[best];
 }
 
 }  // namespace parallax::fit

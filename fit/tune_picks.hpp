@@ -32,7 +32,7 @@ std::vector<std::string> keep_executable(tune::Space* space, const plan::Scenari
 struct ValidatedPick {
   const tune::Evaluation* evaluation = nullptr;
   plan::Time predicted;             ///< the search's prediction
-  profiler::StepStatistic measured;  ///< measured.undisturbed is the measured step
+  timeline::StepStatistic measured;  ///< measured.undisturbed is the measured step
 };
 
 struct PickRuns {
@@ -52,7 +52,10 @@ struct PickRuns {
 std::vector<ValidatedPick> run_picks(const std::vector<const tune::Evaluation*>& candidates, const plan::Settings& given,
                                      const PickRuns& runs);
 
-/// The fastest measured of `picks`, the tuner's pick; nullptr when there is none.
+/// The tuner's pick among measured step times: the index of the least one, those never measured
+/// (0) left out; -1 when there is none. `tune --validate` and the GUI both pick by it.
+int fastest_index(const std::vector<plan::Time>& measured_steps);
+/// The fastest measured of `picks` (fastest_index); nullptr when there is none.
 const ValidatedPick* fastest(const std::vector<ValidatedPick>& picks);
 
 }  // namespace parallax::fit

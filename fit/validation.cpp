@@ -96,7 +96,7 @@ ValidationSummary summarise(const std::vector<Configuration>& configs, const std
     sw.low.push_back(o.low.to_ms());
     sw.high.push_back(o.high.to_ms());
   }
-  s.spread_median = profiler::median(spreads);
+  s.spread_median = timeline::median(spreads);
   for (auto& [name, sw] : s.sweeps) {
     sw.tau = kendall_tau(sw.predicted, sw.measured);
     sw.resolved = kendall_tau_resolved(sw.predicted, sw.low, sw.high);

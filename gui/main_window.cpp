@@ -178,7 +178,7 @@ void MainWindow::on_predicted() {
 
 void MainWindow::refresh(bool refit) {
   const auto prediction = session_.prediction();
-  const plan::Timeline* predicted = session_.predicted_timeline();
+  const timeline::Timeline* predicted = session_.predicted_timeline();
   const bool simulated = prediction && predicted == &prediction->run.timeline;
   const bool was_empty = timeline_->model().rows().empty();
   timeline_->model().set_predicted(predicted, simulated ? prediction->metrics.critical_path : std::vector<int32_t>{});

@@ -62,7 +62,7 @@ const QColor kMeasured(30, 136, 229);
 
 }  // namespace
 
-StageBubbles stage_bubbles(const Prediction& prediction, const profiler::CompareReport* comparison) {
+StageBubbles stage_bubbles(const Prediction& prediction, const timeline::CompareReport* comparison) {
   const plan::Plan& plan = prediction.plan;
   const int p = plan.scenario.parallel.pipeline;
   StageBubbles out;
@@ -89,13 +89,13 @@ StageBubbles stage_bubbles(const Prediction& prediction, const profiler::Compare
   return out;
 }
 
-QString step_time_text(const Prediction* prediction, const profiler::CompareReport* comparison) {
+QString step_time_text(const Prediction* prediction, const timeline::CompareReport* comparison) {
   if (!prediction && !comparison) return "Step time: —";
   QString text = "Step time ";
   const plan::Time predicted = comparison ? comparison->predicted_step : prediction->metrics.step_time;
   text += QString::number(predicted.to_ms(), 'f', 2) + " ms predicted";
   if (comparison) {
-    const profiler::StepStatistic& m = comparison->measured_step;
+    const timeline::StepStatistic& m = comparison->measured_step;
     text += QString(", %1 ms measured (undisturbed: p20 of %2 steps; median %3 ms, %4% disturbed), error %5%")
                 .arg(m.undisturbed.to_ms(), 0, 'f', 2)
                 .arg(m.steps)
@@ -135,7 +135,7 @@ void MetricsView::set_chart(QChartView* view, QChart* chart) {
 
 namespace {
 // The largest measured training memory of any rank, MiB; negative when the run recorded none.
-double measured_memory_peak_mb(const profiler::CompareReport* c) {
+double measured_memory_peak_mb(const timeline::CompareReport* c) {
   double peak = -1;
   if (c)
     for (const auto& r : c->ranks) peak = std::max(peak, r.measured_memory_mb);
@@ -145,7 +145,7 @@ double measured_memory_peak_mb(const profiler::CompareReport* c) {
 
 void MetricsView::show_session(const PlanSession& session) {
   const auto prediction = session.prediction();
-  const profiler::CompareReport* c = session.comparison() ? &*session.comparison() : nullptr;
+  const timeline::CompareReport* c = session.comparison() ? &*session.comparison() : nullptr;
   if (!prediction) {
     summary_->setText("No prediction yet.");
     return;
@@ -177,7 +177,7 @@ void MetricsView::show_session(const PlanSession& session) {
   set_chart(bandwidth_, bandwidth_chart(*prediction));
 }
 
-QChart* MetricsView::bubble_chart(const Prediction& p, const profiler::CompareReport* c) {
+QChart* MetricsView::bubble_chart(const Prediction& p, const timeline::CompareReport* c) {
   const StageBubbles b = stage_bubbles(p, c);
   QChart* chart = new_chart("Bubble fraction per stage");
   auto* series = new QBarSeries;
@@ -192,7 +192,7 @@ QChart* MetricsView::bubble_chart(const Prediction& p, const profiler::CompareRe
   return chart;
 }
 
-QChart* MetricsView::exposed_chart(const Prediction& p, const profiler::CompareReport* c) {
+QChart* MetricsView::exposed_chart(const Prediction& p, const timeline::CompareReport* c) {
   QChart* chart = new_chart("Exposed communication per rank (ms)");
   std::vector<double> predicted, measured;
   std::vector<std::string> labels;
@@ -216,7 +216,7 @@ QChart* MetricsView::exposed_chart(const Prediction& p, const profiler::CompareR
   return chart;
 }
 
-QChart* MetricsView::memory_chart(const Prediction& p, const profiler::CompareReport* c) {
+QChart* MetricsView::memory_chart(const Prediction& p, const timeline::CompareReport* c) {
   const bool measured = measured_memory_peak_mb(c) >= 0;
   QChart* chart = new_chart(measured ? "Memory per rank (GiB): predicted bars, measured dots, against the device"
                                      : "Memory per rank (GiB, predicted) against the device");
@@ -253,7 +253,7 @@ QChart* MetricsView::memory_chart(const Prediction& p, const profiler::CompareRe
   capacity->attachAxis(hidden_x);
   capacity->attachAxis(chart->axes(Qt::Vertical).front());
   if (measured) {
-    // What each rank's training took in the run (plan::RankMemory), a dot over its bar.
+    // What each rank's training took in the run (timeline::RankMemory), a dot over its bar.
     auto* dots = new QScatterSeries;
     dots->setName("measured");
     dots->setColor(kMeasured);

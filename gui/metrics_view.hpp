@@ -19,11 +19,11 @@ struct StageBubbles {
   std::vector<double> predicted;
   std::vector<double> measured;     ///< empty without a measured trace
 };
-StageBubbles stage_bubbles(const Prediction& prediction, const profiler::CompareReport* comparison);
+StageBubbles stage_bubbles(const Prediction& prediction, const timeline::CompareReport* comparison);
 
 /// "Step time 123.45 ms predicted, 130.00 ms measured (undisturbed: p20 of 29 steps; median 131.20
 /// ms, 10% disturbed), error -5.0%".
-QString step_time_text(const Prediction* prediction, const profiler::CompareReport* comparison);
+QString step_time_text(const Prediction* prediction, const timeline::CompareReport* comparison);
 
 class MetricsView : public QWidget {
   Q_OBJECT
@@ -34,9 +34,9 @@ class MetricsView : public QWidget {
 
  private:
   void set_chart(QChartView* view, QChart* chart);
-  QChart* bubble_chart(const Prediction& p, const profiler::CompareReport* c);
-  QChart* exposed_chart(const Prediction& p, const profiler::CompareReport* c);
-  QChart* memory_chart(const Prediction& p, const profiler::CompareReport* c);
+  QChart* bubble_chart(const Prediction& p, const timeline::CompareReport* c);
+  QChart* exposed_chart(const Prediction& p, const timeline::CompareReport* c);
+  QChart* memory_chart(const Prediction& p, const timeline::CompareReport* c);
   QChart* bandwidth_chart(const Prediction& p);
 
   QLabel* summary_;

@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "plan/hardware.hpp"
-#include "plan/timeline_metrics.hpp"
+#include "timeline/metrics.hpp"
 
 namespace parallax::gui {
 
@@ -116,7 +116,7 @@ void PlanSession::wait_idle() {
 
 std::string PlanSession::open_trace(const std::string& path) {
   const int next_rank = static_cast<int>(imported_.size());
-  profiler::LoadedTrace t = profiler::read_trace(path, next_rank);
+  timeline::LoadedTrace t = timeline::read_trace(path, next_rank);
   if (t.format != "parallax") {  // PyTorch profiler and other Chrome traces: shown on their own rows
     const std::string format = t.format;
     imported_.push_back(std::move(t));
@@ -125,7 +125,7 @@ std::string PlanSession::open_trace(const std::string& path) {
   }
   if (t.kind == "measured") {
     measured_ = std::move(t.timeline);
-    measured_step_ = profiler::representative_step(*measured_);
+    measured_step_ = timeline::representative_step(*measured_);
   } else {
     predicted_file_ = std::move(t.timeline);
   }
@@ -143,13 +143,13 @@ void PlanSession::clear_traces() {
   emit traces_changed();
 }
 
-const plan::Timeline* PlanSession::predicted_timeline() const {
+const timeline::Timeline* PlanSession::predicted_timeline() const {
   if (predicted_file_) return &*predicted_file_;
   return prediction_ ? &prediction_->run.timeline : nullptr;
 }
 
 std::vector<int> PlanSession::measured_steps() const {
-  return measured_ ? plan::steps_of(*measured_) : std::vector<int>{};
+  return measured_ ? timeline::steps_of(*measured_) : std::vector<int>{};
 }
 
 void PlanSession::set_measured_step(int step) {
@@ -159,9 +159,9 @@ void PlanSession::set_measured_step(int step) {
 
 void PlanSession::update_comparison() {
   comparison_.reset();
-  const plan::Timeline* predicted = predicted_timeline();
+  const timeline::Timeline* predicted = predicted_timeline();
   if (measured_ && predicted && !measured_->events.empty() && !predicted->events.empty())
-    comparison_ = profiler::compare(*predicted, *measured_);
+    comparison_ = timeline::compare(*predicted, *measured_);
 }
 
 void PlanSession::save_scenario(const std::string& path) const {

@@ -18,10 +18,10 @@
 #include "gui/knobs.hpp"
 #include "plan/plan.hpp"
 #include "plan/yaml_reader.hpp"
-#include "profiler/compare.hpp"
-#include "profiler/trace_reader.hpp"
 #include "sim/metrics.hpp"
 #include "sim/simulator.hpp"
+#include "timeline/compare.hpp"
+#include "timeline/trace_reader.hpp"
 
 namespace parallax::gui {
 
@@ -90,21 +90,21 @@ class PlanSession : public QObject {
   /// Opens a trace file of any kind; InputError when it cannot be read. Returns its kind:
   /// "measured", "predicted", or the format of another trace ("kineto", "pytorch-legacy", "chrome").
   std::string open_trace(const std::string& path);
-  const std::optional<plan::Timeline>& measured() const { return measured_; }
+  const std::optional<timeline::Timeline>& measured() const { return measured_; }
   /// A predicted trace opened from a file; shown until the knobs change.
-  const std::optional<plan::Timeline>& predicted_from_file() const { return predicted_file_; }
-  const std::vector<profiler::LoadedTrace>& imported() const { return imported_; }
+  const std::optional<timeline::Timeline>& predicted_from_file() const { return predicted_file_; }
+  const std::vector<timeline::LoadedTrace>& imported() const { return imported_; }
   void clear_traces();
 
   /// The predicted timeline on screen: from the file if one was opened, else the simulation's.
-  const plan::Timeline* predicted_timeline() const;
-  /// The measured steps, and the one shown (by default profiler::representative_step: the step
+  const timeline::Timeline* predicted_timeline() const;
+  /// The measured steps, and the one shown (by default timeline::representative_step: the step
   /// closest to the measured step statistic).
   std::vector<int> measured_steps() const;
   int measured_step() const { return measured_step_; }
   void set_measured_step(int step);
   /// Predicted against measured; null without a measured trace.
-  const std::optional<profiler::CompareReport>& comparison() const { return comparison_; }
+  const std::optional<timeline::CompareReport>& comparison() const { return comparison_; }
 
   /// Writes the scenario with the knobs applied as YAML; InputError when it cannot.
   void save_scenario(const std::string& path) const;
@@ -131,10 +131,10 @@ class PlanSession : public QObject {
   QFutureWatcher<Evaluation> watcher_;
   std::shared_ptr<const Prediction> prediction_;
   std::string error_, error_knob_;
-  std::optional<plan::Timeline> measured_, predicted_file_;
-  std::vector<profiler::LoadedTrace> imported_;
+  std::optional<timeline::Timeline> measured_, predicted_file_;
+  std::vector<timeline::LoadedTrace> imported_;
   int measured_step_ = -1;
-  std::optional<profiler::CompareReport> comparison_;
+  std::optional<timeline::CompareReport> comparison_;
 };
 
 }  // namespace parallax::gui

@@ -9,19 +9,19 @@
 namespace parallax::gui {
 namespace {
 
-BarKind kind_of(plan::ActionKind k) {
+BarKind kind_of(schedule::ActionKind k) {
   switch (k) {
-    case plan::ActionKind::F: return BarKind::forward;
-    case plan::ActionKind::B:
-    case plan::ActionKind::I:
-    case plan::ActionKind::W: return BarKind::backward;  // told apart by their labels (1I2, 1W2)
-    case plan::ActionKind::OVERLAP_F_B: return BarKind::forward;
-    case plan::ActionKind::SEND_F:
-    case plan::ActionKind::SEND_B: return BarKind::send;
-    case plan::ActionKind::RECV_F:
-    case plan::ActionKind::RECV_B: return BarKind::recv;
-    case plan::ActionKind::ALLREDUCE: return BarKind::allreduce;
-    case plan::ActionKind::OPTIM: return BarKind::optim;
+    case schedule::ActionKind::F: return BarKind::forward;
+    case schedule::ActionKind::B:
+    case schedule::ActionKind::I:
+    case schedule::ActionKind::W: return BarKind::backward;  // told apart by their labels (1I2, 1W2)
+    case schedule::ActionKind::OVERLAP_F_B: return BarKind::forward;
+    case schedule::ActionKind::SEND_F:
+    case schedule::ActionKind::SEND_B: return BarKind::send;
+    case schedule::ActionKind::RECV_F:
+    case schedule::ActionKind::RECV_B: return BarKind::recv;
+    case schedule::ActionKind::ALLREDUCE: return BarKind::allreduce;
+    case schedule::ActionKind::OPTIM: return BarKind::optim;
   }
   return BarKind::host;
 }
@@ -78,19 +78,19 @@ void TimeAxis::fit(int64_t t0, int64_t t1) {
   start_ns = static_cast<double>(t0) - margin;
 }
 
-void TimelineModel::set_predicted(const plan::Timeline* timeline, const std::vector<int32_t>& critical_path) {
+void TimelineModel::set_predicted(const timeline::Timeline* timeline, const std::vector<int32_t>& critical_path) {
   predicted_ = timeline;
   critical_ = std::set<int32_t>(critical_path.begin(), critical_path.end());
   rebuild();
 }
 
-void TimelineModel::set_measured(const plan::Timeline* timeline, int step) {
+void TimelineModel::set_measured(const timeline::Timeline* timeline, int step) {
   measured_ = timeline;
   measured_step_ = step;
   rebuild();
 }
 
-void TimelineModel::set_imported(const std::vector<profiler::LoadedTrace>& traces) {
+void TimelineModel::set_imported(const std::vector<timeline::LoadedTrace>& traces) {
   imported_ = traces;
   rebuild();
 }
@@ -99,14 +99,14 @@ bool TimelineModel::has(Layer layer) const { return count(layer) > 0; }
 
 size_t TimelineModel::count(Layer layer) const { return layer_counts_[static_cast<int>(layer)]; }
 
-void TimelineModel::add_timeline(const plan::Timeline& t, Layer layer, int step, std::vector<LaneKey>* lanes) {
+void TimelineModel::add_timeline(const timeline::Timeline& t, Layer layer, int step, std::vector<LaneKey>* lanes) {
   // The step starts at zero on the common axis.
   int64_t origin = std::numeric_limits<int64_t>::max();
   for (const auto& e : t.events)
     if (e.step == step) origin = std::min(origin, e.start.count_ns());
   if (origin == std::numeric_limits<int64_t>::max()) return;
   for (size_t i = 0; i < t.events.size(); ++i) {
-    const plan::TimelineEvent& e = t.events[i];
+    const timeline::TimelineEvent& e = t.events[i];
     if (e.step != step) continue;
     TimelineBar b;
     b.start_ns = e.start.count_ns() - origin;
@@ -121,7 +121,7 @@ void TimelineModel::add_timeline(const plan::Timeline& t, Layer layer, int step,
     b.name = static_cast<int32_t>(names_.size());
     names_.push_back(e.action.id());
     bars_.push_back(b);
-    lanes->push_back({e.rank, plan::name(e.lane)});
+    lanes->push_back({e.rank, timeline::name(e.lane)});
   }
   for (const auto& d : t.device) {
     if (d.step != step) continue;

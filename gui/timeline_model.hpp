@@ -16,8 +16,8 @@
 #include <utility>
 #include <vector>
 
-#include "plan/timeline.hpp"
-#include "profiler/trace_reader.hpp"
+#include "timeline/timeline.hpp"
+#include "timeline/trace_reader.hpp"
 
 namespace parallax::gui {
 
@@ -77,10 +77,10 @@ struct DrawItem {
 class TimelineModel {
  public:
   /// The predicted step (null for none); `critical_path` holds indices of its events.
-  void set_predicted(const plan::Timeline* timeline, const std::vector<int32_t>& critical_path = {});
+  void set_predicted(const timeline::Timeline* timeline, const std::vector<int32_t>& critical_path = {});
   /// One optimizer step of a measured run (null for none).
-  void set_measured(const plan::Timeline* timeline, int step);
-  void set_imported(const std::vector<profiler::LoadedTrace>& traces);
+  void set_measured(const timeline::Timeline* timeline, int step);
+  void set_imported(const std::vector<timeline::LoadedTrace>& traces);
 
   const std::vector<TimelineRow>& rows() const { return rows_; }
   const std::vector<TimelineBar>& bars() const { return bars_; }
@@ -114,12 +114,12 @@ class TimelineModel {
  private:
   using LaneKey = std::pair<int, std::string>;  ///< (rank, lane)
   void rebuild();
-  void add_timeline(const plan::Timeline& t, Layer layer, int step, std::vector<LaneKey>* lanes);
+  void add_timeline(const timeline::Timeline& t, Layer layer, int step, std::vector<LaneKey>* lanes);
 
-  const plan::Timeline* predicted_ = nullptr;
-  const plan::Timeline* measured_ = nullptr;
+  const timeline::Timeline* predicted_ = nullptr;
+  const timeline::Timeline* measured_ = nullptr;
   int measured_step_ = 0;
-  std::vector<profiler::LoadedTrace> imported_;
+  std::vector<timeline::LoadedTrace> imported_;
   std::set<int32_t> critical_;
 
   std::vector<TimelineRow> rows_;

@@ -13,6 +13,7 @@
 #include "gui/run_panel.hpp"
 #include "gui/tune_cells.hpp"
 #include "gui/tune_view.hpp"
+#include "timeline/step_statistic.hpp"
 
 namespace parallax::gui {
 
@@ -132,16 +133,14 @@ void TuneView::on_validation_finished() {
 
 void TuneView::show_validation() {
   // The fastest measured is the pick `parallax tune --validate` makes.
-  int fastest = -1;
-  for (int i = 0; i < static_cast<int>(validated_.size()); ++i)
-    if (validated_[i].measured_step > plan::Time() &&
-        (fastest < 0 || validated_[i].measured_step < validated_[fastest].measured_step))
-      fastest = i;
+  std::vector<plan::Time> measured;
+  for (const ValidatedRow& v : validated_) measured.push_back(v.measured_step);
+  const int fastest = fit::fastest_index(measured);
   validation_table_->setRowCount(static_cast<int>(validated_.size()));
   for (int i = 0; i < static_cast<int>(validated_.size()); ++i) {
     const ValidatedRow& v = validated_[i];
     const bool both = v.predicted_step > plan::Time() && v.measured_step > plan::Time();
-    const double error = both ? (v.predicted_step / v.measured_step - 1) * 100 : std::nan("");
+    const double error = both ? timeline::relative_error(v.predicted_step, v.measured_step) * 100 : std::nan("");
     // The same configuration in the ranked table gets its measured time too.
     const int ranked_row = v.ranked_row;
     QString changed = QString::fromStdString(plan::describe(v.overrides));

@@ -6,6 +6,8 @@
 
 namespace parallax::plan {
 
+using schedule::splits_backward;
+
 void check_executable(const Scenario& s) {
   for (const auto& l : s.layers)
     if (l.kind == LayerKind::synthetic)

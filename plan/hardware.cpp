@@ -8,6 +8,8 @@
 #include "plan/builtin.hpp"
 
 namespace parallax::plan {
+
+using schedule::Collectives;
 namespace {
 
 const double kInf = std::numeric_limits<double>::infinity();
@@ -241,8 +243,6 @@ HardwareProfile load_named(const Field& value, const std::string& name) {
 }
 
 }  // namespace
-
-const char* name(Collectives c) { return c == Collectives::nccl ? "nccl" : "gloo"; }
 
 int64_t Device::memory_bytes() const {
   if (std::isinf(memory_gb)) return std::numeric_limits<int64_t>::max();

@@ -11,15 +11,9 @@
 #include "plan/fitted.hpp"
 #include "plan/precision.hpp"
 #include "plan/yaml_reader.hpp"
+#include "schedule/schedule.hpp"
 
 namespace parallax::plan {
-
-/// The communication library a machine's ranks use, as `init_process_group(backend=...)` names it.
-/// It decides how point-to-point messages match: Gloo by tag, with sends that never wait for the
-/// receiver; NCCL by order per peer, with sends that block until the peer posts the receive (for
-/// messages larger than its buffers, which stage-to-stage activations are).
-enum class Collectives { gloo, nccl };
-const char* name(Collectives c);
 
 struct Link {
   std::string name;
@@ -137,7 +131,7 @@ struct HardwareProfile {
   int nics_per_node = 1;
   std::optional<int> max_nodes;  ///< cap on nodes, from the profile or the scenario
   /// `collectives:` in the profile; gloo when absent, so profiles written before the key behave as before.
-  Collectives collectives = Collectives::gloo;
+  schedule::Collectives collectives = schedule::Collectives::gloo;
   std::vector<MeasuredLayerCost> measured_layers;
   /// GPU collectives as NCCL runs them; absent on CPU hosts and the ideal machine.
   std::optional<NcclConfig> nccl;

@@ -3,7 +3,11 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "plan/search_defaults.hpp"
+
 namespace parallax::plan {
+
+using schedule::ScheduleKind;
 namespace {
 
 constexpr int kMaxCount = 1 << 24;
@@ -20,18 +24,23 @@ Knob typed(std::string key, KnobType type, T Settings::*member, std::string doc)
   return k;
 }
 
-Knob integer(std::string key, int Settings::*member, int max, bool tuned, std::string doc) {
+Knob integer(std::string key, int Settings::*member, int max, std::string doc) {
   Knob k = typed<int>(std::move(key), KnobType::integer, member, std::move(doc));
   k.min = 1;
   k.max = max;
-  k.tuned = tuned;
+  return k;
+}
+
+// A knob the tuner searches: how its enumeration couples it, and its values when not told.
+Knob searched(Knob k, Coupling coupling, SearchDefault values) {
+  k.coupling = coupling;
+  k.search_default = std::move(values);
   return k;
 }
 
 Knob megabytes(std::string key, double Settings::*member, bool above_zero, std::string doc) {
   Knob k = typed<double>(std::move(key), KnobType::number, member, std::move(doc));
   k.above_min = above_zero;
-  k.tuned = true;
   return k;
 }
 
@@ -50,7 +59,6 @@ Knob schedule_knob() {
   k.type = KnobType::choice;
   for (ScheduleKind kind : kGenerated) k.choices.push_back(name(kind));
   k.choices.push_back("<file>.csv");
-  k.tuned = true;
   k.doc = "pipeline schedule, as torch.distributed.pipelining makes it (interleaved-zero-bubble, zbv-zero-bubble and dualpipev split "
           "backwards into input and weight gradients), or a PyTorch pipelining CSV (a path: in a file, relative to the file; on "
           "the command line, to the working directory)";
@@ -71,10 +79,8 @@ Knob schedule_knob() {
   return k;
 }
 
-Knob flag(std::string key, bool Settings::*member, bool tuned, std::string doc) {
-  Knob k = typed<bool>(std::move(key), KnobType::boolean, member, std::move(doc));
-  k.tuned = tuned;
-  return k;
+Knob flag(std::string key, bool Settings::*member, std::string doc) {
+  return typed<bool>(std::move(key), KnobType::boolean, member, std::move(doc));
 }
 
 // YAML's true and false stay valid: true is `layer`, as torch and Megatron users mean it.
@@ -83,7 +89,6 @@ Knob recompute_knob() {
   k.key = "parallel.activation_checkpointing";
   k.type = KnobType::choice;
   k.choices = {"false", "true", "layer", "stage", "selective"};
-  k.tuned = true;
   k.doc = "what backward recomputes: false keeps every activation; true or layer keeps each layer's input and recomputes that layer; stage keeps each stage's input and recomputes the stage; selective recomputes attention's scores only (Korthikanti et al. 2022; predict-only)";
   k.get = [](const Settings& s) { return KnobValue(std::string(name(s.activation_checkpointing))); };
   k.set = [](Settings& s, const KnobValue& v) {
@@ -99,12 +104,11 @@ Knob recompute_knob() {
 // A choice among an enum's values, each named as plan::name() names it (the one place the names
 // live); `values` in the order the docs list them.
 template <typename E>
-Knob choice(std::string key, E ParallelSpec::*member, std::vector<E> values, bool tuned, std::string doc) {
+Knob choice(std::string key, E ParallelSpec::*member, std::vector<E> values, std::string doc) {
   Knob k;
   k.key = std::move(key);
   k.type = KnobType::choice;
   for (E e : values) k.choices.push_back(name(e));
-  k.tuned = tuned;
   k.doc = std::move(doc);
   k.get = [member](const Settings& s) { return KnobValue(std::string(name(s.*member))); };
   k.set = [member, values](Settings& s, const KnobValue& v) {
@@ -115,73 +119,72 @@ Knob choice(std::string key, E ParallelSpec::*member, std::vector<E> values, boo
 }
 
 Knob p2p_knob() {
-  return choice("parallel.p2p", &ParallelSpec::p2p, {P2p::pytorch, P2p::megatron}, false,
+  return choice("parallel.p2p", &ParallelSpec::p2p, {P2p::pytorch, P2p::megatron},
                 "how stages exchange activations on NCCL: pytorch (torch.distributed.pipelining: a send waits until its peer posts the receive) or megatron (Megatron-LM posts each receive with the send before it, so no send waits; predict-only). Gloo posts receives ahead either way");
 }
 
 Knob rank_order_knob() {
   return choice("parallel.rank_order", &ParallelSpec::rank_order,
-                {RankOrder::tensor_data_pipeline, RankOrder::tensor_pipeline_data}, true,
+                {RankOrder::tensor_data_pipeline, RankOrder::tensor_pipeline_data},
                 "how ranks are numbered over the grid, fastest first, as Megatron-core's order: tp-dp-pp (Megatron-LM's default: a stage's replicas on neighbouring devices, so its all-reduce stays in a node where it can) or tp-pp-dp (a replica's stages on neighbouring devices, so the pipeline's sends do)");
 }
 
 Knob precision_knob() {
-  return choice("parallel.precision", &ParallelSpec::precision, {Precision::fp32, Precision::bf16, Precision::fp16, Precision::fp8}, true,
+  return choice("parallel.precision", &ParallelSpec::precision, {Precision::fp32, Precision::bf16, Precision::fp16, Precision::fp8},
                 "compute type, as torch.autocast: parameters, gradients and buckets stay fp32; activations and stage-to-stage tensors use the compute type (fp16 with a loss scaler). fp8 is Transformer Engine's, as Megatron-core runs it: the linear layers' GEMMs at the device's fp8 peak with per-tensor scaling, attention and norms in bf16 (predict-only). The device must list a peak for it");
 }
 
 std::vector<Knob> make_table() {
   std::vector<Knob> t;
-  t.push_back(integer("parallel.data", &Settings::data, kMaxCount, true, "replicas (DDP); one DDP group per pipeline stage across replicas"));
-  t.push_back(integer("parallel.context", &Settings::context, kMaxCount, true,
+  t.push_back(searched(integer("parallel.data", &Settings::data, kMaxCount, "replicas (DDP); one DDP group per pipeline stage across replicas"), Coupling::layout, default_data));
+  t.push_back(searched(integer("parallel.context", &Settings::context, kMaxCount,
                       "context-parallel ranks per replica (Megatron-core's --context-parallel-size): each holds 1 / context of every "
                       "sequence, cut into 2 x context chunks so causal attention gives each the same work; keys and values pass around "
                       "a ring of them beside attention, and gradients are reduced over data x context. Ranks: tp-cp-dp-pp with the "
-                      "default rank order. Transformer models only; seq_len must divide into 2 x context chunks. Predict-only above 1"));
-  t.push_back(integer("parallel.pipeline", &Settings::pipeline, kMaxCount, true, "pipeline ranks per replica"));
-  t.push_back(integer("parallel.tensor", &Settings::tensor, kMaxCount, true,
-                      "tensor-parallel ranks per stage (Megatron-LM: attention heads and the MLP split over them, an all-reduce after each); must divide heads and ffn. Ranks: tensor fastest (parallel.rank_order), so a group sits in one node. Predict-only above 1"));
-  t.push_back(flag("parallel.sequence_parallel", &Settings::sequence_parallel, true,
-                   "with tensor > 1: norms and dropout split over the tensor group too, all-gather and reduce-scatter in place of its all-reduces (Korthikanti et al. 2022)"));
-  t.push_back(flag("parallel.tensor_across_nodes", &Settings::tensor_across_nodes, false,
+                      "default rank order. Transformer models only; seq_len must divide into 2 x context chunks. Predict-only above 1"), Coupling::layout, default_context));
+  t.push_back(searched(integer("parallel.pipeline", &Settings::pipeline, kMaxCount, "pipeline ranks per replica"), Coupling::layout, default_pipeline));
+  t.push_back(searched(integer("parallel.tensor", &Settings::tensor, kMaxCount,
+                      "tensor-parallel ranks per stage (Megatron-LM: attention heads and the MLP split over them, an all-reduce after each); must divide heads and ffn. Ranks: tensor fastest (parallel.rank_order), so a group sits in one node. Predict-only above 1"), Coupling::layout, default_tensor));
+  t.push_back(searched(flag("parallel.sequence_parallel", &Settings::sequence_parallel,
+                   "with tensor > 1: norms and dropout split over the tensor group too, all-gather and reduce-scatter in place of its all-reduces (Korthikanti et al. 2022)"), Coupling::crossed, default_sequence_parallel));
+  t.push_back(flag("parallel.tensor_across_nodes", &Settings::tensor_across_nodes,
                    "allow a tensor-parallel group to span nodes (its all-reduces then cross the network)"));
-  t.push_back(schedule_knob());
-  t.push_back(integer("parallel.virtual", &Settings::virtual_stages, 1024, true,
+  t.push_back(searched(schedule_knob(), Coupling::schedule, default_schedule));
+  t.push_back(searched(integer("parallel.virtual", &Settings::virtual_stages, 1024,
                       "stages per pipeline rank (interleaved-1f1b, looped-bfs, interleaved-zero-bubble; 2 for zbv-zero-bubble and "
                       "dualpipev); stage s lives on rank s mod pipeline, or in a V for zbv-zero-bubble and dualpipev (rank r holds "
-                      "r and 2 x pipeline - 1 - r)"));
-  t.push_back(integer("parallel.chunks", &Settings::chunks, kMaxCount, true,
-                      "micro-batches per mini-batch; must divide data.batch_size"));
+                      "r and 2 x pipeline - 1 - r)"), Coupling::schedule, default_virtual));
+  t.push_back(searched(integer("parallel.chunks", &Settings::chunks, kMaxCount,
+                      "micro-batches per mini-batch; must divide data.batch_size"), Coupling::schedule, derived));
   Knob part = typed<PartitionLen>("parallel.partition_len", KnobType::partition, &Settings::partition_len,
                     "layers per stage: one integer for every stage, a list with one entry per stage such as [4, 6], or balanced");
-  part.tuned = true;
-  t.push_back(part);
-  t.push_back(megabytes("parallel.bucket_cap_mb", &Settings::bucket_cap_mb, true,
-                        "DDP bucket cap, MiB (bucket_cap_mb of DistributedDataParallel)"));
-  t.push_back(megabytes("parallel.first_bucket_mb", &Settings::first_bucket_mb, false,
-                        "cap of the first bucket, MiB (DDP's _DEFAULT_FIRST_BUCKET_BYTES)"));
-  t.push_back(integer("data.batch_size", &Settings::batch_size, kMaxCount, false,
+  t.push_back(searched(part, Coupling::schedule, derived));
+  t.push_back(searched(megabytes("parallel.bucket_cap_mb", &Settings::bucket_cap_mb, true,
+                        "DDP bucket cap, MiB (bucket_cap_mb of DistributedDataParallel)"), Coupling::buckets, default_bucket_cap));
+  t.push_back(searched(megabytes("parallel.first_bucket_mb", &Settings::first_bucket_mb, false,
+                        "cap of the first bucket, MiB (DDP's _DEFAULT_FIRST_BUCKET_BYTES)"), Coupling::buckets, default_first_bucket));
+  t.push_back(integer("data.batch_size", &Settings::batch_size, kMaxCount,
                       "samples per replica per mini-batch; the global batch is data x batch_size x grad_accumulation"));
-  t.push_back(integer("parallel.grad_accumulation", &Settings::grad_accumulation, kMaxCount, true,
-                      "mini-batches per optimizer step; no DDP communication on the ones in between"));
-  t.push_back(recompute_knob());
+  t.push_back(searched(integer("parallel.grad_accumulation", &Settings::grad_accumulation, kMaxCount,
+                      "mini-batches per optimizer step; no DDP communication on the ones in between"), Coupling::batch, scenario_grad_accumulation));
+  t.push_back(searched(recompute_knob(), Coupling::crossed, default_recompute));
   t.push_back(p2p_knob());
-  t.push_back(rank_order_knob());
-  t.push_back(precision_knob());
-  t.push_back(flag("parallel.master_weights", &Settings::master_weights, false,
+  t.push_back(searched(rank_order_knob(), Coupling::crossed, scenario_rank_order));
+  t.push_back(searched(precision_knob(), Coupling::crossed, default_precision));
+  t.push_back(flag("parallel.master_weights", &Settings::master_weights,
                    "parameters in the compute type with fp32 master weights and fp32 gradients (Megatron-LM's mixed precision: 18 bytes a parameter with Adam); false: fp32 parameters cast per op (torch.autocast). Predict-only: the executor runs false"));
-  t.push_back(flag("parallel.grad_reduce_in_bf16", &Settings::grad_reduce_in_bf16, false,
+  t.push_back(flag("parallel.grad_reduce_in_bf16", &Settings::grad_reduce_in_bf16,
                    "with master_weights: keep and reduce the gradients in 16 bits (2 bytes a parameter) instead of fp32: bf16 "
                    "(Megatron-LM's --grad-reduce-in-bf16, NeMo's grad_sync_dtype: bf16), or fp16 under precision fp16 (Megatron-LM "
                    "without --accumulate-allreduce-grads-in-fp32). Predict-only"));
-  t.push_back(flag("parallel.overlap_grad_reduce", &Settings::overlap_grad_reduce, false,
+  t.push_back(flag("parallel.overlap_grad_reduce", &Settings::overlap_grad_reduce,
                    "reduce data-parallel gradients bucket by bucket during the backward (torch's DDP; Megatron-LM's "
                    "--overlap-grad-reduce); false: the stage's whole gradient buffer in one reduction after its last backward "
                    "(Megatron-LM's default; framework: megatron and deepspeed set false). Predict-only when false"));
-  t.push_back(flag("parallel.tp_comm_overlap", &Settings::tp_comm_overlap, false,
+  t.push_back(flag("parallel.tp_comm_overlap", &Settings::tp_comm_overlap,
                    "overlap tensor parallelism's all-gathers and reduce-scatters with the linear layers' GEMMs (Megatron-LM's "
                    "--tp-comm-overlap; torchtitan's async tensor parallelism); needs sequence_parallel. Predict-only"));
-  t.push_back(flag("parallel.distributed_optimizer", &Settings::distributed_optimizer, false,
+  t.push_back(flag("parallel.distributed_optimizer", &Settings::distributed_optimizer,
                    "shard the optimizer state and master weights over the data-parallel group (ZeRO-1, Megatron-LM's --use-distributed-optimizer). Predict-only"));
   return t;
 }

@@ -32,6 +32,20 @@ using KnobValue = std::variant<int, double, bool, std::string, PartitionLen>;
 
 enum class KnobType { integer, number, boolean, choice, partition };
 
+/// How the tuner's enumeration (tune/search.cpp) forms a tuned knob's values into configurations.
+enum class Coupling {
+  crossed,   ///< crossed with every other knob's values by itself
+  layout,    ///< data, context, pipeline, tensor: their product is the world
+  schedule,  ///< schedule, virtual, chunks, partition_len: each one's values depend on the others'
+  batch,     ///< grad_accumulation: batch_size follows it, so the global batch stays
+  buckets,   ///< DDP's bucket caps: only where a stage has replicas
+};
+
+/// A tuned knob's values when `tune` is not given them (--search): what the scenario's layers,
+/// batch and device allow over `world` ranks (plan/search_defaults.hpp). Empty: the enumeration
+/// derives them for each configuration.
+using SearchDefault = std::function<std::vector<KnobValue>(const Scenario& scenario, int world)>;
+
 struct Knob {
   std::string key;    ///< "parallel.chunks"
   KnobType type = KnobType::integer;
@@ -40,10 +54,13 @@ struct Knob {
   double min = 0;     ///< integer and number: the smallest value
   double max = 0;     ///< integer: the largest value
   bool above_min = false;  ///< number: min itself is not allowed
-  bool tuned = false;      ///< `tune --search/--fix` accept it
+  Coupling coupling = Coupling::crossed;  ///< a tuned knob's place in the tuner's enumeration
+  SearchDefault search_default;           ///< set for exactly the tuned knobs
   std::function<KnobValue(const Settings&)> get;
   std::function<void(Settings&, const KnobValue&)> set;
 
+  /// The tuner searches it, and `tune --search/--fix` accept it.
+  bool tuned() const { return static_cast<bool>(search_default); }
   std::string section() const { return key.substr(0, key.find('.')); }
   std::string name() const { return key.substr(key.find('.') + 1); }
   /// The value of a present field; InputError at the field's place when it is not one.

@@ -8,6 +8,15 @@
 #include "plan/plan.hpp"
 
 namespace parallax::plan {
+
+using schedule::Collectives;
+using schedule::ActionKind;
+using schedule::Action;
+using schedule::is_compute;
+using schedule::receive_window;
+using schedule::receives_from_peer;
+using schedule::makes_input_gradient;
+using schedule::makes_weight_gradient;
 namespace {
 
 // A layer's full activations for one micro-batch: as `parallax calibrate` measured them with the
@@ -174,7 +183,7 @@ std::string reserve_rule(const Device& device) {
 
 // The most micro-batches each stage holds activations for at once on a rank, found by walking
 // the rank's action list: a forward adds one, its weight gradients (B or W) release it.
-// Receive buffers: with Gloo the executor keeps the next plan::receive_window receives posted
+// Receive buffers: with Gloo the executor keeps the next schedule::receive_window receives posted
 // ahead (exec/runtime.cpp), so a buffer is held from when it is posted: a forward's input until
 // that forward (then it is one of the stage's activations), an output gradient until its backward.
 static int64_t peak_activation_bytes(const Plan& plan, int pipeline_rank, int* peak_inflight) {

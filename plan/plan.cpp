@@ -11,9 +11,23 @@
 #include "plan/cost.hpp"
 #include "plan/memory.hpp"
 #include "plan/partition.hpp"
-#include "plan/schedule_validate.hpp"
+#include "schedule/csv.hpp"
+#include "schedule/validate.hpp"
 
 namespace parallax::plan {
+
+using schedule::ScheduleKind;
+
+schedule::ComputeOrder schedule_order(const Scenario& scenario) {
+  const ParallelSpec& p = scenario.parallel;
+  if (p.schedule != ScheduleKind::csv) return schedule::generated_order(p.schedule, p.pipeline, p.virtual_stages, p.chunks);
+  try {
+    return schedule::read_schedule_csv(p.schedule_csv, p.pipeline, p.stages(), p.chunks);
+  } catch (const schedule::CsvError& e) {
+    throw InputError(Location{e.where().file, e.where().line, e.where().column}, e.message());
+  }
+}
+
 namespace {
 
 std::vector<int> choose_partition(const Scenario& s, int microbatch_size) {
@@ -130,10 +144,10 @@ Plan resolve_plan(const Scenario& scenario, bool check_generated) {
   std::vector<int> buckets_per_stage;
   if (p.replicas() > 1)
     for (const Stage& st : plan.stages) buckets_per_stage.push_back(static_cast<int>(st.buckets.size()));
-  plan.schedule = lower(compute_order(scenario), p.schedule, p.pipeline, p.virtual_stages, p.chunks,
+  plan.schedule = schedule::lower(schedule_order(scenario), p.schedule, p.pipeline, p.virtual_stages, p.chunks,
                         p.grad_accumulation, buckets_per_stage, scenario.hardware.collectives);
   const bool imported = p.schedule == ScheduleKind::csv;
-  const auto problems = imported || check_generated ? validate_schedule(plan.schedule) : std::vector<std::string>{};
+  const auto problems = imported || check_generated ? schedule::validate_schedule(plan.schedule) : std::vector<std::string>{};
   if (!problems.empty()) {
     if (imported)
       throw InputError(scenario.where("parallel.schedule"), "schedule " + p.schedule_csv + " cannot run: " + problems.front() +

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "plan/scenario.hpp"
-#include "plan/schedule.hpp"
+#include "schedule/schedule.hpp"
 
 namespace parallax::plan {
 
@@ -83,12 +83,15 @@ struct Plan {
   std::vector<int> partition;  ///< layers per stage
   std::vector<Stage> stages;
   std::vector<RankPlan> ranks;
-  Schedule schedule;
+  schedule::Schedule schedule;
 
   const std::vector<Layer>& layers() const { return scenario.layers; }
   int chunks() const { return scenario.parallel.chunks; }
 };
 
+/// The compute order of a scenario's schedule: generated, or read from its CSV (a bad CSV is an
+/// InputError at the CSV's line and column).
+schedule::ComputeOrder schedule_order(const Scenario& scenario);
 /// Resolves a scenario; an imported schedule that fails validation is an InputError. A generated
 /// schedule is checked too (a logic_error when a generator is wrong) unless `check_generated` is
 /// off: the tuner resolves tens of thousands of plans, and the check costs more than the rest.

@@ -8,6 +8,9 @@
 #include "plan/knobs.hpp"
 
 namespace parallax::plan {
+
+using schedule::ScheduleKind;
+using schedule::v_shaped;
 namespace {
 
 const std::vector<std::string> kTopKeys = {"name", "framework", "model", "data", "parallel", "optimizer", "hardware"};
@@ -213,22 +216,6 @@ const char* name(Recompute r) {
 const char* name(P2p p) { return p == P2p::megatron ? "megatron" : "pytorch"; }
 const char* name(RankOrder o) { return o == RankOrder::tensor_pipeline_data ? "tp-pp-dp" : "tp-dp-pp"; }
 
-const char* name(ScheduleKind k) {
-  switch (k) {
-    case ScheduleKind::gpipe: return "gpipe";
-    case ScheduleKind::one_f_one_b: return "1f1b";
-    case ScheduleKind::interleaved_1f1b: return "interleaved-1f1b";
-    case ScheduleKind::csv: return "csv";
-    case ScheduleKind::looped_bfs: return "looped-bfs";
-    case ScheduleKind::interleaved_zero_bubble: return "interleaved-zero-bubble";
-    case ScheduleKind::zbv_zero_bubble: return "zbv-zero-bubble";
-    case ScheduleKind::dualpipev: return "dualpipev";
-  }
-  return "?";
-}
-
-bool v_shaped(ScheduleKind k) { return k == ScheduleKind::zbv_zero_bubble || k == ScheduleKind::dualpipev; }
-bool splits_backward(ScheduleKind k) { return k == ScheduleKind::interleaved_zero_bubble || v_shaped(k); }
 
 int OptimizerSpec::state_per_param() const {
   if (kind == "sgd") return momentum > 0 ? 1 : 0;

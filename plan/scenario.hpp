@@ -8,37 +8,13 @@
 #include <vector>
 
 #include "plan/error.hpp"
-#include "plan/hardware.hpp"
 #include "plan/framework.hpp"
+#include "plan/hardware.hpp"
 #include "plan/layers.hpp"
 #include "plan/precision.hpp"
+#include "schedule/schedule.hpp"
 
 namespace parallax::plan {
-
-enum class ScheduleKind {
-  gpipe,
-  one_f_one_b,
-  interleaved_1f1b,
-  csv,
-  looped_bfs,               ///< torch's ScheduleLoopedBFS
-  interleaved_zero_bubble,  ///< torch's ScheduleInterleavedZeroBubble (ZB-H1 with virtual stages)
-  zbv_zero_bubble,          ///< torch's ScheduleZBVZeroBubble: two stages per rank, V-shaped
-  dualpipev,                ///< torch's ScheduleDualPipeV (DeepSeek's DualPipe, V-shaped)
-};
-const char* name(ScheduleKind k);
-/// Schedules whose stages sit on the ranks in a V: rank r holds stages r and 2p-1-r, so the last
-/// stage is back on rank 0 (torch's generate_stage_to_rank_mapping(style="v")). Others loop:
-/// stage s on rank s mod p.
-bool v_shaped(ScheduleKind k);
-/// Schedules that split backwards into I and W: interleaved-zero-bubble, zbv-zero-bubble,
-/// dualpipev (a CSV may too; its cells say).
-bool splits_backward(ScheduleKind k);
-/// The pipeline rank that holds `stage`, for `pipeline` ranks, looped or V-shaped. Either way it
-/// is the rank's (stage / pipeline)-th stage.
-inline int pipeline_rank_of_stage(int stage, int pipeline, bool v_shape) {
-  const int pos = stage % pipeline;
-  return v_shape && (stage / pipeline) % 2 == 1 ? pipeline - 1 - pos : pos;
-}
 
 /// `partition_len`: layers per stage as one number for every stage, a list, or "balanced".
 struct PartitionLen {
@@ -95,7 +71,7 @@ struct ParallelSpec {
   int virtual_stages = 1;  ///< stages per pipeline rank (YAML: `virtual`)
   PartitionLen partition_len;
   int chunks = 1;  ///< micro-batches per mini-batch
-  ScheduleKind schedule = ScheduleKind::gpipe;
+  schedule::ScheduleKind schedule = schedule::ScheduleKind::gpipe;
   std::string schedule_csv;  ///< path of an imported PyTorch pipelining CSV
   int grad_accumulation = 1;
   double bucket_cap_mb = 25;
@@ -125,7 +101,7 @@ struct ParallelSpec {
 
   int stages() const { return pipeline * virtual_stages; }
   /// The pipeline rank that holds `stage` (the schedule decides: looped or V-shaped).
-  int rank_of_stage(int stage) const { return pipeline_rank_of_stage(stage, pipeline, v_shaped(schedule)); }
+  int rank_of_stage(int stage) const { return schedule::pipeline_rank_of_stage(stage, pipeline, schedule::v_shaped(schedule)); }
   /// Every GPU of the plan.
   int world_size() const { return data * context * pipeline * tensor; }
   /// The ranks (of one tensor rank) that hold a stage's parameters and reduce its gradients:

@@ -7,6 +7,8 @@
 #include "plan/knobs.hpp"
 
 namespace parallax::plan {
+
+using schedule::ScheduleKind;
 namespace {
 
 // The blocks of a transformer plan (embed, blocks, head), or an InputError: the trainers take GPT-

@@ -55,8 +55,8 @@ ParsedActivity parse_activity_records(const std::vector<const void*>& records) {
 }
 
 std::vector<AttributedActivity> attribute(const ParsedActivity& parsed,
-                                          const std::map<uint64_t, std::pair<plan::Action, int32_t>>& actions,
-                                          int64_t cupti_to_host_ns, const std::vector<plan::DeviceSpan>& by_time) {
+                                          const std::map<uint64_t, std::pair<schedule::Action, int32_t>>& actions,
+                                          int64_t cupti_to_host_ns, const std::vector<timeline::DeviceSpan>& by_time) {
   std::vector<AttributedActivity> out;
   for (const GpuActivity& a : parsed.activities) {
     AttributedActivity x;
@@ -73,7 +73,7 @@ std::vector<AttributedActivity> attribute(const ParsedActivity& parsed,
       }
     }
     for (size_t i = 0; i < by_time.size() && !x.attributed && !a.nccl; ++i) {
-      const plan::DeviceSpan& t = by_time[i];
+      const timeline::DeviceSpan& t = by_time[i];
       if (x.host_start_ns >= t.start.count_ns() && x.host_start_ns < t.end.count_ns()) {
         x.attributed = true;
         x.action = t.action;

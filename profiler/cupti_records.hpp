@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "plan/timeline.hpp"
+#include "timeline/timeline.hpp"
 
 namespace parallax::profiler {
 
@@ -40,7 +40,7 @@ ParsedActivity parse_activity_records(const std::vector<const void*>& records);
 struct AttributedActivity {
   GpuActivity activity;
   bool attributed = false;
-  plan::Action action;  ///< valid when attributed
+  schedule::Action action;  ///< valid when attributed
   int32_t step = 0;
   int64_t host_start_ns = 0, host_end_ns = 0;
   std::string lane;  ///< "gpu stream 7", "gpu stream 7 nccl", "gpu stream 7 memcpy"
@@ -53,8 +53,8 @@ struct AttributedActivity {
 /// action goes to the span of `by_time` (the actions' CUDA-event spans on the host axis) that
 /// holds its start, if any.
 std::vector<AttributedActivity> attribute(const ParsedActivity& parsed,
-                                          const std::map<uint64_t, std::pair<plan::Action, int32_t>>& actions,
+                                          const std::map<uint64_t, std::pair<schedule::Action, int32_t>>& actions,
                                           int64_t cupti_to_host_ns,
-                                          const std::vector<plan::DeviceSpan>& by_time = {});
+                                          const std::vector<timeline::DeviceSpan>& by_time = {});
 
 }  // namespace parallax::profiler

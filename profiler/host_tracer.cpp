@@ -57,7 +57,7 @@ HostTracer::ThreadBuffer* HostTracer::buffer() const noexcept {
   return nullptr;
 }
 
-void HostTracer::span(plan::Lane lane, const plan::Action& action, int64_t start_ns, int64_t end_ns, int64_t bytes,
+void HostTracer::span(timeline::Lane lane, const schedule::Action& action, int64_t start_ns, int64_t end_ns, int64_t bytes,
                       int32_t step) noexcept {
   if (!enabled_) return;
   ThreadBuffer* b = buffer();
@@ -69,7 +69,7 @@ void HostTracer::span(plan::Lane lane, const plan::Action& action, int64_t start
     b->dropped.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  plan::TimelineEvent& e = b->spans[b->used_spans++];
+  timeline::TimelineEvent& e = b->spans[b->used_spans++];
   e.rank = rank_;
   e.lane = lane;
   e.action = action;
@@ -97,17 +97,17 @@ void HostTracer::instant(const char* name, int64_t at_ns, int32_t step) noexcept
 
 void HostTracer::counter(const char* name, double value, int64_t at_ns) noexcept { mark({name, at_ns, value, 0, true}); }
 
-std::vector<plan::TimelineEvent> HostTracer::events() const {
+std::vector<timeline::TimelineEvent> HostTracer::events() const {
   std::lock_guard<std::mutex> lock(registry_mu_);
-  std::vector<plan::TimelineEvent> out;
+  std::vector<timeline::TimelineEvent> out;
   for (const auto& b : buffers_) out.insert(out.end(), b->spans.begin(), b->spans.begin() + static_cast<std::ptrdiff_t>(b->used_spans));
   std::stable_sort(out.begin(), out.end(), [](const auto& x, const auto& y) { return x.start < y.start; });
   return out;
 }
 
-std::vector<plan::Instant> HostTracer::instants() const {
+std::vector<timeline::Instant> HostTracer::instants() const {
   std::lock_guard<std::mutex> lock(registry_mu_);
-  std::vector<plan::Instant> out;
+  std::vector<timeline::Instant> out;
   for (const auto& b : buffers_)
     for (size_t i = 0; i < b->used_marks; ++i)
       if (!b->marks[i].is_counter) out.push_back({rank_, plan::Time::ns(b->marks[i].at_ns), b->marks[i].name, b->marks[i].step});
@@ -115,17 +115,17 @@ std::vector<plan::Instant> HostTracer::instants() const {
   return out;
 }
 
-std::vector<plan::Counter> HostTracer::counters() const {
+std::vector<timeline::Counter> HostTracer::counters() const {
   std::lock_guard<std::mutex> lock(registry_mu_);
-  std::map<std::string, plan::Counter> by_name;
+  std::map<std::string, timeline::Counter> by_name;
   for (const auto& b : buffers_)
     for (size_t i = 0; i < b->used_marks; ++i)
       if (b->marks[i].is_counter) {
-        plan::Counter& c = by_name[b->marks[i].name];
+        timeline::Counter& c = by_name[b->marks[i].name];
         c.name = b->marks[i].name;
         c.samples.emplace_back(plan::Time::ns(b->marks[i].at_ns), b->marks[i].value);
       }
-  std::vector<plan::Counter> out;
+  std::vector<timeline::Counter> out;
   for (auto& [name, c] : by_name) {
     std::stable_sort(c.samples.begin(), c.samples.end());
     out.push_back(std::move(c));

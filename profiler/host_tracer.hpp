@@ -17,7 +17,7 @@
 #include <mutex>
 #include <vector>
 
-#include "plan/timeline.hpp"
+#include "timeline/timeline.hpp"
 
 namespace parallax::profiler {
 
@@ -28,7 +28,7 @@ class Tracer {
  public:
   virtual ~Tracer() = default;
   /// A finished action span.
-  virtual void span(plan::Lane lane, const plan::Action& action, int64_t start_ns, int64_t end_ns, int64_t bytes = 0,
+  virtual void span(timeline::Lane lane, const schedule::Action& action, int64_t start_ns, int64_t end_ns, int64_t bytes = 0,
                     int32_t step = 0) noexcept = 0;
   /// A point in time (`name` must outlive the tracer: a string literal).
   virtual void instant(const char* name, int64_t at_ns, int32_t step = 0) noexcept = 0;
@@ -37,7 +37,7 @@ class Tracer {
 
   /// Begin of a span: its timestamp, to pass to end().
   static int64_t begin() noexcept { return now_ns(); }
-  void end(plan::Lane lane, const plan::Action& action, int64_t begin_ns, int64_t bytes = 0, int32_t step = 0) noexcept {
+  void end(timeline::Lane lane, const schedule::Action& action, int64_t begin_ns, int64_t bytes = 0, int32_t step = 0) noexcept {
     span(lane, action, begin_ns, now_ns(), bytes, step);
   }
 };
@@ -57,15 +57,15 @@ class HostTracer final : public Tracer {
   /// Off: records return at once (to measure the tracer's own overhead).
   void set_enabled(bool on) { enabled_ = on; }
 
-  void span(plan::Lane lane, const plan::Action& action, int64_t start_ns, int64_t end_ns, int64_t bytes = 0,
+  void span(timeline::Lane lane, const schedule::Action& action, int64_t start_ns, int64_t end_ns, int64_t bytes = 0,
             int32_t step = 0) noexcept override;
   void instant(const char* name, int64_t at_ns, int32_t step = 0) noexcept override;
   void counter(const char* name, double value, int64_t at_ns) noexcept override;
 
   /// Everything recorded, every thread's, spans in time order (call once recording has stopped).
-  std::vector<plan::TimelineEvent> events() const;
-  std::vector<plan::Instant> instants() const;
-  std::vector<plan::Counter> counters() const;
+  std::vector<timeline::TimelineEvent> events() const;
+  std::vector<timeline::Instant> instants() const;
+  std::vector<timeline::Counter> counters() const;
   /// Records dropped: no room in their thread's buffer, or a thread that never registered.
   uint64_t dropped() const;
 
@@ -78,7 +78,7 @@ class HostTracer final : public Tracer {
     bool is_counter;
   };
   struct ThreadBuffer {
-    std::vector<plan::TimelineEvent> spans;
+    std::vector<timeline::TimelineEvent> spans;
     size_t used_spans = 0;
     std::vector<Mark> marks;
     size_t used_marks = 0;

@@ -9,8 +9,8 @@ namespace parallax::profiler {
 
 namespace {
 
-using plan::ActionKind;
-using plan::Lane;
+using schedule::ActionKind;
+using timeline::Lane;
 using plan::Time;
 
 struct Send {
@@ -21,7 +21,7 @@ struct Send {
 
 }  // namespace
 
-MessageTiming message_timing(const plan::Timeline& measured, const plan::ParallelSpec& parallel) {
+MessageTiming message_timing(const timeline::Timeline& measured, const plan::ParallelSpec& parallel) {
   MessageTiming out;
   int first_step = INT32_MAX;
   for (const auto& e : measured.events) first_step = std::min(first_step, e.step);
@@ -46,7 +46,7 @@ MessageTiming message_timing(const plan::Timeline& measured, const plan::Paralle
   for (const auto& e : measured.events) {
     if (e.lane != Lane::recv || e.step == first_step) continue;
     const bool forward = e.action.kind == ActionKind::RECV_F;
-    const plan::Action send{forward ? ActionKind::SEND_F : ActionKind::SEND_B, e.action.stage + (forward ? -1 : 1),
+    const schedule::Action send{forward ? ActionKind::SEND_F : ActionKind::SEND_B, e.action.stage + (forward ? -1 : 1),
                             e.action.mb};
     const plan::Placement receiver = plan::placement_of(parallel, e.rank);
     const int sender = plan::rank_of(parallel, {receiver.replica, parallel.rank_of_stage(send.stage), receiver.tensor_rank});

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "plan/plan.hpp"
-#include "plan/timeline.hpp"
+#include "timeline/timeline.hpp"
 
 namespace parallax::profiler {
 
@@ -25,6 +25,6 @@ struct MessageTiming {
 
 /// Over the steps after the first. `parallel` places each rank (plan::placement_of), and so
 /// names the sender of each receive.
-MessageTiming message_timing(const plan::Timeline& measured, const plan::ParallelSpec& parallel);
+MessageTiming message_timing(const timeline::Timeline& measured, const plan::ParallelSpec& parallel);
 
 }  // namespace parallax::profiler

@@ -5,9 +5,9 @@
 #include <limits>
 #include <map>
 
-#include "plan/timeline_metrics.hpp"
-#include "profiler/compare.hpp"
 #include "report/assets.hpp"
+#include "timeline/compare.hpp"
+#include "timeline/metrics.hpp"
 
 namespace parallax::report {
 namespace {
@@ -18,15 +18,15 @@ constexpr double kMiB = 1024.0 * 1024.0;
 constexpr size_t kLinksShown = 24;  // the busiest; a 1,024-rank plan has thousands of links
 
 /// The step of a timeline the report shows: the first (simulations hold one).
-int first_step(const plan::Timeline& t) {
-  const auto steps = plan::steps_of(t);
+int first_step(const timeline::Timeline& t) {
+  const auto steps = timeline::steps_of(t);
   return steps.empty() ? 0 : steps.front();
 }
 
 /// The events of one step as columns of integers, times in ns from the step's start. `index`
 /// receives, for each event of the timeline, its column position (-1 when not in the step).
-json timeline_columns(const plan::Timeline& t, int step, std::vector<int32_t>* index = nullptr) {
-  const int64_t origin = plan::step_times(t, step).start.count_ns();
+json timeline_columns(const timeline::Timeline& t, int step, std::vector<int32_t>* index = nullptr) {
+  const int64_t origin = timeline::step_times(t, step).start.count_ns();
   json rank = json::array(), lane = json::array(), kind = json::array(), stage = json::array(), mb = json::array(),
        bucket = json::array(), start = json::array(), end = json::array();
   json overlap = json::object();  // OVERLAP_F_B events (few): index -> [its backward's stage, micro-batch]
@@ -41,7 +41,7 @@ json timeline_columns(const plan::Timeline& t, int step, std::vector<int32_t>* i
     stage.push_back(e.action.stage);
     mb.push_back(e.action.mb);
     bucket.push_back(e.action.bucket);
-    if (e.action.kind == plan::ActionKind::OVERLAP_F_B) overlap[std::to_string(rank.size() - 1)] = {e.action.b_stage, e.action.b_mb};
+    if (e.action.kind == schedule::ActionKind::OVERLAP_F_B) overlap[std::to_string(rank.size() - 1)] = {e.action.b_stage, e.action.b_mb};
     start.push_back(e.start.count_ns() - origin);
     end.push_back(e.end.count_ns() - origin);
   }
@@ -49,15 +49,8 @@ json timeline_columns(const plan::Timeline& t, int step, std::vector<int32_t>* i
           {"mb", mb},     {"bucket", bucket}, {"start", start}, {"end", end}, {"overlap", overlap}};
 }
 
-/// The plan the predicted trace carries (plan_json of cli), or an empty object.
-json plan_of(const plan::Timeline& t) {
-  if (t.plan_summary.empty()) return json::object();
-  json p = json::parse(t.plan_summary, nullptr, false);
-  return p.is_object() ? p : json::object();
-}
-
 /// Per rank: bubble and exposed communication, predicted and (when measured) measured.
-json ranks_json(const plan::StepTimes& predicted, const profiler::CompareReport* cmp) {
+json ranks_json(const timeline::StepTimes& predicted, const timeline::CompareReport* cmp) {
   json out = json::array();
   if (cmp) {
     for (const auto& r : cmp->ranks)
@@ -76,17 +69,15 @@ json ranks_json(const plan::StepTimes& predicted, const profiler::CompareReport*
 }
 
 /// Bubble per pipeline rank (the stages it holds), averaged over the replicas that play it.
-json stages_json(const json& ranks, const json& plan) {
+json stages_json(const json& ranks, const timeline::PlanSummary& plan) {
   std::map<int, int> pipeline_rank_of;
-  std::map<int, json> stages_of;
+  std::map<int, std::vector<int>> stages_of;
   // A timeline's rank r is tensor group r (its first rank, r x tensor, in the plan's numbering).
-  const int tensor = plan.contains("grid") ? plan["grid"].value("tensor", 1) : 1;
-  if (plan.contains("ranks"))
-    for (const auto& r : plan["ranks"]) {
-      if (r.value("tensor_rank", 0) != 0) continue;
-      pipeline_rank_of[r.value("rank", 0) / tensor] = r.value("pipeline_rank", 0);
-      stages_of[r.value("pipeline_rank", 0)] = r.value("stages", json::array());
-    }
+  for (const timeline::RankSummary& r : plan.ranks) {
+    if (r.tensor_rank != 0) continue;
+    pipeline_rank_of[r.rank / plan.tensor] = r.pipeline_rank;
+    stages_of[r.pipeline_rank] = r.stages;
+  }
   std::map<int, std::vector<double>> sums;  // pipeline rank -> [predicted, measured, count]
   for (const auto& r : ranks) {
     const int rank = r["rank"].get<int>();
@@ -103,7 +94,7 @@ json stages_json(const json& ranks, const json& plan) {
   for (const auto& [pr, s] : sums) {
     json fractions = {s[0] / s[2]};
     if (measured) fractions.push_back(s[1] / s[2]);
-    out.push_back({{"pipeline_rank", pr}, {"stages", stages_of.count(pr) ? stages_of[pr] : json::array({pr})},
+    out.push_back({{"pipeline_rank", pr}, {"stages", stages_of.count(pr) ? json(stages_of[pr]) : json::array({pr})},
                    {"bubble_fraction", fractions}});
   }
   return out;
@@ -111,31 +102,30 @@ json stages_json(const json& ranks, const json& plan) {
 
 /// Memory per rank against the device: the plan's estimate, and with a measured run that recorded
 /// it, what each rank's training took, as compare reports it (null for ranks without a figure).
-json memory_json(const json& plan, const profiler::CompareReport* cmp) {
+json memory_json(const timeline::PlanSummary& plan, const timeline::CompareReport* cmp) {
   json out = json::array();
-  if (!plan.contains("memory")) return out;
   std::map<int, double> measured_mb;
   if (cmp)
     for (const auto& r : cmp->ranks)
       if (r.measured_memory_mb >= 0) measured_mb[r.rank] = r.measured_memory_mb;
-  for (const auto& m : plan["memory"]) {
-    const int rank = m.value("rank", 0);
-    const auto it = measured_mb.find(rank);
-    out.push_back({{"rank", rank},
+  const auto mb = [](int64_t bytes) { return static_cast<double>(bytes) / kMiB; };
+  for (const timeline::MemorySummary& m : plan.memory) {
+    const auto it = measured_mb.find(m.rank);
+    out.push_back({{"rank", m.rank},
                    {"measured_mb", it == measured_mb.end() ? json() : json(it->second)},
-                   {"params_mb", m.value("params", 0.0) / kMiB},
-                   {"gradients_mb", m.value("gradients", 0.0) / kMiB},
-                   {"optimizer_mb", m.value("optimizer", 0.0) / kMiB},
-                   {"activations_mb", (m.value("activations", 0.0) + m.value("buckets", 0.0)) / kMiB},
-                   {"total_mb", m.value("total", 0.0) / kMiB},
-                   {"device_mb", m.value("device_bytes", 0.0) / kMiB}});
+                   {"params_mb", mb(m.params)},
+                   {"gradients_mb", mb(m.gradients)},
+                   {"optimizer_mb", mb(m.optimizer)},
+                   {"activations_mb", mb(m.activations + m.buckets)},
+                   {"total_mb", mb(m.total)},
+                   {"device_mb", mb(m.device_bytes)}});
   }
   return out;
 }
 
 /// Link bandwidth over the step from the predicted link counters (GB/s held until the next
 /// sample): the average over the step and the peak, busiest links first.
-json links_json(const plan::Timeline& t, const plan::StepTimes& step) {
+json links_json(const timeline::Timeline& t, const timeline::StepTimes& step) {
   const int64_t from = step.start.count_ns(), to = from + step.step_time.count_ns();
   struct Link {
     std::string name;
@@ -164,14 +154,14 @@ json links_json(const plan::Timeline& t, const plan::StepTimes& step) {
 }
 
 /// The critical path as the page lists it, with each action's position in the embedded columns.
-json critical_json(const ReportInput& in, const plan::StepTimes& step, const std::vector<int32_t>& column_of) {
+json critical_json(const ReportInput& in, const timeline::StepTimes& step, const std::vector<int32_t>& column_of) {
   json actions = json::array();
   for (int32_t i : in.critical_path) {
     if (i < 0 || static_cast<size_t>(i) >= in.predicted.events.size()) continue;
     const auto& e = in.predicted.events[i];
     actions.push_back({{"rank", e.rank},
                        {"action", e.action.id()},
-                       {"lane", plan::name(e.lane)},
+                       {"lane", timeline::name(e.lane)},
                        {"start_ms", (e.start - step.start).to_ms()},
                        {"duration_ms", (e.end - e.start).to_ms()},
                        {"event", column_of[i]}});
@@ -179,7 +169,7 @@ json critical_json(const ReportInput& in, const plan::StepTimes& step, const std
   return {{"known", !in.critical_path.empty()}, {"actions", actions}};
 }
 
-json kinds_json(const profiler::CompareReport& r) {
+json kinds_json(const timeline::CompareReport& r) {
   json out = json::array();
   for (const auto& k : r.kinds)
     out.push_back({{"kind", k.kind}, {"actions", k.actions}, {"mean_abs_error", k.mean_abs_error},
@@ -188,7 +178,7 @@ json kinds_json(const profiler::CompareReport& r) {
   return out;
 }
 
-json worst_json(const profiler::CompareReport& r) {
+json worst_json(const timeline::CompareReport& r) {
   json out = json::array();
   for (const auto& a : r.worst)
     out.push_back({{"rank", a.rank}, {"action", a.action}, {"difference_ms", a.difference.to_ms()},
@@ -229,6 +219,27 @@ void replace_once(std::string& text, const std::string& marker, const std::strin
   if (at != std::string::npos) text.replace(at, marker.size(), value);
 }
 
+/// The action and lane vocabulary, from the C++ enums, so that the page keeps no copy of it: each
+/// kind's name in the enum's order (what the timeline columns' kind numbers index), each lane's,
+/// and one action of each kind with its id as Action::id() prints it, which the page checks its
+/// own ids against.
+json vocabulary_json() {
+  json kinds = json::array(), lanes = json::array(), examples = json::array();
+  for (int k = 0; k < schedule::kActionKinds; ++k) {
+    const auto kind = static_cast<schedule::ActionKind>(k);
+    kinds.push_back(schedule::name(kind));
+    schedule::Action a{kind, 2, 5, kind == schedule::ActionKind::ALLREDUCE ? 3 : -1};
+    json overlap = nullptr;
+    if (kind == schedule::ActionKind::OVERLAP_F_B) {
+      a.b_stage = 3, a.b_mb = 1;
+      overlap = {a.b_stage, a.b_mb};
+    }
+    examples.push_back({{"kind", k}, {"stage", a.stage}, {"mb", a.mb}, {"bucket", a.bucket}, {"overlap", overlap}, {"id", a.id()}});
+  }
+  for (int l = 0; l < timeline::kLaneCount; ++l) lanes.push_back(timeline::name(static_cast<timeline::Lane>(l)));
+  return {{"kinds", kinds}, {"lanes", lanes}, {"examples", examples}};
+}
+
 }  // namespace
 
 bool is_tune_result(const json& tune) {
@@ -237,15 +248,18 @@ bool is_tune_result(const json& tune) {
 
 json report_data(const ReportInput& in) {
   const int pstep = first_step(in.predicted);
-  const plan::StepTimes predicted = plan::step_times(in.predicted, pstep);
-  const json plan = plan_of(in.predicted);
+  const timeline::StepTimes predicted = timeline::step_times(in.predicted, pstep);
+  const timeline::PlanSummary plan = in.predicted.plan.value_or(timeline::PlanSummary{});
   std::vector<int32_t> column_of;
   json data;
   data["title"] = in.title.empty() ? in.predicted.scenario : in.title;
   data["scenario"] = in.predicted.scenario;
   data["world_size"] = in.predicted.world_size;
-  data["plan"] = {{"schedule", plan.value("schedule", "")}, {"chunks", plan.value("chunks", 0)},
-                  {"grid", plan.value("grid", json::object())}, {"hardware", plan.value("hardware", json())}};
+  data["vocabulary"] = vocabulary_json();
+  data["plan"] = {{"schedule", plan.schedule}, {"chunks", in.predicted.plan ? plan.chunks : 0}, {"grid", json::object()},
+                  {"hardware", plan.hardware.empty() ? json() : json(plan.hardware)}};
+  if (in.predicted.plan)
+    data["plan"]["grid"] = {{"data", plan.data}, {"pipeline", plan.pipeline}, {"tensor", plan.tensor}, {"virtual", plan.virtual_stages}};
   data["timeline"]["predicted"] = timeline_columns(in.predicted, pstep, &column_of);
   data["critical_path"] = critical_json(in, predicted, column_of);
   data["links"] = links_json(in.predicted, predicted);
@@ -253,12 +267,12 @@ json report_data(const ReportInput& in) {
 
   json summary = {{"predicted_step_ms", predicted.step_time.to_ms()}, {"measured", false}};
   if (in.measured) {
-    const profiler::CompareReport cmp = profiler::compare(in.predicted, *in.measured);
-    const profiler::StepStatistic& m = cmp.measured_step;
-    const int mstep = profiler::representative_step(*in.measured);
+    const timeline::CompareReport cmp = timeline::compare(in.predicted, *in.measured);
+    const timeline::StepStatistic& m = cmp.measured_step;
+    const int mstep = timeline::representative_step(*in.measured);
     summary = {{"predicted_step_ms", cmp.predicted_step.to_ms()},
                {"measured", true},
-               {"statistic", profiler::kStatisticName},
+               {"statistic", timeline::kStatisticName},
                {"measured_step_ms", {{"undisturbed", m.undisturbed.to_ms()},
                                      {"median", m.median.to_ms()},
                                      {"min", m.min.to_ms()},

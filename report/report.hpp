@@ -6,7 +6,7 @@
 // the critical path, and a tuner's ranked table and Pareto chart.
 //
 // The numbers are computed here, in C++, with the same definitions as `parallax simulate` and
-// `parallax compare` (plan/timeline_metrics, profiler/compare); the page only draws them. The data
+// `parallax compare` (timeline/metrics, timeline/compare); the page only draws them. The data
 // goes into the page as one JSON object (see report_data), the timeline as columns of integers so
 // that a 1,024-rank prediction stays a few megabytes.
 #include <cstdint>
@@ -15,14 +15,14 @@
 #include <string>
 #include <vector>
 
-#include "plan/timeline.hpp"
+#include "timeline/timeline.hpp"
 
 namespace parallax::report {
 
 /// What one report shows.
 struct ReportInput {
-  plan::Timeline predicted;                ///< from the simulator (or a trace of it)
-  std::optional<plan::Timeline> measured;  ///< a measured run of the same plan, when there is one
+  timeline::Timeline predicted;                ///< from the simulator (or a trace of it)
+  std::optional<timeline::Timeline> measured;  ///< a measured run of the same plan, when there is one
   /// Indices into predicted.events, first to last; empty when unknown (e.g. read from a trace).
   std::vector<int32_t> critical_path;
   nlohmann::json tune;  ///< the object `parallax tune --json` prints, or null

@@ -101,7 +101,7 @@ CollectivePlan Simulation::nccl_collective(const Group& g, const GroupNodes& nod
     // keeps the groups of different pipeline stages, which share nodes, from joining one
     // component of the link solver (3x slower at 1,024 ranks, bench/tune_bench).
     std::vector<int> links = pc.across_nodes ? nics : inside;
-    if (pc.across_nodes && cost.algorithm != plan::Algorithm::hierarchical && shape.per_node > 1)
+    if (pc.across_nodes && cost.algorithm != timeline::Algorithm::hierarchical && shape.per_node > 1)
       links.insert(links.end(), inside.begin(), inside.end());
     double slowest = std::numeric_limits<double>::infinity();
     for (int l : links) slowest = std::min(slowest, network_.links()[l].capacity);
@@ -125,7 +125,7 @@ CollectivePlan Simulation::plain_collective(const Group& g, const GroupNodes& by
     // Measured on this host (parallax calibrate) for cal->allreduce_ranks ranks; a ring of n
     // ranks scales its latency by (n-1) and its bytes per rank by 2(n-1)/n. Inside a run it
     // takes the in-run factor longer (it shares the cores with backward).
-    out.algorithm = plan::Algorithm::ring;
+    out.algorithm = timeline::Algorithm::ring;
     const double m = cal->allreduce_ranks;
     const double capacity = topo_.node_bandwidth();
     const double in_run = in_run_factors(plan_, *cal).allreduce;
@@ -136,7 +136,7 @@ CollectivePlan Simulation::plain_collective(const Group& g, const GroupNodes& by
     return out;
   }
   if (nodes == 1 || per_node == 1) {
-    out.algorithm = plan::Algorithm::ring;
+    out.algorithm = timeline::Algorithm::ring;
     const Time alpha = nodes == 1 ? topo_.node_latency() : topo_.network_latency();
     const std::vector<int> ranks = routed(g.members);
     out.phases.push_back({dedupe(nodes == 1 ? topo_.device_ports(ranks) : topo_.nic_ports(ranks)),
@@ -144,7 +144,7 @@ CollectivePlan Simulation::plain_collective(const Group& g, const GroupNodes& by
     return out;
   }
   // Reduce inside each node to a leader, all-reduce across the leaders, broadcast inside.
-  out.algorithm = plan::Algorithm::hierarchical;
+  out.algorithm = timeline::Algorithm::hierarchical;
   std::vector<int> leaders;
   for (const auto& v : by_node) leaders.push_back(v.front());
   const auto k = static_cast<int64_t>(per_node);

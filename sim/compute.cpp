@@ -41,7 +41,7 @@ void Simulation::start_compute(int rank, const Action& a, Time now) {
   RankState& st = ranks_[rank];
   // The stage whose weight gradients the action completes, if any (B, W, OVERLAP_F_B's B).
   const bool overlap = a.kind == ActionKind::OVERLAP_F_B;
-  const bool weights = plan::makes_weight_gradient(a.kind) || overlap;
+  const bool weights = schedule::makes_weight_gradient(a.kind) || overlap;
   const int weight_stage = overlap ? a.b_stage : a.stage;
   const StageCost& c = costs_[weight_stage];
   auto [dur, memory_bound] = compute_work(a);

@@ -8,7 +8,7 @@ Simulation::Simulation(const plan::Plan& plan, const SimOptions& options)
       sched_(plan.schedule),
       costs_(stage_costs(plan, options.layer_costs)),
       step_only_(options.step_only),
-      blocking_sends_(plan.schedule.collectives == plan::Collectives::nccl && plan.scenario.parallel.p2p == plan::P2p::pytorch),
+      blocking_sends_(plan.schedule.collectives == schedule::Collectives::nccl && plan.scenario.parallel.p2p == plan::P2p::pytorch),
       preposted_receives_(!blocking_sends_),
       interference_(plan.scenario.hardware.interference),
       speed_beside_comm_(1.0 / interference_.compute),
@@ -46,13 +46,13 @@ Simulation::Simulation(const plan::Plan& plan, const SimOptions& options)
   reserve_huge(rendezvous_, slots);
   rendezvous_.resize(slots);
   // The executor keeps a window of a Gloo step's receives posted ahead of its RECVs
-  // (exec/runtime.cpp, plan::receive_window), so a send mostly finds its receive posted and the
+  // (exec/runtime.cpp, schedule::receive_window), so a send mostly finds its receive posted and the
   // payload moves at once. A hand-over between two stages of one rank needs no receive.
   if (preposted_receives_) {
-    for (int pr = 0; pr < p; ++pr) receive_window_.push_back(plan::receive_window(sched_, pr));
+    for (int pr = 0; pr < p; ++pr) receive_window_.push_back(schedule::receive_window(sched_, pr));
     for (int r = 0; r < played_; ++r) {
       for (const Action& a : sched_.ranks[ranks_[r].pipeline_rank])
-        if ((a.kind == ActionKind::RECV_F || a.kind == ActionKind::RECV_B) && !plan::receives_from_peer(sched_, a))
+        if ((a.kind == ActionKind::RECV_F || a.kind == ActionKind::RECV_B) && !schedule::receives_from_peer(sched_, a))
           rendezvous_[rendezvous_slot(ranks_[r].replica, a.kind == ActionKind::RECV_F, a.stage, a.mb)].received = true;
       post_receives_ahead(r, Time());
     }
@@ -108,7 +108,7 @@ void Simulation::number_as_placed() {
     same = same && shown[r] == r;
   }
   if (same) return;
-  for (plan::TimelineEvent& ev : run_.timeline.events) ev.rank = shown[ev.rank];
+  for (timeline::TimelineEvent& ev : run_.timeline.events) ev.rank = shown[ev.rank];
 }
 
 void Simulation::dispatch(const Event& e) {
@@ -224,7 +224,7 @@ void Simulation::advance(int rank, Time now) {
 // Ranks left with actions when nothing more can happen wait on each other: names the cycle of
 // who waits for whom (a Deadlock), or says where they stopped if there is no cycle.
 void Simulation::report_stall() const {
-  plan::WaitGraph waits_for(played_);  // r -> q when rank r waits for rank q
+  schedule::WaitGraph waits_for(played_);  // r -> q when rank r waits for rank q
   bool stalled = false;
   for (int r = 0; r < played_; ++r) {
     const RankState& st = ranks_[r];
@@ -234,7 +234,7 @@ void Simulation::report_stall() const {
     for (int peer : peers_waited_for(r, list[st.pc])) boost::add_edge(r, peer, waits_for);
   }
   if (!stalled) return;
-  std::vector<int> cycle = plan::find_cycle(waits_for);
+  std::vector<int> cycle = schedule::find_cycle(waits_for);
   if (cycle.empty()) {
     for (int r = 0; r < played_; ++r)
       if (ranks_[r].pc < sched_.ranks[ranks_[r].pipeline_rank].size())

@@ -4,11 +4,11 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "plan/timeline_metrics.hpp"
+#include "timeline/metrics.hpp"
 
 namespace parallax::sim {
 
-std::vector<int32_t> critical_path(const plan::Timeline& timeline, const std::vector<int32_t>& waited_for) {
+std::vector<int32_t> critical_path(const timeline::Timeline& timeline, const std::vector<int32_t>& waited_for) {
   const auto& events = timeline.events;
   if (events.empty()) return {};
   if (waited_for.size() != events.size()) throw std::invalid_argument("critical_path: one waited-for link per event expected");
@@ -27,13 +27,13 @@ namespace {
 // The step's numbers per rank. A folded run recorded replica 0 alone: its ranks' numbers are
 // computed over that replica and stand for every replica's (SimOptions::fold_replicas), each rank
 // taking those of the played rank at its pipeline rank.
-plan::StepTimes rank_times(const plan::ParallelSpec& p, const SimRun& run) {
-  if (!run.folded || run.timeline.events.empty()) return plan::step_times(run.timeline, 0);
-  plan::Timeline one = run.timeline;
+timeline::StepTimes rank_times(const plan::ParallelSpec& p, const SimRun& run) {
+  if (!run.folded || run.timeline.events.empty()) return timeline::step_times(run.timeline, 0);
+  timeline::Timeline one = run.timeline;
   one.world_size = run.played_ranks;
-  for (plan::TimelineEvent& ev : one.events) ev.rank = plan::group_placement(p, ev.rank).pipeline_rank;
-  plan::StepTimes times = plan::step_times(one, 0);
-  const std::vector<plan::RankTimes> replica = times.ranks;
+  for (timeline::TimelineEvent& ev : one.events) ev.rank = plan::group_placement(p, ev.rank).pipeline_rank;
+  timeline::StepTimes times = timeline::step_times(one, 0);
+  const std::vector<timeline::RankTimes> replica = times.ranks;
   times.ranks.clear();
   for (int r = 0; r < p.tensor_groups(); ++r) {
     times.ranks.push_back(replica[plan::group_placement(p, r).pipeline_rank]);
@@ -46,12 +46,12 @@ plan::StepTimes rank_times(const plan::ParallelSpec& p, const SimRun& run) {
 
 Metrics compute_metrics(const plan::Plan& plan, const SimRun& run) {
   Metrics m;
-  const plan::StepTimes times = rank_times(plan.scenario.parallel, run);
+  const timeline::StepTimes times = rank_times(plan.scenario.parallel, run);
   const int64_t step = times.step_time.count_ns();
   m.step_time = times.step_time;
   m.bubble_fraction = times.bubble_fraction;
   m.device_memory = plan.scenario.hardware.device.memory_bytes();
-  for (const plan::RankTimes& t : times.ranks) {
+  for (const timeline::RankTimes& t : times.ranks) {
     RankMetrics rm;
     rm.rank = t.rank;
     rm.busy = t.busy;

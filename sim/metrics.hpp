@@ -42,6 +42,6 @@ Metrics compute_metrics(const plan::Plan& plan, const SimRun& run);
 
 /// Follows, from the event that ends last, the dependency that released each event last
 /// (SimRun::waited_for).
-std::vector<int32_t> critical_path(const plan::Timeline& timeline, const std::vector<int32_t>& waited_for);
+std::vector<int32_t> critical_path(const timeline::Timeline& timeline, const std::vector<int32_t>& waited_for);
 
 }  // namespace parallax::sim

@@ -7,9 +7,9 @@
 namespace parallax::sim {
 namespace {
 
-using plan::Algorithm;
+using timeline::Algorithm;
 using plan::NcclConfig;
-using plan::Protocol;
+using timeline::Protocol;
 
 // Figures from NVIDIA/nccl src/graph/tuning.cc (ncclTunerConstantsDefaults) and src/graph/topo.h at
 // commit 5067397c2676d5aed50042fc39e5c8ee96eb0027. Columns are protocols LL, LL128, Simple; rows of
@@ -172,7 +172,7 @@ CollectiveCost hierarchical(const NcclConfig& cfg, const GroupShape& g, double b
   return c;
 }
 
-bool allowed(const NcclConfig& cfg, Algorithm a) { return cfg.algorithm == "auto" || cfg.algorithm == plan::name(a); }
+bool allowed(const NcclConfig& cfg, Algorithm a) { return cfg.algorithm == "auto" || cfg.algorithm == timeline::name(a); }
 
 }  // namespace
 

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "plan/hardware.hpp"
-#include "plan/timeline.hpp"
+#include "timeline/timeline.hpp"
 
 namespace parallax::sim {
 
@@ -37,7 +37,7 @@ enum class Collective { all_reduce, reduce_scatter, all_gather };
 /// One phase of a collective: `latency_us + buffer bytes / bandwidth_gb_per_s` when alone, where
 /// the buffer is the whole all-reduce buffer (a shard's phase has its bandwidth scaled to match).
 struct PhaseCost {
-  plan::Protocol protocol = plan::Protocol::simple;
+  timeline::Protocol protocol = timeline::Protocol::simple;
   double latency_us = 0;
   double bandwidth_gb_per_s = 0;
   bool across_nodes = false;  ///< runs over the NICs (else over the node fabric only)
@@ -45,7 +45,7 @@ struct PhaseCost {
 };
 
 struct CollectiveCost {
-  plan::Algorithm algorithm = plan::Algorithm::ring;
+  timeline::Algorithm algorithm = timeline::Algorithm::ring;
   std::vector<PhaseCost> phases;
   double time_us(double bytes) const;
 };
@@ -56,12 +56,12 @@ double nccl_intra_gb_per_s(const plan::NcclConfig& cfg);
 
 /// NCCL's cost of one (algorithm, protocol) for a collective of `bytes`; bandwidth 0 when NCCL
 /// would not use it (LL128 off PCIe, tree only for all-reduce).
-PhaseCost nccl_cost(const plan::NcclConfig& cfg, const Communicator& comm, Collective coll, plan::Algorithm algorithm,
-                    plan::Protocol protocol, double bytes);
+PhaseCost nccl_cost(const plan::NcclConfig& cfg, const Communicator& comm, Collective coll, timeline::Algorithm algorithm,
+                    timeline::Protocol protocol, double bytes);
 
 /// The fastest protocol for an algorithm (or the forced one), as NCCL picks it.
 PhaseCost best_protocol(const plan::NcclConfig& cfg, const Communicator& comm, Collective coll,
-                        plan::Algorithm algorithm, double bytes);
+                        timeline::Algorithm algorithm, double bytes);
 
 /// The shape of an all-reduce group on the machine.
 struct GroupShape {

@@ -89,7 +89,7 @@ void Simulation::post_receives_ahead(int rank, Time now) {
   const auto& list = sched_.ranks[st.pipeline_rank];
   for (; st.next_receive < list.size() && st.receives_ahead < receive_window_[st.pipeline_rank]; ++st.next_receive) {
     const Action& a = list[st.next_receive];
-    if (!plan::receives_from_peer(sched_, a)) continue;
+    if (!schedule::receives_from_peer(sched_, a)) continue;
     ++st.receives_ahead;
     const bool forward = a.kind == ActionKind::RECV_F;
     const size_t slot = rendezvous_slot(st.replica, forward, a.stage, a.mb);
@@ -104,7 +104,7 @@ void Simulation::post_receives_ahead(int rank, Time now) {
 
 // Gloo: the rank reaches a RECV (posted ahead, see post_receives_ahead): the next goes up.
 void Simulation::receive_reached(int rank, Time now) {
-  if (!plan::receives_from_peer(sched_, sched_.ranks[ranks_[rank].pipeline_rank][ranks_[rank].pc])) return;
+  if (!schedule::receives_from_peer(sched_, sched_.ranks[ranks_[rank].pipeline_rank][ranks_[rank].pc])) return;
   --ranks_[rank].receives_ahead;
   post_receives_ahead(rank, now);
 }

@@ -20,7 +20,7 @@
 #include <optional>
 #include <unordered_map>
 
-#include "plan/wait_graph.hpp"
+#include "schedule/wait_graph.hpp"
 #include "sim/cost_model.hpp"
 #include "sim/event_queue.hpp"
 #include "sim/huge_pages.hpp"
@@ -31,9 +31,9 @@
 
 namespace parallax::sim::detail {
 
-using plan::Action;
-using plan::ActionKind;
-using plan::Lane;
+using schedule::Action;
+using schedule::ActionKind;
+using timeline::Lane;
 
 enum EventType : uint32_t { kComputeDone, kBucketReady, kSendCallDone, kRecvPosted, kFlowActivate, kFlowDone };
 
@@ -123,8 +123,8 @@ struct Phase {
 
 // How one bucket is all-reduced: its algorithm, protocol and the phases that carry it.
 struct CollectivePlan {
-  plan::Algorithm algorithm = plan::Algorithm::ring;
-  plan::Protocol protocol = plan::Protocol::none;
+  timeline::Algorithm algorithm = timeline::Algorithm::ring;
+  timeline::Protocol protocol = timeline::Protocol::none;
   std::vector<Phase> phases;
 };
 
@@ -164,8 +164,8 @@ class Simulation {
   // timeline and its dependencies, stalls, link statistics.
   void dispatch(const Event& e);
   [[gnu::always_inline]] int32_t record(int rank, Lane lane, const Action& a, Time start, Time end, int64_t bytes,
-                                        plan::Algorithm algorithm = plan::Algorithm::none,
-                                        plan::Protocol protocol = plan::Protocol::none);
+                                        timeline::Algorithm algorithm = timeline::Algorithm::none,
+                                        timeline::Protocol protocol = timeline::Protocol::none);
   void depend(int32_t from, Time release);
   static bool kept_over(int64_t release, int32_t event, int64_t kept_release, int32_t kept);
   Time end_of(int32_t event) const;
@@ -231,7 +231,7 @@ class Simulation {
   void on_collective_phase_done(int stage, Time now);
 
   const plan::Plan& plan_;
-  const plan::Schedule& sched_;
+  const schedule::Schedule& sched_;
   std::vector<StageCost> costs_;
   bool step_only_ = false;
   bool blocking_sends_ = false;  // NCCL: a SEND waits until its receive is posted
@@ -269,10 +269,10 @@ class Simulation {
 // The event's index in the timeline; -1 in step_only mode, which keeps only the latest end.
 // Inlined at its callers (see Network::activate: 239.5 M -> 222.3 M instructions with both).
 inline int32_t Simulation::record(int rank, Lane lane, const Action& a, Time start, Time end, int64_t bytes,
-                                       plan::Algorithm algorithm, plan::Protocol protocol) {
+                                       timeline::Algorithm algorithm, timeline::Protocol protocol) {
   end_ = std::max(end_, end);
   if (step_only_) return -1;
-  plan::TimelineEvent& ev = run_.timeline.events.emplace_back();  // written in place: no 56-byte copy
+  timeline::TimelineEvent& ev = run_.timeline.events.emplace_back();  // written in place: no 56-byte copy
   ev.rank = rank;
   ev.lane = lane;
   ev.action = a;

@@ -25,7 +25,7 @@
 #include "plan/cost.hpp"
 #include "plan/plan.hpp"
 #include "plan/time.hpp"
-#include "plan/timeline.hpp"
+#include "timeline/timeline.hpp"
 
 namespace parallax::sim {
 
@@ -58,7 +58,7 @@ struct LinkUsage {
 };
 
 struct SimRun {
-  plan::Timeline timeline;            ///< events: compute, send, recv, allreduce lanes
+  timeline::Timeline timeline;            ///< events: compute, send, recv, allreduce lanes
   /// Per timeline event, the event it waited for: of those that released it, the one that did so
   /// last (the lowest index among equals); -1 when nothing held it. Following these links back
   /// from the last event gives the critical path (compute_metrics). One index per event rather

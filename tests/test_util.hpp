@@ -13,8 +13,8 @@
 
 #include "plan/plan.hpp"
 #include "plan/scenario.hpp"
-#include "plan/timeline.hpp"
 #include "plan/yaml_reader.hpp"
+#include "timeline/timeline.hpp"
 
 namespace parallax::test {
 
@@ -65,9 +65,9 @@ inline CommandResult run_parallax(const std::string& args, const std::string& en
 }
 
 /// Adds one event to `t`, times in microseconds.
-inline void add_event(plan::Timeline& t, int rank, plan::Lane lane, plan::Action action, double start_us,
+inline void add_event(timeline::Timeline& t, int rank, timeline::Lane lane, schedule::Action action, double start_us,
                       double end_us, int step = 0, int64_t bytes = 0) {
-  plan::TimelineEvent e;
+  timeline::TimelineEvent e;
   e.rank = rank;
   e.lane = lane;
   e.action = action;

@@ -78,7 +78,7 @@ Time lower_bound(const plan::Plan& p, const std::vector<plan::LayerCost>& layer_
   // Stage b starts once micro-batch 0's forward went through the stages before it, and after its
   // last backward the input gradient goes back through them. Where the schedule defers W, only
   // stage b's I must come before that trip (its W may run beside it), and the trip is of I's.
-  const bool split = plan::splits_backward(p.scenario.parallel.schedule);
+  const bool split = schedule::splits_backward(p.scenario.parallel.schedule);
   Time forwards, inputs, backwards;  // through the stages before b
   for (size_t b = 0; b < c.size(); ++b) {
     const Time input = c[b].backward - c[b].backward_weight;

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "plan/cost.hpp"
-#include "plan/plan.hpp"
 #include "plan/knobs.hpp"
+#include "plan/plan.hpp"
 
 namespace parallax::tune {
 

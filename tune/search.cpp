@@ -11,7 +11,6 @@
 #include <random>
 #include <thread>
 
-#include "plan/memory.hpp"
 
 namespace parallax::tune {
 namespace {
@@ -19,48 +18,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-// The balanced split and every split one layer away from it at one boundary.
-// Beyond kManyStages stages, only the first and the last boundary move: the others fall between
-// runs of a transformer's identical blocks, where a move lengthens one stage by a block and cannot
-// shorten the slowest (and a 3,072-GPU job's 2 x (stages - 1) variants of each configuration
-// would be most of its space).
-constexpr int kManyStages = 8;
-
-std::vector<std::vector<int>> partitions_around(Evaluator& ev, const plan::Settings& c) {
-  std::vector<std::vector<int>> out = {{}};  // {} = balanced
-  if (c.stages() < 2) return out;
-  const std::vector<int> balanced = ev.balanced_partition(c);
-  const size_t last = balanced.size() - 2;
-  for (size_t b = 0; b + 1 < balanced.size(); ++b) {
-    if (c.stages() > kManyStages && b != 0 && b != last) continue;
-    for (int dir : {-1, +1}) {
-      std::vector<int> s = balanced;
-      s[b] += dir;
-      s[b + 1] -= dir;
-      if (s[b] >= 1 && s[b + 1] >= 1) out.push_back(s);
-    }
-  }
-  return out;
-}
-
-// DDP's bucket knobs as the space lists them: (bucket_cap_mb, first_bucket_mb).
-std::vector<std::pair<double, double>> bucket_grid(const Space& sp) {
-  std::vector<std::pair<double, double>> out;
-  for (const auto& cap : sp.of("parallel.bucket_cap_mb"))
-    for (const auto& first : sp.of("parallel.first_bucket_mb")) out.emplace_back(std::get<double>(cap), std::get<double>(first));
-  return out;
-}
-
-// What a configuration's most loaded pipeline rank holds before any activation: its share of the
-// parameters with their gradients, optimizer state and DDP buckets (at least the average share).
-// Above the device's memory no split, bucket size or schedule can make it fit.
-int64_t static_memory_floor(const plan::Scenario& s, int64_t params_on_tensor_rank) {
-  const plan::ParallelSpec& p = s.parallel;
-  const plan::BytesPerParameter b = plan::bytes_per_parameter(s);
-  const double optimizer = p.distributed_optimizer ? static_cast<double>(b.optimizer) / p.replicas() : b.optimizer;
-  return static_cast<int64_t>(static_cast<double>(params_on_tensor_rank) / p.pipeline * (b.parameter + b.gradient + optimizer + b.bucket));
-}
 
 // Ranking keys, compared as pairs: the objective first, the other quantity second (step times
 // in ns, memory in bytes).
@@ -105,57 +62,6 @@ void parallel_for(size_t n, int threads, const std::function<void(size_t)>& work
   report(finished.load());
 }
 
-// The knobs the enumeration couples to others (the layout, the batch, the schedule's own knobs,
-// the split, DDP's buckets); every other tuned knob of the table is crossed with them freely.
-bool coupled(const std::string& key) {
-  static const std::vector<std::string> keys = {
-      "parallel.data",   "parallel.context",       "parallel.pipeline",      "parallel.tensor",        "parallel.schedule",      "parallel.virtual",
-      "parallel.chunks", "parallel.partition_len", "parallel.bucket_cap_mb", "parallel.first_bucket_mb",
-      "parallel.grad_accumulation"};
-  return std::find(keys.begin(), keys.end(), key) != keys.end();
-}
-
-// The tuned knobs the space gives values to that the enumeration does not couple.
-std::vector<const plan::Knob*> free_knobs(const Space& sp) {
-  std::vector<const plan::Knob*> free;
-  for (const plan::Knob& k : plan::knobs())
-    if (k.tuned && !coupled(k.key) && !sp.of(k.key).empty()) free.push_back(&k);
-  return free;
-}
-
-// Calls `each` with `c` set to every combination of the free knobs' values (the table's last
-// knob varies slowest).
-void cross_free_knobs(const std::vector<const plan::Knob*>& free, const Space& sp, plan::Settings c,
-                      const std::function<void(const plan::Settings&)>& each) {
-  std::function<void(size_t)> level = [&](size_t n) {
-    if (n == 0) return each(c);
-    const plan::Knob& k = *free[n - 1];
-    for (const auto& v : sp.of(k.key)) {
-      k.set(c, v);
-      level(n - 1);
-    }
-  };
-  level(free.size());
-}
-
-// The stages per rank a schedule is searched at: the space's for the looped multi-stage ones
-// (and one, ZB-H1, for interleaved-zero-bubble), two for the V-shaped ones, else one.
-std::vector<int> stage_counts(plan::ScheduleKind kind, const std::vector<int>& virtual_values) {
-  switch (kind) {
-    case plan::ScheduleKind::interleaved_1f1b:
-    case plan::ScheduleKind::looped_bfs: return virtual_values;
-    case plan::ScheduleKind::interleaved_zero_bubble: {
-      std::vector<int> v = {1};
-      for (int x : virtual_values)
-        if (x != 1) v.push_back(x);
-      return v;
-    }
-    case plan::ScheduleKind::zbv_zero_bubble:
-    case plan::ScheduleKind::dualpipev: return {2};
-    default: return {1};
-  }
-}
-
 // Whether two configurations differ in DDP's bucket knobs at most.
 bool same_but_buckets(plan::Settings a, const plan::Settings& b) {
   a.bucket_cap_mb = b.bucket_cap_mb;
@@ -176,126 +82,6 @@ std::vector<size_t> planned_as(const std::vector<plan::Settings>& configs) {
 }
 
 }  // namespace
-
-std::vector<plan::Settings> enumerate(Evaluator& ev, const Space& sp, size_t* invalid, std::string* invalid_example,
-                                      size_t* over_memory, bool bucket_variants) {
-  const plan::Scenario& base = ev.base();
-  const plan::Settings given = plan::settings_of(base);
-  const int global = given.global_batch();
-  plan::Scenario scratch = base;  // knobs are set on it to check them, nothing is copied per try
-  auto valid = [&](const plan::Settings& c) {
-    try {
-      plan::apply(c, &scratch);
-      plan::check_scenario(scratch);
-      return true;
-    } catch (const plan::InputError& e) {
-      ++*invalid;
-      if (invalid_example->empty()) *invalid_example = e.message();
-      return false;
-    }
-  };
-  const plan::Knob& schedule = plan::knob("parallel.schedule");
-  const auto& schedules = sp.of("parallel.schedule");
-  const bool has_gpipe = std::count(schedules.begin(), schedules.end(), plan::KnobValue(std::string("gpipe"))) > 0;
-  const std::vector<int> data = sp.ints("parallel.data"), tensors = sp.ints("parallel.tensor");
-  // The space's lists, typed once rather than per configuration.
-  const std::vector<const plan::Knob*> free = free_knobs(sp);
-  const std::vector<int> virtual_values = sp.ints("parallel.virtual");
-  std::vector<plan::PartitionLen> given_splits;  // empty: around each configuration's balanced split
-  for (const auto& split : sp.of("parallel.partition_len")) given_splits.push_back(std::get<plan::PartitionLen>(split));
-  const std::vector<std::pair<double, double>> buckets = bucket_grid(sp);
-  const int64_t memory = base.hardware.device.memory_bytes();
-  std::map<int, int64_t> params_by_tensor;  // a tensor rank's parameters, by tensor degree
-  auto params_on = [&](int t) {
-    auto [it, fresh] = params_by_tensor.try_emplace(t, 0);
-    if (fresh)
-      for (const auto& l : base.layers) it->second += l.param_count(t);
-    return it->second;
-  };
-  std::vector<plan::Settings> out;
-  const std::vector<int> contexts = sp.of("parallel.context").empty() ? std::vector<int>{given.context} : sp.ints("parallel.context");
-  for (int t : tensors.empty() ? std::vector<int>{1} : tensors)
-  for (int cp : contexts)
-  for (int p : sp.ints("parallel.pipeline")) {
-    if (sp.world % (p * t * cp) != 0 || !std::count(data.begin(), data.end(), sp.world / (p * t * cp))) continue;
-    const int d = sp.world / (p * t * cp);
-    for (int ga : sp.ints("parallel.grad_accumulation")) {
-      if (global % (d * ga) != 0) {
-        ++*invalid;
-        if (invalid_example->empty())
-          *invalid_example = "the global batch of " + std::to_string(global) + " does not split into data " +
-                             std::to_string(d) + " x grad_accumulation " + std::to_string(ga);
-        continue;
-      }
-      const int batch = global / (d * ga);
-      for (const plan::KnobValue& kind_value : schedules) {
-        plan::Settings layout = given;
-        schedule.set(layout, kind_value);
-        const plan::ScheduleKind kind = layout.schedule;
-        // One pipeline rank: 1F1B is GPipe's order, and the schedules of several stages per rank
-        // or split backwards have no bubble to fill.
-        const bool several_stages = kind != plan::ScheduleKind::gpipe && kind != plan::ScheduleKind::one_f_one_b;
-        if (p == 1 && (several_stages || (kind == plan::ScheduleKind::one_f_one_b && has_gpipe))) continue;
-        const std::vector<int> virtuals = stage_counts(kind, virtual_values);
-        const std::vector<int> chunk_counts = sp.of("parallel.chunks").empty() ? divisors(batch) : sp.ints("parallel.chunks");
-        for (int v : virtuals)
-          for (int chunks : chunk_counts) {
-            layout.data = d;
-            layout.pipeline = p;
-            layout.tensor = t;
-            layout.context = cp;
-            layout.virtual_stages = v;
-            layout.chunks = chunks;
-            layout.batch_size = batch;
-            layout.grad_accumulation = ga;
-            layout.partition_len = {};
-            cross_free_knobs(free, sp, layout, [&](plan::Settings c) {
-              if (!valid(c)) return;
-              if (over_memory && static_memory_floor(scratch, params_on(t)) > memory) {
-                ++*over_memory;  // once, without its split and bucket variants
-                return;
-              }
-              std::vector<plan::PartitionLen> splits = given_splits;
-              if (splits.empty())
-                for (const auto& lens : partitions_around(ev, c)) splits.push_back(plan::partition_of(lens));
-              for (const auto& split : splits) {
-                c.partition_len = split;
-                if (split.mode != plan::PartitionLen::Mode::balanced && !valid(c)) continue;
-                if (!bucket_variants || d * cp == 1) {  // no DDP: the bucket knobs change nothing
-                  out.push_back(c);
-                  continue;
-                }
-                for (const auto& [cap, first] : buckets) {
-                  c.bucket_cap_mb = cap;
-                  c.first_bucket_mb = first;
-                  out.push_back(c);
-                }
-              }
-            });
-          }
-      }
-    }
-  }
-  return out;
-}
-
-plan::Settings pytorch_defaults(const plan::Scenario& s) {
-  plan::Settings c = plan::settings_of(s);
-  c.chunks = c.batch_size;
-  for (int d : divisors(c.batch_size))
-    if (d >= c.pipeline) {
-      c.chunks = d;
-      break;
-    }
-  c.bucket_cap_mb = 25;
-  c.first_bucket_mb = 1;
-  const int layers = static_cast<int>(s.layers.size()), stages = c.stages();
-  std::vector<int> even;
-  if (stages > 1 && stages <= layers)
-    for (int i = 0; i < stages; ++i) even.push_back(layers / stages + (i < layers % stages ? 1 : 0));
-  c.partition_len = plan::partition_of(even);
-  return c;
-}
 
 std::string also_text(const Evaluation& row, size_t most) {
   if (row.equivalents.empty()) return "";
@@ -328,7 +114,7 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
     if (c.partition_len == plan::partition_of(ev.balanced_partition(c))) c.partition_len = {};  // the same plan
     if (std::find(configs.begin(), configs.end(), c) == configs.end()) configs.push_back(e->config);
   }
-  const std::vector<std::pair<double, double>> grid = bucket_grid(sp);
+  const std::vector<std::pair<double, double>> grid = sp.bucket_grid();
   const size_t stride = std::max<size_t>(1, grid.size());  // an evaluation's index: config x stride + variant
   auto bucketed = [&](size_t i) { return i < enumerated && configs[i].replicas() > 1 && !grid.empty(); };
   auto variants = [&](size_t i) { return bucketed(i) ? grid.size() : size_t{1}; };

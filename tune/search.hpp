@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "tune/enumerate.hpp"
 #include "tune/evaluator.hpp"
 #include "tune/space.hpp"
 
@@ -56,18 +57,6 @@ struct SearchResult {
   std::string stopped;          ///< why the search ended early ("" when it covered the space)
 };
 
-/// Every valid configuration of the space (the scenario's rules decide), in a fixed order.
-/// `over_memory`, when given: configurations whose parameters and optimizer state alone exceed the
-/// device's memory are counted there (once each, without their split and bucket variants) and left out.
-/// `bucket_variants`: list each data-parallel configuration once per DDP bucket setting of the space
-/// (false: once, with the scenario's; search() simulates the variants in turn).
-std::vector<plan::Settings> enumerate(Evaluator& evaluator, const Space& space, size_t* invalid, std::string* invalid_example,
-                                      size_t* over_memory = nullptr, bool bucket_variants = true);
-
-/// PyTorch's defaults on the scenario's layout and schedule: chunks = pipeline (the smallest
-/// divisor of the batch at or above it), DDP's 25 MiB buckets with a 1 MiB first bucket, and an
-/// even split of the layers (the first stages take one more when they do not divide).
-plan::Settings pytorch_defaults(const plan::Scenario& scenario);
 
 SearchResult search(Evaluator& evaluator, const Space& space, const SearchOptions& options);
 

@@ -1,11 +1,12 @@
 #pragma once
-// The search space: the values each tuned knob (plan/knobs.hpp) may take. The default comes from
-// the scenario (what its layers, batch and device allow); `--search KEY=V1,V2,...` replaces a
+// The search space: the values each tuned knob (plan/knobs.hpp) may take. The default is the knob
+// table's (its search_default: what the scenario's layers, batch and device allow); `--search KEY=V1,V2,...` replaces a
 // knob's values, read as the knob table reads them, and `--fix KEY` keeps the scenario's.
 // Combinations are formed by the search (tune/search.hpp); the global batch (data x batch_size x
 // grad_accumulation) never changes, so batch_size follows data and grad_accumulation.
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "plan/knobs.hpp"
@@ -23,6 +24,8 @@ struct Space {
   const std::vector<plan::KnobValue>& of(const std::string& key) const;
   /// The values of an integer knob.
   std::vector<int> ints(const std::string& key) const;
+  /// DDP's bucket knobs as the space lists them: (bucket_cap_mb, first_bucket_mb).
+  std::vector<std::pair<double, double>> bucket_grid() const;
 };
 
 /// Every key --search and --fix accept ("parallel.chunks", ...): the table's tuned knobs.
@@ -37,9 +40,6 @@ void search(Space* space, const std::string& assignment);
 
 /// `--fix KEY`: the scenario's own value only.
 void fix(Space* space, const plan::Scenario& scenario, const std::string& key);
-
-/// Every divisor of n, ascending.
-std::vector<int> divisors(int n);
 
 /// "2,4,[1,3],8" -> 2 | 4 | [1,3] | 8: commas inside brackets belong to the value.
 std::vector<std::string> split_values(const std::string& text);

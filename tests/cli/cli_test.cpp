@@ -10,9 +10,9 @@
 
 #include <unistd.h>
 
-#include "plan/hardware.hpp"
 #include "cli/validate_command.hpp"
 #include "fit/measure.hpp"
+#include "plan/hardware.hpp"
 #include "tests/test_util.hpp"
 #include <sstream>
 

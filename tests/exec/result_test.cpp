@@ -1,7 +1,7 @@
 // measured_timeline on synthetic rank results: on a GPU, compute actions take the times their
 // CUDA events measured, and the host spans around them stay in the trace on a lane of their own.
 #include "exec/runtime.hpp"
-#include "plan/timeline_metrics.hpp"
+#include "timeline/metrics.hpp"
 // LibTorch's logging defines CHECK (glog's, which aborts the process); Catch's must win here.
 #undef CHECK
 #include <catch2/catch.hpp>
@@ -10,9 +10,9 @@ namespace {
 
 using namespace parallax;
 
-plan::TimelineEvent compute(plan::ActionKind kind, int mb, int64_t start, int64_t end, int32_t step) {
-  plan::TimelineEvent e;
-  e.lane = plan::Lane::compute;
+timeline::TimelineEvent compute(schedule::ActionKind kind, int mb, int64_t start, int64_t end, int32_t step) {
+  timeline::TimelineEvent e;
+  e.lane = timeline::Lane::compute;
   e.action.kind = kind;
   e.action.stage = 0;
   e.action.mb = mb;
@@ -22,7 +22,7 @@ plan::TimelineEvent compute(plan::ActionKind kind, int mb, int64_t start, int64_
   return e;
 }
 
-plan::DeviceSpan timed(const plan::TimelineEvent& host, int64_t start, int64_t end) {
+timeline::DeviceSpan timed(const timeline::TimelineEvent& host, int64_t start, int64_t end) {
   return {0, exec::kCudaEventLane, host.action.id(), plan::Time::ns(start), plan::Time::ns(end), true, host.action, host.step, 0};
 }
 
@@ -31,11 +31,11 @@ plan::DeviceSpan timed(const plan::TimelineEvent& host, int64_t start, int64_t e
 TEST_CASE("exec::measured_timeline: GPU-timed compute spans take the device's times, host spans kept aside", "[exec]") {
   exec::RankResult r;
   // Host: launches take 10 ns each; the device runs the kernels later and longer.
-  const auto f0 = compute(plan::ActionKind::F, 0, 1000, 1010, 0), f1 = compute(plan::ActionKind::F, 1, 1010, 1020, 0);
-  const auto f0_next = compute(plan::ActionKind::F, 0, 5000, 5010, 1);  // step 1: not timed
+  const auto f0 = compute(schedule::ActionKind::F, 0, 1000, 1010, 0), f1 = compute(schedule::ActionKind::F, 1, 1010, 1020, 0);
+  const auto f0_next = compute(schedule::ActionKind::F, 0, 5000, 5010, 1);  // step 1: not timed
   r.events = {f0, f1, f0_next};
   r.device = {timed(f0, 1005, 1400), timed(f1, 1400, 1900)};
-  const plan::Timeline t = exec::measured_timeline({r}, "s", 1);
+  const timeline::Timeline t = exec::measured_timeline({r}, "s", 1);
   // The clock starts at the earliest host span (1000 ns).
   REQUIRE(t.events.size() == 3);
   CHECK(t.events[0].start.count_ns() == 5);
@@ -57,14 +57,14 @@ TEST_CASE("exec::RankResult: the host probe survives the JSON hand-over and beco
           "[exec]") {
   exec::RankResult r;
   r.rank = 1;
-  r.events = {compute(plan::ActionKind::F, 0, 2000, 3000, 0), compute(plan::ActionKind::F, 0, 9000, 9500, 1)};
+  r.events = {compute(schedule::ActionKind::F, 0, 2000, 3000, 0), compute(schedule::ActionKind::F, 0, 9000, 9500, 1)};
   r.instants = {{1, plan::Time::ns(1900), "step", 0}, {1, plan::Time::ns(8900), "step", 1}};
   r.host_probe = {{0, 12.75}, {1, 16.5}};
   const exec::RankResult back = exec::result_from_json(exec::result_to_json(r));
   REQUIRE(back.host_probe.size() == 2);
   CHECK(back.host_probe[1].first == 1);
   CHECK(back.host_probe[1].second == 16.5);
-  const plan::Timeline t = exec::measured_timeline({back}, "s", 2);
+  const timeline::Timeline t = exec::measured_timeline({back}, "s", 2);
   REQUIRE(t.counters.size() == 1);
   CHECK(t.counters[0].name == "host probe rank 1");
   REQUIRE(t.counters[0].samples.size() == 2);

@@ -6,15 +6,15 @@
 #include "cli/plan_report.hpp"
 #include "fit/from_trace.hpp"
 #include "fit/in_run.hpp"
-#include "plan/cost.hpp"
 #include "plan/calibration.hpp"
+#include "plan/cost.hpp"
 #include "plan/error.hpp"
 #include "plan/plan.hpp"
 #include "plan/scenario.hpp"
-#include "plan/timeline_metrics.hpp"
-#include "profiler/trace_reader.hpp"
 #include "sim/simulator.hpp"
 #include "tests/test_util.hpp"
+#include "timeline/metrics.hpp"
+#include "timeline/trace_reader.hpp"
 
 using namespace parallax;
 
@@ -30,12 +30,12 @@ plan::Plan mlp_plan() {
 
 // A measured run made of the prediction with `truth`: that step `steps` times, each after the
 // other, and `burst` of them 40% slower (a disturbed spell).
-plan::Timeline run_of(const plan::Plan& base, const plan::FittedCosts& truth, int steps, int burst) {
+timeline::Timeline run_of(const plan::Plan& base, const plan::FittedCosts& truth, int steps, int burst) {
   plan::Plan p = base;
   p.scenario.hardware.fitted = truth;
-  const plan::Timeline one = sim::simulate(p).timeline;
-  const plan::Time length = plan::step_times(one, 0).step_time;
-  plan::Timeline out;
+  const timeline::Timeline one = sim::simulate(p).timeline;
+  const plan::Time length = timeline::step_times(one, 0).step_time;
+  timeline::Timeline out;
   out.world_size = one.world_size;
   plan::Time at;
   for (int s = 0; s < steps; ++s) {
@@ -82,7 +82,7 @@ TEST_CASE("fit::fit_to_measured recovers known costs from a measured run, bursts
   truth.layers[signature(base, 1)] = {1.2, 1.1};  // stage 1's two signatures move together: one
   truth.layers[signature(base, 3)] = {1.2, 1.1};  // stage cannot tell them apart
   truth.optimizer = 2.0;
-  const plan::Timeline measured = run_of(base, truth, 12, 4);
+  const timeline::Timeline measured = run_of(base, truth, 12, 4);
 
   const fit::TraceFit f = fit::fit_to_measured(base, {measured});
   for (const auto& [sig, t] : truth.layers) {
@@ -95,7 +95,7 @@ TEST_CASE("fit::fit_to_measured recovers known costs from a measured run, bursts
   CHECK(f.steps == 7);  // 11 after the warm-up, 4 of them in the burst
   plan::Plan truth_plan = base;
   truth_plan.scenario.hardware.fitted = truth;
-  const double true_ms = plan::step_times(sim::simulate(truth_plan).timeline, 0).step_time.to_ms();
+  const double true_ms = timeline::step_times(sim::simulate(truth_plan).timeline, 0).step_time.to_ms();
   CHECK(f.measured_step.to_ms() == Approx(true_ms).epsilon(0.001));
   CHECK(f.fitted_step.to_ms() == Approx(true_ms).epsilon(0.005));
   CHECK(std::abs(f.base_step.to_ms() - true_ms) > 0.05 * true_ms);  // the base profile alone was off
@@ -116,7 +116,7 @@ TEST_CASE("fit::fit_to_measured: the fitted factors predict the same job at othe
     plan::Scenario s = two.scenario;
     s.parallel.chunks = 8;
     s.hardware.fitted = costs;
-    return plan::step_times(sim::simulate(plan::resolve_plan(s)).timeline, 0).step_time.to_ms();
+    return timeline::step_times(sim::simulate(plan::resolve_plan(s)).timeline, 0).step_time.to_ms();
   };
   CHECK(at_8(f.costs) == Approx(at_8(truth)).epsilon(0.005));
 }
@@ -134,41 +134,40 @@ TEST_CASE("fit::measured_actions maps a Kineto trace's PP:<action> spans onto th
       {"ph": "X", "cat": "user_annotation", "name": "PP:1SEND_B0", "pid": 10, "tid": 10, "ts": 1350, "dur": 20},
       {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 10, "tid": 10, "ts": 1060, "dur": 50}
     ]})";
-  const auto trace = profiler::parse_trace(text, "rank1.json");
+  const auto trace = timeline::parse_trace(text, "rank1.json");
   REQUIRE(trace.format == "kineto");
-  const plan::Timeline t = fit::measured_actions(trace, p);
+  const timeline::Timeline t = fit::measured_actions(trace, p);
   REQUIRE(t.events.size() == 4);
-  CHECK(t.events[1].action == plan::Action{plan::ActionKind::F, 1, 0});
+  CHECK(t.events[1].action == schedule::Action{schedule::ActionKind::F, 1, 0});
   CHECK(t.events[1].rank == 1);
-  CHECK(t.events[1].lane == plan::Lane::compute);
+  CHECK(t.events[1].lane == timeline::Lane::compute);
   CHECK(t.events[1].step == 7);
   CHECK((t.events[1].end - t.events[1].start).to_us() == Approx(100));
-  CHECK(t.events[0].lane == plan::Lane::recv);
-  CHECK(t.events[3].lane == plan::Lane::send);
+  CHECK(t.events[0].lane == timeline::Lane::recv);
+  CHECK(t.events[3].lane == timeline::Lane::send);
 
   // An action the plan does not give the rank: another job (or another chunk count).
   std::string other = text;
   other.replace(other.find("PP:1F0"), 6, "PP:1F9");
-  CHECK_THROWS_WITH(fit::measured_actions(profiler::parse_trace(other, "rank1.json"), p),
+  CHECK_THROWS_WITH(fit::measured_actions(timeline::parse_trace(other, "rank1.json"), p),
                     Catch::Contains("1F9") && Catch::Contains("not a run of this job"));
   // A profiler trace without the schedule's spans.
   std::string none = text;
   for (size_t at; (at = none.find("PP:")) != std::string::npos;) none.replace(at, 3, "xx:");
-  CHECK_THROWS_WITH(fit::measured_actions(profiler::parse_trace(none, "rank1.json"), p),
+  CHECK_THROWS_WITH(fit::measured_actions(timeline::parse_trace(none, "rank1.json"), p),
                     Catch::Contains("PP:<action>"));
 }
 
 TEST_CASE("fit::measured_actions refuses a Parallax trace of another model or layout, naming what differs", "[fit]") {
   const plan::Plan p = mlp_plan();
-  profiler::LoadedTrace t;
+  timeline::LoadedTrace t;
   t.path = "other.json";
   t.format = "parallax";
   t.kind = "measured";
   auto ran = [&](const std::vector<std::string>& sets) {
-    t.timeline.plan_summary = cli::plan_json(plan::resolve_plan(plan::load_scenario(
+    t.timeline.plan = timeline::summarize(plan::resolve_plan(plan::load_scenario(
                                                  std::string(PARALLAX_SOURCE_DIR) + "/scenarios/accuracy/mlp-pipeline2.yaml",
-                                                 sets)))
-                                  .dump();
+                                                 sets)));
     return t;
   };
   const std::vector<std::string> same = {"parallel.partition_len=[1,3]", "parallel.schedule=1f1b", "parallel.chunks=4",
@@ -184,7 +183,7 @@ TEST_CASE("fit::measured_actions refuses a Parallax trace of another model or la
   CHECK_THROWS_WITH(fit::measured_actions(with("parallel.partition_len=[2,2]"), p), Catch::Contains("[2,2]"));
   const auto transformer = plan::resolve_plan(plan::load_scenario(
       std::string(PARALLAX_SOURCE_DIR) + "/scenarios/accuracy/transformer-pipeline2.yaml", {"hardware=cpu-host"}));
-  t.timeline.plan_summary = cli::plan_json(transformer).dump();
+  t.timeline.plan = timeline::summarize(transformer);
   CHECK_THROWS_WITH(fit::measured_actions(t, p), Catch::Contains("layer") && Catch::Contains("not a run of this job"));
   t.kind = "predicted";
   CHECK_THROWS_WITH(fit::measured_actions(t, p), Catch::Contains("measured one"));
@@ -196,20 +195,20 @@ TEST_CASE("fit: the shared Kineto traces of a 128-GPU data-parallel job map onto
   if (!std::filesystem::exists(dir)) test::skip("fixtures", "../shared/fixtures is not present");
   const plan::Plan p = plan::resolve_plan(
       plan::load_scenario(std::string(PARALLAX_SOURCE_DIR) + "/bench/data/hta-sampled.yaml", {}));
-  std::vector<plan::Timeline> measured;
+  std::vector<timeline::Timeline> measured;
   for (const char* f : {"sampled_rank-0.json.gz", "sampled_rank-1.json.gz"}) {
-    const profiler::LoadedTrace t = profiler::read_trace(dir + f);
+    const timeline::LoadedTrace t = timeline::read_trace(dir + f);
     measured.push_back(fit::measured_actions(t, p));
-    const plan::Timeline& m = measured.back();
+    const timeline::Timeline& m = measured.back();
     // Per rank and profiled step (551, 552): one F, B and OPTIM, from the "## forward ##",
     // "## backward ##" and "## optimizer ##" annotations: 126-147 ms, 221-235 ms, 204-230 ms.
     REQUIRE(m.events.size() == 6);
     for (const auto& e : m.events) {
       CHECK((e.step == 551 || e.step == 552));
       const double ms = (e.end - e.start).to_ms();
-      if (e.action.kind == plan::ActionKind::F) CHECK((ms > 120 && ms < 150));
-      if (e.action.kind == plan::ActionKind::B) CHECK((ms > 215 && ms < 240));
-      if (e.action.kind == plan::ActionKind::OPTIM) CHECK((ms > 200 && ms < 235));
+      if (e.action.kind == schedule::ActionKind::F) CHECK((ms > 120 && ms < 150));
+      if (e.action.kind == schedule::ActionKind::B) CHECK((ms > 215 && ms < 240));
+      if (e.action.kind == schedule::ActionKind::OPTIM) CHECK((ms > 200 && ms < 235));
     }
   }
   const fit::TraceFit f = fit::fit_to_measured(p, measured);
@@ -226,15 +225,15 @@ TEST_CASE("fit::launch_shares: an action is bound by the launches when the devic
   // the device runs it 4 ms. Queued ahead (device-bound), the device finishes 2.5 ms after the
   // last launch; kept waiting (launch-bound), 0.1 ms after.
   auto trace = [](double after_last_launch_ms) {
-    profiler::LoadedTrace t;
+    timeline::LoadedTrace t;
     t.format = "parallax";
     for (int step : {0, 1}) {
-      const plan::Action f{plan::ActionKind::F, 0, 0};
+      const schedule::Action f{schedule::ActionKind::F, 0, 0};
       const plan::Time host_start = plan::Time::ms(10.0 * step), host_end = host_start + plan::Time::ms(3);
       const plan::Time device_end = host_end + plan::Time::ms(after_last_launch_ms);
-      t.timeline.device.push_back({0, plan::kHostLaunchLane, f.id(), host_start, host_end, true, f, step, 0});
-      plan::TimelineEvent e;
-      e.lane = plan::Lane::compute;
+      t.timeline.device.push_back({0, timeline::kHostLaunchLane, f.id(), host_start, host_end, true, f, step, 0});
+      timeline::TimelineEvent e;
+      e.lane = timeline::Lane::compute;
       e.action = f;
       e.step = step;
       e.start = device_end - plan::Time::ms(4);
@@ -245,7 +244,7 @@ TEST_CASE("fit::launch_shares: an action is bound by the launches when the devic
   };
   const auto queued = fit::launch_shares({trace(2.5)});
   REQUIRE(queued.size() == 1);
-  CHECK(queued[0].kind == plan::ActionKind::F);
+  CHECK(queued[0].kind == schedule::ActionKind::F);
   CHECK(queued[0].actions == 1);
   CHECK(queued[0].host_us == Approx(3000));
   CHECK(queued[0].device_us == Approx(4000));
@@ -255,7 +254,7 @@ TEST_CASE("fit::launch_shares: an action is bound by the launches when the devic
   REQUIRE(waiting.size() == 1);
   CHECK(waiting[0].host_bound());
   // A CPU run has no launch spans.
-  profiler::LoadedTrace cpu = trace(0.1);
+  timeline::LoadedTrace cpu = trace(0.1);
   cpu.timeline.device.clear();
   CHECK(fit::launch_shares({cpu}).empty());
 }
@@ -301,10 +300,10 @@ TEST_CASE("fit::fit_kernel_kinds: each kind's measured kernels over the compute 
   REQUIRE(f.memory > 0);
   // A measured trace whose F and B of step 1 ran GEMMs 1.5x, flash 0.8x and the rest 2x the model;
   // step 0 (the warm-up) and an NCCL kernel, counted nowhere.
-  profiler::LoadedTrace t;
+  timeline::LoadedTrace t;
   t.format = "parallax";
-  auto span = [&](plan::ActionKind kind, int step, const std::string& name, double us) {
-    plan::DeviceSpan d;
+  auto span = [&](schedule::ActionKind kind, int step, const std::string& name, double us) {
+    timeline::DeviceSpan d;
     d.name = name;
     d.attributed = true;
     d.action = {kind, 0, 0};
@@ -313,13 +312,13 @@ TEST_CASE("fit::fit_kernel_kinds: each kind's measured kernels over the compute 
     t.timeline.device.push_back(d);
   };
   for (int step : {0, 1}) {
-    span(plan::ActionKind::F, step, "sm90_xmma_gemm_bf16", 1.5 * f.gemm);
-    span(plan::ActionKind::F, step, "flash_fwd_kernel", 0.8 * f.flash);
-    span(plan::ActionKind::F, step, "vectorized_elementwise_kernel", 2 * f.memory);
-    span(plan::ActionKind::B, step, "sm90_xmma_gemm_bf16", 1.5 * b.gemm);
-    span(plan::ActionKind::B, step, "flash_bwd_kernel", 0.8 * b.flash);
-    span(plan::ActionKind::B, step, "layer_norm_backward", 2 * b.memory);
-    span(plan::ActionKind::B, step, "ncclDevKernel_AllReduce", 1e6);
+    span(schedule::ActionKind::F, step, "sm90_xmma_gemm_bf16", 1.5 * f.gemm);
+    span(schedule::ActionKind::F, step, "flash_fwd_kernel", 0.8 * f.flash);
+    span(schedule::ActionKind::F, step, "vectorized_elementwise_kernel", 2 * f.memory);
+    span(schedule::ActionKind::B, step, "sm90_xmma_gemm_bf16", 1.5 * b.gemm);
+    span(schedule::ActionKind::B, step, "flash_bwd_kernel", 0.8 * b.flash);
+    span(schedule::ActionKind::B, step, "layer_norm_backward", 2 * b.memory);
+    span(schedule::ActionKind::B, step, "ncclDevKernel_AllReduce", 1e6);
   }
   std::vector<std::string> said;
   const auto k = fit::fit_kernel_kinds(p, {t}, &said);
@@ -340,7 +339,7 @@ TEST_CASE("fit::fit_kernel_kinds: each kind's measured kernels over the compute 
         Approx(1.5 * c.forward.gemm + 0.8 * c.forward.flash + 2 * c.forward.memory).epsilon(1e-4));
   // A trace without kernels fits nothing, and says so.
   said.clear();
-  profiler::LoadedTrace bare;
+  timeline::LoadedTrace bare;
   bare.format = "parallax";
   CHECK(fit::fit_kernel_kinds(p, {bare}, &said) == plan::FittedCosts::Kernels{});
   CHECK_THAT(said.front(), Catch::Contains("not fitted"));
@@ -383,7 +382,7 @@ TEST_CASE("fit::fit_kernel_kinds: a PyTorch profiler trace's kernels go to the p
               R"(", "pid": 10, "tid": 10, "ts": )" + std::to_string(begin) + R"(, "dur": )" + std::to_string(ts - begin) + "},\n";
   }
   events.resize(events.size() - 2);  // the last ",\n"
-  const auto trace = profiler::parse_trace(
+  const auto trace = timeline::parse_trace(
       R"({"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 1}, "traceEvents": [)" + events + "]}",
       "rank0.json");
   REQUIRE(trace.format == "kineto");

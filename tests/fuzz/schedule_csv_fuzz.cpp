@@ -1,19 +1,18 @@
 // libFuzzer target: PyTorch pipelining's schedule CSV, read, lowered and validated as `parallax
 // plan` does with `schedule: x.csv`. The first line gives the plan's shape, "pipeline virtual
-// chunks grad_accumulation data" (small numbers, clamped); the rest is the CSV. Only InputError
-// may come out of reading; lowering and validation must not throw at all.
+// chunks grad_accumulation data" (small numbers, clamped); the rest is the CSV. Only CsvError may
+// come out of reading; lowering and validation must not throw at all.
 #include <algorithm>
 #include <cstdint>
 #include <sstream>
 #include <string>
 
-#include "plan/error.hpp"
-#include "plan/schedule.hpp"
-#include "plan/schedule_csv.hpp"
-#include "plan/schedule_validate.hpp"
+#include "schedule/csv.hpp"
+#include "schedule/schedule.hpp"
+#include "schedule/validate.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  using namespace parallax::plan;
+  using namespace parallax::schedule;
   const std::string text(reinterpret_cast<const char*>(data), size);
   const size_t eol = std::min(text.find('\n'), text.size());
   std::istringstream shape(text.substr(0, eol));
@@ -28,7 +27,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     order = parse_schedule_csv(text.substr(std::min(eol + 1, text.size())), "fuzz.csv", pipeline,
                                pipeline * virtual_stages, chunks);
-  } catch (const InputError&) {
+  } catch (const CsvError&) {
     return 0;
   }
   const Schedule s = lower(order, ScheduleKind::csv, pipeline, virtual_stages, chunks, accumulation, buckets);

@@ -4,12 +4,12 @@
 #include <string>
 
 #include "plan/error.hpp"
-#include "profiler/trace_reader.hpp"
+#include "timeline/trace_reader.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
   try {
-    parallax::profiler::parse_trace(text, "fuzz.json");
+    parallax::timeline::parse_trace(text, "fuzz.json");
   } catch (const parallax::plan::InputError&) {
   }
   return 0;

@@ -4,12 +4,12 @@
 #include <string>
 
 #include "plan/error.hpp"
-#include "profiler/trace_reader.hpp"
+#include "timeline/trace_reader.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string bytes(reinterpret_cast<const char*>(data), size);
   try {
-    parallax::profiler::parse_trace(parallax::profiler::gunzip(bytes, "fuzz.json.gz"), "fuzz.json.gz");
+    parallax::timeline::parse_trace(parallax::profiler::gunzip(bytes, "fuzz.json.gz"), "fuzz.json.gz");
   } catch (const parallax::plan::InputError&) {
   }
   return 0;

@@ -21,11 +21,11 @@
 #include "gui/run_panel.hpp"
 #include "gui/sweep.hpp"
 #include "gui/timeline_model.hpp"
-#include "plan/trace_writer.hpp"
-#include "profiler/trace_reader.hpp"
 #include "sim/metrics.hpp"
 #include "sim/simulator.hpp"
 #include "tests/test_util.hpp"
+#include "timeline/trace_reader.hpp"
+#include "timeline/trace_writer.hpp"
 #include "tune/evaluator.hpp"
 
 using namespace parallax;
@@ -57,8 +57,8 @@ double simulated_step_ms(const std::string& scenario, const std::vector<std::str
 
 // A "measured" trace of two steps made from a prediction with every duration scaled by `scale`
 // (start times scaled too, so the schedule's order is kept).
-std::string write_scaled_trace(const plan::Timeline& predicted, double scale, const QTemporaryDir& dir) {
-  plan::Timeline t = predicted;
+std::string write_scaled_trace(const timeline::Timeline& predicted, double scale, const QTemporaryDir& dir) {
+  timeline::Timeline t = predicted;
   t.kind = "measured";
   t.events.clear();
   int64_t offset = 0;
@@ -75,7 +75,7 @@ std::string write_scaled_trace(const plan::Timeline& predicted, double scale, co
   }
   const std::string path = dir.filePath("measured.json").toStdString();
   std::ofstream out(path);
-  plan::write_chrome_trace(t, out);
+  timeline::write_chrome_trace(t, out);
   return path;
 }
 
@@ -244,13 +244,13 @@ void GuiTest::sweep_marks_the_best_simulated_cell() {
 
 void GuiTest::visible_bars_match_a_brute_force_search() {
   std::mt19937 rng(7);
-  plan::Timeline t;
+  timeline::Timeline t;
   t.kind = "predicted";
   for (int i = 0; i < 20000; ++i) {
-    plan::TimelineEvent e;
+    timeline::TimelineEvent e;
     e.rank = static_cast<int>(rng() % 4);
-    e.lane = plan::Lane::compute;
-    e.action = plan::Action{plan::ActionKind::F, 0, i, -1};
+    e.lane = timeline::Lane::compute;
+    e.action = schedule::Action{schedule::ActionKind::F, 0, i, -1};
     const int64_t start = rng() % 1'000'000'000;
     e.start = plan::Time::ns(start);
     e.end = plan::Time::ns(start + (rng() % 5 == 0 ? rng() % 50'000'000 : rng() % 100'000));
@@ -353,7 +353,7 @@ void GuiTest::saved_scenario_reopens_with_the_knobs() {
   open(w, kPipeline2);
   KnobValues k = w.session().knobs();
   k.settings.chunks = 4;
-  k.settings.schedule = plan::ScheduleKind::gpipe;
+  k.settings.schedule = schedule::ScheduleKind::gpipe;
   k.settings.partition_len = plan::partition_of({1, 3});
   w.session().set_knobs(k);
   w.session().wait_idle();
@@ -385,7 +385,7 @@ void GuiTest::run_for_real_overlays_the_measured_trace() {
   QCOMPARE(w.timeline()->model().count(Layer::measured), w.timeline()->model().count(Layer::predicted));
   // The metrics show the memory the run recorded: the fullest rank's, as its trace holds it.
   int64_t fullest = 0;
-  for (const auto& m : parallax::profiler::read_trace(args[1].toString().toStdString()).timeline.memory)
+  for (const auto& m : parallax::timeline::read_trace(args[1].toString().toStdString()).timeline.memory)
     fullest = std::max(fullest, m.training_bytes());
   QVERIFY(fullest > 0);
   const QString memory = QString("%1 GiB measured").arg(static_cast<double>(fullest) / (1024.0 * 1024 * 1024), 0, 'f', 2);

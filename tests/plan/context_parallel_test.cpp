@@ -125,7 +125,7 @@ TEST_CASE("plan::context: gradients are reduced over data x context", "[plan][co
   const sim::SimRun run = sim::simulate(context);
   CHECK(run.timeline.world_size == 2);
   const bool reduced = std::any_of(run.timeline.events.begin(), run.timeline.events.end(),
-                                   [](const plan::TimelineEvent& e) { return e.lane == plan::Lane::allreduce; });
+                                   [](const timeline::TimelineEvent& e) { return e.lane == timeline::Lane::allreduce; });
   CHECK(reduced);
 }
 

@@ -46,7 +46,7 @@ TEST_CASE("plan::knobs: a scenario with every knob changed by --set equals the t
   const std::string file = source("scenarios/mlp-fashion-mnist-pipeline2.yaml");
   const plan::Scenario base = plan::load_scenario(file, {});
   plan::Settings want = plan::settings_of(base);
-  want.schedule = plan::ScheduleKind::gpipe;
+  want.schedule = schedule::ScheduleKind::gpipe;
   REQUIRE(base.parallel.schedule != want.schedule);
   REQUIRE(base.layers.size() == 4);
   want.chunks = 2;

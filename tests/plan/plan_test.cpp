@@ -27,7 +27,7 @@ TEST_CASE("plan::Plan: interleaved ranks hold stages r, r+p, ...", "[plan]") {
 TEST_CASE("plan::Plan: GPipe's activation memory grows with chunks, 1F1B's stays at p micro-batches", "[plan]") {
   // 8 synthetic layers of 1 MB activation per sample over 4 stages: 2 MiB per sample per stage;
   // micro-batches of 2 samples hold 4 MiB each. The ideal profile runs Gloo's rules: a rank keeps
-  // plan::receive_window receives posted ahead (twice its most micro-batches in flight), each
+  // schedule::receive_window receives posted ahead (twice its most micro-batches in flight), each
   // buffer of 2 MiB (one layer's 1 MiB a sample), an input's until its forward (then it is one of
   // the activations), a gradient's until its backward.
   const int64_t MiB = 1024 * 1024, per_microbatch = 4 * MiB, buffer = 2 * MiB;

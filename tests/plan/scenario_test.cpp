@@ -25,7 +25,7 @@ TEST_CASE("plan::Scenario: defaults fill what the file leaves out", "[plan]") {
   const auto s = test::scenario_from(kGood);
   CHECK(s.parallel.data == 1);
   CHECK(s.parallel.virtual_stages == 1);
-  CHECK(s.parallel.schedule == plan::ScheduleKind::gpipe);
+  CHECK(s.parallel.schedule == schedule::ScheduleKind::gpipe);
   CHECK(s.parallel.partition_len.mode == plan::PartitionLen::Mode::balanced);
   CHECK(s.parallel.bucket_cap_mb == 25);
   CHECK(s.parallel.first_bucket_mb == 1);

@@ -59,8 +59,8 @@ TEST_CASE("profiler::parse_activity_records: kernels, NCCL, memcpy and correlati
   CHECK(parsed.external_of.at(11) == 500);
 
   // Action 500 is rank's forward of micro-batch 3 on stage 1; 501 its gradient send.
-  const std::map<uint64_t, std::pair<plan::Action, int32_t>> actions = {
-      {500, {{plan::ActionKind::F, 1, 3}, 2}}, {501, {{plan::ActionKind::SEND_B, 1, 3}, 2}}};
+  const std::map<uint64_t, std::pair<schedule::Action, int32_t>> actions = {
+      {500, {{schedule::ActionKind::F, 1, 3}, 2}}, {501, {{schedule::ActionKind::SEND_B, 1, 3}, 2}}};
   const auto spans = profiler::attribute(parsed, actions, 1'000'000);
   REQUIRE(spans.size() == 3);
   CHECK(spans[0].attributed);
@@ -89,8 +89,8 @@ TEST_CASE("profiler::attribute: activity without an external id goes to the CUDA
   late.end_ns = 9100;
   parsed.activities = {bwd, nccl, late};
   // The B span on the host axis (cupti_to_host_ns 1,000,000 below): [1,001,500, 1,003,000).
-  plan::DeviceSpan span;
-  span.action = {plan::ActionKind::B, 0, 5};
+  timeline::DeviceSpan span;
+  span.action = {schedule::ActionKind::B, 0, 5};
   span.step = 4;
   span.start = plan::Time::ns(1'001'500);
   span.end = plan::Time::ns(1'003'000);

@@ -5,9 +5,9 @@
 #include "tests/alloc_counter.hpp"
 
 using namespace parallax;
-using plan::Action;
-using plan::ActionKind;
-using plan::Lane;
+using schedule::Action;
+using schedule::ActionKind;
+using timeline::Lane;
 
 TEST_CASE("profiler::HostTracer: threads record into their own buffers, nothing lost", "[profiler]") {
   profiler::HostTracer tracer(3, 1000);

@@ -9,14 +9,14 @@
 namespace {
 
 using namespace parallax;
-using plan::Action;
-using plan::ActionKind;
-using plan::Lane;
+using schedule::Action;
+using schedule::ActionKind;
+using timeline::Lane;
 
 using test::add_event;
 
 // One micro-batch through a two-stage pipeline, with hand-picked times (microseconds).
-void add_step(plan::Timeline& t, int step, double at) {
+void add_step(timeline::Timeline& t, int step, double at) {
   // Rank 0: F, then a SEND posted at +100 whose main-thread part ends when RECV_B starts (+130).
   add_event(t, 0, Lane::compute, {ActionKind::F, 0, 0}, at, at + 100, step);
   add_event(t, 0, Lane::send, {ActionKind::SEND_F, 0, 0}, at + 100, at + 400, step, 4096);
@@ -41,7 +41,7 @@ plan::ParallelSpec two_stages() {
 }  // namespace
 
 TEST_CASE("profiler::message_timing: send time on the main thread and delivery to a waiting receiver", "[profiler]") {
-  plan::Timeline t;
+  timeline::Timeline t;
   t.world_size = 2;
   add_step(t, 0, 0);      // warm-up, left out
   add_step(t, 1, 1000);
@@ -63,7 +63,7 @@ TEST_CASE("profiler::message_timing: send time on the main thread and delivery t
 }
 
 TEST_CASE("profiler::message_timing: a send before its RECV counts its call but not a delivery", "[profiler]") {
-  plan::Timeline t;
+  timeline::Timeline t;
   t.world_size = 2;
   for (int step = 0; step < 2; ++step) {
     const double at = 1000.0 * step;

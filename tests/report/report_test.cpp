@@ -13,9 +13,9 @@
 #include "cli/report_command.hpp"
 #include "cli/sim_report.hpp"
 #include "plan/scenario.hpp"
-#include "plan/trace_writer.hpp"
 #include "sim/simulator.hpp"
 #include "tests/test_util.hpp"
+#include "timeline/trace_writer.hpp"
 
 namespace {
 
@@ -50,8 +50,8 @@ json embedded_data(const std::string& html) {
 /// every time stretched by 1.25, three steps. Returns their paths.
 std::pair<std::string, std::string> write_traces(const fs::path& dir) {
   const plan::Plan p = plan::resolve_plan(plan::load_scenario("", {}));
-  const plan::Timeline predicted = cli::predicted_timeline(p, sim::simulate(p));
-  plan::Timeline measured = predicted;
+  const timeline::Timeline predicted = cli::predicted_timeline(p, sim::simulate(p));
+  timeline::Timeline measured = predicted;
   measured.kind = "measured";
   measured.counters.clear();
   measured.events.clear();
@@ -65,8 +65,8 @@ std::pair<std::string, std::string> write_traces(const fs::path& dir) {
       measured.events.push_back(e);
     }
   const std::string ppath = (dir / "predicted.json").string(), mpath = (dir / "measured.json").string();
-  std::ofstream(ppath) << [&] { std::ostringstream o; plan::write_chrome_trace(predicted, o); return o.str(); }();
-  std::ofstream(mpath) << [&] { std::ostringstream o; plan::write_chrome_trace(measured, o); return o.str(); }();
+  std::ofstream(ppath) << [&] { std::ostringstream o; timeline::write_chrome_trace(predicted, o); return o.str(); }();
+  std::ofstream(mpath) << [&] { std::ostringstream o; timeline::write_chrome_trace(measured, o); return o.str(); }();
   return {ppath, mpath};
 }
 

@@ -25,7 +25,7 @@ std::string two_replicas(const std::string& model, const std::string& device, co
          (interference.empty() ? "" : "  interference: " + interference + "\n");
 }
 
-const plan::TimelineEvent& find(const sim::SimRun& run, int rank, const std::string& id) {
+const timeline::TimelineEvent& find(const sim::SimRun& run, int rank, const std::string& id) {
   for (const auto& e : run.timeline.events)
     if (e.rank == rank && e.action.id() == id) return e;
   FAIL("no event " << id << " on rank " << rank);

@@ -3,14 +3,14 @@
 #include <sstream>
 #include <utility>
 
-#include "plan/trace_writer.hpp"
 #include "sim/nccl_model.hpp"
 #include "sim/simulator.hpp"
 #include "tests/test_util.hpp"
+#include "timeline/trace_writer.hpp"
 
 using namespace parallax;
-using plan::Algorithm;
-using plan::Protocol;
+using timeline::Algorithm;
+using timeline::Protocol;
 
 namespace {
 
@@ -29,10 +29,10 @@ sim::GroupShape shape(int nodes, int per_node) {
 }
 
 // The lone all-reduce of a one-bucket, one-layer plan on rank 0.
-plan::TimelineEvent lone_allreduce(const plan::Plan& p, sim::SimRun* out = nullptr) {
+timeline::TimelineEvent lone_allreduce(const plan::Plan& p, sim::SimRun* out = nullptr) {
   sim::SimRun run = sim::simulate(p);
   for (const auto& e : run.timeline.events) {
-    if (e.lane == plan::Lane::allreduce && e.rank == 0) {
+    if (e.lane == timeline::Lane::allreduce && e.rank == 0) {
       if (out) *out = std::move(run);
       return e;
     }
@@ -120,10 +120,10 @@ TEST_CASE("sim: the trace names NCCL's algorithm and protocol of each all-reduce
   const auto ar = lone_allreduce(p);
   CHECK(ar.algorithm == Algorithm::ring);
   CHECK(ar.protocol == Protocol::ll);
-  plan::Timeline t;
+  timeline::Timeline t;
   t.events.push_back(ar);
   std::ostringstream out;
-  plan::write_chrome_trace(t, out);
+  timeline::write_chrome_trace(t, out);
   CHECK_THAT(out.str(), Catch::Contains("\"algorithm\":\"ring\"") && Catch::Contains("\"protocol\":\"LL\""));
 }
 

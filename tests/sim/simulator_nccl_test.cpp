@@ -2,12 +2,12 @@
 // has posted the receive.
 #include <catch2/catch.hpp>
 
-#include "plan/schedule.hpp"
+#include "schedule/schedule.hpp"
 #include "sim/simulator.hpp"
 #include "tests/test_util.hpp"
 
 using namespace parallax;
-using plan::ActionKind;
+using schedule::ActionKind;
 using sim::Time;
 
 namespace {
@@ -19,7 +19,7 @@ std::string free_links(const std::string& collectives) {
          " node: {devices: 8, link: {bandwidth_gb_per_s: .inf, latency_us: 0}}}";
 }
 
-const plan::TimelineEvent& event(const sim::SimRun& run, int rank, const std::string& id) {
+const timeline::TimelineEvent& event(const sim::SimRun& run, int rank, const std::string& id) {
   for (const auto& e : run.timeline.events)
     if (e.rank == rank && e.action.id() == id) return e;
   FAIL("no event " << id << " on rank " << rank);
@@ -41,17 +41,17 @@ TEST_CASE("sim: on NCCL profiles every generated schedule simulates to the end",
             INFO(c.schedule << " on " << hw << " p=" << p << " m=" << m << " data=" << data);
             const auto plan = test::plan_from(test::synthetic_scenario(p * c.virtual_stages, p, m, c.schedule, c.virtual_stages),
                                               {"hardware=" + hw, "parallel.data=" + std::to_string(data)});
-            REQUIRE(plan.schedule.collectives == plan::Collectives::nccl);
+            REQUIRE(plan.schedule.collectives == schedule::Collectives::nccl);
             sim::SimRun run;
             REQUIRE_NOTHROW(run = sim::simulate(plan));
             // Every rank performed every compute action of its list.
             std::vector<size_t> computed(plan.world_size, 0);
             for (const auto& e : run.timeline.events)
-              if (e.lane == plan::Lane::compute) ++computed[e.rank];
+              if (e.lane == timeline::Lane::compute) ++computed[e.rank];
             for (int r = 0; r < plan.world_size; ++r) {
               size_t expected = 0;
               for (const auto& a : plan.schedule.ranks[r % p])
-                expected += plan::is_compute(a.kind) || a.kind == ActionKind::OPTIM;
+                expected += schedule::is_compute(a.kind) || a.kind == ActionKind::OPTIM;
               CHECK(computed[r] == expected);
             }
           }
@@ -85,7 +85,7 @@ TEST_CASE("sim: a schedule that deadlocks under NCCL is reported with its cycle"
   // Gloo's placement of 1F1B: rank 0 posts SEND_F1 before RECV_B0, rank 1 SEND_B0 before RECV_F1.
   const std::string yaml = test::synthetic_scenario(2, 2, 2, "1f1b");
   const auto gloo_lists =
-      plan::lower(plan::one_f_one_b_order(2, 2), plan::ScheduleKind::one_f_one_b, 2, 1, 2, 1, {}).ranks;
+      schedule::lower(schedule::one_f_one_b_order(2, 2), schedule::ScheduleKind::one_f_one_b, 2, 1, 2, 1, {}).ranks;
   for (const std::string collectives : {"gloo", "nccl"}) {
     INFO(collectives);
     auto plan = test::plan_from(yaml, {free_links(collectives)});

@@ -2,14 +2,14 @@
 #include <sstream>
 
 #include "plan/scenario.hpp"
-#include "plan/trace_writer.hpp"
 #include "plan/yaml_reader.hpp"
 #include "sim/metrics.hpp"
 #include "sim/simulator.hpp"
 #include "tests/test_util.hpp"
+#include "timeline/trace_writer.hpp"
 
 using namespace parallax;
-using plan::ActionKind;
+using schedule::ActionKind;
 using sim::Time;
 
 namespace {
@@ -32,7 +32,7 @@ std::string link_profile(int devices, bool across_nodes, double gb_per_s, double
          ", latency_us: " + std::to_string(latency_us) + "}\n";
 }
 
-const plan::TimelineEvent& find(const sim::SimRun& run, int rank, const std::string& id) {
+const timeline::TimelineEvent& find(const sim::SimRun& run, int rank, const std::string& id) {
   for (const auto& e : run.timeline.events)
     if (e.rank == rank && e.action.id() == id) return e;
   FAIL("no event " << id << " on rank " << rank);
@@ -83,7 +83,7 @@ TEST_CASE("sim: a lone ring all-reduce takes 2(n-1)/n * S/B + 2(n-1) * latency",
       sim::SimRun run;
       simulate(p, &run);
       const auto& ar = find(run, 0, "0ALLREDUCE0");
-      CHECK(ar.algorithm == plan::Algorithm::ring);
+      CHECK(ar.algorithm == timeline::Algorithm::ring);
       const double S = 64.0 * 1024 * 1024;
       const double expected_ns = 2.0 * (n - 1) / n * S / gbps + 2.0 * (n - 1) * latency_us * 1000;
       CHECK(static_cast<double>((ar.end - ar.start).count_ns()) == Approx(expected_ns).margin(2));
@@ -104,7 +104,7 @@ TEST_CASE("sim: groups spanning nodes with several members each all-reduce hiera
   sim::SimRun run;
   simulate(p, &run);
   const auto& ar = find(run, 3, "0ALLREDUCE0");
-  CHECK(ar.algorithm == plan::Algorithm::hierarchical);
+  CHECK(ar.algorithm == timeline::Algorithm::hierarchical);
   const double S = 16.0 * 1024 * 1024;
   const double expected_ns = S / 100 + 1000 + S / 10 + 2 * 5000 + S / 100 + 1000;
   CHECK(static_cast<double>((ar.end - ar.start).count_ns()) == Approx(expected_ns).margin(3));
@@ -146,7 +146,7 @@ TEST_CASE("sim: a pipeline send that overlaps an all-reduce on the same link slo
 TEST_CASE("sim: GPipe's peak activation memory grows with chunks, 1F1B's stays at p micro-batches", "[sim]") {
   // 8 layers of 1 MiB activations per sample over 4 stages, micro-batches of 2: 4 MiB each. The
   // ideal profile runs Gloo's rules: a rank keeps receives posted ahead, twice its most
-  // micro-batches in flight (plan::receive_window), each a 2 MiB buffer, topped up as the rank
+  // micro-batches in flight (schedule::receive_window), each a 2 MiB buffer, topped up as the rank
   // takes one at its RECV and held until the compute that uses it. GPipe has m in flight, so all
   // of rank 0's m output-gradient buffers wait for its backwards. 1F1B's rank 0 has 4 in flight:
   // 8 buffers posted and the one taken, 9 (all m when fewer). Its last rank has 1 in flight: one
@@ -214,7 +214,7 @@ TEST_CASE("sim: the critical path runs from the first action to the one that end
   // With free communication the compute on the path adds up to the step time.
   Time compute;
   for (int32_t i : m.critical_path)
-    if (run.timeline.events[i].lane == plan::Lane::compute) compute += run.timeline.events[i].end - run.timeline.events[i].start;
+    if (run.timeline.events[i].lane == timeline::Lane::compute) compute += run.timeline.events[i].end - run.timeline.events[i].start;
   CHECK(compute == m.step_time);
 }
 
@@ -222,7 +222,7 @@ TEST_CASE("sim: the same scenario gives a byte-identical trace", "[sim]") {
   auto trace = [] {
     const auto p = test::plan_from(test::synthetic_scenario(8, 4, 8, "1f1b"), {"parallel.data=2", "hardware=a100-nvlink-ib"});
     std::ostringstream out;
-    plan::write_chrome_trace(sim::simulate(p).timeline, out);
+    timeline::write_chrome_trace(sim::simulate(p).timeline, out);
     return out.str();
   };
   const std::string a = trace(), b = trace();

@@ -14,7 +14,7 @@
 #include "tests/test_util.hpp"
 
 using namespace parallax;
-using plan::ActionKind;
+using schedule::ActionKind;
 using sim::Time;
 
 namespace {

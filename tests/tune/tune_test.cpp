@@ -6,11 +6,13 @@
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 
-#include "plan/timeline_metrics.hpp"
 #include "sim/simulator.hpp"
 #include "tests/test_util.hpp"
+#include "timeline/metrics.hpp"
 #include "tune/search.hpp"
 
 using namespace parallax;
@@ -69,7 +71,7 @@ TEST_CASE("tune: step-only simulation gives exactly the full simulation's step t
     o.step_only = true;
     const sim::SimRun quick = sim::simulate(p, o);
     INFO(c.file << " " << plan::join(c.sets) << " (" << p.world_size << " ranks)");
-    CHECK(quick.step_time.count_ns() == plan::step_times(full.timeline, 0).step_time.count_ns());
+    CHECK(quick.step_time.count_ns() == timeline::step_times(full.timeline, 0).step_time.count_ns());
     CHECK(quick.peak_memory == full.peak_memory);
     CHECK(quick.timeline.events.empty());
     folded += quick.folded;
@@ -200,7 +202,7 @@ TEST_CASE("tune: a configuration that does not fit device memory is never picked
   ddp.data = 4;
   ddp.pipeline = 1;
   ddp.virtual_stages = 1;
-  ddp.schedule = plan::ScheduleKind::gpipe;
+  ddp.schedule = schedule::ScheduleKind::gpipe;
   ddp.partition_len = {};
   ddp.chunks = 1;
   ddp.batch_size = s.data.batch_size / 4;
@@ -329,4 +331,37 @@ TEST_CASE("tune: with a calibrated profile the default space holds only the prec
   CHECK(calibrate_at({Precision::fp32, Precision::bf16}) == std::vector<Precision>{Precision::fp32, Precision::bf16});
   // A profile measured for other layers says nothing about this model: every precision stays.
   CHECK(calibrate_at({}).size() == 2);
+}
+
+TEST_CASE("tune: every tuned knob of the table is searched, as its coupling says", "[tune]") {
+  // 16 A100s: a layout, a schedule, tensor parallelism and buckets all have room to vary. Each
+  // tuned knob in turn keeps the values its table entry gives, and so do the layout and the
+  // schedule's knobs (which derive each other's); every other knob is fixed to the scenario's. The
+  // enumeration must then give at least two values of it.
+  const plan::Scenario s = plan::load_scenario(source("scenarios/gpipe-1b-4xA100.yaml"), {"parallel.data=4", "parallel.schedule=1f1b"});
+  tune::Evaluator ev(s);
+  // One value by default here (searched only when asked, or, for context, sequences too short to
+  // split by default): asked for two.
+  const std::map<std::string, std::string> asked = {{"parallel.grad_accumulation", "1,2"},
+                                                    {"parallel.rank_order", "tp-dp-pp,tp-pp-dp"},
+                                                    {"parallel.context", "1,2"}};
+  int tuned = 0;
+  for (const plan::Knob& k : plan::knobs()) {
+    if (!k.tuned()) continue;
+    ++tuned;
+    INFO(k.key);
+    tune::Space space = tune::default_space(s);
+    for (const plan::Knob& other : plan::knobs()) {
+      const bool kept = other.key == k.key || other.coupling == plan::Coupling::layout ||
+                        other.coupling == plan::Coupling::schedule;
+      if (other.tuned() && !kept) tune::fix(&space, s, other.key);
+    }
+    if (const auto it = asked.find(k.key); it != asked.end()) tune::search(&space, k.key + "=" + it->second);
+    size_t invalid = 0;
+    std::string example;
+    std::set<std::string> seen;
+    for (const plan::Settings& c : tune::enumerate(ev, space, &invalid, &example)) seen.insert(k.format(k.get(c)));
+    CHECK(seen.size() >= 2);
+  }
+  CHECK(tuned == static_cast<int>(tune::search_keys().size()));
 }

@@ -1,0 +1,120 @@
+#include "cli/scenario_commands.hpp"
+
+#include <iostream>
+#include <sstream>
+
+#include "cli/output.hpp"
+#include "cli/plan_report.hpp"
+#include "cli/sim_report.hpp"
+#include "cli/trace_report.hpp"
+#include "plan/error.hpp"
+#include "plan/knobs.hpp"
+#include "plan/trainer_export.hpp"
+#include "schedule/csv.hpp"
+#include "sim/metrics.hpp"
+#include "sim/simulator.hpp"
+#include "timeline/compare.hpp"
+#include "timeline/trace_reader.hpp"
+#include "timeline/trace_writer.hpp"
+
+namespace parallax::cli {
+namespace {
+
+timeline::LoadedTrace read_parallax_trace(const std::string& path) {
+  auto t = timeline::read_trace(path);
+  if (t.format != "parallax")
+    throw plan::InputError(plan::Location{path}, "compare needs Parallax traces (from parallax simulate -o or parallax run -o); "
+                                                 "this one is a " + t.format + " trace");
+  return t;
+}
+
+}  // namespace
+
+plan::Plan ScenarioArgs::resolve() const { return plan::resolve_plan(plan::load_scenario(scenario, sets)); }
+
+int plan_command(const ScenarioArgs& args) {
+  const plan::Plan p = args.resolve();
+  if (args.json) std::cout << timeline::summarize(p).document.dump(2) << "\n";
+  else std::cout << plan_text(p);
+  return 0;
+}
+
+int schedule_command(const ScenarioArgs& args, const std::string& csv_path) {
+  const plan::Plan p = args.resolve();
+  if (!csv_path.empty()) {
+    std::ostringstream csv;
+    schedule::write_schedule_csv(p.schedule, csv);
+    write_file_atomically(csv_path, csv.str());
+    std::cerr << "wrote " << csv_path << " (PyTorch pipelining CSV, compute actions of one mini-batch)\n";
+  }
+  if (args.json) std::cout << schedule_json(p).dump(2) << "\n";
+  else std::cout << schedule_text(p);
+  return 0;
+}
+
+int simulate_command(const ScenarioArgs& args, const std::string& trace_path) {
+  const plan::Plan p = args.resolve();
+  require_output_folder(trace_path);
+  sim::SimOptions options;
+  options.record_link_samples = !trace_path.empty();
+  const sim::SimRun run = sim::simulate(p, options);
+  const sim::Metrics m = sim::compute_metrics(p, run);
+  if (!trace_path.empty()) {
+    std::ostringstream trace;
+    timeline::write_chrome_trace(predicted_timeline(p, run), trace);
+    write_file_atomically(trace_path, trace.str());
+  }
+  if (args.json) std::cout << simulate_json(p, run, m).dump(2) << "\n";
+  else std::cout << simulate_text(p, run, m);
+  if (!trace_path.empty()) std::cerr << "wrote " << trace_path << " (open it in https://ui.perfetto.dev)\n";
+  return 0;
+}
+
+int export_command(const std::string& trainer, const ScenarioArgs& args) {
+  const plan::Plan p = args.resolve();
+  const plan::TrainerExport e = trainer == "megatron" ? plan::export_megatron(p) : plan::export_torchtitan(p);
+  std::cout << e.text;
+  return 0;
+}
+
+int keys_command(bool markdown) {
+  auto cell = [](const std::string& text) {  // a | inside a Markdown cell ends it
+    std::string out;
+    for (char c : text) {
+      if (c == '|') out += '\\';
+      out += c;
+    }
+    return out;
+  };
+  const plan::Settings defaults;
+  if (markdown) std::cout << "| key | default | values | meaning |\n|---|---|---|---|\n";
+  for (const plan::Knob& k : plan::knobs()) {
+    const std::string def = k.format(k.get(defaults)), tuned = k.tuned() ? "; tune searches it" : "";
+    if (markdown)
+      std::cout << "| `" << k.key << "` | `" << def << "` | " << cell(k.allowed()) << " | " << cell(k.doc) << tuned << " |\n";
+    else
+      std::cout << k.key << " (default " << def << "; " << k.allowed() << ")\n    " << k.doc << tuned << "\n";
+  }
+  return 0;
+}
+
+int trace_command(const std::vector<std::string>& files, bool json) {
+  std::vector<timeline::LoadedTrace> traces;
+  for (size_t i = 0; i < files.size(); ++i) traces.push_back(timeline::read_trace(files[i], static_cast<int>(i)));
+  const auto summary = trace_summary_json(traces);
+  if (json) std::cout << summary.dump(2) << "\n";
+  else std::cout << trace_summary_text(summary);
+  return 0;
+}
+
+int compare_command(const std::string& predicted, const std::string& measured, bool json) {
+  const auto p = read_parallax_trace(predicted), m = read_parallax_trace(measured);
+  const auto report = timeline::compare(p.timeline, m.timeline);
+  if (json) std::cout << compare_json(report).dump(2) << "\n";
+  else std::cout << compare_text(report);
+  if (!report.only_predicted.empty() || !report.only_measured.empty())
+    std::cerr << "warning: the two traces hold different actions: they are not of the same plan\n";
+  return 0;
+}
+
+}  // namespace parallax::cli

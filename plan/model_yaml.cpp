@@ -1,0 +1,235 @@
+// A model as a scenario gives it: a preset (transformer, from its keys or a Hugging Face config;
+// mlp; synthetic) or an explicit `layers:` list, read into Layers with every value checked.
+#include <cmath>
+#include <filesystem>
+#include <sstream>
+
+#include "plan/hf_config.hpp"
+#include "plan/layers.hpp"
+
+namespace parallax::plan {
+namespace {
+
+// Bounds on what a model may ask for. The largest published models have a few hundred layers and
+// widths, vocabularies and sequences below a million; past these a typo of a few digits would
+// build millions of layers (fuzzing found 69,935 transformer blocks taking 4 s to plan, and a
+// billion would exhaust memory) or overflow the byte counts (width x width x layers in int64).
+constexpr int64_t kMaxLayers = 10000;
+constexpr int64_t kMaxWidth = int64_t{1} << 20;
+
+// A width, vocabulary, sequence length or head count.
+int64_t positive(const Field& map, const std::string& key, int64_t fallback) {
+  return int_or(map, key, fallback, 1, kMaxWidth);
+}
+
+int64_t layer_count(const Field& map, int64_t fallback) { return int_or(map, "layers", fallback, 1, kMaxLayers); }
+
+const std::vector<std::string> kKinds = {"linear", "embedding", "encoder", "head", "synthetic"};
+
+SyntheticCost parse_synthetic_cost(const Field& map) {
+  SyntheticCost c;
+  c.fwd_us_per_sample = to_number(require(map, "fwd_us_per_sample"), 0);
+  c.fwd_us_fixed = number_or(map, "fwd_us_fixed", 0, 0);
+  c.bwd_ratio = number_or(map, "bwd_ratio", 2, 0);
+  return c;
+}
+
+// `attention: standard | flash`; absent, the trainer's default (parse_model's flash_default).
+bool flash(const Field& map, bool by_default) {
+  return map["attention"].present() ? to_choice(map["attention"], {"standard", "flash"}) == "flash" : by_default;
+}
+
+Layer parse_layer(const Field& item, size_t index, bool flash_default) {
+  if (!item.is_map()) item.fail("each entry of 'model.layers' must be a map with a 'kind' (" + join(kKinds, " | ") + ")");
+  const std::string kind = to_choice(require(item, "kind"), kKinds);
+  const std::string name = string_or(item, "name", "layers." + std::to_string(index));
+  if (kind == "linear") {
+    expect_keys(item, {"kind", "name", "in", "out", "bias", "activation"});
+    const bool relu = item["activation"].present() && to_choice(item["activation"], {"none", "relu"}) == "relu";
+    return make_linear(name, to_int(require(item, "in"), 1, kMaxWidth), to_int(require(item, "out"), 1, kMaxWidth), relu,
+                       bool_or(item, "bias", true));
+  }
+  if (kind == "embedding") {
+    expect_keys(item, {"kind", "name", "vocab", "hidden", "seq_len"});
+    return make_embedding(name, to_int(require(item, "vocab"), 1, kMaxWidth), to_int(require(item, "hidden"), 1, kMaxWidth),
+                          to_int(require(item, "seq_len"), 1, kMaxWidth));
+  }
+  if (kind == "encoder") {
+    expect_keys(item, {"kind", "name", "hidden", "heads", "ffn", "seq_len", "attention"});
+    const int64_t hidden = to_int(require(item, "hidden"), 1, kMaxWidth);
+    const int64_t heads = to_int(require(item, "heads"), 1, kMaxWidth);
+    if (hidden % heads != 0) item["heads"].fail("'hidden' must be divisible by 'heads'");
+    return make_encoder(name, hidden, heads, positive(item, "ffn", 4 * hidden), to_int(require(item, "seq_len"), 1, kMaxWidth),
+                        flash(item, flash_default));
+  }
+  if (kind == "head") {
+    expect_keys(item, {"kind", "name", "hidden", "vocab", "seq_len"});
+    return make_head(name, to_int(require(item, "hidden"), 1, kMaxWidth), to_int(require(item, "vocab"), 1, kMaxWidth),
+                     to_int(require(item, "seq_len"), 1, kMaxWidth));
+  }
+  expect_keys(item, {"kind", "name", "fwd_us_per_sample", "fwd_us_fixed", "bwd_ratio", "params_mb",
+                     "activation_mb"});
+  return make_synthetic(name, parse_synthetic_cost(item), number_or(item, "params_mb", 0, 0),
+                        number_or(item, "activation_mb", 0, 0));
+}
+
+// The model's width must split evenly into heads.
+void check_heads_divide_hidden(const Field& m, const TransformerShape& t) {
+  if (t.hidden % t.heads != 0)
+    (m["hidden"].present() ? m["hidden"] : m).fail("'model.hidden' (" + std::to_string(t.hidden) + ") must be divisible by 'model.heads' (" +
+                                                   std::to_string(t.heads) + ")");
+}
+
+// A choice among an enum's values, each named as plan::name() names it.
+template <typename E>
+E choice_of(const Field& f, const std::vector<E>& values) {
+  std::vector<std::string> names;
+  for (E v : values) names.push_back(name(v));
+  const std::string picked = to_choice(f, names);
+  for (E v : values)
+    if (picked == name(v)) return v;
+  return values.front();
+}
+
+std::string describe_transformer(const TransformerShape& t) {
+  std::ostringstream d;
+  const BlockForm& f = t.form;
+  d << "embed + " << t.blocks << (f.decoder ? " decoder" : " encoder") << " blocks + head (hidden " << t.hidden << ", heads " << t.heads;
+  if (f.decoder && f.kv_heads > 0 && f.kv_heads != t.heads) d << ", kv_heads " << f.kv_heads;
+  d << ", ffn " << t.ffn;
+  if (f.decoder) d << " " << name(f.mlp) << ", " << name(f.norm) << (f.rope ? ", rope" : ", learned positions");
+  if (f.tie_embeddings) d << ", tied embeddings";
+  d << ", seq_len " << t.seq_len << ", vocab " << t.vocab << (t.flash_attention ? ", flash attention" : "") << ")";
+  return d.str();
+}
+
+// The block-form keys: any of them makes the transformer's blocks decoder blocks (BlockForm).
+const std::vector<std::string> kFormKeys = {"kv_heads", "mlp", "norm", "positions", "tie_embeddings", "bias", "qkv_bias"};
+
+// `transformer` from its keys, or from a Hugging Face config (`hf_config`) whose values the keys
+// beside it override. seq_len and attention are the job's own: a config never gives them.
+std::vector<Layer> transformer_preset(const Field& m, std::string* description, bool flash_default) {
+  std::vector<std::string> allowed = {"preset", "hf_config", "layers", "hidden", "heads", "ffn", "seq_len", "vocab", "attention"};
+  allowed.insert(allowed.end(), kFormKeys.begin(), kFormKeys.end());
+  expect_keys(m, allowed);
+  const Field config = m["hf_config"];
+  // A config given by --set replaces the file's model: the file's other model keys (but seq_len
+  // and attention) are left out, so `--set model.hf_config=...` works over any scenario.
+  const bool config_replaces_file = config.present() && !m.doc().override_for(config.path()).empty();
+  auto given = [&](const std::string& key) {
+    if (!m[key].present()) return false;
+    return !config_replaces_file || key == "seq_len" || key == "attention" || !m.doc().override_for(m[key].path()).empty();
+  };
+  if (given("preset")) to_choice(m["preset"], {"transformer"});  // beside hf_config: only transformer
+  TransformerShape t;
+  std::string source = "transformer";
+  if (config.present()) {
+    if (!m["seq_len"].present())
+      m.fail("a model read from a Hugging Face config needs 'model.seq_len', the job's tokens per sample (a config states "
+             "only the longest sequence the model takes)");
+    const int64_t seq = positive(m, "seq_len", 0);
+    const std::string path = config.resolve_path(to_string(config));
+    if (!std::filesystem::is_regular_file(path)) config.fail("no Hugging Face config file at " + path);
+    const HfModel hf = read_hf_config(path, seq);
+    t = hf.shape;
+    source = std::filesystem::path(to_string(config)).filename().string() + " (" + hf.architecture + ")";
+  }
+  bool any_form_key = false;
+  for (const auto& k : kFormKeys) any_form_key |= given(k);
+  if (any_form_key && !t.form.decoder) {  // a decoder block from keys: GPT-2's form unless told otherwise
+    t.form.decoder = true;
+    t.form.mlp = Mlp::gelu;
+  }
+  if (given("layers")) t.blocks = layer_count(m, t.blocks);
+  if (given("hidden")) t.hidden = positive(m, "hidden", t.hidden);
+  if (given("heads")) t.heads = positive(m, "heads", t.heads);
+  check_heads_divide_hidden(m, t);
+  t.ffn = given("ffn") ? positive(m, "ffn", t.ffn) : config.present() ? t.ffn : 4 * t.hidden;
+  t.seq_len = positive(m, "seq_len", config.present() ? t.seq_len : 128);
+  if (given("vocab")) t.vocab = positive(m, "vocab", t.vocab);
+  t.flash_attention = flash(m, flash_default);
+  if (given("kv_heads")) t.form.kv_heads = positive(m, "kv_heads", t.heads);
+  if (given("mlp")) t.form.mlp = choice_of<Mlp>(m["mlp"], {Mlp::relu, Mlp::gelu, Mlp::swiglu, Mlp::relu2});
+  if (given("norm")) t.form.norm = choice_of<Norm>(m["norm"], {Norm::layernorm, Norm::rmsnorm});
+  if (given("positions")) t.form.rope = to_choice(m["positions"], {"learned", "rope"}) == "rope";
+  if (given("tie_embeddings")) t.form.tie_embeddings = to_bool(m["tie_embeddings"]);
+  if (given("bias")) t.form.bias = t.form.qkv_bias = to_bool(m["bias"]);
+  if (given("qkv_bias")) t.form.qkv_bias = to_bool(m["qkv_bias"]);
+  const int64_t kv = t.form.kv_heads > 0 ? t.form.kv_heads : t.heads;
+  if (kv > t.heads || t.heads % kv != 0)
+    (given("kv_heads") ? m["kv_heads"] : m).fail("'model.kv_heads' (" + std::to_string(kv) + ") must divide 'model.heads' (" +
+                                                 std::to_string(t.heads) + "): each key/value head serves a whole group of query heads");
+  std::vector<Layer> layers = make_transformer(t);
+  *description = source + ": " + describe_transformer(t);
+  return layers;
+}
+
+std::vector<Layer> mlp_preset(const Field& m, std::string* description) {
+  expect_keys(m, {"preset", "layers", "hidden", "input", "classes"});
+  const int64_t hidden_layers = layer_count(m, 2);
+  const int64_t hidden = positive(m, "hidden", 256);
+  const int64_t input = positive(m, "input", 784);
+  const int64_t classes = positive(m, "classes", 10);
+  std::vector<Layer> layers;
+  int64_t in = input;
+  for (int64_t i = 0; i < hidden_layers; ++i) {
+    layers.push_back(make_linear("fc" + std::to_string(i), in, hidden, /*relu=*/true));
+    in = hidden;
+  }
+  layers.push_back(make_linear("out", in, classes, /*relu=*/false));
+  std::ostringstream d;
+  d << "mlp: " << input << " -> " << hidden_layers << " x " << hidden << " (ReLU) -> " << classes;
+  *description = d.str();
+  return layers;
+}
+
+std::vector<Layer> synthetic_preset(const Field& m, std::string* description) {
+  expect_keys(m, {"preset", "layers", "fwd_us_per_sample", "fwd_us_fixed", "bwd_ratio", "params_mb",
+                  "activation_mb"});
+  const int64_t count = to_int(require(m, "layers"), 1, kMaxLayers);
+  const SyntheticCost cost = parse_synthetic_cost(m);
+  const double params_mb = number_or(m, "params_mb", 0, 0);
+  const double activation_mb = number_or(m, "activation_mb", 0, 0);
+  std::vector<Layer> layers;
+  for (int64_t i = 0; i < count; ++i)
+    layers.push_back(make_synthetic("layers." + std::to_string(i), cost, params_mb, activation_mb));
+  std::ostringstream d;
+  d << "synthetic: " << count << " uniform layers (" << cost.fwd_us_per_sample << " us/sample + "
+    << cost.fwd_us_fixed << " us forward, backward x" << cost.bwd_ratio << ", " << params_mb
+    << " MB params)";
+  *description = d.str();
+  return layers;
+}
+
+}  // namespace
+
+std::vector<Layer> parse_model(const Field& model, std::string* description, bool flash_default) {
+  if (!model.present()) model.fail("missing required key 'model' (a preset: mlp | transformer | synthetic, or a 'layers:' list)");
+  if (!model.is_map()) model.fail("'model' must be a map with a 'preset' or a 'layers:' list");
+  if (model["hf_config"].present()) return transformer_preset(model, description, flash_default);
+  Field preset = model["preset"];
+  if (preset.present()) {
+    const std::string kind = to_choice(preset, {"mlp", "transformer", "synthetic"});
+    if (kind == "transformer") return transformer_preset(model, description, flash_default);
+    if (kind == "mlp") return mlp_preset(model, description);
+    return synthetic_preset(model, description);
+  }
+  expect_keys(model, {"preset", "layers"});
+  Field list = model["layers"];
+  if (!list.is_sequence() || list.node().size() == 0)
+    model.fail("'model' needs a 'preset' (mlp | transformer | synthetic) or a non-empty 'layers:' list");
+  if (list.node().size() > static_cast<size_t>(kMaxLayers))
+    list.fail("'model.layers' lists " + std::to_string(list.node().size()) + " layers; at most " +
+              std::to_string(kMaxLayers) + " are allowed");
+  std::vector<Layer> layers;
+  for (const Field& item : list.elements()) {
+    layers.push_back(parse_layer(item, layers.size(), flash_default));
+    for (size_t i = 0; i + 1 < layers.size(); ++i)
+      if (layers[i].name == layers.back().name)
+        item.fail("layer name '" + layers.back().name + "' is used twice; names must be unique");
+  }
+  *description = "explicit list of " + std::to_string(layers.size()) + " layers";
+  return layers;
+}
+
+}  // namespace parallax::plan

@@ -1,0 +1,66 @@
+// The bytes a step moves besides its layers' compute: tensor and context parallelism's
+// collectives, and the optimizer's sweep over its states (plan/cost.hpp).
+#include <algorithm>
+
+#include "plan/cost.hpp"
+#include "plan/memory.hpp"
+
+namespace parallax::plan {
+
+TensorTraffic tensor_traffic(const Layer& l, const ParallelSpec& p, int mb) {
+  TensorTraffic t;
+  if (p.tensor == 1) return t;
+  t.bytes = static_cast<double>(mb) * static_cast<double>(l.shape.seq_len) / p.context * static_cast<double>(l.shape.hidden) *
+            activation_bytes(p.precision);
+  const bool sp = p.sequence_parallel;
+  switch (l.kind) {
+    case LayerKind::encoder:
+      (sp ? t.forward_all_gather : t.forward_all_reduce) = 2;
+      if (sp) t.forward_reduce_scatter = 2;
+      (sp ? t.backward_all_gather : t.backward_all_reduce) = 2;
+      if (sp) t.backward_reduce_scatter = 2;
+      break;
+    case LayerKind::embedding: (sp ? t.forward_reduce_scatter : t.forward_all_reduce) = 1; break;
+    case LayerKind::head:
+      if (sp) t.forward_all_gather = 1;
+      (sp ? t.backward_reduce_scatter : t.backward_all_reduce) = 1;
+      break;
+    default: break;
+  }
+  return t;
+}
+
+ContextTraffic context_traffic(const Layer& l, const ParallelSpec& p, int mb) {
+  ContextTraffic c;
+  if (p.context == 1 || l.kind != LayerKind::encoder) return c;
+  const double t = p.tensor, kv = static_cast<double>(l.shape.kv_heads());
+  const double kv_width = kv * (static_cast<double>(l.shape.hidden) / l.shape.heads) / std::min(t, kv);  // per tensor rank
+  c.steps = p.context - 1;
+  c.step_bytes = 2.0 * mb * static_cast<double>(l.shape.seq_len) / p.context * kv_width * activation_bytes(p.precision);
+  return c;
+}
+
+OptimizerTraffic optimizer_traffic(const Scenario& s) {
+  const ParallelSpec& p = s.parallel;
+  const int state = s.optimizer.state_per_param();
+  OptimizerTraffic t;
+  if (!p.master_weights) {
+    // torch's optimizer: read parameter, gradient and each state, write parameter and each state.
+    t.per_shard = 4.0 * (3 + 2 * state) + (p.precision == Precision::fp16 ? 8.0 : 0.0);
+    return t;
+  }
+  const double gradient = bytes_per_parameter(s).gradient, w = s.optimizer.state_bytes();
+  // The gradient the update reads: fp32 main gradients, or the 16-bit ones as they are under a
+  // bf16 state (Apex's DistributedFusedAdam steps on its reduced buffer).
+  const double main_grad = s.optimizer.state_bf16 ? gradient : 4.0;
+  const double to_main = main_grad > gradient ? gradient + main_grad : 0.0;  // .float() of fp32 is a no-op
+  const double unscale = p.precision == Precision::fp16 ? 2 * main_grad : 0.0;  // in place, with the non-finite check
+  const double norm = main_grad;                                              // --clip-grad's norm
+  const double adam = main_grad + w * (2 + 2 * state);  // read the gradient; read and write master and states
+  const double copy_back = w + 2.0;                     // masters to the 16-bit parameters (bf16 under fp8)
+  t.per_shard = to_main + unscale + norm + adam + copy_back;
+  t.per_param = gradient;  // zero_grad_buffer
+  return t;
+}
+
+}  // namespace parallax::plan

@@ -1,0 +1,126 @@
+// The action vocabulary: kinds, ids as torch.distributed.pipelining prints them, and the
+// schedule kinds' names.
+#include "schedule/schedule.hpp"
+
+#include <algorithm>
+#include <cctype>
+
+namespace parallax::schedule {
+
+const char* name(ActionKind k) {
+  switch (k) {
+    case ActionKind::F: return "F";
+    case ActionKind::B: return "B";
+    case ActionKind::SEND_F: return "SEND_F";
+    case ActionKind::RECV_F: return "RECV_F";
+    case ActionKind::SEND_B: return "SEND_B";
+    case ActionKind::RECV_B: return "RECV_B";
+    case ActionKind::ALLREDUCE: return "ALLREDUCE";
+    case ActionKind::OPTIM: return "OPTIM";
+    case ActionKind::I: return "I";
+    case ActionKind::W: return "W";
+    case ActionKind::OVERLAP_F_B: return "OVERLAP_F_B";
+  }
+  return "?";
+}
+
+bool is_compute(ActionKind k) {
+  return k == ActionKind::F || k == ActionKind::B || k == ActionKind::I || k == ActionKind::W ||
+         k == ActionKind::OVERLAP_F_B;
+}
+bool makes_input_gradient(ActionKind k) { return k == ActionKind::B || k == ActionKind::I; }
+bool makes_weight_gradient(ActionKind k) { return k == ActionKind::B || k == ActionKind::W; }
+
+FewOf<Action, 2> Action::parts() const {
+  FewOf<Action, 2> out;
+  if (kind == ActionKind::OVERLAP_F_B) {
+    out.push_back(forward_part());
+    out.push_back(backward_part());
+  } else {
+    out.push_back(*this);
+  }
+  return out;
+}
+
+std::string Action::id() const {
+  if (kind == ActionKind::OVERLAP_F_B) return "(" + forward_part().id() + ";" + backward_part().id() + ")OVERLAP_F_B";
+  std::string s = std::to_string(stage) + name(kind);
+  if (kind == ActionKind::ALLREDUCE) s += std::to_string(bucket);
+  else if (kind != ActionKind::OPTIM) s += std::to_string(mb);
+  return s;
+}
+
+namespace {
+
+// torch's "(0F3;3B1)OVERLAP_F_B": a forward and a full backward of one rank, run as one action.
+bool parse_overlap(const std::string& text, Action* out) {
+  const std::string tail = ")OVERLAP_F_B";
+  if (text.size() <= tail.size() + 1 || text.front() != '(' || !text.ends_with(tail)) return false;
+  const std::string inner = text.substr(1, text.size() - tail.size() - 1);
+  const size_t semi = inner.find(';');
+  Action f, b;
+  if (semi == std::string::npos || !parse_action_id(inner.substr(0, semi), &f) || !parse_action_id(inner.substr(semi + 1), &b))
+    return false;
+  if (f.kind != ActionKind::F || b.kind != ActionKind::B) return false;
+  *out = Action{ActionKind::OVERLAP_F_B, f.stage, f.mb, -1, b.stage, b.mb};
+  return true;
+}
+
+}  // namespace
+
+bool parse_action_id(const std::string& text, Action* out) {
+  if (!text.empty() && text.front() == '(') return parse_overlap(text, out);
+  size_t i = 0;
+  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
+  if (i == 0 || i > 9) return false;
+  Action a;
+  a.stage = std::stoi(text.substr(0, i));
+  // Longest names first, so "SEND_F" is not read as a stray "F".
+  static const ActionKind kinds[] = {ActionKind::ALLREDUCE, ActionKind::SEND_F, ActionKind::RECV_F,
+                                     ActionKind::SEND_B,    ActionKind::RECV_B, ActionKind::OPTIM,
+                                     ActionKind::F,         ActionKind::B,      ActionKind::I,
+                                     ActionKind::W};
+  bool matched = false;
+  for (ActionKind k : kinds) {
+    const std::string n = name(k);
+    if (text.compare(i, n.size(), n) == 0) {
+      a.kind = k;
+      i += n.size();
+      matched = true;
+      break;
+    }
+  }
+  if (!matched) return false;
+  const std::string rest = text.substr(i);
+  const bool digits = !rest.empty() && rest.size() <= 9 &&
+                      std::all_of(rest.begin(), rest.end(), [](unsigned char c) { return std::isdigit(c); });
+  if (a.kind == ActionKind::OPTIM) {
+    if (!rest.empty()) return false;
+  } else {
+    if (!digits) return false;
+    (a.kind == ActionKind::ALLREDUCE ? a.bucket : a.mb) = std::stoi(rest);
+  }
+  *out = a;
+  return true;
+}
+
+const char* name(ScheduleKind k) {
+  switch (k) {
+    case ScheduleKind::gpipe: return "gpipe";
+    case ScheduleKind::one_f_one_b: return "1f1b";
+    case ScheduleKind::interleaved_1f1b: return "interleaved-1f1b";
+    case ScheduleKind::csv: return "csv";
+    case ScheduleKind::looped_bfs: return "looped-bfs";
+    case ScheduleKind::interleaved_zero_bubble: return "interleaved-zero-bubble";
+    case ScheduleKind::zbv_zero_bubble: return "zbv-zero-bubble";
+    case ScheduleKind::dualpipev: return "dualpipev";
+  }
+  return "?";
+}
+
+bool v_shaped(ScheduleKind k) { return k == ScheduleKind::zbv_zero_bubble || k == ScheduleKind::dualpipev; }
+bool splits_backward(ScheduleKind k) { return k == ScheduleKind::interleaved_zero_bubble || v_shaped(k); }
+
+const char* name(Collectives c) { return c == Collectives::nccl ? "nccl" : "gloo"; }
+
+}  // namespace parallax::schedule

@@ -1,0 +1,119 @@
+#include <catch2/catch.hpp>
+
+#include "timeline/compare.hpp"
+
+using namespace parallax;
+using schedule::Action;
+using schedule::ActionKind;
+using timeline::Lane;
+using plan::Time;
+
+namespace {
+
+void add(timeline::Timeline& t, int rank, Lane lane, Action a, double start_ms, double end_ms, int step = 0) {
+  timeline::TimelineEvent e;
+  e.rank = rank;
+  e.lane = lane;
+  e.action = a;
+  e.start = Time::ms(start_ms);
+  e.end = Time::ms(end_ms);
+  e.step = step;
+  t.events.push_back(e);
+}
+
+// One rank: F (0-2 ms), B (2-6 ms) predicted. Measured over steps 0 (warm-up, ignored), 1 and 2:
+// F 0-3, B 3-7 in step 1 (starting at 100 ms) and F 0-3, B 3-7.5 in step 2 (starting at 200 ms).
+void build(timeline::Timeline& predicted, timeline::Timeline& measured) {
+  predicted.world_size = measured.world_size = 1;
+  const Action f{ActionKind::F, 0, 0}, b{ActionKind::B, 0, 0};
+  add(predicted, 0, Lane::compute, f, 0, 2);
+  add(predicted, 0, Lane::compute, b, 2, 6);
+  add(measured, 0, Lane::compute, f, 0, 50, 0);
+  add(measured, 0, Lane::compute, b, 50, 90, 0);
+  add(measured, 0, Lane::compute, f, 100, 103, 1);
+  add(measured, 0, Lane::compute, b, 103, 107, 1);
+  add(measured, 0, Lane::compute, f, 200, 203, 2);
+  add(measured, 0, Lane::compute, b, 203, 207.5, 2);
+}
+
+}  // namespace
+
+TEST_CASE("timeline::compare: step times and per-kind errors, worked by hand", "[timeline]") {
+  timeline::Timeline predicted, measured;
+  build(predicted, measured);
+  const auto r = timeline::compare(predicted, measured);
+  CHECK(r.measured_steps == std::vector<int>{1, 2});
+  CHECK(r.predicted_step.to_ms() == Approx(6));
+  CHECK(r.measured_step.min.to_ms() == Approx(7));
+  CHECK(r.measured_step.max.to_ms() == Approx(7.5));
+  CHECK(r.measured_step.median.to_ms() == Approx(7.25));
+  CHECK(r.measured_step.undisturbed.to_ms() == Approx(7.1));  // p20 of {7, 7.5}
+  CHECK(r.measured_step.disturbed_share == 0);           // 7.5 is within 10% of 7.1
+  CHECK(r.step_error == Approx((6.0 - 7.1) / 7.1));
+  CHECK(r.median_error == Approx((6.0 - 7.25) / 7.25));
+  REQUIRE(r.kinds.size() == 2);
+  // F: predicted 2 ms, measured mean 3 ms: (2-3)/3. B: predicted 4, measured mean 4.25.
+  CHECK(r.kinds[0].kind == "F");
+  CHECK(r.kinds[0].worst_error == Approx(-1.0 / 3));
+  CHECK(r.kinds[1].kind == "B");
+  CHECK(r.kinds[1].mean_abs_error == Approx(0.25 / 4.25));
+  // The largest difference: B ends at 6 ms predicted, 7.25 ms measured (mean of 7 and 7.5).
+  REQUIRE(!r.worst.empty());
+  CHECK(r.worst.front().action == "0B0");
+  CHECK(r.worst.front().difference.to_ms() == Approx(1.25));
+  CHECK(r.only_predicted.empty());
+  CHECK(r.only_measured.empty());
+}
+
+TEST_CASE("timeline::compare: actions on one side only mean the plans differ", "[timeline]") {
+  timeline::Timeline predicted, measured;
+  build(predicted, measured);
+  add(predicted, 0, Lane::compute, {ActionKind::OPTIM, 0}, 6, 7);
+  add(measured, 0, Lane::send, {ActionKind::SEND_F, 0, 0}, 103, 104, 1);
+  const auto r = timeline::compare(predicted, measured);
+  CHECK(r.only_predicted == std::vector<std::string>{"0:0OPTIM"});
+  CHECK(r.only_measured == std::vector<std::string>{"0:0SEND_F0"});
+}
+
+TEST_CASE("timeline::compare: bubbles per rank, both sides", "[timeline]") {
+  timeline::Timeline predicted, measured;
+  build(predicted, measured);
+  const auto r = timeline::compare(predicted, measured);
+  REQUIRE(r.ranks.size() == 1);
+  CHECK(r.ranks[0].predicted_bubble.to_ms() == Approx(0));
+  CHECK(r.ranks[0].measured_bubble.to_ms() == Approx(0));
+}
+
+TEST_CASE("timeline::compare: memory per rank, the plan's estimate against the run's", "[timeline]") {
+  timeline::Timeline predicted, measured;
+  build(predicted, measured);
+  // As a trace carries the plan: bytes per rank.
+  predicted.plan = timeline::read_plan_summary(nlohmann::json::parse(R"({"memory": [{"rank": 0, "total": 104857600}]})"));
+  auto r = timeline::compare(predicted, measured);
+  REQUIRE(r.ranks.size() == 1);
+  CHECK(r.ranks[0].predicted_memory_mb == Approx(100));
+  CHECK(r.ranks[0].measured_memory_mb < 0);  // this run recorded none
+  measured.memory = {{0, 300LL << 20, 180LL << 20}};
+  r = timeline::compare(predicted, measured);
+  CHECK(r.ranks[0].measured_memory_mb == Approx(120));
+}
+
+TEST_CASE("timeline::compare: the step is the undisturbed one, and action figures are over undisturbed steps",
+          "[timeline]") {
+  // Predicted: F 0-2 ms. Measured: 24 steps 100 ms apart; step 0 warms up. 10 steps after it ran
+  // undisturbed (F 3 ms), 13 in a slow burst (F 5 ms).
+  timeline::Timeline predicted, measured;
+  predicted.world_size = measured.world_size = 1;
+  const Action f{ActionKind::F, 0, 0};
+  add(predicted, 0, Lane::compute, f, 0, 2);
+  for (int s = 0; s < 24; ++s) add(measured, 0, Lane::compute, f, 100.0 * s, 100.0 * s + (s >= 1 && s <= 10 ? 3 : 5), s);
+  const auto r = timeline::compare(predicted, measured);
+  CHECK(r.measured_step.steps == 23);
+  CHECK(r.measured_step.undisturbed.to_ms() == Approx(3));
+  CHECK(r.measured_step.median.to_ms() == Approx(5));  // 13 of the 23 took 5 ms
+  CHECK(r.measured_step.disturbed_share == Approx(13.0 / 23));
+  CHECK(r.step_error == Approx(-1.0 / 3));
+  CHECK(r.median_error == Approx(-0.6));
+  CHECK(r.measured_steps.size() == 10);
+  CHECK(r.kinds.at(0).mean_abs_error == Approx(1.0 / 3));  // against the undisturbed 3 ms, not 5
+}

@@ -1,0 +1,126 @@
+#include "timeline/plan_summary.hpp"
+
+#include "plan/memory.hpp"
+
+namespace parallax::timeline {
+namespace {
+
+using nlohmann::json;
+using plan::Plan;
+
+// Every key a trace's plan summary has: the one writer (docs/cli.md documents its shape).
+json document_of(const Plan& p) {
+  const auto& s = p.scenario;
+  json out;
+  out["scenario"] = s.name;
+  out["file"] = s.file;
+  out["model"] = s.model_description;
+  out["framework"] = plan::name(s.framework);
+  out["framework_set"] = s.framework_set;
+  out["hardware"] = s.hardware.name;
+  out["world_size"] = p.world_size;
+  out["nodes"] = p.nodes;
+  out["grid"] = {{"data", s.parallel.data},
+                 {"context", s.parallel.context},
+                 {"pipeline", s.parallel.pipeline},
+                 {"tensor", s.parallel.tensor},
+                 {"sequence_parallel", s.parallel.sequence_parallel},
+                 {"virtual", s.parallel.virtual_stages},
+                 {"rank_order", plan::name(s.parallel.rank_order)}};
+  out["schedule"] = schedule::name(s.parallel.schedule);
+  out["microbatch_size"] = p.microbatch_size;
+  out["chunks"] = p.chunks();
+  out["grad_accumulation"] = s.parallel.grad_accumulation;
+  out["global_batch"] = s.data.batch_size * s.parallel.grad_accumulation * s.parallel.data;
+  out["precision"] = plan::name(s.parallel.precision);
+  out["partition_len"] = p.partition;
+
+  json layers = json::array();
+  for (const auto& l : p.layers()) {
+    json params = json::array();
+    for (const auto& prm : l.params) params.push_back({{"name", prm.name}, {"shape", prm.shape}});
+    layers.push_back({{"name", l.name},
+                      {"kind", plan::name(l.kind)},
+                      {"params", params},
+                      {"param_count", l.param_count()},
+                      {"activation_elems_per_sample", l.activation_elems_per_sample},
+                      {"output_elems_per_sample", l.output_elems_per_sample},
+                      {"flops_per_sample", l.flops_per_sample}});
+    if (const auto& f = l.shape.form; f.decoder)  // what a reference model needs beyond the shapes
+      layers.back()["form"] = {{"heads", l.shape.heads}, {"kv_heads", l.shape.kv_heads()}, {"mlp", plan::name(f.mlp)},
+                               {"norm", plan::name(f.norm)}, {"rope", f.rope}, {"bias", f.bias}, {"qkv_bias", f.qkv_bias},
+                               {"tie_embeddings", f.tie_embeddings}};
+  }
+  out["layers"] = layers;
+
+  json stages = json::array(), buckets = json::array();
+  for (const auto& st : p.stages) {
+    json names = json::array();
+    for (int l = st.first_layer; l < st.first_layer + st.layer_count; ++l) names.push_back(p.layers()[l].name);
+    stages.push_back({{"index", st.index}, {"pipeline_rank", st.pipeline_rank}, {"layers", names},
+                      {"param_bytes", st.param_bytes}, {"activation_bytes_per_microbatch", plan::stage_activation_bytes(p, st)}});
+    for (const auto& b : st.buckets)
+      buckets.push_back({{"stage", b.stage}, {"index", b.index}, {"bytes", b.bytes}, {"params", b.params},
+                         {"ready_layer", p.layers()[b.ready_layer].name}});
+  }
+  out["stages"] = stages;
+  out["buckets"] = buckets;
+
+  json ranks = json::array(), memory = json::array();
+  const int64_t capacity = s.hardware.device.memory_bytes();
+  for (const auto& r : p.ranks) {
+    ranks.push_back({{"rank", r.rank}, {"replica", r.replica}, {"pipeline_rank", r.pipeline_rank}, {"tensor_rank", r.tensor_rank},
+                     {"node", r.node}, {"local_rank", r.local_rank}, {"stages", r.stages}});
+    const auto& m = r.memory;
+    memory.push_back({{"rank", r.rank}, {"params", m.params}, {"gradients", m.gradients}, {"optimizer", m.optimizer},
+                      {"buckets", m.buckets}, {"activations", m.activations}, {"recompute", m.recompute}, {"reserve", m.reserve}, {"peak_inflight", m.peak_inflight},
+                      {"total", m.total()}, {"device_bytes", capacity}, {"fits", m.total() <= capacity}});
+  }
+  out["ranks"] = ranks;
+  out["memory"] = memory;
+  return out;
+}
+
+}  // namespace
+
+PlanSummary summarize(const Plan& plan) { return *read_plan_summary(document_of(plan)); }
+
+std::optional<PlanSummary> read_plan_summary(const json& document) {
+  if (!document.is_object()) return std::nullopt;
+  PlanSummary s;
+  s.document = document;
+  s.scenario = document.value("scenario", "");
+  s.hardware = document.value("hardware", "");
+  s.schedule = document.value("schedule", "");
+  s.precision = document.value("precision", "");
+  s.world_size = document.value("world_size", 0);
+  const json grid = document.value("grid", json::object());
+  s.data = grid.value("data", 1);
+  s.context = grid.value("context", 1);
+  s.pipeline = grid.value("pipeline", 1);
+  s.tensor = grid.value("tensor", 1);
+  s.virtual_stages = grid.value("virtual", 1);
+  s.chunks = document.value("chunks", 1);
+  s.microbatch_size = document.value("microbatch_size", 0);
+  s.partition_len = document.value("partition_len", std::vector<int>{});
+  for (const json& l : document.value("layers", json::array()))
+    if (l.is_object()) s.layers.push_back({l.value("name", ""), l.value("kind", ""), l.value("param_count", int64_t{-1})});
+  for (const json& r : document.value("ranks", json::array()))
+    if (r.is_object())
+      s.ranks.push_back({r.value("rank", 0), r.value("replica", 0), r.value("pipeline_rank", 0), r.value("tensor_rank", 0),
+                         r.value("stages", std::vector<int>{})});
+  for (const json& m : document.value("memory", json::array())) {
+    if (!m.is_object() || m.value("total", int64_t{-1}) < 0) continue;
+    const auto bytes = [&](const char* key) { return m.value(key, int64_t{0}); };
+    MemorySummary ms;
+    ms.rank = m.value("rank", 0);
+    ms.params = bytes("params"), ms.gradients = bytes("gradients"), ms.optimizer = bytes("optimizer");
+    ms.buckets = bytes("buckets"), ms.activations = bytes("activations"), ms.recompute = bytes("recompute");
+    ms.total = bytes("total"), ms.reserve = bytes("reserve"), ms.device_bytes = bytes("device_bytes");
+    ms.fits = m.value("fits", true);
+    s.memory.push_back(ms);
+  }
+  return s;
+}
+
+}  // namespace parallax::timeline

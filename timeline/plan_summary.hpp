@@ -1,0 +1,64 @@
+#pragma once
+// The plan a timeline is of, as a trace carries it: the contract between what `plan`, `simulate`
+// and `run` write and what `compare`, the report and what-if read. It is built from a Plan in one
+// place (summarize) and written into every trace as its "parallax".plan object; readers take the
+// typed fields, never the JSON's keys. The whole document is kept beside them for `plan --json`
+// and the report page, which show all of it (docs/cli.md gives its shape).
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "plan/plan.hpp"
+
+namespace parallax::timeline {
+
+struct LayerSummary {
+  std::string name;
+  std::string kind;  ///< plan::name(LayerKind)
+  int64_t param_count = 0;
+};
+
+/// One rank's memory estimate (plan::MemoryEstimate), in bytes.
+struct MemorySummary {
+  int rank = 0;
+  int64_t params = 0, gradients = 0, optimizer = 0, buckets = 0, activations = 0, recompute = 0;
+  int64_t total = 0;    ///< everything, the reserve included
+  int64_t reserve = 0;  ///< CUDA context, workspaces and fragmentation
+  int64_t device_bytes = 0;
+  bool fits = true;
+  /// What the tensors take: what a run measures (plan::MemoryEstimate::allocated).
+  int64_t allocated() const { return total - reserve; }
+};
+
+/// Where a rank sits (plan::RankPlan).
+struct RankSummary {
+  int rank = 0, replica = 0, pipeline_rank = 0, tensor_rank = 0;
+  std::vector<int> stages;
+};
+
+struct PlanSummary {
+  std::string scenario;
+  std::string hardware;
+  std::string schedule;   ///< schedule::name(ScheduleKind)
+  std::string precision;  ///< plan::name(Precision)
+  int world_size = 0;
+  int data = 1, context = 1, pipeline = 1, tensor = 1, virtual_stages = 1;
+  int chunks = 1;
+  int microbatch_size = 0;
+  std::vector<int> partition_len;  ///< layers per stage, as resolved
+  std::vector<LayerSummary> layers;
+  std::vector<RankSummary> ranks;
+  std::vector<MemorySummary> memory;  ///< per rank
+  nlohmann::json document;            ///< the whole summary, as written
+};
+
+/// The summary of a resolved plan.
+PlanSummary summarize(const plan::Plan& plan);
+/// Reads a summary as a trace carries it; missing fields keep their defaults (an older trace's
+/// summary reads as far as it goes). nullopt when `document` is not an object.
+std::optional<PlanSummary> read_plan_summary(const nlohmann::json& document);
+
+}  // namespace parallax::timeline

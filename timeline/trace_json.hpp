@@ -1,0 +1,107 @@
+#pragma once
+// For the trace readers of profiler/ only: the JSON text being read (every error and warning names
+// an event's file:line:column, found again in the text, since nlohmann::json keeps no positions),
+// field accessors that check a value's type before reading it, and the reader of each format:
+// Parallax's own traces (trace_reader.cpp) and PyTorch profiler and other Chrome traces
+// (pytorch_trace.cpp).
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "plan/error.hpp"
+#include "timeline/trace_reader.hpp"
+
+namespace parallax::timeline::detail {
+
+using nlohmann::json;
+using ThreadKey = std::pair<std::string, std::string>;  // (pid, tid) as text
+
+// Timestamps and durations are microseconds. Beyond 4e15 µs (127 years; Unix-epoch timestamps
+// fit) a start plus a duration in nanoseconds could overflow int64.
+constexpr double kMaxMicros = 4e15;
+constexpr size_t kMaxWarnings = 8;
+constexpr const char* kSpace = " \t\r\n";
+
+// ---- Positions (trace_json.cpp): offsets into the text, found only when something is reported.
+plan::Location position(const std::string& name, const std::string& text, size_t byte);
+size_t value_start(const std::string& text);
+size_t root_value_at(const std::string& text, const std::string& key);
+size_t event_list_at(const std::string& text);
+size_t element_at(const std::string& text, size_t list, size_t index);
+
+/// The text being read, for messages that say where: every error and warning names the event's
+/// file:line:column.
+class Source {
+ public:
+  Source(const std::string& text, const std::string& name) : text_(text), name_(name) {}
+
+  plan::Location event_location(size_t index) const {
+    const size_t list = event_list_at(text_);
+    const size_t at = list == std::string::npos ? list : element_at(text_, list, index);
+    return at == std::string::npos ? plan::Location{name_} : position(name_, text_, at);
+  }
+  /// The place of the root object's `key` value (the header of the trace).
+  plan::Location key_location(const std::string& key) const {
+    const size_t at = root_value_at(text_, key);
+    return at == std::string::npos ? plan::Location{name_} : position(name_, text_, at);
+  }
+  [[noreturn]] void fail(size_t index, const std::string& why) const {
+    throw plan::InputError(event_location(index), "event " + std::to_string(index) + ": " + why);
+  }
+  void warn(LoadedTrace& out, size_t index, const std::string& why) {
+    if (warned_++ < kMaxWarnings) out.warnings.push_back(event_location(index).str() + ": " + why);
+  }
+  void finish(LoadedTrace& out) const {
+    if (warned_ > kMaxWarnings)
+      out.warnings.push_back("... and " + std::to_string(warned_ - kMaxWarnings) + " more event(s) left out");
+  }
+
+ private:
+  const std::string& text_;
+  const std::string& name_;
+  size_t warned_ = 0;
+};
+
+// ---- Fields (trace_json.cpp). Every accessor checks the type first: nlohmann throws its own
+// exceptions (or, for numbers cast out of range, does undefined things) on values of the wrong kind.
+const json* field(const json& e, const char* key);
+std::string text_of(const json& e, const char* key);
+/// Ids are numbers or strings ("tid": "PyTorch Profiler", "pid": "CPU functions"): either way,
+/// as text.
+std::string id_of(const json& e, const char* key);
+const json& args_of(const json& e);
+/// An integer value (a whole float counts), or nothing.
+std::optional<int64_t> integer(const json& v);
+/// An integer field of `e` (pid, tid) into *out; false when absent or not an integer.
+bool int_key(const json& e, const char* key, int64_t* out);
+/// A time field (microseconds) in nanoseconds; nothing when absent or not a number.
+std::optional<int64_t> micros(const json& e, const char* key, const Source& src, size_t index);
+
+// An integer field within [lo, hi], `fallback` when absent; anything else is reported by `bad`.
+template <typename Bad>
+inline int64_t int_field(const json& obj, const char* key, int64_t lo, int64_t hi, int64_t fallback, Bad bad) {
+  const json* v = field(obj, key);
+  if (!v) return fallback;
+  const auto n = integer(*v);
+  if (!n || *n < lo || *n > hi)
+    bad(std::string(key) + " must be an integer from " + std::to_string(lo) + " to " + std::to_string(hi));
+  return *n;
+}
+
+/// An event's start and end, in nanoseconds.
+struct Span {
+  int64_t start_ns, end_ns;
+};
+/// ts and dur of an X event, checked; `needs` says what is missing when they are not numbers.
+Span complete_span(const json& e, const Source& src, size_t i, const char* needs);
+
+// ---- The formats.
+/// Parallax's own trace: its `parallax` header and events (trace_reader.cpp).
+void read_parallax(const json& header, const json& events, const Source& src, LoadedTrace& out);
+/// A PyTorch profiler trace (Kineto's or the legacy profiler's) or another Chrome trace
+/// (pytorch_trace.cpp).
+void read_other(const json& root, const json& events, Source& src, int default_rank, LoadedTrace& out);
+
+}  // namespace parallax::timeline::detail

@@ -1,0 +1,91 @@
+#include "tune/pick.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include "sim/metrics.hpp"
+#include "sim/simulator.hpp"
+
+namespace parallax::tune {
+namespace {
+
+std::string percent(double fraction) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.0f%%", 100 * fraction);
+  return buf;
+}
+
+std::string milliseconds(plan::Time t) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f ms", t.to_ms());
+  return buf;
+}
+
+// The critical path's time by what it is made of: compute per stage and kind, point-to-point,
+// all-reduce; its three largest parts.
+std::string critical_path_text(const sim::SimRun& run, const sim::Metrics& m) {
+  std::map<std::string, double> parts;
+  double total = 0;
+  for (int32_t i : m.critical_path) {
+    const auto& e = run.timeline.events[i];
+    const double ms = (e.end - e.start).to_ms();
+    total += ms;
+    std::string what;
+    switch (e.action.kind) {
+      case schedule::ActionKind::F: what = "stage " + std::to_string(e.action.stage) + " forward"; break;
+      case schedule::ActionKind::B: what = "stage " + std::to_string(e.action.stage) + " backward"; break;
+      case schedule::ActionKind::OPTIM: what = "optimizer"; break;
+      case schedule::ActionKind::ALLREDUCE: what = "all-reduce"; break;
+      default: what = "point-to-point"; break;
+    }
+    parts[what] += ms;
+  }
+  if (total <= 0) return "";
+  std::vector<std::pair<double, std::string>> sorted;
+  for (const auto& [what, ms] : parts) sorted.emplace_back(ms, what);
+  std::sort(sorted.rbegin(), sorted.rend());
+  std::string s;
+  for (size_t i = 0; i < sorted.size() && i < 3; ++i) s += (i ? ", " : "") + sorted[i].second + " " + percent(sorted[i].first / total);
+  return s;
+}
+
+}  // namespace
+
+Detail detail_of(Evaluator& evaluator, const plan::Settings& config) {
+  const plan::Plan p = evaluator.plan_of(config);
+  sim::SimOptions o;
+  o.record_link_samples = false;
+  const sim::SimRun run = sim::simulate(p, o);
+  const sim::Metrics m = sim::compute_metrics(p, run);
+  Detail d;
+  d.bubble = m.bubble_fraction;
+  for (const auto& r : m.ranks) d.exposed = std::max(d.exposed, r.exposed_comm);
+  d.critical_path = critical_path_text(run, m);
+  return d;
+}
+
+std::vector<Detail> ranked_details(Evaluator& evaluator, const SearchResult& result) {
+  std::vector<Detail> out;
+  for (const Evaluation& e : result.ranked) out.push_back(detail_of(evaluator, e.config));
+  return out;
+}
+
+Pick pick(Evaluator& evaluator, const SearchResult& result, const plan::Settings& given,
+          const Evaluation* measured_best, const std::vector<Detail>& details) {
+  Pick p;
+  p.best = measured_best ? measured_best : &result.ranked.front();
+  const auto ranked = std::find_if(result.ranked.begin(), result.ranked.end(),
+                                   [&](const Evaluation& e) { return e.config == p.best->config; });
+  p.detail = ranked != result.ranked.end() ? details[ranked - result.ranked.begin()] : detail_of(evaluator, p.best->config);
+  p.given = detail_of(evaluator, given);
+  p.vs_given = result.baseline.step / p.best->step;
+  p.vs_defaults = result.defaults.simulated() ? result.defaults.step / p.best->step : std::nan("");
+  p.why = "bubble " + percent(p.detail.bubble) + " (as given " + percent(p.given.bubble) + "), exposed communication " +
+          milliseconds(p.detail.exposed) + " (as given " + milliseconds(p.given.exposed) + "); its critical path: " +
+          p.detail.critical_path;
+  return p;
+}
+
+}  // namespace parallax::tune
