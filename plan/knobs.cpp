@@ -136,37 +136,47 @@ Knob precision_knob() {
 
 std::vector<Knob> make_table() {
   std::vector<Knob> t;
-  t.push_back(searched(integer("parallel.data", &Settings::data, kMaxCount, "replicas (DDP); one DDP group per pipeline stage across replicas"), Coupling::layout, default_data));
+  t.push_back(searched(integer("parallel.data", &Settings::data, kMaxCount, "replicas (DDP); one DDP group per pipeline stage across replicas"),
+                       Coupling::layout, default_data));
   t.push_back(searched(integer("parallel.context", &Settings::context, kMaxCount,
                       "context-parallel ranks per replica (Megatron-core's --context-parallel-size): each holds 1 / context of every "
                       "sequence, cut into 2 x context chunks so causal attention gives each the same work; keys and values pass around "
                       "a ring of them beside attention, and gradients are reduced over data x context. Ranks: tp-cp-dp-pp with the "
-                      "default rank order. Transformer models only; seq_len must divide into 2 x context chunks. Predict-only above 1"), Coupling::layout, default_context));
-  t.push_back(searched(integer("parallel.pipeline", &Settings::pipeline, kMaxCount, "pipeline ranks per replica"), Coupling::layout, default_pipeline));
+                      "default rank order. Transformer models only; seq_len must divide into 2 x context chunks. Predict-only above 1"),
+                       Coupling::layout, default_context));
+  t.push_back(searched(integer("parallel.pipeline", &Settings::pipeline, kMaxCount, "pipeline ranks per replica"),
+                       Coupling::layout, default_pipeline));
   t.push_back(searched(integer("parallel.tensor", &Settings::tensor, kMaxCount,
-                      "tensor-parallel ranks per stage (Megatron-LM: attention heads and the MLP split over them, an all-reduce after each); must divide heads and ffn. Ranks: tensor fastest (parallel.rank_order), so a group sits in one node. Predict-only above 1"), Coupling::layout, default_tensor));
+                      "tensor-parallel ranks per stage (Megatron-LM: attention heads and the MLP split over them, an all-reduce after each); must divide heads and ffn. Ranks: tensor fastest (parallel.rank_order), so a group sits in one node. Predict-only above 1"),
+                       Coupling::layout, default_tensor));
   t.push_back(searched(flag("parallel.sequence_parallel", &Settings::sequence_parallel,
-                   "with tensor > 1: norms and dropout split over the tensor group too, all-gather and reduce-scatter in place of its all-reduces (Korthikanti et al. 2022)"), Coupling::crossed, default_sequence_parallel));
+                   "with tensor > 1: norms and dropout split over the tensor group too, all-gather and reduce-scatter in place of its all-reduces (Korthikanti et al. 2022)"),
+                       Coupling::crossed, default_sequence_parallel));
   t.push_back(flag("parallel.tensor_across_nodes", &Settings::tensor_across_nodes,
                    "allow a tensor-parallel group to span nodes (its all-reduces then cross the network)"));
   t.push_back(searched(schedule_knob(), Coupling::schedule, default_schedule));
   t.push_back(searched(integer("parallel.virtual", &Settings::virtual_stages, 1024,
                       "stages per pipeline rank (interleaved-1f1b, looped-bfs, interleaved-zero-bubble; 2 for zbv-zero-bubble and "
                       "dualpipev); stage s lives on rank s mod pipeline, or in a V for zbv-zero-bubble and dualpipev (rank r holds "
-                      "r and 2 x pipeline - 1 - r)"), Coupling::schedule, default_virtual));
+                      "r and 2 x pipeline - 1 - r)"),
+                       Coupling::schedule, default_virtual));
   t.push_back(searched(integer("parallel.chunks", &Settings::chunks, kMaxCount,
-                      "micro-batches per mini-batch; must divide data.batch_size"), Coupling::schedule, derived));
+                      "micro-batches per mini-batch; must divide data.batch_size"),
+                       Coupling::schedule, derived));
   Knob part = typed<PartitionLen>("parallel.partition_len", KnobType::partition, &Settings::partition_len,
                     "layers per stage: one integer for every stage, a list with one entry per stage such as [4, 6], or balanced");
   t.push_back(searched(part, Coupling::schedule, derived));
   t.push_back(searched(megabytes("parallel.bucket_cap_mb", &Settings::bucket_cap_mb, true,
-                        "DDP bucket cap, MiB (bucket_cap_mb of DistributedDataParallel)"), Coupling::buckets, default_bucket_cap));
+                        "DDP bucket cap, MiB (bucket_cap_mb of DistributedDataParallel)"),
+                       Coupling::buckets, default_bucket_cap));
   t.push_back(searched(megabytes("parallel.first_bucket_mb", &Settings::first_bucket_mb, false,
-                        "cap of the first bucket, MiB (DDP's _DEFAULT_FIRST_BUCKET_BYTES)"), Coupling::buckets, default_first_bucket));
+                        "cap of the first bucket, MiB (DDP's _DEFAULT_FIRST_BUCKET_BYTES)"),
+                       Coupling::buckets, default_first_bucket));
   t.push_back(integer("data.batch_size", &Settings::batch_size, kMaxCount,
                       "samples per replica per mini-batch; the global batch is data x batch_size x grad_accumulation"));
   t.push_back(searched(integer("parallel.grad_accumulation", &Settings::grad_accumulation, kMaxCount,
-                      "mini-batches per optimizer step; no DDP communication on the ones in between"), Coupling::batch, scenario_grad_accumulation));
+                      "mini-batches per optimizer step; no DDP communication on the ones in between"),
+                       Coupling::batch, scenario_grad_accumulation));
   t.push_back(searched(recompute_knob(), Coupling::crossed, default_recompute));
   t.push_back(p2p_knob());
   t.push_back(searched(rank_order_knob(), Coupling::crossed, scenario_rank_order));
