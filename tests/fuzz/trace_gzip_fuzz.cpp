@@ -9,7 +9,7 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string bytes(reinterpret_cast<const char*>(data), size);
   try {
-    parallax::timeline::parse_trace(parallax::profiler::gunzip(bytes, "fuzz.json.gz"), "fuzz.json.gz");
+    parallax::timeline::parse_trace(parallax::timeline::gunzip(bytes, "fuzz.json.gz"), "fuzz.json.gz");
   } catch (const parallax::plan::InputError&) {
   }
   return 0;
