@@ -249,7 +249,8 @@ bool is_tune_result(const json& tune) {
 json report_data(const ReportInput& in) {
   const int pstep = first_step(in.predicted);
   const timeline::StepTimes predicted = timeline::step_times(in.predicted, pstep);
-  const timeline::PlanSummary plan = in.predicted.plan.value_or(timeline::PlanSummary{});
+  static const timeline::PlanSummary kNoPlan;  // a trace without a plan: its fields' defaults
+  const timeline::PlanSummary& plan = in.predicted.plan ? *in.predicted.plan : kNoPlan;
   std::vector<int32_t> column_of;
   json data;
   data["title"] = in.title.empty() ? in.predicted.scenario : in.title;
