@@ -50,7 +50,7 @@ void bench_big(int threads) {
   const tune::Space full = tune::default_space(s);
   tune::Space small = full;
   for (const char* key : {"parallel.tensor", "parallel.sequence_parallel", "parallel.precision", "parallel.activation_checkpointing"})
-    tune::fix(&small, s, key);
+    tune::fix(&small, plan::settings_of(s), key);
   std::printf("1,024-rank job: %s with data 128 x pipeline 8 (1f1b), %zu layers, on %s, %d thread(s)\n", path.c_str(),
               s.layers.size(), s.hardware.name.c_str(), threads);
   std::printf("  the default space with tensor, sequence_parallel, precision and activation_checkpointing fixed:\n");

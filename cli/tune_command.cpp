@@ -113,14 +113,14 @@ int tune_command(const TuneArgs& args, const std::string& self) {
     std::cerr << "tune: note: predicting with '" << base.hardware.name
               << "', which is not calibrated; --validate runs on this machine's CPU, so tune with its calibration "
                  "(parallax calibrate, then --set hardware=" << default_calibration_path() << ")\n";
+  tune::Evaluator ev(base);
   tune::Space space = tune::default_space(base, args.world);
   for (const auto& s : args.searches) tune::search(&space, s);
-  for (const auto& f : args.fixes) tune::fix(&space, base, f);
+  for (const auto& f : args.fixes) tune::fix(&space, ev.given(), f);
   if (args.validate > 0)
     for (const auto& note : fit::keep_executable(&space, base))
       std::cerr << "tune: --validate runs the picks for real: leaving out " << note << " (predict-only)\n";
 
-  tune::Evaluator ev(base);
   tune::SearchOptions opt;
   opt.objective = args.objective == "memory" ? tune::Objective::memory : tune::Objective::step;
   opt.max_configs = args.max_configs;
@@ -135,7 +135,6 @@ int tune_command(const TuneArgs& args, const std::string& self) {
   const tune::SearchResult r = tune::search(ev, space, opt);
   std::signal(SIGINT, previous);
   bar.done();
-  const plan::Settings given = plan::settings_of(base);
   if (r.ranked.empty()) {
     // Stopped early, the search has not seen the whole space: say so rather than "none fits".
     if (!r.stopped.empty())
@@ -170,12 +169,12 @@ int tune_command(const TuneArgs& args, const std::string& self) {
     plan::check_executable(base);  // says why, when the scenario itself is what cannot run
     throw plan::InputError(plan::Location{"--validate"}, "none of the ranked configurations can run for real (they are predict-only)");
   }
-  const std::vector<fit::ValidatedPick> validated = fit::run_picks(candidates, given, picks);
+  const std::vector<fit::ValidatedPick> validated = fit::run_picks(candidates, picks);
   const fit::ValidatedPick* fastest = fit::fastest(validated);
   const std::vector<tune::Detail> details = tune::ranked_details(ev, r);  // the full simulation of each ranked row
-  const tune::Pick pick = tune::pick(ev, r, given, fastest ? fastest->evaluation : nullptr, details);
+  const tune::Pick pick = tune::pick(ev, r, fastest ? fastest->evaluation : nullptr, details);
   const tune::Evaluation* best = pick.best;
-  const plan::Overrides best_overrides = plan::overrides(given, best->config);
+  const plan::Overrides& best_overrides = best->changes;
 
   if (!args.output.empty()) {
     const std::string header = "# Written by parallax tune from " + (args.scenario.empty() ? doc.file() : args.scenario) +
@@ -187,7 +186,7 @@ int tune_command(const TuneArgs& args, const std::string& self) {
   const std::string stopped = r.stopped.empty() ? "" : " (stopped early: " + r.stopped + "; the best so far)";
   if (args.json) {
     auto eval_json = [&](const tune::Evaluation& e) {
-      return json{{"overrides", overrides_json(plan::overrides(given, e.config))},
+      return json{{"overrides", overrides_json(e.changes)},
                   {"predicted_step_ms", e.step.to_ms()},
                   {"peak_memory_mb", static_cast<double>(e.peak_memory) / kMiB}};
     };
@@ -209,14 +208,14 @@ int tune_command(const TuneArgs& args, const std::string& self) {
     for (const auto& e : r.ranked) {
       json row = eval_json(e);
       row["equivalents"] = json::array();  // the same prediction: they differ only in knobs with no effect
-      for (const auto& c : e.equivalents) row["equivalents"].push_back(overrides_json(plan::overrides(given, c)));
+      for (const auto& c : e.equivalents) row["equivalents"].push_back(overrides_json(plan::overrides(ev.given(), c)));
       j["ranked"].push_back(row);
     }
     j["pareto"] = json::array();
     for (const auto& e : r.pareto) j["pareto"].push_back(eval_json(e));
     j["validated"] = json::array();
     for (const auto& v : validated)
-      j["validated"].push_back({{"overrides", overrides_json(plan::overrides(given, v.evaluation->config))},
+      j["validated"].push_back({{"overrides", overrides_json(v.evaluation->changes)},
                                 {"predicted_step_ms", v.predicted.to_ms()},
                                 {"measured_step_ms", v.measured.undisturbed.to_ms()},
                                 {"statistic", timeline::kStatisticName}});
@@ -234,25 +233,25 @@ int tune_command(const TuneArgs& args, const std::string& self) {
       const std::string also = tune::also_text(e);
       std::printf("%4zu %10.3f %10s %6.1f%% %12.3f %10.1f  %s%s\n", i + 1, e.step.to_ms(), samples_per_s(e).c_str(),
                   100 * d.bubble, d.exposed.to_ms(), static_cast<double>(e.peak_memory) / kMiB,
-                  plan::describe(plan::overrides(given, e.config)).c_str(), also.empty() ? "" : ("  (" + also + ")").c_str());
+                  plan::describe(e.changes).c_str(), also.empty() ? "" : ("  (" + also + ")").c_str());
     }
     std::printf("\nPareto frontier, step time against peak memory (of the configurations simulated):\n");
     for (const auto& e : r.pareto)
       std::printf("  %10.3f ms %10.1f MiB  %s\n", e.step.to_ms(), static_cast<double>(e.peak_memory) / kMiB,
-                  plan::describe(plan::overrides(given, e.config)).c_str());
+                  plan::describe(e.changes).c_str());
     if (!validated.empty()) {
       std::printf("\nrun for real (%d steps each, measured as the %s; the best measured is the pick):\n",
                   args.validate_steps, timeline::kStatisticName);
       for (const auto& v : validated)
         std::printf("  predicted %10.3f ms, measured %10.3f ms (%+.1f%%)  %s\n", v.predicted.to_ms(),
                     v.measured.undisturbed.to_ms(), 100 * timeline::relative_error(v.predicted, v.measured.undisturbed),
-                    plan::describe(plan::overrides(given, v.evaluation->config)).c_str());
+                    plan::describe(v.evaluation->changes).c_str());
     }
     std::printf("\npick: %s\n", plan::describe(best_overrides).c_str());
     std::printf("  predicted step %.3f ms: %.2fx the scenario as given (%.3f ms)", best->step.to_ms(), pick.vs_given, r.baseline.step.to_ms());
     if (r.defaults.simulated())
       std::printf(", %.2fx PyTorch's defaults (%.3f ms: %s)", pick.vs_defaults, r.defaults.step.to_ms(),
-                  plan::describe(plan::overrides(given, r.defaults.config)).c_str());
+                  plan::describe(r.defaults.changes).c_str());
     std::printf("\n  why: %s\n", pick.why.c_str());
     if (!args.output.empty())
       std::printf("\nwrote %s; run it with: parallax run %s\n", args.output.c_str(), args.output.c_str());

@@ -7,21 +7,11 @@
 
 namespace parallax::fit {
 
-namespace {
-
-bool runnable(const plan::Scenario& base, const plan::Settings& s) {
-  plan::Scenario c = base;
-  plan::apply(s, &c);
-  return plan::executable(c);
-}
-
-}  // namespace
-
 std::vector<const tune::Evaluation*> validation_candidates(const tune::SearchResult& r, const plan::Scenario& base,
                                                            size_t k) {
   std::vector<const tune::Evaluation*> out;
   auto add = [&](const tune::Evaluation& e) {
-    if (out.size() >= k || !runnable(base, e.config)) return;
+    if (out.size() >= k || !plan::executable(base, e.config)) return;
     if (std::none_of(out.begin(), out.end(), [&](const tune::Evaluation* o) { return o->config == e.config; }))
       out.push_back(&e);
   };
@@ -32,9 +22,9 @@ std::vector<const tune::Evaluation*> validation_candidates(const tune::SearchRes
 }
 
 std::vector<std::string> keep_executable(tune::Space* space, const plan::Scenario& base) {
-  const plan::Settings given = plan::settings_of(base);
   std::vector<std::string> notes;
-  if (!runnable(base, given)) return notes;
+  if (!plan::executable(base)) return notes;
+  const plan::Settings given = plan::settings_of(base);
   for (auto& [key, values] : space->values) {
     const plan::Knob& k = plan::knob(key);
     std::vector<plan::KnobValue> kept;
@@ -42,7 +32,7 @@ std::vector<std::string> keep_executable(tune::Space* space, const plan::Scenari
     for (const auto& v : values) {
       plan::Settings s = given;
       k.set(s, v);
-      if (runnable(base, s)) kept.push_back(v);
+      if (plan::executable(base, s)) kept.push_back(v);
       else dropped.push_back(k.format(v));
     }
     if (dropped.empty()) continue;
@@ -52,16 +42,14 @@ std::vector<std::string> keep_executable(tune::Space* space, const plan::Scenari
   return notes;
 }
 
-std::vector<ValidatedPick> run_picks(const std::vector<const tune::Evaluation*>& candidates, const plan::Settings& given,
-                                     const PickRuns& runs) {
+std::vector<ValidatedPick> run_picks(const std::vector<const tune::Evaluation*>& candidates, const PickRuns& runs) {
   std::vector<ValidatedPick> out;
   for (size_t i = 0; i < candidates.size(); ++i) {
     if (runs.cancel && runs.cancel->load()) break;
     const tune::Evaluation& e = *candidates[i];
-    const plan::Overrides changed = plan::overrides(given, e.config);
-    if (runs.starting) runs.starting(i, candidates.size(), changed);
+    if (runs.starting) runs.starting(i, candidates.size(), e.changes);
     std::vector<std::string> sets = runs.sets;
-    for (const auto& s : plan::set_flags(changed)) sets.push_back(s);
+    for (const auto& s : plan::set_flags(e.changes)) sets.push_back(s);
     try {
       const Measurement m = measure(runs.self, runs.scenario, sets, runs.steps, runs.cancel);
       out.push_back({&e, e.step, m.step});

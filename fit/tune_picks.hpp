@@ -46,11 +46,9 @@ struct PickRuns {
   const std::atomic<bool>* cancel = nullptr;  ///< set to stop (the run in progress is terminated)
 };
 
-/// Runs each candidate (its overrides against `given`, the search's base settings) in turn. The
-/// picks measured before a cancel are returned; runtime_error naming the configuration when a
-/// run fails.
-std::vector<ValidatedPick> run_picks(const std::vector<const tune::Evaluation*>& candidates, const plan::Settings& given,
-                                     const PickRuns& runs);
+/// Runs each candidate (its `changes` against the search's scenario) in turn. The picks measured
+/// before a cancel are returned; runtime_error naming the configuration when a run fails.
+std::vector<ValidatedPick> run_picks(const std::vector<const tune::Evaluation*>& candidates, const PickRuns& runs);
 
 /// The tuner's pick among measured step times: the index of the least one, those never measured
 /// (0) left out; -1 when there is none. `tune --validate` and the GUI both pick by it.

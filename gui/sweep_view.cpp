@@ -206,7 +206,7 @@ void SweepView::start(SweepKind kind, const PlanSession& session) {
     rejected.done = true;
     try {
       evaluator = std::make_unique<tune::Evaluator>(with_knobs(*scenario, base));
-      given = plan::settings_of(evaluator->base());
+      given = evaluator->given();
     } catch (const plan::InputError& e) {
       rejected.error = e.what();
     }

@@ -73,8 +73,7 @@ bool TuneView::validate(int count) {
   progress_->setValue(0);
   progress_->setFormat("validating %v/%m");
   status_->setText(QString("Validating %1 configurations for real …").arg(candidates.size()));
-  const plan::Settings given = base_config_;
-  validation_.setFuture(QtConcurrent::run([chosen, rows, given, runs, search = generation_, flag = validation_cancel_] {
+  validation_.setFuture(QtConcurrent::run([chosen, rows, runs, search = generation_, flag = validation_cancel_] {
     std::vector<const tune::Evaluation*> to_run;
     for (const auto& e : chosen) to_run.push_back(&e);
     ValidationOutcome out;
@@ -84,13 +83,13 @@ bool TuneView::validate(int count) {
     fit::PickRuns collecting = runs;
     collecting.measured = [&](const fit::ValidatedPick& p) { picks.push_back(p); };
     try {
-      fit::run_picks(to_run, given, collecting);
+      fit::run_picks(to_run, collecting);
     } catch (const std::exception& e) {
       out.error = e.what();
     }
     for (const fit::ValidatedPick& p : picks) {
       const size_t at = static_cast<size_t>(p.evaluation - chosen.data());
-      out.rows.push_back({rows[at], plan::overrides(given, p.evaluation->config), p.predicted, p.measured.undisturbed});
+      out.rows.push_back({rows[at], p.evaluation->changes, p.predicted, p.measured.undisturbed});
     }
     return out;
   }));

@@ -134,7 +134,7 @@ bool TuneView::start(const PlanSession& session) {
                      QString::fromStdString(e.what()) + ").");
     return false;
   }
-  base_config_ = plan::settings_of(evaluator->base());
+  base_config_ = evaluator->given();
   base_scenario_ = evaluator->base();
   const tune::Space space = tune::default_space(evaluator->base());
   result_.reset();
@@ -360,7 +360,7 @@ void TuneView::show_chart() {
 }
 
 plan::Overrides TuneView::overrides_of(int row) const {
-  return plan::overrides(base_config_, result_->ranked.at(row).config);
+  return result_->ranked.at(row).changes;
 }
 
 KnobValues TuneView::knobs_of(int row) const {

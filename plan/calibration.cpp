@@ -209,7 +209,7 @@ SignatureCost parse_signature(const Field& item) {
   expect_keys(item, {"signature", "mb", "fwd_us", "fwd_no_grad_us", "bwd_us", "bwd_no_input_us", "kept_bytes", "fwd_launch_us",
                      "bwd_launch_us"});
   SignatureCost c;
-  c.signature = to_string(require(item, "signature"));
+  c.signature = to_text(require(item, "signature"));
   require(item, "fwd_us");
   const auto mb = parse_sizes(item);
   c.forward = parse_curve(item, "fwd_us", mb);
@@ -268,8 +268,8 @@ InRunFactors parse_in_run(const Field& in_run) {
   // used: profiles calibrated before the executor posted receives at the step's start have them.
   number_or(in_run, "send_unposted_us", 0, 0);
   number_or(in_run, "late_receive_us", 0, 0);
-  if (in_run["probe"].present()) f.probe = to_string(in_run["probe"]);
-  if (in_run["bounded"].present()) f.bounded = to_string(in_run["bounded"]);
+  if (in_run["probe"].present()) f.probe = to_text(in_run["probe"]);
+  if (in_run["bounded"].present()) f.bounded = to_text(in_run["bounded"]);
   return f;
 }
 
@@ -306,7 +306,7 @@ Calibration parse_calibration(const Field& map) {
     if (!data.is_sequence()) data.fail("'" + data.path() + "' must be a list of {load, mb, us}");
     for (const Field& item : data.elements()) {
       expect_keys(item, {"load", "mb", "us"});
-      const std::string load = to_string(require(item, "load"));
+      const std::string load = to_text(require(item, "load"));
       c.data[load] = parse_curve(item, "us", parse_sizes(item));
     }
   }

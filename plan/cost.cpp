@@ -17,10 +17,9 @@ const MeasuredLayerCost* find_measured(const Layer& layer, const HardwareProfile
   return nullptr;
 }
 
-std::optional<LayerCost> calibrated(const Layer& layer, const HardwareProfile& hw, Precision precision, int mb,
-                                    bool input_gradient) {
+std::optional<LayerCost> calibrated(const std::string& signature, const HardwareProfile& hw, int mb, bool input_gradient) {
   if (!hw.calibration) return std::nullopt;
-  const SignatureCost* c = hw.calibration->layer(layer_signature(layer, precision));
+  const SignatureCost* c = hw.calibration->layer(signature);
   if (!c) return std::nullopt;
   LayerCost out;
   out.measured = true;
@@ -63,27 +62,33 @@ double flops_outside_fp8_per_sample(const Layer& l) {
   return attention_flops_per_sample(l);
 }
 
-// The plain roofline (and the measured and stated costs before it); tensor parallelism divides
-// the FLOPs and the parameters.
+// Without a finer model, weight and input gradients take one forward's FLOPs each.
+LayerCost half_weight(LayerCost c, bool input_gradient) {
+  c.backward_weight = input_gradient ? c.backward.scaled(0.5) : c.backward;
+  return c;
+}
+
+// What was measured of the layer: calibrate's table (by `signature`), else the profile's stated
+// costs. Measurements ran whole sequences: context parallelism's shorter ones are estimated.
+std::optional<LayerCost> measured_cost(const std::string& signature, const Layer& layer, const HardwareProfile& hw,
+                                       const ParallelSpec& parallel, int mb, bool input_gradient) {
+  if (parallel.context != 1) return std::nullopt;
+  if (auto c = calibrated(signature, hw, mb, input_gradient)) return c;
+  const MeasuredLayerCost* m = find_measured(layer, hw);
+  if (!m) return std::nullopt;
+  const Time f = Time::us(m->fwd_us_fixed + m->fwd_us_per_sample * mb);
+  return half_weight({f, Time::us(m->bwd_us_fixed + m->bwd_us_per_sample * mb), Time(), f, true}, input_gradient);
+}
+
+// The plain roofline; tensor parallelism divides the FLOPs and the parameters.
 LayerCost roofline_cost(const Layer& layer, const HardwareProfile& hardware, const ParallelSpec& parallel,
                         int microbatch_size, bool input_gradient) {
   const Precision precision = parallel.precision;
-  // What was measured ran whole sequences: context parallelism's shorter ones are estimated.
-  const bool whole_sequences = parallel.context == 1;
-  if (auto c = whole_sequences ? calibrated(layer, hardware, precision, microbatch_size, input_gradient) : std::nullopt) return *c;
-  // Without a finer model, weight and input gradients take one forward's FLOPs each.
-  auto half_weight = [&](LayerCost c) {
-    c.backward_weight = input_gradient ? c.backward.scaled(0.5) : c.backward;
-    return c;
-  };
-  if (const MeasuredLayerCost* m = whole_sequences ? find_measured(layer, hardware) : nullptr) {
-    const Time f = Time::us(m->fwd_us_fixed + m->fwd_us_per_sample * microbatch_size);
-    return half_weight({f, Time::us(m->bwd_us_fixed + m->bwd_us_per_sample * microbatch_size), Time(), f, true});
-  }
   const Device& device = hardware.device;
   if (layer.kind == LayerKind::synthetic) {
     const double fwd_us = layer.synthetic.fwd_us_fixed + layer.synthetic.fwd_us_per_sample * microbatch_size;
-    return half_weight({Time::us(fwd_us), Time::us(fwd_us * layer.synthetic.bwd_ratio), Time(), Time::us(fwd_us), false});
+    return half_weight({Time::us(fwd_us), Time::us(fwd_us * layer.synthetic.bwd_ratio), Time(), Time::us(fwd_us), false},
+                       input_gradient);
   }
   // The FLOPs at the precision's peak, but what fp8 leaves in bf16 (the same peak otherwise).
   const double tflops = peak_tflops(device, precision) * device.efficiency;
@@ -119,7 +124,7 @@ LayerCost roofline_cost(const Layer& layer, const HardwareProfile& hardware, con
   // The rest of the FLOP time is the linear layers'.
   out.linear_forward = std::max(Time(), Time::us(flop_us) - out.attention_forward);
   out.linear_backward = std::max(Time(), Time::us(bwd_flop_us) - out.attention_backward);
-  return half_weight(out);
+  return half_weight(out, input_gradient);
 }
 
 // A layer's kernels on one tensor rank with the device's shape-aware model (`device.compute`).
@@ -337,10 +342,12 @@ LayerCost estimate_layer_cost(const Layer& layer, const HardwareProfile& hardwar
 
 LayerCost estimate_layer_cost(const Layer& layer, const HardwareProfile& hardware, const ParallelSpec& parallel,
                               int microbatch_size, bool input_gradient) {
+  // The key of the layer's calibrated and fitted costs; built once, as each layer is estimated for
+  // every configuration the tuner tries.
+  const std::string signature = hardware.calibration || hardware.fitted ? layer_signature(layer, parallel.precision) : "";
   LayerCost c = [&] {
-    const bool measured = parallel.context == 1 && (calibrated(layer, hardware, parallel.precision, microbatch_size, input_gradient) ||
-                                                    find_measured(layer, hardware));
-    if (hardware.device.compute && hardware.device.compute->covers(parallel.precision) && layer.kind != LayerKind::synthetic && !measured)
+    if (auto m = measured_cost(signature, layer, hardware, parallel, microbatch_size, input_gradient)) return *m;
+    if (hardware.device.compute && hardware.device.compute->covers(parallel.precision) && layer.kind != LayerKind::synthetic)
       return shape_aware_cost(layer, hardware, parallel, microbatch_size, input_gradient);
     return roofline_cost(layer, hardware, parallel, microbatch_size, input_gradient);
   }();
@@ -348,7 +355,7 @@ LayerCost estimate_layer_cost(const Layer& layer, const HardwareProfile& hardwar
     c.recompute = recompute_time(layer, c, parallel.activation_checkpointing);
   c.backward_weight = layer.param_count() == 0 ? Time() : std::min(c.backward_weight, c.backward);
   if (hardware.fitted) {  // a job's measured runs, over all of the above (plan/fitted.hpp)
-    const FittedCosts::Layer f = hardware.fitted->layer(layer_signature(layer, parallel.precision));
+    const FittedCosts::Layer f = hardware.fitted->layer(signature);
     c.forward = c.forward.scaled(f.forward);
     c.forward_no_grad = c.forward_no_grad.scaled(f.forward);
     c.recompute = c.recompute.scaled(f.forward);

@@ -81,4 +81,10 @@ bool executable(const Scenario& scenario) {
   }
 }
 
+bool executable(const Scenario& base, const Settings& settings) {
+  Scenario s = base;
+  apply(settings, &s);
+  return executable(s);
+}
+
 }  // namespace parallax::plan

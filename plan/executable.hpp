@@ -3,6 +3,7 @@
 // before anything starts, and tune --validate, the GUI's validation and calibrate's choice of
 // scenarios leave it out. Here, not in exec/, so that the modules without LibTorch (tune, fit,
 // gui) can ask too.
+#include "plan/knobs.hpp"
 #include "plan/scenario.hpp"
 
 namespace parallax::plan {
@@ -14,5 +15,7 @@ void check_executable(const Scenario& scenario);
 
 /// Whether check_executable accepts `scenario`.
 bool executable(const Scenario& scenario);
+/// Whether it accepts `base` with the knob values `settings` (a tuner's configuration).
+bool executable(const Scenario& base, const Settings& settings);
 
 }  // namespace parallax::plan

@@ -35,7 +35,7 @@ FittedCosts parse_fitted(const Field& map) {
   FittedCosts f;
   if (const Field from = map["from"]; from.present()) {
     if (!from.is_sequence()) from.fail("'" + from.path() + "' must be a list of trace files");
-    for (const Field& t : from.elements()) f.from.push_back(to_string(t));
+    for (const Field& t : from.elements()) f.from.push_back(to_text(t));
   }
   f.statistic = string_or(map, "statistic", "");
   f.base = string_or(map, "base", "");
@@ -46,7 +46,7 @@ FittedCosts parse_fitted(const Field& map) {
       FittedCosts::Layer x;
       if (l["forward"].present()) x.forward = factor(l["forward"]);
       if (l["backward"].present()) x.backward = factor(l["backward"]);
-      f.layers[to_string(require(l, "signature"))] = x;
+      f.layers[to_text(require(l, "signature"))] = x;
     }
   }
   if (map["optimizer"].present()) f.optimizer = factor(map["optimizer"]);

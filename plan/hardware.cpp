@@ -284,10 +284,10 @@ HardwareProfile parse_hardware(const Field& map) {
 
 HardwareProfile resolve_hardware(const Field& value) {
   if (!value.present()) value.fail("missing required key 'hardware' (a profile name such as t4-pcie)");
-  if (value.is_scalar()) return load_named(value, to_string(value));
+  if (value.is_scalar()) return load_named(value, to_text(value));
   if (value.is_map() && value["profile"].present()) {
     expect_keys(value, {"profile", "nodes"});
-    HardwareProfile hw = load_named(value["profile"], to_string(value["profile"]));
+    HardwareProfile hw = load_named(value["profile"], to_text(value["profile"]));
     Field nodes = value["nodes"];
     if (nodes.present()) hw.max_nodes = static_cast<int>(to_int(nodes, 1, 1 << 24));
     return hw;

@@ -35,7 +35,7 @@ int64_t width(const Field& map, const std::string& key) { return to_int(require(
 
 // hidden_act of the Llama-style families: silu is SwiGLU (gate * silu), relu2 squared ReLU.
 Mlp activation(const Field& f, const std::string& arch) {
-  const std::string act = to_string(f);
+  const std::string act = to_text(f);
   if (arch == "NemotronForCausalLM") {
     if (act == "relu2") return Mlp::relu2;
     f.fail("hidden_act '" + act + "': NemotronForCausalLM is read with relu2 (squared ReLU) only");
@@ -84,7 +84,7 @@ TransformerShape gpt2(const Field& c) {
   t.vocab = width(c, "vocab_size");
   t.form.tie_embeddings = bool_or(c, "tie_word_embeddings", true);
   if (c["activation_function"].present()) {
-    const std::string act = to_string(c["activation_function"]);
+    const std::string act = to_text(c["activation_function"]);
     if (act.rfind("gelu", 0) != 0) c["activation_function"].fail("activation_function '" + act + "': GPT2LMHeadModel is read with a GELU only");
   }
   return t;

@@ -236,7 +236,7 @@ KnobValue Knob::read(const Field& f) const {
       // A CSV schedule is a path: from the file, relative to its folder; from a flag, to the
       // working directory.
       if (choices.back() == "<file>.csv" && f.is_scalar() && f.node().Scalar().ends_with(".csv"))
-        return f.resolve_path(to_string(f));
+        return f.resolve_path(to_text(f));
       return to_choice(f, choices);
     }
   }
@@ -368,15 +368,6 @@ std::string partition_text(const PartitionLen& p) {
     }
   }
   return "balanced";
-}
-
-PartitionLen partition_of(const std::vector<int>& lens) {
-  PartitionLen p;
-  if (!lens.empty()) {
-    p.mode = PartitionLen::Mode::list;
-    p.lens = lens;
-  }
-  return p;
 }
 
 PartitionLen listed(const PartitionLen& p, int stages) {

@@ -13,6 +13,7 @@
 #include <variant>
 #include <vector>
 
+#include "plan/partition.hpp"
 #include "plan/scenario.hpp"
 #include "plan/yaml_reader.hpp"
 
@@ -105,8 +106,6 @@ std::vector<std::string> set_flags(const Overrides& overrides);
 std::string number_text(double v);
 /// A partition as YAML text: "balanced", "5" or "[4, 6]".
 std::string partition_text(const PartitionLen& p);
-/// A partition from layers per stage; an empty list is "balanced".
-PartitionLen partition_of(const std::vector<int>& lens);
 /// One number for every stage as the list it means over `stages` stages (the form the tuner's
 /// space uses); a list or "balanced" as it is.
 PartitionLen listed(const PartitionLen& p, int stages);

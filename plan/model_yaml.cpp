@@ -128,11 +128,11 @@ std::vector<Layer> transformer_preset(const Field& m, std::string* description, 
       m.fail("a model read from a Hugging Face config needs 'model.seq_len', the job's tokens per sample (a config states "
              "only the longest sequence the model takes)");
     const int64_t seq = positive(m, "seq_len", 0);
-    const std::string path = config.resolve_path(to_string(config));
+    const std::string path = config.resolve_path(to_text(config));
     if (!std::filesystem::is_regular_file(path)) config.fail("no Hugging Face config file at " + path);
     const HfModel hf = read_hf_config(path, seq);
     t = hf.shape;
-    source = std::filesystem::path(to_string(config)).filename().string() + " (" + hf.architecture + ")";
+    source = std::filesystem::path(to_text(config)).filename().string() + " (" + hf.architecture + ")";
   }
   bool any_form_key = false;
   for (const auto& k : kFormKeys) any_form_key |= given(k);

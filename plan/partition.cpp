@@ -48,4 +48,13 @@ int64_t bottleneck(const std::vector<int64_t>& costs, const std::vector<int>& le
   return worst;
 }
 
+PartitionLen partition_of(const std::vector<int>& lens) {
+  PartitionLen p;
+  if (!lens.empty()) {
+    p.mode = PartitionLen::Mode::list;
+    p.lens = lens;
+  }
+  return p;
+}
+
 }  // namespace parallax::plan

@@ -3,12 +3,17 @@
 #include <cstdint>
 #include <vector>
 
+#include "plan/scenario.hpp"
+
 namespace parallax::plan {
 
 /// The contiguous split of `costs` into `stages` non-empty parts that minimises the largest
 /// part's sum, computed exactly by dynamic programming over (stages used, layers covered).
 /// Returns the layer count of each part. Requires 1 <= stages <= costs.size().
 std::vector<int> balanced_partition(const std::vector<int64_t>& costs, int stages);
+
+/// A partition from layers per stage (a `parallel.partition_len` list); an empty list is "balanced".
+PartitionLen partition_of(const std::vector<int>& lens);
 
 /// The largest part's sum for a split given as layer counts.
 int64_t bottleneck(const std::vector<int64_t>& costs, const std::vector<int>& lens);

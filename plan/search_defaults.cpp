@@ -107,4 +107,22 @@ std::vector<KnobValue> default_precision(const Scenario& s, int) {
   return out;
 }
 
+Settings pytorch_defaults(const Scenario& s, const Settings& given) {
+  Settings c = given;
+  c.chunks = c.batch_size;
+  for (int d : divisors(c.batch_size))
+    if (d >= c.pipeline) {
+      c.chunks = d;
+      break;
+    }
+  c.bucket_cap_mb = 25;
+  c.first_bucket_mb = 1;
+  const int layers = static_cast<int>(s.layers.size()), stages = c.stages();
+  std::vector<int> even;
+  if (stages > 1 && stages <= layers)
+    for (int i = 0; i < stages; ++i) even.push_back(layers / stages + (i < layers % stages ? 1 : 0));
+  c.partition_len = partition_of(even);
+  return c;
+}
+
 }  // namespace parallax::plan

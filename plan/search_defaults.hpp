@@ -2,6 +2,7 @@
 // What the tuner searches of each tuned knob when it is not told (`tune --search`): the values a
 // scenario's layers, batch and device allow over a world of ranks. The knob table (knobs.cpp)
 // gives each tuned knob one of these; tune/space.cpp reads them there and decides nothing per key.
+// Also PyTorch's own defaults, which every search simulates beside the scenario as given.
 #include <vector>
 
 #include "plan/knobs.hpp"
@@ -10,6 +11,12 @@ namespace parallax::plan {
 
 /// Every divisor of n, ascending.
 std::vector<int> divisors(int n);
+
+/// PyTorch's defaults on the scenario's layout and schedule: chunks = pipeline (the smallest
+/// divisor of the batch at or above it), DDP's 25 MiB buckets with a 1 MiB first bucket, and an
+/// even split of the layers (the first stages take one more when they do not divide). `given`:
+/// the scenario's knob values (Evaluator::given).
+Settings pytorch_defaults(const Scenario& scenario, const Settings& given);
 
 /// data: every divisor of the world.
 std::vector<KnobValue> default_data(const Scenario& s, int world);

@@ -229,7 +229,7 @@ bool to_bool(const Field& f) {
   f.fail("'" + f.path() + "' must be true or false, got " + scalar_text(f));
 }
 
-std::string to_string(const Field& f) {
+std::string to_text(const Field& f) {
   if (!f.is_scalar()) f.fail("'" + f.path() + "' must be a string, got " + scalar_text(f));
   return f.node().Scalar();
 }
@@ -258,7 +258,7 @@ bool bool_or(const Field& map, const std::string& key, bool fallback) {
 
 std::string string_or(const Field& map, const std::string& key, const std::string& fallback) {
   Field f = map[key];
-  return f.present() ? to_string(f) : fallback;
+  return f.present() ? to_text(f) : fallback;
 }
 
 }  // namespace parallax::plan

@@ -84,7 +84,7 @@ int64_t to_int(const Field& f, int64_t min = std::numeric_limits<int64_t>::min()
 /// Accepts .inf; rejects NaN.
 double to_number(const Field& f, double min = -std::numeric_limits<double>::infinity());
 bool to_bool(const Field& f);
-std::string to_string(const Field& f);
+std::string to_text(const Field& f);
 std::string to_choice(const Field& f, const std::vector<std::string>& choices);
 
 int64_t int_or(const Field& map, const std::string& key, int64_t fallback, int64_t min,

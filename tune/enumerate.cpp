@@ -17,18 +17,18 @@ namespace {
 // would be most of its space).
 constexpr int kManyStages = 8;
 
-std::vector<std::vector<int>> partitions_around(Evaluator& ev, const plan::Settings& c) {
-  std::vector<std::vector<int>> out = {{}};  // {} = balanced
+std::vector<plan::PartitionLen> partitions_around(Evaluator& ev, const plan::Settings& c) {
+  std::vector<plan::PartitionLen> out = {{}};  // balanced
   if (c.stages() < 2) return out;
-  const std::vector<int> balanced = ev.balanced_partition(c);
-  const size_t last = balanced.size() - 2;
-  for (size_t b = 0; b + 1 < balanced.size(); ++b) {
+  const plan::PartitionLen balanced = ev.balanced_split(c);
+  const size_t last = balanced.lens.size() - 2;
+  for (size_t b = 0; b + 1 < balanced.lens.size(); ++b) {
     if (c.stages() > kManyStages && b != 0 && b != last) continue;
     for (int dir : {-1, +1}) {
-      std::vector<int> s = balanced;
-      s[b] += dir;
-      s[b + 1] -= dir;
-      if (s[b] >= 1 && s[b + 1] >= 1) out.push_back(s);
+      plan::PartitionLen s = balanced;
+      s.lens[b] += dir;
+      s.lens[b + 1] -= dir;
+      if (s.lens[b] >= 1 && s.lens[b + 1] >= 1) out.push_back(s);
     }
   }
   return out;
@@ -91,7 +91,7 @@ std::vector<int> stage_counts(schedule::ScheduleKind kind, const std::vector<int
 std::vector<plan::Settings> enumerate(Evaluator& ev, const Space& sp, size_t* invalid, std::string* invalid_example,
                                       size_t* over_memory, bool bucket_variants) {
   const plan::Scenario& base = ev.base();
-  const plan::Settings given = plan::settings_of(base);
+  const plan::Settings& given = ev.given();
   const int global = given.global_batch();
   plan::Scenario scratch = base;  // knobs are set on it to check them, nothing is copied per try
   auto valid = [&](const plan::Settings& c) {
@@ -166,9 +166,7 @@ std::vector<plan::Settings> enumerate(Evaluator& ev, const Space& sp, size_t* in
                 ++*over_memory;  // once, without its split and bucket variants
                 return;
               }
-              std::vector<plan::PartitionLen> splits = given_splits;
-              if (splits.empty())
-                for (const auto& lens : partitions_around(ev, c)) splits.push_back(plan::partition_of(lens));
+              const std::vector<plan::PartitionLen> splits = given_splits.empty() ? partitions_around(ev, c) : given_splits;
               for (const auto& split : splits) {
                 c.partition_len = split;
                 if (split.mode != plan::PartitionLen::Mode::balanced && !valid(c)) continue;
@@ -188,24 +186,6 @@ std::vector<plan::Settings> enumerate(Evaluator& ev, const Space& sp, size_t* in
     }
   }
   return out;
-}
-
-plan::Settings pytorch_defaults(const plan::Scenario& s) {
-  plan::Settings c = plan::settings_of(s);
-  c.chunks = c.batch_size;
-  for (int d : plan::divisors(c.batch_size))
-    if (d >= c.pipeline) {
-      c.chunks = d;
-      break;
-    }
-  c.bucket_cap_mb = 25;
-  c.first_bucket_mb = 1;
-  const int layers = static_cast<int>(s.layers.size()), stages = c.stages();
-  std::vector<int> even;
-  if (stages > 1 && stages <= layers)
-    for (int i = 0; i < stages; ++i) even.push_back(layers / stages + (i < layers % stages ? 1 : 0));
-  c.partition_len = plan::partition_of(even);
-  return c;
 }
 
 }  // namespace parallax::tune

@@ -19,9 +19,4 @@ namespace parallax::tune {
 std::vector<plan::Settings> enumerate(Evaluator& evaluator, const Space& space, size_t* invalid, std::string* invalid_example,
                                       size_t* over_memory = nullptr, bool bucket_variants = true);
 
-/// PyTorch's defaults on the scenario's layout and schedule: chunks = pipeline (the smallest
-/// divisor of the batch at or above it), DDP's 25 MiB buckets with a 1 MiB first bucket, and an
-/// even split of the layers (the first stages take one more when they do not divide).
-plan::Settings pytorch_defaults(const plan::Scenario& scenario);
-
 }  // namespace parallax::tune

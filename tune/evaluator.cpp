@@ -10,7 +10,7 @@ namespace parallax::tune {
 
 using plan::Time;
 
-Evaluator::Evaluator(plan::Scenario base) : base_(std::move(base)) {}
+Evaluator::Evaluator(plan::Scenario base) : base_(std::move(base)), given_(plan::settings_of(base_)) {}
 
 const std::vector<plan::LayerCost>& Evaluator::layer_costs(const plan::Settings& c, int mb) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -22,7 +22,7 @@ const std::vector<plan::LayerCost>& Evaluator::layer_costs(const plan::Settings&
   return it->second;  // std::map keeps references valid while others are added
 }
 
-std::vector<int> Evaluator::balanced_partition(const plan::Settings& c) {
+plan::PartitionLen Evaluator::balanced_split(const plan::Settings& c) {
   const int mb = c.batch_size / c.chunks;
   const std::pair key{CostKey{c.precision, mb, c.tensor, c.context, c.sequence_parallel, c.activation_checkpointing}, c.stages()};
   {
@@ -33,7 +33,7 @@ std::vector<int> Evaluator::balanced_partition(const plan::Settings& c) {
   const auto& lc = layer_costs(c, c.batch_size / c.chunks);
   std::vector<int64_t> costs;
   for (const auto& l : lc) costs.push_back((l.forward + l.backward + l.recompute).count_ns());
-  std::vector<int> split = plan::balanced_partition(costs, c.stages());
+  plan::PartitionLen split = plan::partition_of(plan::balanced_partition(costs, c.stages()));
   std::lock_guard<std::mutex> lock(mutex_);
   return splits_.try_emplace(key, std::move(split)).first->second;
 }
@@ -41,7 +41,7 @@ std::vector<int> Evaluator::balanced_partition(const plan::Settings& c) {
 plan::Plan Evaluator::plan_of(const plan::Settings& c) {
   plan::Settings explicit_split = c;
   if (c.partition_len.mode == plan::PartitionLen::Mode::balanced && c.stages() <= static_cast<int>(base_.layers.size()))
-    explicit_split.partition_len = plan::partition_of(balanced_partition(c));  // the same split, without re-estimating costs
+    explicit_split.partition_len = balanced_split(c);  // the same split, without re-estimating costs
   return plan::resolve_plan(plan::with_settings(base_, explicit_split), /*check_generated=*/false);
 }
 

@@ -27,6 +27,9 @@ struct Evaluation {
   /// In a ranked list: the other configurations simulated to the same step time and peak memory
   /// (they differ only in knobs with no effect here), shown as "also: ..." beside this one.
   std::vector<plan::Settings> equivalents;
+  /// What differs from the scenario as given, as `tune -o` writes it; set on the rows a search
+  /// returns (baseline, defaults, ranked, pareto, layout_best), empty elsewhere.
+  plan::Overrides changes;
   bool simulated() const { return step > plan::Time(); }
 };
 
@@ -34,12 +37,14 @@ class Evaluator {
  public:
   explicit Evaluator(plan::Scenario base);
   const plan::Scenario& base() const { return base_; }
+  /// The knob values of the scenario as given.
+  const plan::Settings& given() const { return given_; }
 
   /// Each layer's cost under the configuration's precision, tensor split and recompute, at this
   /// micro-batch size (cached).
   const std::vector<plan::LayerCost>& layer_costs(const plan::Settings& config, int microbatch_size);
-  /// The split resolve_plan's "balanced" picks for the configuration's stages.
-  std::vector<int> balanced_partition(const plan::Settings& config);
+  /// The split resolve_plan's "balanced" picks for the configuration's stages, as a list.
+  plan::PartitionLen balanced_split(const plan::Settings& config);
   /// The configuration's plan; InputError when the knobs do not fit together.
   plan::Plan plan_of(const plan::Settings& config);
   /// Memory and lower bound, without simulating.
@@ -50,13 +55,14 @@ class Evaluator {
  private:
   Evaluation bound(const plan::Plan& plan, const plan::Settings& config);
   plan::Scenario base_;
+  plan::Settings given_;
   std::mutex mutex_;
   // By (precision, micro-batch size, tensor, context, sequence parallel, recompute): what a layer's cost depends on.
   using CostKey = std::tuple<plan::Precision, int, int, int, bool, plan::Recompute>;
   std::map<CostKey, std::vector<plan::LayerCost>> costs_;
   // Balanced splits by (cost key, stages): the split's dynamic programme is most of the time a
   // large job's enumeration takes, and its configurations share few of them.
-  std::map<std::pair<CostKey, int>, std::vector<int>> splits_;
+  std::map<std::pair<CostKey, int>, plan::PartitionLen> splits_;
 };
 
 /// A floor on the plan's step time from its stage costs: the busiest rank's compute, and for

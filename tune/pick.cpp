@@ -72,14 +72,14 @@ std::vector<Detail> ranked_details(Evaluator& evaluator, const SearchResult& res
   return out;
 }
 
-Pick pick(Evaluator& evaluator, const SearchResult& result, const plan::Settings& given,
-          const Evaluation* measured_best, const std::vector<Detail>& details) {
+Pick pick(Evaluator& evaluator, const SearchResult& result, const Evaluation* measured_best,
+          const std::vector<Detail>& details) {
   Pick p;
   p.best = measured_best ? measured_best : &result.ranked.front();
   const auto ranked = std::find_if(result.ranked.begin(), result.ranked.end(),
                                    [&](const Evaluation& e) { return e.config == p.best->config; });
   p.detail = ranked != result.ranked.end() ? details[ranked - result.ranked.begin()] : detail_of(evaluator, p.best->config);
-  p.given = detail_of(evaluator, given);
+  p.given = detail_of(evaluator, evaluator.given());
   p.vs_given = result.baseline.step / p.best->step;
   p.vs_defaults = result.defaults.simulated() ? result.defaults.step / p.best->step : std::nan("");
   p.why = "bubble " + percent(p.detail.bubble) + " (as given " + percent(p.given.bubble) + "), exposed communication " +

@@ -30,7 +30,7 @@ struct Pick {
 
 /// The pick of a search with ranked rows: `measured_best` (the fastest of the candidates run for
 /// real, fit::fastest) when given, else the best prediction. `details`: ranked_details of it.
-Pick pick(Evaluator& evaluator, const SearchResult& result, const plan::Settings& given,
-          const Evaluation* measured_best, const std::vector<Detail>& details);
+Pick pick(Evaluator& evaluator, const SearchResult& result, const Evaluation* measured_best,
+          const std::vector<Detail>& details);
 
 }  // namespace parallax::tune

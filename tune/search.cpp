@@ -11,6 +11,8 @@
 #include <random>
 #include <thread>
 
+#include "plan/search_defaults.hpp"
+
 
 namespace parallax::tune {
 namespace {
@@ -81,6 +83,41 @@ std::vector<size_t> planned_as(const std::vector<plan::Settings>& configs) {
   return as;
 }
 
+// The search's rows from what was simulated: the top K distinct keys (equal keys are one row,
+// the others its equivalents), each layout's best, and the Pareto frontier.
+void rank(std::vector<Evaluation> done, Objective objective, size_t top, SearchResult* r) {
+  std::sort(done.begin(), done.end(), [&](const Evaluation& a, const Evaluation& b) {
+    return std::pair(key_of(a, objective), a.index) < std::pair(key_of(b, objective), b.index);
+  });
+  for (const Evaluation& e : done) {
+    auto same = std::find_if(r->ranked.begin(), r->ranked.end(), [&](const Evaluation& row) {
+      return row.step == e.step && row.peak_memory == e.peak_memory;
+    });
+    if (same != r->ranked.end()) same->equivalents.push_back(e.config);
+    else if (r->ranked.size() < top) r->ranked.push_back(e);
+  }
+  for (const auto& e : done)
+    if (std::none_of(r->layout_best.begin(), r->layout_best.end(), [&](const Evaluation& b) {
+          return b.config.data == e.config.data && b.config.context == e.config.context && b.config.pipeline == e.config.pipeline &&
+                 b.config.tensor == e.config.tensor;
+        }))
+      r->layout_best.push_back(e);
+  // Pareto frontier over what was simulated: fastest first, each smaller than all faster ones.
+  std::sort(done.begin(), done.end(), [](const Evaluation& a, const Evaluation& b) {
+    return std::tuple(a.step, a.peak_memory, a.index) < std::tuple(b.step, b.peak_memory, b.index);
+  });
+  for (const auto& e : done)
+    if (r->pareto.empty() || e.peak_memory < r->pareto.back().peak_memory) r->pareto.push_back(e);
+}
+
+// Each returned row's overrides against the scenario as given, computed once here for the CLI,
+// the GUI and the runs of --validate.
+void label_changes(const plan::Settings& given, SearchResult* r) {
+  for (Evaluation* e : {&r->baseline, &r->defaults}) e->changes = plan::overrides(given, e->config);
+  for (auto* rows : {&r->ranked, &r->pareto, &r->layout_best})
+    for (Evaluation& e : *rows) e.changes = plan::overrides(given, e.config);
+}
+
 }  // namespace
 
 std::string also_text(const Evaluation& row, size_t most) {
@@ -95,11 +132,11 @@ std::string also_text(const Evaluation& row, size_t most) {
 SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
   const auto t0 = Clock::now();
   SearchResult r;
-  r.baseline = ev.evaluate(plan::settings_of(ev.base()));
+  r.baseline = ev.evaluate(ev.given());
   try {
-    r.defaults = ev.evaluate(pytorch_defaults(ev.base()));
+    r.defaults = ev.evaluate(plan::pytorch_defaults(ev.base(), ev.given()));
   } catch (const plan::InputError&) {
-    r.defaults.config = pytorch_defaults(ev.base());  // not a valid plan here: not simulated
+    r.defaults.config = plan::pytorch_defaults(ev.base(), ev.given());  // not a valid plan here: not simulated
   }
   size_t over_static_memory = 0;
   // Bucket variants are not listed but simulated in turn below: they share their configuration's
@@ -111,7 +148,7 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
     if (!e->simulated()) continue;
     plan::Settings c = e->config;
     c.partition_len = plan::listed(c.partition_len, c.stages());
-    if (c.partition_len == plan::partition_of(ev.balanced_partition(c))) c.partition_len = {};  // the same plan
+    if (c.partition_len == ev.balanced_split(c)) c.partition_len = {};  // the same plan
     if (std::find(configs.begin(), configs.end(), c) == configs.end()) configs.push_back(e->config);
   }
   const std::vector<std::pair<double, double>> grid = sp.bucket_grid();
@@ -250,34 +287,14 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
       done.push_back(*e);
       done.back().index = configs.size() * stride;  // after every enumerated one in ties
     }
-  std::sort(done.begin(), done.end(), [&](const Evaluation& a, const Evaluation& b) {
-    return std::pair(key_of(a, opt.objective), a.index) < std::pair(key_of(b, opt.objective), b.index);
-  });
-  for (const Evaluation& e : done) {
-    auto same = std::find_if(r.ranked.begin(), r.ranked.end(), [&](const Evaluation& row) {
-      return row.step == e.step && row.peak_memory == e.peak_memory;
-    });
-    if (same != r.ranked.end()) same->equivalents.push_back(e.config);
-    else if (r.ranked.size() < top) r.ranked.push_back(e);
-  }
-  for (const auto& e : done)
-    if (std::none_of(r.layout_best.begin(), r.layout_best.end(), [&](const Evaluation& b) {
-          return b.config.data == e.config.data && b.config.context == e.config.context && b.config.pipeline == e.config.pipeline &&
-                 b.config.tensor == e.config.tensor;
-        }))
-      r.layout_best.push_back(e);
-  // Pareto frontier over what was simulated: fastest first, each smaller than all faster ones.
-  std::sort(done.begin(), done.end(), [](const Evaluation& a, const Evaluation& b) {
-    return std::tuple(a.step, a.peak_memory, a.index) < std::tuple(b.step, b.peak_memory, b.index);
-  });
-  for (const auto& e : done)
-    if (r.pareto.empty() || e.peak_memory < r.pareto.back().peak_memory) r.pareto.push_back(e);
+  rank(std::move(done), opt.objective, top, &r);
   if (opt.cancel && opt.cancel->load()) r.stopped = "interrupted";
   else if (out_of_time) r.stopped = "time limit";
   else if (planned_part)
     r.stopped = "time limit: planned " + std::to_string(planned_count.load()) + " of " + std::to_string(firsts.size()) +
                 " configurations (a random sample), simulated the promising ones";
   else if (hit_max) r.stopped = "max-configs";
+  label_changes(ev.given(), &r);
   r.wall_s = seconds_since(t0);
   return r;
 }

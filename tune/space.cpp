@@ -9,15 +9,14 @@ namespace {
   throw plan::InputError(plan::Location{flag}, message);
 }
 
-bool layout_key(const std::string& key) { return plan::knob(key).coupling == plan::Coupling::layout; }
-
 // data, context, pipeline and tensor multiply to the world: each value must divide it. The
 // enumeration takes the layouts whose product is the world.
-void check_layout(const Space& sp, const std::string& key, const std::string& flag) {
-  for (int n : sp.ints(key))
+void check_layout(const Space& sp, const plan::Knob& knob, const std::string& flag) {
+  if (knob.coupling != plan::Coupling::layout) return;
+  for (int n : sp.ints(knob.key))
     if (sp.world % n != 0)
-      fail(flag, plan::knob(key).name() + " " + std::to_string(n) + " does not divide the world of " +
-                     std::to_string(sp.world) + " ranks (set it with --world)");
+      fail(flag, knob.name() + " " + std::to_string(n) + " does not divide the world of " + std::to_string(sp.world) +
+                     " ranks (set it with --world)");
 }
 
 }  // namespace
@@ -90,16 +89,14 @@ void search(Space* sp, const std::string& assignment) {
   for (const auto& v : values)
     if (std::find(unique.begin(), unique.end(), v) == unique.end()) unique.push_back(v);
   sp->values[key] = unique;
-  if (layout_key(key)) check_layout(*sp, key, flag);
+  check_layout(*sp, *knob, flag);
 }
 
-void fix(Space* sp, const plan::Scenario& s, const std::string& key) {
+void fix(Space* sp, const plan::Settings& given, const std::string& key) {
   const plan::Knob* knob = plan::find_knob(key);
   if (!knob || !knob->tuned())
     fail("--fix " + key, "'" + key + "' is not a key the tuner searches; it searches " + plan::join(search_keys()));
-  const plan::Settings given = plan::settings_of(s);
-  const bool layout = layout_key(key);
-  if (layout && sp->world % std::get<int>(knob->get(given)) != 0)
+  if (knob->coupling == plan::Coupling::layout && sp->world % std::get<int>(knob->get(given)) != 0)
     fail("--fix " + key, "the scenario's " + knob->name() + " " + knob->format(knob->get(given)) +
                              " does not divide the --world of " + std::to_string(sp->world) + " ranks");
   if (key == "parallel.schedule" && given.schedule == schedule::ScheduleKind::csv)

@@ -39,7 +39,7 @@ Space default_space(const plan::Scenario& scenario, int world = 0);
 void search(Space* space, const std::string& assignment);
 
 /// `--fix KEY`: the scenario's own value only.
-void fix(Space* space, const plan::Scenario& scenario, const std::string& key);
+void fix(Space* space, const plan::Settings& given, const std::string& key);
 
 /// "2,4,[1,3],8" -> 2 | 4 | [1,3] | 8: commas inside brackets belong to the value.
 std::vector<std::string> split_values(const std::string& text);

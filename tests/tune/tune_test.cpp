@@ -185,6 +185,26 @@ TEST_CASE("tune: one ranked row per distinct prediction, the same predictions li
   CHECK_THAT(tune::also_text(r.ranked[0], 1), Catch::StartsWith("also: "));
 }
 
+TEST_CASE("tune: each row a search returns carries its changes, which --set back into the scenario reproduce it",
+          "[tune]") {
+  const std::string file = source("scenarios/mlp-fashion-mnist-ddp4.yaml");
+  const plan::Scenario s = plan::load_scenario(file, {});
+  tune::Evaluator ev(s);
+  tune::SearchOptions o;
+  o.top = 4;
+  const auto r = tune::search(ev, tune::default_space(s), o);
+  CHECK(r.baseline.changes.empty());  // the scenario as given changes nothing
+  std::vector<const tune::Evaluation*> rows{&r.defaults};
+  for (const auto* list : {&r.ranked, &r.pareto, &r.layout_best})
+    for (const auto& e : *list) rows.push_back(&e);
+  REQUIRE(rows.size() > 4);
+  for (const tune::Evaluation* e : rows) {
+    INFO(plan::describe(e->changes));
+    CHECK(plan::settings_of(plan::load_scenario(file, plan::set_flags(e->changes))) == e->config);
+  }
+  CHECK_FALSE(r.ranked.front().changes.empty());  // the default space beats the file as given here
+}
+
 TEST_CASE("tune: a configuration that does not fit device memory is never picked", "[tune]") {
   // The 1.1B model with Adam needs ~18 GB of parameters, gradients and optimizer state: on 16 GB
   // T4s the pure data-parallel layouts (the fastest unconstrained) do not fit.
@@ -270,7 +290,7 @@ TEST_CASE("tune: bad --search and --fix get a clear message", "[tune]") {
   CHECK_THAT(message("parallel.chunks"), Catch::Contains("expected KEY=V1,V2"));
   CHECK(message("parallel.partition_len=balanced,[1, 3],[2,2]").empty());
   CHECK(sp.of("parallel.partition_len").size() == 3);
-  CHECK_THROWS_AS(tune::fix(&sp, s, "hardware"), plan::InputError);
+  CHECK_THROWS_AS(tune::fix(&sp, plan::settings_of(s), "hardware"), plan::InputError);
 }
 
 TEST_CASE("tune: the command writes a scenario that reproduces its pick, bad flags exit 2", "[tune][cli]") {
@@ -354,7 +374,7 @@ TEST_CASE("tune: every tuned knob of the table is searched, as its coupling says
     for (const plan::Knob& other : plan::knobs()) {
       const bool kept = other.key == k.key || other.coupling == plan::Coupling::layout ||
                         other.coupling == plan::Coupling::schedule;
-      if (other.tuned() && !kept) tune::fix(&space, s, other.key);
+      if (other.tuned() && !kept) tune::fix(&space, plan::settings_of(s), other.key);
     }
     if (const auto it = asked.find(k.key); it != asked.end()) tune::search(&space, k.key + "=" + it->second);
     size_t invalid = 0;
