@@ -1,53 +1,21 @@
 #include "exec/runtime.hpp"
 
 #include <algorithm>
-#include <cstdio>
 #include <cstdlib>
 #include <exception>
-#include <limits>
-#include <map>
-#include <memory>
-#include <optional>
-#include <set>
 #include <thread>
 
-#include "exec/checkpoint.hpp"
-#include "exec/data.hpp"
-#include "exec/ddp.hpp"
 #include "exec/device.hpp"
 #include "exec/evaluation.hpp"
 #include "exec/faults.hpp"
-#include "exec/gpu.hpp"
-#include "exec/gpu_activity.hpp"
-#include "exec/grad_scaler.hpp"
 #include "exec/host_memory.hpp"
 #include "exec/host_probe.hpp"
-#include "exec/model.hpp"
-#include "exec/peer_messages.hpp"
-#include "exec/split_backward.hpp"
-#include "exec/threads.hpp"
-#include "profiler/host_tracer.hpp"
+#include "exec/rank_runtime.hpp"
 
 namespace parallax::exec {
 namespace {
 
-using schedule::Action;
-using schedule::ActionKind;
 using timeline::Lane;
-
-// What a micro-batch leaves behind on a stage between its forward and its backward.
-struct Slot {
-  torch::Tensor input, output, loss, target, grad_out, grad_in;
-  std::vector<torch::Tensor> layer_inputs;  ///< layer recompute: each layer's input, kept without autograd
-  SplitGraph split;  ///< a stage whose backward the schedule splits (I, W): its graph by layer
-};
-
-// What a micro-batch's backward (B or I) leaves behind goes at once, not at the step's end: a
-// later 1F1B stage would otherwise hold every micro-batch's input, target and gradients until
-// then, and its memory would grow with the chunks. The input's gradient stays for its SEND_B.
-void release_after_backward(Slot& slot) {
-  slot.output = slot.loss = slot.input = slot.target = slot.grad_out = torch::Tensor();
-}
 
 // Room for every span of the run: each action of every step, plus slack; capped at 4M spans
 // (~200 MB), beyond which spans are counted as dropped.
@@ -58,421 +26,235 @@ size_t tracer_capacity(const plan::Plan& plan) {
   return std::min<size_t>(want, size_t{1} << 22);
 }
 
-class Runtime {
- public:
-  Runtime(const plan::Plan& plan, const LaunchInfo& launch, const RunOptions& options)
-      : plan_(plan),
-        launch_(launch),
-        options_(options),
-        p_(plan.scenario.parallel),
-        pipeline_rank_(plan.ranks[launch.rank].pipeline_rank),
-        replica_(plan.ranks[launch.rank].replica),
-        actions_(plan.schedule.ranks[pipeline_rank_]),
-        train_device_(rank_device(plan.scenario, launch.local_rank)),
-        tracer_(launch.rank, tracer_capacity(plan)),
-        data_(plan),
-        comm_(plan, launch),
-        dtype_(compute_dtype(p_.precision)),
-        messages_(plan, launch, pipeline_rank_, replica_, comm_, tracer_, train_device_, dtype_) {
-    tracer_.register_thread();  // the training loop's thread (the send watcher registers its own)
-    // PARALLAX_TRACE=0 turns the tracer off, to measure its overhead (bench/exec_bench.sh).
-    if (const char* t = std::getenv("PARALLAX_TRACE"); t && std::string(t) == "0") tracer_.set_enabled(false);
-    const int threads = std::max(1u, std::thread::hardware_concurrency()) / std::max(1, launch.world_size);
-    torch::set_num_threads(std::max(1, threads));
-    demote_helper_threads(threads_before_comm_);  // Gloo's loop and the send watcher: see exec/threads.hpp
-    memory_.rank = launch.rank;
-    // Data and process groups are set up: what tensors hold from here on is the training's, which
-    // is what the plan's estimate is of. A GPU rank's memory is the GPU's: the caching allocator's
-    // peak of allocated bytes from here on (its baseline 0).
-    if (train_device_.is_cuda()) {
-      gpu::reset_peak_memory(train_device_.index());
-    } else {
-      reset_peak_tensor_bytes();
-      memory_.baseline_bytes = tensor_bytes();
-    }
-    for (int s : plan.ranks[launch.rank].stages) build_stage(s);
-    slots_.resize(plan.stages.size());
-    for (auto& v : slots_) v.resize(plan.schedule.microbatches());
-    if (auto scaler = scaler_options(p_.precision)) scaler_.emplace(*scaler);
-    if (train_device_.is_cuda()) gpu_timer_ = gpu::make_compute_timer();
-    gpu_activity_ = GpuActivity::start(launch.rank);
-  }
-
-  RankResult run() {
-    RankResult result;
-    result.rank = launch_.rank;
-    const auto clock_start = comm_.clock_round_trips("start", kClockRoundTrips);
-    const int64_t start = options_.resume && !options_.checkpoint_dir.empty() ? resume() : 0;
-    const int64_t steps = plan_.scenario.data.steps;
-    for (int64_t step = start; step < steps; ++step) {
-      maybe_inject_fault(launch_.rank, step, FaultPoint::step_start);
-      // Before the step's mark and first action: its ~30 us fall outside the step's spans.
-      result.host_probe.emplace_back(static_cast<int32_t>(step), host_probe_us());
-      const int64_t t0 = profiler::now_ns();
-      tracer_.instant("step", t0, static_cast<int32_t>(step));
-      StepRecord rec = run_step(step);
-      rec.step_time = plan::Time::ns(profiler::now_ns() - t0);
-      report(rec, steps);
-      result.steps.push_back(rec);
-      if (options_.checkpoint_every > 0 && (step + 1) % options_.checkpoint_every == 0) checkpoint(step + 1);
-    }
-    // Before evaluation.
-    memory_.peak_bytes = train_device_.is_cuda() ? gpu::peak_allocated_bytes(train_device_.index()) : peak_tensor_bytes();
-    memory_.peak_rss_bytes = peak_resident_bytes();
-    result.memory = memory_;
-    if (data_.has_test_set()) {
-      std::map<int, Stage*> modules;
-      for (auto& [index, st] : stages_) modules[index] = &st.module;
-      evaluate_test_set(plan_, data_, replica_, modules, train_device_, dtype_, comm_, &result.correct, &result.tested);
-    }
-    const auto clock_end = comm_.clock_round_trips("end", kClockRoundTrips);
-    result.events = tracer_.events();
-    result.instants = tracer_.instants();
-    result.device = std::move(device_);
-    result.dropped = tracer_.dropped();
-    align_to_rank0(clock_start, clock_end, &result);
-    return result;
-  }
-
-  Communicator& comm() { return comm_; }
-
- private:
-  static constexpr int kClockRoundTrips = 8;
-
-  struct StageState {
-    Stage module{nullptr};
-    std::unique_ptr<torch::optim::Optimizer> optimizer;
-    std::unique_ptr<BucketReducer> reducer;
-    int backwards = 0;
-    bool split = false;  // the schedule splits its backwards (an I of it on this rank)
-  };
-
-  void build_stage(int s) {
-    StageState st;
-    st.module = Stage(plan_, s, plan_.scenario.data.seed);
-    st.module->to(train_device_);  // before the optimizer and the DDP buckets take its parameters
-    st.optimizer = make_optimizer(plan_.scenario.optimizer, st.module->parameters());
-    if (p_.data > 1)
-      st.reducer = std::make_unique<BucketReducer>(plan_.stages[s], st.module, comm_.stage_group(s), p_.data, tracer_);
-    st.split = std::any_of(actions_.begin(), actions_.end(), [&](const Action& a) { return a.kind == ActionKind::I && a.stage == s; });
-    if (st.split && p_.activation_checkpointing != plan::Recompute::none)
-      throw plan::InputError(plan_.scenario.where("parallel.activation_checkpointing"),
-                             "the schedule splits backwards (I, W), which the executor does not combine with activation checkpointing yet");
-    stages_.emplace(s, std::move(st));
-  }
-
-  bool is_last(int stage) const { return stage == static_cast<int>(plan_.stages.size()) - 1; }
-  const plan::Layer& first_layer(int stage) const { return plan_.layers()[plan_.stages[stage].first_layer]; }
-  const plan::Layer& last_layer(int stage) const {
-    const auto& st = plan_.stages[stage];
-    return plan_.layers()[st.first_layer + st.layer_count - 1];
-  }
-
-  StepRecord run_step(int64_t step) {
-    step_ = step;
-    StepRecord rec;
-    rec.step = step;
-    rec.loss_scale = scaler_ ? scaler_->scale() : 0.0;
-    loss_total_ = torch::Tensor();
-    loss_count_ = 0;
-    overflow_checked_ = false;
-    for (auto& [s, st] : stages_) st.backwards = 0;
-    messages_.start_step();
-    if (gpu_timer_) {
-      torch::cuda::synchronize(train_device_.index());  // the anchor event must run at once
-      gpu_timer_->start_step(profiler::now_ns());
-    }
-    for (size_t i = 0; i < actions_.size(); ++i) {
-      if (gpu_activity_) gpu_activity_->enter(step, i, actions_.size());
-      perform(actions_[i], step);
-      if (gpu_activity_) gpu_activity_->leave();
-    }
-    messages_.drain();
-    // A GPU rank's host spans end when their kernels are queued; the step ends when they are done.
-    if (train_device_.is_cuda()) torch::cuda::synchronize(train_device_.index());
-    const std::vector<timeline::DeviceSpan> timed = gpu_timer_ ? collect_gpu_times(step) : std::vector<timeline::DeviceSpan>{};
-    if (gpu_activity_) gpu_activity_->collect(step, launch_.rank, actions_, timed, &device_);
-    for (auto& v : slots_)
-      for (auto& slot : v) slot = Slot{};
-    rec.loss_sum = loss_total_.defined() ? loss_total_.item<double>() : 0.0;  // on a GPU, the step's kernels are done
-    rec.loss_count = loss_count_;
-    rec.skipped = scaler_ && !scaled_step_ok_;
-    return rec;
-  }
-
-  void perform(const Action& a, int64_t step) {
-    const auto step32 = static_cast<int32_t>(step);
-    Slot& slot = a.kind == ActionKind::OPTIM || a.kind == ActionKind::ALLREDUCE ? dummy_ : slots_[a.stage][a.mb];
-    if (a.kind == ActionKind::OVERLAP_F_B) {  // one action: its forward, then its backward
-      const int64_t t0 = profiler::now_ns();
-      forward(a.forward_part(), slot, step);
-      backward(a.backward_part(), slots_[a.b_stage][a.b_mb]);
-      tracer_.span(Lane::compute, a, t0, profiler::now_ns(), 0, static_cast<int32_t>(step));
-      return;
-    }
-    // OPTIM first waits for the stage's all-reduces; the wait is idle time, not OPTIM's. With a
-    // loss scaler the rank's first OPTIM also unscales all its stages and agrees on overflow.
-    if (a.kind == ActionKind::OPTIM) {
-      if (scaler_) {
-        if (!overflow_checked_) check_overflow();
-      } else if (const auto& reducer = stages_.at(a.stage).reducer) {
-        reducer->wait(comm_);
-      }
-    }
-    const int64_t t0 = profiler::now_ns();
-    const bool compute = schedule::is_compute(a.kind) || a.kind == ActionKind::OPTIM;
-    if (gpu_timer_ && compute) {
-      gpu_timer_->begin();
-      timed_.push_back(a);
-    }
-    switch (a.kind) {
-      case ActionKind::F: forward(a, slot, step); break;
-      case ActionKind::B: backward(a, slot); break;
-      case ActionKind::I: backward_input(a, slot); break;
-      case ActionKind::W: backward_weight(a, slot); break;
-      case ActionKind::OVERLAP_F_B: break;  // above
-      case ActionKind::SEND_F:
-      case ActionKind::SEND_B: {
-        const bool fwd = a.kind == ActionKind::SEND_F;
-        messages_.send(a, (fwd ? slot.output : slot.grad_in).detach().to(dtype_).contiguous(), t0, step32);
-        if (!fwd) slot.grad_in = torch::Tensor();  // the send keeps its own reference until sent
-        return;
-      }
-      case ActionKind::RECV_F:
-      case ActionKind::RECV_B: {
-        const torch::Tensor buf = messages_.receive(a, t0, step32);
-        if (a.kind == ActionKind::RECV_F) slot.input = buf.to(torch::kFloat).requires_grad_(true);
-        else slot.grad_out = buf.to(torch::kFloat);
-        return;
-      }
-      case ActionKind::ALLREDUCE: return;  // started by the bucket's gradient hooks during B
-      case ActionKind::OPTIM: {
-        StageState& st = stages_.at(a.stage);
-        if (st.reducer && !scaler_) st.reducer->apply();  // with a scaler, check_overflow applied it
-        if (!scaler_ || scaled_step_ok_) st.optimizer->step();
-        st.optimizer->zero_grad();
-        break;
-      }
-    }
-    if (gpu_timer_) gpu_timer_->end();
-    tracer_.span(Lane::compute, a, t0, profiler::now_ns(), 0, step32);
-  }
-
-  // This step's compute actions as the GPU ran them (CUDA events), as device spans on the host
-  // clock; measured_timeline makes them the actions' compute spans (result.cpp). Returns them.
-  std::vector<timeline::DeviceSpan> collect_gpu_times(int64_t step) {
-    const size_t first = device_.size();
-    append_timed_actions(gpu_timer_->collect(), timed_, launch_.rank, step, &device_);
-    timed_.clear();
-    return {device_.begin() + static_cast<std::ptrdiff_t>(first), device_.end()};
-  }
-
-  // Loss scaling (fp16): every stage of this rank gets its averaged gradients and divides them by
-  // the scale; then all ranks agree whether any gradient anywhere overflowed, since a stage that
-  // stepped while another skipped would leave the pipeline's stages at different steps (PyTorch's
-  // sharded scalers all-reduce their flag for the same reason). One host read per step.
-  void check_overflow() {
-    torch::Tensor found;
-    const bool inject = fault_mode(launch_.rank, step_) == "overflow";
-    for (auto& [s, st] : stages_) {
-      if (st.reducer) {
-        st.reducer->wait(comm_);
-        st.reducer->apply();
-      }
-      if (inject) {
-        torch::NoGradGuard no_grad;
-        st.module->parameters().front().grad().view({-1})[0].fill_(std::numeric_limits<float>::infinity());
-      }
-      scaler_->unscale(st.module->parameters(), found);
-    }
-    std::vector<torch::Tensor> flag{found};
-    c10d::AllreduceOptions max;
-    max.reduceOp = c10d::ReduceOp::MAX;
-    comm_.wait(comm_.world().allreduce(flag, max), "the loss scaler's overflow check");
-    const bool overflow = flag[0].item<float>() > 0;
-    scaled_step_ok_ = scaler_->update(overflow);
-    overflow_checked_ = true;
-  }
-
-  void forward(const Action& a, Slot& slot, int64_t step) {
-    StageState& st = stages_.at(a.stage);
-    if (a.stage == 0 || is_last(a.stage)) {
-      MicroBatch mb = data_.micro_batch(step, a.mb, replica_, /*with_input=*/a.stage == 0);
-      if (a.stage == 0) slot.input = mb.input.to(train_device_);
-      slot.target = mb.target.to(train_device_);
-    }
-    torch::Tensor out;
-    {
-      AutocastScope autocast(dtype_, train_device_.type());
-      if (p_.activation_checkpointing == plan::Recompute::stage) {
-        torch::NoGradGuard no_grad;  // keep only the input; B recomputes
-        out = st.module->forward(slot.input);
-      } else if (p_.activation_checkpointing == plan::Recompute::layer) {
-        torch::NoGradGuard no_grad;  // keep each layer's input; B recomputes one layer at a time
-        slot.layer_inputs.clear();
-        out = slot.input;
-        for (int i = 0; i < st.module->layer_count(); ++i) {
-          slot.layer_inputs.push_back(out);
-          out = st.module->forward_layer(i, out);
-        }
-      } else if (st.split) {
-        out = forward_split(*st.module, slot.input, &slot.split);
-      } else {
-        out = st.module->forward(slot.input);
-      }
-      if (is_last(a.stage)) {
-        slot.loss = model_loss(last_layer(a.stage), out, slot.target);
-        // Summed where the loss is, in double, and read once per step: reading it here would
-        // make a GPU rank wait for its kernels after every micro-batch.
-        const torch::Tensor loss = slot.loss.detach().to(torch::kDouble);
-        loss_total_ = loss_total_.defined() ? loss_total_ + loss : loss;
-        ++loss_count_;
-      }
-    }
-    slot.output = out;
-  }
-
-  // Layer recompute: from the last layer to the first, re-run the layer from its kept input with
-  // autograd and take its backward at once, so one layer's activations live at a time (what
-  // torch.utils.checkpoint around each block does). Returns the gradient of the stage's input.
-  torch::Tensor backward_by_layer(const Action& a, Slot& slot, double scale) {
-    StageState& st = stages_.at(a.stage);
-    torch::Tensor grad = slot.grad_out;
-    for (int i = st.module->layer_count() - 1; i >= 0; --i) {
-      const torch::Tensor kept = slot.layer_inputs[i];
-      const bool wants_grad = kept.is_floating_point() && (i > 0 || a.stage > 0);
-      const torch::Tensor x = wants_grad ? kept.detach().requires_grad_() : kept;
-      AutocastScope autocast(dtype_, train_device_.type());
-      const torch::Tensor y = st.module->forward_layer(i, x);
-      if (i + 1 == st.module->layer_count() && is_last(a.stage)) (model_loss(last_layer(a.stage), y, slot.target) * scale).backward();
-      else y.backward(grad.to(y.scalar_type()));
-      grad = wants_grad ? x.grad() : torch::Tensor();
-    }
-    slot.layer_inputs.clear();
-    return grad;
-  }
-
-  // I: the input gradient; the weights' wait for W (exec/split_backward.hpp).
-  void backward_input(const Action& a, Slot& slot) {
-    const double scale = (scaler_ ? scaler_->scale() : 1.0) / plan_.schedule.microbatches();
-    const torch::Tensor grad_in = is_last(a.stage) ? exec::backward_input(slot.split, slot.loss * scale, {})
-                                                   : exec::backward_input(slot.split, slot.output, slot.grad_out);
-    if (a.stage > 0) slot.grad_in = grad_in;
-    release_after_backward(slot);
-  }
-
-  // W, the stage's last of the step arming DDP's buckets as B does.
-  void backward_weight(const Action& a, Slot& slot) {
-    StageState& st = stages_.at(a.stage);
-    if (st.reducer && ++st.backwards == plan_.schedule.microbatches()) st.reducer->arm(static_cast<int32_t>(step_));
-    exec::backward_weight(*st.module, slot.split);
-  }
-
-  void backward(const Action& a, Slot& slot) {
-    StageState& st = stages_.at(a.stage);
-    if (st.split) {  // a full backward of a stage whose other backwards split: I, then W
-      backward_input(a, slot);
-      backward_weight(a, slot);
-      return;
-    }
-    if (st.reducer && ++st.backwards == plan_.schedule.microbatches()) st.reducer->arm(static_cast<int32_t>(step_));
-    if (p_.activation_checkpointing == plan::Recompute::layer) {
-      const double scale = (scaler_ ? scaler_->scale() : 1.0) / plan_.schedule.microbatches();
-      const torch::Tensor grad_in = backward_by_layer(a, slot, scale);
-      if (a.stage > 0) slot.grad_in = grad_in;
-      release_after_backward(slot);
-      return;
-    }
-    torch::Tensor out = slot.output, loss = slot.loss;
-    if (p_.activation_checkpointing == plan::Recompute::stage) {
-      AutocastScope autocast(dtype_, train_device_.type());
-      out = st.module->forward(slot.input);
-      if (is_last(a.stage)) loss = model_loss(last_layer(a.stage), out, slot.target);
-    }
-    // Every micro-batch's loss is a mean over its samples; scaling by 1/(chunks x accumulation)
-    // makes the step's gradient the mean over the whole mini-batches, as one big batch would.
-    // A loss scaler multiplies by its scale too; check_overflow divides it out of the gradients.
-    const double scale = (scaler_ ? scaler_->scale() : 1.0) / plan_.schedule.microbatches();
-    if (is_last(a.stage)) (loss * scale).backward();
-    else out.backward(slot.grad_out.to(out.scalar_type()));
-    if (a.stage > 0) slot.grad_in = slot.input.grad();
-    release_after_backward(slot);
-  }
-
-  void report(const StepRecord& rec, int64_t steps) {
-    // The first replica's last stage knows the loss; it speaks for the job.
-    if (replica_ != 0 || !stages_.count(static_cast<int>(plan_.stages.size()) - 1)) return;
-    const int64_t now = profiler::now_ns();
-    if (rec.step + 1 < steps && now - last_report_ns_ < 1'000'000'000) return;
-    last_report_ns_ = now;
-    char line[160];
-    std::snprintf(line, sizeof line, "step %lld/%lld  loss %.4f  %.1f ms/step", static_cast<long long>(rec.step + 1),
-                  static_cast<long long>(steps), rec.loss_count ? rec.loss_sum / rec.loss_count : 0.0, rec.step_time.to_ms());
-    progress(line);
-  }
-
-  void progress(const std::string& text) { std::fprintf(stderr, "[rank %d] %s\n", launch_.rank, text.c_str()); }
-
-  std::vector<StageShard> shards() {
-    std::vector<StageShard> out;
-    for (auto& [s, st] : stages_) out.push_back({s, st.module.ptr().get(), st.optimizer.get()});
-    return out;
-  }
-
-  // The loss scaler's state is the same on every rank (they agree on every overflow): it rides
-  // in the checkpoint's marker.
-  void checkpoint(int64_t step) {
-    char state[96] = "";
-    if (scaler_)
-      std::snprintf(state, sizeof state, "loss_scale %.17g growth_tracker %d", scaler_->scale(), scaler_->growth_tracker());
-    save_job_checkpoint(comm_, options_.checkpoint_dir, step, replica_, shards(), state,
-                        [&] { maybe_inject_fault(launch_.rank, step, FaultPoint::checkpoint_save); });
-  }
-
-  // The first step to run: the newest complete checkpoint's, with the loss scaler's state.
-  int64_t resume() {
-    const Resumed r = resume_job(comm_, options_.checkpoint_dir, shards(), [&](const std::string& m) { progress(m); });
-    if (r.step == 0 || !scaler_) return r.step;
-    double scale = 0;
-    int tracker = 0;
-    if (std::sscanf(r.state.c_str(), "loss_scale %lf growth_tracker %d", &scale, &tracker) == 2)
-      scaler_->restore(scale, tracker);
-    else
-      progress("checkpoint step " + std::to_string(r.step) + " has no loss scaler state; starting from the initial scale");
-    return r.step;
-  }
-
-  const plan::Plan& plan_;
-  LaunchInfo launch_;
-  RunOptions options_;
-  const plan::ParallelSpec& p_;
-  int pipeline_rank_, replica_;
-  const std::vector<Action>& actions_;
-  torch::Device train_device_;  // before comm_: a GPU rank selects its GPU before NCCL starts
-  profiler::HostTracer tracer_;
-  DataSource data_;
-  std::set<long> threads_before_comm_ = thread_ids();  // the helpers are the threads started after
-  Communicator comm_;
-  torch::ScalarType dtype_;
-  PeerMessages messages_;
-  std::map<int, StageState> stages_;
-  std::vector<std::vector<Slot>> slots_;
-  Slot dummy_;
-  std::unique_ptr<GpuActivity> gpu_activity_;  // null without CUPTI or a GPU
-  std::vector<timeline::DeviceSpan> device_;
-  std::unique_ptr<gpu::ComputeTimer> gpu_timer_;  // on a GPU: compute actions timed with CUDA events
-  std::vector<Action> timed_;                      // this step's timed actions, in order
-  std::optional<GradScaler> scaler_;  // fp16 (or PARALLAX_LOSS_SCALER)
-  bool overflow_checked_ = false;     // this step's check_overflow has run
-  bool scaled_step_ok_ = true;        // its answer: no overflow anywhere, the optimizers step
-  int64_t step_ = 0;
-  torch::Tensor loss_total_;  // the step's last-stage losses so far, on the rank's device
-  int loss_count_ = 0;
-  timeline::RankMemory memory_;
-  int64_t last_report_ns_ = 0;
-};
-
 }  // namespace
+
+Runtime::Runtime(const plan::Plan& plan, const LaunchInfo& launch, const RunOptions& options)
+    : plan_(plan),
+      launch_(launch),
+      options_(options),
+      p_(plan.scenario.parallel),
+      pipeline_rank_(plan.ranks[launch.rank].pipeline_rank),
+      replica_(plan.ranks[launch.rank].replica),
+      actions_(plan.schedule.ranks[pipeline_rank_]),
+      train_device_(rank_device(plan.scenario, launch.local_rank)),
+      tracer_(launch.rank, tracer_capacity(plan)),
+      data_(plan),
+      comm_(plan, launch),
+      dtype_(compute_dtype(p_.precision)),
+      messages_(plan, launch, pipeline_rank_, replica_, comm_, tracer_, train_device_, dtype_) {
+  tracer_.register_thread();  // the training loop's thread (the send watcher registers its own)
+  // PARALLAX_TRACE=0 turns the tracer off, to measure its overhead (bench/exec_bench.sh).
+  if (const char* t = std::getenv("PARALLAX_TRACE"); t && std::string(t) == "0") tracer_.set_enabled(false);
+  const int threads = std::max(1u, std::thread::hardware_concurrency()) / std::max(1, launch.world_size);
+  torch::set_num_threads(std::max(1, threads));
+  demote_helper_threads(threads_before_comm_);  // Gloo's loop and the send watcher: see exec/threads.hpp
+  memory_.rank = launch.rank;
+  // Data and process groups are set up: what tensors hold from here on is the training's, which
+  // is what the plan's estimate is of. A GPU rank's memory is the GPU's: the caching allocator's
+  // peak of allocated bytes from here on (its baseline 0).
+  if (train_device_.is_cuda()) {
+    gpu::reset_peak_memory(train_device_.index());
+  } else {
+    reset_peak_tensor_bytes();
+    memory_.baseline_bytes = tensor_bytes();
+  }
+  for (int s : plan.ranks[launch.rank].stages) build_stage(s);
+  slots_.resize(plan.stages.size());
+  for (auto& v : slots_) v.resize(plan.schedule.microbatches());
+  if (auto scaler = scaler_options(p_.precision)) scaler_.emplace(*scaler);
+  if (train_device_.is_cuda()) gpu_timer_ = gpu::make_compute_timer();
+  gpu_activity_ = GpuActivity::start(launch.rank);
+}
+
+RankResult Runtime::run() {
+  RankResult result;
+  result.rank = launch_.rank;
+  const auto clock_start = comm_.clock_round_trips("start", kClockRoundTrips);
+  const int64_t start = options_.resume && !options_.checkpoint_dir.empty() ? resume() : 0;
+  const int64_t steps = plan_.scenario.data.steps;
+  for (int64_t step = start; step < steps; ++step) {
+    maybe_inject_fault(launch_.rank, step, FaultPoint::step_start);
+    // Before the step's mark and first action: its ~30 us fall outside the step's spans.
+    result.host_probe.emplace_back(static_cast<int32_t>(step), host_probe_us());
+    const int64_t t0 = profiler::now_ns();
+    tracer_.instant("step", t0, static_cast<int32_t>(step));
+    StepRecord rec = run_step(step);
+    rec.step_time = plan::Time::ns(profiler::now_ns() - t0);
+    report(rec, steps);
+    result.steps.push_back(rec);
+    if (options_.checkpoint_every > 0 && (step + 1) % options_.checkpoint_every == 0) checkpoint(step + 1);
+  }
+  // Before evaluation.
+  memory_.peak_bytes = train_device_.is_cuda() ? gpu::peak_allocated_bytes(train_device_.index()) : peak_tensor_bytes();
+  memory_.peak_rss_bytes = peak_resident_bytes();
+  result.memory = memory_;
+  if (data_.has_test_set()) {
+    std::map<int, Stage*> modules;
+    for (auto& [index, st] : stages_) modules[index] = &st.module;
+    evaluate_test_set(plan_, data_, replica_, modules, train_device_, dtype_, comm_, &result.correct, &result.tested);
+  }
+  const auto clock_end = comm_.clock_round_trips("end", kClockRoundTrips);
+  result.events = tracer_.events();
+  result.instants = tracer_.instants();
+  result.device = std::move(device_);
+  result.dropped = tracer_.dropped();
+  align_to_rank0(clock_start, clock_end, &result);
+  return result;
+}
+
+void Runtime::build_stage(int s) {
+  StageState st;
+  st.module = Stage(plan_, s, plan_.scenario.data.seed);
+  st.module->to(train_device_);  // before the optimizer and the DDP buckets take its parameters
+  st.optimizer = make_optimizer(plan_.scenario.optimizer, st.module->parameters());
+  if (p_.data > 1)
+    st.reducer = std::make_unique<BucketReducer>(plan_.stages[s], st.module, comm_.stage_group(s), p_.data, tracer_);
+  st.split = std::any_of(actions_.begin(), actions_.end(), [&](const Action& a) { return a.kind == ActionKind::I && a.stage == s; });
+  if (st.split && p_.activation_checkpointing != plan::Recompute::none)
+    throw plan::InputError(plan_.scenario.where("parallel.activation_checkpointing"),
+                           "the schedule splits backwards (I, W), which the executor does not combine with activation checkpointing yet");
+  stages_.emplace(s, std::move(st));
+}
+
+StepRecord Runtime::run_step(int64_t step) {
+  step_ = step;
+  StepRecord rec;
+  rec.step = step;
+  rec.loss_scale = scaler_ ? scaler_->scale() : 0.0;
+  loss_total_ = torch::Tensor();
+  loss_count_ = 0;
+  overflow_checked_ = false;
+  for (auto& [s, st] : stages_) st.backwards = 0;
+  messages_.start_step();
+  if (gpu_timer_) {
+    torch::cuda::synchronize(train_device_.index());  // the anchor event must run at once
+    gpu_timer_->start_step(profiler::now_ns());
+  }
+  for (size_t i = 0; i < actions_.size(); ++i) {
+    if (gpu_activity_) gpu_activity_->enter(step, i, actions_.size());
+    perform(actions_[i], step);
+    if (gpu_activity_) gpu_activity_->leave();
+  }
+  messages_.drain();
+  // A GPU rank's host spans end when their kernels are queued; the step ends when they are done.
+  if (train_device_.is_cuda()) torch::cuda::synchronize(train_device_.index());
+  const std::vector<timeline::DeviceSpan> timed = gpu_timer_ ? collect_gpu_times(step) : std::vector<timeline::DeviceSpan>{};
+  if (gpu_activity_) gpu_activity_->collect(step, launch_.rank, actions_, timed, &device_);
+  for (auto& v : slots_)
+    for (auto& slot : v) slot = Slot{};
+  rec.loss_sum = loss_total_.defined() ? loss_total_.item<double>() : 0.0;  // on a GPU, the step's kernels are done
+  rec.loss_count = loss_count_;
+  rec.skipped = scaler_ && !scaled_step_ok_;
+  return rec;
+}
+
+void Runtime::perform(const Action& a, int64_t step) {
+  const auto step32 = static_cast<int32_t>(step);
+  Slot& slot = a.kind == ActionKind::OPTIM || a.kind == ActionKind::ALLREDUCE ? dummy_ : slots_[a.stage][a.mb];
+  if (a.kind == ActionKind::OVERLAP_F_B) {  // one action: its forward, then its backward
+    const int64_t t0 = profiler::now_ns();
+    forward(a.forward_part(), slot, step);
+    backward(a.backward_part(), slots_[a.b_stage][a.b_mb]);
+    tracer_.span(Lane::compute, a, t0, profiler::now_ns(), 0, static_cast<int32_t>(step));
+    return;
+  }
+  // OPTIM first waits for the stage's all-reduces; the wait is idle time, not OPTIM's. With a
+  // loss scaler the rank's first OPTIM also unscales all its stages and agrees on overflow.
+  if (a.kind == ActionKind::OPTIM) {
+    if (scaler_) {
+      if (!overflow_checked_) check_overflow();
+    } else if (const auto& reducer = stages_.at(a.stage).reducer) {
+      reducer->wait(comm_);
+    }
+  }
+  const int64_t t0 = profiler::now_ns();
+  const bool compute = schedule::is_compute(a.kind) || a.kind == ActionKind::OPTIM;
+  if (gpu_timer_ && compute) {
+    gpu_timer_->begin();
+    timed_.push_back(a);
+  }
+  switch (a.kind) {
+    case ActionKind::F: forward(a, slot, step); break;
+    case ActionKind::B: backward(a, slot); break;
+    case ActionKind::I: backward_input(a, slot); break;
+    case ActionKind::W: backward_weight(a, slot); break;
+    case ActionKind::OVERLAP_F_B: break;  // above
+    case ActionKind::SEND_F:
+    case ActionKind::SEND_B: {
+      const bool fwd = a.kind == ActionKind::SEND_F;
+      messages_.send(a, (fwd ? slot.output : slot.grad_in).detach().to(dtype_).contiguous(), t0, step32);
+      if (!fwd) slot.grad_in = torch::Tensor();  // the send keeps its own reference until sent
+      return;
+    }
+    case ActionKind::RECV_F:
+    case ActionKind::RECV_B: {
+      const torch::Tensor buf = messages_.receive(a, t0, step32);
+      if (a.kind == ActionKind::RECV_F) slot.input = buf.to(torch::kFloat).requires_grad_(true);
+      else slot.grad_out = buf.to(torch::kFloat);
+      return;
+    }
+    case ActionKind::ALLREDUCE: return;  // started by the bucket's gradient hooks during B
+    case ActionKind::OPTIM: {
+      StageState& st = stages_.at(a.stage);
+      if (st.reducer && !scaler_) st.reducer->apply();  // with a scaler, check_overflow applied it
+      if (!scaler_ || scaled_step_ok_) st.optimizer->step();
+      st.optimizer->zero_grad();
+      break;
+    }
+  }
+  if (gpu_timer_) gpu_timer_->end();
+  tracer_.span(Lane::compute, a, t0, profiler::now_ns(), 0, step32);
+}
+
+// This step's compute actions as the GPU ran them (CUDA events), as device spans on the host
+// clock; measured_timeline makes them the actions' compute spans (result.cpp). Returns them.
+std::vector<timeline::DeviceSpan> Runtime::collect_gpu_times(int64_t step) {
+  const size_t first = device_.size();
+  append_timed_actions(gpu_timer_->collect(), timed_, launch_.rank, step, &device_);
+  timed_.clear();
+  return {device_.begin() + static_cast<std::ptrdiff_t>(first), device_.end()};
+}
+
+void Runtime::report(const StepRecord& rec, int64_t steps) {
+  // The first replica's last stage knows the loss; it speaks for the job.
+  if (replica_ != 0 || !stages_.count(static_cast<int>(plan_.stages.size()) - 1)) return;
+  const int64_t now = profiler::now_ns();
+  if (rec.step + 1 < steps && now - last_report_ns_ < 1'000'000'000) return;
+  last_report_ns_ = now;
+  char line[160];
+  std::snprintf(line, sizeof line, "step %lld/%lld  loss %.4f  %.1f ms/step", static_cast<long long>(rec.step + 1),
+                static_cast<long long>(steps), rec.loss_count ? rec.loss_sum / rec.loss_count : 0.0, rec.step_time.to_ms());
+  progress(line);
+}
+
+std::vector<StageShard> Runtime::shards() {
+  std::vector<StageShard> out;
+  for (auto& [s, st] : stages_) out.push_back({s, st.module.ptr().get(), st.optimizer.get()});
+  return out;
+}
+
+// The loss scaler's state is the same on every rank (they agree on every overflow): it rides
+// in the checkpoint's marker.
+void Runtime::checkpoint(int64_t step) {
+  char state[96] = "";
+  if (scaler_)
+    std::snprintf(state, sizeof state, "loss_scale %.17g growth_tracker %d", scaler_->scale(), scaler_->growth_tracker());
+  save_job_checkpoint(comm_, options_.checkpoint_dir, step, replica_, shards(), state,
+                      [&] { maybe_inject_fault(launch_.rank, step, FaultPoint::checkpoint_save); });
+}
+
+// The first step to run: the newest complete checkpoint's, with the loss scaler's state.
+int64_t Runtime::resume() {
+  const Resumed r = resume_job(comm_, options_.checkpoint_dir, shards(), [&](const std::string& m) { progress(m); });
+  if (r.step == 0 || !scaler_) return r.step;
+  double scale = 0;
+  int tracker = 0;
+  if (std::sscanf(r.state.c_str(), "loss_scale %lf growth_tracker %d", &scale, &tracker) == 2)
+    scaler_->restore(scale, tracker);
+  else
+    progress("checkpoint step " + std::to_string(r.step) + " has no loss scaler state; starting from the initial scale");
+  return r.step;
+}
 
 std::vector<RankResult> run_rank(const plan::Plan& plan, const LaunchInfo& launch, const RunOptions& options) {
   keep_freed_memory();
