@@ -29,16 +29,6 @@ constexpr size_t kSharedCoreSamples = 4;  // signatures timed while the other ra
 
 using timeline::median;
 
-// One layer signature to measure, with an example layer and what its models need.
-struct Work {
-  plan::Layer layer;
-  plan::Precision precision = plan::Precision::fp32;
-  bool first = false;  // some model starts with it: measure backward without the input gradient
-  bool last = false;   // some model ends with it: measure the loss
-  std::set<int> used;  // micro-batch sizes plans use
-  int largest_batch = 1;
-};
-
 class Calibrator {
  public:
   Calibrator(const std::vector<plan::Plan>& plans, const LaunchInfo& launch, const CalibrateOptions& options)
@@ -67,7 +57,7 @@ class Calibrator {
     for (const auto& w : work_) {
       const auto t0 = Clock::now();
       const int slow_before = gate_.figures_slow();
-      auto [layer, loss] = measure(w, c.backward_call_us);
+      auto [layer, loss] = measure_signature(w, c.backward_call_us, on_device());
       if (gate_.figures_slow() > slow_before) slow.push_back(static_cast<size_t>(i));
       c.layers[layer.signature] = layer;
       if (w.last) c.losses[loss.signature] = loss;
@@ -82,24 +72,24 @@ class Calibrator {
     }
     if (!options_.quick) slow = second_pass(&c);
     remeasure(&c, slow);
-    const Bench on_device{device_, &clock_, budget_, options_.quick, options_.launch && device_.is_cuda()};
-    for (const DataCost& d : measure_data(plans_, on_device)) {
+    const Bench bench = on_device();
+    for (const DataCost& d : measure_data(plans_, bench)) {
       c.data[d.key] = d.input;
       c.data[d.target_key] = d.target;
       say("data " + d.key + ": " + fmt(d.input.us.front()) + ".." + fmt(d.input.us.back()) + " us per micro-batch");
     }
-    for (const plan::OptimizerCost& o : measure_optimizers(plans_, on_device)) {
+    for (const plan::OptimizerCost& o : measure_optimizers(plans_, bench)) {
       c.optimizers.push_back(o);
       say("optimizer " + o.kind + (o.momentum ? " (momentum)" : "") + ": " + fmt(o.by_params.us.front()) + " us at " +
           fmt(o.by_params.mb.front()) + " parameters .. " + fmt(o.by_params.us.back()) + " us at " + fmt(o.by_params.mb.back()) +
           (o.per_tensor_us > 0 ? ", +" + fmt(o.per_tensor_us) + " us a tensor beyond 4" : ""));
     }
     if (uses_fp16()) {
-      c.loss_scaler = measure_loss_scaler(plans_, on_device);
+      c.loss_scaler = measure_loss_scaler(plans_, bench);
       say("fp16 loss scaler: " + fmt(c.loss_scaler.us.front()) + " us at " + fmt(c.loss_scaler.mb.front()) +
           " parameters .. " + fmt(c.loss_scaler.us.back()) + " us at " + fmt(c.loss_scaler.mb.back()));
     }
-    c.copy_gb_per_s = copy_gb_per_s(on_device);
+    c.copy_gb_per_s = copy_gb_per_s(bench);
     say("memory copy " + fmt(c.copy_gb_per_s) + " GB/s");
     if (device_.is_cuda()) {
       // One GPU, one rank: the layers have the device to themselves in a run too, and the
@@ -152,6 +142,9 @@ class Calibrator {
     std::snprintf(b, sizeof b, v >= 100 ? "%.0f" : v >= 10 ? "%.1f" : "%.2f", v);
     return b;
   }
+  // Where the layers, data, optimizer and copies are measured, and how.
+  Bench on_device() { return {device_, &clock_, budget_, options_.quick, options_.launch && device_.is_cuda()}; }
+
   static std::string bytes_text(double b) {
     return b >= (1 << 20) ? fmt(b / (1 << 20)) + " MB" : b >= 1024 ? fmt(b / 1024) + " KB" : fmt(b) + " B";
   }
@@ -168,9 +161,9 @@ class Calibrator {
     say("second pass over the layers, to see how far their costs repeat");
     std::vector<size_t> slow;
     for (size_t k = 0; k < work_.size(); ++k) {
-      const Work& w = work_[k];
+      const SignatureWork& w = work_[k];
       const int slow_before = gate_.figures_slow();
-      auto [layer, loss] = measure(w, c->backward_call_us);
+      auto [layer, loss] = measure_signature(w, c->backward_call_us, on_device());
       if (gate_.figures_slow() > slow_before) slow.push_back(k);
       plan::SignatureCost& first = c->layers[layer.signature];
       pass_differences_[layer.signature] = plan::pass_difference(first, layer);
@@ -187,8 +180,8 @@ class Calibrator {
     if (slow.empty()) return;
     say("measuring " + std::to_string(slow.size()) + " signature(s) again: the host ran slower than its reference while they were measured");
     for (size_t k : slow) {
-      const Work& w = work_[k];
-      auto [layer, loss] = measure(w, c->backward_call_us);
+      const SignatureWork& w = work_[k];
+      auto [layer, loss] = measure_signature(w, c->backward_call_us, on_device());
       plan::SignatureCost& kept = c->layers[layer.signature];
       kept = plan::lower_of(kept, layer);
       if (w.last) c->losses[loss.signature] = plan::lower_of(c->losses[loss.signature], loss);
@@ -196,7 +189,7 @@ class Calibrator {
   }
 
   bool uses_fp16() const {
-    for (const Work& w : work_)
+    for (const SignatureWork& w : work_)
       if (w.precision == plan::Precision::fp16) return true;
     return false;
   }
@@ -216,8 +209,8 @@ class Calibrator {
     for (int l = 0; l < n; ++l) {
       const std::string sig = plan::layer_signature(p.layers()[l], precision);
       auto [it, fresh] = index->emplace(sig, work_.size());
-      if (fresh) work_.push_back(Work{p.layers()[l], precision, false, false, {}, 1});
-      Work& w = work_[it->second];
+      if (fresh) work_.push_back(SignatureWork{p.layers()[l], precision, false, false, {}, 1});
+      SignatureWork& w = work_[it->second];
       w.first |= l == 0;
       w.last |= l == n - 1;
       w.used.insert(p.microbatch_size);
@@ -240,128 +233,7 @@ class Calibrator {
                budget_)[0];
   }
 
-  // One layer signature over its micro-batch sizes; also its loss when a model ends with it.
-  std::pair<plan::SignatureCost, plan::SignatureCost> measure(const Work& w, double call_us) {
-    plan::SignatureCost layer, loss;
-    layer.signature = loss.signature = plan::layer_signature(w.layer, w.precision);
-    Stage module(std::vector<plan::Layer>{w.layer}, 0, 1, /*seed=*/1);
-    module->to(device_);
-    const c10::ScalarType autocast = compute_dtype(w.precision);
-    const bool float_input = w.layer.kind != plan::LayerKind::embedding;
-    double last_pass_us = 0;
-    for (int mb : calibration_sizes({w.used.begin(), w.used.end()}, w.largest_batch, options_.quick)) {
-      // Sizes whose one pass would take over ~2 s are left to extrapolation (keeps calibrate short).
-      if (last_pass_us > 0 && !w.used.count(mb) && last_pass_us * 2 > 2e6) break;
-      const auto x = layer_input(w.layer, mb, device_);
-      const auto grad = torch::randn(output_shape(w.layer, mb), torch::TensorOptions().device(device_));
-      auto pass = [&](bool input_grad) {
-        return repeat(
-            [&] {
-              auto in = float_input ? x.clone().requires_grad_(input_grad) : x;
-              torch::Tensor out;
-              clock_.begin();
-              {
-                AutocastScope scope(autocast, device_.type());
-                out = module->forward(in);
-              }
-              clock_.end();
-              clock_.begin();
-              torch::autograd::backward({out}, {grad.to(out.scalar_type())});
-              clock_.end();
-              clock_.begin();
-              {
-                torch::NoGradGuard no_grad;
-                AutocastScope scope(autocast, device_.type());
-                module->forward(in);
-              }
-              clock_.end();
-              return clock_.lap(/*host_too=*/true);  // F, B, F no_grad; then the host's
-            },
-            budget_);
-      };
-      auto with = pass(float_input);
-      std::vector<double> without;
-      if (w.first && float_input) without = pass(false);
-      const bool launch = options_.launch && device_.is_cuda();
-      if (launch) {
-        // Again with the device busy ahead of each phase, for twice its time from an idle device
-        // (at least its launches): the events then hold the kernels alone, the host's figures
-        // the launches (docs/simulator.md, Launch-bound steps).
-        clock_.keep_busy_ahead(2 * *std::max_element(with.begin(), with.begin() + 3) + 500);
-        with = pass(float_input);
-        if (!without.empty()) without = pass(false);
-        clock_.keep_busy_ahead(0);
-        layer.forward_launch.mb.push_back(mb);
-        layer.forward_launch.us.push_back(with[3]);
-        layer.backward_launch.mb.push_back(mb);
-        layer.backward_launch.us.push_back(std::max(0.0, with[4] - call_us));
-      }
-      layer.forward.mb.push_back(mb);
-      layer.forward.us.push_back(with[0]);
-      layer.backward.mb.push_back(mb);
-      // The autograd call's own time is the stage's, once per B (Calibration::backward_call_us);
-      // with launch figures it is the host's, and the device's backward keeps all it measured.
-      layer.backward.us.push_back(launch ? with[1] : std::max(0.0, with[1] - call_us));
-      layer.forward_no_grad.mb.push_back(mb);
-      layer.forward_no_grad.us.push_back(with[2]);
-      if (!without.empty()) {
-        layer.backward_no_input.mb.push_back(mb);
-        layer.backward_no_input.us.push_back(launch ? without[1] : std::max(0.0, without[1] - call_us));
-      }
-      if (w.last) {
-        const auto target = loss_target(w.layer, mb, device_);
-        const auto l = repeat(
-            [&] {
-              auto out = torch::randn(output_shape(w.layer, mb), torch::TensorOptions().device(device_)).requires_grad_(true);
-              torch::Tensor value;
-              clock_.begin();
-              {
-                AutocastScope scope(autocast, device_.type());
-                value = model_loss(w.layer, out, target);
-              }
-              clock_.end();
-              clock_.begin();
-              value.backward();
-              clock_.end();
-              return clock_.lap();
-            },
-            budget_);
-        loss.forward.mb.push_back(mb);
-        loss.forward.us.push_back(l[0]);
-        loss.backward.mb.push_back(mb);
-        loss.backward.us.push_back(std::max(0.0, l[1] - call_us));
-      }
-      const KeptBytes kept = kept_bytes(module, w.layer, w.last, mb, autocast, device_);
-      layer.kept_bytes.mb.push_back(mb);
-      layer.kept_bytes.us.push_back(kept.layer);
-      if (w.last) {
-        loss.kept_bytes.mb.push_back(mb);
-        loss.kept_bytes.us.push_back(kept.loss);
-      }
-      last_pass_us = with[0] + with[1] + with[2];
-    }
-    return {layer, loss};
-  }
 
-  // One forward and backward of the signature at `mb` (backward less the call overhead), repeated.
-  double forward_backward_us(const Work& w, int mb, double call_us, const Budget& b) {
-    Stage module(std::vector<plan::Layer>{w.layer}, 0, 1, /*seed=*/1);
-    const bool float_input = w.layer.kind != plan::LayerKind::embedding;
-    const auto x = layer_input(w.layer, mb, torch::kCPU);
-    const auto grad = torch::randn(output_shape(w.layer, mb));
-    const auto t = repeat(
-        [&] {
-          auto in = float_input ? x.clone().requires_grad_(true) : x;
-          auto t0 = Clock::now();
-          const torch::Tensor out = module->forward(in);
-          const double fwd = us_since(t0);
-          t0 = Clock::now();
-          torch::autograd::backward({out}, {grad});
-          return std::vector<double>{fwd, us_since(t0)};
-        },
-        b);
-    return t[0] + std::max(0.0, t[1] - call_us);
-  }
 
   // How much slower a layer runs while the other rank computes too: a few fp32 signatures at
   // their largest used micro-batch, alone (at the host's reference speed) and then again while
@@ -373,11 +245,11 @@ class Calibrator {
       if (work_[k].precision == plan::Precision::fp32) fp32.push_back(k);
     if (fp32.empty()) return 1;
     // Up to kSharedCoreSamples of them, spread over the list.
-    std::vector<const Work*> sample;
+    std::vector<const SignatureWork*> sample;
     const size_t n = std::min(fp32.size(), kSharedCoreSamples);
     for (size_t i = 0; i < n; ++i) sample.push_back(&work_[fp32[i * fp32.size() / n]]);
     std::vector<double> alone;
-    for (const Work* w : sample) alone.push_back(forward_backward_us(*w, *w->used.rbegin(), call_us, budget_));
+    for (const SignatureWork* w : sample) alone.push_back(forward_backward_us(*w, *w->used.rbegin(), call_us, budget_));
     command("compute");
     Budget together_budget = budget_;
     together_budget.gate = nullptr;  // slower is what is measured here
@@ -396,7 +268,7 @@ class Calibrator {
       torch::Tensor input, grad;
     };
     std::vector<Load> loads;
-    for (const Work& w : work_) {
+    for (const SignatureWork& w : work_) {
       if (w.precision != plan::Precision::fp32 || w.layer.kind == plan::LayerKind::embedding) continue;
       const int mb = *w.used.rbegin();
       loads.push_back({Stage(std::vector<plan::Layer>{w.layer}, 0, 1, /*seed=*/1), layer_input(w.layer, mb, torch::kCPU),
@@ -450,7 +322,7 @@ class Calibrator {
   HostGate gate_;         // before budget_, which points to it
   Budget budget_;
   std::map<std::string, double> pass_differences_;
-  std::vector<Work> work_;
+  std::vector<SignatureWork> work_;
   int commands_ = 0;
 };
 

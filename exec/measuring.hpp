@@ -1,12 +1,13 @@
 #pragma once
 // What `parallax calibrate` measures with, apart from the driver that decides what to measure
 // (exec/calibrate.cpp): repeating a measurement until it is steady at the host's reference speed,
-// the clock that times a repeat's phases on the CPU or a GPU, a layer's input, and the
-// measurements that need no layer: loading data, the optimizer step, a memory copy and Gloo
-// between the two ranks. For exec's own files only: not an interface of the exec module.
+// the clock that times a repeat's phases on the CPU or a GPU, a layer's input, timing one layer
+// signature (measuring_layer.cpp), and the measurements that need no layer: loading data, the
+// optimizer step (measuring_optimizer.cpp), a memory copy and Gloo between the two ranks. For exec's own files only: not an interface of the exec module.
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -114,6 +115,24 @@ struct Bench {
   /// launches apart (plan::SignatureCost::forward_launch and the others).
   bool launch = false;
 };
+
+/// One layer signature to measure, with an example layer and what its models need.
+struct SignatureWork {
+  plan::Layer layer;
+  plan::Precision precision = plan::Precision::fp32;
+  bool first = false;  ///< some model starts with it: measure backward without the input gradient
+  bool last = false;   ///< some model ends with it: measure the loss
+  std::set<int> used;  ///< micro-batch sizes plans use
+  int largest_batch = 1;
+};
+
+/// One layer signature over its micro-batch sizes (calibration_sizes), and its loss when a model
+/// ends with it; `call_us` is autograd's own call time, taken out of each backward
+/// (plan::Calibration::backward_call_us). exec/measuring_layer.cpp.
+std::pair<plan::SignatureCost, plan::SignatureCost> measure_signature(const SignatureWork& w, double call_us, const Bench& b);
+
+/// One forward and backward of the signature at `mb` on the CPU (backward less `call_us`), repeated.
+double forward_backward_us(const SignatureWork& w, int mb, double call_us, const Budget& b);
 
 /// The optimizer step (and zero_grad) over the parameter tensors `ps`.
 double optimizer_step_us(const plan::OptimizerSpec& spec, std::vector<torch::Tensor> ps, const Bench& b);
