@@ -34,20 +34,11 @@ set -euo pipefail
 args=("$@")
 source "$(dirname "$0")/lib.sh"
 cd "$(dirname "$0")/.."
-build=build out=""
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --out) out=$2; shift 2 ;;
-    -h|--help) bench_help "$0"; exit 0 ;;
-    -*) echo "accuracy: unknown flag $1" >&2; exit 2 ;;
-    *) build=$1; shift ;;
-  esac
-done
+bench_build_args "$0" "$@"
 bin="$build/parallax"
 steps=()
 [ -z "${STEPS:-}" ] || steps=(--steps "$STEPS")
 repeats="${REPEATS:-3}"
-[ -x "$bin" ] || { echo "accuracy: no $bin (build first)" >&2; exit 2; }
 out=$(bench_out_dir accuracy "$out")
 rm -rf "$out"/*.round*.json "$out/traces" "$out"/fitted-*.yaml  # an earlier run's, when --out names a folder again
 bench_machine "$out" "$0" "${args[@]}"

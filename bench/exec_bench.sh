@@ -21,20 +21,11 @@ set -euo pipefail
 args=("$@")
 source "$(dirname "$0")/lib.sh"
 cd "$(dirname "$0")/.."
-build=build out=""
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --out) out=$2; shift 2 ;;
-    -h|--help) bench_help "$0"; exit 0 ;;
-    -*) echo "exec_bench: unknown flag $1" >&2; exit 2 ;;
-    *) build=$1; shift ;;
-  esac
-done
+bench_build_args "$0" "$@"
 parallax="$build/parallax"
 python=${PYTHON:-/usr/bin/python3}
 scenario=scenarios/mlp-fashion-mnist-ddp2.yaml
 steps=300
-[ -x "$parallax" ] || { echo "exec_bench: no $parallax (build first)" >&2; exit 2; }
 out=$(bench_out_dir exec "$out")
 bench_machine "$out" "$0" "${args[@]}"
 bench_tee "$out"

@@ -37,25 +37,40 @@ bench_out_dir() {
   (cd "$dir" && pwd)
 }
 
-# bench_parallax_args SCRIPT ARGS...: reads the arguments of a bench that runs one parallax binary,
-# `SCRIPT [PARALLAX] [--out DIR]`, into the globals `parallax` (default build/parallax, which must
-# be executable) and `out` (the --out value, or empty); --help prints the script's header. Bad
-# arguments exit 2 naming the script.
-bench_parallax_args() {
+# bench_args SCRIPT ARGS...: reads `SCRIPT [PATH...] [--out DIR]` into the globals `bench_paths`
+# (the PATHs, an array) and `out` (the --out value, or empty); --help prints the script's header.
+# Bad arguments exit 2 naming the script.
+bench_args() {
   local script="$1" name
   name=$(basename "$script")
   shift
-  parallax="" out=""
+  bench_paths=() out=""
   while [ $# -gt 0 ]; do
     case "$1" in
       --out) [ $# -ge 2 ] || { echo "$name: --out needs a folder" >&2; exit 2; }; out=$2; shift 2 ;;
       -h|--help) bench_help "$script"; exit 0 ;;
       -*) echo "$name: unknown flag $1" >&2; exit 2 ;;
-      *) parallax=$1; shift ;;
+      *) bench_paths+=("$1"); shift ;;
     esac
   done
-  parallax="${parallax:-$bench_root/build/parallax}"
-  [[ -x "$parallax" ]] || { echo "$name: no parallax binary at $parallax (build first, or pass its path)" >&2; exit 2; }
+}
+
+# bench_parallax_args SCRIPT ARGS...: for a bench that runs one parallax binary, `SCRIPT
+# [PARALLAX] [--out DIR]`: the globals `parallax` (default build/parallax, which must be
+# executable) and `out`.
+bench_parallax_args() {
+  bench_args "$@"
+  parallax="${bench_paths[0]:-$bench_root/build/parallax}"
+  [[ -x "$parallax" ]] || { echo "$(basename "$1"): no parallax binary at $parallax (build first, or pass its path)" >&2; exit 2; }
+}
+
+# bench_build_args SCRIPT ARGS...: for a bench that runs several binaries of one build, `SCRIPT
+# [BUILD_DIR] [--out DIR]`: the globals `build` (default build, relative to where the script has
+# changed to; it must hold an executable parallax) and `out`.
+bench_build_args() {
+  bench_args "$@"
+  build="${bench_paths[0]:-build}"
+  [[ -x "$build/parallax" ]] || { echo "$(basename "$1"): no $build/parallax (build first, or pass the build folder)" >&2; exit 2; }
 }
 
 # bench_machine DIR [COMMAND...]: writes DIR/machine.txt: the CPU (model name, family, model),

@@ -17,20 +17,10 @@ set -euo pipefail
 args=("$@")
 source "$(dirname "$0")/lib.sh"
 cd "$(dirname "$0")/.."
-positional=() out=""
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --out) out=$2; shift 2 ;;
-    -h|--help) bench_help "$0"; exit 0 ;;
-    -*) echo "report_bench: unknown flag $1" >&2; exit 2 ;;
-    *) positional+=("$1"); shift ;;
-  esac
-done
-build="${positional[0]:-build}"
-main_report="${positional[1]:-parallax-out/gpipe-transformer-2xT4/report.html}"
+bench_build_args "$0" "$@"
+main_report="${bench_paths[1]:-parallax-out/gpipe-transformer-2xT4/report.html}"
 runs="${RUNS:-5}"
 command -v chromium >/dev/null || { echo "chromium is missing: scripts/setup.sh --browser" >&2; exit 1; }
-[ -x "$build/parallax" ] || { echo "report_bench: no $build/parallax (build first)" >&2; exit 2; }
 out=$(bench_out_dir report "$out")
 rm -f "$out/loads.txt"  # an earlier run's, when --out names a folder again
 bench_machine "$out" "$0" "${args[@]}"

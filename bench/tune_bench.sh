@@ -21,20 +21,11 @@ set -euo pipefail
 args=("$@")
 source "$(dirname "$0")/lib.sh"
 cd "$(dirname "$0")/.."
-build=build out=""
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --out) out=$2; shift 2 ;;
-    -h|--help) bench_help "$0"; exit 0 ;;
-    -*) echo "tune_bench: unknown flag $1" >&2; exit 2 ;;
-    *) build=$1; shift ;;
-  esac
-done
+bench_build_args "$0" "$@"
 bin="$build/parallax"
 steps="${STEPS:-200}"
 repeats="${REPEATS:-3}"
 scenarios="${SCENARIOS:-scenarios/mlp-fashion-mnist-pipeline2.yaml scenarios/accuracy/transformer-pipeline2.yaml}"
-[ -x "$bin" ] || { echo "tune_bench: no $bin (build first)" >&2; exit 2; }
 out=$(bench_out_dir tune "$out")
 rm -f "$out"/*-measured.txt "$out"/*-validate-*.json  # an earlier run's, when --out names a folder again
 bench_machine "$out" "$0" "${args[@]}"
