@@ -12,7 +12,7 @@ namespace {
 
 using nlohmann::json;
 
-std::string ms(plan::Time t) { return fmt("%.3f ms", t.to_ms()); }
+using plan::duration_text;
 std::string pct(double f) { return fmt("%.1f%%", 100.0 * f); }
 
 std::string event_label(const timeline::Timeline& t, int32_t i) {
@@ -73,7 +73,7 @@ std::string simulate_text(const plan::Plan& plan, const sim::SimRun& run, const 
   if (p.context > 1)
     o << "context    " << p.context << "-way: each holds 1/" << p.context << " of every sequence; the ranks below include each "
       << "context rank (they run alike), the ring of keys and values inside each F and B\n";
-  o << "step time  " << ms(m.step_time) << "\n";
+  o << "step time  " << duration_text(m.step_time) << "\n";
   if (const plan::Interference& in = plan.scenario.hardware.interference; in.compute != 1 || in.communication != 1)
     o << "overlap    compute " << fmt("%.2fx", in.compute) << " slower while communicating on its device; its ports carry "
       << fmt("1/%.2f", in.communication) << " under memory-bound compute (hardware.interference)\n";
@@ -97,7 +97,7 @@ std::string simulate_text(const plan::Plan& plan, const sim::SimRun& run, const 
     if (r.peak_memory > worst_mem->peak_memory) worst_mem = &r;
   }
   o << "exposed    communication with compute idle: mean " << fmt("%.3f ms", comm_sum / m.ranks.size()) << ", max "
-    << ms(worst_comm->exposed_comm) << " (rank " << worst_comm->rank << ")\n";
+    << duration_text(worst_comm->exposed_comm) << " (rank " << worst_comm->rank << ")\n";
   o << "memory     peak " << format_bytes(worst_mem->peak_memory) << " of " << format_bytes(m.device_memory)
     << " (rank " << worst_mem->rank << ")" << (m.fits ? "" : "  DOES NOT FIT on every rank") << "\n";
   if (m.links.empty()) {

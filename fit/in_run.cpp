@@ -34,10 +34,6 @@ std::vector<Calibrated> executable_plans(const std::vector<std::string>& files, 
   return plans;
 }
 
-
-
-
-
 std::vector<Probe> probe_plans(const std::vector<Calibrated>& plans, const plan::HardwareProfile& base) {
   const std::vector<std::string> common = {"hardware=ideal", "parallel.virtual=1", "parallel.partition_len=balanced",
                                            "parallel.grad_accumulation=1", "parallel.activation_checkpointing=false"};

@@ -42,11 +42,7 @@ int lane_rank(const std::string& lane) {
   return 4;
 }
 
-std::string ms(double ns) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3f ms", ns / 1e6);
-  return buf;
-}
+std::string ms(int64_t ns) { return plan::duration_text(plan::Time::ns(ns)); }
 
 }  // namespace
 
@@ -263,8 +259,8 @@ std::string TimelineModel::describe(int index) const {
   if (b.bucket >= 0) s << "\nstage " << b.stage << ", bucket " << b.bucket;
   if (b.bytes > 0) s << "\n" << b.bytes << " bytes";
   auto line = [&](const TimelineBar& x) {
-    s << "\n" << name(x.layer) << ": start " << ms(static_cast<double>(x.start_ns)) << ", duration "
-      << ms(static_cast<double>(x.end_ns - x.start_ns));
+    s << "\n" << name(x.layer) << ": start " << ms(x.start_ns) << ", duration "
+      << ms(x.end_ns - x.start_ns);
   };
   if (b.layer == Layer::imported) {
     line(b);
@@ -279,7 +275,7 @@ std::string TimelineModel::describe(int index) const {
     const double m = static_cast<double>(measured->end_ns - measured->start_ns);
     char buf[96];
     std::snprintf(buf, sizeof buf, "\nerror: %+.1f%% of the measured duration; start off by %s", 100.0 * (p - m) / m,
-                  ms(static_cast<double>(predicted->start_ns - measured->start_ns)).c_str());
+                  ms(predicted->start_ns - measured->start_ns).c_str());
     s << buf;
   } else if (b.source >= 0 && has(Layer::predicted) && has(Layer::measured)) {
     s << "\nnot in the " << (b.layer == Layer::predicted ? "measured" : "predicted") << " step";

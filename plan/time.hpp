@@ -4,6 +4,8 @@
 #include <cmath>
 #include <compare>
 #include <cstdint>
+#include <cstdio>
+#include <string>
 
 namespace parallax::plan {
 
@@ -42,5 +44,12 @@ class Time {
   constexpr explicit Time(int64_t n) : ns_(n) {}
   int64_t ns_ = 0;
 };
+
+/// "12.345 ms": a duration as text is written, in the CLI's reports, the tuner's "why" and the GUI.
+inline std::string duration_text(Time t) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.3f ms", t.to_ms());
+  return buf;
+}
 
 }  // namespace parallax::plan

@@ -17,12 +17,6 @@ std::string percent(double fraction) {
   return buf;
 }
 
-std::string milliseconds(plan::Time t) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3f ms", t.to_ms());
-  return buf;
-}
-
 // The critical path's time by what it is made of: compute per stage and kind, point-to-point,
 // all-reduce; its three largest parts.
 std::string critical_path_text(const sim::SimRun& run, const sim::Metrics& m) {
@@ -83,7 +77,7 @@ Pick pick(Evaluator& evaluator, const SearchResult& result, const Evaluation* me
   p.vs_given = result.baseline.step / p.best->step;
   p.vs_defaults = result.defaults.simulated() ? result.defaults.step / p.best->step : std::nan("");
   p.why = "bubble " + percent(p.detail.bubble) + " (as given " + percent(p.given.bubble) + "), exposed communication " +
-          milliseconds(p.detail.exposed) + " (as given " + milliseconds(p.given.exposed) + "); its critical path: " +
+          plan::duration_text(p.detail.exposed) + " (as given " + plan::duration_text(p.given.exposed) + "); its critical path: " +
           p.detail.critical_path;
   return p;
 }
