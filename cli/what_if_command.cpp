@@ -92,7 +92,7 @@ int calibrate_from_traces(const CalibrateArgs& args) {
             << plan.scenario.name << "\n";
   // Kernels by kind first (where the traces show them), then the layers over those.
   std::vector<std::string> kernel_lines;
-  const plan::FittedCosts::Kernels kernels = fit::fit_kernel_kinds(plan, traces, &kernel_lines);
+  const plan::FittedCosts::Kernels kernels = fit::fit_kernel_kinds(plan, traces, &kernel_lines, &measured);
   fit::TraceFit f = fit::fit_to_measured(plan, measured, kernels);
   f.costs.from = args.from_traces;
   f.costs.statistic = timeline::kStatisticName;

@@ -60,8 +60,10 @@ KernelKind kernel_kind(const std::string& name);
 /// the kernels' time of each kind against what the profile's compute model (`device.compute`)
 /// says of that kind for those actions (plan::kernel_class_times). A kind the traces or the model
 /// do not show stays 1. `said` gets one line per kind, or why nothing was fitted.
+/// `measured_actions_of`: each trace's measured_actions where the caller has them (else built here).
 plan::FittedCosts::Kernels fit_kernel_kinds(const plan::Plan& plan, const std::vector<timeline::LoadedTrace>& traces,
-                                            std::vector<std::string>* said);
+                                            std::vector<std::string>* said,
+                                            const std::vector<timeline::Timeline>* measured_actions_of = nullptr);
 
 /// How a kind of compute action (F, B, OPTIM) of a measured GPU run went on the host and on the
 /// device: how long the host took to launch it, how long the device ran it, and how long the

@@ -106,7 +106,7 @@ KernelKind kernel_kind(const std::string& name) {
 }
 
 plan::FittedCosts::Kernels fit_kernel_kinds(const plan::Plan& plan, const std::vector<timeline::LoadedTrace>& traces,
-                                            std::vector<std::string>* said) {
+                                            std::vector<std::string>* said, const std::vector<timeline::Timeline>* measured_actions_of) {
   const auto& s = plan.scenario;
   // Each stage's model times by kind, forward and backward (a recompute's forward inside B).
   std::vector<plan::LayerKernelClasses> stage(plan.stages.size());
@@ -128,11 +128,12 @@ plan::FittedCosts::Kernels fit_kernel_kinds(const plan::Plan& plan, const std::v
     }
   plan::KernelClassTimes measured, model;
   std::set<std::tuple<int, int32_t, std::string>> actions;  // (rank, step, action) with kernels
-  for (const auto& t : traces) {
+  for (size_t i = 0; i < traces.size(); ++i) {
+    const timeline::LoadedTrace& t = traces[i];
     // Parallax's CUPTI traces attribute their kernels as they record them; a Kineto trace's are
     // attributed here, through their launches.
     std::vector<timeline::DeviceSpan> attributed;
-    if (t.format == "kineto") attributed = kineto_kernels(t, measured_actions(t, plan));
+    if (t.format == "kineto") attributed = kineto_kernels(t, measured_actions_of ? measured_actions_of->at(i) : measured_actions(t, plan));
     else if (t.format != "parallax") continue;
     const std::vector<timeline::DeviceSpan>& spans = t.format == "kineto" ? attributed : t.timeline.device;
     // The trace's first step is its warm-up (Parallax's step 0; a profiler's first ProfilerStep).
