@@ -15,7 +15,7 @@ std::vector<int> divisors(int n);
 /// PyTorch's defaults on the scenario's layout and schedule: chunks = pipeline (the smallest
 /// divisor of the batch at or above it), DDP's 25 MiB buckets with a 1 MiB first bucket, and an
 /// even split of the layers (the first stages take one more when they do not divide). `given`:
-/// the scenario's knob values (Evaluator::given).
+/// the scenario's knob values (settings_of(scenario), which the tuner has at hand).
 Settings pytorch_defaults(const Scenario& scenario, const Settings& given);
 
 /// data: every divisor of the world.
