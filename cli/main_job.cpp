@@ -40,15 +40,17 @@ bool covers(const std::string& path, const plan::Plan& plan) {
 }
 
 /// The profile the main job predicts this machine with: this machine's calibration, measured once
-/// (`parallax calibrate --quick`, about a minute) and kept in parallax-out/ for the next runs; the
-/// built-in cpu-host profile if calibrating fails.
+/// (`parallax calibrate --quick`: minutes, most of them its probes' real runs) and kept in
+/// parallax-out/ for the next runs; the built-in cpu-host profile if calibrating fails.
 std::string this_machine_profile(const plan::Plan& plan) {
   const std::string path = default_calibration_path();
   if (covers(path, plan)) {
     std::cerr << "\nusing this machine's calibration " << path << " (delete it to measure again)\n";
     return path;
   }
-  std::cerr << "\ncalibrating this machine first (parallax calibrate --quick; once, kept in " << path << ")\n";
+  std::cerr << "\ncalibrating this machine first (parallax calibrate --quick: several minutes, most of them real probe "
+               "runs of the scenario; once, kept in "
+            << path << ")\n";
   CalibrateArgs args;
   args.quick = true;
   const int rc = calibrate_command(args);
