@@ -105,7 +105,11 @@ std::string plan_text(const Plan& p) {
   bool any_buckets = false;
   for (const auto& st : p.stages) any_buckets = any_buckets || !st.buckets.empty();
   if (any_buckets) {
-    if (s.parallel.overlap_grad_reduce)
+    if (s.parallel.sharded(plan::Shard::gradients))
+      o << "\nreduce-scatters (shard " << plan::name(s.parallel.shard) << ": one per layer, after its backward, over "
+        << s.parallel.shard_ranks() << " ranks" << (s.parallel.shard_copies() > 1 ? ", then an all-reduce of the shard over its " +
+                                                    std::to_string(s.parallel.shard_copies()) + " copies" : std::string()) << "):\n";
+    else if (s.parallel.overlap_grad_reduce)
       o << "\nDDP buckets (gradient-ready order; first " << s.parallel.first_bucket_mb << " MiB, then "
         << s.parallel.bucket_cap_mb << " MiB):\n";
     else
@@ -120,15 +124,18 @@ std::string plan_text(const Plan& p) {
   // Every replica and tensor rank of a pipeline rank holds the same; past 64 ranks, one row each.
   const bool by_pipeline_rank = p.world_size > 64;
   if (by_pipeline_rank) o << "(one row per pipeline rank: its " << p.world_size / s.parallel.pipeline << " ranks hold the same)\n";
+  // Sharding beyond the optimizer holds layers and gradients unsharded for a while: a column then.
+  const bool gathers = s.parallel.sharded(plan::Shard::gradients);
   o << pad(by_pipeline_rank ? "pp" : "rank", 6) << pad("params", 11) << pad("grads", 11) << pad("optimizer", 11)
-    << pad("buckets", 11) << pad("activations", 27) << pad("recompute", 11) << pad("reserve", 11) << "total\n";
+    << pad("buckets", 11) << pad("activations", 27) << pad("recompute", 11) << (gathers ? pad("unsharded", 11) : "")
+    << pad("reserve", 11) << "total\n";
   for (const auto& r : p.ranks) {
     if (by_pipeline_rank && (r.replica != 0 || r.tensor_rank != 0)) continue;
     const auto& m = r.memory;
     o << pad(std::to_string(by_pipeline_rank ? r.pipeline_rank : r.rank), 6) << pad(format_bytes(m.params), 11)
       << pad(format_bytes(m.gradients), 11) << pad(format_bytes(m.optimizer), 11) << pad(format_bytes(m.buckets), 11)
       << pad(format_bytes(m.activations) + " (" + std::to_string(m.peak_inflight) + " in flight)", 27)
-      << pad(format_bytes(m.recompute), 11) << pad(format_bytes(m.reserve), 11) << format_bytes(m.total()) << (m.total() > capacity ? "  DOES NOT FIT" : "") << "\n";
+      << pad(format_bytes(m.recompute), 11) << (gathers ? pad(format_bytes(m.gathered), 11) : "") << pad(format_bytes(m.reserve), 11) << format_bytes(m.total()) << (m.total() > capacity ? "  DOES NOT FIT" : "") << "\n";
   }
   o << plan::reserve_rule(hw.device) << "\n";
   return o.str();

@@ -43,6 +43,10 @@ QWidget* KnobPanel::make_editor(const plan::Knob& k) {
     case plan::KnobType::integer: {
       auto* s = new QSpinBox;
       s->setRange(static_cast<int>(k.min), static_cast<int>(std::min<double>(k.max, INT_MAX)));
+      if (!k.zero_word.empty()) {  // shard_group's "data": 0, shown as its word at the bottom of the range
+        s->setMinimum(0);
+        s->setSpecialValueText(QString::fromStdString(k.zero_word));
+      }
       s->setKeyboardTracking(false);  // re-simulate when the number is complete, not per digit
       connect(s, &QSpinBox::valueChanged, this, &KnobPanel::changed);
       return s;

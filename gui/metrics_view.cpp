@@ -220,16 +220,16 @@ QChart* MetricsView::memory_chart(const Prediction& p, const timeline::CompareRe
   const bool measured = measured_memory_peak_mb(c) >= 0;
   QChart* chart = new_chart(measured ? "Memory per rank (GiB): predicted bars, measured dots, against the device"
                                      : "Memory per rank (GiB, predicted) against the device");
-  const char* const names[] = {"parameters", "gradients", "optimizer", "DDP buckets", "activations", "recompute", "reserve"};
+  const char* const names[] = {"parameters", "gradients", "optimizer", "DDP buckets", "activations", "recompute", "unsharded (FSDP)", "reserve"};
   const QColor colors[] = {QColor(92, 107, 192), QColor(38, 166, 154), QColor(255, 167, 38), QColor(141, 110, 99),
-                           QColor(236, 64, 122), QColor(171, 71, 188), QColor(158, 158, 158)};
-  constexpr int kParts = 7;
+                           QColor(236, 64, 122), QColor(171, 71, 188), QColor(255, 213, 79), QColor(158, 158, 158)};
+  constexpr int kParts = 8;
   std::vector<std::vector<double>> parts(kParts);
   std::vector<std::string> labels;
   double top = static_cast<double>(p.metrics.device_memory) / kGiB;
   for (const auto& r : p.plan.ranks) {
     const plan::MemoryEstimate& m = r.memory;
-    const int64_t values[] = {m.params, m.gradients, m.optimizer, m.buckets, m.activations, m.recompute, m.reserve};
+    const int64_t values[] = {m.params, m.gradients, m.optimizer, m.buckets, m.activations, m.recompute, m.gathered, m.reserve};
     for (int i = 0; i < kParts; ++i) parts[i].push_back(static_cast<double>(values[i]) / kGiB);
     top = std::max(top, static_cast<double>(m.total()) / kGiB);
     labels.push_back("rank " + std::to_string(r.rank));

@@ -42,8 +42,8 @@ void check_executable(const Scenario& s) {
     predict_only("parallel.grad_reduce_in_bf16", "bf16 gradient reduction");
   if (!p.overlap_grad_reduce && p.replicas() > 1)
     predict_only("parallel.overlap_grad_reduce", "gradient reduction after the backward (overlap_grad_reduce: false)");
-  if (p.distributed_optimizer)
-    predict_only("parallel.distributed_optimizer", "the distributed optimizer");
+  if (p.shard != Shard::none)
+    predict_only("parallel.shard", std::string("sharded data parallelism (parallel.shard ") + name(p.shard) + ")");
   if (p.tp_comm_overlap && p.tensor > 1)
     predict_only("parallel.tp_comm_overlap", "tensor-parallel communication overlapped with the GEMMs");
   if (p.p2p == P2p::megatron)

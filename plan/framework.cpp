@@ -19,7 +19,7 @@ const std::vector<Framework>& frameworks() {
 
 const FrameworkSemantics& semantics(Framework f) {
   // Each trainer's defaults, not its recipes: Megatron-LM's --use-distributed-optimizer is a flag
-  // (off unless given), so the framework leaves it off; set parallel.distributed_optimizer for it.
+  // (off unless given), so the framework leaves it off; set parallel.shard: optimizer for it.
   // All four order ranks tensor-innermost, data, then pipeline outermost (Megatron-LM's tp-dp-pp;
   // torchtitan's device mesh [pp, dp, cp, tp]), Parallax's default rank order.
   static const FrameworkSemantics pytorch{{}, false, "torch.distributed.pipelining and DDP under torch.autocast (Parallax's defaults)"};

@@ -129,6 +129,15 @@ Knob rank_order_knob() {
                 "how ranks are numbered over the grid, fastest first, as Megatron-core's order: tp-dp-pp (Megatron-LM's default: a stage's replicas on neighbouring devices, so its all-reduce stays in a node where it can) or tp-pp-dp (a replica's stages on neighbouring devices, so the pipeline's sends do)");
 }
 
+Knob shard_knob() {
+  return choice("parallel.shard", &ParallelSpec::shard, {Shard::none, Shard::optimizer, Shard::gradients, Shard::full},
+                "what the data-parallel ranks shard, ZeRO's stages 0-3: none (DDP's all-reduce), optimizer (the optimizer state "
+                "and master weights: ZeRO-1, Megatron-LM's --use-distributed-optimizer), gradients (and the gradients, "
+                "reduce-scattered after each layer's backward: ZeRO-2), full (and the parameters, all-gathered before each "
+                "layer's forward and backward with the next layer's gather prefetched: ZeRO-3, FSDP2's fully_shard per block). "
+                "Predict-only");
+}
+
 Knob precision_knob() {
   return choice("parallel.precision", &ParallelSpec::precision, {Precision::fp32, Precision::bf16, Precision::fp16, Precision::fp8},
                 "compute type, as torch.autocast: parameters, gradients and buckets stay fp32; activations and stage-to-stage tensors use the compute type (fp16 with a loss scaler). fp8 is Transformer Engine's, as Megatron-core runs it: the linear layers' GEMMs at the device's fp8 peak with per-tensor scaling, attention and norms in bf16 (predict-only). The device must list a peak for it");
@@ -194,8 +203,16 @@ std::vector<Knob> make_table() {
   t.push_back(flag("parallel.tp_comm_overlap", &Settings::tp_comm_overlap,
                    "overlap tensor parallelism's all-gathers and reduce-scatters with the linear layers' GEMMs (Megatron-LM's "
                    "--tp-comm-overlap; torchtitan's async tensor parallelism); needs sequence_parallel. Predict-only"));
-  t.push_back(flag("parallel.distributed_optimizer", &Settings::distributed_optimizer,
-                   "shard the optimizer state and master weights over the data-parallel group (ZeRO-1, Megatron-LM's --use-distributed-optimizer). Predict-only"));
+  t.push_back(searched(shard_knob(), Coupling::crossed, default_shard));
+  Knob group = integer("parallel.shard_group", &Settings::shard_group, kMaxCount,
+                       "data-parallel ranks one shard spans (data: all of them); fewer is HSDP, sharded inside each group and "
+                       "replicated across data / shard_group groups (torchtitan's dp_shard and dp_replicate). Must divide data; with "
+                       "context parallelism a shard spans shard_group x context ranks");
+  group.zero_word = "data";
+  t.push_back(searched(group, Coupling::crossed, default_shard_group));
+  t.push_back(flag("parallel.reshard_after_forward", &Settings::reshard_after_forward,
+                   "with shard full: free each layer's gathered parameters after its forward and gather them again before its "
+                   "backward (FSDP2's default); false keeps them from forward to backward (more memory, one gather fewer)"));
   return t;
 }
 
@@ -224,7 +241,14 @@ PartitionLen read_partition(const Field& f) {
 
 KnobValue Knob::read(const Field& f) const {
   switch (type) {
-    case KnobType::integer: return static_cast<int>(to_int(f, static_cast<int64_t>(min), static_cast<int64_t>(max)));
+    case KnobType::integer:
+      if (zero_word.empty()) return static_cast<int>(to_int(f, static_cast<int64_t>(min), static_cast<int64_t>(max)));
+      if (f.is_scalar() && f.node().Scalar() == zero_word) return 0;
+      try {
+        return static_cast<int>(to_int(f, static_cast<int64_t>(min), static_cast<int64_t>(max)));
+      } catch (const InputError&) {
+        f.fail("'" + key + "' must be " + allowed());
+      }
     case KnobType::number: {
       const double v = to_number(f, min);
       if (above_min && v <= min) f.fail("'" + key + "' must be > " + number_text(min));
@@ -257,7 +281,7 @@ KnobValue Knob::parse(const std::string& text, const Location& where) const {
 
 std::string Knob::format(const KnobValue& v) const {
   switch (type) {
-    case KnobType::integer: return std::to_string(std::get<int>(v));
+    case KnobType::integer: return std::get<int>(v) == 0 && !zero_word.empty() ? zero_word : std::to_string(std::get<int>(v));
     case KnobType::number: return number_text(std::get<double>(v));
     case KnobType::boolean: return std::get<bool>(v) ? "true" : "false";
     case KnobType::choice: return std::get<std::string>(v);
@@ -269,6 +293,7 @@ std::string Knob::format(const KnobValue& v) const {
 std::string Knob::allowed() const {
   switch (type) {
     case KnobType::integer:
+      if (!zero_word.empty()) return zero_word + " | integer >= " + number_text(min);
       return max >= kMaxCount ? "integer >= " + number_text(min) : "integer " + number_text(min) + ".." + number_text(max);
     case KnobType::number: return std::string("number ") + (above_min ? "> " : ">= ") + number_text(min);
     case KnobType::boolean: return "true | false";

@@ -55,6 +55,8 @@ struct Knob {
   double min = 0;     ///< integer and number: the smallest value
   double max = 0;     ///< integer: the largest value
   bool above_min = false;  ///< number: min itself is not allowed
+  /// integer: a word that stands for 0, the value that follows another knob (shard_group's "data").
+  std::string zero_word;
   Coupling coupling = Coupling::crossed;  ///< a tuned knob's place in the tuner's enumeration
   SearchDefault search_default;           ///< set for exactly the tuned knobs
   std::function<KnobValue(const Settings&)> get;

@@ -238,26 +238,61 @@ static int64_t peak_activation_bytes(const Plan& plan, int pipeline_rank, int* p
   return peak;
 }
 
+// What parallel.shard leaves a rank of its pipeline rank's parameters, gradients, optimizer state
+// and DDP buckets (whole, or 1 / shard_ranks each, rounded up), plus what it holds unsharded
+// for a while: the gathered layers in flight and the gradients before their reduce-scatter.
+static void shard_state(const Plan& plan, int pipeline_rank, MemoryEstimate* m) {
+  const Scenario& s = plan.scenario;
+  const ParallelSpec& p = s.parallel;
+  const BytesPerParameter per = bytes_per_parameter(s);
+  const int64_t n = p.shard_ranks();
+  auto share = [n](int64_t bytes) { return (bytes + n - 1) / n; };
+  int64_t params = 0, largest_unit = 0, largest_pair = 0;
+  for (const Stage& st : plan.stages) {
+    if (st.pipeline_rank != pipeline_rank) continue;
+    params += st.param_count;
+    int64_t previous = 0;
+    for (int l = st.first_layer; l < st.first_layer + st.layer_count; ++l) {
+      const int64_t unit = s.layers[l].param_count(p.tensor);
+      largest_unit = std::max(largest_unit, unit);
+      largest_pair = std::max(largest_pair, previous + unit);  // a layer and the next one's prefetch
+      previous = unit;
+    }
+  }
+  m->params = p.sharded(Shard::full) ? share(params * per.parameter) : params * per.parameter;
+  m->gradients = p.sharded(Shard::gradients) ? share(params * per.gradient) : params * per.gradient;
+  m->optimizer = p.sharded(Shard::optimizer) ? share(params * per.optimizer) : params * per.optimizer;
+  m->buckets = p.sharded(Shard::gradients) ? 0 : params * per.bucket;  // FSDP has no DDP bucket copy
+  if (!p.sharded(Shard::gradients)) return;
+  // Gradients are reduce-scattered once a step, after the last micro-batch's backward (torch's
+  // pipelining turns FSDP's gradient sync off for the others, as DDP's no_sync): with several
+  // micro-batches a step the layers' unsharded gradients add up until then; with one, a layer's
+  // are held only until its reduce-scatter.
+  const bool accumulating = p.chunks * p.grad_accumulation > 1;
+  m->gathered = (accumulating ? params : largest_unit) * per.gradient;
+  if (!p.sharded(Shard::full)) return;
+  // The gathered parameters in the compute type: a layer and the next one's prefetch, or, kept
+  // from forward to backward, every layer the rank's forwards gathered.
+  m->gathered += (p.reshard_after_forward ? largest_pair : params) * gathered_parameter_bytes(p);
+}
+
+int gathered_parameter_bytes(const ParallelSpec& p) {
+  if (p.precision == Precision::fp32) return 4;
+  return 2;  // FSDP2's MixedPrecisionPolicy(param_dtype=bf16), as torchtitan sets it (fp8: bf16 too)
+}
+
 void estimate_memory(Plan* plan) {
   const Scenario& s = plan->scenario;
   const ParallelSpec& p = s.parallel;
-  const BytesPerParameter per = bytes_per_parameter(s);
   std::vector<MemoryEstimate> per_pipeline_rank(p.pipeline);
   for (int r = 0; r < p.pipeline; ++r) {
     MemoryEstimate& m = per_pipeline_rank[r];
-    int64_t params = 0;
-    for (const Stage& st : plan->stages)
-      if (st.pipeline_rank == r) params += st.param_count;
-    m.params = params * per.parameter;
-    m.gradients = params * per.gradient;
-    const int64_t optimizer = params * per.optimizer;
-    m.optimizer = p.distributed_optimizer ? (optimizer + p.replicas() - 1) / p.replicas() : optimizer;
-    m.buckets = params * per.bucket;
+    shard_state(*plan, r, &m);
     m.activations = peak_activation_bytes(*plan, r, &m.peak_inflight);
     // A recompute briefly holds its forward's activations on top of what is kept.
     for (const Stage& st : plan->stages)
       if (st.pipeline_rank == r) m.recompute = std::max(m.recompute, recompute_bytes(*plan, st));
-    m.reserve = reserve_bytes(s.hardware.device, m.params + m.gradients + m.optimizer + m.buckets + m.activations + m.recompute);
+    m.reserve = reserve_bytes(s.hardware.device, m.allocated());
   }
   for (RankPlan& rp : plan->ranks) rp.memory = per_pipeline_rank[rp.pipeline_rank];
 }

@@ -6,7 +6,9 @@
 //   torch.autocast (fp32 parameters and gradients, fp32 state, DDP's flat bucket copy) or
 //   Megatron-LM's mixed precision (`master_weights`: 16-bit parameters, fp32 gradients that are
 //   also DDP's buffer, fp32 master weights and state: 2 + 4 + 4 + 8 = 18 bytes with Adam); the
-//   distributed optimizer divides masters and state by `data`.
+//   `parallel.shard` divides the optimizer state (optimizer), the gradients (gradients) and the
+//   parameters (full) by the ranks a shard spans, and adds what is held unsharded for a while:
+//   gradients before their reduce-scatter, and under full the gathered layers in flight.
 // - Activations per layer from Korthikanti et al. 2022 ("Reducing Activation Recomputation in
 //   Large Transformer Models", arXiv 2205.05198, section 4), split by tensor and sequence
 //   parallelism as the paper splits them, kept or recomputed as `activation_checkpointing` says,
@@ -49,6 +51,10 @@ struct BytesPerParameter {
   int parameter = 4, gradient = 4, optimizer = 0, bucket = 0;
 };
 BytesPerParameter bytes_per_parameter(const Scenario& scenario);
+
+/// Bytes of a parameter as shard full's all-gather moves it and the gathered layer holds it: the
+/// compute type (FSDP2's MixedPrecisionPolicy param_dtype, bf16 under fp8), fp32 at fp32.
+int gathered_parameter_bytes(const ParallelSpec& p);
 
 /// The allowance beyond tensors for a device of this kind holding `allocated` bytes.
 int64_t reserve_bytes(const Device& device, int64_t allocated);

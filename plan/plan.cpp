@@ -66,8 +66,16 @@ std::vector<Bucket> stage_buckets(const Scenario& s, const Stage& stage) {
   // Without overlap, Megatron-LM's DDP reduces the whole buffer at once (bucket_size None).
   constexpr int64_t kWhole = std::numeric_limits<int64_t>::max();
   const bool overlap = s.parallel.overlap_grad_reduce;
-  const auto groups = assign_buckets(bytes, overlap ? mib_to_bytes(s.parallel.first_bucket_mb) : kWhole,
-                                     overlap ? mib_to_bytes(s.parallel.bucket_cap_mb) : kWhole);
+  auto groups = assign_buckets(bytes, overlap ? mib_to_bytes(s.parallel.first_bucket_mb) : kWhole,
+                               overlap ? mib_to_bytes(s.parallel.bucket_cap_mb) : kWhole);
+  // Sharded gradients: each layer (FSDP's unit) reduce-scatters its own once its backward is done.
+  if (s.parallel.sharded(Shard::gradients)) {
+    groups.clear();
+    for (size_t i = 0; i < ready.size(); ++i) {
+      if (i == 0 || layer_of[i] != layer_of[i - 1]) groups.emplace_back();
+      groups.back().push_back(static_cast<int>(i));
+    }
+  }
   std::vector<Bucket> buckets;
   for (const auto& group : groups) {
     Bucket b;

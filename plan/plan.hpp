@@ -41,12 +41,15 @@ struct MemoryEstimate {
   int64_t buckets = 0;      ///< DDP's flat bucket buffers (a copy of the gradients)
   int64_t activations = 0;  ///< kept for backward, at the schedule's peak of micro-batches in flight
   int64_t recompute = 0;    ///< what a recompute holds on top while it runs (plan::recompute_bytes)
+  /// parallel.shard: what is held unsharded for a while (gathered layers, gradients before their
+  /// reduce-scatter); 0 without sharding beyond the optimizer.
+  int64_t gathered = 0;
   int64_t reserve = 0;      ///< CUDA context, workspaces and fragmentation (plan/memory.hpp)
   int peak_inflight = 0;    ///< micro-batches whose activations are held at that peak
   int64_t total() const { return allocated() + reserve; }
   /// What the tensors take, without the reserve: what a run measures (on a GPU the CUDA caching
   /// allocator's peak of allocated bytes, which counts neither the context nor the cached blocks).
-  int64_t allocated() const { return params + gradients + optimizer + buckets + activations + recompute; }
+  int64_t allocated() const { return params + gradients + optimizer + buckets + activations + recompute + gathered; }
 };
 
 struct RankPlan {

@@ -42,6 +42,9 @@ DataSpec parse_data(const Field& m, Scenario& s) {
 
 void check_parallel_section(const Field& m, Scenario& s) {
   if (!m.present()) return;
+  if (m.is_map() && m["distributed_optimizer"].present())
+    m["distributed_optimizer"].fail("'parallel.distributed_optimizer' is now 'parallel.shard: optimizer' (ZeRO-1: the optimizer "
+                                    "state and master weights sharded over the data-parallel ranks); write that instead");
   expect_keys(m, knob_names("parallel"));
   remember(s, m);
 }
@@ -176,6 +179,10 @@ void check_scenario(const Scenario& s) {
   }
   check_tensor_parallel(s);
   check_context_parallel(s);
+  if (p.shard_group > 0 && p.data % p.shard_group != 0)
+    fail_at(s, "parallel.shard_group", "shard_group " + std::to_string(p.shard_group) + " does not divide data " +
+                                           std::to_string(p.data) + "; a shard spans a divisor of the data-parallel ranks (HSDP: "
+                                           "data / shard_group copies of it)");
   if (p.master_weights && p.precision == Precision::fp32)
     fail_at(s, "parallel.master_weights", "master_weights keeps fp32 masters of 16-bit parameters; it needs precision bf16, fp16 or fp8");
   if (s.optimizer.state_bf16 && !p.master_weights)
@@ -215,6 +222,15 @@ const char* name(Recompute r) {
 
 const char* name(P2p p) { return p == P2p::megatron ? "megatron" : "pytorch"; }
 const char* name(RankOrder o) { return o == RankOrder::tensor_pipeline_data ? "tp-pp-dp" : "tp-dp-pp"; }
+const char* name(Shard s) {
+  switch (s) {
+    case Shard::none: return "none";
+    case Shard::optimizer: return "optimizer";
+    case Shard::gradients: return "gradients";
+    case Shard::full: return "full";
+  }
+  return "none";
+}
 
 
 int OptimizerSpec::state_per_param() const {

@@ -59,6 +59,17 @@ enum class RankOrder {
 };
 const char* name(RankOrder o);
 
+/// `parallel.shard`: what each data-parallel rank keeps of its stage's training state, ZeRO's
+/// stages 0-3 in words (Rajbhandari et al. 2020). The unit of sharding is a layer, as torchtitan
+/// applies FSDP2's `fully_shard` to each transformer block.
+enum class Shard {
+  none,       ///< DDP: every rank keeps everything and all-reduces the gradients
+  optimizer,  ///< ZeRO-1: the optimizer state and master weights (Megatron-LM's --use-distributed-optimizer)
+  gradients,  ///< ZeRO-2: and the gradients, reduce-scattered after each layer's backward
+  full,       ///< ZeRO-3 / FSDP: and the parameters, all-gathered before each layer's forward and backward
+};
+const char* name(Shard s);
+
 struct ParallelSpec {
   int data = 1;            ///< replicas (DDP)
   /// Context-parallel ranks per replica (Megatron-core's --context-parallel-size): each holds
@@ -83,9 +94,14 @@ struct ParallelSpec {
   /// Parameters in the compute type with an fp32 master copy in the optimizer and fp32 gradients
   /// (Megatron-LM's mixed precision); false: fp32 parameters cast per op (torch.autocast).
   bool master_weights = false;
-  /// ZeRO-1 over the data-parallel group: each replica keeps 1/data of the optimizer state
-  /// (Megatron-LM's --use-distributed-optimizer).
-  bool distributed_optimizer = false;
+  /// What the data-parallel ranks shard (ZeRO's stages); `shard_group` says over how many.
+  Shard shard = Shard::none;
+  /// Data-parallel ranks one shard spans; 0 means all of `data`. Fewer is HSDP: shard inside
+  /// each group, replicate across the groups (torchtitan's dp_shard x dp_replicate).
+  int shard_group = 0;
+  /// Shard full: free each layer's gathered parameters after its forward and gather them again
+  /// for its backward (FSDP2's default); false keeps them gathered from forward to backward.
+  bool reshard_after_forward = true;
   /// With master_weights: the gradients DDP reduces kept in 16 bits, not fp32: bf16 (Megatron-LM's
   /// --grad-reduce-in-bf16, NeMo's grad_sync_dtype: bf16), or fp16 under precision fp16.
   bool grad_reduce_in_bf16 = false;
@@ -108,6 +124,15 @@ struct ParallelSpec {
   /// data x context. The simulator plays them alike; a placement's `replica` counts them,
   /// context fastest (replica = data index x context + context index).
   int replicas() const { return data * context; }
+  /// The ranks one shard of a stage's state is split over: its shard group's replicas with their
+  /// context ranks (torchtitan's dp_shard_cp mesh, Megatron-core's data-with-context group). 1
+  /// without sharding.
+  int shard_ranks() const { return shard == Shard::none ? 1 : (shard_group > 0 ? shard_group : data) * context; }
+  /// Copies of each shard (HSDP's replicate degree): 1 when the shard spans all of `data`, and
+  /// without sharding.
+  int shard_copies() const { return shard == Shard::none ? 1 : replicas() / shard_ranks(); }
+  /// Sharded at this level or beyond.
+  bool sharded(Shard level) const { return shard != Shard::none && shard >= level; }
   /// Ranks as the schedule sees them: one per tensor-parallel group (data x context x pipeline).
   int tensor_groups() const { return replicas() * pipeline; }
   bool operator==(const ParallelSpec&) const = default;

@@ -107,6 +107,22 @@ std::vector<KnobValue> default_precision(const Scenario& s, int) {
   return out;
 }
 
+std::vector<KnobValue> default_shard(const Scenario& s, int) {
+  std::vector<KnobValue> out = {std::string(name(Shard::none))};
+  if (s.hardware.nccl) out.push_back(std::string(name(Shard::full)));
+  const std::string own = name(s.parallel.shard);
+  if (std::find(out.begin(), out.end(), KnobValue(own)) == out.end()) out.push_back(own);
+  return out;
+}
+
+std::vector<KnobValue> default_shard_group(const Scenario& s, int world) {
+  std::vector<KnobValue> out = {0};
+  const int node = s.hardware.devices_per_node;
+  if (s.hardware.nccl && world > node) out.push_back(node);
+  if (s.parallel.shard_group > 0 && s.parallel.shard_group != node) out.push_back(s.parallel.shard_group);
+  return out;
+}
+
 Settings pytorch_defaults(const Scenario& s, const Settings& given) {
   Settings c = given;
   c.chunks = c.batch_size;

@@ -45,6 +45,11 @@ std::vector<KnobValue> scenario_grad_accumulation(const Scenario& s, int world);
 std::vector<KnobValue> scenario_rank_order(const Scenario& s, int world);
 /// activation_checkpointing: each choice (true is layer, so not twice).
 std::vector<KnobValue> default_recompute(const Scenario& s, int world);
+/// shard: none, and full (FSDP) on NCCL machines; the scenario's own besides.
+std::vector<KnobValue> default_shard(const Scenario& s, int world);
+/// shard_group: all of data, and on NCCL machines of several nodes a node's devices (HSDP: shard
+/// inside a node, replicate across nodes); the scenario's own besides.
+std::vector<KnobValue> default_shard_group(const Scenario& s, int world);
 /// precision: the device's; with a profile calibrated for this model, only those it measured.
 std::vector<KnobValue> default_precision(const Scenario& s, int world);
 

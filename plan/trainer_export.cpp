@@ -117,7 +117,13 @@ TrainerExport export_megatron(const Plan& p) {
   if (s.optimizer.state_bf16)
     throw InputError(s.where("optimizer.state_dtype"), "Megatron-LM keeps master weights in fp32 or fp16 (--main-params-dtype); a bf16 "
                                                        "optimizer state is Apex's DistributedFusedAdam (NeMo's optim.dtype: bf16)");
-  if (par.distributed_optimizer) a.push_back({"--use-distributed-optimizer", ""});
+  if (par.sharded(Shard::gradients))
+    throw InputError(s.where("parallel.shard"), std::string("Megatron-LM's export writes shard optimizer (--use-distributed-optimizer); "
+                                                            "shard ") + name(par.shard) + " is Megatron-FSDP's, which Parallax does not export yet");
+  if (par.shard == Shard::optimizer) {
+    a.push_back({"--use-distributed-optimizer", ""});
+    if (par.shard_copies() > 1) a.push_back({"--num-distributed-optimizer-instances", std::to_string(par.shard_copies())});
+  }
   // Megatron-LM keeps bf16 runs' gradients in fp32 unless told otherwise, fp16 runs' in fp16.
   if (par.grad_reduce_in_bf16 && par.precision != Precision::fp16) a.push_back({"--grad-reduce-in-bf16", ""});
   if (!par.grad_reduce_in_bf16 && par.precision == Precision::fp16) a.push_back({"--accumulate-allreduce-grads-in-fp32", ""});
@@ -216,9 +222,13 @@ TrainerExport export_torchtitan(const Plan& p) {
   auto& a = out.arguments;
   a.push_back({"model.name", quoted("llama3")});
   a.push_back({"model.flavor", quoted(titan_flavor(p, block))});
-  if (par.data > 1 && (par.tensor > 1 || par.pipeline > 1))
+  if (par.data > 1 && par.shard == Shard::none && (par.tensor > 1 || par.pipeline > 1))
     throw InputError(s.where("parallel.data"), "torchtitan replicates (DDP) only without tensor or pipeline parallelism; with them it shards "
-                                               "its replicas (FSDP), which Parallax does not plan yet");
+                                               "its replicas: set parallel.shard: full (FSDP2)");
+  if ((par.shard == Shard::optimizer || par.shard == Shard::gradients) && par.data > 1)
+    throw InputError(s.where("parallel.shard"), std::string("torchtitan shards with FSDP2 (shard full) or replicates (none); shard ") +
+                                                    name(par.shard) + " is ZeRO-" + (par.shard == Shard::optimizer ? "1" : "2") +
+                                                    ", which it does not run");
   if (par.grad_reduce_in_bf16)
     throw InputError(s.where("parallel.grad_reduce_in_bf16"), "torchtitan's replicas (DDP) reduce the gradients of its fp32 parameters; "
                                                             "set parallel.grad_reduce_in_bf16: false");
@@ -229,8 +239,10 @@ TrainerExport export_torchtitan(const Plan& p) {
     a.push_back({"parallelism.enable_async_tensor_parallel", "true"});
     a.push_back({"compile.enable", "true"});
   }
-  a.push_back({"parallelism.data_parallel_replicate_degree", std::to_string(par.data)});
-  a.push_back({"parallelism.data_parallel_shard_degree", "1"});
+  const bool fsdp = par.shard == Shard::full;
+  a.push_back({"parallelism.data_parallel_replicate_degree", std::to_string(fsdp ? par.data / (par.shard_ranks() / par.context) : par.data)});
+  a.push_back({"parallelism.data_parallel_shard_degree", std::to_string(fsdp ? par.shard_ranks() / par.context : 1)});
+  if (fsdp) a.push_back({"parallelism.fsdp_reshard_after_forward", quoted(par.reshard_after_forward ? "always" : "never")});
   a.push_back({"parallelism.tensor_parallel_degree", std::to_string(par.tensor)});
   if (par.context > 1) a.push_back({"parallelism.context_parallel_degree", std::to_string(par.context)});
   a.push_back({"parallelism.pipeline_parallel_degree", std::to_string(par.pipeline)});

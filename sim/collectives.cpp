@@ -73,21 +73,50 @@ std::vector<int> Simulation::dedupe(std::vector<int> v) {
   return v;
 }
 
-// NCCL's choice for a bucket of `bytes` (sim/nccl_model.hpp), as flows: each phase moves its
-// bytes at the speed of its slowest link, scaled so that alone it takes NCCL's predicted time.
-CollectivePlan Simulation::nccl_collective(const Group& g, const GroupNodes& nodes, const GroupLinks& group, double bytes) {
+GroupShape Simulation::shape_of(const std::vector<int>& members) const {
+  Group sub;
+  sub.members = members;
+  const GroupNodes nodes = group_nodes(sub);
   const auto& hw = plan_.scenario.hardware;
   GroupShape shape;
-  shape.ranks = static_cast<int>(g.members.size());
+  shape.ranks = static_cast<int>(members.size());
   shape.nodes = static_cast<int>(nodes.members.size());
   shape.per_node = static_cast<int>(nodes.per_node);
   shape.nic_gb_per_s = hw.network ? hw.network->bandwidth_gb_per_s : 0;
   shape.nics_per_node = hw.nics_per_node;
-  // The distributed optimizer reduce-scatters the gradients, each rank keeping the shard it
-  // steps; its all-gather of the updated parameters is taken as overlapped with the next step's
-  // forward (Megatron-LM's --overlap-param-gather, NeMo's overlap_param_sync) and not charged.
-  const CollectiveCost cost = plan_.scenario.parallel.distributed_optimizer ? choose_reduce_scatter(*hw.nccl, shape, bytes)
-                                                                           : choose_allreduce(*hw.nccl, shape, bytes);
+  return shape;
+}
+
+// The distributed optimizer (shard: optimizer) reduce-scatters the gradients, each rank keeping
+// the shard it steps; its all-gather of the updated parameters is taken as overlapped with the
+// next step's forward (Megatron-LM's --overlap-param-gather, NeMo's overlap_param_sync) and not
+// charged. Under shard gradients and full each layer's gradients are such a bucket; full gathers
+// the parameters in the layers' own time (sim/cost_model.cpp). A shard spans shard_ranks
+// neighbouring replicas (replica = data index x context + context index); HSDP's copies of a
+// shard are every shard_ranks-th replica.
+CollectiveCost Simulation::gradient_reduction(const Group& g, double bytes) const {
+  const auto& hw = plan_.scenario.hardware;
+  const plan::ParallelSpec& p = plan_.scenario.parallel;
+  if (p.shard == plan::Shard::none) return choose_allreduce(*hw.nccl, shape_of(g.members), bytes);
+  const int n = std::min(p.shard_ranks(), static_cast<int>(g.members.size()));
+  CollectiveCost cost = choose_reduce_scatter(*hw.nccl, shape_of({g.members.begin(), g.members.begin() + n}), bytes);
+  if (p.shard_copies() > 1) {
+    std::vector<int> copies;
+    for (size_t i = 0; i < g.members.size(); i += static_cast<size_t>(n)) copies.push_back(g.members[i]);
+    // Each rank all-reduces its 1 / n of the buffer: the phases' bandwidth counts the whole buffer.
+    for (PhaseCost pc : choose_allreduce(*hw.nccl, shape_of(copies), bytes / n).phases) {
+      pc.bandwidth_gb_per_s *= n;
+      cost.phases.push_back(pc);
+    }
+  }
+  return cost;
+}
+
+// NCCL's choice for a bucket of `bytes` (sim/nccl_model.hpp), as flows: each phase moves its
+// bytes at the speed of its slowest link, scaled so that alone it takes NCCL's predicted time.
+CollectivePlan Simulation::nccl_collective(const Group& g, const GroupNodes& nodes, const GroupLinks& group, double bytes) {
+  const auto& hw = plan_.scenario.hardware;
+  const CollectiveCost cost = gradient_reduction(g, bytes);
   CollectivePlan out;
   out.algorithm = cost.algorithm;
   out.protocol = cost.phases.front().protocol;
@@ -101,7 +130,7 @@ CollectivePlan Simulation::nccl_collective(const Group& g, const GroupNodes& nod
     // keeps the groups of different pipeline stages, which share nodes, from joining one
     // component of the link solver (3x slower at 1,024 ranks, bench/tune_bench).
     std::vector<int> links = pc.across_nodes ? nics : inside;
-    if (pc.across_nodes && cost.algorithm != timeline::Algorithm::hierarchical && shape.per_node > 1)
+    if (pc.across_nodes && cost.algorithm != timeline::Algorithm::hierarchical && nodes.per_node > 1)
       links.insert(links.end(), inside.begin(), inside.end());
     double slowest = std::numeric_limits<double>::infinity();
     for (int l : links) slowest = std::min(slowest, network_.links()[l].capacity);
@@ -115,6 +144,20 @@ CollectivePlan Simulation::nccl_collective(const Group& g, const GroupNodes& nod
 // The plain model: a ring inside a node or across one member per node, else reduce to a leader,
 // ring across the leaders, broadcast (formulas in docs/simulator.md).
 CollectivePlan Simulation::plain_collective(const Group& g, const GroupNodes& by) {
+  CollectivePlan out = plain_allreduce(g, by);
+  // A reduce-scatter over the whole group (shard without HSDP copies) is a ring all-reduce's
+  // first half: half its steps and half its bytes. (HSDP's two collectives are played here as
+  // the group's all-reduce.)
+  const plan::ParallelSpec& p = plan_.scenario.parallel;
+  if (p.shard != plan::Shard::none && p.shard_copies() == 1)
+    for (Phase& ph : out.phases) {
+      ph.latency = ph.latency.scaled(0.5);
+      ph.bytes_per_byte *= 0.5;
+    }
+  return out;
+}
+
+CollectivePlan Simulation::plain_allreduce(const Group& g, const GroupNodes& by) {
   CollectivePlan out;
   const double n = static_cast<double>(g.members.size());
   const auto& by_node = by.members;

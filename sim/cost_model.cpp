@@ -1,9 +1,11 @@
 #include "sim/cost_model.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
 #include "plan/cost.hpp"
+#include "plan/memory.hpp"
 #include "sim/nccl_model.hpp"
 
 namespace parallax::sim {
@@ -56,7 +58,10 @@ Time calibrated_optimizer(const plan::Plan& plan, const plan::Stage& st, const p
     int tensors = 0;
     for (int l = st.first_layer; l < st.first_layer + st.layer_count; ++l)
       tensors += static_cast<int>(plan.layers()[l].params.size());
-    t = Time::us(c->us(static_cast<double>(st.param_bytes) / 4.0, tensors));  // parameters are fp32
+    // Parameters are fp32; a sharded optimizer steps 1 / shard_ranks of them.
+    const plan::ParallelSpec& p = plan.scenario.parallel;
+    const double stepped = static_cast<double>(st.param_bytes) / 4.0 / (p.sharded(plan::Shard::optimizer) ? p.shard_ranks() : 1);
+    t = Time::us(c->us(stepped, tensors));
   }
   // fp16: the loss scaler unscales and checks the stage's gradients, and the host waits for the
   // flag, before the step (the executor runs it just ahead of the rank's first OPTIM).
@@ -77,16 +82,15 @@ double oversubscription(const plan::Plan& plan, const plan::Calibration& cal) {
 
 Time scaled(Time t, double f) { return t.scaled(f); }
 
-// One collective of a tensor-parallel group: NCCL's model on a GPU machine, a ring over the node
-// link otherwise. The group is `tensor` neighbouring ranks (plan/plan.hpp), inside one node
-// unless the plan lets it span nodes.
-double tensor_collective_us(const plan::Plan& plan, Collective coll, double bytes) {
+// One collective of a group of `t` ranks `stride` devices apart: NCCL's model on a GPU machine, a
+// ring over the node link otherwise. A tensor-parallel group is `tensor` neighbouring ranks
+// (plan/plan.hpp), inside one node unless the plan lets it span nodes.
+double group_collective_us(const plan::Plan& plan, Collective coll, double bytes, int t, int stride) {
   const auto& hw = plan.scenario.hardware;
-  const int t = plan.scenario.parallel.tensor;
   if (t == 1 || bytes <= 0) return 0;
   GroupShape g;
   g.ranks = t;
-  g.per_node = std::min(t, hw.devices_per_node);
+  g.per_node = std::clamp(hw.devices_per_node / stride, 1, t);
   g.nodes = (t + g.per_node - 1) / g.per_node;
   g.nic_gb_per_s = hw.network ? hw.network->bandwidth_gb_per_s : 0;
   g.nics_per_node = hw.nics_per_node;
@@ -119,7 +123,7 @@ class TensorTimer {
  private:
   double time_us(Collective c, double bytes) {
     const auto [it, fresh] = cache_.try_emplace({static_cast<int>(c), bytes}, 0.0);
-    if (fresh) it->second = tensor_collective_us(plan_, c, bytes);
+    if (fresh) it->second = group_collective_us(plan_, c, bytes, plan_.scenario.parallel.tensor, 1);
     return it->second;
   }
   const plan::Plan& plan_;
@@ -161,6 +165,60 @@ TensorTime overlapped_with_gemms(const TensorTime& tp, const plan::LayerCost& lc
   return {one(tp.forward, lc.linear_forward), one(tp.backward, lc.linear_backward)};
 }
 
+// Shard full's parameter all-gathers around one stage's layers, per micro-batch (FSDP2's implicit
+// prefetch): each layer's parameters are gathered over its shard's ranks before its forward, the
+// next layer's gather running beside this layer's compute; in backward the same in reverse order
+// when reshard_after_forward freed them after the forward. What a gather takes beyond the compute
+// beside it is exposed (the stage's first gather whole); the part it hides slows that compute as
+// any communication beside compute does (hardware.interference's compute factor). `forward` and
+// `backward` are the layers' times; the backward's extra goes into each layer's own.
+class ParameterGathers {
+ public:
+  explicit ParameterGathers(const plan::Plan& plan) : plan_(plan) {}
+
+  Time forward(const plan::Stage& st, const std::vector<Time>& forward) {
+    Time extra, beside;
+    for (int l = st.first_layer; l < st.first_layer + st.layer_count; ++l) {
+      extra += exposed(gather(l), beside);
+      beside = forward[l];
+    }
+    return extra;
+  }
+  /// Adds each layer's exposed gather and slowdown to `backward` (by layer); returns their sum.
+  Time backward(const plan::Stage& st, std::vector<Time>* backward) {
+    if (!plan_.scenario.parallel.reshard_after_forward) return {};
+    Time total, beside;
+    for (int l = st.first_layer + st.layer_count - 1; l >= st.first_layer; --l) {
+      const Time next_beside = (*backward)[l];
+      const Time extra = exposed(gather(l), beside);
+      (*backward)[l] += extra;
+      total += extra;
+      beside = next_beside;
+    }
+    return total;
+  }
+
+ private:
+  Time exposed(Time gather, Time beside) const {
+    const Time hidden = std::min(gather, beside);
+    return gather - hidden + hidden.scaled(plan_.scenario.hardware.interference.compute - 1.0);
+  }
+  Time gather(int layer) {
+    const plan::ParallelSpec& p = plan_.scenario.parallel;
+    const double bytes = static_cast<double>(plan_.layers()[layer].param_count(p.tensor)) * plan::gathered_parameter_bytes(p);
+    const auto [it, fresh] = cache_.try_emplace(bytes, Time());
+    if (fresh) {
+      // A shard's ranks are neighbouring replicas: tensor devices apart (tp-dp-pp), tensor x
+      // pipeline under tp-pp-dp.
+      const int stride = p.tensor * (p.rank_order == plan::RankOrder::tensor_pipeline_data ? p.pipeline : 1);
+      it->second = Time::us(group_collective_us(plan_, Collective::all_gather, bytes, p.shard_ranks(), stride));
+    }
+    return it->second;
+  }
+  const plan::Plan& plan_;
+  std::map<double, Time> cache_;  // a model's blocks gather the same bytes
+};
+
 }  // namespace
 
 const plan::InRunFactors& in_run_factors(const plan::Plan& plan, const plan::Calibration& cal) {
@@ -172,10 +230,14 @@ Time optimizer_time(const plan::Scenario& s, int64_t stage_params) {
   if (std::isinf(device.memory_bandwidth_gb_per_s)) return Time::us(device.layer_overhead_us);
   const plan::OptimizerTraffic per = plan::optimizer_traffic(s);
   const double params = static_cast<double>(stage_params);
-  const double shard = s.parallel.distributed_optimizer ? params / s.parallel.replicas() : params;
+  // Sharded state: each rank steps its 1 / shard_ranks; with sharded gradients it also zeroes only
+  // its shard of them.
+  const plan::ParallelSpec& p = s.parallel;
+  const double shard = p.sharded(plan::Shard::optimizer) ? params / p.shard_ranks() : params;
+  const double zeroed = p.sharded(plan::Shard::gradients) ? shard : params;
   // Memory-bound kernels reach the profile's memory_efficiency of the bandwidth, as a layer's do.
   const double rate = device.memory_bandwidth_gb_per_s * (device.compute ? device.compute->memory_efficiency : 1.0);
-  return Time::us(device.layer_overhead_us) + Time::ns(std::llround((shard * per.per_shard + params * per.per_param) / rate));
+  return Time::us(device.layer_overhead_us) + Time::ns(std::llround((shard * per.per_shard + zeroed * per.per_param) / rate));
 }
 
 std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<plan::LayerCost>* layer_costs) {
@@ -186,11 +248,13 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<pla
   const plan::Calibration* cal = s.hardware.calibration ? &*s.hardware.calibration : nullptr;
   const int elem = plan::activation_bytes(s.parallel.precision);
   TensorTimer tensor_timer(plan);
+  ParameterGathers gathers(plan);
+  const bool gathered = s.parallel.sharded(plan::Shard::full) && s.parallel.shard_ranks() > 1;
   std::vector<StageCost> out;
   for (const plan::Stage& st : plan.stages) {
     StageCost c;
     const int last = st.first_layer + st.layer_count - 1;
-    std::vector<Time> bwd_layer(plan.layers().size()), weight_layer(plan.layers().size());
+    std::vector<Time> fwd_layer(plan.layers().size()), bwd_layer(plan.layers().size()), weight_layer(plan.layers().size());
     Time forward_with_grad, forward_memory_bound, backward_memory_bound, recompute;
     for (int l = st.first_layer; l <= last; ++l) {
       const auto lc = layer_costs ? (*layer_costs)[l]
@@ -204,7 +268,8 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<pla
       const TensorTime ring = context_ring(plan, plan::context_traffic(plan.layers()[l], s.parallel, plan.microbatch_size), lc);
       tp.forward += ring.forward;
       tp.backward += ring.backward;
-      c.forward += (no_grad_forward ? lc.forward_no_grad : lc.forward) + tp.forward;
+      fwd_layer[l] = (no_grad_forward ? lc.forward_no_grad : lc.forward) + tp.forward;
+      c.forward += fwd_layer[l];
       forward_with_grad += lc.forward + tp.forward;
       recompute += lc.recompute + (no_grad_forward ? tp.forward : Time());
       // Layer recompute re-runs each layer just before its own backward; stage and selective
@@ -218,6 +283,10 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<pla
       c.backward_weight += lc.backward_weight;
       if (lc.forward_memory_bound) forward_memory_bound += lc.forward;
       if (lc.backward_memory_bound) backward_memory_bound += lc.backward;
+    }
+    if (gathered) {
+      c.forward += gathers.forward(st, fwd_layer);
+      c.backward += gathers.backward(st, &bwd_layer);
     }
     c.forward_memory_bound = forward_memory_bound * 2 > forward_with_grad;
     c.backward_memory_bound = backward_memory_bound * 2 > c.backward;

@@ -220,9 +220,16 @@ class Simulation {
   std::vector<int> routed(const std::vector<int>& ranks) const;
   GroupLinks group_links(const Group& g, const GroupNodes& nodes) const;
   GroupNodes group_nodes(const Group& g) const;
+  /// How these members of a group sit on the machine, as NCCL's model takes it.
+  GroupShape shape_of(const std::vector<int>& members) const;
+  /// NCCL's cost of reducing a bucket of `bytes` over a stage's group: an all-reduce, or under
+  /// parallel.shard a reduce-scatter over each shard's ranks (then, HSDP, an all-reduce of the
+  /// shard over its copies).
+  CollectiveCost gradient_reduction(const Group& g, double bytes) const;
   static std::vector<int> dedupe(std::vector<int> v);
   CollectivePlan nccl_collective(const Group& g, const GroupNodes& nodes, const GroupLinks& group, double bytes);
   CollectivePlan plain_collective(const Group& g, const GroupNodes& by);
+  CollectivePlan plain_allreduce(const Group& g, const GroupNodes& by);
   bool stage_reduced(int stage) const;
   void on_bucket_ready(int rank, int stage, int bucket, Time now);
   void try_start(int stage, Time now);

@@ -40,8 +40,25 @@ std::vector<plan::PartitionLen> partitions_around(Evaluator& ev, const plan::Set
 int64_t static_memory_floor(const plan::Scenario& s, int64_t params_on_tensor_rank) {
   const plan::ParallelSpec& p = s.parallel;
   const plan::BytesPerParameter b = plan::bytes_per_parameter(s);
-  const double optimizer = p.distributed_optimizer ? static_cast<double>(b.optimizer) / p.replicas() : b.optimizer;
-  return static_cast<int64_t>(static_cast<double>(params_on_tensor_rank) / p.pipeline * (b.parameter + b.gradient + optimizer + b.bucket));
+  const double n = p.shard_ranks();
+  const double parameter = p.sharded(plan::Shard::full) ? b.parameter / n : b.parameter;
+  const double gradient = p.sharded(plan::Shard::gradients) ? b.gradient / n : b.gradient;
+  const double optimizer = p.sharded(plan::Shard::optimizer) ? b.optimizer / n : b.optimizer;
+  const double bucket = p.sharded(plan::Shard::gradients) ? 0 : b.bucket;
+  return static_cast<int64_t>(static_cast<double>(params_on_tensor_rank) / p.pipeline * (parameter + gradient + optimizer + bucket));
+}
+
+// A configuration whose sharding repeats another the space holds: sharding with nothing to shard
+// (one replica), a shard group without sharding, or one spanning all of data (shard_group 0).
+bool repeats_sharding(const Space& sp, const plan::Settings& c) {
+  auto holds = [&](const char* key, const plan::KnobValue& v) {
+    const auto& values = sp.of(key);
+    return std::find(values.begin(), values.end(), v) != values.end();
+  };
+  const bool unsharded = holds("parallel.shard", std::string("none"));
+  if (c.shard != plan::Shard::none && c.replicas() == 1 && unsharded) return true;
+  const bool whole = holds("parallel.shard_group", 0);
+  return c.shard_group != 0 && whole && (c.shard == plan::Shard::none || c.shard_group == c.data);
 }
 
 // The tuned knobs the space gives values to that the enumeration does not couple (the table's
@@ -161,7 +178,7 @@ std::vector<plan::Settings> enumerate(Evaluator& ev, const Space& sp, size_t* in
             layout.grad_accumulation = ga;
             layout.partition_len = {};
             cross_free_knobs(free, sp, layout, [&](plan::Settings c) {
-              if (!valid(c)) return;
+              if (repeats_sharding(sp, c) || !valid(c)) return;
               if (over_memory && static_memory_floor(scratch, params_on(t)) > memory) {
                 ++*over_memory;  // once, without its split and bucket variants
                 return;
@@ -170,7 +187,8 @@ std::vector<plan::Settings> enumerate(Evaluator& ev, const Space& sp, size_t* in
               for (const auto& split : splits) {
                 c.partition_len = split;
                 if (split.mode != plan::PartitionLen::Mode::balanced && !valid(c)) continue;
-                if (!bucket_variants || d * cp == 1) {  // no DDP: the bucket knobs change nothing
+                // No DDP, or a layer a bucket (sharded gradients): the bucket knobs change nothing.
+                if (!bucket_variants || d * cp == 1 || c.sharded(plan::Shard::gradients)) {
                   out.push_back(c);
                   continue;
                 }

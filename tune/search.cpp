@@ -153,7 +153,10 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
   }
   const std::vector<std::pair<double, double>> grid = sp.bucket_grid();
   const size_t stride = std::max<size_t>(1, grid.size());  // an evaluation's index: config x stride + variant
-  auto bucketed = [&](size_t i) { return i < enumerated && configs[i].replicas() > 1 && !grid.empty(); };
+  // Sharded gradients reduce one layer at a time: the bucket knobs change nothing there.
+  auto bucketed = [&](size_t i) {
+    return i < enumerated && configs[i].replicas() > 1 && !configs[i].sharded(plan::Shard::gradients) && !grid.empty();
+  };
   auto variants = [&](size_t i) { return bucketed(i) ? grid.size() : size_t{1}; };
   r.combinations = over_static_memory;
   for (size_t i = 0; i < configs.size(); ++i) r.combinations += variants(i);

@@ -116,8 +116,8 @@ TEST_CASE("plan::context: a rank computes 1 / context of the tokens", "[plan][co
 }
 
 TEST_CASE("plan::context: gradients are reduced over data x context", "[plan][context]") {
-  const plan::Plan alone = test::plan_from(kLlama, {"parallel.distributed_optimizer=true", "parallel.master_weights=true"});
-  const plan::Plan context = test::plan_from(kLlama, {"parallel.context=2", "parallel.distributed_optimizer=true", "parallel.master_weights=true"});
+  const plan::Plan alone = test::plan_from(kLlama, {"parallel.shard=optimizer", "parallel.master_weights=true"});
+  const plan::Plan context = test::plan_from(kLlama, {"parallel.context=2", "parallel.shard=optimizer", "parallel.master_weights=true"});
   CHECK(alone.stages[0].buckets.empty());  // one replica: no DDP
   CHECK_FALSE(context.stages[0].buckets.empty());
   CHECK(context.ranks[0].memory.optimizer * 2 == Approx(alone.ranks[0].memory.optimizer).epsilon(1e-9));

@@ -18,9 +18,10 @@ const std::map<std::string, std::string> kOther = {
     {"parallel.bucket_cap_mb", "0.5"}, {"parallel.first_bucket_mb", "4"}, {"data.batch_size", "16"},
     {"parallel.grad_accumulation", "2"}, {"parallel.activation_checkpointing", "stage"}, {"parallel.precision", "bf16"},
     {"parallel.tensor", "2"},          {"parallel.sequence_parallel", "true"}, {"parallel.tensor_across_nodes", "true"},
-    {"parallel.master_weights", "true"}, {"parallel.distributed_optimizer", "true"}, {"parallel.p2p", "megatron"},
+    {"parallel.master_weights", "true"}, {"parallel.shard", "full"}, {"parallel.p2p", "megatron"},
     {"parallel.rank_order", "tp-pp-dp"},     {"parallel.context", "2"}, {"parallel.grad_reduce_in_bf16", "true"},
-    {"parallel.tp_comm_overlap", "true"}, {"parallel.overlap_grad_reduce", "false"}};
+    {"parallel.tp_comm_overlap", "true"}, {"parallel.overlap_grad_reduce", "false"},
+    {"parallel.shard_group", "4"}, {"parallel.reshard_after_forward", "false"}};
 }  // namespace
 
 TEST_CASE("plan::knobs: every knob reads, writes and reads back its value", "[plan][knobs]") {

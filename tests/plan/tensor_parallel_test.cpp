@@ -85,7 +85,7 @@ TEST_CASE("plan::memory: Megatron's mixed precision keeps 18 bytes a parameter w
   const auto& m = p.ranks[0].memory;
   const int64_t params = p.stages[0].param_count;
   CHECK(m.params + m.gradients + m.optimizer + m.buckets == 18 * params);
-  const auto sharded = test::plan_from(yaml, {"parallel.distributed_optimizer=true"});
+  const auto sharded = test::plan_from(yaml, {"parallel.shard=optimizer"});
   const auto& d = sharded.ranks[0].memory;
   CHECK(d.params + d.gradients == 6 * params);
   CHECK(d.optimizer == (12 * params + 3) / 4);

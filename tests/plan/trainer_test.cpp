@@ -107,7 +107,7 @@ namespace {
 const std::set<std::string> kMegatronOptions = {
     "--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--context-parallel-size", "--num-layers-per-virtual-pipeline-stage",
     "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers", "--sequence-parallel", "--micro-batch-size",
-    "--global-batch-size", "--recompute-granularity", "--recompute-method", "--recompute-num-layers", "--use-distributed-optimizer", "--grad-reduce-in-bf16",
+    "--global-batch-size", "--recompute-granularity", "--recompute-method", "--recompute-num-layers", "--use-distributed-optimizer", "--num-distributed-optimizer-instances", "--grad-reduce-in-bf16",
     "--overlap-grad-reduce", "--accumulate-allreduce-grads-in-fp32",
     "--bf16", "--fp16", "--fp8-format", "--num-layers", "--hidden-size", "--ffn-hidden-size", "--num-attention-heads", "--seq-length",
     "--max-position-embeddings", "--group-query-attention", "--num-query-groups", "--swiglu", "--squared-relu", "--normalization",
@@ -118,7 +118,7 @@ const std::set<std::string> kMegatronOptions = {
 // (pytorch/torchtitan at 238fa995, 2026-02-23, the same as release v0.2.2: the last with TOML configs).
 const std::set<std::string> kTorchtitanFields = {
     "model.name", "model.flavor", "model.converters", "parallelism.data_parallel_replicate_degree",
-    "parallelism.data_parallel_shard_degree", "parallelism.tensor_parallel_degree", "parallelism.context_parallel_degree", "parallelism.pipeline_parallel_degree",
+    "parallelism.data_parallel_shard_degree", "parallelism.fsdp_reshard_after_forward", "parallelism.tensor_parallel_degree", "parallelism.context_parallel_degree", "parallelism.pipeline_parallel_degree",
     "parallelism.pipeline_parallel_schedule", "parallelism.pipeline_parallel_schedule_csv", "parallelism.pipeline_parallel_microbatch_size",
     "parallelism.module_fqns_per_model_part", "quantize.linear.float8.recipe_name", "training.local_batch_size", "training.global_batch_size", "training.seq_len",
     "training.steps", "training.mixed_precision_param", "activation_checkpoint.mode", "activation_checkpoint.selective_ac_option",
@@ -220,6 +220,25 @@ TEST_CASE("plan::export: what a trainer cannot express exits 2 at the key to cha
   CHECK(fp8.text.find("[quantize.linear.float8]\nrecipe_name = \"tensorwise\"\n") != std::string::npos);
   CHECK(fp8.text.find("[model]\nname = \"llama3\"\nflavor = \"70B\"\nconverters = [\"quantize.linear.float8\"]\n") != std::string::npos);
   CHECK(fp8.text.find("[model]") == fp8.text.rfind("[model]"));  // a TOML table appears once
+  // FSDP2 over every replica, or HSDP: shard inside 8, replicate across the rest.
+  const std::string fsdp_source = std::string(PARALLAX_SOURCE_DIR) + "/scenarios/llama-3.1-8b-64xH100-fsdp.yaml";
+  const auto fsdp = plan::export_torchtitan(plan::resolve_plan(plan::load_scenario(fsdp_source, {})));
+  for (const auto& [name, value] : fsdp.arguments) {
+    INFO(name);
+    CHECK(kTorchtitanFields.count(name) == 1);
+  }
+  CHECK(as_map(fsdp).at("parallelism.data_parallel_shard_degree") == "64");
+  CHECK(as_map(fsdp).at("parallelism.data_parallel_replicate_degree") == "1");
+  CHECK(as_map(fsdp).at("parallelism.fsdp_reshard_after_forward") == "\"always\"");
+  const auto hsdp = as_map(plan::export_torchtitan(plan::resolve_plan(plan::load_scenario(fsdp_source, {"parallel.shard_group=8"}))));
+  CHECK(hsdp.at("parallelism.data_parallel_shard_degree") == "8");
+  CHECK(hsdp.at("parallelism.data_parallel_replicate_degree") == "8");
+  CHECK_THROWS_WITH(plan::export_torchtitan(plan::resolve_plan(plan::load_scenario(fsdp_source, {"parallel.shard=optimizer"}))),
+                    Catch::Contains("ZeRO-1"));
+  // Megatron-LM: the distributed optimizer, one instance per copy of a shard (its HSDP).
+  const auto zero1 = as_map(plan::export_megatron(plan::resolve_plan(plan::load_scenario(source, {"parallel.data=4", "parallel.shard_group=2", "data.batch_size=32", "parallel.chunks=32"}))));
+  CHECK(zero1.at("--num-distributed-optimizer-instances") == "2");
+  CHECK_THROWS_WITH(plan::export_megatron(plan::resolve_plan(plan::load_scenario(source, {"parallel.shard=full"}))), Catch::Contains("Megatron-FSDP"));
   CHECK_THROWS_WITH(plan::export_torchtitan(plan::resolve_plan(plan::load_scenario(source, {"model.layers=40", "parallel.data=1", "parallel.partition_len=[3, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 3]"}))),
                     Catch::Contains("flavors 8B, 70B and 405B"));
 }

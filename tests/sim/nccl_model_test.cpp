@@ -257,7 +257,7 @@ TEST_CASE("sim: the distributed optimizer reduce-scatters its buckets: half a ri
   const std::string yaml = one_bucket(1024, 8) + "hardware: a100-nvlink-ib\n";
   const auto whole = lone_allreduce(test::plan_from(yaml, {"parallel.precision=bf16", "parallel.master_weights=true"}));
   const auto shard = lone_allreduce(test::plan_from(yaml, {"parallel.precision=bf16", "parallel.master_weights=true",
-                                                           "parallel.distributed_optimizer=true"}));
+                                                           "parallel.shard=optimizer"}));
   CHECK(shard.bytes == whole.bytes);
   CHECK((shard.end - shard.start).to_us() < 0.75 * (whole.end - whole.start).to_us());
 }

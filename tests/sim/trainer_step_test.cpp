@@ -59,7 +59,7 @@ TEST_CASE("sim: the optimizer step moves its trainer's bytes at the memory-bound
                                                "optimizer.state_dtype=bf16"};
   CHECK(optimizer_us(bf16_state) == Approx(n * (2 + 14 + 4 + 2) / rate).epsilon(1e-6));
   // The distributed optimizer updates 1 / data of them; the whole buffer is still zeroed.
-  CHECK(optimizer_us({"parallel.master_weights=true", "parallel.distributed_optimizer=true"}) ==
+  CHECK(optimizer_us({"parallel.master_weights=true", "parallel.shard=optimizer"}) ==
         Approx(n * ((4 + 28 + 6) / 2.0 + 4) / rate).epsilon(1e-6));
 }
 

@@ -241,7 +241,7 @@ TEST_CASE("tune: the rank order is searched when asked for, and the faster one p
   for (const char* fixed : {"parallel.data=4", "parallel.pipeline=4", "parallel.tensor=1", "parallel.schedule=1f1b",
                             "parallel.chunks=8", "parallel.precision=bf16", "parallel.activation_checkpointing=false",
                             "parallel.bucket_cap_mb=25", "parallel.first_bucket_mb=1", "parallel.partition_len=balanced",
-                            "parallel.sequence_parallel=false", "parallel.rank_order=tp-dp-pp,tp-pp-dp"})
+                            "parallel.sequence_parallel=false", "parallel.shard=none", "parallel.rank_order=tp-dp-pp,tp-pp-dp"})
     tune::search(&space, fixed);
   const auto r = tune::search(ev, space, {});
   // The ranked rows also hold PyTorch's defaults (chunks = pipeline, an even split) as a reference.
@@ -377,6 +377,8 @@ TEST_CASE("tune: every tuned knob of the table is searched, as its coupling says
       if (other.tuned() && !kept) tune::fix(&space, plan::settings_of(s), other.key);
     }
     if (const auto it = asked.find(k.key); it != asked.end()) tune::search(&space, k.key + "=" + it->second);
+    // A shard group differs from another only where something is sharded.
+    if (k.key == "parallel.shard_group") tune::search(&space, "parallel.shard=full");
     size_t invalid = 0;
     std::string example;
     std::set<std::string> seen;

@@ -1,0 +1,90 @@
+// Sharded data parallelism in the simulator: shard full's parameter all-gathers with FSDP2's
+// prefetch, worked from NCCL's model by hand, and HSDP's reduce-scatter then all-reduce.
+#include <algorithm>
+
+#include <catch2/catch.hpp>
+
+#include "plan/plan.hpp"
+#include "sim/cost_model.hpp"
+#include "sim/nccl_model.hpp"
+#include "sim/simulator.hpp"
+#include "tests/test_util.hpp"
+
+using namespace parallax;
+using sim::Time;
+
+namespace {
+
+// Eight replicas in one DGX A100 node, four uniform layers of `params_mb` each, one micro-batch
+// of one sample: a layer's forward is `fwd_us`, its backward twice that.
+std::string uniform(double fwd_us, double params_mb) {
+  return "model: {preset: synthetic, layers: 4, fwd_us_per_sample: " + std::to_string(fwd_us) +
+         ", params_mb: " + std::to_string(params_mb) + "}\n"
+         "data: {batch_size: 1}\nparallel: {data: 8, chunks: 1}\nhardware: a100-nvlink-ib\n";
+}
+
+// NCCL's ring all-gather of one layer's fp32 parameters over the 8 GPUs of the node.
+double gather_us(const plan::Plan& p) {
+  const auto& hw = p.scenario.hardware;
+  const double bytes = 4.0 * static_cast<double>(p.scenario.layers[0].param_count(1));
+  const sim::GroupShape node{8, 1, 8, hw.network->bandwidth_gb_per_s, hw.nics_per_node};
+  return sim::collective_time_us(*hw.nccl, node, sim::Collective::all_gather, bytes);
+}
+
+// What prefetched gathers add to a pass over 4 layers of `compute_us` each: the first gather
+// whole, each later one beyond the layer it runs beside, and the hidden part's slowdown.
+double prefetched_us(double gather, double compute_us, double interference) {
+  const double hidden = std::min(gather, compute_us);
+  return gather + 3 * (gather - hidden + hidden * (interference - 1));
+}
+
+}  // namespace
+
+TEST_CASE("sim: shard full gathers each layer before its forward and backward, the next one's beside the compute", "[sim][shard]") {
+  for (const auto& [fwd_us, params_mb] : {std::pair{5.0, 256.0}, std::pair{20000.0, 64.0}}) {
+    INFO("forward " << fwd_us << " us, " << params_mb << " MB a layer");
+    const plan::Plan ddp = test::plan_from(uniform(fwd_us, params_mb));
+    const plan::Plan fsdp = test::plan_from(uniform(fwd_us, params_mb), {"parallel.shard=full"});
+    const double g = gather_us(fsdp), ic = fsdp.scenario.hardware.interference.compute;
+    // The two cases: gathers longer than the compute beside them, and hidden behind it.
+    CHECK((fwd_us < g) == (fwd_us == 5.0));
+    const sim::StageCost a = sim::stage_costs(ddp).front(), b = sim::stage_costs(fsdp).front();
+    CHECK((b.forward - a.forward).to_us() == Approx(prefetched_us(g, fwd_us, ic)).epsilon(1e-3));
+    CHECK((b.backward - a.backward).to_us() == Approx(prefetched_us(g, 2 * fwd_us, ic)).epsilon(1e-3));
+    // Kept gathered from forward to backward: the backward gathers nothing.
+    const plan::Plan kept = test::plan_from(uniform(fwd_us, params_mb), {"parallel.shard=full", "parallel.reshard_after_forward=false"});
+    CHECK(sim::stage_costs(kept).front().backward == a.backward);
+  }
+  // ZeRO-2 keeps the parameters whole: nothing to gather.
+  const plan::Plan z2 = test::plan_from(uniform(5, 256), {"parallel.shard=gradients"});
+  CHECK(sim::stage_costs(z2).front().forward == sim::stage_costs(test::plan_from(uniform(5, 256))).front().forward);
+}
+
+TEST_CASE("sim: HSDP reduce-scatters inside each shard, then all-reduces the shard over its copies", "[sim][shard]") {
+  // 16 replicas on two DGX A100 nodes, one layer of 512 MiB: one bucket.
+  const std::string yaml =
+      "model: {preset: synthetic, layers: 1, fwd_us_per_sample: 1, params_mb: 512}\n"
+      "data: {batch_size: 1}\nparallel: {data: 16, chunks: 1, shard: gradients, shard_group: 8}\nhardware: a100-nvlink-ib\n";
+  const plan::Plan p = test::plan_from(yaml);
+  REQUIRE(p.stages[0].buckets.size() == 1);
+  const double bytes = static_cast<double>(p.stages[0].buckets[0].bytes);
+  const auto& hw = p.scenario.hardware;
+  const double nic = hw.network->bandwidth_gb_per_s;
+  const sim::GroupShape node{8, 1, 8, nic, hw.nics_per_node}, copies{2, 2, 1, nic, hw.nics_per_node};
+  // The reduce-scatter over a node, then each rank's 1/8 all-reduced with its copy on the other node.
+  const double expected_us = sim::choose_reduce_scatter(*hw.nccl, node, bytes).time_us(bytes) +
+                             sim::choose_allreduce(*hw.nccl, copies, bytes / 8).time_us(bytes / 8);
+  const sim::SimRun run = sim::simulate(p);
+  const auto it = std::find_if(run.timeline.events.begin(), run.timeline.events.end(),
+                               [](const auto& e) { return e.lane == timeline::Lane::allreduce && e.rank == 0; });
+  REQUIRE(it != run.timeline.events.end());
+  CHECK((it->end - it->start).to_us() == Approx(expected_us * hw.nccl->stretch(bytes)).epsilon(0.01));
+  // Sharded over all 16 instead: one reduce-scatter across both nodes, as NCCL's ring runs it.
+  const plan::Plan whole = test::plan_from(yaml, {"parallel.shard_group=data"});
+  const sim::SimRun one = sim::simulate(whole);
+  const auto rs = std::find_if(one.timeline.events.begin(), one.timeline.events.end(),
+                               [](const auto& e) { return e.lane == timeline::Lane::allreduce && e.rank == 0; });
+  REQUIRE(rs != one.timeline.events.end());
+  const double ring_us = sim::choose_reduce_scatter(*hw.nccl, {16, 2, 8, nic, hw.nics_per_node}, bytes).time_us(bytes);
+  CHECK((rs->end - rs->start).to_us() == Approx(ring_us * hw.nccl->stretch(bytes)).epsilon(0.01));
+}
