@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Predictions against two published tables of H100 training runs, sources in their CSVs' headers and in
-# bench/data/h100_published.md: Megatron-LM's README weak-scaling runs (bench/data/megatron_h100_published.csv)
-# and NVIDIA NeMo 24.07's pretraining table (bench/data/nemo_h100_published.csv, its models from
-# bench/data/nemo_models_notes.md). For each row the predicted and the published seconds per iteration and
+# Predictions against three published tables of H100 training runs, sources in their CSVs' headers and in
+# bench/data/h100_published.md: Megatron-LM's README weak-scaling runs (bench/data/megatron_h100_published.csv),
+# NVIDIA NeMo 24.07's pretraining table (bench/data/nemo_h100_published.csv, its models from
+# bench/data/nemo_models_notes.md) and torchtitan's FSDP rows (bench/data/torchtitan_h100_published.csv).
+# For each row the predicted and the published seconds per iteration and
 # their error. Nothing here is fitted to these rows: the compute figures are the h100-nvlink-ib profile's
 # (datasheet peaks, GEMM grids and attention figures from published measurements, cited there), the
 # network's NCCL's tuning model; each run's overlap flags are its trainer's, as its source states them.
@@ -77,6 +78,15 @@ def nemo(r):
     sets |= layout(d, p, t, c, v, batch, batch // n["micro_batch"])
     return f"{t}x{p}x{c}x{d}", sets, n["global_batch"] * n["seq"] / (float(r["tokens_per_s_per_gpu"]) * n["gpus"])
 
+# torchtitan's FSDP rows (bench/data/torchtitan_h100_published.csv): Llama 3.1 8B, FSDP2 over every GPU, as
+# bench/data/torchtitan-h100.yaml writes torchtitan's job. Its step time is a GPU's local batch of tokens over
+# its tokens/s; its peak memory is compared with the plan's largest rank (tensors and reserve).
+def torchtitan(r):
+    gpus, batch, seq = int(r["gpus"]), int(r["local_batch"]), int(r["seq"])
+    sets = {"model.seq_len": seq}
+    sets |= layout(gpus, 1, 1, 1, 1, batch, 1)
+    return f"1x1x1x{gpus}", sets, batch * seq / float(r["tokens_per_s_per_gpu"])
+
 def run(cmd, scenario, sets):
     args = [a for k, v in sets.items() for a in ("--set", f"{k}={v}")]
     res = subprocess.run([parallax, cmd, f"{data}/{scenario}", *args, "--json"], capture_output=True, text=True)
@@ -93,7 +103,9 @@ def summary(label, errors, no_fit):
 every, every_no_fit = [], []
 for title, table, scenario, row_of in [
         ("Megatron-LM README, H100 weak scaling (bf16 assumed)", "megatron_h100_published.csv", "megatron-gpt-h100.yaml", megatron),
-        ("NeMo 24.07, DGX-H100 pretraining (fp8)", "nemo_h100_published.csv", "nemo-h100.yaml", nemo)]:
+        ("NeMo 24.07, DGX-H100 pretraining (fp8)", "nemo_h100_published.csv", "nemo-h100.yaml", nemo),
+        ("torchtitan, Llama 3.1 8B under FSDP2 on 500 W HBM2e H100s (bf16, eager)", "torchtitan_h100_published.csv",
+         "torchtitan-h100.yaml", torchtitan)]:
     print(f"\n{title}\n{'model':14} {'GPUs':>5} {'TPxPPxCPxDP':>12} {'predicted s':>12} {'published s':>12} {'error':>7}  fits")
     errors, no_fit = [], []
     for r in rows(table):
@@ -105,11 +117,16 @@ for title, table, scenario, row_of in [
         fits = all(m["fits"] for m in plan["memory"])
         if not fits:
             no_fit.append(f"{r['model']} ({r['gpus']} GPUs)")
-        print(f"{r['model']:14} {r['gpus']:>5} {grid:>12} {predicted:12.3f} {published:12.3f} {100 * err:+6.1f}%  {'yes' if fits else 'NO'}", flush=True)
+        memory = ""
+        if r.get("memory_gib"):  # the plan's largest rank against the published peak
+            peak = max(m["total"] for m in plan["memory"]) / 2**30
+            memory = f"  peak {peak:.1f} GiB predicted, {float(r['memory_gib']):.1f} published ({100 * (peak / float(r['memory_gib']) - 1):+.1f}%)"
+        print(f"{r['model']:14} {r['gpus']:>5} {grid:>12} {predicted:12.3f} {published:12.3f} {100 * err:+6.1f}%  {'yes' if fits else 'NO'}{memory}", flush=True)
     print()
     summary("step time", errors, no_fit)
-    every += errors
-    every_no_fit += no_fit
+    if row_of is not torchtitan:  # the FSDP rows stand apart: their GPUs are not the profile's H100 SXM5
+        every += errors
+        every_no_fit += no_fit
 print()
-summary("both tables", every, every_no_fit)
+summary("Megatron-LM and NeMo tables", every, every_no_fit)
 PY
