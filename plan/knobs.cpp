@@ -129,15 +129,6 @@ Knob rank_order_knob() {
                 "how ranks are numbered over the grid, fastest first, as Megatron-core's order: tp-dp-pp (Megatron-LM's default: a stage's replicas on neighbouring devices, so its all-reduce stays in a node where it can) or tp-pp-dp (a replica's stages on neighbouring devices, so the pipeline's sends do)");
 }
 
-Knob shard_knob() {
-  return choice("parallel.shard", &ParallelSpec::shard, {Shard::none, Shard::optimizer, Shard::gradients, Shard::full},
-                "what the data-parallel ranks shard, ZeRO's stages 0-3: none (DDP's all-reduce), optimizer (the optimizer state "
-                "and master weights: ZeRO-1, Megatron-LM's --use-distributed-optimizer), gradients (and the gradients, "
-                "reduce-scattered after each layer's backward: ZeRO-2), full (and the parameters, all-gathered before each "
-                "layer's forward and backward with the next layer's gather prefetched: ZeRO-3, FSDP2's fully_shard per block). "
-                "Predict-only");
-}
-
 Knob precision_knob() {
   return choice("parallel.precision", &ParallelSpec::precision, {Precision::fp32, Precision::bf16, Precision::fp16, Precision::fp8},
                 "compute type, as torch.autocast: parameters, gradients and buckets stay fp32; activations and stage-to-stage tensors use the compute type (fp16 with a loss scaler). fp8 is Transformer Engine's, as Megatron-core runs it: the linear layers' GEMMs at the device's fp8 peak with per-tensor scaling, attention and norms in bf16 (predict-only). The device must list a peak for it");
@@ -203,7 +194,13 @@ std::vector<Knob> make_table() {
   t.push_back(flag("parallel.tp_comm_overlap", &Settings::tp_comm_overlap,
                    "overlap tensor parallelism's all-gathers and reduce-scatters with the linear layers' GEMMs (Megatron-LM's "
                    "--tp-comm-overlap; torchtitan's async tensor parallelism); needs sequence_parallel. Predict-only"));
-  t.push_back(searched(shard_knob(), Coupling::crossed, default_shard));
+  t.push_back(searched(choice("parallel.shard", &ParallelSpec::shard, {Shard::none, Shard::optimizer, Shard::gradients, Shard::full},
+                              "what the data-parallel ranks shard, ZeRO's stages 0-3: none (DDP's all-reduce), optimizer (the "
+                              "optimizer state and master weights: ZeRO-1, Megatron-LM's --use-distributed-optimizer), gradients (and "
+                              "the gradients, reduce-scattered after each layer's backward: ZeRO-2), full (and the parameters, "
+                              "all-gathered before each layer's forward and backward with the next layer's gather prefetched: ZeRO-3, "
+                              "FSDP2's fully_shard per block). Predict-only"),
+                       Coupling::crossed, default_shard));
   Knob group = integer("parallel.shard_group", &Settings::shard_group, kMaxCount,
                        "data-parallel ranks one shard spans (data: all of them); fewer is HSDP, sharded inside each group and "
                        "replicated across data / shard_group groups (torchtitan's dp_shard and dp_replicate). Must divide data; with "
