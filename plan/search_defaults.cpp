@@ -119,7 +119,8 @@ std::vector<KnobValue> default_shard_group(const Scenario& s, int world) {
   std::vector<KnobValue> out = {0};
   const int node = s.hardware.devices_per_node;
   if (s.hardware.nccl && world > node) out.push_back(node);
-  if (s.parallel.shard_group > 0 && s.parallel.shard_group != node) out.push_back(s.parallel.shard_group);
+  const KnobValue own = s.parallel.shard_group;
+  if (std::find(out.begin(), out.end(), own) == out.end()) out.push_back(own);
   return out;
 }
 
