@@ -16,8 +16,9 @@ namespace fs = std::filesystem;
 namespace {
 
 fs::path step_dir(const std::string& dir, int64_t step) { return fs::path(dir) / ("step-" + std::to_string(step)); }
-fs::path shard_path(const std::string& dir, int64_t step, int stage) {
-  return step_dir(dir, step) / ("stage-" + std::to_string(stage) + ".pt");
+fs::path shard_path(const std::string& dir, int64_t step, int stage, int shard) {
+  const std::string of_shard = shard < 0 ? "" : "-shard-" + std::to_string(shard);
+  return step_dir(dir, step) / ("stage-" + std::to_string(stage) + of_shard + ".pt");
 }
 
 // A rename is only durable once the folder holding the name is synced, and a file's bytes only
@@ -58,7 +59,7 @@ bool all_digits(const std::string& s) {
 std::string checkpoint_folder(const std::string& dir, int64_t step) { return step_dir(dir, step).string(); }
 
 void save_stage(const std::string& dir, int64_t step, int stage, torch::nn::Module& module,
-                torch::optim::Optimizer& opt, const std::function<void()>& before_rename) {
+                torch::optim::Optimizer& opt, const std::function<void()>& before_rename, int shard) {
   const fs::path folder = make_step_dir(dir, step);
   // A marker left by an earlier run of this step must go before its shards change.
   if (fs::remove(folder / "COMPLETE")) sync(folder, true);
@@ -67,7 +68,7 @@ void save_stage(const std::string& dir, int64_t step, int stage, torch::nn::Modu
   opt.save(opt_archive);
   archive.write("optimizer", opt_archive);
   archive.write("step", torch::tensor(step));
-  const fs::path final_path = shard_path(dir, step, stage);
+  const fs::path final_path = shard_path(dir, step, stage, shard);
   const fs::path tmp = final_path.string() + ".tmp";
   archive.save_to(tmp.string());
   if (before_rename) before_rename();
@@ -116,8 +117,9 @@ CheckpointScan scan_checkpoints(const std::string& dir) {
   return scan;
 }
 
-void load_stage(const std::string& dir, int64_t step, int stage, torch::nn::Module& module, torch::optim::Optimizer& opt) {
-  const fs::path path = shard_path(dir, step, stage);
+void load_stage(const std::string& dir, int64_t step, int stage, torch::nn::Module& module, torch::optim::Optimizer& opt,
+                int shard) {
+  const fs::path path = shard_path(dir, step, stage, shard);
   // Under a multi-host job every host must see the same DIR (a shared file system).
   if (!fs::exists(path))
     throw std::runtime_error("checkpoint " + step_dir(dir, step).string() + " is complete but " + path.string() +
@@ -137,10 +139,13 @@ void load_stage(const std::string& dir, int64_t step, int stage, torch::nn::Modu
 void save_job_checkpoint(Communicator& comm, const std::string& dir, int64_t step, int replica,
                          const std::vector<StageShard>& shards, const std::string& state,
                          const std::function<void()>& fault) {
-  if (replica == 0)
-    for (const StageShard& s : shards) save_stage(dir, step, s.stage, *s.module, *s.optimizer, fault);
-  else
-    fault();
+  bool wrote = false;
+  for (const StageShard& s : shards)
+    if (replica == 0 || s.shard >= 0) {
+      save_stage(dir, step, s.stage, *s.module, *s.optimizer, fault, s.shard);
+      wrote = true;
+    }
+  if (!wrote) fault();
   comm.barrier("checkpoint " + checkpoint_folder(dir, step) + " (every shard written)");
   if (comm.rank() == 0) mark_complete(dir, step, state);
 }
@@ -170,7 +175,7 @@ Resumed resume_job(Communicator& comm, const std::string& dir, const std::vector
   if (chosen == "none") return {};
   Resumed r;
   r.step = std::stoll(chosen);
-  for (const StageShard& s : shards) load_stage(dir, r.step, s.stage, *s.module, *s.optimizer);
+  for (const StageShard& s : shards) load_stage(dir, r.step, s.stage, *s.module, *s.optimizer, s.shard);
   r.state = marker_state(dir, r.step);
   return r;
 }

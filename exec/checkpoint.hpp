@@ -1,7 +1,8 @@
 #pragma once
 // Checkpoints: DIR/step-N/stage-S.pt holds stage S's parameters, its optimizer state and N after
 // N optimizer steps. One writer per file: replica 0 of each stage (under DDP every replica holds
-// the same parameters and optimizer state, so the others have nothing to add). A shard is written
+// the same parameters and optimizer state, so the others have nothing to add); a sharded stage's
+// replicas each write their shards and their optimizer state, DIR/step-N/stage-S-shard-R.pt. A shard is written
 // to a temporary name, synced, renamed and its folder synced; DIR/step-N/COMPLETE is written the
 // same way, last, by rank 0 once every rank has passed a barrier after its writes. A writer first
 // removes the step's marker, so a step whose shards are being replaced never looks complete, and
@@ -21,10 +22,11 @@ namespace parallax::exec {
 /// DIR/step-N, the folder of one checkpoint.
 std::string checkpoint_folder(const std::string& dir, int64_t step);
 
-/// Writes stage `stage`'s shard of step `step` durably. `before_rename` runs between writing the
-/// temporary file and renaming it (tests inject a crash there).
+/// Writes stage `stage`'s shard of step `step` durably (DIR/step-N/stage-S.pt; with `shard` >= 0,
+/// one rank's part of a sharded stage, stage-S-shard-R.pt). `before_rename` runs between writing
+/// the temporary file and renaming it (tests inject a crash there).
 void save_stage(const std::string& dir, int64_t step, int stage, torch::nn::Module& module,
-                torch::optim::Optimizer& opt, const std::function<void()>& before_rename = {});
+                torch::optim::Optimizer& opt, const std::function<void()>& before_rename = {}, int shard = -1);
 /// Writes DIR/step-N/COMPLETE durably; call once every shard of the step is durable. `state`
 /// (one line, e.g. the loss scaler's) is kept in the marker for every rank to read on resume.
 void mark_complete(const std::string& dir, int64_t step, const std::string& state = {});
@@ -39,7 +41,8 @@ struct CheckpointScan {
 CheckpointScan scan_checkpoints(const std::string& dir);
 
 /// Loads stage `stage` of step `step`; throws naming the file when it is missing or not that step.
-void load_stage(const std::string& dir, int64_t step, int stage, torch::nn::Module& module, torch::optim::Optimizer& opt);
+void load_stage(const std::string& dir, int64_t step, int stage, torch::nn::Module& module, torch::optim::Optimizer& opt,
+                int shard = -1);
 
 // --- a job's checkpoint, each rank calling with its own stages ---
 
@@ -48,10 +51,12 @@ struct StageShard {
   int stage = 0;
   torch::nn::Module* module = nullptr;
   torch::optim::Optimizer* optimizer = nullptr;
+  int shard = -1;  ///< a sharded stage (parallel.shard): this rank's place in the shard, its own file
 };
 
 /// This rank's part of step `step`'s checkpoint. Replicas of a stage hold the same parameters and
-/// optimizer state (DDP averages every gradient before the step), so replica 0 writes each stage:
+/// optimizer state (DDP averages every gradient before the step), so replica 0 writes each stage
+/// (a sharded stage: every replica writes its own shards and optimizer state):
 /// one writer per file (`fault` runs before each rename there, where tests inject a crash; once
 /// on the other replicas). Every rank then waits at a barrier, so every shard is durable, and
 /// only then does rank 0 write the marker, with `state`.

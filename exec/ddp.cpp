@@ -76,7 +76,9 @@ void BucketReducer::apply() {
     b.flat.div_(replicas_);
     for (int i : b.params) {
       const torch::Tensor& p = params_[i];
-      p.mutable_grad() = b.flat.narrow(0, offset_of_[i], p.numel()).view(p.sizes()).clone();
+      const auto mean = b.flat.narrow(0, offset_of_[i], p.numel()).view(p.sizes());
+      if (p.grad().defined()) p.mutable_grad().copy_(mean);  // in place: no second copy of it
+      else p.mutable_grad() = mean.clone();
     }
   }
 }

@@ -14,6 +14,7 @@
 #include "exec/checkpoint.hpp"
 #include "exec/data.hpp"
 #include "exec/ddp.hpp"
+#include "exec/fsdp.hpp"
 #include "exec/gpu.hpp"
 #include "exec/gpu_activity.hpp"
 #include "exec/grad_scaler.hpp"
@@ -49,6 +50,7 @@ class Runtime {
     Stage module{nullptr};
     std::unique_ptr<torch::optim::Optimizer> optimizer;
     std::unique_ptr<BucketReducer> reducer;
+    std::unique_ptr<ShardedStage> sharded;  // parallel.shard with data parallelism
     int backwards = 0;
     bool split = false;  // the schedule splits its backwards (an I of it on this rank)
   };
@@ -71,6 +73,12 @@ class Runtime {
   void backward_weight(const Action& a, Slot& slot);
   torch::Tensor backward_by_layer(const Action& a, Slot& slot, double scale);
   void check_overflow();
+  /// Counts a backward of the stage; before its last of the step, arms the gradient reduction.
+  void arm_if_last(StageState& st);
+  /// What the stage's optimizer steps: its parameters, or this rank's shards of them.
+  static std::vector<torch::Tensor> stepped_parameters(const StageState& st) {
+    return st.sharded ? st.sharded->shard_parameters() : st.module->parameters();
+  }
   /// Each micro-batch's loss is divided by the micro-batches of the step and multiplied by the
   /// loss scaler's scale, if any.
   double loss_scale() const { return (scaler_ ? scaler_->scale() : 1.0) / plan_.schedule.microbatches(); }

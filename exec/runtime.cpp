@@ -59,6 +59,9 @@ Runtime::Runtime(const plan::Plan& plan, const LaunchInfo& launch, const RunOpti
     memory_.baseline_bytes = tensor_bytes();
   }
   for (int s : plan.ranks[launch.rank].stages) build_stage(s);
+  // A sharded stage is built whole and then keeps its shards only (torchtitan builds it on the
+  // meta device instead): the peak counts from the sharded state, as the plan's estimate does.
+  if (p_.shard != plan::Shard::none && !train_device_.is_cuda()) reset_peak_tensor_bytes();
   slots_.resize(plan.stages.size());
   for (auto& v : slots_) v.resize(plan.schedule.microbatches());
   if (auto scaler = scaler_options(p_.precision)) scaler_.emplace(*scaler);
@@ -90,7 +93,10 @@ RankResult Runtime::run() {
   result.memory = memory_;
   if (data_.has_test_set()) {
     std::map<int, Stage*> modules;
-    for (auto& [index, st] : stages_) modules[index] = &st.module;
+    for (auto& [index, st] : stages_) {
+      if (st.sharded) st.sharded->gather_all();
+      modules[index] = &st.module;
+    }
     evaluate_test_set(plan_, data_, replica_, modules, train_device_, dtype_, comm_, &result.correct, &result.tested);
   }
   const auto clock_end = comm_.clock_round_trips("end", kClockRoundTrips);
@@ -106,8 +112,11 @@ void Runtime::build_stage(int s) {
   StageState st;
   st.module = Stage(plan_, s, plan_.scenario.data.seed);
   st.module->to(train_device_);  // before the optimizer and the DDP buckets take its parameters
-  st.optimizer = make_optimizer(plan_.scenario.optimizer, st.module->parameters());
-  if (p_.data > 1)
+  if (p_.shard != plan::Shard::none && p_.data > 1)  // a rank's place in its stage's group is its replica
+    st.sharded = std::make_unique<ShardedStage>(plan_, plan_.stages[s], st.module, comm_.stage_group(s), replica_, p_.data,
+                                                comm_, tracer_);
+  st.optimizer = make_optimizer(plan_.scenario.optimizer, stepped_parameters(st));
+  if (p_.data > 1 && !p_.sharded(plan::Shard::gradients))
     st.reducer = std::make_unique<BucketReducer>(plan_.stages[s], st.module, comm_.stage_group(s), p_.data, tracer_);
   st.split = std::any_of(actions_.begin(), actions_.end(), [&](const Action& a) { return a.kind == ActionKind::I && a.stage == s; });
   if (st.split && p_.activation_checkpointing != plan::Recompute::none)
@@ -163,8 +172,10 @@ void Runtime::perform(const Action& a, int64_t step) {
   if (a.kind == ActionKind::OPTIM) {
     if (scaler_) {
       if (!overflow_checked_) check_overflow();
-    } else if (const auto& reducer = stages_.at(a.stage).reducer) {
-      reducer->wait(comm_);
+    } else {
+      StageState& st = stages_.at(a.stage);
+      if (st.reducer) st.reducer->wait(comm_);
+      if (st.sharded) st.sharded->wait_reductions();
     }
   }
   const int64_t t0 = profiler::now_ns();
@@ -197,8 +208,14 @@ void Runtime::perform(const Action& a, int64_t step) {
     case ActionKind::OPTIM: {
       StageState& st = stages_.at(a.stage);
       if (st.reducer && !scaler_) st.reducer->apply();  // with a scaler, check_overflow applied it
+      if (st.sharded && !scaler_) st.sharded->gradients_to_shards();
       if (!scaler_ || scaled_step_ok_) st.optimizer->step();
-      st.optimizer->zero_grad();
+      // As torch 2.x's zero_grad(set_to_none=True), on both LibTorch lines (1.13's zeroes them):
+      // the next backward takes each first gradient as it comes instead of adding it to zeros,
+      // which held a second copy of a layer's gradient during backward.
+      for (auto& p : st.module->parameters()) p.mutable_grad() = torch::Tensor();
+      for (auto& p : stepped_parameters(st)) p.mutable_grad() = torch::Tensor();
+      if (st.sharded) st.sharded->shards_to_parameters();
       break;
     }
   }
@@ -229,7 +246,10 @@ void Runtime::report(const StepRecord& rec, int64_t steps) {
 
 std::vector<StageShard> Runtime::shards() {
   std::vector<StageShard> out;
-  for (auto& [s, st] : stages_) out.push_back({s, st.module.ptr().get(), st.optimizer.get()});
+  for (auto& [s, st] : stages_) {
+    if (st.sharded) out.push_back({s, &st.sharded->shards(), st.optimizer.get(), st.sharded->shard_rank()});
+    else out.push_back({s, st.module.ptr().get(), st.optimizer.get()});
+  }
   return out;
 }
 
@@ -246,6 +266,8 @@ void Runtime::checkpoint(int64_t step) {
 // The first step to run: the newest complete checkpoint's, with the loss scaler's state.
 int64_t Runtime::resume() {
   const Resumed r = resume_job(comm_, options_.checkpoint_dir, shards(), [&](const std::string& m) { progress(m); });
+  for (auto& [s, st] : stages_)
+    if (st.sharded && r.step > 0) st.sharded->shards_to_parameters();
   if (r.step == 0 || !scaler_) return r.step;
   double scale = 0;
   int tracker = 0;

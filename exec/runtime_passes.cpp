@@ -30,11 +30,15 @@ void Runtime::check_overflow() {
       st.reducer->wait(comm_);
       st.reducer->apply();
     }
+    if (st.sharded) {
+      st.sharded->wait_reductions();
+      st.sharded->gradients_to_shards();
+    }
     if (inject) {
       torch::NoGradGuard no_grad;
-      st.module->parameters().front().grad().view({-1})[0].fill_(std::numeric_limits<float>::infinity());
+      stepped_parameters(st).front().grad().view({-1})[0].fill_(std::numeric_limits<float>::infinity());
     }
-    scaler_->unscale(st.module->parameters(), found);
+    scaler_->unscale(stepped_parameters(st), found);
   }
   std::vector<torch::Tensor> flag{found};
   c10d::AllreduceOptions max;
@@ -69,7 +73,7 @@ void Runtime::forward(const Action& a, Slot& slot, int64_t step) {
     } else if (st.split) {
       out = forward_split(*st.module, slot.input, &slot.split);
     } else {
-      out = st.module->forward(slot.input);
+      out = st.sharded ? st.sharded->forward(slot.input) : st.module->forward(slot.input);
     }
     if (is_last(a.stage)) {
       slot.loss = model_loss(last_layer(a.stage), out, slot.target);
@@ -112,10 +116,16 @@ void Runtime::backward_input(const Action& a, Slot& slot) {
   release_after_backward(slot);
 }
 
+void Runtime::arm_if_last(StageState& st) {
+  if (++st.backwards != plan_.schedule.microbatches()) return;
+  if (st.reducer) st.reducer->arm(static_cast<int32_t>(step_));
+  if (st.sharded) st.sharded->arm(static_cast<int32_t>(step_));
+}
+
 // W, the stage's last of the step arming DDP's buckets as B does.
 void Runtime::backward_weight(const Action& a, Slot& slot) {
   StageState& st = stages_.at(a.stage);
-  if (st.reducer && ++st.backwards == plan_.schedule.microbatches()) st.reducer->arm(static_cast<int32_t>(step_));
+  arm_if_last(st);
   exec::backward_weight(*st.module, slot.split);
 }
 
@@ -126,7 +136,7 @@ void Runtime::backward(const Action& a, Slot& slot) {
     backward_weight(a, slot);
     return;
   }
-  if (st.reducer && ++st.backwards == plan_.schedule.microbatches()) st.reducer->arm(static_cast<int32_t>(step_));
+  arm_if_last(st);
   if (p_.activation_checkpointing == plan::Recompute::layer) {
     const double scale = loss_scale();
     const torch::Tensor grad_in = backward_by_layer(a, slot, scale);
@@ -144,8 +154,10 @@ void Runtime::backward(const Action& a, Slot& slot) {
   // makes the step's gradient the mean over the whole mini-batches, as one big batch would.
   // A loss scaler multiplies by its scale too; check_overflow divides it out of the gradients.
   const double scale = loss_scale();
+  if (st.sharded) st.sharded->before_backward();
   if (is_last(a.stage)) (loss * scale).backward();
   else out.backward(slot.grad_out.to(out.scalar_type()));
+  if (st.sharded) st.sharded->after_backward();
   if (a.stage > 0) slot.grad_in = slot.input.grad();
   release_after_backward(slot);
 }

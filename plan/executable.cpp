@@ -8,6 +8,32 @@ namespace parallax::plan {
 
 using schedule::splits_backward;
 
+namespace {
+
+// What the executor's sharded stages (exec/fsdp.hpp) run: one shard over the data-parallel ranks,
+// gathered per layer around a whole backward.
+void check_shard_executable(const Scenario& s) {
+  const ParallelSpec& p = s.parallel;
+  if (p.shard == Shard::none) return;
+  const std::string what = std::string("parallel.shard ") + name(p.shard);
+  auto predict_only = [&](const std::string& key, const std::string& with) {
+    throw InputError(s.where(key), what + " with " + with +
+                                       " is predict-only: `parallax simulate`, `plan` and `tune` take it, "
+                                       "the executor does not run it yet");
+  };
+  if (p.shard_group > 0 && p.shard_group != p.data)
+    predict_only("parallel.shard_group", "a shard group smaller than data (HSDP; shard_group " +
+                                             std::to_string(p.shard_group) + " of data " + std::to_string(p.data) + ")");
+  if (s.layers.back().shape.form.tie_embeddings) predict_only("model.tie_embeddings", "tied embeddings");
+  if (!p.sharded(Shard::gradients)) return;
+  if (p.activation_checkpointing != Recompute::none)
+    predict_only("parallel.activation_checkpointing", "activation checkpointing");
+  if (splits_backward(p.schedule))
+    predict_only("parallel.schedule", std::string("a schedule that splits the backward (") + name(p.schedule) + ")");
+}
+
+}  // namespace
+
 void check_executable(const Scenario& s) {
   for (const auto& l : s.layers)
     if (l.kind == LayerKind::synthetic)
@@ -42,8 +68,7 @@ void check_executable(const Scenario& s) {
     predict_only("parallel.grad_reduce_in_bf16", "bf16 gradient reduction");
   if (!p.overlap_grad_reduce && p.replicas() > 1)
     predict_only("parallel.overlap_grad_reduce", "gradient reduction after the backward (overlap_grad_reduce: false)");
-  if (p.shard != Shard::none)
-    predict_only("parallel.shard", std::string("sharded data parallelism (parallel.shard ") + name(p.shard) + ")");
+  check_shard_executable(s);
   if (p.tp_comm_overlap && p.tensor > 1)
     predict_only("parallel.tp_comm_overlap", "tensor-parallel communication overlapped with the GEMMs");
   if (p.p2p == P2p::megatron)

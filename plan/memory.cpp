@@ -268,8 +268,10 @@ static void shard_state(const Plan& plan, int pipeline_rank, MemoryEstimate* m) 
   // pipelining turns FSDP's gradient sync off for the others, as DDP's no_sync): with several
   // micro-batches a step the layers' unsharded gradients add up until then; with one, a layer's
   // are held only until its reduce-scatter.
+  // Besides, as a layer's reduce-scatter starts its gradients are copied into the collective's
+  // input while they are still held (FSDP2's foreach_reduce_scatter_copy_in): a layer's twice.
   const bool accumulating = p.chunks * p.grad_accumulation > 1;
-  m->gathered = (accumulating ? params : largest_unit) * per.gradient;
+  m->gathered = (accumulating ? params : largest_unit) * per.gradient + largest_unit * per.gradient;
   if (!p.sharded(Shard::full)) return;
   // The gathered parameters in the compute type: a layer and the next one's prefetch, or, kept
   // from forward to backward, every layer the rank's forwards gathered.

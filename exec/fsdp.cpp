@@ -1,0 +1,235 @@
+#include "exec/fsdp.hpp"
+
+#include <algorithm>
+#include <string>
+
+namespace parallax::exec {
+namespace {
+
+using timeline::Lane;
+
+// Gives `t`'s storage `bytes` bytes from its own allocator (0: none), keeping the storage itself,
+// so every view of it (the unit's parameters, what autograd saved of them) sees the new memory.
+// What torch's FSDP1 does with storage().resize_(); LibTorch has no public call for it.
+void resize_storage(const torch::Tensor& t, size_t bytes) {
+  c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
+  s->set_data_ptr_noswap(bytes > 0 ? s->allocator()->allocate(bytes) : at::DataPtr(nullptr, s->device()));
+  s->set_nbytes(bytes);
+}
+
+}  // namespace
+
+ShardedStage::ShardedStage(const plan::Plan& plan, const plan::Stage& stage, Stage& module, Group* group, int shard_rank,
+                           int shards, const Communicator& comm, profiler::HostTracer& tracer)
+    : plan_(plan),
+      stage_(stage.index),
+      module_(module),
+      group_(group),
+      shard_rank_(shard_rank),
+      shards_count_(shards),
+      comm_(comm),
+      tracer_(tracer),
+      shards_(std::make_shared<torch::nn::Module>("shards")) {
+  torch::NoGradGuard no_grad;
+  units_.resize(module->layer_count());
+  for (const plan::Bucket& b : stage.buckets) units_.at(b.ready_layer - stage.first_layer).bucket = b.index;
+  for (int i = 0; i < module->layer_count(); ++i) {
+    Unit& u = units_[i];
+    u.params = module->layer_parameters(i);
+    for (const auto& p : u.params) u.numel += p.numel();
+    u.padded = (u.numel + shards - 1) / shards * shards;
+    if (u.numel == 0) continue;
+    u.flat = torch::zeros({u.padded}, u.params.front().options());
+    int64_t offset = 0;
+    for (auto& p : u.params) {
+      auto view = u.flat.narrow(0, offset, p.numel()).view(p.sizes());
+      view.copy_(p);
+      p.set_data(view);  // the parameter's memory is now its unit's flat buffer
+      offset += p.numel();
+    }
+    // Parameters kept whole (optimizer, gradients): the shard is this rank's slice of them, which
+    // the optimizer updates in place. Under full the shard is all that stays.
+    auto slice = u.flat.narrow(0, shard_rank_ * shard_numel(u), shard_numel(u));
+    u.shard = shards_->register_parameter("layer" + std::to_string(stage.first_layer + i), full() ? slice.clone() : slice);
+    if (full()) release(u);
+    if (!plan.scenario.parallel.sharded(plan::Shard::gradients)) continue;
+    for (size_t j = 0; j < u.params.size(); ++j)
+      u.params[j].register_hook([this, i, j](const torch::Tensor& grad) { on_grad(i, static_cast<int>(j), grad); });
+  }
+}
+
+bool ShardedStage::full() const { return plan_.scenario.parallel.shard == plan::Shard::full; }
+
+// One broadcast from each rank of its slice, in place: Gloo's all-gather would stage the whole
+// unit in a buffer of its own, a second copy of the unit while it runs.
+void ShardedStage::launch_gather(Unit& u) {
+  const auto bytes = static_cast<size_t>(u.padded) * u.flat.element_size();
+  if (u.flat.storage().nbytes() != bytes) resize_storage(u.flat, bytes);
+  if (full()) u.flat.narrow(0, shard_rank_ * shard_numel(u), shard_numel(u)).copy_(u.shard.detach());
+  for (int r = 0; r < shards_count_; ++r) {
+    std::vector<torch::Tensor> slice{u.flat.narrow(0, r * shard_numel(u), shard_numel(u))};
+    c10d::BroadcastOptions from;
+    from.rootRank = r;
+    u.gather.push_back(group_->broadcast(slice, from));
+  }
+}
+
+void ShardedStage::ensure_gathered(int unit) {
+  Unit& u = units_[unit];
+  if (u.gathered || u.numel == 0) return;
+  if (u.gather.empty()) launch_gather(u);
+  for (const auto& work : u.gather)
+    comm_.wait(work, "the all-gather of layer " + std::to_string(plan_.stages[stage_].first_layer + unit) + " (stage " +
+                         std::to_string(stage_) + ")",
+               comm_.stage_group_ranks(stage_));
+  u.gather.clear();
+  u.gathered = true;
+}
+
+// FSDP2's implicit prefetch: the next unit's gather runs on Gloo's thread while this one computes.
+void ShardedStage::prefetch(int unit) {
+  if (unit < 0 || unit >= static_cast<int>(units_.size())) return;
+  Unit& u = units_[unit];
+  if (!u.gathered && u.gather.empty() && u.numel > 0) launch_gather(u);
+}
+
+void ShardedStage::release(Unit& u) {
+  if (!full() || !u.gathered || u.numel == 0) return;
+  resize_storage(u.flat, 0);
+  u.gathered = false;
+}
+
+torch::Tensor ShardedStage::forward(const torch::Tensor& x) {
+  if (!full()) return module_->forward(x);
+  torch::Tensor out = x;
+  const bool reshard = plan_.scenario.parallel.reshard_after_forward;
+  for (int i = 0; i < static_cast<int>(units_.size()); ++i) {
+    ensure_gathered(i);
+    prefetch(i + 1);
+    out = module_->forward_layer(i, out);
+    // Fires as the gradient of this layer's output arrives, before the layer's backward: the
+    // layers after it are done (freed), this one is gathered and the one before prefetched.
+    if (out.requires_grad())
+      out.register_hook([this, i](const torch::Tensor&) {
+        for (int j = i + 1; j < static_cast<int>(units_.size()); ++j) release(units_[j]);
+        ensure_gathered(i);
+        prefetch(i - 1);
+      });
+    if (reshard) release(units_[i]);
+  }
+  return out;
+}
+
+void ShardedStage::before_backward() {
+  if (!full() || units_.empty()) return;
+  ensure_gathered(static_cast<int>(units_.size()) - 1);
+  prefetch(static_cast<int>(units_.size()) - 2);
+}
+
+void ShardedStage::after_backward() {
+  if (!full()) return;
+  for (int i = 0; i < static_cast<int>(units_.size()); ++i) {
+    if (!units_[i].gather.empty()) ensure_gathered(i);  // a prefetch nobody waited for
+    release(units_[i]);
+  }
+}
+
+void ShardedStage::arm(int32_t step) {
+  armed_ = true;
+  step_ = step;
+  for (auto& u : units_) {
+    u.pending = static_cast<int>(u.params.size());
+    u.reduce.reset();
+    u.completed_ns.reset();
+  }
+}
+
+void ShardedStage::on_grad(int unit, int param, const torch::Tensor& grad) {
+  if (!armed_) return;
+  Unit& u = units_[unit];
+  if (!u.grads.defined()) {
+    // The layers after this one are done with: their reductions ran during this layer's backward
+    // and end now, freeing their gradients before this layer's take their place.
+    for (int previous : reducing_) finish_reduce(units_[previous]);
+    reducing_.clear();
+    u.grads = torch::zeros({u.padded}, u.flat.options());
+  }
+  const torch::Tensor& p = u.params[param];
+  int64_t offset = 0;
+  for (int j = 0; j < param; ++j) offset += u.params[j].numel();
+  auto slot = u.grads.narrow(0, offset, p.numel()).view(p.sizes());
+  // The hook sees this micro-batch's gradient before it is added to .grad.
+  if (p.grad().defined()) torch::add_out(slot, p.grad(), grad.to(slot.dtype()));
+  else slot.copy_(grad);
+  // The earlier micro-batches' sum is in the slot now; .grad keeps only what autograd adds next.
+  u.params[param].mutable_grad() = torch::Tensor();
+  if (--u.pending > 0) return;
+  // The unit's other parameters have their gradients in the slots: theirs can go (this one's
+  // arrives after its hook, and goes once the reduction is done).
+  for (auto& other : u.params) other.mutable_grad() = torch::Tensor();
+  std::vector<torch::Tensor> tensors{u.grads};
+  u.launched_ns = profiler::now_ns();
+  u.reduce = group_->allreduce(tensors);
+  u.completed_ns = std::make_shared<std::atomic<int64_t>>(0);
+  u.reduce->getFuture()->addCallback(
+      [done = u.completed_ns](c10::ivalue::Future&) { done->store(profiler::now_ns()); });
+  reducing_.push_back(unit);
+}
+
+void ShardedStage::finish_reduce(Unit& u) {
+  const schedule::Action a{schedule::ActionKind::ALLREDUCE, stage_, -1, u.bucket};
+  comm_.wait(u.reduce, a.id() + " (the gradient reduction of stage " + std::to_string(stage_) + ")",
+             comm_.stage_group_ranks(stage_));
+  const int64_t done = u.completed_ns->load();
+  tracer_.span(Lane::allreduce, a, u.launched_ns, done > 0 ? done : profiler::now_ns(), u.padded * 4, step_);
+  u.shard.mutable_grad() = u.grads.narrow(0, shard_rank_ * shard_numel(u), shard_numel(u)).div(shards_count_);
+  u.grads = torch::Tensor();
+  u.reduce.reset();  // the work holds its tensors too
+  for (auto& p : u.params) p.mutable_grad() = torch::Tensor();
+}
+
+void ShardedStage::wait_reductions() {
+  if (!plan_.scenario.parallel.sharded(plan::Shard::gradients)) return;
+  armed_ = false;
+  for (int unit : reducing_) finish_reduce(units_[unit]);
+  reducing_.clear();
+  for (size_t i = 0; i < units_.size(); ++i)
+    if (units_[i].pending > 0)
+      throw std::logic_error("layer " + std::to_string(plan_.stages[stage_].first_layer + static_cast<int>(i)) +
+                             " of stage " + std::to_string(stage_) + " was never reduced: a parameter got no gradient");
+}
+
+void ShardedStage::gradients_to_shards() {
+  if (plan_.scenario.parallel.sharded(plan::Shard::gradients)) return;  // finish_reduce left them there
+  // ZeRO-1: DDP's buckets left each parameter's averaged gradient; this rank's slice of them.
+  torch::NoGradGuard no_grad;
+  for (auto& u : units_) {
+    if (u.numel == 0) continue;
+    auto grad = torch::zeros({shard_numel(u)}, u.flat.options());
+    const int64_t first = shard_rank_ * shard_numel(u), end = first + shard_numel(u);
+    int64_t offset = 0;  // where each parameter starts in the unit's flat buffer
+    for (auto& p : u.params) {
+      const int64_t lo = std::max(first, offset), hi = std::min(end, offset + p.numel());
+      if (lo < hi && p.grad().defined()) grad.narrow(0, lo - first, hi - lo).copy_(p.grad().view({-1}).narrow(0, lo - offset, hi - lo));
+      offset += p.numel();
+      p.mutable_grad() = torch::Tensor();
+    }
+    u.shard.mutable_grad() = grad;
+  }
+}
+
+void ShardedStage::shards_to_parameters() {
+  if (full()) return;  // the next forward gathers them
+  for (auto& u : units_)
+    if (u.numel > 0) launch_gather(u);
+  for (size_t i = 0; i < units_.size(); ++i) {
+    units_[i].gathered = false;
+    ensure_gathered(static_cast<int>(i));
+  }
+}
+
+void ShardedStage::gather_all() {
+  for (size_t i = 0; i < units_.size(); ++i) ensure_gathered(static_cast<int>(i));
+}
+
+}  // namespace parallax::exec

@@ -1,0 +1,100 @@
+#pragma once
+// Sharded data parallelism (parallel.shard) on one stage, after FSDP2's fully_shard applied to each
+// layer as torchtitan does: a layer is a unit. Each unit's parameters are views into one flat
+// buffer, padded to a multiple of the shard's ranks; each rank keeps its 1/N slice of it (its
+// shard), and the stage's optimizer steps over the shards only.
+//   optimizer (ZeRO-1): DDP's buckets average the gradients (exec/ddp.hpp); each rank steps its
+//     shards and all-gathers the updated parameters.
+//   gradients (ZeRO-2): in the step's last backward, each unit's gradients go into a flat buffer the
+//     moment its last gradient is ready, and it is reduced to this rank's shard; the unit's whole
+//     gradients are freed once its reduction is done (as the next unit's first gradient arrives).
+//   full (ZeRO-3): besides, a unit's flat buffer holds no memory outside its use: it is
+//     all-gathered before its forward (the next unit prefetched meanwhile) and freed after it
+//     (reshard_after_forward), gathered again before its backward (a hook on the unit's output
+//     fires as its gradient arrives) and freed after.
+// Gloo has no reduce-scatter in Debian's LibTorch 1.13: a unit's reduction is an all-reduce of which
+// each rank keeps its slice (twice a reduce-scatter's bytes; the same sums, so the same losses).
+// A unit's buffer is freed and restored through its storage, as FSDP1 does (storage resize), so
+// the tensors autograd saved in forward see the gathered values again in backward.
+#include <torch/torch.h>
+
+#include <atomic>
+#include <memory>
+#include <vector>
+
+#include "exec/comm.hpp"
+#include "exec/model.hpp"
+#include "profiler/host_tracer.hpp"
+
+namespace parallax::exec {
+
+class ShardedStage {
+ public:
+  /// `group`: the stage's DDP group, whose `shards` ranks each hold one shard (`shard_rank`).
+  ShardedStage(const plan::Plan& plan, const plan::Stage& stage, Stage& module, Group* group, int shard_rank, int shards,
+               const Communicator& comm, profiler::HostTracer& tracer);
+
+  /// What the optimizer steps and the checkpoint saves: this rank's shards, a parameter per unit.
+  torch::nn::Module& shards() { return *shards_; }
+  std::vector<torch::Tensor> shard_parameters() const { return shards_->parameters(); }
+  /// This rank's place in the shard (its checkpoint file).
+  int shard_rank() const { return shard_rank_; }
+
+  /// The stage's forward (full: layer by layer, each gathered as it runs).
+  torch::Tensor forward(const torch::Tensor& x);
+  /// Around a backward of the stage (full: gathers the last unit; afterwards frees what is left).
+  void before_backward();
+  void after_backward();
+  /// The next backward is the step's last: its gradients are reduced (gradients, full).
+  void arm(int32_t step);
+  /// Waits for the step's reductions (gradients, full), leaving each shard's averaged gradient in
+  /// its .grad; throws if a unit was never reduced.
+  void wait_reductions();
+  /// Under `optimizer`: each shard's gradient from the whole ones DDP's buckets averaged.
+  void gradients_to_shards();
+  /// After the optimizer's step: the parameters from the updated shards (optimizer, gradients;
+  /// under full the next forward gathers them). Also after loading a checkpoint.
+  void shards_to_parameters();
+  /// Every unit gathered (full: before evaluating the test set).
+  void gather_all();
+
+ private:
+  struct Unit {
+    int bucket = -1;  // the plan's bucket of this layer (one per layer when gradients are sharded)
+    std::vector<torch::Tensor> params;
+    int64_t numel = 0, padded = 0;
+    torch::Tensor flat;   // the whole parameters; params are views of it
+    torch::Tensor shard;  // this rank's slice of flat: what the optimizer steps
+    bool gathered = true;
+    std::vector<Communicator::Work> gather;  // a gather in flight (a broadcast from each rank)
+    // The gradient reduction of the step's last backward.
+    torch::Tensor grads;  // flat, as the parameters
+    int pending = 0;
+    Communicator::Work reduce;
+    int64_t launched_ns = 0;
+    std::shared_ptr<std::atomic<int64_t>> completed_ns;
+  };
+  bool full() const;
+  void launch_gather(Unit& u);
+  void ensure_gathered(int unit);
+  void prefetch(int unit);
+  void release(Unit& u);
+  void on_grad(int unit, int param, const torch::Tensor& grad);
+  void finish_reduce(Unit& u);
+  int64_t shard_numel(const Unit& u) const { return u.padded / shards_count_; }
+
+  const plan::Plan& plan_;
+  int stage_;
+  Stage module_;
+  Group* group_;
+  int shard_rank_, shards_count_;
+  const Communicator& comm_;
+  profiler::HostTracer& tracer_;
+  std::shared_ptr<torch::nn::Module> shards_;
+  std::vector<Unit> units_;  // by layer of the stage
+  std::vector<int> reducing_;  // units whose reduction is in flight, in launch order
+  bool armed_ = false;
+  int32_t step_ = 0;
+};
+
+}  // namespace parallax::exec
