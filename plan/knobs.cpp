@@ -199,7 +199,7 @@ std::vector<Knob> make_table() {
                               "optimizer state and master weights: ZeRO-1, Megatron-LM's --use-distributed-optimizer), gradients (and "
                               "the gradients, reduce-scattered after each layer's backward: ZeRO-2), full (and the parameters, "
                               "all-gathered before each layer's forward and backward with the next layer's gather prefetched: ZeRO-3, "
-                              "FSDP2's fully_shard per block). Predict-only"),
+                              "FSDP2's fully_shard per block). HSDP is predict-only"),
                        Coupling::crossed, default_shard));
   Knob group = integer("parallel.shard_group", &Settings::shard_group, kMaxCount,
                        "data-parallel ranks one shard spans (data: all of them); fewer is HSDP, sharded inside each group and "

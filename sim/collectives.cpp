@@ -23,7 +23,10 @@ void Simulation::build_groups() {
 void Simulation::plan_collective(Group& g) {
   const GroupNodes nodes = group_nodes(g);
   if (!plan_.scenario.hardware.nccl) {
-    g.plans.push_back(plain_collective(g, nodes));
+    // Sharded gradients too: the executor reduces a layer on Gloo with an all-reduce of which each
+    // rank keeps its slice (exec/fsdp.hpp; LibTorch 1.13's Gloo has no reduce-scatter), so it is
+    // played whole. (HSDP's two collectives likewise, as the group's all-reduce.)
+    g.plans.push_back(plain_allreduce(g, nodes));
   } else {
     const GroupLinks links = group_links(g, nodes);
     for (int64_t bytes : g.bucket_bytes) g.plans.push_back(nccl_collective(g, nodes, links, static_cast<double>(bytes)));
@@ -138,22 +141,6 @@ CollectivePlan Simulation::nccl_collective(const Group& g, const GroupNodes& nod
     const double stretch = hw.nccl->stretch(bytes);
     out.phases.push_back({links, Time::us(pc.latency_us * stretch), stretch * slowest / pc.bandwidth_gb_per_s});
   }
-  return out;
-}
-
-// The plain model: a ring inside a node or across one member per node, else reduce to a leader,
-// ring across the leaders, broadcast (formulas in docs/simulator.md).
-CollectivePlan Simulation::plain_collective(const Group& g, const GroupNodes& by) {
-  CollectivePlan out = plain_allreduce(g, by);
-  // A reduce-scatter over the whole group (shard without HSDP copies) is a ring all-reduce's
-  // first half: half its steps and half its bytes. (HSDP's two collectives are played here as
-  // the group's all-reduce.)
-  const plan::ParallelSpec& p = plan_.scenario.parallel;
-  if (p.shard != plan::Shard::none && p.shard_copies() == 1)
-    for (Phase& ph : out.phases) {
-      ph.latency = ph.latency.scaled(0.5);
-      ph.bytes_per_byte *= 0.5;
-    }
   return out;
 }
 

@@ -228,7 +228,6 @@ class Simulation {
   CollectiveCost gradient_reduction(const Group& g, double bytes) const;
   static std::vector<int> dedupe(std::vector<int> v);
   CollectivePlan nccl_collective(const Group& g, const GroupNodes& nodes, const GroupLinks& group, double bytes);
-  CollectivePlan plain_collective(const Group& g, const GroupNodes& by);
   CollectivePlan plain_allreduce(const Group& g, const GroupNodes& by);
   bool stage_reduced(int stage) const;
   void on_bucket_ready(int rank, int stage, int bucket, Time now);

@@ -104,7 +104,7 @@ TEST_CASE("exec::checkpoint: a crash while a step is saved again leaves it incom
 // Per layout: the uninterrupted run; the same run checkpointing every step with rank `victim`
 // killed in the middle of saving step-3 (exit 1, step-2 stays complete); the resumed run, which
 // must say it took step-2 and continue with the uninterrupted run's losses.
-TEST_CASE("exec: DDP checkpoints survive a rank killed during a save and resume the uninterrupted losses", "[exec][run]") {
+TEST_CASE("exec: DDP and sharded checkpoints survive a rank killed during a save and resume the uninterrupted losses", "[exec][run]") {
   INFO("Fashion-MNIST is missing: scripts/setup.sh installs dataset-fashion-mnist");
   REQUIRE(fashion_mnist_installed());
   const std::string mlp = std::string(PARALLAX_SOURCE_DIR) + "/scenarios/mlp-fashion-mnist-ddp2.yaml";
@@ -112,12 +112,16 @@ TEST_CASE("exec: DDP checkpoints survive a rank killed during a save and resume 
       " --set data.steps=4 --set model.layers=3 --set model.hidden=32 --set optimizer.lr=0.1 --json";
   struct Layout {
     std::string sets;
-    int victim, stages;
+    int victim, files;  // a file per stage, or per stage and shard
   };
   // Rank 0 writes stage 0 and hosts the store; rank 1 writes stage 1 of the 2 x 2 grid.
   const std::vector<Layout> layouts = {
       {" --set parallel.data=2 --set parallel.pipeline=1 --set data.batch_size=32", 0, 1},
-      {" --set parallel.data=2 --set parallel.pipeline=2 --set parallel.chunks=2 --set data.batch_size=32", 1, 2}};
+      {" --set parallel.data=2 --set parallel.pipeline=2 --set parallel.chunks=2 --set data.batch_size=32", 1, 2},
+      // Sharded: every rank writes its own shards and optimizer state.
+      {" --set parallel.data=2 --set parallel.pipeline=2 --set parallel.chunks=2 --set data.batch_size=32"
+       " --set parallel.shard=full",
+       1, 4}};
   for (const auto& layout : layouts) {
     INFO(layout.sets);
     const fs::path dir = fresh_dir("parallax_ckpt_ddp");
@@ -146,11 +150,11 @@ TEST_CASE("exec: DDP checkpoints survive a rank killed during a save and resume 
     CHECK(nlohmann::json::parse(resumed.out)["steps"][0]["step"] == 2);
     CHECK(got[0] == Approx(expected[2]).epsilon(1e-6));
     CHECK(got[1] == Approx(expected[3]).epsilon(1e-6));
-    // The resumed run saved steps 3 and 4 whole: one file per stage, nothing temporary left.
+    // The resumed run saved steps 3 and 4 whole: its files, nothing temporary left.
     for (const char* step : {"step-3", "step-4"}) {
       int files = 0;
       for (const auto& e : fs::directory_iterator(ckpt / step)) files += e.path().extension() == ".pt";
-      CHECK(files == layout.stages);
+      CHECK(files == layout.files);
       CHECK(fs::exists(ckpt / step / "COMPLETE"));
       CHECK(!fs::exists(ckpt / step / "stage-0.pt.tmp"));
     }

@@ -61,29 +61,31 @@ TEST_CASE("plan::memory: each shard level keeps ZeRO's share of the state, plus 
   CHECK(z1.buckets == 4 * P);  // DDP's buckets stay: ZeRO-1 reduces them
   CHECK(z1.gathered == 0);
 
-  // ZeRO-2: no DDP bucket copy; one layer's gradients whole until its reduce-scatter.
+  // ZeRO-2: no DDP bucket copy; one layer's gradients whole until its reduce-scatter, twice while
+  // they are copied into its input (FSDP2's foreach_reduce_scatter_copy_in).
   const plan::MemoryEstimate z2 = test::plan_from(kModel, {"parallel.shard=gradients"}).ranks[0].memory;
   CHECK(z2.params == 4 * P);
   CHECK(z2.gradients == share(4 * P, 4));
   CHECK(z2.optimizer == share(8 * P, 4));
   CHECK(z2.buckets == 0);
-  CHECK(z2.gathered == 4 * u.largest);
+  CHECK(z2.gathered == 2 * 4 * u.largest);
 
   // ZeRO-3 / FSDP: the parameters too; a gathered layer and the next one's prefetch (fp32 here).
   const plan::MemoryEstimate z3 = test::plan_from(kModel, {"parallel.shard=full"}).ranks[0].memory;
   CHECK(z3.params == share(4 * P, 4));
   CHECK(z3.gradients == share(4 * P, 4));
   CHECK(z3.optimizer == share(8 * P, 4));
-  CHECK(z3.gathered == 4 * u.largest + 4 * u.largest_pair);
+  CHECK(z3.gathered == 2 * 4 * u.largest + 4 * u.largest_pair);
   // Kept from forward to backward: every layer gathered.
   const plan::MemoryEstimate kept = test::plan_from(kModel, {"parallel.shard=full", "parallel.reshard_after_forward=false"}).ranks[0].memory;
-  CHECK(kept.gathered == 4 * u.largest + 4 * P);
+  CHECK(kept.gathered == 2 * 4 * u.largest + 4 * P);
   // In bf16 (FSDP2's MixedPrecisionPolicy) the gathered layers take 2 bytes a parameter.
   const plan::MemoryEstimate bf16 = test::plan_from(kModel, {"parallel.shard=full", "parallel.precision=bf16"}).ranks[0].memory;
-  CHECK(bf16.gathered == 4 * u.largest + 2 * u.largest_pair);
-  // Several micro-batches a step: the gradients add up unsharded until the last one's backward.
+  CHECK(bf16.gathered == 2 * 4 * u.largest + 2 * u.largest_pair);
+  // Several micro-batches a step: the gradients add up unsharded until the last one's backward
+  // (and the layer being reduced is copied once more).
   const plan::MemoryEstimate chunked = test::plan_from(kModel, {"parallel.shard=full", "parallel.chunks=2"}).ranks[0].memory;
-  CHECK(chunked.gathered == 4 * P + 4 * u.largest_pair);
+  CHECK(chunked.gathered == 4 * P + 4 * u.largest + 4 * u.largest_pair);
   // HSDP: shards of 2 ranks, 2 copies of each.
   const plan::MemoryEstimate hsdp = test::plan_from(kModel, {"parallel.shard=full", "parallel.shard_group=2"}).ranks[0].memory;
   CHECK(hsdp.params == share(4 * P, 2));
@@ -152,12 +154,15 @@ TEST_CASE("plan::scenario: shard's keys are checked, and distributed_optimizer n
   CHECK(test::plan_from(kModel, {"parallel.shard=full", "parallel.shard_group=data"}).scenario.parallel.shard_ranks() == 4);
   CHECK(test::plan_from(kModel, {"parallel.shard=full", "parallel.shard_group=2"}).scenario.parallel.shard_copies() == 2);
   CHECK(test::plan_from(kModel).scenario.parallel.shard_ranks() == 1);
-  // Predicted, not run, this round: the executor refuses it naming the key.
+  // The executor runs one shard over all of data; HSDP is predicted, not run, this round: the
+  // executor refuses it naming the key.
   CHECK(plan::executable(test::plan_from(kModel).scenario));
+  CHECK(plan::executable(test::plan_from(kModel, {"parallel.shard=full"}).scenario));
   try {
-    plan::check_executable(test::plan_from(kModel, {"parallel.shard=full"}).scenario);
-    FAIL("shard full was taken as runnable");
+    plan::check_executable(test::plan_from(kModel, {"parallel.shard=full", "parallel.shard_group=2"}).scenario);
+    FAIL("HSDP was taken as runnable");
   } catch (const plan::InputError& e) {
-    CHECK_THAT(e.message(), Catch::Contains("sharded data parallelism"));
+    CHECK_THAT(e.message(), Catch::Contains("HSDP") && Catch::Contains("predict-only"));
+    CHECK_THAT(e.message(), Catch::Contains("shard_group 2 of data 4"));
   }
 }
