@@ -88,7 +88,7 @@ fi
 
 echo "(c) memory: rank 0's measured peak of live tensors against the plan's (goal: within 5%)"
 transformer=(--set "model={preset: transformer, layers: 6, hidden: 256, heads: 4, ffn: 1024, seq_len: 64, vocab: 8000}"
-             --set data.source=synthetic --set data.batch_size=8 --set optimizer.kind=adamw --set optimizer.lr=0.001)
+             --set data.source=synthetic --set data.batch_size=8 --set 'optimizer={kind: adamw, lr: 0.001}')
 for model in mlp transformer; do
   for shard in none optimizer gradients full; do
     if [ $model = mlp ]; then sets=(--set model.hidden=2048); else sets=("${transformer[@]}"); fi

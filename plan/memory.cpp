@@ -238,6 +238,21 @@ static int64_t peak_activation_bytes(const Plan& plan, int pipeline_rank, int* p
   return peak;
 }
 
+StateBytes sharded_state_bytes(const Scenario& s, int64_t params) {
+  const ParallelSpec& p = s.parallel;
+  const BytesPerParameter per = bytes_per_parameter(s);
+  const int64_t n = p.shard_ranks();
+  auto part = [&](int bytes, Shard level) {
+    return p.sharded(level) ? (params * bytes + n - 1) / n : params * bytes;
+  };
+  StateBytes out;
+  out.params = part(per.parameter, Shard::full);
+  out.gradients = part(per.gradient, Shard::gradients);
+  out.optimizer = part(per.optimizer, Shard::optimizer);
+  out.buckets = p.sharded(Shard::gradients) ? 0 : params * per.bucket;  // FSDP has no DDP bucket copy
+  return out;
+}
+
 // What parallel.shard leaves a rank of its pipeline rank's parameters, gradients, optimizer state
 // and DDP buckets (whole, or 1 / shard_ranks each, rounded up), plus what it holds unsharded
 // for a while: the gathered layers in flight and the gradients before their reduce-scatter.
@@ -245,8 +260,6 @@ static void shard_state(const Plan& plan, int pipeline_rank, MemoryEstimate* m) 
   const Scenario& s = plan.scenario;
   const ParallelSpec& p = s.parallel;
   const BytesPerParameter per = bytes_per_parameter(s);
-  const int64_t n = p.shard_ranks();
-  auto share = [n](int64_t bytes) { return (bytes + n - 1) / n; };
   int64_t params = 0, largest_unit = 0, largest_pair = 0;
   for (const Stage& st : plan.stages) {
     if (st.pipeline_rank != pipeline_rank) continue;
@@ -259,10 +272,11 @@ static void shard_state(const Plan& plan, int pipeline_rank, MemoryEstimate* m) 
       previous = unit;
     }
   }
-  m->params = p.sharded(Shard::full) ? share(params * per.parameter) : params * per.parameter;
-  m->gradients = p.sharded(Shard::gradients) ? share(params * per.gradient) : params * per.gradient;
-  m->optimizer = p.sharded(Shard::optimizer) ? share(params * per.optimizer) : params * per.optimizer;
-  m->buckets = p.sharded(Shard::gradients) ? 0 : params * per.bucket;  // FSDP has no DDP bucket copy
+  const StateBytes state = sharded_state_bytes(s, params);
+  m->params = state.params;
+  m->gradients = state.gradients;
+  m->optimizer = state.optimizer;
+  m->buckets = state.buckets;
   if (!p.sharded(Shard::gradients)) return;
   // Gradients are reduce-scattered once a step, after the last micro-batch's backward (torch's
   // pipelining turns FSDP's gradient sync off for the others, as DDP's no_sync): with several

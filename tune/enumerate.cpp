@@ -38,14 +38,7 @@ std::vector<plan::PartitionLen> partitions_around(Evaluator& ev, const plan::Set
 // parameters with their gradients, optimizer state and DDP buckets (at least the average share).
 // Above the device's memory no split, bucket size or schedule can make it fit.
 int64_t static_memory_floor(const plan::Scenario& s, int64_t params_on_tensor_rank) {
-  const plan::ParallelSpec& p = s.parallel;
-  const plan::BytesPerParameter b = plan::bytes_per_parameter(s);
-  const double n = p.shard_ranks();
-  const double parameter = p.sharded(plan::Shard::full) ? b.parameter / n : b.parameter;
-  const double gradient = p.sharded(plan::Shard::gradients) ? b.gradient / n : b.gradient;
-  const double optimizer = p.sharded(plan::Shard::optimizer) ? b.optimizer / n : b.optimizer;
-  const double bucket = p.sharded(plan::Shard::gradients) ? 0 : b.bucket;
-  return static_cast<int64_t>(static_cast<double>(params_on_tensor_rank) / p.pipeline * (parameter + gradient + optimizer + bucket));
+  return plan::sharded_state_bytes(s, params_on_tensor_rank / s.parallel.pipeline).total();
 }
 
 // A configuration whose sharding repeats another the space holds: sharding with nothing to shard
