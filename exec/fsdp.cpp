@@ -182,10 +182,11 @@ void ShardedStage::finish_reduce(Unit& u) {
              comm_.stage_group_ranks(stage_));
   const int64_t done = u.completed_ns->load();
   tracer_.span(Lane::allreduce, a, u.launched_ns, done > 0 ? done : profiler::now_ns(), u.padded * 4, step_);
+  // The whole gradients go before the shard's is made, the flat buffer after: no moment holds all three.
+  for (auto& p : u.params) p.mutable_grad() = torch::Tensor();
   u.shard.mutable_grad() = u.grads.narrow(0, shard_rank_ * shard_numel(u), shard_numel(u)).div(shards_count_);
   u.grads = torch::Tensor();
   u.reduce.reset();  // the work holds its tensors too
-  for (auto& p : u.params) p.mutable_grad() = torch::Tensor();
 }
 
 void ShardedStage::wait_reductions() {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 #include <map>
 #include <set>
 
@@ -254,42 +255,46 @@ StateBytes sharded_state_bytes(const Scenario& s, int64_t params) {
 }
 
 // What parallel.shard leaves a rank of its pipeline rank's parameters, gradients, optimizer state
-// and DDP buckets (whole, or 1 / shard_ranks each, rounded up), plus what it holds unsharded
-// for a while: the gathered layers in flight and the gradients before their reduce-scatter.
+// and DDP buckets (whole, or 1 / shard_ranks each, rounded up), plus what it holds beyond them at
+// its fullest moment (`gathered`): the gathered layers in flight and the gradients before their
+// reduce-scatter.
 static void shard_state(const Plan& plan, int pipeline_rank, MemoryEstimate* m) {
   const Scenario& s = plan.scenario;
   const ParallelSpec& p = s.parallel;
-  const BytesPerParameter per = bytes_per_parameter(s);
-  int64_t params = 0, largest_unit = 0, largest_pair = 0;
-  for (const Stage& st : plan.stages) {
-    if (st.pipeline_rank != pipeline_rank) continue;
-    params += st.param_count;
-    int64_t previous = 0;
-    for (int l = st.first_layer; l < st.first_layer + st.layer_count; ++l) {
-      const int64_t unit = s.layers[l].param_count(p.tensor);
-      largest_unit = std::max(largest_unit, unit);
-      largest_pair = std::max(largest_pair, previous + unit);  // a layer and the next one's prefetch
-      previous = unit;
-    }
-  }
+  std::vector<int64_t> units;  // the rank's layers' parameters, in forward order: FSDP's units
+  for (const Stage& st : plan.stages)
+    if (st.pipeline_rank == pipeline_rank)
+      for (int l = st.first_layer; l < st.first_layer + st.layer_count; ++l) units.push_back(s.layers[l].param_count(p.tensor));
+  int64_t params = 0;
+  for (int64_t u : units) params += u;
   const StateBytes state = sharded_state_bytes(s, params);
   m->params = state.params;
   m->gradients = state.gradients;
   m->optimizer = state.optimizer;
   m->buckets = state.buckets;
   if (!p.sharded(Shard::gradients)) return;
-  // Gradients are reduce-scattered once a step, after the last micro-batch's backward (torch's
-  // pipelining turns FSDP's gradient sync off for the others, as DDP's no_sync): with several
-  // micro-batches a step the layers' unsharded gradients add up until then; with one, a layer's
-  // are held only until its reduce-scatter.
-  // Besides, as a layer's reduce-scatter starts its gradients are copied into the collective's
-  // input while they are still held (FSDP2's foreach_reduce_scatter_copy_in): a layer's twice.
+  // The rank is fullest during some layer's backward in the step's last micro-batch, the layers
+  // walked from the last: those after it have their gradients reduced to shards already; its own
+  // are held whole, and twice while they are copied into its reduce-scatter's input (FSDP2's
+  // foreach_reduce_scatter_copy_in). Gradients are reduced once a step (torch's pipelining turns
+  // FSDP's sync off for the other micro-batches, as DDP's no_sync), so with several micro-batches
+  // a step every layer up to this one holds its summed gradients whole. Under full the layer is
+  // gathered (in the compute type) with the one before it prefetched, or, kept from forward to
+  // backward (reshard_after_forward false), every layer up to it. `gathered` is what that moment
+  // holds beyond the sharded gradients the optimizer step holds.
+  const BytesPerParameter per = bytes_per_parameter(s);
+  const int64_t n = p.shard_ranks(), g = per.gradient, gb = gathered_parameter_bytes(p);
   const bool accumulating = p.chunks * p.grad_accumulation > 1;
-  m->gathered = (accumulating ? params : largest_unit) * per.gradient + largest_unit * per.gradient;
-  if (!p.sharded(Shard::full)) return;
-  // The gathered parameters in the compute type: a layer and the next one's prefetch, or, kept
-  // from forward to backward, every layer the rank's forwards gathered.
-  m->gathered += (p.reshard_after_forward ? largest_pair : params) * gathered_parameter_bytes(p);
+  int64_t fullest = 0, reduced = 0, upto = params;
+  for (size_t l = units.size(); l-- > 0;) {
+    const int64_t u = units[l], before = l > 0 ? units[l - 1] : 0;
+    int64_t held = (reduced * g + n - 1) / n + ((accumulating ? upto : u) + u) * g;
+    if (p.sharded(Shard::full)) held += (p.reshard_after_forward ? u + before : upto) * gb;
+    fullest = std::max(fullest, held);
+    reduced += u;
+    upto -= u;
+  }
+  m->gathered = std::max<int64_t>(0, fullest - m->gradients);
 }
 
 int gathered_parameter_bytes(const ParallelSpec& p) {

@@ -95,6 +95,16 @@ double group_collective_us(const plan::Plan& plan, Collective coll, double bytes
   g.nic_gb_per_s = hw.network ? hw.network->bandwidth_gb_per_s : 0;
   g.nics_per_node = hw.nics_per_node;
   if (hw.nccl) return collective_time_us(*hw.nccl, g, coll, bytes);
+  const auto& cal = hw.calibration;
+  if (g.nodes == 1 && cal && cal->allreduce.bandwidth_gb_per_s > 0) {
+    // Measured on this host: its ring all-reduce of allreduce_ranks ranks scaled to t, in a run's
+    // conditions (as the simulator's plain all-reduce, sim/collectives.cpp); an all-gather or a
+    // reduce-scatter is half of one.
+    const double m = cal->allreduce_ranks, in_run = in_run_factors(plan, *cal).allreduce;
+    const double latency_us = cal->allreduce.latency_us * (t - 1) / (m - 1);
+    const double bytes_us = bytes * (2.0 * (t - 1) / t) / (2 * (m - 1) / m) / (cal->allreduce.bandwidth_gb_per_s * 1e3);
+    return (coll == Collective::all_reduce ? 1.0 : 0.5) * in_run * (latency_us + bytes_us);
+  }
   const plan::Link& link = g.nodes > 1 && hw.network ? *hw.network : hw.node_link;
   const double steps = coll == Collective::all_reduce ? 2.0 * (t - 1) : t - 1.0;
   const double per_byte = std::isinf(link.bandwidth_gb_per_s) ? 0.0 : steps / t / (link.bandwidth_gb_per_s * 1e3);
@@ -240,6 +250,16 @@ Time optimizer_time(const plan::Scenario& s, int64_t stage_params) {
   return Time::us(device.layer_overhead_us) + Time::ns(std::llround((shard * per.per_shard + zeroed * per.per_param) / rate));
 }
 
+// ZeRO-1 and -2 keep the parameters whole: after its step each rank's updated slice goes to the
+// others. Megatron-LM and NeMo overlap that all-gather with the next forward (NCCL profiles: not
+// charged, docs/simulator.md); the executor on Gloo gathers them before the next action.
+static Time parameters_after_step(const plan::Plan& plan, const plan::Stage& st) {
+  const plan::ParallelSpec& p = plan.scenario.parallel;
+  if (plan.scenario.hardware.nccl || !p.sharded(plan::Shard::optimizer) || p.sharded(plan::Shard::full)) return Time();
+  const int stride = p.tensor * (p.rank_order == plan::RankOrder::tensor_pipeline_data ? p.pipeline : 1);
+  return Time::us(group_collective_us(plan, Collective::all_gather, static_cast<double>(st.param_bytes), p.shard_ranks(), stride));
+}
+
 std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<plan::LayerCost>* layer_costs) {
   const auto& s = plan.scenario;
   const plan::Recompute recompute_choice = s.parallel.activation_checkpointing;
@@ -352,6 +372,7 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<pla
       c.send_backward_call = call(c.send_backward_bytes);
     }
     if (s.hardware.fitted) c.optimizer = scaled(c.optimizer, s.hardware.fitted->optimizer);  // plan/fitted.hpp
+    c.optimizer += parameters_after_step(plan, st);
     out.push_back(std::move(c));
   }
   return out;

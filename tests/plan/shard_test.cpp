@@ -3,6 +3,7 @@
 // what each rank keeps of its stage's parameters, gradients and optimizer state, worked by hand,
 // and the keys' checks.
 #include <algorithm>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
@@ -23,22 +24,11 @@ const std::string kModel =
     "optimizer: {kind: adam}\nhardware: a100-nvlink-ib\n"
     "parallel: {data: 4, chunks: 1}\n";
 
-// A layer's parameters, and the largest sum of two neighbouring layers' (a layer and the next
-// one's prefetch), counted from the model's layers.
-struct Units {
-  int64_t largest = 0, largest_pair = 0, total = 0;
-};
-Units units(const plan::Plan& p) {
-  Units u;
-  int64_t previous = 0;
-  for (const auto& l : p.scenario.layers) {
-    const int64_t n = l.param_count(1);
-    u.largest = std::max(u.largest, n);
-    u.largest_pair = std::max(u.largest_pair, previous + n);
-    u.total += n;
-    previous = n;
-  }
-  return u;
+// The model's parameters, counted from its layers.
+int64_t total_params(const plan::Plan& p) {
+  int64_t total = 0;
+  for (const auto& l : p.scenario.layers) total += l.param_count(1);
+  return total;
 }
 
 int64_t share(int64_t bytes, int64_t n) { return (bytes + n - 1) / n; }
@@ -47,9 +37,8 @@ int64_t share(int64_t bytes, int64_t n) { return (bytes + n - 1) / n; }
 
 TEST_CASE("plan::memory: each shard level keeps ZeRO's share of the state, plus what it holds unsharded", "[plan][shard]") {
   const plan::Plan ddp = test::plan_from(kModel);
-  const Units u = units(ddp);
   const int64_t P = ddp.stages[0].param_count;
-  REQUIRE(P == u.total);
+  REQUIRE(P == total_params(ddp));
   const auto& none = ddp.ranks[0].memory;
   CHECK(none.params + none.gradients + none.optimizer + none.buckets == 20 * P);
   CHECK(none.gathered == 0);
@@ -61,31 +50,49 @@ TEST_CASE("plan::memory: each shard level keeps ZeRO's share of the state, plus 
   CHECK(z1.buckets == 4 * P);  // DDP's buckets stay: ZeRO-1 reduces them
   CHECK(z1.gathered == 0);
 
-  // ZeRO-2: no DDP bucket copy; one layer's gradients whole until its reduce-scatter, twice while
-  // they are copied into its input (FSDP2's foreach_reduce_scatter_copy_in).
+  // The layers in forward order: embedding e, two blocks b, head h. The rank is fullest during one
+  // layer's backward (walked h, b, b, e): the layers after it reduced to shards (1/4, 4 bytes
+  // each), its own gradients twice (held, and copied into the reduce-scatter's input: FSDP2's
+  // foreach_reduce_scatter_copy_in); `gathered` is that moment beyond the shards of all gradients.
+  const auto& layers = ddp.scenario.layers;
+  REQUIRE(layers.size() == 4);
+  const int64_t e = layers[0].param_count(1), b = layers[1].param_count(1), h = layers[3].param_count(1);
+  REQUIRE(layers[2].param_count(1) == b);
+  auto beyond_shards = [&](std::vector<int64_t> moments) { return *std::max_element(moments.begin(), moments.end()) - share(4 * P, 4); };
+
+  // ZeRO-2: no DDP bucket copy; a layer's gradients whole until its reduce-scatter.
   const plan::MemoryEstimate z2 = test::plan_from(kModel, {"parallel.shard=gradients"}).ranks[0].memory;
   CHECK(z2.params == 4 * P);
   CHECK(z2.gradients == share(4 * P, 4));
   CHECK(z2.optimizer == share(8 * P, 4));
   CHECK(z2.buckets == 0);
-  CHECK(z2.gathered == 2 * 4 * u.largest);
+  CHECK(z2.gathered == beyond_shards({2 * 4 * h, share(4 * h, 4) + 2 * 4 * b, share(4 * (h + b), 4) + 2 * 4 * b,
+                                      share(4 * (h + 2 * b), 4) + 2 * 4 * e}));
 
-  // ZeRO-3 / FSDP: the parameters too; a gathered layer and the next one's prefetch (fp32 here).
+  // ZeRO-3 / FSDP: the parameters too; the layer gathered and the one before it prefetched (fp32).
   const plan::MemoryEstimate z3 = test::plan_from(kModel, {"parallel.shard=full"}).ranks[0].memory;
   CHECK(z3.params == share(4 * P, 4));
   CHECK(z3.gradients == share(4 * P, 4));
   CHECK(z3.optimizer == share(8 * P, 4));
-  CHECK(z3.gathered == 2 * 4 * u.largest + 4 * u.largest_pair);
-  // Kept from forward to backward: every layer gathered.
+  CHECK(z3.gathered == beyond_shards({2 * 4 * h + 4 * (h + b), share(4 * h, 4) + 2 * 4 * b + 4 * (b + b),
+                                      share(4 * (h + b), 4) + 2 * 4 * b + 4 * (b + e),
+                                      share(4 * (h + 2 * b), 4) + 2 * 4 * e + 4 * e}));
+  // Kept from forward to backward: every layer up to the one in backward stays gathered.
   const plan::MemoryEstimate kept = test::plan_from(kModel, {"parallel.shard=full", "parallel.reshard_after_forward=false"}).ranks[0].memory;
-  CHECK(kept.gathered == 2 * 4 * u.largest + 4 * P);
+  CHECK(kept.gathered == beyond_shards({2 * 4 * h + 4 * P, share(4 * h, 4) + 2 * 4 * b + 4 * (e + 2 * b),
+                                        share(4 * (h + b), 4) + 2 * 4 * b + 4 * (e + b),
+                                        share(4 * (h + 2 * b), 4) + 2 * 4 * e + 4 * e}));
   // In bf16 (FSDP2's MixedPrecisionPolicy) the gathered layers take 2 bytes a parameter.
   const plan::MemoryEstimate bf16 = test::plan_from(kModel, {"parallel.shard=full", "parallel.precision=bf16"}).ranks[0].memory;
-  CHECK(bf16.gathered == 2 * 4 * u.largest + 2 * u.largest_pair);
-  // Several micro-batches a step: the gradients add up unsharded until the last one's backward
-  // (and the layer being reduced is copied once more).
+  CHECK(bf16.gathered == beyond_shards({2 * 4 * h + 2 * (h + b), share(4 * h, 4) + 2 * 4 * b + 2 * (b + b),
+                                        share(4 * (h + b), 4) + 2 * 4 * b + 2 * (b + e),
+                                        share(4 * (h + 2 * b), 4) + 2 * 4 * e + 2 * e}));
+  // Several micro-batches a step: every layer up to the one reduced holds its summed gradients
+  // whole until the last micro-batch's backward reaches it.
   const plan::MemoryEstimate chunked = test::plan_from(kModel, {"parallel.shard=full", "parallel.chunks=2"}).ranks[0].memory;
-  CHECK(chunked.gathered == 4 * P + 4 * u.largest + 4 * u.largest_pair);
+  CHECK(chunked.gathered == beyond_shards({4 * (P + h) + 4 * (h + b), share(4 * h, 4) + 4 * (e + 2 * b + b) + 4 * (b + b),
+                                           share(4 * (h + b), 4) + 4 * (e + b + b) + 4 * (b + e),
+                                           share(4 * (h + 2 * b), 4) + 4 * (e + e) + 4 * e}));
   // HSDP: shards of 2 ranks, 2 copies of each.
   const plan::MemoryEstimate hsdp = test::plan_from(kModel, {"parallel.shard=full", "parallel.shard_group=2"}).ranks[0].memory;
   CHECK(hsdp.params == share(4 * P, 2));
