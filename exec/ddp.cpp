@@ -4,6 +4,23 @@
 
 namespace parallax::exec {
 
+void TracedAllreduce::launch(Group& group, const torch::Tensor& flat) {
+  std::vector<torch::Tensor> tensors{flat};
+  launched_ns_ = profiler::now_ns();
+  work_ = group.allreduce(tensors);
+  completed_ns_ = std::make_shared<std::atomic<int64_t>>(0);
+  work_->getFuture()->addCallback([done = completed_ns_](c10::ivalue::Future&) { done->store(profiler::now_ns()); });
+}
+
+void TracedAllreduce::finish(const Communicator& comm, const std::string& what, const std::vector<int>& peers,
+                             profiler::HostTracer& tracer, const schedule::Action& a, int64_t bytes, int32_t step) {
+  comm.wait(work_, what, peers);
+  // The future is marked complete before its callbacks run: wait() can return first.
+  const int64_t done = completed_ns_->load();
+  tracer.span(timeline::Lane::allreduce, a, launched_ns_, done > 0 ? done : profiler::now_ns(), bytes, step);
+  reset();
+}
+
 BucketReducer::BucketReducer(const plan::Stage& stage, Stage& module, Group* group, int replicas,
                              profiler::HostTracer& tracer)
     : stage_(stage.index), group_(group), replicas_(replicas), tracer_(tracer) {
@@ -35,8 +52,7 @@ void BucketReducer::arm(int32_t step) {
   step_ = step;
   for (auto& b : buckets_) {
     b.pending = static_cast<int>(b.params.size());
-    b.work.reset();
-    b.completed_ns.reset();
+    b.reduce.reset();
   }
 }
 
@@ -48,26 +64,16 @@ void BucketReducer::on_grad(int i, const torch::Tensor& grad) {
   // The hook sees this micro-batch's gradient before it is added to .grad.
   if (p.grad().defined()) torch::add_out(slot, p.grad(), grad.to(slot.dtype()));
   else slot.copy_(grad);
-  if (--b.pending == 0) {
-    std::vector<torch::Tensor> tensors{b.flat};
-    b.launched_ns = profiler::now_ns();
-    b.work = group_->allreduce(tensors);
-    b.completed_ns = std::make_shared<std::atomic<int64_t>>(0);
-    b.work->getFuture()->addCallback(
-        [done = b.completed_ns](c10::ivalue::Future&) { done->store(profiler::now_ns()); });
-  }
+  if (--b.pending == 0) b.reduce.launch(*group_, b.flat);
 }
 
 void BucketReducer::wait(const Communicator& comm) {
   armed_ = false;
   for (auto& b : buckets_) {
     const schedule::Action a{schedule::ActionKind::ALLREDUCE, stage_, -1, b.index};
-    if (!b.work) throw std::logic_error("bucket " + a.id() + " never filled: a parameter got no gradient");
-    comm.wait(b.work, a.id() + " (DDP group of stage " + std::to_string(stage_) + ")", comm.stage_group_ranks(stage_));
-    // The future is marked complete before its callbacks run: wait() can return first.
-    const int64_t done = b.completed_ns->load();
-    tracer_.span(timeline::Lane::allreduce, a, b.launched_ns, done > 0 ? done : profiler::now_ns(), b.flat.numel() * 4,
-                 step_);
+    if (!b.reduce.launched()) throw std::logic_error("bucket " + a.id() + " never filled: a parameter got no gradient");
+    b.reduce.finish(comm, a.id() + " (DDP group of stage " + std::to_string(stage_) + ")", comm.stage_group_ranks(stage_), tracer_, a,
+                    b.flat.numel() * 4, step_);
   }
 }
 

@@ -5,14 +5,13 @@
 // a hook copies the fully accumulated gradient into its slot, and the moment a bucket's last slot
 // is filled its all-reduce starts on the stage's DDP group, overlapping the rest of backward.
 // Earlier backwards only accumulate (no_sync). The optimizer step waits for every bucket and
-// writes the averaged gradients back. Each all-reduce's span ends when its work completes (a
-// callback on its future, run by the process group's worker thread), not when the rank next
-// looks. (PyTorch's own Reducer needs headers Debian's libtorch-dev 1.13 lacks;
-// Tensor::register_hook fires in gradient-ready order and is enough.)
+// writes the averaged gradients back. (PyTorch's own Reducer needs headers Debian's
+// libtorch-dev 1.13 lacks; Tensor::register_hook fires in gradient-ready order and is enough.)
 #include <torch/torch.h>
 
 #include <atomic>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "exec/comm.hpp"
@@ -20,6 +19,30 @@
 #include "profiler/host_tracer.hpp"
 
 namespace parallax::exec {
+
+/// One gradient all-reduce (a DDP bucket, a sharded layer) on the all-reduce lane. Its span ends
+/// when its work completes (a callback on its future, run by the process group's worker thread),
+/// not when the rank next looks.
+class TracedAllreduce {
+ public:
+  void launch(Group& group, const torch::Tensor& flat);
+  bool launched() const { return static_cast<bool>(work_); }
+  /// Waits for it (a failure names `what` and the `peers`), records its span as action `a`
+  /// moving `bytes` in step `step`, and lets the work go (it holds its tensors).
+  void finish(const Communicator& comm, const std::string& what, const std::vector<int>& peers,
+              profiler::HostTracer& tracer, const schedule::Action& a, int64_t bytes, int32_t step);
+  void reset() {
+    work_.reset();
+    completed_ns_.reset();
+  }
+
+ private:
+  Communicator::Work work_;
+  int64_t launched_ns_ = 0;
+  // Set by the completion callback; a fresh one per launch, so that a late callback of one step
+  // cannot write into the next.
+  std::shared_ptr<std::atomic<int64_t>> completed_ns_;
+};
 
 class BucketReducer {
  public:
@@ -39,11 +62,7 @@ class BucketReducer {
     torch::Tensor flat;
     std::vector<int> params;  // positions in params_
     int pending = 0;
-    Communicator::Work work;
-    int64_t launched_ns = 0;
-    // Set by the completion callback; a fresh one per launch, so that a late callback of one
-    // step cannot write into the next.
-    std::shared_ptr<std::atomic<int64_t>> completed_ns;
+    TracedAllreduce reduce;
   };
   void on_grad(int param, const torch::Tensor& grad);
 

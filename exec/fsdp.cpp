@@ -6,8 +6,6 @@
 namespace parallax::exec {
 namespace {
 
-using timeline::Lane;
-
 // Gives `t`'s storage `bytes` bytes from its own allocator (0: none), keeping the storage itself,
 // so every view of it (the unit's parameters, what autograd saved of them) sees the new memory.
 // What torch's FSDP1 does with storage().resize_(); LibTorch has no public call for it.
@@ -140,7 +138,6 @@ void ShardedStage::arm(int32_t step) {
   for (auto& u : units_) {
     u.pending = static_cast<int>(u.params.size());
     u.reduce.reset();
-    u.completed_ns.reset();
   }
 }
 
@@ -167,26 +164,18 @@ void ShardedStage::on_grad(int unit, int param, const torch::Tensor& grad) {
   // The unit's other parameters have their gradients in the slots: theirs can go (this one's
   // arrives after its hook, and goes once the reduction is done).
   for (auto& other : u.params) other.mutable_grad() = torch::Tensor();
-  std::vector<torch::Tensor> tensors{u.grads};
-  u.launched_ns = profiler::now_ns();
-  u.reduce = group_->allreduce(tensors);
-  u.completed_ns = std::make_shared<std::atomic<int64_t>>(0);
-  u.reduce->getFuture()->addCallback(
-      [done = u.completed_ns](c10::ivalue::Future&) { done->store(profiler::now_ns()); });
+  u.reduce.launch(*group_, u.grads);
   reducing_.push_back(unit);
 }
 
 void ShardedStage::finish_reduce(Unit& u) {
   const schedule::Action a{schedule::ActionKind::ALLREDUCE, stage_, -1, u.bucket};
-  comm_.wait(u.reduce, a.id() + " (the gradient reduction of stage " + std::to_string(stage_) + ")",
-             comm_.stage_group_ranks(stage_));
-  const int64_t done = u.completed_ns->load();
-  tracer_.span(Lane::allreduce, a, u.launched_ns, done > 0 ? done : profiler::now_ns(), u.padded * 4, step_);
+  u.reduce.finish(comm_, a.id() + " (the gradient reduction of stage " + std::to_string(stage_) + ")",
+                  comm_.stage_group_ranks(stage_), tracer_, a, u.padded * 4, step_);
   // The whole gradients go before the shard's is made, the flat buffer after: no moment holds all three.
   for (auto& p : u.params) p.mutable_grad() = torch::Tensor();
   u.shard.mutable_grad() = u.grads.narrow(0, shard_rank_ * shard_numel(u), shard_numel(u)).div(shards_count_);
   u.grads = torch::Tensor();
-  u.reduce.reset();  // the work holds its tensors too
 }
 
 void ShardedStage::wait_reductions() {

@@ -18,11 +18,11 @@
 // the tensors autograd saved in forward see the gathered values again in backward.
 #include <torch/torch.h>
 
-#include <atomic>
 #include <memory>
 #include <vector>
 
 #include "exec/comm.hpp"
+#include "exec/ddp.hpp"
 #include "exec/model.hpp"
 #include "profiler/host_tracer.hpp"
 
@@ -70,9 +70,7 @@ class ShardedStage {
     // The gradient reduction of the step's last backward.
     torch::Tensor grads;  // flat, as the parameters
     int pending = 0;
-    Communicator::Work reduce;
-    int64_t launched_ns = 0;
-    std::shared_ptr<std::atomic<int64_t>> completed_ns;
+    TracedAllreduce reduce;
   };
   bool full() const;
   void launch_gather(Unit& u);

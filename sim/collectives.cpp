@@ -152,17 +152,12 @@ CollectivePlan Simulation::plain_allreduce(const Group& g, const GroupNodes& by)
   const size_t per_node = by.per_node;
   const auto& cal = plan_.scenario.hardware.calibration;
   if (nodes == 1 && cal && cal->allreduce.bandwidth_gb_per_s > 0) {
-    // Measured on this host (parallax calibrate) for cal->allreduce_ranks ranks; a ring of n
-    // ranks scales its latency by (n-1) and its bytes per rank by 2(n-1)/n. Inside a run it
-    // takes the in-run factor longer (it shares the cores with backward).
+    // Measured on this host (sim/cost_model.hpp); a flow's bytes per byte are relative to the
+    // node link's capacity (GB/s, 1e3 bytes a us).
     out.algorithm = timeline::Algorithm::ring;
-    const double m = cal->allreduce_ranks;
-    const double capacity = topo_.node_bandwidth();
-    const double in_run = in_run_factors(plan_, *cal).allreduce;
-    const double latency_us = in_run * cal->allreduce.latency_us * (n - 1) / (m - 1);
-    const double per_byte =
-        in_run * (2 * (n - 1) / n) / (2 * (m - 1) / m) * capacity / cal->allreduce.bandwidth_gb_per_s;
-    out.phases.push_back({dedupe(topo_.device_ports(routed(g.members))), Time::us(latency_us), per_byte});
+    const RingCost ring = calibrated_allreduce(plan_, *cal, static_cast<int>(n));
+    const double per_byte = ring.us_per_byte * topo_.node_bandwidth() * 1e3;
+    out.phases.push_back({dedupe(topo_.device_ports(routed(g.members))), Time::us(ring.latency_us), per_byte});
     return out;
   }
   if (nodes == 1 || per_node == 1) {

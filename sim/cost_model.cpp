@@ -97,13 +97,9 @@ double group_collective_us(const plan::Plan& plan, Collective coll, double bytes
   if (hw.nccl) return collective_time_us(*hw.nccl, g, coll, bytes);
   const auto& cal = hw.calibration;
   if (g.nodes == 1 && cal && cal->allreduce.bandwidth_gb_per_s > 0) {
-    // Measured on this host: its ring all-reduce of allreduce_ranks ranks scaled to t, in a run's
-    // conditions (as the simulator's plain all-reduce, sim/collectives.cpp); an all-gather or a
-    // reduce-scatter is half of one.
-    const double m = cal->allreduce_ranks, in_run = in_run_factors(plan, *cal).allreduce;
-    const double latency_us = cal->allreduce.latency_us * (t - 1) / (m - 1);
-    const double bytes_us = bytes * (2.0 * (t - 1) / t) / (2 * (m - 1) / m) / (cal->allreduce.bandwidth_gb_per_s * 1e3);
-    return (coll == Collective::all_reduce ? 1.0 : 0.5) * in_run * (latency_us + bytes_us);
+    // Measured on this host; an all-gather or a reduce-scatter is half a ring all-reduce.
+    const RingCost ring = calibrated_allreduce(plan, *cal, t);
+    return (coll == Collective::all_reduce ? 1.0 : 0.5) * (ring.latency_us + bytes * ring.us_per_byte);
   }
   const plan::Link& link = g.nodes > 1 && hw.network ? *hw.network : hw.node_link;
   const double steps = coll == Collective::all_reduce ? 2.0 * (t - 1) : t - 1.0;
@@ -233,6 +229,12 @@ class ParameterGathers {
 
 const plan::InRunFactors& in_run_factors(const plan::Plan& plan, const plan::Calibration& cal) {
   return plan.scenario.parallel.replicas() > 1 && cal.in_run_data ? *cal.in_run_data : cal.in_run;
+}
+
+RingCost calibrated_allreduce(const plan::Plan& plan, const plan::Calibration& cal, int ranks) {
+  const double n = ranks, m = cal.allreduce_ranks, in_run = in_run_factors(plan, cal).allreduce;
+  return {in_run * cal.allreduce.latency_us * (n - 1) / (m - 1),
+          in_run * (2 * (n - 1) / n) / (2 * (m - 1) / m) / (cal.allreduce.bandwidth_gb_per_s * 1e3)};
 }
 
 Time optimizer_time(const plan::Scenario& s, int64_t stage_params) {

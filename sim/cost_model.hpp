@@ -53,6 +53,15 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<pla
 /// when the plan has data > 1 and the profile has them, else the pipeline probe's.
 const plan::InRunFactors& in_run_factors(const plan::Plan& plan, const plan::Calibration& cal);
 
+/// This host's calibrated ring all-reduce (parallax calibrate measured it for allreduce_ranks
+/// ranks) scaled to `ranks`: a ring of n ranks scales the latency by (n-1) and the bytes per rank
+/// by 2(n-1)/n; in a run it takes the in-run factor longer (it shares the cores with backward).
+/// Its time is latency_us + bytes x us_per_byte. Needs cal.allreduce measured.
+struct RingCost {
+  double latency_us = 0, us_per_byte = 0;
+};
+RingCost calibrated_allreduce(const plan::Plan& plan, const plan::Calibration& cal, int ranks);
+
 /// An uncalibrated optimizer step of a stage of `stage_params` parameters: the bytes its trainer's
 /// kernels move (plan::optimizer_traffic) at the device's memory-bound rate, plus one call overhead.
 Time optimizer_time(const plan::Scenario& scenario, int64_t stage_params);
