@@ -1,8 +1,10 @@
 #include "cli/plan_report.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
+#include "plan/cost.hpp"
 #include "plan/memory.hpp"
 
 namespace parallax::cli {
@@ -72,6 +74,37 @@ std::string framework_line(const plan::Scenario& s) {
   return o.str();
 }
 
+// A MoE model's experts as this plan places them, and its all-to-alls and imbalance per MoE block
+// and micro-batch (plan::expert_traffic); empty for a dense model.
+std::string experts_line(const Plan& p) {
+  const auto& s = p.scenario;
+  const plan::ParallelSpec& par = s.parallel;
+  const auto moe = std::find_if(p.layers().begin(), p.layers().end(), [](const plan::Layer& l) { return l.shape.moe.on(); });
+  if (moe == p.layers().end()) return "";
+  const int blocks = static_cast<int>(std::count_if(p.layers().begin(), p.layers().end(), [](const plan::Layer& l) { return l.shape.moe.on(); }));
+  const plan::MoeShape& m = moe->shape.moe;
+  const plan::ExpertTraffic x = plan::expert_traffic(*moe, par, p.microbatch_size);
+  std::ostringstream o;
+  o << "experts    " << blocks << " MoE blocks of " << m.experts << " experts (top-" << m.top_k
+    << (m.shared ? ", " + std::to_string(m.shared) + " shared" : std::string()) << ") over expert " << par.expert << ": "
+    << m.experts / par.expert << " a rank"
+    << (par.tensor > 1 ? (par.expert_tensor_ways() > 1 ? ", split over the tensor group" : ", whole (expert_tensor 1)") : "")
+    << ", gradients reduced over the " << par.expert_replicas() << " rank" << (par.expert_replicas() > 1 ? "s" : "")
+    << " holding the same\n";
+  o << "           per MoE block and micro-batch: ";
+  if (x.forward > 0)
+    o << x.forward << " all-to-alls in forward and " << x.backward << " in backward of " << format_bytes(x.all_to_all_bytes)
+      << " sent per rank";
+  else
+    o << "no all-to-all (expert 1)";
+  char imbalance[64];
+  std::snprintf(imbalance, sizeof imbalance, "%.3f", x.imbalance);
+  o << "; load imbalance " << imbalance << "x ("
+    << (m.imbalance > 0 ? "stated, model.expert_imbalance" : "a balanced router's floor; state model.expert_imbalance for yours")
+    << (m.capacity_factor > 0 ? ", capped by capacity_factor" : ", dropless") << ")\n";
+  return o.str();
+}
+
 std::string plan_text(const Plan& p) {
   const auto& s = p.scenario;
   const auto& hw = s.hardware;
@@ -88,6 +121,7 @@ std::string plan_text(const Plan& p) {
     << " = " << p.world_size << " ranks; virtual " << s.parallel.virtual_stages << ", " << p.stages.size() << " stages"
     << (s.parallel.sequence_parallel ? "; sequence parallel" : "") << "\n";
   o << "placement  " << placement_line(s.parallel) << "\n";
+  o << experts_line(p);
   o << "batch      " << s.data.batch_size << " per replica = " << p.chunks() << " chunks x " << p.microbatch_size
     << "; grad_accumulation " << s.parallel.grad_accumulation << "; global batch "
     << s.data.batch_size * s.parallel.grad_accumulation * s.parallel.data << "\n";

@@ -38,8 +38,9 @@ std::optional<LayerCost> calibrated(const std::string& signature, const Hardware
 
 // Bytes a layer moves per call: its parameters once (the copy autocast makes in the compute type,
 // elements as wide as an activation's), plus its activations per sample.
-double parameter_bytes(const Layer& layer, Precision precision) {
-  return static_cast<double>(layer.param_count()) * activation_bytes(precision);
+// A MoE block reads only its rank's experts (1 / expert of them).
+double parameter_bytes(const Layer& layer, const ParallelSpec& p) {
+  return static_cast<double>(layer.param_count(1, p.expert)) * activation_bytes(p.precision);
 }
 
 double peak_tflops(const Device& device, Precision precision) {
@@ -51,7 +52,7 @@ double peak_tflops(const Device& device, Precision precision) {
 double attention_flops_per_sample(const Layer& l) {
   if (l.kind != LayerKind::encoder) return 0;
   const double s = static_cast<double>(l.shape.seq_len);
-  return 4.0 * s * s * static_cast<double>(l.shape.hidden);
+  return 4.0 * s * s * static_cast<double>(l.shape.q_width());
 }
 
 // The FLOPs per sample that fp8 leaves in bf16, as Megatron-core applies Transformer Engine's fp8 to
@@ -101,7 +102,7 @@ LayerCost roofline_cost(const Layer& layer, const HardwareProfile& hardware, con
   const double flop_us = ((layer.flops_per_sample - rest) / tflops + rest / rest_tflops) * mb / 1e6 / ways;
   const double bw = device.memory_bandwidth_gb_per_s;  // may be +inf: no memory term
   auto memory_us = [&](double bytes) { return std::isinf(bw) || bw <= 0 ? 0.0 : bytes / (bw * 1e3); };
-  const double params = parameter_bytes(layer, precision) / parallel.tensor;
+  const double params = parameter_bytes(layer, parallel) / parallel.tensor;
   const double share = mb * elem / parallel.context;  // a rank's tokens of the micro-batch
   const double in = layer.input_elems_per_sample * share, out_bytes = layer.output_elems_per_sample * share;
   const double saved = layer.activation_elems_per_sample * share;
@@ -197,6 +198,40 @@ struct Kernels {
   bool flash = false;                               // attention_forward and _backward are flash attention's
 };
 
+// A MoE block's MLP on one tensor rank, in place of the dense one's up and down linears: the
+// router's gate on the rank's tokens with its fp32 softmax and top-k; the shared experts as one
+// dense gated MLP of shared x ffn; the routed experts as grouped GEMMs (one batched call per
+// matrix over the rank's experts / expert experts, each with its share of the busiest rank's
+// routed tokens: imbalance x tokens x top_k, expert_load_imbalance), the tokens permuted into
+// expert order before them and back after (each copy read and written both times). Experts split
+// over the tensor group (expert_tensor = tensor) compute 1 / tensor of their width over the group's
+// `tokens`; whole ones (expert_tensor 1) all of it over the rank's own (expert_rank_tokens).
+void moe_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel& m, double mb, double tokens, Kernels* k) {
+  const MoeShape& moe = l.shape.moe;
+  const double t = p.tensor, e = m.e(), h = static_cast<double>(l.shape.hidden), sp = p.sequence_parallel ? t : 1.0;
+  const double gates = l.shape.form.mlp == Mlp::swiglu ? 2 : 1, act = gates == 2 ? 3 : 2;
+  const double et = p.expert_tensor_ways();
+  const double experts = static_cast<double>(moe.experts), local = experts / p.expert, width = static_cast<double>(moe.ffn) / et;
+  const double routed = expert_rank_tokens(l, p, static_cast<int>(mb)) * static_cast<double>(moe.top_k) * expert_load_imbalance(l, p, static_cast<int>(mb));
+  const double rows = routed / local;  // each local expert's tokens
+  auto linear = [&](double batch, double rows_each, double n, double in) {
+    k->gemm += m.gemm(batch, rows_each, n, in);
+    const double weight = m.gemm(batch, in, n, rows_each);
+    k->weight_gradient += weight;
+    k->backward_gemm += m.gemm(batch, rows_each, in, n) + weight;
+  };
+  linear(1, tokens / sp, experts, h);  // the router's gate
+  linear(local, rows, gates * width, h);
+  linear(local, rows, h, width);
+  const double shared = static_cast<double>(moe.shared * moe.ffn) / t;  // a dense MLP, split as one
+  if (shared > 0) {
+    linear(1, tokens, gates * shared, h);
+    linear(1, tokens, h, shared);
+  }
+  k->memory += m.memory(act * e * (routed * width + tokens * shared) + 4.0 * e * routed * h + 2 * 4.0 * tokens / sp * experts) +
+               m.fp8_cast(routed * (h + width) + tokens * (shared > 0 ? h + shared : 0.0));
+}
+
 // A transformer block as Megatron-LM runs it on one of t tensor ranks: Q, K and V, the per-head
 // scores and weighted values, the output projection and the MLP's linears (three for SwiGLU);
 // norms, the fused scale-mask-softmax, the residual adds (with dropout in LibTorch's encoder
@@ -210,14 +245,18 @@ Kernels encoder_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel&
   const BlockForm& form = l.shape.form;
   const double s = static_cast<double>(l.shape.seq_len), h = static_cast<double>(l.shape.hidden);
   const double ffn = static_cast<double>(l.shape.ffn), t = p.tensor, e = m.e(), c = p.context, q = s / c;
-  const double heads = static_cast<double>(l.shape.heads) / t, d = h / static_cast<double>(l.shape.heads);
+  const double heads = static_cast<double>(l.shape.heads) / t, d = static_cast<double>(l.shape.head_dim());
   const double kv = static_cast<double>(l.shape.kv_heads()), kv_width = kv * d / std::min(t, kv);  // per rank
+  const double qw = static_cast<double>(l.shape.q_width());  // the query heads' width: hidden unless head_dim says
   const double tokens = mb * q, sp = p.sequence_parallel ? t : 1.0;
   const double up_width = (form.mlp == Mlp::swiglu ? 2 : 1) * ffn / t;  // gate and up as one GEMM
-  // The block's linear layers as forward GEMMs (m = tokens, n = outputs, k = inputs).
-  const double linears[4][2] = {{h / t + 2 * kv_width, h}, {h, h / t}, {up_width, h}, {h, ffn / t}};
+  // The block's linear layers as forward GEMMs (m = tokens, n = outputs, k = inputs); a MoE
+  // block's MLP is its own (moe_kernels).
+  const bool moe = l.shape.moe.on();
+  const double linears[4][2] = {{qw / t + 2 * kv_width, h}, {h, qw / t}, {up_width, h}, {h, ffn / t}};
   Kernels k;
-  for (const auto& [n, in] : linears) {
+  for (int i = 0; i < (moe ? 2 : 4); ++i) {
+    const auto& [n, in] = linears[i];
     k.gemm += m.gemm(1, tokens, n, in);
     k.weight_gradient += m.weight_gradient(tokens, n, in);  // the attention core has no weights
     k.backward_gemm += m.input_gradient(tokens, n, in) + m.weight_gradient(tokens, n, in);
@@ -226,10 +265,11 @@ Kernels encoder_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel&
   // encoder layer; the activation function (read, write; SwiGLU reads gate and up); rotary
   // positions on Q and K (read, write).
   const double residual = form.decoder ? 3 * e : 3 * e + 1;
-  const double activation = (form.mlp == Mlp::swiglu ? 3 : 2) * e * tokens * ffn / t;
-  const double rope = form.rope ? 2 * e * tokens * (h / t + kv_width) : 0.0;
+  const double activation = moe ? 0.0 : (form.mlp == Mlp::swiglu ? 3 : 2) * e * tokens * ffn / t;
+  const double rope = form.rope ? 2 * e * tokens * (qw / t + kv_width) : 0.0;
   k.memory = m.memory((2 * 2 * e + 2 * residual) * tokens * h / sp + activation + rope) +
-             m.fp8_cast(tokens * (h + h / t + h + ffn / t));  // the inputs of QKV, the output projection, up, down
+             m.fp8_cast(tokens * (h + qw / t + (moe ? 0.0 : h + ffn / t)));  // the inputs of QKV, the output projection, up, down
+  if (moe) moe_kernels(l, p, m, mb, tokens, &k);
   if (l.shape.flash_attention) {
     // A decoder block's attention is causal: flash attention skips the score blocks the mask
     // removes, half of them (FlashAttention-2 and -3 count a causal pass as half the FLOPs).
@@ -326,7 +366,7 @@ Time recompute_time(const Layer& l, const LayerCost& c, Recompute r) {
       // The scores' share of the layer's FLOPs (4 s^2 h of them per sample).
       if (l.kind != LayerKind::encoder || l.shape.flash_attention || l.flops_per_sample <= 0) return Time();
       const double s = static_cast<double>(l.shape.seq_len);
-      return c.forward.scaled(4 * s * s * static_cast<double>(l.shape.hidden) / l.flops_per_sample);
+      return c.forward.scaled(4 * s * s * static_cast<double>(l.shape.q_width()) / l.flops_per_sample);
   }
   return Time();
 }

@@ -101,6 +101,36 @@ struct ContextTraffic {
 };
 ContextTraffic context_traffic(const Layer& layer, const ParallelSpec& parallel, int microbatch_size);
 
+/// The tokens a rank's experts work on per micro-batch before routing: the tensor group's with
+/// experts split over it, a rank's own 1 / tensor with whole experts (expert_tensor 1).
+double expert_rank_tokens(const Layer& layer, const ParallelSpec& parallel, int microbatch_size);
+/// The busiest expert-parallel rank's routed tokens over the average rank's in a MoE block: the
+/// layer's stated model.expert_imbalance, else the least a balanced router gives. Each token picks
+/// its experts at random, so a rank's count of the group's tokens is about binomial with mean
+/// n = tokens x top_k per rank and variance n (1 - 1/expert); the largest of `expert` such counts
+/// is about n + sqrt(2 ln(expert) x variance) above it (the Gaussian maximum). A real router is
+/// balanced less well: this is a floor, stated as one. A capacity factor caps it (the rest are
+/// dropped). 1 for dense layers and one expert rank.
+double expert_load_imbalance(const Layer& layer, const ParallelSpec& parallel, int microbatch_size);
+
+/// A MoE block's token traffic per micro-batch, as Megatron-core's all-to-all dispatcher moves it
+/// with expert tensor parallelism equal to tensor: each rank sends the top_k copies of its tokens
+/// (its 1 / tensor of them under sequence parallelism) to the expert ranks that hold their experts,
+/// all-to-all in the expert group (dispatch), and takes the experts' outputs back the same way
+/// (combine); backward moves their gradients the same two ways. With experts split over a tensor
+/// group (expert_tensor > 1) the tokens a rank received are all-gathered over it before the
+/// experts and reduce-scattered after (each tensor rank computes its share of every expert's width).
+struct ExpertTraffic {
+  /// Bytes one rank sends to the other ranks of its expert group in one all-to-all, with a
+  /// balanced router: the (expert - 1) / expert of its copies bound for other ranks.
+  double all_to_all_bytes = 0;
+  int forward = 0, backward = 0;  ///< all-to-alls: dispatch and combine, then their gradients
+  /// The routed tokens of a tensor group (whole buffer) its all-gather and reduce-scatter move.
+  double tensor_bytes = 0;
+  double imbalance = 1;  ///< expert_load_imbalance: the busiest rank receives this much more
+};
+ExpertTraffic expert_traffic(const Layer& layer, const ParallelSpec& parallel, int microbatch_size);
+
 /// The bytes an optimizer step moves through device memory, per parameter, as its trainer runs it.
 /// `per_shard` counts on the parameters this rank updates (1 / replicas of them under the
 /// distributed optimizer), `per_param` on all of its stage's (zeroing the gradient buffer). The

@@ -55,6 +55,12 @@ void check_executable(const Scenario& s) {
                  "tensor parallelism (parallel.tensor " + std::to_string(p.tensor) + ")");
   if (p.context > 1)
     predict_only("parallel.context", "context parallelism (parallel.context " + std::to_string(p.context) + ")");
+  for (const auto& l : s.layers)
+    if (l.kind == LayerKind::encoder && l.shape.form.head_dim > 0)
+      predict_only("model.head_dim", "attention heads of width head_dim " + std::to_string(l.shape.form.head_dim) + " (not hidden / heads)");
+  for (const auto& l : s.layers)
+    if (l.shape.moe.on())
+      predict_only("model.experts", "a mixture-of-experts model (model.experts, layer '" + l.name + "')");
   if (p.activation_checkpointing == Recompute::selective)
     predict_only("parallel.activation_checkpointing", "selective recompute");
   if (p.activation_checkpointing != Recompute::none && splits_backward(p.schedule))

@@ -28,8 +28,16 @@ const std::vector<std::string> kGpt2 = {
     "summary_type", "summary_use_proj", "task_specific_params", "scale_attn_weights",
     "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn"};
 
+// The mixture-of-experts families' own names: the experts, and the router's training settings
+// (auxiliary loss, jitter, logits output, top-k renormalisation), which change no cost.
+const std::vector<std::string> kMoe = {
+    "num_local_experts", "num_experts", "num_experts_per_tok", "moe_intermediate_size", "shared_expert_intermediate_size",
+    "decoder_sparse_step", "mlp_only_layers", "router_aux_loss_coef", "router_jitter_noise", "output_router_logits",
+    "norm_topk_prob"};
+
 const std::vector<std::string> kArchitectures = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
-                                                 "GPT2LMHeadModel", "NemotronForCausalLM"};
+                                                 "Qwen3ForCausalLM", "GPT2LMHeadModel", "NemotronForCausalLM",
+                                                 "MixtralForCausalLM", "Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM"};
 
 int64_t width(const Field& map, const std::string& key) { return to_int(require(map, key), 1, int64_t{1} << 20); }
 
@@ -57,7 +65,7 @@ TransformerShape llama_family(const Field& c, const std::string& arch) {
   t.form.kv_heads = c["num_key_value_heads"].present() ? width(c, "num_key_value_heads") : t.heads;
   t.form.mlp = activation(c["hidden_act"].present() ? c["hidden_act"] : require(c, "hidden_act"), arch);
   t.form.tie_embeddings = bool_or(c, "tie_word_embeddings", false);
-  if (arch == "Qwen2ForCausalLM") {  // Qwen2's attention has biases on Q, K and V, nowhere else
+  if (arch == "Qwen2ForCausalLM" || arch == "Qwen2MoeForCausalLM") {  // Qwen2's attention has biases on Q, K and V, nowhere else
     t.form.bias = false;
     t.form.qkv_bias = true;
   } else {
@@ -67,10 +75,39 @@ TransformerShape llama_family(const Field& c, const std::string& arch) {
                          ": Parallax plans biases on all of a block's linears or on none");
     t.form.bias = t.form.qkv_bias = attention;
   }
-  if (c["head_dim"].present() && to_int(c["head_dim"], 1) * t.heads != t.hidden)
-    c["head_dim"].fail("head_dim " + std::to_string(to_int(c["head_dim"], 1)) + " is not hidden_size / num_attention_heads (" +
-                       std::to_string(t.hidden / t.heads) + "); Parallax plans heads of width hidden / heads");
+  // Qwen3's heads are wider than hidden / heads (128 at hidden 2,048 and 32 heads): the query
+  // projection's width is then heads x head_dim.
+  if (c["head_dim"].present() && !c["head_dim"].node().IsNull() && to_int(c["head_dim"], 1) * t.heads != t.hidden)
+    t.form.head_dim = to_int(c["head_dim"], 1);
   return t;
+}
+
+// Mixtral: every block's MLP is num_local_experts experts of intermediate_size. Qwen2-MoE and
+// Qwen3-MoE: experts of moe_intermediate_size in every decoder_sparse_step-th block, and (Qwen2-MoE)
+// one shared expert of shared_expert_intermediate_size (a whole number of expert widths; its
+// sigmoid gate, one weight row, is left out).
+void read_experts(const Field& c, const std::string& arch, TransformerShape* t) {
+  MoeShape& moe = t->moe;
+  moe.top_k = width(c, "num_experts_per_tok");
+  if (arch == "MixtralForCausalLM") {
+    moe.experts = width(c, "num_local_experts");
+    moe.ffn = t->ffn;
+  } else {
+    moe.experts = width(c, "num_experts");
+    moe.ffn = width(c, "moe_intermediate_size");
+    t->moe_every = int_or(c, "decoder_sparse_step", 1, 1, 10000);
+    const Field only = c["mlp_only_layers"];
+    if (only.present() && (!only.is_sequence() || only.node().size() > 0))
+      only.fail("mlp_only_layers: Parallax plans MoE blocks every decoder_sparse_step blocks; dense blocks in between are not read");
+    if (c["shared_expert_intermediate_size"].present()) {
+      const int64_t shared = width(c, "shared_expert_intermediate_size");
+      if (shared % moe.ffn != 0)
+        c["shared_expert_intermediate_size"].fail("shared_expert_intermediate_size " + std::to_string(shared) +
+                                                  " is not a whole number of moe_intermediate_size " + std::to_string(moe.ffn));
+      moe.shared = shared / moe.ffn;
+    }
+  }
+  if (moe.top_k > moe.experts) c["num_experts_per_tok"].fail("num_experts_per_tok is more than the experts");
 }
 
 TransformerShape gpt2(const Field& c) {
@@ -109,9 +146,13 @@ HfModel read_hf_config(const std::string& path, int64_t seq_len) {
   m.architecture = to_choice(archs.elements().front(), kArchitectures);
   const bool is_gpt2 = m.architecture == "GPT2LMHeadModel";
   std::vector<std::string> known = kIgnored;
+  const bool is_moe = m.architecture == "MixtralForCausalLM" || m.architecture == "Qwen2MoeForCausalLM" ||
+                      m.architecture == "Qwen3MoeForCausalLM";
   if (is_gpt2) known.insert(known.end(), kGpt2.begin(), kGpt2.end());
+  if (is_moe) known.insert(known.end(), kMoe.begin(), kMoe.end());
   expect_keys(c, known);
   m.shape = is_gpt2 ? gpt2(c) : llama_family(c, m.architecture);
+  if (is_moe) read_experts(c, m.architecture, &m.shape);
   if (m.shape.hidden % m.shape.heads != 0)
     c[is_gpt2 ? "n_embd" : "hidden_size"].fail("the width " + std::to_string(m.shape.hidden) + " is not divisible by the " +
                                                std::to_string(m.shape.heads) + " attention heads");
@@ -129,7 +170,8 @@ HfModel read_hf_config(const std::string& path, int64_t seq_len) {
   // Sliding-window attention, where it is on, limits what each token attends to: below the
   // window it changes nothing; past it Parallax would plan full attention, so it refuses.
   const Field sliding = c["sliding_window"];
-  const bool sliding_on = m.architecture == "Qwen2ForCausalLM" ? bool_or(c, "use_sliding_window", false) : sliding.present();
+  const bool qwen = m.architecture.rfind("Qwen", 0) == 0;  // the Qwen families switch it with use_sliding_window
+  const bool sliding_on = qwen ? bool_or(c, "use_sliding_window", false) : sliding.present();
   if (sliding_on && sliding.present() && seq_len > to_int(sliding, 1))
     sliding.fail("sliding-window attention of " + std::to_string(to_int(sliding, 1)) + " tokens at model.seq_len " +
                  std::to_string(seq_len) + ": Parallax plans full attention only; keep seq_len within the window");

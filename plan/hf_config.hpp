@@ -18,7 +18,8 @@ struct HfModel {
 };
 
 /// The architectures read: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM,
-/// GPT2LMHeadModel, NemotronForCausalLM.
+/// GPT2LMHeadModel, NemotronForCausalLM, and the mixture-of-experts MixtralForCausalLM and
+/// Qwen2MoeForCausalLM.
 const std::vector<std::string>& hf_architectures();
 
 /// Reads the config at `path` (JSON, read as YAML 1.2, of which JSON is a subset, so each field

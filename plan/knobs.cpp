@@ -144,6 +144,20 @@ std::vector<Knob> make_table() {
                       "a ring of them beside attention, and gradients are reduced over data x context. Ranks: tp-cp-dp-pp with the "
                       "default rank order. Transformer models only; seq_len must divide into 2 x context chunks. Predict-only above 1"),
                        Coupling::layout, default_context));
+  t.push_back(searched(integer("parallel.expert", &Settings::expert, kMaxCount,
+                      "expert-parallel ranks (Megatron-core's --expert-model-parallel-size): each MoE block's experts divide over them "
+                      "and tokens reach their experts by an all-to-all before the experts and another after. The group lies inside "
+                      "data x context (Megatron-core's tp-cp-ep-dp-pp: neighbouring replicas); experts are split over the tensor "
+                      "group as the dense MLP is (expert tensor parallelism = tensor, Megatron-core's default; no key of its own). "
+                      "Must divide the experts and data x context. Predict-only above 1"),
+                       Coupling::crossed, default_expert));
+  Knob expert_tensor = integer("parallel.expert_tensor", &Settings::expert_tensor, kMaxCount,
+                               "tensor ranks each expert is split over (Megatron-core's --expert-tensor-parallel-size): tensor (the "
+                               "default, its default: each tensor rank computes its share of every expert's width over the tensor "
+                               "group's tokens, gathered and scattered around the experts) or 1 (experts whole, each rank its own "
+                               "tokens; the expert group then divides tensor x data x context). Predict-only");
+  expert_tensor.zero_word = "tensor";
+  t.push_back(searched(expert_tensor, Coupling::crossed, default_expert_tensor));
   t.push_back(searched(integer("parallel.pipeline", &Settings::pipeline, kMaxCount, "pipeline ranks per replica"),
                        Coupling::layout, default_pipeline));
   t.push_back(searched(integer("parallel.tensor", &Settings::tensor, kMaxCount,
@@ -211,27 +225,6 @@ std::vector<Knob> make_table() {
                    "with shard full: free each layer's gathered parameters after its forward and gather them again before its "
                    "backward (FSDP2's default); false keeps them from forward to backward (more memory, one gather fewer)"));
   return t;
-}
-
-PartitionLen read_partition(const Field& f) {
-  PartitionLen p;
-  if (f.is_sequence()) {
-    p.mode = PartitionLen::Mode::list;
-    for (const Field& e : f.elements()) p.lens.push_back(static_cast<int>(to_int(e, 1, kMaxCount)));
-    if (!p.lens.empty()) return p;
-  }
-  if (f.is_scalar() && f.node().Scalar() == "balanced") return p;
-  if (f.is_scalar()) {
-    try {
-      p.per_stage = f.node().as<int>();
-      p.mode = PartitionLen::Mode::per_stage;
-    } catch (const YAML::Exception&) {
-      p.per_stage = 0;
-    }
-  }
-  if (p.mode != PartitionLen::Mode::per_stage || p.per_stage < 1)
-    f.fail("'" + f.path() + "' must be a positive integer (layers per stage), a list of them, or \"balanced\"");
-  return p;
 }
 
 }  // namespace
@@ -377,24 +370,6 @@ std::string number_text(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", v);
   return buf;
-}
-
-std::string partition_text(const PartitionLen& p) {
-  switch (p.mode) {
-    case PartitionLen::Mode::balanced: return "balanced";
-    case PartitionLen::Mode::per_stage: return std::to_string(p.per_stage);
-    case PartitionLen::Mode::list: {
-      std::string s = "[";
-      for (size_t i = 0; i < p.lens.size(); ++i) s += (i ? ", " : "") + std::to_string(p.lens[i]);
-      return s + "]";
-    }
-  }
-  return "balanced";
-}
-
-PartitionLen listed(const PartitionLen& p, int stages) {
-  if (p.mode != PartitionLen::Mode::per_stage) return p;
-  return partition_of(std::vector<int>(static_cast<size_t>(stages), p.per_stage));
 }
 
 }  // namespace parallax::plan

@@ -106,10 +106,5 @@ std::vector<std::string> set_flags(const Overrides& overrides);
 
 /// A number as knobs write it ("25", "0.5").
 std::string number_text(double v);
-/// A partition as YAML text: "balanced", "5" or "[4, 6]".
-std::string partition_text(const PartitionLen& p);
-/// One number for every stage as the list it means over `stages` stages (the form the tuner's
-/// space uses); a list or "balanced" as it is.
-PartitionLen listed(const PartitionLen& p, int stages);
 
 }  // namespace parallax::plan

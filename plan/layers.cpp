@@ -67,9 +67,16 @@ int64_t Layer::param_count() const {
   return n;
 }
 
-int64_t Layer::param_count(int tensor) const {
+int64_t Layer::param_count(int tensor, int expert, int expert_tensor) const {
   int64_t n = 0;
-  for (const auto& p : params) n += p.numel_on(tensor);
+  for (const auto& p : params) n += p.numel_on(tensor, expert, expert_tensor);
+  return n;
+}
+
+int64_t Layer::expert_param_count(int tensor, int expert, int expert_tensor) const {
+  int64_t n = 0;
+  for (const auto& p : params)
+    if (p.expert) n += p.numel_on(tensor, expert, expert_tensor);
   return n;
 }
 
@@ -111,7 +118,7 @@ Layer make_embedding(const std::string& name, int64_t vocab, int64_t hidden, int
 BlockActivations block_activations(const LayerShape& sh, double e, double linear_e) {
   const double s = static_cast<double>(sh.seq_len), h = static_cast<double>(sh.hidden);
   const double a = static_cast<double>(sh.heads), ffn = static_cast<double>(sh.ffn);
-  const double kv_width = h / a * static_cast<double>(sh.kv_heads());
+  const double kv_width = static_cast<double>(sh.head_dim() * sh.kv_heads()), qw = static_cast<double>(sh.q_width());
   const bool dropout = !sh.form.decoder;  // LibTorch's encoder layer has dropout modules (at p = 0 here)
   const double mask = dropout ? kMaskBytes : 0.0;
   // What a gated MLP keeps: Megatron-core's fused SwiGLU keeps its input (gate and up, 2 x ffn)
@@ -123,7 +130,16 @@ BlockActivations block_activations(const LayerShape& sh, double e, double linear
   out.unsplit = s * h * (2 * e + 2 * linear_e + 2 * mask);
   // Q, the output projection's input, and the MLP's ffn-wide tensors (the last is the down
   // projection's input).
-  out.split = s * (e * h + linear_e * h + e * (mlp_tensors - 1) * ffn + linear_e * ffn);
+  out.split = s * (e * qw + linear_e * qw + e * (mlp_tensors - 1) * ffn + linear_e * ffn);
+  if (sh.moe.on()) {
+    // A token's k routed experts and the shared ones keep the MLP's ffn-wide tensors each, at the
+    // experts' width; the routed ones also keep the token's dispatched copy (their GEMMs' input)
+    // and their outputs (the combine's weights take gradients from them). The router keeps its
+    // fp32 probabilities.
+    const double k = static_cast<double>(sh.moe.top_k), width = static_cast<double>((sh.moe.top_k + sh.moe.shared) * sh.moe.ffn);
+    out.split = s * (e * qw + linear_e * qw + e * (mlp_tensors - 1) * width + linear_e * width + k * h * (linear_e + e));
+    out.unsplit += s * 4.0 * static_cast<double>(sh.moe.experts);
+  }
   out.kv = s * e * 2 * kv_width;  // K and V (rotated, with rotary positions: RoPE fused keeps no more)
   // The scores per head: softmax output, and with dropout its mask and output. Flash attention
   // keeps no scores, only its softmax statistics (one fp32 per row and head).
@@ -131,8 +147,24 @@ BlockActivations block_activations(const LayerShape& sh, double e, double linear
   return out;
 }
 
+// A mixture-of-experts block's MLP, in torchtitan's MoE module order: the router's gate, the
+// routed experts as grouped weights (experts x out x in), then the shared experts as one gated MLP
+// of shared x ffn (as Megatron-core's SharedExpertMLP fuses them).
+static void add_moe_params(Layer& l, const std::string& p, int64_t hidden, const MoeShape& moe, const BlockForm& form) {
+  l.params.push_back({p + "mlp.router.gate.weight", {moe.experts, hidden}});
+  const bool gated = form.mlp == Mlp::swiglu;
+  if (gated) l.params.push_back({p + "mlp.experts.gate_proj", {moe.experts, moe.ffn, hidden}, true, 0, true});
+  l.params.push_back({p + "mlp.experts.up_proj", {moe.experts, moe.ffn, hidden}, true, 0, true});
+  l.params.push_back({p + "mlp.experts.down_proj", {moe.experts, hidden, moe.ffn}, true, 0, true});
+  if (moe.shared == 0) return;
+  const int64_t width = moe.shared * moe.ffn;
+  if (gated) add_linear_params(l, p + "mlp.shared_experts.gate_proj.", hidden, width, form.bias, Split::column);
+  add_linear_params(l, p + "mlp.shared_experts.up_proj.", hidden, width, form.bias, Split::column);
+  add_linear_params(l, p + "mlp.shared_experts.down_proj.", width, hidden, form.bias, Split::row);
+}
+
 Layer make_encoder(const std::string& name, int64_t hidden, int64_t heads, int64_t ffn,
-                   int64_t seq_len, bool flash_attention, const BlockForm& form) {
+                   int64_t seq_len, bool flash_attention, const BlockForm& form, const MoeShape& moe) {
   Layer l;
   l.name = name;
   l.kind = LayerKind::encoder;
@@ -142,8 +174,9 @@ Layer make_encoder(const std::string& name, int64_t hidden, int64_t heads, int64
   l.shape.seq_len = seq_len;
   l.shape.flash_attention = flash_attention;
   l.shape.form = form;
+  l.shape.moe = moe;
   const std::string p = name + ".";
-  const int64_t kv = l.shape.kv_heads(), kv_width = hidden / heads * kv;
+  const int64_t kv = l.shape.kv_heads(), kv_width = l.shape.head_dim() * kv, qw = l.shape.q_width();
   if (!form.decoder) {
     // LibTorch's TransformerEncoderLayerImpl::reset() registers self_attn, linear1, dropout, linear2,
     // norm1, norm2; MultiheadAttention registers in_proj_weight, in_proj_bias, then out_proj.
@@ -157,16 +190,20 @@ Layer make_encoder(const std::string& name, int64_t hidden, int64_t heads, int64
   } else {
     // Hugging Face's LlamaDecoderLayer order (exec/model.cpp registers the same): self_attn
     // (q, k, v, o), mlp (gate, up, down), then the two norms.
-    add_linear_params(l, p + "self_attn.q_proj.", hidden, hidden, form.qkv_bias, Split::column);
+    add_linear_params(l, p + "self_attn.q_proj.", hidden, qw, form.qkv_bias, Split::column);
     for (const char* proj : {"k_proj.", "v_proj."}) {
       const size_t first = l.params.size();
       add_linear_params(l, p + "self_attn." + proj, hidden, kv_width, form.qkv_bias, Split::column);
       for (size_t i = first; i < l.params.size(); ++i) l.params[i].max_split = kv;  // replicated past kv heads
     }
-    add_linear_params(l, p + "self_attn.o_proj.", hidden, hidden, form.bias, Split::row);
-    if (form.mlp == Mlp::swiglu) add_linear_params(l, p + "mlp.gate_proj.", hidden, ffn, form.bias, Split::column);
-    add_linear_params(l, p + "mlp.up_proj.", hidden, ffn, form.bias, Split::column);
-    add_linear_params(l, p + "mlp.down_proj.", ffn, hidden, form.bias, Split::row);
+    add_linear_params(l, p + "self_attn.o_proj.", qw, hidden, form.bias, Split::row);
+    if (moe.on()) {
+      add_moe_params(l, p, hidden, moe, form);
+    } else {
+      if (form.mlp == Mlp::swiglu) add_linear_params(l, p + "mlp.gate_proj.", hidden, ffn, form.bias, Split::column);
+      add_linear_params(l, p + "mlp.up_proj.", hidden, ffn, form.bias, Split::column);
+      add_linear_params(l, p + "mlp.down_proj.", ffn, hidden, form.bias, Split::row);
+    }
     add_norm_params(l, p + "input_layernorm.", hidden, form.norm);
     add_norm_params(l, p + "post_attention_layernorm.", hidden, form.norm);
   }
@@ -181,8 +218,12 @@ Layer make_encoder(const std::string& name, int64_t hidden, int64_t heads, int64
   // Per token: Q and the output projection 2h^2 each, K and V 2*h*kv_width each, the MLP 2*h*ffn
   // per matrix (three for SwiGLU); per sample the scores and the attention-weighted values add
   // 4*s^2*h (grouped-query attention shares K and V, not the work per query head).
+  // A MoE block's tokens each pass top_k routed and the shared experts, and the router's gate.
   const double mlp_matrices = form.mlp == Mlp::swiglu ? 3.0 : 2.0;
-  l.flops_per_sample = s * (4.0 * h * h + 4.0 * h * static_cast<double>(kv_width) + 2.0 * mlp_matrices * h * ffn) + 4.0 * s * s * h;
+  const double mlp_width = moe.on() ? static_cast<double>((moe.top_k + moe.shared) * moe.ffn) : static_cast<double>(ffn);
+  const double router = moe.on() ? 2.0 * h * static_cast<double>(moe.experts) : 0.0;
+  const double q = static_cast<double>(qw);  // hidden, unless head_dim says otherwise
+  l.flops_per_sample = s * (4.0 * h * q + 4.0 * h * static_cast<double>(kv_width) + 2.0 * mlp_matrices * h * mlp_width + router) + 4.0 * s * s * q;
   return l;
 }
 
@@ -210,7 +251,8 @@ std::vector<Layer> make_transformer(const TransformerShape& t) {
   std::vector<Layer> layers;
   layers.push_back(make_embedding("embed", t.vocab, t.hidden, t.seq_len, t.form));
   for (int64_t i = 0; i < t.blocks; ++i)
-    layers.push_back(make_encoder("layers." + std::to_string(i), t.hidden, t.heads, t.ffn, t.seq_len, t.flash_attention, t.form));
+    layers.push_back(make_encoder("layers." + std::to_string(i), t.hidden, t.heads, t.ffn, t.seq_len, t.flash_attention, t.form,
+                                  t.moe_block(i) ? t.moe : MoeShape{}));
   layers.push_back(make_head("head", t.hidden, t.vocab, t.seq_len, t.form));
   return layers;
 }

@@ -20,13 +20,39 @@ struct ParamSpec {
   /// A split weight is cut at most this many ways (0: any): grouped-query attention's key and value
   /// projections hold `kv_heads` heads, and a tensor group larger than that replicates them.
   int64_t max_split = 0;
+  /// One of a mixture-of-experts layer's grouped expert weights (experts x out x in, as
+  /// torchtitan's GroupedExperts holds them): split over parallel.expert by whole experts, each
+  /// expert's slice then split over the tensor group as the dense MLP's (Megatron-core's default
+  /// expert_tensor_parallel_size = tensor).
+  bool expert = false;
   int64_t numel() const;
-  /// Elements one tensor rank of a group of `tensor` holds.
-  int64_t numel_on(int tensor) const {
-    if (!tensor_split) return numel();
+  /// Elements one rank holds in a tensor group of `tensor` and an expert group of `expert`, its
+  /// experts split `expert_tensor` ways (0: as the tensor group).
+  int64_t numel_on(int tensor, int expert = 1, int expert_tensor = 0) const {
+    int64_t n = numel();
+    if (this->expert) {
+      n /= expert;  // the experts divide over the group (check_scenario)
+      if (expert_tensor > 0) tensor = expert_tensor;
+    }
+    if (!tensor_split) return n;
     const int64_t ways = max_split > 0 && max_split < tensor ? max_split : tensor;
-    return (numel() + ways - 1) / ways;
+    return (n + ways - 1) / ways;
   }
+};
+
+/// A mixture-of-experts MLP (Shazeer et al. 2017; Mixtral, DeepSeek-V3, Qwen-MoE): a router picks
+/// `top_k` of `experts` gated MLPs of width `ffn` for each token, `shared` more of the same width
+/// see every token. Zero experts: a dense MLP.
+struct MoeShape {
+  int64_t experts = 0, top_k = 0, shared = 0, ffn = 0;
+  /// Tokens an expert takes at most, as a multiple of its even share (GShard's capacity factor;
+  /// the rest are dropped); 0: dropless, every routed token is computed.
+  double capacity_factor = 0;
+  /// The busiest expert-parallel rank's routed tokens over the average rank's, stated; 0: derived
+  /// from a balanced router's random spread (plan::expert_load_imbalance).
+  double imbalance = 0;
+  bool on() const { return experts > 0; }
+  bool operator==(const MoeShape&) const = default;
 };
 
 enum class LayerKind {
@@ -55,6 +81,7 @@ const char* name(Norm n);
 struct BlockForm {
   bool decoder = false;
   int64_t kv_heads = 0;          ///< key/value heads (grouped-query attention); 0: as many as heads
+  int64_t head_dim = 0;          ///< each head's width; 0: hidden / heads (Qwen3's and Gemma's heads are wider)
   Mlp mlp = Mlp::relu;
   Norm norm = Norm::layernorm;
   bool rope = false;             ///< rotary positions in attention; false: learned positions in the embedding
@@ -74,8 +101,13 @@ struct LayerShape {
   /// them for backward); flash attention (Dao et al. 2022) never does.
   bool flash_attention = false;
   BlockForm form;  ///< embedding, encoder, head
+  MoeShape moe;    ///< encoder: its MLP's experts (none: the dense MLP of width ffn)
   /// Key/value heads of an encoder block (`form.kv_heads`, or `heads` when that is 0).
   int64_t kv_heads() const { return form.kv_heads > 0 ? form.kv_heads : heads; }
+  /// Each attention head's width, and the query heads' together (the attention's width, which the
+  /// output projection takes back to hidden).
+  int64_t head_dim() const { return form.head_dim > 0 ? form.head_dim : heads > 0 ? hidden / heads : 0; }
+  int64_t q_width() const { return heads * head_dim(); }
 };
 
 /// An encoder block's activations per sample in bytes (e bytes an element), as Korthikanti et al.
@@ -113,8 +145,11 @@ struct Layer {
   double flops_per_sample = 0;
 
   int64_t param_count() const;
-  /// Parameters one rank of a tensor-parallel group of `tensor` holds.
-  int64_t param_count(int tensor) const;
+  /// Parameters one rank of a tensor-parallel group of `tensor` and an expert-parallel group of
+  /// `expert` holds.
+  int64_t param_count(int tensor, int expert = 1, int expert_tensor = 0) const;
+  /// Of those, the experts' (reduced and sharded over the expert-data-parallel group).
+  int64_t expert_param_count(int tensor, int expert, int expert_tensor = 0) const;
 };
 
 /// Expands `model:` (a preset, a Hugging Face config or an explicit `layers:` list) into the layer
@@ -127,6 +162,11 @@ struct TransformerShape {
   int64_t blocks = 8, hidden = 512, heads = 8, ffn = 2048, seq_len = 128, vocab = 10000;
   bool flash_attention = false;
   BlockForm form;
+  MoeShape moe;  ///< the MoE blocks' experts (none: every block dense)
+  /// Which blocks are MoE: block i (from 0) when i >= first_dense and (i + 1) is a multiple of
+  /// every (DeepSeek's first_k_dense_replace; Llama 4's interleave_moe_layer_step).
+  int64_t moe_every = 1, first_dense = 0;
+  bool moe_block(int64_t i) const { return moe.on() && i >= first_dense && (i + 1) % moe_every == 0; }
 };
 /// embed, blocks, head.
 std::vector<Layer> make_transformer(const TransformerShape& t);
@@ -135,7 +175,7 @@ std::vector<Layer> make_transformer(const TransformerShape& t);
 Layer make_linear(const std::string& name, int64_t in, int64_t out, bool relu, bool bias = true);
 Layer make_embedding(const std::string& name, int64_t vocab, int64_t hidden, int64_t seq_len, const BlockForm& form = {});
 Layer make_encoder(const std::string& name, int64_t hidden, int64_t heads, int64_t ffn,
-                   int64_t seq_len, bool flash_attention = false, const BlockForm& form = {});
+                   int64_t seq_len, bool flash_attention = false, const BlockForm& form = {}, const MoeShape& moe = {});
 Layer make_head(const std::string& name, int64_t hidden, int64_t vocab, int64_t seq_len, const BlockForm& form = {});
 Layer make_synthetic(const std::string& name, const SyntheticCost& cost, double params_mb,
                      double activation_mb);

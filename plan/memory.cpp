@@ -239,12 +239,17 @@ static int64_t peak_activation_bytes(const Plan& plan, int pipeline_rank, int* p
   return peak;
 }
 
-StateBytes sharded_state_bytes(const Scenario& s, int64_t params) {
+StateBytes sharded_state_bytes(const Scenario& s, int64_t params, int64_t expert_params) {
   const ParallelSpec& p = s.parallel;
   const BytesPerParameter per = bytes_per_parameter(s);
-  const int64_t n = p.shard_ranks();
+  // The experts' state shards over the ranks that hold the same experts (Megatron-core's
+  // expert-data-parallel group, as its distributed optimizer shards them; torchtitan's
+  // dp_shard_mod_ep): the shard's ranks x tensor / (expert_tensor x expert) of them.
+  const int64_t n = p.shard_ranks(), dense = params - expert_params;
+  const int64_t n_expert = std::max<int64_t>(1, n * p.tensor / (p.expert_tensor_ways() * p.expert));
   auto part = [&](int bytes, Shard level) {
-    return p.sharded(level) ? (params * bytes + n - 1) / n : params * bytes;
+    if (!p.sharded(level)) return params * bytes;
+    return (dense * bytes + n - 1) / n + (expert_params * bytes + n_expert - 1) / n_expert;
   };
   StateBytes out;
   out.params = part(per.parameter, Shard::full);
@@ -262,12 +267,16 @@ static void shard_state(const Plan& plan, int pipeline_rank, MemoryEstimate* m) 
   const Scenario& s = plan.scenario;
   const ParallelSpec& p = s.parallel;
   std::vector<int64_t> units;  // the rank's layers' parameters, in forward order: FSDP's units
+  int64_t expert_params = 0;   // of them, its experts'
   for (const Stage& st : plan.stages)
     if (st.pipeline_rank == pipeline_rank)
-      for (int l = st.first_layer; l < st.first_layer + st.layer_count; ++l) units.push_back(s.layers[l].param_count(p.tensor));
+      for (int l = st.first_layer; l < st.first_layer + st.layer_count; ++l) {
+        units.push_back(s.layers[l].param_count(p.tensor, p.expert, p.expert_tensor_ways()));
+        expert_params += s.layers[l].expert_param_count(p.tensor, p.expert, p.expert_tensor_ways());
+      }
   int64_t params = 0;
   for (int64_t u : units) params += u;
-  const StateBytes state = sharded_state_bytes(s, params);
+  const StateBytes state = sharded_state_bytes(s, params, expert_params);
   m->params = state.params;
   m->gradients = state.gradients;
   m->optimizer = state.optimizer;

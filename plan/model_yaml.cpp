@@ -2,6 +2,7 @@
 // mlp; synthetic) or an explicit `layers:` list, read into Layers with every value checked.
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <sstream>
 
 #include "plan/hf_config.hpp"
@@ -96,21 +97,76 @@ std::string describe_transformer(const TransformerShape& t) {
   const BlockForm& f = t.form;
   d << "embed + " << t.blocks << (f.decoder ? " decoder" : " encoder") << " blocks + head (hidden " << t.hidden << ", heads " << t.heads;
   if (f.decoder && f.kv_heads > 0 && f.kv_heads != t.heads) d << ", kv_heads " << f.kv_heads;
+  if (f.head_dim > 0) d << ", head_dim " << f.head_dim;
   d << ", ffn " << t.ffn;
   if (f.decoder) d << " " << name(f.mlp) << ", " << name(f.norm) << (f.rope ? ", rope" : ", learned positions");
   if (f.tie_embeddings) d << ", tied embeddings";
+  if (t.moe.on()) {
+    d << "; " << t.moe.experts << " experts of ffn " << t.moe.ffn << ", top-" << t.moe.top_k;
+    if (t.moe.shared > 0) d << " + " << t.moe.shared << " shared";
+    if (t.first_dense > 0) d << ", first " << t.first_dense << " blocks dense";
+    if (t.moe_every > 1) d << ", every " << t.moe_every << "th block";
+  }
   d << ", seq_len " << t.seq_len << ", vocab " << t.vocab << (t.flash_attention ? ", flash attention" : "") << ")";
   return d.str();
 }
 
 // The block-form keys: any of them makes the transformer's blocks decoder blocks (BlockForm).
-const std::vector<std::string> kFormKeys = {"kv_heads", "mlp", "norm", "positions", "tie_embeddings", "bias", "qkv_bias"};
+const std::vector<std::string> kFormKeys = {"kv_heads", "head_dim", "mlp", "norm", "positions", "tie_embeddings", "bias", "qkv_bias"};
+
+// The mixture-of-experts keys: any of them makes the blocks decoder blocks as the form keys do.
+const std::vector<std::string> kMoeKeys = {"experts", "experts_per_token", "shared_experts", "expert_ffn", "moe_layers",
+                                           "capacity_factor", "expert_imbalance"};
+
+// `moe_layers`: `all`, or {every: N, first_dense: K} (block i is MoE when i >= K and i + 1 is a
+// multiple of N).
+void read_moe_layers(const Field& f, TransformerShape* t) {
+  if (f.is_scalar()) {
+    to_choice(f, {"all"});
+    t->moe_every = 1;
+    t->first_dense = 0;
+    return;
+  }
+  if (!f.is_map()) f.fail("'model.moe_layers' must be all, or a map {every: N, first_dense: K}");
+  expect_keys(f, {"every", "first_dense"});
+  t->moe_every = int_or(f, "every", 1, 1, kMaxLayers);
+  t->first_dense = int_or(f, "first_dense", 0, 0, kMaxLayers);
+}
+
+// The MoE keys over what a config gave; InputError at the key whose value does not fit the others.
+void read_moe(const Field& m, const std::function<bool(const std::string&)>& given, TransformerShape* t) {
+  MoeShape& moe = t->moe;
+  if (given("experts")) moe.experts = int_or(m, "experts", 0, 0, kMaxWidth);
+  if (given("experts_per_token")) moe.top_k = positive(m, "experts_per_token", 2);
+  if (given("shared_experts")) moe.shared = int_or(m, "shared_experts", 0, 0, kMaxWidth);
+  if (given("expert_ffn")) moe.ffn = positive(m, "expert_ffn", t->ffn);
+  if (given("capacity_factor")) {
+    const Field f = m["capacity_factor"];
+    moe.capacity_factor = f.is_scalar() && f.node().Scalar() == "dropless" ? 0.0 : to_number(f, 1.0);
+  }
+  if (given("expert_imbalance")) moe.imbalance = to_number(m["expert_imbalance"], 1.0);
+  if (given("moe_layers")) read_moe_layers(m["moe_layers"], t);
+  if (!moe.on()) {
+    for (const auto& k : kMoeKeys)
+      if (k != "experts" && given(k)) m[k].fail("'model." + k + "' needs 'model.experts' (the routed experts per MoE block)");
+    return;
+  }
+  if (moe.top_k == 0) moe.top_k = std::min<int64_t>(2, moe.experts);  // Mixtral's and GShard's top-2
+  if (moe.ffn == 0) moe.ffn = t->ffn;
+  if (moe.top_k > moe.experts)
+    m["experts_per_token"].fail("'model.experts_per_token' (" + std::to_string(moe.top_k) + ") must be at most 'model.experts' (" +
+                                std::to_string(moe.experts) + ")");
+  if (t->first_dense >= t->blocks)
+    m["moe_layers"].fail("'model.moe_layers.first_dense' (" + std::to_string(t->first_dense) + ") leaves none of the " +
+                         std::to_string(t->blocks) + " blocks a MoE block");
+}
 
 // `transformer` from its keys, or from a Hugging Face config (`hf_config`) whose values the keys
 // beside it override. seq_len and attention are the job's own: a config never gives them.
 std::vector<Layer> transformer_preset(const Field& m, std::string* description, bool flash_default) {
   std::vector<std::string> allowed = {"preset", "hf_config", "layers", "hidden", "heads", "ffn", "seq_len", "vocab", "attention"};
   allowed.insert(allowed.end(), kFormKeys.begin(), kFormKeys.end());
+  allowed.insert(allowed.end(), kMoeKeys.begin(), kMoeKeys.end());
   expect_keys(m, allowed);
   const Field config = m["hf_config"];
   // A config given by --set replaces the file's model: the file's other model keys (but seq_len
@@ -136,6 +192,7 @@ std::vector<Layer> transformer_preset(const Field& m, std::string* description, 
   }
   bool any_form_key = false;
   for (const auto& k : kFormKeys) any_form_key |= given(k);
+  for (const auto& k : kMoeKeys) any_form_key |= given(k);
   if (any_form_key && !t.form.decoder) {  // a decoder block from keys: GPT-2's form unless told otherwise
     t.form.decoder = true;
     t.form.mlp = Mlp::gelu;
@@ -149,6 +206,8 @@ std::vector<Layer> transformer_preset(const Field& m, std::string* description, 
   if (given("vocab")) t.vocab = positive(m, "vocab", t.vocab);
   t.flash_attention = flash(m, flash_default);
   if (given("kv_heads")) t.form.kv_heads = positive(m, "kv_heads", t.heads);
+  if (given("head_dim")) t.form.head_dim = positive(m, "head_dim", t.hidden / t.heads);
+  if (t.form.head_dim * t.heads == t.hidden) t.form.head_dim = 0;  // the usual width: no departure to carry
   if (given("mlp")) t.form.mlp = choice_of<Mlp>(m["mlp"], {Mlp::relu, Mlp::gelu, Mlp::swiglu, Mlp::relu2});
   if (given("norm")) t.form.norm = choice_of<Norm>(m["norm"], {Norm::layernorm, Norm::rmsnorm});
   if (given("positions")) t.form.rope = to_choice(m["positions"], {"learned", "rope"}) == "rope";
@@ -159,6 +218,7 @@ std::vector<Layer> transformer_preset(const Field& m, std::string* description, 
   if (kv > t.heads || t.heads % kv != 0)
     (given("kv_heads") ? m["kv_heads"] : m).fail("'model.kv_heads' (" + std::to_string(kv) + ") must divide 'model.heads' (" +
                                                  std::to_string(t.heads) + "): each key/value head serves a whole group of query heads");
+  read_moe(m, given, &t);
   std::vector<Layer> layers = make_transformer(t);
   *description = source + ": " + describe_transformer(t);
   return layers;

@@ -57,4 +57,46 @@ PartitionLen partition_of(const std::vector<int>& lens) {
   return p;
 }
 
+// A stage's layers: at most a model's (plan/model_yaml.cpp's kMaxLayers is smaller).
+constexpr int64_t kMaxLayersPerStage = 1 << 24;
+
+PartitionLen read_partition(const Field& f) {
+  PartitionLen p;
+  if (f.is_sequence()) {
+    p.mode = PartitionLen::Mode::list;
+    for (const Field& e : f.elements()) p.lens.push_back(static_cast<int>(to_int(e, 1, kMaxLayersPerStage)));
+    if (!p.lens.empty()) return p;
+  }
+  if (f.is_scalar() && f.node().Scalar() == "balanced") return p;
+  if (f.is_scalar()) {
+    try {
+      p.per_stage = f.node().as<int>();
+      p.mode = PartitionLen::Mode::per_stage;
+    } catch (const YAML::Exception&) {
+      p.per_stage = 0;
+    }
+  }
+  if (p.mode != PartitionLen::Mode::per_stage || p.per_stage < 1)
+    f.fail("'" + f.path() + "' must be a positive integer (layers per stage), a list of them, or \"balanced\"");
+  return p;
+}
+
+std::string partition_text(const PartitionLen& p) {
+  switch (p.mode) {
+    case PartitionLen::Mode::balanced: return "balanced";
+    case PartitionLen::Mode::per_stage: return std::to_string(p.per_stage);
+    case PartitionLen::Mode::list: {
+      std::string s = "[";
+      for (size_t i = 0; i < p.lens.size(); ++i) s += (i ? ", " : "") + std::to_string(p.lens[i]);
+      return s + "]";
+    }
+  }
+  return "balanced";
+}
+
+PartitionLen listed(const PartitionLen& p, int stages) {
+  if (p.mode != PartitionLen::Mode::per_stage) return p;
+  return partition_of(std::vector<int>(static_cast<size_t>(stages), p.per_stage));
+}
+
 }  // namespace parallax::plan

@@ -49,6 +49,19 @@ std::vector<int> choose_partition(const Scenario& s, int microbatch_size) {
   return balanced_partition(costs, stages);
 }
 
+// A parameter's gradient bytes in a bucket, which the simulator all-reduces over the stage's
+// replicas. An expert's gradients are reduced only over the ranks holding the same experts
+// (ParallelSpec::expert_replicas, Megatron-core's expert-data-parallel group): none with one, else
+// as the bytes that cost the same ring traffic over all replicas (2 (n - 1) / n of them per rank).
+// The ring's latency and links are then the whole group's, not the smaller group's.
+int64_t reduced_bytes(const ParallelSpec& p, const ParamSpec& param, int gradient) {
+  const int64_t bytes = param.numel_on(p.tensor, p.expert, p.expert_tensor_ways()) * gradient;
+  if (!param.expert || p.expert_replicas() == p.replicas()) return bytes;
+  const double group = p.expert_replicas(), all = p.replicas();
+  if (group <= 1) return 0;
+  return std::llround(static_cast<double>(bytes) * ((group - 1) / group) / ((all - 1) / all));
+}
+
 std::vector<Bucket> stage_buckets(const Scenario& s, const Stage& stage) {
   // Gradient-ready order of a layer stack: last layer's last parameter first.
   std::vector<const ParamSpec*> ready;
@@ -62,7 +75,7 @@ std::vector<Bucket> stage_buckets(const Scenario& s, const Stage& stage) {
   }
   std::vector<int64_t> bytes;
   const int gradient = bytes_per_parameter(s).gradient;  // what DDP reduces
-  for (const ParamSpec* p : ready) bytes.push_back(p->numel_on(s.parallel.tensor) * gradient);
+  for (const ParamSpec* p : ready) bytes.push_back(reduced_bytes(s.parallel, *p, gradient));
   // Without overlap, Megatron-LM's DDP reduces the whole buffer at once (bucket_size None).
   constexpr int64_t kWhole = std::numeric_limits<int64_t>::max();
   const bool overlap = s.parallel.overlap_grad_reduce;
@@ -142,7 +155,7 @@ Plan resolve_plan(const Scenario& scenario, bool check_generated) {
     st.layer_count = plan.partition[s];
     first += st.layer_count;
     for (int l = st.first_layer; l < st.first_layer + st.layer_count; ++l)
-      st.param_count += scenario.layers[l].param_count(p.tensor);
+      st.param_count += scenario.layers[l].param_count(p.tensor, p.expert, p.expert_tensor_ways());
     st.param_count += tied_copy(scenario, st);
     st.param_bytes = st.param_count * kParamBytes;
     if (p.replicas() > 1) st.buckets = stage_buckets(scenario, st);

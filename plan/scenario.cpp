@@ -146,6 +146,36 @@ static void check_schedule_shape(const Scenario& s) {
                                       std::to_string(p.stages()) + "), as in PyTorch; got chunks " + std::to_string(p.chunks));
 }
 
+// Expert parallelism as Megatron-core places it (ParallelSpec::expert): every MoE block's experts
+// divide over the expert group, which lies inside data x context.
+static void check_expert_parallel(const Scenario& s) {
+  const ParallelSpec& p = s.parallel;
+  const auto moe = std::find_if(s.layers.begin(), s.layers.end(), [](const Layer& l) { return l.shape.moe.on(); });
+  if (moe == s.layers.end()) {
+    if (p.expert > 1)
+      fail_at(s, "parallel.expert", "parallel.expert (" + std::to_string(p.expert) + ") splits a mixture-of-experts model's experts; "
+                                    "this model has none (model.experts)");
+    return;
+  }
+  const int64_t experts = moe->shape.moe.experts;
+  if (experts % p.expert != 0)
+    fail_at(s, "parallel.expert", "the " + std::to_string(experts) + " experts of each MoE block do not divide over parallel.expert = " +
+                                      std::to_string(p.expert) + " ranks; each expert rank holds experts / expert of them");
+  if (p.expert_tensor != 0 && p.expert_tensor != 1 && p.expert_tensor != p.tensor)
+    fail_at(s, "parallel.expert_tensor", "parallel.expert_tensor " + std::to_string(p.expert_tensor) + ": Parallax splits experts over the "
+                                             "whole tensor group (" + std::to_string(p.tensor) + ", the default) or not at all (1)");
+  const int room = p.tensor * p.replicas() / p.expert_tensor_ways();  // Megatron-core: etp x ep x edp = tp x cp x dp
+  const bool whole = p.expert_tensor_ways() == 1 && p.tensor > 1;  // experts whole under tensor parallelism
+  if (room % p.expert != 0)
+    fail_at(s, "parallel.expert", "parallel.expert (" + std::to_string(p.expert) + ") does not divide " +
+                                      (whole ? "tensor x data x context = " : "data x context = ") + std::to_string(room) +
+                                      "; the expert group lies inside the data-parallel ranks (Megatron-core)" +
+                                      (p.tensor > 1 && !whole ? "; with expert_tensor 1 it may span tensor x data x context" : ""));
+  if (p.expert > 1 && p.tensor > 1 && !p.sequence_parallel)
+    fail_at(s, "parallel.sequence_parallel", "expert > 1 with tensor > 1 needs sequence_parallel: true (Megatron-core asserts the same: "
+                                             "each tensor rank dispatches its own tokens)");
+}
+
 void check_scenario(const Scenario& s) {
   const ParallelSpec& p = s.parallel;
   const int layers = static_cast<int>(s.layers.size());
@@ -179,6 +209,7 @@ void check_scenario(const Scenario& s) {
   }
   check_tensor_parallel(s);
   check_context_parallel(s);
+  check_expert_parallel(s);
   if (p.shard_group > 0 && p.data % p.shard_group != 0)
     fail_at(s, "parallel.shard_group", "shard_group " + std::to_string(p.shard_group) + " does not divide data " +
                                            std::to_string(p.data) + "; a shard spans a divisor of the data-parallel ranks (HSDP: "

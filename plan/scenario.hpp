@@ -75,6 +75,15 @@ struct ParallelSpec {
   /// Context-parallel ranks per replica (Megatron-core's --context-parallel-size): each holds
   /// 1 / context of every sequence, keys and values pass around a ring of them.
   int context = 1;
+  /// Expert-parallel ranks (Megatron-core's --expert-model-parallel-size): a MoE block's experts
+  /// divide over them, and tokens reach their experts by all-to-all. The group lies inside data x
+  /// context, its ranks the neighbouring replicas (Megatron-core's tp-cp-ep-dp-pp); the experts'
+  /// gradients are reduced over the replicas / expert ranks holding the same experts.
+  int expert = 1;
+  /// Tensor ranks each expert is split over (Megatron-core's --expert-tensor-parallel-size): 0
+  /// means as many as `tensor` (its default), else 1: experts whole, the expert group then any
+  /// `expert` neighbouring ranks of tensor x data x context.
+  int expert_tensor = 0;
   int tensor = 1;          ///< tensor-parallel ranks per stage (Megatron-LM column/row-parallel linears)
   bool sequence_parallel = false;  ///< Korthikanti et al. 2022: norms and dropout split over the TP group
   bool tensor_across_nodes = false;  ///< allow a TP group to span nodes (slow; refused unless asked)
@@ -116,6 +125,11 @@ struct ParallelSpec {
   bool tp_comm_overlap = false;
 
   int stages() const { return pipeline * virtual_stages; }
+  /// Tensor ranks an expert is split over (expert_tensor, or tensor when 0).
+  int expert_tensor_ways() const { return expert_tensor > 0 ? expert_tensor : tensor; }
+  /// Ranks holding the same experts, which reduce their gradients and shard their state
+  /// (Megatron-core's expert-data-parallel group: tensor x data x context / (expert_tensor x expert)).
+  int expert_replicas() const { return tensor * replicas() / (expert_tensor_ways() * expert); }
   /// The pipeline rank that holds `stage` (the schedule decides: looped or V-shaped).
   int rank_of_stage(int stage) const { return schedule::pipeline_rank_of_stage(stage, pipeline, schedule::v_shaped(schedule)); }
   /// Every GPU of the plan.

@@ -52,6 +52,23 @@ std::vector<KnobValue> default_context(const Scenario& s, int world) {
   return values_of(out);
 }
 
+std::vector<KnobValue> default_expert(const Scenario& s, int world) {
+  for (const Layer& l : s.layers)
+    if (l.shape.moe.on()) {
+      std::vector<int> out;
+      for (int e : divisors(static_cast<int>(std::min<int64_t>(l.shape.moe.experts, world))))
+        if (l.shape.moe.experts % e == 0 && world % e == 0) out.push_back(e);
+      return values_of(out);
+    }
+  return {1};
+}
+
+std::vector<KnobValue> default_expert_tensor(const Scenario& s, int) {
+  for (const Layer& l : s.layers)
+    if (l.shape.moe.on()) return {0, 1};
+  return {0};
+}
+
 std::vector<KnobValue> default_pipeline(const Scenario& s, int world) {
   std::vector<int> out;
   for (int p : divisors(world))

@@ -23,6 +23,11 @@ std::vector<KnobValue> default_data(const Scenario& s, int world);
 /// context: 1, and on NCCL machines, for transformer models costed from their shapes, the powers of
 /// two that leave every rank chunks of at least 512 tokens.
 std::vector<KnobValue> default_context(const Scenario& s, int world);
+/// expert: the divisors of a MoE model's experts (the enumeration drops those that do not divide
+/// data x context); 1 for a dense model.
+std::vector<KnobValue> default_expert(const Scenario& s, int world);
+/// expert_tensor: tensor (0), and 1 for a MoE model: experts whole.
+std::vector<KnobValue> default_expert_tensor(const Scenario& s, int world);
 /// pipeline: the divisors of the world up to the layer count.
 std::vector<KnobValue> default_pipeline(const Scenario& s, int world);
 /// tensor: the divisors of a node's devices on NCCL machines, for models it can split; else 1.

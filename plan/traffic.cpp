@@ -1,6 +1,7 @@
 // The bytes a step moves besides its layers' compute: tensor and context parallelism's
 // collectives, and the optimizer's sweep over its states (plan/cost.hpp).
 #include <algorithm>
+#include <cmath>
 
 #include "plan/cost.hpp"
 #include "plan/memory.hpp"
@@ -13,12 +14,15 @@ TensorTraffic tensor_traffic(const Layer& l, const ParallelSpec& p, int mb) {
   t.bytes = static_cast<double>(mb) * static_cast<double>(l.shape.seq_len) / p.context * static_cast<double>(l.shape.hidden) *
             activation_bytes(p.precision);
   const bool sp = p.sequence_parallel;
+  // With sequence parallelism a MoE block's router takes its own split of the tokens: no
+  // all-gather before its MLP, the routed tokens' (expert_traffic) instead.
+  const int mlp = sp && l.shape.moe.on() ? 0 : 1;
   switch (l.kind) {
     case LayerKind::encoder:
-      (sp ? t.forward_all_gather : t.forward_all_reduce) = 2;
-      if (sp) t.forward_reduce_scatter = 2;
-      (sp ? t.backward_all_gather : t.backward_all_reduce) = 2;
-      if (sp) t.backward_reduce_scatter = 2;
+      (sp ? t.forward_all_gather : t.forward_all_reduce) = 1 + mlp;
+      if (sp) t.forward_reduce_scatter = 1 + mlp;
+      (sp ? t.backward_all_gather : t.backward_all_reduce) = 1 + mlp;
+      if (sp) t.backward_reduce_scatter = 1 + mlp;
       break;
     case LayerKind::embedding: (sp ? t.forward_reduce_scatter : t.forward_all_reduce) = 1; break;
     case LayerKind::head:
@@ -34,10 +38,44 @@ ContextTraffic context_traffic(const Layer& l, const ParallelSpec& p, int mb) {
   ContextTraffic c;
   if (p.context == 1 || l.kind != LayerKind::encoder) return c;
   const double t = p.tensor, kv = static_cast<double>(l.shape.kv_heads());
-  const double kv_width = kv * (static_cast<double>(l.shape.hidden) / l.shape.heads) / std::min(t, kv);  // per tensor rank
+  const double kv_width = kv * static_cast<double>(l.shape.head_dim()) / std::min(t, kv);  // per tensor rank
   c.steps = p.context - 1;
   c.step_bytes = 2.0 * mb * static_cast<double>(l.shape.seq_len) / p.context * kv_width * activation_bytes(p.precision);
   return c;
+}
+
+double expert_rank_tokens(const Layer& l, const ParallelSpec& p, int mb) {
+  const double tokens = static_cast<double>(mb) * static_cast<double>(l.shape.seq_len) / p.context;  // a tensor group's
+  return tokens * p.expert_tensor_ways() / p.tensor;
+}
+
+double expert_load_imbalance(const Layer& l, const ParallelSpec& p, int mb) {
+  const MoeShape& moe = l.shape.moe;
+  if (!moe.on()) return 1;
+  double f = moe.imbalance;
+  if (f <= 0) {
+    const double ep = p.expert;
+    const double n = expert_rank_tokens(l, p, mb) * static_cast<double>(moe.top_k);
+    f = ep <= 1 ? 1.0 : 1.0 + std::sqrt(2.0 * std::log(ep) * (1.0 - 1.0 / ep) / n);
+  }
+  return moe.capacity_factor > 0 ? std::min(f, moe.capacity_factor) : f;
+}
+
+ExpertTraffic expert_traffic(const Layer& l, const ParallelSpec& p, int mb) {
+  ExpertTraffic x;
+  if (!l.shape.moe.on()) return x;
+  x.imbalance = expert_load_imbalance(l, p, mb);
+  const double e = activation_bytes(p.precision), k = static_cast<double>(l.shape.moe.top_k), h = static_cast<double>(l.shape.hidden);
+  const double tokens = static_cast<double>(mb) * static_cast<double>(l.shape.seq_len) / p.context;  // a tensor group's
+  if (p.expert > 1) {
+    const double own = p.sequence_parallel ? tokens / p.tensor : tokens;
+    x.all_to_all_bytes = own * k * h * e * (p.expert - 1.0) / p.expert;
+    x.forward = x.backward = 2;
+  }
+  // Experts split over the tensor group compute its tokens together; whole experts (expert_tensor
+  // 1), each rank its own.
+  if (p.expert_tensor_ways() > 1 && p.sequence_parallel) x.tensor_bytes = tokens * k * h * e;
+  return x;
 }
 
 OptimizerTraffic optimizer_traffic(const Scenario& s) {

@@ -77,6 +77,29 @@ void megatron_schedule(const Plan& p, std::vector<TrainerArgument>* args) {
   megatron_partition(p, args);
 }
 
+// A MoE model's experts as Megatron-core's arguments: its all-to-all dispatcher and grouped GEMMs
+// (what the plan costs), the expert degree, and which blocks are MoE as a --moe-layer-freq list.
+void megatron_experts(const Plan& p, std::vector<TrainerArgument>* args) {
+  std::string pattern;
+  const MoeShape* moe = nullptr;
+  for (const Layer& l : p.layers())
+    if (l.kind == LayerKind::encoder) {
+      pattern += std::string(pattern.empty() ? "[" : ",") + (l.shape.moe.on() ? "1" : "0");
+      if (l.shape.moe.on()) moe = &l.shape.moe;
+    }
+  if (!moe) return;
+  const ParallelSpec& par = p.scenario.parallel;
+  args->insert(args->end(), {{"--num-experts", std::to_string(moe->experts)},
+                             {"--moe-router-topk", std::to_string(moe->top_k)},
+                             {"--moe-ffn-hidden-size", std::to_string(moe->ffn)},
+                             {"--moe-layer-freq", "'" + pattern + "]'"},
+                             {"--expert-model-parallel-size", std::to_string(par.expert)},
+                             {"--moe-token-dispatcher-type", "alltoall"},
+                             {"--moe-grouped-gemm", ""}});
+  if (moe->shared > 0) args->push_back({"--moe-shared-expert-intermediate-size", std::to_string(moe->shared * moe->ffn)});
+  if (moe->capacity_factor > 0) args->push_back({"--moe-expert-capacity-factor", number_text(moe->capacity_factor)});
+}
+
 }  // namespace
 
 TrainerExport export_megatron(const Plan& p) {
@@ -144,6 +167,8 @@ TrainerExport export_megatron(const Plan& p) {
                      {"--seq-length", std::to_string(sh.seq_len)},
                      {"--max-position-embeddings", std::to_string(sh.seq_len)}});
   if (sh.kv_heads() != sh.heads) a.insert(a.end(), {{"--group-query-attention", ""}, {"--num-query-groups", std::to_string(sh.kv_heads())}});
+  if (f.head_dim > 0) a.push_back({"--kv-channels", std::to_string(f.head_dim)});
+  megatron_experts(p, &a);
   if (f.mlp == Mlp::swiglu) a.push_back({"--swiglu", ""});
   if (f.mlp == Mlp::relu2) a.push_back({"--squared-relu", ""});
   if (f.mlp == Mlp::relu)

@@ -9,9 +9,18 @@ int& Simulation::backwards_done(int rank, int stage) {
 
 // How long a compute action takes alone, and whether it saturates memory bandwidth. A backward
 // split in two: I is the backward less its weight-gradient part, W that part. OVERLAP_F_B runs
-// its forward and its backward on one device: their sum (compute does not overlap compute).
+// its forward and its backward on one device: their sum (compute does not overlap compute), less
+// the all-to-alls of a MoE model that the other's compute hides (DualPipe's overlap, DeepSeek-V3
+// report section 3.2.1: one micro-batch's dispatch and combine run beside the other's compute,
+// which they slow as any communication beside compute does).
 std::pair<Time, bool> Simulation::compute_work(const Action& a) const {
   const StageCost& c = costs_[a.stage];
+  if (a.kind == ActionKind::OVERLAP_F_B) {
+    const StageCost& b = costs_[a.b_stage];
+    const Time comm = c.all_to_all_forward + b.all_to_all_backward, rest = c.forward + b.backward - comm;
+    const Time hidden = std::min(comm, rest);
+    return {rest + (comm - hidden) + hidden.scaled(interference_.compute - 1.0), b.backward_memory_bound};
+  }
   switch (a.kind) {
     case ActionKind::F: return {c.forward, c.forward_memory_bound};
     case ActionKind::B: return {c.backward, c.backward_memory_bound};

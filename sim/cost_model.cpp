@@ -158,6 +158,46 @@ TensorTime context_ring(const plan::Plan& plan, const plan::ContextTraffic& ring
           std::max(Time(), exposed(send(2 * ring.step_bytes), lc.attention_backward))};
 }
 
+// A MoE block's token traffic (plan::expert_traffic) per micro-batch: its all-to-alls, and the
+// routed tokens' all-gather and reduce-scatter over the tensor group. NCCL runs an all-to-all as a
+// send to and a receive from every other rank of the group at once (ncclSend/ncclRecv in one
+// group): the peers inside the rank's node over the node's links (NVLink: each GPU its own), the
+// others over the rank's share of its node's NICs, the slower of the two setting the time, plus
+// one latency of the farthest link. An expert group is `expert` ranks `expert_tensor` apart
+// (Megatron-core's expert grid, etp-ep-dp-pp). The busiest rank receives imbalance x the average.
+struct ExpertTime {
+  TensorTime all_to_all, tensor;
+};
+
+ExpertTime expert_time(const plan::Plan& plan, const plan::ExpertTraffic& x) {
+  ExpertTime out;
+  const auto& hw = plan.scenario.hardware;
+  const plan::ParallelSpec& p = plan.scenario.parallel;
+  if (x.all_to_all_bytes > 0) {
+    const int ranks = p.expert, in_node = std::clamp(hw.devices_per_node / p.expert_tensor_ways(), 1, ranks);
+    const double per_peer = x.all_to_all_bytes * x.imbalance / (ranks - 1);
+    auto over = [&](const plan::Link& link, double bytes, double share) {
+      return std::isinf(link.bandwidth_gb_per_s) ? 0.0 : bytes / (link.bandwidth_gb_per_s * share * 1e3);
+    };
+    double us = over(hw.node_link, per_peer * (in_node - 1), 1.0), latency = hw.node_link.latency_us;
+    if (ranks > in_node && hw.network) {
+      const double nic_share = std::min(1.0, static_cast<double>(std::max(1, hw.nics_per_node)) / hw.devices_per_node);
+      us = std::max(us, over(*hw.network, per_peer * (ranks - in_node), nic_share));
+      latency = hw.network->latency_us;
+    }
+    const Time one = Time::us(latency + us);
+    out.all_to_all = {one * x.forward, one * x.backward};
+  }
+  if (x.tensor_bytes > 0) {
+    const double bytes = x.tensor_bytes * x.imbalance;
+    const int t = p.expert_tensor_ways();
+    const Time pair = Time::us(group_collective_us(plan, Collective::all_gather, bytes, t, 1) +
+                               group_collective_us(plan, Collective::reduce_scatter, bytes, t, 1));
+    out.tensor = {pair, pair};
+  }
+  return out;
+}
+
 // Tensor parallelism's collectives under parallel.tp_comm_overlap (Megatron-LM's
 // --tp-comm-overlap): Transformer Engine splits each all-gather and reduce-scatter into chunks
 // that run beside the chunks of the GEMM they feed or drain. What the layer's GEMMs do not
@@ -211,7 +251,7 @@ class ParameterGathers {
   }
   Time gather(int layer) {
     const plan::ParallelSpec& p = plan_.scenario.parallel;
-    const double bytes = static_cast<double>(plan_.layers()[layer].param_count(p.tensor)) * plan::gathered_parameter_bytes(p);
+    const double bytes = static_cast<double>(plan_.layers()[layer].param_count(p.tensor, p.expert, p.expert_tensor_ways())) * plan::gathered_parameter_bytes(p);
     const auto [it, fresh] = cache_.try_emplace(bytes, Time());
     if (fresh) {
       // A shard's ranks are neighbouring replicas: tensor devices apart (tp-dp-pp), tensor x
@@ -290,6 +330,12 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<pla
       const TensorTime ring = context_ring(plan, plan::context_traffic(plan.layers()[l], s.parallel, plan.microbatch_size), lc);
       tp.forward += ring.forward;
       tp.backward += ring.backward;
+      // And a MoE block's all-to-alls and its routed tokens' tensor collectives.
+      const ExpertTime moe = expert_time(plan, plan::expert_traffic(plan.layers()[l], s.parallel, plan.microbatch_size));
+      tp.forward += moe.all_to_all.forward + moe.tensor.forward;
+      tp.backward += moe.all_to_all.backward + moe.tensor.backward;
+      c.all_to_all_forward += moe.all_to_all.forward;
+      c.all_to_all_backward += moe.all_to_all.backward;
       fwd_layer[l] = (no_grad_forward ? lc.forward_no_grad : lc.forward) + tp.forward;
       c.forward += fwd_layer[l];
       forward_with_grad += lc.forward + tp.forward;

@@ -37,6 +37,9 @@ struct StageCost {
   /// And, in a calibrated run, the all-reduces' work on the shared cores meanwhile
   /// (plan::InRunFactors::sync_backward_extra_us_per_mb).
   Time sync_backward_extra;
+  /// A MoE model's all-to-alls (dispatch and combine) inside forward and backward above, exposed
+  /// there: what DualPipe's OVERLAP_F_B hides behind the other micro-batch's compute.
+  Time all_to_all_forward, all_to_all_backward;
   /// Whether each action saturates the device's memory bandwidth: memory-bound layers (roofline)
   /// take most of its time. The optimizer step always does (it is costed at memory bandwidth).
   bool forward_memory_bound = false, backward_memory_bound = false, optimizer_memory_bound = true;

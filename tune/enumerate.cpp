@@ -37,17 +37,20 @@ std::vector<plan::PartitionLen> partitions_around(Evaluator& ev, const plan::Set
 // What a configuration's most loaded pipeline rank holds before any activation: its share of the
 // parameters with their gradients, optimizer state and DDP buckets (at least the average share).
 // Above the device's memory no split, bucket size or schedule can make it fit.
-int64_t static_memory_floor(const plan::Scenario& s, int64_t params_on_tensor_rank) {
-  return plan::sharded_state_bytes(s, params_on_tensor_rank / s.parallel.pipeline).total();
+int64_t static_memory_floor(const plan::Scenario& s, std::pair<int64_t, int64_t> params_on_rank) {
+  const int p = s.parallel.pipeline;
+  return plan::sharded_state_bytes(s, params_on_rank.first / p, params_on_rank.second / p).total();
 }
 
-// A configuration whose sharding repeats another the space holds: sharding with nothing to shard
-// (one replica), a shard group without sharding, or one spanning all of data (shard_group 0).
-bool repeats_sharding(const Space& sp, const plan::Settings& c) {
+// A configuration that repeats another the space holds: sharding with nothing to shard (one
+// replica), a shard group without sharding, or one spanning all of data (shard_group 0); whole
+// experts (expert_tensor 1) without tensor parallelism, which splits none anyway.
+bool repeats_another(const Space& sp, const plan::Settings& c) {
   auto holds = [&](const char* key, const plan::KnobValue& v) {
     const auto& values = sp.of(key);
     return std::find(values.begin(), values.end(), v) != values.end();
   };
+  if (c.expert_tensor == 1 && c.tensor == 1 && holds("parallel.expert_tensor", 0)) return true;
   const bool unsharded = holds("parallel.shard", std::string("none"));
   if (c.shard != plan::Shard::none && c.replicas() == 1 && unsharded) return true;
   const bool whole = holds("parallel.shard_group", 0);
@@ -126,11 +129,16 @@ std::vector<plan::Settings> enumerate(Evaluator& ev, const Space& sp, size_t* in
   for (const auto& split : sp.of("parallel.partition_len")) given_splits.push_back(std::get<plan::PartitionLen>(split));
   const std::vector<std::pair<double, double>> buckets = sp.bucket_grid();
   const int64_t memory = base.hardware.device.memory_bytes();
-  std::map<int, int64_t> params_by_tensor;  // a tensor rank's parameters, by tensor degree
-  auto params_on = [&](int t) {
-    auto [it, fresh] = params_by_tensor.try_emplace(t, 0);
+  // A rank's parameters and, of them, its experts', by tensor, expert and expert tensor degree.
+  std::map<std::tuple<int, int, int>, std::pair<int64_t, int64_t>> params_by_degree;
+  auto params_on = [&](const plan::Settings& c) {
+    const int t = c.tensor, e = c.expert, et = c.expert_tensor_ways();
+    auto [it, fresh] = params_by_degree.try_emplace({t, e, et}, std::pair<int64_t, int64_t>{0, 0});
     if (fresh)
-      for (const auto& l : base.layers) it->second += l.param_count(t);
+      for (const auto& l : base.layers) {
+        it->second.first += l.param_count(t, e, et);
+        it->second.second += l.expert_param_count(t, e, et);
+      }
     return it->second;
   };
   std::vector<plan::Settings> out;
@@ -171,8 +179,8 @@ std::vector<plan::Settings> enumerate(Evaluator& ev, const Space& sp, size_t* in
             layout.grad_accumulation = ga;
             layout.partition_len = {};
             cross_free_knobs(free, sp, layout, [&](plan::Settings c) {
-              if (repeats_sharding(sp, c) || !valid(c)) return;
-              if (over_memory && static_memory_floor(scratch, params_on(t)) > memory) {
+              if (repeats_another(sp, c) || !valid(c)) return;
+              if (over_memory && static_memory_floor(scratch, params_on(c)) > memory) {
                 ++*over_memory;  // once, without its split and bucket variants
                 return;
               }

@@ -21,7 +21,8 @@ const std::map<std::string, std::string> kOther = {
     {"parallel.master_weights", "true"}, {"parallel.shard", "full"}, {"parallel.p2p", "megatron"},
     {"parallel.rank_order", "tp-pp-dp"},     {"parallel.context", "2"}, {"parallel.grad_reduce_in_bf16", "true"},
     {"parallel.tp_comm_overlap", "true"}, {"parallel.overlap_grad_reduce", "false"},
-    {"parallel.shard_group", "4"}, {"parallel.reshard_after_forward", "false"}};
+    {"parallel.shard_group", "4"}, {"parallel.reshard_after_forward", "false"}, {"parallel.expert", "2"},
+    {"parallel.expert_tensor", "1"}};
 }  // namespace
 
 TEST_CASE("plan::knobs: every knob reads, writes and reads back its value", "[plan][knobs]") {

@@ -358,8 +358,11 @@ TEST_CASE("tune: every tuned knob of the table is searched, as its coupling says
   // tuned knob in turn keeps the values its table entry gives, and so do the layout and the
   // schedule's knobs (which derive each other's); every other knob is fixed to the scenario's. The
   // enumeration must then give at least two values of it.
-  const plan::Scenario s = plan::load_scenario(source("scenarios/gpipe-1b-4xA100.yaml"), {"parallel.data=4", "parallel.schedule=1f1b"});
-  tune::Evaluator ev(s);
+  const plan::Scenario dense = plan::load_scenario(source("scenarios/gpipe-1b-4xA100.yaml"), {"parallel.data=4", "parallel.schedule=1f1b"});
+  // The expert knobs vary only for a mixture-of-experts model: the same with 8 experts a block.
+  const plan::Scenario moe = plan::load_scenario(source("scenarios/gpipe-1b-4xA100.yaml"),
+                                                 {"parallel.data=4", "parallel.schedule=1f1b", "model.experts=8"});
+  tune::Evaluator dense_ev(dense), moe_ev(moe);
   // One value by default here (searched only when asked, or, for context, sequences too short to
   // split by default): asked for two.
   const std::map<std::string, std::string> asked = {{"parallel.grad_accumulation", "1,2"},
@@ -370,6 +373,9 @@ TEST_CASE("tune: every tuned knob of the table is searched, as its coupling says
     if (!k.tuned()) continue;
     ++tuned;
     INFO(k.key);
+    const bool expert_knob = k.key.rfind("parallel.expert", 0) == 0;
+    const plan::Scenario& s = expert_knob ? moe : dense;
+    tune::Evaluator& ev = expert_knob ? moe_ev : dense_ev;
     tune::Space space = tune::default_space(s);
     for (const plan::Knob& other : plan::knobs()) {
       const bool kept = other.key == k.key || other.coupling == plan::Coupling::layout ||

@@ -1,0 +1,256 @@
+// Mixture-of-experts models and expert parallelism (model.experts, parallel.expert) against what
+// can be worked by hand: a MoE block's parameters and FLOPs, the bytes of its all-to-alls, the
+// experts' share of a rank's memory, a balanced router's load imbalance, and the all-to-alls'
+// time on a link of known speed; Megatron-core's rules (experts divide over the expert group,
+// the group inside data x context) as exit-2 errors; the tuner searching the expert degree.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <set>
+
+#include "plan/cost.hpp"
+#include "plan/executable.hpp"
+#include "plan/hf_config.hpp"
+#include "plan/memory.hpp"
+#include "plan/plan.hpp"
+#include "sim/cost_model.hpp"
+#include "sim/simulator.hpp"
+#include "tests/test_util.hpp"
+#include "tune/search.hpp"
+
+using namespace parallax;
+
+namespace {
+
+// A small Mixtral-shaped model: 4 blocks of hidden 64, 8 experts of width 96, top-2.
+const std::string kSmall =
+    "model: {preset: transformer, layers: 4, hidden: 64, heads: 4, ffn: 128, mlp: swiglu, norm: rmsnorm, positions: rope, "
+    "bias: false, seq_len: 32, vocab: 256, experts: 8, experts_per_token: 2, expert_ffn: 96}\n"
+    "data: {batch_size: 4}\n"
+    "parallel: {data: 4, chunks: 2, precision: bf16}\n"
+    "optimizer: {kind: adamw, lr: 0.001}\n"
+    "hardware: h100-nvlink-ib\n";
+
+}  // namespace
+
+TEST_CASE("moe: a block's parameters and FLOPs, counted by hand", "[plan][moe]") {
+  const plan::Scenario s = test::scenario_from(kSmall, {"parallel.expert=4"});
+  const plan::Layer& block = s.layers[1];
+  REQUIRE(block.shape.moe.on());
+  const int64_t h = 64, e = 8, f = 96;
+  // Q, K, V, O (no grouped-query heads here), the router's gate, three grouped expert matrices,
+  // and the two RMSNorm scales.
+  const int64_t attention = 4 * h * h, router = e * h, experts = 3 * e * f * h, norms = 2 * h;
+  CHECK(block.param_count() == attention + router + experts + norms);
+  CHECK(block.expert_param_count(1, 1) == experts);
+  // Each of 4 expert ranks holds 2 of the 8 experts; the rest of the block is whole on every rank.
+  CHECK(block.param_count(1, 4) == attention + router + experts / 4 + norms);
+  CHECK(block.expert_param_count(1, 4) == experts / 4);
+  // A token passes its top-2 experts (3 matrices of 2 f h FLOPs each) and the router's gate.
+  const double sq = 32;
+  CHECK(block.flops_per_sample == Approx(sq * (4.0 * h * h + 4.0 * h * h + 2 * 3 * h * (2 * f) + 2.0 * h * e) + 4 * sq * sq * h));
+  // A shared expert adds one more expert's width to every token.
+  const plan::Layer shared = test::scenario_from(kSmall, {"model.shared_experts=1"}).layers[1];
+  CHECK(shared.param_count() == block.param_count() + 3 * f * h);
+  CHECK(shared.flops_per_sample == Approx(block.flops_per_sample + sq * 2 * 3 * h * f));
+}
+
+TEST_CASE("moe: moe_layers picks the MoE blocks as DeepSeek and Llama 4 do", "[plan][moe]") {
+  auto moe_blocks = [](const std::vector<std::string>& sets) {
+    std::vector<int> out;
+    const plan::Scenario s = test::scenario_from(kSmall, sets);
+    for (size_t l = 0; l < s.layers.size(); ++l)
+      if (s.layers[l].shape.moe.on()) out.push_back(static_cast<int>(l) - 1);  // block index (layer 0 is the embedding)
+    return out;
+  };
+  CHECK(moe_blocks({}) == std::vector<int>{0, 1, 2, 3});
+  CHECK(moe_blocks({"model.moe_layers={first_dense: 1}"}) == std::vector<int>{1, 2, 3});  // first_k_dense_replace 1
+  CHECK(moe_blocks({"model.moe_layers={every: 2}"}) == std::vector<int>{1, 3});           // interleave_moe_layer_step 2
+  const plan::Scenario s = test::scenario_from(kSmall, {"model.moe_layers={first_dense: 1}"});
+  CHECK(s.layers[1].param_count() == 4 * 64 * 64 + 3 * 128 * 64 + 2 * 64);  // a dense SwiGLU block of ffn 128
+}
+
+TEST_CASE("moe: all-to-all bytes per rank, worked by hand for a top-2 case", "[plan][moe]") {
+  const plan::Scenario s = test::scenario_from(kSmall, {"parallel.expert=4"});
+  const plan::Layer& block = s.layers[1];
+  // A micro-batch of 2 samples: 64 tokens, each sent to its 2 experts as 64 bf16 values; with
+  // experts spread evenly over 4 ranks, 3 / 4 of the copies leave the rank: 64 x 2 x 64 x 2 x 3/4.
+  const plan::ExpertTraffic x = plan::expert_traffic(block, s.parallel, 2);
+  CHECK(x.all_to_all_bytes == Approx(64.0 * 2 * 64 * 2 * 3 / 4));
+  CHECK(x.forward == 2);   // dispatch and combine
+  CHECK(x.backward == 2);  // their gradients
+  CHECK(x.tensor_bytes == 0);
+  // Sequence parallelism over 2 tensor ranks: each dispatches its own half of the tokens, and the
+  // routed tokens (64 x 2 copies) are gathered over the pair before the experts.
+  const plan::Scenario tp = test::scenario_from(kSmall, {"parallel.expert=4", "parallel.tensor=2", "parallel.sequence_parallel=true"});
+  const plan::ExpertTraffic y = plan::expert_traffic(tp.layers[1], tp.parallel, 2);
+  CHECK(y.all_to_all_bytes == Approx(32.0 * 2 * 64 * 2 * 3 / 4));
+  CHECK(y.tensor_bytes == Approx(64.0 * 2 * 64 * 2));
+  // One expert rank: no all-to-all; dense layers: none either.
+  CHECK(plan::expert_traffic(block, test::scenario_from(kSmall).parallel, 2).forward == 0);
+  CHECK(plan::expert_traffic(s.layers[0], s.parallel, 2).all_to_all_bytes == 0);
+}
+
+TEST_CASE("moe: a balanced router's imbalance, a stated one, and a capacity factor's cap", "[plan][moe]") {
+  const plan::Scenario s = test::scenario_from(kSmall, {"parallel.expert=4"});
+  // 64 tokens x top-2 = 128 copies per rank on average; the largest of 4 near-binomial counts is
+  // sqrt(2 ln 4 x 128 x 3/4) above it.
+  const double n = 128;
+  CHECK(plan::expert_load_imbalance(s.layers[1], s.parallel, 2) == Approx(1 + std::sqrt(2 * std::log(4.0) * 0.75 / n)));
+  CHECK(plan::expert_load_imbalance(s.layers[1], test::scenario_from(kSmall).parallel, 2) == 1);  // one rank holds them all
+  const plan::Scenario stated = test::scenario_from(kSmall, {"parallel.expert=4", "model.expert_imbalance=1.5"});
+  CHECK(plan::expert_load_imbalance(stated.layers[1], stated.parallel, 2) == 1.5);
+  const plan::Scenario capped = test::scenario_from(kSmall, {"parallel.expert=4", "model.expert_imbalance=1.5", "model.capacity_factor=1.25"});
+  CHECK(plan::expert_load_imbalance(capped.layers[1], capped.parallel, 2) == 1.25);
+}
+
+TEST_CASE("moe: each rank keeps its experts' share of parameters, gradients and optimizer state", "[plan][moe]") {
+  const std::vector<std::string> zero1 = {"parallel.shard=optimizer"};
+  const plan::Plan whole = test::plan_from(kSmall, zero1);
+  auto with = [&](std::vector<std::string> sets) {
+    sets.insert(sets.end(), zero1.begin(), zero1.end());
+    return test::plan_from(kSmall, sets);
+  };
+  const plan::Plan split = with({"parallel.expert=4"});
+  int64_t experts = 0;
+  for (const auto& l : whole.scenario.layers) experts += l.expert_param_count(1, 1);
+  REQUIRE(experts == 4 * 3 * 8 * 96 * 64);
+  const plan::MemoryEstimate& a = whole.ranks[0].memory;
+  const plan::MemoryEstimate& b = split.ranks[0].memory;
+  // fp32 parameters and gradients (torch.autocast): 3 / 4 of the experts leave each rank.
+  CHECK(a.params - b.params == experts * 3 / 4 * 4);
+  CHECK(a.gradients - b.gradients == experts * 3 / 4 * 4);
+  // Adam's two fp32 states: the dense part over the 4 replicas; the experts over the replicas
+  // holding the same ones, 4 / 4 = 1 here, so each rank keeps its quarter of the experts whole.
+  const int64_t params = whole.stages[0].param_count, dense = params - experts;
+  CHECK(a.optimizer == (params * 8 + 3) / 4);
+  CHECK(b.optimizer == (dense * 8 + 3) / 4 + experts / 4 * 8);
+  // The expert gradients go to no DDP bucket when no other replica holds the same experts.
+  int64_t bucketed = 0;
+  for (const auto& bucket : split.stages[0].buckets) bucketed += bucket.bytes;
+  CHECK(bucketed == dense * 4);
+}
+
+TEST_CASE("moe: the all-to-alls take their bytes over the link, and DualPipeV hides them", "[sim][moe]") {
+  // Free links against a node link of 1 GB/s without latency: forward grows by the two
+  // all-to-alls of each of the 4 MoE blocks, each the busiest rank's bytes over the link (its 3
+  // peers share the node, each over its own path in NVLink's switch).
+  const std::vector<std::string> ep = {"parallel.expert=4"};
+  plan::Scenario free_links = test::scenario_from(kSmall, ep), slow = free_links;
+  free_links.hardware.nccl.reset();
+  slow.hardware.nccl.reset();
+  free_links.hardware.node_link = {"free", std::numeric_limits<double>::infinity(), 0.0};
+  slow.hardware.node_link = {"slow", 1.0, 0.0};
+  const plan::Plan fast_plan = plan::resolve_plan(free_links), slow_plan = plan::resolve_plan(slow);
+  const auto fast = sim::stage_costs(fast_plan), slowed = sim::stage_costs(slow_plan);
+  const int mb = fast_plan.microbatch_size;
+  const plan::ExpertTraffic x = plan::expert_traffic(slow.layers[1], slow.parallel, mb);
+  const double one_us = x.all_to_all_bytes * x.imbalance / 1e3;  // 1 GB/s: 1e3 bytes a microsecond
+  CHECK((slowed[0].forward - fast[0].forward).to_us() == Approx(4 * 2 * one_us).epsilon(1e-3));
+  CHECK((slowed[0].backward - fast[0].backward).to_us() == Approx(4 * 2 * one_us).epsilon(1e-3));
+  CHECK(slowed[0].all_to_all_forward.to_us() == Approx(4 * 2 * one_us).epsilon(1e-3));
+
+}
+
+TEST_CASE("moe: DualPipeV hides one micro-batch's all-to-alls behind another's compute", "[sim][moe]") {
+  // All 8 experts for every token, so that the all-to-alls outweigh the pipeline's sends and the
+  // gradients' all-reduce on the same link; the link's speed is set so that a stage's all-to-alls
+  // take about half its forward's compute. 1F1B can hide none of them; DualPipeV's overlapped
+  // F and B hide most, at the compute slowdown beside communication (0.19 on h100-nvlink-ib).
+  plan::Scenario s = test::scenario_from(kSmall, {"parallel.expert=4", "model.experts_per_token=8", "model.seq_len=256",
+                                                  "parallel.pipeline=2", "data.batch_size=8", "parallel.chunks=8", "parallel.schedule=1f1b"});
+  s.hardware.nccl.reset();
+  plan::Scenario free_links = s;
+  free_links.hardware.node_link = {"free", std::numeric_limits<double>::infinity(), 0.0};
+  const auto alone = sim::stage_costs(plan::resolve_plan(free_links));
+  const plan::Plan one_plan = plan::resolve_plan(s);
+  const plan::ExpertTraffic x = plan::expert_traffic(s.layers[1], s.parallel, one_plan.microbatch_size);
+  const double stage_bytes = 2 * 2 * x.all_to_all_bytes * x.imbalance;  // two MoE blocks a stage, two all-to-alls each
+  const double gb_per_s = stage_bytes / (0.5 * alone[1].forward.to_us() * 1e3);
+  plan::Scenario slow = s;
+  slow.hardware.node_link = {"slow", gb_per_s, 0.0};
+  auto step_ms = [](plan::Scenario sc, bool dualpipe) {
+    if (dualpipe) {
+      sc.parallel.schedule = schedule::ScheduleKind::dualpipev;
+      sc.parallel.virtual_stages = 2;
+    }
+    plan::check_scenario(sc);
+    return sim::simulate(plan::resolve_plan(sc)).step_time.to_ms();
+  };
+  const double one_f_one_b = step_ms(slow, false) - step_ms(free_links, false);
+  const double dualpipe = step_ms(slow, true) - step_ms(free_links, true);
+  INFO("the all-to-alls add " << one_f_one_b << " ms to 1f1b's step, " << dualpipe << " ms to dualpipev's");
+  REQUIRE(one_f_one_b > 0);
+  CHECK(dualpipe < 0.75 * one_f_one_b);
+  CHECK(sim::stage_costs(plan::resolve_plan(slow))[1].all_to_all_forward > plan::Time());
+}
+
+TEST_CASE("moe: Megatron-core's rules exit 2 at the key, and the executor refuses experts", "[plan][moe]") {
+  CHECK_THAT(test::parse_error(kSmall, {"parallel.expert=3"}),
+             Catch::Contains("8 experts of each MoE block do not divide over parallel.expert = 3") && Catch::Contains("parallel.expert"));
+  CHECK_THAT(test::parse_error(kSmall, {"parallel.data=2", "parallel.expert=4", "data.batch_size=4"}),
+             Catch::Contains("does not divide data x context = 2"));
+  CHECK_THAT(test::parse_error(kSmall, {"parallel.expert=4", "parallel.tensor=2"}), Catch::Contains("needs sequence_parallel: true"));
+  CHECK_THAT(test::parse_error(kSmall, {"model.experts=0", "parallel.expert=2"}), Catch::Contains("model.experts"));
+  CHECK_THAT(test::parse_error(kSmall, {"model.experts_per_token=9"}), Catch::Contains("at most 'model.experts' (8)"));
+  CHECK_THROWS_WITH(plan::check_executable(test::scenario_from(kSmall)), Catch::Contains("mixture-of-experts") && Catch::Contains("predict-only"));
+  // From the command line: exit 2, the flag named, nothing printed to stdout.
+  const auto r = test::run_parallax("simulate scenarios/mlp-fashion-mnist-ddp2.yaml --set 'model={preset: transformer, layers: 2, hidden: 64, "
+                                    "heads: 4, seq_len: 32, vocab: 256, experts: 8}' --set parallel.expert=3",
+                                    "cd " PARALLAX_SOURCE_DIR " &&", true);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("--set parallel.expert=3") && Catch::Contains("do not divide"));
+}
+
+TEST_CASE("moe: Mixtral's and Qwen2-MoE's Hugging Face configs", "[plan][moe][hf]") {
+  const plan::HfModel mixtral = plan::read_hf_config(PARALLAX_SOURCE_DIR "/scenarios/models/mixtral-8x7b.json", 4096);
+  CHECK(mixtral.shape.moe.experts == 8);
+  CHECK(mixtral.shape.moe.top_k == 2);
+  CHECK(mixtral.shape.moe.ffn == 14336);
+  CHECK(mixtral.shape.moe.shared == 0);
+  int64_t params = 0;
+  for (const auto& l : plan::make_transformer(mixtral.shape)) params += l.param_count();
+  CHECK(params == 46702792704);  // Mixtral 8x7B's 46.7B parameters (Jiang et al. 2024)
+
+  const auto dir = std::filesystem::temp_directory_path() / ("parallax-moe-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto path = (dir / "config.json").string();
+  std::ofstream(path) << R"({"architectures": ["Qwen2MoeForCausalLM"], "hidden_act": "silu", "hidden_size": 2048,
+    "intermediate_size": 5632, "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632,
+    "num_attention_heads": 16, "num_key_value_heads": 16, "num_hidden_layers": 24, "num_experts": 60,
+    "num_experts_per_tok": 4, "decoder_sparse_step": 1, "mlp_only_layers": [], "norm_topk_prob": false,
+    "vocab_size": 151936, "max_position_embeddings": 8192, "tie_word_embeddings": false})";
+  const plan::HfModel qwen = plan::read_hf_config(path, 4096);
+  CHECK(qwen.shape.moe.experts == 60);
+  CHECK(qwen.shape.moe.top_k == 4);
+  CHECK(qwen.shape.moe.ffn == 1408);
+  CHECK(qwen.shape.moe.shared == 4);  // one shared expert of 4 x 1408
+  std::ofstream(path) << R"({"architectures": ["Qwen2MoeForCausalLM"], "hidden_act": "silu", "hidden_size": 2048,
+    "intermediate_size": 5632, "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5000,
+    "num_attention_heads": 16, "num_hidden_layers": 24, "num_experts": 60, "num_experts_per_tok": 4, "vocab_size": 151936})";
+  CHECK_THROWS_WITH(plan::read_hf_config(path, 4096), Catch::Contains("not a whole number of moe_intermediate_size"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("tune: the expert degree is searched beside the layout", "[tune][moe]") {
+  const plan::Scenario s = test::scenario_from(kSmall, {"parallel.data=8", "data.batch_size=4"});
+  const tune::Space sp = tune::default_space(s, 8);
+  CHECK(sp.ints("parallel.expert") == std::vector<int>{1, 2, 4, 8});
+  tune::Evaluator ev(s);
+  size_t invalid = 0;
+  std::string why;
+  const auto configs = tune::enumerate(ev, sp, &invalid, &why);
+  std::set<int> experts;
+  for (const auto& c : configs) {
+    CHECK(8 % c.expert == 0);
+    CHECK(c.tensor * c.replicas() / c.expert_tensor_ways() % c.expert == 0);
+    experts.insert(c.expert);
+  }
+  CHECK(experts == std::set<int>{1, 2, 4, 8});
+  // A dense model searches expert 1 only.
+  const plan::Scenario dense = test::scenario_from(kSmall, {"model={preset: transformer, layers: 2, hidden: 64, heads: 4, seq_len: 32, vocab: 256}"});
+  CHECK(tune::default_space(dense, 8).ints("parallel.expert") == std::vector<int>{1});
+}
