@@ -1,30 +1,41 @@
 #!/usr/bin/env bash
-# The tuner at scale (issue 55's goal: >= 10,000 configurations of a 3,072-GPU Llama 3.1 405B job,
-# context parallelism included, in <= 60 s on a 2-core machine): `parallax tune` on
-# scenarios/llama-3.1-405b-3072xH100.yaml with --time-limit 60, and what it got through: simulated,
-# pruned by the lower bound, over memory, and the pick.
+# The tuner at scale: `parallax tune` on two large jobs and what it got through (simulated, pruned by the
+# lower bound, over memory) and picked. Issue 55's goal: >= 10,000 configurations of a 3,072-GPU Llama 3.1
+# 405B job, context parallelism included, in <= 60 s on a 2-core machine
+# (scenarios/llama-3.1-405b-3072xH100.yaml, --time-limit 60). Issue 59's: the same of a DeepSeek-V3-sized
+# mixture-of-experts job, expert degrees included, in <= 120 s (scenarios/moe-671b-2048xH100.yaml,
+# --time-limit 120).
 #
 #   bash bench/tune_scale.sh [PARALLAX] [--out DIR]      (default: build/parallax)
 #
-# Output goes to DIR (--out, else OUT, else a new bench/results/tune-scale-cpu-DATE): tune.json (tune's
-# --json), summary.txt, log.txt (tune's progress), machine.txt.
+# Output goes to DIR (--out, else OUT, else a new bench/results/tune-scale-cpu-DATE): tune.json and
+# tune-moe.json (tune's --json), summary.txt, log.txt (tune's progress), machine.txt.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 here="$(cd "$(dirname "$0")" && pwd)"
 bench_begin tune-scale "$0" "$@"
-scenario="$here/../scenarios/llama-3.1-405b-3072xH100.yaml"
-start=$(date +%s.%N)
-"$parallax" tune "$scenario" --time-limit 60 --json >"$out/tune.json"
-end=$(date +%s.%N)
-python3 - "$out/tune.json" "$start" "$end" <<'PY'
+# run NAME SCENARIO LIMIT: `parallax tune` with --time-limit LIMIT into NAME.json, and what it got through.
+run() {
+  local name="$1" scenario="$2" limit="$3" start end
+  start=$(date +%s.%N)
+  "$parallax" tune "$scenario" --time-limit "$limit" --json >"$out/$name.json"
+  end=$(date +%s.%N)
+  python3 - "$out/$name.json" "$start" "$end" "$limit" "$4" <<'PY'
 import json, sys
 j = json.load(open(sys.argv[1]))
-total = float(sys.argv[3]) - float(sys.argv[2])
-print(f"Llama 3.1 405B on 3,072 H100s, default space: {j['configs_total']:,} configurations "
-      f"({j['configs_invalid']:,} invalid besides)")
-print(f"in the search's {j['wall_s']:.1f} s (--time-limit 60): simulated {j['configs_evaluated']:,}, pruned by their bound "
+total, limit, title = float(sys.argv[3]) - float(sys.argv[2]), sys.argv[4], sys.argv[5]
+sampled = j.get("configs_sampled_one_in", 1)
+print(f"{title}, default space: {j['configs_total']:,} configurations ({j['configs_invalid']:,} invalid besides)"
+      + (f", a uniform sample of one combination in {sampled} of the space" if sampled > 1 else ""))
+print(f"in the search's {j['wall_s']:.1f} s (--time-limit {limit}): simulated {j['configs_evaluated']:,}, pruned by their bound "
       f"{j['configs_pruned']:,}, over memory {j['configs_over_memory']:,}; stopped: {j.get('stopped') or 'no'}")
 print(f"the process, with the full simulations of the ranked rows after the search: {total:.1f} s")
 print(f"pick: {j['best']['predicted_step_ms'] / 1e3:.3f} s a step ({j['speedup_vs_given']:.2f}x the scenario as given): "
       + ", ".join(f"{k}={v}" for k, v in sorted(j['best']['overrides'].items())))
+print()
 PY
+}
+run tune "$here/../scenarios/llama-3.1-405b-3072xH100.yaml" 60 "Llama 3.1 405B on 3,072 H100s"
+# Issue 59's goal: >= 10,000 configurations of a DeepSeek-V3-sized job (2,048 GPUs, pipeline 16 x expert 64),
+# the expert degree searched beside the rest, in <= 120 s.
+run tune-moe "$here/../scenarios/moe-671b-2048xH100.yaml" 120 "A DeepSeek-V3-sized MoE job (671B, 256 experts) on 2,048 H100s"

@@ -192,6 +192,7 @@ int tune_command(const TuneArgs& args, const std::string& self) {
     };
     json j;
     j["configs_total"] = r.combinations;
+    j["configs_sampled_one_in"] = r.sampled_one_in;
     j["configs_invalid"] = r.invalid;
     j["configs_evaluated"] = r.evaluated;
     j["configs_pruned"] = r.pruned;
@@ -225,6 +226,9 @@ int tune_command(const TuneArgs& args, const std::string& self) {
                 "by the lower bound, %zu over device memory, in %.2f s%s\n\n",
                 base.name.c_str(), static_cast<size_t>(space.world), r.combinations, r.invalid, r.evaluated, r.pruned, r.over_memory, r.wall_s,
                 stopped.c_str());
+    if (r.sampled_one_in > 1)
+      std::printf("(the space is about %zu times these counts: past %zu configurations it was sampled uniformly, one combination in %zu)\n\n",
+                  r.sampled_one_in, tune::kEnumerationCap, r.sampled_one_in);
     std::printf("%4s %10s %10s %7s %12s %10s  %s\n", "rank", "step ms", "samples/s", "bubble", "exposed ms",
                 "peak MiB", "what changes from the scenario");
     for (size_t i = 0; i < r.ranked.size(); ++i) {

@@ -84,8 +84,16 @@ static void check_tensor_parallel(const Scenario& s) {
     fail_at(s, "parallel.sequence_parallel", "sequence_parallel splits over the tensor-parallel group; it needs parallel.tensor > 1");
   if (p.tensor == 1) return;
   const std::string t = std::to_string(p.tensor);
+  const Layer* previous = nullptr;
   for (const Layer& l : s.layers) {
-    require_transformer_layer(s, l, "parallel.tensor", "parallel.tensor " + t + " splits");
+    // A model's blocks are mostly alike: one of each run of equal shapes is enough (the tuner
+    // checks millions of configurations of a 126-block model).
+    const bool same = previous && previous->kind == l.kind && previous->shape.heads == l.shape.heads &&
+                      previous->shape.kv_heads() == l.shape.kv_heads() && previous->shape.ffn == l.shape.ffn &&
+                      previous->shape.moe == l.shape.moe;
+    previous = &l;
+    if (same) continue;
+    if (!tensor_splits(l.kind)) require_transformer_layer(s, l, "parallel.tensor", "parallel.tensor " + t + " splits");  // the message only when it fails: the tuner checks millions
     if (l.kind != LayerKind::encoder) continue;
     if (l.shape.heads % p.tensor != 0)
       fail_at(s, "parallel.tensor", "parallel.tensor " + t + " does not divide the " + std::to_string(l.shape.heads) +
@@ -100,6 +108,10 @@ static void check_tensor_parallel(const Scenario& s) {
     if (l.shape.ffn % p.tensor != 0)
       fail_at(s, "parallel.tensor", "parallel.tensor " + t + " does not divide the ffn width " + std::to_string(l.shape.ffn) +
                                         " of layer '" + l.name + "'");
+    const int64_t expert_ways = p.expert_tensor_ways(), shared = l.shape.moe.shared * l.shape.moe.ffn;
+    if (l.shape.moe.on() && (l.shape.moe.ffn % expert_ways != 0 || shared % p.tensor != 0))
+      fail_at(s, "parallel.tensor", "parallel.tensor " + t + " does not divide the experts' width " + std::to_string(l.shape.moe.ffn) +
+                                        " of layer '" + l.name + "' (set parallel.expert_tensor: 1 to keep routed experts whole)");
   }
   const int per_node = s.hardware.devices_per_node;
   if (!p.tensor_across_nodes && (p.tensor > per_node || per_node % p.tensor != 0))
@@ -115,7 +127,7 @@ static void check_context_parallel(const Scenario& s) {
   if (p.context == 1) return;
   const std::string c = std::to_string(p.context);
   for (const Layer& l : s.layers) {
-    require_transformer_layer(s, l, "parallel.context", "parallel.context " + c + " splits the sequences of");
+    if (!tensor_splits(l.kind)) require_transformer_layer(s, l, "parallel.context", "parallel.context " + c + " splits the sequences of");
     if (l.shape.seq_len % (2 * p.context) != 0)
       fail_at(s, "parallel.context", "parallel.context " + c + " cuts each sequence into 2 x " + c + " chunks, but layer '" + l.name +
                                          "' has seq_len " + std::to_string(l.shape.seq_len) + " (not a multiple of " +

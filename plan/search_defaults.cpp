@@ -55,19 +55,17 @@ std::vector<KnobValue> default_context(const Scenario& s, int world) {
 std::vector<KnobValue> default_expert(const Scenario& s, int world) {
   for (const Layer& l : s.layers)
     if (l.shape.moe.on()) {
-      std::vector<int> out;
-      for (int e : divisors(static_cast<int>(std::min<int64_t>(l.shape.moe.experts, world))))
-        if (l.shape.moe.experts % e == 0 && world % e == 0) out.push_back(e);
-      return values_of(out);
+      const int64_t experts = l.shape.moe.experts;
+      std::vector<KnobValue> out;
+      for (int e : divisors(static_cast<int>(std::min<int64_t>(experts, world))))
+        if (experts % e == 0 && world % e == 0 && experts / e <= kMostExpertsPerRank) out.push_back(e);
+      if (std::find(out.begin(), out.end(), KnobValue(s.parallel.expert)) == out.end()) out.push_back(s.parallel.expert);
+      return out;
     }
   return {1};
 }
 
-std::vector<KnobValue> default_expert_tensor(const Scenario& s, int) {
-  for (const Layer& l : s.layers)
-    if (l.shape.moe.on()) return {0, 1};
-  return {0};
-}
+std::vector<KnobValue> default_expert_tensor(const Scenario& s, int) { return {s.parallel.expert_tensor}; }
 
 std::vector<KnobValue> default_pipeline(const Scenario& s, int world) {
   std::vector<int> out;

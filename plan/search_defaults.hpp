@@ -23,10 +23,16 @@ std::vector<KnobValue> default_data(const Scenario& s, int world);
 /// context: 1, and on NCCL machines, for transformer models costed from their shapes, the powers of
 /// two that leave every rank chunks of at least 512 tokens.
 std::vector<KnobValue> default_context(const Scenario& s, int world);
-/// expert: the divisors of a MoE model's experts (the enumeration drops those that do not divide
-/// data x context); 1 for a dense model.
+/// The most experts a rank holds in the default search: the published MoE runs hold 1 to 8
+/// (Mixtral 8x22B at EP 8: 1; DeepSeek-V3 at EP 64 and Qwen3-235B at EP 32: 4; Qwen3-30B at EP 16:
+/// 8), and each halving of the expert degree doubles the experts' weights a rank keeps and every
+/// configuration the search crosses with it.
+constexpr int kMostExpertsPerRank = 16;
+/// expert: the divisors of a MoE model's experts that leave a rank at most kMostExpertsPerRank of
+/// them, and the scenario's own (the enumeration drops those that do not divide the ranks); 1 for
+/// a dense model.
 std::vector<KnobValue> default_expert(const Scenario& s, int world);
-/// expert_tensor: tensor (0), and 1 for a MoE model: experts whole.
+/// expert_tensor: the scenario's own (searched when asked: --search parallel.expert_tensor=tensor,1).
 std::vector<KnobValue> default_expert_tensor(const Scenario& s, int world);
 /// pipeline: the divisors of the world up to the layer count.
 std::vector<KnobValue> default_pipeline(const Scenario& s, int world);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <random>
 
 #include "plan/memory.hpp"
 #include "plan/search_defaults.hpp"
@@ -102,11 +103,25 @@ std::vector<int> stage_counts(schedule::ScheduleKind kind, const std::vector<int
 }  // namespace
 
 std::vector<plan::Settings> enumerate(Evaluator& ev, const Space& sp, size_t* invalid, std::string* invalid_example,
-                                      size_t* over_memory, bool bucket_variants) {
+                                      size_t* over_memory, bool bucket_variants, Sample* sample) {
   const plan::Scenario& base = ev.base();
   const plan::Settings& given = ev.given();
   const int global = given.global_batch();
   plan::Scenario scratch = base;  // knobs are set on it to check them, nothing is copied per try
+  // The rules that reject most of a large space's crossed combinations, checked here without
+  // plan::check_scenario's exception (which says the same, too slowly for hundreds of millions):
+  // sequence parallelism without tensor parallelism, and a MoE model's experts that do not divide
+  // over the expert degree, or the degree over the ranks it lies in (with tensor > 1, sequence
+  // parallelism required).
+  const auto moe = std::find_if(base.layers.begin(), base.layers.end(), [](const plan::Layer& l) { return l.shape.moe.on(); });
+  auto plainly_invalid = [&](const plan::Settings& c) {
+    bool no = c.sequence_parallel && c.tensor == 1;
+    if (c.expert > 1)
+      no = no || moe == base.layers.end() || moe->shape.moe.experts % c.expert != 0 ||
+           (c.tensor * c.replicas() / c.expert_tensor_ways()) % c.expert != 0 || (c.tensor > 1 && !c.sequence_parallel);
+    if (no) ++*invalid;
+    return no;
+  };
   auto valid = [&](const plan::Settings& c) {
     try {
       plan::apply(c, &scratch);
@@ -142,6 +157,20 @@ std::vector<plan::Settings> enumerate(Evaluator& ev, const Space& sp, size_t* in
     return it->second;
   };
   std::vector<plan::Settings> out;
+  // Sampling past the cap (Sample): a combination is looked at with chance 1 / one_in.
+  std::mt19937_64 rng(61);
+  auto sampled_out = [&] { return sample && sample->one_in > 1 && rng() % sample->one_in != 0; };
+  auto thin_past_cap = [&] {
+    if (!sample || sample->cap == 0 || out.size() <= sample->cap) return;
+    std::vector<plan::Settings> kept;
+    kept.reserve(out.size() / 2 + 1);
+    for (plan::Settings& c : out)
+      if (rng() % 2 == 0) kept.push_back(std::move(c));
+    out = std::move(kept);
+    sample->one_in *= 2;
+    *invalid /= 2;  // the counts so far, as if counted at the new rate
+    if (over_memory) *over_memory /= 2;
+  };
   const std::vector<int> contexts = sp.of("parallel.context").empty() ? std::vector<int>{given.context} : sp.ints("parallel.context");
   for (int t : tensors.empty() ? std::vector<int>{1} : tensors)
   for (int cp : contexts)
@@ -179,7 +208,8 @@ std::vector<plan::Settings> enumerate(Evaluator& ev, const Space& sp, size_t* in
             layout.grad_accumulation = ga;
             layout.partition_len = {};
             cross_free_knobs(free, sp, layout, [&](plan::Settings c) {
-              if (repeats_another(sp, c) || !valid(c)) return;
+              if (sampled_out()) return;
+              if (repeats_another(sp, c) || plainly_invalid(c) || !valid(c)) return;
               if (over_memory && static_memory_floor(scratch, params_on(c)) > memory) {
                 ++*over_memory;  // once, without its split and bucket variants
                 return;
@@ -199,6 +229,7 @@ std::vector<plan::Settings> enumerate(Evaluator& ev, const Space& sp, size_t* in
                   out.push_back(c);
                 }
               }
+              thin_past_cap();
             });
           }
       }

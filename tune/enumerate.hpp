@@ -16,7 +16,16 @@ namespace parallax::tune {
 /// device's memory are counted there (once each, without their split and bucket variants) and left out.
 /// `bucket_variants`: list each data-parallel configuration once per DDP bucket setting of the space
 /// (false: once, with the scenario's; search() simulates the variants in turn).
+/// `sample`, when given: keep at most sample->cap configurations, a uniform random sample of the
+/// space's (fixed seed): past the cap each kept one is dropped with probability 1/2 and later
+/// combinations are kept with half the chance, before their checks, so that a space of hundreds of
+/// millions (a MoE job's expert degrees crossed with the rest) costs its combinations' count, not
+/// their checks. sample->one_in says how thin the sample is; the counts above are the sample's.
+struct Sample {
+  size_t cap = 0;
+  size_t one_in = 1;
+};
 std::vector<plan::Settings> enumerate(Evaluator& evaluator, const Space& space, size_t* invalid, std::string* invalid_example,
-                                      size_t* over_memory = nullptr, bool bucket_variants = true);
+                                      size_t* over_memory = nullptr, bool bucket_variants = true, Sample* sample = nullptr);
 
 }  // namespace parallax::tune

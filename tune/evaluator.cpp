@@ -14,7 +14,8 @@ Evaluator::Evaluator(plan::Scenario base) : base_(std::move(base)), given_(plan:
 
 const std::vector<plan::LayerCost>& Evaluator::layer_costs(const plan::Settings& c, int mb) {
   std::lock_guard<std::mutex> lock(mutex_);
-  auto [it, fresh] = costs_.try_emplace({c.precision, mb, c.tensor, c.context, c.sequence_parallel, c.activation_checkpointing});
+  auto [it, fresh] = costs_.try_emplace(
+      {c.precision, mb, c.tensor, c.context, c.sequence_parallel, c.activation_checkpointing, c.expert, c.expert_tensor_ways()});
   if (fresh) {
     for (size_t l = 0; l < base_.layers.size(); ++l)
       it->second.push_back(plan::estimate_layer_cost(base_.layers[l], base_.hardware, c, mb, /*input_gradient=*/l > 0));
@@ -24,7 +25,9 @@ const std::vector<plan::LayerCost>& Evaluator::layer_costs(const plan::Settings&
 
 plan::PartitionLen Evaluator::balanced_split(const plan::Settings& c) {
   const int mb = c.batch_size / c.chunks;
-  const std::pair key{CostKey{c.precision, mb, c.tensor, c.context, c.sequence_parallel, c.activation_checkpointing}, c.stages()};
+  const std::pair key{CostKey{c.precision, mb, c.tensor, c.context, c.sequence_parallel, c.activation_checkpointing, c.expert,
+                              c.expert_tensor_ways()},
+                      c.stages()};
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (const auto it = splits_.find(key); it != splits_.end()) return it->second;

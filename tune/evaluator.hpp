@@ -58,7 +58,9 @@ class Evaluator {
   plan::Settings given_;
   std::mutex mutex_;
   // By (precision, micro-batch size, tensor, context, sequence parallel, recompute): what a layer's cost depends on.
-  using CostKey = std::tuple<plan::Precision, int, int, int, bool, plan::Recompute>;
+  // precision, micro-batch, tensor, context, sequence parallelism, recompute, expert, expert tensor:
+  // what a layer's cost depends on.
+  using CostKey = std::tuple<plan::Precision, int, int, int, bool, plan::Recompute, int, int>;
   std::map<CostKey, std::vector<plan::LayerCost>> costs_;
   // Balanced splits by (cost key, stages): the split's dynamic programme is most of the time a
   // large job's enumeration takes, and its configurations share few of them.

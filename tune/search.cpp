@@ -141,7 +141,12 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
   size_t over_static_memory = 0;
   // Bucket variants are not listed but simulated in turn below: they share their configuration's
   // plan, memory and bound, and on a large job's space listing them would be most of its memory.
-  std::vector<plan::Settings> configs = enumerate(ev, sp, &r.invalid, &r.invalid_example, &over_static_memory, false);
+  // A space past the cap is sampled uniformly as it is enumerated (enumerate's Sample): its
+  // checks cost about a microsecond a combination, and a MoE job's expert degrees crossed with
+  // the rest reach hundreds of millions.
+  Sample sample{kEnumerationCap};
+  std::vector<plan::Settings> configs = enumerate(ev, sp, &r.invalid, &r.invalid_example, &over_static_memory, false, &sample);
+  r.sampled_one_in = sample.one_in;
   const size_t enumerated = configs.size();
   // The scenario as given and PyTorch's defaults compete too, even where the space misses them.
   for (const Evaluation* e : {&r.baseline, &r.defaults}) {

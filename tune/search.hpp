@@ -47,7 +47,9 @@ struct SearchResult {
   /// The best of each data x pipeline x tensor layout, best first: real runs of different layouts guard
   /// against the prediction's largest errors, which lie between layouts rather than within one.
   std::vector<Evaluation> layout_best;
-  size_t combinations = 0;      ///< valid configurations in the space
+  size_t combinations = 0;      ///< valid configurations in the space (in its sample, below)
+  /// The space was sampled, one combination in this many (a space past kEnumerationCap); 1: all.
+  size_t sampled_one_in = 1;
   size_t invalid = 0;           ///< combinations the scenario rules reject
   std::string invalid_example;  ///< one such reason
   size_t evaluated = 0;         ///< simulated
@@ -57,6 +59,10 @@ struct SearchResult {
   std::string stopped;          ///< why the search ended early ("" when it covered the space)
 };
 
+
+/// The most configurations search() lists before it samples the space (enumerate's Sample): about
+/// half a gigabyte of them, and more than a 120 s search plans.
+constexpr size_t kEnumerationCap = 4'000'000;
 
 SearchResult search(Evaluator& evaluator, const Space& space, const SearchOptions& options);
 

@@ -94,6 +94,47 @@ TEST_CASE("moe: all-to-all bytes per rank, worked by hand for a top-2 case", "[p
   CHECK(plan::expert_traffic(s.layers[0], s.parallel, 2).all_to_all_bytes == 0);
 }
 
+TEST_CASE("moe: whole experts (expert_tensor 1) under tensor parallelism", "[plan][moe]") {
+  // 4 replicas x 2 tensor ranks: with experts whole, the expert group of 8 spans them all and each
+  // rank dispatches its own half of the 64 tokens; nothing is gathered over the tensor group.
+  const plan::Scenario s = test::scenario_from(kSmall, {"parallel.tensor=2", "parallel.sequence_parallel=true", "parallel.expert=8",
+                                                        "parallel.expert_tensor=1"});
+  const plan::ExpertTraffic x = plan::expert_traffic(s.layers[1], s.parallel, 2);
+  CHECK(x.all_to_all_bytes == Approx(32.0 * 2 * 64 * 2 * 7 / 8));
+  CHECK(x.tensor_bytes == 0);
+  CHECK(plan::expert_rank_tokens(s.layers[1], s.parallel, 2) == Approx(32));
+  // One expert a rank, whole: 3 x 96 x 64; the rest of the block split over the pair as before.
+  CHECK(s.layers[1].expert_param_count(2, 8, 1) == 3 * 96 * 64);
+  CHECK(s.parallel.expert_replicas() == 1);
+  // Split over the pair instead, the expert group must lie inside the 4 replicas.
+  CHECK_THAT(test::parse_error(kSmall, {"parallel.tensor=2", "parallel.sequence_parallel=true", "parallel.expert=8"}),
+             Catch::Contains("does not divide data x context = 4") && Catch::Contains("with expert_tensor 1"));
+}
+
+TEST_CASE("moe: heads wider than hidden / heads (Qwen3's head_dim)", "[plan][moe][hf]") {
+  const plan::HfModel qwen = plan::read_hf_config(PARALLAX_SOURCE_DIR "/scenarios/models/qwen3-30b-a3b.json", 4096);
+  CHECK(qwen.shape.form.head_dim == 128);
+  CHECK(qwen.shape.moe.experts == 128);
+  CHECK(qwen.shape.moe.top_k == 8);
+  CHECK(qwen.shape.moe.ffn == 768);
+  const std::vector<plan::Layer> layers = plan::make_transformer(qwen.shape);
+  const plan::Layer& block = layers[1];
+  // Q: hidden 2,048 to 32 heads of 128; K and V: to 4 heads of 128; O: 4,096 back to 2,048.
+  CHECK(block.params[0].shape == std::vector<int64_t>{4096, 2048});
+  CHECK(block.params[1].shape == std::vector<int64_t>{512, 2048});
+  CHECK(block.params[3].shape == std::vector<int64_t>{2048, 4096});
+  int64_t params = 0;
+  for (const auto& l : layers) params += l.param_count();
+  CHECK(params == 30532110336);  // Qwen3-30B-A3B's 30.5B, less its per-head q/k norms (48 x 256)
+  // Attention's FLOPs follow the query heads' width: 4 s^2 x 4,096 for the scores and values.
+  const double s = 4096, h = 2048, q = 4096, kv = 512;
+  CHECK(block.flops_per_sample == Approx(s * (4 * h * q + 4 * h * kv + 2 * 3 * h * (8 * 768) + 2 * h * 128) + 4 * s * s * q));
+  // The executor builds heads of hidden / heads only.
+  const std::string wide = "model: {preset: transformer, layers: 2, hidden: 64, heads: 4, head_dim: 32, seq_len: 32, vocab: 256}\nhardware: ideal\n";
+  CHECK(test::scenario_from(wide).layers[1].params[0].shape == std::vector<int64_t>{128, 64});
+  CHECK_THROWS_WITH(plan::check_executable(test::scenario_from(wide)), Catch::Contains("head_dim 32") && Catch::Contains("predict-only"));
+}
+
 TEST_CASE("moe: a balanced router's imbalance, a stated one, and a capacity factor's cap", "[plan][moe]") {
   const plan::Scenario s = test::scenario_from(kSmall, {"parallel.expert=4"});
   // 64 tokens x top-2 = 128 copies per rank on average; the largest of 4 near-binomial counts is

@@ -367,7 +367,8 @@ TEST_CASE("tune: every tuned knob of the table is searched, as its coupling says
   // split by default): asked for two.
   const std::map<std::string, std::string> asked = {{"parallel.grad_accumulation", "1,2"},
                                                     {"parallel.rank_order", "tp-dp-pp,tp-pp-dp"},
-                                                    {"parallel.context", "1,2"}};
+                                                    {"parallel.context", "1,2"},
+                                                    {"parallel.expert_tensor", "tensor,1"}};
   int tuned = 0;
   for (const plan::Knob& k : plan::knobs()) {
     if (!k.tuned()) continue;

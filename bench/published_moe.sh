@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Predictions against published mixture-of-experts training runs (bench/data/moe_published.csv, sources in its
+# header): Qwen3-30B-A3B and Qwen3-235B-A22B from NVIDIA's Megatron-Bridge (NeMo) performance summary on H100 and
+# B200, Qwen3-235B-A22B and Mixtral 8x22B from NVIDIA's Megatron-MoE-ModelZoo on H100. For each row the predicted
+# and published seconds per step, their error, and whether the plan fits the GPUs it ran on. Nothing here is fitted
+# to these rows: the compute figures are the hardware profiles' (scenarios/hardware/*.yaml, with their sources), the
+# network's NCCL's tuning model and the profiles' links. Each run is written as its trainer ran it
+# (bench/data/moe.yaml: Megatron-core's semantics and distributed optimizer); a row's load imbalance is 1 where
+# its source forced balanced routing, else Parallax's default (a balanced router's floor).
+#
+#   bash bench/published_moe.sh [PARALLAX] [--out DIR]      (default: build/parallax)
+#
+# Output goes to DIR (--out, else OUT, else a new bench/results/published-moe-cpu-DATE): summary.txt, log.txt,
+# machine.txt.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+here="$(cd "$(dirname "$0")" && pwd)"
+command -v python3 >/dev/null || { echo "published_moe.sh: needs python3" >&2; exit 2; }
+bench_begin published-moe "$0" "$@"
+python3 - "$parallax" "$here/data" <<'PY'
+import csv, json, subprocess, sys, time
+
+parallax, data = sys.argv[1:3]
+MODELS_DIR = f"{data}/../../scenarios/models"
+
+# The models as their Hugging Face configs give them (Qwen3-30B-A3B: scenarios/models/qwen3-30b-a3b.json; the
+# others' values as the sources' Megatron arguments state them, bench/data/moe_published.csv's header).
+MODELS = {
+    "qwen3-30b-a3b": {"model.hf_config": f"{MODELS_DIR}/qwen3-30b-a3b.json"},
+    "qwen3-235b-a22b": {"model.layers": 94, "model.hidden": 4096, "model.heads": 64, "model.kv_heads": 4, "model.head_dim": 128,
+                        "model.ffn": 12288, "model.vocab": 151936, "model.experts": 128, "model.experts_per_token": 8,
+                        "model.expert_ffn": 1536},
+    "mixtral-8x22b": {"model.layers": 56, "model.hidden": 6144, "model.heads": 48, "model.kv_heads": 8, "model.ffn": 16384,
+                      "model.vocab": 32000, "model.experts": 8, "model.experts_per_token": 2},
+}
+BLOCKS = {"qwen3-30b-a3b": 48, "qwen3-235b-a22b": 94, "mixtral-8x22b": 56}
+
+def rows():
+    return list(csv.DictReader(row for row in open(f"{data}/moe_published.csv") if not row.startswith("#")))
+
+def split(r, stages):
+    """Megatron's split over stages: the blocks evenly, the embedding with the first stage and the head with the last;
+    with account_for_embedding/loss_in_pipeline_split (the 235B recipes) the two count as a block each."""
+    blocks = BLOCKS[r["model"]]
+    if stages == 1:
+        return "balanced"
+    if r["model"] == "qwen3-235b-a22b" and (blocks + 2) % stages == 0:
+        return "[" + ", ".join([str((blocks + 2) // stages)] * stages) + "]"
+    lens = [blocks // stages] * stages
+    for i in range(blocks % stages):
+        lens[i] += 1
+    lens[0] += 1
+    lens[-1] += 1
+    return "[" + ", ".join(map(str, lens)) + "]"
+
+def sets(r):
+    n = {k: int(r[k]) for k in ("gpus", "seq", "global_batch", "micro_batch", "tensor", "pipeline", "virtual", "expert", "expert_tensor")}
+    t, p, v = n["tensor"], n["pipeline"], n["virtual"]
+    d = n["gpus"] // (t * p)
+    batch = n["global_batch"] // d
+    out = dict(MODELS[r["model"]])
+    out |= {"model.seq_len": n["seq"], "hardware": r["hardware"], "parallel.precision": r["precision"],
+            "parallel.data": d, "parallel.tensor": t, "parallel.pipeline": p, "parallel.virtual": v,
+            "parallel.schedule": "interleaved-1f1b" if v > 1 else "1f1b",
+            "parallel.expert": n["expert"], "parallel.expert_tensor": n["expert_tensor"] or "tensor",
+            "parallel.sequence_parallel": "true" if t > 1 else "false",
+            "parallel.activation_checkpointing": r["recompute"],
+            "parallel.partition_len": split(r, p * v),
+            "data.batch_size": batch, "parallel.chunks": batch // n["micro_batch"]}
+    if float(r["imbalance"]) > 0:
+        out["model.expert_imbalance"] = r["imbalance"]
+    if r["source"].startswith("nemo"):
+        out["parallel.grad_reduce_in_bf16"] = "true"  # the recipes: grad_reduce_in_fp32 False
+        out["parallel.overlap_grad_reduce"] = "true"
+    else:
+        out["parallel.overlap_grad_reduce"] = "true"  # ModelZoo: --overlap-grad-reduce --overlap-param-gather
+    return f"{t}x{p}x{v}/ep{n['expert']}", out
+
+def run(cmd, args):
+    flags = [a for k, v in args.items() for a in ("--set", f"{k}={v}")]
+    t0 = time.perf_counter()
+    res = subprocess.run([parallax, cmd, f"{data}/moe.yaml", *flags, "--json"], capture_output=True, text=True)
+    if res.returncode != 0:
+        sys.exit(f"published_moe.sh: parallax {cmd} failed:\n{res.stderr}")
+    return json.loads(res.stdout), time.perf_counter() - t0
+
+print(f"{'model':16} {'source':17} {'GPUs':>5} {'prec':5} {'TPxPPxVP/EP':>13} {'predicted s':>12} {'published s':>12} {'error':>7}  fits  sim s")
+errors, no_fit, by_hw = [], [], {}
+for r in rows():
+    grid, args = sets(r)
+    plan, _ = run("plan", args)
+    sim, seconds = run("simulate", args)
+    predicted = sim["step_time_ms"] / 1e3
+    published = float(r["published_s"])
+    err = predicted / published - 1
+    errors.append(err)
+    by_hw.setdefault(r["hardware"], []).append(err)
+    fits = all(m["fits"] for m in plan["memory"])
+    if not fits:
+        no_fit.append(f"{r['model']} on {r['gpus']} {r['hardware']}")
+    print(f"{r['model']:16} {r['source']:17} {r['gpus']:>5} {r['precision']:5} {grid:>13} {predicted:12.3f} {published:12.3f} "
+          f"{100 * err:+6.1f}%  {'yes' if fits else 'NO ':4} {seconds:6.2f}", flush=True)
+print()
+mae = sum(abs(e) for e in errors) / len(errors)
+print(f"step time: {len(errors)} rows, mean error {100 * sum(errors) / len(errors):+.1f}%, mean absolute error {100 * mae:.1f}%, "
+      f"worst {100 * max(errors, key=abs):+.1f}% (goal: every row within 15%)")
+for hw, errs in by_hw.items():
+    print(f"  {hw}: mean error {100 * sum(errs) / len(errs):+.1f}% over {len(errs)} rows")
+print("called 'does not fit' on the GPUs it ran on: " + (", ".join(no_fit) if no_fit else "none"))
+PY
