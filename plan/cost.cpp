@@ -38,9 +38,13 @@ std::optional<LayerCost> calibrated(const std::string& signature, const Hardware
 
 // Bytes a layer moves per call: its parameters once (the copy autocast makes in the compute type,
 // elements as wide as an activation's), plus its activations per sample.
-// A MoE block reads only its rank's experts (1 / expert of them).
+// On one tensor rank: the layer's parameters split over the tensor group, and of a MoE block's
+// experts only the rank's (1 / expert of them, split as expert_tensor says).
 double parameter_bytes(const Layer& layer, const ParallelSpec& p) {
-  return static_cast<double>(layer.param_count(1, p.expert)) * activation_bytes(p.precision);
+  const double experts = static_cast<double>(layer.expert_param_count(1, p.expert));
+  const double dense = static_cast<double>(layer.param_count(1, p.expert)) - experts;
+  const double rank_experts = static_cast<double>(layer.expert_param_count(p.tensor, p.expert, p.expert_tensor_ways()));
+  return (dense / p.tensor + rank_experts) * activation_bytes(p.precision);
 }
 
 double peak_tflops(const Device& device, Precision precision) {
@@ -102,7 +106,7 @@ LayerCost roofline_cost(const Layer& layer, const HardwareProfile& hardware, con
   const double flop_us = ((layer.flops_per_sample - rest) / tflops + rest / rest_tflops) * mb / 1e6 / ways;
   const double bw = device.memory_bandwidth_gb_per_s;  // may be +inf: no memory term
   auto memory_us = [&](double bytes) { return std::isinf(bw) || bw <= 0 ? 0.0 : bytes / (bw * 1e3); };
-  const double params = parameter_bytes(layer, parallel) / parallel.tensor;
+  const double params = parameter_bytes(layer, parallel);
   const double share = mb * elem / parallel.context;  // a rank's tokens of the micro-batch
   const double in = layer.input_elems_per_sample * share, out_bytes = layer.output_elems_per_sample * share;
   const double saved = layer.activation_elems_per_sample * share;
