@@ -169,7 +169,7 @@ struct ExpertTime {
   TensorTime all_to_all, tensor;
 };
 
-ExpertTime expert_time(const plan::Plan& plan, const plan::ExpertTraffic& x) {
+ExpertTime expert_time(const plan::Plan& plan, const plan::ExpertTraffic& x, TensorTimer& tensor_timer) {
   ExpertTime out;
   const auto& hw = plan.scenario.hardware;
   const plan::ParallelSpec& p = plan.scenario.parallel;
@@ -188,12 +188,13 @@ ExpertTime expert_time(const plan::Plan& plan, const plan::ExpertTraffic& x) {
     const Time one = Time::us(latency + us);
     out.all_to_all = {one * x.forward, one * x.backward};
   }
+  // Only experts split over the whole tensor group gather (expert_tensor = tensor): the tensor
+  // group's collectives, timed (and cached by size) as its others are.
   if (x.tensor_bytes > 0) {
-    const double bytes = x.tensor_bytes * x.imbalance;
-    const int t = p.expert_tensor_ways();
-    const Time pair = Time::us(group_collective_us(plan, Collective::all_gather, bytes, t, 1) +
-                               group_collective_us(plan, Collective::reduce_scatter, bytes, t, 1));
-    out.tensor = {pair, pair};
+    plan::TensorTraffic pair;
+    pair.bytes = x.tensor_bytes * x.imbalance;
+    pair.forward_all_gather = pair.forward_reduce_scatter = pair.backward_all_gather = pair.backward_reduce_scatter = 1;
+    out.tensor = tensor_timer(pair);
   }
   return out;
 }
@@ -331,7 +332,7 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<pla
       tp.forward += ring.forward;
       tp.backward += ring.backward;
       // And a MoE block's all-to-alls and its routed tokens' tensor collectives.
-      const ExpertTime moe = expert_time(plan, plan::expert_traffic(plan.layers()[l], s.parallel, plan.microbatch_size));
+      const ExpertTime moe = expert_time(plan, plan::expert_traffic(plan.layers()[l], s.parallel, plan.microbatch_size), tensor_timer);
       tp.forward += moe.all_to_all.forward + moe.tensor.forward;
       tp.backward += moe.all_to_all.backward + moe.tensor.backward;
       c.all_to_all_forward += moe.all_to_all.forward;
