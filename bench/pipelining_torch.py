@@ -130,13 +130,82 @@ class Mlp(torch.nn.Module):
         return self.down_proj(torch.relu(self.up_proj(x)))
 
 
+class Experts(torch.nn.Module):
+    """A MoE block's routed experts as grouped weights (experts x out x in), each drawn whole as a
+    Linear of that shape is initialised (exec/moe.cpp's grouped_weight)."""
+
+    def __init__(self, experts, hidden, ffn, kind):
+        super().__init__()
+
+        def grouped(out, inp):
+            bound = 1.0 / math.sqrt(inp)
+            return torch.nn.Parameter(torch.empty(experts, out, inp).uniform_(-bound, bound))
+
+        self.kind = kind
+        if kind == "swiglu":
+            self.gate_proj = grouped(ffn, hidden)
+        self.up_proj = grouped(ffn, hidden)
+        self.down_proj = grouped(hidden, ffn)
+
+    def forward(self, x, counts):
+        """x: the routed copies sorted by expert, counts[e] rows for expert e."""
+        outs, at = [], 0
+        for e, n in enumerate(counts):
+            xe = x[at:at + n]
+            at += n
+            up = xe @ self.up_proj[e].t()
+            if self.kind == "swiglu":
+                act = torch.nn.functional.silu(xe @ self.gate_proj[e].t()) * up
+            elif self.kind == "gelu":
+                act = torch.nn.functional.gelu(up)
+            elif self.kind == "relu2":
+                act = torch.relu(up).square()
+            else:
+                act = torch.relu(up)
+            outs.append(act @ self.down_proj[e].t())
+        return torch.cat(outs, 0)
+
+
+class Moe(torch.nn.Module):
+    """exec/moe.cpp's MoE MLP on one rank, every expert local: a bias-free gate, softmax in fp32,
+    top_k renormalised (Mixtral's and Qwen3-MoE's router; top-1 keeps its probability), dropless,
+    plus the shared experts."""
+
+    def __init__(self, hidden, form):
+        super().__init__()
+        moe = form["moe"]
+        self.experts_count, self.top_k = moe["experts"], moe["top_k"]
+        self.router = torch.nn.Module()
+        self.router.gate = torch.nn.Linear(hidden, self.experts_count, bias=False)
+        self.experts = Experts(self.experts_count, hidden, moe["ffn"], form["mlp"])
+        if moe["shared"]:
+            self.shared_experts = Mlp(hidden, moe["shared"] * moe["ffn"], form)
+
+    def forward(self, x):
+        flat = x.reshape(-1, x.shape[-1])
+        probs = torch.softmax(self.router.gate(flat).float(), -1)
+        weights, chosen = probs.topk(self.top_k, -1)
+        if self.top_k > 1:  # top-1 keeps its probability (Switch Transformer)
+            weights = weights / weights.sum(-1, keepdim=True)
+        expert_of = chosen.reshape(-1)
+        order = torch.sort(expert_of, stable=True).indices
+        token = torch.div(order, self.top_k, rounding_mode="floor")
+        counts = torch.bincount(expert_of, minlength=self.experts_count).tolist()
+        y = self.experts(flat.index_select(0, token), counts)
+        y = (y * weights.reshape(-1).index_select(0, order).unsqueeze(1).to(y.dtype)).to(flat.dtype)
+        out = torch.zeros_like(flat).index_add(0, token, y)
+        if hasattr(self, "shared_experts"):
+            out = out + self.shared_experts(flat)
+        return out.view_as(x)
+
+
 class Decoder(torch.nn.Module):
     """The pre-norm decoder block of exec/model.cpp's DecoderImpl (Hugging Face's module order)."""
 
     def __init__(self, hidden, ffn, form):
         super().__init__()
         self.self_attn = Attention(hidden, form)
-        self.mlp = Mlp(hidden, ffn, form)
+        self.mlp = Moe(hidden, form) if form.get("moe") else Mlp(hidden, ffn, form)
         self.input_layernorm = make_norm(form["norm"], hidden)
         self.post_attention_layernorm = make_norm(form["norm"], hidden)
 
@@ -185,7 +254,8 @@ def make_layer(layer, heads, built=()):
         return [Embed(vocab, hidden, seq, positions=not (form and form["rope"]))]
     if kind == "encoder" and form:
         hidden = shape(layer, "q_proj.weight")[1]
-        return [Decoder(hidden, shape(layer, "up_proj.weight")[0], form)]
+        ffn = 0 if form.get("moe") else shape(layer, "mlp.up_proj.weight")[0]
+        return [Decoder(hidden, ffn, form)]
     if kind == "encoder":
         hidden = shape(layer, "in_proj_weight")[1]
         return [torch.nn.TransformerEncoderLayer(hidden, heads, dim_feedforward=shape(layer, "linear1.weight")[0], dropout=0.0)]

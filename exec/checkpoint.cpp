@@ -141,7 +141,7 @@ void save_job_checkpoint(Communicator& comm, const std::string& dir, int64_t ste
                          const std::function<void()>& fault) {
   bool wrote = false;
   for (const StageShard& s : shards)
-    if (replica == 0 || s.shard >= 0) {
+    if ((replica == 0 || s.shard >= 0) && s.writer) {
       save_stage(dir, step, s.stage, *s.module, *s.optimizer, fault, s.shard);
       wrote = true;
     }

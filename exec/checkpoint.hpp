@@ -52,6 +52,9 @@ struct StageShard {
   torch::nn::Module* module = nullptr;
   torch::optim::Optimizer* optimizer = nullptr;
   int shard = -1;  ///< a sharded stage (parallel.shard): this rank's place in the shard, its own file
+  /// False: a replica holding the same shard writes it (expert parallelism: the expert rank's file
+  /// is written by the first replica of that expert rank, and read by every one).
+  bool writer = true;
 };
 
 /// This rank's part of step `step`'s checkpoint. Replicas of a stage hold the same parameters and

@@ -115,7 +115,26 @@ Communicator::Communicator(const plan::Plan& plan, const LaunchInfo& launch)
                                            me.replica, p.data, launch, nccl_);
     }
   }
+  expert_groups_.resize(plan.stages.size());
+  if (p.expert > 1) {
+    const plan::RankPlan& me = plan.ranks[launch.rank];
+    const int ep = p.expert, group = me.replica / ep, expert_rank = me.replica % ep;
+    for (const auto& st : plan.stages) {
+      if (me.pipeline_rank != st.pipeline_rank) continue;
+      auto g = std::make_unique<ExpertGroups>();
+      const std::string stage = std::to_string(st.index);
+      for (int r = 0; r < ep; ++r) g->expert_ranks.push_back(stage_ranks_[st.index][group * ep + r]);
+      for (int r = expert_rank; r < p.data; r += ep) g->expert_data_ranks.push_back(stage_ranks_[st.index][r]);
+      g->experts = make_group(store_, "experts-stage-" + stage + "-" + std::to_string(group) + "/", expert_rank, ep, launch, nccl_);
+      if (p.data > ep)
+        g->expert_data = make_group(store_, "expert-data-stage-" + stage + "-" + std::to_string(expert_rank) + "/", group,
+                                    p.data / ep, launch, nccl_);
+      expert_groups_[st.index] = std::move(g);
+    }
+  }
 }
+
+const Communicator::ExpertGroups* Communicator::expert_groups(int stage) const { return expert_groups_.at(stage).get(); }
 
 Communicator::Work Communicator::send(torch::Tensor& t, int dst, int tag, const std::string& what) {
   std::vector<torch::Tensor> v{t};

@@ -48,6 +48,15 @@ class Communicator {
   Group* stage_group(int stage) const;
   /// The global ranks of `stage`'s DDP group (every replica of the stage).
   const std::vector<int>& stage_group_ranks(int stage) const { return stage_ranks_.at(stage); }
+  /// With parallel.expert > 1 (exec/moe.hpp): `stage`'s expert group, the `expert` neighbouring
+  /// replicas this rank's replica is one of (Megatron-core's order: replica r is expert rank
+  /// r % expert), and its expert-data-parallel group, the replicas holding the same experts, which
+  /// reduce their gradients (nullptr when this rank alone holds them). Else nullptr.
+  struct ExpertGroups {
+    GroupPtr experts, expert_data;
+    std::vector<int> expert_ranks, expert_data_ranks;  ///< global ranks, in group order
+  };
+  const ExpertGroups* expert_groups(int stage) const;
   /// Waits for `work`, an operation with `peers` (empty: every rank); on timeout or a lost peer
   /// throws naming `what` (e.g. "1RECV_F3 from rank 0") and the rank the job lost, if the reports tell.
   void wait(const Work& work, const std::string& what, const std::vector<int>& peers) const;
@@ -79,6 +88,7 @@ class Communicator {
   GroupPtr world_;
   std::vector<GroupPtr> stage_groups_;  // indexed by stage
   std::vector<std::vector<int>> stage_ranks_;                              // indexed by stage
+  std::vector<std::unique_ptr<ExpertGroups>> expert_groups_;  // indexed by stage; null off this rank
   std::unique_ptr<Liveness> liveness_;  // with a plan only (not for calibration's own exchanges)
 };
 

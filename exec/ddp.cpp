@@ -1,46 +1,56 @@
 #include "exec/ddp.hpp"
 
+#include <algorithm>
 #include <map>
 
 namespace parallax::exec {
 
 void TracedAllreduce::launch(Group& group, const torch::Tensor& flat) {
   std::vector<torch::Tensor> tensors{flat};
-  launched_ns_ = profiler::now_ns();
-  work_ = group.allreduce(tensors);
-  completed_ns_ = std::make_shared<std::atomic<int64_t>>(0);
-  work_->getFuture()->addCallback([done = completed_ns_](c10::ivalue::Future&) { done->store(profiler::now_ns()); });
+  if (works_.empty()) launched_ns_ = profiler::now_ns();
+  works_.push_back(group.allreduce(tensors));
+  auto done = std::make_shared<std::atomic<int64_t>>(0);
+  completed_ns_.push_back(done);
+  works_.back()->getFuture()->addCallback([done](c10::ivalue::Future&) { done->store(profiler::now_ns()); });
 }
 
 void TracedAllreduce::finish(const Communicator& comm, const std::string& what, const std::vector<int>& peers,
                              profiler::HostTracer& tracer, const schedule::Action& a, int64_t bytes, int32_t step) {
-  comm.wait(work_, what, peers);
-  // The future is marked complete before its callbacks run: wait() can return first.
-  const int64_t done = completed_ns_->load();
-  tracer.span(timeline::Lane::allreduce, a, launched_ns_, done > 0 ? done : profiler::now_ns(), bytes, step);
+  int64_t end = 0;
+  for (size_t i = 0; i < works_.size(); ++i) {
+    comm.wait(works_[i], what, peers);
+    // The future is marked complete before its callbacks run: wait() can return first.
+    const int64_t done = completed_ns_[i]->load();
+    end = std::max(end, done > 0 ? done : profiler::now_ns());
+  }
+  tracer.span(timeline::Lane::allreduce, a, launched_ns_, end, bytes, step);
   reset();
 }
 
 BucketReducer::BucketReducer(const plan::Stage& stage, Stage& module, Group* group, int replicas,
-                             profiler::HostTracer& tracer)
-    : stage_(stage.index), group_(group), replicas_(replicas), tracer_(tracer) {
+                             profiler::HostTracer& tracer, ExpertReduction experts)
+    : stage_(stage.index), group_(group), replicas_(replicas), tracer_(tracer), experts_(std::move(experts)) {
   std::map<std::string, torch::Tensor> by_name;
   for (const auto& p : module->named_parameters()) by_name[p.key()] = p.value();
   for (const plan::Bucket& b : stage.buckets) {
     Bucket bucket;
     bucket.index = b.index;
-    int64_t numel = 0;
+    int64_t numel = 0, expert_numel = 0;
     for (const auto& name : b.params) {
       auto it = by_name.find(name);
       if (it == by_name.end()) throw std::logic_error("bucket parameter " + name + " is not in stage " + std::to_string(stage_));
       const int i = static_cast<int>(params_.size());
+      const bool expert = experts_.params.count(name) > 0;
       params_.push_back(it->second);
       bucket_of_.push_back(static_cast<int>(buckets_.size()));
-      offset_of_.push_back(static_cast<int>(numel));
+      offset_of_.push_back(static_cast<int>(expert ? expert_numel : numel));
+      expert_.push_back(expert);
       bucket.params.push_back(i);
-      numel += it->second.numel();
+      (expert ? expert_numel : numel) += it->second.numel();
     }
-    bucket.flat = torch::zeros({numel}, params_.empty() ? torch::TensorOptions() : params_.back().options());  // their device
+    const auto options = params_.empty() ? torch::TensorOptions() : params_.back().options();  // their device
+    bucket.flat = torch::zeros({numel}, options);
+    bucket.expert_flat = torch::zeros({expert_numel}, options);
     buckets_.push_back(std::move(bucket));
   }
   for (int i = 0; i < static_cast<int>(params_.size()); ++i)
@@ -52,6 +62,7 @@ void BucketReducer::arm(int32_t step) {
   step_ = step;
   for (auto& b : buckets_) {
     b.pending = static_cast<int>(b.params.size());
+    b.filled = false;
     b.reduce.reset();
   }
 }
@@ -60,29 +71,41 @@ void BucketReducer::on_grad(int i, const torch::Tensor& grad) {
   if (!armed_) return;
   Bucket& b = buckets_[bucket_of_[i]];
   const torch::Tensor& p = params_[i];
-  auto slot = b.flat.narrow(0, offset_of_[i], p.numel()).view(p.sizes());
+  auto slot = slot_of(i);
   // The hook sees this micro-batch's gradient before it is added to .grad.
   if (p.grad().defined()) torch::add_out(slot, p.grad(), grad.to(slot.dtype()));
   else slot.copy_(grad);
-  if (--b.pending == 0) b.reduce.launch(*group_, b.flat);
+  if (--b.pending > 0) return;
+  b.filled = true;
+  if (b.flat.numel() > 0) b.reduce.launch(*group_, b.flat);
+  if (b.expert_flat.numel() > 0 && experts_.group) b.reduce.launch(*experts_.group, b.expert_flat);
+}
+
+torch::Tensor BucketReducer::slot_of(int i) const {
+  const Bucket& b = buckets_[bucket_of_[i]];
+  const torch::Tensor& p = params_[i];
+  return (expert_[i] ? b.expert_flat : b.flat).narrow(0, offset_of_[i], p.numel()).view(p.sizes());
 }
 
 void BucketReducer::wait(const Communicator& comm) {
   armed_ = false;
   for (auto& b : buckets_) {
     const schedule::Action a{schedule::ActionKind::ALLREDUCE, stage_, -1, b.index};
-    if (!b.reduce.launched()) throw std::logic_error("bucket " + a.id() + " never filled: a parameter got no gradient");
+    if (!b.filled) throw std::logic_error("bucket " + a.id() + " never filled: a parameter got no gradient");
+    if (!b.reduce.launched()) continue;  // expert gradients held by this rank alone
+    const int64_t bytes = b.flat.numel() * 4 + (experts_.group ? b.expert_flat.numel() * 4 : 0);
     b.reduce.finish(comm, a.id() + " (DDP group of stage " + std::to_string(stage_) + ")", comm.stage_group_ranks(stage_), tracer_, a,
-                    b.flat.numel() * 4, step_);
+                    bytes, step_);
   }
 }
 
 void BucketReducer::apply() {
   for (auto& b : buckets_) {
     b.flat.div_(replicas_);
+    if (experts_.replicas > 1) b.expert_flat.div_(experts_.replicas);
     for (int i : b.params) {
       const torch::Tensor& p = params_[i];
-      const auto mean = b.flat.narrow(0, offset_of_[i], p.numel()).view(p.sizes());
+      const auto mean = slot_of(i);
       if (p.grad().defined()) p.mutable_grad().copy_(mean);  // in place: no second copy of it
       else p.mutable_grad() = mean.clone();
     }

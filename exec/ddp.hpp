@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -22,32 +23,42 @@ namespace parallax::exec {
 
 /// One gradient all-reduce (a DDP bucket, a sharded layer) on the all-reduce lane. Its span ends
 /// when its work completes (a callback on its future, run by the process group's worker thread),
-/// not when the rank next looks.
+/// not when the rank next looks. A bucket holding expert gradients launches twice (its dense part
+/// on the stage's group, its experts' on their expert-data-parallel group): one span covers both.
 class TracedAllreduce {
  public:
   void launch(Group& group, const torch::Tensor& flat);
-  bool launched() const { return static_cast<bool>(work_); }
+  bool launched() const { return !works_.empty(); }
   /// Waits for it (a failure names `what` and the `peers`), records its span as action `a`
   /// moving `bytes` in step `step`, and lets the work go (it holds its tensors).
   void finish(const Communicator& comm, const std::string& what, const std::vector<int>& peers,
               profiler::HostTracer& tracer, const schedule::Action& a, int64_t bytes, int32_t step);
   void reset() {
-    work_.reset();
-    completed_ns_.reset();
+    works_.clear();
+    completed_ns_.clear();
   }
 
  private:
-  Communicator::Work work_;
-  int64_t launched_ns_ = 0;
-  // Set by the completion callback; a fresh one per launch, so that a late callback of one step
+  std::vector<Communicator::Work> works_;
+  int64_t launched_ns_ = 0;  // the first launch's
+  // Set by the completion callbacks; fresh ones per launch, so that a late callback of one step
   // cannot write into the next.
-  std::shared_ptr<std::atomic<int64_t>> completed_ns_;
+  std::vector<std::shared_ptr<std::atomic<int64_t>>> completed_ns_;
+};
+
+/// Where a stage's expert parameters' gradients go (parallel.expert > 1): only over the ranks
+/// holding the same experts (Megatron-core's expert-data-parallel group), averaged over them; with
+/// no such group (each expert on one rank) they stay as they are.
+struct ExpertReduction {
+  Group* group = nullptr;
+  int replicas = 1;
+  std::set<std::string> params;  ///< the plan's expert parameters (ParamSpec::expert) of the stage
 };
 
 class BucketReducer {
  public:
   BucketReducer(const plan::Stage& stage, Stage& module, Group* group, int replicas,
-                profiler::HostTracer& tracer);
+                profiler::HostTracer& tracer, ExpertReduction experts = {});
 
   /// The next backward of this stage is its last of the optimizer step.
   void arm(int32_t step);
@@ -59,19 +70,24 @@ class BucketReducer {
  private:
   struct Bucket {
     int index = 0;
-    torch::Tensor flat;
-    std::vector<int> params;  // positions in params_
+    torch::Tensor flat, expert_flat;  // the dense and the expert gradients, each in bucket order
+    std::vector<int> params;          // positions in params_
     int pending = 0;
+    bool filled = false;
     TracedAllreduce reduce;
   };
   void on_grad(int param, const torch::Tensor& grad);
+  /// Where parameter `i`'s gradient sits in its bucket.
+  torch::Tensor slot_of(int i) const;
 
   int stage_;
   Group* group_;
   int replicas_;
   profiler::HostTracer& tracer_;
   std::vector<torch::Tensor> params_;
-  std::vector<int> bucket_of_, offset_of_;
+  std::vector<int> bucket_of_, offset_of_;  // offset in the bucket's flat or expert_flat
+  std::vector<bool> expert_;
+  ExpertReduction experts_;
   std::vector<Bucket> buckets_;
   bool armed_ = false;
   int32_t step_ = 0;

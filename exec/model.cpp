@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "exec/moe.hpp"
 #include "plan/error.hpp"
 
 namespace parallax::exec {
@@ -40,11 +41,12 @@ class RMSNormImpl : public torch::nn::Module {
 };
 TORCH_MODULE(RMSNorm);
 
-// A norm of either kind behind one call.
-struct Norm {
+// A module behind one call: a norm of either kind, a dense MLP or a MoE one.
+struct Called {
   std::shared_ptr<torch::nn::Module> module;
   std::function<torch::Tensor(const torch::Tensor&)> call;
 };
+using Norm = Called;
 Norm make_norm(plan::Norm kind, int64_t hidden) {
   if (kind == plan::Norm::rmsnorm) {
     auto m = RMSNorm(hidden).ptr();
@@ -131,24 +133,41 @@ TORCH_MODULE(Mlp);
 
 // The pre-norm decoder block of GPT and the Llama family: x + attention(norm(x)), then
 // x + mlp(norm(x)); no dropout. Children registered as Hugging Face's LlamaDecoderLayer registers
-// them (plan/layers.cpp lists the same parameters in the same order).
+// them (plan/layers.cpp lists the same parameters in the same order). A MoE block's mlp is a Moe
+// (exec/moe.hpp) over the stage's expert group.
 class DecoderImpl : public torch::nn::Module {
  public:
-  explicit DecoderImpl(const plan::LayerShape& s)
+  DecoderImpl(const plan::LayerShape& s, const ExpertExchange* experts)
       : self_attn(register_module("self_attn", Attention(s))),
-        mlp(register_module("mlp", Mlp(s))),
+        mlp(make_mlp(s, experts)),
         input_layernorm(make_norm(s.form.norm, s.hidden)),
         post_attention_layernorm(make_norm(s.form.norm, s.hidden)) {
+    register_module("mlp", mlp.module);
     register_module("input_layernorm", input_layernorm.module);
     register_module("post_attention_layernorm", post_attention_layernorm.module);
   }
   torch::Tensor forward(torch::Tensor x) {
     x = x + self_attn(input_layernorm.call(x));
-    return x + mlp(post_attention_layernorm.call(x));
+    return x + mlp.call(post_attention_layernorm.call(x));
   }
   Attention self_attn;
-  Mlp mlp;
+  Called mlp;
   Norm input_layernorm, post_attention_layernorm;
+
+ private:
+  static Called dense_mlp(plan::LayerShape s, int64_t width) {
+    s.ffn = width;
+    auto m = Mlp(s).ptr();
+    return {m, [m](const torch::Tensor& x) { return m->forward(x); }};
+  }
+  static Called make_mlp(const plan::LayerShape& s, const ExpertExchange* experts) {
+    if (!s.moe.on()) return dense_mlp(s, s.ffn);
+    auto m = Moe(s, experts, [&s](int64_t width) {
+      auto shared = dense_mlp(s, width);
+      return std::make_pair(shared.module, shared.call);
+    }).ptr();
+    return {m, [m](const torch::Tensor& x) { return m->forward(x); }};
+  }
 };
 TORCH_MODULE(Decoder);
 
@@ -191,10 +210,10 @@ void register_dotted(torch::nn::Module& root, const std::string& dotted, std::sh
 
 }  // namespace
 
-StageImpl::StageImpl(const plan::Plan& plan, int stage, uint64_t seed)
-    : StageImpl(plan.layers(), plan.stages.at(stage).first_layer, plan.stages.at(stage).layer_count, seed) {}
+StageImpl::StageImpl(const plan::Plan& plan, int stage, uint64_t seed, const ExpertExchange* experts)
+    : StageImpl(plan.layers(), plan.stages.at(stage).first_layer, plan.stages.at(stage).layer_count, seed, experts) {}
 
-StageImpl::StageImpl(const std::vector<plan::Layer>& layers, int first, int count, uint64_t seed) {
+StageImpl::StageImpl(const std::vector<plan::Layer>& layers, int first, int count, uint64_t seed, const ExpertExchange* experts) {
   torch::Tensor embedding;  // the token embedding's matrix, which a tied head projects with
   for (int l = first; l < first + count; ++l) {
     const plan::Layer& layer = layers[l];
@@ -216,7 +235,7 @@ StageImpl::StageImpl(const std::vector<plan::Layer>& layers, int first, int coun
       }
       case plan::LayerKind::encoder:
         if (s.form.decoder) {
-          auto m = Decoder(s).ptr();
+          auto m = Decoder(s, experts).ptr();
           e.call_other = [m](const torch::Tensor& x) { return m->forward(x); };
           e.other = module = m;
           break;

@@ -14,11 +14,16 @@
 
 namespace parallax::exec {
 
+struct ExpertExchange;  // exec/moe.hpp
+
 class StageImpl : public torch::nn::Module {
  public:
-  StageImpl(const plan::Plan& plan, int stage, uint64_t seed);
+  /// `experts`: the expert group its MoE blocks exchange tokens over (nullptr: every expert here);
+  /// it must outlive the stage.
+  StageImpl(const plan::Plan& plan, int stage, uint64_t seed, const ExpertExchange* experts = nullptr);
   /// Layers [first, first + count) of `layers` (calibration builds one layer at a time).
-  StageImpl(const std::vector<plan::Layer>& layers, int first, int count, uint64_t seed);
+  StageImpl(const std::vector<plan::Layer>& layers, int first, int count, uint64_t seed,
+            const ExpertExchange* experts = nullptr);
   /// Input: token ids [batch, seq] (int64) for a stage starting with an embedding, features
   /// [batch, in] for one starting with a linear layer, else the previous stage's output.
   torch::Tensor forward(torch::Tensor x);

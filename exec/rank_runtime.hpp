@@ -19,6 +19,7 @@
 #include "exec/gpu_activity.hpp"
 #include "exec/grad_scaler.hpp"
 #include "exec/model.hpp"
+#include "exec/moe.hpp"
 #include "exec/peer_messages.hpp"
 #include "exec/runtime.hpp"
 #include "exec/split_backward.hpp"
@@ -47,6 +48,7 @@ class Runtime {
   static constexpr int kClockRoundTrips = 8;
 
   struct StageState {
+    std::unique_ptr<ExpertExchange> experts;  // parallel.expert > 1: what its MoE blocks exchange over
     Stage module{nullptr};
     std::unique_ptr<torch::optim::Optimizer> optimizer;
     std::unique_ptr<BucketReducer> reducer;
@@ -57,6 +59,9 @@ class Runtime {
 
   // The loop (runtime.cpp).
   void build_stage(int s);
+  /// The stage's expert group and where its expert gradients reduce (parallel.expert > 1).
+  std::unique_ptr<ExpertExchange> expert_exchange(int s);
+  ExpertReduction expert_reduction(int s) const;
   StepRecord run_step(int64_t step);
   void perform(const Action& a, int64_t step);
   std::vector<timeline::DeviceSpan> collect_gpu_times(int64_t step);

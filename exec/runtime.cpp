@@ -110,19 +110,45 @@ RankResult Runtime::run() {
 
 void Runtime::build_stage(int s) {
   StageState st;
-  st.module = Stage(plan_, s, plan_.scenario.data.seed);
+  st.experts = expert_exchange(s);
+  st.module = Stage(plan_, s, plan_.scenario.data.seed, st.experts.get());
   st.module->to(train_device_);  // before the optimizer and the DDP buckets take its parameters
   if (p_.shard != plan::Shard::none && p_.data > 1)  // a rank's place in its stage's group is its replica
     st.sharded = std::make_unique<ShardedStage>(plan_, plan_.stages[s], st.module, comm_.stage_group(s), replica_, p_.data,
                                                 comm_, tracer_);
   st.optimizer = make_optimizer(plan_.scenario.optimizer, stepped_parameters(st));
   if (p_.data > 1 && !p_.sharded(plan::Shard::gradients))
-    st.reducer = std::make_unique<BucketReducer>(plan_.stages[s], st.module, comm_.stage_group(s), p_.data, tracer_);
+    st.reducer = std::make_unique<BucketReducer>(plan_.stages[s], st.module, comm_.stage_group(s), p_.data, tracer_,
+                                                 expert_reduction(s));
   st.split = std::any_of(actions_.begin(), actions_.end(), [&](const Action& a) { return a.kind == ActionKind::I && a.stage == s; });
   if (st.split && p_.activation_checkpointing != plan::Recompute::none)
     throw plan::InputError(plan_.scenario.where("parallel.activation_checkpointing"),
                            "the schedule splits backwards (I, W), which the executor does not combine with activation checkpointing yet");
   stages_.emplace(s, std::move(st));
+}
+
+std::unique_ptr<ExpertExchange> Runtime::expert_exchange(int s) {
+  const Communicator::ExpertGroups* g = p_.expert > 1 ? comm_.expert_groups(s) : nullptr;
+  if (!g) return nullptr;
+  auto ex = std::make_unique<ExpertExchange>();
+  ex->group = g->experts.get();
+  ex->size = p_.expert;
+  ex->rank = replica_ % p_.expert;  // Communicator::expert_groups' order
+  ex->comm = &comm_;
+  ex->peers = g->expert_ranks;
+  return ex;
+}
+
+ExpertReduction Runtime::expert_reduction(int s) const {
+  ExpertReduction r;
+  if (p_.expert <= 1) return r;
+  const plan::Stage& st = plan_.stages[s];
+  for (int l = st.first_layer; l < st.first_layer + st.layer_count; ++l)
+    for (const auto& prm : plan_.layers()[l].params)
+      if (prm.expert) r.params.insert(prm.name);
+  r.group = comm_.expert_groups(s)->expert_data.get();
+  r.replicas = p_.expert_replicas();
+  return r;
 }
 
 StepRecord Runtime::run_step(int64_t step) {
@@ -248,6 +274,7 @@ std::vector<StageShard> Runtime::shards() {
   std::vector<StageShard> out;
   for (auto& [s, st] : stages_) {
     if (st.sharded) out.push_back({s, &st.sharded->shards(), st.optimizer.get(), st.sharded->shard_rank()});
+    else if (st.experts) out.push_back({s, st.module.ptr().get(), st.optimizer.get(), st.experts->rank, replica_ < p_.expert});
     else out.push_back({s, st.module.ptr().get(), st.optimizer.get()});
   }
   return out;

@@ -59,8 +59,10 @@ void check_executable(const Scenario& s) {
     if (l.kind == LayerKind::encoder && l.shape.form.head_dim > 0)
       predict_only("model.head_dim", "attention heads of width head_dim " + std::to_string(l.shape.form.head_dim) + " (not hidden / heads)");
   for (const auto& l : s.layers)
-    if (l.shape.moe.on())
-      predict_only("model.experts", "a mixture-of-experts model (model.experts, layer '" + l.name + "')");
+    if (l.shape.moe.capacity_factor > 0)
+      predict_only("model.capacity_factor", "a router's capacity factor (dropped tokens; the executor routes dropless)");
+  if (p.expert > 1 && p.shard != Shard::none)
+    predict_only("parallel.expert", "expert parallelism with parallel.shard");
   if (p.activation_checkpointing == Recompute::selective)
     predict_only("parallel.activation_checkpointing", "selective recompute");
   if (p.activation_checkpointing != Recompute::none && splits_backward(p.schedule))

@@ -50,6 +50,8 @@ json document_of(const Plan& p) {
       layers.back()["form"] = {{"heads", l.shape.heads}, {"kv_heads", l.shape.kv_heads()}, {"mlp", plan::name(f.mlp)},
                                {"norm", plan::name(f.norm)}, {"rope", f.rope}, {"bias", f.bias}, {"qkv_bias", f.qkv_bias},
                                {"tie_embeddings", f.tie_embeddings}};
+    if (const auto& m = l.shape.moe; m.on())
+      layers.back()["form"]["moe"] = {{"experts", m.experts}, {"top_k", m.top_k}, {"shared", m.shared}, {"ffn", m.ffn}};
   }
   out["layers"] = layers;
 

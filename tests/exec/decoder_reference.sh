@@ -4,7 +4,12 @@
 # --json` (bench/pipelining_torch.py's Decoder, bench/torch_eager_step.py's loop: the same initial
 # weights, drawn in exec/model.cpp's order, the same synthetic tokens, AdamW) train 10 steps in
 # fp32; every step's loss must agree to 1e-5 relative. The Llama form runs a second time as two
-# pipeline stages, against the same one-stage reference.
+# pipeline stages, against the same one-stage reference. A mixture-of-experts form (issue 59) runs
+# on one rank, then with its experts split over 2 ranks (c10d's all-to-all over Gloo), over 2 of 4
+# data-parallel ranks (expert gradients averaged over their expert-data-parallel pairs), over 2
+# ranks of each of 2 pipeline stages, and under DualPipeV (split backwards, F and B overlapped),
+# each against the same one-rank PyTorch reference MoE: the global batch (batch_size x data) is
+# the same 8 samples a step. Top-1 routing (no renormalisation) runs with 4 experts on 4 ranks.
 #   decoder_reference.sh PARALLAX PYTHON SOURCE_DIR
 set -euo pipefail
 parallax=$1 python=$2 src=$3
@@ -41,3 +46,12 @@ check llama-2-stages "kv_heads: 2, mlp: swiglu, norm: rmsnorm, positions: rope, 
 check qwen2 "kv_heads: 4, mlp: swiglu, norm: rmsnorm, positions: rope, bias: false, qkv_bias: true"
 check nemotron "kv_heads: 1, mlp: relu2, norm: layernorm, positions: rope, bias: false"
 check gpt2 "mlp: gelu, tie_embeddings: true"
+moe="kv_heads: 2, mlp: swiglu, norm: rmsnorm, positions: rope, bias: false, experts: 4, experts_per_token: 2, shared_experts: 1, expert_ffn: 32"
+check moe "$moe"
+check moe-expert-2 "$moe" --set parallel.data=2 --set parallel.expert=2 --set data.batch_size=4
+check moe-expert-2-of-4 "$moe" --set parallel.data=4 --set parallel.expert=2 --set data.batch_size=2
+check moe-expert-2-stages-2 "$moe" --set parallel.data=2 --set parallel.expert=2 --set data.batch_size=4 --set parallel.pipeline=2
+check moe-expert-2-dualpipev "$moe" --set parallel.data=2 --set parallel.expert=2 --set data.batch_size=4 --set parallel.pipeline=2 \
+  --set parallel.virtual=2 --set parallel.schedule=dualpipev --set parallel.chunks=4
+check moe-relu2-top1 "kv_heads: 1, mlp: relu2, norm: layernorm, positions: rope, bias: false, experts: 4, experts_per_token: 1, expert_ffn: 24" \
+  --set parallel.data=4 --set parallel.expert=4 --set data.batch_size=2

@@ -44,6 +44,12 @@ TEST_CASE("exec::Stage: parameters equal the plan's for Llama-family and GPT dec
         "model: {preset: transformer, layers: 4, hidden: 32, heads: 4, ffn: 48, seq_len: 8, vocab: 50, " + form + "}\n"
         "parallel: {pipeline: 3, partition_len: [2, 2, 2]}\nhardware: cpu-host\n"));
   }
+  // Mixture-of-experts blocks (issue 59): router gate, grouped experts, shared experts; a dense
+  // first block (moe_layers' first_dense).
+  check_stages_match_plan(test::plan_from(
+      "model: {preset: transformer, layers: 3, hidden: 32, heads: 4, ffn: 48, seq_len: 8, vocab: 50, mlp: swiglu, norm: rmsnorm, "
+      "experts: 4, experts_per_token: 2, shared_experts: 1, expert_ffn: 16, moe_layers: {every: 1, first_dense: 1}}\n"
+      "parallel: {pipeline: 2}\nhardware: cpu-host\n"));
   // Tied embeddings on one stage: the head projects with the embedding's matrix.
   const auto tied = test::plan_from("model: {preset: transformer, layers: 1, hidden: 16, heads: 2, seq_len: 4, vocab: 20, "
                                     "tie_embeddings: true}\nhardware: cpu-host\n");
@@ -128,4 +134,22 @@ TEST_CASE("exec: a backward split into I and W gives every parameter and the inp
       CHECK(torch::allclose(a[i].value().grad(), b[i].value().grad(), 1e-5, 1e-6));
     }
   }
+}
+
+// Every expert's weights get a gradient, zero for an expert no token chose: DDP's buckets wait for
+// every parameter's hook, on every rank (exec/moe.cpp runs each local expert, on no rows if none).
+TEST_CASE("exec::Stage: a MoE block gives every expert a gradient, and top-k mixes k experts", "[exec]") {
+  const auto plan = test::plan_from(
+      "model: {preset: transformer, layers: 1, hidden: 16, heads: 2, ffn: 32, seq_len: 1, vocab: 20, mlp: gelu, "
+      "experts: 8, experts_per_token: 2, expert_ffn: 8}\nhardware: cpu-host\n");
+  exec::Stage stage(plan, 0, 5);
+  const auto out = stage->forward(torch::tensor({{3}}, torch::kLong));  // one token: 2 of 8 experts chosen
+  out.sum().backward();
+  const auto params = stage->named_parameters();
+  const auto up = params["layers.0.mlp.experts.up_proj"].grad();
+  REQUIRE(up.defined());
+  int touched = 0;
+  for (int e = 0; e < 8; ++e) touched += up[e].abs().sum().item<double>() > 0;
+  CHECK(touched == 2);
+  CHECK(params["layers.0.mlp.router.gate.weight"].grad().abs().sum().item<double>() > 0);
 }

@@ -229,7 +229,7 @@ TEST_CASE("moe: DualPipeV hides one micro-batch's all-to-alls behind another's c
   CHECK(sim::stage_costs(plan::resolve_plan(slow))[1].all_to_all_forward > plan::Time());
 }
 
-TEST_CASE("moe: Megatron-core's rules exit 2 at the key, and the executor refuses experts", "[plan][moe]") {
+TEST_CASE("moe: Megatron-core's rules exit 2 at the key; what the executor refuses", "[plan][moe]") {
   CHECK_THAT(test::parse_error(kSmall, {"parallel.expert=3"}),
              Catch::Contains("8 experts of each MoE block do not divide over parallel.expert = 3") && Catch::Contains("parallel.expert"));
   CHECK_THAT(test::parse_error(kSmall, {"parallel.data=2", "parallel.expert=4", "data.batch_size=4"}),
@@ -237,7 +237,12 @@ TEST_CASE("moe: Megatron-core's rules exit 2 at the key, and the executor refuse
   CHECK_THAT(test::parse_error(kSmall, {"parallel.expert=4", "parallel.tensor=2"}), Catch::Contains("needs sequence_parallel: true"));
   CHECK_THAT(test::parse_error(kSmall, {"model.experts=0", "parallel.expert=2"}), Catch::Contains("model.experts"));
   CHECK_THAT(test::parse_error(kSmall, {"model.experts_per_token=9"}), Catch::Contains("at most 'model.experts' (8)"));
-  CHECK_THROWS_WITH(plan::check_executable(test::scenario_from(kSmall)), Catch::Contains("mixture-of-experts") && Catch::Contains("predict-only"));
+  // The executor routes dropless and runs experts unsharded (parallel.shard with expert > 1 is predict-only).
+  CHECK_NOTHROW(plan::check_executable(test::scenario_from(kSmall, {"parallel.expert=4"})));
+  CHECK_THROWS_WITH(plan::check_executable(test::scenario_from(kSmall, {"model.capacity_factor=1.25"})),
+                    Catch::Contains("capacity factor") && Catch::Contains("predict-only"));
+  CHECK_THROWS_WITH(plan::check_executable(test::scenario_from(kSmall, {"parallel.expert=2", "parallel.shard=optimizer"})),
+                    Catch::Contains("expert parallelism with parallel.shard") && Catch::Contains("predict-only"));
   // From the command line: exit 2, the flag named, nothing printed to stdout.
   const auto r = test::run_parallax("simulate scenarios/mlp-fashion-mnist-ddp2.yaml --set 'model={preset: transformer, layers: 2, hidden: 64, "
                                     "heads: 4, seq_len: 32, vocab: 256, experts: 8}' --set parallel.expert=3",
