@@ -145,7 +145,8 @@ json compare_json(const timeline::CompareReport& r) {
           {"ranks", ranks},
           {"kinds", kinds},
           {"worst", worst},
-          {"missing", {{"only_predicted", r.only_predicted}, {"only_measured", r.only_measured}}}};
+          {"missing", {{"only_predicted", r.only_predicted}, {"only_measured", r.only_measured}}},
+          {"measured_exchanges", r.measured_exchanges}};
 }
 
 std::string compare_text(const timeline::CompareReport& r) {
@@ -202,6 +203,8 @@ std::string compare_text(const timeline::CompareReport& r) {
                   a.measured_duration.to_ms(), a.difference.to_ms());
     o << line;
   }
+  if (r.measured_exchanges > 0)
+    o << "\n" << r.measured_exchanges << " MoE all-to-all actions measured (ALL_TO_ALL); the prediction folds them into F and B\n";
   if (!r.only_predicted.empty() || !r.only_measured.empty()) {
     o << "\nWARNING: the plans differ: " << r.only_predicted.size() << " actions only predicted, "
       << r.only_measured.size() << " only measured";

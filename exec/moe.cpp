@@ -20,17 +20,18 @@ std::vector<int64_t> to_vector(const torch::Tensor& t) {
 int64_t sum(const std::vector<int64_t>& v) { return std::accumulate(v.begin(), v.end(), int64_t{0}); }
 
 // One all-to-all of rows: `send[j]` rows of x to rank j, `recv[j]` rows from it, in rank order.
+// `begin_ns`: when the exchange began (a dispatch's counts went first), 0: now.
 torch::Tensor exchange_rows(const ExpertExchange& ex, const torch::Tensor& x, std::vector<int64_t> send,
-                            std::vector<int64_t> recv, const char* what, bool backward) {
+                            std::vector<int64_t> recv, const char* what, bool backward, int64_t begin_ns = 0) {
   // An all-to-all only moves bytes: bf16 travels as fp16's bits, which Gloo's all-to-all takes
   // (this LibTorch's refuses bf16 as "Invalid scalar type").
   const bool bf16 = x.scalar_type() == torch::kBFloat16;
   auto in = bf16 ? x.contiguous().view(torch::kHalf) : x.contiguous();
   auto out = torch::empty({sum(recv), in.size(1)}, in.options());
-  const int64_t begin = profiler::now_ns();
+  const int64_t begin = begin_ns > 0 ? begin_ns : profiler::now_ns();
   auto work = ex.group->alltoall_base(out, in, recv, send);
   ex.comm->wait(work, std::string("the ") + what + " all-to-all of a MoE block" + (backward ? " (backward)" : ""), ex.peers);
-  if (ex.traced) ex.traced(what, backward, begin, profiler::now_ns(), in.numel() * static_cast<int64_t>(in.element_size()));
+  if (ex.traced) ex.traced(begin, profiler::now_ns(), in.numel() * static_cast<int64_t>(in.element_size()));
   return bf16 ? out.view(torch::kBFloat16) : out;
 }
 
@@ -39,19 +40,20 @@ torch::Tensor exchange_rows(const ExpertExchange& ex, const torch::Tensor& x, st
 // belongs to the runtime's stage and outlives every graph built on it.
 struct AllToAll : public torch::autograd::Function<AllToAll> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const ExpertExchange* ex,
-                               const std::vector<int64_t>& send, const std::vector<int64_t>& recv, const char* what) {
+                               const std::vector<int64_t>& send, const std::vector<int64_t>& recv, const char* what,
+                               int64_t begin_ns) {
     ctx->saved_data["exchange"] = static_cast<int64_t>(reinterpret_cast<intptr_t>(ex));
     ctx->saved_data["what"] = std::string(what);
     ctx->saved_data["send"] = send;
     ctx->saved_data["recv"] = recv;
-    return exchange_rows(*ex, x, send, recv, what, false);
+    return exchange_rows(*ex, x, send, recv, what, false, begin_ns);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto* ex = reinterpret_cast<const ExpertExchange*>(static_cast<intptr_t>(ctx->saved_data["exchange"].toInt()));
     const std::string what = ctx->saved_data["what"].toStringRef();
     auto grad = exchange_rows(*ex, grads[0], ctx->saved_data["recv"].toIntVector(), ctx->saved_data["send"].toIntVector(),
                               what.c_str(), true);
-    return {grad, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    return {grad, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -109,7 +111,6 @@ torch::Tensor MoeImpl::routed(const torch::Tensor& sorted, const torch::Tensor& 
   std::vector<int64_t> equal;
   const int64_t begin = profiler::now_ns();
   ex.comm->wait(ex.group->alltoall_base(arrived_counts, mine_counts, equal, equal), "the token counts all-to-all of a MoE block", ex.peers);
-  if (ex.traced) ex.traced("counts", false, begin, profiler::now_ns(), counts.numel() * 8);
   const auto from = to_vector(arrived_counts);
   std::vector<int64_t> send(n), recv(n), per_expert(local_, 0);
   const auto mine = to_vector(counts);
@@ -119,7 +120,7 @@ torch::Tensor MoeImpl::routed(const torch::Tensor& sorted, const torch::Tensor& 
       recv[j] += from[j * local_ + e];
       per_expert[e] += from[j * local_ + e];
     }
-  const auto arrived = AllToAll::apply(sorted, exchange_, send, recv, "dispatch");  // by source rank, then expert
+  const auto arrived = AllToAll::apply(sorted, exchange_, send, recv, "dispatch", begin);  // by source rank, then expert
   // Regroup by local expert (each expert's rows from rank 0, then rank 1, ...), and back after.
   std::vector<int64_t> start(n, 0), by_expert;
   for (int j = 1; j < n; ++j) start[j] = start[j - 1] + recv[j - 1];
@@ -131,7 +132,7 @@ torch::Tensor MoeImpl::routed(const torch::Tensor& sorted, const torch::Tensor& 
   const auto grouping = torch::tensor(by_expert, torch::dtype(torch::kLong)).to(sorted.device());
   const auto ungrouping = torch::argsort(grouping);
   const auto done = local_experts(arrived.index_select(0, grouping), per_expert).index_select(0, ungrouping);
-  return AllToAll::apply(done, exchange_, recv, send, "combine");
+  return AllToAll::apply(done, exchange_, recv, send, "combine", int64_t{0});
 }
 
 torch::Tensor MoeImpl::local_experts(const torch::Tensor& grouped, const std::vector<int64_t>& counts) {

@@ -33,9 +33,9 @@ struct ExpertExchange {
   int rank = 0, size = 1;        ///< this rank's place in it, its ranks
   const Communicator* comm = nullptr;
   std::vector<int> peers;        ///< the group's global ranks (a failed wait names them)
-  /// Records one exchange: which ("dispatch", "combine", "counts"), whether in backward, its
-  /// span and the bytes this rank sent. Unset: not traced.
-  std::function<void(const char* what, bool backward, int64_t begin_ns, int64_t end_ns, int64_t bytes)> traced;
+  /// Records one exchange of rows (a dispatch with its counts' exchange before it, a combine, or
+  /// either's backward): its span and the bytes this rank sent. Unset: not traced.
+  std::function<void(int64_t begin_ns, int64_t end_ns, int64_t bytes)> traced;
 };
 
 class MoeImpl : public torch::nn::Module {

@@ -118,6 +118,8 @@ class Runtime {
   bool overflow_checked_ = false;     // this step's check_overflow has run
   bool scaled_step_ok_ = true;        // its answer: no overflow anywhere, the optimizers step
   int64_t step_ = 0;
+  Action computing_;  // the forward or backward pass running (its MoE exchanges are traced as its)
+  std::map<std::pair<int, int>, int> exchanges_;  // ALL_TO_ALL actions so far this step, by (stage, mb)
   torch::Tensor loss_total_;  // the step's last-stage losses so far, on the rank's device
   int loss_count_ = 0;
   timeline::RankMemory memory_;

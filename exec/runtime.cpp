@@ -136,6 +136,12 @@ std::unique_ptr<ExpertExchange> Runtime::expert_exchange(int s) {
   ex->rank = replica_ % p_.expert;  // Communicator::expert_groups' order
   ex->comm = &comm_;
   ex->peers = g->expert_ranks;
+  // Each exchange is an ALL_TO_ALL action of the compute action it runs in (schedule.hpp).
+  ex->traced = [this](int64_t begin, int64_t end, int64_t bytes) {
+    Action a{ActionKind::ALL_TO_ALL, computing_.stage, computing_.mb};
+    a.exchange = exchanges_[{a.stage, a.mb}]++;
+    tracer_.span(Lane::all_to_all, a, begin, end, bytes, static_cast<int32_t>(step_));
+  };
   return ex;
 }
 
@@ -160,6 +166,7 @@ StepRecord Runtime::run_step(int64_t step) {
   loss_count_ = 0;
   overflow_checked_ = false;
   for (auto& [s, st] : stages_) st.backwards = 0;
+  exchanges_.clear();
   messages_.start_step();
   if (gpu_timer_) {
     torch::cuda::synchronize(train_device_.index());  // the anchor event must run at once

@@ -50,6 +50,7 @@ void Runtime::check_overflow() {
 }
 
 void Runtime::forward(const Action& a, Slot& slot, int64_t step) {
+  computing_ = a;
   StageState& st = stages_.at(a.stage);
   if (a.stage == 0 || is_last(a.stage)) {
     MicroBatch mb = data_.micro_batch(step, a.mb, replica_, /*with_input=*/a.stage == 0);
@@ -109,6 +110,7 @@ torch::Tensor Runtime::backward_by_layer(const Action& a, Slot& slot, double sca
 
 // I: the input gradient; the weights' wait for W (exec/split_backward.hpp).
 void Runtime::backward_input(const Action& a, Slot& slot) {
+  computing_ = a;
   const double scale = loss_scale();
   const torch::Tensor grad_in = is_last(a.stage) ? exec::backward_input(slot.split, slot.loss * scale, {})
                                                  : exec::backward_input(slot.split, slot.output, slot.grad_out);
@@ -124,12 +126,14 @@ void Runtime::arm_if_last(StageState& st) {
 
 // W, the stage's last of the step arming DDP's buckets as B does.
 void Runtime::backward_weight(const Action& a, Slot& slot) {
+  computing_ = a;
   StageState& st = stages_.at(a.stage);
   arm_if_last(st);
   exec::backward_weight(*st.module, slot.split);
 }
 
 void Runtime::backward(const Action& a, Slot& slot) {
+  computing_ = a;
   StageState& st = stages_.at(a.stage);
   if (st.split) {  // a full backward of a stage whose other backwards split: I, then W
     backward_input(a, slot);

@@ -20,7 +20,8 @@ BarKind kind_of(schedule::ActionKind k) {
     case schedule::ActionKind::SEND_B: return BarKind::send;
     case schedule::ActionKind::RECV_F:
     case schedule::ActionKind::RECV_B: return BarKind::recv;
-    case schedule::ActionKind::ALLREDUCE: return BarKind::allreduce;
+    case schedule::ActionKind::ALLREDUCE:
+    case schedule::ActionKind::ALL_TO_ALL: return BarKind::allreduce;  // a collective's colour
     case schedule::ActionKind::OPTIM: return BarKind::optim;
   }
   return BarKind::host;
@@ -36,10 +37,10 @@ BarKind kind_of_device(const std::string& lane, const std::string& name, bool co
 
 // Action lanes first, in the order of docs/architecture.md (Vocabulary: Timeline), then device and imported lanes by name.
 int lane_rank(const std::string& lane) {
-  static const char* const kOrder[] = {"compute", "send", "recv", "allreduce"};
-  for (int i = 0; i < 4; ++i)
+  static const char* const kOrder[] = {"compute", "send", "recv", "allreduce", "all_to_all"};
+  for (int i = 0; i < 5; ++i)
     if (lane == kOrder[i]) return i;
-  return 4;
+  return 5;
 }
 
 std::string ms(int64_t ns) { return plan::duration_text(plan::Time::ns(ns)); }

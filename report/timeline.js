@@ -35,7 +35,7 @@ class Timeline {
     this.measured = indexLayer(D.timeline.measured);
     this.world = Math.max(1, D.world_size);
     const present = new Set(D.timeline.predicted.lane);
-    this.lanes = [0, 1, 2, 3].filter(l => present.has(l));
+    this.lanes = [0, 1, 2, 3, 4].filter(l => present.has(l));
     this.gutter = 120;
     this.axis = 22;
     this.maxRows = 48;

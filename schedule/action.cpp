@@ -20,6 +20,7 @@ const char* name(ActionKind k) {
     case ActionKind::I: return "I";
     case ActionKind::W: return "W";
     case ActionKind::OVERLAP_F_B: return "OVERLAP_F_B";
+    case ActionKind::ALL_TO_ALL: return "ALL_TO_ALL";
   }
   return "?";
 }
@@ -47,6 +48,7 @@ std::string Action::id() const {
   std::string s = std::to_string(stage) + name(kind);
   if (kind == ActionKind::ALLREDUCE) s += std::to_string(bucket);
   else if (kind != ActionKind::OPTIM) s += std::to_string(mb);
+  if (kind == ActionKind::ALL_TO_ALL) s += "." + std::to_string(exchange);
   return s;
 }
 
@@ -76,10 +78,10 @@ bool parse_action_id(const std::string& text, Action* out) {
   Action a;
   a.stage = std::stoi(text.substr(0, i));
   // Longest names first, so "SEND_F" is not read as a stray "F".
-  static const ActionKind kinds[] = {ActionKind::ALLREDUCE, ActionKind::SEND_F, ActionKind::RECV_F,
-                                     ActionKind::SEND_B,    ActionKind::RECV_B, ActionKind::OPTIM,
-                                     ActionKind::F,         ActionKind::B,      ActionKind::I,
-                                     ActionKind::W};
+  static const ActionKind kinds[] = {ActionKind::ALL_TO_ALL, ActionKind::ALLREDUCE, ActionKind::SEND_F,
+                                     ActionKind::RECV_F,     ActionKind::SEND_B,    ActionKind::RECV_B,
+                                     ActionKind::OPTIM,      ActionKind::F,         ActionKind::B,
+                                     ActionKind::I,          ActionKind::W};
   bool matched = false;
   for (ActionKind k : kinds) {
     const std::string n = name(k);
@@ -92,14 +94,22 @@ bool parse_action_id(const std::string& text, Action* out) {
   }
   if (!matched) return false;
   const std::string rest = text.substr(i);
-  const bool digits = !rest.empty() && rest.size() <= 9 &&
-                      std::all_of(rest.begin(), rest.end(), [](unsigned char c) { return std::isdigit(c); });
-  if (a.kind == ActionKind::OPTIM) {
-    if (!rest.empty()) return false;
-  } else {
-    if (!digits) return false;
-    (a.kind == ActionKind::ALLREDUCE ? a.bucket : a.mb) = std::stoi(rest);
+  auto number = [](const std::string& t, int* n) {
+    if (t.empty() || t.size() > 9 || !std::all_of(t.begin(), t.end(), [](unsigned char c) { return std::isdigit(c); })) return false;
+    *n = std::stoi(t);
+    return true;
+  };
+  const size_t dot = rest.find('.');
+  bool ok = true;
+  switch (a.kind) {
+    case ActionKind::OPTIM: ok = rest.empty(); break;
+    case ActionKind::ALLREDUCE: ok = number(rest, &a.bucket); break;
+    case ActionKind::ALL_TO_ALL:  // "3.2": micro-batch 3, exchange 2
+      ok = dot != std::string::npos && number(rest.substr(0, dot), &a.mb) && number(rest.substr(dot + 1), &a.exchange);
+      break;
+    default: ok = number(rest, &a.mb);
   }
+  if (!ok) return false;
   *out = a;
   return true;
 }

@@ -51,6 +51,9 @@ struct CompareReport {
   std::vector<KindComparison> kinds;
   std::vector<ActionComparison> worst;  ///< the ten largest timing differences
   std::vector<std::string> only_predicted, only_measured;  ///< "rank:id"
+  /// MoE all-to-all actions of the measured trace (ALL_TO_ALL, per rank and step's place): the
+  /// prediction folds them into F and B, so they are neither joined nor "only measured".
+  int measured_exchanges = 0;
 };
 
 CompareReport compare(const timeline::Timeline& predicted, const timeline::Timeline& measured);

@@ -19,8 +19,9 @@ using schedule::Action;
 using schedule::ActionKind;
 
 /// One row per rank and lane in every view.
-enum class Lane : uint8_t { compute, send, recv, allreduce };
-constexpr int kLaneCount = 4;
+/// all_to_all: a MoE block's token exchanges, measured inside the compute actions (executor only).
+enum class Lane : uint8_t { compute, send, recv, allreduce, all_to_all };
+constexpr int kLaneCount = 5;
 const char* name(Lane lane);
 
 /// How a collective was carried out (shown in traces).

@@ -28,6 +28,7 @@ const char* name(Lane lane) {
     case Lane::send: return "send";
     case Lane::recv: return "recv";
     case Lane::allreduce: return "allreduce";
+    case Lane::all_to_all: return "all_to_all";
   }
   return "?";
 }

@@ -229,7 +229,7 @@ TEST_CASE("moe: DualPipeV hides one micro-batch's all-to-alls behind another's c
   CHECK(sim::stage_costs(plan::resolve_plan(slow))[1].all_to_all_forward > plan::Time());
 }
 
-TEST_CASE("moe: Megatron-core's rules exit 2 at the key; what the executor refuses", "[plan][moe]") {
+TEST_CASE("moe: Megatron-core's rules exit 2 at the key, and what the executor refuses", "[plan][moe]") {
   CHECK_THAT(test::parse_error(kSmall, {"parallel.expert=3"}),
              Catch::Contains("8 experts of each MoE block do not divide over parallel.expert = 3") && Catch::Contains("parallel.expert"));
   CHECK_THAT(test::parse_error(kSmall, {"parallel.data=2", "parallel.expert=4", "data.batch_size=4"}),

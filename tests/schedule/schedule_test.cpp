@@ -33,13 +33,20 @@ TEST_CASE("schedule::Action: ids print and parse as torch.distributed.pipelining
   CHECK(Action{ActionKind::SEND_F, 0, 3}.id() == "0SEND_F3");
   CHECK(Action{ActionKind::ALLREDUCE, 1, -1, 3}.id() == "1ALLREDUCE3");
   CHECK(Action{ActionKind::OPTIM, 1}.id() == "1OPTIM");
-  for (const std::string s : {"2F5", "0SEND_F3", "11RECV_B12", "1ALLREDUCE3", "1OPTIM", "3B0"}) {
+  Action exchange{ActionKind::ALL_TO_ALL, 1, 3};
+  exchange.exchange = 2;
+  CHECK(exchange.id() == "1ALL_TO_ALL3.2");  // a MoE exchange, measured only
+  for (const std::string s : {"2F5", "0SEND_F3", "11RECV_B12", "1ALLREDUCE3", "1OPTIM", "3B0", "1ALL_TO_ALL3.2"}) {
     Action a;
     REQUIRE(schedule::parse_action_id(s, &a));
     CHECK(a.id() == s);
   }
   Action a;
-  for (const std::string bad : {"F5", "2X5", "2F", "1OPTIM2", "2F5x", "", "2SEND_F"}) CHECK_FALSE(schedule::parse_action_id(bad, &a));
+  REQUIRE(schedule::parse_action_id("1ALL_TO_ALL3.2", &a));
+  CHECK(a == exchange);
+  for (const std::string bad : {"F5", "2X5", "2F", "1OPTIM2", "2F5x", "", "2SEND_F", "1ALL_TO_ALL3", "1ALL_TO_ALL3.", "1ALL_TO_ALL.2",
+                                "1ALL_TO_ALL3.2.1"})
+    CHECK_FALSE(schedule::parse_action_id(bad, &a));
 }
 
 TEST_CASE("schedule::gpipe_order: every forward before any backward, micro-batches in order", "[schedule]") {
