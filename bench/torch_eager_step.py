@@ -5,10 +5,11 @@ one-stage plan, trained by an ordinary PyTorch loop. Prints one JSON line: the l
 step times (ms) of every step.
 
   torch_eager_step.py PLAN_JSON [--device cuda|cpu] [--precision fp32|bf16|fp16] [--steps N]
-                      [--lr LR] [--weight-decay WD] [--seed S] [--heads H]
+                      [--lr LR] [--weight-decay WD] [--sgd-momentum M] [--seed S] [--heads H]
 
 PLAN_JSON is `parallax plan SCENARIO --json` of a scenario with synthetic tokens, data.shuffle
-false, pipeline 1 and AdamW (the check's bench/data/gpu-transformer.yaml). The layers are built
+false, pipeline 1 and AdamW (the check's bench/data/gpu-transformer.yaml), or SGD with
+--sgd-momentum (optimizer.kind sgd). The layers are built
 as bench/pipelining_torch.py builds them (exec/model.cpp's order of random draws), so the losses
 equal Parallax's in fp32.
 
@@ -39,6 +40,7 @@ def main():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--weight-decay", type=float, default=0.01)
+    ap.add_argument("--sgd-momentum", type=float, default=None, help="SGD with this momentum instead of AdamW")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--heads", type=int, default=16)
     args = ap.parse_args()
@@ -52,7 +54,10 @@ def main():
     torch.set_num_threads(max(1, (os.cpu_count() or 2) // 2))  # as a one-rank `parallax run`
 
     model = stage_module(plan, 0, args.seed, args.heads).to(device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
+    if args.sgd_momentum is None:
+        optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
+    else:
+        optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.sgd_momentum, weight_decay=args.weight_decay)
     scaler = torch.amp.GradScaler(args.device) if args.precision == "fp16" else None
     batch, chunks = plan["global_batch"], plan["chunks"]
     mb = batch // chunks

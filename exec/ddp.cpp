@@ -102,7 +102,11 @@ void BucketReducer::wait(const Communicator& comm) {
 void BucketReducer::apply() {
   for (auto& b : buckets_) {
     b.flat.div_(replicas_);
-    if (experts_.replicas > 1) b.expert_flat.div_(experts_.replicas);
+    // Each expert's gradient holds the contributions of its whole expert group's tokens (the
+    // combine's backward brought them), summed over the replicas holding it: over all `replicas`
+    // ranks' losses, so divided by all of them (Megatron-core's expert_gradient_scaling_factor,
+    // 1 / data-parallel size).
+    b.expert_flat.div_(replicas_);
     for (int i : b.params) {
       const torch::Tensor& p = params_[i];
       const auto mean = slot_of(i);

@@ -46,12 +46,11 @@ class TracedAllreduce {
   std::vector<std::shared_ptr<std::atomic<int64_t>>> completed_ns_;
 };
 
-/// Where a stage's expert parameters' gradients go (parallel.expert > 1): only over the ranks
-/// holding the same experts (Megatron-core's expert-data-parallel group), averaged over them; with
-/// no such group (each expert on one rank) they stay as they are.
+/// Where a stage's expert parameters' gradients go (parallel.expert > 1): summed only over the
+/// ranks holding the same experts (Megatron-core's expert-data-parallel group; none when each
+/// expert is on one rank), then divided by all the stage's replicas, as the dense ones.
 struct ExpertReduction {
   Group* group = nullptr;
-  int replicas = 1;
   std::set<std::string> params;  ///< the plan's expert parameters (ParamSpec::expert) of the stage
 };
 

@@ -153,7 +153,6 @@ ExpertReduction Runtime::expert_reduction(int s) const {
     for (const auto& prm : plan_.layers()[l].params)
       if (prm.expert) r.params.insert(prm.name);
   r.group = comm_.expert_groups(s)->expert_data.get();
-  r.replicas = p_.expert_replicas();
   return r;
 }
 

@@ -148,7 +148,8 @@ std::vector<Knob> make_table() {
                       "expert-parallel ranks (Megatron-core's --expert-model-parallel-size): each MoE block's experts divide over them "
                       "and tokens reach their experts by an all-to-all before the experts and another after. The group lies inside "
                       "data x context (Megatron-core's tp-cp-ep-dp-pp: neighbouring replicas), or with expert_tensor 1 inside tensor x "
-                      "data x context (ranks expert_tensor apart). Must divide the experts and those ranks. Predict-only above 1"),
+                      "data x context (ranks expert_tensor apart). Must divide the experts and those ranks. The executor runs it over "
+                      "c10d's all-to-all; with parallel.shard it is predict-only"),
                        Coupling::crossed, default_expert));
   Knob expert_tensor = integer("parallel.expert_tensor", &Settings::expert_tensor, kMaxCount,
                                "tensor ranks each expert is split over (Megatron-core's --expert-tensor-parallel-size): tensor (the "

@@ -37,6 +37,7 @@ function actionId(kind, stage, mb, bucket, overlap) {
   const k = KINDS[kind];
   if (k === 'OVERLAP_F_B' && overlap) return `(${stage}F${mb};${overlap[0]}B${overlap[1]})OVERLAP_F_B`;
   if (k === 'ALLREDUCE') return stage + k + bucket;
+  if (k === 'ALL_TO_ALL') return stage + k + mb + '.' + bucket;  // bucket: its exchange number
   if (k === 'OPTIM') return stage + k;
   return stage + k + mb;
 }

@@ -10,6 +10,8 @@
 # ranks of each of 2 pipeline stages, and under DualPipeV (split backwards, F and B overlapped),
 # each against the same one-rank PyTorch reference MoE: the global batch (batch_size x data) is
 # the same 8 samples a step. Top-1 routing (no renormalisation) runs with 4 experts on 4 ranks.
+# The MoE checks train with SGD (momentum 0.9), whose steps scale with the gradient: AdamW's do not,
+# and would hide expert gradients scaled wrongly.
 #   decoder_reference.sh PARALLAX PYTHON SOURCE_DIR
 set -euo pipefail
 parallax=$1 python=$2 src=$3
@@ -17,20 +19,22 @@ parallax=$1 python=$2 src=$3
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
+optimizer=adamw  # or sgd: SGD with momentum 0.9, which a wrongly scaled gradient cannot hide from (AdamW's steps do not scale)
 check() {  # NAME FORM [--set ...]: runs both sides and compares
-  local name=$1 form=$2
+  local name=$1 form=$2 opt=(--lr 0.001) yaml_opt="{kind: adamw, lr: 0.001, weight_decay: 0.01}"
   shift 2
+  if [ $optimizer = sgd ]; then opt=(--lr 0.05 --sgd-momentum 0.9) yaml_opt="{kind: sgd, lr: 0.05, momentum: 0.9, weight_decay: 0.01}"; fi
   cat >"$work/$name.yaml" <<YAML
 model: {preset: transformer, layers: 2, hidden: 64, heads: 8, ffn: 96, seq_len: 32, vocab: 256, $form}
 data: {source: synthetic, batch_size: 8, steps: 10, seed: 1, shuffle: false}
 parallel: {data: 1, pipeline: 1, chunks: 2, precision: fp32}
-optimizer: {kind: adamw, lr: 0.001, weight_decay: 0.01}
+optimizer: $yaml_opt
 hardware: cpu-host
 YAML
   "$parallax" plan "$work/$name.yaml" --json >"$work/$name-plan.json"
   "$parallax" run "$work/$name.yaml" "$@" --json >"$work/$name-run.json"
   OMP_NUM_THREADS=1 "$python" "$src/bench/torch_eager_step.py" "$work/$name-plan.json" --device cpu --precision fp32 \
-    --steps 10 --seed 1 --lr 0.001 --weight-decay 0.01 >"$work/$name-torch.json"
+    --steps 10 --seed 1 "${opt[@]}" --weight-decay 0.01 >"$work/$name-torch.json"
   "$python" - "$name" "$work/$name-run.json" "$work/$name-torch.json" <<'PY'
 import json, sys
 name, ours, theirs = sys.argv[1], json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))
@@ -46,6 +50,7 @@ check llama-2-stages "kv_heads: 2, mlp: swiglu, norm: rmsnorm, positions: rope, 
 check qwen2 "kv_heads: 4, mlp: swiglu, norm: rmsnorm, positions: rope, bias: false, qkv_bias: true"
 check nemotron "kv_heads: 1, mlp: relu2, norm: layernorm, positions: rope, bias: false"
 check gpt2 "mlp: gelu, tie_embeddings: true"
+optimizer=sgd  # the MoE checks: expert gradients must be scaled as the dense ones
 moe="kv_heads: 2, mlp: swiglu, norm: rmsnorm, positions: rope, bias: false, experts: 4, experts_per_token: 2, shared_experts: 1, expert_ffn: 32"
 check moe "$moe"
 check moe-expert-2 "$moe" --set parallel.data=2 --set parallel.expert=2 --set data.batch_size=4
