@@ -6,7 +6,8 @@ experts split over the ranks as exec/moe.cpp splits them (rank r holds experts [
 and reached with torch.distributed.nn.functional.all_to_all_single (autograd's all-to-all): the
 counts first, then the token copies, then the results back. The dense parameters are reduced by
 torch's DistributedDataParallel (its default buckets; the experts' left out of it, as each expert
-lives on one rank here: expert = data), AdamW steps. The data is exec/data.cpp's synthetic tokens
+lives on one rank here: expert = data, and divided by the ranks, as Megatron-core and Parallax
+scale them), AdamW steps. The data is exec/data.cpp's synthetic tokens
 (rank r takes samples step x global + r x batch ...), made before the loop (Parallax makes them in
 C++ inside its step, microseconds). One micro-batch a step (chunks 1).
 
@@ -74,7 +75,8 @@ def worker(rank, world, port, plan, steps, seed, lr, out_dir):
     for m in model.modules():
         if isinstance(m, Moe):
             m.experts = ExpertParallel(m.experts, rank, world)
-    experts = {id(p) for m in model.modules() if isinstance(m, ExpertParallel) for p in m.parameters()}
+    expert_params = [p for m in model.modules() if isinstance(m, ExpertParallel) for p in m.parameters()]
+    experts = {id(p) for p in expert_params}
     DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(
         model, [name for name, p in model.named_parameters() if id(p) in experts])
     ddp = DistributedDataParallel(model)
@@ -91,6 +93,8 @@ def worker(rank, world, port, plan, steps, seed, lr, out_dir):
         out = ddp(ids)  # [seq, batch, vocab], as exec/model.cpp's head gives it
         loss = nn.functional.cross_entropy(out.transpose(0, 1).reshape(-1, out.shape[-1]).float(), target.reshape(-1))
         loss.backward()
+        for p in expert_params:  # summed over the ranks' tokens by the all-to-all: the mean, as Parallax's
+            p.grad.div_(world)
         opt.step()
         times.append((time.perf_counter() - t0) * 1000)
         losses.append(loss.item())  # after the timed step, as Parallax reads its loss once a step
