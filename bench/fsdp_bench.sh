@@ -33,14 +33,6 @@ bench_tee "$out"
 trap bench_tee_close EXIT
 
 has_fsdp2() { "$python" -c "from torch.distributed.fsdp import fully_shard" 2>/dev/null; }
-undisturbed_ms() {  # the undisturbed step (p20) after a warm-up fifth, from parallax run --json
-  python3 -c '
-import json, sys
-sys.path.insert(0, "bench")
-import stats
-steps = json.load(sys.stdin)["steps"]
-print("%.4f" % stats.undisturbed([s["step_time_ms"] for s in steps[len(steps) // 5:]]))'
-}
 port() { echo $((20000 + RANDOM % 20000)); }
 
 echo "(a) losses over 10 steps, fp32: Parallax parallel.shard full vs PyTorch FSDP2 (MLP 784-256-256-10, 2 ranks, batch 64 per rank)"
@@ -67,21 +59,13 @@ if has_fsdp2; then
   ours=() theirs=()
   for r in $(seq "$rounds"); do
     ours+=("$("$parallax" run "$scenario" --set parallel.shard=full "${file_order[@]}" --set data.steps=300 --json 2>/dev/null |
-             tee "$out/b-parallax-$r.json" | undisturbed_ms)")
+             tee "$out/b-parallax-$r.json" | bench_undisturbed_ms)")
     (cd bench && "$python" fsdp_pytorch.py 2 64 300 0 "$(port)" "$out/b-pytorch-$r.txt" 2>/dev/null)
     theirs+=("$(cat "$out/b-pytorch-$r.txt")")
   done
   echo "    PyTorch $("$python" -c 'import torch; print(torch.__version__)'), Parallax $("$parallax" --version 2>/dev/null || echo "$parallax")"
   echo "    $(cd bench && python3 -c 'import peer; print(peer.conditions(2))')"
-  python3 - "${ours[*]}" "${theirs[*]}" <<'PY'
-import sys
-sys.path.insert(0, "bench")
-import stats
-ours, theirs = [float(x) for x in sys.argv[1].split()], [float(x) for x in sys.argv[2].split()]
-print("    parallax %.3f ms, pytorch FSDP2 %.3f ms, best of each: ratio %.3f (goal <= 1.0)" % (min(ours), min(theirs), min(ours) / min(theirs)))
-ratios = sorted(o / t for o, t in zip(ours, theirs))
-print("    round by round: " + ", ".join("%.3f" % r for r in ratios) + "; median %.3f" % stats.median(ratios))
-PY
+  bench_ratios "pytorch FSDP2" 1.0 "${ours[*]}" "${theirs[*]}"
 else
   echo "    skipped (no FSDP2)"
 fi

@@ -71,8 +71,7 @@ def worker(rank, world, port, batch, steps, seed, out_dir):
         times.append((time.perf_counter() - t0) * 1000)
         losses.append(loss.item())  # after the timed step, as Parallax reads its loss once a step
     dist.barrier()
-    with open(os.path.join(out_dir, "rank%d.json" % rank), "w") as f:
-        json.dump({"times": times, "losses": losses}, f)
+    peer.save_rank(out_dir, rank, times, losses)
     dist.destroy_process_group()
 
 
@@ -82,17 +81,9 @@ def main():
     peer.set_thread_environment(world)
     with tempfile.TemporaryDirectory() as out_dir:
         mp.spawn(worker, args=(world, int(port), int(batch), steps, int(seed), out_dir), nprocs=world)
-        per_rank = [json.load(open(os.path.join(out_dir, "rank%d.json" % r))) for r in range(world)]
-    slowest = peer.slowest_rank_steps([r["times"] for r in per_rank])
-    with open(out, "w") as f:
-        f.write("%f\n" % peer.step_statistic(slowest))
-    raw = os.path.splitext(out)[0] + ".json"
-    with open(raw if raw != out else out + ".steps.json", "w") as f:
-        json.dump({"torch": torch.__version__, "warm_up_steps": steps // peer.WARM_UP_SHARE,
-                   "conditions": peer.conditions(world), "step_ms": slowest,
-                   "rank_step_ms": [r["times"] for r in per_rank], "loss": per_rank[0]["losses"],
-                   "rank_loss": [r["losses"] for r in per_rank]}, f)
-        f.write("\n")
+        # rank 0's losses under "loss" too, as this bench has always written them
+        loss = json.load(open(os.path.join(out_dir, "rank0.json")))["losses"]
+        peer.write_figures(out, out_dir, world, steps, loss=loss)
 
 
 if __name__ == "__main__":

@@ -139,3 +139,30 @@ bench_begin() {
 bench_help() {
   awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$1"
 }
+
+# bench_undisturbed_ms: from `parallax run --json` on stdin, the undisturbed step in ms (bench/stats.py's
+# p20 of the steps after a warm-up fifth, as bench/peer.py takes PyTorch's).
+bench_undisturbed_ms() {
+  python3 -c '
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import stats
+steps = json.load(sys.stdin)["steps"]
+print("%.4f" % stats.undisturbed([s["step_time_ms"] for s in steps[len(steps) // 5:]]))' "$bench_root/bench"
+}
+
+# bench_ratios PEER GOAL "OURS..." "THEIRS...": prints the interleaved rounds' step times of Parallax
+# (OURS) against PEER (THEIRS), ms each: the best of each with their ratio against GOAL, and the
+# round-by-round ratios with their median.
+bench_ratios() {
+  python3 - "$bench_root/bench" "$@" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1])
+import stats
+peer, goal = sys.argv[2], sys.argv[3]
+ours, theirs = [float(x) for x in sys.argv[4].split()], [float(x) for x in sys.argv[5].split()]
+print("    parallax %.3f ms, %s %.3f ms, best of each: ratio %.3f (goal <= %s)" % (min(ours), peer, min(theirs), min(ours) / min(theirs), goal))
+ratios = sorted(o / t for o, t in zip(ours, theirs))
+print("    round by round: " + ", ".join("%.3f" % r for r in ratios) + "; median %.3f" % stats.median(ratios))
+PY
+}

@@ -30,14 +30,6 @@ bench_machine "$out" "$0" "${args[@]}"
 bench_tee "$out"
 trap bench_tee_close EXIT
 port() { echo $((20000 + RANDOM % 20000)); }
-undisturbed_ms() {  # the undisturbed step (p20) after a warm-up fifth, from parallax run --json
-  python3 -c '
-import json, sys
-sys.path.insert(0, "bench")
-import stats
-steps = json.load(sys.stdin)["steps"]
-print("%.4f" % stats.undisturbed([s["step_time_ms"] for s in steps[len(steps) // 5:]]))'
-}
 "$parallax" plan "$scenario" --json >"$out/plan.json"
 
 echo "(a) losses over 10 steps, fp32: Parallax vs PyTorch, expert parallel over 2 ranks ($scenario)"
@@ -57,18 +49,10 @@ PY
 echo "(b) step, 2 ranks, Gloo, $steps steps a run: each run's undisturbed step (p20), $rounds interleaved rounds"
 ours=() theirs=()
 for r in $(seq "$rounds"); do
-  ours+=("$("$parallax" run "$scenario" --set data.steps="$steps" --json 2>/dev/null | tee "$out/b-parallax-$r.json" | undisturbed_ms)")
+  ours+=("$("$parallax" run "$scenario" --set data.steps="$steps" --json 2>/dev/null | tee "$out/b-parallax-$r.json" | bench_undisturbed_ms)")
   (cd bench && "$python" moe_pytorch.py "$out/plan.json" 2 "$steps" 1 0.0005 "$(port)" "$out/b-pytorch-$r.txt" 2>/dev/null)
   theirs+=("$(cat "$out/b-pytorch-$r.txt")")
 done
 echo "    PyTorch $("$python" -c 'import torch; print(torch.__version__)'), Parallax $("$parallax" --version 2>/dev/null || echo "$parallax")"
 echo "    $(cd bench && python3 -c 'import peer; print(peer.conditions(2))')"
-python3 - "${ours[*]}" "${theirs[*]}" <<'PY'
-import sys
-sys.path.insert(0, "bench")
-import stats
-ours, theirs = [float(x) for x in sys.argv[1].split()], [float(x) for x in sys.argv[2].split()]
-print("    parallax %.3f ms, pytorch %.3f ms, best of each: ratio %.3f (goal <= 1.1)" % (min(ours), min(theirs), min(ours) / min(theirs)))
-ratios = sorted(o / t for o, t in zip(ours, theirs))
-print("    round by round: " + ", ".join("%.3f" % r for r in ratios) + "; median %.3f" % stats.median(ratios))
-PY
+bench_ratios "pytorch" 1.1 "${ours[*]}" "${theirs[*]}"

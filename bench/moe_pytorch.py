@@ -99,8 +99,7 @@ def worker(rank, world, port, plan, steps, seed, lr, out_dir):
         times.append((time.perf_counter() - t0) * 1000)
         losses.append(loss.item())  # after the timed step, as Parallax reads its loss once a step
     dist.barrier()
-    with open(os.path.join(out_dir, "rank%d.json" % rank), "w") as f:
-        json.dump({"times": times, "losses": losses}, f)
+    peer.save_rank(out_dir, rank, times, losses)
     dist.destroy_process_group()
 
 
@@ -114,15 +113,7 @@ def main():
     peer.set_thread_environment(world)
     with tempfile.TemporaryDirectory() as out_dir:
         mp.spawn(worker, args=(world, int(port), plan, steps, int(seed), float(lr), out_dir), nprocs=world)
-        per_rank = [json.load(open(os.path.join(out_dir, "rank%d.json" % r))) for r in range(world)]
-    slowest = peer.slowest_rank_steps([r["times"] for r in per_rank])
-    with open(out, "w") as f:
-        f.write("%f\n" % peer.step_statistic(slowest))
-    with open(os.path.splitext(out)[0] + ".json", "w") as f:
-        json.dump({"torch": torch.__version__, "warm_up_steps": steps // peer.WARM_UP_SHARE,
-                   "conditions": peer.conditions(world), "step_ms": slowest,
-                   "rank_step_ms": [r["times"] for r in per_rank], "rank_loss": [r["losses"] for r in per_rank]}, f)
-        f.write("\n")
+        peer.write_figures(out, out_dir, world, steps)
 
 
 if __name__ == "__main__":

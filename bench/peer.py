@@ -18,7 +18,11 @@ profiler::step_statistic) of the steps after a warm-up fifth.
               peer.demote_helper_threads(before)        # after it
     parent:   steps = peer.slowest_rank_steps(per_rank_step_ms)
               figure = peer.step_statistic(steps)
+    or, for a bench whose ranks each save their step times and losses:
+    rank:     peer.save_rank(folder, rank, times, losses)
+    parent:   peer.write_figures(OUT, folder, world, steps)
 """
+import json
 import os
 import threading
 
@@ -97,3 +101,27 @@ def conditions(world):
     return ("both sides: %s, %d intra-op thread(s) per rank, %s, data loaded inside the timed step, "
             "the slowest rank's step, the undisturbed step (p20) after a warm-up fifth"
             % (binding, threads_per_rank(world), policy))
+
+
+def save_rank(folder, rank, times, losses):
+    """A rank's step times (ms) and losses, for write_figures to read."""
+    with open(os.path.join(folder, "rank%d.json" % rank), "w") as f:
+        json.dump({"times": times, "losses": losses}, f)
+
+
+def write_figures(out, folder, world, steps, **extra):
+    """From the ranks' save_rank files in `folder`: the step statistic of the slowest rank's steps
+    in ms into OUT, and the raw figures (every rank's step times and losses, the conditions, and
+    `extra`) into OUT with the extension .json."""
+    import torch
+
+    per_rank = [json.load(open(os.path.join(folder, "rank%d.json" % r))) for r in range(world)]
+    slowest = slowest_rank_steps([r["times"] for r in per_rank])
+    with open(out, "w") as f:
+        f.write("%f\n" % step_statistic(slowest))
+    raw = os.path.splitext(out)[0] + ".json"
+    with open(raw if raw != out else out + ".steps.json", "w") as f:
+        json.dump(dict({"torch": torch.__version__, "warm_up_steps": steps // WARM_UP_SHARE, "conditions": conditions(world),
+                        "step_ms": slowest, "rank_step_ms": [r["times"] for r in per_rank],
+                        "rank_loss": [r["losses"] for r in per_rank]}, **extra), f)
+        f.write("\n")
