@@ -16,19 +16,14 @@
 # The raw output goes to DIR (--out, else OUT, else a new bench/results/moe-cpu-DATE): each run's
 # JSON (a-*, b-*); machine.txt; summary.txt, what this printed; log.txt, its stderr.
 set -euo pipefail
-args=("$@")
 source "$(dirname "$0")/lib.sh"
 cd "$(dirname "$0")/.."
-bench_parallax_args "$0" "$@"
 python=${PYTHON:-.venv-torch/bin/python3}
 scenario=bench/data/moe-cpu.yaml
 steps=${STEPS:-60} rounds=${ROUNDS:-5}
 "$python" -c 'import torch.distributed.nn.functional' 2>/dev/null ||
   { echo "moe_bench: $python has no torch with torch.distributed (scripts/setup.sh --torch)" >&2; exit 1; }
-out=$(bench_out_dir moe "$out")
-bench_machine "$out" "$0" "${args[@]}"
-bench_tee "$out"
-trap bench_tee_close EXIT
+bench_begin moe "$0" "$@"
 port() { echo $((20000 + RANDOM % 20000)); }
 "$parallax" plan "$scenario" --json >"$out/plan.json"
 
