@@ -79,9 +79,9 @@ std::string framework_line(const plan::Scenario& s) {
 std::string experts_line(const Plan& p) {
   const auto& s = p.scenario;
   const plan::ParallelSpec& par = s.parallel;
-  const auto moe = std::find_if(p.layers().begin(), p.layers().end(), [](const plan::Layer& l) { return l.shape.moe.on(); });
-  if (moe == p.layers().end()) return "";
-  const int blocks = static_cast<int>(std::count_if(p.layers().begin(), p.layers().end(), [](const plan::Layer& l) { return l.shape.moe.on(); }));
+  const plan::Layer* moe = plan::first_moe_layer(p.layers());
+  if (!moe) return "";
+  const int blocks = plan::moe_block_count(p.layers());
   const plan::MoeShape& m = moe->shape.moe;
   const plan::ExpertTraffic x = plan::expert_traffic(*moe, par, p.microbatch_size);
   std::ostringstream o;

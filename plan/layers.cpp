@@ -1,5 +1,7 @@
 #include "plan/layers.hpp"
 
+#include <algorithm>
+
 #include <cmath>
 
 namespace parallax::plan {
@@ -65,6 +67,16 @@ int64_t Layer::param_count() const {
   int64_t n = 0;
   for (const auto& p : params) n += p.numel();
   return n;
+}
+
+const Layer* first_moe_layer(const std::vector<Layer>& layers) {
+  for (const Layer& l : layers)
+    if (l.shape.moe.on()) return &l;
+  return nullptr;
+}
+
+int moe_block_count(const std::vector<Layer>& layers) {
+  return static_cast<int>(std::count_if(layers.begin(), layers.end(), [](const Layer& l) { return l.shape.moe.on(); }));
 }
 
 int64_t Layer::param_count(int tensor, int expert, int expert_tensor) const {

@@ -152,6 +152,11 @@ struct Layer {
   int64_t expert_param_count(int tensor, int expert, int expert_tensor = 0) const;
 };
 
+/// The model's first mixture-of-experts block (every MoE block has the same experts), or nullptr
+/// for a dense model; and how many blocks are MoE.
+const Layer* first_moe_layer(const std::vector<Layer>& layers);
+int moe_block_count(const std::vector<Layer>& layers);
+
 /// Expands `model:` (a preset, a Hugging Face config or an explicit `layers:` list) into the layer
 /// list. The returned string is a one-line description ("transformer, 8 blocks, hidden 512").
 /// `flash_default`: the attention kernel where `model.attention` is absent (the trainer's, plan/framework.hpp).

@@ -162,8 +162,8 @@ static void check_schedule_shape(const Scenario& s) {
 // divide over the expert group, which lies inside data x context.
 static void check_expert_parallel(const Scenario& s) {
   const ParallelSpec& p = s.parallel;
-  const auto moe = std::find_if(s.layers.begin(), s.layers.end(), [](const Layer& l) { return l.shape.moe.on(); });
-  if (moe == s.layers.end()) {
+  const Layer* moe = first_moe_layer(s.layers);
+  if (!moe) {
     if (p.expert > 1)
       fail_at(s, "parallel.expert", "parallel.expert (" + std::to_string(p.expert) + ") splits a mixture-of-experts model's experts; "
                                     "this model has none (model.experts)");

@@ -80,6 +80,16 @@ function card(label, value, id, extra) {
   return el('div', { class: 'card' }, el('div', { class: 'label', text: label }), v);
 }
 
+/// A MoE plan's experts as the simulator charges them (the plan's "moe"; its all-to-alls are
+/// inside F and B on the predicted rows, on their own lane in a measured run).
+function moeText(m) {
+  if (!m) return '';
+  const kib = (m.all_to_all_bytes / 1024).toFixed(1);
+  return `${m.blocks} MoE blocks of ${m.experts} experts (top-${m.top_k}${m.shared ? `, ${m.shared} shared` : ''}) over expert ` +
+      `${m.expert}: ` + (m.all_to_alls ? `${m.all_to_alls} all-to-alls of ${kib} KiB a rank per block and micro-batch, ` : '') +
+      `load imbalance ${m.imbalance.toFixed(3)}x${m.imbalance_stated ? ' (stated)' : ''}`;
+}
+
 function renderSummary() {
   const s = D.summary, p = D.plan;
   document.getElementById('title').textContent = D.title;
@@ -91,7 +101,7 @@ function renderSummary() {
     (tensor > 1 ? `${D.world_size * tensor} GPUs, ${D.world_size} tensor groups of ${tensor} (one row each)` : `${D.world_size} ranks`) +
         (grid ? ` (data x pipeline${tensor > 1 ? ' x tensor' : ''} ${grid})` : ''),
     p.schedule ? `schedule ${p.schedule}` : '', p.chunks ? `${p.chunks} chunks` : '',
-    s.measured ? 'predicted against measured' : 'predicted only'].filter(Boolean).join(' · ');
+    s.measured ? 'predicted against measured' : 'predicted only', moeText(p.moe)].filter(Boolean).join(' · ');
   const cards = document.getElementById('step-cards');
   cards.append(card('predicted step time', ms(s.predicted_step_ms), 'step-predicted', { ms: s.predicted_step_ms }));
   const stepNote = document.getElementById('step-note');

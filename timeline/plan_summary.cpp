@@ -1,5 +1,6 @@
 #include "timeline/plan_summary.hpp"
 
+#include "plan/cost.hpp"
 #include "plan/memory.hpp"
 
 namespace parallax::timeline {
@@ -27,6 +28,16 @@ json document_of(const Plan& p) {
                  {"sequence_parallel", s.parallel.sequence_parallel},
                  {"virtual", s.parallel.virtual_stages},
                  {"rank_order", plan::name(s.parallel.rank_order)}};
+  if (const plan::Layer* moe = plan::first_moe_layer(p.layers())) {  // what the report shows of a MoE plan
+    const plan::MoeShape& m = moe->shape.moe;
+    const plan::ExpertTraffic x = plan::expert_traffic(*moe, s.parallel, p.microbatch_size);
+    out["moe"] = {{"experts", m.experts},         {"top_k", m.top_k},
+                  {"shared", m.shared},           {"blocks", plan::moe_block_count(p.layers())},
+                  {"expert", s.parallel.expert},  {"imbalance", x.imbalance},
+                  {"imbalance_stated", m.imbalance > 0},
+                  {"all_to_alls", x.forward + x.backward},  // per block and micro-batch
+                  {"all_to_all_bytes", x.all_to_all_bytes}};
+  }
   out["schedule"] = schedule::name(s.parallel.schedule);
   out["microbatch_size"] = p.microbatch_size;
   out["chunks"] = p.chunks();

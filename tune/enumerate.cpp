@@ -113,11 +113,11 @@ std::vector<plan::Settings> enumerate(Evaluator& ev, const Space& sp, size_t* in
   // sequence parallelism without tensor parallelism, and a MoE model's experts that do not divide
   // over the expert degree, or the degree over the ranks it lies in (with tensor > 1, sequence
   // parallelism required).
-  const auto moe = std::find_if(base.layers.begin(), base.layers.end(), [](const plan::Layer& l) { return l.shape.moe.on(); });
+  const plan::Layer* moe = plan::first_moe_layer(base.layers);
   auto plainly_invalid = [&](const plan::Settings& c) {
     bool no = c.sequence_parallel && c.tensor == 1;
     if (c.expert > 1)
-      no = no || moe == base.layers.end() || moe->shape.moe.experts % c.expert != 0 ||
+      no = no || !moe || moe->shape.moe.experts % c.expert != 0 ||
            (c.tensor * c.replicas() / c.expert_tensor_ways()) % c.expert != 0 || (c.tensor > 1 && !c.sequence_parallel);
     if (no) ++*invalid;
     return no;
