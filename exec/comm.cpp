@@ -122,6 +122,7 @@ Communicator::Communicator(const plan::Plan& plan, const LaunchInfo& launch)
     for (const auto& st : plan.stages) {
       if (me.pipeline_rank != st.pipeline_rank) continue;
       auto g = std::make_unique<ExpertGroups>();
+      g->rank = expert_rank;
       const std::string stage = std::to_string(st.index);
       for (int r = 0; r < ep; ++r) g->expert_ranks.push_back(stage_ranks_[st.index][group * ep + r]);
       for (int r = expert_rank; r < p.data; r += ep) g->expert_data_ranks.push_back(stage_ranks_[st.index][r]);

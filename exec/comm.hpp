@@ -53,6 +53,7 @@ class Communicator {
   /// r % expert), and its expert-data-parallel group, the replicas holding the same experts, which
   /// reduce their gradients (nullptr when this rank alone holds them). Else nullptr.
   struct ExpertGroups {
+    int rank = 0;  ///< this rank's place in `experts`: its expert rank
     GroupPtr experts, expert_data;
     std::vector<int> expert_ranks, expert_data_ranks;  ///< global ranks, in group order
   };

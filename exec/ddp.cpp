@@ -77,6 +77,7 @@ void BucketReducer::on_grad(int i, const torch::Tensor& grad) {
   else slot.copy_(grad);
   if (--b.pending > 0) return;
   b.filled = true;
+  b.filled_ns = profiler::now_ns();
   if (b.flat.numel() > 0) b.reduce.launch(*group_, b.flat);
   if (b.expert_flat.numel() > 0 && experts_.group) b.reduce.launch(*experts_.group, b.expert_flat);
 }
@@ -92,7 +93,10 @@ void BucketReducer::wait(const Communicator& comm) {
   for (auto& b : buckets_) {
     const schedule::Action a{schedule::ActionKind::ALLREDUCE, stage_, -1, b.index};
     if (!b.filled) throw std::logic_error("bucket " + a.id() + " never filled: a parameter got no gradient");
-    if (!b.reduce.launched()) continue;  // expert gradients held by this rank alone
+    if (!b.reduce.launched()) {  // expert gradients held by this rank alone: nothing to reduce, as planned
+      tracer_.span(timeline::Lane::allreduce, a, b.filled_ns, b.filled_ns, 0, step_);
+      continue;
+    }
     const int64_t bytes = b.flat.numel() * 4 + (experts_.group ? b.expert_flat.numel() * 4 : 0);
     b.reduce.finish(comm, a.id() + " (DDP group of stage " + std::to_string(stage_) + ")", comm.stage_group_ranks(stage_), tracer_, a,
                     bytes, step_);

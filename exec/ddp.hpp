@@ -73,6 +73,7 @@ class BucketReducer {
     std::vector<int> params;          // positions in params_
     int pending = 0;
     bool filled = false;
+    int64_t filled_ns = 0;  // when its last gradient came (the span of a bucket with nothing to reduce)
     TracedAllreduce reduce;
   };
   void on_grad(int param, const torch::Tensor& grad);

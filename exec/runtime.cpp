@@ -133,7 +133,7 @@ std::unique_ptr<ExpertExchange> Runtime::expert_exchange(int s) {
   auto ex = std::make_unique<ExpertExchange>();
   ex->group = g->experts.get();
   ex->size = p_.expert;
-  ex->rank = replica_ % p_.expert;  // Communicator::expert_groups' order
+  ex->rank = g->rank;
   ex->comm = &comm_;
   ex->peers = g->expert_ranks;
   // Each exchange is an ALL_TO_ALL action of the compute action it runs in (schedule.hpp).
@@ -280,7 +280,8 @@ std::vector<StageShard> Runtime::shards() {
   std::vector<StageShard> out;
   for (auto& [s, st] : stages_) {
     if (st.sharded) out.push_back({s, &st.sharded->shards(), st.optimizer.get(), st.sharded->shard_rank()});
-    else if (st.experts) out.push_back({s, st.module.ptr().get(), st.optimizer.get(), st.experts->rank, replica_ < p_.expert});
+    else if (st.experts)  // the expert rank's file, written by its first replica (replica = expert rank)
+      out.push_back({s, st.module.ptr().get(), st.optimizer.get(), st.experts->rank, replica_ == st.experts->rank});
     else out.push_back({s, st.module.ptr().get(), st.optimizer.get()});
   }
   return out;
