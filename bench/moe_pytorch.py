@@ -8,8 +8,8 @@ counts first, then the token copies, then the results back. The dense parameters
 torch's DistributedDataParallel (its default buckets; the experts' left out of it, as each expert
 lives on one rank here: expert = data, and divided by the ranks, as Megatron-core and Parallax
 scale them), AdamW steps. The data is exec/data.cpp's synthetic tokens
-(rank r takes samples step x global + r x batch ...), made before the loop (Parallax makes them in
-C++ inside its step, microseconds). One micro-batch a step (chunks 1).
+(rank r takes samples step x global + r x batch ...), made inside the timed step as Parallax makes
+its own (in Python: about a millisecond of a step of hundreds). One micro-batch a step (chunks 1).
 
 Writes the undisturbed step time in ms (p20 of the slowest rank's steps after a warm-up fifth)
 into OUT, and every rank's step times and losses into OUT with the extension .json.
@@ -84,11 +84,10 @@ def worker(rank, world, port, plan, steps, seed, lr, out_dir):
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
     batch = plan["global_batch"] // world
     vocab, _, seq, classes = token_dims(plan)
-    data = [token_batch(step * plan["global_batch"] + rank * batch, batch, seq, vocab, classes, seed) for step in range(steps)]
     times, losses = [], []
     for step in range(steps):
         t0 = time.perf_counter()
-        ids, target = data[step]
+        ids, target = token_batch(step * plan["global_batch"] + rank * batch, batch, seq, vocab, classes, seed)
         opt.zero_grad()
         out = ddp(ids)  # [seq, batch, vocab], as exec/model.cpp's head gives it
         loss = nn.functional.cross_entropy(out.transpose(0, 1).reshape(-1, out.shape[-1]).float(), target.reshape(-1))
