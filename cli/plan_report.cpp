@@ -102,6 +102,11 @@ std::string experts_line(const Plan& p) {
   o << "; load imbalance " << imbalance << "x ("
     << (m.imbalance > 0 ? "stated, model.expert_imbalance" : "a balanced router's floor; state model.expert_imbalance for yours")
     << (m.capacity_factor > 0 ? ", capped by capacity_factor" : ", dropless") << ")\n";
+  if (par.overlap_moe_expert_parallel_comm)
+    o << "           combined 1F1B (overlap_moe_expert_parallel_comm): each steady-state step runs a forward beside an "
+         "earlier micro-batch's backward, each one's all-to-alls behind the other's compute; one more micro-batch in flight\n";
+  else if (x.forward > 0 && p.schedule.kind != schedule::ScheduleKind::dualpipev)
+    o << "           the all-to-alls wait in line with the compute (DualPipeV, or parallel.overlap_moe_expert_parallel_comm, hides them)\n";
   return o.str();
 }
 
@@ -193,7 +198,9 @@ json schedule_json(const Plan& p) {
 
 std::string schedule_text(const Plan& p) {
   std::ostringstream o;
-  o << "schedule " << schedule::name(p.schedule.kind) << ": " << p.schedule.pipeline << " pipeline ranks, "
+  o << "schedule " << schedule::name(p.schedule.kind)
+    << (p.scenario.parallel.overlap_moe_expert_parallel_comm ? " combined (overlap_moe_expert_parallel_comm)" : "") << ": "
+    << p.schedule.pipeline << " pipeline ranks, "
     << p.schedule.stages() << " stages, " << p.schedule.microbatches() << " micro-batches per step";
   if (p.world_size > p.schedule.pipeline) o << " (every replica runs the same lists)";
   o << "\n";

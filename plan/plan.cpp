@@ -20,6 +20,7 @@ using schedule::ScheduleKind;
 
 schedule::ComputeOrder schedule_order(const Scenario& scenario) {
   const ParallelSpec& p = scenario.parallel;
+  if (p.overlap_moe_expert_parallel_comm) return schedule::combined_1f1b_order(p.pipeline, p.virtual_stages, p.chunks);
   if (p.schedule != ScheduleKind::csv) return schedule::generated_order(p.schedule, p.pipeline, p.virtual_stages, p.chunks);
   try {
     return schedule::read_schedule_csv(p.schedule_csv, p.pipeline, p.stages(), p.chunks);

@@ -160,6 +160,23 @@ static void check_schedule_shape(const Scenario& s) {
 
 // Expert parallelism as Megatron-core places it (ParallelSpec::expert): every MoE block's experts
 // divide over the expert group, which lies inside data x context.
+// Megatron-core's combined 1F1B: what its arguments check (megatron/training/arguments.py and the
+// user guide's hard requirements), in the plan's words.
+static void check_moe_overlap(const Scenario& s) {
+  const ParallelSpec& p = s.parallel;
+  const char* key = "parallel.overlap_moe_expert_parallel_comm";
+  if (p.expert < 2)
+    fail_at(s, key, "overlap_moe_expert_parallel_comm hides the all-to-alls of expert parallelism; it needs parallel.expert > 1 "
+                    "(Megatron-core asserts the same)");
+  const bool one_stage = p.pipeline == 1 && p.virtual_stages == 1;
+  if (one_stage ? p.schedule != ScheduleKind::one_f_one_b && p.schedule != ScheduleKind::interleaved_1f1b
+                : p.schedule != ScheduleKind::interleaved_1f1b || p.virtual_stages < 2)
+    fail_at(s, key, std::string("overlap_moe_expert_parallel_comm is Megatron-core's combined 1F1B, an extension of its interleaved "
+                                "1F1B: it needs parallel.schedule 1f1b with pipeline 1, or interleaved-1f1b with virtual > 1 "
+                                "(Megatron-core requires virtual pipeline stages when pipeline > 1); this plan has schedule ") +
+                        name(p.schedule) + ", pipeline " + std::to_string(p.pipeline) + ", virtual " + std::to_string(p.virtual_stages));
+}
+
 static void check_expert_parallel(const Scenario& s) {
   const ParallelSpec& p = s.parallel;
   const Layer* moe = first_moe_layer(s.layers);
@@ -183,6 +200,7 @@ static void check_expert_parallel(const Scenario& s) {
                                       (whole ? "tensor x data x context = " : "data x context = ") + std::to_string(room) +
                                       "; the expert group lies inside the data-parallel ranks (Megatron-core)" +
                                       (p.tensor > 1 && !whole ? "; with expert_tensor 1 it may span tensor x data x context" : ""));
+  if (p.overlap_moe_expert_parallel_comm) check_moe_overlap(s);
   if (p.expert > 1 && p.tensor > 1 && !p.sequence_parallel)
     fail_at(s, "parallel.sequence_parallel", "expert > 1 with tensor > 1 needs sequence_parallel: true (Megatron-core asserts the same: "
                                              "each tensor rank dispatches its own tokens)");

@@ -123,6 +123,10 @@ struct ParallelSpec {
   /// GEMMs they feed or drain (Megatron-LM's --tp-comm-overlap, Transformer Engine's userbuffers;
   /// torchtitan's async tensor parallelism). Needs sequence parallelism.
   bool tp_comm_overlap = false;
+  /// A MoE model's all-to-alls hidden behind another micro-batch's compute: Megatron-core's
+  /// combined 1F1B (--overlap-moe-expert-parallel-comm), the forward of one micro-batch run
+  /// beside the backward of an earlier one in every steady-state step (schedule::combined_1f1b_order).
+  bool overlap_moe_expert_parallel_comm = false;
 
   int stages() const { return pipeline * virtual_stages; }
   /// Tensor ranks an expert is split over (expert_tensor, or tensor when 0).

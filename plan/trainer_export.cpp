@@ -98,6 +98,7 @@ void megatron_experts(const Plan& p, std::vector<TrainerArgument>* args) {
                              {"--moe-grouped-gemm", ""}});
   if (moe->shared > 0) args->push_back({"--moe-shared-expert-intermediate-size", std::to_string(moe->shared * moe->ffn)});
   if (moe->capacity_factor > 0) args->push_back({"--moe-expert-capacity-factor", number_text(moe->capacity_factor)});
+  if (par.overlap_moe_expert_parallel_comm) args->push_back({"--overlap-moe-expert-parallel-comm", ""});
 }
 
 }  // namespace

@@ -76,6 +76,32 @@ ComputeOrder interleaved_1f1b_order(int pipeline, int virtual_stages, int chunks
   return order;
 }
 
+ComputeOrder combined_1f1b_order(int pipeline, int virtual_stages, int chunks) {
+  // Megatron-core's combined 1F1B (--overlap-moe-expert-parallel-comm; its user guide,
+  // docs/user-guide/features/moe_a2a_overlap.md): interleaved 1F1B with one more warm-up forward,
+  // so that the forward and the backward of each steady-state step belong to different
+  // micro-batches, even on the last stage, and run as one OVERLAP_F_B whose all-to-alls hide
+  // behind the other's compute. Without pipelining (one rank, one stage) that is F0, then
+  // (F1;B0), (F2;B1), ..., and B(n-1) alone.
+  ComputeOrder order(pipeline);
+  for (int r = 0; r < pipeline; ++r) {
+    Interleaving shape(pipeline, virtual_stages, chunks, r, 2);
+    shape.warmup = std::min(shape.warmup + 1, shape.total);
+    std::vector<int> next_f(pipeline * virtual_stages, 0), next_b(pipeline * virtual_stages, 0);
+    for (int op = 0; op < shape.warmup + shape.total; ++op) {
+      const bool forward = op < shape.total, backward = op >= shape.warmup;
+      const int fs = forward ? shape.forward_stage(op) : -1, bs = backward ? shape.backward_stage(op) : -1;
+      if (forward && backward && (fs != bs || next_f[fs] != next_b[bs])) {
+        order[r].push_back({ActionKind::OVERLAP_F_B, fs, next_f[fs]++, -1, bs, next_b[bs]++});
+        continue;
+      }
+      if (forward) order[r].push_back({ActionKind::F, fs, next_f[fs]++});
+      if (backward) order[r].push_back({ActionKind::B, bs, next_b[bs]++});
+    }
+  }
+  return order;
+}
+
 ComputeOrder looped_bfs_order(int pipeline, int virtual_stages, int chunks) {
   // ScheduleLoopedBFS._calculate_single_rank_operations: each local stage's forwards in turn,
   // then the stages' backwards from the last, micro-batches in reverse.

@@ -12,7 +12,7 @@
 // A backward is either one action B, or two: I (the gradient of the stage's input, which the
 // previous stage waits for) and later W (the gradients of the stage's weights, which nothing
 // downstream waits for, so zero-bubble schedules move it into the bubbles). OVERLAP_F_B runs a
-// forward and a full backward of two stages of one rank as one action (DualPipeV's pairs). Lowering then adds the communication around
+// forward and a full backward of two stages of one rank as one action (DualPipeV's pairs; Megatron-core's combined 1F1B). Lowering then adds the communication around
 // each compute action (RECV before it, SEND after it), the DDP all-reduce of each bucket after the
 // stage's last backward of the step, and one OPTIM per stage at the end.
 //
@@ -140,6 +140,10 @@ using ComputeOrder = std::vector<std::vector<Action>>;
 ComputeOrder gpipe_order(int pipeline, int chunks);
 ComputeOrder one_f_one_b_order(int pipeline, int chunks);
 ComputeOrder interleaved_1f1b_order(int pipeline, int virtual_stages, int chunks);
+/// Megatron-core's combined 1F1B (--overlap-moe-expert-parallel-comm): interleaved 1F1B with one
+/// more warm-up forward, each steady-state forward and backward one OVERLAP_F_B. One stage on one
+/// rank: F0, (F1;B0), ..., B(n-1).
+ComputeOrder combined_1f1b_order(int pipeline, int virtual_stages, int chunks);
 ComputeOrder looped_bfs_order(int pipeline, int virtual_stages, int chunks);
 ComputeOrder interleaved_zero_bubble_order(int pipeline, int virtual_stages, int chunks);
 ComputeOrder zbv_zero_bubble_order(int pipeline, int chunks);

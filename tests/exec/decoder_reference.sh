@@ -7,7 +7,8 @@
 # pipeline stages, against the same one-stage reference. A mixture-of-experts form (issue 59) runs
 # on one rank, then with its experts split over 2 ranks (c10d's all-to-all over Gloo), over 2 of 4
 # data-parallel ranks (expert gradients averaged over their expert-data-parallel pairs), over 2
-# ranks of each of 2 pipeline stages, and under DualPipeV (split backwards, F and B overlapped),
+# ranks of each of 2 pipeline stages, under DualPipeV (split backwards, F and B overlapped), and
+# under Megatron-core's combined 1F1B (one stage, and interleaved over 2 ranks x 2 stages each),
 # each against the same one-rank PyTorch reference MoE: the global batch (batch_size x data) is
 # the same 8 samples a step. Top-1 routing (no renormalisation) runs with 4 experts on 4 ranks.
 # The MoE checks train with SGD (momentum 0.9), whose steps scale with the gradient: AdamW's do not,
@@ -58,5 +59,9 @@ check moe-expert-2-of-4 "$moe" --set parallel.data=4 --set parallel.expert=2 --s
 check moe-expert-2-stages-2 "$moe" --set parallel.data=2 --set parallel.expert=2 --set data.batch_size=4 --set parallel.pipeline=2
 check moe-expert-2-dualpipev "$moe" --set parallel.data=2 --set parallel.expert=2 --set data.batch_size=4 --set parallel.pipeline=2 \
   --set parallel.virtual=2 --set parallel.schedule=dualpipev --set parallel.chunks=4
+check moe-combined-1f1b "$moe" --set parallel.data=2 --set parallel.expert=2 --set data.batch_size=4 --set parallel.chunks=4 \
+  --set parallel.schedule=1f1b --set parallel.overlap_moe_expert_parallel_comm=true
+check moe-combined-1f1b-interleaved "$moe" --set parallel.data=2 --set parallel.expert=2 --set data.batch_size=4 --set parallel.chunks=4 \
+  --set parallel.pipeline=2 --set parallel.virtual=2 --set parallel.schedule=interleaved-1f1b --set parallel.overlap_moe_expert_parallel_comm=true
 check moe-relu2-top1 "kv_heads: 1, mlp: relu2, norm: layernorm, positions: rope, bias: false, experts: 4, experts_per_token: 1, expert_ffn: 24" \
   --set parallel.data=4 --set parallel.expert=4 --set data.batch_size=2

@@ -229,6 +229,34 @@ TEST_CASE("moe: DualPipeV hides one micro-batch's all-to-alls behind another's c
   CHECK(sim::stage_costs(plan::resolve_plan(slow))[1].all_to_all_forward > plan::Time());
 }
 
+TEST_CASE("moe: combined 1F1B hides each steady-state pair's all-to-alls, worked by hand", "[sim][moe]") {
+  // One stage (pipeline 1), 8 micro-batches, experts on a 20 GB/s node link: the all-to-alls
+  // (about 0.04 ms a micro-batch) are short of the pair's compute (0.18 ms), so in each of the 7 steady-state
+  // pairs both micro-batches' exchanges hide whole, at the slowdown communication brings to the
+  // compute beside it (interference.compute). The first forward's and the last backward's stay
+  // exposed. The two steps then differ by 7 x (forward's + backward's all-to-alls) x
+  // (2 - interference.compute); the gradients' all-reduce and the optimizer are alike in both.
+  plan::Scenario s = test::scenario_from(kSmall, {"parallel.expert=4", "model.seq_len=256", "data.batch_size=8", "parallel.chunks=8",
+                                                  "parallel.schedule=1f1b"});
+  s.hardware.nccl.reset();
+  s.hardware.node_link = {"slow", 20.0, 0.0};
+  plan::Scenario overlapped = s;
+  overlapped.parallel.overlap_moe_expert_parallel_comm = true;
+  plan::check_scenario(overlapped);
+  const plan::Plan plain_plan = plan::resolve_plan(s), overlapped_plan = plan::resolve_plan(overlapped);
+  const sim::StageCost c = sim::stage_costs(plain_plan)[0];
+  const double comm_ms = (c.all_to_all_forward + c.all_to_all_backward).to_ms();
+  INFO("all-to-alls " << comm_ms << " ms a micro-batch; forward " << c.forward.to_ms() << " ms, backward " << c.backward.to_ms() << " ms");
+  REQUIRE(c.all_to_all_forward.to_ms() > 0.01);
+  REQUIRE(comm_ms < c.forward.to_ms() + c.backward.to_ms() - comm_ms);  // the pair's compute covers both
+  const double saved = sim::simulate(plain_plan).step_time.to_ms() - sim::simulate(overlapped_plan).step_time.to_ms();
+  CHECK(saved == Approx(7 * comm_ms * (2 - s.hardware.interference.compute)).epsilon(1e-3));
+  // One more micro-batch's activations in flight: 1F1B on one stage holds one, combined 1F1B two.
+  CHECK(plain_plan.ranks[0].memory.peak_inflight == 1);
+  CHECK(overlapped_plan.ranks[0].memory.peak_inflight == 2);
+  CHECK(overlapped_plan.ranks[0].memory.activations == 2 * plain_plan.ranks[0].memory.activations);
+}
+
 TEST_CASE("moe: Megatron-core's rules exit 2 at the key, and what the executor refuses", "[plan][moe]") {
   CHECK_THAT(test::parse_error(kSmall, {"parallel.expert=3"}),
              Catch::Contains("8 experts of each MoE block do not divide over parallel.expert = 3") && Catch::Contains("parallel.expert"));
@@ -237,6 +265,13 @@ TEST_CASE("moe: Megatron-core's rules exit 2 at the key, and what the executor r
   CHECK_THAT(test::parse_error(kSmall, {"parallel.expert=4", "parallel.tensor=2"}), Catch::Contains("needs sequence_parallel: true"));
   CHECK_THAT(test::parse_error(kSmall, {"model.experts=0", "parallel.expert=2"}), Catch::Contains("model.experts"));
   CHECK_THAT(test::parse_error(kSmall, {"model.experts_per_token=9"}), Catch::Contains("at most 'model.experts' (8)"));
+  CHECK_THAT(test::parse_error(kSmall, {"parallel.overlap_moe_expert_parallel_comm=true", "parallel.schedule=1f1b"}),
+             Catch::Contains("needs parallel.expert > 1"));
+  CHECK_THAT(test::parse_error(kSmall, {"parallel.expert=2", "parallel.overlap_moe_expert_parallel_comm=true"}),
+             Catch::Contains("schedule 1f1b with pipeline 1, or interleaved-1f1b with virtual > 1") && Catch::Contains("schedule gpipe"));
+  CHECK_THAT(test::parse_error(kSmall, {"parallel.expert=2", "parallel.overlap_moe_expert_parallel_comm=true", "parallel.pipeline=2",
+                                        "parallel.schedule=1f1b"}),
+             Catch::Contains("pipeline 2, virtual 1"));
   // The executor routes dropless and runs experts unsharded (parallel.shard with expert > 1 is predict-only).
   CHECK_NOTHROW(plan::check_executable(test::scenario_from(kSmall, {"parallel.expert=4"})));
   CHECK_THROWS_WITH(plan::check_executable(test::scenario_from(kSmall, {"model.capacity_factor=1.25"})),

@@ -113,7 +113,11 @@ const std::set<std::string> kMegatronOptions = {
     "--max-position-embeddings", "--group-query-attention", "--num-query-groups", "--swiglu", "--squared-relu", "--normalization",
     "--position-embedding-type", "--untie-embeddings-and-output-weights", "--disable-bias-linear", "--add-qkv-bias",
     "--attention-dropout", "--hidden-dropout", "--attention-backend", "--tokenizer-type", "--vocab-size", "--mock-data", "--optimizer",
-    "--sgd-momentum", "--lr", "--weight-decay", "--train-iters"};
+    "--sgd-momentum", "--lr", "--weight-decay", "--train-iters",
+    // Megatron-core's MoE options (the same parser; --overlap-moe-expert-parallel-comm since core 0.14).
+    "--num-experts", "--moe-router-topk", "--moe-ffn-hidden-size", "--moe-layer-freq", "--expert-model-parallel-size",
+    "--moe-token-dispatcher-type", "--moe-grouped-gemm", "--moe-shared-expert-intermediate-size", "--moe-expert-capacity-factor",
+    "--overlap-moe-expert-parallel-comm"};
 // torchtitan's job config fields, section.field, as torchtitan/config/job_config.py defines them
 // (pytorch/torchtitan at 238fa995, 2026-02-23, the same as release v0.2.2: the last with TOML configs).
 const std::set<std::string> kTorchtitanFields = {
@@ -174,6 +178,26 @@ TEST_CASE("plan::export: Megatron-LM's arguments, each one the trainer's, for ev
       plan::load_scenario(source, {"parallel.virtual=1", "parallel.schedule=1f1b", "parallel.partition_len=[19, 22, 22, 19]"}))));
   CHECK(uneven.at("--decoder-first-pipeline-num-layers") == "18");
   CHECK(uneven.at("--decoder-last-pipeline-num-layers") == "18");
+}
+
+TEST_CASE("plan::export: a MoE plan's experts, expert degree and combined 1F1B as Megatron-core's arguments", "[plan][moe]") {
+  const std::string moe = kLlama + "parallel: {data: 4, expert: 4, chunks: 4, schedule: 1f1b, precision: bf16}\n";
+  const std::vector<std::string> sets = {"model.experts=8", "model.experts_per_token=2", "model.expert_ffn=2048", "model.moe_layers={every: 2}",
+                                         "parallel.overlap_moe_expert_parallel_comm=true"};
+  const auto e = plan::export_megatron(plan::resolve_plan(test::scenario_from(moe, sets)));
+  for (const auto& [name, value] : e.arguments) {
+    INFO(name);
+    CHECK(kMegatronOptions.count(name) == 1);
+  }
+  const auto a = as_map(e);
+  CHECK(a.at("--num-experts") == "8");
+  CHECK(a.at("--moe-router-topk") == "2");
+  CHECK(a.at("--moe-ffn-hidden-size") == "2048");
+  CHECK(a.at("--moe-layer-freq") == "'[0,1,0,1]'");
+  CHECK(a.at("--expert-model-parallel-size") == "4");
+  CHECK(a.count("--overlap-moe-expert-parallel-comm") == 1);
+  const auto plain = as_map(plan::export_megatron(plan::resolve_plan(test::scenario_from(moe, {"model.experts=8"}))));
+  CHECK(plain.count("--overlap-moe-expert-parallel-comm") == 0);
 }
 
 TEST_CASE("plan::export: what a trainer cannot express exits 2 at the key to change", "[plan]") {

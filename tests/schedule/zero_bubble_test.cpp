@@ -131,6 +131,57 @@ TEST_CASE("schedule::validate_schedule: the split and V-shaped schedules are com
   }
 }
 
+TEST_CASE("schedule: Megatron-core's combined 1F1B pairs each steady-state forward with an earlier backward", "[schedule][moe]") {
+  // One stage on one rank: the user guide's table (fill F0, then F(k+1) beside B(k), drain B(n-1)).
+  const auto one = schedule::combined_1f1b_order(1, 1, 4);
+  std::vector<std::string> ids;
+  for (const Action& a : one[0]) ids.push_back(a.id());
+  CHECK(ids == std::vector<std::string>{"0F0", "(0F1;0B0)OVERLAP_F_B", "(0F2;0B1)OVERLAP_F_B", "(0F3;0B2)OVERLAP_F_B", "0B3"});
+  for (int p : {1, 2, 3, 4})
+    for (int v : {1, 2, 3})
+      for (int m : {1, 2, 4, 8, 9, 16}) {
+        if (m % std::max(1, m / p) != 0) continue;
+        INFO("p=" << p << " v=" << v << " m=" << m);
+        const auto order = schedule::combined_1f1b_order(p, v, m), plain = schedule::interleaved_1f1b_order(p, v, m);
+        for (int r = 0; r < p; ++r) {
+          // The same forwards and backwards in the same order as interleaved 1F1B's.
+          std::vector<Action> forwards, backwards, plain_forwards, plain_backwards;
+          int pairs = 0, first_backward = -1, plain_first_backward = -1, forwards_seen = 0;
+          for (const Action& a : order[r]) {
+            if (a.kind == ActionKind::OVERLAP_F_B) {
+              ++pairs;
+              CHECK_FALSE((a.stage == a.b_stage && a.mb == a.b_mb));  // never a micro-batch beside its own backward
+            }
+            if (a.kind != ActionKind::F && first_backward < 0) first_backward = forwards_seen;  // forwards before it
+            for (const Action& part : a.parts()) {
+              (part.kind == ActionKind::F ? forwards : backwards).push_back(part);
+              if (part.kind == ActionKind::F) ++forwards_seen;
+            }
+          }
+          int seen = 0;
+          for (const Action& a : plain[r]) {
+            if (a.kind == ActionKind::B && plain_first_backward < 0) plain_first_backward = seen;
+            (a.kind == ActionKind::F ? plain_forwards : plain_backwards).push_back(a);
+            if (a.kind == ActionKind::F) ++seen;
+          }
+          CHECK(forwards == plain_forwards);
+          CHECK(backwards == plain_backwards);
+          // The forwards before the first backward are interleaved 1F1B's warm-up and its first
+          // steady-state forward: the warm-up is one longer, and every later step a pair.
+          CHECK(first_backward == plain_first_backward);
+          CHECK(pairs == v * m - first_backward);
+        }
+        for (int ga : {1, 2})
+          for (auto coll : {schedule::Collectives::gloo, schedule::Collectives::nccl}) {
+            INFO("ga=" << ga << " nccl=" << (coll == schedule::Collectives::nccl));
+            const auto problems = schedule::validate_schedule(schedule::lower(
+                order, v > 1 ? ScheduleKind::interleaved_1f1b : ScheduleKind::one_f_one_b, p, v, m, ga, std::vector<int>(p * v, 2), coll));
+            CHECK(problems.empty());
+            if (!problems.empty()) FAIL(problems.front());
+          }
+      }
+}
+
 TEST_CASE("schedule::lower: a split backward's RECV_B comes before its I, its SEND_B after, its all-reduce after the last W",
           "[schedule]") {
   const auto s = schedule::lower(schedule::zbv_zero_bubble_order(2, 4), ScheduleKind::zbv_zero_bubble, 2, 2, 4, 1, {1, 1, 1, 1});
