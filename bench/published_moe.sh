@@ -64,7 +64,8 @@ def sets(r):
             "parallel.schedule": "interleaved-1f1b" if v > 1 else "1f1b",
             "parallel.expert": n["expert"], "parallel.expert_tensor": n["expert_tensor"] or "tensor",
             "parallel.sequence_parallel": "true" if t > 1 else "false",
-            "parallel.activation_checkpointing": r["recompute"],
+            "parallel.activation_checkpointing": r["recompute"], "parallel.shard": r["shard"],
+            "parallel.overlap_moe_expert_parallel_comm": r["a2a_overlap"],
             "parallel.partition_len": split(r, p * v),
             "data.batch_size": batch, "parallel.chunks": batch // n["micro_batch"]}
     if float(r["imbalance"]) > 0:
@@ -74,7 +75,7 @@ def sets(r):
         out["parallel.overlap_grad_reduce"] = "true"
     else:
         out["parallel.overlap_grad_reduce"] = "true"  # ModelZoo: --overlap-grad-reduce --overlap-param-gather
-    return f"{t}x{p}x{v}/ep{n['expert']}", out
+    return f"{t}x{p}x{v}/ep{n['expert']}" + ("+ov" if r["a2a_overlap"] == "true" else ""), out
 
 def run(cmd, args):
     flags = [a for k, v in args.items() for a in ("--set", f"{k}={v}")]
@@ -84,7 +85,8 @@ def run(cmd, args):
         sys.exit(f"published_moe.sh: parallax {cmd} failed:\n{res.stderr}")
     return json.loads(res.stdout), time.perf_counter() - t0
 
-print(f"{'model':16} {'source':17} {'GPUs':>5} {'prec':5} {'TPxPPxVP/EP':>13} {'predicted s':>12} {'published s':>12} {'error':>7}  fits  sim s")
+print(f"{'model':16} {'source':17} {'GPUs':>5} {'prec':5} {'TPxPPxVP/EP':>16} {'shard':9} {'dispatch':8} {'predicted s':>12} "
+      f"{'published s':>12} {'error':>7}  fits  sim s")
 errors, no_fit, by_hw = [], [], {}
 for r in rows():
     grid, args = sets(r)
@@ -98,7 +100,8 @@ for r in rows():
     fits = all(m["fits"] for m in plan["memory"])
     if not fits:
         no_fit.append(f"{r['model']} on {r['gpus']} {r['hardware']}")
-    print(f"{r['model']:16} {r['source']:17} {r['gpus']:>5} {r['precision']:5} {grid:>13} {predicted:12.3f} {published:12.3f} "
+    print(f"{r['model']:16} {r['source']:17} {r['gpus']:>5} {r['precision']:5} {grid:>16} {r['shard']:9} {r['dispatcher']:8} "
+          f"{predicted:12.3f} {published:12.3f} "
           f"{100 * err:+6.1f}%  {'yes' if fits else 'NO ':4} {seconds:6.2f}", flush=True)
 print()
 mae = sum(abs(e) for e in errors) / len(errors)

@@ -129,6 +129,15 @@ LayerCost roofline_cost(const Layer& layer, const HardwareProfile& hardware, con
   // The rest of the FLOP time is the linear layers'.
   out.linear_forward = std::max(Time(), Time::us(flop_us) - out.attention_forward);
   out.linear_backward = std::max(Time(), Time::us(bwd_flop_us) - out.attention_backward);
+  // A MoE block's experts: their FLOPs' share of the FLOP time (top_k routed and the shared ones).
+  if (layer.kind == LayerKind::encoder && layer.shape.moe.on() && layer.flops_per_sample > 0) {
+    const MoeShape& moe = layer.shape.moe;
+    const double matrices = layer.shape.form.mlp == Mlp::swiglu ? 3.0 : 2.0;
+    const double expert_flops = static_cast<double>(layer.shape.seq_len) * 2.0 * matrices * static_cast<double>(layer.shape.hidden) *
+                                static_cast<double>((moe.top_k + moe.shared) * moe.ffn);
+    out.expert_forward = Time::us(flop_us).scaled(expert_flops / layer.flops_per_sample);
+    out.expert_backward = Time::us(bwd_flop_us).scaled(expert_flops / layer.flops_per_sample);
+  }
   return half_weight(out, input_gradient);
 }
 
@@ -198,6 +207,7 @@ struct Kernels {
   double attention_core = 0;             // forward of the scores, softmax and dropout (standard attention)
   double attention_forward = 0, attention_backward = 0;  // attention's core, flash or not
   double linear = 0, backward_linear = 0;  // the linear layers' GEMMs, forward and backward
+  double expert = 0, backward_expert = 0;  // a MoE block's experts (LayerCost::expert_forward), forward and backward
   double attention_gemm = 0, attention_memory = 0;  // standard attention's forward: its two GEMMs, its softmax and dropout
   bool flash = false;                               // attention_forward and _backward are flash attention's
 };
@@ -225,6 +235,7 @@ void moe_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel& m, dou
     k->backward_gemm += m.gemm(batch, rows_each, in, n) + weight;
   };
   linear(1, tokens / sp, experts, h);  // the router's gate
+  const double gemm_before = k->gemm, backward_before = k->backward_gemm;
   linear(local, rows, gates * width, h);
   linear(local, rows, h, width);
   const double shared = static_cast<double>(moe.shared * moe.ffn) / t;  // a dense MLP, split as one
@@ -232,8 +243,12 @@ void moe_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel& m, dou
     linear(1, tokens, gates * shared, h);
     linear(1, tokens, h, shared);
   }
-  k->memory += m.memory(act * e * (routed * width + tokens * shared) + 4.0 * e * routed * h + 2 * 4.0 * tokens / sp * experts) +
-               m.fp8_cast(routed * (h + width) + tokens * (shared > 0 ? h + shared : 0.0));
+  // The router's fp32 scores (the last term) stay with attention's piece; the rest is the experts'.
+  const double expert_memory = m.memory(act * e * (routed * width + tokens * shared) + 4.0 * e * routed * h) +
+                               m.fp8_cast(routed * (h + width) + tokens * (shared > 0 ? h + shared : 0.0));
+  k->memory += expert_memory + m.memory(2 * 4.0 * tokens / sp * experts);
+  k->expert = k->gemm - gemm_before + expert_memory;
+  k->backward_expert = k->backward_gemm - backward_before + 2 * expert_memory;  // backward moves the bytes twice
 }
 
 // A transformer block as Megatron-LM runs it on one of t tensor ranks: Q, K and V, the per-head
@@ -357,6 +372,8 @@ LayerCost shape_aware_cost(const Layer& l, const HardwareProfile& hw, const Para
   out.attention_backward = Time::us(k.attention_backward);
   out.linear_forward = Time::us(k.linear);
   out.linear_backward = Time::us(k.backward_linear);
+  out.expert_forward = Time::us(k.expert);
+  out.expert_backward = Time::us(k.backward_expert);
   return out;
 }
 

@@ -47,6 +47,11 @@ struct LayerCost {
   /// The linear layers' GEMMs in forward and in backward: what tensor parallelism's collectives
   /// hide behind under parallel.tp_comm_overlap. Zero for costs that were measured or stated.
   Time linear_forward, linear_backward;
+  /// A MoE block's experts (the routed experts' grouped GEMMs with their permutes, and the shared
+  /// experts) in forward and in backward: the piece of one micro-batch's compute that another's
+  /// dispatch runs beside when two are paired (combined 1F1B, DualPipeV). Zero for dense layers and
+  /// for costs that were measured or stated.
+  Time expert_forward, expert_backward;
   /// The host's time to launch the forward's and the backward's kernels where a GPU calibration
   /// measured it apart (then forward and backward are the device's); zero otherwise.
   Time forward_launch, backward_launch;

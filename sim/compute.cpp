@@ -7,19 +7,38 @@ int& Simulation::backwards_done(int rank, int stage) {
   return backwards_done_[static_cast<size_t>(rank) * sched_.virtual_stages + stage_places_[stage].local];
 }
 
+// The all-to-alls of an OVERLAP_F_B (forward of stage c, backward of stage b) that its compute
+// does not hide. The pair runs in four phases, compute on one stream and communication on another
+// (DeepSeek-V3 report, section 3.2.1 and its Figure 4; Megatron-core's combined 1F1B issues the
+// same order): the forward's attention beside the backward's combine, the backward's experts
+// beside the forward's dispatch, the forward's experts beside the backward's dispatch, the
+// backward's attention beside the forward's combine. Each phase lasts the longer of its two, so
+// what a phase's communication has over its compute is exposed. A dispatch and a combine move
+// the same bytes: each is half a pass's all-to-alls. "Attention" is all of a pass but its experts
+// and all-to-alls. Costs measured whole (no expert part) pair the whole compute with them.
+static Time exposed_all_to_all(const StageCost& c, const StageCost& b) {
+  auto excess = [](Time comm, Time compute) { return std::max(Time(), comm - compute); };
+  const Time forward_rest = c.forward - c.all_to_all_forward, backward_rest = b.backward - b.all_to_all_backward;
+  if (c.expert_forward == Time() && b.expert_backward == Time())
+    return excess(c.all_to_all_forward + b.all_to_all_backward, forward_rest + backward_rest);
+  const Time forward_half = c.all_to_all_forward.scaled(0.5), backward_half = b.all_to_all_backward.scaled(0.5);
+  return excess(backward_half, forward_rest - c.expert_forward) + excess(forward_half, b.expert_backward) +
+         excess(backward_half, c.expert_forward) + excess(forward_half, backward_rest - b.expert_backward);
+}
+
 // How long a compute action takes alone, and whether it saturates memory bandwidth. A backward
 // split in two: I is the backward less its weight-gradient part, W that part. OVERLAP_F_B runs
-// its forward and its backward on one device: their sum (compute does not overlap compute), less
-// the all-to-alls of a MoE model that the other's compute hides (DualPipe's overlap, DeepSeek-V3
-// report section 3.2.1: one micro-batch's dispatch and combine run beside the other's compute,
-// which they slow as any communication beside compute does).
+// its forward and its backward on one device: their compute in sequence (compute does not
+// overlap compute), their all-to-alls beside it where exposed_all_to_all finds room (DualPipe's
+// overlap and Megatron-core's combined 1F1B), the hidden ones slowing the compute beside them as
+// any communication does.
 std::pair<Time, bool> Simulation::compute_work(const Action& a) const {
   const StageCost& c = costs_[a.stage];
   if (a.kind == ActionKind::OVERLAP_F_B) {
     const StageCost& b = costs_[a.b_stage];
     const Time comm = c.all_to_all_forward + b.all_to_all_backward, rest = c.forward + b.backward - comm;
-    const Time hidden = std::min(comm, rest);
-    return {rest + (comm - hidden) + hidden.scaled(interference_.compute - 1.0), b.backward_memory_bound};
+    const Time exposed = exposed_all_to_all(c, b), hidden = comm - exposed;
+    return {rest + exposed + hidden.scaled(interference_.compute - 1.0), b.backward_memory_bound};
   }
   switch (a.kind) {
     case ActionKind::F: return {c.forward, c.forward_memory_bound};

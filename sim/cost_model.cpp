@@ -337,6 +337,8 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<pla
       tp.backward += moe.all_to_all.backward + moe.tensor.backward;
       c.all_to_all_forward += moe.all_to_all.forward;
       c.all_to_all_backward += moe.all_to_all.backward;
+      c.expert_forward += lc.expert_forward;
+      c.expert_backward += lc.expert_backward;
       fwd_layer[l] = (no_grad_forward ? lc.forward_no_grad : lc.forward) + tp.forward;
       c.forward += fwd_layer[l];
       forward_with_grad += lc.forward + tp.forward;

@@ -40,6 +40,9 @@ struct StageCost {
   /// A MoE model's all-to-alls (dispatch and combine) inside forward and backward above, exposed
   /// there: what DualPipe's OVERLAP_F_B hides behind the other micro-batch's compute.
   Time all_to_all_forward, all_to_all_backward;
+  /// The MoE blocks' experts inside forward and backward (plan::LayerCost::expert_forward): what
+  /// the other micro-batch's dispatch runs beside in an OVERLAP_F_B.
+  Time expert_forward, expert_backward;
   /// Whether each action saturates the device's memory bandwidth: memory-bound layers (roofline)
   /// take most of its time. The optimizer step always does (it is costed at memory bandwidth).
   bool forward_memory_bound = false, backward_memory_bound = false, optimizer_memory_bound = true;

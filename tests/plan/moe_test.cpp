@@ -230,16 +230,16 @@ TEST_CASE("moe: DualPipeV hides one micro-batch's all-to-alls behind another's c
 }
 
 TEST_CASE("moe: combined 1F1B hides each steady-state pair's all-to-alls, worked by hand", "[sim][moe]") {
-  // One stage (pipeline 1), 8 micro-batches, experts on a 20 GB/s node link: the all-to-alls
-  // (about 0.04 ms a micro-batch) are short of the pair's compute (0.18 ms), so in each of the 7 steady-state
-  // pairs both micro-batches' exchanges hide whole, at the slowdown communication brings to the
+  // One stage (pipeline 1), 8 micro-batches, experts on a 100 GB/s node link: the all-to-alls
+  // (about 8 us a micro-batch) are short of each piece of compute they run beside, so in each
+  // of the 7 steady-state pairs both micro-batches' exchanges hide whole, at the slowdown communication brings to the
   // compute beside it (interference.compute). The first forward's and the last backward's stay
   // exposed. The two steps then differ by 7 x (forward's + backward's all-to-alls) x
   // (2 - interference.compute); the gradients' all-reduce and the optimizer are alike in both.
   plan::Scenario s = test::scenario_from(kSmall, {"parallel.expert=4", "model.seq_len=256", "data.batch_size=8", "parallel.chunks=8",
                                                   "parallel.schedule=1f1b"});
   s.hardware.nccl.reset();
-  s.hardware.node_link = {"slow", 20.0, 0.0};
+  s.hardware.node_link = {"slow", 100.0, 0.0};
   plan::Scenario overlapped = s;
   overlapped.parallel.overlap_moe_expert_parallel_comm = true;
   plan::check_scenario(overlapped);
@@ -247,11 +247,35 @@ TEST_CASE("moe: combined 1F1B hides each steady-state pair's all-to-alls, worked
   const sim::StageCost c = sim::stage_costs(plain_plan)[0];
   const double comm_ms = (c.all_to_all_forward + c.all_to_all_backward).to_ms();
   INFO("all-to-alls " << comm_ms << " ms a micro-batch; forward " << c.forward.to_ms() << " ms, backward " << c.backward.to_ms() << " ms");
-  REQUIRE(c.all_to_all_forward.to_ms() > 0.01);
-  REQUIRE(comm_ms < c.forward.to_ms() + c.backward.to_ms() - comm_ms);  // the pair's compute covers both
+  REQUIRE(c.all_to_all_forward.to_us() > 2);
+  // Each phase of a pair: a dispatch or a combine (half a pass's all-to-alls) beside a piece of
+  // the other pass's compute (sim/compute.cpp), each piece longer than its communication here.
+  const plan::Time forward_half = c.all_to_all_forward.scaled(0.5), backward_half = c.all_to_all_backward.scaled(0.5);
+  REQUIRE(c.expert_forward > plan::Time());
+  REQUIRE(backward_half < c.forward - c.all_to_all_forward - c.expert_forward);  // the forward's attention
+  REQUIRE(forward_half < c.expert_backward);
+  REQUIRE(backward_half < c.expert_forward);
+  REQUIRE(forward_half < c.backward - c.all_to_all_backward - c.expert_backward);  // the backward's attention
   const double saved = sim::simulate(plain_plan).step_time.to_ms() - sim::simulate(overlapped_plan).step_time.to_ms();
   CHECK(saved == Approx(7 * comm_ms * (2 - s.hardware.interference.compute)).epsilon(1e-3));
   // One more micro-batch's activations in flight: 1F1B on one stage holds one, combined 1F1B two.
+  // A link 10x slower: each dispatch now outlasts the other pass's experts it runs beside, though
+  // the pair's compute as a whole still outlasts its all-to-alls. What a phase's communication has
+  // over its compute is exposed, the rest hidden as above.
+  plan::Scenario slower = s, slower_overlapped = overlapped;
+  slower.hardware.node_link.bandwidth_gb_per_s = slower_overlapped.hardware.node_link.bandwidth_gb_per_s = 10.0;
+  const plan::Plan slower_plan = plan::resolve_plan(slower), slower_overlapped_plan = plan::resolve_plan(slower_overlapped);
+  const sim::StageCost d = sim::stage_costs(slower_plan)[0];
+  const double fh = d.all_to_all_forward.to_ms() / 2, bh = d.all_to_all_backward.to_ms() / 2;
+  const double attention_f = (d.forward - d.all_to_all_forward - d.expert_forward).to_ms(), experts_f = d.expert_forward.to_ms();
+  const double attention_b = (d.backward - d.all_to_all_backward - d.expert_backward).to_ms(), experts_b = d.expert_backward.to_ms();
+  INFO("dispatch " << fh << " / " << bh << " ms; attention " << attention_f << " / " << attention_b << " ms, experts " << experts_f << " / "
+                   << experts_b << " ms (forward / backward)");
+  REQUIRE(2 * (fh + bh) < attention_f + experts_f + attention_b + experts_b);
+  REQUIRE(fh > experts_b);
+  const double exposed = std::max(0.0, bh - attention_f) + (fh - experts_b) + std::max(0.0, bh - experts_f) + std::max(0.0, fh - attention_b);
+  const double slower_saved = sim::simulate(slower_plan).step_time.to_ms() - sim::simulate(slower_overlapped_plan).step_time.to_ms();
+  CHECK(slower_saved == Approx(7 * (2 * (fh + bh) - exposed) * (2 - s.hardware.interference.compute)).epsilon(1e-3));
   CHECK(plain_plan.ranks[0].memory.peak_inflight == 1);
   CHECK(overlapped_plan.ranks[0].memory.peak_inflight == 2);
   CHECK(overlapped_plan.ranks[0].memory.activations == 2 * plain_plan.ranks[0].memory.activations);
