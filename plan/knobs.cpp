@@ -208,12 +208,13 @@ std::vector<Knob> make_table() {
   t.push_back(flag("parallel.tp_comm_overlap", &Settings::tp_comm_overlap,
                    "overlap tensor parallelism's all-gathers and reduce-scatters with the linear layers' GEMMs (Megatron-LM's "
                    "--tp-comm-overlap; torchtitan's async tensor parallelism); needs sequence_parallel. Predict-only"));
-  t.push_back(flag("parallel.overlap_moe_expert_parallel_comm", &Settings::overlap_moe_expert_parallel_comm,
+  t.push_back(searched(flag("parallel.overlap_moe_expert_parallel_comm", &Settings::overlap_moe_expert_parallel_comm,
                    "with expert > 1: Megatron-core's combined 1F1B (--overlap-moe-expert-parallel-comm): one more warm-up "
                    "forward, then each steady-state step runs a micro-batch's forward beside an earlier one's backward, each "
                    "one's all-to-alls hidden behind the other's compute (as DualPipeV's pairs). Needs schedule 1f1b with "
                    "pipeline 1, or interleaved-1f1b with virtual > 1 (Megatron-core's rule); holds one more micro-batch's "
-                   "activations"));
+                   "activations (tune: with --search)"),
+                       Coupling::crossed, scenario_moe_overlap));
   t.push_back(searched(choice("parallel.shard", &ParallelSpec::shard, {Shard::none, Shard::optimizer, Shard::gradients, Shard::full},
                               "what the data-parallel ranks shard, ZeRO's stages 0-3: none (DDP's all-reduce), optimizer (the "
                               "optimizer state and master weights: ZeRO-1, Megatron-LM's --use-distributed-optimizer), gradients (and "

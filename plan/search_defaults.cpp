@@ -105,6 +105,8 @@ std::vector<KnobValue> scenario_grad_accumulation(const Scenario& s, int) { retu
 // Where a node holds several tensor groups, searching it would double every search; only when asked.
 std::vector<KnobValue> scenario_rank_order(const Scenario& s, int) { return {std::string(name(s.parallel.rank_order))}; }
 
+std::vector<KnobValue> scenario_moe_overlap(const Scenario& s, int) { return {s.parallel.overlap_moe_expert_parallel_comm}; }
+
 std::vector<KnobValue> default_recompute(const Scenario&, int) {
   std::vector<KnobValue> out;
   for (const auto& name : knob("parallel.activation_checkpointing").choices)

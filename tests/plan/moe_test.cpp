@@ -358,4 +358,17 @@ TEST_CASE("tune: the expert degree is searched beside the layout", "[tune][moe]"
   // A dense model searches expert 1 only.
   const plan::Scenario dense = test::scenario_from(kSmall, {"model={preset: transformer, layers: 2, hidden: 64, heads: 4, seq_len: 32, vocab: 256}"});
   CHECK(tune::default_space(dense, 8).ints("parallel.expert") == std::vector<int>{1});
+  // Combined 1F1B only when asked; then only where Megatron-core's rules let it run.
+  CHECK(sp.of("parallel.overlap_moe_expert_parallel_comm") == std::vector<plan::KnobValue>{false});
+  tune::Space asked = sp;
+  tune::search(&asked, "parallel.overlap_moe_expert_parallel_comm=false,true");
+  size_t overlapped = 0;
+  for (const auto& c : tune::enumerate(ev, asked, &invalid, &why))
+    if (c.overlap_moe_expert_parallel_comm) {
+      ++overlapped;
+      CHECK(c.expert > 1);
+      CHECK((c.pipeline == 1 ? c.schedule == schedule::ScheduleKind::one_f_one_b || c.schedule == schedule::ScheduleKind::interleaved_1f1b
+                             : c.schedule == schedule::ScheduleKind::interleaved_1f1b && c.virtual_stages > 1));
+    }
+  CHECK(overlapped > 0);
 }
