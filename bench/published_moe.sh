@@ -64,10 +64,14 @@ def sets(r):
             "parallel.schedule": "interleaved-1f1b" if v > 1 else "1f1b",
             "parallel.expert": n["expert"], "parallel.expert_tensor": n["expert_tensor"] or "tensor",
             "parallel.sequence_parallel": "true" if t > 1 else "false",
-            "parallel.activation_checkpointing": r["recompute"], "parallel.shard": r["shard"],
+            "parallel.shard": r["shard"],
             "parallel.overlap_moe_expert_parallel_comm": r["a2a_overlap"],
             "parallel.partition_len": split(r, p * v),
             "data.batch_size": batch, "parallel.chunks": batch // n["micro_batch"]}
+    if r["recompute"] in ("false", "true"):
+        out["parallel.activation_checkpointing"] = r["recompute"]
+    else:  # Megatron-core's selective recompute of these modules
+        out |= {"parallel.activation_checkpointing": "selective", "parallel.recompute_modules": "[" + ", ".join(r["recompute"].split()) + "]"}
     if float(r["imbalance"]) > 0:
         out["model.expert_imbalance"] = r["imbalance"]
     if r["source"].startswith("nemo"):

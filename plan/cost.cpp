@@ -208,6 +208,7 @@ struct Kernels {
   double attention_forward = 0, attention_backward = 0;  // attention's core, flash or not
   double linear = 0, backward_linear = 0;  // the linear layers' GEMMs, forward and backward
   double expert = 0, backward_expert = 0;  // a MoE block's experts (LayerCost::expert_forward), forward and backward
+  double norm_memory = 0, expert_act_memory = 0;  // forward's norms, and a MoE block's experts' activation function
   double attention_gemm = 0, attention_memory = 0;  // standard attention's forward: its two GEMMs, its softmax and dropout
   bool flash = false;                               // attention_forward and _backward are flash attention's
 };
@@ -244,6 +245,7 @@ void moe_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel& m, dou
     linear(1, tokens, h, shared);
   }
   // The router's fp32 scores (the last term) stay with attention's piece; the rest is the experts'.
+  k->expert_act_memory = m.memory(act * e * routed * width);
   const double expert_memory = m.memory(act * e * (routed * width + tokens * shared) + 4.0 * e * routed * h) +
                                m.fp8_cast(routed * (h + width) + tokens * (shared > 0 ? h + shared : 0.0));
   k->memory += expert_memory + m.memory(2 * 4.0 * tokens / sp * experts);
@@ -288,6 +290,7 @@ Kernels encoder_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel&
   const double rope = form.rope ? 2 * e * tokens * (qw / t + kv_width) : 0.0;
   k.memory = m.memory((2 * 2 * e + 2 * residual) * tokens * h / sp + activation + rope) +
              m.fp8_cast(tokens * (h + qw / t + (moe ? 0.0 : h + ffn / t)));  // the inputs of QKV, the output projection, up, down
+  k.norm_memory = m.memory(2 * 2 * e * tokens * h / sp);  // two norms, each read and written
   if (moe) moe_kernels(l, p, m, mb, tokens, &k);
   if (l.shape.flash_attention) {
     // A decoder block's attention is causal: flash attention skips the score blocks the mask
@@ -367,7 +370,10 @@ LayerCost shape_aware_cost(const Layer& l, const HardwareProfile& hw, const Para
   out.backward_weight = Time::us(k.weight_gradient);
   out.forward_memory_bound = k.memory > k.gemm;
   out.backward_memory_bound = k.backward_memory > k.backward_gemm;
-  out.recompute = p.activation_checkpointing == Recompute::selective ? Time::us(k.attention_core) : Time();
+  // Selective recompute re-runs the modules it names: attention's core, the norms, the experts'
+  // activation function.
+  out.recompute = Time::us((p.recomputes(kRecomputeCoreAttn) ? k.attention_core : 0.0) + (p.recomputes(kRecomputeLayernorm) ? k.norm_memory : 0.0) +
+                           (p.recomputes(kRecomputeMoeAct) ? k.expert_act_memory : 0.0));
   out.attention_forward = Time::us(k.attention_forward);
   out.attention_backward = Time::us(k.attention_backward);
   out.linear_forward = Time::us(k.linear);
@@ -378,14 +384,15 @@ LayerCost shape_aware_cost(const Layer& l, const HardwareProfile& hw, const Para
 }
 
 // What backward adds to recompute a layer whose costs came from elsewhere.
-Time recompute_time(const Layer& l, const LayerCost& c, Recompute r) {
-  switch (r) {
+Time recompute_time(const Layer& l, const LayerCost& c, const ParallelSpec& p) {
+  switch (p.activation_checkpointing) {
     case Recompute::none: return Time();
     case Recompute::layer:
     case Recompute::stage: return c.forward;
     case Recompute::selective:
-      // The scores' share of the layer's FLOPs (4 s^2 h of them per sample).
-      if (l.kind != LayerKind::encoder || l.shape.flash_attention || l.flops_per_sample <= 0) return Time();
+      // The scores' share of the layer's FLOPs (4 s^2 h of them per sample); the norms' and the
+      // experts' activation's memory-bound kernels have no figure here.
+      if (!p.recomputes(kRecomputeCoreAttn) || l.kind != LayerKind::encoder || l.shape.flash_attention || l.flops_per_sample <= 0) return Time();
       const double s = static_cast<double>(l.shape.seq_len);
       return c.forward.scaled(4 * s * s * static_cast<double>(l.shape.q_width()) / l.flops_per_sample);
   }
@@ -413,7 +420,7 @@ LayerCost estimate_layer_cost(const Layer& layer, const HardwareProfile& hardwar
     return roofline_cost(layer, hardware, parallel, microbatch_size, input_gradient);
   }();
   if (parallel.activation_checkpointing != Recompute::selective || c.recompute == Time())
-    c.recompute = recompute_time(layer, c, parallel.activation_checkpointing);
+    c.recompute = recompute_time(layer, c, parallel);
   c.backward_weight = layer.param_count() == 0 ? Time() : std::min(c.backward_weight, c.backward);
   if (hardware.fitted) {  // a job's measured runs, over all of the above (plan/fitted.hpp)
     const FittedCosts::Layer f = hardware.fitted->layer(signature);

@@ -84,6 +84,27 @@ Knob flag(std::string key, bool Settings::*member, std::string doc) {
 }
 
 // YAML's true and false stay valid: true is `layer`, as torch and Megatron users mean it.
+// Megatron-core's --recompute-modules, the ones Parallax costs. The bits of RecomputeModule are
+// the names' places in `choices`.
+Knob recompute_modules_knob() {
+  Knob k;
+  k.key = "parallel.recompute_modules";
+  k.type = KnobType::modules;
+  k.choices = {"core_attn", "layernorm", "moe_act"};
+  k.doc = "with activation_checkpointing: selective, what backward recomputes (Megatron-core's --recompute-modules): core_attn "
+          "(attention's scores and softmax; the default), layernorm (the two norms: their outputs, the inputs of QKV and the MLP, "
+          "are not kept), moe_act (a MoE block's experts' activation function: its output is not kept). Predict-only";
+  k.get = [](const Settings& s) { return KnobValue(recompute_modules_text(s.recompute_modules)); };
+  k.set = [](Settings& s, const KnobValue& v) {
+    const std::string& text = std::get<std::string>(v);
+    s.recompute_modules = 0;
+    if (text.find("core_attn") != std::string::npos) s.recompute_modules |= kRecomputeCoreAttn;
+    if (text.find("layernorm") != std::string::npos) s.recompute_modules |= kRecomputeLayernorm;
+    if (text.find("moe_act") != std::string::npos) s.recompute_modules |= kRecomputeMoeAct;
+  };
+  return k;
+}
+
 Knob recompute_knob() {
   Knob k;
   k.key = "parallel.activation_checkpointing";
@@ -192,6 +213,7 @@ std::vector<Knob> make_table() {
                       "mini-batches per optimizer step; no DDP communication on the ones in between"),
                        Coupling::batch, scenario_grad_accumulation));
   t.push_back(searched(recompute_knob(), Coupling::crossed, default_recompute));
+  t.push_back(recompute_modules_knob());
   t.push_back(p2p_knob());
   t.push_back(searched(rank_order_knob(), Coupling::crossed, scenario_rank_order));
   t.push_back(searched(precision_knob(), Coupling::crossed, default_precision));
@@ -253,6 +275,18 @@ KnobValue Knob::read(const Field& f) const {
     }
     case KnobType::boolean: return to_bool(f);
     case KnobType::partition: return read_partition(f);
+    case KnobType::modules: {
+      // A list of names ([layernorm, moe_act]) or one name; kept as its canonical text.
+      std::vector<Field> items = f.is_sequence() ? f.elements() : std::vector<Field>{f};
+      if (items.empty()) f.fail("'" + key + "' needs at least one of " + join(choices, ", "));
+      unsigned bits = 0;
+      for (const Field& item : items) {
+        const std::string n = to_choice(item, choices);
+        for (size_t i = 0; i < choices.size(); ++i)
+          if (choices[i] == n) bits |= 1u << i;
+      }
+      return recompute_modules_text(bits);
+    }
     case KnobType::choice: {
       // A CSV schedule is a path: from the file, relative to its folder; from a flag, to the
       // working directory.
@@ -283,6 +317,7 @@ std::string Knob::format(const KnobValue& v) const {
     case KnobType::boolean: return std::get<bool>(v) ? "true" : "false";
     case KnobType::choice: return std::get<std::string>(v);
     case KnobType::partition: return partition_text(std::get<PartitionLen>(v));
+    case KnobType::modules: return std::get<std::string>(v);
   }
   return "";
 }
@@ -296,6 +331,7 @@ std::string Knob::allowed() const {
     case KnobType::boolean: return "true | false";
     case KnobType::choice: return join(choices, " | ");
     case KnobType::partition: return "balanced | N | [N, N, ...]";
+    case KnobType::modules: return "[" + join(choices, " | ") + ", ...]";
   }
   return "";
 }

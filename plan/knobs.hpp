@@ -31,7 +31,7 @@ struct Settings : ParallelSpec {
 /// A knob's value as its type says: integer, number, boolean, a choice's name, or a partition.
 using KnobValue = std::variant<int, double, bool, std::string, PartitionLen>;
 
-enum class KnobType { integer, number, boolean, choice, partition };
+enum class KnobType { integer, number, boolean, choice, partition, modules };
 
 /// How the tuner's enumeration (tune/search.cpp) forms a tuned knob's values into configurations.
 enum class Coupling {
@@ -51,7 +51,7 @@ struct Knob {
   std::string key;    ///< "parallel.chunks"
   KnobType type = KnobType::integer;
   std::string doc;    ///< one line, as `parallax keys` and the GUI's tooltips show it
-  std::vector<std::string> choices;  ///< a choice's names ("<file>.csv" for any CSV path)
+  std::vector<std::string> choices;  ///< a choice's names ("<file>.csv" for any CSV path); modules: the names a list may hold
   double min = 0;     ///< integer and number: the smallest value
   double max = 0;     ///< integer: the largest value
   bool above_min = false;  ///< number: min itself is not allowed

@@ -140,6 +140,7 @@ BlockActivations block_activations(const LayerShape& sh, double e, double linear
   // The two norms' inputs and the inputs of QKV and of the MLP, whole on every tensor rank, and
   // the masks of the two dropouts after attention and after the MLP.
   out.unsplit = s * h * (2 * e + 2 * linear_e + 2 * mask);
+  out.norm_outputs = s * h * 2 * linear_e;
   // Q, the output projection's input, and the MLP's ffn-wide tensors (the last is the down
   // projection's input).
   out.split = s * (e * qw + linear_e * qw + e * (mlp_tensors - 1) * ffn + linear_e * ffn);
@@ -151,6 +152,7 @@ BlockActivations block_activations(const LayerShape& sh, double e, double linear
     const double k = static_cast<double>(sh.moe.top_k), width = static_cast<double>((sh.moe.top_k + sh.moe.shared) * sh.moe.ffn);
     out.split = s * (e * qw + linear_e * qw + e * (mlp_tensors - 1) * width + linear_e * width + k * h * (linear_e + e));
     out.unsplit += s * 4.0 * static_cast<double>(sh.moe.experts);
+    out.expert_act = s * linear_e * k * static_cast<double>(sh.moe.ffn);
   }
   out.kv = s * e * 2 * kv_width;  // K and V (rotated, with rotary positions: RoPE fused keeps no more)
   // The scores per head: softmax output, and with dropout its mask and output. Flash attention

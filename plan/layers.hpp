@@ -117,6 +117,10 @@ struct LayerShape {
 /// scores per head. LibTorch's encoder layer keeps dropout masks; the decoder block has no dropout.
 struct BlockActivations {
   double unsplit = 0, split = 0, kv = 0, scores = 0;
+  /// Of unsplit: the two norms' outputs (the inputs of QKV and of the MLP), what recomputing the
+  /// norms drops. Of split: a MoE block's routed experts' activation output (their down
+  /// projections' input), what recomputing moe_act drops.
+  double norm_outputs = 0, expert_act = 0;
 };
 /// `linear_e`: bytes an element of what the linear layers keep of their inputs (e, or 1 where
 /// Transformer Engine's fp8 linears keep their fp8 casts).

@@ -56,8 +56,11 @@ double whole_sequence_activation_bytes(const Layer& l, const ParallelSpec& p) {
       // Key/value heads are split at most kv_heads ways (Megatron-core replicates past that).
       const BlockActivations x = block_activations(l.shape, e, p.precision == Precision::fp8 ? 1.0 : e);
       const double kv_ways = std::min(t, static_cast<double>(l.shape.kv_heads()));
-      const double scores = p.activation_checkpointing == Recompute::selective ? 0.0 : x.scores / t;
-      return x.unsplit / sp + x.split / t + x.kv / kv_ways + scores;
+      // Selective recompute drops what its modules recompute.
+      const double scores = p.recomputes(kRecomputeCoreAttn) ? 0.0 : x.scores / t;
+      const double unsplit = x.unsplit - (p.recomputes(kRecomputeLayernorm) ? x.norm_outputs : 0.0);
+      const double split = x.split - (p.recomputes(kRecomputeMoeAct) ? x.expert_act : 0.0);
+      return unsplit / sp + split / t + x.kv / kv_ways + scores;
     }
     case LayerKind::head: {
       // The norm's and the projection's inputs (whole, or split by sequence parallelism) and the

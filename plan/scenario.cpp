@@ -252,6 +252,13 @@ void check_scenario(const Scenario& s) {
   if (p.grad_reduce_in_bf16 && !p.master_weights)
     fail_at(s, "parallel.grad_reduce_in_bf16", "grad_reduce_in_bf16 keeps master_weights' gradients in 16 bits; it needs master_weights: true "
                                                "(without it the gradients are those of the fp32 parameters)");
+  if (p.recompute_modules != kRecomputeCoreAttn && p.activation_checkpointing != Recompute::selective)
+    fail_at(s, "parallel.recompute_modules", "recompute_modules " + recompute_modules_text(p.recompute_modules) + " says what selective "
+                                             "recompute recomputes; it needs activation_checkpointing: selective (Megatron-core's "
+                                             "--recompute-granularity selective)");
+  if ((p.recompute_modules & kRecomputeMoeAct) && !first_moe_layer(s.layers))
+    fail_at(s, "parallel.recompute_modules", "moe_act recomputes a MoE block's experts' activation function; this model has no "
+                                             "MoE blocks (model.experts)");
   if (p.tp_comm_overlap && p.tensor > 1 && !p.sequence_parallel)
     fail_at(s, "parallel.tp_comm_overlap", "tp_comm_overlap overlaps the all-gathers and reduce-scatters of sequence parallelism with "
                                            "the GEMMs; it needs sequence_parallel: true (Megatron-LM asserts the same)");
@@ -269,6 +276,14 @@ void check_scenario(const Scenario& s) {
   if (nodes > 1 && !s.hardware.network)
     fail_at(s, "hardware", "the plan needs " + std::to_string(nodes) + " nodes, but hardware '" + s.hardware.name +
                                "' has no 'network' between nodes");
+}
+
+std::string recompute_modules_text(unsigned modules) {
+  std::vector<std::string> names;
+  if (modules & kRecomputeCoreAttn) names.push_back("core_attn");
+  if (modules & kRecomputeLayernorm) names.push_back("layernorm");
+  if (modules & kRecomputeMoeAct) names.push_back("moe_act");
+  return "[" + join(names, ", ") + "]";
 }
 
 const char* name(Recompute r) {

@@ -42,6 +42,16 @@ enum class Recompute {
 };
 const char* name(Recompute r);
 
+/// `parallel.recompute_modules`: what `selective` recomputes, as Megatron-core's
+/// --recompute-modules names the pieces of a block (a bit each; core_attn alone is the default).
+enum RecomputeModule : unsigned {
+  kRecomputeCoreAttn = 1,   ///< attention's scores, softmax and dropout (Korthikanti et al. 2022)
+  kRecomputeLayernorm = 2,  ///< the two norms: their outputs (the inputs of QKV and of the MLP) are not kept
+  kRecomputeMoeAct = 4,     ///< a MoE block's routed experts' activation function: its output is not kept
+};
+/// The modules as YAML text, in Megatron-core's order: "[core_attn]", "[layernorm, moe_act]".
+std::string recompute_modules_text(unsigned modules);
+
 /// `parallel.p2p`: how a pipeline's sends and receives meet on NCCL.
 enum class P2p {
   pytorch,   ///< torch.distributed.pipelining: a send waits until its peer posts the receive
@@ -98,6 +108,10 @@ struct ParallelSpec {
   double first_bucket_mb = 1;
   Precision precision = Precision::fp32;
   Recompute activation_checkpointing = Recompute::none;
+  /// What selective recompute recomputes (RecomputeModule bits).
+  unsigned recompute_modules = kRecomputeCoreAttn;
+  /// Whether backward recomputes this module: selective recompute naming it.
+  bool recomputes(RecomputeModule m) const { return activation_checkpointing == Recompute::selective && (recompute_modules & m); }
   P2p p2p = P2p::pytorch;
   RankOrder rank_order = RankOrder::tensor_data_pipeline;
   /// Parameters in the compute type with an fp32 master copy in the optimizer and fp32 gradients

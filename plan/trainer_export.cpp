@@ -127,7 +127,15 @@ TrainerExport export_megatron(const Plan& p) {
   a.push_back({"--global-batch-size", std::to_string(s.data.batch_size * par.grad_accumulation * par.data)});
   switch (par.activation_checkpointing) {
     case Recompute::none: break;
-    case Recompute::selective: a.push_back({"--recompute-granularity", "selective"}); break;
+    case Recompute::selective: {
+      a.push_back({"--recompute-granularity", "selective"});
+      if (par.recompute_modules == kRecomputeCoreAttn) break;  // Megatron-core's default modules
+      std::string modules = recompute_modules_text(par.recompute_modules);  // "[layernorm, moe_act]": the flag takes them bare
+      modules = modules.substr(1, modules.size() - 2);
+      modules.erase(std::remove(modules.begin(), modules.end(), ','), modules.end());
+      a.push_back({"--recompute-modules", modules});
+      break;
+    }
     case Recompute::layer:
       a.insert(a.end(), {{"--recompute-granularity", "full"}, {"--recompute-method", "uniform"}, {"--recompute-num-layers", "1"}});
       break;
@@ -314,6 +322,9 @@ TrainerExport export_torchtitan(const Plan& p) {
     case Recompute::none: a.push_back({"activation_checkpoint.mode", quoted("none")}); break;
     case Recompute::layer: a.push_back({"activation_checkpoint.mode", quoted("full")}); break;
     case Recompute::selective:
+      if (par.recompute_modules != kRecomputeCoreAttn)
+        throw InputError(s.where("parallel.recompute_modules"), "torchtitan's selective recompute saves by op (selective_ac_option \"op\"), "
+                                                                "not by Megatron-core's modules; leave parallel.recompute_modules at [core_attn]");
       a.insert(a.end(), {{"activation_checkpoint.mode", quoted("selective")}, {"activation_checkpoint.selective_ac_option", quoted("op")}});
       break;
     case Recompute::stage:

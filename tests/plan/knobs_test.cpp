@@ -22,7 +22,8 @@ const std::map<std::string, std::string> kOther = {
     {"parallel.rank_order", "tp-pp-dp"},     {"parallel.context", "2"}, {"parallel.grad_reduce_in_bf16", "true"},
     {"parallel.tp_comm_overlap", "true"}, {"parallel.overlap_grad_reduce", "false"},
     {"parallel.shard_group", "4"}, {"parallel.reshard_after_forward", "false"}, {"parallel.expert", "2"},
-    {"parallel.expert_tensor", "1"}, {"parallel.overlap_moe_expert_parallel_comm", "true"}};
+    {"parallel.expert_tensor", "1"}, {"parallel.overlap_moe_expert_parallel_comm", "true"},
+    {"parallel.recompute_modules", "[layernorm, moe_act]"}};
 }  // namespace
 
 TEST_CASE("plan::knobs: every knob reads, writes and reads back its value", "[plan][knobs]") {

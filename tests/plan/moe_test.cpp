@@ -281,6 +281,33 @@ TEST_CASE("moe: combined 1F1B hides each steady-state pair's all-to-alls, worked
   CHECK(overlapped_plan.ranks[0].memory.activations == 2 * plain_plan.ranks[0].memory.activations);
 }
 
+TEST_CASE("moe: selective recompute of the norms and the experts' activation (--recompute-modules layernorm moe_act)", "[plan][moe]") {
+  // A MoE block of kSmall in bf16 (2 bytes an element), one tensor rank: recomputing the norms drops
+  // their two outputs (s x h each), recomputing moe_act the routed experts' activation output (s x
+  // top_k x expert_ffn): 32 x 64 x 2 x 2 + 32 x 2 x 96 x 2 = 8,192 + 12,288 bytes a sample.
+  const plan::Scenario core = test::scenario_from(kSmall, {"parallel.activation_checkpointing=selective"});
+  const plan::Scenario more = test::scenario_from(kSmall, {"parallel.activation_checkpointing=selective",
+                                                           "parallel.recompute_modules=[core_attn, layernorm, moe_act]"});
+  const plan::Layer& block = core.layers[1];
+  REQUIRE(block.shape.moe.on());
+  CHECK(plan::full_activation_bytes(block, core.parallel) - plan::full_activation_bytes(block, more.parallel) == Approx(8192 + 12288));
+  // The norms alone.
+  const plan::Scenario norms = test::scenario_from(kSmall, {"parallel.activation_checkpointing=selective", "parallel.recompute_modules=[core_attn, layernorm]"});
+  CHECK(plan::full_activation_bytes(block, core.parallel) - plan::full_activation_bytes(block, norms.parallel) == Approx(8192));
+  // Backward re-runs them: more recompute time than attention's core alone, and no more than the forward.
+  const plan::LayerCost c = plan::estimate_layer_cost(block, core.hardware, core.parallel, 1);
+  const plan::LayerCost m = plan::estimate_layer_cost(block, more.hardware, more.parallel, 1);
+  CHECK(m.recompute > c.recompute);
+  CHECK(m.recompute < m.forward);
+  // The rules: modules need selective recompute; moe_act needs MoE blocks.
+  CHECK_THAT(test::parse_error(kSmall, {"parallel.recompute_modules=[layernorm]"}), Catch::Contains("needs activation_checkpointing: selective"));
+  CHECK_THAT(test::parse_error(kSmall, {"model={preset: transformer, layers: 2, hidden: 64, heads: 4, seq_len: 32, vocab: 256}",
+                                        "parallel.activation_checkpointing=selective", "parallel.recompute_modules=moe_act"}),
+             Catch::Contains("no MoE blocks"));
+  CHECK_THAT(test::parse_error(kSmall, {"parallel.activation_checkpointing=selective", "parallel.recompute_modules=[mlp]"}),
+             Catch::Contains("parallel.recompute_modules"));
+}
+
 TEST_CASE("moe: Megatron-core's rules exit 2 at the key, and what the executor refuses", "[plan][moe]") {
   CHECK_THAT(test::parse_error(kSmall, {"parallel.expert=3"}),
              Catch::Contains("8 experts of each MoE block do not divide over parallel.expert = 3") && Catch::Contains("parallel.expert"));
