@@ -72,6 +72,14 @@ QWidget* KnobPanel::make_editor(const plan::Knob& k) {
       connect(c, &QComboBox::currentIndexChanged, this, &KnobPanel::changed);
       return c;
     }
+    case plan::KnobType::modules: {  // a list typed as YAML, Megatron-core's usual sets offered
+      auto* c = new QComboBox;
+      c->setEditable(true);
+      for (const char* set : {"[core_attn]", "[layernorm, moe_act]", "[core_attn, layernorm, moe_act]"}) c->addItem(set);
+      connect(c->lineEdit(), &QLineEdit::editingFinished, this, &KnobPanel::changed);
+      connect(c, &QComboBox::activated, this, &KnobPanel::changed);
+      return c;
+    }
     case plan::KnobType::partition: {
       auto* c = new QComboBox;
       c->setEditable(true);
