@@ -1,6 +1,9 @@
 // parallax-gui tests (Qt Test, offscreen platform). The numbers shown are checked against the
 // simulator run directly, analytic counts, and hand-made traces whose errors are known.
+#include <QCheckBox>
+#include <QComboBox>
 #include <QCoreApplication>
+#include <QDoubleSpinBox>
 #include <QElapsedTimer>
 #include <QImage>
 #include <QJsonArray>
@@ -306,6 +309,24 @@ void GuiTest::screenshot_rejects_bad_input_and_writes_nothing() {
     QVERIFY2(err.contains("parallax-gui: "), qPrintable(err));
     QVERIFY(!QFileInfo::exists(png));
   }
+}
+
+void GuiTest::every_knob_has_an_editor_that_reads_back() {
+  // Each knob of the table gets an editor of its type (none a bare widget, which would keep the
+  // scenario's value whatever the user wants), and a list typed into recompute_modules' is read.
+  MainWindow w;
+  open(w, kPipeline2);
+  for (const plan::Knob& k : plan::knobs()) {
+    QWidget* e = w.knob_panel()->editor(k.key);
+    QVERIFY2(e && (qobject_cast<QSpinBox*>(e) || qobject_cast<QDoubleSpinBox*>(e) || qobject_cast<QCheckBox*>(e) ||
+                   qobject_cast<QComboBox*>(e)),
+             k.key.c_str());
+  }
+  auto* modules = qobject_cast<QComboBox*>(w.knob_panel()->editor("parallel.recompute_modules"));
+  QVERIFY(modules && modules->isEditable());
+  QCOMPARE(modules->currentText(), QString("[core_attn]"));
+  modules->setCurrentText("[core_attn, layernorm]");
+  QCOMPARE(w.knob_panel()->knobs().settings.recompute_modules, plan::kRecomputeCoreAttn | plan::kRecomputeLayernorm);
 }
 
 void GuiTest::saved_scenario_reopens_with_the_knobs() {

@@ -48,6 +48,7 @@ class GuiTest : public QObject {
   void screenshots_are_not_blank();
   void screenshot_rejects_bad_input_and_writes_nothing();
   void saved_scenario_reopens_with_the_knobs();
+  void every_knob_has_an_editor_that_reads_back();
   void run_for_real_overlays_the_measured_trace();
   void run_for_real_reports_a_dead_rank();
   void tune_tab_ranks_as_the_evaluator_predicts();
