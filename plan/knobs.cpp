@@ -83,7 +83,6 @@ Knob flag(std::string key, bool Settings::*member, std::string doc) {
   return typed<bool>(std::move(key), KnobType::boolean, member, std::move(doc));
 }
 
-// YAML's true and false stay valid: true is `layer`, as torch and Megatron users mean it.
 // Megatron-core's --recompute-modules, the ones Parallax costs. The bits of RecomputeModule are
 // the names' places in `choices`.
 Knob recompute_modules_knob() {
@@ -105,6 +104,7 @@ Knob recompute_modules_knob() {
   return k;
 }
 
+// YAML's true and false stay valid: true is `layer`, as torch and Megatron users mean it.
 Knob recompute_knob() {
   Knob k;
   k.key = "parallel.activation_checkpointing";

@@ -158,8 +158,6 @@ static void check_schedule_shape(const Scenario& s) {
                                       std::to_string(p.stages()) + "), as in PyTorch; got chunks " + std::to_string(p.chunks));
 }
 
-// Expert parallelism as Megatron-core places it (ParallelSpec::expert): every MoE block's experts
-// divide over the expert group, which lies inside data x context.
 // Megatron-core's combined 1F1B: what its arguments check (megatron/training/arguments.py and the
 // user guide's hard requirements), in the plan's words.
 static void check_moe_overlap(const Scenario& s) {
@@ -177,6 +175,8 @@ static void check_moe_overlap(const Scenario& s) {
                         name(p.schedule) + ", pipeline " + std::to_string(p.pipeline) + ", virtual " + std::to_string(p.virtual_stages));
 }
 
+// Expert parallelism as Megatron-core places it (ParallelSpec::expert): every MoE block's experts
+// divide over the expert group, which lies inside data x context.
 static void check_expert_parallel(const Scenario& s) {
   const ParallelSpec& p = s.parallel;
   const Layer* moe = first_moe_layer(s.layers);
@@ -200,7 +200,6 @@ static void check_expert_parallel(const Scenario& s) {
                                       (whole ? "tensor x data x context = " : "data x context = ") + std::to_string(room) +
                                       "; the expert group lies inside the data-parallel ranks (Megatron-core)" +
                                       (p.tensor > 1 && !whole ? "; with expert_tensor 1 it may span tensor x data x context" : ""));
-  if (p.overlap_moe_expert_parallel_comm) check_moe_overlap(s);
   if (p.expert > 1 && p.tensor > 1 && !p.sequence_parallel)
     fail_at(s, "parallel.sequence_parallel", "expert > 1 with tensor > 1 needs sequence_parallel: true (Megatron-core asserts the same: "
                                              "each tensor rank dispatches its own tokens)");
@@ -240,6 +239,7 @@ void check_scenario(const Scenario& s) {
   check_tensor_parallel(s);
   check_context_parallel(s);
   check_expert_parallel(s);
+  if (p.overlap_moe_expert_parallel_comm) check_moe_overlap(s);
   if (p.shard_group > 0 && p.data % p.shard_group != 0)
     fail_at(s, "parallel.shard_group", "shard_group " + std::to_string(p.shard_group) + " does not divide data " +
                                            std::to_string(p.data) + "; a shard spans a divisor of the data-parallel ranks (HSDP: "

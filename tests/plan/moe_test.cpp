@@ -318,6 +318,9 @@ TEST_CASE("moe: Megatron-core's rules exit 2 at the key, and what the executor r
   CHECK_THAT(test::parse_error(kSmall, {"model.experts_per_token=9"}), Catch::Contains("at most 'model.experts' (8)"));
   CHECK_THAT(test::parse_error(kSmall, {"parallel.overlap_moe_expert_parallel_comm=true", "parallel.schedule=1f1b"}),
              Catch::Contains("needs parallel.expert > 1"));
+  CHECK_THAT(test::parse_error(kSmall, {"model={preset: transformer, layers: 2, hidden: 64, heads: 4, seq_len: 32, vocab: 256}",
+                                        "parallel.overlap_moe_expert_parallel_comm=true", "parallel.schedule=1f1b"}),
+             Catch::Contains("needs parallel.expert > 1"));  // a dense model has no all-to-alls to hide
   CHECK_THAT(test::parse_error(kSmall, {"parallel.expert=2", "parallel.overlap_moe_expert_parallel_comm=true"}),
              Catch::Contains("schedule 1f1b with pipeline 1, or interleaved-1f1b with virtual > 1") && Catch::Contains("schedule gpipe"));
   CHECK_THAT(test::parse_error(kSmall, {"parallel.expert=2", "parallel.overlap_moe_expert_parallel_comm=true", "parallel.pipeline=2",
