@@ -110,7 +110,7 @@ Knob recompute_knob() {
   k.key = "parallel.activation_checkpointing";
   k.type = KnobType::choice;
   k.choices = {"false", "true", "layer", "stage", "selective"};
-  k.doc = "what backward recomputes: false keeps every activation; true or layer keeps each layer's input and recomputes that layer; stage keeps each stage's input and recomputes the stage; selective recomputes attention's scores only (Korthikanti et al. 2022; predict-only)";
+  k.doc = "what backward recomputes: false keeps every activation; true or layer keeps each layer's input and recomputes that layer; stage keeps each stage's input and recomputes the stage; selective recomputes what parallel.recompute_modules names, attention's scores by default (Korthikanti et al. 2022; predict-only)";
   k.get = [](const Settings& s) { return KnobValue(std::string(name(s.activation_checkpointing))); };
   k.set = [](Settings& s, const KnobValue& v) {
     const auto& text = std::get<std::string>(v);
