@@ -66,6 +66,7 @@ def sets(r):
             "parallel.sequence_parallel": "true" if t > 1 else "false",
             "parallel.shard": r["shard"],
             "parallel.overlap_moe_expert_parallel_comm": r["a2a_overlap"],
+            "parallel.moe_token_dispatcher": r["dispatcher"],
             "parallel.partition_len": split(r, p * v),
             "data.batch_size": batch, "parallel.chunks": batch // n["micro_batch"]}
     if r["recompute"] in ("false", "true"):

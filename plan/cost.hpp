@@ -133,6 +133,7 @@ struct ExpertTraffic {
   /// The routed tokens of a tensor group (whole buffer) its all-gather and reduce-scatter move.
   double tensor_bytes = 0;
   double imbalance = 1;  ///< expert_load_imbalance: the busiest rank receives this much more
+  int64_t experts = 0, top_k = 0;  ///< the block's routed experts, and those each token picks
 };
 ExpertTraffic expert_traffic(const Layer& layer, const ParallelSpec& parallel, int microbatch_size);
 

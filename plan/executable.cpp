@@ -26,6 +26,9 @@ void check_shard_executable(const Scenario& s) {
                                              std::to_string(p.shard_group) + " of data " + std::to_string(p.data) + ")");
   if (s.layers.back().shape.form.tie_embeddings) predict_only("model.tie_embeddings", "tied embeddings");
   if (!p.sharded(Shard::gradients)) return;
+  if (p.reduces_every_microbatch() && p.chunks * p.grad_accumulation > 1)
+    predict_only("parallel.reduce_scatter_every_microbatch",
+                 "gradients reduced every micro-batch (the executor reduces them after the step's last backward)");
   if (p.activation_checkpointing != Recompute::none)
     predict_only("parallel.activation_checkpointing", "activation checkpointing");
   if (splits_backward(p.schedule))
@@ -81,6 +84,8 @@ void check_executable(const Scenario& s) {
     predict_only("parallel.tp_comm_overlap", "tensor-parallel communication overlapped with the GEMMs");
   if (p.p2p == P2p::megatron)
     predict_only("parallel.p2p", "Megatron-LM's point-to-point (parallel.p2p: megatron)");
+  if (p.moe_token_dispatcher == TokenDispatcher::deepep && p.expert > 1)
+    predict_only("parallel.moe_token_dispatcher", "DeepEP's token dispatch (the executor runs c10d's all-to-all)");
   for (const auto& l : s.layers)
     if (l.shape.flash_attention) predict_only("model", "flash attention (layer '" + l.name + "')");
   if (s.layers.back().shape.form.tie_embeddings && p.stages() > 1)

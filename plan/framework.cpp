@@ -27,23 +27,30 @@ const FrameworkSemantics& semantics(Framework f) {
       {{"parallel.p2p", "megatron"},
        {"parallel.master_weights", "true"},
        {"parallel.rank_order", "tp-dp-pp"},
-       {"parallel.overlap_grad_reduce", "false"}},
+       {"parallel.overlap_grad_reduce", "false"},
+       {"parallel.reduce_scatter_every_microbatch", "true"}},
       true,
       "Megatron-LM / Megatron-core: receives posted with their sends, 16-bit weights with fp32 masters, gradients reduced "
-      "after the backward (--overlap-grad-reduce is off by default), Transformer Engine's flash attention"};
+      "after the backward (--overlap-grad-reduce is off by default), sharded gradients reduce-scattered every micro-batch "
+      "(Megatron-FSDP delays the reduction only for no_shard and optim), Transformer Engine's flash attention"};
   static const FrameworkSemantics torchtitan{
-      {{"parallel.p2p", "pytorch"}, {"parallel.master_weights", "false"}, {"parallel.rank_order", "tp-dp-pp"}},
+      {{"parallel.p2p", "pytorch"},
+       {"parallel.master_weights", "false"},
+       {"parallel.rank_order", "tp-dp-pp"},
+       {"parallel.reduce_scatter_every_microbatch", "true"}},
       true,
-      "torchtitan: torch.distributed.pipelining, fp32 parameters with bf16 compute (FSDP2's mixed precision), "
-      "scaled_dot_product_attention's flash kernel"};
+      "torchtitan: torch.distributed.pipelining, fp32 parameters with bf16 compute (FSDP2's mixed precision), FSDP2 "
+      "reduce-scattering every micro-batch without pipelining, scaled_dot_product_attention's flash kernel"};
   static const FrameworkSemantics deepspeed{
       {{"parallel.p2p", "pytorch"},
        {"parallel.master_weights", "true"},
        {"parallel.rank_order", "tp-dp-pp"},
-       {"parallel.overlap_grad_reduce", "false"}},
+       {"parallel.overlap_grad_reduce", "false"},
+       {"parallel.reduce_scatter_every_microbatch", "true"}},
       false,
       "DeepSpeed: blocking pipeline sends, a 16-bit model with fp32 master weights in its optimizer, gradients all-reduced "
-      "at the accumulation boundary after the backward (its engine's allreduce_gradients)"};
+      "at the accumulation boundary after the backward (its engine's allreduce_gradients), ZeRO-2 and -3 reducing them "
+      "every micro-batch"};
   switch (f) {
     case Framework::megatron: return megatron;
     case Framework::torchtitan: return torchtitan;

@@ -237,6 +237,14 @@ std::vector<Knob> make_table() {
                    "pipeline 1, or interleaved-1f1b with virtual > 1 (Megatron-core's rule); holds one more micro-batch's "
                    "activations (tune: with --search)"),
                        Coupling::crossed, scenario_moe_overlap));
+  t.push_back(choice("parallel.moe_token_dispatcher", &ParallelSpec::moe_token_dispatcher,
+                     {TokenDispatcher::alltoall, TokenDispatcher::deepep},
+                     "with expert > 1, how tokens reach their experts' ranks: alltoall (NCCL's all-to-all, Megatron-core's "
+                     "--moe-token-dispatcher-type alltoall: each copy of a token goes to its expert's rank, the copies for "
+                     "other nodes over the NICs) or deepep (DeepSeek's DeepEP, Megatron-core's flex dispatcher with DeepEP: a "
+                     "token crosses once to each other node holding any of its experts, to the GPU of its own index there, "
+                     "which forwards it over NVLink, so the NICs carry a token once per node instead of once per expert). "
+                     "Predict-only: the executor runs c10d's all-to-all"));
   t.push_back(searched(choice("parallel.shard", &ParallelSpec::shard, {Shard::none, Shard::optimizer, Shard::gradients, Shard::full},
                               "what the data-parallel ranks shard, ZeRO's stages 0-3: none (DDP's all-reduce), optimizer (the "
                               "optimizer state and master weights: ZeRO-1, Megatron-LM's --use-distributed-optimizer), gradients (and "
@@ -253,6 +261,13 @@ std::vector<Knob> make_table() {
   t.push_back(flag("parallel.reshard_after_forward", &Settings::reshard_after_forward,
                    "with shard full: free each layer's gathered parameters after its forward and gather them again before its "
                    "backward (FSDP2's default); false keeps them from forward to backward (more memory, one gather fewer)"));
+  t.push_back(flag("parallel.reduce_scatter_every_microbatch", &Settings::reduce_scatter_every_microbatch,
+                   "with shard gradients or full and several micro-batches a step: reduce-scatter each layer's gradients after "
+                   "every micro-batch's backward, so the step's gradients add up as shards (FSDP2's default, torchtitan without "
+                   "pipelining; Megatron-FSDP; DeepSpeed's ZeRO-2 and -3: framework megatron, torchtitan and deepspeed set "
+                   "true); false: once after the step's last backward, the unsharded gradients held until then (FSDP2 under "
+                   "set_requires_gradient_sync(False)). torch.distributed.pipelining (p2p pytorch, pipeline > 1) always does "
+                   "the latter. Predict-only when it applies"));
   return t;
 }
 

@@ -288,15 +288,16 @@ static void shard_state(const Plan& plan, int pipeline_rank, MemoryEstimate* m) 
   // The rank is fullest during some layer's backward in the step's last micro-batch, the layers
   // walked from the last: those after it have their gradients reduced to shards already; its own
   // are held whole, and twice while they are copied into its reduce-scatter's input (FSDP2's
-  // foreach_reduce_scatter_copy_in). Gradients are reduced once a step (torch's pipelining turns
-  // FSDP's sync off for the other micro-batches, as DDP's no_sync), so with several micro-batches
-  // a step every layer up to this one holds its summed gradients whole. Under full the layer is
+  // foreach_reduce_scatter_copy_in). Reduced once a step (torch's pipelining turns FSDP's sync off
+  // for the other micro-batches, as DDP's no_sync), with several micro-batches a step every layer
+  // up to this one holds its summed gradients whole; reduced every micro-batch
+  // (ParallelSpec::reduces_every_microbatch), only its own are. Under full the layer is
   // gathered (in the compute type) with the one before it prefetched, or, kept from forward to
   // backward (reshard_after_forward false), every layer up to it. `gathered` is what that moment
   // holds beyond the sharded gradients the optimizer step holds.
   const BytesPerParameter per = bytes_per_parameter(s);
   const int64_t n = p.shard_ranks(), g = per.gradient, gb = gathered_parameter_bytes(p);
-  const bool accumulating = p.chunks * p.grad_accumulation > 1;
+  const bool accumulating = p.chunks * p.grad_accumulation > 1 && !p.reduces_every_microbatch();
   int64_t fullest = 0, reduced = 0, upto = params;
   for (size_t l = units.size(); l-- > 0;) {
     const int64_t u = units[l], before = l > 0 ? units[l - 1] : 0;

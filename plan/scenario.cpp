@@ -297,6 +297,7 @@ const char* name(Recompute r) {
 }
 
 const char* name(P2p p) { return p == P2p::megatron ? "megatron" : "pytorch"; }
+const char* name(TokenDispatcher d) { return d == TokenDispatcher::deepep ? "deepep" : "alltoall"; }
 const char* name(RankOrder o) { return o == RankOrder::tensor_pipeline_data ? "tp-pp-dp" : "tp-dp-pp"; }
 const char* name(Shard s) {
   switch (s) {
@@ -365,6 +366,10 @@ Scenario parse_scenario(const YamlDocument& doc) {
     knob_values.master_weights = false;
     s.framework_set.erase(std::find(s.framework_set.begin(), s.framework_set.end(), masters));
   }
+  // Reducing gradients every micro-batch is about sharded ones: not listed where nothing shards
+  // them (the value stays, for a tuner trying shard gradients or full).
+  if (!knob_values.sharded(Shard::gradients))
+    std::erase(s.framework_set, std::string("parallel.reduce_scatter_every_microbatch=true"));
   apply(knob_values, &s);
   for (const Knob& k : knobs()) remember(s, root[k.section()][k.name()]);
   s.optimizer = parse_optimizer(root["optimizer"]);

@@ -59,6 +59,13 @@ enum class P2p {
 };
 const char* name(P2p p);
 
+/// `parallel.moe_token_dispatcher`: how a MoE block's tokens reach their experts' ranks.
+enum class TokenDispatcher {
+  alltoall,  ///< NCCL's all-to-all (Megatron-core's alltoall dispatcher): every copy of a token sent to its expert's rank
+  deepep,    ///< DeepSeek's DeepEP kernels (Megatron-core's flex dispatcher): once per node over the NICs, then NVLink
+};
+const char* name(TokenDispatcher d);
+
 /// `parallel.rank_order`: how global ranks walk the grid, fastest first (Megatron-core's `order`).
 /// Either way a tensor-parallel group is on neighbouring devices; the order decides what shares a
 /// node next: a stage's replicas (their all-reduce inside the node) or a replica's stages (their
@@ -125,6 +132,12 @@ struct ParallelSpec {
   /// Shard full: free each layer's gathered parameters after its forward and gather them again
   /// for its backward (FSDP2's default); false keeps them gathered from forward to backward.
   bool reshard_after_forward = true;
+  /// Sharded gradients reduce-scattered after every micro-batch's backward, the step's summed
+  /// gradients then kept as shards (FSDP2 without set_requires_gradient_sync(False), torchtitan's
+  /// gradient accumulation; Megatron-FSDP's optim_grads and optim_grads_params; DeepSpeed's ZeRO-2
+  /// and -3); false: once, after the step's last backward, the unsharded gradients summed until then.
+  /// See reduces_every_microbatch for where the pipeline overrides it.
+  bool reduce_scatter_every_microbatch = false;
   /// With master_weights: the gradients DDP reduces kept in 16 bits, not fp32: bf16 (Megatron-LM's
   /// --grad-reduce-in-bf16, NeMo's grad_sync_dtype: bf16), or fp16 under precision fp16.
   bool grad_reduce_in_bf16 = false;
@@ -141,6 +154,7 @@ struct ParallelSpec {
   /// combined 1F1B (--overlap-moe-expert-parallel-comm), the forward of one micro-batch run
   /// beside the backward of an earlier one in every steady-state step (schedule::combined_1f1b_order).
   bool overlap_moe_expert_parallel_comm = false;
+  TokenDispatcher moe_token_dispatcher = TokenDispatcher::alltoall;
 
   int stages() const { return pipeline * virtual_stages; }
   /// Tensor ranks an expert is split over (expert_tensor, or tensor when 0).
@@ -165,6 +179,13 @@ struct ParallelSpec {
   int shard_copies() const { return shard == Shard::none ? 1 : replicas() / shard_ranks(); }
   /// Sharded at this level or beyond.
   bool sharded(Shard level) const { return shard != Shard::none && shard >= level; }
+  /// Whether sharded gradients are reduce-scattered after each micro-batch's backward rather than
+  /// once a step: reduce_scatter_every_microbatch, except on stages of torch.distributed.pipelining
+  /// (p2p pytorch with pipeline > 1), which turns FSDP's gradient sync off until the step's last
+  /// backward whatever the trainer asks.
+  bool reduces_every_microbatch() const {
+    return sharded(Shard::gradients) && reduce_scatter_every_microbatch && !(pipeline > 1 && p2p == P2p::pytorch);
+  }
   /// Ranks as the schedule sees them: one per tensor-parallel group (data x context x pipeline).
   int tensor_groups() const { return replicas() * pipeline; }
   bool operator==(const ParallelSpec&) const = default;

@@ -65,6 +65,8 @@ ExpertTraffic expert_traffic(const Layer& l, const ParallelSpec& p, int mb) {
   ExpertTraffic x;
   if (!l.shape.moe.on()) return x;
   x.imbalance = expert_load_imbalance(l, p, mb);
+  x.experts = l.shape.moe.experts;
+  x.top_k = l.shape.moe.top_k;
   const double e = activation_bytes(p.precision), k = static_cast<double>(l.shape.moe.top_k), h = static_cast<double>(l.shape.hidden);
   const double tokens = static_cast<double>(mb) * static_cast<double>(l.shape.seq_len) / p.context;  // a tensor group's
   if (p.expert > 1) {

@@ -83,6 +83,7 @@ void Simulation::start_compute(int rank, const Action& a, Time now) {
   // cores with the all-reduces they start.
   const bool last_weights = weights && !groups_.empty() && backwards_done(rank, weight_stage) + 1 == sched_.microbatches();
   if (last_weights) dur += c.bucket_copy_in + c.sync_backward_extra;
+  else if (weights && !groups_.empty()) dur += c.reduce_scatter_between;
   // Recorded with its start; on_compute_done sets its end (interference may stretch it).
   const int32_t ev = record(rank, Lane::compute, a, now, now, 0);
   if (st.last_compute >= 0) depend(st.last_compute, end_of(st.last_compute));

@@ -165,6 +165,10 @@ TensorTime context_ring(const plan::Plan& plan, const plan::ContextTraffic& ring
 // others over the rank's share of its node's NICs, the slower of the two setting the time, plus
 // one latency of the farthest link. An expert group is `expert` ranks `expert_tensor` apart
 // (Megatron-core's expert grid, etp-ep-dp-pp). The busiest rank receives imbalance x the average.
+// DeepEP (parallel.moe_token_dispatcher: deepep) sends a token over the NICs once to each other
+// node holding any of its experts, to the GPU of the same index there, which forwards it over
+// NVLink to the GPUs holding them (DeepSeek-V3's report, section 3.2.2; DeepEP's normal kernels):
+// the NICs carry remote_copies_per_node of NCCL's bytes, NVLink the forwarded copies besides.
 struct ExpertTime {
   TensorTime all_to_all, tensor;
 };
@@ -179,10 +183,16 @@ ExpertTime expert_time(const plan::Plan& plan, const plan::ExpertTraffic& x, Ten
     auto over = [&](const plan::Link& link, double bytes, double share) {
       return std::isinf(link.bandwidth_gb_per_s) ? 0.0 : bytes / (link.bandwidth_gb_per_s * share * 1e3);
     };
-    double us = over(hw.node_link, per_peer * (in_node - 1), 1.0), latency = hw.node_link.latency_us;
+    double nvlink = per_peer * (in_node - 1), nic = per_peer * (ranks - in_node), latency = hw.node_link.latency_us;
+    if (p.moe_token_dispatcher == plan::TokenDispatcher::deepep && ranks > in_node) {
+      // Of the copies arriving from other nodes, those for the node's other GPUs go on over NVLink.
+      nvlink += nic * (in_node - 1) / in_node;
+      nic *= remote_copies_per_node(x.experts, x.top_k, (ranks + in_node - 1) / in_node);
+    }
+    double us = over(hw.node_link, nvlink, 1.0);
     if (ranks > in_node && hw.network) {
       const double nic_share = std::min(1.0, static_cast<double>(std::max(1, hw.nics_per_node)) / hw.devices_per_node);
-      us = std::max(us, over(*hw.network, per_peer * (ranks - in_node), nic_share));
+      us = std::max(us, over(*hw.network, nic, nic_share));
       latency = hw.network->latency_us;
     }
     const Time one = Time::us(latency + us);
@@ -212,16 +222,17 @@ TensorTime overlapped_with_gemms(const TensorTime& tp, const plan::LayerCost& lc
   return {one(tp.forward, lc.linear_forward), one(tp.backward, lc.linear_backward)};
 }
 
-// Shard full's parameter all-gathers around one stage's layers, per micro-batch (FSDP2's implicit
+// A sharded stage's collectives inside its forwards and backwards. Shard full's parameter
+// all-gathers around one stage's layers, per micro-batch (FSDP2's implicit
 // prefetch): each layer's parameters are gathered over its shard's ranks before its forward, the
 // next layer's gather running beside this layer's compute; in backward the same in reverse order
 // when reshard_after_forward freed them after the forward. What a gather takes beyond the compute
 // beside it is exposed (the stage's first gather whole); the part it hides slows that compute as
 // any communication beside compute does (hardware.interference's compute factor). `forward` and
 // `backward` are the layers' times; the backward's extra goes into each layer's own.
-class ParameterGathers {
+class ShardCollectives {
  public:
-  explicit ParameterGathers(const plan::Plan& plan) : plan_(plan) {}
+  explicit ShardCollectives(const plan::Plan& plan) : plan_(plan) {}
 
   Time forward(const plan::Stage& st, const std::vector<Time>& forward) {
     Time extra, beside;
@@ -245,21 +256,47 @@ class ParameterGathers {
     return total;
   }
 
+  /// With gradients reduce-scattered every micro-batch (ParallelSpec::reduces_every_microbatch),
+  /// what that adds to each backward of the stage but the step's last (whose reduce-scatters are
+  /// its buckets, simulated as flows): a layer's reduce-scatter runs beside the next layer's
+  /// backward, beside that layer's prefetched gather too under full (the two share the links);
+  /// what they take beyond it is exposed, and the stage's first layer's reduce-scatter whole (the
+  /// backward ends waiting for it, as FSDP2's final callback and Megatron-FSDP's finish_grad_sync
+  /// do). `backward`: the layers' times before the gathers' extra.
+  Time reduce_scatters(const plan::Stage& st, const std::vector<Time>& backward) {
+    const plan::ParallelSpec& p = plan_.scenario.parallel;
+    const bool regathered = p.sharded(plan::Shard::full) && p.reshard_after_forward;
+    std::map<int, double> bytes;  // by layer: its bucket, gradient bytes as the buckets reduce them
+    for (const plan::Bucket& b : st.buckets) bytes[b.ready_layer] += static_cast<double>(b.bytes);
+    auto reduce_scatter = [&](int layer) {
+      const auto it = bytes.find(layer);
+      if (it == bytes.end()) return Time();
+      return Time::us(group_collective_us(plan_, Collective::reduce_scatter, it->second, p.shard_ranks(), stride()));
+    };
+    Time total;
+    for (int l = st.first_layer + st.layer_count - 2; l >= st.first_layer; --l) {
+      const Time with = regathered ? gather(l) : Time();  // gathered beside layer l + 1's backward
+      total += exposed(with + reduce_scatter(l + 1), backward[l]) - exposed(with, backward[l]);
+    }
+    return total + reduce_scatter(st.first_layer);
+  }
+
  private:
   Time exposed(Time gather, Time beside) const {
     const Time hidden = std::min(gather, beside);
     return gather - hidden + hidden.scaled(plan_.scenario.hardware.interference.compute - 1.0);
   }
+  // A shard's ranks are neighbouring replicas: tensor devices apart (tp-dp-pp), tensor x
+  // pipeline under tp-pp-dp.
+  int stride() const {
+    const plan::ParallelSpec& p = plan_.scenario.parallel;
+    return p.tensor * (p.rank_order == plan::RankOrder::tensor_pipeline_data ? p.pipeline : 1);
+  }
   Time gather(int layer) {
     const plan::ParallelSpec& p = plan_.scenario.parallel;
     const double bytes = static_cast<double>(plan_.layers()[layer].param_count(p.tensor, p.expert, p.expert_tensor_ways())) * plan::gathered_parameter_bytes(p);
     const auto [it, fresh] = cache_.try_emplace(bytes, Time());
-    if (fresh) {
-      // A shard's ranks are neighbouring replicas: tensor devices apart (tp-dp-pp), tensor x
-      // pipeline under tp-pp-dp.
-      const int stride = p.tensor * (p.rank_order == plan::RankOrder::tensor_pipeline_data ? p.pipeline : 1);
-      it->second = Time::us(group_collective_us(plan_, Collective::all_gather, bytes, p.shard_ranks(), stride));
-    }
+    if (fresh) it->second = Time::us(group_collective_us(plan_, Collective::all_gather, bytes, p.shard_ranks(), stride()));
     return it->second;
   }
   const plan::Plan& plan_;
@@ -267,6 +304,18 @@ class ParameterGathers {
 };
 
 }  // namespace
+
+// A token's k experts, picked without replacement among E, miss a given node's E / n with chance
+// C(E - E/n, k) / C(E, k), the product below.
+double remote_copies_per_node(int64_t experts, int64_t k, int nodes) {
+  if (nodes <= 1 || k <= 0 || experts <= 0) return 1.0;
+  const double e = static_cast<double>(experts), per_node = e / nodes;
+  double missed = 1.0;
+  for (int64_t i = 0; i < k; ++i) missed *= std::max(0.0, (e - per_node - static_cast<double>(i)) / (e - static_cast<double>(i)));
+  const double nodes_hit = (nodes - 1) * (1.0 - missed);            // other nodes a token reaches
+  const double copies = static_cast<double>(k) * (nodes - 1) / nodes;  // its copies bound for them
+  return nodes_hit / copies;
+}
 
 const plan::InRunFactors& in_run_factors(const plan::Plan& plan, const plan::Calibration& cal) {
   return plan.scenario.parallel.replicas() > 1 && cal.in_run_data ? *cal.in_run_data : cal.in_run;
@@ -311,7 +360,7 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<pla
   const plan::Calibration* cal = s.hardware.calibration ? &*s.hardware.calibration : nullptr;
   const int elem = plan::activation_bytes(s.parallel.precision);
   TensorTimer tensor_timer(plan);
-  ParameterGathers gathers(plan);
+  ShardCollectives shard_collectives(plan);
   const bool gathered = s.parallel.sharded(plan::Shard::full) && s.parallel.shard_ranks() > 1;
   std::vector<StageCost> out;
   for (const plan::Stage& st : plan.stages) {
@@ -355,9 +404,11 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<pla
       if (lc.forward_memory_bound) forward_memory_bound += lc.forward;
       if (lc.backward_memory_bound) backward_memory_bound += lc.backward;
     }
+    if (s.parallel.reduces_every_microbatch() && s.parallel.shard_ranks() > 1)
+      c.reduce_scatter_between = shard_collectives.reduce_scatters(st, bwd_layer);
     if (gathered) {
-      c.forward += gathers.forward(st, fwd_layer);
-      c.backward += gathers.backward(st, &bwd_layer);
+      c.forward += shard_collectives.forward(st, fwd_layer);
+      c.backward += shard_collectives.backward(st, &bwd_layer);
     }
     c.forward_memory_bound = forward_memory_bound * 2 > forward_with_grad;
     c.backward_memory_bound = backward_memory_bound * 2 > c.backward;

@@ -37,6 +37,10 @@ struct StageCost {
   /// And, in a calibrated run, the all-reduces' work on the shared cores meanwhile
   /// (plan::InRunFactors::sync_backward_extra_us_per_mb).
   Time sync_backward_extra;
+  /// Extra time of every other backward of the stage when sharded gradients are reduce-scattered
+  /// every micro-batch (plan::ParallelSpec::reduces_every_microbatch): their reduce-scatters'
+  /// exposed part, the step's last backward's being its buckets.
+  Time reduce_scatter_between;
   /// A MoE model's all-to-alls (dispatch and combine) inside forward and backward above, exposed
   /// there: what DualPipe's OVERLAP_F_B hides behind the other micro-batch's compute.
   Time all_to_all_forward, all_to_all_backward;
@@ -51,6 +55,11 @@ struct StageCost {
   /// modelled apart, and the times above hold them.
   Time forward_launch, backward_launch, optimizer_launch;
 };
+
+/// DeepEP's share of NCCL's all-to-all bytes over the NICs: a token's distinct other nodes over
+/// its copies bound for them, with a balanced router spreading `experts` over `nodes` nodes and
+/// each token picking `top_k` of them (1 on one node).
+double remote_copies_per_node(int64_t experts, int64_t top_k, int nodes);
 
 /// `layer_costs`: each layer's cost for the plan's precision and micro-batch size, when cached.
 std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<plan::LayerCost>* layer_costs = nullptr);

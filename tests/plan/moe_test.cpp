@@ -196,6 +196,39 @@ TEST_CASE("moe: the all-to-alls take their bytes over the link, and DualPipeV hi
 
 }
 
+TEST_CASE("moe: DeepEP sends a token over the NICs once per node, worked by hand", "[sim][moe]") {
+  // 8 experts over 2 nodes, top-2: a token misses the other node's 4 experts with chance
+  // (4/8)(3/7) = 3/14, so it crosses 11/14 of a time, where NCCL sends its 2 x 1/2 copies bound
+  // there: 11/14 of NCCL's bytes.
+  CHECK(sim::remote_copies_per_node(8, 2, 2) == Approx(11.0 / 14));
+  CHECK(sim::remote_copies_per_node(8, 2, 1) == 1.0);
+  // DeepSeek-V3's 256 experts over 8 nodes, top-8, without its node limit: the other 7 nodes
+  // each missed with chance C(224, 8) / C(256, 8).
+  double missed = 1;
+  for (int i = 0; i < 8; ++i) missed *= (224.0 - i) / (256.0 - i);
+  CHECK(sim::remote_copies_per_node(256, 8, 8) == Approx(7 * (1 - missed) / (8 * 7.0 / 8)));
+  // Expert 4 over two nodes of two GPUs, one NIC each at 1 GB/s, NVLink free: the all-to-all is
+  // the NIC's bytes, 11/14 of them under DeepEP.
+  plan::Scenario nccl = test::scenario_from(kSmall, {"parallel.expert=4"});
+  nccl.hardware.nccl.reset();
+  nccl.hardware.devices_per_node = nccl.hardware.nics_per_node = 2;
+  nccl.hardware.node_link = {"free", std::numeric_limits<double>::infinity(), 0.0};
+  nccl.hardware.network = plan::Link{"nic", 1.0, 0.0};
+  plan::Scenario deepep = nccl;
+  deepep.parallel.moe_token_dispatcher = plan::TokenDispatcher::deepep;
+  const plan::Plan a = plan::resolve_plan(nccl), b = plan::resolve_plan(deepep);
+  const plan::ExpertTraffic x = plan::expert_traffic(nccl.layers[1], nccl.parallel, a.microbatch_size);
+  const double nic_us = x.all_to_all_bytes * x.imbalance / 3 * 2 / 1e3;  // 2 of its 3 peers on the other node
+  CHECK(sim::stage_costs(a)[0].all_to_all_forward.to_us() == Approx(4 * 2 * nic_us).epsilon(1e-3));
+  CHECK(sim::stage_costs(b)[0].all_to_all_forward.to_us() == Approx(4 * 2 * nic_us * 11 / 14).epsilon(1e-3));
+  // One node: nothing crosses, the two alike.
+  plan::Scenario one_node = deepep;
+  one_node.hardware.devices_per_node = 8;
+  plan::Scenario one_node_nccl = nccl;
+  one_node_nccl.hardware.devices_per_node = 8;
+  CHECK(sim::stage_costs(plan::resolve_plan(one_node))[0].forward == sim::stage_costs(plan::resolve_plan(one_node_nccl))[0].forward);
+}
+
 TEST_CASE("moe: DualPipeV hides one micro-batch's all-to-alls behind another's compute", "[sim][moe]") {
   // All 8 experts for every token, so that the all-to-alls outweigh the pipeline's sends and the
   // gradients' all-reduce on the same link; the link's speed is set so that a stage's all-to-alls

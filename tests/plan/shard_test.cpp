@@ -93,6 +93,17 @@ TEST_CASE("plan::memory: each shard level keeps ZeRO's share of the state, plus 
   CHECK(chunked.gathered == beyond_shards({4 * (P + h) + 4 * (h + b), share(4 * h, 4) + 4 * (e + 2 * b + b) + 4 * (b + b),
                                            share(4 * (h + b), 4) + 4 * (e + b + b) + 4 * (b + e),
                                            share(4 * (h + 2 * b), 4) + 4 * (e + e) + 4 * e}));
+  // Reduced every micro-batch (FSDP2's default, Megatron-FSDP): only the layer in backward holds
+  // its gradients whole, as with one micro-batch; torch's pipelining on two stages turns that off.
+  const plan::MemoryEstimate each =
+      test::plan_from(kModel, {"parallel.shard=full", "parallel.chunks=2", "parallel.reduce_scatter_every_microbatch=true"}).ranks[0].memory;
+  CHECK(each.gathered == z3.gathered);
+  const plan::Plan piped = test::plan_from(kModel, {"parallel.shard=full", "parallel.chunks=2", "parallel.pipeline=2",
+                                                    "parallel.data=2", "parallel.reduce_scatter_every_microbatch=true"});
+  CHECK_FALSE(piped.scenario.parallel.reduces_every_microbatch());
+  CHECK(test::plan_from(kModel, {"parallel.shard=full", "parallel.chunks=2", "parallel.pipeline=2", "parallel.data=2",
+                                 "parallel.reduce_scatter_every_microbatch=true", "parallel.p2p=megatron"})
+            .scenario.parallel.reduces_every_microbatch());
   // HSDP: shards of 2 ranks, 2 copies of each.
   const plan::MemoryEstimate hsdp = test::plan_from(kModel, {"parallel.shard=full", "parallel.shard_group=2"}).ranks[0].memory;
   CHECK(hsdp.params == share(4 * P, 2));

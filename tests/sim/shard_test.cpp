@@ -60,6 +60,33 @@ TEST_CASE("sim: shard full gathers each layer before its forward and backward, t
   CHECK(sim::stage_costs(z2).front().forward == sim::stage_costs(test::plan_from(uniform(5, 256))).front().forward);
 }
 
+TEST_CASE("sim: gradients reduce-scattered every micro-batch expose what the next layer's backward does not hide", "[sim][shard]") {
+  // ZeRO-2 over the node, two micro-batches a step: the first backward reduce-scatters each layer
+  // beside the next one's backward, the stage's first layer's after it; the second's are the
+  // buckets, as before.
+  for (const auto& [fwd_us, params_mb] : {std::pair{5.0, 256.0}, std::pair{20000.0, 64.0}}) {
+    INFO("forward " << fwd_us << " us, " << params_mb << " MB a layer");
+    const std::vector<std::string> zero2 = {"parallel.shard=gradients", "parallel.chunks=2", "data.batch_size=2"};
+    std::vector<std::string> every = zero2;
+    every.push_back("parallel.reduce_scatter_every_microbatch=true");
+    const plan::Plan once = test::plan_from(uniform(fwd_us, params_mb), zero2);
+    const plan::Plan each = test::plan_from(uniform(fwd_us, params_mb), every);
+    REQUIRE(each.stages[0].buckets.size() == 4);
+    const auto& hw = each.scenario.hardware;
+    const double bytes = static_cast<double>(each.stages[0].buckets[0].bytes);
+    const sim::GroupShape node{8, 1, 8, hw.network->bandwidth_gb_per_s, hw.nics_per_node};
+    const double rs = sim::collective_time_us(*hw.nccl, node, sim::Collective::reduce_scatter, bytes);
+    const double backward = 2 * fwd_us, ic = hw.interference.compute;  // a layer's, for a micro-batch of one sample
+    const double hidden = std::min(rs, backward);
+    const double expected = rs + 3 * (rs - hidden + hidden * (ic - 1));
+    CHECK(sim::stage_costs(once).front().reduce_scatter_between == Time());
+    CHECK(sim::stage_costs(each).front().reduce_scatter_between.to_us() == Approx(expected).epsilon(1e-3));
+    // One stage: the step is longer by exactly that, once (the first of its two backwards).
+    const double longer = (sim::simulate(each).step_time - sim::simulate(once).step_time).to_us();
+    CHECK(longer == Approx(expected).epsilon(1e-3));
+  }
+}
+
 TEST_CASE("sim: HSDP reduce-scatters inside each shard, then all-reduces the shard over its copies", "[sim][shard]") {
   // 16 replicas on two DGX A100 nodes, one layer of 512 MiB: one bucket.
   const std::string yaml =
