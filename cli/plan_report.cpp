@@ -94,7 +94,10 @@ std::string experts_line(const Plan& p) {
   o << "           per MoE block and micro-batch: ";
   if (x.forward > 0)
     o << x.forward << " all-to-alls in forward and " << x.backward << " in backward of " << format_bytes(x.all_to_all_bytes)
-      << " sent per rank";
+      << " sent per rank"
+      << (par.moe_token_dispatcher == plan::TokenDispatcher::deepep
+              ? " (by DeepEP: across nodes a token once per node, fewer bytes over the NICs)"
+              : " (NCCL's all-to-all)");
   else
     o << "no all-to-all (expert 1)";
   char imbalance[64];

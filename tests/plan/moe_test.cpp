@@ -227,6 +227,13 @@ TEST_CASE("moe: DeepEP sends a token over the NICs once per node, worked by hand
   plan::Scenario one_node_nccl = nccl;
   one_node_nccl.hardware.devices_per_node = 8;
   CHECK(sim::stage_costs(plan::resolve_plan(one_node))[0].forward == sim::stage_costs(plan::resolve_plan(one_node_nccl))[0].forward);
+  // `plan` says which dispatcher moves the tokens.
+  const auto r = test::run_parallax("plan scenarios/mlp-fashion-mnist-ddp2.yaml --set 'model={preset: transformer, layers: 2, hidden: 64, "
+                                    "heads: 4, seq_len: 32, vocab: 256, experts: 8}' --set parallel.expert=2 "
+                                    "--set parallel.moe_token_dispatcher=deepep",
+                                    "cd " PARALLAX_SOURCE_DIR " &&");
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("sent per rank (by DeepEP"));
 }
 
 TEST_CASE("moe: DualPipeV hides one micro-batch's all-to-alls behind another's compute", "[sim][moe]") {
