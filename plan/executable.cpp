@@ -28,7 +28,8 @@ void check_shard_executable(const Scenario& s) {
   if (!p.sharded(Shard::gradients)) return;
   if (p.reduces_every_microbatch() && p.chunks * p.grad_accumulation > 1)
     predict_only("parallel.reduce_scatter_every_microbatch",
-                 "gradients reduced every micro-batch (the executor reduces them after the step's last backward)");
+                 "gradients reduced every micro-batch (the executor reduces them once, after the step's last backward: "
+                 "set parallel.reduce_scatter_every_microbatch: false to run it so)");
   if (p.activation_checkpointing != Recompute::none)
     predict_only("parallel.activation_checkpointing", "activation checkpointing");
   if (splits_backward(p.schedule))
