@@ -94,8 +94,12 @@ void megatron_experts(const Plan& p, std::vector<TrainerArgument>* args) {
                              {"--moe-ffn-hidden-size", std::to_string(moe->ffn)},
                              {"--moe-layer-freq", "'" + pattern + "]'"},
                              {"--expert-model-parallel-size", std::to_string(par.expert)},
-                             {"--moe-token-dispatcher-type", "alltoall"},
                              {"--moe-grouped-gemm", ""}});
+  // DeepEP is Megatron-core's flex dispatcher with its DeepEP backend.
+  if (par.moe_token_dispatcher == TokenDispatcher::deepep)
+    args->insert(args->end(), {{"--moe-token-dispatcher-type", "flex"}, {"--moe-flex-dispatcher-backend", "deepep"}});
+  else
+    args->push_back({"--moe-token-dispatcher-type", "alltoall"});
   if (moe->shared > 0) args->push_back({"--moe-shared-expert-intermediate-size", std::to_string(moe->shared * moe->ffn)});
   if (moe->capacity_factor > 0) args->push_back({"--moe-expert-capacity-factor", number_text(moe->capacity_factor)});
   if (par.overlap_moe_expert_parallel_comm) args->push_back({"--overlap-moe-expert-parallel-comm", ""});

@@ -117,7 +117,9 @@ const std::set<std::string> kMegatronOptions = {
     // Megatron-core's MoE options (the same parser; --overlap-moe-expert-parallel-comm since core 0.14).
     "--num-experts", "--moe-router-topk", "--moe-ffn-hidden-size", "--moe-layer-freq", "--expert-model-parallel-size",
     "--moe-token-dispatcher-type", "--moe-grouped-gemm", "--moe-shared-expert-intermediate-size", "--moe-expert-capacity-factor",
-    "--overlap-moe-expert-parallel-comm", "--recompute-modules"};
+    "--overlap-moe-expert-parallel-comm", "--recompute-modules",
+    // The flex dispatcher's backend, as Megatron-LM's MoE docs and the ModelZoo's scripts pass it.
+    "--moe-flex-dispatcher-backend"};
 // torchtitan's job config fields, section.field, as torchtitan/config/job_config.py defines them
 // (pytorch/torchtitan at 238fa995, 2026-02-23, the same as release v0.2.2: the last with TOML configs).
 const std::set<std::string> kTorchtitanFields = {
@@ -198,6 +200,10 @@ TEST_CASE("plan::export: a MoE plan's experts, expert degree and combined 1F1B a
   CHECK(a.count("--overlap-moe-expert-parallel-comm") == 1);
   const auto plain = as_map(plan::export_megatron(plan::resolve_plan(test::scenario_from(moe, {"model.experts=8"}))));
   CHECK(plain.count("--overlap-moe-expert-parallel-comm") == 0);
+  CHECK(plain.at("--moe-token-dispatcher-type") == "alltoall");
+  const auto deepep = as_map(plan::export_megatron(plan::resolve_plan(test::scenario_from(moe, {"model.experts=8", "parallel.moe_token_dispatcher=deepep"}))));
+  CHECK(deepep.at("--moe-token-dispatcher-type") == "flex");
+  CHECK(deepep.at("--moe-flex-dispatcher-backend") == "deepep");
   // Selective recompute of the norms and the experts' activation, as the MoE recipes set it.
   const auto modules = as_map(plan::export_megatron(plan::resolve_plan(test::scenario_from(
       moe, {"model.experts=8", "parallel.activation_checkpointing=selective", "parallel.recompute_modules=[layernorm, moe_act]"}))));
