@@ -222,6 +222,12 @@ TensorTime overlapped_with_gemms(const TensorTime& tp, const plan::LayerCost& lc
   return {one(tp.forward, lc.linear_forward), one(tp.backward, lc.linear_backward)};
 }
 
+// A shard's ranks are neighbouring replicas: tensor devices apart (tp-dp-pp), tensor x pipeline
+// under tp-pp-dp.
+int shard_stride(const plan::ParallelSpec& p) {
+  return p.tensor * (p.rank_order == plan::RankOrder::tensor_pipeline_data ? p.pipeline : 1);
+}
+
 // A sharded stage's collectives inside its forwards and backwards. Shard full's parameter
 // all-gathers around one stage's layers, per micro-batch (FSDP2's implicit
 // prefetch): each layer's parameters are gathered over its shard's ranks before its forward, the
@@ -270,8 +276,7 @@ class ShardCollectives {
     for (const plan::Bucket& b : st.buckets) bytes[b.ready_layer] += static_cast<double>(b.bytes);
     auto reduce_scatter = [&](int layer) {
       const auto it = bytes.find(layer);
-      if (it == bytes.end()) return Time();
-      return Time::us(group_collective_us(plan_, Collective::reduce_scatter, it->second, p.shard_ranks(), stride()));
+      return it == bytes.end() ? Time() : timed(Collective::reduce_scatter, it->second);
     };
     Time total;
     for (int l = st.first_layer + st.layer_count - 2; l >= st.first_layer; --l) {
@@ -286,21 +291,22 @@ class ShardCollectives {
     const Time hidden = std::min(gather, beside);
     return gather - hidden + hidden.scaled(plan_.scenario.hardware.interference.compute - 1.0);
   }
-  // A shard's ranks are neighbouring replicas: tensor devices apart (tp-dp-pp), tensor x
-  // pipeline under tp-pp-dp.
-  int stride() const {
-    const plan::ParallelSpec& p = plan_.scenario.parallel;
-    return p.tensor * (p.rank_order == plan::RankOrder::tensor_pipeline_data ? p.pipeline : 1);
-  }
   Time gather(int layer) {
     const plan::ParallelSpec& p = plan_.scenario.parallel;
     const double bytes = static_cast<double>(plan_.layers()[layer].param_count(p.tensor, p.expert, p.expert_tensor_ways())) * plan::gathered_parameter_bytes(p);
-    const auto [it, fresh] = cache_.try_emplace(bytes, Time());
-    if (fresh) it->second = Time::us(group_collective_us(plan_, Collective::all_gather, bytes, p.shard_ranks(), stride()));
+    return timed(Collective::all_gather, bytes);
+  }
+  // One collective over the shard's ranks, costed once per kind and size.
+  Time timed(Collective coll, double bytes) {
+    const auto [it, fresh] = cache_.try_emplace({coll, bytes}, Time());
+    if (fresh) {
+      const plan::ParallelSpec& p = plan_.scenario.parallel;
+      it->second = Time::us(group_collective_us(plan_, coll, bytes, p.shard_ranks(), shard_stride(p)));
+    }
     return it->second;
   }
   const plan::Plan& plan_;
-  std::map<double, Time> cache_;  // a model's blocks gather the same bytes
+  std::map<std::pair<Collective, double>, Time> cache_;  // a model's blocks move the same bytes
 };
 
 }  // namespace
@@ -348,8 +354,7 @@ Time optimizer_time(const plan::Scenario& s, int64_t stage_params) {
 static Time parameters_after_step(const plan::Plan& plan, const plan::Stage& st) {
   const plan::ParallelSpec& p = plan.scenario.parallel;
   if (plan.scenario.hardware.nccl || !p.sharded(plan::Shard::optimizer) || p.sharded(plan::Shard::full)) return Time();
-  const int stride = p.tensor * (p.rank_order == plan::RankOrder::tensor_pipeline_data ? p.pipeline : 1);
-  return Time::us(group_collective_us(plan, Collective::all_gather, static_cast<double>(st.param_bytes), p.shard_ranks(), stride));
+  return Time::us(group_collective_us(plan, Collective::all_gather, static_cast<double>(st.param_bytes), p.shard_ranks(), shard_stride(p)));
 }
 
 std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<plan::LayerCost>* layer_costs) {
