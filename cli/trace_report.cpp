@@ -146,7 +146,8 @@ json compare_json(const timeline::CompareReport& r) {
           {"kinds", kinds},
           {"worst", worst},
           {"missing", {{"only_predicted", r.only_predicted}, {"only_measured", r.only_measured}}},
-          {"measured_exchanges", r.measured_exchanges}};
+          {"measured_exchanges", r.measured_exchanges},
+          {"measured_gathers", r.measured_gathers}};
 }
 
 std::string compare_text(const timeline::CompareReport& r) {
@@ -205,6 +206,9 @@ std::string compare_text(const timeline::CompareReport& r) {
   }
   if (r.measured_exchanges > 0)
     o << "\n" << r.measured_exchanges << " MoE all-to-all actions measured (ALL_TO_ALL); the prediction folds them into F and B\n";
+  if (r.measured_gathers > 0)
+    o << "\n" << r.measured_gathers
+      << " parameter all-gathers measured (ALL_GATHER); the prediction folds them into F, B and OPTIM\n";
   if (!r.only_predicted.empty() || !r.only_measured.empty()) {
     o << "\nWARNING: the plans differ: " << r.only_predicted.size() << " actions only predicted, "
       << r.only_measured.size() << " only measured";

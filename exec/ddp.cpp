@@ -5,26 +5,35 @@
 
 namespace parallax::exec {
 
-void TracedAllreduce::launch(Group& group, const torch::Tensor& flat) {
+void TracedCollective::launch(Group& group, const torch::Tensor& flat) {
   std::vector<torch::Tensor> tensors{flat};
+  add(group.allreduce(tensors));
+}
+
+void TracedCollective::add(Communicator::Work work) {
   if (works_.empty()) launched_ns_ = profiler::now_ns();
-  works_.push_back(group.allreduce(tensors));
+  works_.push_back(std::move(work));
   auto done = std::make_shared<std::atomic<int64_t>>(0);
   completed_ns_.push_back(done);
   works_.back()->getFuture()->addCallback([done](c10::ivalue::Future&) { done->store(profiler::now_ns()); });
 }
 
-void TracedAllreduce::finish(const Communicator& comm, const std::string& what, const std::vector<int>& peers,
-                             profiler::HostTracer& tracer, const schedule::Action& a, int64_t bytes, int32_t step) {
-  int64_t end = 0;
+TracedCollective::Span TracedCollective::wait(const Communicator& comm, const std::string& what, const std::vector<int>& peers) {
+  Span span{launched_ns_, 0};
   for (size_t i = 0; i < works_.size(); ++i) {
     comm.wait(works_[i], what, peers);
     // The future is marked complete before its callbacks run: wait() can return first.
     const int64_t done = completed_ns_[i]->load();
-    end = std::max(end, done > 0 ? done : profiler::now_ns());
+    span.end = std::max(span.end, done > 0 ? done : profiler::now_ns());
   }
-  tracer.span(timeline::Lane::allreduce, a, launched_ns_, end, bytes, step);
   reset();
+  return span;
+}
+
+void TracedCollective::finish(const Communicator& comm, const std::string& what, const std::vector<int>& peers,
+                              profiler::HostTracer& tracer, const schedule::Action& a, int64_t bytes, int32_t step) {
+  const Span span = wait(comm, what, peers);
+  tracer.span(timeline::Lane::allreduce, a, span.begin, span.end, bytes, step);
 }
 
 BucketReducer::BucketReducer(const plan::Stage& stage, Stage& module, Group* group, int replicas,

@@ -21,16 +21,25 @@
 
 namespace parallax::exec {
 
-/// One gradient all-reduce (a DDP bucket, a sharded layer) on the all-reduce lane. Its span ends
-/// when its work completes (a callback on its future, run by the process group's worker thread),
-/// not when the rank next looks. A bucket holding expert gradients launches twice (its dense part
-/// on the stage's group, its experts' on their expert-data-parallel group): one span covers both.
-class TracedAllreduce {
+/// One traced collective: a gradient all-reduce (a DDP bucket, a sharded layer) or a sharded layer's
+/// all-gather, launched as one or several works. Its span runs from the first launch to the last
+/// work's completion (a callback on its future, run by the process group's worker thread), not to
+/// when the rank next looks. A bucket holding expert gradients launches twice (its dense part on
+/// the stage's group, its experts' on their expert-data-parallel group): one span covers both.
+class TracedCollective {
  public:
+  /// All-reduces `flat` (summed) over `group`, as a piece of this collective.
   void launch(Group& group, const torch::Tensor& flat);
+  /// Takes a work launched just now as a piece of this collective.
+  void add(Communicator::Work work);
   bool launched() const { return !works_.empty(); }
-  /// Waits for it (a failure names `what` and the `peers`), records its span as action `a`
-  /// moving `bytes` in step `step`, and lets the work go (it holds its tensors).
+  struct Span {
+    int64_t begin = 0, end = 0;  ///< profiler::now_ns() times
+  };
+  /// Waits for it (a failure names `what` and the `peers`), lets the works go (they hold their
+  /// tensors) and returns when it ran.
+  Span wait(const Communicator& comm, const std::string& what, const std::vector<int>& peers);
+  /// wait(), then records the span on the all-reduce lane as action `a` moving `bytes` in `step`.
   void finish(const Communicator& comm, const std::string& what, const std::vector<int>& peers,
               profiler::HostTracer& tracer, const schedule::Action& a, int64_t bytes, int32_t step);
   void reset() {
@@ -74,7 +83,7 @@ class BucketReducer {
     int pending = 0;
     bool filled = false;
     int64_t filled_ns = 0;  // when its last gradient came (the span of a bucket with nothing to reduce)
-    TracedAllreduce reduce;
+    TracedCollective reduce;
   };
   void on_grad(int param, const torch::Tensor& grad);
   /// Where parameter `i`'s gradient sits in its bucket.

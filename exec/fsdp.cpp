@@ -68,19 +68,19 @@ void ShardedStage::launch_gather(Unit& u) {
     std::vector<torch::Tensor> slice{u.flat.narrow(0, r * shard_numel(u), shard_numel(u))};
     c10d::BroadcastOptions from;
     from.rootRank = r;
-    u.gather.push_back(group_->broadcast(slice, from));
+    u.gather.add(group_->broadcast(slice, from));
   }
 }
 
 void ShardedStage::ensure_gathered(int unit) {
   Unit& u = units_[unit];
   if (u.gathered || u.numel == 0) return;
-  if (u.gather.empty()) launch_gather(u);
-  for (const auto& work : u.gather)
-    comm_.wait(work, "the all-gather of layer " + std::to_string(plan_.stages[stage_].first_layer + unit) + " (stage " +
-                         std::to_string(stage_) + ")",
-               comm_.stage_group_ranks(stage_));
-  u.gather.clear();
+  if (!u.gather.launched()) launch_gather(u);
+  const auto span = u.gather.wait(comm_,
+                                  "the all-gather of layer " + std::to_string(plan_.stages[stage_].first_layer + unit) +
+                                      " (stage " + std::to_string(stage_) + ")",
+                                  comm_.stage_group_ranks(stage_));
+  if (traced) traced(span.begin, span.end, u.padded * static_cast<int64_t>(u.flat.element_size()));
   u.gathered = true;
 }
 
@@ -88,7 +88,7 @@ void ShardedStage::ensure_gathered(int unit) {
 void ShardedStage::prefetch(int unit) {
   if (unit < 0 || unit >= static_cast<int>(units_.size())) return;
   Unit& u = units_[unit];
-  if (!u.gathered && u.gather.empty() && u.numel > 0) launch_gather(u);
+  if (!u.gathered && !u.gather.launched() && u.numel > 0) launch_gather(u);
 }
 
 void ShardedStage::release(Unit& u) {
@@ -127,7 +127,7 @@ void ShardedStage::before_backward() {
 void ShardedStage::after_backward() {
   if (!full()) return;
   for (int i = 0; i < static_cast<int>(units_.size()); ++i) {
-    if (!units_[i].gather.empty()) ensure_gathered(i);  // a prefetch nobody waited for
+    if (units_[i].gather.launched()) ensure_gathered(i);  // a prefetch nobody waited for
     release(units_[i]);
   }
 }

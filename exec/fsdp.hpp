@@ -18,6 +18,7 @@
 // the tensors autograd saved in forward see the gathered values again in backward.
 #include <torch/torch.h>
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -58,6 +59,10 @@ class ShardedStage {
   /// Every unit gathered (full: before evaluating the test set).
   void gather_all();
 
+  /// Called as each all-gather of a unit's parameters completes (when it began and ended, in
+  /// profiler::now_ns() time, and the unit's bytes); the runtime traces it as an ALL_GATHER.
+  std::function<void(int64_t begin, int64_t end, int64_t bytes)> traced;
+
  private:
   struct Unit {
     int bucket = -1;  // the plan's bucket of this layer (one per layer when gradients are sharded)
@@ -66,11 +71,11 @@ class ShardedStage {
     torch::Tensor flat;   // the whole parameters; params are views of it
     torch::Tensor shard;  // this rank's slice of flat: what the optimizer steps
     bool gathered = true;
-    std::vector<Communicator::Work> gather;  // a gather in flight (a broadcast from each rank)
+    TracedCollective gather;  // a gather in flight (a broadcast from each rank)
     // The gradient reduction of the step's last backward.
     torch::Tensor grads;  // flat, as the parameters
     int pending = 0;
-    TracedAllreduce reduce;
+    TracedCollective reduce;
   };
   bool full() const;
   void launch_gather(Unit& u);

@@ -9,6 +9,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "exec/checkpoint.hpp"
@@ -118,8 +119,13 @@ class Runtime {
   bool overflow_checked_ = false;     // this step's check_overflow has run
   bool scaled_step_ok_ = true;        // its answer: no overflow anywhere, the optimizers step
   int64_t step_ = 0;
-  Action computing_;  // the forward or backward pass running (its MoE exchanges are traced as its)
-  std::map<std::pair<int, int>, int> exchanges_;  // ALL_TO_ALL actions so far this step, by (stage, mb)
+  // The forward, backward or OPTIM running: its MoE exchanges and parameter gathers are traced as
+  // its; none outside a step (a resume's or the test set's gathers are not).
+  std::optional<Action> computing_;
+  // ALL_TO_ALL and ALL_GATHER actions so far this step, by (kind, stage, mb)
+  std::map<std::tuple<ActionKind, int, int>, int> places_;
+  /// Traces a collective measured inside the action computing, at its next place (schedule.hpp).
+  void trace_inside(ActionKind kind, timeline::Lane lane, int64_t begin, int64_t end, int64_t bytes);
   torch::Tensor loss_total_;  // the step's last-stage losses so far, on the rank's device
   int loss_count_ = 0;
   timeline::RankMemory memory_;

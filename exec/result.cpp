@@ -65,7 +65,7 @@ std::string result_to_json(const RankResult& r) {
       events.back().push_back(e.action.b_stage);
       events.back().push_back(e.action.b_mb);
     }
-    if (e.action.kind == schedule::ActionKind::ALL_TO_ALL) events.back().push_back(e.action.exchange);  // its place
+    if (schedule::is_measured_inside(e.action.kind)) events.back().push_back(e.action.exchange);  // its place
   }
   return nlohmann::json{{"rank", r.rank},
                         {"correct", r.correct},
@@ -112,7 +112,7 @@ RankResult result_from_json(const std::string& text) {
     ev.lane = static_cast<timeline::Lane>(e[0].get<int>());
     ev.action = {static_cast<schedule::ActionKind>(e[1].get<int>()), e[2], e[3], e[4]};
     if (e.size() > 10) ev.action.b_stage = e[9], ev.action.b_mb = e[10];
-    if (ev.action.kind == schedule::ActionKind::ALL_TO_ALL) ev.action.exchange = e.at(9);
+    if (schedule::is_measured_inside(ev.action.kind)) ev.action.exchange = e.at(9);
     ev.start = plan::Time::ns(e[5]);
     ev.end = plan::Time::ns(e[6]);
     ev.bytes = e[7];

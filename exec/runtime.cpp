@@ -113,9 +113,13 @@ void Runtime::build_stage(int s) {
   st.experts = expert_exchange(s);
   st.module = Stage(plan_, s, plan_.scenario.data.seed, st.experts.get());
   st.module->to(train_device_);  // before the optimizer and the DDP buckets take its parameters
-  if (p_.shard != plan::Shard::none && p_.data > 1)  // a rank's place in its stage's group is its replica
+  if (p_.shard != plan::Shard::none && p_.data > 1) {  // a rank's place in its stage's group is its replica
     st.sharded = std::make_unique<ShardedStage>(plan_, plan_.stages[s], st.module, comm_.stage_group(s), replica_, p_.data,
                                                 comm_, tracer_);
+    st.sharded->traced = [this](int64_t begin, int64_t end, int64_t bytes) {
+      trace_inside(ActionKind::ALL_GATHER, Lane::all_gather, begin, end, bytes);
+    };
+  }
   st.optimizer = make_optimizer(plan_.scenario.optimizer, stepped_parameters(st));
   if (p_.data > 1 && !p_.sharded(plan::Shard::gradients))
     st.reducer = std::make_unique<BucketReducer>(plan_.stages[s], st.module, comm_.stage_group(s), p_.data, tracer_,
@@ -136,13 +140,18 @@ std::unique_ptr<ExpertExchange> Runtime::expert_exchange(int s) {
   ex->rank = g->rank;
   ex->comm = &comm_;
   ex->peers = g->expert_ranks;
-  // Each exchange is an ALL_TO_ALL action of the compute action it runs in (schedule.hpp).
   ex->traced = [this](int64_t begin, int64_t end, int64_t bytes) {
-    Action a{ActionKind::ALL_TO_ALL, computing_.stage, computing_.mb};
-    a.exchange = exchanges_[{a.stage, a.mb}]++;
-    tracer_.span(Lane::all_to_all, a, begin, end, bytes, static_cast<int32_t>(step_));
+    trace_inside(ActionKind::ALL_TO_ALL, Lane::all_to_all, begin, end, bytes);
   };
   return ex;
+}
+
+// An exchange or gather is an action of its own, named after the action it runs in (schedule.hpp).
+void Runtime::trace_inside(ActionKind kind, Lane lane, int64_t begin, int64_t end, int64_t bytes) {
+  if (!computing_) return;
+  Action a{kind, computing_->stage, computing_->mb};
+  a.exchange = places_[{kind, a.stage, a.mb}]++;
+  tracer_.span(lane, a, begin, end, bytes, static_cast<int32_t>(step_));
 }
 
 ExpertReduction Runtime::expert_reduction(int s) const {
@@ -165,7 +174,7 @@ StepRecord Runtime::run_step(int64_t step) {
   loss_count_ = 0;
   overflow_checked_ = false;
   for (auto& [s, st] : stages_) st.backwards = 0;
-  exchanges_.clear();
+  places_.clear();
   messages_.start_step();
   if (gpu_timer_) {
     torch::cuda::synchronize(train_device_.index());  // the anchor event must run at once
@@ -176,6 +185,7 @@ StepRecord Runtime::run_step(int64_t step) {
     perform(actions_[i], step);
     if (gpu_activity_) gpu_activity_->leave();
   }
+  computing_.reset();
   messages_.drain();
   // A GPU rank's host spans end when their kernels are queued; the step ends when they are done.
   if (train_device_.is_cuda()) torch::cuda::synchronize(train_device_.index());
@@ -237,7 +247,10 @@ void Runtime::perform(const Action& a, int64_t step) {
       return;
     }
     case ActionKind::ALLREDUCE: return;  // started by the bucket's gradient hooks during B
+    case ActionKind::ALL_TO_ALL:
+    case ActionKind::ALL_GATHER: return;  // measured inside other actions, never scheduled
     case ActionKind::OPTIM: {
+      computing_ = a;  // its parameter gathers (shard optimizer, gradients) are its
       StageState& st = stages_.at(a.stage);
       if (st.reducer && !scaler_) st.reducer->apply();  // with a scaler, check_overflow applied it
       if (st.sharded && !scaler_) st.sharded->gradients_to_shards();

@@ -21,7 +21,8 @@ BarKind kind_of(schedule::ActionKind k) {
     case schedule::ActionKind::RECV_F:
     case schedule::ActionKind::RECV_B: return BarKind::recv;
     case schedule::ActionKind::ALLREDUCE:
-    case schedule::ActionKind::ALL_TO_ALL: return BarKind::allreduce;  // a collective's colour
+    case schedule::ActionKind::ALL_TO_ALL:
+    case schedule::ActionKind::ALL_GATHER: return BarKind::allreduce;  // a collective's colour
     case schedule::ActionKind::OPTIM: return BarKind::optim;
   }
   return BarKind::host;
@@ -37,10 +38,11 @@ BarKind kind_of_device(const std::string& lane, const std::string& name, bool co
 
 // Action lanes first, in the order of docs/architecture.md (Vocabulary: Timeline), then device and imported lanes by name.
 int lane_rank(const std::string& lane) {
-  static const char* const kOrder[] = {"compute", "send", "recv", "allreduce", "all_to_all"};
-  for (int i = 0; i < 5; ++i)
+  static const char* const kOrder[] = {"compute", "send", "recv", "allreduce", "all_to_all", "all_gather"};
+  constexpr int n = sizeof kOrder / sizeof kOrder[0];
+  for (int i = 0; i < n; ++i)
     if (lane == kOrder[i]) return i;
-  return 5;
+  return n;
 }
 
 std::string ms(int64_t ns) { return plan::duration_text(plan::Time::ns(ns)); }

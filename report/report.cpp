@@ -40,8 +40,8 @@ json timeline_columns(const timeline::Timeline& t, int step, std::vector<int32_t
     kind.push_back(static_cast<int>(e.action.kind));
     stage.push_back(e.action.stage);
     mb.push_back(e.action.mb);
-    // The bucket column carries an ALL_TO_ALL's exchange number (the page's actionId reads it so).
-    bucket.push_back(e.action.kind == schedule::ActionKind::ALL_TO_ALL ? e.action.exchange : e.action.bucket);
+    // The bucket column carries an ALL_TO_ALL's or ALL_GATHER's place (the page's actionId reads it so).
+    bucket.push_back(schedule::is_measured_inside(e.action.kind) ? e.action.exchange : e.action.bucket);
     if (e.action.kind == schedule::ActionKind::OVERLAP_F_B) overlap[std::to_string(rank.size() - 1)] = {e.action.b_stage, e.action.b_mb};
     start.push_back(e.start.count_ns() - origin);
     end.push_back(e.end.count_ns() - origin);
@@ -230,13 +230,13 @@ json vocabulary_json() {
     const auto kind = static_cast<schedule::ActionKind>(k);
     kinds.push_back(schedule::name(kind));
     schedule::Action a{kind, 2, 5, kind == schedule::ActionKind::ALLREDUCE ? 3 : -1};
-    if (kind == schedule::ActionKind::ALL_TO_ALL) a.exchange = 3;
+    if (schedule::is_measured_inside(kind)) a.exchange = 3;
     json overlap = nullptr;
     if (kind == schedule::ActionKind::OVERLAP_F_B) {
       a.b_stage = 3, a.b_mb = 1;
       overlap = {a.b_stage, a.b_mb};
     }
-    examples.push_back({{"kind", k}, {"stage", a.stage}, {"mb", a.mb}, {"bucket", kind == schedule::ActionKind::ALL_TO_ALL ? a.exchange : a.bucket}, {"overlap", overlap}, {"id", a.id()}});
+    examples.push_back({{"kind", k}, {"stage", a.stage}, {"mb", a.mb}, {"bucket", schedule::is_measured_inside(kind) ? a.exchange : a.bucket}, {"overlap", overlap}, {"id", a.id()}});
   }
   for (int l = 0; l < timeline::kLaneCount; ++l) lanes.push_back(timeline::name(static_cast<timeline::Lane>(l)));
   return {{"kinds", kinds}, {"lanes", lanes}, {"examples", examples}};

@@ -38,6 +38,7 @@ function actionId(kind, stage, mb, bucket, overlap) {
   if (k === 'OVERLAP_F_B' && overlap) return `(${stage}F${mb};${overlap[0]}B${overlap[1]})OVERLAP_F_B`;
   if (k === 'ALLREDUCE') return stage + k + bucket;
   if (k === 'ALL_TO_ALL') return stage + k + mb + '.' + bucket;  // bucket: its exchange number
+  if (k === 'ALL_GATHER') return stage + k + (mb >= 0 ? mb : '') + '.' + bucket;  // bucket: its place; mb -1: OPTIM's
   if (k === 'OPTIM') return stage + k;
   return stage + k + mb;
 }

@@ -21,6 +21,7 @@ const char* name(ActionKind k) {
     case ActionKind::W: return "W";
     case ActionKind::OVERLAP_F_B: return "OVERLAP_F_B";
     case ActionKind::ALL_TO_ALL: return "ALL_TO_ALL";
+    case ActionKind::ALL_GATHER: return "ALL_GATHER";
   }
   return "?";
 }
@@ -29,6 +30,7 @@ bool is_compute(ActionKind k) {
   return k == ActionKind::F || k == ActionKind::B || k == ActionKind::I || k == ActionKind::W ||
          k == ActionKind::OVERLAP_F_B;
 }
+bool is_measured_inside(ActionKind k) { return k == ActionKind::ALL_TO_ALL || k == ActionKind::ALL_GATHER; }
 bool makes_input_gradient(ActionKind k) { return k == ActionKind::B || k == ActionKind::I; }
 bool makes_weight_gradient(ActionKind k) { return k == ActionKind::B || k == ActionKind::W; }
 
@@ -47,8 +49,8 @@ std::string Action::id() const {
   if (kind == ActionKind::OVERLAP_F_B) return "(" + forward_part().id() + ";" + backward_part().id() + ")OVERLAP_F_B";
   std::string s = std::to_string(stage) + name(kind);
   if (kind == ActionKind::ALLREDUCE) s += std::to_string(bucket);
-  else if (kind != ActionKind::OPTIM) s += std::to_string(mb);
-  if (kind == ActionKind::ALL_TO_ALL) s += "." + std::to_string(exchange);
+  else if (kind != ActionKind::OPTIM && !(kind == ActionKind::ALL_GATHER && mb < 0)) s += std::to_string(mb);
+  if (is_measured_inside(kind)) s += "." + std::to_string(exchange);
   return s;
 }
 
@@ -78,7 +80,7 @@ bool parse_action_id(const std::string& text, Action* out) {
   Action a;
   a.stage = std::stoi(text.substr(0, i));
   // Longest names first, so "SEND_F" is not read as a stray "F".
-  static const ActionKind kinds[] = {ActionKind::ALL_TO_ALL, ActionKind::ALLREDUCE, ActionKind::SEND_F,
+  static const ActionKind kinds[] = {ActionKind::ALL_TO_ALL, ActionKind::ALL_GATHER, ActionKind::ALLREDUCE, ActionKind::SEND_F,
                                      ActionKind::RECV_F,     ActionKind::SEND_B,    ActionKind::RECV_B,
                                      ActionKind::OPTIM,      ActionKind::F,         ActionKind::B,
                                      ActionKind::I,          ActionKind::W};
@@ -106,6 +108,9 @@ bool parse_action_id(const std::string& text, Action* out) {
     case ActionKind::ALLREDUCE: ok = number(rest, &a.bucket); break;
     case ActionKind::ALL_TO_ALL:  // "3.2": micro-batch 3, exchange 2
       ok = dot != std::string::npos && number(rest.substr(0, dot), &a.mb) && number(rest.substr(dot + 1), &a.exchange);
+      break;
+    case ActionKind::ALL_GATHER:  // "3.2": micro-batch 3, gather 2; ".4": OPTIM's gather 4
+      ok = dot != std::string::npos && (dot == 0 || number(rest.substr(0, dot), &a.mb)) && number(rest.substr(dot + 1), &a.exchange);
       break;
     default: ok = number(rest, &a.mb);
   }

@@ -62,10 +62,14 @@ enum class Collectives { gloo, nccl };
 const char* name(Collectives c);
 
 // New kinds go at the end: measured traces store the kind as its number.
-/// ALL_TO_ALL: a MoE block's token exchange inside a compute action, measured by the executor (the
-/// simulator folds the exchanges into F and B; schedules never list them).
-enum class ActionKind { F, B, SEND_F, RECV_F, SEND_B, RECV_B, ALLREDUCE, OPTIM, I, W, OVERLAP_F_B, ALL_TO_ALL };
-inline constexpr int kActionKinds = static_cast<int>(ActionKind::ALL_TO_ALL) + 1;  ///< follows the last kind
+/// ALL_TO_ALL: a MoE block's token exchange inside a compute action; ALL_GATHER: a sharded layer's
+/// parameters gathered (parallel.shard) inside a compute action or OPTIM. Both are measured by the
+/// executor; the simulator folds them into the actions they run in, and schedules never list them.
+enum class ActionKind { F, B, SEND_F, RECV_F, SEND_B, RECV_B, ALLREDUCE, OPTIM, I, W, OVERLAP_F_B, ALL_TO_ALL, ALL_GATHER };
+inline constexpr int kActionKinds = static_cast<int>(ActionKind::ALL_GATHER) + 1;  ///< follows the last kind
+/// The collectives the executor measures inside other actions (ALL_TO_ALL, ALL_GATHER): numbered
+/// by their place in the step (Action::exchange), not planned.
+bool is_measured_inside(ActionKind k);
 const char* name(ActionKind k);
 bool is_compute(ActionKind k);
 /// Makes the gradient of the stage's input (what SEND_B carries): B, I.
@@ -100,12 +104,14 @@ struct Action {
   int b_stage = -1, b_mb = -1;  ///< OVERLAP_F_B: the stage and micro-batch of its full backward
   /// ALL_TO_ALL: its place among the exchanges of micro-batch `mb` on `stage` in the step, from 0:
   /// forward, MoE block by block, dispatch then combine; then backward's (combine first), and a
-  /// recomputed forward's where it runs.
+  /// recomputed forward's where it runs. ALL_GATHER: its place among the gathers of micro-batch
+  /// `mb` on `stage` (mb -1: those of the stage's OPTIM), in the order they were waited for.
   int exchange = -1;
 
   /// Stable printable id, as torch.distributed.pipelining prints actions: "2F5", "1I2", "0SEND_F3",
   /// "(0F3;3B1)OVERLAP_F_B", "1ALLREDUCE3" (bucket 3 of stage 1), "1OPTIM", "1ALL_TO_ALL3.2"
-  /// (exchange 2 of micro-batch 3 on stage 1).
+  /// (exchange 2 of micro-batch 3 on stage 1), "1ALL_GATHER3.0", "1ALL_GATHER.4" (gather 4 of
+  /// stage 1's OPTIM).
   std::string id() const;
   /// OVERLAP_F_B's two halves: its forward, and its full backward.
   Action forward_part() const { return {ActionKind::F, stage, mb}; }

@@ -185,8 +185,10 @@ CompareReport compare(const timeline::Timeline& predicted, const timeline::Timel
   }
   for (const auto& [key, spans] : mspans) {
     if (pspans.count(key)) continue;
-    // A MoE block's exchanges are measured inside F and B, where the simulator folds them.
+    // A MoE block's exchanges and a sharded layer's gathers are measured inside the actions the
+    // simulator folds them into.
     if (kinds[key] == schedule::ActionKind::ALL_TO_ALL) ++r.measured_exchanges;
+    else if (kinds[key] == schedule::ActionKind::ALL_GATHER) ++r.measured_gathers;
     else r.only_measured.push_back(label(key));
   }
   for (const char* k : {"F", "B", "SEND", "RECV", "ALLREDUCE", "OPTIM"}) {

@@ -54,6 +54,9 @@ struct CompareReport {
   /// MoE all-to-all actions of the measured trace (ALL_TO_ALL, per rank and step's place): the
   /// prediction folds them into F and B, so they are neither joined nor "only measured".
   int measured_exchanges = 0;
+  /// Sharded layers' parameter gathers of the measured trace (ALL_GATHER, per rank and step's
+  /// place): folded into F, B and OPTIM by the prediction alike.
+  int measured_gathers = 0;
 };
 
 CompareReport compare(const timeline::Timeline& predicted, const timeline::Timeline& measured);

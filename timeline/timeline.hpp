@@ -20,8 +20,10 @@ using schedule::ActionKind;
 
 /// One row per rank and lane in every view.
 /// all_to_all: a MoE block's token exchanges, measured inside the compute actions (executor only).
-enum class Lane : uint8_t { compute, send, recv, allreduce, all_to_all };
-constexpr int kLaneCount = 5;
+/// all_gather: a sharded layer's parameters gathered (parallel.shard), measured inside the compute
+/// actions and OPTIM (executor only).
+enum class Lane : uint8_t { compute, send, recv, allreduce, all_to_all, all_gather };
+constexpr int kLaneCount = 6;
 const char* name(Lane lane);
 
 /// How a collective was carried out (shown in traces).

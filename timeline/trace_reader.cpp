@@ -148,7 +148,7 @@ void read_parallax(const json& header, const json& events, const Source& src, Lo
       read_device_span(e, r, static_cast<int>(lane), it == device_lanes.end() ? "" : it->second, s, src, i, out);
       continue;
     }
-    if (lane < 0 || lane >= timeline::kLaneCount) src.fail(i, "tid " + std::to_string(lane) + " is not a lane (0-4)");
+    if (lane < 0 || lane >= timeline::kLaneCount) src.fail(i, "tid " + std::to_string(lane) + " is not a lane (0-" + std::to_string(timeline::kLaneCount - 1) + ")");
     read_action_span(e, r, static_cast<int>(lane), s, src, i, out);
   }
   for (auto& [name, c] : counters) {

@@ -29,6 +29,7 @@ const char* name(Lane lane) {
     case Lane::recv: return "recv";
     case Lane::allreduce: return "allreduce";
     case Lane::all_to_all: return "all_to_all";
+    case Lane::all_gather: return "all_gather";
   }
   return "?";
 }

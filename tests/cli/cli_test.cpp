@@ -112,7 +112,7 @@ TEST_CASE("cli: simulate --json has the documented fields, and -o writes a Perfe
     if (e["ph"] == "C") ++counters;
   }
   CHECK(complete > 0);
-  CHECK(names == 2 * 5);  // 2 ranks x 5 lanes
+  CHECK(names == 2 * 6);  // 2 ranks x 6 lanes
   CHECK(counters > 0);    // link bandwidth over time
   // A missing folder is bad input: exit 2, nothing written.
   CHECK(run("simulate -o " + (dir / "no" / "t.json").string()).code == 2);

@@ -1,6 +1,9 @@
 // Sharded data parallelism (parallel.shard) run for real: 2-rank jobs through `parallax run`.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -97,6 +100,55 @@ TEST_CASE("exec: a sharded run traces each layer's gradient reduction, as the si
   const auto report = nlohmann::json::parse(cmp.out);
   CHECK(report["missing"]["only_predicted"].empty());
   CHECK(report["missing"]["only_measured"].empty());
+  std::filesystem::remove_all(dir);
+}
+
+// The MLP has three layers (two hidden, the output), each a unit; one micro-batch a step.
+TEST_CASE("exec: a sharded run traces each parameter gather as an action, where the layers need them", "[exec][run][shard]") {
+  INFO("Fashion-MNIST is missing: scripts/setup.sh installs dataset-fashion-mnist");
+  REQUIRE(fashion_mnist_installed());
+  const auto dir = std::filesystem::temp_directory_path() / "parallax_exec_shard_gathers";
+  std::filesystem::create_directories(dir);
+  const std::string measured = (dir / "m.json").string(), predicted = (dir / "p.json").string();
+  // full: each unit before its forward and again before its backward (resharded after forward), in
+  // F's then B's order, numbered in micro-batch 0; optimizer: each unit once, after OPTIM's step.
+  const std::map<std::string, std::vector<std::string>> expected = {
+      {"full", {"0ALL_GATHER0.0", "0ALL_GATHER0.1", "0ALL_GATHER0.2", "0ALL_GATHER0.3", "0ALL_GATHER0.4", "0ALL_GATHER0.5"}},
+      {"optimizer", {"0ALL_GATHER.0", "0ALL_GATHER.1", "0ALL_GATHER.2"}}};
+  for (const auto& [level, ids] : expected) {
+    INFO("shard " << level);
+    const std::string sets = " --set data.steps=2 --set model.hidden=32 --set parallel.shard=" + level;
+    REQUIRE(run("run " + kMlp + sets + " -o " + measured).code == 0);
+    std::ifstream in(measured);
+    const auto trace = nlohmann::json::parse(in);
+    std::map<std::pair<int, int>, std::vector<std::string>> seen;  // (rank, step) -> ids in trace order
+    std::map<std::string, int64_t> bytes;
+    for (const auto& e : trace["traceEvents"])
+      if (e["ph"] == "X" && e["cat"] == "ALL_GATHER") {
+        CHECK(e["tid"] == 5);  // the all_gather lane
+        CHECK(e["dur"].get<double>() >= 0);
+        seen[{e["pid"].get<int>(), e["args"]["step"].get<int>()}].push_back(e["name"].get<std::string>());
+        bytes[e["name"].get<std::string>()] = e["args"]["bytes"].get<int64_t>();
+      }
+    for (int rank : {0, 1})
+      for (int step : {0, 1}) {
+        INFO("rank " << rank << " step " << step);
+        auto got = seen[{rank, step}];
+        std::sort(got.begin(), got.end());
+        CHECK(got == ids);
+      }
+    // A unit's whole buffer, fp32, padded to the two ranks: the output layer (32 x 10 + 10) first
+    // in backward under full; under optimizer fc0 (784 x 32 + 32) is gathered first.
+    if (level == "full") CHECK(bytes.at("0ALL_GATHER0.3") == 330 * 4);
+    else CHECK(bytes.at("0ALL_GATHER.0") == 25120 * 4);
+    REQUIRE(run("simulate " + kMlp + sets + " -o " + predicted).code == 0);
+    const auto cmp = run("compare " + predicted + " " + measured + " --json");
+    REQUIRE(cmp.code == 0);
+    const auto report = nlohmann::json::parse(cmp.out);
+    CHECK(report["missing"]["only_measured"].empty());
+    // Counted once per rank and action id over the measured steps.
+    CHECK(report["measured_gathers"] == 2 * static_cast<int>(ids.size()));
+  }
   std::filesystem::remove_all(dir);
 }
 

@@ -310,3 +310,22 @@ TEST_CASE("report: a MoE plan shows its experts, and a measured run its all-to-a
   CHECK(dom.find("load imbalance") != std::string::npos);
   CHECK(dom.find("all_to_all") != std::string::npos);  // the measured exchanges' lane
 }
+
+// A sharded run (issue 58): the measured parameter gathers have their own rows, named as the
+// executor names them (the page's ids checked against Action::id()'s for every kind).
+TEST_CASE("report: a measured sharded run shows its parameter gathers", "[report][browser][shard]") {
+  if (!have_chromium()) test::skip("chromium", "chromium is not installed (scripts/setup.sh --browser installs it)");
+  const fs::path dir = fresh_dir("shard");
+  std::ofstream(dir / "shard.yaml") << "model: {preset: mlp, layers: 2, hidden: 16, input: 8, classes: 4}\n"
+                                       "data: {source: synthetic, batch_size: 4, steps: 2}\n"
+                                       "parallel: {data: 2, chunks: 2, shard: full}\nhardware: cpu-host\n";
+  const std::string scenario = (dir / "shard.yaml").string(), predicted = (dir / "p.json").string(), measured = (dir / "m.json").string();
+  REQUIRE(test::run_parallax("simulate " + scenario + " -o " + predicted).code == 0);
+  REQUIRE(test::run_parallax("run " + scenario + " -o " + measured).code == 0);
+  const fs::path page = dir / "report.html";
+  REQUIRE(test::run_parallax("report --predicted " + predicted + " --measured " + measured + " -o " + page.string()).code == 0);
+  const std::string dom = chromium(page, "--dump-dom");
+  REQUIRE(dom.find("data-ready=\"1\"") != std::string::npos);
+  CHECK(element_text(dom, "errors").empty());
+  CHECK(dom.find("all_gather") != std::string::npos);  // the measured gathers' lane
+}

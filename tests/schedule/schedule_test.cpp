@@ -36,7 +36,14 @@ TEST_CASE("schedule::Action: ids print and parse as torch.distributed.pipelining
   Action exchange{ActionKind::ALL_TO_ALL, 1, 3};
   exchange.exchange = 2;
   CHECK(exchange.id() == "1ALL_TO_ALL3.2");  // a MoE exchange, measured only
-  for (const std::string s : {"2F5", "0SEND_F3", "11RECV_B12", "1ALLREDUCE3", "1OPTIM", "3B0", "1ALL_TO_ALL3.2"}) {
+  Action gather{ActionKind::ALL_GATHER, 1, 3};
+  gather.exchange = 0;
+  CHECK(gather.id() == "1ALL_GATHER3.0");  // a sharded layer's gather in micro-batch 3's F or B
+  gather.mb = -1;
+  gather.exchange = 4;
+  CHECK(gather.id() == "1ALL_GATHER.4");  // in stage 1's OPTIM
+  for (const std::string s : {"2F5", "0SEND_F3", "11RECV_B12", "1ALLREDUCE3", "1OPTIM", "3B0", "1ALL_TO_ALL3.2",
+                              "1ALL_GATHER3.0", "1ALL_GATHER.4"}) {
     Action a;
     REQUIRE(schedule::parse_action_id(s, &a));
     CHECK(a.id() == s);
@@ -44,8 +51,10 @@ TEST_CASE("schedule::Action: ids print and parse as torch.distributed.pipelining
   Action a;
   REQUIRE(schedule::parse_action_id("1ALL_TO_ALL3.2", &a));
   CHECK(a == exchange);
+  REQUIRE(schedule::parse_action_id("1ALL_GATHER.4", &a));
+  CHECK(a == gather);
   for (const std::string bad : {"F5", "2X5", "2F", "1OPTIM2", "2F5x", "", "2SEND_F", "1ALL_TO_ALL3", "1ALL_TO_ALL3.", "1ALL_TO_ALL.2",
-                                "1ALL_TO_ALL3.2.1"})
+                                "1ALL_TO_ALL3.2.1", "1ALL_GATHER3", "1ALL_GATHER3.", "1ALL_GATHER", "1ALL_GATHER.-1"})
     CHECK_FALSE(schedule::parse_action_id(bad, &a));
 }
 
