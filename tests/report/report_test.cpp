@@ -289,16 +289,12 @@ TEST_CASE("report: a scenario named after the page's markers still gives a whole
   CHECK(html.find("'use strict';") > html.find("id=\"data\""));
 }
 
-// A MoE run (issue 59): the summary names the experts, their all-to-alls and the imbalance the
-// simulator charged; the measured all-to-alls have their own rows.
-TEST_CASE("report: a MoE plan shows its experts, and a measured run its all-to-all rows", "[report][browser][moe]") {
-  if (!have_chromium()) test::skip("chromium", "chromium is not installed (scripts/setup.sh --browser installs it)");
-  const fs::path dir = fresh_dir("moe");
-  std::ofstream(dir / "moe.yaml")
-      << "model: {preset: transformer, layers: 2, hidden: 32, heads: 4, ffn: 48, seq_len: 16, vocab: 64, mlp: swiglu, norm: rmsnorm, "
-         "positions: rope, bias: false, experts: 4, experts_per_token: 2, expert_ffn: 16}\n"
-         "data: {source: synthetic, batch_size: 4, steps: 2}\nparallel: {data: 2, expert: 2, chunks: 2}\nhardware: cpu-host\n";
-  const std::string scenario = (dir / "moe.yaml").string(), predicted = (dir / "p.json").string(), measured = (dir / "m.json").string();
+// The page of a scenario simulated and run for real (2 steps), as chromium draws it, after checking
+// that its data loaded and its script found no error (the page's action ids included).
+static std::string page_of_run(const std::string& name, const std::string& yaml) {
+  const fs::path dir = fresh_dir(name);
+  std::ofstream(dir / "s.yaml") << yaml;
+  const std::string scenario = (dir / "s.yaml").string(), predicted = (dir / "p.json").string(), measured = (dir / "m.json").string();
   REQUIRE(test::run_parallax("simulate " + scenario + " -o " + predicted).code == 0);
   REQUIRE(test::run_parallax("run " + scenario + " -o " + measured).code == 0);
   const fs::path page = dir / "report.html";
@@ -306,6 +302,18 @@ TEST_CASE("report: a MoE plan shows its experts, and a measured run its all-to-a
   const std::string dom = chromium(page, "--dump-dom");
   REQUIRE(dom.find("data-ready=\"1\"") != std::string::npos);
   CHECK(element_text(dom, "errors").empty());
+  return dom;
+}
+
+// A MoE run (issue 59): the summary names the experts, their all-to-alls and the imbalance the
+// simulator charged; the measured all-to-alls have their own rows.
+TEST_CASE("report: a MoE plan shows its experts, and a measured run its all-to-all rows", "[report][browser][moe]") {
+  if (!have_chromium()) test::skip("chromium", "chromium is not installed (scripts/setup.sh --browser installs it)");
+  const std::string dom = page_of_run(
+      "moe",
+      "model: {preset: transformer, layers: 2, hidden: 32, heads: 4, ffn: 48, seq_len: 16, vocab: 64, mlp: swiglu, norm: rmsnorm, "
+      "positions: rope, bias: false, experts: 4, experts_per_token: 2, expert_ffn: 16}\n"
+      "data: {source: synthetic, batch_size: 4, steps: 2}\nparallel: {data: 2, expert: 2, chunks: 2}\nhardware: cpu-host\n");
   CHECK(dom.find("2 MoE blocks of 4 experts (top-2) over expert 2: 4 all-to-alls of") != std::string::npos);
   CHECK(dom.find("load imbalance") != std::string::npos);
   CHECK(dom.find("all_to_all") != std::string::npos);  // the measured exchanges' lane
@@ -315,17 +323,9 @@ TEST_CASE("report: a MoE plan shows its experts, and a measured run its all-to-a
 // executor names them (the page's ids checked against Action::id()'s for every kind).
 TEST_CASE("report: a measured sharded run shows its parameter gathers", "[report][browser][shard]") {
   if (!have_chromium()) test::skip("chromium", "chromium is not installed (scripts/setup.sh --browser installs it)");
-  const fs::path dir = fresh_dir("shard");
-  std::ofstream(dir / "shard.yaml") << "model: {preset: mlp, layers: 2, hidden: 16, input: 8, classes: 4}\n"
-                                       "data: {source: synthetic, batch_size: 4, steps: 2}\n"
-                                       "parallel: {data: 2, chunks: 2, shard: full}\nhardware: cpu-host\n";
-  const std::string scenario = (dir / "shard.yaml").string(), predicted = (dir / "p.json").string(), measured = (dir / "m.json").string();
-  REQUIRE(test::run_parallax("simulate " + scenario + " -o " + predicted).code == 0);
-  REQUIRE(test::run_parallax("run " + scenario + " -o " + measured).code == 0);
-  const fs::path page = dir / "report.html";
-  REQUIRE(test::run_parallax("report --predicted " + predicted + " --measured " + measured + " -o " + page.string()).code == 0);
-  const std::string dom = chromium(page, "--dump-dom");
-  REQUIRE(dom.find("data-ready=\"1\"") != std::string::npos);
-  CHECK(element_text(dom, "errors").empty());
+  const std::string dom = page_of_run("shard",
+                                      "model: {preset: mlp, layers: 2, hidden: 16, input: 8, classes: 4}\n"
+                                      "data: {source: synthetic, batch_size: 4, steps: 2}\n"
+                                      "parallel: {data: 2, chunks: 2, shard: full}\nhardware: cpu-host\n");
   CHECK(dom.find("all_gather") != std::string::npos);  // the measured gathers' lane
 }
