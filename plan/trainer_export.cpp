@@ -344,6 +344,13 @@ TrainerExport export_torchtitan(const Plan& p) {
                "launch: CONFIG_FILE=plan.toml NGPU=" + std::to_string(std::min(p.world_size, s.hardware.devices_per_node)) +
                    " ./run_train.sh on each of " + std::to_string(p.nodes) + " node" + (p.nodes > 1 ? "s" : "") +
                    " (torchtitan v0.2.2's TOML job config; later torchtitan configures jobs in Python)"};
+  // Its gradient accumulation never turns FSDP2's sync off (pytorch/torchtitan#1710); its pipeline
+  // schedules do, as this plan's would (ParallelSpec::reduces_every_microbatch).
+  if (par.sharded(Shard::gradients) && par.data > 1 && par.pipeline == 1 && par.chunks * par.grad_accumulation > 1 &&
+      !par.reduce_scatter_every_microbatch)
+    out.notes.push_back("torchtitan reduce-scatters FSDP's gradients after every micro-batch's backward; this plan was predicted "
+                        "reducing them once a step: plan it with parallel.reduce_scatter_every_microbatch: true (framework: "
+                        "torchtitan sets it) for the step time and memory this config gets");
   // TOML: one table per section ("quantize.linear.float8"), in the order the arguments came.
   std::ostringstream o_text;
   o_text << "# torchtitan job config (torchtitan/config/job_config.py, v0.2.2) for '" << s.name << "': " << p.world_size

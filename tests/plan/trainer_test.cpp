@@ -271,6 +271,17 @@ TEST_CASE("plan::export: what a trainer cannot express exits 2 at the key to cha
   CHECK(hsdp.at("parallelism.data_parallel_replicate_degree") == "8");
   CHECK_THROWS_WITH(plan::export_torchtitan(plan::resolve_plan(plan::load_scenario(fsdp_source, {"parallel.shard=optimizer"}))),
                     Catch::Contains("ZeRO-1"));
+  // Gradient accumulation under FSDP2: torchtitan reduces every micro-batch, as its framework says;
+  // a plan reducing once a step is told so.
+  const auto notes_of = [&](const std::vector<std::string>& sets) {
+    std::string all;
+    for (const auto& n : plan::export_torchtitan(plan::resolve_plan(plan::load_scenario(fsdp_source, sets))).notes) all += n + "\n";
+    return all;
+  };
+  const std::string accumulating = notes_of({"parallel.chunks=2", "data.batch_size=2"});
+  CHECK(accumulating.find("after every micro-batch") == std::string::npos);
+  const std::string once = notes_of({"parallel.chunks=2", "data.batch_size=2", "parallel.reduce_scatter_every_microbatch=false"});
+  CHECK(once.find("torchtitan reduce-scatters FSDP's gradients after every micro-batch's backward") != std::string::npos);
   // Megatron-LM: the distributed optimizer, one instance per copy of a shard (its HSDP).
   const auto zero1 = as_map(plan::export_megatron(plan::resolve_plan(plan::load_scenario(source, {"parallel.data=4", "parallel.shard_group=2", "data.batch_size=32", "parallel.chunks=32"}))));
   CHECK(zero1.at("--num-distributed-optimizer-instances") == "2");
