@@ -83,13 +83,12 @@ Knob flag(std::string key, bool Settings::*member, std::string doc) {
   return typed<bool>(std::move(key), KnobType::boolean, member, std::move(doc));
 }
 
-// Megatron-core's --recompute-modules, the ones Parallax costs. The bits of RecomputeModule are
-// the names' places in `choices`.
+// Megatron-core's --recompute-modules, the ones Parallax costs (kRecomputeModules).
 Knob recompute_modules_knob() {
   Knob k;
   k.key = "parallel.recompute_modules";
   k.type = KnobType::modules;
-  k.choices = {"core_attn", "layernorm", "moe_act"};
+  for (const auto& m : kRecomputeModules) k.choices.push_back(m.name);
   k.doc = "with activation_checkpointing: selective, what backward recomputes (Megatron-core's --recompute-modules): core_attn "
           "(attention's scores and softmax; the default), layernorm (the two norms: their outputs, the inputs of QKV and the MLP, "
           "are not kept), moe_act (a MoE block's experts' activation function: its output is not kept). Predict-only";
@@ -97,9 +96,8 @@ Knob recompute_modules_knob() {
   k.set = [](Settings& s, const KnobValue& v) {
     const std::string& text = std::get<std::string>(v);
     s.recompute_modules = 0;
-    if (text.find("core_attn") != std::string::npos) s.recompute_modules |= kRecomputeCoreAttn;
-    if (text.find("layernorm") != std::string::npos) s.recompute_modules |= kRecomputeLayernorm;
-    if (text.find("moe_act") != std::string::npos) s.recompute_modules |= kRecomputeMoeAct;
+    for (const auto& m : kRecomputeModules)
+      if (text.find(m.name) != std::string::npos) s.recompute_modules |= m.bit;
   };
   return k;
 }

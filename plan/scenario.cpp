@@ -278,13 +278,14 @@ void check_scenario(const Scenario& s) {
                                "' has no 'network' between nodes");
 }
 
-std::string recompute_modules_text(unsigned modules) {
+std::vector<std::string> recompute_module_names(unsigned modules) {
   std::vector<std::string> names;
-  if (modules & kRecomputeCoreAttn) names.push_back("core_attn");
-  if (modules & kRecomputeLayernorm) names.push_back("layernorm");
-  if (modules & kRecomputeMoeAct) names.push_back("moe_act");
-  return "[" + join(names, ", ") + "]";
+  for (const auto& m : kRecomputeModules)
+    if (modules & m.bit) names.push_back(m.name);
+  return names;
 }
+
+std::string recompute_modules_text(unsigned modules) { return "[" + join(recompute_module_names(modules), ", ") + "]"; }
 
 const char* name(Recompute r) {
   switch (r) {

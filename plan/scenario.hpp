@@ -49,7 +49,17 @@ enum RecomputeModule : unsigned {
   kRecomputeLayernorm = 2,  ///< the two norms: their outputs (the inputs of QKV and of the MLP) are not kept
   kRecomputeMoeAct = 4,     ///< a MoE block's routed experts' activation function: its output is not kept
 };
-/// The modules as YAML text, in Megatron-core's order: "[core_attn]", "[layernorm, moe_act]".
+/// Each module's bit and Megatron-core's name for it, in Megatron-core's order: the one list that
+/// the knob's choices and parser and the texts below read.
+struct RecomputeModuleName {
+  RecomputeModule bit;
+  const char* name;
+};
+inline constexpr RecomputeModuleName kRecomputeModules[] = {
+    {kRecomputeCoreAttn, "core_attn"}, {kRecomputeLayernorm, "layernorm"}, {kRecomputeMoeAct, "moe_act"}};
+/// The modules' names, in Megatron-core's order.
+std::vector<std::string> recompute_module_names(unsigned modules);
+/// The modules as YAML text: "[core_attn]", "[layernorm, moe_act]".
 std::string recompute_modules_text(unsigned modules);
 
 /// `parallel.p2p`: how a pipeline's sends and receives meet on NCCL.

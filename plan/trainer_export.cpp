@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "plan/knobs.hpp"
+#include "plan/yaml_reader.hpp"
 
 namespace parallax::plan {
 
@@ -134,10 +135,7 @@ TrainerExport export_megatron(const Plan& p) {
     case Recompute::selective: {
       a.push_back({"--recompute-granularity", "selective"});
       if (par.recompute_modules == kRecomputeCoreAttn) break;  // Megatron-core's default modules
-      std::string modules = recompute_modules_text(par.recompute_modules);  // "[layernorm, moe_act]": the flag takes them bare
-      modules = modules.substr(1, modules.size() - 2);
-      modules.erase(std::remove(modules.begin(), modules.end(), ','), modules.end());
-      a.push_back({"--recompute-modules", modules});
+      a.push_back({"--recompute-modules", join(recompute_module_names(par.recompute_modules), " ")});  // the flag takes them bare
       break;
     }
     case Recompute::layer:
