@@ -1,5 +1,8 @@
 #include "exec/fsdp.hpp"
 
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
 #include <algorithm>
 #include <string>
 
@@ -51,9 +54,40 @@ ShardedStage::ShardedStage(const plan::Plan& plan, const plan::Stage& stage, Sta
     u.shard = shards_->register_parameter("layer" + std::to_string(stage.first_layer + i), full() ? slice.clone() : slice);
     if (full()) release(u);
     if (!plan.scenario.parallel.sharded(plan::Shard::gradients)) continue;
-    for (size_t j = 0; j < u.params.size(); ++j)
+    for (size_t j = 0; j < u.params.size(); ++j) {
       u.params[j].register_hook([this, i, j](const torch::Tensor& grad) { on_grad(i, static_cast<int>(j), grad); });
+      drop_after_accumulation(u, u.params[j]);
+    }
   }
+}
+
+namespace {
+
+// Runs after a parameter's gradient accumulator (what PyTorch's C++ Reducer hooks, and FSDP2's
+// post-accumulate-grad hook in Python).
+struct AfterAccumulation : torch::autograd::FunctionPostHook {
+  std::function<void()> run;
+  explicit AfterAccumulation(std::function<void()> f) : run(std::move(f)) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list&) override {
+    run();
+    return outputs;
+  }
+};
+
+}  // namespace
+
+// In the step's last backward the hook before accumulation has copied the gradient into the unit's
+// flat buffer; what autograd then accumulates into .grad is a second copy, dropped at once (as FSDP2
+// frees the unsharded gradient after its copy-in) instead of living until the next layer's
+// gradients arrive. The accumulator is kept alive here: autograd makes a new one (without the
+// hook) whenever no graph holds the old one.
+void ShardedStage::drop_after_accumulation(Unit& u, torch::Tensor p) {
+  auto accumulator = torch::autograd::impl::grad_accumulator(p);
+  accumulator->add_post_hook(std::make_unique<AfterAccumulation>([this, p]() mutable {
+    if (armed_) p.mutable_grad() = torch::Tensor();
+  }));
+  u.accumulators.push_back(std::move(accumulator));
 }
 
 bool ShardedStage::full() const { return plan_.scenario.parallel.shard == plan::Shard::full; }
@@ -162,7 +196,7 @@ void ShardedStage::on_grad(int unit, int param, const torch::Tensor& grad) {
   u.params[param].mutable_grad() = torch::Tensor();
   if (--u.pending > 0) return;
   // The unit's other parameters have their gradients in the slots: theirs can go (this one's
-  // arrives after its hook, and goes once the reduction is done).
+  // arrives after its hook, and its accumulator's post hook drops it).
   for (auto& other : u.params) other.mutable_grad() = torch::Tensor();
   u.reduce.launch(*group_, u.grads);
   reducing_.push_back(unit);

@@ -76,6 +76,7 @@ class ShardedStage {
     torch::Tensor grads;  // flat, as the parameters
     int pending = 0;
     TracedCollective reduce;
+    std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;  // its parameters', kept with their hooks
   };
   bool full() const;
   void launch_gather(Unit& u);
@@ -83,6 +84,7 @@ class ShardedStage {
   void prefetch(int unit);
   void release(Unit& u);
   void on_grad(int unit, int param, const torch::Tensor& grad);
+  void drop_after_accumulation(Unit& u, torch::Tensor p);
   void finish_reduce(Unit& u);
   int64_t shard_numel(const Unit& u) const { return u.padded / shards_count_; }
 
