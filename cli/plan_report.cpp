@@ -169,7 +169,7 @@ std::string plan_text(const Plan& p) {
   // Sharding beyond the optimizer holds layers and gradients unsharded for a while: a column then.
   const bool gathers = s.parallel.sharded(plan::Shard::gradients);
   o << pad(by_pipeline_rank ? "pp" : "rank", 6) << pad("params", 11) << pad("grads", 11) << pad("optimizer", 11)
-    << pad("buckets", 11) << pad("activations", 27) << pad("recompute", 11) << (gathers ? pad("unsharded", 11) : "")
+    << pad("buckets", 11) << pad("activations", 27) << pad("transient", 11) << (gathers ? pad("unsharded", 11) : "")
     << pad("reserve", 11) << "total\n";
   for (const auto& r : p.ranks) {
     if (by_pipeline_rank && (r.replica != 0 || r.tensor_rank != 0)) continue;

@@ -220,7 +220,7 @@ QChart* MetricsView::memory_chart(const Prediction& p, const timeline::CompareRe
   const bool measured = measured_memory_peak_mb(c) >= 0;
   QChart* chart = new_chart(measured ? "Memory per rank (GiB): predicted bars, measured dots, against the device"
                                      : "Memory per rank (GiB, predicted) against the device");
-  const char* const names[] = {"parameters", "gradients", "optimizer", "DDP buckets", "activations", "recompute", "unsharded (FSDP)", "reserve"};
+  const char* const names[] = {"parameters", "gradients", "optimizer", "DDP buckets", "activations", "backward transient", "unsharded (FSDP)", "reserve"};
   const QColor colors[] = {QColor(92, 107, 192), QColor(38, 166, 154), QColor(255, 167, 38), QColor(141, 110, 99),
                            QColor(236, 64, 122), QColor(171, 71, 188), QColor(255, 213, 79), QColor(158, 158, 158)};
   constexpr int kParts = 8;

@@ -176,8 +176,10 @@ class ShapeModel {
   // amax taken on the way, per element; 0 in other precisions.
   double fp8_cast(double elements) const { return fp8_ ? memory(elements * (e_ + 1)) : 0.0; }
   double memory(double bytes) const { return f_.memory * raw_memory(bytes); }
-  double flash(double flops, bool backward) const {
-    return f_.flash * flops / (rest_peak_ * 1e6 * (backward ? c_.flash_backward_efficiency : c_.flash_forward_efficiency));
+  double flash(double flops, bool backward, bool flash2) const {
+    double efficiency = backward ? c_.flash_backward_efficiency : c_.flash_forward_efficiency;
+    if (flash2) efficiency = (backward ? c_.flash2_backward_efficiency : c_.flash2_forward_efficiency).value_or(efficiency);
+    return f_.flash * flops / (rest_peak_ * 1e6 * efficiency);
   }
   double e() const { return e_; }
 
@@ -210,6 +212,8 @@ struct Kernels {
   double expert = 0, backward_expert = 0;  // a MoE block's experts (LayerCost::expert_forward), forward and backward
   double norm_memory = 0, expert_act_memory = 0;  // forward's norms, and a MoE block's experts' activation function
   double attention_gemm = 0, attention_memory = 0;  // standard attention's forward: its two GEMMs, its softmax and dropout
+  double op_recompute = 0;  // what torchtitan's per-op checkpointing re-runs: every second matmul and the memory-bound kernels
+  double eager_backward = 0;  // what eager kernels' backward moves beyond twice their forward (encoder_eager_bytes)
   bool flash = false;                               // attention_forward and _backward are flash attention's
 };
 
@@ -253,6 +257,41 @@ void moe_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel& m, dou
   k->backward_expert = k->backward_gemm - backward_before + 2 * expert_memory;  // backward moves the bytes twice
 }
 
+// Eager PyTorch (`model.kernels: eager`) runs torchtitan's Llama ops one kernel each where fused
+// kernels run one: its RMSNorm (torchtitan/models/norms.py) casts to fp32, squares, takes the mean,
+// multiplies and casts back before the weight, each op reading and writing the whole tensor: 4e + 28
+// bytes an element forward and 8e + 76 backward (autograd's kernel for each op, and the sum of the
+// two paths into x), against a fused norm's 2e and 4e; rotary positions go through fp32 complex
+// numbers (cast in, multiply, cast out: 2e + 16 bytes each way, against 2e and 4e); SwiGLU's SiLU and
+// product are two kernels (5e forward, 9e backward, against 3e and 6e). LayerNorm is one kernel in
+// eager PyTorch as well. The bytes beyond the fused count, per block on one tensor rank.
+struct EagerBytes {
+  double forward = 0, backward = 0, norm_forward = 0;
+};
+EagerBytes encoder_eager_bytes(const Layer& l, double e, double tokens, double t, double sp) {
+  const BlockForm& form = l.shape.form;
+  const double h = static_cast<double>(l.shape.hidden), qw = static_cast<double>(l.shape.q_width()) / t;
+  const double kv = static_cast<double>(l.shape.kv_heads()), kv_width = kv * static_cast<double>(l.shape.head_dim()) / std::min(t, kv);
+  EagerBytes b;
+  if (form.norm == Norm::rmsnorm) {
+    const double elems = 2 * tokens * h / sp;  // two norms
+    b.norm_forward = (2 * e + 28) * elems;
+    b.backward += (4 * e + 76) * elems;
+  }
+  b.forward += b.norm_forward;
+  if (form.rope) {
+    const double elems = tokens * (qw + kv_width);  // Q and K
+    b.forward += 16 * elems;
+    b.backward += (16 - 2 * e) * elems;
+  }
+  if (form.mlp == Mlp::swiglu && !l.shape.moe.on()) {
+    const double elems = tokens * static_cast<double>(l.shape.ffn) / t;
+    b.forward += 2 * e * elems;
+    b.backward += 3 * e * elems;
+  }
+  return b;
+}
+
 // A transformer block as Megatron-LM runs it on one of t tensor ranks: Q, K and V, the per-head
 // scores and weighted values, the output projection and the MLP's linears (three for SwiGLU);
 // norms, the fused scale-mask-softmax, the residual adds (with dropout in LibTorch's encoder
@@ -291,13 +330,24 @@ Kernels encoder_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel&
   k.memory = m.memory((2 * 2 * e + 2 * residual) * tokens * h / sp + activation + rope) +
              m.fp8_cast(tokens * (h + qw / t + (moe ? 0.0 : h + ffn / t)));  // the inputs of QKV, the output projection, up, down
   k.norm_memory = m.memory(2 * 2 * e * tokens * h / sp);  // two norms, each read and written
+  if (l.shape.eager) {
+    const EagerBytes extra = encoder_eager_bytes(l, e, tokens, t, sp);
+    k.memory += m.memory(extra.forward);
+    k.norm_memory += m.memory(extra.norm_forward);
+    k.eager_backward = m.memory(extra.backward - 2 * extra.forward);
+  }
   if (moe) moe_kernels(l, p, m, mb, tokens, &k);
+  // torchtitan's per-op checkpointing re-runs the matmuls it does not keep (the second, fourth...
+  // in forward order) and every memory-bound kernel; attention's output is kept.
+  const std::vector<Matmul> matmuls = block_matmuls(l.shape, t);
+  for (size_t i = 1; i < matmuls.size(); i += 2) k.op_recompute += m.gemm(1, tokens, matmuls[i].out, matmuls[i].in);
+  k.op_recompute += k.memory;
   if (l.shape.flash_attention) {
     // A decoder block's attention is causal: flash attention skips the score blocks the mask
     // removes, half of them (FlashAttention-2 and -3 count a causal pass as half the FLOPs).
     const double flops = 4 * mb * heads * q * s * d * (form.decoder ? 0.5 : 1.0);
-    k.attention_forward = m.flash(flops, false);
-    k.attention_backward = m.flash(2.5 * flops, true);  // FlashAttention-2 counts backward as 2.5 forwards
+    k.attention_forward = m.flash(flops, false, l.shape.flash2);
+    k.attention_backward = m.flash(2.5 * flops, true, l.shape.flash2);  // FlashAttention-2 counts backward as 2.5 forwards
     k.flash = true;
   } else {
     const double scores = mb * heads * q * s, blocks = mb * heads * c;
@@ -313,7 +363,7 @@ Kernels encoder_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel&
   k.backward_linear = k.backward_gemm;
   k.gemm += k.attention_forward;
   k.backward_gemm += k.attention_backward;
-  k.backward_memory = 2 * k.memory;
+  k.backward_memory = 2 * k.memory + k.eager_backward;
   return k;
 }
 
@@ -374,6 +424,7 @@ LayerCost shape_aware_cost(const Layer& l, const HardwareProfile& hw, const Para
   // activation function.
   out.recompute = Time::us((p.recomputes(kRecomputeCoreAttn) ? k.attention_core : 0.0) + (p.recomputes(kRecomputeLayernorm) ? k.norm_memory : 0.0) +
                            (p.recomputes(kRecomputeMoeAct) ? k.expert_act_memory : 0.0));
+  if (p.activation_checkpointing == Recompute::selective_op) out.recompute = Time::us(k.op_recompute);
   out.attention_forward = Time::us(k.attention_forward);
   out.attention_backward = Time::us(k.attention_backward);
   out.linear_forward = Time::us(k.linear);
@@ -389,12 +440,21 @@ Time recompute_time(const Layer& l, const LayerCost& c, const ParallelSpec& p) {
     case Recompute::none: return Time();
     case Recompute::layer:
     case Recompute::stage: return c.forward;
-    case Recompute::selective:
+    case Recompute::selective: {
       // The scores' share of the layer's FLOPs (4 s^2 h of them per sample); the norms' and the
       // experts' activation's memory-bound kernels have no figure here.
       if (!p.recomputes(kRecomputeCoreAttn) || l.kind != LayerKind::encoder || l.shape.flash_attention || l.flops_per_sample <= 0) return Time();
       const double s = static_cast<double>(l.shape.seq_len);
       return c.forward.scaled(4 * s * s * static_cast<double>(l.shape.q_width()) / l.flops_per_sample);
+    }
+    case Recompute::selective_op: {
+      // The re-run matmuls' share of the layer's FLOPs; the memory-bound kernels have no figure here.
+      if (l.kind != LayerKind::encoder || l.flops_per_sample <= 0) return Time();
+      const std::vector<Matmul> matmuls = block_matmuls(l.shape, 1);
+      double flops = 0;
+      for (size_t i = 1; i < matmuls.size(); i += 2) flops += 2 * static_cast<double>(l.shape.seq_len) * matmuls[i].out * matmuls[i].in;
+      return c.forward.scaled(flops / l.flops_per_sample);
+    }
   }
   return Time();
 }

@@ -67,8 +67,8 @@ void check_executable(const Scenario& s) {
       predict_only("model.capacity_factor", "a router's capacity factor (dropped tokens; the executor routes dropless)");
   if (p.expert > 1 && p.shard != Shard::none)
     predict_only("parallel.expert", "expert parallelism with parallel.shard");
-  if (p.activation_checkpointing == Recompute::selective)
-    predict_only("parallel.activation_checkpointing", "selective recompute");
+  if (p.activation_checkpointing == Recompute::selective || p.activation_checkpointing == Recompute::selective_op)
+    predict_only("parallel.activation_checkpointing", std::string("selective recompute (") + name(p.activation_checkpointing) + ")");
   if (p.activation_checkpointing != Recompute::none && splits_backward(p.schedule))
     predict_only(
         "parallel.activation_checkpointing",

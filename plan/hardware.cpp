@@ -104,13 +104,15 @@ GemmGrid parse_gemm_grid(const Field& map, double peak) {
 
 ComputeModel parse_compute(const Field& map, const std::map<Precision, double>& peaks) {
   expect_keys(map, {"gemm_efficiency", "gemm", "memory_efficiency", "flash_forward_efficiency", "flash_backward_efficiency",
-                    "precisions"});
+                    "flash2_forward_efficiency", "flash2_backward_efficiency", "precisions"});
   ComputeModel c;
   if (Field f = map["gemm_efficiency"]; f.present())
     c.gemm_efficiency = parse_curve(f, "GFLOP, fraction of peak", "a GEMM size in GFLOP", fraction);
   if (Field f = map["memory_efficiency"]; f.present()) c.memory_efficiency = fraction(f);
   if (Field f = map["flash_forward_efficiency"]; f.present()) c.flash_forward_efficiency = fraction(f);
   if (Field f = map["flash_backward_efficiency"]; f.present()) c.flash_backward_efficiency = fraction(f);
+  if (Field f = map["flash2_forward_efficiency"]; f.present()) c.flash2_forward_efficiency = fraction(f);
+  if (Field f = map["flash2_backward_efficiency"]; f.present()) c.flash2_backward_efficiency = fraction(f);
   if (Field list = map["precisions"]; list.present()) {
     if (!list.is_sequence() || list.elements().empty()) list.fail("'" + list.path() + "' must be a list such as [bf16, fp16]");
     c.precisions.clear();

@@ -51,6 +51,9 @@ struct ComputeModel {
   double memory_efficiency = 1;  ///< fraction of memory bandwidth a memory-bound kernel reaches
   /// Flash attention's forward and backward, as fractions of the dense 16-bit peak (its own FLOPs).
   double flash_forward_efficiency = 0.5, flash_backward_efficiency = 0.4;
+  /// FlashAttention-2's (`model.attention: flash2`) where the profile states them; absent, the
+  /// flash figures above stand in.
+  std::optional<double> flash2_forward_efficiency, flash2_backward_efficiency;
   /// The precisions the figures were measured at (`precisions:`, default the 16-bit tensor-core
   /// ones); layers at another precision keep the plain roofline.
   std::vector<Precision> precisions = {Precision::bf16, Precision::fp16};

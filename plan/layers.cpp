@@ -161,6 +161,32 @@ BlockActivations block_activations(const LayerShape& sh, double e, double linear
   return out;
 }
 
+std::vector<Matmul> block_matmuls(const LayerShape& sh, double t) {
+  const double h = static_cast<double>(sh.hidden), ffn = static_cast<double>(sh.ffn) / t, qw = static_cast<double>(sh.q_width()) / t;
+  const double kv = static_cast<double>(sh.kv_heads()), kv_width = kv * static_cast<double>(sh.head_dim()) / std::min(t, kv);
+  std::vector<Matmul> out = {{qw, h}, {kv_width, h}, {kv_width, h}, {h, qw}};
+  if (sh.form.mlp == Mlp::swiglu) out.insert(out.end(), {{ffn, h}, {ffn, h}, {h, ffn}});
+  else out.insert(out.end(), {{ffn, h}, {h, ffn}});
+  return out;
+}
+
+// torchtitan's op policy (torchtitan/parallelisms/parallelize_llama.py, `_save_list`, 2024-12): an
+// op's output is saved when it is aten.mm, except every second one in the block's forward, or the
+// flash or efficient scaled_dot_product_attention, or a functional reduce-scatter; everything else
+// in the block (norms, rotary positions, the activation function, the residual adds) is recomputed
+// from the block's input.
+// Flash attention only (parse_scenario checks): the math kernel's batched matmuls are not saved.
+double op_checkpoint_bytes(const LayerShape& sh, double e, double t, double sp) {
+  const double s = static_cast<double>(sh.seq_len), h = static_cast<double>(sh.hidden);
+  const std::vector<Matmul> mm = block_matmuls(sh, t);
+  double kept = h / sp;  // the checkpoint's input
+  for (size_t i = 0; i < mm.size(); i += 2) kept += mm[i].out;
+  kept += static_cast<double>(sh.q_width()) / t;  // attention's output
+  if (sp > 1) kept += 2 * h / sp;                  // the reduce-scatters after wo and w2 (kept too) under sequence parallelism
+  const double statistics = static_cast<double>(sh.heads) / t * 4.0;  // flash attention's fp32 log-sum-exp per row and head
+  return s * (kept * e + statistics);
+}
+
 // A mixture-of-experts block's MLP, in torchtitan's MoE module order: the router's gate, the
 // routed experts as grouped weights (experts x out x in), then the shared experts as one gated MLP
 // of shared x ffn (as Megatron-core's SharedExpertMLP fuses them).
@@ -264,9 +290,12 @@ Layer make_head(const std::string& name, int64_t hidden, int64_t vocab, int64_t 
 std::vector<Layer> make_transformer(const TransformerShape& t) {
   std::vector<Layer> layers;
   layers.push_back(make_embedding("embed", t.vocab, t.hidden, t.seq_len, t.form));
-  for (int64_t i = 0; i < t.blocks; ++i)
+  for (int64_t i = 0; i < t.blocks; ++i) {
     layers.push_back(make_encoder("layers." + std::to_string(i), t.hidden, t.heads, t.ffn, t.seq_len, t.flash_attention, t.form,
                                   t.moe_block(i) ? t.moe : MoeShape{}));
+    layers.back().shape.flash2 = t.flash2;
+    layers.back().shape.eager = t.eager;
+  }
   layers.push_back(make_head("head", t.hidden, t.vocab, t.seq_len, t.form));
   return layers;
 }

@@ -100,6 +100,15 @@ struct LayerShape {
   /// encoder: the attention kernel. Standard attention materialises the s x s scores (and keeps
   /// them for backward); flash attention (Dao et al. 2022) never does.
   bool flash_attention = false;
+  /// With flash_attention: FlashAttention-2's kernel (`model.attention: flash2`, what torch's
+  /// scaled_dot_product_attention ran on Hopper until torch 2.10 preferred cuDNN's), costed at the
+  /// profile's flash2 efficiencies where it states them; otherwise the flash kernel the profile
+  /// measured (Transformer Engine's, FlashAttention-3's on Hopper).
+  bool flash2 = false;
+  /// encoder: `model.kernels: eager`, the block's memory-bound ops as eager PyTorch runs torchtitan's
+  /// Llama (each op of RMSNorm, rotary positions and SwiGLU a kernel of its own, norms and rotary
+  /// positions in fp32); false: fused (Transformer Engine, Megatron-core, torch.compile).
+  bool eager = false;
   BlockForm form;  ///< embedding, encoder, head
   MoeShape moe;    ///< encoder: its MLP's experts (none: the dense MLP of width ffn)
   /// Key/value heads of an encoder block (`form.kv_heads`, or `heads` when that is 0).
@@ -125,6 +134,20 @@ struct BlockActivations {
 /// `linear_e`: bytes an element of what the linear layers keep of their inputs (e, or 1 where
 /// Transformer Engine's fp8 linears keep their fp8 casts).
 BlockActivations block_activations(const LayerShape& shape, double e, double linear_e);
+
+/// A dense block's matmuls in the order torchtitan's Llama runs them (wq, wk, wv, wo, then w1, w3,
+/// w2 for a gated MLP or up, down), each as (outputs, inputs) per token on one of t tensor ranks
+/// (key and value heads split at most kv_heads ways). Its per-op selective checkpointing
+/// (Recompute::selective_op) keeps the output of the first, third, fifth... and recomputes the others.
+struct Matmul {
+  double out = 0, in = 0;
+};
+std::vector<Matmul> block_matmuls(const LayerShape& shape, double t);
+/// What a dense block keeps per sample under torchtitan's per-op selective checkpointing, in bytes
+/// on one tensor rank (sp: the ways sequence parallelism splits the block's input): its input
+/// (the checkpoint's), the kept matmuls' outputs, flash attention's output with its fp32 softmax
+/// statistics, and under sequence parallelism the two reduce-scatters' outputs.
+double op_checkpoint_bytes(const LayerShape& shape, double e, double t, double sp);
 
 /// Cost of a synthetic layer, stated by the user.
 struct SyntheticCost {
@@ -169,7 +192,7 @@ std::vector<Layer> parse_model(const Field& model, std::string* description, boo
 /// A transformer's shape: what the transformer preset's keys and a Hugging Face config give.
 struct TransformerShape {
   int64_t blocks = 8, hidden = 512, heads = 8, ffn = 2048, seq_len = 128, vocab = 10000;
-  bool flash_attention = false;
+  bool flash_attention = false, flash2 = false, eager = false;  ///< LayerShape's
   BlockForm form;
   MoeShape moe;  ///< the MoE blocks' experts (none: every block dense)
   /// Which blocks are MoE: block i (from 0) when i >= first_dense and (i + 1) is a multiple of

@@ -28,7 +28,8 @@ namespace {
 double layer_bytes(const Plan& plan, int l, const ParallelSpec& p) {
   const Layer& layer = plan.scenario.layers[l];
   const auto& cal = plan.scenario.hardware.calibration;
-  if (cal && p.tensor == 1 && p.context == 1 && p.activation_checkpointing != Recompute::selective)
+  const bool selective = p.activation_checkpointing == Recompute::selective || p.activation_checkpointing == Recompute::selective_op;
+  if (cal && p.tensor == 1 && p.context == 1 && !selective)
     if (const SignatureCost* c = cal->layer(layer_signature(layer, p.precision)); c && !c->kept_bytes.empty())
       return c->kept_bytes.at(plan.microbatch_size);
   return full_activation_bytes(layer, p) * plan.microbatch_size;
@@ -51,6 +52,7 @@ double whole_sequence_activation_bytes(const Layer& l, const ParallelSpec& p) {
   const double sp = p.sequence_parallel ? t : 1.0;
   switch (l.kind) {
     case LayerKind::encoder: {
+      if (p.activation_checkpointing == Recompute::selective_op) return op_checkpoint_bytes(l.shape, e, t, sp);
       // Korthikanti et al. 2022's count (plan/layers.hpp, block_activations): at e = 2, ffn = 4h and
       // full attention, sbh(10 + 24/t + 5as/(ht)), the paper's eq. 2 with sequence parallelism off.
       // Key/value heads are split at most kv_heads ways (Megatron-core replicates past that).
@@ -63,10 +65,13 @@ double whole_sequence_activation_bytes(const Layer& l, const ParallelSpec& p) {
       return unsplit / sp + split / t + x.kv / kv_ways + scores;
     }
     case LayerKind::head: {
-      // The norm's and the projection's inputs (whole, or split by sequence parallelism) and the
-      // vocabulary-parallel logits.
+      // The norm's and the projection's inputs (whole, or split by sequence parallelism), and what
+      // the cross entropy keeps of the vocabulary-parallel logits: its fp32 softmax, whatever the
+      // compute type (torch's log_softmax on the logits cast to fp32, as torchtitan and
+      // torch.autocast run it; Megatron-LM's exp_logits of output.float()). The logits themselves
+      // are not kept.
       const double s = static_cast<double>(l.shape.seq_len);
-      return s * (2.0 * static_cast<double>(l.shape.hidden) / sp + static_cast<double>(l.shape.vocab) / t) * e;
+      return s * (2.0 * static_cast<double>(l.shape.hidden) / sp * e + static_cast<double>(l.shape.vocab) / t * 4.0);
     }
     default: return l.activation_elems_per_sample * e;
   }
@@ -89,7 +94,8 @@ double input_activation_bytes(const Layer& l, const ParallelSpec& p) {
 double kept_activation_bytes(const Layer& l, const ParallelSpec& p) {
   switch (p.activation_checkpointing) {
     case Recompute::none:
-    case Recompute::selective: return full_activation_bytes(l, p);
+    case Recompute::selective:
+    case Recompute::selective_op: return full_activation_bytes(l, p);
     case Recompute::layer: return input_activation_bytes(l, p);
     case Recompute::stage: return 0;
   }
@@ -112,6 +118,22 @@ int64_t stage_activation_bytes(const Plan& plan, const Stage& stage) {
   return std::llround(bytes);
 }
 
+// What the loss's backward holds for a moment on top of the fp32 softmax the head keeps, for one
+// micro-batch: torch's cross_entropy (pytorch, torchtitan) makes nll_loss's fp32 gradient of the
+// logits, then log_softmax's from it, both alive at once (8 bytes a logit); Megatron-LM's
+// vocabulary-parallel cross entropy (megatron, deepspeed) computes the gradient in place in its
+// saved softmax and casts it to the compute type (e bytes a logit; none at fp32).
+static double loss_backward_bytes(const Plan& plan, const Stage& stage) {
+  const auto& layers = plan.scenario.layers;
+  const ParallelSpec& p = plan.scenario.parallel;
+  if (stage.first_layer + stage.layer_count != static_cast<int>(layers.size()) || layers.back().kind != LayerKind::head) return 0;
+  const Layer& head = layers.back();
+  const double logits = static_cast<double>(head.shape.seq_len) / p.context * static_cast<double>(head.shape.vocab) / p.tensor;
+  const double e = activation_bytes(p.precision);
+  const bool in_place = plan.scenario.framework == Framework::megatron || plan.scenario.framework == Framework::deepspeed;
+  return logits * plan.microbatch_size * (in_place ? (e < 4 ? e : 0.0) : 8.0);
+}
+
 int64_t recompute_bytes(const Plan& plan, const Stage& stage) {
   const auto& layers = plan.scenario.layers;
   const ParallelSpec& p = plan.scenario.parallel;
@@ -126,7 +148,8 @@ int64_t recompute_bytes(const Plan& plan, const Stage& stage) {
     case Recompute::none: break;
     case Recompute::stage: bytes = sum; break;
     case Recompute::layer: bytes = largest; break;
-    case Recompute::selective: {
+    case Recompute::selective:
+    case Recompute::selective_op: {
       ParallelSpec kept = p;
       kept.activation_checkpointing = Recompute::none;
       for (int l = stage.first_layer; l < stage.first_layer + stage.layer_count; ++l)
@@ -134,7 +157,8 @@ int64_t recompute_bytes(const Plan& plan, const Stage& stage) {
       break;
     }
   }
-  return std::llround(bytes);
+  // The loss's backward runs before any recompute of its stage: the larger of the two is the peak.
+  return std::llround(std::max(bytes, loss_backward_bytes(plan, stage)));
 }
 
 int64_t receive_buffer_bytes(const Plan& plan, bool forward, int stage) {

@@ -41,8 +41,10 @@ double kept_activation_bytes(const Layer& layer, const ParallelSpec& p);
 int64_t stage_activation_bytes(const Plan& plan, const Stage& stage);
 /// One micro-batch's receive buffer at `stage`: its input (forward) or its output's gradient.
 int64_t receive_buffer_bytes(const Plan& plan, bool forward, int stage);
-/// Bytes a recompute holds on top of what is kept, while it runs: one layer's full activations
-/// (`layer`), the whole stage's (`stage`), attention's scores of one layer (`selective`).
+/// Bytes backward holds for a moment on top of what is kept: a recompute's, while it runs (one
+/// layer's full activations for `layer`, the whole stage's for `stage`, what `selective` and
+/// `selective_op` re-run of one layer), or, on the last stage, the loss's gradients of the logits
+/// (docs/simulator.md, Memory), whichever is larger.
 int64_t recompute_bytes(const Plan& plan, const Stage& stage);
 
 /// Bytes of one parameter, its gradient, and its optimizer state (with master weights), as the

@@ -35,10 +35,11 @@ SyntheticCost parse_synthetic_cost(const Field& map) {
   return c;
 }
 
-// `attention: standard | flash`; absent, the trainer's default (parse_model's flash_default).
+// `attention: standard | flash | flash2`; absent, the trainer's default (parse_model's flash_default).
 bool flash(const Field& map, bool by_default) {
-  return map["attention"].present() ? to_choice(map["attention"], {"standard", "flash"}) == "flash" : by_default;
+  return map["attention"].present() ? to_choice(map["attention"], {"standard", "flash", "flash2"}) != "standard" : by_default;
 }
+bool flash2(const Field& map) { return map["attention"].present() && to_choice(map["attention"], {"standard", "flash", "flash2"}) == "flash2"; }
 
 Layer parse_layer(const Field& item, size_t index, bool flash_default) {
   if (!item.is_map()) item.fail("each entry of 'model.layers' must be a map with a 'kind' (" + join(kKinds, " | ") + ")");
@@ -60,8 +61,10 @@ Layer parse_layer(const Field& item, size_t index, bool flash_default) {
     const int64_t hidden = to_int(require(item, "hidden"), 1, kMaxWidth);
     const int64_t heads = to_int(require(item, "heads"), 1, kMaxWidth);
     if (hidden % heads != 0) item["heads"].fail("'hidden' must be divisible by 'heads'");
-    return make_encoder(name, hidden, heads, positive(item, "ffn", 4 * hidden), to_int(require(item, "seq_len"), 1, kMaxWidth),
-                        flash(item, flash_default));
+    Layer l = make_encoder(name, hidden, heads, positive(item, "ffn", 4 * hidden), to_int(require(item, "seq_len"), 1, kMaxWidth),
+                           flash(item, flash_default));
+    l.shape.flash2 = flash2(item);
+    return l;
   }
   if (kind == "head") {
     expect_keys(item, {"kind", "name", "hidden", "vocab", "seq_len"});
@@ -107,7 +110,8 @@ std::string describe_transformer(const TransformerShape& t) {
     if (t.first_dense > 0) d << ", first " << t.first_dense << " blocks dense";
     if (t.moe_every > 1) d << ", every " << t.moe_every << "th block";
   }
-  d << ", seq_len " << t.seq_len << ", vocab " << t.vocab << (t.flash_attention ? ", flash attention" : "") << ")";
+  d << ", seq_len " << t.seq_len << ", vocab " << t.vocab << (t.flash2 ? ", flash attention (FlashAttention-2)" : t.flash_attention ? ", flash attention" : "")
+    << (t.eager ? ", eager kernels" : "") << ")";
   return d.str();
 }
 
@@ -162,19 +166,19 @@ void read_moe(const Field& m, const std::function<bool(const std::string&)>& giv
 }
 
 // `transformer` from its keys, or from a Hugging Face config (`hf_config`) whose values the keys
-// beside it override. seq_len and attention are the job's own: a config never gives them.
+// beside it override. seq_len, attention and kernels are the job's own: a config never gives them.
 std::vector<Layer> transformer_preset(const Field& m, std::string* description, bool flash_default) {
-  std::vector<std::string> allowed = {"preset", "hf_config", "layers", "hidden", "heads", "ffn", "seq_len", "vocab", "attention"};
+  std::vector<std::string> allowed = {"preset", "hf_config", "layers", "hidden", "heads", "ffn", "seq_len", "vocab", "attention", "kernels"};
   allowed.insert(allowed.end(), kFormKeys.begin(), kFormKeys.end());
   allowed.insert(allowed.end(), kMoeKeys.begin(), kMoeKeys.end());
   expect_keys(m, allowed);
   const Field config = m["hf_config"];
-  // A config given by --set replaces the file's model: the file's other model keys (but seq_len
-  // and attention) are left out, so `--set model.hf_config=...` works over any scenario.
+  // A config given by --set replaces the file's model: the file's other model keys (but seq_len,
+  // attention and kernels) are left out, so `--set model.hf_config=...` works over any scenario.
   const bool config_replaces_file = config.present() && !m.doc().override_for(config.path()).empty();
   auto given = [&](const std::string& key) {
     if (!m[key].present()) return false;
-    return !config_replaces_file || key == "seq_len" || key == "attention" || !m.doc().override_for(m[key].path()).empty();
+    return !config_replaces_file || key == "seq_len" || key == "attention" || key == "kernels" || !m.doc().override_for(m[key].path()).empty();
   };
   if (given("preset")) to_choice(m["preset"], {"transformer"});  // beside hf_config: only transformer
   TransformerShape t;
@@ -205,6 +209,8 @@ std::vector<Layer> transformer_preset(const Field& m, std::string* description, 
   t.seq_len = positive(m, "seq_len", config.present() ? t.seq_len : 128);
   if (given("vocab")) t.vocab = positive(m, "vocab", t.vocab);
   t.flash_attention = flash(m, flash_default);
+  t.flash2 = flash2(m);
+  t.eager = m["kernels"].present() && to_choice(m["kernels"], {"fused", "eager"}) == "eager";
   if (given("kv_heads")) t.form.kv_heads = positive(m, "kv_heads", t.heads);
   if (given("head_dim")) t.form.head_dim = positive(m, "head_dim", t.hidden / t.heads);
   if (t.form.head_dim * t.heads == t.hidden) t.form.head_dim = 0;  // the usual width: no departure to carry

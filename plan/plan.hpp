@@ -40,7 +40,7 @@ struct MemoryEstimate {
   int64_t optimizer = 0;
   int64_t buckets = 0;      ///< DDP's flat bucket buffers (a copy of the gradients)
   int64_t activations = 0;  ///< kept for backward, at the schedule's peak of micro-batches in flight
-  int64_t recompute = 0;    ///< what a recompute holds on top while it runs (plan::recompute_bytes)
+  int64_t recompute = 0;    ///< what backward holds on top for a moment: a recompute's, or the loss's gradients (plan::recompute_bytes)
   /// parallel.shard: what is held unsharded for a while (gathered layers, gradients before their
   /// reduce-scatter); 0 without sharding beyond the optimizer.
   int64_t gathered = 0;

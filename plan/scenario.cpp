@@ -259,6 +259,13 @@ void check_scenario(const Scenario& s) {
   if ((p.recompute_modules & kRecomputeMoeAct) && !first_moe_layer(s.layers))
     fail_at(s, "parallel.recompute_modules", "moe_act recomputes a MoE block's experts' activation function; this model has no "
                                              "MoE blocks (model.experts)");
+  if (p.activation_checkpointing == Recompute::selective_op)
+    for (const Layer& l : s.layers)
+      if (l.kind == LayerKind::encoder && (l.shape.moe.on() || !l.shape.flash_attention))
+        fail_at(s, "parallel.activation_checkpointing",
+                "selective_op is torchtitan's per-op policy as derived for dense blocks with flash attention (docs/simulator.md); block '" +
+                    l.name + "' " + (l.shape.moe.on() ? "is a MoE block" : "runs standard attention") +
+                    ": use selective, layer or stage");
   if (p.tp_comm_overlap && p.tensor > 1 && !p.sequence_parallel)
     fail_at(s, "parallel.tp_comm_overlap", "tp_comm_overlap overlaps the all-gathers and reduce-scatters of sequence parallelism with "
                                            "the GEMMs; it needs sequence_parallel: true (Megatron-LM asserts the same)");
@@ -293,6 +300,7 @@ const char* name(Recompute r) {
     case Recompute::layer: return "layer";
     case Recompute::stage: return "stage";
     case Recompute::selective: return "selective";
+    case Recompute::selective_op: return "selective_op";
   }
   return "?";
 }

@@ -39,6 +39,10 @@ enum class Recompute {
   layer,      ///< keep each layer's input, recompute that layer alone in backward (`true`, `layer`)
   stage,      ///< keep each stage's input, recompute the whole stage forward in backward (`stage`)
   selective,  ///< recompute only attention's core (scores, softmax, dropout), Korthikanti et al. 2022
+  /// torchtitan's per-op selective checkpointing (activation_checkpoint.selective_ac_option "op"):
+  /// in each block keep every second matmul's output and attention's, recompute the rest
+  /// (plan::op_checkpoint_bytes).
+  selective_op,
 };
 const char* name(Recompute r);
 

@@ -107,10 +107,20 @@ std::vector<KnobValue> scenario_rank_order(const Scenario& s, int) { return {std
 
 std::vector<KnobValue> scenario_moe_overlap(const Scenario& s, int) { return {s.parallel.overlap_moe_expert_parallel_comm}; }
 
-std::vector<KnobValue> default_recompute(const Scenario&, int) {
+// selective is Megatron-core's (by module), selective_op torchtitan's (by op, dense blocks with
+// flash attention only): each searched where the scenario's trainer runs it.
+std::vector<KnobValue> default_recompute(const Scenario& s, int) {
+  const bool torchtitan = s.framework == Framework::torchtitan;
+  bool op_derived = true;
+  for (const Layer& l : s.layers)
+    if (l.kind == LayerKind::encoder && (l.shape.moe.on() || !l.shape.flash_attention)) op_derived = false;
   std::vector<KnobValue> out;
-  for (const auto& name : knob("parallel.activation_checkpointing").choices)
-    if (name != "true") out.push_back(name);  // true is layer
+  for (const auto& name : knob("parallel.activation_checkpointing").choices) {
+    if (name == "true") continue;  // true is layer
+    if (name == "selective" && torchtitan) continue;
+    if (name == "selective_op" && (!torchtitan || !op_derived)) continue;
+    out.push_back(name);
+  }
   return out;
 }
 

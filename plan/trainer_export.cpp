@@ -138,6 +138,10 @@ TrainerExport export_megatron(const Plan& p) {
       a.push_back({"--recompute-modules", join(recompute_module_names(par.recompute_modules), " ")});  // the flag takes them bare
       break;
     }
+    case Recompute::selective_op:
+      throw InputError(s.where("parallel.activation_checkpointing"), "selective_op is torchtitan's per-op checkpointing; Megatron-LM recomputes "
+                                                                     "selectively by module: set parallel.activation_checkpointing: selective "
+                                                                     "(with parallel.recompute_modules)");
     case Recompute::layer:
       a.insert(a.end(), {{"--recompute-granularity", "full"}, {"--recompute-method", "uniform"}, {"--recompute-num-layers", "1"}});
       break;
@@ -271,10 +275,16 @@ TrainerExport export_torchtitan(const Plan& p) {
   if (par.tensor > 1 && !par.sequence_parallel)
     throw InputError(s.where("parallel.sequence_parallel"), "torchtitan's tensor parallelism always splits the sequence in the norms; set "
                                                             "parallel.sequence_parallel: true");
+  // The plan costs the blocks' memory-bound ops fused unless model.kernels says eager: torchtitan
+  // fuses them with torch.compile.
+  const bool compiled = !block.shape.eager;
   if (par.tp_comm_overlap && par.tensor > 1) {  // async tensor parallelism is a torch.compile pass
+    if (!compiled)
+      throw InputError(s.where("parallel.tp_comm_overlap"), "torchtitan's async tensor parallelism needs torch.compile, and this plan's "
+                                                            "model.kernels is eager: set model.kernels: fused or tp_comm_overlap: false");
     a.push_back({"parallelism.enable_async_tensor_parallel", "true"});
-    a.push_back({"compile.enable", "true"});
   }
+  if (compiled) a.push_back({"compile.enable", "true"});
   const bool fsdp = par.shard == Shard::full;
   a.push_back({"parallelism.data_parallel_replicate_degree", std::to_string(fsdp ? par.data / (par.shard_ranks() / par.context) : par.data)});
   a.push_back({"parallelism.data_parallel_shard_degree", std::to_string(fsdp ? par.shard_ranks() / par.context : 1)});
@@ -324,9 +334,10 @@ TrainerExport export_torchtitan(const Plan& p) {
     case Recompute::none: a.push_back({"activation_checkpoint.mode", quoted("none")}); break;
     case Recompute::layer: a.push_back({"activation_checkpoint.mode", quoted("full")}); break;
     case Recompute::selective:
-      if (par.recompute_modules != kRecomputeCoreAttn)
-        throw InputError(s.where("parallel.recompute_modules"), "torchtitan's selective recompute saves by op (selective_ac_option \"op\"), "
-                                                                "not by Megatron-core's modules; leave parallel.recompute_modules at [core_attn]");
+      throw InputError(s.where("parallel.activation_checkpointing"), "torchtitan's selective checkpointing saves by op (selective_ac_option "
+                                                                     "\"op\"), not Megatron-core's modules: set parallel.activation_checkpointing: "
+                                                                     "selective_op, which the plan then predicts as torchtitan runs it");
+    case Recompute::selective_op:
       a.insert(a.end(), {{"activation_checkpoint.mode", quoted("selective")}, {"activation_checkpoint.selective_ac_option", quoted("op")}});
       break;
     case Recompute::stage:

@@ -399,7 +399,11 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<pla
       recompute += lc.recompute + (no_grad_forward ? tp.forward : Time());
       // Layer recompute re-runs each layer just before its own backward; stage and selective
       // recompute are charged where the stage's backward starts (below).
-      const Time layer_recompute = recompute_choice == plan::Recompute::layer ? lc.recompute + tp.forward : Time();
+      // torchtitan's per-op checkpointing re-runs what it did not keep of each block before that
+      // block's backward, as layer recompute does (its tensor-parallel all-gathers are not charged again).
+      const Time layer_recompute = recompute_choice == plan::Recompute::layer          ? lc.recompute + tp.forward
+                                   : recompute_choice == plan::Recompute::selective_op ? lc.recompute
+                                                                                        : Time();
       c.backward += lc.backward + tp.backward + layer_recompute;
       c.forward_launch += lc.forward_launch;
       c.backward_launch += lc.backward_launch + (no_grad_forward ? lc.forward_launch : Time());  // a full recompute relaunches

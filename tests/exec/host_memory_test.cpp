@@ -98,10 +98,12 @@ TEST_CASE("host memory: bf16 and oneDNN matmuls run under the counting allocator
     const at::Tensor a = a32.to(at::kBFloat16), b = b32.to(at::kBFloat16);
     const at::Tensor c = at::matmul(a, b);
     REQUIRE(c.scalar_type() == at::kBFloat16);
-    // bf16 keeps 8 bits of mantissa: the products are exact in fp32 accumulation, the result is
-    // rounded once (relative 2^-8), so |c - reference| stays within 1% of the row's magnitude.
+    // bf16 keeps 8 bits of mantissa. Through oneDNN the products are summed in fp32 and the result
+    // rounded once (relative 2^-8); without AVX512-BF16, LibTorch 1.13's own bf16 GEMM rounds its
+    // running sums to bf16 as well, about sqrt(256) x 2^-8 = 6% in the worst rows (3.6% measured on
+    // an AMD EPYC of family 25). A wrong layout or an unwritten buffer is off by the whole magnitude.
     const double scale = reference.abs().max().item<double>();
-    CHECK((c.to(at::kFloat) - reference).abs().max().item<double>() < 0.01 * scale);
+    CHECK((c.to(at::kFloat) - reference).abs().max().item<double>() < 0.1 * scale);
     // The three tensors, at least, were live at once: a, b (bf16) and c.
     CHECK(exec::peak_tensor_bytes() - before >= (96 * 256 + 256 * 128 + 96 * 128) * 2);
 

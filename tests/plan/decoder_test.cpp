@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "plan/calibration.hpp"
+#include "plan/cost.hpp"
 #include "plan/hf_config.hpp"
 #include "plan/memory.hpp"
 #include "tests/test_util.hpp"
@@ -97,6 +98,78 @@ TEST_CASE("plan::layers: decoder activations counted tensor by tensor (Korthikan
   plan::ParallelSpec q;
   q.precision = plan::Precision::bf16;
   CHECK(plan::full_activation_bytes(e.layers[1], q) == Approx(16 * 64 * (34 + 5.0 * 8 * 16 / 64)));
+  // The head keeps the norm's and the projection's inputs (64 each, bf16) and the cross entropy's
+  // fp32 softmax of the 10 logits, not the bf16 logits: 16 x (2 x 64 x 2 + 10 x 4).
+  plan::ParallelSpec bf16;
+  bf16.precision = plan::Precision::bf16;
+  CHECK(plan::full_activation_bytes(s.layers.back(), bf16) == 16 * (2 * 64 * 2 + 10 * 4));
+}
+
+TEST_CASE("plan::layers: torchtitan's per-op checkpointing keeps every second matmul's output, counted by hand", "[plan]") {
+  // The block above with flash attention: s 16, h 64, 8 heads of 8, 2 key/value heads, SwiGLU ffn 96, bf16.
+  const auto s = test::scenario_from(
+      "model: {preset: transformer, layers: 1, hidden: 64, heads: 8, kv_heads: 2, ffn: 96, mlp: swiglu, norm: rmsnorm, "
+      "positions: rope, attention: flash, seq_len: 16, vocab: 10}\nhardware: ideal\n");
+  const auto& block = s.layers[1];
+  plan::ParallelSpec p;
+  p.precision = plan::Precision::bf16;
+  p.activation_checkpointing = plan::Recompute::selective_op;
+  // torchtitan's Llama runs wq (64 wide), wk (16), wv (16), wo (64), w1 (96), w3 (96), w2 (64): it
+  // keeps wq, wv, w1 and w2's outputs (240), with the block's input (64) and attention's output
+  // (64), 2 bytes each, and the fp32 log-sum-exp of 8 heads: (368 x 2 + 32) x 16 tokens.
+  CHECK(plan::full_activation_bytes(block, p) == (368 * 2 + 32) * 16);
+  // Tensor 4 with sequence parallelism (torchtitan's only form): the input 16, wq 16, wv 8 (two
+  // key/value heads on four ranks), w1 24, w2's partial sums 64 whole, attention's output 16, and
+  // the two reduce-scatters' outputs (it keeps them) 16 each; 2 heads' statistics.
+  p.tensor = 4;
+  p.sequence_parallel = true;
+  CHECK(plan::full_activation_bytes(block, p) == ((16 + 16 + 8 + 24 + 64 + 16 + 32) * 2 + 8) * 16);
+  // Backward re-runs wk, wo and w3: 2 x 64 x (16 + 64 + 96) FLOPs a token of the block's
+  // 16 x (4 x 64 x 64 + 4 x 64 x 16 + 6 x 64 x 96) + 4 x 16 x 16 x 64 (roofline: costs follow FLOPs).
+  plan::ParallelSpec one;
+  one.precision = plan::Precision::bf16;
+  one.activation_checkpointing = plan::Recompute::selective_op;
+  const plan::LayerCost c = plan::estimate_layer_cost(block, s.hardware, one, 4096);  // microseconds: no rounding to speak of
+  CHECK(c.recompute.count_ns() == Approx(c.forward.count_ns() * 16.0 * 2 * 64 * (16 + 64 + 96) / 983040).epsilon(1e-3));
+  // MoE blocks and standard attention are not derived: refused at the key.
+  CHECK_THROWS_WITH(test::scenario_from("model: {preset: transformer, layers: 1, hidden: 64, heads: 8, seq_len: 16, vocab: 10}\n"
+                                        "parallel: {activation_checkpointing: selective_op}\nhardware: ideal\n"),
+                    Catch::Contains("selective_op is torchtitan's") && Catch::Contains("standard attention"));
+}
+
+TEST_CASE("plan::cost: eager kernels move torchtitan's Llama ops' bytes, counted op by op", "[plan]") {
+  // s 16, h 64, 8 heads of 8, 2 key/value heads, SwiGLU ffn 96, RMSNorm, rotary positions, bf16 (e = 2),
+  // on the H100 profile: a memory-bound kernel takes its bytes at 3,350 GB/s x 0.896.
+  const std::string model = "model: {preset: transformer, layers: 1, hidden: 64, heads: 8, kv_heads: 2, ffn: 96, mlp: swiglu, "
+                            "norm: rmsnorm, positions: rope, attention: flash, seq_len: 16, vocab: 10";
+  const auto fused = test::scenario_from(model + "}\nparallel: {precision: bf16}\nhardware: h100-nvlink-ib\n");
+  const auto eager = test::scenario_from(model + ", kernels: eager}\nparallel: {precision: bf16}\nhardware: h100-nvlink-ib\n");
+  REQUIRE(eager.layers[1].shape.eager);
+  const auto f = *plan::kernel_class_times(fused.layers[1], fused.hardware, fused.parallel, 1, true);
+  const auto g = *plan::kernel_class_times(eager.layers[1], eager.hardware, eager.parallel, 1, true);
+  const double byte_per_us = 3350e3 * 0.896;
+  // Beyond the fused kernels, per element: the two RMSNorms (2 x 16 x 64 elements) 2e + 28 = 32
+  // bytes forward and 4e + 76 = 84 backward; rotary positions on Q and K (16 x (64 + 16)) 16 and
+  // 16 - 2e = 12; SwiGLU (16 x 96) 2e = 4 and 3e = 6.
+  CHECK((g.forward.memory - f.forward.memory) * byte_per_us == Approx(32 * 2048 + 16 * 1280 + 4 * 1536));
+  CHECK((g.backward.memory - f.backward.memory) * byte_per_us == Approx(84 * 2048 + 12 * 1280 + 6 * 1536));
+  // The GEMMs and attention are the same kernels either way.
+  CHECK(g.forward.gemm == Approx(f.forward.gemm));
+  CHECK(g.backward.flash == Approx(f.backward.flash));
+}
+
+TEST_CASE("plan::memory: the loss's backward holds the logits' gradients as its trainer's cross entropy makes them", "[plan]") {
+  // 2 samples of 16 tokens, 1,000 logits each, bf16, nothing recomputed: the transient is the loss's.
+  auto transient = [](const std::string& framework) {
+    return test::plan_from("framework: " + framework + "\nmodel: {preset: transformer, layers: 1, hidden: 64, heads: 8, seq_len: 16, vocab: 1000}\n"
+                           "data: {batch_size: 2}\nparallel: {precision: bf16}\nhardware: ideal\n")
+        .ranks[0].memory.recompute;
+  };
+  // torch's cross_entropy: nll_loss's fp32 gradient and log_softmax's, 8 bytes a logit.
+  CHECK(transient("torchtitan") == 2 * 16 * 1000 * 8);
+  CHECK(transient("pytorch") == 2 * 16 * 1000 * 8);
+  // Megatron-LM's vocabulary-parallel cross entropy: in place, then cast to bf16.
+  CHECK(transient("megatron") == 2 * 16 * 1000 * 2);
 }
 
 TEST_CASE("plan::layers: the block-form keys", "[plan]") {

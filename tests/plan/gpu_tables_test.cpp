@@ -4,6 +4,7 @@
 // S. Bekman's searched best shapes (the sources are cited in the profiles).
 #include <catch2/catch.hpp>
 
+#include "plan/cost.hpp"
 #include "plan/hardware.hpp"
 #include "plan/precision.hpp"
 #include "tests/test_util.hpp"
@@ -66,4 +67,19 @@ TEST_CASE("GPU tables: a grid above the device's peak, or of the wrong size, is 
   CHECK_THAT(error("{m: [1024, 2048], n: [1024], k: [1024], tflops: [100]}"), Catch::Contains("must list 2 TFLOP/s figures"));
   CHECK_THAT(error("{m: [2048, 1024], n: [1024], k: [1024], tflops: [1, 2]}"), Catch::Contains("larger than the size before it"));
   CHECK_THAT(error("{m: [1024], n: [1024], k: [1024], tflops: [500]}"), Catch::Equals(""));
+}
+
+TEST_CASE("GPU tables: H100 FlashAttention-2 within 15% of torch's measured scaled_dot_product_attention", "[plan][gpu-tables]") {
+  // pytorch/pytorch#142132 (2.6 nightly, H100): the default SDPA kernel (FlashAttention-2) at batch 1,
+  // 24 heads of 128, sequence 4608 ran 329 TFLOP/s; cuDNN's 631. The table's figures are the
+  // FlashAttention-3 paper's, at sequence 16k.
+  const auto hw = test::builtin_profile("h100-nvlink-ib");
+  auto attention_tflops = [&](const std::string& kernel) {
+    const auto s = test::scenario_from("model: {preset: transformer, layers: 1, hidden: 3072, heads: 24, seq_len: 4608, vocab: 10, attention: " +
+                                       kernel + "}\nparallel: {precision: bf16}\nhardware: h100-nvlink-ib\n");
+    const plan::LayerCost c = plan::estimate_layer_cost(s.layers[1], hw, s.parallel, 1);
+    return 4.0 * 4608 * 4608 * 3072 / (c.attention_forward.to_us() * 1e6);
+  };
+  CHECK(attention_tflops("flash2") == Approx(329).epsilon(0.15));
+  CHECK(attention_tflops("flash") == Approx(631).epsilon(0.15));  // Transformer Engine's cuDNN kernel
 }

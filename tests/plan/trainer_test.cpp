@@ -128,7 +128,7 @@ const std::set<std::string> kTorchtitanFields = {
     "parallelism.pipeline_parallel_schedule", "parallelism.pipeline_parallel_schedule_csv", "parallelism.pipeline_parallel_microbatch_size",
     "parallelism.module_fqns_per_model_part", "quantize.linear.float8.recipe_name", "training.local_batch_size", "training.global_batch_size", "training.seq_len",
     "training.steps", "training.mixed_precision_param", "activation_checkpoint.mode", "activation_checkpoint.selective_ac_option",
-    "optimizer.name", "optimizer.lr", "optimizer.weight_decay"};
+    "optimizer.name", "optimizer.lr", "optimizer.weight_decay", "compile.enable"};
 
 std::map<std::string, std::string> as_map(const plan::TrainerExport& e) {
   return {e.arguments.begin(), e.arguments.end()};
@@ -266,6 +266,15 @@ TEST_CASE("plan::export: what a trainer cannot express exits 2 at the key to cha
   CHECK(as_map(fsdp).at("parallelism.data_parallel_shard_degree") == "64");
   CHECK(as_map(fsdp).at("parallelism.data_parallel_replicate_degree") == "1");
   CHECK(as_map(fsdp).at("parallelism.fsdp_reshard_after_forward") == "\"always\"");
+  // Checkpointing by op is torchtitan's selective; Megatron-core's by module is not, nor the reverse.
+  CHECK(as_map(fsdp).at("activation_checkpoint.selective_ac_option") == "\"op\"");
+  CHECK_THROWS_WITH(plan::export_torchtitan(plan::resolve_plan(plan::load_scenario(fsdp_source, {"parallel.activation_checkpointing=selective"}))),
+                    Catch::Contains("selective_op"));
+  CHECK_THROWS_WITH(plan::export_megatron(plan::resolve_plan(plan::load_scenario(source, {"parallel.activation_checkpointing=selective_op"}))),
+                    Catch::Contains("selective_op is torchtitan's"));
+  // Fused memory-bound kernels are torch.compile's in torchtitan; eager ones are its default.
+  CHECK(as_map(fsdp).at("compile.enable") == "true");
+  CHECK(as_map(plan::export_torchtitan(plan::resolve_plan(plan::load_scenario(fsdp_source, {"model.kernels=eager"})))).count("compile.enable") == 0);
   const auto hsdp = as_map(plan::export_torchtitan(plan::resolve_plan(plan::load_scenario(fsdp_source, {"parallel.shard_group=8"}))));
   CHECK(hsdp.at("parallelism.data_parallel_shard_degree") == "8");
   CHECK(hsdp.at("parallelism.data_parallel_replicate_degree") == "8");
