@@ -14,10 +14,11 @@
 #                                       for a bf16 kernel it was told not to use, and refuses).
 # (DNNL_MAX_CPU_ISA is set beside ONEDNN_MAX_CPU_ISA: oneDNN 2.x's name for it.) Each setting is
 # checked to be the path taken (ATen prints its capability, oneDNN its ISA under ONEDNN_VERBOSE).
-# A setting can only lower a path, never raise it above the processor's own: where the CPU lacks
-# AVX-512 the avx512 and AVX512_CORE runs say so and run clamped; the AVX512-BF16 and AMX paths run
-# only on processors that have them (Zen 4 and 5, Sapphire Rapids and later), and nothing here can
-# force them elsewhere.
+# oneDNN's limit can only lower its path: where the CPU lacks AVX-512 the AVX512_CORE run says so
+# and runs clamped. ATen's is not clamped: LibTorch 1.13 runs its avx512 kernels when told, and on a
+# CPU without AVX-512 (AMD EPYC of family 25, Zen 3) dies of an illegal instruction, so that setting
+# is left out there, saying so. The AVX512-BF16 and AMX paths run only on processors that have them
+# (Zen 4 and 5, Sapphire Rapids and later), and nothing here can force them elsewhere.
 #
 #   tests/exec/kernel_paths.sh PARALLAX_TESTS PARALLAX SOURCE_DIR
 set -uo pipefail
@@ -43,6 +44,10 @@ fi
 
 for setting in "${settings[@]}"; do
   echo "== $setting"
+  if [[ $setting == ATEN_CPU_CAPABILITY=avx512 && $has_avx512 == 0 ]]; then
+    echo "this CPU has no AVX-512: ATen's avx512 kernels cannot run here (not run: they would die of SIGILL)"
+    continue
+  fi
   # shellcheck disable=SC2086  # the setting is one or two NAME=VALUE words
   out=$(env $setting ONEDNN_VERBOSE=1 "$tests" "[kernel-paths]" 2>&1)
   rc=$?
@@ -53,9 +58,7 @@ for setting in "${settings[@]}"; do
   echo "ATen took: ${aten:-?}; oneDNN took: ${isa:-?}"
   case $setting in
     ATEN_CPU_CAPABILITY=avx2) [[ $aten == avx2 ]] || fail "$setting" "ATen ran '$aten', not avx2" ;;
-    ATEN_CPU_CAPABILITY=avx512)
-      if [[ $has_avx512 == 1 ]]; then [[ $aten == avx512 ]] || fail "$setting" "ATen ran '$aten', not avx512"
-      else echo "this CPU has no AVX-512: ATen's avx512 path cannot be forced here (ran '$aten')"; fi ;;
+    ATEN_CPU_CAPABILITY=avx512) [[ $aten == avx512 ]] || fail "$setting" "ATen ran '$aten', not avx512" ;;
     ONEDNN_MAX_CPU_ISA=AVX512_CORE*)
       # oneDNN names it "Intel AVX-512 with AVX512BW, AVX512VL, and AVX512DQ extensions".
       if [[ $has_avx512 == 1 ]]; then [[ $isa == *AVX-512*AVX512BW* && $isa != *bfloat16* ]] || fail "$setting" "oneDNN ran '$isa', not AVX-512 without bf16"
