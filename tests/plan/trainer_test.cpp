@@ -9,6 +9,7 @@
 #include "plan/cost.hpp"
 #include "plan/executable.hpp"
 #include "plan/memory.hpp"
+#include "plan/search_defaults.hpp"
 #include "plan/trainer_export.hpp"
 #include "tests/test_util.hpp"
 
@@ -297,4 +298,20 @@ TEST_CASE("plan::export: what a trainer cannot express exits 2 at the key to cha
   CHECK_THROWS_WITH(plan::export_megatron(plan::resolve_plan(plan::load_scenario(source, {"parallel.shard=full"}))), Catch::Contains("Megatron-FSDP"));
   CHECK_THROWS_WITH(plan::export_torchtitan(plan::resolve_plan(plan::load_scenario(source, {"model.layers=40", "parallel.data=1", "parallel.partition_len=[3, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 3]"}))),
                     Catch::Contains("flavors 8B, 70B and 405B"));
+}
+
+TEST_CASE("plan::search_defaults: the tuner searches the trainer's own selective policy", "[plan][tune]") {
+  auto searched = [](const plan::Scenario& s) {
+    std::vector<std::string> names;
+    for (const auto& v : plan::default_recompute(s, s.parallel.world_size())) names.push_back(std::get<std::string>(v));
+    return names;
+  };
+  using Names = std::vector<std::string>;
+  // torchtitan checkpoints by op, Megatron-core by module; neither runs the other's.
+  const std::string dir = std::string(PARALLAX_SOURCE_DIR) + "/scenarios/";
+  CHECK(searched(plan::load_scenario(dir + "llama-3.1-8b-64xH100-fsdp.yaml", {})) == Names{"false", "layer", "stage", "selective_op"});
+  CHECK(searched(plan::load_scenario(dir + "llama-3.1-70b-64xH100.yaml", {})) == Names{"false", "layer", "stage", "selective"});
+  // The per-op count is derived for dense blocks only: a torchtitan MoE model is not offered it.
+  CHECK(searched(plan::load_scenario(dir + "llama-3.1-8b-64xH100-fsdp.yaml", {"model.experts=8", "model.experts_per_token=2", "parallel.activation_checkpointing=layer"})) ==
+        Names{"false", "layer", "stage"});
 }
