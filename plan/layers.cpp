@@ -187,6 +187,8 @@ double op_checkpoint_bytes(const LayerShape& sh, double e, double t, double sp) 
   return s * (kept * e + statistics);
 }
 
+bool op_checkpointing_derived(const Layer& l) { return l.kind != LayerKind::encoder || (!l.shape.moe.on() && l.shape.flash_attention); }
+
 // A mixture-of-experts block's MLP, in torchtitan's MoE module order: the router's gate, the
 // routed experts as grouped weights (experts x out x in), then the shared experts as one gated MLP
 // of shared x ffn (as Megatron-core's SharedExpertMLP fuses them).

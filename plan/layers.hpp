@@ -184,6 +184,10 @@ struct Layer {
 const Layer* first_moe_layer(const std::vector<Layer>& layers);
 int moe_block_count(const std::vector<Layer>& layers);
 
+/// Whether op_checkpoint_bytes' count is derived for this layer: any layer but a MoE block or a
+/// block with standard attention (whose math kernel's batched matmuls torchtitan's policy does not save).
+bool op_checkpointing_derived(const Layer& layer);
+
 /// Expands `model:` (a preset, a Hugging Face config or an explicit `layers:` list) into the layer
 /// list. The returned string is a one-line description ("transformer, 8 blocks, hidden 512").
 /// `flash_default`: the attention kernel where `model.attention` is absent (the trainer's, plan/framework.hpp).

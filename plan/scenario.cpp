@@ -261,7 +261,7 @@ void check_scenario(const Scenario& s) {
                                              "MoE blocks (model.experts)");
   if (p.activation_checkpointing == Recompute::selective_op)
     for (const Layer& l : s.layers)
-      if (l.kind == LayerKind::encoder && (l.shape.moe.on() || !l.shape.flash_attention))
+      if (!op_checkpointing_derived(l))
         fail_at(s, "parallel.activation_checkpointing",
                 "selective_op is torchtitan's per-op policy as derived for dense blocks with flash attention (docs/simulator.md); block '" +
                     l.name + "' " + (l.shape.moe.on() ? "is a MoE block" : "runs standard attention") +

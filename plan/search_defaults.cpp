@@ -111,9 +111,7 @@ std::vector<KnobValue> scenario_moe_overlap(const Scenario& s, int) { return {s.
 // flash attention only): each searched where the scenario's trainer runs it.
 std::vector<KnobValue> default_recompute(const Scenario& s, int) {
   const bool torchtitan = s.framework == Framework::torchtitan;
-  bool op_derived = true;
-  for (const Layer& l : s.layers)
-    if (l.kind == LayerKind::encoder && (l.shape.moe.on() || !l.shape.flash_attention)) op_derived = false;
+  const bool op_derived = std::all_of(s.layers.begin(), s.layers.end(), op_checkpointing_derived);
   std::vector<KnobValue> out;
   for (const auto& name : knob("parallel.activation_checkpointing").choices) {
     if (name == "true") continue;  // true is layer
