@@ -270,8 +270,8 @@ struct EagerBytes {
 };
 EagerBytes encoder_eager_bytes(const Layer& l, double e, double tokens, double t, double sp) {
   const BlockForm& form = l.shape.form;
-  const double h = static_cast<double>(l.shape.hidden), qw = static_cast<double>(l.shape.q_width()) / t;
-  const double kv = static_cast<double>(l.shape.kv_heads()), kv_width = kv * static_cast<double>(l.shape.head_dim()) / std::min(t, kv);
+  const std::vector<Matmul> mm = block_matmuls(l.shape, t);
+  const double h = static_cast<double>(l.shape.hidden), qw = mm[0].out, kv_width = mm[1].out;  // wq's and wk's widths
   EagerBytes b;
   if (form.norm == Norm::rmsnorm) {
     const double elems = 2 * tokens * h / sp;  // two norms
