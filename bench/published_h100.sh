@@ -2,7 +2,7 @@
 # Predictions against three published tables of H100 training runs, sources in their CSVs' headers and in
 # bench/data/h100_published.md: Megatron-LM's README weak-scaling runs (bench/data/megatron_h100_published.csv),
 # NVIDIA NeMo 24.07's pretraining table (bench/data/nemo_h100_published.csv, its models from
-# bench/data/nemo_models_notes.md) and torchtitan's FSDP rows (bench/data/torchtitan_h100_published.csv).
+# bench/data/nemo_models_notes.md) and torchtitan's published runs (bench/data/torchtitan_published.csv).
 # For each row the predicted and the published seconds per iteration and
 # their error. Nothing here is fitted to these rows: the compute figures are the h100-nvlink-ib profile's
 # (datasheet peaks, GEMM grids and attention figures from published measurements, cited there), the
@@ -78,14 +78,22 @@ def nemo(r):
     sets |= layout(d, p, t, c, v, batch, batch // n["micro_batch"])
     return f"{t}x{p}x{c}x{d}", sets, n["global_batch"] * n["seq"] / (float(r["tokens_per_s_per_gpu"]) * n["gpus"])
 
-# torchtitan's FSDP rows (bench/data/torchtitan_h100_published.csv): Llama 3.1 8B, FSDP2 over every GPU, as
-# bench/data/torchtitan-h100.yaml writes torchtitan's job. Its step time is a GPU's local batch of tokens over
-# its tokens/s; its peak memory is compared with the plan's largest rank (tensors and reserve).
+# torchtitan's published runs (bench/data/torchtitan_published.csv, its sources in its header): Llama 3.1 8B and
+# 70B under FSDP2, alone or with tensor or context parallelism, eager or compiled, bf16 or Float8, as
+# bench/data/torchtitan-h100.yaml writes torchtitan's job; each row sets its layout, hardware and techniques.
+# Its step time is a rank's local batch of tokens over its TPS and its non-data-parallel degree (torchtitan's
+# TPS); its memory is the allocator's reserved peak, set beside the plan's largest rank (tensors and reserve).
 def torchtitan(r):
-    gpus, batch, seq = int(r["gpus"]), int(r["local_batch"]), int(r["seq"])
-    sets = {"model.seq_len": seq}
-    sets |= layout(gpus, 1, 1, 1, 1, batch, 1)
-    return f"1x1x1x{gpus}", sets, batch * seq / float(r["tokens_per_s_per_gpu"])
+    gpus, t, c = int(r["gpus"]), int(r["tensor"]), int(r["context"])
+    batch, seq = int(r["local_batch"]), int(r["seq"])
+    sets = {"hardware": r["hardware"], "model.hf_config": f"{data}/../../scenarios/models/{r['model']}.json", "model.seq_len": seq,
+            "model.kernels": "fused" if r["compile"] == "true" else "eager",
+            "parallel.precision": "fp8" if r["float8"] == "true" else "bf16",
+            "parallel.activation_checkpointing": r["checkpointing"],
+            "parallel.sequence_parallel": "true" if t > 1 else "false",  # torchtitan's TP plan shards the norms (SequenceParallel)
+            "parallel.tp_comm_overlap": r["async_tp"]}
+    sets |= layout(gpus // (t * c), 1, t, c, 1, batch, 1)
+    return f"{t}x1x{c}x{gpus // (t * c)}", sets, batch * seq / (float(r["tokens_per_s_per_gpu"]) * t * c)
 
 def run(cmd, scenario, sets):
     args = [a for k, v in sets.items() for a in ("--set", f"{k}={v}")]
@@ -100,31 +108,53 @@ def summary(label, errors, no_fit):
           f"worst {100 * max(errors, key=abs):+.1f}% (goal: mean absolute <= 10%, worst <= 20%)")
     print(f"{label}: called 'does not fit' on the GPUs it ran on: " + (", ".join(no_fit) if no_fit else "none"))
 
+def relative(label, diffs):
+    mae = sum(abs(d) for d in diffs) / len(diffs)
+    print(f"{label}: {len(diffs)} rows against their table's first row, mean {100 * sum(diffs) / len(diffs):+.1f}%, "
+          f"mean absolute {100 * mae:.1f}%, worst {100 * max(diffs, key=abs):+.1f}%")
+
 every, every_no_fit = [], []
 for title, table, scenario, row_of in [
         ("Megatron-LM README, H100 weak scaling (bf16 assumed)", "megatron_h100_published.csv", "megatron-gpt-h100.yaml", megatron),
         ("NeMo 24.07, DGX-H100 pretraining (fp8)", "nemo_h100_published.csv", "nemo-h100.yaml", nemo),
-        ("torchtitan, Llama 3.1 8B under FSDP2 on 500 W HBM2e H100s (bf16, eager)", "torchtitan_h100_published.csv",
-         "torchtitan-h100.yaml", torchtitan)]:
-    print(f"\n{title}\n{'model':14} {'GPUs':>5} {'TPxPPxCPxDP':>12} {'predicted s':>12} {'published s':>12} {'error':>7}  fits")
-    errors, no_fit = [], []
+        ("torchtitan's benchmarks: Llama 3.1 under FSDP2 (+ TP, CP), eager or compiled, bf16 or Float8",
+         "torchtitan_published.csv", "torchtitan-h100.yaml", torchtitan)]:
+    titan = row_of is torchtitan
+    name = "source table: technique" if titan else "model"
+    width = 38 if titan else 14
+    print(f"\n{title}\n{name:{width}} {'GPUs':>5} {'TPxPPxCPxDP':>12} {'predicted s':>12} {'published s':>12} {'error':>7}  fits")
+    errors, no_fit, h100, firsts, diffs = [], [], [], {}, []
     for r in rows(table):
         grid, sets, published = row_of(r)
         plan = run("plan", scenario, sets)
         predicted = run("simulate", scenario, sets)["step_time_ms"] / 1e3
         err = predicted / published - 1
         errors.append(err)
+        label = f"{r['source']} {r['table']}: {r['technique']}" if titan else r["model"]
         fits = all(m["fits"] for m in plan["memory"])
         if not fits:
-            no_fit.append(f"{r['model']} ({r['gpus']} GPUs)")
+            no_fit.append(f"{label} ({r['gpus']} GPUs)")
         memory = ""
         if r.get("memory_gib"):  # the plan's largest rank against the published peak
             peak = max(m["total"] for m in plan["memory"]) / 2**30
-            memory = f"  peak {peak:.1f} GiB predicted, {float(r['memory_gib']):.1f} published ({100 * (peak / float(r['memory_gib']) - 1):+.1f}%)"
-        print(f"{r['model']:14} {r['gpus']:>5} {grid:>12} {predicted:12.3f} {published:12.3f} {100 * err:+6.1f}%  {'yes' if fits else 'NO'}{memory}", flush=True)
+            kind = "reserved" if titan else "published"
+            memory = f"  peak {peak:.1f} GiB predicted, {float(r['memory_gib']):.1f} {kind} ({100 * (peak / float(r['memory_gib']) - 1):+.1f}%)"
+        ratio = ""
+        if titan:  # each row against its table's first: what the technique, the scale or the layout changes
+            h100.append(err) if r["hardware"] == "h100-nvlink-ib" else None
+            first = firsts.setdefault((r["source"], r["table"]), (predicted, published))
+            if first != (predicted, published):
+                diff = (predicted / first[0]) / (published / first[1]) - 1
+                diffs.append(diff)
+                ratio = f"  x{predicted / first[0]:.3f} predicted, x{published / first[1]:.3f} published ({100 * diff:+.1f}%)"
+        print(f"{label:{width}} {r['gpus']:>5} {grid:>12} {predicted:12.3f} {published:12.3f} {100 * err:+6.1f}%  {'yes' if fits else 'NO'}"
+              f"{memory}{ratio}", flush=True)
     print()
     summary("step time", errors, no_fit)
-    if row_of is not torchtitan:  # the FSDP rows stand apart: their GPUs are not the profile's H100 SXM5
+    if titan:
+        summary("step time, Grand Teton H100 rows (500 W, 2.4 TB/s: not the profile's SXM5)", h100, [])
+        relative("step time relative", diffs)
+    else:
         every += errors
         every_no_fit += no_fit
 print()

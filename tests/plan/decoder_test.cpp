@@ -221,6 +221,11 @@ TEST_CASE("plan::hf_config: what it cannot read is refused at the field", "[plan
     CHECK_THAT(test::parse_error("model: {hf_config: " + model_file("mistral-7b.json") + ", seq_len: 8192}\nhardware: ideal\n"),
                Catch::Contains("sliding-window attention of 4096 tokens"));
   }
+  SECTION("a sequence longer than learned positions; rotary ones take any length") {
+    CHECK_THAT(test::parse_error("model: {hf_config: " + model_file("gpt2.json") + ", seq_len: 1025}\nhardware: ideal\n"),
+               Catch::Contains("longer than the 1024 positions this model takes"));
+    CHECK_NOTHROW(from_config("llama-3.1-8b.json", 262144));  // its max_position_embeddings: 131072
+  }
   SECTION("no seq_len") {
     CHECK_THAT(test::parse_error("model: {hf_config: " + model_file("llama-3.1-8b.json") + "}\nhardware: ideal\n"),
                Catch::Contains("needs 'model.seq_len'"));
