@@ -299,6 +299,7 @@ std::vector<Layer> make_transformer(const TransformerShape& t) {
     layers.back().shape.eager = t.eager;
   }
   layers.push_back(make_head("head", t.hidden, t.vocab, t.seq_len, t.form));
+  layers.back().shape.fused_loss = t.fused_loss;
   return layers;
 }
 

@@ -109,6 +109,10 @@ struct LayerShape {
   /// Llama (each op of RMSNorm, rotary positions and SwiGLU a kernel of its own, norms and rotary
   /// positions in fp32); false: fused (Transformer Engine, Megatron-core, torch.compile).
   bool eager = false;
+  /// head: `model.loss: fused`, the cross entropy as one compiled kernel (torchtitan's compiled
+  /// loss): it keeps the logits at the compute type, not an fp32 softmax, and its backward writes the
+  /// logits' gradient at the compute type; false: torch's cross_entropy on fp32 logits, or Megatron's.
+  bool fused_loss = false;
   BlockForm form;  ///< embedding, encoder, head
   MoeShape moe;    ///< encoder: its MLP's experts (none: the dense MLP of width ffn)
   /// Key/value heads of an encoder block (`form.kv_heads`, or `heads` when that is 0).
@@ -196,7 +200,7 @@ std::vector<Layer> parse_model(const Field& model, std::string* description, boo
 /// A transformer's shape: what the transformer preset's keys and a Hugging Face config give.
 struct TransformerShape {
   int64_t blocks = 8, hidden = 512, heads = 8, ffn = 2048, seq_len = 128, vocab = 10000;
-  bool flash_attention = false, flash2 = false, eager = false;  ///< LayerShape's
+  bool flash_attention = false, flash2 = false, eager = false, fused_loss = false;  ///< LayerShape's
   BlockForm form;
   MoeShape moe;  ///< the MoE blocks' experts (none: every block dense)
   /// Which blocks are MoE: block i (from 0) when i >= first_dense and (i + 1) is a multiple of

@@ -68,10 +68,13 @@ double whole_sequence_activation_bytes(const Layer& l, const ParallelSpec& p) {
       // The norm's and the projection's inputs (whole, or split by sequence parallelism), and what
       // the cross entropy keeps of the vocabulary-parallel logits: its fp32 softmax, whatever the
       // compute type (torch's log_softmax on the logits cast to fp32, as torchtitan and
-      // torch.autocast run it; Megatron-LM's exp_logits of output.float()). The logits themselves
-      // are not kept.
+      // torch.autocast run it; Megatron-LM's exp_logits of output.float()); the logits themselves
+      // are not kept. A fused loss (model.loss: fused; torch.compile's, as torchtitan compiles its
+      // loss) keeps the logits at the compute type and recomputes the softmax in its backward (a
+      // token's max and log-sum-exp beside them are left out: 8 bytes against vocab x e).
       const double s = static_cast<double>(l.shape.seq_len);
-      return s * (2.0 * static_cast<double>(l.shape.hidden) / sp * e + static_cast<double>(l.shape.vocab) / t * 4.0);
+      const double per_logit = l.shape.fused_loss ? e : 4.0;
+      return s * (2.0 * static_cast<double>(l.shape.hidden) / sp * e + static_cast<double>(l.shape.vocab) / t * per_logit);
     }
     default: return l.activation_elems_per_sample * e;
   }
@@ -122,7 +125,8 @@ int64_t stage_activation_bytes(const Plan& plan, const Stage& stage) {
 // micro-batch: torch's cross_entropy (pytorch, torchtitan) makes nll_loss's fp32 gradient of the
 // logits, then log_softmax's from it, both alive at once (8 bytes a logit); Megatron-LM's
 // vocabulary-parallel cross entropy (megatron, deepspeed) computes the gradient in place in its
-// saved softmax and casts it to the compute type (e bytes a logit; none at fp32).
+// saved softmax and casts it to the compute type (e bytes a logit; none at fp32). A fused loss
+// writes the gradient at the compute type in the kernel that recomputes the softmax (e bytes).
 static double loss_backward_bytes(const Plan& plan, const Stage& stage) {
   const auto& layers = plan.scenario.layers;
   const ParallelSpec& p = plan.scenario.parallel;
@@ -131,6 +135,7 @@ static double loss_backward_bytes(const Plan& plan, const Stage& stage) {
   const double logits = static_cast<double>(head.shape.seq_len) / p.context * static_cast<double>(head.shape.vocab) / p.tensor;
   const double e = activation_bytes(p.precision);
   const bool in_place = plan.scenario.framework == Framework::megatron || plan.scenario.framework == Framework::deepspeed;
+  if (head.shape.fused_loss) return logits * plan.microbatch_size * e;
   return logits * plan.microbatch_size * (in_place ? (e < 4 ? e : 0.0) : 8.0);
 }
 

@@ -111,7 +111,7 @@ std::string describe_transformer(const TransformerShape& t) {
     if (t.moe_every > 1) d << ", every " << t.moe_every << "th block";
   }
   d << ", seq_len " << t.seq_len << ", vocab " << t.vocab << (t.flash2 ? ", flash attention (FlashAttention-2)" : t.flash_attention ? ", flash attention" : "")
-    << (t.eager ? ", eager kernels" : "") << ")";
+    << (t.eager ? ", eager kernels" : "") << (t.fused_loss ? ", fused loss" : "") << ")";
   return d.str();
 }
 
@@ -166,19 +166,19 @@ void read_moe(const Field& m, const std::function<bool(const std::string&)>& giv
 }
 
 // `transformer` from its keys, or from a Hugging Face config (`hf_config`) whose values the keys
-// beside it override. seq_len, attention and kernels are the job's own: a config never gives them.
+// beside it override. seq_len, attention, kernels and loss are the job's own: a config never gives them.
 std::vector<Layer> transformer_preset(const Field& m, std::string* description, bool flash_default) {
-  std::vector<std::string> allowed = {"preset", "hf_config", "layers", "hidden", "heads", "ffn", "seq_len", "vocab", "attention", "kernels"};
+  std::vector<std::string> allowed = {"preset", "hf_config", "layers", "hidden", "heads", "ffn", "seq_len", "vocab", "attention", "kernels", "loss"};
   allowed.insert(allowed.end(), kFormKeys.begin(), kFormKeys.end());
   allowed.insert(allowed.end(), kMoeKeys.begin(), kMoeKeys.end());
   expect_keys(m, allowed);
   const Field config = m["hf_config"];
   // A config given by --set replaces the file's model: the file's other model keys (but seq_len,
-  // attention and kernels) are left out, so `--set model.hf_config=...` works over any scenario.
+  // attention, kernels and loss) are left out, so `--set model.hf_config=...` works over any scenario.
   const bool config_replaces_file = config.present() && !m.doc().override_for(config.path()).empty();
   auto given = [&](const std::string& key) {
     if (!m[key].present()) return false;
-    return !config_replaces_file || key == "seq_len" || key == "attention" || key == "kernels" || !m.doc().override_for(m[key].path()).empty();
+    return !config_replaces_file || key == "seq_len" || key == "attention" || key == "kernels" || key == "loss" || !m.doc().override_for(m[key].path()).empty();
   };
   if (given("preset")) to_choice(m["preset"], {"transformer"});  // beside hf_config: only transformer
   TransformerShape t;
@@ -211,6 +211,7 @@ std::vector<Layer> transformer_preset(const Field& m, std::string* description, 
   t.flash_attention = flash(m, flash_default);
   t.flash2 = flash2(m);
   t.eager = m["kernels"].present() && to_choice(m["kernels"], {"fused", "eager"}) == "eager";
+  t.fused_loss = m["loss"].present() && to_choice(m["loss"], {"eager", "fused"}) == "fused";
   if (given("kv_heads")) t.form.kv_heads = positive(m, "kv_heads", t.heads);
   if (given("head_dim")) t.form.head_dim = positive(m, "head_dim", t.hidden / t.heads);
   if (t.form.head_dim * t.heads == t.hidden) t.form.head_dim = 0;  // the usual width: no departure to carry

@@ -172,6 +172,22 @@ TEST_CASE("plan::memory: the loss's backward holds the logits' gradients as its 
   CHECK(transient("megatron") == 2 * 16 * 1000 * 2);
 }
 
+TEST_CASE("plan::memory: a fused loss keeps the logits at the compute type and writes their gradient so", "[plan]") {
+  // 2 samples of 16 tokens, 1,000 logits each, bf16, torchtitan; eager: torch's cross_entropy on fp32 logits.
+  auto memory = [](const std::string& loss) {
+    return test::plan_from("framework: torchtitan\nmodel: {preset: transformer, layers: 1, hidden: 64, heads: 8, seq_len: 16, vocab: 1000, "
+                           "loss: " + loss + "}\ndata: {batch_size: 2}\nparallel: {precision: bf16}\nhardware: ideal\n")
+        .ranks[0].memory;
+  };
+  const auto eager = memory("eager"), fused = memory("fused");
+  // Kept by the head: the fp32 softmax (4 bytes a logit) against the bf16 logits (2).
+  CHECK(eager.activations - fused.activations == 2 * 16 * 1000 * (4 - 2));
+  // The backward's gradient of the logits: 8 bytes a logit against one bf16 tensor.
+  CHECK(fused.recompute == 2 * 16 * 1000 * 2);
+  CHECK(eager.recompute == 2 * 16 * 1000 * 8);
+  CHECK_THAT(test::parse_error("model: {preset: transformer, loss: compiled}\nhardware: ideal\n"), Catch::Contains("eager | fused"));
+}
+
 TEST_CASE("plan::layers: the block-form keys", "[plan]") {
   // Any of them makes a decoder block: GPT-2's (GELU, LayerNorm, learned positions) unless told.
   const auto gpt = test::scenario_from("model: {preset: transformer, layers: 1, hidden: 32, heads: 4, seq_len: 8, vocab: 10, "

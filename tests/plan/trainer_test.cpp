@@ -129,7 +129,7 @@ const std::set<std::string> kTorchtitanFields = {
     "parallelism.pipeline_parallel_schedule", "parallelism.pipeline_parallel_schedule_csv", "parallelism.pipeline_parallel_microbatch_size",
     "parallelism.module_fqns_per_model_part", "quantize.linear.float8.recipe_name", "training.local_batch_size", "training.global_batch_size", "training.seq_len",
     "training.steps", "training.mixed_precision_param", "activation_checkpoint.mode", "activation_checkpoint.selective_ac_option",
-    "optimizer.name", "optimizer.lr", "optimizer.weight_decay", "compile.enable"};
+    "optimizer.name", "optimizer.lr", "optimizer.weight_decay", "compile.enable", "compile.components"};
 
 std::map<std::string, std::string> as_map(const plan::TrainerExport& e) {
   return {e.arguments.begin(), e.arguments.end()};
@@ -275,7 +275,17 @@ TEST_CASE("plan::export: what a trainer cannot express exits 2 at the key to cha
                     Catch::Contains("selective_op is torchtitan's"));
   // Fused memory-bound kernels are torch.compile's in torchtitan; eager ones are its default.
   CHECK(as_map(fsdp).at("compile.enable") == "true");
-  CHECK(as_map(plan::export_torchtitan(plan::resolve_plan(plan::load_scenario(fsdp_source, {"model.kernels=eager"})))).count("compile.enable") == 0);
+  CHECK(as_map(plan::export_torchtitan(plan::resolve_plan(plan::load_scenario(fsdp_source, {"model.kernels=eager", "model.loss=eager"}))))
+            .count("compile.enable") == 0);
+  // torch.compile's components: the blocks (fused kernels), the loss (model.loss: fused; the scenario's), or both.
+  CHECK(as_map(fsdp).at("compile.components") == "[\"model\", \"loss\"]");
+  const auto components = [&](const std::vector<std::string>& sets) {
+    return as_map(plan::export_torchtitan(plan::resolve_plan(plan::load_scenario(fsdp_source, sets)))).at("compile.components");
+  };
+  CHECK(components({"model.loss=eager"}) == "[\"model\"]");
+  CHECK(components({"model.kernels=eager"}) == "[\"loss\"]");
+  CHECK_THROWS_WITH(plan::export_megatron(plan::resolve_plan(plan::load_scenario(source, {"model.loss=fused"}))),
+                    Catch::Contains("vocabulary-parallel"));
   const auto hsdp = as_map(plan::export_torchtitan(plan::resolve_plan(plan::load_scenario(fsdp_source, {"parallel.shard_group=8"}))));
   CHECK(hsdp.at("parallelism.data_parallel_shard_degree") == "8");
   CHECK(hsdp.at("parallelism.data_parallel_replicate_degree") == "8");
