@@ -227,8 +227,9 @@ std::vector<Knob> make_table() {
                    "--overlap-grad-reduce); false: the stage's whole gradient buffer in one reduction after its last backward "
                    "(Megatron-LM's default; framework: megatron and deepspeed set false). Predict-only when false"));
   t.push_back(flag("parallel.tp_comm_overlap", &Settings::tp_comm_overlap,
-                   "overlap tensor parallelism's all-gathers and reduce-scatters with the linear layers' GEMMs (Megatron-LM's "
-                   "--tp-comm-overlap; torchtitan's async tensor parallelism); needs sequence_parallel. Predict-only"));
+                   "overlap tensor parallelism's all-gathers and reduce-scatters with the linear layers' GEMMs: all of them "
+                   "under framework megatron (Megatron-LM's --tp-comm-overlap), all but backward's reduce-scatters otherwise "
+                   "(torch's async tensor parallelism, as torchtitan runs it); needs sequence_parallel. Predict-only"));
   t.push_back(searched(flag("parallel.overlap_moe_expert_parallel_comm", &Settings::overlap_moe_expert_parallel_comm,
                    "with expert > 1: Megatron-core's combined 1F1B (--overlap-moe-expert-parallel-comm): one more warm-up "
                    "forward, then each steady-state step runs a micro-batch's forward beside an earlier one's backward, each "

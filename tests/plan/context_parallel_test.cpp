@@ -175,6 +175,22 @@ TEST_CASE("sim: tp_comm_overlap hides tensor parallelism's collectives behind th
   CHECK(added > 0.19 * comm);
   CHECK(added < 0.3 * comm);
   CHECK(hidden[0].backward < exposed[0].backward);
+  // Backward: torch's async TP (this scenario's framework, pytorch) fuses the all-gathers with the
+  // input gradients' matmuls but leaves the reduce-scatters of summed gradients whole: half of the
+  // collectives (two of each, the same bytes) exposed, the other half costing their slowdown.
+  const double comm_back = (exposed[0].backward - alone[0].backward).to_us();
+  const double torch_back = (hidden[0].backward - alone[0].backward).to_us();
+  CHECK(torch_back > 0.5 * comm_back + 0.19 * 0.5 * comm_back * 0.9);
+  CHECK(torch_back < 0.5 * comm_back + 0.3 * 0.5 * comm_back);
+  // Transformer Engine's (framework megatron) hides backward's as it does forward's.
+  auto megatron = [&](std::vector<std::string> sets) {
+    sets.push_back("framework=megatron");
+    return with(sets);
+  };
+  const auto te_exposed = megatron(tp), te_hidden = megatron(overlapped);
+  const double te_comm = (te_exposed[0].backward - alone[0].backward).to_us();
+  CHECK(te_comm == Approx(comm_back).epsilon(0.01));
+  CHECK((te_hidden[0].backward - alone[0].backward).to_us() < 0.3 * te_comm);
   // Megatron-LM overlaps only sequence parallelism's collectives.
   CHECK_THAT(test::parse_error(kLlama, {"parallel.tensor=4", "parallel.tp_comm_overlap=true"}), Catch::Contains("needs sequence_parallel: true"));
 }
