@@ -92,7 +92,7 @@ def torchtitan(r):
             "parallel.precision": "fp8" if r["float8"] == "true" else "bf16",
             "parallel.activation_checkpointing": r["checkpointing"],
             "parallel.sequence_parallel": "true" if t > 1 else "false",  # torchtitan's TP plan shards the norms (SequenceParallel)
-            "parallel.tp_comm_overlap": r["async_tp"]}
+            "parallel.tp_comm_overlap": r["async_tp"], "parallel.fp8_param_gather": r["float8_all_gather"]}
     sets |= layout(gpus // (t * c), 1, t, c, 1, batch, 1)
     return f"{t}x1x{c}x{gpus // (t * c)}", sets, batch * seq / (float(r["tokens_per_s_per_gpu"]) * t * c)
 

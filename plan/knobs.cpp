@@ -261,6 +261,10 @@ std::vector<Knob> make_table() {
   t.push_back(flag("parallel.reshard_after_forward", &Settings::reshard_after_forward,
                    "with shard full: free each layer's gathered parameters after its forward and gather them again before its "
                    "backward (FSDP2's default); false keeps them from forward to backward (more memory, one gather fewer)"));
+  t.push_back(flag("parallel.fp8_param_gather", &Settings::fp8_param_gather,
+                   "with shard full and precision fp8: all-gather the blocks' linear weights in fp8, 1 byte a parameter instead "
+                   "of bf16's 2 (torchtitan's quantize.linear.float8.enable_fsdp_float8_all_gather; the embedding, the output "
+                   "layer and the norms stay bf16). Predict-only"));
   t.push_back(flag("parallel.reduce_scatter_every_microbatch", &Settings::reduce_scatter_every_microbatch,
                    "with shard gradients or full and several micro-batches a step: reduce-scatter each layer's gradients after "
                    "every micro-batch's backward, so the step's gradients add up as shards (FSDP2's default, torchtitan without "

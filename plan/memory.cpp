@@ -298,12 +298,14 @@ StateBytes sharded_state_bytes(const Scenario& s, int64_t params, int64_t expert
 static void shard_state(const Plan& plan, int pipeline_rank, MemoryEstimate* m) {
   const Scenario& s = plan.scenario;
   const ParallelSpec& p = s.parallel;
-  std::vector<int64_t> units;  // the rank's layers' parameters, in forward order: FSDP's units
-  int64_t expert_params = 0;   // of them, its experts'
+  std::vector<int64_t> units;     // the rank's layers' parameters, in forward order: FSDP's units
+  std::vector<int64_t> gathered;  // and their bytes gathered (gathered_parameter_bytes)
+  int64_t expert_params = 0;      // of them, its experts'
   for (const Stage& st : plan.stages)
     if (st.pipeline_rank == pipeline_rank)
       for (int l = st.first_layer; l < st.first_layer + st.layer_count; ++l) {
         units.push_back(s.layers[l].param_count(p.tensor, p.expert, p.expert_tensor_ways()));
+        gathered.push_back(units.back() * gathered_parameter_bytes(p, s.layers[l]));
         expert_params += s.layers[l].expert_param_count(p.tensor, p.expert, p.expert_tensor_ways());
       }
   int64_t params = 0;
@@ -325,22 +327,27 @@ static void shard_state(const Plan& plan, int pipeline_rank, MemoryEstimate* m) 
   // backward (reshard_after_forward false), every layer up to it. `gathered` is what that moment
   // holds beyond the sharded gradients the optimizer step holds.
   const BytesPerParameter per = bytes_per_parameter(s);
-  const int64_t n = p.shard_ranks(), g = per.gradient, gb = gathered_parameter_bytes(p);
+  const int64_t n = p.shard_ranks(), g = per.gradient;
   const bool accumulating = p.chunks * p.grad_accumulation > 1 && !p.reduces_every_microbatch();
-  int64_t fullest = 0, reduced = 0, upto = params;
+  int64_t fullest = 0, reduced = 0, upto = params, upto_gathered = 0;
+  for (int64_t b : gathered) upto_gathered += b;
   for (size_t l = units.size(); l-- > 0;) {
-    const int64_t u = units[l], before = l > 0 ? units[l - 1] : 0;
+    const int64_t u = units[l], before = l > 0 ? gathered[l - 1] : 0;
     int64_t held = (reduced * g + n - 1) / n + ((accumulating ? upto : u) + u) * g;
-    if (p.sharded(Shard::full)) held += (p.reshard_after_forward ? u + before : upto) * gb;
+    if (p.sharded(Shard::full)) held += p.reshard_after_forward ? gathered[l] + before : upto_gathered;
     fullest = std::max(fullest, held);
     reduced += u;
     upto -= u;
+    upto_gathered -= gathered[l];
   }
   m->gathered = std::max<int64_t>(0, fullest - m->gradients);
 }
 
-int gathered_parameter_bytes(const ParallelSpec& p) {
+int gathered_parameter_bytes(const ParallelSpec& p, const Layer& layer) {
   if (p.precision == Precision::fp32) return 4;
+  // torchao's float8 all-gather: the blocks' nn.Linear weights (a block's norms, 0.004% of Llama
+  // 3.1 8B's, counted with them); torchtitan's float8 leaves the output layer and the embedding.
+  if (p.fp8_param_gather && layer.kind == LayerKind::encoder) return 1;
   return 2;  // FSDP2's MixedPrecisionPolicy(param_dtype=bf16), as torchtitan sets it (fp8: bf16 too)
 }
 

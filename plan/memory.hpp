@@ -66,7 +66,7 @@ StateBytes sharded_state_bytes(const Scenario& scenario, int64_t params, int64_t
 
 /// Bytes of a parameter as shard full's all-gather moves it and the gathered layer holds it: the
 /// compute type (FSDP2's MixedPrecisionPolicy param_dtype, bf16 under fp8), fp32 at fp32.
-int gathered_parameter_bytes(const ParallelSpec& p);
+int gathered_parameter_bytes(const ParallelSpec& p, const Layer& layer);
 
 /// The allowance beyond tensors for a device of this kind holding `allocated` bytes.
 int64_t reserve_bytes(const Device& device, int64_t allocated);

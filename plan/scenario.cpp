@@ -266,6 +266,9 @@ void check_scenario(const Scenario& s) {
                 "selective_op is torchtitan's per-op policy as derived for dense blocks with flash attention (docs/simulator.md); block '" +
                     l.name + "' " + (l.shape.moe.on() ? "is a MoE block" : "runs standard attention") +
                     ": use selective, layer or stage");
+  if (p.fp8_param_gather && (p.precision != Precision::fp8 || !p.sharded(Shard::full)))
+    fail_at(s, "parallel.fp8_param_gather", "fp8_param_gather gathers FSDP's fp8 weights; it needs parallel.precision: fp8 and "
+                                            "parallel.shard: full");
   if (p.tp_comm_overlap && p.tensor > 1 && !p.sequence_parallel)
     fail_at(s, "parallel.tp_comm_overlap", "tp_comm_overlap overlaps the all-gathers and reduce-scatters of sequence parallelism with "
                                            "the GEMMs; it needs sequence_parallel: true (Megatron-LM asserts the same)");

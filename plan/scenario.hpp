@@ -146,6 +146,9 @@ struct ParallelSpec {
   /// Shard full: free each layer's gathered parameters after its forward and gather them again
   /// for its backward (FSDP2's default); false keeps them gathered from forward to backward.
   bool reshard_after_forward = true;
+  /// Shard full at precision fp8: the blocks' linear weights all-gathered in fp8, one byte each
+  /// (torchao's enable_fsdp_float8_all_gather, as torchtitan runs it); false: in bf16, cast after.
+  bool fp8_param_gather = false;
   /// Sharded gradients reduce-scattered after every micro-batch's backward, the step's summed
   /// gradients then kept as shards (FSDP2 without set_requires_gradient_sync(False), torchtitan's
   /// gradient accumulation; Megatron-FSDP's optim_grads and optim_grads_params; DeepSpeed's ZeRO-2

@@ -334,6 +334,9 @@ TrainerExport export_torchtitan(const Plan& p) {
       a.push_back({"training.mixed_precision_param", quoted("bfloat16")});
       a.push_back({"model.converters", "[" + quoted("quantize.linear.float8") + "]"});
       a.push_back({"quantize.linear.float8.recipe_name", quoted("tensorwise")});
+      if (par.fp8_param_gather)  // with the scales precomputed once a step, as torchao recommends beside it
+        a.insert(a.end(), {{"quantize.linear.float8.enable_fsdp_float8_all_gather", "true"},
+                           {"quantize.linear.float8.precompute_float8_dynamic_scale_for_fsdp", "true"}});
       break;
     case Precision::fp16:
       throw InputError(s.where("parallel.precision"), "torchtitan trains in bfloat16 or float32 (and float8 linears), not fp16");

@@ -308,7 +308,8 @@ class ShardCollectives {
   }
   Time gather(int layer) {
     const plan::ParallelSpec& p = plan_.scenario.parallel;
-    const double bytes = static_cast<double>(plan_.layers()[layer].param_count(p.tensor, p.expert, p.expert_tensor_ways())) * plan::gathered_parameter_bytes(p);
+    const plan::Layer& l = plan_.layers()[layer];
+    const double bytes = static_cast<double>(l.param_count(p.tensor, p.expert, p.expert_tensor_ways())) * plan::gathered_parameter_bytes(p, l);
     return timed(Collective::all_gather, bytes);
   }
   // One collective over the shard's ranks, costed once per kind and size.

@@ -10,6 +10,7 @@
 #include "plan/executable.hpp"
 #include "plan/memory.hpp"
 #include "plan/plan.hpp"
+#include "sim/simulator.hpp"
 #include "tests/test_util.hpp"
 
 using namespace parallax;
@@ -183,4 +184,30 @@ TEST_CASE("plan::scenario: shard's keys are checked, and distributed_optimizer n
     CHECK_THAT(e.message(), Catch::Contains("HSDP") && Catch::Contains("predict-only"));
     CHECK_THAT(e.message(), Catch::Contains("shard_group 2 of data 4"));
   }
+}
+
+TEST_CASE("plan::memory: fp8_param_gather gathers the blocks' weights in one byte, the embedding and head in two", "[plan][shard]") {
+  const std::string llama =
+      "model: {preset: transformer, layers: 4, hidden: 256, heads: 8, seq_len: 64, vocab: 128, kv_heads: 2, mlp: swiglu, "
+      "norm: rmsnorm, positions: rope}\ndata: {batch_size: 1}\n"
+      "parallel: {data: 4, shard: full, precision: fp8}\nhardware: h100-nvlink-ib\n";
+  const auto bf16 = test::plan_from(llama), fp8 = test::plan_from(llama, {"parallel.fp8_param_gather=true"});
+  const auto& layers = fp8.scenario.layers;
+  for (const auto& l : layers)
+    CHECK(plan::gathered_parameter_bytes(fp8.scenario.parallel, l) == (l.kind == plan::LayerKind::encoder ? 1 : 2));
+  for (const auto& l : layers) CHECK(plan::gathered_parameter_bytes(bf16.scenario.parallel, l) == 2);
+  // Under bf16 the fullest moment is a block's backward beside the block before it, prefetched;
+  // in fp8 those two take one byte a parameter fewer each (2 x block), unless the fullest moment
+  // moves to the head's backward beside the last block (the head still 2 bytes): at least one
+  // block's parameters fewer.
+  const int64_t block = layers[2].param_count();
+  const int64_t saved = bf16.ranks[0].memory.gathered - fp8.ranks[0].memory.gathered;
+  CHECK(saved >= block);
+  CHECK(saved <= 2 * block);
+  CHECK(sim::simulate(fp8).step_time <= sim::simulate(bf16).step_time);
+  // It needs fp8 weights and FSDP's gathers.
+  CHECK_THAT(test::parse_error(llama, {"parallel.fp8_param_gather=true", "parallel.precision=bf16"}),
+             Catch::Contains("needs parallel.precision: fp8 and parallel.shard: full"));
+  CHECK_THAT(test::parse_error(llama, {"parallel.fp8_param_gather=true", "parallel.shard=optimizer"}),
+             Catch::Contains("needs parallel.precision: fp8"));
 }

@@ -129,7 +129,8 @@ const std::set<std::string> kTorchtitanFields = {
     "parallelism.pipeline_parallel_schedule", "parallelism.pipeline_parallel_schedule_csv", "parallelism.pipeline_parallel_microbatch_size",
     "parallelism.module_fqns_per_model_part", "quantize.linear.float8.recipe_name", "training.local_batch_size", "training.global_batch_size", "training.seq_len",
     "training.steps", "training.mixed_precision_param", "activation_checkpoint.mode", "activation_checkpoint.selective_ac_option",
-    "optimizer.name", "optimizer.lr", "optimizer.weight_decay", "compile.enable", "compile.components"};
+    "optimizer.name", "optimizer.lr", "optimizer.weight_decay", "compile.enable", "compile.components",
+    "quantize.linear.float8.enable_fsdp_float8_all_gather", "quantize.linear.float8.precompute_float8_dynamic_scale_for_fsdp"};
 
 std::map<std::string, std::string> as_map(const plan::TrainerExport& e) {
   return {e.arguments.begin(), e.arguments.end()};
