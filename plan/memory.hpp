@@ -64,8 +64,9 @@ struct StateBytes {
 };
 StateBytes sharded_state_bytes(const Scenario& scenario, int64_t params, int64_t expert_params = 0);
 
-/// Bytes of a parameter as shard full's all-gather moves it and the gathered layer holds it: the
-/// compute type (FSDP2's MixedPrecisionPolicy param_dtype, bf16 under fp8), fp32 at fp32.
+/// Bytes of a parameter of `layer` as shard full's all-gather moves it and the gathered layer holds
+/// it: the compute type (FSDP2's MixedPrecisionPolicy param_dtype, bf16 under fp8), fp32 at fp32;
+/// 1 for a block's under parallel.fp8_param_gather.
 int gathered_parameter_bytes(const ParallelSpec& p, const Layer& layer);
 
 /// The allowance beyond tensors for a device of this kind holding `allocated` bytes.
