@@ -215,26 +215,34 @@ ExpertTime expert_time(const plan::Plan& plan, const plan::ExpertTraffic& x, Ten
 // cover stays exposed; the covered part slows the GEMMs as any communication beside compute
 // does (hardware.interference's compute_while_communicating).
 // torch's async tensor parallelism (torchtitan's enable_async_tensor_parallel; inductor's
-// micro_pipeline_tp pass) fuses an all-gather with the matmuls that read its output and a
-// reduce-scatter with the one matmul that writes its input. Backward's reduce-scatters take the
-// sum of two or three matmuls (the input gradients of Q, K and V, or of the gate and up
-// projections), which the pass does not match: they stay exposed (`unfused`). Its authors
-// measured the forward up to 29% faster and the step 8% (the PyTorch dev-discuss post
+// micro_pipeline_tp pass) fuses an all-gather with the matmuls that read its output (A @ B) and a
+// reduce-scatter with the one matmul that writes its input. In backward that leaves:
+// - the reduce-scatters whole (`unfused`): they take the sum of two or three matmuls (the input
+//   gradients of Q, K and V, or of the gate and up projections), which the pass does not match;
+// - the all-gathers beside the input gradients' matmuls only (`cover` 1/2 of the linear
+//   backward: a linear's input and weight gradients take the same FLOPs), as the weight
+//   gradient reads the gathered tensor transposed.
+// Its authors measured the forward up to 29% faster and the step 8% (the PyTorch dev-discuss post
 // introducing it, Llama 3 8B and 70B).
-TensorTime overlapped_with_gemms(const TensorTime& tp, Time unfused, const plan::LayerCost& lc, const plan::Interference& in) {
+struct BackwardOverlap {
+  Time unfused;        ///< backward collectives left whole
+  double cover = 1.0;  ///< the share of the linear backward the others run beside
+};
+
+TensorTime overlapped_with_gemms(const TensorTime& tp, const BackwardOverlap& back, const plan::LayerCost& lc, const plan::Interference& in) {
   auto one = [&](Time comm, Time gemm) {
     const Time hidden = std::min(comm, gemm);
     return comm - hidden + hidden.scaled(in.compute - 1.0);
   };
-  return {one(tp.forward, lc.linear_forward), one(tp.backward - unfused, lc.linear_backward) + unfused};
+  return {one(tp.forward, lc.linear_forward), one(tp.backward - back.unfused, lc.linear_backward.scaled(back.cover)) + back.unfused};
 }
 
-// What overlapped_with_gemms leaves unfused: nothing under Transformer Engine (framework
-// megatron), backward's reduce-scatters under torch's pass (every other framework).
-Time unfused_reduce_scatters(const plan::Scenario& s, plan::TensorTraffic x, TensorTimer& timer) {
+// Transformer Engine's overlap (framework megatron) covers backward as forward; torch's pass
+// (every other framework) as above.
+BackwardOverlap backward_overlap(const plan::Scenario& s, plan::TensorTraffic x, TensorTimer& timer) {
   if (s.framework == plan::Framework::megatron) return {};
   x.forward_all_reduce = x.backward_all_reduce = x.forward_all_gather = x.forward_reduce_scatter = x.backward_all_gather = 0;
-  return timer(x).backward;
+  return {timer(x).backward, 0.5};
 }
 
 // A shard's ranks are neighbouring replicas: tensor devices apart (tp-dp-pp), tensor x pipeline
@@ -399,7 +407,7 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<pla
       const plan::TensorTraffic traffic = plan::tensor_traffic(plan.layers()[l], s.parallel, plan.microbatch_size);
       TensorTime tp = tensor_timer(traffic);
       if (s.parallel.tp_comm_overlap)
-        tp = overlapped_with_gemms(tp, unfused_reduce_scatters(s, traffic, tensor_timer), lc, s.hardware.interference);
+        tp = overlapped_with_gemms(tp, backward_overlap(s, traffic, tensor_timer), lc, s.hardware.interference);
       const TensorTime ring = context_ring(plan, plan::context_traffic(plan.layers()[l], s.parallel, plan.microbatch_size), lc);
       tp.forward += ring.forward;
       tp.backward += ring.backward;
