@@ -134,8 +134,8 @@ static double loss_backward_bytes(const Plan& plan, const Stage& stage) {
   const Layer& head = layers.back();
   const double logits = static_cast<double>(head.shape.seq_len) / p.context * static_cast<double>(head.shape.vocab) / p.tensor;
   const double e = activation_bytes(p.precision);
-  const bool in_place = plan.scenario.framework == Framework::megatron || plan.scenario.framework == Framework::deepspeed;
   if (head.shape.fused_loss) return logits * plan.microbatch_size * e;
+  const bool in_place = plan.scenario.framework == Framework::megatron || plan.scenario.framework == Framework::deepspeed;
   return logits * plan.microbatch_size * (in_place ? (e < 4 ? e : 0.0) : 8.0);
 }
 

@@ -1,5 +1,6 @@
 // A model as a scenario gives it: a preset (transformer, from its keys or a Hugging Face config;
 // mlp; synthetic) or an explicit `layers:` list, read into Layers with every value checked.
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <functional>
@@ -165,20 +166,26 @@ void read_moe(const Field& m, const std::function<bool(const std::string&)>& giv
                          std::to_string(t->blocks) + " blocks a MoE block");
 }
 
+// The job's own model keys: a Hugging Face config never gives them, and one given by --set leaves
+// them as the file says.
+const std::vector<std::string> kJobKeys = {"seq_len", "attention", "kernels", "loss"};
+
 // `transformer` from its keys, or from a Hugging Face config (`hf_config`) whose values the keys
-// beside it override. seq_len, attention, kernels and loss are the job's own: a config never gives them.
+// beside it override.
 std::vector<Layer> transformer_preset(const Field& m, std::string* description, bool flash_default) {
-  std::vector<std::string> allowed = {"preset", "hf_config", "layers", "hidden", "heads", "ffn", "seq_len", "vocab", "attention", "kernels", "loss"};
+  std::vector<std::string> allowed = {"preset", "hf_config", "layers", "hidden", "heads", "ffn", "vocab"};
+  allowed.insert(allowed.end(), kJobKeys.begin(), kJobKeys.end());
   allowed.insert(allowed.end(), kFormKeys.begin(), kFormKeys.end());
   allowed.insert(allowed.end(), kMoeKeys.begin(), kMoeKeys.end());
   expect_keys(m, allowed);
   const Field config = m["hf_config"];
-  // A config given by --set replaces the file's model: the file's other model keys (but seq_len,
-  // attention, kernels and loss) are left out, so `--set model.hf_config=...` works over any scenario.
+  // A config given by --set replaces the file's model: the file's other model keys (but kJobKeys)
+  // are left out, so `--set model.hf_config=...` works over any scenario.
   const bool config_replaces_file = config.present() && !m.doc().override_for(config.path()).empty();
   auto given = [&](const std::string& key) {
     if (!m[key].present()) return false;
-    return !config_replaces_file || key == "seq_len" || key == "attention" || key == "kernels" || key == "loss" || !m.doc().override_for(m[key].path()).empty();
+    const bool job_key = std::find(kJobKeys.begin(), kJobKeys.end(), key) != kJobKeys.end();
+    return !config_replaces_file || job_key || !m.doc().override_for(m[key].path()).empty();
   };
   if (given("preset")) to_choice(m["preset"], {"transformer"});  // beside hf_config: only transformer
   TransformerShape t;

@@ -384,6 +384,9 @@ Scenario parse_scenario(const YamlDocument& doc) {
     std::erase(s.framework_set, std::string("parallel.reduce_scatter_every_microbatch=true"));
   apply(knob_values, &s);
   for (const Knob& k : knobs()) remember(s, root[k.section()][k.name()]);
+  remember(s, root["model"]);  // and the model keys later checks name (exec's predict-only ones, the exports)
+  for (const char* key : {"attention", "kernels", "loss", "mlp", "head_dim", "capacity_factor", "tie_embeddings"})
+    remember(s, root["model"][key]);
   s.optimizer = parse_optimizer(root["optimizer"]);
   remember(s, root["hardware"]);
   s.hardware = resolve_hardware(root["hardware"]);

@@ -163,6 +163,8 @@ TEST_CASE("plan::check_executable: refuses synthetic layers, predict-only knobs,
   CHECK_NOTHROW(plan::check_executable(test::scenario_from("model: {preset: mlp}\nparallel: {precision: fp16}\nhardware: t4-pcie\n")));
   CHECK_THROWS_WITH(plan::check_executable(test::scenario_from("model: {preset: transformer, layers: 2, hidden: 16, heads: 2, ffn: 32, seq_len: 6, vocab: 30}\nparallel: {tensor: 2}\nhardware: ideal\n")),
                     Catch::Contains("parallel.tensor") && Catch::Contains("predict-only"));
+  CHECK_THROWS_WITH(plan::check_executable(test::scenario_from("model: {preset: transformer, layers: 2, hidden: 16, heads: 2, ffn: 32, seq_len: 6, vocab: 30, loss: fused}\nhardware: ideal\n")),
+                    Catch::Contains("model.loss") && Catch::Contains("predict-only"));
   CHECK(plan::executable(test::scenario_from("model: {preset: mlp}\nhardware: ideal\n")));
   CHECK_FALSE(plan::executable(test::scenario_from(test::synthetic_scenario(4, 2, 2, "gpipe"))));
 }
