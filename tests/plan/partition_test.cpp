@@ -1,4 +1,5 @@
 #include <catch2/catch.hpp>
+#include <array>
 #include <functional>
 #include <random>
 
@@ -29,7 +30,45 @@ int64_t brute_force_best(const std::vector<int64_t>& costs, int stages) {
   go(0, stages);
   return best;
 }
+
+// The plain dynamic programme over every start of every stage, O(stages * n^2): the first start
+// that reaches each minimum, as balanced_partition promises (its bisection must cut the same).
+std::vector<int> every_start_partition(const std::vector<int64_t>& costs, int stages) {
+  const int n = static_cast<int>(costs.size());
+  std::vector<int64_t> prefix(n + 1, 0);
+  for (int i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + costs[i];
+  const int64_t inf = INT64_MAX;
+  std::vector<std::vector<int64_t>> best(stages + 1, std::vector<int64_t>(n + 1, inf));
+  std::vector<std::vector<int>> cut(stages + 1, std::vector<int>(n + 1, 0));
+  best[0][0] = 0;
+  for (int k = 1; k <= stages; ++k)
+    for (int j = k; j <= n - (stages - k); ++j)
+      for (int i = k - 1; i < j; ++i) {
+        if (best[k - 1][i] == inf) continue;
+        const int64_t v = std::max(best[k - 1][i], prefix[j] - prefix[i]);
+        if (v < best[k][j]) best[k][j] = v, cut[k][j] = i;
+      }
+  std::vector<int> lens(stages);
+  for (int k = stages, j = n; k >= 1; --k) lens[k - 1] = j - cut[k][j], j = cut[k][j];
+  return lens;
+}
 }  // namespace
+
+TEST_CASE("plan::balanced_partition: the same split as trying every start, ties included", "[plan]") {
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 2000; ++trial) {
+    // Few distinct costs (and zeros) make ties common; a model's blocks are equal but for the ends.
+    const int n = 1 + static_cast<int>(rng() % (trial < 1500 ? 24 : 140));
+    const int k = 1 + static_cast<int>(rng() % n);
+    const int64_t spread = std::array<int64_t, 4>{1, 3, 100, 1'000'000'000}[rng() % 4];
+    std::vector<int64_t> costs(n);
+    for (auto& c : costs) c = static_cast<int64_t>(rng() % (spread + 1));
+    if (trial % 3 == 0)
+      for (int i = 1; i + 1 < n; ++i) costs[i] = costs[0];  // a transformer: equal blocks between the ends
+    INFO("trial " << trial << " n=" << n << " k=" << k);
+    REQUIRE(plan::balanced_partition(costs, k) == every_start_partition(costs, k));
+  }
+}
 
 TEST_CASE("plan::balanced_partition: matches brute force on small cases", "[plan]") {
   std::mt19937 rng(7);
