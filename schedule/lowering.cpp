@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <limits>
+#include <functional>
 #include <optional>
+#include <tuple>
 #include <unordered_map>
 
 namespace parallax::schedule {
@@ -134,21 +136,18 @@ class NcclLowering {
         clock_(step.size(), 0),
         ready_(step.size()),
         stale_(step.size(), true),
+        version_(step.size(), 0),
         arrival_(slots(), kNotYet),
         pending_ready_(slots(), kNotYet) {}
 
   // The lists, or nothing when the compute order cannot run at all (an input nobody produces, or
   // ranks that need each other's results first): the validator then says what is wrong.
   std::optional<Lists> run() {
+    for (int r = 0; r < static_cast<int>(step_.size()); ++r) stale_ranks_.push_back(r);
     while (true) {
-      int rank = -1;
-      int64_t start = 0;
-      for (int r = 0; r < static_cast<int>(step_.size()); ++r) {
-        if (stale_[r]) ready_[r] = ready_at(r), stale_[r] = false;
-        const auto& t = ready_[r];
-        if (t && (rank < 0 || *t < start)) rank = r, start = *t;
-      }
-      if (rank < 0) break;
+      refresh_stale();
+      if (ready_queue_.empty()) break;
+      const auto [start, rank, version] = ready_queue_.front();  // the earliest, the lowest rank among equals
       post_messages_ready_by(start);
       play(rank, start);
     }
@@ -164,6 +163,30 @@ class NcclLowering {
     Action send, recv;
     int64_t ready;
   };
+
+  // A rank whose ready time may have changed: computed again before the next pick.
+  void mark_stale(int r) {
+    if (stale_[r]) return;
+    stale_[r] = true;
+    stale_ranks_.push_back(r);
+  }
+
+  void refresh_stale() {
+    for (int r : stale_ranks_) {
+      ready_[r] = ready_at(r);
+      stale_[r] = false;
+      ++version_[r];  // the rank's earlier entries in the queue are out of date
+      if (ready_[r]) {
+        ready_queue_.push_back({*ready_[r], r, version_[r]});
+        std::push_heap(ready_queue_.begin(), ready_queue_.end(), std::greater<>());
+      }
+    }
+    stale_ranks_.clear();
+    while (!ready_queue_.empty() && std::get<2>(ready_queue_.front()) != version_[std::get<1>(ready_queue_.front())]) {
+      std::pop_heap(ready_queue_.begin(), ready_queue_.end(), std::greater<>());
+      ready_queue_.pop_back();
+    }
+  }
 
   // When rank r's next compute could start, or nothing if an input has not been made yet.
   std::optional<int64_t> ready_at(int r) const {
@@ -186,7 +209,7 @@ class NcclLowering {
 
   void play(int r, int64_t start) {
     const Action a = step_[r][next_[r]++];
-    stale_[r] = true;
+    mark_stale(r);
     emit_.compute(out_[r], a);
     clock_[r] = start + rough_cost(a);
     for (const Message& msg : outputs_of(a, s_.stages() - 1)) {
@@ -197,7 +220,7 @@ class NcclLowering {
                                          [](int64_t ready, const Pending& p) { return ready < p.ready; });
         pending_.insert(at, {r, to, msg.send, msg.recv, clock_[r]});
         pending_ready_[slot_of(msg.recv)] = clock_[r];
-        stale_[to] = true;
+        mark_stale(to);
         continue;
       }
       // To a stage on the same rank (pipeline 1, or a V's turn) it is a local copy: posted at
@@ -217,7 +240,7 @@ class NcclLowering {
       out_[it->to].push_back(it->recv);
       arrival_[slot_of(it->recv)] = it->ready;
       pending_ready_[slot_of(it->recv)] = kNotYet;
-      stale_[it->to] = true;
+      mark_stale(it->to);
     }
     pending_.erase(pending_.begin(), it);
   }
@@ -229,9 +252,16 @@ class NcclLowering {
   std::vector<size_t> next_;     // next compute of each rank
   std::vector<int64_t> clock_;   // when each rank's last compute ends, in rough units
   // ready_at of each rank, computed again only after what it reads changed (the rank played, or a
-  // message to it was made or posted): run() asks every rank at every turn.
+  // message to it was made or posted), and the ranks that can play ordered by it: each turn picks
+  // the earliest without asking every rank (a scan of all of them per turn was most of a 64-stage,
+  // 512-chunk lowering, which the tuner does for every configuration it plans).
   std::vector<std::optional<int64_t>> ready_;
   std::vector<bool> stale_;
+  std::vector<int> stale_ranks_;
+  // A min-heap of (ready time, rank, version); an entry whose version is no longer its rank's is
+  // dropped when it reaches the top (a heap in one vector: no allocation per turn, as a set has).
+  std::vector<std::tuple<int64_t, int, uint64_t>> ready_queue_;
+  std::vector<uint64_t> version_;
   std::vector<Pending> pending_;  // made, not yet posted, by when their data is ready
   // By receive (slot_of), dense rather than keyed by action id: tune lowers a schedule for every
   // configuration it plays, and hashing id strings took a third of its time at 1,024 ranks.
