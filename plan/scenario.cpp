@@ -77,11 +77,9 @@ static void require_transformer_layer(const Scenario& s, const Layer& l, const s
 // Checks that need several values at once; each error points at the value to change.
 // Megatron-LM's tensor parallelism splits attention heads and the MLP's ffn columns over the
 // group, and the vocabulary of the embedding and head (padded, as Megatron pads it); other layer
-// kinds have no split.
-static void check_tensor_parallel(const Scenario& s) {
+// kinds have no split. What the tensor degree alone must divide (the layout's rule).
+static void check_tensor_shapes(const Scenario& s) {
   const ParallelSpec& p = s.parallel;
-  if (p.sequence_parallel && p.tensor == 1)
-    fail_at(s, "parallel.sequence_parallel", "sequence_parallel splits over the tensor-parallel group; it needs parallel.tensor > 1");
   if (p.tensor == 1) return;
   const std::string t = std::to_string(p.tensor);
   const Layer* previous = nullptr;
@@ -89,8 +87,7 @@ static void check_tensor_parallel(const Scenario& s) {
     // A model's blocks are mostly alike: one of each run of equal shapes is enough (the tuner
     // checks millions of configurations of a 126-block model).
     const bool same = previous && previous->kind == l.kind && previous->shape.heads == l.shape.heads &&
-                      previous->shape.kv_heads() == l.shape.kv_heads() && previous->shape.ffn == l.shape.ffn &&
-                      previous->shape.moe == l.shape.moe;
+                      previous->shape.kv_heads() == l.shape.kv_heads() && previous->shape.ffn == l.shape.ffn;
     previous = &l;
     if (same) continue;
     if (!tensor_splits(l.kind)) require_transformer_layer(s, l, "parallel.tensor", "parallel.tensor " + t + " splits");  // the message only when it fails: the tuner checks millions
@@ -108,16 +105,33 @@ static void check_tensor_parallel(const Scenario& s) {
     if (l.shape.ffn % p.tensor != 0)
       fail_at(s, "parallel.tensor", "parallel.tensor " + t + " does not divide the ffn width " + std::to_string(l.shape.ffn) +
                                         " of layer '" + l.name + "'");
-    const int64_t expert_ways = p.expert_tensor_ways(), shared = l.shape.moe.shared * l.shape.moe.ffn;
-    if (l.shape.moe.on() && (l.shape.moe.ffn % expert_ways != 0 || shared % p.tensor != 0))
-      fail_at(s, "parallel.tensor", "parallel.tensor " + t + " does not divide the experts' width " + std::to_string(l.shape.moe.ffn) +
-                                        " of layer '" + l.name + "' (set parallel.expert_tensor: 1 to keep routed experts whole)");
   }
   const int per_node = s.hardware.devices_per_node;
   if (!p.tensor_across_nodes && (p.tensor > per_node || per_node % p.tensor != 0))
     fail_at(s, "parallel.tensor", "parallel.tensor " + t + " does not fit the " + std::to_string(per_node) + " devices of a '" +
                                       s.hardware.name + "' node evenly; its all-reduces would cross the network after every layer "
                                       "(set parallel.tensor_across_nodes: true to plan it anyway)");
+}
+
+// What tensor parallelism asks of the knobs crossed with it: sequence parallelism splits over
+// its group, and the MoE blocks' experts split over the expert tensor degree.
+static void check_tensor_parallel(const Scenario& s) {
+  const ParallelSpec& p = s.parallel;
+  if (p.sequence_parallel && p.tensor == 1)
+    fail_at(s, "parallel.sequence_parallel", "sequence_parallel splits over the tensor-parallel group; it needs parallel.tensor > 1");
+  if (p.tensor == 1 || !first_moe_layer(s.layers)) return;
+  const std::string t = std::to_string(p.tensor);
+  const int64_t expert_ways = p.expert_tensor_ways();
+  const Layer* previous = nullptr;
+  for (const Layer& l : s.layers) {
+    const bool same = previous && previous->shape.moe == l.shape.moe;
+    previous = &l;
+    if (same || l.kind != LayerKind::encoder || !l.shape.moe.on()) continue;
+    const int64_t shared = l.shape.moe.shared * l.shape.moe.ffn;
+    if (l.shape.moe.ffn % expert_ways != 0 || shared % p.tensor != 0)
+      fail_at(s, "parallel.tensor", "parallel.tensor " + t + " does not divide the experts' width " + std::to_string(l.shape.moe.ffn) +
+                                        " of layer '" + l.name + "' (set parallel.expert_tensor: 1 to keep routed experts whole)");
+  }
 }
 
 // Megatron-core's context parallelism splits each sequence of a transformer into 2 x context
@@ -205,7 +219,7 @@ static void check_expert_parallel(const Scenario& s) {
                                              "each tensor rank dispatches its own tokens)");
 }
 
-void check_scenario(const Scenario& s) {
+void check_layout(const Scenario& s) {
   const ParallelSpec& p = s.parallel;
   const int layers = static_cast<int>(s.layers.size());
   const int stages = p.stages();
@@ -222,6 +236,22 @@ void check_scenario(const Scenario& s) {
                                        " stages, but the model has only " + std::to_string(layers) +
                                        " layers; every stage needs at least one layer");
   check_schedule_shape(s);
+  check_tensor_shapes(s);
+  check_context_parallel(s);
+  const int nodes = s.hardware.nodes_for(p.world_size());
+  if (s.hardware.max_nodes && nodes > *s.hardware.max_nodes)
+    fail_at(s, "parallel", "the plan needs " + std::to_string(p.world_size()) + " ranks = " + std::to_string(nodes) +
+                               " nodes of " + std::to_string(s.hardware.devices_per_node) + " devices, but hardware '" +
+                               s.hardware.name + "' caps nodes at " + std::to_string(*s.hardware.max_nodes));
+  if (nodes > 1 && !s.hardware.network)
+    fail_at(s, "hardware", "the plan needs " + std::to_string(nodes) + " nodes, but hardware '" + s.hardware.name +
+                               "' has no 'network' between nodes");
+}
+
+void check_beyond_layout(const Scenario& s) {
+  const ParallelSpec& p = s.parallel;
+  const int layers = static_cast<int>(s.layers.size());
+  const int stages = p.stages();
   const PartitionLen& part = p.partition_len;
   if (part.mode == PartitionLen::Mode::per_stage && part.per_stage * stages != layers)
     fail_at(s, "parallel.partition_len",
@@ -237,7 +267,6 @@ void check_scenario(const Scenario& s) {
                   std::to_string(layers) + " layers; the list needs one entry per stage summing to the layer count");
   }
   check_tensor_parallel(s);
-  check_context_parallel(s);
   check_expert_parallel(s);
   if (p.overlap_moe_expert_parallel_comm) check_moe_overlap(s);
   if (p.shard_group > 0 && p.data % p.shard_group != 0)
@@ -278,14 +307,11 @@ void check_scenario(const Scenario& s) {
   if (!s.hardware.device.peak_tflops.count(p.precision))
     fail_at(s, "parallel.precision", std::string("hardware '") + s.hardware.name + "' (" + s.hardware.device.name +
                                          ") has no " + name(p.precision) + " peak; use a precision it lists");
-  const int nodes = s.hardware.nodes_for(p.world_size());
-  if (s.hardware.max_nodes && nodes > *s.hardware.max_nodes)
-    fail_at(s, "parallel", "the plan needs " + std::to_string(p.world_size()) + " ranks = " + std::to_string(nodes) +
-                               " nodes of " + std::to_string(s.hardware.devices_per_node) + " devices, but hardware '" +
-                               s.hardware.name + "' caps nodes at " + std::to_string(*s.hardware.max_nodes));
-  if (nodes > 1 && !s.hardware.network)
-    fail_at(s, "hardware", "the plan needs " + std::to_string(nodes) + " nodes, but hardware '" + s.hardware.name +
-                               "' has no 'network' between nodes");
+}
+
+void check_scenario(const Scenario& s) {
+  check_layout(s);
+  check_beyond_layout(s);
 }
 
 std::vector<std::string> recompute_module_names(unsigned modules) {

@@ -246,6 +246,14 @@ struct Scenario {
 /// least, the precision on the device, ...), for a Scenario changed after parsing (the tuner's
 /// typed knobs); InputError at the value to change.
 void check_scenario(const Scenario& scenario);
+/// check_scenario's two halves, which it runs in this order. check_layout: the rules that read
+/// only the layout (data, context, pipeline, tensor, the schedule with its virtual stages and
+/// chunks, the batch: the knob table's layout, schedule and batch couplings, partition_len
+/// aside), the model and the hardware. The tuner checks them once per layout rather than once per
+/// combination of the knobs it crosses with it; a rule that reads a crossed knob belongs in
+/// check_beyond_layout.
+void check_layout(const Scenario& scenario);
+void check_beyond_layout(const Scenario& scenario);
 
 /// Parses and checks a scenario document (overrides already applied).
 Scenario parse_scenario(const YamlDocument& doc);
