@@ -138,7 +138,31 @@ int group_of(const ParallelSpec& p, int replica, int pipeline_rank) {
 
 Placement group_placement(const ParallelSpec& p, int group) { return placement_of(p, group * p.tensor); }
 
-Plan resolve_plan(const Scenario& scenario, bool check_generated) {
+schedule::Schedule LoweredSchedules::get(const ParallelSpec& p, const std::vector<int>& buckets_per_stage,
+                                         schedule::Collectives collectives, const std::function<schedule::Schedule()>& lower) {
+  Key key{p.schedule, p.overlap_moe_expert_parallel_comm, p.pipeline, p.virtual_stages, p.chunks, p.grad_accumulation,
+          buckets_per_stage, collectives};
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (const auto it = kept_.find(key); it != kept_.end()) return it->second;
+  }
+  schedule::Schedule s = lower();  // outside the lock: other threads lower theirs meanwhile
+  size_t actions = 0;
+  for (const auto& rank : s.ranks) actions += rank.size();
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (actions > kMaxActions || kept_.count(key)) return s;
+  while (actions_ + actions > kMaxActions && !order_.empty()) {
+    for (const auto& rank : kept_.at(order_.front()).ranks) actions_ -= rank.size();
+    kept_.erase(order_.front());
+    order_.pop_front();
+  }
+  kept_.emplace(key, s);
+  order_.push_back(std::move(key));
+  actions_ += actions;
+  return s;
+}
+
+Plan resolve_plan(const Scenario& scenario, bool check_generated, LoweredSchedules* lowered) {
   Plan plan;
   plan.scenario = scenario;
   const ParallelSpec& p = scenario.parallel;
@@ -166,9 +190,12 @@ Plan resolve_plan(const Scenario& scenario, bool check_generated) {
   std::vector<int> buckets_per_stage;
   if (p.replicas() > 1)
     for (const Stage& st : plan.stages) buckets_per_stage.push_back(static_cast<int>(st.buckets.size()));
-  plan.schedule = schedule::lower(schedule_order(scenario), p.schedule, p.pipeline, p.virtual_stages, p.chunks,
-                        p.grad_accumulation, buckets_per_stage, scenario.hardware.collectives);
   const bool imported = p.schedule == ScheduleKind::csv;
+  auto lower = [&] {
+    return schedule::lower(schedule_order(scenario), p.schedule, p.pipeline, p.virtual_stages, p.chunks, p.grad_accumulation,
+                           buckets_per_stage, scenario.hardware.collectives);
+  };
+  plan.schedule = lowered && !imported ? lowered->get(p, buckets_per_stage, scenario.hardware.collectives, lower) : lower();
   const auto problems = imported || check_generated ? schedule::validate_schedule(plan.schedule) : std::vector<std::string>{};
   if (!problems.empty()) {
     if (imported)

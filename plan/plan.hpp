@@ -6,7 +6,12 @@
 // (placement_of), so a tensor-parallel group sits on neighbouring devices of one node, and a
 // stage's replicas next to each other.
 #include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "plan/scenario.hpp"
@@ -95,10 +100,31 @@ struct Plan {
 /// The compute order of a scenario's schedule: generated, or read from its CSV (a bad CSV is an
 /// InputError at the CSV's line and column).
 schedule::ComputeOrder schedule_order(const Scenario& scenario);
+/// Generated schedules as lowered, kept by everything lowering reads (the schedule and its stages,
+/// chunks, accumulation, buckets per stage and point-to-point rules), for a caller that resolves
+/// many plans: the tuner's configurations share few schedules, and lowering a 64-stage, 512-chunk
+/// one was half of resolving its plan. Holds at most kMaxActions actions (about 100 MB), dropping
+/// the oldest first. Safe to use from several threads.
+class LoweredSchedules {
+ public:
+  static constexpr size_t kMaxActions = size_t{4} << 20;
+  /// The schedule lowered with these inputs: a copy of the one kept, or `lower()`'s, then kept.
+  schedule::Schedule get(const ParallelSpec& p, const std::vector<int>& buckets_per_stage, schedule::Collectives collectives,
+                         const std::function<schedule::Schedule()>& lower);
+
+ private:
+  using Key = std::tuple<schedule::ScheduleKind, bool, int, int, int, int, std::vector<int>, schedule::Collectives>;
+  std::mutex mutex_;
+  std::map<Key, schedule::Schedule> kept_;
+  std::deque<Key> order_;  // oldest first
+  size_t actions_ = 0;
+};
+
 /// Resolves a scenario; an imported schedule that fails validation is an InputError. A generated
 /// schedule is checked too (a logic_error when a generator is wrong) unless `check_generated` is
 /// off: the tuner resolves tens of thousands of plans, and the check costs more than the rest.
-Plan resolve_plan(const Scenario& scenario, bool check_generated = true);
+/// `lowered`, when given, keeps generated schedules for the next plans that need them.
+Plan resolve_plan(const Scenario& scenario, bool check_generated = true, LoweredSchedules* lowered = nullptr);
 
 
 }  // namespace parallax::plan

@@ -45,7 +45,7 @@ plan::Plan Evaluator::plan_of(const plan::Settings& c) {
   plan::Settings explicit_split = c;
   if (c.partition_len.mode == plan::PartitionLen::Mode::balanced && c.stages() <= static_cast<int>(base_.layers.size()))
     explicit_split.partition_len = balanced_split(c);  // the same split, without re-estimating costs
-  return plan::resolve_plan(plan::with_settings(base_, explicit_split), /*check_generated=*/false);
+  return plan::resolve_plan(plan::with_settings(base_, explicit_split), /*check_generated=*/false, &schedules_);
 }
 
 Evaluation Evaluator::bound(const plan::Plan& p, const plan::Settings& c) {

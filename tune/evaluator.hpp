@@ -65,6 +65,7 @@ class Evaluator {
   // Balanced splits by (cost key, stages): the split's dynamic programme is most of the time a
   // large job's enumeration takes, and its configurations share few of them.
   std::map<std::pair<CostKey, int>, plan::PartitionLen> splits_;
+  plan::LoweredSchedules schedules_;
 };
 
 /// A floor on the plan's step time from its stage costs: the busiest rank's compute, and for

@@ -80,3 +80,31 @@ TEST_CASE("plan::Plan: activation checkpointing keeps only each stage's input", 
   CHECK(ckpt.ranks[0].memory.activations == 4 * 2 * MiB + 4 * 2 * MiB);
   CHECK(ckpt.ranks[0].memory.recompute == 8 * MiB);
 }
+
+TEST_CASE("plan::LoweredSchedules: a kept schedule is the one lowering makes, and only for the same inputs", "[plan]") {
+  plan::LoweredSchedules kept;
+  // Two plans differing in what lowering reads (chunks, buckets) and two in what it does not (the
+  // layers' sizes); each resolved with the cache after another, and without it.
+  const std::vector<std::string> yamls = {
+      test::synthetic_scenario(8, 4, 8, "interleaved-1f1b", 2),
+      test::synthetic_scenario(8, 4, 4, "interleaved-1f1b", 2),
+      "model: {preset: synthetic, layers: 8, fwd_us_per_sample: 30, params_mb: 7, activation_mb: 2}\n"
+      "data: {batch_size: 16}\nparallel: {pipeline: 4, virtual: 2, chunks: 8, schedule: interleaved-1f1b}\nhardware: ideal\n",
+      "model: {preset: mlp, layers: 6, hidden: 2048}\nparallel: {data: 2, pipeline: 2, chunks: 4, schedule: 1f1b, bucket_cap_mb: 1}\n"
+      "hardware: a100-nvlink-ib\n",
+      "model: {preset: mlp, layers: 6, hidden: 2048}\nparallel: {data: 2, pipeline: 2, chunks: 4, schedule: 1f1b, bucket_cap_mb: 400}\n"
+      "hardware: a100-nvlink-ib\n",
+  };
+  for (int round = 0; round < 2; ++round)
+    for (const auto& yaml : yamls) {
+      const plan::Scenario s = test::scenario_from(yaml);
+      const plan::Plan plain = plan::resolve_plan(s), cached = plan::resolve_plan(s, true, &kept);
+      INFO(yaml << "round " << round);
+      CHECK(cached.schedule.ranks == plain.schedule.ranks);
+      CHECK(cached.schedule.buckets_per_stage == plain.schedule.buckets_per_stage);
+      CHECK(cached.schedule.chunks == plain.schedule.chunks);
+    }
+  // The two MLP plans differ only in their buckets: their schedules too.
+  CHECK(plan::resolve_plan(test::scenario_from(yamls[3])).schedule.ranks !=
+        plan::resolve_plan(test::scenario_from(yamls[4])).schedule.ranks);
+}
