@@ -3,16 +3,22 @@
 //     default space less four knobs searched exhaustively (every configuration simulated) and with
 //     pruning, then the whole default space with pruning;
 //  2. every shipped scenario: its full default space, the wall time, and the pick's predicted step
-//     time against the scenario as given and against PyTorch's defaults.
+//     time against the scenario as given and against PyTorch's defaults;
+//  3. with --phases [SCENARIO] only: the search's three phases on fixed work, one thread, so that a
+//     change to one of them can be timed against the last (the 3,072-GPU Llama 3.1 405B job by
+//     default, issue 55's scale goal): the enumeration of its default space, planning 2,000 of its
+//     configurations (a fixed random sample) and simulating 200 of those that fit.
 // The measured check of the picks on this machine is bench/tune_bench.sh.
 //
 //   parallax_tune_bench [--big] [--scenarios] [--threads N]      (both parts by default)
+//   parallax_tune_bench --phases [SCENARIO]
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <algorithm>
+#include <random>
 #include <string>
 #include <thread>
 
@@ -101,17 +107,59 @@ void bench_scenarios(int threads) {
   std::printf("total %.2f s\n", total);
 }
 
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void bench_phases(const std::string& path) {
+  const plan::Scenario s = plan::load_scenario(path, {});
+  tune::Evaluator ev(s);
+  const tune::Space space = tune::default_space(s);
+  std::printf("phases of the search on %s, one thread\n", path.c_str());
+  auto t0 = std::chrono::steady_clock::now();
+  size_t invalid = 0, over_memory = 0;
+  std::string example;
+  tune::Sample sample{tune::kEnumerationCap};
+  std::vector<plan::Settings> configs = tune::enumerate(ev, space, &invalid, &example, &over_memory, false, &sample);
+  std::printf("  enumerate   %9zu listed, %9zu invalid, %9zu over memory (one in %zu sampled) in %6.2f s\n", configs.size(),
+              invalid, over_memory, sample.one_in, seconds_since(t0));
+  std::shuffle(configs.begin(), configs.end(), std::mt19937(55));
+  configs.resize(std::min<size_t>(configs.size(), 2000));
+  t0 = std::chrono::steady_clock::now();
+  std::vector<plan::Settings> fit;
+  for (const auto& c : configs) {
+    try {
+      if (ev.bound(c).fits) fit.push_back(c);
+    } catch (const plan::InputError&) {
+    }
+  }
+  const double plan_s = seconds_since(t0);
+  std::printf("  plan        %9zu configurations (%zu fit) in %6.2f s  (%.0f a second)\n", configs.size(), fit.size(), plan_s,
+              configs.size() / plan_s);
+  fit.resize(std::min<size_t>(fit.size(), 200));
+  t0 = std::chrono::steady_clock::now();
+  double steps = 0;
+  for (const auto& c : fit) steps += ev.evaluate(c).step.to_ms();
+  const double sim_s = seconds_since(t0);
+  std::printf("  simulate    %9zu configurations in %6.2f s  (%.0f a second; their step times add to %.3f s)\n", fit.size(),
+              sim_s, fit.size() / sim_s, steps / 1e3);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   bool big = false, scenarios = false;
   int threads = 0;
+  if (argc >= 2 && !std::strcmp(argv[1], "--phases")) {
+    bench_phases(argc >= 3 ? argv[2] : std::string(PARALLAX_SOURCE_DIR) + "/scenarios/llama-3.1-405b-3072xH100.yaml");
+    return 0;
+  }
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--big")) big = true;
     else if (!std::strcmp(argv[i], "--scenarios")) scenarios = true;
     else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) threads = std::atoi(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: %s [--big] [--scenarios] [--threads N]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--big] [--scenarios] [--threads N] | --phases [SCENARIO]\n", argv[0]);
       return 2;
     }
   }
