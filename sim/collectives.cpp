@@ -29,7 +29,8 @@ void Simulation::plan_collective(Group& g) {
     g.plans.push_back(plain_allreduce(g, nodes));
   } else {
     const GroupLinks links = group_links(g, nodes);
-    for (int64_t bytes : g.bucket_bytes) g.plans.push_back(nccl_collective(g, nodes, links, static_cast<double>(bytes)));
+    const ReductionShapes shapes = reduction_shapes(g);
+    for (int64_t bytes : g.bucket_bytes) g.plans.push_back(nccl_collective(nodes, links, shapes, static_cast<double>(bytes)));
   }
   // A fit from the job's own runs stretches every phase alike, as the in-run factor does
   // (the flows carry the stretched bytes: their time, not their payload, is what was fitted).
@@ -60,11 +61,14 @@ Simulation::GroupLinks Simulation::group_links(const Group& g, const GroupNodes&
 
 Simulation::GroupNodes Simulation::group_nodes(const Group& g) const {
   GroupNodes out;
-  std::unordered_map<int, size_t> node_index;
+  std::vector<int> node_index(static_cast<size_t>(plan_.nodes), -1);  // into out.members, by node
   for (int r : g.members) {
-    auto [it, fresh] = node_index.emplace(topo_.node_of(r), out.members.size());
-    if (fresh) out.members.emplace_back();
-    out.members[it->second].push_back(r);
+    int& at = node_index[topo_.node_of(r)];
+    if (at < 0) {
+      at = static_cast<int>(out.members.size());
+      out.members.emplace_back();
+    }
+    out.members[at].push_back(r);
   }
   for (const auto& v : out.members) out.per_node = std::max(out.per_node, v.size());
   return out;
@@ -77,14 +81,16 @@ std::vector<int> Simulation::dedupe(std::vector<int> v) {
 }
 
 GroupShape Simulation::shape_of(const std::vector<int>& members) const {
-  Group sub;
-  sub.members = members;
-  const GroupNodes nodes = group_nodes(sub);
   const auto& hw = plan_.scenario.hardware;
   GroupShape shape;
   shape.ranks = static_cast<int>(members.size());
-  shape.nodes = static_cast<int>(nodes.members.size());
-  shape.per_node = static_cast<int>(nodes.per_node);
+  shape.nodes = shape.per_node = 0;
+  std::vector<int> on_node(static_cast<size_t>(plan_.nodes), 0);  // members on each node
+  for (int r : members) {
+    const int n = ++on_node[topo_.node_of(r)];
+    if (n == 1) ++shape.nodes;
+    shape.per_node = std::max(shape.per_node, n);
+  }
   shape.nic_gb_per_s = hw.network ? hw.network->bandwidth_gb_per_s : 0;
   shape.nics_per_node = hw.nics_per_node;
   return shape;
@@ -97,17 +103,28 @@ GroupShape Simulation::shape_of(const std::vector<int>& members) const {
 // the parameters in the layers' own time (sim/cost_model.cpp). A shard spans shard_ranks
 // neighbouring replicas (replica = data index x context + context index); HSDP's copies of a
 // shard are every shard_ranks-th replica.
-CollectiveCost Simulation::gradient_reduction(const Group& g, double bytes) const {
+Simulation::ReductionShapes Simulation::reduction_shapes(const Group& g) const {
+  const plan::ParallelSpec& p = plan_.scenario.parallel;
+  ReductionShapes out;
+  out.whole = shape_of(g.members);
+  if (p.shard == plan::Shard::none) return out;
+  const int n = std::min(p.shard_ranks(), static_cast<int>(g.members.size()));
+  out.shard = shape_of({g.members.begin(), g.members.begin() + n});
+  std::vector<int> copies;
+  for (size_t i = 0; i < g.members.size(); i += static_cast<size_t>(n)) copies.push_back(g.members[i]);
+  out.copies = shape_of(copies);
+  return out;
+}
+
+CollectiveCost Simulation::gradient_reduction(const ReductionShapes& shapes, double bytes) const {
   const auto& hw = plan_.scenario.hardware;
   const plan::ParallelSpec& p = plan_.scenario.parallel;
-  if (p.shard == plan::Shard::none) return choose_allreduce(*hw.nccl, shape_of(g.members), bytes);
-  const int n = std::min(p.shard_ranks(), static_cast<int>(g.members.size()));
-  CollectiveCost cost = choose_reduce_scatter(*hw.nccl, shape_of({g.members.begin(), g.members.begin() + n}), bytes);
+  if (p.shard == plan::Shard::none) return choose_allreduce(*hw.nccl, shapes.whole, bytes);
+  const int n = shapes.shard.ranks;
+  CollectiveCost cost = choose_reduce_scatter(*hw.nccl, shapes.shard, bytes);
   if (p.shard_copies() > 1) {
-    std::vector<int> copies;
-    for (size_t i = 0; i < g.members.size(); i += static_cast<size_t>(n)) copies.push_back(g.members[i]);
     // Each rank all-reduces its 1 / n of the buffer: the phases' bandwidth counts the whole buffer.
-    for (PhaseCost pc : choose_allreduce(*hw.nccl, shape_of(copies), bytes / n).phases) {
+    for (PhaseCost pc : choose_allreduce(*hw.nccl, shapes.copies, bytes / n).phases) {
       pc.bandwidth_gb_per_s *= n;
       cost.phases.push_back(pc);
     }
@@ -117,9 +134,10 @@ CollectiveCost Simulation::gradient_reduction(const Group& g, double bytes) cons
 
 // NCCL's choice for a bucket of `bytes` (sim/nccl_model.hpp), as flows: each phase moves its
 // bytes at the speed of its slowest link, scaled so that alone it takes NCCL's predicted time.
-CollectivePlan Simulation::nccl_collective(const Group& g, const GroupNodes& nodes, const GroupLinks& group, double bytes) {
+CollectivePlan Simulation::nccl_collective(const GroupNodes& nodes, const GroupLinks& group, const ReductionShapes& shapes,
+                                           double bytes) {
   const auto& hw = plan_.scenario.hardware;
-  const CollectiveCost cost = gradient_reduction(g, bytes);
+  const CollectiveCost cost = gradient_reduction(shapes, bytes);
   CollectivePlan out;
   out.algorithm = cost.algorithm;
   out.protocol = cost.phases.front().protocol;

@@ -222,12 +222,20 @@ class Simulation {
   GroupNodes group_nodes(const Group& g) const;
   /// How these members of a group sit on the machine, as NCCL's model takes it.
   GroupShape shape_of(const std::vector<int>& members) const;
+  /// The shapes a stage's gradient reduction runs over: the whole group, and under parallel.shard
+  /// one shard's ranks and (HSDP) one shard's copies. Found once per group, not per bucket: a
+  /// sharded 1,024-rank job has a bucket per layer, and placing 128 members on their nodes for
+  /// each was most of its simulation.
+  struct ReductionShapes {
+    GroupShape whole, shard, copies;
+  };
+  ReductionShapes reduction_shapes(const Group& g) const;
   /// NCCL's cost of reducing a bucket of `bytes` over a stage's group: an all-reduce, or under
   /// parallel.shard a reduce-scatter over each shard's ranks (then, HSDP, an all-reduce of the
   /// shard over its copies).
-  CollectiveCost gradient_reduction(const Group& g, double bytes) const;
+  CollectiveCost gradient_reduction(const ReductionShapes& shapes, double bytes) const;
   static std::vector<int> dedupe(std::vector<int> v);
-  CollectivePlan nccl_collective(const Group& g, const GroupNodes& nodes, const GroupLinks& group, double bytes);
+  CollectivePlan nccl_collective(const GroupNodes& nodes, const GroupLinks& group, const ReductionShapes& shapes, double bytes);
   CollectivePlan plain_allreduce(const Group& g, const GroupNodes& by);
   bool stage_reduced(int stage) const;
   void on_bucket_ready(int rank, int stage, int bucket, Time now);

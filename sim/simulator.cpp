@@ -25,21 +25,28 @@ bool replicas_alike(const plan::Plan& plan) {
   // Pipeline ranks that exchange tensors: stage s sends to stage s + 1.
   std::vector<std::pair<int, int>> neighbours;
   for (int s = 0; s + 1 < std::min(par.stages(), 2 * p); ++s) neighbours.emplace_back(s % p, (s + 1) % p);
-  std::unordered_map<int, int> sender_of;  // NIC -> the replica whose sends it carries
+  // NIC -> the replica whose sends it carries, -1 for none (by index: the tuner asks this of every
+  // configuration it simulates, and a hash map here was a tenth of a 1,024-rank simulation).
+  std::vector<int> sender_of(static_cast<size_t>(plan.nodes) * nics, -1);
+  bool any = false;
   for (int r = 0; r < par.replicas(); ++r)
     for (const auto& [a, b] : neighbours) {
       const int from = device(r, a), to = device(r, b);
       const bool apart = from / per_node != to / per_node;
       if (apart != (device(0, a) / per_node != device(0, b) / per_node)) return false;
       if (!apart) continue;
-      for (int d : {from, to})
-        if (!sender_of.emplace(nic(d), r).second && sender_of[nic(d)] != r) return false;
+      for (int d : {from, to}) {
+        int& sender = sender_of[nic(d)];
+        if (sender >= 0 && sender != r) return false;
+        sender = r;
+        any = true;
+      }
     }
-  if (sender_of.empty()) return true;
+  if (!any) return true;
   for (int r = 0; r < par.replicas(); ++r)
     for (int pr = 0; pr < p; ++pr) {
-      const auto it = sender_of.find(nic(device(r, pr)));
-      if (it != sender_of.end() && it->second != r) return false;
+      const int sender = sender_of[nic(device(r, pr))];
+      if (sender >= 0 && sender != r) return false;
     }
   return true;
 }
