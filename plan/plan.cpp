@@ -162,9 +162,10 @@ schedule::Schedule LoweredSchedules::get(const ParallelSpec& p, const std::vecto
   return s;
 }
 
-Plan resolve_plan(const Scenario& scenario, bool check_generated, LoweredSchedules* lowered) {
+Plan resolve_plan(Scenario given, bool check_generated, LoweredSchedules* lowered) {
   Plan plan;
-  plan.scenario = scenario;
+  plan.scenario = std::move(given);  // a temporary's moved, not copied (the tuner resolves millions)
+  const Scenario& scenario = plan.scenario;
   const ParallelSpec& p = scenario.parallel;
   plan.world_size = p.world_size();
   plan.nodes = scenario.hardware.nodes_for(plan.world_size);

@@ -124,7 +124,7 @@ class LoweredSchedules {
 /// schedule is checked too (a logic_error when a generator is wrong) unless `check_generated` is
 /// off: the tuner resolves tens of thousands of plans, and the check costs more than the rest.
 /// `lowered`, when given, keeps generated schedules for the next plans that need them.
-Plan resolve_plan(const Scenario& scenario, bool check_generated = true, LoweredSchedules* lowered = nullptr);
+Plan resolve_plan(Scenario scenario, bool check_generated = true, LoweredSchedules* lowered = nullptr);
 
 
 }  // namespace parallax::plan
