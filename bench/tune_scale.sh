@@ -1,12 +1,19 @@
 #!/usr/bin/env bash
-# The tuner at scale: `parallax tune` on two large jobs and what it got through (simulated, pruned by the
-# lower bound, over memory) and picked. Issue 55's goal: >= 10,000 configurations of a 3,072-GPU Llama 3.1
-# 405B job, context parallelism included, in <= 60 s on a 2-core machine
-# (scenarios/llama-3.1-405b-3072xH100.yaml, --time-limit 60). Issue 59's: the same of a DeepSeek-V3-sized
-# mixture-of-experts job, expert degrees included, in <= 120 s (scenarios/moe-671b-2048xH100.yaml,
-# --time-limit 120).
+# The tuner and the simulator at scale, issue 55's and 59's scale goals on a 2-core machine:
+#  1. `parallax tune` on two large jobs and what it got through (simulated, pruned by the lower bound,
+#     over memory) and picked: >= 10,000 configurations of a 3,072-GPU Llama 3.1 405B job, context
+#     parallelism included, in <= 60 s (scenarios/llama-3.1-405b-3072xH100.yaml, --time-limit 60); the
+#     same of a DeepSeek-V3-sized mixture-of-experts job, expert degrees included, in <= 120 s
+#     (scenarios/moe-671b-2048xH100.yaml, --time-limit 120);
+#  2. the 405B search's phases on fixed work (parallax_tune_bench --phases: listing, planning 2,000,
+#     simulating 200, one thread), to set one build against another;
+#  3. the 1,024-rank job of parallax_tune_bench (data 128 x pipeline 8), its whole default space in
+#     <= 60 s (parallax_tune_bench --big: the exhaustive and pruned searches of a smaller space first);
+#  4. a 16,384-rank 1F1B step in < 1 s (parallax_sim_bench --step --replicas 2048: the whole simulation with
+#     its timeline, every rank played, in one process; plan and metrics timed apart).
 #
-#   bash bench/tune_scale.sh [PARALLAX] [--out DIR]      (default: build/parallax)
+#   bash bench/tune_scale.sh [PARALLAX] [--out DIR]      (default: build/parallax; the two benches
+#                                                          are taken from beside it)
 #
 # Output goes to DIR (--out, else OUT, else a new bench/results/tune-scale-cpu-DATE): tune.json and
 # tune-moe.json (tune's --json), summary.txt, log.txt (tune's progress), machine.txt.
@@ -39,3 +46,13 @@ run tune "$here/../scenarios/llama-3.1-405b-3072xH100.yaml" 60 "Llama 3.1 405B o
 # Issue 59's goal: >= 10,000 configurations of a DeepSeek-V3-sized job (2,048 GPUs, pipeline 16 x expert 64),
 # the expert degree searched beside the rest, in <= 120 s.
 run tune-moe "$here/../scenarios/moe-671b-2048xH100.yaml" 120 "A DeepSeek-V3-sized MoE job (671B, 256 experts) on 2,048 H100s"
+
+bin_dir="$(dirname "$parallax")"
+echo "The 405B search's phases on fixed work (one thread):"
+"$bin_dir/parallax_tune_bench" --phases "$here/../scenarios/llama-3.1-405b-3072xH100.yaml"
+echo
+echo "The 1,024-rank job (goal: its whole default space in <= 60 s):"
+"$bin_dir/parallax_tune_bench" --big
+echo
+echo "A 16,384-rank 1F1B step, every rank played with its timeline (goal: < 1 s):"
+"$bin_dir/parallax_sim_bench" --step --replicas 2048 --repeat 5
