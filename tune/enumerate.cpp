@@ -122,28 +122,23 @@ std::vector<plan::Settings> enumerate(Evaluator& ev, const Space& sp, size_t* in
     if (no) ++*invalid;
     return no;
   };
-  // The layout's rules are checked once per layout (layout_valid, below); a configuration then
+  // Whether `c` passes `check`, one of plan::check_scenario's halves (the first failure's message
+  // is the example). The layout's rules are checked once per layout (below); a configuration then
   // needs only the rest.
-  auto valid = [&](const plan::Settings& c) {
+  auto passes = [&](const plan::Settings& c, void (*check)(const plan::Scenario&)) {
     try {
       plan::apply(c, &scratch);
-      plan::check_beyond_layout(scratch);
+      check(scratch);
       return true;
     } catch (const plan::InputError& e) {
-      ++*invalid;
       if (invalid_example->empty()) *invalid_example = e.message();
       return false;
     }
   };
-  auto layout_valid = [&](const plan::Settings& layout) {
-    try {
-      plan::apply(layout, &scratch);
-      plan::check_layout(scratch);
-      return true;
-    } catch (const plan::InputError& e) {
-      if (invalid_example->empty()) *invalid_example = e.message();
-      return false;
-    }
+  auto valid = [&](const plan::Settings& c) {
+    if (passes(c, plan::check_beyond_layout)) return true;
+    ++*invalid;
+    return false;
   };
   const plan::Knob& schedule = plan::knob("parallel.schedule");
   const auto& schedules = sp.of("parallel.schedule");
@@ -219,7 +214,7 @@ std::vector<plan::Settings> enumerate(Evaluator& ev, const Space& sp, size_t* in
             layout.batch_size = batch;
             layout.grad_accumulation = ga;
             layout.partition_len = {};
-            if (!layout_valid(layout)) {
+            if (!passes(layout, plan::check_layout)) {
               // Every combination of the crossed knobs fails alike: counted as they would be one
               // by one (sampled, repeats left out), without checking each (a 3,072-GPU job's
               // space has hundreds of thousands of them).
