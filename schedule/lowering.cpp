@@ -7,7 +7,6 @@
 #include <functional>
 #include <optional>
 #include <tuple>
-#include <unordered_map>
 
 namespace parallax::schedule {
 
