@@ -28,32 +28,6 @@ Lists repeat_rounds(const ComputeOrder& order, int chunks, int grad_accumulation
   return step;
 }
 
-// After the stage's last weight gradient of the step (its last B or W), the all-reduce of its
-// buckets (in gradient-ready order) while later backwards of other stages run.
-class Emitter {
- public:
-  explicit Emitter(const Schedule& s) : s_(s), backwards_done_(s.stages(), 0) {}
-
-  void compute(std::vector<Action>& out, const Action& a) {
-    out.push_back(a);
-    all_reduce_after(out, a);
-  }
-
-  void all_reduce_after(std::vector<Action>& out, const Action& a) {
-    if (s_.buckets_per_stage.empty()) return;
-    for (const Action& part : a.parts()) {
-      if (!makes_weight_gradient(part.kind)) continue;
-      if (++backwards_done_[part.stage] != s_.microbatches()) continue;
-      for (int b = 0; b < s_.buckets_per_stage[part.stage]; ++b)
-        out.push_back({ActionKind::ALLREDUCE, part.stage, -1, b});
-    }
-  }
-
- private:
-  const Schedule& s_;
-  std::vector<int> backwards_done_;
-};
-
 // The receives a compute action needs first: RECV_F for a forward after stage 0, RECV_B for an
 // input gradient (B or I) before the last stage; both for OVERLAP_F_B's halves; none for W.
 FewOf<Action, 2> inputs_of(const Action& a, int last_stage) {
@@ -85,28 +59,14 @@ FewOf<Message, 2> outputs_of(const Action& a, int last_stage) {
 // made its data. Sends never wait there, so this is the earliest every message can leave.
 Lists lower_locally(const Lists& step, const Schedule& s) {
   Lists out(step.size());
-  Emitter emit(s);
   const int last = s.stages() - 1;
   for (size_t r = 0; r < step.size(); ++r) {
     for (const Action& a : step[r]) {
       for (const Action& in : inputs_of(a, last)) out[r].push_back(in);
       out[r].push_back(a);
       for (const Message& msg : outputs_of(a, last)) out[r].push_back(msg.send);
-      emit.all_reduce_after(out[r], a);
     }
   }
-  return out;
-}
-
-// A CSV that gives the communication itself: taken as written, the validator judges it.
-Lists as_written(const Lists& step, const Schedule& s) {
-  Lists out(step.size());
-  Emitter emit(s);
-  for (size_t r = 0; r < step.size(); ++r)
-    for (const Action& a : step[r]) {
-      if (is_compute(a.kind)) emit.compute(out[r], a);
-      else out[r].push_back(a);
-    }
   return out;
 }
 
@@ -129,7 +89,6 @@ class NcclLowering {
   NcclLowering(const Lists& step, const Schedule& s)
       : step_(step),
         s_(s),
-        emit_(s),
         out_(step.size()),
         next_(step.size(), 0),
         clock_(step.size(), 0),
@@ -209,7 +168,7 @@ class NcclLowering {
   void play(int r, int64_t start) {
     const Action a = step_[r][next_[r]++];
     mark_stale(r);
-    emit_.compute(out_[r], a);
+    out_[r].push_back(a);
     clock_[r] = start + rough_cost(a);
     for (const Message& msg : outputs_of(a, s_.stages() - 1)) {
       const int to = s_.rank_of_stage(msg.recv.stage);
@@ -246,7 +205,6 @@ class NcclLowering {
 
   const Lists& step_;
   const Schedule& s_;
-  Emitter emit_;
   Lists out_;
   std::vector<size_t> next_;     // next compute of each rank
   std::vector<int64_t> clock_;   // when each rank's last compute ends, in rough units
@@ -301,29 +259,66 @@ bool has_communication(const ComputeOrder& order) {
   return false;
 }
 
-Schedule lower(const ComputeOrder& order, ScheduleKind kind, int pipeline, int virtual_stages,
-               int chunks, int grad_accumulation, const std::vector<int>& buckets_per_stage,
-               Collectives collectives) {
-  Schedule s;
+BareSchedule lower_bare(const ComputeOrder& order, ScheduleKind kind, int pipeline, int virtual_stages, int chunks,
+                        int grad_accumulation, Collectives collectives) {
+  BareSchedule bare;
+  Schedule& s = bare.schedule;
   s.kind = kind;
   s.collectives = collectives;
   s.pipeline = pipeline;
   s.virtual_stages = virtual_stages;
   s.chunks = chunks;
   s.grad_accumulation = grad_accumulation;
-  s.buckets_per_stage = buckets_per_stage;
   s.v_shape = v_shaped(kind);
   const Lists step = repeat_rounds(order, chunks, grad_accumulation);
+  std::optional<Lists> nccl;
   if (has_communication(order)) {
-    s.ranks = as_written(step, s);
-  } else if (collectives == Collectives::nccl) {
-    auto lists = NcclLowering(step, s).run();
-    s.ranks = lists ? std::move(*lists) : lower_locally(step, s);
+    s.ranks = step;  // a CSV that gives the communication itself: taken as written, the validator judges it
+  } else if (collectives == Collectives::nccl && (nccl = NcclLowering(step, s).run())) {
+    s.ranks = std::move(*nccl);
   } else {
     s.ranks = lower_locally(step, s);
+    bare.sends_first = true;
   }
   s.ranks.resize(pipeline);
   for (int stage = 0; stage < s.stages(); ++stage) s.ranks[s.rank_of_stage(stage)].push_back({ActionKind::OPTIM, stage});
+  return bare;
+}
+
+Schedule with_all_reduces(const BareSchedule& bare, const std::vector<int>& buckets_per_stage) {
+  const Schedule& from = bare.schedule;
+  if (buckets_per_stage.empty()) return from;
+  Schedule s{.kind = from.kind, .collectives = from.collectives, .pipeline = from.pipeline, .virtual_stages = from.virtual_stages,
+             .chunks = from.chunks, .grad_accumulation = from.grad_accumulation, .buckets_per_stage = buckets_per_stage,
+             .ranks = std::vector<std::vector<Action>>(from.ranks.size()), .v_shape = from.v_shape};
+  // A stage runs on one rank, so counting its weight gradients along that rank's list finds its last.
+  std::vector<int> backwards_done(s.stages(), 0);
+  int all_reduces = 0;
+  for (int n : buckets_per_stage) all_reduces += n;
+  for (size_t r = 0; r < from.ranks.size(); ++r) {
+    const std::vector<Action>& in = from.ranks[r];
+    std::vector<Action>& out = s.ranks[r];
+    out.reserve(in.size() + static_cast<size_t>(all_reduces));
+    for (size_t i = 0; i < in.size(); ++i) {
+      const Action& a = in[i];
+      out.push_back(a);
+      bool sends_copied = false;
+      for (const Action& part : a.parts()) {
+        if (!makes_weight_gradient(part.kind) || ++backwards_done[part.stage] != s.microbatches()) continue;
+        if (bare.sends_first && !sends_copied)  // lower_locally put the compute's sends right after it
+          for (size_t n = outputs_of(a, s.stages() - 1).size(); n > 0; --n) out.push_back(in[++i]);
+        sends_copied = true;
+        for (int b = 0; b < buckets_per_stage[part.stage]; ++b) out.push_back({ActionKind::ALLREDUCE, part.stage, -1, b});
+      }
+    }
+  }
   return s;
+}
+
+Schedule lower(const ComputeOrder& order, ScheduleKind kind, int pipeline, int virtual_stages,
+               int chunks, int grad_accumulation, const std::vector<int>& buckets_per_stage,
+               Collectives collectives) {
+  return with_all_reduces(lower_bare(order, kind, pipeline, virtual_stages, chunks, grad_accumulation, collectives),
+                          buckets_per_stage);
 }
 }  // namespace parallax::schedule

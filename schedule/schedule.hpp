@@ -162,6 +162,19 @@ ComputeOrder generated_order(ScheduleKind kind, int pipeline, int virtual_stages
 Schedule lower(const ComputeOrder& order, ScheduleKind kind, int pipeline, int virtual_stages,
                int chunks, int grad_accumulation, const std::vector<int>& buckets_per_stage,
                Collectives collectives = Collectives::gloo);
+/// lower() in two steps, for a caller that lowers one order for many bucket counts (the tuner,
+/// plan::LoweredSchedules): no rule of lowering reads the buckets, so one bare lowering serves
+/// them all. lower_bare: the step's compute, communication and optimizer steps, no all-reduces.
+struct BareSchedule {
+  Schedule schedule;         ///< buckets_per_stage empty
+  bool sends_first = false;  ///< lowered for Gloo: a compute's sends come before its all-reduces
+};
+BareSchedule lower_bare(const ComputeOrder& order, ScheduleKind kind, int pipeline, int virtual_stages, int chunks,
+                        int grad_accumulation, Collectives collectives);
+/// The bare schedule with each stage's buckets_per_stage[stage] all-reduces (none when empty):
+/// after the stage's last weight gradient of the step (its last B or W) and, under Gloo, that
+/// action's sends, in gradient-ready order, while later backwards of other stages run.
+Schedule with_all_reduces(const BareSchedule& bare, const std::vector<int>& buckets_per_stage);
 
 /// Gloo: how many receives a pipeline rank keeps posted ahead of its RECV actions (the executor
 /// posts them in its action list's order, the next as each is taken). Twice the most micro-batches

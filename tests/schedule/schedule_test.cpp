@@ -152,6 +152,52 @@ TEST_CASE("schedule::lower: sends follow, receives precede, all-reduces follow t
                                  "1ALLREDUCE0", "1OPTIM"});
 }
 
+TEST_CASE("schedule::lower: the bucket counts add all-reduces and change nothing else (one bare lowering serves all)",
+          "[schedule]") {
+  // plan::LoweredSchedules keeps one lowering without buckets for every bucket count: this holds
+  // lower() to that. Without its ALLREDUCEs a lowering equals the one with no data parallelism, and
+  // each stage's come right after its last weight gradient (under Gloo, after that action's sends).
+  using schedule::ScheduleKind;
+  const std::tuple<ScheduleKind, int, int, int> cases[] = {
+      {ScheduleKind::one_f_one_b, 4, 1, 8},          {ScheduleKind::interleaved_1f1b, 2, 2, 4},
+      {ScheduleKind::interleaved_zero_bubble, 2, 2, 4}, {ScheduleKind::zbv_zero_bubble, 3, 2, 6},
+      {ScheduleKind::dualpipev, 2, 2, 8},            {ScheduleKind::gpipe, 3, 1, 3}};
+  for (const auto& [kind, p, v, m] : cases)
+    for (auto collectives : {schedule::Collectives::gloo, schedule::Collectives::nccl})
+      for (int ga : {1, 2}) {
+        const auto order = schedule::generated_order(kind, p, v, m);
+        const auto none = schedule::lower(order, kind, p, v, m, ga, {}, collectives);
+        std::vector<int> buckets;
+        for (int s = 0; s < p * v; ++s) buckets.push_back(1 + s % 3);
+        const auto with = schedule::lower(order, kind, p, v, m, ga, buckets, collectives);
+        INFO(schedule::name(kind) << " p" << p << " v" << v << " m" << m << " ga" << ga << " nccl " << (collectives == schedule::Collectives::nccl));
+        CHECK(with.buckets_per_stage == buckets);
+        for (int r = 0; r < p; ++r) {
+          std::vector<Action> stripped;
+          for (const Action& a : with.ranks[r])
+            if (a.kind != ActionKind::ALLREDUCE) stripped.push_back(a);
+          CHECK(stripped == none.ranks[r]);
+          for (size_t i = 0; i < with.ranks[r].size(); ++i) {
+            const Action& a = with.ranks[r][i];
+            if (a.kind != ActionKind::ALLREDUCE || a.bucket != 0) continue;
+            size_t j = i;  // back over the sends to the action before them
+            while (j > 0 && (with.ranks[r][j - 1].kind == ActionKind::SEND_F || with.ranks[r][j - 1].kind == ActionKind::SEND_B) &&
+                   collectives == schedule::Collectives::gloo)
+              --j;
+            REQUIRE(j > 0);
+            const Action& last = with.ranks[r][j - 1];
+            bool weight = false;
+            for (const Action& part : last.parts()) weight |= part.stage == a.stage && schedule::makes_weight_gradient(part.kind);
+            CHECK(weight);
+            for (size_t k = j; k < with.ranks[r].size(); ++k)  // and no later weight gradient of that stage
+              for (const Action& part : with.ranks[r][k].parts())
+                CHECK_FALSE((part.stage == a.stage && schedule::makes_weight_gradient(part.kind)));
+            for (int b = 0; b < buckets[a.stage]; ++b) CHECK(with.ranks[r][i + b] == Action{ActionKind::ALLREDUCE, a.stage, -1, b});
+          }
+        }
+      }
+}
+
 TEST_CASE("schedule::validate_schedule: catches missing, misordered and deadlocking schedules", "[schedule]") {
   auto s = lowered(schedule::gpipe_order(2, 2), 2, 1, 2);
   REQUIRE(schedule::validate_schedule(s).empty());
