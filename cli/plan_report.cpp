@@ -159,7 +159,7 @@ std::string plan_text(const Plan& p) {
     for (const auto& st : p.stages)
       for (const auto& b : st.buckets)
         o << "  stage " << b.stage << " bucket " << b.index << ": " << pad(format_bytes(b.bytes), 11) << b.params.size()
-          << " tensors, " << b.params.front() << " .. " << b.params.back() << "\n";
+          << " tensors, " << plan::param_names(p.layers(), b).front() << " .. " << plan::param_names(p.layers(), b).back() << "\n";
   }
   const int64_t capacity = hw.device.memory_bytes();
   o << "\nmemory per rank (device: " << format_bytes(capacity) << ")\n";

@@ -36,7 +36,7 @@ void TracedCollective::finish(const Communicator& comm, const std::string& what,
   tracer.span(timeline::Lane::allreduce, a, span.begin, span.end, bytes, step);
 }
 
-BucketReducer::BucketReducer(const plan::Stage& stage, Stage& module, Group* group, int replicas,
+BucketReducer::BucketReducer(const plan::Stage& stage, const std::vector<plan::Layer>& layers, Stage& module, Group* group, int replicas,
                              profiler::HostTracer& tracer, ExpertReduction experts)
     : stage_(stage.index), group_(group), replicas_(replicas), tracer_(tracer), experts_(std::move(experts)) {
   std::map<std::string, torch::Tensor> by_name;
@@ -45,7 +45,7 @@ BucketReducer::BucketReducer(const plan::Stage& stage, Stage& module, Group* gro
     Bucket bucket;
     bucket.index = b.index;
     int64_t numel = 0, expert_numel = 0;
-    for (const auto& name : b.params) {
+    for (const auto& name : plan::param_names(layers, b)) {
       auto it = by_name.find(name);
       if (it == by_name.end()) throw std::logic_error("bucket parameter " + name + " is not in stage " + std::to_string(stage_));
       const int i = static_cast<int>(params_.size());

@@ -65,7 +65,7 @@ struct ExpertReduction {
 
 class BucketReducer {
  public:
-  BucketReducer(const plan::Stage& stage, Stage& module, Group* group, int replicas,
+  BucketReducer(const plan::Stage& stage, const std::vector<plan::Layer>& layers, Stage& module, Group* group, int replicas,
                 profiler::HostTracer& tracer, ExpertReduction experts = {});
 
   /// The next backward of this stage is its last of the optimizer step.

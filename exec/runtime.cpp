@@ -122,7 +122,7 @@ void Runtime::build_stage(int s) {
   }
   st.optimizer = make_optimizer(plan_.scenario.optimizer, stepped_parameters(st));
   if (p_.data > 1 && !p_.sharded(plan::Shard::gradients))
-    st.reducer = std::make_unique<BucketReducer>(plan_.stages[s], st.module, comm_.stage_group(s), p_.data, tracer_,
+    st.reducer = std::make_unique<BucketReducer>(plan_.stages[s], plan_.layers(), st.module, comm_.stage_group(s), p_.data, tracer_,
                                                  expert_reduction(s));
   st.split = std::any_of(actions_.begin(), actions_.end(), [&](const Action& a) { return a.kind == ActionKind::I && a.stage == s; });
   if (st.split && p_.activation_checkpointing != plan::Recompute::none)

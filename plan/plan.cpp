@@ -65,18 +65,14 @@ int64_t reduced_bytes(const ParallelSpec& p, const ParamSpec& param, int gradien
 
 std::vector<Bucket> stage_buckets(const Scenario& s, const Stage& stage) {
   // Gradient-ready order of a layer stack: last layer's last parameter first.
-  std::vector<const ParamSpec*> ready;
-  std::vector<int> layer_of;
-  for (int l = stage.first_layer + stage.layer_count - 1; l >= stage.first_layer; --l) {
-    const auto& params = s.layers[l].params;
-    for (auto it = params.rbegin(); it != params.rend(); ++it) {
-      ready.push_back(&*it);
-      layer_of.push_back(l);
-    }
-  }
+  std::vector<ParamRef> ready;
   std::vector<int64_t> bytes;
   const int gradient = bytes_per_parameter(s).gradient;  // what DDP reduces
-  for (const ParamSpec* p : ready) bytes.push_back(reduced_bytes(s.parallel, *p, gradient));
+  for (int l = stage.first_layer + stage.layer_count - 1; l >= stage.first_layer; --l)
+    for (int i = static_cast<int>(s.layers[l].params.size()) - 1; i >= 0; --i) {
+      ready.push_back({l, i});
+      bytes.push_back(reduced_bytes(s.parallel, s.layers[l].params[i], gradient));
+    }
   // Without overlap, Megatron-LM's DDP reduces the whole buffer at once (bucket_size None).
   constexpr int64_t kWhole = std::numeric_limits<int64_t>::max();
   const bool overlap = s.parallel.overlap_grad_reduce;
@@ -86,7 +82,7 @@ std::vector<Bucket> stage_buckets(const Scenario& s, const Stage& stage) {
   if (s.parallel.sharded(Shard::gradients)) {
     groups.clear();
     for (size_t i = 0; i < ready.size(); ++i) {
-      if (i == 0 || layer_of[i] != layer_of[i - 1]) groups.emplace_back();
+      if (i == 0 || ready[i].layer != ready[i - 1].layer) groups.emplace_back();
       groups.back().push_back(static_cast<int>(i));
     }
   }
@@ -95,10 +91,11 @@ std::vector<Bucket> stage_buckets(const Scenario& s, const Stage& stage) {
     Bucket b;
     b.stage = stage.index;
     b.index = static_cast<int>(buckets.size());
-    b.ready_layer = layer_of[group.back()];
+    b.ready_layer = ready[group.back()].layer;
+    b.params.reserve(group.size());
     for (int i : group) {
       b.bytes += bytes[i];
-      b.params.push_back(ready[i]->name);
+      b.params.push_back(ready[i]);
     }
     buckets.push_back(std::move(b));
   }
@@ -118,6 +115,12 @@ int64_t tied_copy(const Scenario& scenario, const Stage& st) {
 }
 
 }  // namespace
+
+std::vector<std::string> param_names(const std::vector<Layer>& layers, const Bucket& bucket) {
+  std::vector<std::string> names;
+  for (const ParamRef& r : bucket.params) names.push_back(layers[r.layer].params[r.index].name);
+  return names;
+}
 
 // The one place the rank order is written out; everything else asks these two.
 Placement placement_of(const ParallelSpec& p, int rank) {
@@ -139,27 +142,31 @@ int group_of(const ParallelSpec& p, int replica, int pipeline_rank) {
 Placement group_placement(const ParallelSpec& p, int group) { return placement_of(p, group * p.tensor); }
 
 schedule::Schedule LoweredSchedules::get(const ParallelSpec& p, const std::vector<int>& buckets_per_stage,
-                                         schedule::Collectives collectives, const std::function<schedule::Schedule()>& lower) {
-  Key key{p.schedule, p.overlap_moe_expert_parallel_comm, p.pipeline, p.virtual_stages, p.chunks, p.grad_accumulation,
-          buckets_per_stage, collectives};
+                                         schedule::Collectives collectives, const std::function<schedule::BareSchedule()>& lower) {
+  Key key{p.schedule, p.overlap_moe_expert_parallel_comm, p.pipeline, p.virtual_stages, p.chunks, p.grad_accumulation, collectives};
+  std::shared_ptr<const schedule::BareSchedule> bare;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (const auto it = kept_.find(key); it != kept_.end()) return it->second;
+    if (const auto it = kept_.find(key); it != kept_.end()) bare = it->second;
   }
-  schedule::Schedule s = lower();  // outside the lock: other threads lower theirs meanwhile
+  if (bare) return schedule::with_all_reduces(*bare, buckets_per_stage);  // outside the lock, as lowering below
+  bare = std::make_shared<const schedule::BareSchedule>(lower());
   size_t actions = 0;
-  for (const auto& rank : s.ranks) actions += rank.size();
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (actions > kMaxActions || kept_.count(key)) return s;
-  while (actions_ + actions > kMaxActions && !order_.empty()) {
-    for (const auto& rank : kept_.at(order_.front()).ranks) actions_ -= rank.size();
-    kept_.erase(order_.front());
-    order_.pop_front();
+  for (const auto& rank : bare->schedule.ranks) actions += rank.size();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (actions <= kMaxActions && !kept_.count(key)) {
+      while (actions_ + actions > kMaxActions && !order_.empty()) {
+        for (const auto& rank : kept_.at(order_.front())->schedule.ranks) actions_ -= rank.size();
+        kept_.erase(order_.front());
+        order_.pop_front();
+      }
+      kept_.emplace(key, bare);
+      order_.push_back(std::move(key));
+      actions_ += actions;
+    }
   }
-  kept_.emplace(key, s);
-  order_.push_back(std::move(key));
-  actions_ += actions;
-  return s;
+  return schedule::with_all_reduces(*bare, buckets_per_stage);
 }
 
 Plan resolve_plan(Scenario given, bool check_generated, LoweredSchedules* lowered) {
@@ -193,10 +200,11 @@ Plan resolve_plan(Scenario given, bool check_generated, LoweredSchedules* lowere
     for (const Stage& st : plan.stages) buckets_per_stage.push_back(static_cast<int>(st.buckets.size()));
   const bool imported = p.schedule == ScheduleKind::csv;
   auto lower = [&] {
-    return schedule::lower(schedule_order(scenario), p.schedule, p.pipeline, p.virtual_stages, p.chunks, p.grad_accumulation,
-                           buckets_per_stage, scenario.hardware.collectives);
+    return schedule::lower_bare(schedule_order(scenario), p.schedule, p.pipeline, p.virtual_stages, p.chunks, p.grad_accumulation,
+                                scenario.hardware.collectives);
   };
-  plan.schedule = lowered && !imported ? lowered->get(p, buckets_per_stage, scenario.hardware.collectives, lower) : lower();
+  plan.schedule = lowered && !imported ? lowered->get(p, buckets_per_stage, scenario.hardware.collectives, lower)
+                                       : schedule::with_all_reduces(lower(), buckets_per_stage);
   const auto problems = imported || check_generated ? schedule::validate_schedule(plan.schedule) : std::vector<std::string>{};
   if (!problems.empty()) {
     if (imported)
@@ -205,6 +213,9 @@ Plan resolve_plan(Scenario given, bool check_generated, LoweredSchedules* lowere
     throw std::logic_error("generated schedule is invalid: " + problems.front());
   }
 
+  std::vector<std::vector<int>> stages_of(p.pipeline);
+  for (int s = 0; s < p.stages(); ++s) stages_of[p.rank_of_stage(s)].push_back(s);
+  plan.ranks.reserve(plan.world_size);
   for (int rank = 0; rank < plan.world_size; ++rank) {
     RankPlan rp;
     rp.rank = rank;
@@ -214,8 +225,7 @@ Plan resolve_plan(Scenario given, bool check_generated, LoweredSchedules* lowere
     rp.tensor_rank = where.tensor_rank;
     rp.node = rank / scenario.hardware.devices_per_node;
     rp.local_rank = rank % scenario.hardware.devices_per_node;
-    for (int s = 0; s < p.stages(); ++s)
-      if (p.rank_of_stage(s) == rp.pipeline_rank) rp.stages.push_back(s);
+    rp.stages = stages_of[rp.pipeline_rank];
     plan.ranks.push_back(std::move(rp));
   }
   estimate_memory(&plan);

@@ -9,6 +9,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <tuple>
@@ -19,11 +20,18 @@
 
 namespace parallax::plan {
 
+/// A parameter by its place in the model: its layer and its index among that layer's params.
+struct ParamRef {
+  int layer = 0, index = 0;
+};
+
 struct Bucket {
   int stage = 0;
   int index = 0;  ///< in gradient-ready order (the order the all-reduces start)
   int64_t bytes = 0;
-  std::vector<std::string> params;  ///< names, in gradient-ready order
+  /// In gradient-ready order, by place rather than name (param_names): the tuner resolves
+  /// hundreds of thousands of plans, and copying each parameter's name was a sixth of that.
+  std::vector<ParamRef> params;
   /// The layer whose backward produces the bucket's last gradient (its earliest layer).
   int ready_layer = 0;
 };
@@ -97,25 +105,30 @@ struct Plan {
   int chunks() const { return scenario.parallel.chunks; }
 };
 
+/// A bucket's parameters' full names, in gradient-ready order.
+std::vector<std::string> param_names(const std::vector<Layer>& layers, const Bucket& bucket);
+
 /// The compute order of a scenario's schedule: generated, or read from its CSV (a bad CSV is an
 /// InputError at the CSV's line and column).
 schedule::ComputeOrder schedule_order(const Scenario& scenario);
 /// Generated schedules as lowered, kept by everything lowering reads (the schedule and its stages,
-/// chunks, accumulation, buckets per stage and point-to-point rules), for a caller that resolves
-/// many plans: the tuner's configurations share few schedules, and lowering a 64-stage, 512-chunk
-/// one was half of resolving its plan. Holds at most kMaxActions actions (about 100 MB), dropping
-/// the oldest first. Safe to use from several threads.
+/// chunks, accumulation and point-to-point rules), for a caller that resolves many plans: the
+/// tuner's configurations share few schedules, and lowering a 64-stage, 512-chunk one was half of
+/// resolving its plan. Kept bare (schedule::lower_bare): the all-reduces are added for each plan's
+/// buckets, which partitions and bucket sizes vary, so one lowering serves them all. Holds at
+/// most kMaxActions actions (about 100 MB), dropping the oldest first. Safe to use from several threads.
 class LoweredSchedules {
  public:
   static constexpr size_t kMaxActions = size_t{4} << 20;
-  /// The schedule lowered with these inputs: a copy of the one kept, or `lower()`'s, then kept.
+  /// The schedule lowered with these inputs: the one kept, or `lower()`'s (then kept), with the
+  /// all-reduces of buckets_per_stage.
   schedule::Schedule get(const ParallelSpec& p, const std::vector<int>& buckets_per_stage, schedule::Collectives collectives,
-                         const std::function<schedule::Schedule()>& lower);
+                         const std::function<schedule::BareSchedule()>& lower);
 
  private:
-  using Key = std::tuple<schedule::ScheduleKind, bool, int, int, int, int, std::vector<int>, schedule::Collectives>;
+  using Key = std::tuple<schedule::ScheduleKind, bool, int, int, int, int, schedule::Collectives>;
   std::mutex mutex_;
-  std::map<Key, schedule::Schedule> kept_;
+  std::map<Key, std::shared_ptr<const schedule::BareSchedule>> kept_;
   std::deque<Key> order_;  // oldest first
   size_t actions_ = 0;
 };

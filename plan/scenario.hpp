@@ -231,7 +231,7 @@ struct Scenario {
   std::vector<std::string> framework_set;
   std::string file;  ///< where it was read from ("(built-in) ..." for the default)
   std::string model_description;
-  std::vector<Layer> layers;
+  LayerList layers;
   DataSpec data;
   ParallelSpec parallel;
   OptimizerSpec optimizer;

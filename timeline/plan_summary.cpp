@@ -73,7 +73,7 @@ json document_of(const Plan& p) {
     stages.push_back({{"index", st.index}, {"pipeline_rank", st.pipeline_rank}, {"layers", names},
                       {"param_bytes", st.param_bytes}, {"activation_bytes_per_microbatch", plan::stage_activation_bytes(p, st)}});
     for (const auto& b : st.buckets)
-      buckets.push_back({{"stage", b.stage}, {"index", b.index}, {"bytes", b.bytes}, {"params", b.params},
+      buckets.push_back({{"stage", b.stage}, {"index", b.index}, {"bytes", b.bytes}, {"params", plan::param_names(p.layers(), b)},
                          {"ready_layer", p.layers()[b.ready_layer].name}});
   }
   out["stages"] = stages;

@@ -47,9 +47,9 @@ TEST_CASE("plan::Plan: MLP buckets in gradient-ready order, worked by hand", "[p
   REQUIRE(p.stages.size() == 1);
   const auto& b = p.stages[0].buckets;
   REQUIRE(b.size() == 2);
-  CHECK(b[0].params == std::vector<std::string>{"out.bias", "out.weight", "fc1.bias", "fc1.weight"});
+  CHECK(plan::param_names(p.layers(), b[0]) == std::vector<std::string>{"out.bias", "out.weight", "fc1.bias", "fc1.weight"});
   CHECK(b[0].bytes == 273448);
-  CHECK(b[1].params == std::vector<std::string>{"fc0.bias", "fc0.weight"});
+  CHECK(plan::param_names(p.layers(), b[1]) == std::vector<std::string>{"fc0.bias", "fc0.weight"});
   CHECK(b[1].bytes == 803840);
   CHECK(p.layers()[b[0].ready_layer].name == "fc1");
   CHECK(p.layers()[b[1].ready_layer].name == "fc0");
