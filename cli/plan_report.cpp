@@ -157,9 +157,11 @@ std::string plan_text(const Plan& p) {
     else
       o << "\nDDP buckets (overlap_grad_reduce: false: each stage's gradients in one, reduced after its last backward):\n";
     for (const auto& st : p.stages)
-      for (const auto& b : st.buckets)
-        o << "  stage " << b.stage << " bucket " << b.index << ": " << pad(format_bytes(b.bytes), 11) << b.params.size()
-          << " tensors, " << plan::param_names(p.layers(), b).front() << " .. " << plan::param_names(p.layers(), b).back() << "\n";
+      for (const auto& b : st.buckets) {
+        const std::vector<std::string> names = plan::param_names(p.layers(), b);
+        o << "  stage " << b.stage << " bucket " << b.index << ": " << pad(format_bytes(b.bytes), 11) << names.size()
+          << " tensors, " << names.front() << " .. " << names.back() << "\n";
+      }
   }
   const int64_t capacity = hw.device.memory_bytes();
   o << "\nmemory per rank (device: " << format_bytes(capacity) << ")\n";

@@ -167,12 +167,14 @@ Schedule lower(const ComputeOrder& order, ScheduleKind kind, int pipeline, int v
 /// them all. lower_bare: the step's compute, communication and optimizer steps, no all-reduces.
 struct BareSchedule {
   Schedule schedule;         ///< buckets_per_stage empty
-  bool sends_first = false;  ///< lowered for Gloo: a compute's sends come before its all-reduces
+  /// Lowered locally (Gloo's rules, or NCCL's when its shared order cannot be played): a
+  /// compute's sends come right after it, before its all-reduces.
+  bool sends_first = false;
 };
 BareSchedule lower_bare(const ComputeOrder& order, ScheduleKind kind, int pipeline, int virtual_stages, int chunks,
                         int grad_accumulation, Collectives collectives);
 /// The bare schedule with each stage's buckets_per_stage[stage] all-reduces (none when empty):
-/// after the stage's last weight gradient of the step (its last B or W) and, under Gloo, that
+/// after the stage's last weight gradient of the step (its last B or W) and, lowered locally, that
 /// action's sends, in gradient-ready order, while later backwards of other stages run.
 Schedule with_all_reduces(const BareSchedule& bare, const std::vector<int>& buckets_per_stage);
 
