@@ -169,7 +169,46 @@ schedule::Schedule LoweredSchedules::get(const ParallelSpec& p, const std::vecto
   return schedule::with_all_reduces(*bare, buckets_per_stage);
 }
 
-Plan resolve_plan(Scenario given, bool check_generated, LoweredSchedules* lowered) {
+namespace {
+
+// The scenario's schedule as lowered, with the all-reduces of buckets_per_stage (none: empty).
+schedule::Schedule schedule_with(const Scenario& scenario, const std::vector<int>& buckets_per_stage, LoweredSchedules* lowered) {
+  const ParallelSpec& p = scenario.parallel;
+  auto lower = [&] {
+    return schedule::lower_bare(schedule_order(scenario), p.schedule, p.pipeline, p.virtual_stages, p.chunks, p.grad_accumulation,
+                                scenario.hardware.collectives);
+  };
+  return lowered && p.schedule != ScheduleKind::csv ? lowered->get(p, buckets_per_stage, scenario.hardware.collectives, lower)
+                                                    : schedule::with_all_reduces(lower(), buckets_per_stage);
+}
+
+RankPlan rank_plan(const Scenario& scenario, int rank, const std::vector<std::vector<int>>& stages_of) {
+  RankPlan rp;
+  rp.rank = rank;
+  const Placement where = placement_of(scenario.parallel, rank);
+  rp.replica = where.replica;
+  rp.pipeline_rank = where.pipeline_rank;
+  rp.tensor_rank = where.tensor_rank;
+  rp.node = rank / scenario.hardware.devices_per_node;
+  rp.local_rank = rank % scenario.hardware.devices_per_node;
+  rp.stages = stages_of[rp.pipeline_rank];
+  return rp;
+}
+
+}  // namespace
+
+void rebucket(Plan* plan, LoweredSchedules* lowered) {
+  const Scenario& scenario = plan->scenario;
+  const bool replicated = scenario.parallel.replicas() > 1;
+  std::vector<int> buckets_per_stage;
+  for (Stage& st : plan->stages) {
+    st.buckets = replicated ? stage_buckets(scenario, st) : std::vector<Bucket>{};
+    if (replicated) buckets_per_stage.push_back(static_cast<int>(st.buckets.size()));
+  }
+  plan->schedule = schedule_with(scenario, buckets_per_stage, lowered);
+}
+
+Plan resolve_plan(Scenario given, bool check_generated, LoweredSchedules* lowered, PlanDetail detail) {
   Plan plan;
   plan.scenario = std::move(given);  // a temporary's moved, not copied (the tuner resolves millions)
   const Scenario& scenario = plan.scenario;
@@ -191,20 +230,11 @@ Plan resolve_plan(Scenario given, bool check_generated, LoweredSchedules* lowere
       st.param_count += scenario.layers[l].param_count(p.tensor, p.expert, p.expert_tensor_ways());
     st.param_count += tied_copy(scenario, st);
     st.param_bytes = st.param_count * kParamBytes;
-    if (p.replicas() > 1) st.buckets = stage_buckets(scenario, st);
     plan.stages.push_back(std::move(st));
   }
-
-  std::vector<int> buckets_per_stage;
-  if (p.replicas() > 1)
-    for (const Stage& st : plan.stages) buckets_per_stage.push_back(static_cast<int>(st.buckets.size()));
+  if (detail == PlanDetail::whole) rebucket(&plan, lowered);
+  else plan.schedule = schedule_with(scenario, {}, lowered);
   const bool imported = p.schedule == ScheduleKind::csv;
-  auto lower = [&] {
-    return schedule::lower_bare(schedule_order(scenario), p.schedule, p.pipeline, p.virtual_stages, p.chunks, p.grad_accumulation,
-                                scenario.hardware.collectives);
-  };
-  plan.schedule = lowered && !imported ? lowered->get(p, buckets_per_stage, scenario.hardware.collectives, lower)
-                                       : schedule::with_all_reduces(lower(), buckets_per_stage);
   const auto problems = imported || check_generated ? schedule::validate_schedule(plan.schedule) : std::vector<std::string>{};
   if (!problems.empty()) {
     if (imported)
@@ -215,18 +245,11 @@ Plan resolve_plan(Scenario given, bool check_generated, LoweredSchedules* lowere
 
   std::vector<std::vector<int>> stages_of(p.pipeline);
   for (int s = 0; s < p.stages(); ++s) stages_of[p.rank_of_stage(s)].push_back(s);
-  plan.ranks.reserve(plan.world_size);
-  for (int rank = 0; rank < plan.world_size; ++rank) {
-    RankPlan rp;
-    rp.rank = rank;
-    const Placement where = placement_of(p, rank);
-    rp.replica = where.replica;
-    rp.pipeline_rank = where.pipeline_rank;
-    rp.tensor_rank = where.tensor_rank;
-    rp.node = rank / scenario.hardware.devices_per_node;
-    rp.local_rank = rank % scenario.hardware.devices_per_node;
-    rp.stages = stages_of[rp.pipeline_rank];
-    plan.ranks.push_back(std::move(rp));
+  if (detail == PlanDetail::whole) {
+    plan.ranks.reserve(plan.world_size);
+    for (int rank = 0; rank < plan.world_size; ++rank) plan.ranks.push_back(rank_plan(scenario, rank, stages_of));
+  } else {
+    for (int r = 0; r < p.pipeline; ++r) plan.ranks.push_back(rank_plan(scenario, rank_of(p, {0, r, 0}), stages_of));
   }
   estimate_memory(&plan);
   return plan;

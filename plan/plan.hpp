@@ -133,11 +133,24 @@ class LoweredSchedules {
   size_t actions_ = 0;
 };
 
+/// Sets the stages' DDP buckets and the schedule's all-reduces for the plan's scenario as it now
+/// is: after a change of parallel.bucket_cap_mb or first_bucket_mb, the plan resolve_plan gives
+/// with them (nothing else in a plan depends on them: memory counts the buckets as one flat copy
+/// of the gradients). The tuner's bucket variants share one plan this way.
+void rebucket(Plan* plan, LoweredSchedules* lowered = nullptr);
+
+/// What resolve_plan fills in. `bound`: what the tuner's memory fit and lower bound read, for
+/// about half the cost: the stages without DDP buckets and the schedule without their all-reduces
+/// (rebucket adds both; neither changes memory), and one RankPlan per pipeline rank, replica 0's
+/// first tensor rank (every rank of a pipeline rank has its memory). Not a plan to simulate.
+enum class PlanDetail { whole, bound };
+
 /// Resolves a scenario; an imported schedule that fails validation is an InputError. A generated
 /// schedule is checked too (a logic_error when a generator is wrong) unless `check_generated` is
 /// off: the tuner resolves tens of thousands of plans, and the check costs more than the rest.
 /// `lowered`, when given, keeps generated schedules for the next plans that need them.
-Plan resolve_plan(Scenario scenario, bool check_generated = true, LoweredSchedules* lowered = nullptr);
+Plan resolve_plan(Scenario scenario, bool check_generated = true, LoweredSchedules* lowered = nullptr,
+                  PlanDetail detail = PlanDetail::whole);
 
 
 }  // namespace parallax::plan

@@ -30,7 +30,13 @@ void Simulation::plan_collective(Group& g) {
   } else {
     const GroupLinks links = group_links(g, nodes);
     const ReductionShapes shapes = reduction_shapes(g);
-    for (int64_t bytes : g.bucket_bytes) g.plans.push_back(nccl_collective(nodes, links, shapes, static_cast<double>(bytes)));
+    // A stage's buckets are mostly of a few sizes (a transformer's blocks are alike): each size
+    // is chosen once, NCCL's model being a good part of setting up a tuner's simulation.
+    for (size_t b = 0; b < g.bucket_bytes.size(); ++b) {
+      const auto same = std::find(g.bucket_bytes.begin(), g.bucket_bytes.begin() + static_cast<std::ptrdiff_t>(b), g.bucket_bytes[b]);
+      if (same != g.bucket_bytes.begin() + static_cast<std::ptrdiff_t>(b)) g.plans.push_back(g.plans[static_cast<size_t>(same - g.bucket_bytes.begin())]);
+      else g.plans.push_back(nccl_collective(nodes, links, shapes, static_cast<double>(g.bucket_bytes[b])));
+    }
   }
   // A fit from the job's own runs stretches every phase alike, as the in-run factor does
   // (the flows carry the stretched bytes: their time, not their payload, is what was fitted).

@@ -81,6 +81,15 @@ struct Deadlock : std::runtime_error {
 /// Whether step_only may play one replica for all (see SimOptions::step_only).
 bool replicas_alike(const plan::Plan& plan);
 
+/// No step of the plan ends sooner than this, from its DDP buckets (the tuner's floor on bucket
+/// sizes, which its lower bound without communication cannot tell apart): on each rank, a stage's
+/// last weight-gradient action starts after the compute the rank's list puts before it (from
+/// micro-batch 0's arrival, at full speed), hands each bucket over at its offset in the action,
+/// the stage's group all-reduces them in turn, each no faster than NCCL's model alone on its links,
+/// and the stage's optimizer step follows. `costs`: stage_costs(plan). Zero without replicas.
+struct StageCost;
+Time reduction_floor(const plan::Plan& plan, const std::vector<StageCost>& costs);
+
 /// Simulates one optimizer step of the plan.
 SimRun simulate(const plan::Plan& plan, const SimOptions& options = {});
 

@@ -41,11 +41,11 @@ plan::PartitionLen Evaluator::balanced_split(const plan::Settings& c) {
   return splits_.try_emplace(key, std::move(split)).first->second;
 }
 
-plan::Plan Evaluator::plan_of(const plan::Settings& c) {
+plan::Plan Evaluator::plan_of(const plan::Settings& c, plan::PlanDetail detail) {
   plan::Settings explicit_split = c;
   if (c.partition_len.mode == plan::PartitionLen::Mode::balanced && c.stages() <= static_cast<int>(base_.layers.size()))
     explicit_split.partition_len = balanced_split(c);  // the same split, without re-estimating costs
-  return plan::resolve_plan(plan::with_settings(base_, explicit_split), /*check_generated=*/false, &schedules_);
+  return plan::resolve_plan(plan::with_settings(base_, explicit_split), /*check_generated=*/false, &schedules_, detail);
 }
 
 Evaluation Evaluator::bound(const plan::Plan& p, const plan::Settings& c) {
@@ -57,17 +57,32 @@ Evaluation Evaluator::bound(const plan::Plan& p, const plan::Settings& c) {
   return e;
 }
 
-Evaluation Evaluator::bound(const plan::Settings& c) { return bound(plan_of(c), c); }
+Evaluation Evaluator::bound(const plan::Settings& c) { return bound(plan_of(c, plan::PlanDetail::bound), c); }
 
 Evaluation Evaluator::evaluate(const plan::Settings& c) {
   const plan::Plan p = plan_of(c);
   Evaluation e = bound(p, c);
+  e.step = step_of(p, c);
+  return e;
+}
+
+Time Evaluator::step_of(const plan::Plan& p, const plan::Settings& c) {
   sim::SimOptions options;
   options.step_only = true;
   options.record_link_samples = false;
   options.layer_costs = &layer_costs(c, p.microbatch_size);
-  e.step = sim::simulate(p, options).step_time;
-  return e;
+  return sim::simulate(p, options).step_time;
+}
+
+void Evaluator::rebucket(plan::Plan* p, const plan::Settings& c) {
+  p->scenario.parallel.bucket_cap_mb = c.bucket_cap_mb;
+  p->scenario.parallel.first_bucket_mb = c.first_bucket_mb;
+  plan::rebucket(p, &schedules_);
+}
+
+Time Evaluator::bucket_bound(const plan::Plan& p, const plan::Settings& c, Time lower_bound) {
+  const auto& costs = layer_costs(c, p.microbatch_size);
+  return std::max(lower_bound, sim::reduction_floor(p, sim::stage_costs(p, &costs)));
 }
 
 Time lower_bound(const plan::Plan& p, const std::vector<plan::LayerCost>& layer_costs) {

@@ -45,12 +45,21 @@ class Evaluator {
   const std::vector<plan::LayerCost>& layer_costs(const plan::Settings& config, int microbatch_size);
   /// The split resolve_plan's "balanced" picks for the configuration's stages, as a list.
   plan::PartitionLen balanced_split(const plan::Settings& config);
-  /// The configuration's plan; InputError when the knobs do not fit together.
-  plan::Plan plan_of(const plan::Settings& config);
+  /// The configuration's plan; InputError when the knobs do not fit together. bound() plans
+  /// with plan::PlanDetail::bound.
+  plan::Plan plan_of(const plan::Settings& config, plan::PlanDetail detail = plan::PlanDetail::whole);
   /// Memory and lower bound, without simulating.
   Evaluation bound(const plan::Settings& config);
   /// bound() plus the step-only simulation's step time.
   Evaluation evaluate(const plan::Settings& config);
+  /// The step-only simulation's step time of a plan of `config`.
+  plan::Time step_of(const plan::Plan& plan, const plan::Settings& config);
+  /// A plan of `config` from one of a configuration that differs in DDP's bucket knobs at most
+  /// (plan::rebucket, with the schedules kept here): what plan_of(config) gives, without planning.
+  void rebucket(plan::Plan* plan, const plan::Settings& config);
+  /// The plan's lower bound, raised by what its buckets' reduction takes at least
+  /// (sim::reduction_floor): unlike lower_bound, it tells bucket sizes apart.
+  plan::Time bucket_bound(const plan::Plan& plan, const plan::Settings& config, plan::Time lower_bound);
 
  private:
   Evaluation bound(const plan::Plan& plan, const plan::Settings& config);

@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <random>
 #include <thread>
@@ -34,9 +35,9 @@ Key floor_of(const Evaluation& e, Objective o) {
   return o == Objective::step ? Key{bound, 0} : Key{e.peak_memory, bound};
 }
 
-// Runs work(i) for i in [0, n) on `threads` threads until `stop()` says so; the calling thread
-// reports progress about 10 times a second meanwhile.
-void parallel_for(size_t n, int threads, const std::function<void(size_t)>& work, const std::function<bool()>& stop,
+// Runs work(i, t) for i in [0, n) on `threads` threads (t: the thread's number) until `stop()`
+// says so; the calling thread reports progress about 10 times a second meanwhile.
+void parallel_for(size_t n, int threads, const std::function<void(size_t, int)>& work, const std::function<bool()>& stop,
                   const std::function<void(size_t)>& report) {
   std::atomic<size_t> next{0}, finished{0};
   std::mutex m;
@@ -44,9 +45,9 @@ void parallel_for(size_t n, int threads, const std::function<void(size_t)>& work
   int running = threads;
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t)
-    pool.emplace_back([&] {
+    pool.emplace_back([&, t] {
       for (size_t i; !stop() && (i = next.fetch_add(1)) < n;) {
-        work(i);
+        work(i, t);
         ++finished;
       }
       std::lock_guard<std::mutex> lock(m);
@@ -205,7 +206,7 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
   auto stop_planning = [&] { return stop() || (opt.time_limit_s > 0 && seconds_since(t0) > opt.time_limit_s / 2); };
   parallel_for(
       firsts.size(), threads,
-      [&](size_t k) {
+      [&](size_t k, int) {
         const size_t i = firsts[k];
         ++planned_count;
         try {
@@ -250,9 +251,24 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
   const size_t top = static_cast<size_t>(std::max(1, opt.top));
   std::atomic<size_t> simulated{0}, pruned{0};
   std::atomic<bool> hit_max{false};
+  // Whether a configuration whose step time cannot go below e's floor can still enter the top K
+  // or improve its layout's best (under the lock).
+  auto prunable = [&](const Evaluation& e) {
+    const Key floor = floor_of(e, opt.objective);
+    const auto layout = layout_best.find({e.config.data, e.config.context, e.config.pipeline, e.config.tensor});
+    return best.size() >= top && floor > *std::prev(best.end()) && layout != layout_best.end() && floor > layout->second;
+  };
+  // Each thread keeps the plan it simulated last: a configuration's bucket variants, one after
+  // another in `order`, rebucket it (plan::rebucket) instead of planning it again, and their own
+  // floor (the reduction of their buckets, sim::reduction_floor) prunes those that cannot win.
+  struct Kept {
+    size_t config = SIZE_MAX;
+    std::optional<plan::Plan> plan;
+  };
+  std::vector<Kept> kept(static_cast<size_t>(threads));
   parallel_for(
       order.size(), threads,
-      [&](size_t k) {
+      [&](size_t k, int t) {
         const auto [i, variant] = order[k];
         Evaluation e = bounds[i];
         if (bucketed(i)) {
@@ -261,10 +277,23 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
         }
         if (opt.prune) {
           std::lock_guard<std::mutex> lock(mutex);
-          const Key floor = floor_of(e, opt.objective);
-          const auto layout = layout_best.find({e.config.data, e.config.context, e.config.pipeline, e.config.tensor});
-          if (best.size() >= top && floor > *std::prev(best.end()) && layout != layout_best.end() &&
-              floor > layout->second) {
+          if (prunable(e)) {
+            ++pruned;
+            return;
+          }
+        }
+        Kept& mine = kept[static_cast<size_t>(t)];
+        if (mine.config != i) {
+          mine.plan = ev.plan_of(e.config);
+          mine.config = i;
+        } else {
+          ev.rebucket(&*mine.plan, e.config);
+        }
+        if (opt.prune && bucketed(i)) {
+          Evaluation floor = e;
+          floor.lower_bound = ev.bucket_bound(*mine.plan, e.config, e.lower_bound);
+          std::lock_guard<std::mutex> lock(mutex);
+          if (prunable(floor)) {
             ++pruned;
             return;
           }
@@ -274,7 +303,7 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
           return;
         }
         if (!opt.max_configs) ++simulated;
-        e = ev.evaluate(e.config);
+        e.step = ev.step_of(*mine.plan, e.config);
         e.index = i * stride + variant;
         std::lock_guard<std::mutex> lock(mutex);
         done.push_back(e);
