@@ -18,7 +18,7 @@ Simulation::Simulation(const plan::Plan& plan, const SimOptions& options)
                   ? sched_.pipeline
                   : plan.scenario.parallel.tensor_groups()),
       network_(queue_, kFlowActivate, kFlowDone),
-      topo_(plan, network_, /*named=*/!options.step_only) {
+      topo_(plan, network_, /*named=*/!options.step_only, /*played=*/options.step_only ? played_ : 0) {
   network_.record_samples(options.record_link_samples);
   const int p = sched_.pipeline;
   ranks_.resize(played_);

@@ -1,7 +1,6 @@
 // A floor on a plan's step time from its DDP buckets (sim/simulator.hpp, reduction_floor): the
 // rules it relies on are the Simulation's, each named where it is used.
 #include <algorithm>
-#include <map>
 
 #include "sim/cost_model.hpp"
 #include "sim/nccl_model.hpp"
@@ -18,13 +17,15 @@ using schedule::ActionKind;
 GroupShape data_parallel_shape(const plan::Plan& plan, int pipeline_rank) {
   const plan::ParallelSpec& p = plan.scenario.parallel;
   const auto& hw = plan.scenario.hardware;
-  std::map<int, int> on_node;
-  for (int rep = 0; rep < p.replicas(); ++rep) ++on_node[plan::rank_of(p, {rep, pipeline_rank, 0}) / hw.devices_per_node];
+  std::vector<int> on_node(static_cast<size_t>(plan.nodes), 0);
   GroupShape shape;
   shape.ranks = p.replicas();
-  shape.nodes = static_cast<int>(on_node.size());
-  shape.per_node = 0;
-  for (const auto& [node, n] : on_node) shape.per_node = std::max(shape.per_node, n);
+  shape.nodes = shape.per_node = 0;
+  for (int rep = 0; rep < p.replicas(); ++rep) {
+    const int n = ++on_node[static_cast<size_t>(plan::rank_of(p, {rep, pipeline_rank, 0}) / hw.devices_per_node)];
+    if (n == 1) ++shape.nodes;
+    shape.per_node = std::max(shape.per_node, n);
+  }
   shape.nic_gb_per_s = hw.network ? hw.network->bandwidth_gb_per_s : 0;
   shape.nics_per_node = hw.nics_per_node;
   return shape;

@@ -23,7 +23,11 @@ struct Route {
 class Topology {
  public:
   /// `named`: give links readable names ("node0/dev1 NVLink up"); step-only runs need none.
-  Topology(const plan::Plan& plan, Network& network, bool named = true);
+  /// `played`: the ranks a step-only run plays (the first `played`: a folded run's one replica),
+  /// whose ports and whose nodes' NICs alone get links; every rank by default (0). The others
+  /// are never routed (Simulation::routed), and at 1,024 ranks their links were a tenth of
+  /// setting up a tuner's simulation.
+  Topology(const plan::Plan& plan, Network& network, bool named = true, int played = 0);
 
   int node_of(int rank) const { return node_of_[rank]; }
   Route p2p(int src, int dst) const;
