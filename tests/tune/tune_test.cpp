@@ -24,6 +24,13 @@ std::string source(const std::string& rel) { return std::string(PARALLAX_SOURCE_
 
 double full_step_ms(const plan::Plan& p) { return sim::simulate(p).step_time.to_ms(); }
 
+// The configurations of the scenario's default space, as the search lists them.
+std::vector<plan::Settings> default_configs(tune::Evaluator& ev) {
+  size_t invalid = 0;
+  std::string why;
+  return tune::enumerate(ev, tune::default_space(ev.base()), &invalid, &why);
+}
+
 }  // namespace
 
 TEST_CASE("tune: step-only simulation gives exactly the full simulation's step time and memory", "[tune]") {
@@ -85,9 +92,7 @@ TEST_CASE("tune: the lower bound never exceeds the simulated step time", "[tune]
                            "scenarios/mlp-fashion-mnist-ddp4.yaml"}) {
     const plan::Scenario s = plan::load_scenario(source(file), {});
     tune::Evaluator ev(s);
-    size_t invalid = 0;
-    std::string why;
-    const auto configs = tune::enumerate(ev, tune::default_space(s), &invalid, &why);
+    const auto configs = default_configs(ev);
     REQUIRE(configs.size() > 50);
     for (size_t i = 0; i < configs.size(); i += 7) {
       const tune::Evaluation e = ev.evaluate(configs[i]);
@@ -106,9 +111,8 @@ TEST_CASE("tune: DDP's bucket knobs change neither memory nor the lower bound (t
   for (const char* file : {"scenarios/gpipe-1b-4xA100.yaml", "scenarios/mlp-fashion-mnist-ddp4.yaml"}) {
     const plan::Scenario s = plan::load_scenario(source(file), {});
     tune::Evaluator ev(s);
-    size_t invalid = 0, checked = 0;
-    std::string why;
-    const auto configs = tune::enumerate(ev, tune::default_space(s), &invalid, &why);
+    size_t checked = 0;
+    const auto configs = default_configs(ev);
     for (size_t i = 0; i < configs.size(); i += 97) {
       plan::Settings c = configs[i];
       if (c.data < 2) continue;
@@ -151,9 +155,7 @@ TEST_CASE("tune: the bucket floor never exceeds the simulated step time, and tel
                            "scenarios/mlp-fashion-mnist-ddp4.yaml"}) {
     const plan::Scenario s = plan::load_scenario(source(file), {});
     tune::Evaluator ev(s);
-    size_t invalid = 0;
-    std::string why;
-    const auto configs = tune::enumerate(ev, tune::default_space(s), &invalid, &why);
+    const auto configs = default_configs(ev);
     // About 100 configurations spread over each space (the 70B job's holds a million).
     for (size_t i = 0; i < configs.size(); i += std::max<size_t>(1, configs.size() / 100)) {
       plan::Settings c = configs[i];
