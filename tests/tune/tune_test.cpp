@@ -137,6 +137,10 @@ TEST_CASE("tune: DDP's bucket knobs change neither memory nor the lower bound (t
               CHECK(shared.stages[st].buckets[b].bytes == own.stages[st].buckets[b].bytes);
           }
           CHECK(shared.schedule.ranks == own.schedule.ranks);
+          // bound() plans for the bound only (plan::PlanDetail::bound): the same memory.
+          int64_t whole_peak = 0;
+          for (const auto& r : own.ranks) whole_peak = std::max(whole_peak, r.memory.total());
+          CHECK(e.peak_memory == whole_peak);
           CHECK(ev.step_of(shared, c).count_ns() == ev.step_of(own, c).count_ns());
         }
       ++checked;
