@@ -87,19 +87,10 @@ std::vector<int> Simulation::dedupe(std::vector<int> v) {
 }
 
 GroupShape Simulation::shape_of(const std::vector<int>& members) const {
-  const auto& hw = plan_.scenario.hardware;
-  GroupShape shape;
-  shape.ranks = static_cast<int>(members.size());
-  shape.nodes = shape.per_node = 0;
-  std::vector<int> on_node(static_cast<size_t>(plan_.nodes), 0);  // members on each node
-  for (int r : members) {
-    const int n = ++on_node[topo_.node_of(r)];
-    if (n == 1) ++shape.nodes;
-    shape.per_node = std::max(shape.per_node, n);
-  }
-  shape.nic_gb_per_s = hw.network ? hw.network->bandwidth_gb_per_s : 0;
-  shape.nics_per_node = hw.nics_per_node;
-  return shape;
+  std::vector<int> nodes;
+  nodes.reserve(members.size());
+  for (int r : members) nodes.push_back(topo_.node_of(r));
+  return group_shape(nodes, plan_.nodes, plan_.scenario.hardware);
 }
 
 // The distributed optimizer (shard: optimizer) reduce-scatters the gradients, each rank keeping

@@ -89,6 +89,21 @@ PhaseCost unavailable(Protocol p) { return {p, 0, 0, false}; }
 
 }  // namespace
 
+GroupShape group_shape(const std::vector<int>& member_nodes, int nodes, const plan::HardwareProfile& hw) {
+  GroupShape shape;
+  shape.ranks = static_cast<int>(member_nodes.size());
+  shape.nodes = shape.per_node = 0;
+  std::vector<int> on_node(static_cast<size_t>(nodes), 0);  // members on each node
+  for (int node : member_nodes) {
+    const int n = ++on_node[static_cast<size_t>(node)];
+    if (n == 1) ++shape.nodes;
+    shape.per_node = std::max(shape.per_node, n);
+  }
+  shape.nic_gb_per_s = hw.network ? hw.network->bandwidth_gb_per_s : 0;
+  shape.nics_per_node = hw.nics_per_node;
+  return shape;
+}
+
 double CollectiveCost::time_us(double bytes) const {
   double t = 0;
   for (const PhaseCost& p : phases) t += p.time_us(bytes);

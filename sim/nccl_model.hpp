@@ -72,6 +72,10 @@ struct GroupShape {
   int nics_per_node = 1;
 };
 
+/// The shape of a group whose members sit on the nodes `member_nodes` (one per member, each below
+/// `nodes`), with the profile's NICs.
+GroupShape group_shape(const std::vector<int>& member_nodes, int nodes, const plan::HardwareProfile& hw);
+
 /// Every candidate NCCL would consider for an all-reduce of `bytes` (the forced one alone when the
 /// profile forces an algorithm), and the chosen, fastest one.
 std::vector<CollectiveCost> allreduce_candidates(const plan::NcclConfig& cfg, const GroupShape& g, double bytes);

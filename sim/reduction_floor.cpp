@@ -16,19 +16,11 @@ using schedule::ActionKind;
 // pipeline + the stage's pipeline rank, each on the node of its device (Topology: plan::rank_of).
 GroupShape data_parallel_shape(const plan::Plan& plan, int pipeline_rank) {
   const plan::ParallelSpec& p = plan.scenario.parallel;
-  const auto& hw = plan.scenario.hardware;
-  std::vector<int> on_node(static_cast<size_t>(plan.nodes), 0);
-  GroupShape shape;
-  shape.ranks = p.replicas();
-  shape.nodes = shape.per_node = 0;
-  for (int rep = 0; rep < p.replicas(); ++rep) {
-    const int n = ++on_node[static_cast<size_t>(plan::rank_of(p, {rep, pipeline_rank, 0}) / hw.devices_per_node)];
-    if (n == 1) ++shape.nodes;
-    shape.per_node = std::max(shape.per_node, n);
-  }
-  shape.nic_gb_per_s = hw.network ? hw.network->bandwidth_gb_per_s : 0;
-  shape.nics_per_node = hw.nics_per_node;
-  return shape;
+  std::vector<int> nodes;
+  nodes.reserve(static_cast<size_t>(p.replicas()));
+  for (int rep = 0; rep < p.replicas(); ++rep)
+    nodes.push_back(plan::rank_of(p, {rep, pipeline_rank, 0}) / plan.scenario.hardware.devices_per_node);
+  return group_shape(nodes, plan.nodes, plan.scenario.hardware);
 }
 
 // No less than each bucket's all-reduce can take: NCCL's choice alone on the group's links, as
