@@ -2,6 +2,8 @@
 // (2.x) generates them: each function follows the torch class named in its comment, and the
 // tests compare them with torch's own lists action for action (tests/schedule/zero_bubble_test.cpp).
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -245,6 +247,11 @@ class DualPipeVRank {
 }  // namespace
 
 ComputeOrder dualpipev_order(int pipeline, int chunks) {
+  // Below 2p micro-batches the rank's phases above count past `chunks` (its warm-up alone takes
+  // 2p - r - 1 of stage r's), and the order would name micro-batches that do not exist.
+  if (chunks < 2 * pipeline)
+    throw std::invalid_argument("dualpipev needs at least as many micro-batches as stages (2 x pipeline = " +
+                                std::to_string(2 * pipeline) + "), got " + std::to_string(chunks));
   ComputeOrder order(pipeline);
   for (int r = 0; r < pipeline; ++r) order[r] = DualPipeVRank(pipeline, r).run(pipeline, r, chunks);
   return order;

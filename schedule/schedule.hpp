@@ -153,6 +153,7 @@ ComputeOrder combined_1f1b_order(int pipeline, int virtual_stages, int chunks);
 ComputeOrder looped_bfs_order(int pipeline, int virtual_stages, int chunks);
 ComputeOrder interleaved_zero_bubble_order(int pipeline, int virtual_stages, int chunks);
 ComputeOrder zbv_zero_bubble_order(int pipeline, int chunks);
+/// Needs chunks >= 2 x pipeline (std::invalid_argument otherwise), as every stage's warm-up does.
 ComputeOrder dualpipev_order(int pipeline, int chunks);
 /// The generated order of a schedule kind (not csv).
 ComputeOrder generated_order(ScheduleKind kind, int pipeline, int virtual_stages, int chunks);
