@@ -32,6 +32,10 @@ Simulation::Simulation(const plan::Plan& plan, const SimOptions& options)
     ranks_[r].pipeline_rank = r % p;
     ranks_[r].replica = r / p;
   }
+  if (!step_only_) {
+    shown_.resize(static_cast<size_t>(played_));
+    for (int r = 0; r < played_; ++r) shown_[r] = shown_rank(r);
+  }
   for (int s = 0; s < p * sched_.virtual_stages; ++s) {
     StagePlace& place = stage_places_.emplace_back();
     place.pipeline_rank = sched_.rank_of_stage(s);
@@ -82,7 +86,6 @@ SimRun Simulation::run() {
   if (!step_only_) {
     network_.finish(end_);
     collect_links();
-    number_as_placed();
   }
   // Memory is plan's rule (plan::MemoryEstimate), the one the tuner and `plan` use: the
   // simulator reports it rather than deriving it again.
@@ -95,20 +98,9 @@ SimRun Simulation::run() {
 
 // The simulator numbers its ranks replica-major (replica x pipeline + pipeline rank: a folded run
 // plays ranks 0..pipeline-1); the timeline shows each as the plan places it (plan::group_of), the
-// numbers the executor's measured ranks carry.
+// numbers the executor's measured ranks carry. record() writes them (shown_).
 int Simulation::shown_rank(int rank) const {
   return plan::group_of(plan_.scenario.parallel, ranks_[rank].replica, ranks_[rank].pipeline_rank);
-}
-
-void Simulation::number_as_placed() {
-  std::vector<int32_t> shown(static_cast<size_t>(played_));
-  bool same = true;
-  for (int r = 0; r < played_; ++r) {
-    shown[r] = shown_rank(r);
-    same = same && shown[r] == r;
-  }
-  if (same) return;
-  for (timeline::TimelineEvent& ev : run_.timeline.events) ev.rank = shown[ev.rank];
 }
 
 void Simulation::dispatch(const Event& e) {

@@ -174,7 +174,6 @@ class Simulation {
   void advance(int rank, Time now);
   void report_stall() const;
   int shown_rank(int rank) const;
-  void number_as_placed();
   const Action& waiting_action(int rank) const;
   std::vector<int> peers_waited_for(int rank, const Action& a) const;
   void on_flow_done(int tag, Time now);
@@ -262,6 +261,7 @@ class Simulation {
   Network network_;
   Topology topo_;
   std::vector<RankState> ranks_;
+  std::vector<int32_t> shown_;  // per played rank, its number in the timeline (shown_rank); empty when step_only_
   // Per stage, its pipeline rank and its index among that rank's stages (stage % p and stage / p),
   // and where its receivers' rendezvous slots start, per direction (rendezvous_slot), looked up:
   // the pipeline size is known only at run time, so each was an integer division (an idiv, slow
@@ -286,8 +286,8 @@ inline int32_t Simulation::record(int rank, Lane lane, const Action& a, Time sta
                                        timeline::Algorithm algorithm, timeline::Protocol protocol) {
   end_ = std::max(end_, end);
   if (step_only_) return -1;
-  timeline::TimelineEvent& ev = run_.timeline.events.emplace_back();  // written in place: no 56-byte copy
-  ev.rank = rank;
+  timeline::TimelineEvent& ev = run_.timeline.events.emplace_back();  // written in place: no 64-byte copy
+  ev.rank = shown_[rank];
   ev.lane = lane;
   ev.action = a;
   ev.start = start;
