@@ -106,6 +106,7 @@ struct NcclConfig {
   /// stretches the time the choice takes (docs/simulator.md, Checked against measurements).
   std::vector<std::pair<double, double>> stretch_by_size;
   double stretch(double bytes) const;
+  bool operator==(const NcclConfig&) const = default;
 };
 
 /// How compute and communication on one device slow each other down (docs/simulator.md,

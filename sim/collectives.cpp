@@ -30,8 +30,8 @@ void Simulation::plan_collective(Group& g) {
   } else {
     const GroupLinks links = group_links(g, nodes);
     const ReductionShapes shapes = reduction_shapes(g);
-    // A stage's buckets are mostly of a few sizes (a transformer's blocks are alike): each size
-    // is chosen once, NCCL's model being a good part of setting up a tuner's simulation.
+    // A stage's buckets are mostly of a few sizes (a transformer's blocks are alike): each size's
+    // flows are laid out once (over a large group's links, a good part of a tuner's simulation).
     for (size_t b = 0; b < g.bucket_bytes.size(); ++b) {
       const auto same = std::find(g.bucket_bytes.begin(), g.bucket_bytes.begin() + static_cast<std::ptrdiff_t>(b), g.bucket_bytes[b]);
       if (same != g.bucket_bytes.begin() + static_cast<std::ptrdiff_t>(b)) g.plans.push_back(g.plans[static_cast<size_t>(same - g.bucket_bytes.begin())]);
@@ -114,14 +114,13 @@ Simulation::ReductionShapes Simulation::reduction_shapes(const Group& g) const {
 }
 
 CollectiveCost Simulation::gradient_reduction(const ReductionShapes& shapes, double bytes) const {
-  const auto& hw = plan_.scenario.hardware;
   const plan::ParallelSpec& p = plan_.scenario.parallel;
-  if (p.shard == plan::Shard::none) return choose_allreduce(*hw.nccl, shapes.whole, bytes);
+  if (p.shard == plan::Shard::none) return nccl_choices_->all_reduce(shapes.whole, bytes);
   const int n = shapes.shard.ranks;
-  CollectiveCost cost = choose_reduce_scatter(*hw.nccl, shapes.shard, bytes);
+  CollectiveCost cost = nccl_choices_->reduce_scatter(shapes.shard, bytes);
   if (p.shard_copies() > 1) {
     // Each rank all-reduces its 1 / n of the buffer: the phases' bandwidth counts the whole buffer.
-    for (PhaseCost pc : choose_allreduce(*hw.nccl, shapes.copies, bytes / n).phases) {
+    for (PhaseCost pc : nccl_choices_->all_reduce(shapes.copies, bytes / n).phases) {
       pc.bandwidth_gb_per_s *= n;
       cost.phases.push_back(pc);
     }

@@ -32,6 +32,10 @@ Simulation::Simulation(const plan::Plan& plan, const SimOptions& options)
     ranks_[r].pipeline_rank = r % p;
     ranks_[r].replica = r / p;
   }
+  if (const auto& nccl = plan.scenario.hardware.nccl) {
+    nccl_choices_ = options.nccl_choices && options.nccl_choices->config() == *nccl ? options.nccl_choices
+                                                                                     : &own_nccl_choices_.emplace(*nccl);
+  }
   if (!step_only_) {
     shown_.resize(static_cast<size_t>(played_));
     for (int r = 0; r < played_; ++r) shown_[r] = shown_rank(r);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 
 namespace parallax::sim {
@@ -239,15 +240,61 @@ CollectiveCost choose_reduce_scatter(const NcclConfig& cfg, const GroupShape& g,
   return {Algorithm::ring, {ring_only(cfg, g, Collective::reduce_scatter, bytes)}};
 }
 
-double collective_time_us(const NcclConfig& cfg, const GroupShape& g, Collective coll, double bytes) {
+namespace {
+
+// collective_time_us, with the all-reduce's choice from `all_reduce()`.
+template <typename AllReduce>
+double alone_time_us(const NcclConfig& cfg, const GroupShape& g, Collective coll, double bytes, AllReduce&& all_reduce) {
   if (g.ranks <= 1 || bytes <= 0) return 0;
-  const double us = coll == Collective::all_reduce ? choose_allreduce(cfg, g, bytes).time_us(bytes)
-                                                   : ring_only(cfg, g, coll, bytes).time_us(bytes);
+  const double us = coll == Collective::all_reduce ? all_reduce().time_us(bytes) : ring_only(cfg, g, coll, bytes).time_us(bytes);
   return us * cfg.stretch(bytes);
+}
+
+}  // namespace
+
+double collective_time_us(const NcclConfig& cfg, const GroupShape& g, Collective coll, double bytes) {
+  return alone_time_us(cfg, g, coll, bytes, [&] { return choose_allreduce(cfg, g, bytes); });
 }
 
 double allreduce_bus_gb_per_s(double bytes, double time_us, int ranks) {
   return bytes / (time_us * 1e3) * 2.0 * (ranks - 1) / ranks;
+}
+
+bool NcclChoices::Key::operator==(const Key& o) const {
+  return group.ranks == o.group.ranks && group.nodes == o.group.nodes && group.per_node == o.group.per_node &&
+         group.nic_gb_per_s == o.group.nic_gb_per_s && group.nics_per_node == o.group.nics_per_node && coll == o.coll &&
+         bytes == o.bytes;
+}
+
+size_t NcclChoices::KeyHash::operator()(const Key& k) const {
+  size_t h = std::hash<double>{}(k.bytes);
+  for (size_t v : {static_cast<size_t>(k.group.ranks), static_cast<size_t>(k.group.nodes), static_cast<size_t>(k.group.per_node),
+                   std::hash<double>{}(k.group.nic_gb_per_s), static_cast<size_t>(k.group.nics_per_node), static_cast<size_t>(k.coll)})
+    h ^= v + 0x9e3779b97f4a7c15 + (h << 6) + (h >> 2);  // boost::hash_combine's mix
+  return h;
+}
+
+const CollectiveCost& NcclChoices::choice(const Key& key) {
+  // A search that runs for minutes meets a few thousand shapes and sizes; should one meet far more,
+  // start again rather than grow without end.
+  if (kept_.size() > (size_t{1} << 20)) kept_.clear();
+  auto [it, added] = kept_.try_emplace(key);
+  if (added)
+    it->second = key.coll == Collective::all_reduce ? choose_allreduce(cfg_, key.group, key.bytes)
+                                                    : choose_reduce_scatter(cfg_, key.group, key.bytes);
+  return it->second;
+}
+
+const CollectiveCost& NcclChoices::all_reduce(const GroupShape& g, double bytes) {
+  return choice({g, Collective::all_reduce, bytes});
+}
+
+const CollectiveCost& NcclChoices::reduce_scatter(const GroupShape& g, double bytes) {
+  return choice({g, Collective::reduce_scatter, bytes});
+}
+
+double NcclChoices::time_us(const GroupShape& g, Collective coll, double bytes) {
+  return alone_time_us(cfg_, g, coll, bytes, [&]() -> const CollectiveCost& { return all_reduce(g, bytes); });
 }
 
 }  // namespace parallax::sim

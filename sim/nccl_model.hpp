@@ -15,6 +15,7 @@
 // - hierarchical: reduce-scatter inside each node, all-reduce of each 1/k shard across nodes on its
 //   own rail (every NIC of a node busy at once), all-gather inside each node; three phases, one
 //   after the other, each costed by the same model on its own communicator.
+#include <unordered_map>
 #include <vector>
 
 #include "plan/hardware.hpp"
@@ -91,5 +92,35 @@ double collective_time_us(const plan::NcclConfig& cfg, const GroupShape& g, Coll
 
 /// nccl-tests' bus bandwidth of an all-reduce (doc/PERFORMANCE.md: algbw × 2(n-1)/n).
 double allreduce_bus_gb_per_s(double bytes, double time_us, int ranks);
+
+/// NCCL's choices for one profile's NCCL, kept by (group shape, bytes) as they are asked for:
+/// each answer is what the free function of the same name gives. A simulation asks once per
+/// bucket size of each group; a tuner simulates a hundred thousand plans whose groups and bucket
+/// sizes repeat, and choosing anew was a tenth of its search. Not thread-safe: one per thread.
+class NcclChoices {
+ public:
+  explicit NcclChoices(const plan::NcclConfig& cfg) : cfg_(cfg) {}
+  const plan::NcclConfig& config() const { return cfg_; }
+  /// choose_allreduce(config(), g, bytes). The reference holds until the next call.
+  const CollectiveCost& all_reduce(const GroupShape& g, double bytes);
+  /// choose_reduce_scatter(config(), g, bytes). The reference holds until the next call.
+  const CollectiveCost& reduce_scatter(const GroupShape& g, double bytes);
+  /// collective_time_us(config(), g, coll, bytes).
+  double time_us(const GroupShape& g, Collective coll, double bytes);
+
+ private:
+  struct Key {
+    GroupShape group;
+    Collective coll;
+    double bytes;
+    bool operator==(const Key& o) const;
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const;
+  };
+  const CollectiveCost& choice(const Key& key);
+  plan::NcclConfig cfg_;
+  std::unordered_map<Key, CollectiveCost, KeyHash> kept_;
+};
 
 }  // namespace parallax::sim

@@ -1,6 +1,7 @@
 // A floor on a plan's step time from its DDP buckets (sim/simulator.hpp, reduction_floor): the
 // rules it relies on are the Simulation's, each named where it is used.
 #include <algorithm>
+#include <optional>
 
 #include "sim/cost_model.hpp"
 #include "sim/nccl_model.hpp"
@@ -28,19 +29,14 @@ GroupShape data_parallel_shape(const plan::Plan& plan, int pipeline_rank) {
 // link's rate; sharing links or slowed ports only lengthen them), with a fitted factor. Zero
 // where the reduction is not that all-reduce (Gloo, sharded states): the floor then counts the
 // buckets' hand-over and the optimizer step only.
-std::vector<Time> alone_allreduces(const plan::Plan& plan, const plan::Stage& st) {
+std::vector<Time> alone_allreduces(const plan::Plan& plan, const plan::Stage& st, NcclChoices* nccl) {
   const auto& hw = plan.scenario.hardware;
   std::vector<Time> out(st.buckets.size());
   if (!hw.nccl || plan.scenario.parallel.shard != plan::Shard::none) return out;
   const GroupShape shape = data_parallel_shape(plan, st.pipeline_rank);
   const double fitted = hw.fitted ? hw.fitted->allreduce : 1.0;
-  for (size_t k = 0; k < st.buckets.size(); ++k) {
-    size_t same = 0;  // buckets are mostly of a few sizes: each is costed once
-    while (st.buckets[same].bytes != st.buckets[k].bytes) ++same;
-    out[k] = same < k ? out[same]
-                      : Time::us(collective_time_us(*hw.nccl, shape, Collective::all_reduce, static_cast<double>(st.buckets[k].bytes)) *
-                                 fitted);
-  }
+  for (size_t k = 0; k < st.buckets.size(); ++k)
+    out[k] = Time::us(nccl->time_us(shape, Collective::all_reduce, static_cast<double>(st.buckets[k].bytes)) * fitted);
   return out;
 }
 
@@ -63,10 +59,13 @@ Time least_duration(const Action& a, const std::vector<StageCost>& c) {
 
 }  // namespace
 
-Time reduction_floor(const plan::Plan& plan, const std::vector<StageCost>& costs) {
+Time reduction_floor(const plan::Plan& plan, const std::vector<StageCost>& costs, NcclChoices* choices) {
   if (plan.scenario.parallel.replicas() <= 1) return Time();
+  const auto& hw = plan.scenario.hardware;
+  std::optional<NcclChoices> own;  // the caller's, where it has one for this profile's NCCL
+  if (hw.nccl && !(choices && choices->config() == *hw.nccl)) choices = &own.emplace(*hw.nccl);
   std::vector<std::vector<Time>> alone;  // by stage, by bucket
-  for (const plan::Stage& st : plan.stages) alone.push_back(alone_allreduces(plan, st));
+  for (const plan::Stage& st : plan.stages) alone.push_back(alone_allreduces(plan, st, choices));
   // Micro-batch 0's forward reaches stage b after the forwards of the stages before it.
   std::vector<Time> arrival(costs.size());
   for (size_t b = 1; b < costs.size(); ++b) arrival[b] = arrival[b - 1] + costs[b - 1].forward;

@@ -261,6 +261,8 @@ class Simulation {
   Network network_;
   Topology topo_;
   std::vector<RankState> ranks_;
+  std::optional<NcclChoices> own_nccl_choices_;
+  NcclChoices* nccl_choices_ = nullptr;  // SimOptions::nccl_choices, or own_nccl_choices_; null without NCCL
   std::vector<int32_t> shown_;  // per played rank, its number in the timeline (shown_rank); empty when step_only_
   // Per stage, its pipeline rank and its index among that rank's stages (stage % p and stage / p),
   // and where its receivers' rendezvous slots start, per direction (rendezvous_slot), looked up:

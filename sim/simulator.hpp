@@ -30,6 +30,7 @@
 namespace parallax::sim {
 
 using plan::Time;
+class NcclChoices;  // sim/nccl_model.hpp
 
 struct SimOptions {
   bool record_link_samples = true;  ///< bandwidth over time per link, for traces
@@ -46,6 +47,9 @@ struct SimOptions {
   /// Every layer's cost for the plan's precision and micro-batch size, when the caller has them
   /// cached (plan::estimate_layer_cost otherwise).
   const std::vector<plan::LayerCost>* layer_costs = nullptr;
+  /// NCCL's choices kept from earlier simulations (the tuner: one per thread), for a plan whose
+  /// profile has that NCCL; otherwise the simulation keeps its own.
+  NcclChoices* nccl_choices = nullptr;
 };
 
 struct LinkUsage {
@@ -87,8 +91,9 @@ bool replicas_alike(const plan::Plan& plan);
 /// micro-batch 0's arrival, at full speed), hands each bucket over at its offset in the action,
 /// the stage's group all-reduces them in turn, each no faster than NCCL's model alone on its links,
 /// and the stage's optimizer step follows. `costs`: stage_costs(plan). Zero without replicas.
+/// `choices`: as SimOptions::nccl_choices.
 struct StageCost;
-Time reduction_floor(const plan::Plan& plan, const std::vector<StageCost>& costs);
+Time reduction_floor(const plan::Plan& plan, const std::vector<StageCost>& costs, NcclChoices* choices = nullptr);
 
 /// Simulates one optimizer step of the plan.
 SimRun simulate(const plan::Plan& plan, const SimOptions& options = {});

@@ -66,11 +66,12 @@ Evaluation Evaluator::evaluate(const plan::Settings& c) {
   return e;
 }
 
-Time Evaluator::step_of(const plan::Plan& p, const plan::Settings& c) {
+Time Evaluator::step_of(const plan::Plan& p, const plan::Settings& c, sim::NcclChoices* nccl) {
   sim::SimOptions options;
   options.step_only = true;
   options.record_link_samples = false;
   options.layer_costs = &layer_costs(c, p.microbatch_size);
+  options.nccl_choices = nccl;
   return sim::simulate(p, options).step_time;
 }
 
@@ -80,9 +81,9 @@ void Evaluator::rebucket(plan::Plan* p, const plan::Settings& c) {
   plan::rebucket(p, &schedules_);
 }
 
-Time Evaluator::bucket_bound(const plan::Plan& p, const plan::Settings& c, Time lower_bound) {
+Time Evaluator::bucket_bound(const plan::Plan& p, const plan::Settings& c, Time lower_bound, sim::NcclChoices* nccl) {
   const auto& costs = layer_costs(c, p.microbatch_size);
-  return std::max(lower_bound, sim::reduction_floor(p, sim::stage_costs(p, &costs)));
+  return std::max(lower_bound, sim::reduction_floor(p, sim::stage_costs(p, &costs), nccl));
 }
 
 Time lower_bound(const plan::Plan& p, const std::vector<plan::LayerCost>& layer_costs) {

@@ -14,6 +14,7 @@
 #include "plan/cost.hpp"
 #include "plan/knobs.hpp"
 #include "plan/plan.hpp"
+#include "sim/nccl_model.hpp"
 
 namespace parallax::tune {
 
@@ -52,14 +53,16 @@ class Evaluator {
   Evaluation bound(const plan::Settings& config);
   /// bound() plus the step-only simulation's step time.
   Evaluation evaluate(const plan::Settings& config);
-  /// The step-only simulation's step time of a plan of `config`.
-  plan::Time step_of(const plan::Plan& plan, const plan::Settings& config);
+  /// The step-only simulation's step time of a plan of `config`. `nccl`: the calling thread's
+  /// NCCL choices, kept from one plan to the next (sim::SimOptions::nccl_choices).
+  plan::Time step_of(const plan::Plan& plan, const plan::Settings& config, sim::NcclChoices* nccl = nullptr);
   /// A plan of `config` from one of a configuration that differs in DDP's bucket knobs at most
   /// (plan::rebucket, with the schedules kept here): what plan_of(config) gives, without planning.
   void rebucket(plan::Plan* plan, const plan::Settings& config);
   /// The plan's lower bound, raised by what its buckets' reduction takes at least
   /// (sim::reduction_floor): unlike lower_bound, it tells bucket sizes apart.
-  plan::Time bucket_bound(const plan::Plan& plan, const plan::Settings& config, plan::Time lower_bound);
+  plan::Time bucket_bound(const plan::Plan& plan, const plan::Settings& config, plan::Time lower_bound,
+                          sim::NcclChoices* nccl = nullptr);
 
  private:
   Evaluation bound(const plan::Plan& plan, const plan::Settings& config);

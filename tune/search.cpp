@@ -261,11 +261,15 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
   // Each thread keeps the plan it simulated last: a configuration's bucket variants, one after
   // another in `order`, rebucket it (plan::rebucket) instead of planning it again, and their own
   // floor (the reduction of their buckets, sim::reduction_floor) prunes those that cannot win.
+  // It keeps NCCL's choices too, for the floors and simulations of every plan it takes.
   struct Kept {
     size_t config = SIZE_MAX;
     std::optional<plan::Plan> plan;
+    std::optional<sim::NcclChoices> nccl;
   };
   std::vector<Kept> kept(static_cast<size_t>(threads));
+  if (const auto& nccl = ev.base().hardware.nccl)
+    for (Kept& k : kept) k.nccl.emplace(*nccl);
   parallel_for(
       order.size(), threads,
       [&](size_t k, int t) {
@@ -291,7 +295,7 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
         }
         if (opt.prune && bucketed(i)) {
           Evaluation floor = e;
-          floor.lower_bound = ev.bucket_bound(*mine.plan, e.config, e.lower_bound);
+          floor.lower_bound = ev.bucket_bound(*mine.plan, e.config, e.lower_bound, mine.nccl ? &*mine.nccl : nullptr);
           std::lock_guard<std::mutex> lock(mutex);
           if (prunable(floor)) {
             ++pruned;
@@ -303,7 +307,7 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
           return;
         }
         if (!opt.max_configs) ++simulated;
-        e.step = ev.step_of(*mine.plan, e.config);
+        e.step = ev.step_of(*mine.plan, e.config, mine.nccl ? &*mine.nccl : nullptr);
         e.index = i * stride + variant;
         std::lock_guard<std::mutex> lock(mutex);
         done.push_back(e);

@@ -3,6 +3,7 @@
 #include <sstream>
 #include <utility>
 
+#include "sim/cost_model.hpp"
 #include "sim/nccl_model.hpp"
 #include "sim/simulator.hpp"
 #include "tests/test_util.hpp"
@@ -260,4 +261,48 @@ TEST_CASE("sim: the distributed optimizer reduce-scatters its buckets: half a ri
                                                            "parallel.shard=optimizer"}));
   CHECK(shard.bytes == whole.bytes);
   CHECK((shard.end - shard.start).to_us() < 0.75 * (whole.end - whole.start).to_us());
+}
+
+TEST_CASE("sim::NcclChoices: kept choices are NCCL's model's, asked in any order and again", "[sim]") {
+  plan::NcclConfig stretched = dgx_a100();
+  stretched.stretch_by_size = {{16, 1.2}, {256, 1.5}};
+  for (const plan::NcclConfig& cfg : {dgx_a100(), stretched}) {
+    sim::NcclChoices kept(cfg);
+    for (int round = 0; round < 2; ++round)  // the second round answers from what the first kept
+      for (int nodes : {1, 2, 16})
+        for (int per_node : {1, 4, 8})
+          for (double bytes : {0.0, 1e3, 64e3, 1e6, 25e6, 4e9}) {
+            const sim::GroupShape g = shape(nodes, per_node);
+            INFO("round " << round << ", " << nodes << " x " << per_node << ", " << bytes << " bytes");
+            const sim::CollectiveCost want = sim::choose_allreduce(cfg, g, bytes);
+            const sim::CollectiveCost& got = kept.all_reduce(g, bytes);
+            CHECK(got.algorithm == want.algorithm);
+            REQUIRE(got.phases.size() == want.phases.size());
+            for (size_t i = 0; i < want.phases.size(); ++i) {
+              CHECK(got.phases[i].protocol == want.phases[i].protocol);
+              CHECK(got.phases[i].latency_us == want.phases[i].latency_us);
+              CHECK(got.phases[i].bandwidth_gb_per_s == want.phases[i].bandwidth_gb_per_s);
+            }
+            CHECK(kept.reduce_scatter(g, bytes).time_us(bytes) == sim::choose_reduce_scatter(cfg, g, bytes).time_us(bytes));
+            for (sim::Collective c : {sim::Collective::all_reduce, sim::Collective::reduce_scatter, sim::Collective::all_gather})
+              CHECK(kept.time_us(g, c, bytes) == sim::collective_time_us(cfg, g, c, bytes));
+          }
+  }
+}
+
+TEST_CASE("sim: a simulation given another profile's NCCL choices makes its own", "[sim]") {
+  const plan::Plan p = test::plan_from(one_bucket(64, 16) + "hardware: a100-nvlink-ib\n");
+  plan::NcclConfig other = *p.scenario.hardware.nccl;
+  other.algorithm = "tree";  // choices kept for another NCCL would time the bucket as a tree
+  sim::NcclChoices foreign(other), same(*p.scenario.hardware.nccl);
+  const double bytes = static_cast<double>(p.stages[0].buckets[0].bytes);
+  sim::GroupShape g{16, 2, 8, p.scenario.hardware.network->bandwidth_gb_per_s, p.scenario.hardware.nics_per_node};
+  REQUIRE(foreign.time_us(g, sim::Collective::all_reduce, bytes) != same.time_us(g, sim::Collective::all_reduce, bytes));
+  const plan::Time plain = sim::simulate(p).step_time;
+  for (sim::NcclChoices* choices : {&foreign, &same}) {
+    sim::SimOptions options;
+    options.nccl_choices = choices;
+    CHECK(sim::simulate(p, options).step_time == plain);
+    CHECK(sim::reduction_floor(p, sim::stage_costs(p), choices) == sim::reduction_floor(p, sim::stage_costs(p)));
+  }
 }
