@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <vector>
-#include <map>
 #include <set>
 
 #include "plan/plan.hpp"
@@ -221,12 +220,13 @@ std::string reserve_rule(const Device& device) {
 // that forward (then it is one of the stage's activations), an output gradient until its backward.
 static int64_t peak_activation_bytes(const Plan& plan, int pipeline_rank, int* peak_inflight) {
   const auto& actions = plan.schedule.ranks[pipeline_rank];
-  std::map<int, int64_t> per_mb;  // stage -> bytes one micro-batch holds
+  std::vector<int64_t> per_mb(plan.stages.size(), -1);  // by stage: bytes one micro-batch holds (-1: not yet found)
   int64_t held = 0, peak = 0;
   int inflight = 0;
   *peak_inflight = 0;
   const bool preposted = plan.schedule.collectives == Collectives::gloo;
-  const size_t window = static_cast<size_t>(receive_window(plan.schedule, pipeline_rank));
+  // (A walk of the whole list: only where receives are posted ahead.)
+  const size_t window = preposted ? static_cast<size_t>(receive_window(plan.schedule, pipeline_rank)) : 0;
   std::vector<size_t> receives;  // the rank's RECVs from peers, in order
   for (size_t i = 0; i < actions.size(); ++i)
     if (preposted && receives_from_peer(plan.schedule, actions[i])) receives.push_back(i);
@@ -250,8 +250,8 @@ static int64_t peak_activation_bytes(const Plan& plan, int pipeline_rank, int* p
       continue;
     }
     for (const Action& a : action.parts()) {
-      if (!per_mb.count(a.stage)) per_mb[a.stage] = stage_activation_bytes(plan, plan.stages[a.stage]);
-      const int64_t bytes = per_mb[a.stage];
+      int64_t& bytes = per_mb[a.stage];
+      if (bytes < 0) bytes = stage_activation_bytes(plan, plan.stages[a.stage]);
       const Action input{a.kind == ActionKind::F ? ActionKind::RECV_F : ActionKind::RECV_B, a.stage, a.mb};
       const bool received = preposted && receives_from_peer(plan.schedule, input);
       if (a.kind == ActionKind::F) {
