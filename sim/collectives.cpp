@@ -21,21 +21,22 @@ void Simulation::build_groups() {
 
 // Chooses how a group all-reduces each bucket and the flows that carry it (docs/simulator.md).
 void Simulation::plan_collective(Group& g) {
-  const GroupNodes nodes = group_nodes(g);
   if (!plan_.scenario.hardware.nccl) {
     // Sharded gradients too: the executor reduces a layer on Gloo with an all-reduce of which each
     // rank keeps its slice (exec/fsdp.hpp; LibTorch 1.13's Gloo has no reduce-scatter), so it is
     // played whole. (HSDP's two collectives likewise, as the group's all-reduce.)
-    g.plans.push_back(plain_allreduce(g, nodes));
+    g.plans.push_back(plain_allreduce(g, group_nodes(g)));
   } else {
-    const GroupLinks links = group_links(g, nodes);
+    // NCCL's model needs only how many nodes the group spans and its most members on one
+    // (shapes.whole), not the members by node: listing them was a tenth of a tuner's simulation.
     const ReductionShapes shapes = reduction_shapes(g);
+    const GroupLinks links = group_links(g, shapes.whole.nodes > 1);
     // A stage's buckets are mostly of a few sizes (a transformer's blocks are alike): each size's
     // flows are laid out once (over a large group's links, a good part of a tuner's simulation).
     for (size_t b = 0; b < g.bucket_bytes.size(); ++b) {
       const auto same = std::find(g.bucket_bytes.begin(), g.bucket_bytes.begin() + static_cast<std::ptrdiff_t>(b), g.bucket_bytes[b]);
       if (same != g.bucket_bytes.begin() + static_cast<std::ptrdiff_t>(b)) g.plans.push_back(g.plans[static_cast<size_t>(same - g.bucket_bytes.begin())]);
-      else g.plans.push_back(nccl_collective(nodes, links, shapes, static_cast<double>(g.bucket_bytes[b])));
+      else g.plans.push_back(nccl_collective(links, shapes, static_cast<double>(g.bucket_bytes[b])));
     }
   }
   // A fit from the job's own runs stretches every phase alike, as the in-run factor does
@@ -60,9 +61,9 @@ std::vector<int> Simulation::routed(const std::vector<int>& ranks) const {
   return out;
 }
 
-Simulation::GroupLinks Simulation::group_links(const Group& g, const GroupNodes& nodes) const {
+Simulation::GroupLinks Simulation::group_links(const Group& g, bool spans_nodes) const {
   const std::vector<int> ranks = routed(g.members);
-  return {dedupe(topo_.device_ports(ranks)), nodes.members.size() > 1 ? dedupe(topo_.nic_ports(ranks)) : std::vector<int>{}};
+  return {dedupe(topo_.device_ports(ranks)), spans_nodes ? dedupe(topo_.nic_ports(ranks)) : std::vector<int>{}};
 }
 
 Simulation::GroupNodes Simulation::group_nodes(const Group& g) const {
@@ -130,8 +131,7 @@ CollectiveCost Simulation::gradient_reduction(const ReductionShapes& shapes, dou
 
 // NCCL's choice for a bucket of `bytes` (sim/nccl_model.hpp), as flows: each phase moves its
 // bytes at the speed of its slowest link, scaled so that alone it takes NCCL's predicted time.
-CollectivePlan Simulation::nccl_collective(const GroupNodes& nodes, const GroupLinks& group, const ReductionShapes& shapes,
-                                           double bytes) {
+CollectivePlan Simulation::nccl_collective(const GroupLinks& group, const ReductionShapes& shapes, double bytes) {
   const auto& hw = plan_.scenario.hardware;
   const CollectiveCost cost = gradient_reduction(shapes, bytes);
   CollectivePlan out;
@@ -147,7 +147,7 @@ CollectivePlan Simulation::nccl_collective(const GroupNodes& nodes, const GroupL
     // keeps the groups of different pipeline stages, which share nodes, from joining one
     // component of the link solver (3x slower at 1,024 ranks, bench/tune_bench).
     std::vector<int> links = pc.across_nodes ? nics : inside;
-    if (pc.across_nodes && cost.algorithm != timeline::Algorithm::hierarchical && nodes.per_node > 1)
+    if (pc.across_nodes && cost.algorithm != timeline::Algorithm::hierarchical && shapes.whole.per_node > 1)
       links.insert(links.end(), inside.begin(), inside.end());
     double slowest = std::numeric_limits<double>::infinity();
     for (int l : links) slowest = std::min(slowest, network_.links()[l].capacity);

@@ -150,7 +150,7 @@ class Simulation {
   SimRun run();
 
  private:
-  struct GroupNodes {
+  struct GroupNodes {  // the plain all-reduce's rings (plain_allreduce)
     std::vector<std::vector<int>> members;  // per node, in order of first appearance
     size_t per_node = 0;                    // the most members on one node
   };
@@ -217,7 +217,7 @@ class Simulation {
   void build_groups();
   void plan_collective(Group& g);
   std::vector<int> routed(const std::vector<int>& ranks) const;
-  GroupLinks group_links(const Group& g, const GroupNodes& nodes) const;
+  GroupLinks group_links(const Group& g, bool spans_nodes) const;
   GroupNodes group_nodes(const Group& g) const;
   /// How these members of a group sit on the machine, as NCCL's model takes it.
   GroupShape shape_of(const std::vector<int>& members) const;
@@ -234,7 +234,7 @@ class Simulation {
   /// shard over its copies).
   CollectiveCost gradient_reduction(const ReductionShapes& shapes, double bytes) const;
   static std::vector<int> dedupe(std::vector<int> v);
-  CollectivePlan nccl_collective(const GroupNodes& nodes, const GroupLinks& group, const ReductionShapes& shapes, double bytes);
+  CollectivePlan nccl_collective(const GroupLinks& group, const ReductionShapes& shapes, double bytes);
   CollectivePlan plain_allreduce(const Group& g, const GroupNodes& by);
   bool stage_reduced(int stage) const;
   void on_bucket_ready(int rank, int stage, int bucket, Time now);
