@@ -20,7 +20,7 @@ const std::vector<std::string> kOptimizerKeys = {"kind", "lr", "momentum", "weig
 
 constexpr int64_t kMaxCount = 1 << 24;
 
-void remember(Scenario& s, const Field& f) { s.places[f.path()] = f.where(); }
+void remember(Scenario& s, const Field& f) { s.places.set(f.path(), f.where()); }
 
 std::vector<std::string> with_knobs(std::vector<std::string> keys, const std::string& section) {
   for (auto& k : knob_names(section)) keys.push_back(std::move(k));
@@ -353,11 +353,24 @@ int OptimizerSpec::state_per_param() const {
   return 2;
 }
 
+void KeyPlaces::set(const std::string& key_path, const Location& where) {
+  // Copy on write: a map that another scenario shares is copied before it changes.
+  if (!places_ || places_.use_count() > 1)
+    places_ = places_ ? std::make_shared<std::map<std::string, Location>>(*places_) : std::make_shared<std::map<std::string, Location>>();
+  (*places_)[key_path] = where;
+}
+
+const Location* KeyPlaces::find(const std::string& key_path) const {
+  if (!places_) return nullptr;
+  const auto it = places_->find(key_path);
+  return it == places_->end() ? nullptr : &it->second;
+}
+
 Location Scenario::where(const std::string& key_path) const {
   // Fall back to the nearest recorded parent, then to the file itself.
   for (std::string path = key_path;;) {
-    auto it = places.find(path);
-    if (it != places.end() && (it->second.line > 0 || !it->second.file.empty())) return it->second;
+    const Location* at = places.find(path);
+    if (at && (at->line > 0 || !at->file.empty())) return *at;
     const auto dot = path.rfind('.');
     if (dot == std::string::npos) break;
     path = path.substr(0, dot);
@@ -417,7 +430,7 @@ Scenario parse_scenario(const YamlDocument& doc) {
   remember(s, root["hardware"]);
   s.hardware = resolve_hardware(root["hardware"]);
   // A key that is absent points at its section (or the top of the file) in later errors.
-  if (!s.places.count("parallel")) s.places["parallel"] = root.where();
+  if (!s.places.find("parallel")) s.places.set("parallel", root.where());
   check_scenario(s);
   return s;
 }

@@ -4,6 +4,7 @@
 // (batch divisible by chunks, partition_len covering the layers, ...), so later stages only meet
 // errors of their own.
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -223,6 +224,19 @@ struct OptimizerSpec {
   int state_bytes() const { return state_bf16 ? 2 : 4; }
 };
 
+/// Where each key of a scenario was written. A scenario's copies share it (the tuner copies the
+/// scenario for every configuration it plans, and copying the map was 3% of a search), and one of
+/// them that records a place first takes a copy of its own.
+class KeyPlaces {
+ public:
+  void set(const std::string& key_path, const Location& where);
+  /// The key's place, or nullptr where none was recorded.
+  const Location* find(const std::string& key_path) const;
+
+ private:
+  std::shared_ptr<std::map<std::string, Location>> places_;
+};
+
 struct Scenario {
   std::string name;
   Framework framework = Framework::pytorch;
@@ -239,7 +253,7 @@ struct Scenario {
 
   /// The place of a key ("parallel.chunks"), for errors found after parsing.
   Location where(const std::string& key_path) const;
-  std::map<std::string, Location> places;
+  KeyPlaces places;
 };
 
 /// The checks that need several values at once (batch divisible by chunks, a stage per layer at

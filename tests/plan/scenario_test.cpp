@@ -34,6 +34,18 @@ TEST_CASE("plan::Scenario: defaults fill what the file leaves out", "[plan]") {
   CHECK(s.hardware.name == "cpu-host");
 }
 
+TEST_CASE("plan::Scenario: keys keep their places in copies, and a copy's new place stays its own", "[plan]") {
+  const auto s = test::scenario_from(kGood);
+  CHECK(s.where("parallel.chunks").line == 6);
+  CHECK(s.where("parallel.data").line == s.where("parallel").line);  // not written: its parent's place
+  plan::Scenario copy = s;
+  CHECK(copy.where("parallel.chunks").line == 6);
+  copy.places.set("parallel.chunks", plan::Location{"other.yaml", 40, 2});
+  CHECK(copy.where("parallel.chunks").line == 40);
+  CHECK(s.where("parallel.chunks").line == 6);
+  CHECK(s.where("parallel.chunks").file == copy.where("model").file);
+}
+
 TEST_CASE("plan::Scenario: --set overrides any value, lists and maps included", "[plan]") {
   const auto s = test::scenario_from(kGood, {"parallel.chunks=8", "parallel.partition_len=[2, 1]",
                                              "optimizer.kind=adam", "hardware={profile: cpu-host, nodes: 1}"});
