@@ -260,12 +260,6 @@ double allreduce_bus_gb_per_s(double bytes, double time_us, int ranks) {
   return bytes / (time_us * 1e3) * 2.0 * (ranks - 1) / ranks;
 }
 
-bool NcclChoices::Key::operator==(const Key& o) const {
-  return group.ranks == o.group.ranks && group.nodes == o.group.nodes && group.per_node == o.group.per_node &&
-         group.nic_gb_per_s == o.group.nic_gb_per_s && group.nics_per_node == o.group.nics_per_node && coll == o.coll &&
-         bytes == o.bytes;
-}
-
 size_t NcclChoices::KeyHash::operator()(const Key& k) const {
   size_t h = std::hash<double>{}(k.bytes);
   for (size_t v : {static_cast<size_t>(k.group.ranks), static_cast<size_t>(k.group.nodes), static_cast<size_t>(k.group.per_node),

@@ -71,6 +71,7 @@ struct GroupShape {
   int per_node = 1;           ///< members per node (the largest)
   double nic_gb_per_s = 0;    ///< one NIC's bandwidth
   int nics_per_node = 1;
+  bool operator==(const GroupShape&) const = default;
 };
 
 /// The shape of a group whose members sit on the nodes `member_nodes` (one per member, each below
@@ -113,7 +114,7 @@ class NcclChoices {
     GroupShape group;
     Collective coll;
     double bytes;
-    bool operator==(const Key& o) const;
+    bool operator==(const Key&) const = default;
   };
   struct KeyHash {
     size_t operator()(const Key& k) const;
