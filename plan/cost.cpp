@@ -81,8 +81,11 @@ std::optional<LayerCost> measured_cost(const std::string& signature, const Layer
   if (auto c = calibrated(signature, hw, mb, input_gradient)) return c;
   const MeasuredLayerCost* m = find_measured(layer, hw);
   if (!m) return std::nullopt;
-  const Time f = Time::us(m->fwd_us_fixed + m->fwd_us_per_sample * mb);
-  return half_weight({f, Time::us(m->bwd_us_fixed + m->bwd_us_per_sample * mb), Time(), f, true}, input_gradient);
+  LayerCost c;
+  c.forward = c.forward_no_grad = Time::us(m->fwd_us_fixed + m->fwd_us_per_sample * mb);
+  c.backward = Time::us(m->bwd_us_fixed + m->bwd_us_per_sample * mb);
+  c.measured = true;
+  return half_weight(c, input_gradient);
 }
 
 // The plain roofline; tensor parallelism divides the FLOPs and the parameters.
@@ -92,8 +95,10 @@ LayerCost roofline_cost(const Layer& layer, const HardwareProfile& hardware, con
   const Device& device = hardware.device;
   if (layer.kind == LayerKind::synthetic) {
     const double fwd_us = layer.synthetic.fwd_us_fixed + layer.synthetic.fwd_us_per_sample * microbatch_size;
-    return half_weight({Time::us(fwd_us), Time::us(fwd_us * layer.synthetic.bwd_ratio), Time(), Time::us(fwd_us), false},
-                       input_gradient);
+    LayerCost c;
+    c.forward = c.forward_no_grad = Time::us(fwd_us);
+    c.backward = Time::us(fwd_us * layer.synthetic.bwd_ratio);
+    return half_weight(c, input_gradient);
   }
   // The FLOPs at the precision's peak, but what fp8 leaves in bf16 (the same peak otherwise).
   const double tflops = peak_tflops(device, precision) * device.efficiency;
@@ -120,7 +125,10 @@ LayerCost roofline_cost(const Layer& layer, const HardwareProfile& hardware, con
   const double bwd_bytes = 2 * params + saved + out_bytes + (input_gradient ? in : 0.0);
   const double bwd_us = std::max(bwd_flop_us, memory_us(bwd_bytes));
   const double call = device.layer_overhead_us;
-  LayerCost out{Time::us(call + fwd_us), Time::us(call + bwd_us), Time(), Time::us(call + fwd_no_grad_us), false};
+  LayerCost out;
+  out.forward = Time::us(call + fwd_us);
+  out.backward = Time::us(call + bwd_us);
+  out.forward_no_grad = Time::us(call + fwd_no_grad_us);
   out.forward_memory_bound = memory_us(params + in + out_bytes + saved) > flop_us;
   out.backward_memory_bound = memory_us(bwd_bytes) > bwd_flop_us;
   // The attention core's share of the FLOP time (backward: twice, as the layer's).

@@ -213,6 +213,9 @@ void Simulation::advance(int rank, Time now) {
       case ActionKind::ALLREDUCE:
         ++st.pc;  // handed to the group when the bucket became ready, inside the last backward
         break;
+      case ActionKind::ALL_TO_ALL:
+      case ActionKind::ALL_GATHER:  // the executor's, measured inside other actions; never planned
+        throw std::logic_error(std::string("simulation: a planned schedule holds ") + schedule::name(a.kind));
     }
   }
 }
