@@ -145,7 +145,7 @@ for title, table, scenario, row_of in [
             memory = f"  peak {peak:.1f} GiB predicted, {float(r['memory_gib']):.1f} {kind} ({100 * (peak / float(r['memory_gib']) - 1):+.1f}%)"
         ratio = ""
         if titan:  # each row against its table's first: what the technique, the scale or the layout changes
-            if r["hardware"] == "h100-nvlink-ib":
+            if r["hardware"] == "h100-hbm2e-500w-nvlink-roce":
                 h100.append(err)
                 h100_no_fit += [] if fits else [f"{label} ({r['gpus']} GPUs)"]
             first = firsts.setdefault((r["source"], r["table"]), (predicted, published))
@@ -158,7 +158,7 @@ for title, table, scenario, row_of in [
     print()
     summary("step time", errors, no_fit)
     if titan:
-        summary("step time, Grand Teton H100 rows (500 W, 2.4 TB/s: not the profile's SXM5)", h100, h100_no_fit)
+        summary("step time, Grand Teton H100 rows (96 GB HBM2e, 500 W)", h100, h100_no_fit)
         relative("step time relative", diffs)
     else:
         every += errors

@@ -102,9 +102,23 @@ GemmGrid parse_gemm_grid(const Field& map, double peak) {
   return g;
 }
 
+// `compute.clock_fraction`: the device holds this fraction of the clock its tables were measured
+// at (a lower power limit than theirs): the compute-bound rates (GEMMs, flash attention) scale by
+// it, memory-bound kernels do not. Scaled here, where the tables are read, so that a profile can
+// state the tables as measured and the rest of the model never sees the difference.
+void scale_compute_rates(ComputeModel& c, double clock) {
+  for (auto& [size, efficiency] : c.gemm_efficiency) efficiency *= clock;
+  for (auto& [precision, grid] : c.gemm)
+    for (double& tflops : grid.tflops) tflops *= clock;
+  c.flash_forward_efficiency *= clock;
+  c.flash_backward_efficiency *= clock;
+  if (c.flash2_forward_efficiency) *c.flash2_forward_efficiency *= clock;
+  if (c.flash2_backward_efficiency) *c.flash2_backward_efficiency *= clock;
+}
+
 ComputeModel parse_compute(const Field& map, const std::map<Precision, double>& peaks) {
   expect_keys(map, {"gemm_efficiency", "gemm", "memory_efficiency", "flash_forward_efficiency", "flash_backward_efficiency",
-                    "flash2_forward_efficiency", "flash2_backward_efficiency", "precisions"});
+                    "flash2_forward_efficiency", "flash2_backward_efficiency", "precisions", "clock_fraction"});
   ComputeModel c;
   if (Field f = map["gemm_efficiency"]; f.present())
     c.gemm_efficiency = parse_curve(f, "GFLOP, fraction of peak", "a GEMM size in GFLOP", fraction);
@@ -132,6 +146,7 @@ ComputeModel parse_compute(const Field& map, const std::map<Precision, double>& 
   for (Precision p : c.precisions)
     if (c.gemm_efficiency.empty() && !c.gemm.count(p))
       map.fail("'" + map.path() + "' covers " + name(p) + " but gives neither gemm_efficiency nor gemm." + name(p));
+  if (Field f = map["clock_fraction"]; f.present()) scale_compute_rates(c, fraction(f));
   return c;
 }
 
