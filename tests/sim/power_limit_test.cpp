@@ -46,6 +46,10 @@ TEST_CASE("sim: a GPU under a power limit slows its GEMMs and attention by its c
   CHECK(l.flash_forward_efficiency == Approx(0.879 * f.flash_forward_efficiency));
   CHECK(*l.flash2_backward_efficiency == Approx(0.879 * *f.flash2_backward_efficiency));
   CHECK(l.memory_efficiency == f.memory_efficiency);
+  // A clock above the tables' is refused where it is written.
+  std::string faster = plan::builtin_hardware_text(kProfile);
+  faster.replace(faster.find("clock_fraction: 0.879"), 21, "clock_fraction: 1.2");
+  CHECK_THAT(test::profile_error(faster), Catch::Contains("clock_fraction' must be a fraction in (0, 1]"));
   // The unlimited clock is the H100 SXM5's tables as they stand.
   const plan::HardwareProfile sxm = test::builtin_profile("h100-nvlink-ib");
   CHECK(f.gemm_fraction(plan::Precision::bf16, 2048, 4096, 1024, 989) == sxm.device.compute->gemm_fraction(plan::Precision::bf16, 2048, 4096, 1024, 989));
