@@ -6,7 +6,8 @@
 # no apt: the build dependencies it lacks come from the folder scripts/gpu_deps.sh fills (here,
 # from Debian's packages; --deps DIR, default the repository's .gpu-deps). The whole check took 4.8 minutes
 # on an H200 on 2026-11-27 with a binary built elsewhere (--parallax), about 6 with the build there
-# (docs/gpu.md).
+# (docs/gpu.md); gemm-clock, added since, adds about 70 s (three shapes, each 2 s idle and 15 s busy,
+# and 15 s of zeros for the first).
 #
 #   bash bench/gpu_check.sh [--out DIR] [--deps DIR] [--parallax BIN] [--fallback BIN] [--jobs N] [--dry-run]
 #
@@ -22,6 +23,9 @@
 #               bf16, fp16: the loss scaler's scale and skipped steps are in its JSON), traced
 #   torch-P     the same plan in plain PyTorch eager (bench/torch_eager_step.py) at precision P: its
 #               losses against Parallax's and Parallax's step over torch's
+#   gemm-clock  bench/gemm_clock.py: bf16 GEMMs of three shapes in short bursts (as the profiles' tables
+#               were measured) and for 15 s without pause, with the SM clock and power nvidia-smi reads
+#               meanwhile: the fraction of the tables' rate a busy GPU keeps (device.compute.clock_fraction)
 #   calibrate   `parallax calibrate --base h100-nvlink-ib` on the GPU (CUDA events; each layer's kept
 #               bytes from the CUDA allocator; fp16's loss scaler)
 #   calibrate-launch  the same with --launch --quick in bf16 (GPU only): the device's time with the GPU
@@ -221,6 +225,16 @@ if "$torch_python" -c 'import torch' 2>/dev/null; then
 else
   say "no torch in $torch_python: the PyTorch eager side is not run"
   echo "torch: no python with torch here ($torch_python); the PyTorch eager rows are not run" >>"$work/facts.txt"
+fi
+
+# --- GEMMs in bursts and without pause: the clock a busy GPU keeps under its power limit ---
+if "$torch_python" -c 'import torch' 2>/dev/null; then
+  if [ $dry_run -eq 1 ]; then
+    gemm_flags=(--device cpu --dtype fp32 --seconds 0.4 --idle 0.1 --shapes 256x256x256,256x512x128)
+  else
+    gemm_flags=(--device cuda --dtype bf16 --seconds 15)
+  fi
+  step gemm-clock 180 "$torch_python" bench/gemm_clock.py "${gemm_flags[@]}" -o "$work/gemm-clock.json"
 fi
 
 # --- calibrate on the GPU ---

@@ -249,6 +249,25 @@ def validate_table(v):
     return lines
 
 
+def gemm_clock_table(g):
+    """Each shape's burst and sustained rates, their ratio, and the clock and power meanwhile."""
+    if not g:
+        return ["not run (no python with torch)."]
+    lines = ["%s, torch %s, %s; sustained: %s s of back-to-back calls, the rate over the last half." % (
+        g["facts"]["device"], g["facts"]["torch"], g["facts"]["dtype"], g["facts"]["sustained_seconds"]), "",
+        "| m x n x k | burst TFLOP/s | sustained, random | sustained / burst | SM MHz | W | clock event reasons | zeros, sustained |",
+        "|---|---|---|---|---|---|---|---|"]
+    for r in g["shapes"]:
+        s, z = r["sustained"], r.get("zeros")
+        lines.append("| %dx%dx%d | %.4g | %.4g | %.3f | %s | %s | %s | %s |" % (
+            r["m"], r["n"], r["k"], r["burst_tflops"], s["tflops"], r["sustained_over_burst"],
+            "%.0f" % s["sm_clock_mhz"] if "sm_clock_mhz" in s else "-", "%.0f" % s["power_w"] if "power_w" in s else "-",
+            ", ".join(s.get("clock_event_reasons", [])) or "-",
+            "%.4g%s" % (z["tflops"], " at %.0f MHz, %.0f W" % (z["sm_clock_mhz"], z["power_w"]) if "sm_clock_mhz" in z else "")
+            if z else "-"))
+    return lines
+
+
 def write_summary(out, f, failures):
     lines = ["# GPU check", ""]
     lines += ["    " + l for l in f["facts"]] + [""]
@@ -299,6 +318,8 @@ def write_summary(out, f, failures):
                 if "steps_compared" in t else "-"))
     else:
         lines.append("not run (no python with torch).")
+    lines += ["", "## GEMMs in bursts and without pause (bench/gemm_clock.py: device.compute.clock_fraction)", ""]
+    lines += gemm_clock_table(f["gemm_clock"])
     lines += ["", "## Two ranks against one (losses only; timings of ranks sharing one GPU mean nothing)", ""]
     for name, t in f["two_ranks"].items():
         if not t:
@@ -326,6 +347,7 @@ def main():
     f["validate"] = validate_figures(load(os.path.join(work, "validate.json")), work)
     f["validate_bf16"] = validate_figures(load(os.path.join(work, "validate-bf16.json")), work, "bf16-")
     f["torch"] = torch_figures(work, runs, load(os.path.join(work, "validate.json")))
+    f["gemm_clock"] = load(os.path.join(work, "gemm-clock.json"))
     f["two_ranks"] = {name: two_rank_figures(load(os.path.join(work, name + ".json")), runs["fp32"])
                       for name in ("nccl-pipeline2", "nccl-data2")}
 
