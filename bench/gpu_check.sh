@@ -6,8 +6,8 @@
 # no apt: the build dependencies it lacks come from the folder scripts/gpu_deps.sh fills (here,
 # from Debian's packages; --deps DIR, default the repository's .gpu-deps). The whole check took 4.8 minutes
 # on an H200 on 2026-11-27 with a binary built elsewhere (--parallax), about 6 with the build there
-# (docs/gpu.md); gemm-clock, added since, adds about 70 s (three shapes, each 2 s idle and 15 s busy,
-# and 15 s of zeros for the first).
+# (docs/gpu.md); gemm-clock and run-llama, added since, add about 70 s (three shapes, each 2 s idle
+# and 15 s busy, and 15 s of zeros for the first) and an estimated 30 s (not yet run on a GPU).
 #
 #   bash bench/gpu_check.sh [--out DIR] [--deps DIR] [--parallax BIN] [--fallback BIN] [--jobs N] [--dry-run]
 #
@@ -26,6 +26,10 @@
 #   gemm-clock  bench/gemm_clock.py: bf16 GEMMs of three shapes in short bursts (as the profiles' tables
 #               were measured) and for 15 s without pause, with the SM clock and power nvidia-smi reads
 #               meanwhile: the fraction of the tables' rate a busy GPU keeps (device.compute.clock_fraction)
+#   run-llama   `parallax run` of bench/data/gpu-llama.yaml: two of Llama 3.1 8B's blocks at their width
+#               (sequence 4096, bf16), traced; llama-kinds: `calibrate --from-trace` of that trace against
+#               the GPU's shipped profile, the GEMMs' and the memory-bound kernels' measured time over
+#               the compute model's at these sizes (issue 56: what a real step loses beside the tables)
 #   calibrate   `parallax calibrate --base h100-nvlink-ib` on the GPU (CUDA events; each layer's kept
 #               bytes from the CUDA allocator; fp16's loss scaler)
 #   calibrate-launch  the same with --launch --quick in bf16 (GPU only): the device's time with the GPU
@@ -123,6 +127,8 @@ json_step() {
 
 if [ $dry_run -eq 1 ]; then
   scenario=bench/data/gpu-transformer-dry-run.yaml
+  llama=bench/data/gpu-llama-dry-run.yaml
+  shipped=cpu-host
   base=cpu-host
   datasheet=cpu-host
   parallax=${parallax:-build/parallax}
@@ -138,6 +144,10 @@ if [ $dry_run -eq 1 ]; then
   torch_device=cpu
 else
   scenario=bench/data/gpu-transformer.yaml
+  llama=bench/data/gpu-llama.yaml
+  # The shipped profile of the GPU at hand (the H200's memory differs from the H100's; their tables agree).
+  shipped=h100-nvlink-ib
+  nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | grep -q H200 && shipped=h200-nvlink-ib
   base=h100-nvlink-ib
   datasheet=h100-nvlink-ib
   precisions=(fp32 bf16 fp16)
@@ -236,6 +246,11 @@ if "$torch_python" -c 'import torch' 2>/dev/null; then
   fi
   step gemm-clock 180 "$torch_python" bench/gemm_clock.py "${gemm_flags[@]}" -o "$work/gemm-clock.json"
 fi
+
+# --- a Llama block at its width: its kernels by kind against the shipped profile's compute model ---
+json_step run-llama 180 "$work/run-llama.json" "$parallax" run "$llama" -o "$work/trace-llama.json" --json
+[ -s "$work/trace-llama.json" ] && json_step llama-kinds 60 "$work/llama-kinds.txt" "$parallax" calibrate \
+  --from-trace "$work/trace-llama.json" "$llama" --set hardware="$shipped" -o "$work/whatif-llama.yaml"
 
 # --- calibrate on the GPU ---
 step calibrate 240 "$parallax" calibrate "$scenario" --base "$base" "${calibrate_flags[@]}" -o "$work/calibrated.yaml"

@@ -249,6 +249,19 @@ def validate_table(v):
     return lines
 
 
+def llama_lines(run, kinds):
+    """The Llama blocks' run, and what `calibrate --from-trace` said of its kernels by kind."""
+    if not run:
+        return ["did not run."]
+    lines = ["%d steps, loss %.4f -> %.4f, median step %.2f ms%s." % (
+        run["steps"], run["first_loss"], run["last_loss"], run["median_step_ms"],
+        "".join(", memory %.0f MiB measured / %.0f planned" % (m["measured_mb"], m["predicted_mb"]) for m in run["memory"] or []))]
+    if kinds:
+        lines += ["", "```"] + [l.rstrip() for l in kinds.splitlines()
+                                if l.startswith(("measured", "predicted", "  kernels:", "fitted", "the GPU's kernels", "  F ", "  B ", "  OPTIM"))] + ["```"]
+    return lines
+
+
 def gemm_clock_table(g):
     """Each shape's burst and sustained rates, their ratio, and the clock and power meanwhile."""
     if not g:
@@ -318,6 +331,8 @@ def write_summary(out, f, failures):
                 if "steps_compared" in t else "-"))
     else:
         lines.append("not run (no python with torch).")
+    lines += ["", "## Two of Llama 3.1 8B's blocks at their width (bench/data/gpu-llama.yaml): kernels by kind", ""]
+    lines += llama_lines(f["llama"], f["llama_kinds"])
     lines += ["", "## GEMMs in bursts and without pause (bench/gemm_clock.py: device.compute.clock_fraction)", ""]
     lines += gemm_clock_table(f["gemm_clock"])
     lines += ["", "## Two ranks against one (losses only; timings of ranks sharing one GPU mean nothing)", ""]
@@ -348,6 +363,9 @@ def main():
     f["validate_bf16"] = validate_figures(load(os.path.join(work, "validate-bf16.json")), work, "bf16-")
     f["torch"] = torch_figures(work, runs, load(os.path.join(work, "validate.json")))
     f["gemm_clock"] = load(os.path.join(work, "gemm-clock.json"))
+    f["llama"] = run_figures(load(os.path.join(work, "run-llama.json")))
+    kinds = os.path.join(work, "llama-kinds.txt")
+    f["llama_kinds"] = open(kinds).read() if os.path.exists(kinds) else None
     f["two_ranks"] = {name: two_rank_figures(load(os.path.join(work, name + ".json")), runs["fp32"])
                       for name in ("nccl-pipeline2", "nccl-data2")}
 
@@ -355,6 +373,8 @@ def main():
     if not f["steps"]:
         failures.append("no step ran")
     failures += ["%s: a loss is not finite" % p for p, r in f["runs"].items() if r and not r["finite"]]
+    if f["llama"] and not f["llama"]["finite"]:
+        failures.append("llama: a loss is not finite")
     failures += ["%s: the losses differ from one rank's" % n for n, t in f["two_ranks"].items() if t and not t["equal"]]
     failures += ["%s: the losses differ from PyTorch eager's (worst relative %.1e)" % (p, t["worst_relative_loss_difference"])
                  for p, t in f["torch"].items()
