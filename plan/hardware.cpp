@@ -116,10 +116,30 @@ void scale_compute_rates(ComputeModel& c, double clock) {
   if (c.flash2_backward_efficiency) *c.flash2_backward_efficiency *= clock;
 }
 
+Device parse_device(const Field& map);
+
+// `compute.same_as: NAME`: the compute model of the built-in profile NAME, whose tables were
+// measured on the same chip, so that a profile that shares them (the H200's, a power-limited
+// H100's) names them instead of copying them. NAME's own must be measured ones: not taken from a
+// third profile, not scaled by a clock_fraction.
+ComputeModel compute_of_builtin(const Field& from) {
+  const std::string name = to_text(from);
+  const char* text = builtin_hardware_text(name);
+  if (!text) from.fail("'" + from.path() + "' names no built-in profile; built-in profiles: " + join(builtin_hardware_names()));
+  const YamlDocument doc = YamlDocument::from_text(text, "hardware/" + name + ".yaml (built-in)");
+  const Field device = Field::root(doc)["device"];
+  const Field compute = device["compute"];
+  if (!compute.present()) from.fail("'" + from.path() + "': profile '" + name + "' has no device.compute to take");
+  if (compute["same_as"].present() || compute["clock_fraction"].present())
+    from.fail("'" + from.path() + "': profile '" + name + "' takes or scales another's tables; name the profile they were measured for");
+  return *parse_device(device).compute;
+}
+
 ComputeModel parse_compute(const Field& map, const std::map<Precision, double>& peaks) {
-  expect_keys(map, {"gemm_efficiency", "gemm", "memory_efficiency", "flash_forward_efficiency", "flash_backward_efficiency",
+  expect_keys(map, {"same_as", "gemm_efficiency", "gemm", "memory_efficiency", "flash_forward_efficiency", "flash_backward_efficiency",
                     "flash2_forward_efficiency", "flash2_backward_efficiency", "precisions", "clock_fraction"});
-  ComputeModel c;
+  // Every key below replaces what same_as gave (a gemm precision by precision).
+  ComputeModel c = map["same_as"].present() ? compute_of_builtin(map["same_as"]) : ComputeModel{};
   if (Field f = map["gemm_efficiency"]; f.present())
     c.gemm_efficiency = parse_curve(f, "GFLOP, fraction of peak", "a GEMM size in GFLOP", fraction);
   if (Field f = map["memory_efficiency"]; f.present()) c.memory_efficiency = fraction(f);

@@ -83,3 +83,24 @@ TEST_CASE("GPU tables: H100 FlashAttention-2 within 15% of torch's measured scal
   CHECK(attention_tflops("flash2") == Approx(329).epsilon(0.15));
   CHECK(attention_tflops("flash") == Approx(631).epsilon(0.15));  // Transformer Engine's cuDNN kernel
 }
+
+TEST_CASE("GPU tables: a profile takes another's by name, its own keys over them", "[plan][gpu-tables]") {
+  const auto h100 = test::builtin_profile("h100-nvlink-ib"), h200 = test::builtin_profile("h200-nvlink-ib");
+  const plan::ComputeModel &a = *h100.device.compute, &b = *h200.device.compute;
+  CHECK(b.precisions == a.precisions);
+  for (plan::Precision p : a.precisions) CHECK(b.gemm.at(p).tflops == a.gemm.at(p).tflops);
+  CHECK(b.memory_efficiency == a.memory_efficiency);
+  CHECK(b.flash_forward_efficiency == a.flash_forward_efficiency);
+  CHECK(*b.flash2_backward_efficiency == *a.flash2_backward_efficiency);
+
+  const std::string base = "name: x\ndevice: {name: g, memory_gb: 80, peak_tflops: {fp32: 67, bf16: 989, fp16: 989, fp8: 1979}, compute: {";
+  const std::string tail = "}}\nnode: {devices: 1, link: {bandwidth_gb_per_s: 1, latency_us: 1}}\n";
+  const auto own = test::profile_from(base + "same_as: h100-nvlink-ib, memory_efficiency: 0.5" + tail);
+  CHECK(own.device.compute->memory_efficiency == 0.5);
+  CHECK(own.device.compute->gemm.at(plan::Precision::fp8).tflops == a.gemm.at(plan::Precision::fp8).tflops);
+  CHECK_THAT(test::profile_error(base + "same_as: h900-nvlink-ib" + tail), Catch::Contains("names no built-in profile"));
+  CHECK_THAT(test::profile_error(base + "same_as: cpu-host" + tail), Catch::Contains("has no device.compute"));
+  // A profile whose tables are themselves taken or scaled is not a source.
+  CHECK_THAT(test::profile_error(base + "same_as: h200-nvlink-ib" + tail), Catch::Contains("takes or scales another's tables"));
+  CHECK_THAT(test::profile_error(base + "same_as: h100-hbm2e-500w-nvlink-roce" + tail), Catch::Contains("takes or scales another's tables"));
+}
