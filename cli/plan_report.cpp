@@ -123,7 +123,10 @@ std::string plan_text(const Plan& p) {
   o << framework_line(s);
   o << "hardware   " << hw.name << ": " << hw.devices_per_node << " x " << hw.device.name << " per node ("
     << hw.node_link.name << ")" << (hw.network ? ", network " + hw.network->name : std::string()) << "; plan uses "
-    << p.nodes << " node" << (p.nodes > 1 ? "s" : "") << "\n";
+    << p.nodes << " node" << (p.nodes > 1 ? "s" : "");
+  if (hw.device.compute && hw.device.compute->clock_fraction != 1)
+    o << "; GEMMs and attention at " << hw.device.compute->clock_fraction << " of its tables' clock (device.compute.clock_fraction)";
+  o << "\n";
   o << "grid       data " << s.parallel.data << (s.parallel.context > 1 ? " x context " + std::to_string(s.parallel.context) : "")
     << " x pipeline " << s.parallel.pipeline << " x tensor " << s.parallel.tensor
     << " = " << p.world_size << " ranks; virtual " << s.parallel.virtual_stages << ", " << p.stages.size() << " stages"

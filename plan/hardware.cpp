@@ -166,7 +166,10 @@ ComputeModel parse_compute(const Field& map, const std::map<Precision, double>& 
   for (Precision p : c.precisions)
     if (c.gemm_efficiency.empty() && !c.gemm.count(p))
       map.fail("'" + map.path() + "' covers " + name(p) + " but gives neither gemm_efficiency nor gemm." + name(p));
-  if (Field f = map["clock_fraction"]; f.present()) scale_compute_rates(c, fraction(f));
+  if (Field f = map["clock_fraction"]; f.present()) {
+    c.clock_fraction = fraction(f);
+    scale_compute_rates(c, c.clock_fraction);
+  }
   return c;
 }
 

@@ -57,6 +57,8 @@ struct ComputeModel {
   /// The precisions the figures were measured at (`precisions:`, default the 16-bit tensor-core
   /// ones); layers at another precision keep the plain roofline.
   std::vector<Precision> precisions = {Precision::bf16, Precision::fp16};
+  /// `clock_fraction`: already applied to the rates above when read; kept to say so (plan's text).
+  double clock_fraction = 1;
   /// The fraction of `peak_tflops` (the device's dense peak at `p`) that one m x n x k GEMM
   /// reaches: from the precision's grid when it has one, else from the size curve.
   double gemm_fraction(Precision p, double m, double n, double k, double peak_tflops) const;

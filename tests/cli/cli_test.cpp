@@ -51,6 +51,15 @@ TEST_CASE("cli: every shipped scenario gives a plan as JSON", "[cli]") {
   }
 }
 
+TEST_CASE("cli: plan says when a profile's GPU runs below its tables' clock", "[cli]") {
+  const auto limited = run("plan --set hardware=h100-hbm2e-500w-nvlink-roce");
+  REQUIRE(limited.code == 0);
+  CHECK_THAT(limited.out, Catch::Contains("GEMMs and attention at 0.879 of its tables' clock (device.compute.clock_fraction)"));
+  const auto rated = run("plan --set hardware=h100-nvlink-ib");
+  REQUIRE(rated.code == 0);
+  CHECK_THAT(rated.out, !Catch::Contains("clock_fraction"));
+}
+
 TEST_CASE("cli: bad input exits 2 with nothing on stdout", "[cli]") {
   for (const std::string args : {"plan /nonexistent.yaml", "plan --set parallel.chunks=3", "plan --bogus",
                                  "schedule --set parallel.schedule=zb --json", "frobnicate"}) {
