@@ -166,6 +166,14 @@ ComputeModel parse_compute(const Field& map, const std::map<Precision, double>& 
   for (Precision p : c.precisions)
     if (c.gemm_efficiency.empty() && !c.gemm.count(p))
       map.fail("'" + map.path() + "' covers " + name(p) + " but gives neither gemm_efficiency nor gemm." + name(p));
+  // Taken tables were checked against their own device's peaks; they must fit this one's too.
+  if (Field from = map["same_as"]; from.present())
+    for (const auto& [p, grid] : c.gemm) {
+      const auto peak = peaks.find(p);
+      if (peak == peaks.end() || *std::max_element(grid.tflops.begin(), grid.tflops.end()) > peak->second)
+        from.fail("'" + from.path() + "': its " + name(p) + " table passes this device's dense peak at " + name(p) +
+                  " (device.peak_tflops." + name(p) + ", or none given)");
+    }
   if (Field f = map["clock_fraction"]; f.present()) {
     c.clock_fraction = fraction(f);
     scale_compute_rates(c, c.clock_fraction);

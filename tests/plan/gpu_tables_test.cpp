@@ -100,6 +100,10 @@ TEST_CASE("GPU tables: a profile takes another's by name, its own keys over them
   CHECK(own.device.compute->gemm.at(plan::Precision::fp8).tflops == a.gemm.at(plan::Precision::fp8).tflops);
   CHECK_THAT(test::profile_error(base + "same_as: h900-nvlink-ib" + tail), Catch::Contains("names no built-in profile"));
   CHECK_THAT(test::profile_error(base + "same_as: cpu-host" + tail), Catch::Contains("has no device.compute"));
+  // The tables must fit this device's peaks: an A100's bf16 peak is below the H100's rates.
+  CHECK_THAT(test::profile_error("name: x\ndevice: {name: g, memory_gb: 80, peak_tflops: {fp32: 19.5, bf16: 312, fp16: 312, fp8: 1979}, "
+                                 "compute: {same_as: h100-nvlink-ib" + tail),
+             Catch::Contains("its bf16 table passes this device's dense peak"));
   // A profile whose tables are themselves taken or scaled is not a source.
   CHECK_THAT(test::profile_error(base + "same_as: h200-nvlink-ib" + tail), Catch::Contains("takes or scales another's tables"));
   CHECK_THAT(test::profile_error(base + "same_as: h100-hbm2e-500w-nvlink-roce" + tail), Catch::Contains("takes or scales another's tables"));
