@@ -16,15 +16,16 @@ namespace {
 
 const char* kProfile = "h100-hbm2e-500w-nvlink-roce";
 
-// The built-in profile with its clock_fraction replaced.
-plan::HardwareProfile at_clock(const std::string& fraction) {
+// The built-in profile's text with its clock_fraction replaced.
+std::string text_at_clock(const std::string& fraction) {
   std::string text = plan::builtin_hardware_text(kProfile);
   const std::string key = "clock_fraction: 0.879";
   const size_t at = text.find(key);
   REQUIRE(at != std::string::npos);
-  text.replace(at, key.size(), "clock_fraction: " + fraction);
-  return test::profile_from(text);
+  return text.replace(at, key.size(), "clock_fraction: " + fraction);
 }
+
+plan::HardwareProfile at_clock(const std::string& fraction) { return test::profile_from(text_at_clock(fraction)); }
 
 double step_s(const std::string& scenario, const plan::HardwareProfile& hw) {
   plan::Scenario s = test::scenario_from(scenario);
@@ -47,9 +48,7 @@ TEST_CASE("sim: a GPU under a power limit slows its GEMMs and attention by its c
   CHECK(*l.flash2_backward_efficiency == Approx(0.879 * *f.flash2_backward_efficiency));
   CHECK(l.memory_efficiency == f.memory_efficiency);
   // A clock above the tables' is refused where it is written.
-  std::string faster = plan::builtin_hardware_text(kProfile);
-  faster.replace(faster.find("clock_fraction: 0.879"), 21, "clock_fraction: 1.2");
-  CHECK_THAT(test::profile_error(faster), Catch::Contains("clock_fraction' must be a fraction in (0, 1]"));
+  CHECK_THAT(test::profile_error(text_at_clock("1.2")), Catch::Contains("clock_fraction' must be a fraction in (0, 1]"));
   // The unlimited clock is the H100 SXM5's tables as they stand.
   const plan::HardwareProfile sxm = test::builtin_profile("h100-nvlink-ib");
   CHECK(f.gemm_fraction(plan::Precision::bf16, 2048, 4096, 1024, 989) == sxm.device.compute->gemm_fraction(plan::Precision::bf16, 2048, 4096, 1024, 989));
