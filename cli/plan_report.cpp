@@ -154,6 +154,9 @@ std::string plan_text(const Plan& p) {
       o << "\nreduce-scatters (shard " << plan::name(s.parallel.shard) << ": one per layer, after its backward, over "
         << s.parallel.shard_ranks() << " ranks" << (s.parallel.shard_copies() > 1 ? ", then an all-reduce of the shard over its " +
                                                     std::to_string(s.parallel.shard_copies()) + " copies" : std::string()) << "):\n";
+    else if (s.parallel.overlap_grad_reduce && s.parallel.ddp_buckets == plan::DdpBuckets::megatron)
+      o << "\nDDP buckets (gradient-ready order; Megatron-core's: " << plan::megatron_bucket_params(s.parallel.replicas())
+        << " parameters a bucket on stage 0, each other stage's gradients in one; parallel.ddp_buckets):\n";
     else if (s.parallel.overlap_grad_reduce)
       o << "\nDDP buckets (gradient-ready order; first " << s.parallel.first_bucket_mb << " MiB, then "
         << s.parallel.bucket_cap_mb << " MiB):\n";

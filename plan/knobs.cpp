@@ -206,6 +206,12 @@ std::vector<Knob> make_table() {
   t.push_back(searched(megabytes("parallel.first_bucket_mb", &Settings::first_bucket_mb, false,
                         "cap of the first bucket, MiB (DDP's _DEFAULT_FIRST_BUCKET_BYTES)"),
                        Coupling::buckets, default_first_bucket));
+  t.push_back(choice("parallel.ddp_buckets", &ParallelSpec::ddp_buckets, {DdpBuckets::pytorch, DdpBuckets::megatron},
+                     "how data-parallel gradients are grouped into the buckets reduced during the backward: pytorch (torch's "
+                     "DDP: first_bucket_mb, then bucket_cap_mb a bucket) or megatron (Megatron-core's DDP at its default "
+                     "--ddp-bucket-size: max(40M, 1M x data x context) parameters a bucket on the first pipeline rank's first "
+                     "model chunk, its whole gradient buffer as one bucket on every other stage; framework: megatron sets it). "
+                     "bucket_cap_mb and first_bucket_mb apply to pytorch only"));
   t.push_back(integer("data.batch_size", &Settings::batch_size, kMaxCount,
                       "samples per replica per mini-batch; the global batch is data x batch_size x grad_accumulation"));
   t.push_back(searched(integer("parallel.grad_accumulation", &Settings::grad_accumulation, kMaxCount,

@@ -63,6 +63,24 @@ int64_t reduced_bytes(const ParallelSpec& p, const ParamSpec& param, int gradien
   return std::llround(static_cast<double>(bytes) * ((group - 1) / group) / ((all - 1) / all));
 }
 
+// The first bucket's cap and every later one's, in gradient bytes. Without overlap, Megatron-LM's
+// DDP reduces the whole buffer at once (bucket_size None). Megatron-core's buckets hold
+// megatron_bucket_params parameters (its buffers close a bucket once it reaches that, as torch's
+// DDP does by bytes), only on the first pipeline rank's first model chunk: it sets bucket_size to
+// None on later pipeline ranks ("data-parallel communication on these stages is not on the
+// critical path") and for model chunks after the first (disable_bucketing); in every
+// stage order Parallax knows, that first chunk is stage 0.
+std::pair<int64_t, int64_t> bucket_caps(const ParallelSpec& p, int stage, int gradient_bytes) {
+  constexpr int64_t kWhole = std::numeric_limits<int64_t>::max();
+  if (!p.overlap_grad_reduce) return {kWhole, kWhole};
+  if (p.ddp_buckets == DdpBuckets::megatron) {
+    if (stage != 0) return {kWhole, kWhole};
+    const int64_t cap = megatron_bucket_params(p.replicas()) * gradient_bytes;
+    return {cap, cap};
+  }
+  return {mib_to_bytes(p.first_bucket_mb), mib_to_bytes(p.bucket_cap_mb)};
+}
+
 std::vector<Bucket> stage_buckets(const Scenario& s, const Stage& stage) {
   // Gradient-ready order of a layer stack: last layer's last parameter first.
   std::vector<ParamRef> ready;
@@ -73,11 +91,8 @@ std::vector<Bucket> stage_buckets(const Scenario& s, const Stage& stage) {
       ready.push_back({l, i});
       bytes.push_back(reduced_bytes(s.parallel, s.layers[l].params[i], gradient));
     }
-  // Without overlap, Megatron-LM's DDP reduces the whole buffer at once (bucket_size None).
-  constexpr int64_t kWhole = std::numeric_limits<int64_t>::max();
-  const bool overlap = s.parallel.overlap_grad_reduce;
-  auto groups = assign_buckets(bytes, overlap ? mib_to_bytes(s.parallel.first_bucket_mb) : kWhole,
-                               overlap ? mib_to_bytes(s.parallel.bucket_cap_mb) : kWhole);
+  const auto [first_cap, cap] = bucket_caps(s.parallel, stage.index, gradient);
+  auto groups = assign_buckets(bytes, first_cap, cap);
   // Sharded gradients: each layer (FSDP's unit) reduce-scatters its own once its backward is done.
   if (s.parallel.sharded(Shard::gradients)) {
     groups.clear();

@@ -336,6 +336,8 @@ const char* name(Recompute r) {
 
 const char* name(P2p p) { return p == P2p::megatron ? "megatron" : "pytorch"; }
 const char* name(TokenDispatcher d) { return d == TokenDispatcher::deepep ? "deepep" : "alltoall"; }
+const char* name(DdpBuckets b) { return b == DdpBuckets::megatron ? "megatron" : "pytorch"; }
+int64_t megatron_bucket_params(int replicas) { return std::max<int64_t>(40'000'000, 1'000'000 * static_cast<int64_t>(replicas)); }
 const char* name(RankOrder o) { return o == RankOrder::tensor_pipeline_data ? "tp-pp-dp" : "tp-dp-pp"; }
 const char* name(Shard s) {
   switch (s) {
@@ -421,6 +423,8 @@ Scenario parse_scenario(const YamlDocument& doc) {
   // them (the value stays, for a tuner trying shard gradients or full).
   if (!knob_values.sharded(Shard::gradients))
     std::erase(s.framework_set, std::string("parallel.reduce_scatter_every_microbatch=true"));
+  // Buckets are about reducing during the backward: not listed without it (the value stays).
+  if (!knob_values.overlap_grad_reduce) std::erase(s.framework_set, std::string("parallel.ddp_buckets=megatron"));
   apply(knob_values, &s);
   for (const Knob& k : knobs()) remember(s, root[k.section()][k.name()]);
   remember(s, root["model"]);  // and the model keys later checks name (exec's predict-only ones, the exports)

@@ -81,6 +81,18 @@ enum class TokenDispatcher {
 };
 const char* name(TokenDispatcher d);
 
+/// `parallel.ddp_buckets`: how data-parallel gradients are grouped into buckets, each reduced as
+/// one collective once its last gradient is ready (with overlap_grad_reduce).
+enum class DdpBuckets {
+  pytorch,   ///< torch's DDP: first_bucket_mb, then bucket_cap_mb a bucket
+  megatron,  ///< Megatron-core's DDP: max(40M, 1M x data x context) parameters a bucket on the first stage, one bucket elsewhere
+};
+const char* name(DdpBuckets b);
+/// Parameters in one of Megatron-core's DDP buckets: its default --ddp-bucket-size,
+/// max(40,000,000, 1,000,000 x the data-parallel ranks with context), in elements
+/// (megatron/core/distributed/distributed_data_parallel.py).
+int64_t megatron_bucket_params(int replicas);
+
 /// `parallel.rank_order`: how global ranks walk the grid, fastest first (Megatron-core's `order`).
 /// Either way a tensor-parallel group is on neighbouring devices; the order decides what shares a
 /// node next: a stage's replicas (their all-reduce inside the node) or a replica's stages (their
@@ -128,6 +140,7 @@ struct ParallelSpec {
   int grad_accumulation = 1;
   double bucket_cap_mb = 25;
   double first_bucket_mb = 1;
+  DdpBuckets ddp_buckets = DdpBuckets::pytorch;
   Precision precision = Precision::fp32;
   Recompute activation_checkpointing = Recompute::none;
   /// What selective recompute recomputes (RecomputeModule bits).
@@ -197,6 +210,11 @@ struct ParallelSpec {
   int shard_copies() const { return shard == Shard::none ? 1 : replicas() / shard_ranks(); }
   /// Sharded at this level or beyond.
   bool sharded(Shard level) const { return shard != Shard::none && shard >= level; }
+  /// Whether bucket_cap_mb and first_bucket_mb decide anything: DDP's buckets (several replicas,
+  /// gradients not sharded), reduced during the backward, grouped as torch's DDP groups them.
+  bool bucket_caps_apply() const {
+    return replicas() > 1 && !sharded(Shard::gradients) && overlap_grad_reduce && ddp_buckets == DdpBuckets::pytorch;
+  }
   /// Whether sharded gradients are reduce-scattered after each micro-batch's backward rather than
   /// once a step: reduce_scatter_every_microbatch, except on stages of torch.distributed.pipelining
   /// (p2p pytorch with pipeline > 1), which turns FSDP's gradient sync off until the step's last

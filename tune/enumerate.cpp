@@ -234,8 +234,9 @@ std::vector<plan::Settings> enumerate(Evaluator& ev, const Space& sp, size_t* in
               for (const auto& split : splits) {
                 c.partition_len = split;
                 if (split.mode != plan::PartitionLen::Mode::balanced && !valid(c)) continue;
-                // No DDP, or a layer a bucket (sharded gradients): the bucket knobs change nothing.
-                if (!bucket_variants || d * cp == 1 || c.sharded(plan::Shard::gradients)) {
+                // No DDP, a layer a bucket (sharded gradients), one bucket after the backward or
+                // Megatron-core's buckets: the bucket knobs change nothing.
+                if (!bucket_variants || !c.bucket_caps_apply()) {
                   out.push_back(c);
                   continue;
                 }

@@ -159,9 +159,9 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
   }
   const std::vector<std::pair<double, double>> grid = sp.bucket_grid();
   const size_t stride = std::max<size_t>(1, grid.size());  // an evaluation's index: config x stride + variant
-  // Sharded gradients reduce one layer at a time: the bucket knobs change nothing there.
+  // Where the bucket knobs change nothing (ParallelSpec::bucket_caps_apply), one variant.
   auto bucketed = [&](size_t i) {
-    return i < enumerated && configs[i].replicas() > 1 && !configs[i].sharded(plan::Shard::gradients) && !grid.empty();
+    return i < enumerated && configs[i].bucket_caps_apply() && !grid.empty();
   };
   auto variants = [&](size_t i) { return bucketed(i) ? grid.size() : size_t{1}; };
   r.combinations = over_static_memory;

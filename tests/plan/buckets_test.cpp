@@ -67,3 +67,37 @@ TEST_CASE("plan::Plan: no buckets without data parallelism, one set per stage wi
     CHECK(st.buckets[2].bytes == MiB);
   }
 }
+
+TEST_CASE("plan::Plan: Megatron-core's buckets, max(40M, 1M x replicas) parameters on stage 0, one elsewhere", "[plan]") {
+  // 784 -> 8192 -> 8192 -> 8192 -> 10 in fp32, parameters in gradient-ready order per stage.
+  // Stage 0 (fc0, fc1): fc1.bias 8192 + fc1.weight 67,108,864 = 67,117,056 reaches 40M with 2
+  // replicas (bucket 0 closes there), fc0's 6,430,720 are bucket 1. With 80 replicas the cap is
+  // 80M (megatron_bucket_params): the stage's 73,547,776 stay one bucket. Stage 1 (fc2, out) holds
+  // 67,198,986 parameters, past either cap, and Megatron-core does not bucket it: one bucket.
+  const std::string yaml =
+      "framework: megatron\n"
+      "model: {preset: mlp, layers: 3, hidden: 8192}\n"
+      "parallel: {data: 2, pipeline: 2, partition_len: [2, 2], schedule: 1f1b, chunks: 2, overlap_grad_reduce: true}\n"
+      "data: {batch_size: 2}\n"
+      "hardware: h100-nvlink-ib\n";
+  CHECK(plan::megatron_bucket_params(2) == 40'000'000);
+  CHECK(plan::megatron_bucket_params(80) == 80'000'000);
+  const auto p = test::plan_from(yaml);
+  REQUIRE(p.stages.size() == 2);
+  REQUIRE(p.stages[0].buckets.size() == 2);
+  CHECK(p.stages[0].buckets[0].bytes == 67'117'056LL * 4);
+  CHECK(plan::param_names(p.layers(), p.stages[0].buckets[1]) == std::vector<std::string>{"fc0.bias", "fc0.weight"});
+  REQUIRE(p.stages[1].buckets.size() == 1);
+  CHECK(p.stages[1].buckets[0].bytes == 67'198'986LL * 4);
+  const auto wide = test::plan_from(yaml, {"parallel.data=80"});
+  REQUIRE(wide.stages[0].buckets.size() == 1);
+  CHECK(wide.stages[0].buckets[0].bytes == 73'547'776LL * 4);
+  // A 0.25 MiB first bucket: torch's DDP closes stage 1's at out's 327,720 bytes, then fc2's;
+  // Megatron-core's rule ignores it.
+  const auto torch = test::plan_from(yaml, {"parallel.ddp_buckets=pytorch", "parallel.first_bucket_mb=0.25"});
+  CHECK(torch.stages[1].buckets.size() == 2);
+  CHECK(test::plan_from(yaml, {"parallel.first_bucket_mb=0.25"}).stages[1].buckets.size() == 1);
+  // bucket_cap_mb decides nothing under Megatron-core's rule (the tuner does not vary it there).
+  CHECK_FALSE(p.scenario.parallel.bucket_caps_apply());
+  CHECK(torch.scenario.parallel.bucket_caps_apply());
+}
