@@ -74,7 +74,9 @@ def nemo(r):
             "parallel.sequence_parallel": r["sequence_parallel"], "parallel.activation_checkpointing": r["recompute"],
             "parallel.grad_reduce_in_bf16": r["grad_reduce_in_bf16"], "parallel.tp_comm_overlap": r["tp_comm_overlap"],
             "parallel.overlap_grad_reduce": "true",  # every config: distributed_fused_adam's overlap_grad_sync: True
-            "optimizer.state_dtype": r["optimizer_state"]}
+            "optimizer.state_dtype": r["optimizer_state"],
+            # Apex's distributed_fused_adam buckets (the CSV's header), not Megatron-core's DDP
+            "parallel.ddp_buckets": "pytorch", "parallel.bucket_cap_mb": r["bucket_cap_mb"], "parallel.first_bucket_mb": r["bucket_cap_mb"]}
     sets |= layout(d, p, t, c, v, batch, batch // n["micro_batch"])
     return f"{t}x{p}x{c}x{d}", sets, n["global_batch"] * n["seq"] / (float(r["tokens_per_s_per_gpu"]) * n["gpus"])
 
