@@ -32,8 +32,9 @@ const FrameworkSemantics& semantics(Framework f) {
        {"parallel.reduce_scatter_every_microbatch", "true"}},
       true,
       "Megatron-LM / Megatron-core: receives posted with their sends, 16-bit weights with fp32 masters, gradients reduced "
-      "after the backward (--overlap-grad-reduce is off by default; with it, in Megatron-core's DDP buckets), sharded gradients reduce-scattered every micro-batch "
-      "(Megatron-FSDP delays the reduction only for no_shard and optim), Transformer Engine's flash attention"};
+      "after the backward (--overlap-grad-reduce is off by default; with it, in Megatron-core's DDP buckets), sharded "
+      "gradients reduce-scattered every micro-batch (Megatron-FSDP delays the reduction only for no_shard and optim), "
+      "Transformer Engine's flash attention"};
   static const FrameworkSemantics torchtitan{
       {{"parallel.p2p", "pytorch"},
        {"parallel.master_weights", "false"},
