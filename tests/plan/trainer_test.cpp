@@ -3,6 +3,7 @@
 // names.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -42,10 +43,16 @@ TEST_CASE("plan::framework: a trainer's semantics at once, what the scenario set
   CHECK_FALSE(fp32.parallel.master_weights);
   CHECK(fp32.framework_set == std::vector<std::string>{"model.attention=flash", "parallel.p2p=megatron", "parallel.rank_order=tp-dp-pp",
                                                        "parallel.overlap_grad_reduce=false"});
+  // With --overlap-grad-reduce, Megatron-core's DDP buckets are listed as the framework's.
+  const auto overlapped = test::scenario_from("framework: megatron\nparallel: {precision: bf16, overlap_grad_reduce: true}\n" + kLlama);
+  CHECK(overlapped.parallel.ddp_buckets == plan::DdpBuckets::megatron);
+  CHECK(std::count(overlapped.framework_set.begin(), overlapped.framework_set.end(), "parallel.ddp_buckets=megatron") == 1);
+  CHECK(m.parallel.ddp_buckets == plan::DdpBuckets::megatron);  // kept, though not listed, for a tuner turning overlap on
   // pytorch is today's semantics: nothing set.
   const auto torch = test::scenario_from(kLlama);
   CHECK(torch.framework == plan::Framework::pytorch);
   CHECK(torch.framework_set.empty());
+  CHECK(torch.parallel.ddp_buckets == plan::DdpBuckets::pytorch);
   CHECK_FALSE(torch.parallel.master_weights);
   CHECK_THAT(test::parse_error("framework: jax\n" + kLlama), Catch::Contains("pytorch | megatron | torchtitan | deepspeed"));
 }
