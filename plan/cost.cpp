@@ -389,10 +389,14 @@ Kernels layer_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel& m
       k.backward_gemm = k.weight_gradient + m.input_gradient_outside_fp8(tokens, vocab / t, h);
       k.linear = k.gemm;
       k.backward_linear = k.backward_gemm;
-      // The norm, then the vocabulary-parallel cross entropy: logits read, an fp32 softmax
-      // written and read back.
-      k.memory = m.memory(2 * e * tokens * h / sp + (e + 8) * tokens * vocab / t);
-      k.backward_memory = 2 * k.memory;
+      // The norm (read, write; backward twice that), then the cross entropy over the rank's
+      // vocab / t logits, as the trainer runs it (loss_bytes).
+      {
+        const LossBytes loss = loss_bytes(l.shape.loss, e);
+        const double logits = tokens * vocab / t, norm = 2 * e * tokens * h / sp;
+        k.memory = m.memory(norm + loss.forward * logits);
+        k.backward_memory = m.memory(2 * norm + loss.backward * logits);
+      }
       return k;
     case LayerKind::embedding:
       // Rows gathered and the positions added; backward accumulates fp32 gradient rows.
@@ -468,6 +472,33 @@ Time recompute_time(const Layer& l, const LayerCost& c, const ParallelSpec& p) {
 }
 
 }  // namespace
+
+LossBytes loss_bytes(Loss loss, double e) {
+  // Casting the logits to fp32 and the gradient back: nothing at fp32 (.float() returns the tensor).
+  // A kernel that passes over a row more than once (a softmax's max, sum and output) is counted
+  // reading it from memory once: the row's later passes are taken as L2 hits, which holds while the
+  // rows in flight fit the L2 cache (a vocabulary-parallel rank's rows of 16k fp32 logits, 64 KB,
+  // do; a whole 128k vocabulary's, 512 KB a row, does not, and is undercounted by up to two reads).
+  const double cast = e < 4 ? e + 4 : 0.0;
+  switch (loss) {
+    case Loss::eager:
+      // torch's cross_entropy(logits.float(), target): log_softmax reads the fp32 logits and writes
+      // its output; nll_loss reads one a row. Backward: nll_loss's gradient (zeros, then one a row),
+      // log_softmax's (the incoming gradient and its output read, its gradient written), the cast back.
+      return {cast + 8, 4 + 12 + cast};
+    case Loss::megatron:
+      // Megatron-core's _VocabParallelCrossEntropy (tensor_parallel/cross_entropy.py), one kernel
+      // a step over the whole tensor: .float(), max, subtract in place, exp in place, sum, divide in
+      // place (the softmax it saves); backward subtracts one at the targets, multiplies by the
+      // loss's gradient in place, and autograd casts it back to the logits' type.
+      return {cast + 4 + 8 + 8 + 4 + 8, 8 + cast};
+    case Loss::fused:
+      // One compiled kernel each way (torch.compile's): the logits read once forward (max and
+      // log-sum-exp); backward reads them and writes their gradient, at the compute type.
+      return {e, 2 * e};
+  }
+  return {};
+}
 
 LayerCost estimate_layer_cost(const Layer& layer, const HardwareProfile& hardware, Precision precision,
                               int microbatch_size, bool input_gradient) {

@@ -71,6 +71,14 @@ struct LayerKernelClasses {
 std::optional<LayerKernelClasses> kernel_class_times(const Layer& layer, const HardwareProfile& hardware,
                                                      const ParallelSpec& parallel, int microbatch_size, bool input_gradient);
 
+/// Bytes of memory traffic a cross entropy moves per logit (of a rank's vocab / tensor), forward and
+/// backward, at e bytes an element of the logits (the compute type): each kernel's reads and writes
+/// as the trainer's code runs it (plan/cost.cpp; docs/simulator.md).
+struct LossBytes {
+  double forward = 0, backward = 0;
+};
+LossBytes loss_bytes(Loss loss, double e);
+
 /// `input_gradient`: whether backward must also compute the gradient of the layer's input; the
 /// model's first layer has none to compute (its input is data).
 LayerCost estimate_layer_cost(const Layer& layer, const HardwareProfile& hardware, const ParallelSpec& parallel,

@@ -63,7 +63,7 @@ void check_executable(const Scenario& s) {
     if (l.kind == LayerKind::encoder && l.shape.form.head_dim > 0)
       predict_only("model.head_dim", "attention heads of width head_dim " + std::to_string(l.shape.form.head_dim) + " (not hidden / heads)");
   for (const auto& l : s.layers)
-    if (l.shape.fused_loss)  // the executor runs LibTorch's cross_entropy on fp32 logits: another memory
+    if (l.shape.loss == Loss::fused)  // the executor runs LibTorch's cross_entropy on fp32 logits: another memory
       predict_only("model.loss", "a fused cross entropy (model.loss: fused)");
   for (const auto& l : s.layers)
     if (l.shape.moe.capacity_factor > 0)

@@ -22,7 +22,7 @@ const FrameworkSemantics& semantics(Framework f) {
   // (off unless given), so the framework leaves it off; set parallel.shard: optimizer for it.
   // All four order ranks tensor-innermost, data, then pipeline outermost (Megatron-LM's tp-dp-pp;
   // torchtitan's device mesh [pp, dp, cp, tp]), Parallax's default rank order.
-  static const FrameworkSemantics pytorch{{}, false, "torch.distributed.pipelining and DDP under torch.autocast (Parallax's defaults)"};
+  static const FrameworkSemantics pytorch{{}, {false, Loss::eager}, "torch.distributed.pipelining and DDP under torch.autocast (Parallax's defaults)"};
   static const FrameworkSemantics megatron{
       {{"parallel.p2p", "megatron"},
        {"parallel.master_weights", "true"},
@@ -30,17 +30,18 @@ const FrameworkSemantics& semantics(Framework f) {
        {"parallel.overlap_grad_reduce", "false"},
        {"parallel.ddp_buckets", "megatron"},
        {"parallel.reduce_scatter_every_microbatch", "true"}},
-      true,
+      {true, Loss::megatron},
       "Megatron-LM / Megatron-core: receives posted with their sends, 16-bit weights with fp32 masters, gradients reduced "
       "after the backward (--overlap-grad-reduce is off by default; with it, in Megatron-core's DDP buckets), sharded "
       "gradients reduce-scattered every micro-batch (Megatron-FSDP delays the reduction only for no_shard and optim), "
-      "Transformer Engine's flash attention"};
+      "Transformer Engine's flash attention, its vocabulary-parallel cross entropy (unfused, --cross-entropy-loss-fusion "
+      "being off by default)"};
   static const FrameworkSemantics torchtitan{
       {{"parallel.p2p", "pytorch"},
        {"parallel.master_weights", "false"},
        {"parallel.rank_order", "tp-dp-pp"},
        {"parallel.reduce_scatter_every_microbatch", "true"}},
-      true,
+      {true, Loss::eager},
       "torchtitan: torch.distributed.pipelining, fp32 parameters with bf16 compute (FSDP2's mixed precision), FSDP2 "
       "reduce-scattering every micro-batch without pipelining, scaled_dot_product_attention's flash kernel"};
   static const FrameworkSemantics deepspeed{
@@ -49,10 +50,10 @@ const FrameworkSemantics& semantics(Framework f) {
        {"parallel.rank_order", "tp-dp-pp"},
        {"parallel.overlap_grad_reduce", "false"},
        {"parallel.reduce_scatter_every_microbatch", "true"}},
-      false,
+      {false, Loss::megatron},
       "DeepSpeed: blocking pipeline sends, a 16-bit model with fp32 master weights in its optimizer, gradients all-reduced "
       "at the accumulation boundary after the backward (its engine's allreduce_gradients), ZeRO-2 and -3 reducing them "
-      "every micro-batch"};
+      "every micro-batch, Megatron-DeepSpeed's vocabulary-parallel cross entropy"};
   switch (f) {
     case Framework::megatron: return megatron;
     case Framework::torchtitan: return torchtitan;

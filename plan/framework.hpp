@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 #include <vector>
+#include "plan/layers.hpp"
 
 namespace parallax::plan {
 
@@ -15,9 +16,10 @@ const std::vector<Framework>& frameworks();
 struct FrameworkSemantics {
   /// (knob key, YAML value) the trainer implies, as `parallel.p2p`, "megatron".
   std::vector<std::pair<std::string, std::string>> knobs;
-  /// The attention kernel a transformer runs by default: flash (Megatron-core with Transformer
-  /// Engine, torchtitan's scaled_dot_product_attention) or standard.
-  bool flash_attention = false;
+  /// What a transformer runs by default: the attention kernel, flash (Megatron-core with
+  /// Transformer Engine, torchtitan's scaled_dot_product_attention) or standard; and the cross
+  /// entropy, Megatron-core's vocabulary-parallel one (Megatron-LM, Megatron-DeepSpeed) or torch's.
+  ModelDefaults model;
   std::string why;  ///< one line: where these defaults come from
 };
 const FrameworkSemantics& semantics(Framework f);

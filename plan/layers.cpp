@@ -46,6 +46,15 @@ const char* name(Mlp m) {
 
 const char* name(Norm n) { return n == Norm::rmsnorm ? "rmsnorm" : "layernorm"; }
 
+const char* name(Loss l) {
+  switch (l) {
+    case Loss::eager: return "eager";
+    case Loss::megatron: return "megatron";
+    case Loss::fused: return "fused";
+  }
+  return "?";
+}
+
 const char* name(LayerKind k) {
   switch (k) {
     case LayerKind::linear: return "linear";
@@ -299,7 +308,7 @@ std::vector<Layer> make_transformer(const TransformerShape& t) {
     layers.back().shape.eager = t.eager;
   }
   layers.push_back(make_head("head", t.hidden, t.vocab, t.seq_len, t.form));
-  layers.back().shape.fused_loss = t.fused_loss;
+  layers.back().shape.loss = t.loss;
   return layers;
 }
 

@@ -75,6 +75,15 @@ enum class Norm { layernorm, rmsnorm };
 const char* name(Mlp m);
 const char* name(Norm n);
 
+/// The cross entropy after a transformer's head (`model.loss`), as each trainer runs it:
+/// `eager` is torch's cross_entropy on the logits cast to fp32 (PyTorch, torchtitan); `megatron`
+/// Megatron-core's unfused vocabulary-parallel cross entropy (one kernel per step of it, in place
+/// in fp32: Megatron-LM's default, Megatron-DeepSpeed's); `fused` one compiled kernel each way
+/// (torch.compile's, as torchtitan compiles its loss). They differ in the bytes they move and keep
+/// (plan/cost.cpp `loss_bytes`, plan/memory.cpp), not in the loss.
+enum class Loss { eager, megatron, fused };
+const char* name(Loss l);
+
 /// How a transformer's blocks are built. `decoder` false is LibTorch's TransformerEncoderLayer
 /// (post-norm, multi-head attention, ReLU MLP, biases: the transformer preset as it always was);
 /// true is the pre-norm decoder block of GPT and the Llama family that exec/model.cpp builds, with
@@ -110,10 +119,8 @@ struct LayerShape {
   /// Llama (each op of RMSNorm, rotary positions and SwiGLU a kernel of its own, norms and rotary
   /// positions in fp32); false: fused (Transformer Engine, Megatron-core, torch.compile).
   bool eager = false;
-  /// head: `model.loss: fused`, the cross entropy as one compiled kernel (torchtitan's compiled
-  /// loss): it keeps the logits at the compute type, not an fp32 softmax, and its backward writes the
-  /// logits' gradient at the compute type; false: torch's cross_entropy on fp32 logits, or Megatron's.
-  bool fused_loss = false;
+  /// head: the cross entropy after it (`model.loss`).
+  Loss loss = Loss::eager;
   BlockForm form;  ///< embedding, encoder, head
   MoeShape moe;    ///< encoder: its MLP's experts (none: the dense MLP of width ffn)
   /// Key/value heads of an encoder block (`form.kv_heads`, or `heads` when that is 0).
@@ -221,13 +228,19 @@ bool op_checkpointing_derived(const Layer& layer);
 
 /// Expands `model:` (a preset, a Hugging Face config or an explicit `layers:` list) into the layer
 /// list. The returned string is a one-line description ("transformer, 8 blocks, hidden 512").
-/// `flash_default`: the attention kernel where `model.attention` is absent (the trainer's, plan/framework.hpp).
-std::vector<Layer> parse_model(const Field& model, std::string* description, bool flash_default = false);
+/// What a trainer runs where the model does not say (plan/framework.hpp): the attention kernel where
+/// `model.attention` is absent, the cross entropy where `model.loss` is.
+struct ModelDefaults {
+  bool flash_attention = false;
+  Loss loss = Loss::eager;
+};
+std::vector<Layer> parse_model(const Field& model, std::string* description, const ModelDefaults& defaults = {});
 
 /// A transformer's shape: what the transformer preset's keys and a Hugging Face config give.
 struct TransformerShape {
   int64_t blocks = 8, hidden = 512, heads = 8, ffn = 2048, seq_len = 128, vocab = 10000;
-  bool flash_attention = false, flash2 = false, eager = false, fused_loss = false;  ///< LayerShape's
+  bool flash_attention = false, flash2 = false, eager = false;  ///< LayerShape's
+  Loss loss = Loss::eager;                                      ///< the head's
   BlockForm form;
   MoeShape moe;  ///< the MoE blocks' experts (none: every block dense)
   /// Which blocks are MoE: block i (from 0) when i >= first_dense and (i + 1) is a multiple of

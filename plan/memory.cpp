@@ -72,7 +72,7 @@ double whole_sequence_activation_bytes(const Layer& l, const ParallelSpec& p) {
       // loss) keeps the logits at the compute type and recomputes the softmax in its backward (a
       // token's max and log-sum-exp beside them are left out: 8 bytes against vocab x e).
       const double s = static_cast<double>(l.shape.seq_len);
-      const double per_logit = l.shape.fused_loss ? e : 4.0;
+      const double per_logit = l.shape.loss == Loss::fused ? e : 4.0;
       return s * (2.0 * static_cast<double>(l.shape.hidden) / sp * e + static_cast<double>(l.shape.vocab) / t * per_logit);
     }
     default: return l.activation_elems_per_sample * e;
@@ -121,11 +121,11 @@ int64_t stage_activation_bytes(const Plan& plan, const Stage& stage) {
 }
 
 // What the loss's backward holds for a moment on top of the fp32 softmax the head keeps, for one
-// micro-batch: torch's cross_entropy (pytorch, torchtitan) makes nll_loss's fp32 gradient of the
-// logits, then log_softmax's from it, both alive at once (8 bytes a logit); Megatron-LM's
-// vocabulary-parallel cross entropy (megatron, deepspeed) computes the gradient in place in its
-// saved softmax and casts it to the compute type (e bytes a logit; none at fp32). A fused loss
-// writes the gradient at the compute type in the kernel that recomputes the softmax (e bytes).
+// micro-batch: torch's cross_entropy (model.loss: eager) makes nll_loss's fp32 gradient of the
+// logits, then log_softmax's from it, both alive at once (8 bytes a logit); Megatron-core's
+// vocabulary-parallel cross entropy (megatron) computes the gradient in place in its saved softmax
+// and casts it to the compute type (e bytes a logit; none at fp32). A fused loss writes the
+// gradient at the compute type in the kernel that recomputes the softmax (e bytes).
 static double loss_backward_bytes(const Plan& plan, const Stage& stage) {
   const auto& layers = plan.scenario.layers;
   const ParallelSpec& p = plan.scenario.parallel;
@@ -133,9 +133,12 @@ static double loss_backward_bytes(const Plan& plan, const Stage& stage) {
   const Layer& head = layers.back();
   const double logits = static_cast<double>(head.shape.seq_len) / p.context * static_cast<double>(head.shape.vocab) / p.tensor;
   const double e = activation_bytes(p.precision);
-  if (head.shape.fused_loss) return logits * plan.microbatch_size * e;
-  const bool in_place = plan.scenario.framework == Framework::megatron || plan.scenario.framework == Framework::deepspeed;
-  return logits * plan.microbatch_size * (in_place ? (e < 4 ? e : 0.0) : 8.0);
+  switch (head.shape.loss) {
+    case Loss::fused: return logits * plan.microbatch_size * e;
+    case Loss::megatron: return logits * plan.microbatch_size * (e < 4 ? e : 0.0);
+    case Loss::eager: break;
+  }
+  return logits * plan.microbatch_size * 8.0;
 }
 
 int64_t recompute_bytes(const Plan& plan, const Stage& stage) {

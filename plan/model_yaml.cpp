@@ -36,13 +36,13 @@ SyntheticCost parse_synthetic_cost(const Field& map) {
   return c;
 }
 
-// `attention: standard | flash | flash2`; absent, the trainer's default (parse_model's flash_default).
+// `attention: standard | flash | flash2`; absent, the trainer's default (parse_model's defaults).
 bool flash(const Field& map, bool by_default) {
   return map["attention"].present() ? to_choice(map["attention"], {"standard", "flash", "flash2"}) != "standard" : by_default;
 }
 bool flash2(const Field& map) { return map["attention"].present() && to_choice(map["attention"], {"standard", "flash", "flash2"}) == "flash2"; }
 
-Layer parse_layer(const Field& item, size_t index, bool flash_default) {
+Layer parse_layer(const Field& item, size_t index, const ModelDefaults& defaults) {
   if (!item.is_map()) item.fail("each entry of 'model.layers' must be a map with a 'kind' (" + join(kKinds, " | ") + ")");
   const std::string kind = to_choice(require(item, "kind"), kKinds);
   const std::string name = string_or(item, "name", "layers." + std::to_string(index));
@@ -63,14 +63,16 @@ Layer parse_layer(const Field& item, size_t index, bool flash_default) {
     const int64_t heads = to_int(require(item, "heads"), 1, kMaxWidth);
     if (hidden % heads != 0) item["heads"].fail("'hidden' must be divisible by 'heads'");
     Layer l = make_encoder(name, hidden, heads, positive(item, "ffn", 4 * hidden), to_int(require(item, "seq_len"), 1, kMaxWidth),
-                           flash(item, flash_default));
+                           flash(item, defaults.flash_attention));
     l.shape.flash2 = flash2(item);
     return l;
   }
   if (kind == "head") {
     expect_keys(item, {"kind", "name", "hidden", "vocab", "seq_len"});
-    return make_head(name, to_int(require(item, "hidden"), 1, kMaxWidth), to_int(require(item, "vocab"), 1, kMaxWidth),
-                     to_int(require(item, "seq_len"), 1, kMaxWidth));
+    Layer l = make_head(name, to_int(require(item, "hidden"), 1, kMaxWidth), to_int(require(item, "vocab"), 1, kMaxWidth),
+                        to_int(require(item, "seq_len"), 1, kMaxWidth));
+    l.shape.loss = defaults.loss;
+    return l;
   }
   expect_keys(item, {"kind", "name", "fwd_us_per_sample", "fwd_us_fixed", "bwd_ratio", "params_mb",
                      "activation_mb"});
@@ -112,7 +114,7 @@ std::string describe_transformer(const TransformerShape& t) {
     if (t.moe_every > 1) d << ", every " << t.moe_every << "th block";
   }
   d << ", seq_len " << t.seq_len << ", vocab " << t.vocab << (t.flash2 ? ", flash attention (FlashAttention-2)" : t.flash_attention ? ", flash attention" : "")
-    << (t.eager ? ", eager kernels" : "") << (t.fused_loss ? ", fused loss" : "") << ")";
+    << (t.eager ? ", eager kernels" : "") << (t.loss != Loss::eager ? std::string(", ") + name(t.loss) + " loss" : "") << ")";
   return d.str();
 }
 
@@ -172,7 +174,7 @@ const std::vector<std::string> kJobKeys = {"seq_len", "attention", "kernels", "l
 
 // `transformer` from its keys, or from a Hugging Face config (`hf_config`) whose values the keys
 // beside it override.
-std::vector<Layer> transformer_preset(const Field& m, std::string* description, bool flash_default) {
+std::vector<Layer> transformer_preset(const Field& m, std::string* description, const ModelDefaults& defaults) {
   std::vector<std::string> allowed = {"preset", "hf_config", "layers", "hidden", "heads", "ffn", "vocab"};
   allowed.insert(allowed.end(), kJobKeys.begin(), kJobKeys.end());
   allowed.insert(allowed.end(), kFormKeys.begin(), kFormKeys.end());
@@ -215,10 +217,10 @@ std::vector<Layer> transformer_preset(const Field& m, std::string* description, 
   t.ffn = given("ffn") ? positive(m, "ffn", t.ffn) : config.present() ? t.ffn : 4 * t.hidden;
   t.seq_len = positive(m, "seq_len", config.present() ? t.seq_len : 128);
   if (given("vocab")) t.vocab = positive(m, "vocab", t.vocab);
-  t.flash_attention = flash(m, flash_default);
+  t.flash_attention = flash(m, defaults.flash_attention);
   t.flash2 = flash2(m);
   t.eager = m["kernels"].present() && to_choice(m["kernels"], {"fused", "eager"}) == "eager";
-  t.fused_loss = m["loss"].present() && to_choice(m["loss"], {"eager", "fused"}) == "fused";
+  t.loss = m["loss"].present() ? choice_of<Loss>(m["loss"], {Loss::eager, Loss::megatron, Loss::fused}) : defaults.loss;
   if (given("kv_heads")) t.form.kv_heads = positive(m, "kv_heads", t.heads);
   if (given("head_dim")) t.form.head_dim = positive(m, "head_dim", t.hidden / t.heads);
   if (t.form.head_dim * t.heads == t.hidden) t.form.head_dim = 0;  // the usual width: no departure to carry
@@ -277,14 +279,14 @@ std::vector<Layer> synthetic_preset(const Field& m, std::string* description) {
 
 }  // namespace
 
-std::vector<Layer> parse_model(const Field& model, std::string* description, bool flash_default) {
+std::vector<Layer> parse_model(const Field& model, std::string* description, const ModelDefaults& defaults) {
   if (!model.present()) model.fail("missing required key 'model' (a preset: mlp | transformer | synthetic, or a 'layers:' list)");
   if (!model.is_map()) model.fail("'model' must be a map with a 'preset' or a 'layers:' list");
-  if (model["hf_config"].present()) return transformer_preset(model, description, flash_default);
+  if (model["hf_config"].present()) return transformer_preset(model, description, defaults);
   Field preset = model["preset"];
   if (preset.present()) {
     const std::string kind = to_choice(preset, {"mlp", "transformer", "synthetic"});
-    if (kind == "transformer") return transformer_preset(model, description, flash_default);
+    if (kind == "transformer") return transformer_preset(model, description, defaults);
     if (kind == "mlp") return mlp_preset(model, description);
     return synthetic_preset(model, description);
   }
@@ -297,7 +299,7 @@ std::vector<Layer> parse_model(const Field& model, std::string* description, boo
               std::to_string(kMaxLayers) + " are allowed");
   std::vector<Layer> layers;
   for (const Field& item : list.elements()) {
-    layers.push_back(parse_layer(item, layers.size(), flash_default));
+    layers.push_back(parse_layer(item, layers.size(), defaults));
     for (size_t i = 0; i + 1 < layers.size(); ++i)
       if (layers[i].name == layers.back().name)
         item.fail("layer name '" + layers.back().name + "' is used twice; names must be unique");

@@ -398,10 +398,12 @@ Scenario parse_scenario(const YamlDocument& doc) {
   s.name = string_or(root, "name", std::filesystem::path(doc.file()).stem().string());
   s.framework = parse_framework(root["framework"]);
   const FrameworkSemantics& trainer = semantics(s.framework);
-  s.layers = parse_model(root["model"], &s.model_description, trainer.flash_attention);
-  if (trainer.flash_attention && !root["model"]["attention"].present() &&
+  s.layers = parse_model(root["model"], &s.model_description, trainer.model);
+  if (trainer.model.flash_attention && !root["model"]["attention"].present() &&
       std::any_of(s.layers.begin(), s.layers.end(), [](const Layer& l) { return l.shape.flash_attention; }))
     s.framework_set.push_back("model.attention=flash");
+  if (trainer.model.loss != Loss::eager && !root["model"]["loss"].present() && s.layers.back().kind == LayerKind::head)
+    s.framework_set.push_back(std::string("model.loss=") + name(trainer.model.loss));
   s.data = parse_data(root["data"], s);
   check_parallel_section(root["parallel"], s);
   Settings knob_values;

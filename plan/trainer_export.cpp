@@ -128,9 +128,9 @@ TrainerExport export_megatron(const Plan& p) {
     a.push_back({"--context-parallel-size", std::to_string(par.context)});
   }
   if (par.sequence_parallel) a.push_back({"--sequence-parallel", ""});
-  if (s.layers.back().shape.fused_loss)  // its memory is torch.compile's cross entropy, not Megatron-LM's fused one
+  if (s.layers.back().shape.loss == Loss::fused)  // its memory is torch.compile's cross entropy, not Megatron-LM's fused one
     throw InputError(s.where("model.loss"), "model.loss: fused is torch.compile's cross entropy (torchtitan's compiled loss); Megatron-LM "
-                                            "runs its vocabulary-parallel one: set model.loss: eager");
+                                            "runs its vocabulary-parallel one: set model.loss: megatron");
   a.push_back({"--micro-batch-size", std::to_string(p.microbatch_size)});
   a.push_back({"--global-batch-size", std::to_string(s.data.batch_size * par.grad_accumulation * par.data)});
   switch (par.activation_checkpointing) {
@@ -288,7 +288,7 @@ TrainerExport export_torchtitan(const Plan& p) {
     a.push_back({"parallelism.enable_async_tensor_parallel", "true"});
   }
   // torch.compile's components: the model (its blocks' fused kernels) and the loss (model.loss: fused).
-  const bool fused_loss = s.layers.back().shape.fused_loss;
+  const bool fused_loss = s.layers.back().shape.loss == Loss::fused;
   if (compiled || fused_loss) {
     a.push_back({"compile.enable", "true"});
     a.push_back({"compile.components", compiled && fused_loss ? "[\"model\", \"loss\"]" : compiled ? "[\"model\"]" : "[\"loss\"]"});

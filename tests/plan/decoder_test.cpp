@@ -3,6 +3,7 @@
 // and activation bytes counted tensor by tensor by hand (docs/simulator.md's derivation).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -185,7 +186,45 @@ TEST_CASE("plan::memory: a fused loss keeps the logits at the compute type and w
   // The backward's gradient of the logits: 8 bytes a logit against one bf16 tensor.
   CHECK(fused.recompute == 2 * 16 * 1000 * 2);
   CHECK(eager.recompute == 2 * 16 * 1000 * 8);
-  CHECK_THAT(test::parse_error("model: {preset: transformer, loss: compiled}\nhardware: ideal\n"), Catch::Contains("eager | fused"));
+  CHECK_THAT(test::parse_error("model: {preset: transformer, loss: compiled}\nhardware: ideal\n"), Catch::Contains("eager | megatron | fused"));
+}
+
+TEST_CASE("plan::cost: the cross entropy moves the bytes its trainer's kernels move, counted kernel by kernel", "[plan]") {
+  // One sample of 16 tokens, 1,000 logits each, bf16 (e = 2), on the H100 profile: a memory-bound
+  // kernel takes its bytes at 3,350 GB/s x 0.896. The head's GEMMs and norm are the same whatever
+  // the loss; only the cross entropy's kernels differ.
+  auto head = [](const std::string& loss) {
+    const auto s = test::scenario_from("model: {preset: transformer, layers: 1, hidden: 64, heads: 8, seq_len: 16, vocab: 1000, loss: " +
+                                       loss + "}\nparallel: {precision: bf16}\nhardware: h100-nvlink-ib\n");
+    REQUIRE(s.layers.back().shape.loss == (loss == "eager" ? plan::Loss::eager : loss == "megatron" ? plan::Loss::megatron : plan::Loss::fused));
+    return *plan::kernel_class_times(s.layers.back(), s.hardware, s.parallel, 1, true);
+  };
+  const auto eager = head("eager"), megatron = head("megatron"), fused = head("fused");
+  const double byte_per_us = 3350e3 * 0.896, logits = 16 * 1000;
+  // torch's cross_entropy(logits.float()): the cast (2 + 4), log_softmax's read and write (8): 14 a
+  // logit; backward nll_loss's gradient (4), log_softmax's two reads and a write (12), the cast back
+  // (4 + 2): 22. Megatron-core's, a kernel a step: the cast (6), max (4), subtract, exp and divide in
+  // place (8 each), sum (4): 38; backward the multiply in place (8) and the cast back (6): 14.
+  CHECK((megatron.forward.memory - eager.forward.memory) * byte_per_us == Approx((38 - 14) * logits));
+  CHECK((megatron.backward.memory - eager.backward.memory) * byte_per_us == Approx((14 - 22) * logits));
+  // A compiled one: the bf16 logits read once forward; read and the gradient written back: 2 and 4.
+  CHECK((fused.forward.memory - eager.forward.memory) * byte_per_us == Approx((2 - 14) * logits));
+  CHECK((fused.backward.memory - eager.backward.memory) * byte_per_us == Approx((4 - 22) * logits));
+  CHECK(megatron.forward.gemm == Approx(eager.forward.gemm));
+  // In fp32 there is no cast either way: Megatron's 32 and 8, torch's 8 and 16.
+  CHECK(plan::loss_bytes(plan::Loss::megatron, 4).forward == 32);
+  CHECK(plan::loss_bytes(plan::Loss::megatron, 4).backward == 8);
+  CHECK(plan::loss_bytes(plan::Loss::eager, 4).forward == 8);
+  CHECK(plan::loss_bytes(plan::Loss::eager, 4).backward == 16);
+  // framework megatron runs Megatron-core's, and says so; a loss the scenario names wins.
+  const std::string model = "model: {preset: transformer, layers: 1, hidden: 64, heads: 8, seq_len: 16, vocab: 1000";
+  const auto by_framework = test::scenario_from("framework: megatron\n" + model + "}\nhardware: ideal\n");
+  CHECK(by_framework.layers.back().shape.loss == plan::Loss::megatron);
+  CHECK(std::count(by_framework.framework_set.begin(), by_framework.framework_set.end(), "model.loss=megatron") == 1);
+  const auto named = test::scenario_from("framework: megatron\n" + model + ", loss: eager}\nhardware: ideal\n");
+  CHECK(named.layers.back().shape.loss == plan::Loss::eager);
+  CHECK(std::count(named.framework_set.begin(), named.framework_set.end(), "model.loss=megatron") == 0);
+  CHECK(test::scenario_from("framework: torchtitan\n" + model + "}\nhardware: ideal\n").layers.back().shape.loss == plan::Loss::eager);
 }
 
 TEST_CASE("plan::layers: the block-form keys", "[plan]") {

@@ -30,19 +30,23 @@ TEST_CASE("plan::framework: a trainer's semantics at once, what the scenario set
   CHECK(m.parallel.p2p == plan::P2p::megatron);
   CHECK(m.parallel.master_weights);
   CHECK(m.layers[1].shape.flash_attention);
-  CHECK(m.framework_set == std::vector<std::string>{"model.attention=flash", "parallel.p2p=megatron", "parallel.master_weights=true",
-                                                    "parallel.rank_order=tp-dp-pp", "parallel.overlap_grad_reduce=false"});
+  CHECK(m.layers.back().shape.loss == plan::Loss::megatron);
+  CHECK(m.framework_set == std::vector<std::string>{"model.attention=flash", "model.loss=megatron", "parallel.p2p=megatron",
+                                                    "parallel.master_weights=true", "parallel.rank_order=tp-dp-pp",
+                                                    "parallel.overlap_grad_reduce=false"});
   // Set in the file or by --set: the scenario's value, and not listed as the framework's.
-  const auto own = test::scenario_from("framework: megatron\nparallel: {p2p: pytorch, precision: bf16}\n" + kLlama, {"model.attention=standard"});
+  const auto own = test::scenario_from("framework: megatron\nparallel: {p2p: pytorch, precision: bf16}\n" + kLlama,
+                                       {"model.attention=standard", "model.loss=eager"});
   CHECK(own.parallel.p2p == plan::P2p::pytorch);
   CHECK_FALSE(own.layers[1].shape.flash_attention);
+  CHECK(own.layers.back().shape.loss == plan::Loss::eager);
   CHECK(own.framework_set ==
         std::vector<std::string>{"parallel.master_weights=true", "parallel.rank_order=tp-dp-pp", "parallel.overlap_grad_reduce=false"});
   // At fp32 there is nothing for master weights to keep: the framework leaves them off.
   const auto fp32 = test::scenario_from("framework: megatron\n" + kLlama);
   CHECK_FALSE(fp32.parallel.master_weights);
-  CHECK(fp32.framework_set == std::vector<std::string>{"model.attention=flash", "parallel.p2p=megatron", "parallel.rank_order=tp-dp-pp",
-                                                       "parallel.overlap_grad_reduce=false"});
+  CHECK(fp32.framework_set == std::vector<std::string>{"model.attention=flash", "model.loss=megatron", "parallel.p2p=megatron",
+                                                       "parallel.rank_order=tp-dp-pp", "parallel.overlap_grad_reduce=false"});
   // With --overlap-grad-reduce, Megatron-core's DDP buckets are listed as the framework's.
   const auto overlapped = test::scenario_from("framework: megatron\nparallel: {precision: bf16, overlap_grad_reduce: true}\n" + kLlama);
   CHECK(overlapped.parallel.ddp_buckets == plan::DdpBuckets::megatron);
