@@ -63,9 +63,6 @@ void check_executable(const Scenario& s) {
     if (l.kind == LayerKind::encoder && l.shape.form.head_dim > 0)
       predict_only("model.head_dim", "attention heads of width head_dim " + std::to_string(l.shape.form.head_dim) + " (not hidden / heads)");
   for (const auto& l : s.layers)
-    if (l.shape.loss == Loss::fused)  // the executor runs LibTorch's cross_entropy on fp32 logits: another memory
-      predict_only("model.loss", "a fused cross entropy (model.loss: fused)");
-  for (const auto& l : s.layers)
     if (l.shape.moe.capacity_factor > 0)
       predict_only("model.capacity_factor", "a router's capacity factor (dropped tokens; the executor routes dropless)");
   if (p.expert > 1 && p.shard != Shard::none)
@@ -92,6 +89,12 @@ void check_executable(const Scenario& s) {
     predict_only("parallel.moe_token_dispatcher", "DeepEP's token dispatch (the executor runs c10d's all-to-all)");
   for (const auto& l : s.layers)
     if (l.shape.flash_attention) predict_only("model", "flash attention (layer '" + l.name + "')");
+  // The executor computes the loss with LibTorch's cross_entropy on fp32 logits: the same loss, but
+  // another cross entropy's kernels, bytes and memory than a fused or Megatron-core's one.
+  if (s.layers.back().shape.loss == Loss::fused) predict_only("model.loss", "a fused cross entropy (model.loss: fused)");
+  if (s.layers.back().shape.loss == Loss::megatron)
+    predict_only("model.loss", "Megatron-core's vocabulary-parallel cross entropy (model.loss: megatron; set model.loss: eager to run "
+                               "torch's)");
   if (s.layers.back().shape.form.tie_embeddings && p.stages() > 1)
     predict_only("model.tie_embeddings", "tied embeddings over several pipeline stages (the executor ties them within one stage)");
   if (p.precision == Precision::fp8) predict_only("parallel.precision", "fp8 (Transformer Engine's linear layers)");
