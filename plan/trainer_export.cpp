@@ -214,9 +214,19 @@ TrainerExport export_megatron(const Plan& p) {
       "data parallel " + std::to_string(par.data) + ": Megatron-LM derives it (world size / (tensor x pipeline x context))",
       "--mock-data and NullTokenizer train on synthetic tokens, as the plan; give --data-path and a tokenizer for a corpus",
       "Megatron-LM orders ranks tp-dp-pp and posts each receive with its send (Parallax: framework: megatron)"};
-  if (par.p2p != P2p::megatron || !par.master_weights)
-    out.notes.push_back("this plan was predicted with " + std::string(par.p2p != P2p::megatron ? "PyTorch's point-to-point" : "fp32 parameters") +
+  // What the plan was predicted with that Megatron-LM does otherwise (framework: megatron sets each).
+  std::vector<std::string> not_megatron;
+  if (par.p2p != P2p::megatron) not_megatron.push_back("PyTorch's point-to-point");
+  if (!par.master_weights && par.precision != Precision::fp32) not_megatron.push_back("16-bit parameters without fp32 masters");
+  if (par.bucket_caps_apply())  // Megatron-core buckets by --ddp-bucket-size, on the first pipeline rank only
+    not_megatron.push_back("torch's DDP buckets");
+  if (s.layers.back().shape.loss == Loss::eager) not_megatron.push_back("torch's cross entropy");
+  if (!not_megatron.empty()) {
+    std::string what = not_megatron.front();
+    for (size_t i = 1; i < not_megatron.size(); ++i) what += (i + 1 == not_megatron.size() ? " and " : ", ") + not_megatron[i];
+    out.notes.push_back("this plan was predicted with " + what +
                         ", not Megatron-LM's semantics: plan it with framework: megatron for the step time this command gets");
+  }
   std::ostringstream head;
   head << "# Megatron-LM (megatron/training/arguments.py) for '" << s.name << "': " << p.world_size << " GPUs, " << p.nodes << " node"
        << (p.nodes > 1 ? "s" : "") << " of " << s.hardware.name << " (parallax export megatron)\n"

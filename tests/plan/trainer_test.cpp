@@ -193,6 +193,19 @@ TEST_CASE("plan::export: Megatron-LM's arguments, each one the trainer's, for ev
       plan::load_scenario(source, {"parallel.virtual=1", "parallel.schedule=1f1b", "parallel.partition_len=[19, 22, 22, 19]"}))));
   CHECK(uneven.at("--decoder-first-pipeline-num-layers") == "18");
   CHECK(uneven.at("--decoder-last-pipeline-num-layers") == "18");
+  // The plan is Megatron-LM's step only under its semantics; the command names what differs.
+  auto notes = [&](const std::vector<std::string>& sets) {
+    std::string all;
+    for (const auto& n : plan::export_megatron(plan::resolve_plan(plan::load_scenario(source, sets))).notes) all += n + "\n";
+    return all;
+  };
+  CHECK(notes({}).find("not Megatron-LM's semantics") == std::string::npos);  // framework: megatron
+  CHECK_THAT(notes({"framework=pytorch", "model.attention=flash"}),
+             Catch::Contains("predicted with PyTorch's point-to-point, 16-bit parameters without fp32 masters, torch's DDP "
+                             "buckets and torch's cross entropy, not Megatron-LM's semantics"));
+  CHECK_THAT(notes({"parallel.overlap_grad_reduce=true", "parallel.ddp_buckets=pytorch"}),
+             Catch::Contains("predicted with torch's DDP buckets, not Megatron-LM's semantics"));
+  CHECK(notes({"parallel.overlap_grad_reduce=true"}).find("DDP buckets") == std::string::npos);  // Megatron-core's own
 }
 
 TEST_CASE("plan::export: a MoE plan's experts, expert degree and combined 1F1B as Megatron-core's arguments", "[plan][moe]") {
