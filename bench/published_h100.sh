@@ -54,7 +54,8 @@ def megatron(r):
             "parallel.partition_len": split(l, p, 1) if p > 1 else "balanced",
             "parallel.sequence_parallel": "true" if t > 1 else "false", "parallel.activation_checkpointing": "selective",
             "parallel.tp_comm_overlap": "true" if t > 1 else "false",  # the README: '--tp-comm-overlap'
-            "parallel.overlap_grad_reduce": "true"}  # the README: '--overlap-grad-reduce --overlap-param-gather'
+            "parallel.overlap_grad_reduce": "true",  # the README: '--overlap-grad-reduce --overlap-param-gather'
+            "parallel.overlap_param_gather": "true"}
 
     sets |= layout(d, p, t, 1, 1, batch, batch)
     flops = 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h))
@@ -74,6 +75,7 @@ def nemo(r):
             "parallel.sequence_parallel": r["sequence_parallel"], "parallel.activation_checkpointing": r["recompute"],
             "parallel.grad_reduce_in_bf16": r["grad_reduce_in_bf16"], "parallel.tp_comm_overlap": r["tp_comm_overlap"],
             "parallel.overlap_grad_reduce": "true",  # every config: distributed_fused_adam's overlap_grad_sync: True
+            "parallel.overlap_param_gather": "true",  # and its overlap_param_sync: true
             "optimizer.state_dtype": r["optimizer_state"],
             # Apex's distributed_fused_adam buckets (the CSV's header), not Megatron-core's DDP
             "parallel.ddp_buckets": "pytorch", "parallel.bucket_cap_mb": r["bucket_cap_mb"], "parallel.first_bucket_mb": r["bucket_cap_mb"]}

@@ -77,9 +77,11 @@ def sets(r):
         out["model.expert_imbalance"] = r["imbalance"]
     if r["source"].startswith("nemo"):
         out["parallel.grad_reduce_in_bf16"] = "true"  # the recipes: grad_reduce_in_fp32 False
-        out["parallel.overlap_grad_reduce"] = "true"
-    else:
-        out["parallel.overlap_grad_reduce"] = "true"  # ModelZoo: --overlap-grad-reduce --overlap-param-gather
+    # Both overlap the gradients' reduce-scatter and the parameters' all-gather: ModelZoo's
+    # --overlap-grad-reduce --overlap-param-gather; Megatron-Bridge's CommOverlapConfig
+    # (_get_optimizer_overlap_cfgs) turns both on wherever data parallelism is > 1.
+    out["parallel.overlap_grad_reduce"] = "true"
+    out["parallel.overlap_param_gather"] = "true"
     return f"{t}x{p}x{v}/ep{n['expert']}" + ("+ov" if r["a2a_overlap"] == "true" else ""), out
 
 def run(cmd, args):

@@ -80,6 +80,9 @@ void check_executable(const Scenario& s) {
     predict_only("parallel.grad_reduce_in_bf16", "bf16 gradient reduction");
   if (!p.overlap_grad_reduce && p.replicas() > 1)
     predict_only("parallel.overlap_grad_reduce", "gradient reduction after the backward (overlap_grad_reduce: false)");
+  if (p.param_gather_overlapped())
+    predict_only("parallel.overlap_param_gather", "the parameters' all-gather beside the next forward (overlap_param_gather: true; the "
+                                                  "executor gathers them after the optimizer step)");
   check_shard_executable(s);
   if (p.tp_comm_overlap && p.tensor > 1)
     predict_only("parallel.tp_comm_overlap", "tensor-parallel communication overlapped with the GEMMs");

@@ -232,6 +232,10 @@ std::vector<Knob> make_table() {
                    "reduce data-parallel gradients bucket by bucket during the backward (torch's DDP; Megatron-LM's "
                    "--overlap-grad-reduce); false: the stage's whole gradient buffer in one reduction after its last backward "
                    "(Megatron-LM's default; framework: megatron and deepspeed set false). Predict-only when false"));
+  t.push_back(flag("parallel.overlap_param_gather", &Settings::overlap_param_gather,
+                   "with shard optimizer or gradients: all-gather the updated parameters bucket by bucket beside the next "
+                   "step's first forward (Megatron-LM's --overlap-param-gather, NeMo's overlap_param_sync); false: after the "
+                   "optimizer step, exposed (Megatron-LM's default, and what the executor runs). Predict-only when true"));
   t.push_back(flag("parallel.tp_comm_overlap", &Settings::tp_comm_overlap,
                    "overlap tensor parallelism's all-gathers and reduce-scatters with the linear layers' GEMMs: all of them "
                    "under framework megatron (Megatron-LM's --tp-comm-overlap), all but backward's reduce-scatters otherwise "

@@ -177,6 +177,14 @@ struct ParallelSpec {
   /// whole gradient buffer after its last backward (Megatron-LM's default, as its DDP sets
   /// bucket_size to None without --overlap-grad-reduce).
   bool overlap_grad_reduce = true;
+  /// With the optimizer's state sharded and the parameters kept whole (shard optimizer or
+  /// gradients): the all-gather of each rank's updated parameters runs bucket by bucket beside the
+  /// next step's first forward (Megatron-LM's --overlap-param-gather, NeMo's overlap_param_sync);
+  /// false: after the optimizer step, exposed (Megatron-LM's default; the executor's).
+  bool overlap_param_gather = false;
+  /// Whether the parameters' all-gather after a sharded optimizer step is overlapped with the
+  /// next forward (it has one to overlap: shard optimizer or gradients over several ranks).
+  bool param_gather_overlapped() const { return overlap_param_gather && sharded(Shard::optimizer) && !sharded(Shard::full) && shard_ranks() > 1; }
   /// Tensor parallelism's all-gathers and reduce-scatters overlapped with the linear layers'
   /// GEMMs they feed or drain (Megatron-LM's --tp-comm-overlap, Transformer Engine's userbuffers;
   /// torchtitan's async tensor parallelism). Needs sequence parallelism.

@@ -169,6 +169,7 @@ TrainerExport export_megatron(const Plan& p) {
   if (par.grad_reduce_in_bf16 && par.precision != Precision::fp16) a.push_back({"--grad-reduce-in-bf16", ""});
   if (!par.grad_reduce_in_bf16 && par.precision == Precision::fp16) a.push_back({"--accumulate-allreduce-grads-in-fp32", ""});
   if (par.overlap_grad_reduce && par.replicas() > 1) a.push_back({"--overlap-grad-reduce", ""});
+  if (par.param_gather_overlapped()) a.push_back({"--overlap-param-gather", ""});
   if (par.tp_comm_overlap && par.tensor > 1) a.push_back({"--tp-comm-overlap", ""});
   switch (par.precision) {
     case Precision::fp32: break;

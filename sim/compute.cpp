@@ -7,6 +7,10 @@ int& Simulation::backwards_done(int rank, int stage) {
   return backwards_done_[static_cast<size_t>(rank) * sched_.virtual_stages + stage_places_[stage].local];
 }
 
+int& Simulation::forwards_done(int rank, int stage) {
+  return forwards_done_[static_cast<size_t>(rank) * sched_.virtual_stages + stage_places_[stage].local];
+}
+
 // The all-to-alls of an OVERLAP_F_B (forward of stage c, backward of stage b) that its compute
 // does not hide. The pair runs in four phases, compute on one stream and communication on another
 // (DeepSeek-V3 report, section 3.2.1 and its Figure 4; Megatron-core's combined 1F1B issues the
@@ -84,6 +88,11 @@ void Simulation::start_compute(int rank, const Action& a, Time now) {
   const bool last_weights = weights && !groups_.empty() && backwards_done(rank, weight_stage) + 1 == sched_.microbatches();
   if (last_weights) dur += c.bucket_copy_in + c.sync_backward_extra;
   else if (weights && !groups_.empty()) dur += c.reduce_scatter_between;
+  // The step's first forward of a stage waits for the parameters' all-gathers that the
+  // previous optimizer step left to it (StageCost::first_forward_extra).
+  if (a.kind == ActionKind::F || overlap) {
+    if (forwards_done(rank, a.stage)++ == 0) dur += costs_[a.stage].first_forward_extra;
+  }
   // Recorded with its start; on_compute_done sets its end (interference may stretch it).
   const int32_t ev = record(rank, Lane::compute, a, now, now, 0);
   if (st.last_compute >= 0) depend(st.last_compute, end_of(st.last_compute));

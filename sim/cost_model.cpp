@@ -373,12 +373,61 @@ Time optimizer_time(const plan::Scenario& s, int64_t stage_params) {
 }
 
 // ZeRO-1 and -2 keep the parameters whole: after its step each rank's updated slice goes to the
-// others. Megatron-LM and NeMo overlap that all-gather with the next forward (NCCL profiles: not
-// charged, docs/simulator.md); the executor on Gloo gathers them before the next action.
+// others, an all-gather over the shard's ranks, of the parameters in the type the model keeps them
+// (the compute type under master weights, as Megatron-LM's buffers; else fp32). Without
+// parallel.overlap_param_gather it runs after the step, before anything else (Megatron-LM's default;
+// the executor's, which on Gloo gathers fp32 parameters): charged to OPTIM. With it, beside the
+// next step's first forward (overlapped_parameter_gathers).
+static double gathered_bytes_per_param(const plan::ParallelSpec& p) { return p.master_weights ? plan::activation_bytes(p.precision) : 4.0; }
+
 static Time parameters_after_step(const plan::Plan& plan, const plan::Stage& st) {
   const plan::ParallelSpec& p = plan.scenario.parallel;
-  if (plan.scenario.hardware.nccl || !p.sharded(plan::Shard::optimizer) || p.sharded(plan::Shard::full)) return Time();
-  return Time::us(group_collective_us(plan, Collective::all_gather, static_cast<double>(st.param_bytes), p.shard_ranks(), shard_stride(p)));
+  if (!p.sharded(plan::Shard::optimizer) || p.sharded(plan::Shard::full) || p.param_gather_overlapped()) return Time();
+  const double bytes = plan.scenario.hardware.nccl ? static_cast<double>(st.param_count) * gathered_bytes_per_param(p)
+                                                   : static_cast<double>(st.param_bytes);
+  return Time::us(group_collective_us(plan, Collective::all_gather, bytes, p.shard_ranks(), shard_stride(p)));
+}
+
+// Megatron-LM's --overlap-param-gather: the all-gather of the stage's first bucket (in forward
+// order) starts before the forward (its optimizer's zero_grad) and is waited for whole; each later
+// bucket's is started by the forward pre-hook of the first module of the bucket before it, so it
+// runs beside the forward of that bucket's parameters (megatron/core/distributed/
+// distributed_data_parallel.py's forward pre-hooks, on every module; param_and_grad_buffer.py's
+// finish_param_sync dispatching the next bucket). A bucket's forward is its layers' forward shared
+// out by parameters (buckets cut through layers). What a gather takes beyond that compute is
+// exposed; the part it hides slows the compute (hardware.interference), as FSDP's prefetched
+// gathers do (ShardCollectives). An expert's parameters, gathered over their smaller group, count
+// as the bytes of the same ring traffic over all replicas, as plan::Bucket's reduced bytes do.
+// Megatron-core buckets only the first pipeline rank's first chunk (plan::bucket_caps): every
+// other stage's gather is one, exposed whole.
+static Time overlapped_parameter_gathers(const plan::Plan& plan, const plan::Stage& st, const std::vector<Time>& forward) {
+  const plan::ParallelSpec& p = plan.scenario.parallel;
+  if (!p.param_gather_overlapped()) return Time();
+  const double per_param = gathered_bytes_per_param(p), interference = plan.scenario.hardware.interference.compute - 1.0;
+  auto numel = [&](const plan::ParamRef& r) {
+    return static_cast<double>(plan.layers()[r.layer].params[r.index].numel_on(p.tensor, p.expert, p.expert_tensor_ways()));
+  };
+  std::map<int, double> layer_params;  // a layer's parameters on this rank
+  for (const plan::Bucket& b : st.buckets)
+    for (const plan::ParamRef& r : b.params) layer_params[r.layer] += numel(r);
+  Time extra, beside;
+  for (auto b = st.buckets.rbegin(); b != st.buckets.rend(); ++b) {  // forward order
+    double bytes = 0, compute_us = 0;
+    for (const plan::ParamRef& r : b->params) {
+      double n = numel(r);
+      compute_us += forward[r.layer].to_us() * n / layer_params[r.layer];
+      if (plan.layers()[r.layer].params[r.index].expert && p.expert_replicas() != p.replicas()) {
+        const double group = p.expert_replicas(), all = p.replicas();
+        n = group <= 1 ? 0.0 : n * ((group - 1) / group) / ((all - 1) / all);
+      }
+      bytes += n * per_param;
+    }
+    const Time gather = Time::us(group_collective_us(plan, Collective::all_gather, bytes, p.shard_ranks(), shard_stride(p)));
+    const Time hidden = std::min(gather, beside);
+    extra += gather - hidden + hidden.scaled(interference);
+    beside = Time::us(compute_us);  // the next bucket's gather runs beside this one's forward
+  }
+  return extra;
 }
 
 std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<plan::LayerCost>* layer_costs) {
@@ -445,6 +494,7 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<pla
       c.forward += shard_collectives.forward(st, fwd_layer);
       c.backward += shard_collectives.backward(st, &bwd_layer);
     }
+    c.first_forward_extra = overlapped_parameter_gathers(plan, st, fwd_layer);
     c.forward_memory_bound = forward_memory_bound * 2 > forward_with_grad;
     c.backward_memory_bound = backward_memory_bound * 2 > c.backward;
     c.optimizer_memory_bound = cal == nullptr;

@@ -24,6 +24,7 @@ Simulation::Simulation(const plan::Plan& plan, const SimOptions& options)
   ranks_.resize(played_);
   played_replicas_ = static_cast<size_t>(played_ / p);
   backwards_done_.assign(static_cast<size_t>(played_) * sched_.virtual_stages, 0);
+  forwards_done_.assign(static_cast<size_t>(played_) * sched_.virtual_stages, 0);
   if (interference_.shared_cores != 1.0) {
     const int per_node = plan.scenario.hardware.devices_per_node;
     node_computing_.assign(static_cast<size_t>((plan.world_size + per_node - 1) / per_node), 0);

@@ -182,6 +182,7 @@ class Simulation {
   // Compute on a device (sim/compute.cpp): F, B and OPTIM as work at a speed that interference
   // with communication and shared cores changes.
   int& backwards_done(int rank, int stage);
+  int& forwards_done(int rank, int stage);
   void start_compute(int rank, const Action& a, Time now);
   std::pair<Time, bool> compute_work(const Action& a) const;
   void post_receives_ahead(int rank, Time now);
@@ -275,6 +276,7 @@ class Simulation {
   std::vector<StagePlace> stage_places_;
   size_t slots_per_microbatch_ = 0;
   std::vector<int> backwards_done_;  // per played rank and local stage: backwards done this step
+  std::vector<int> forwards_done_;   // and forwards
   std::vector<Group> groups_;
   std::vector<Transfer> transfers_;
   std::vector<int> free_transfers_;

@@ -120,7 +120,7 @@ const std::set<std::string> kMegatronOptions = {
     "--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--context-parallel-size", "--num-layers-per-virtual-pipeline-stage",
     "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers", "--sequence-parallel", "--micro-batch-size",
     "--global-batch-size", "--recompute-granularity", "--recompute-method", "--recompute-num-layers", "--use-distributed-optimizer", "--num-distributed-optimizer-instances", "--grad-reduce-in-bf16",
-    "--overlap-grad-reduce", "--accumulate-allreduce-grads-in-fp32",
+    "--overlap-grad-reduce", "--overlap-param-gather", "--accumulate-allreduce-grads-in-fp32",
     "--bf16", "--fp16", "--fp8-format", "--num-layers", "--hidden-size", "--ffn-hidden-size", "--num-attention-heads", "--seq-length",
     "--max-position-embeddings", "--group-query-attention", "--num-query-groups", "--swiglu", "--squared-relu", "--normalization",
     "--position-embedding-type", "--untie-embeddings-and-output-weights", "--disable-bias-linear", "--add-qkv-bias",
@@ -172,7 +172,7 @@ TEST_CASE("plan::export: Megatron-LM's arguments, each one the trainer's, for ev
   for (const std::vector<std::string>& sets :
        {std::vector<std::string>{"parallel.precision=fp8", "parallel.activation_checkpointing=selective"},
         {"parallel.activation_checkpointing=layer", "model.mlp=relu2", "model.qkv_bias=true"},
-        {"parallel.precision=fp16", "parallel.overlap_grad_reduce=true"},
+        {"parallel.precision=fp16", "parallel.overlap_grad_reduce=true", "parallel.overlap_param_gather=true"},
         {"parallel.virtual=1", "parallel.schedule=1f1b", "parallel.partition_len=[21, 20, 20, 21]", "parallel.activation_checkpointing=stage"},
         {"model.mlp=gelu", "model.norm=layernorm", "model.positions=learned", "model.tie_embeddings=true", "model.bias=true",
          "parallel.virtual=1", "parallel.schedule=1f1b", "parallel.partition_len=[21, 20, 20, 21]", "model.kv_heads=64"}}) {

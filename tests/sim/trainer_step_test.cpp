@@ -59,8 +59,49 @@ TEST_CASE("sim: the optimizer step moves its trainer's bytes at the memory-bound
                                                "optimizer.state_dtype=bf16"};
   CHECK(optimizer_us(bf16_state) == Approx(n * (2 + 14 + 4 + 2) / rate).epsilon(1e-6));
   // The distributed optimizer updates 1 / data of them; the whole buffer is still zeroed.
-  CHECK(optimizer_us({"parallel.master_weights=true", "parallel.shard=optimizer"}) ==
+  // (With the parameters' all-gather beside the next forward, not after the step: below.)
+  CHECK(optimizer_us({"parallel.master_weights=true", "parallel.shard=optimizer", "parallel.overlap_param_gather=true"}) ==
         Approx(n * ((4 + 28 + 6) / 2.0 + 4) / rate).epsilon(1e-6));
+}
+
+TEST_CASE("sim: the distributed optimizer's parameter all-gather, after the step or beside the next forward", "[sim]") {
+  auto costs = [](std::vector<std::string> sets) {
+    sets.insert(sets.end(), {"parallel.master_weights=true", "parallel.shard=optimizer"});
+    return sim::stage_costs(test::plan_from(kGpt, sets));
+  };
+  // Megatron-LM's default: the all-gather of the updated bf16 parameters follows the step, exposed.
+  // With --overlap-param-gather it moves to the next step's first forward. Megatron-core buckets
+  // only the first pipeline stage (40M parameters a bucket here): a two-stage pipeline's second
+  // stage gathers in one bucket, which the forward waits for whole.
+  const std::vector<std::string> megatron = {"parallel.ddp_buckets=megatron", "parallel.pipeline=2", "parallel.chunks=2"};
+  auto with = megatron;
+  with.push_back("parallel.overlap_param_gather=true");
+  const auto after = costs(megatron), beside = costs(with);
+  const Time gather = after[1].optimizer - beside[1].optimizer;
+  REQUIRE(gather > Time());
+  CHECK(after[1].first_forward_extra == Time());
+  CHECK(beside[1].first_forward_extra == gather);  // one bucket: waited for whole before the forward
+  // Several buckets (torch's 25 MiB caps): each gather after the first runs beside the forward of
+  // the bucket before it, so less of the stage's gathers is exposed than their sum.
+  const auto one_stage_after = costs({}), one_stage = costs({"parallel.overlap_param_gather=true"});
+  REQUIRE(test::plan_from(kGpt, {"parallel.shard=optimizer"}).stages.front().buckets.size() > 1);
+  const Time all = one_stage_after[0].optimizer - one_stage[0].optimizer;
+  CHECK(one_stage[0].first_forward_extra > Time());
+  CHECK(one_stage[0].first_forward_extra < all);
+  // Every other forward is as before; the simulated step runs the first forward of rank 0 longer
+  // by first_forward_extra (no interference: nothing else runs on the device then).
+  CHECK(one_stage[0].forward == one_stage_after[0].forward);
+  const plan::Plan p = test::plan_from(kGpt, {"parallel.master_weights=true", "parallel.shard=optimizer", "parallel.overlap_param_gather=true"});
+  std::vector<Time> forwards;
+  for (const auto& e : sim::simulate(p).timeline.events)
+    if (e.rank == 0 && e.action.kind == ActionKind::F) forwards.push_back(e.end - e.start);
+  REQUIRE(forwards.size() == 2);
+  CHECK((forwards[0] - forwards[1]).to_us() == Approx(one_stage[0].first_forward_extra.to_us()).epsilon(1e-3));
+  // Nothing to gather without a sharded optimizer, or under shard full (FSDP gathers each layer).
+  CHECK(sim::stage_costs(test::plan_from(kGpt, {"parallel.overlap_param_gather=true"}))[0].first_forward_extra == Time());
+  // The executor gathers after the step: true is predict-only there.
+  CHECK_THROWS_WITH(plan::check_executable(test::scenario_from(kGpt, {"parallel.shard=optimizer", "parallel.overlap_param_gather=true"})),
+                    Catch::Contains("overlap_param_gather") && Catch::Contains("predict-only"));
 }
 
 TEST_CASE("sim: without overlap_grad_reduce a stage's gradients are reduced in one go after its last backward", "[sim]") {
