@@ -95,9 +95,9 @@ GroupShape Simulation::shape_of(const std::vector<int>& members) const {
 }
 
 // The distributed optimizer (shard: optimizer) reduce-scatters the gradients, each rank keeping
-// the shard it steps; its all-gather of the updated parameters is taken as overlapped with the
-// next step's forward (Megatron-LM's --overlap-param-gather, NeMo's overlap_param_sync) and not
-// charged. Under shard gradients and full each layer's gradients are such a bucket; full gathers
+// the shard it steps; its all-gather of the updated parameters is timed in the stage's costs
+// (sim/cost_model.cpp: after the step in OPTIM, or beside the next step's first forward with
+// parallel.overlap_param_gather). Under shard gradients and full each layer's gradients are such a bucket; full gathers
 // the parameters in the layers' own time (sim/cost_model.cpp). A shard spans shard_ranks
 // neighbouring replicas (replica = data index x context + context index); HSDP's copies of a
 // shard are every shard_ranks-th replica.

@@ -89,9 +89,11 @@ void Simulation::start_compute(int rank, const Action& a, Time now) {
   if (last_weights) dur += c.bucket_copy_in + c.sync_backward_extra;
   else if (weights && !groups_.empty()) dur += c.reduce_scatter_between;
   // The step's first forward of a stage waits for the parameters' all-gathers that the
-  // previous optimizer step left to it (StageCost::first_forward_extra).
+  // previous optimizer step left to it: its first bucket's, started with the step, then the
+  // exposed part of the later ones' beside it (StageCost::first_gather, first_forward_extra).
   if (a.kind == ActionKind::F || overlap) {
-    if (forwards_done(rank, a.stage)++ == 0) dur += costs_[a.stage].first_forward_extra;
+    if (forwards_done(rank, a.stage)++ == 0)
+      dur += std::max(Time(), first_gather_done_[a.stage] - now) + costs_[a.stage].first_forward_extra;
   }
   // Recorded with its start; on_compute_done sets its end (interference may stretch it).
   const int32_t ev = record(rank, Lane::compute, a, now, now, 0);

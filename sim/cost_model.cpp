@@ -388,21 +388,22 @@ static Time parameters_after_step(const plan::Plan& plan, const plan::Stage& st)
   return Time::us(group_collective_us(plan, Collective::all_gather, bytes, p.shard_ranks(), shard_stride(p)));
 }
 
-// Megatron-LM's --overlap-param-gather: the all-gather of the stage's first bucket (in forward
-// order) starts before the forward (its optimizer's zero_grad) and is waited for whole; each later
+// Megatron-LM's --overlap-param-gather: the all-gather of the rank's first bucket (in forward
+// order) starts with the step (its optimizer's zero_grad) and the forward waits for it; each later
 // bucket's is started by the forward pre-hook of the first module of the bucket before it, so it
 // runs beside the forward of that bucket's parameters (megatron/core/distributed/
 // distributed_data_parallel.py's forward pre-hooks, on every module; param_and_grad_buffer.py's
 // finish_param_sync dispatching the next bucket). A bucket's forward is its layers' forward shared
-// out by parameters (buckets cut through layers). What a gather takes beyond that compute is
+// out by parameters (buckets cut through layers). What a later gather takes beyond that compute is
 // exposed; the part it hides slows the compute (hardware.interference), as FSDP's prefetched
 // gathers do (ShardCollectives). An expert's parameters, gathered over their smaller group, count
 // as the bytes of the same ring traffic over all replicas, as plan::Bucket's reduced bytes do.
 // Megatron-core buckets only the first pipeline rank's first chunk (plan::bucket_caps): every
-// other stage's gather is one, exposed whole.
-static Time overlapped_parameter_gathers(const plan::Plan& plan, const plan::Stage& st, const std::vector<Time>& forward) {
+// other stage's gather is one bucket, its first, which runs while the stage waits for the
+// pipeline to fill. Sets c's first_gather and first_forward_extra.
+static void overlapped_parameter_gathers(const plan::Plan& plan, const plan::Stage& st, const std::vector<Time>& forward, StageCost* c) {
   const plan::ParallelSpec& p = plan.scenario.parallel;
-  if (!p.param_gather_overlapped()) return Time();
+  if (!p.param_gather_overlapped()) return;
   const double per_param = gathered_bytes_per_param(p), interference = plan.scenario.hardware.interference.compute - 1.0;
   auto numel = [&](const plan::ParamRef& r) {
     return static_cast<double>(plan.layers()[r.layer].params[r.index].numel_on(p.tensor, p.expert, p.expert_tensor_ways()));
@@ -410,7 +411,8 @@ static Time overlapped_parameter_gathers(const plan::Plan& plan, const plan::Sta
   std::map<int, double> layer_params;  // a layer's parameters on this rank
   for (const plan::Bucket& b : st.buckets)
     for (const plan::ParamRef& r : b.params) layer_params[r.layer] += numel(r);
-  Time extra, beside;
+  Time beside;
+  bool first = true;
   for (auto b = st.buckets.rbegin(); b != st.buckets.rend(); ++b) {  // forward order
     double bytes = 0, compute_us = 0;
     for (const plan::ParamRef& r : b->params) {
@@ -423,11 +425,15 @@ static Time overlapped_parameter_gathers(const plan::Plan& plan, const plan::Sta
       bytes += n * per_param;
     }
     const Time gather = Time::us(group_collective_us(plan, Collective::all_gather, bytes, p.shard_ranks(), shard_stride(p)));
-    const Time hidden = std::min(gather, beside);
-    extra += gather - hidden + hidden.scaled(interference);
+    if (first) {
+      c->first_gather = gather;
+    } else {
+      const Time hidden = std::min(gather, beside);
+      c->first_forward_extra += gather - hidden + hidden.scaled(interference);
+    }
+    first = false;
     beside = Time::us(compute_us);  // the next bucket's gather runs beside this one's forward
   }
-  return extra;
 }
 
 std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<plan::LayerCost>* layer_costs) {
@@ -494,7 +500,7 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<pla
       c.forward += shard_collectives.forward(st, fwd_layer);
       c.backward += shard_collectives.backward(st, &bwd_layer);
     }
-    c.first_forward_extra = overlapped_parameter_gathers(plan, st, fwd_layer);
+    overlapped_parameter_gathers(plan, st, fwd_layer, &c);
     c.forward_memory_bound = forward_memory_bound * 2 > forward_with_grad;
     c.backward_memory_bound = backward_memory_bound * 2 > c.backward;
     c.optimizer_memory_bound = cal == nullptr;

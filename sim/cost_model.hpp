@@ -41,10 +41,11 @@ struct StageCost {
   /// every micro-batch (plan::ParallelSpec::reduces_every_microbatch): their reduce-scatters'
   /// exposed part, the step's last backward's being its buckets.
   Time reduce_scatter_between;
-  /// Extra time of the step's first forward of the stage: the exposed part of the all-gathers of
-  /// the parameters a sharded optimizer step updated, run beside that forward bucket by bucket
-  /// (parallel.overlap_param_gather), and the slowdown of the compute they hide behind.
-  Time first_forward_extra;
+  /// With parallel.overlap_param_gather, the all-gathers of the parameters a sharded optimizer
+  /// step updated: the stage's first bucket's (in forward order), started with the step, which
+  /// its first forward waits for; and the exposed part of the later buckets', run beside that
+  /// forward bucket by bucket, with the slowdown of the compute they hide behind, added to it.
+  Time first_gather, first_forward_extra;
   /// A MoE model's all-to-alls (dispatch and combine) inside forward and backward above, exposed
   /// there: what DualPipe's OVERLAP_F_B hides behind the other micro-batch's compute.
   Time all_to_all_forward, all_to_all_backward;

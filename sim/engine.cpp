@@ -49,6 +49,14 @@ Simulation::Simulation(const plan::Plan& plan, const SimOptions& options)
       place.first_slot[forward] = (static_cast<size_t>(place.local) * 2 + forward) * played_ +
                                   static_cast<size_t>(place.pipeline_rank) * played_replicas_;
   }
+  // A rank's stages take their first buckets' parameter all-gathers one after another from the
+  // step's start (the optimizer's zero_grad starts the chain; Megatron-core's forward pre-hooks
+  // carry it from chunk to chunk).
+  first_gather_done_.assign(stage_places_.size(), Time());
+  for (size_t s = 0; s < stage_places_.size(); ++s)
+    for (size_t o = 0; o < stage_places_.size(); ++o)
+      if (stage_places_[o].pipeline_rank == stage_places_[s].pipeline_rank && stage_places_[o].local <= stage_places_[s].local)
+        first_gather_done_[s] += costs_[o].first_gather;
   slots_per_microbatch_ = static_cast<size_t>(sched_.virtual_stages) * 2 * played_;
   if (plan.scenario.parallel.replicas() > 1) build_groups();
   const size_t slots = slots_per_microbatch_ * static_cast<size_t>(sched_.microbatches());

@@ -277,6 +277,9 @@ class Simulation {
   size_t slots_per_microbatch_ = 0;
   std::vector<int> backwards_done_;  // per played rank and local stage: backwards done this step
   std::vector<int> forwards_done_;   // and forwards
+  // Per stage: when the all-gathers its rank starts with the step have brought its first bucket of
+  // parameters (StageCost::first_gather; a rank's stages in order, one after another).
+  std::vector<Time> first_gather_done_;
   std::vector<Group> groups_;
   std::vector<Transfer> transfers_;
   std::vector<int> free_transfers_;

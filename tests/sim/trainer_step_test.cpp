@@ -79,26 +79,39 @@ TEST_CASE("sim: the distributed optimizer's parameter all-gather, after the step
   const auto after = costs(megatron), beside = costs(with);
   const Time gather = after[1].optimizer - beside[1].optimizer;
   REQUIRE(gather > Time());
-  CHECK(after[1].first_forward_extra == Time());
-  CHECK(beside[1].first_forward_extra == gather);  // one bucket: waited for whole before the forward
+  CHECK(after[1].first_gather + after[1].first_forward_extra == Time());
+  CHECK(beside[1].first_gather == gather);  // one bucket, started with the step: the forward waits for it
+  CHECK(beside[1].first_forward_extra == Time());
+  // The gather runs from the step's start while the second stage waits for the pipeline to fill:
+  // its first forward is longer only by what is left of it when the activation arrives.
+  const plan::Plan two = test::plan_from(kGpt, [&] { auto v = with; v.insert(v.end(), {"parallel.master_weights=true", "parallel.shard=optimizer"}); return v; }());
+  std::vector<std::pair<Time, Time>> second;  // (start, duration) of the second stage's forwards
+  for (const auto& e : sim::simulate(two).timeline.events)
+    if (e.action.kind == ActionKind::F && e.action.stage == 1 && e.rank == two.scenario.parallel.data) second.push_back({e.start, e.end - e.start});
+  REQUIRE(second.size() == 2);
+  const Time left = std::max(Time(), beside[1].first_gather - second[0].first);
+  CHECK((second[0].second - second[1].second).to_us() == Approx(left.to_us()).margin(0.01));
   // Several buckets (torch's 25 MiB caps): each gather after the first runs beside the forward of
   // the bucket before it, so less of the stage's gathers is exposed than their sum.
   const auto one_stage_after = costs({}), one_stage = costs({"parallel.overlap_param_gather=true"});
   REQUIRE(test::plan_from(kGpt, {"parallel.shard=optimizer"}).stages.front().buckets.size() > 1);
   const Time all = one_stage_after[0].optimizer - one_stage[0].optimizer;
+  CHECK(one_stage[0].first_gather > Time());
   CHECK(one_stage[0].first_forward_extra > Time());
-  CHECK(one_stage[0].first_forward_extra < all);
-  // Every other forward is as before; the simulated step runs the first forward of rank 0 longer
-  // by first_forward_extra (no interference: nothing else runs on the device then).
+  CHECK(one_stage[0].first_gather + one_stage[0].first_forward_extra < all);
+  // Every other forward is as before; the simulated step runs the first forward of rank 0, at the
+  // step's start, longer by both (no interference: nothing else runs on the device then).
   CHECK(one_stage[0].forward == one_stage_after[0].forward);
   const plan::Plan p = test::plan_from(kGpt, {"parallel.master_weights=true", "parallel.shard=optimizer", "parallel.overlap_param_gather=true"});
   std::vector<Time> forwards;
   for (const auto& e : sim::simulate(p).timeline.events)
     if (e.rank == 0 && e.action.kind == ActionKind::F) forwards.push_back(e.end - e.start);
   REQUIRE(forwards.size() == 2);
-  CHECK((forwards[0] - forwards[1]).to_us() == Approx(one_stage[0].first_forward_extra.to_us()).epsilon(1e-3));
+  CHECK((forwards[0] - forwards[1]).to_us() ==
+        Approx((one_stage[0].first_gather + one_stage[0].first_forward_extra).to_us()).epsilon(1e-3));
   // Nothing to gather without a sharded optimizer, or under shard full (FSDP gathers each layer).
-  CHECK(sim::stage_costs(test::plan_from(kGpt, {"parallel.overlap_param_gather=true"}))[0].first_forward_extra == Time());
+  const auto unsharded = sim::stage_costs(test::plan_from(kGpt, {"parallel.overlap_param_gather=true"}));
+  CHECK(unsharded[0].first_gather + unsharded[0].first_forward_extra == Time());
   // The executor gathers after the step: true is predict-only there.
   CHECK_THROWS_WITH(plan::check_executable(test::scenario_from(kGpt, {"parallel.shard=optimizer", "parallel.overlap_param_gather=true"})),
                     Catch::Contains("overlap_param_gather") && Catch::Contains("predict-only"));
