@@ -52,11 +52,14 @@ Simulation::Simulation(const plan::Plan& plan, const SimOptions& options)
   // A rank's stages take their first buckets' parameter all-gathers one after another from the
   // step's start (the optimizer's zero_grad starts the chain; Megatron-core's forward pre-hooks
   // carry it from chunk to chunk).
+  // Stages come in order of their index on the rank (local = stage / p).
   first_gather_done_.assign(stage_places_.size(), Time());
-  for (size_t s = 0; s < stage_places_.size(); ++s)
-    for (size_t o = 0; o < stage_places_.size(); ++o)
-      if (stage_places_[o].pipeline_rank == stage_places_[s].pipeline_rank && stage_places_[o].local <= stage_places_[s].local)
-        first_gather_done_[s] += costs_[o].first_gather;
+  std::vector<Time> gathered(static_cast<size_t>(p));  // per pipeline rank, so far
+  for (size_t s = 0; s < stage_places_.size(); ++s) {
+    Time& so_far = gathered[static_cast<size_t>(stage_places_[s].pipeline_rank)];
+    so_far += costs_[s].first_gather;
+    first_gather_done_[s] = so_far;
+  }
   slots_per_microbatch_ = static_cast<size_t>(sched_.virtual_stages) * 2 * played_;
   if (plan.scenario.parallel.replicas() > 1) build_groups();
   const size_t slots = slots_per_microbatch_ * static_cast<size_t>(sched_.microbatches());
