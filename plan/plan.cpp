@@ -50,19 +50,6 @@ std::vector<int> choose_partition(const Scenario& s, int microbatch_size) {
   return balanced_partition(costs, stages);
 }
 
-// A parameter's gradient bytes in a bucket, which the simulator all-reduces over the stage's
-// replicas. An expert's gradients are reduced only over the ranks holding the same experts
-// (ParallelSpec::expert_replicas, Megatron-core's expert-data-parallel group): none with one, else
-// as the bytes that cost the same ring traffic over all replicas (2 (n - 1) / n of them per rank).
-// The ring's latency and links are then the whole group's, not the smaller group's.
-int64_t reduced_bytes(const ParallelSpec& p, const ParamSpec& param, int gradient) {
-  const int64_t bytes = param.numel_on(p.tensor, p.expert, p.expert_tensor_ways()) * gradient;
-  if (!param.expert || p.expert_replicas() == p.replicas()) return bytes;
-  const double group = p.expert_replicas(), all = p.replicas();
-  if (group <= 1) return 0;
-  return std::llround(static_cast<double>(bytes) * ((group - 1) / group) / ((all - 1) / all));
-}
-
 // The first bucket's cap and every later one's, in gradient bytes. Without overlap, Megatron-LM's
 // DDP reduces the whole buffer at once (bucket_size None). Megatron-core's buckets hold
 // megatron_bucket_params parameters (its buffers close a bucket once it reaches that, as torch's
@@ -89,7 +76,7 @@ std::vector<Bucket> stage_buckets(const Scenario& s, const Stage& stage) {
   for (int l = stage.first_layer + stage.layer_count - 1; l >= stage.first_layer; --l)
     for (int i = static_cast<int>(s.layers[l].params.size()) - 1; i >= 0; --i) {
       ready.push_back({l, i});
-      bytes.push_back(reduced_bytes(s.parallel, s.layers[l].params[i], gradient));
+      bytes.push_back(data_parallel_bytes(s.parallel, s.layers[l].params[i], gradient));
     }
   const auto [first_cap, cap] = bucket_caps(s.parallel, stage.index, gradient);
   auto groups = assign_buckets(bytes, first_cap, cap);
@@ -130,6 +117,19 @@ int64_t tied_copy(const Scenario& scenario, const Stage& st) {
 }
 
 }  // namespace
+
+// A parameter's bytes in a data-parallel collective over the stage's replicas (its gradient's in a
+// bucket's reduction; its own in the gather after a sharded step). An expert's are reduced and gathered only over the ranks holding the same experts
+// (ParallelSpec::expert_replicas, Megatron-core's expert-data-parallel group): none with one, else
+// as the bytes that cost the same ring traffic over all replicas (2 (n - 1) / n of them per rank).
+// The ring's latency and links are then the whole group's, not the smaller group's.
+int64_t data_parallel_bytes(const ParallelSpec& p, const ParamSpec& param, int bytes_per_element) {
+  const int64_t bytes = param.numel_on(p.tensor, p.expert, p.expert_tensor_ways()) * bytes_per_element;
+  if (!param.expert || p.expert_replicas() == p.replicas()) return bytes;
+  const double group = p.expert_replicas(), all = p.replicas();
+  if (group <= 1) return 0;
+  return std::llround(static_cast<double>(bytes) * ((group - 1) / group) / ((all - 1) / all));
+}
 
 std::vector<std::string> param_names(const std::vector<Layer>& layers, const Bucket& bucket) {
   std::vector<std::string> names;

@@ -107,6 +107,10 @@ struct Plan {
 
 /// A bucket's parameters' full names, in gradient-ready order.
 std::vector<std::string> param_names(const std::vector<Layer>& layers, const Bucket& bucket);
+/// A parameter's bytes on one rank in a data-parallel collective of bytes_per_element an element
+/// (a bucket's gradient reduction, the parameters' gather after a sharded step); an expert's
+/// scaled to the same ring traffic over all replicas (plan/plan.cpp).
+int64_t data_parallel_bytes(const ParallelSpec& p, const ParamSpec& param, int bytes_per_element);
 
 /// The compute order of a scenario's schedule: generated, or read from its CSV (a bad CSV is an
 /// InputError at the CSV's line and column).

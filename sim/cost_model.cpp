@@ -251,6 +251,13 @@ int shard_stride(const plan::ParallelSpec& p) {
   return p.tensor * (p.rank_order == plan::RankOrder::tensor_pipeline_data ? p.pipeline : 1);
 }
 
+// What a collective run beside `beside` of compute adds to it: the part the compute does not
+// cover, and the slowdown of the compute it hides behind (hardware.interference's factor).
+Time exposed_beside(Time collective, Time beside, const plan::Interference& interference) {
+  const Time hidden = std::min(collective, beside);
+  return collective - hidden + hidden.scaled(interference.compute - 1.0);
+}
+
 // A sharded stage's collectives inside its forwards and backwards. Shard full's parameter
 // all-gathers around one stage's layers, per micro-batch (FSDP2's implicit
 // prefetch): each layer's parameters are gathered over its shard's ranks before its forward, the
@@ -310,10 +317,7 @@ class ShardCollectives {
   }
 
  private:
-  Time exposed(Time gather, Time beside) const {
-    const Time hidden = std::min(gather, beside);
-    return gather - hidden + hidden.scaled(plan_.scenario.hardware.interference.compute - 1.0);
-  }
+  Time exposed(Time gather, Time beside) const { return exposed_beside(gather, beside, plan_.scenario.hardware.interference); }
   Time gather(int layer) {
     const plan::ParallelSpec& p = plan_.scenario.parallel;
     const plan::Layer& l = plan_.layers()[layer];
@@ -378,12 +382,12 @@ Time optimizer_time(const plan::Scenario& s, int64_t stage_params) {
 // parallel.overlap_param_gather it runs after the step, before anything else (Megatron-LM's default;
 // the executor's, which on Gloo gathers fp32 parameters): charged to OPTIM. With it, beside the
 // next step's first forward (overlapped_parameter_gathers).
-static double gathered_bytes_per_param(const plan::ParallelSpec& p) { return p.master_weights ? plan::activation_bytes(p.precision) : 4.0; }
+static int gathered_bytes_per_param(const plan::ParallelSpec& p) { return p.master_weights ? plan::activation_bytes(p.precision) : 4; }
 
 static Time parameters_after_step(const plan::Plan& plan, const plan::Stage& st) {
   const plan::ParallelSpec& p = plan.scenario.parallel;
   if (!p.sharded(plan::Shard::optimizer) || p.sharded(plan::Shard::full) || p.param_gather_overlapped()) return Time();
-  const double bytes = plan.scenario.hardware.nccl ? static_cast<double>(st.param_count) * gathered_bytes_per_param(p)
+  const double bytes = plan.scenario.hardware.nccl ? static_cast<double>(st.param_count * gathered_bytes_per_param(p))
                                                    : static_cast<double>(st.param_bytes);
   return Time::us(group_collective_us(plan, Collective::all_gather, bytes, p.shard_ranks(), shard_stride(p)));
 }
@@ -396,15 +400,14 @@ static Time parameters_after_step(const plan::Plan& plan, const plan::Stage& st)
 // finish_param_sync dispatching the next bucket). A bucket's forward is its layers' forward shared
 // out by parameters (buckets cut through layers). What a later gather takes beyond that compute is
 // exposed; the part it hides slows the compute (hardware.interference), as FSDP's prefetched
-// gathers do (ShardCollectives). An expert's parameters, gathered over their smaller group, count
-// as the bytes of the same ring traffic over all replicas, as plan::Bucket's reduced bytes do.
+// gathers do (ShardCollectives). An expert's parameters count as plan::data_parallel_bytes says.
 // Megatron-core buckets only the first pipeline rank's first chunk (plan::bucket_caps): every
 // other stage's gather is one bucket, its first, which runs while the stage waits for the
 // pipeline to fill. Sets c's first_gather and first_forward_extra.
 static void overlapped_parameter_gathers(const plan::Plan& plan, const plan::Stage& st, const std::vector<Time>& forward, StageCost* c) {
   const plan::ParallelSpec& p = plan.scenario.parallel;
   if (!p.param_gather_overlapped()) return;
-  const double per_param = gathered_bytes_per_param(p), interference = plan.scenario.hardware.interference.compute - 1.0;
+  const int per_param = gathered_bytes_per_param(p);
   auto numel = [&](const plan::ParamRef& r) {
     return static_cast<double>(plan.layers()[r.layer].params[r.index].numel_on(p.tensor, p.expert, p.expert_tensor_ways()));
   };
@@ -416,21 +419,12 @@ static void overlapped_parameter_gathers(const plan::Plan& plan, const plan::Sta
   for (auto b = st.buckets.rbegin(); b != st.buckets.rend(); ++b) {  // forward order
     double bytes = 0, compute_us = 0;
     for (const plan::ParamRef& r : b->params) {
-      double n = numel(r);
-      compute_us += forward[r.layer].to_us() * n / layer_params[r.layer];
-      if (plan.layers()[r.layer].params[r.index].expert && p.expert_replicas() != p.replicas()) {
-        const double group = p.expert_replicas(), all = p.replicas();
-        n = group <= 1 ? 0.0 : n * ((group - 1) / group) / ((all - 1) / all);
-      }
-      bytes += n * per_param;
+      compute_us += forward[r.layer].to_us() * numel(r) / layer_params[r.layer];
+      bytes += static_cast<double>(plan::data_parallel_bytes(p, plan.layers()[r.layer].params[r.index], per_param));
     }
     const Time gather = Time::us(group_collective_us(plan, Collective::all_gather, bytes, p.shard_ranks(), shard_stride(p)));
-    if (first) {
-      c->first_gather = gather;
-    } else {
-      const Time hidden = std::min(gather, beside);
-      c->first_forward_extra += gather - hidden + hidden.scaled(interference);
-    }
+    if (first) c->first_gather = gather;
+    else c->first_forward_extra += exposed_beside(gather, beside, plan.scenario.hardware.interference);
     first = false;
     beside = Time::us(compute_us);  // the next bucket's gather runs beside this one's forward
   }
