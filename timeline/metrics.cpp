@@ -28,16 +28,16 @@ std::vector<Interval> merged(std::vector<Interval> v) {
   return out;
 }
 
-// Length of `a` not covered by `b` (both merged).
-int64_t uncovered(const std::vector<Interval>& a, const std::vector<Interval>& b) {
+// Length of [a, a_end) not covered by [b, b_end) (both merged).
+int64_t uncovered(const Interval* a, const Interval* a_end, const Interval* b, const Interval* b_end) {
   int64_t total = 0;
-  size_t j = 0;
-  for (const auto& [s, e] : a) {
+  for (; a != a_end; ++a) {
+    const auto [s, e] = *a;
     int64_t at = s;
-    while (j < b.size() && b[j].second <= at) ++j;
-    for (size_t k = j; k < b.size() && b[k].first < e; ++k) {
-      if (b[k].first > at) total += b[k].first - at;
-      at = std::max(at, b[k].second);
+    while (b != b_end && b->second <= at) ++b;
+    for (const Interval* k = b; k != b_end && k->first < e; ++k) {
+      if (k->first > at) total += k->first - at;
+      at = std::max(at, k->second);
       if (at >= e) break;
     }
     if (at < e) total += e - at;
@@ -52,12 +52,26 @@ using StageRanks = std::vector<std::vector<int>>;
 
 StageRanks stage_ranks(const Timeline& timeline) {
   StageRanks out;
+  // A rank computes a stage many times: each (stage, rank) is kept once as it is first met,
+  // marked in a table over the timeline's ranks (a rank outside them is kept every time, and
+  // the sort below makes them unique).
+  const size_t world = static_cast<size_t>(std::max(timeline.world_size, 0));
+  std::vector<std::vector<bool>> seen;
   for (const auto& e : timeline.events) {
     if (e.lane != Lane::compute || e.action.kind == ActionKind::OPTIM) continue;
     for (const Action& part : e.action.parts()) {
       if (part.stage < 0) continue;
-      if (static_cast<size_t>(part.stage) >= out.size()) out.resize(part.stage + 1);
-      out[part.stage].push_back(e.rank);
+      const size_t stage = static_cast<size_t>(part.stage);
+      if (stage >= out.size()) {
+        out.resize(stage + 1);
+        seen.resize(stage + 1);
+      }
+      if (e.rank >= 0 && static_cast<size_t>(e.rank) < world) {
+        if (seen[stage].empty()) seen[stage].resize(world);
+        if (seen[stage][static_cast<size_t>(e.rank)]) continue;
+        seen[stage][static_cast<size_t>(e.rank)] = true;
+      }
+      out[stage].push_back(e.rank);
     }
   }
   for (auto& ranks : out) {
@@ -92,38 +106,71 @@ std::optional<MessageKey> message_of(const TimelineEvent& e, const StageRanks& r
 }
 
 // When each message of `step` had both sides posted: the later of its SEND's and RECV's starts,
-// sorted by message. A sorted vector rather than a std::map: a 1,024-rank step has a quarter of
-// a million messages, and a node allocation per message made this the slowest part of metrics.
-using Posted = std::vector<std::pair<MessageKey, int64_t>>;
+// by event (kNotPosted for an event that is no side of a message, or whose message misses a side).
+// The sides are grouped by their receiving rank, then sorted within the rank by message: a
+// quarter of a million messages on 1,024 ranks, and sixteen times that on 16,384, made one sort of
+// them all (or a std::map) the slowest part of metrics. A receiving rank outside the timeline's
+// ranks matches nothing: step_times reads no event of such a rank.
+constexpr int64_t kNotPosted = INT64_MIN;
 
-Posted both_posted(const Timeline& timeline, int step, const StageRanks& ranks) {
+std::vector<int64_t> both_posted(const Timeline& timeline, int step, const StageRanks& ranks) {
+  const auto& events = timeline.events;
   struct Side {
     MessageKey key;
+    uint32_t event = 0;
     bool send = false;
-    int64_t start = 0;
+    int64_t start = 0;  // copied here: reading it back from the event would be a cache miss a side
   };
   std::vector<Side> sides;
-  for (const auto& e : timeline.events) {
+  for (size_t i = 0; i < events.size(); ++i) {
+    const TimelineEvent& e = events[i];
     if (e.step != step) continue;
     if (const auto key = message_of(e, ranks))
-      sides.push_back({*key, e.action.kind == ActionKind::SEND_F || e.action.kind == ActionKind::SEND_B, e.start.count_ns()});
+      sides.push_back({*key, static_cast<uint32_t>(i), e.action.kind == ActionKind::SEND_F || e.action.kind == ActionKind::SEND_B,
+                       e.start.count_ns()});
   }
-  // Stable: of two events for the same side of a message, the later in the timeline counts.
-  std::stable_sort(sides.begin(), sides.end(), [](const Side& x, const Side& y) { return x.key < y.key; });
-  Posted out;
-  for (size_t i = 0; i < sides.size();) {
-    int64_t send = INT64_MIN, recv = INT64_MIN;
-    size_t j = i;
-    for (; j < sides.size() && sides[j].key == sides[i].key; ++j) (sides[j].send ? send : recv) = sides[j].start;
-    if (send != INT64_MIN && recv != INT64_MIN) out.emplace_back(sides[i].key, std::max(send, recv));
-    i = j;
+  // Grouped by receiving rank, each group in timeline order: a counting sort of the sides' indices.
+  const size_t world = static_cast<size_t>(std::max(timeline.world_size, 0));
+  auto receiver = [&](const Side& s) {
+    const int r = std::get<0>(s.key);
+    return r >= 0 && static_cast<size_t>(r) < world ? static_cast<size_t>(r) : world;  // world: matches nothing
+  };
+  std::vector<uint32_t> at(world + 2, 0);
+  for (const Side& s : sides) ++at[receiver(s) + 1];
+  for (size_t r = 0; r <= world; ++r) at[r + 1] += at[r];
+  std::vector<uint32_t> order(sides.size());
+  std::vector<uint32_t> next(at.begin(), at.end() - 1);
+  for (size_t i = 0; i < sides.size(); ++i) order[next[receiver(sides[i])]++] = static_cast<uint32_t>(i);
+  std::vector<int64_t> out(events.size(), kNotPosted);
+  std::vector<Side> group;
+  for (size_t r = 0; r < world; ++r) {
+    group.clear();
+    for (uint32_t k = at[r]; k < at[r + 1]; ++k) group.push_back(sides[order[k]]);
+    // By message, and in timeline order within one: of two events for the same side of a
+    // message, the later in the timeline counts.
+    std::sort(group.begin(), group.end(), [](const Side& x, const Side& y) { return std::tie(x.key, x.event) < std::tie(y.key, y.event); });
+    for (size_t i = 0; i < group.size();) {
+      int64_t send = kNotPosted, recv = kNotPosted;
+      size_t j = i;
+      for (; j < group.size() && group[j].key == group[i].key; ++j) (group[j].send ? send : recv) = group[j].start;
+      if (send != kNotPosted && recv != kNotPosted)
+        for (size_t k = i; k < j; ++k) out[group[k].event] = std::max(send, recv);
+      i = j;
+    }
   }
   return out;
 }
 
-const int64_t* find_posted(const Posted& posted, const MessageKey& key) {
-  auto it = std::lower_bound(posted.begin(), posted.end(), key, [](const auto& x, const MessageKey& k) { return x.first < k; });
-  return it != posted.end() && it->first == key ? &it->second : nullptr;
+// Sorts and merges intervals in place: [begin, end) becomes [begin, returned).
+Interval* merge_in_place(Interval* begin, Interval* end) {
+  if (begin == end) return end;
+  if (!std::is_sorted(begin, end)) std::sort(begin, end);  // a rank's events mostly come in time order
+  Interval* out = begin;
+  for (Interval* iv = begin + 1; iv != end; ++iv) {
+    if (iv->first <= out->second) out->second = std::max(out->second, iv->second);
+    else *++out = *iv;
+  }
+  return out + 1;
 }
 
 }  // namespace
@@ -143,52 +190,67 @@ std::vector<int> steps_of(const Timeline& timeline) {
 StepTimes step_times(const Timeline& timeline, int step) {
   StepTimes out;
   out.step = step;
-  int64_t first = INT64_MAX, last = INT64_MIN;
-  std::vector<std::vector<Interval>> compute(timeline.world_size), comm(timeline.world_size);
+  const auto& events = timeline.events;
+  const size_t world = static_cast<size_t>(std::max(timeline.world_size, 0));
+  auto counted = [&](const TimelineEvent& e) { return e.step == step && e.rank >= 0 && static_cast<size_t>(e.rank) < world; };
   const StageRanks ranks = stage_ranks(timeline);
-  const auto posted = both_posted(timeline, step, ranks);
+  const std::vector<int64_t> posted = both_posted(timeline, step, ranks);
   // The step starts with its first piece of work. A receive posted earlier is a rank that finished
   // the previous step first and waits for this one's data: in a real run the later stages post
   // their first receive while stage 0 is still finishing the step before, and counting that wait
   // would add the stagger between ranks to every measured step (the simulator starts all ranks
-  // together, so its steps have none).
-  for (const auto& e : timeline.events) {
-    if (e.step != step || e.rank < 0 || e.rank >= timeline.world_size) continue;
+  // together, so its steps have none). The same pass counts each rank's compute and other events.
+  int64_t first = INT64_MAX, last = INT64_MIN;
+  std::vector<uint32_t> compute_at(world + 1, 0), comm_at(world + 1, 0);
+  for (const TimelineEvent& e : events) {
+    if (!counted(e)) continue;
     last = std::max(last, e.end.count_ns());
     if (e.action.kind != ActionKind::RECV_F && e.action.kind != ActionKind::RECV_B) first = std::min(first, e.start.count_ns());
-  }
-  for (const auto& e : timeline.events) {
-    if (e.step != step || e.rank < 0 || e.rank >= timeline.world_size) continue;
-    if (e.lane == Lane::compute) {
-      compute[e.rank].emplace_back(e.start.count_ns(), e.end.count_ns());
-      continue;
-    }
-    // A message is communication only once both sides have posted.
-    int64_t from = std::max(first, e.start.count_ns());
-    if (const auto key = message_of(e, ranks))
-      if (const int64_t* both = find_posted(posted, *key)) from = std::max(from, *both);
-    if (from < e.end.count_ns()) comm[e.rank].emplace_back(from, e.end.count_ns());
+    ++(e.lane == Lane::compute ? compute_at : comm_at)[static_cast<size_t>(e.rank) + 1];
   }
   if (first > last) first = last = 0;
   const int64_t span = last - first;
   out.start = Time::ns(first);
   out.step_time = Time::ns(span);
+  // Each rank's intervals in one array, a rank's in timeline order (a counting sort: the events'
+  // ranks interleave, and one pass in order over millions of them beats a gather per rank).
+  for (size_t r = 0; r < world; ++r) {
+    compute_at[r + 1] += compute_at[r];
+    comm_at[r + 1] += comm_at[r];
+  }
+  std::vector<Interval> compute(compute_at[world]), comm(comm_at[world]);
+  std::vector<uint32_t> compute_next(compute_at.begin(), compute_at.end() - 1), comm_next(comm_at.begin(), comm_at.end() - 1);
+  for (size_t i = 0; i < events.size(); ++i) {
+    const TimelineEvent& e = events[i];
+    if (!counted(e)) continue;
+    const size_t r = static_cast<size_t>(e.rank);
+    if (e.lane == Lane::compute) {
+      compute[compute_next[r]++] = {e.start.count_ns(), e.end.count_ns()};
+      continue;
+    }
+    // A message is communication only once both sides have posted.
+    comm[comm_next[r]++] = {std::max({first, e.start.count_ns(), posted[i]}), e.end.count_ns()};
+  }
   double sum = 0;
-  for (int r = 0; r < timeline.world_size; ++r) {
+  for (size_t r = 0; r < world; ++r) {
+    Interval* busy_begin = compute.data() + compute_at[r];
+    Interval* busy_end = merge_in_place(busy_begin, compute.data() + compute_at[r + 1]);
+    // Messages that ended before both sides posted moved nothing.
+    Interval* comm_end = std::remove_if(comm.data() + comm_at[r], comm.data() + comm_at[r + 1], [](const Interval& iv) { return iv.first >= iv.second; });
+    comm_end = merge_in_place(comm.data() + comm_at[r], comm_end);
     RankTimes rt;
-    rt.rank = r;
-    const auto busy = merged(std::move(compute[r]));
+    rt.rank = static_cast<int>(r);
     int64_t busy_ns = 0;
-    for (const auto& [s, e] : busy) busy_ns += e - s;
+    for (const Interval* iv = busy_begin; iv != busy_end; ++iv) busy_ns += iv->second - iv->first;
     rt.busy = Time::ns(busy_ns);
-    rt.exposed_comm = Time::ns(uncovered(merged(std::move(comm[r])), busy));
+    rt.exposed_comm = Time::ns(uncovered(comm.data() + comm_at[r], comm_end, busy_begin, busy_end));
     const int64_t bubble_ns = std::max<int64_t>(0, span - busy_ns - rt.exposed_comm.count_ns());
     rt.bubble = Time::ns(bubble_ns);
     rt.bubble_fraction = span > 0 ? static_cast<double>(bubble_ns) / static_cast<double>(span) : 0.0;
     sum += rt.bubble_fraction;
     out.ranks.push_back(rt);
   }
-  out.bubble_fraction = timeline.world_size > 0 ? sum / timeline.world_size : 0.0;
+  out.bubble_fraction = world > 0 ? sum / static_cast<double>(world) : 0.0;
   return out;
 }
 

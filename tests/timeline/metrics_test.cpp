@@ -1,5 +1,7 @@
 #include "timeline/metrics.hpp"
 
+#include <algorithm>
+
 #include <catch2/catch.hpp>
 
 #include "tests/test_util.hpp"
@@ -80,6 +82,33 @@ TEST_CASE("timeline::step_times: a receive posted before the step's first work d
   // Rank 1's split is unchanged: the early part of its wait lies outside the step.
   CHECK(s.ranks[1].exposed_comm.to_us() == Approx(150 + 90));
   CHECK(s.ranks[1].bubble.to_us() == Approx(100 + 210));
+}
+
+TEST_CASE("timeline::step_times: events in any order give the same numbers; a message's later event of one side counts",
+          "[timeline]") {
+  // A measured timeline lists events as the ranks' files give them, not in time order: reversed,
+  // the replicas above split the same way (each rank's intervals are sorted before they merge).
+  timeline::Timeline t;
+  t.world_size = 4;
+  replica(t, 0, 0, 0);
+  replica(t, 2, 0, 50);
+  const auto in_order = timeline::step_times(t, 0);
+  std::reverse(t.events.begin(), t.events.end());
+  const auto reversed = timeline::step_times(t, 0);
+  for (int r = 0; r < 4; ++r) {
+    CHECK(reversed.ranks[r].busy == in_order.ranks[r].busy);
+    CHECK(reversed.ranks[r].exposed_comm == in_order.ranks[r].exposed_comm);
+    CHECK(reversed.ranks[r].bubble == in_order.ranks[r].bubble);
+  }
+  // Two events for rank 0's SEND_F (a retried send, say): the later in the timeline, posted at
+  // 200, is when the message can flow, so rank 1's RECV_F is communication only from 200 to 250.
+  timeline::Timeline two;
+  two.world_size = 2;
+  replica(two, 0, 0, 0);
+  test::add_event(two, 0, Lane::send, {ActionKind::SEND_F, 0, 0}, 200, 250);
+  const auto s = timeline::step_times(two, 0);
+  CHECK(s.ranks[1].exposed_comm.to_us() == Approx(50 + 90));
+  CHECK(s.ranks[1].bubble.to_us() == Approx(200 + 210));
 }
 
 TEST_CASE("timeline::union_length: overlapping and touching intervals count once", "[timeline]") {
