@@ -7,6 +7,17 @@ int& Simulation::backwards_done(int rank, int stage) {
   return backwards_done_[static_cast<size_t>(rank) * sched_.virtual_stages + stage_places_[stage].local];
 }
 
+// The rank starts a forward: the interleaved schedule's param_sync_func may start the next
+// model chunk's gather now (chunk_prefetch_), after the one before it on the comm stream.
+void Simulation::prefetch_chunks(int rank, Time now) {
+  const int p = sched_.pipeline, v = sched_.virtual_stages, pr = ranks_[rank].pipeline_rank;
+  const int id = rank_forwards_[static_cast<size_t>(rank)]++ + pr;  // Megatron's param_sync_microbatch_id
+  if (id % p != 0 || id / p + 1 >= v || id / p + 1 < 2) return;    // the first forward of chunk id / p, in the first round
+  const int next = id / p + 1;
+  Time* done = &chunk_gather_done_[static_cast<size_t>(rank) * v];
+  done[next] = std::max(now, done[next - 1]) + costs_[next * p + pr].chunk_gather;
+}
+
 int& Simulation::forwards_done(int rank, int stage) {
   return forwards_done_[static_cast<size_t>(rank) * sched_.virtual_stages + stage_places_[stage].local];
 }
@@ -91,7 +102,13 @@ void Simulation::start_compute(int rank, const Action& a, Time now) {
   // The step's first forward of a stage waits for the parameters' all-gathers that the
   // previous optimizer step left to it: its first bucket's, started with the step, then the
   // exposed part of the later ones' beside it (StageCost::first_gather, first_forward_extra).
-  if (a.kind == ActionKind::F || overlap) {
+  if (chunk_prefetch_ && a.kind == ActionKind::F) {
+    prefetch_chunks(rank, now);
+    if (forwards_done(rank, a.stage)++ == 0) {
+      const size_t chunk = static_cast<size_t>(rank) * sched_.virtual_stages + stage_places_[a.stage].local;
+      dur += std::max(Time(), chunk_gather_done_[chunk] - now);
+    }
+  } else if (a.kind == ActionKind::F || overlap) {
     if (forwards_done(rank, a.stage)++ == 0)
       dur += std::max(Time(), first_gather_done_[a.stage] - now) + costs_[a.stage].first_forward_extra;
   }

@@ -403,7 +403,8 @@ static Time parameters_after_step(const plan::Plan& plan, const plan::Stage& st)
 // gathers do (ShardCollectives). An expert's parameters count as plan::data_parallel_bytes says.
 // Megatron-core buckets only the first pipeline rank's first chunk (plan::bucket_caps): every
 // other stage's gather is one bucket, its first, which runs while the stage waits for the
-// pipeline to fill. Sets c's first_gather and first_forward_extra.
+// pipeline to fill. Sets c's first_gather and first_forward_extra, and chunk_gather: what the
+// interleaved schedule prefetches whole instead (Simulation's chunk_prefetch_).
 static void overlapped_parameter_gathers(const plan::Plan& plan, const plan::Stage& st, const std::vector<Time>& forward, StageCost* c) {
   const plan::ParallelSpec& p = plan.scenario.parallel;
   if (!p.param_gather_overlapped()) return;
@@ -416,6 +417,7 @@ static void overlapped_parameter_gathers(const plan::Plan& plan, const plan::Sta
     for (const plan::ParamRef& r : b.params) layer_params[r.layer] += numel(r);
   Time beside;
   bool first = true;
+  double stage_bytes = 0;
   for (auto b = st.buckets.rbegin(); b != st.buckets.rend(); ++b) {  // forward order
     double bytes = 0, compute_us = 0;
     for (const plan::ParamRef& r : b->params) {
@@ -427,7 +429,10 @@ static void overlapped_parameter_gathers(const plan::Plan& plan, const plan::Sta
     else c->first_forward_extra += exposed_beside(gather, beside, plan.scenario.hardware.interference);
     first = false;
     beside = Time::us(compute_us);  // the next bucket's gather runs beside this one's forward
+    stage_bytes += bytes;
   }
+  // The buckets gathered together (one coalesced launch, as an interleaved schedule starts them).
+  if (stage_bytes > 0) c->chunk_gather = Time::us(group_collective_us(plan, Collective::all_gather, stage_bytes, p.shard_ranks(), shard_stride(p)));
 }
 
 std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<plan::LayerCost>* layer_costs) {

@@ -46,6 +46,9 @@ struct StageCost {
   /// its first forward waits for; and the exposed part of the later buckets', run beside that
   /// forward bucket by bucket, with the slowdown of the compute they hide behind, added to it.
   Time first_gather, first_forward_extra;
+  /// The stage's whole all-gather as one collective: what an interleaved schedule's
+  /// param_sync_func starts for a model chunk ahead of its forward (Simulation's chunk_prefetch_).
+  Time chunk_gather;
   /// A MoE model's all-to-alls (dispatch and combine) inside forward and backward above, exposed
   /// there: what DualPipe's OVERLAP_F_B hides behind the other micro-batch's compute.
   Time all_to_all_forward, all_to_all_backward;

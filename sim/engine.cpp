@@ -3,9 +3,34 @@
 
 namespace parallax::sim::detail {
 
+namespace {
+
+// Megatron-LM's schedules exchange activations in pairs: after a forward, one batch_isend_irecv
+// sends its output and receives the next forward's input (send_forward_recv_forward, and the
+// backward's and 1F1B's alike), and the rank waits for both. The lowered lists (torch's order) put
+// the receive before the send; on NCCL with parallel.p2p megatron the send goes first, so its
+// data flows while the rank waits for its receive rather than after it. Sends there never wait,
+// so moving one earlier cannot hold anything up.
+const schedule::Schedule& megatron_batched_p2p(const plan::Plan& plan, schedule::Schedule* out) {
+  const schedule::Schedule& s = plan.schedule;
+  if (s.collectives != schedule::Collectives::nccl || plan.scenario.parallel.p2p != plan::P2p::megatron) return s;
+  auto recv = [](ActionKind k) { return k == ActionKind::RECV_F || k == ActionKind::RECV_B; };
+  auto send = [](ActionKind k) { return k == ActionKind::SEND_F || k == ActionKind::SEND_B; };
+  *out = s;
+  for (auto& list : out->ranks)
+    for (size_t i = 0; i + 1 < list.size(); ++i)
+      if (recv(list[i].kind) && send(list[i + 1].kind)) {
+        std::swap(list[i], list[i + 1]);
+        ++i;
+      }
+  return *out;
+}
+
+}  // namespace
+
 Simulation::Simulation(const plan::Plan& plan, const SimOptions& options)
     : plan_(plan),
-      sched_(plan.schedule),
+      sched_(megatron_batched_p2p(plan, &batched_)),
       costs_(stage_costs(plan, options.layer_costs)),
       step_only_(options.step_only),
       blocking_sends_(plan.schedule.collectives == schedule::Collectives::nccl && plan.scenario.parallel.p2p == plan::P2p::pytorch),
@@ -59,6 +84,17 @@ Simulation::Simulation(const plan::Plan& plan, const SimOptions& options)
     Time& so_far = gathered[static_cast<size_t>(stage_places_[s].pipeline_rank)];
     so_far += costs_[s].first_gather;
     first_gather_done_[s] = so_far;
+  }
+  const int v = sched_.virtual_stages;
+  chunk_prefetch_ = sched_.kind == schedule::ScheduleKind::interleaved_1f1b && v > 1 && plan.scenario.parallel.param_gather_overlapped();
+  if (chunk_prefetch_) {
+    chunk_gather_done_.assign(static_cast<size_t>(played_) * v, Time());
+    rank_forwards_.assign(static_cast<size_t>(played_), 0);
+    for (int r = 0; r < played_; ++r) {  // chunks 0 and 1 start with the step (local chunk j is stage j x p + rank)
+      Time* done = &chunk_gather_done_[static_cast<size_t>(r) * v];
+      done[0] = costs_[ranks_[r].pipeline_rank].chunk_gather;
+      done[1] = done[0] + costs_[p + ranks_[r].pipeline_rank].chunk_gather;
+    }
   }
   slots_per_microbatch_ = static_cast<size_t>(sched_.virtual_stages) * 2 * played_;
   if (plan.scenario.parallel.replicas() > 1) build_groups();

@@ -245,6 +245,7 @@ class Simulation {
   void on_collective_phase_done(int stage, Time now);
 
   const plan::Plan& plan_;
+  schedule::Schedule batched_;  // the plan's schedule with Megatron-LM's batched sends (megatron_batched_p2p)
   const schedule::Schedule& sched_;
   std::vector<StageCost> costs_;
   bool step_only_ = false;
@@ -280,6 +281,17 @@ class Simulation {
   // Per stage: when the all-gathers its rank starts with the step have brought its first bucket of
   // parameters (StageCost::first_gather; a rank's stages in order, one after another).
   std::vector<Time> first_gather_done_;
+  // Megatron-core's interleaved schedule (and NeMo's, with Apex's distributed optimizer) starts a
+  // model chunk's parameter all-gather whole through config.param_sync_func rather than bucket by
+  // bucket: chunks 0 and 1 with the step, chunk c + 1 (c >= 1) when the rank starts its forward
+  // number c x pipeline - pipeline_rank, so that every pipeline rank starts it at about the same
+  // time (megatron/core/pipeline_parallel/schedules.py, forward_step_helper). One comm stream
+  // runs them one after another. chunk_gather_done_: per played rank and local chunk, when its
+  // gather ends (set when it starts); rank_forwards_: per played rank, forwards started.
+  bool chunk_prefetch_ = false;
+  std::vector<Time> chunk_gather_done_;
+  std::vector<int> rank_forwards_;
+  void prefetch_chunks(int rank, Time now);
   std::vector<Group> groups_;
   std::vector<Transfer> transfers_;
   std::vector<int> free_transfers_;

@@ -2,6 +2,8 @@
 // traffic (torch's Adam under autocast; Megatron-LM's Float16OptimizerWithFloat16Params), and
 // the data-parallel gradient reduction overlapped with the backward (torch's DDP) or after it
 // (Megatron-LM's DDP without --overlap-grad-reduce, DeepSpeed's engine).
+#include <map>
+
 #include <catch2/catch.hpp>
 
 #include "plan/cost.hpp"
@@ -159,4 +161,73 @@ TEST_CASE("plan: Megatron-LM and DeepSpeed reduce gradients after the backward u
   CHECK_FALSE(test::scenario_from(kGpt + "framework: deepspeed\n").parallel.overlap_grad_reduce);
   CHECK(test::scenario_from(kGpt + "framework: torchtitan\n").parallel.overlap_grad_reduce);
   CHECK(test::scenario_from(kGpt + "framework: megatron\n", {"parallel.overlap_grad_reduce=true"}).parallel.overlap_grad_reduce);
+}
+
+TEST_CASE("sim: an interleaved schedule gathers each model chunk's parameters whole, a chunk ahead", "[sim]") {
+  // Megatron-core's interleaved 1F1B (and NeMo's, on Apex's distributed optimizer) starts a model
+  // chunk's all-gather through param_sync_func: chunks 0 and 1 with the step, chunk c + 1 at the
+  // rank's forward number c x pipeline - pipeline_rank; one comm stream takes them in turn. Two
+  // stages of three chunks each, torch's 25 MiB buckets (several a chunk), two replicas.
+  const plan::Plan p = test::plan_from(kGpt, {"parallel.master_weights=true", "parallel.shard=optimizer", "parallel.overlap_param_gather=true",
+                                              "parallel.pipeline=2", "parallel.virtual=3", "parallel.schedule=interleaved-1f1b",
+                                              "parallel.chunks=4", "model.layers=10", "parallel.partition_len=[2, 2, 2, 2, 2, 2]"});
+  const auto costs = sim::stage_costs(p);
+  REQUIRE(p.stages[2].buckets.size() > 1);
+  // A chunk's gather is one collective of all its buckets' bytes: less than their gathers one by one.
+  for (int s = 0; s < 6; ++s) CHECK(costs[s].chunk_gather > Time());
+  const auto bare = sim::stage_costs(test::plan_from(kGpt, {"parallel.master_weights=true", "parallel.shard=optimizer", "parallel.pipeline=2",
+                                                            "parallel.virtual=3", "parallel.schedule=interleaved-1f1b", "parallel.chunks=4",
+                                                            "model.layers=10", "parallel.partition_len=[2, 2, 2, 2, 2, 2]"}));
+  CHECK(costs[2].chunk_gather <= bare[2].optimizer - costs[2].optimizer);  // the whole stage's gather after the step
+  // Rank 0 (replica 0, pipeline rank 0) runs chunk 0 (stage 0), chunk 1 (stage 2), chunk 2 (stage 4).
+  std::map<int, std::pair<Time, Time>> first;  // stage -> (start, duration) of rank 0's first forward there
+  std::map<int, Time> later;                   // stage -> a later forward's duration there
+  for (const auto& e : sim::simulate(p).timeline.events) {
+    if (e.rank != 0 || e.action.kind != ActionKind::F) continue;
+    if (!first.count(e.action.stage)) first[e.action.stage] = {e.start, e.end - e.start};
+    else later[e.action.stage] = e.end - e.start;
+  }
+  REQUIRE(first.size() == 3);
+  // What the first forward took beyond a later one there (which a p2p transfer beside it may
+  // stretch by a few microseconds: hence the margins).
+  auto waited = [&](int stage) { return (first[stage].second - later[stage]).to_us(); };
+  // Chunk 0's forward starts the step and waits for its whole gather; chunk 1's gather follows it.
+  const Time done0 = costs[0].chunk_gather, done1 = done0 + costs[2].chunk_gather;
+  CHECK(waited(0) == Approx(done0.to_us()).margin(5));
+  CHECK(waited(2) == Approx(std::max(0.0, (done1 - first[2].first).to_us())).margin(5));
+  // Chunk 2's starts with rank 0's forward number 2, its first of chunk 1, after chunk 1's.
+  const Time done2 = std::max(first[2].first, done1) + costs[4].chunk_gather;
+  CHECK(waited(4) == Approx(std::max(0.0, (done2 - first[4].first).to_us())).margin(5));
+  // No bucket-by-bucket wait is added on top (StageCost::first_forward_extra is the chain's).
+  INFO("chunk 1 waited " << waited(2) << " us, chunk 2 " << waited(4) << " us; the chain would add " << costs[2].first_forward_extra.to_us());
+  CHECK(costs[2].first_forward_extra > Time::us(20));
+  CHECK(waited(2) < costs[2].first_forward_extra.to_us() + std::max(0.0, (done1 - first[2].first).to_us()));
+}
+
+TEST_CASE("sim: Megatron-LM's point-to-point sends a forward's output as it waits for the next input", "[sim]") {
+  // Megatron-LM's send_forward_recv_forward (and its 1F1B pairs) batch the send of a forward's output
+  // with the receive of the next action's input: the data leaves when the forward ends, not after
+  // the rank's next receive arrives. torch's lowered lists put the receive first; PyTorch's own
+  // point-to-point on NCCL keeps that order, the send held behind the receive.
+  auto sends_after_forward = [](const std::string& p2p) {
+    const plan::Plan p = test::plan_from(kGpt, {"parallel.pipeline=2", "parallel.data=1", "parallel.chunks=4", "parallel.schedule=1f1b",
+                                                "parallel.p2p=" + p2p, "hardware=h100-nvlink-ib"});
+    std::map<int, Time> forward_end;  // rank 0's F end, by micro-batch
+    int on_time = 0, sends = 0;
+    for (const auto& e : sim::simulate(p).timeline.events)
+      if (e.rank == 0 && e.action.kind == ActionKind::F) forward_end[e.action.mb] = e.end;
+    for (const auto& e : sim::simulate(p).timeline.events)
+      if (e.rank == 0 && e.action.kind == ActionKind::SEND_F) {
+        ++sends;
+        on_time += (e.start - forward_end.at(e.action.mb)).to_us() < 1.0;
+      }
+    return std::pair(on_time, sends);
+  };
+  const auto [megatron_on_time, megatron_sends] = sends_after_forward("megatron");
+  CHECK(megatron_sends == 4);
+  CHECK(megatron_on_time == 4);
+  // PyTorch's order: in 1F1B's steady state the send waits behind the backward's receive.
+  const auto [torch_on_time, torch_sends] = sends_after_forward("pytorch");
+  CHECK(torch_sends == 4);
+  CHECK(torch_on_time < 4);
 }
