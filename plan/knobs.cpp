@@ -140,7 +140,7 @@ Knob choice(std::string key, E ParallelSpec::*member, std::vector<E> values, std
 
 Knob p2p_knob() {
   return choice("parallel.p2p", &ParallelSpec::p2p, {P2p::pytorch, P2p::megatron},
-                "how stages exchange activations on NCCL: pytorch (torch.distributed.pipelining: a send waits until its peer posts the receive) or megatron (Megatron-LM posts each receive with the send before it, so no send waits; predict-only). Gloo posts receives ahead either way");
+                "how stages exchange activations on NCCL: pytorch (torch.distributed.pipelining: a send waits until its peer posts the receive) or megatron (Megatron-LM batches each send with the next receive and posts receives ahead: no send waits, and an output leaves as its compute ends; predict-only). Gloo posts receives ahead either way");
 }
 
 Knob rank_order_knob() {
