@@ -101,7 +101,8 @@ void Simulation::start_compute(int rank, const Action& a, Time now) {
   else if (weights && !groups_.empty()) dur += c.reduce_scatter_between;
   // The step's first forward of a stage waits for the parameters' all-gathers that the
   // previous optimizer step left to it: its first bucket's, started with the step, then the
-  // exposed part of the later ones' beside it (StageCost::first_gather, first_forward_extra).
+  // exposed part of the later ones' beside it (StageCost::first_gather, first_forward_extra);
+  // under the interleaved schedule, what is left of its chunk's whole gather (chunk_prefetch_).
   if (chunk_prefetch_ && a.kind == ActionKind::F) {
     prefetch_chunks(rank, now);
     if (forwards_done(rank, a.stage)++ == 0) {
