@@ -103,7 +103,7 @@ void Simulation::start_compute(int rank, const Action& a, Time now) {
   // previous optimizer step left to it: its first bucket's, started with the step, then the
   // exposed part of the later ones' beside it (StageCost::first_gather, first_forward_extra);
   // under the interleaved schedule, what is left of its chunk's whole gather (chunk_prefetch_).
-  if (chunk_prefetch_ && a.kind == ActionKind::F) {
+  if (chunk_prefetch_ && (a.kind == ActionKind::F || overlap)) {  // combined 1F1B's forwards count too
     prefetch_chunks(rank, now);
     if (forwards_done(rank, a.stage)++ == 0) {
       const size_t chunk = static_cast<size_t>(rank) * sched_.virtual_stages + stage_places_[a.stage].local;
