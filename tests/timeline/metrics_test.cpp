@@ -84,7 +84,7 @@ TEST_CASE("timeline::step_times: a receive posted before the step's first work d
   CHECK(s.ranks[1].bubble.to_us() == Approx(100 + 210));
 }
 
-TEST_CASE("timeline::step_times: events in any order give the same numbers; a message's later event of one side counts",
+TEST_CASE("timeline::step_times: events in any order give the same numbers, and a message's later event of one side counts",
           "[timeline]") {
   // A measured timeline lists events as the ranks' files give them, not in time order: reversed,
   // the replicas above split the same way (each rank's intervals are sorted before they merge).
