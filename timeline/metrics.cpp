@@ -17,15 +17,29 @@ namespace {
 
 using Interval = std::pair<int64_t, int64_t>;
 
-// Sorts and merges overlapping intervals.
-std::vector<Interval> merged(std::vector<Interval> v) {
-  std::sort(v.begin(), v.end());
-  std::vector<Interval> out;
-  for (const auto& iv : v) {
-    if (!out.empty() && iv.first <= out.back().second) out.back().second = std::max(out.back().second, iv.second);
-    else out.push_back(iv);
+// Sorts and merges intervals in place: [begin, end) becomes [begin, returned).
+Interval* merge_in_place(Interval* begin, Interval* end) {
+  if (begin == end) return end;
+  if (!std::is_sorted(begin, end)) std::sort(begin, end);  // a rank's events mostly come in time order: no sort then
+  Interval* out = begin;
+  for (Interval* iv = begin + 1; iv != end; ++iv) {
+    if (iv->first <= out->second) out->second = std::max(out->second, iv->second);
+    else *++out = *iv;
   }
-  return out;
+  return out + 1;
+}
+
+// The summed length of [begin, end).
+int64_t total_length(const Interval* begin, const Interval* end) {
+  int64_t total = 0;
+  for (const Interval* iv = begin; iv != end; ++iv) total += iv->second - iv->first;
+  return total;
+}
+
+// A counting sort's slices: `at[k + 1]` holds how many items have key k; after this, key k's
+// items go to [at[k], at[k + 1]) of one array.
+void to_offsets(std::vector<uint32_t>& at) {
+  for (size_t k = 0; k + 1 < at.size(); ++k) at[k + 1] += at[k];
 }
 
 // Length of [a, a_end) not covered by [b, b_end) (both merged).
@@ -137,7 +151,7 @@ std::vector<int64_t> both_posted(const Timeline& timeline, int step, const Stage
   };
   std::vector<uint32_t> at(world + 2, 0);
   for (const Side& s : sides) ++at[receiver(s) + 1];
-  for (size_t r = 0; r <= world; ++r) at[r + 1] += at[r];
+  to_offsets(at);
   std::vector<uint32_t> order(sides.size());
   std::vector<uint32_t> next(at.begin(), at.end() - 1);
   for (size_t i = 0; i < sides.size(); ++i) order[next[receiver(sides[i])]++] = static_cast<uint32_t>(i);
@@ -161,24 +175,10 @@ std::vector<int64_t> both_posted(const Timeline& timeline, int step, const Stage
   return out;
 }
 
-// Sorts and merges intervals in place: [begin, end) becomes [begin, returned).
-Interval* merge_in_place(Interval* begin, Interval* end) {
-  if (begin == end) return end;
-  if (!std::is_sorted(begin, end)) std::sort(begin, end);  // a rank's events mostly come in time order
-  Interval* out = begin;
-  for (Interval* iv = begin + 1; iv != end; ++iv) {
-    if (iv->first <= out->second) out->second = std::max(out->second, iv->second);
-    else *++out = *iv;
-  }
-  return out + 1;
-}
-
 }  // namespace
 
 int64_t union_length(std::vector<std::pair<int64_t, int64_t>> intervals) {
-  int64_t total = 0;
-  for (const auto& [s, e] : merged(std::move(intervals))) total += e - s;
-  return total;
+  return total_length(intervals.data(), merge_in_place(intervals.data(), intervals.data() + intervals.size()));
 }
 
 std::vector<int> steps_of(const Timeline& timeline) {
@@ -214,10 +214,8 @@ StepTimes step_times(const Timeline& timeline, int step) {
   out.step_time = Time::ns(span);
   // Each rank's intervals in one array, a rank's in timeline order (a counting sort: the events'
   // ranks interleave, and one pass in order over millions of them beats a gather per rank).
-  for (size_t r = 0; r < world; ++r) {
-    compute_at[r + 1] += compute_at[r];
-    comm_at[r + 1] += comm_at[r];
-  }
+  to_offsets(compute_at);
+  to_offsets(comm_at);
   std::vector<Interval> compute(compute_at[world]), comm(comm_at[world]);
   std::vector<uint32_t> compute_next(compute_at.begin(), compute_at.end() - 1), comm_next(comm_at.begin(), comm_at.end() - 1);
   for (size_t i = 0; i < events.size(); ++i) {
@@ -240,8 +238,7 @@ StepTimes step_times(const Timeline& timeline, int step) {
     comm_end = merge_in_place(comm.data() + comm_at[r], comm_end);
     RankTimes rt;
     rt.rank = static_cast<int>(r);
-    int64_t busy_ns = 0;
-    for (const Interval* iv = busy_begin; iv != busy_end; ++iv) busy_ns += iv->second - iv->first;
+    const int64_t busy_ns = total_length(busy_begin, busy_end);
     rt.busy = Time::ns(busy_ns);
     rt.exposed_comm = Time::ns(uncovered(comm.data() + comm_at[r], comm_end, busy_begin, busy_end));
     const int64_t bubble_ns = std::max<int64_t>(0, span - busy_ns - rt.exposed_comm.count_ns());
