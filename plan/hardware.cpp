@@ -110,6 +110,7 @@ void scale_compute_rates(ComputeModel& c, double clock) {
   for (auto& [size, efficiency] : c.gemm_efficiency) efficiency *= clock;
   for (auto& [precision, grid] : c.gemm)
     for (double& tflops : grid.tflops) tflops *= clock;
+  for (auto& [precision, tflops] : c.sustained_tflops) tflops *= clock;
   c.flash_forward_efficiency *= clock;
   c.flash_backward_efficiency *= clock;
   if (c.flash2_forward_efficiency) *c.flash2_forward_efficiency *= clock;
@@ -137,7 +138,7 @@ ComputeModel compute_of_builtin(const Field& from) {
 
 ComputeModel parse_compute(const Field& map, const std::map<Precision, double>& peaks) {
   expect_keys(map, {"same_as", "gemm_efficiency", "gemm", "memory_efficiency", "flash_forward_efficiency", "flash_backward_efficiency",
-                    "flash2_forward_efficiency", "flash2_backward_efficiency", "precisions", "clock_fraction"});
+                    "flash2_forward_efficiency", "flash2_backward_efficiency", "precisions", "sustained_tflops", "clock_fraction"});
   // Every key below replaces what same_as gave (a gemm precision by precision).
   ComputeModel c = map["same_as"].present() ? compute_of_builtin(map["same_as"]) : ComputeModel{};
   if (Field f = map["gemm_efficiency"]; f.present())
@@ -161,6 +162,21 @@ ComputeModel parse_compute(const Field& map, const std::map<Precision, double>& 
       const auto peak = peaks.find(p);
       if (peak == peaks.end()) f.fail("'" + f.path() + "' has no peak: give device.peak_tflops." + name + " first");
       c.gemm[p] = parse_gemm_grid(f, peak->second);
+    }
+  }
+  if (Field caps = map["sustained_tflops"]; caps.present()) {
+    expect_keys(caps, {"fp32", "bf16", "fp16", "fp8"});
+    for (const char* name : {"fp32", "bf16", "fp16", "fp8"}) {
+      Field f = caps[name];
+      if (!f.present()) continue;
+      const Precision p = *precision_from_name(name);
+      const auto peak = peaks.find(p);
+      if (peak == peaks.end()) f.fail("'" + f.path() + "' has no peak: give device.peak_tflops." + name + " first");
+      const double v = to_number(f, 0);
+      if (v <= 0 || v > peak->second)
+        f.fail("'" + f.path() + "' must be > 0 and at most the device's dense peak at " + name + " (" +
+               std::to_string(static_cast<int>(peak->second)) + " TFLOP/s)");
+      c.sustained_tflops[p] = v;
     }
   }
   for (Precision p : c.precisions)
@@ -396,8 +412,11 @@ double GemmGrid::at(double qm, double qn, double qk) const {
 
 double ComputeModel::gemm_fraction(Precision p, double m, double n, double k, double peak_tflops) const {
   const auto grid = gemm.find(p);
-  if (grid == gemm.end()) return gemm_efficiency.empty() ? 1.0 : log2_interpolate(gemm_efficiency, 2 * m * n * k / 1e9);
-  return std::min(1.0, grid->second.at(m, n, k) / peak_tflops);
+  double fraction = grid != gemm.end()         ? grid->second.at(m, n, k) / peak_tflops
+                    : gemm_efficiency.empty() ? 1.0
+                                              : log2_interpolate(gemm_efficiency, 2 * m * n * k / 1e9);
+  if (const auto cap = sustained_tflops.find(p); cap != sustained_tflops.end()) fraction = std::min(fraction, cap->second / peak_tflops);
+  return std::min(1.0, fraction);
 }
 
 }  // namespace parallax::plan

@@ -57,10 +57,15 @@ struct ComputeModel {
   /// The precisions the figures were measured at (`precisions:`, default the 16-bit tensor-core
   /// ones); layers at another precision keep the plain roofline.
   std::vector<Precision> precisions = {Precision::bf16, Precision::fp16};
+  /// `sustained_tflops`: per precision, the most any GEMM holds once the device runs at its power
+  /// limit, as a training step keeps it: a ceiling on the grid or the curve, which may come from
+  /// short bursts or, for fp8, from another precision. A precision without one has no ceiling.
+  std::map<Precision, double> sustained_tflops;
   /// `clock_fraction`: already applied to the rates above when read; kept to say so (plan's text).
   double clock_fraction = 1;
   /// The fraction of `peak_tflops` (the device's dense peak at `p`) that one m x n x k GEMM
-  /// reaches: from the precision's grid when it has one, else from the size curve.
+  /// reaches: from the precision's grid when it has one, else from the size curve; at most the
+  /// precision's sustained rate.
   double gemm_fraction(Precision p, double m, double n, double k, double peak_tflops) const;
   bool covers(Precision p) const;
 };

@@ -44,6 +44,46 @@ TEST_CASE("GPU tables: H100 fp8, derived from bf16, within 10% of Bekman's best 
   CHECK(table_tflops(test::builtin_profile("h200-nvlink-ib"), plan::Precision::fp8, 1280, 4096, 12032) == Approx(1453.4).epsilon(0.10));
 }
 
+TEST_CASE("GPU tables: no GEMM runs above what the GPU sustains at its power limit", "[plan][gpu-tables]") {
+  // Bekman's MSMF (ml-engineering's MAMF and MSMF table): the steady rate of a GPU's best shape once
+  // it runs at its power limit in a busy node. The grids were built without it, from OpenXLA's table;
+  // at the MSMF shapes they give it within 10%, and beyond their largest shapes the ceiling holds.
+  struct Sustained {
+    const char* profile;
+    double m, n, k, bf16;
+  };
+  for (const Sustained& x : {Sustained{"h200-nvlink-ib", 1536, 2816, 6144, 755}, Sustained{"b200-nvlink-ib", 3072, 18944, 4608, 1439}}) {
+    INFO(x.profile);
+    const auto hw = test::builtin_profile(x.profile);
+    CHECK(table_tflops(hw, plan::Precision::bf16, x.m, x.n, x.k) == Approx(x.bf16).epsilon(0.10));
+    for (plan::Precision p : {plan::Precision::bf16, plan::Precision::fp16, plan::Precision::fp8})
+      CHECK(table_tflops(hw, p, 16384, 16384, 16384) <= hw.device.compute->sustained_tflops.at(p));
+  }
+  // The fp8 grid, the bf16 one times SemiAnalysis's ratio, passes the H200's sustained fp8 rate at
+  // large shapes: they run at it.
+  const auto h100 = test::builtin_profile("h100-nvlink-ib");
+  CHECK(table_tflops(h100, plan::Precision::fp8, 4096, 4096, 4096) == Approx(1354));
+  CHECK(table_tflops(h100, plan::Precision::fp8, 4096, 4096, 4096) < h100.device.compute->gemm.at(plan::Precision::fp8).at(4096, 4096, 4096));
+  // A GPU held at a lower clock sustains that much less: the 500 W H100's ceiling is the 700 W one's
+  // x its clock_fraction, as its grids are.
+  const auto limited = test::builtin_profile("h100-hbm2e-500w-nvlink-roce");
+  CHECK(limited.device.compute->sustained_tflops.at(plan::Precision::bf16) == Approx(755 * 0.879));
+  CHECK(table_tflops(limited, plan::Precision::bf16, 8192, 8192, 8192) <= 755 * 0.879 + 1e-9);
+}
+
+TEST_CASE("GPU tables: a sustained rate above the peak, or for a precision without one, is refused", "[plan][gpu-tables]") {
+  auto error = [](const std::string& caps) {
+    return test::profile_error(
+        "name: x\ndevice: {name: g, memory_gb: 80, peak_tflops: {fp32: 60, bf16: 1000}, compute: {precisions: [bf16], "
+        "gemm: {bf16: {m: [1024], n: [1024], k: [1024], tflops: [800]}}, sustained_tflops: " +
+        caps + "}}\nnode: {devices: 1, link: {bandwidth_gb_per_s: 1, latency_us: 1}}\n");
+  };
+  CHECK_THAT(error("{bf16: 1200}"), Catch::Contains("sustained_tflops.bf16' must be > 0 and at most the device's dense peak"));
+  CHECK_THAT(error("{fp8: 100}"), Catch::Contains("sustained_tflops.fp8' has no peak"));
+  CHECK_THAT(error("{tf32: 100}"), Catch::Contains("tf32"));
+  CHECK_THAT(error("{bf16: 700}"), Catch::Equals(""));
+}
+
 TEST_CASE("GPU tables: small GEMMs reach a small fraction of the peak, large ones most of it", "[plan][gpu-tables]") {
   for (const char* name : {"h100-nvlink-ib", "h200-nvlink-ib", "b200-nvlink-ib"}) {
     INFO(name);
