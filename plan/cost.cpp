@@ -184,10 +184,25 @@ class ShapeModel {
   // amax taken on the way, per element; 0 in other precisions.
   double fp8_cast(double elements) const { return fp8_ ? memory(elements * (e_ + 1)) : 0.0; }
   double memory(double bytes) const { return f_.memory * raw_memory(bytes); }
-  double flash(double flops, bool backward, bool flash2) const {
+  // Flash attention at `fraction` (flash_fraction) of the profile's figure for a long sequence
+  // without a mask.
+  double flash(double flops, bool backward, bool flash2, double fraction) const {
     double efficiency = backward ? c_.flash_backward_efficiency : c_.flash_forward_efficiency;
     if (flash2) efficiency = (backward ? c_.flash2_backward_efficiency : c_.flash2_forward_efficiency).value_or(efficiency);
-    return f_.flash * flops / (rest_peak_ * 1e6 * efficiency);
+    return f_.flash * flops / (rest_peak_ * 1e6 * efficiency * fraction);
+  }
+  // The fraction of that figure a rank's attention over q of a sequence's tokens reaches, by the
+  // length and mask of its calls. Without context parallelism, one call over the whole sequence,
+  // causal in a decoder. With it, a ring of `context` steps of equal FLOPs: a decoder's sequence is
+  // cut in 2 x context chunks (rank i holds chunks i and 2c - 1 - i), so its first step is causal
+  // over the rank's q tokens and each other is unmasked between q and q / 2 of them; an encoder's
+  // steps are unmasked q x q blocks.
+  double flash_fraction(bool flash2, bool decoder, double q, double context) const {
+    if (!decoder) return c_.flash_sequence_fraction(flash2, false, q);
+    const double causal = c_.flash_sequence_fraction(flash2, true, q);
+    if (context == 1) return causal;
+    const double rest = c_.flash_sequence_fraction(flash2, false, q / 2);
+    return context / (1 / causal + (context - 1) / rest);
   }
   double e() const { return e_; }
 
@@ -354,8 +369,9 @@ Kernels encoder_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel&
     // A decoder block's attention is causal: flash attention skips the score blocks the mask
     // removes, half of them (FlashAttention-2 and -3 count a causal pass as half the FLOPs).
     const double flops = 4 * mb * heads * q * s * d * (form.decoder ? 0.5 : 1.0);
-    k.attention_forward = m.flash(flops, false, l.shape.flash2);
-    k.attention_backward = m.flash(2.5 * flops, true, l.shape.flash2);  // FlashAttention-2 counts backward as 2.5 forwards
+    const double fraction = m.flash_fraction(l.shape.flash2, form.decoder, q, c);
+    k.attention_forward = m.flash(flops, false, l.shape.flash2, fraction);
+    k.attention_backward = m.flash(2.5 * flops, true, l.shape.flash2, fraction);  // FlashAttention-2 counts backward as 2.5 forwards
     k.flash = true;
   } else {
     const double scores = mb * heads * q * s, blocks = mb * heads * c;

@@ -138,7 +138,8 @@ ComputeModel compute_of_builtin(const Field& from) {
 
 ComputeModel parse_compute(const Field& map, const std::map<Precision, double>& peaks) {
   expect_keys(map, {"same_as", "gemm_efficiency", "gemm", "memory_efficiency", "flash_forward_efficiency", "flash_backward_efficiency",
-                    "flash2_forward_efficiency", "flash2_backward_efficiency", "precisions", "sustained_tflops", "clock_fraction"});
+                    "flash2_forward_efficiency", "flash2_backward_efficiency", "flash_by_sequence", "flash2_by_sequence", "precisions",
+                    "sustained_tflops", "clock_fraction"});
   // Every key below replaces what same_as gave (a gemm precision by precision).
   ComputeModel c = map["same_as"].present() ? compute_of_builtin(map["same_as"]) : ComputeModel{};
   if (Field f = map["gemm_efficiency"]; f.present())
@@ -148,6 +149,16 @@ ComputeModel parse_compute(const Field& map, const std::map<Precision, double>& 
   if (Field f = map["flash_backward_efficiency"]; f.present()) c.flash_backward_efficiency = fraction(f);
   if (Field f = map["flash2_forward_efficiency"]; f.present()) c.flash2_forward_efficiency = fraction(f);
   if (Field f = map["flash2_backward_efficiency"]; f.present()) c.flash2_backward_efficiency = fraction(f);
+  auto by_sequence = [](const Field& f) {
+    expect_keys(f, {"full", "causal"});
+    ComputeModel::BySequence b;
+    for (const char* key : {"full", "causal"})
+      if (Field points = f[key]; points.present())
+        (std::string(key) == "full" ? b.full : b.causal) = parse_curve(points, "tokens, fraction", "a sequence length", fraction);
+    return b;
+  };
+  if (Field f = map["flash_by_sequence"]; f.present()) c.flash_by_sequence = by_sequence(f);
+  if (Field f = map["flash2_by_sequence"]; f.present()) c.flash2_by_sequence = by_sequence(f);
   if (Field list = map["precisions"]; list.present()) {
     if (!list.is_sequence() || list.elements().empty()) list.fail("'" + list.path() + "' must be a list such as [bf16, fp16]");
     c.precisions.clear();
@@ -408,6 +419,13 @@ double GemmGrid::at(double qm, double qn, double qk) const {
       for (int dc = 0; dc < 2; ++dc)
         sum += (da ? fi : 1 - fi) * (db ? fj : 1 - fj) * (dc ? fl : 1 - fl) * value(i + da, j + db, l + dc);
   return sum;
+}
+
+double ComputeModel::flash_sequence_fraction(bool flash2, bool causal, double tokens) const {
+  const BySequence& own = flash2 && (!flash2_by_sequence.full.empty() || !flash2_by_sequence.causal.empty()) ? flash2_by_sequence
+                                                                                                           : flash_by_sequence;
+  const auto& curve = causal ? own.causal : own.full;
+  return curve.empty() ? 1.0 : log2_interpolate(curve, tokens);
 }
 
 double ComputeModel::gemm_fraction(Precision p, double m, double n, double k, double peak_tflops) const {

@@ -54,6 +54,16 @@ struct ComputeModel {
   /// FlashAttention-2's (`model.attention: flash2`) where the profile states them; absent, the
   /// flash figures above stand in.
   std::optional<double> flash2_forward_efficiency, flash2_backward_efficiency;
+  /// Flash attention's rate by the sequence length one call attends over, as a fraction of the
+  /// figures above (a long sequence's without a causal mask): (tokens, fraction) points,
+  /// interpolated on log2(tokens) and held beyond the ends; `full` without a mask, `causal` with
+  /// one. Empty: the figures at every length. flash2's: FlashAttention-2's, else flash's.
+  struct BySequence {
+    std::vector<std::pair<double, double>> full, causal;
+  };
+  BySequence flash_by_sequence, flash2_by_sequence;
+  /// The fraction of the flash figure a call of `tokens` queries and keys reaches.
+  double flash_sequence_fraction(bool flash2, bool causal, double tokens) const;
   /// The precisions the figures were measured at (`precisions:`, default the 16-bit tensor-core
   /// ones); layers at another precision keep the plain roofline.
   std::vector<Precision> precisions = {Precision::bf16, Precision::fp16};

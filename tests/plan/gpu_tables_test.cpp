@@ -124,6 +124,33 @@ TEST_CASE("GPU tables: H100 FlashAttention-2 within 15% of torch's measured scal
   CHECK(attention_tflops("flash") == Approx(631).epsilon(0.15));  // Transformer Engine's cuDNN kernel
 }
 
+TEST_CASE("GPU tables: H100 FlashAttention-2 by sequence and mask within 10% of its forward + backward benchmark from 2k tokens", "[plan][gpu-tables]") {
+  // The profile's fractions by sequence come from the FlashAttention-3 paper's forward figure; its
+  // forward + backward is checked against another figure, FlashAttention-2's own H100 benchmark
+  // (head dimension 128, TFLOP/s of forward + backward, counting a causal pass as half the FLOPs).
+  const auto hw = test::builtin_profile("h100-nvlink-ib");
+  auto fwd_bwd_tflops = [&](int seq, bool causal) {
+    const std::string form = causal ? ", positions: rope" : "";  // a decoder block (causal) or LibTorch's encoder layer
+    const auto s = test::scenario_from("model: {preset: transformer, layers: 1, hidden: 2048, heads: 16, seq_len: " + std::to_string(seq) +
+                                       ", vocab: 10, attention: flash2" + form + "}\nparallel: {precision: bf16}\nhardware: h100-nvlink-ib\n");
+    const plan::LayerCost c = plan::estimate_layer_cost(s.layers[1], hw, s.parallel, 1);
+    const double forward_flops = 4.0 * seq * seq * 2048 * (causal ? 0.5 : 1.0);
+    return 3.5 * forward_flops / ((c.attention_forward + c.attention_backward).to_us() * 1e6);
+  };
+  const struct {
+    int seq;
+    bool causal;
+    double tflops;
+  } published[] = {{512, false, 248}, {2048, false, 320}, {16384, false, 338}, {512, true, 163}, {2048, true, 265}, {16384, true, 328}};
+  for (const auto& x : published) {
+    INFO("sequence " << x.seq << (x.causal ? ", causal" : ", full"));
+    // At 512 tokens the backward loses more than the forward whose fractions are applied to it.
+    CHECK(fwd_bwd_tflops(x.seq, x.causal) == Approx(x.tflops).epsilon(x.seq < 2048 ? 0.15 : 0.10));
+  }
+  // Without the fractions, the short causal sequence would be costed at the long full one's rate.
+  CHECK(fwd_bwd_tflops(512, true) < 0.6 * fwd_bwd_tflops(16384, false));
+}
+
 TEST_CASE("GPU tables: a profile takes another's by name, its own keys over them", "[plan][gpu-tables]") {
   const auto h100 = test::builtin_profile("h100-nvlink-ib"), h200 = test::builtin_profile("h200-nvlink-ib");
   const plan::ComputeModel &a = *h100.device.compute, &b = *h200.device.compute;
