@@ -151,6 +151,24 @@ TEST_CASE("GPU tables: H100 FlashAttention-2 by sequence and mask within 10% of 
   CHECK(fwd_bwd_tflops(512, true) < 0.6 * fwd_bwd_tflops(16384, false));
 }
 
+TEST_CASE("GPU tables: flash attention by sequence refuses what is not a curve of fractions, where it is", "[plan][gpu-tables]") {
+  auto error = [](const std::string& curves) {
+    return test::profile_error("name: x\ndevice: {name: g, memory_gb: 80, peak_tflops: {fp32: 60, bf16: 1000}, compute: {precisions: [bf16], "
+                               "gemm_efficiency: [[1, 0.5]], flash_by_sequence: " +
+                               curves + "}}\nnode: {devices: 1, link: {bandwidth_gb_per_s: 1, latency_us: 1}}\n");
+  };
+  CHECK_THAT(error("{causal: [[2048, 1.2]]}"), Catch::Contains("flash_by_sequence.causal"));
+  CHECK_THAT(error("{full: [[2048, 0.9], [1024, 0.8]]}"), Catch::Contains("larger than the size before it"));
+  CHECK_THAT(error("{masked: [[2048, 0.9]]}"), Catch::Contains("masked"));
+  CHECK_THAT(error("{full: [[2048, 0.9]], causal: [[512, 0.5], [8192, 0.9]]}"), Catch::Equals(""));
+  // The A100's causal fractions, from FlashAttention-2's forward + backward figure: a 2k causal call
+  // reaches 0.764 of the long unmasked rate, a 16k one 0.931, and between them log2-interpolated.
+  const plan::ComputeModel& a100 = *test::builtin_profile("a100-nvlink-ib").device.compute;
+  CHECK(a100.flash_sequence_fraction(false, true, 2048) == Approx(0.764));
+  CHECK(a100.flash_sequence_fraction(false, true, 1u << 15) == Approx(0.931));
+  CHECK(a100.flash_sequence_fraction(false, true, 2896.3) == Approx((0.764 + 0.852) / 2).epsilon(0.001));
+}
+
 TEST_CASE("GPU tables: a profile takes another's by name, its own keys over them", "[plan][gpu-tables]") {
   const auto h100 = test::builtin_profile("h100-nvlink-ib"), h200 = test::builtin_profile("h200-nvlink-ib");
   const plan::ComputeModel &a = *h100.device.compute, &b = *h200.device.compute;
