@@ -164,32 +164,29 @@ ComputeModel parse_compute(const Field& map, const std::map<Precision, double>& 
     c.precisions.clear();
     for (const Field& e : list.elements()) c.precisions.push_back(*precision_from_name(to_choice(e, {"fp32", "bf16", "fp16", "fp8"})));
   }
-  if (Field grids = map["gemm"]; grids.present()) {
-    expect_keys(grids, {"fp32", "bf16", "fp16", "fp8"});
+  // A map by precision (`gemm`, `sustained_tflops`): each value read against the device's dense
+  // peak at its precision, which must be given.
+  auto by_precision = [&](const Field& map_of, const std::function<void(const Field&, Precision, double)>& read) {
+    expect_keys(map_of, {"fp32", "bf16", "fp16", "fp8"});
     for (const char* name : {"fp32", "bf16", "fp16", "fp8"}) {
-      Field f = grids[name];
+      Field f = map_of[name];
       if (!f.present()) continue;
       const Precision p = *precision_from_name(name);
       const auto peak = peaks.find(p);
       if (peak == peaks.end()) f.fail("'" + f.path() + "' has no peak: give device.peak_tflops." + name + " first");
-      c.gemm[p] = parse_gemm_grid(f, peak->second);
+      read(f, p, peak->second);
     }
-  }
-  if (Field caps = map["sustained_tflops"]; caps.present()) {
-    expect_keys(caps, {"fp32", "bf16", "fp16", "fp8"});
-    for (const char* name : {"fp32", "bf16", "fp16", "fp8"}) {
-      Field f = caps[name];
-      if (!f.present()) continue;
-      const Precision p = *precision_from_name(name);
-      const auto peak = peaks.find(p);
-      if (peak == peaks.end()) f.fail("'" + f.path() + "' has no peak: give device.peak_tflops." + name + " first");
+  };
+  if (Field grids = map["gemm"]; grids.present())
+    by_precision(grids, [&](const Field& f, Precision p, double peak) { c.gemm[p] = parse_gemm_grid(f, peak); });
+  if (Field caps = map["sustained_tflops"]; caps.present())
+    by_precision(caps, [&](const Field& f, Precision p, double peak) {
       const double v = to_number(f, 0);
-      if (v <= 0 || v > peak->second)
-        f.fail("'" + f.path() + "' must be > 0 and at most the device's dense peak at " + name + " (" +
-               std::to_string(static_cast<int>(peak->second)) + " TFLOP/s)");
+      if (v <= 0 || v > peak)
+        f.fail("'" + f.path() + "' must be > 0 and at most the device's dense peak at " + name(p) + " (" +
+               std::to_string(static_cast<int>(peak)) + " TFLOP/s)");
       c.sustained_tflops[p] = v;
-    }
-  }
+    });
   for (Precision p : c.precisions)
     if (c.gemm_efficiency.empty() && !c.gemm.count(p))
       map.fail("'" + map.path() + "' covers " + name(p) + " but gives neither gemm_efficiency nor gemm." + name(p));

@@ -23,6 +23,13 @@ struct Measured {
   double m, n, k, tflops;
 };
 
+// What loading a one-device profile with a bf16 peak of 1000 and these `device.compute` keys says
+// ("" when it loads).
+std::string compute_error(const std::string& keys) {
+  return test::profile_error("name: x\ndevice: {name: g, memory_gb: 80, peak_tflops: {fp32: 60, bf16: 1000}, compute: {precisions: [bf16], " +
+                             keys + "}}\nnode: {devices: 1, link: {bandwidth_gb_per_s: 1, latency_us: 1}}\n");
+}
+
 }  // namespace
 
 TEST_CASE("GPU tables: H100 bf16 within 10% of GEMMs measured outside the table", "[plan][gpu-tables]") {
@@ -73,10 +80,7 @@ TEST_CASE("GPU tables: no GEMM runs above what the GPU sustains at its power lim
 
 TEST_CASE("GPU tables: a sustained rate above the peak, or for a precision without one, is refused", "[plan][gpu-tables]") {
   auto error = [](const std::string& caps) {
-    return test::profile_error(
-        "name: x\ndevice: {name: g, memory_gb: 80, peak_tflops: {fp32: 60, bf16: 1000}, compute: {precisions: [bf16], "
-        "gemm: {bf16: {m: [1024], n: [1024], k: [1024], tflops: [800]}}, sustained_tflops: " +
-        caps + "}}\nnode: {devices: 1, link: {bandwidth_gb_per_s: 1, latency_us: 1}}\n");
+    return compute_error("gemm: {bf16: {m: [1024], n: [1024], k: [1024], tflops: [800]}}, sustained_tflops: " + caps);
   };
   CHECK_THAT(error("{bf16: 1200}"), Catch::Contains("sustained_tflops.bf16' must be > 0 and at most the device's dense peak"));
   CHECK_THAT(error("{fp8: 100}"), Catch::Contains("sustained_tflops.fp8' has no peak"));
@@ -152,11 +156,7 @@ TEST_CASE("GPU tables: H100 FlashAttention-2 by sequence and mask within 10% of 
 }
 
 TEST_CASE("GPU tables: flash attention by sequence refuses what is not a curve of fractions, where it is", "[plan][gpu-tables]") {
-  auto error = [](const std::string& curves) {
-    return test::profile_error("name: x\ndevice: {name: g, memory_gb: 80, peak_tflops: {fp32: 60, bf16: 1000}, compute: {precisions: [bf16], "
-                               "gemm_efficiency: [[1, 0.5]], flash_by_sequence: " +
-                               curves + "}}\nnode: {devices: 1, link: {bandwidth_gb_per_s: 1, latency_us: 1}}\n");
-  };
+  auto error = [](const std::string& curves) { return compute_error("gemm_efficiency: [[1, 0.5]], flash_by_sequence: " + curves); };
   CHECK_THAT(error("{causal: [[2048, 1.2]]}"), Catch::Contains("flash_by_sequence.causal"));
   CHECK_THAT(error("{full: [[2048, 0.9], [1024, 0.8]]}"), Catch::Contains("larger than the size before it"));
   CHECK_THAT(error("{masked: [[2048, 0.9]]}"), Catch::Contains("masked"));
