@@ -54,13 +54,14 @@ def split(r, stages):
     return "[" + ", ".join(map(str, lens)) + "]"
 
 def sets(r):
-    n = {k: int(r[k]) for k in ("gpus", "seq", "global_batch", "micro_batch", "tensor", "pipeline", "virtual", "expert", "expert_tensor")}
-    t, p, v = n["tensor"], n["pipeline"], n["virtual"]
-    d = n["gpus"] // (t * p)
+    n = {k: int(r[k]) for k in ("gpus", "seq", "global_batch", "micro_batch", "tensor", "pipeline", "virtual", "context", "expert",
+                                "expert_tensor")}
+    t, p, v, c = n["tensor"], n["pipeline"], n["virtual"], n["context"]
+    d = n["gpus"] // (t * p * c)
     batch = n["global_batch"] // d
     out = dict(MODELS[r["model"]])
     out |= {"model.seq_len": n["seq"], "hardware": r["hardware"], "parallel.precision": r["precision"],
-            "parallel.data": d, "parallel.tensor": t, "parallel.pipeline": p, "parallel.virtual": v,
+            "parallel.data": d, "parallel.tensor": t, "parallel.pipeline": p, "parallel.virtual": v, "parallel.context": c,
             "parallel.schedule": "interleaved-1f1b" if v > 1 else "1f1b",
             "parallel.expert": n["expert"], "parallel.expert_tensor": n["expert_tensor"] or "tensor",
             "parallel.sequence_parallel": "true" if t > 1 else "false",
@@ -82,7 +83,7 @@ def sets(r):
     # (_get_optimizer_overlap_cfgs) turns both on wherever data parallelism is > 1.
     out["parallel.overlap_grad_reduce"] = "true"
     out["parallel.overlap_param_gather"] = "true"
-    return f"{t}x{p}x{v}/ep{n['expert']}" + ("+ov" if r["a2a_overlap"] == "true" else ""), out
+    return f"{t}x{p}x{v}/ep{n['expert']}" + (f"/cp{c}" if c > 1 else "") + ("+ov" if r["a2a_overlap"] == "true" else ""), out
 
 def run(cmd, args):
     flags = [a for k, v in args.items() for a in ("--set", f"{k}={v}")]
@@ -92,8 +93,9 @@ def run(cmd, args):
         sys.exit(f"published_moe.sh: parallax {cmd} failed:\n{res.stderr}")
     return json.loads(res.stdout), time.perf_counter() - t0
 
-print(f"{'model':16} {'source':17} {'GPUs':>5} {'prec':5} {'TPxPPxVP/EP':>16} {'shard':9} {'dispatch':8} {'predicted s':>12} "
-      f"{'published s':>12} {'error':>7}  fits  sim s")
+# routing: "balanced" where the source forced balanced routing (imbalance 1), "router" where its router ran as trained.
+print(f"{'model':16} {'source':19} {'GPUs':>5} {'prec':5} {'seq':>6} {'TPxPPxVP/EP':>16} {'shard':9} {'dispatch':8} {'routing':8} "
+      f"{'predicted s':>12} {'published s':>12} {'error':>7}  fits  sim s")
 errors, no_fit, by_hw = [], [], {}
 for r in rows():
     grid, args = sets(r)
@@ -107,8 +109,9 @@ for r in rows():
     fits = all(m["fits"] for m in plan["memory"])
     if not fits:
         no_fit.append(f"{r['model']} on {r['gpus']} {r['hardware']}")
-    print(f"{r['model']:16} {r['source']:17} {r['gpus']:>5} {r['precision']:5} {grid:>16} {r['shard']:9} {r['dispatcher']:8} "
-          f"{predicted:12.3f} {published:12.3f} "
+    routing = "balanced" if float(r["imbalance"]) == 1 else "router"
+    print(f"{r['model']:16} {r['source']:19} {r['gpus']:>5} {r['precision']:5} {r['seq']:>6} {grid:>16} {r['shard']:9} {r['dispatcher']:8} "
+          f"{routing:8} {predicted:12.3f} {published:12.3f} "
           f"{100 * err:+6.1f}%  {'yes' if fits else 'NO ':4} {seconds:6.2f}", flush=True)
 print()
 mae = sum(abs(e) for e in errors) / len(errors)

@@ -93,7 +93,8 @@ std::string experts_line(const Plan& p) {
     << " holding the same\n";
   o << "           per MoE block and micro-batch: ";
   if (x.forward > 0)
-    o << x.forward << " all-to-alls in forward and " << x.backward << " in backward of " << format_bytes(x.all_to_all_bytes)
+    o << x.forward << " all-to-alls in forward and " << x.backward << " in backward"
+      << (par.recomputes(plan::kRecomputeMoe) ? " (2 of them recomputing the MoE layer)" : "") << " of " << format_bytes(x.all_to_all_bytes)
       << " sent per rank"
       << (par.moe_token_dispatcher == plan::TokenDispatcher::deepep
               ? " (by DeepEP: across nodes a token once per node, fewer bytes over the NICs)"

@@ -234,6 +234,7 @@ struct Kernels {
   double linear = 0, backward_linear = 0;  // the linear layers' GEMMs, forward and backward
   double expert = 0, backward_expert = 0;  // a MoE block's experts (LayerCost::expert_forward), forward and backward
   double norm_memory = 0, expert_act_memory = 0;  // forward's norms, and a MoE block's experts' activation function
+  double moe_layer = 0;  // forward of a MoE block's whole MoE layer: the router's gate and scores, and the experts
   double attention_gemm = 0, attention_memory = 0;  // standard attention's forward: its two GEMMs, its softmax and dropout
   double op_recompute = 0;  // what torchtitan's per-op checkpointing re-runs: every second matmul and the memory-bound kernels
   double eager_backward = 0;  // what eager kernels' backward moves beyond twice their forward (encoder_eager_bytes)
@@ -262,6 +263,7 @@ void moe_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel& m, dou
     k->weight_gradient += weight;
     k->backward_gemm += m.gemm(batch, rows_each, in, n) + weight;
   };
+  const double router_gemm_before = k->gemm;
   linear(1, tokens / sp, experts, h);  // the router's gate
   const double gemm_before = k->gemm, backward_before = k->backward_gemm;
   linear(local, rows, gates * width, h);
@@ -275,8 +277,10 @@ void moe_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel& m, dou
   k->expert_act_memory = m.memory(act * e * routed * width);
   const double expert_memory = m.memory(act * e * (routed * width + tokens * shared) + 4.0 * e * routed * h) +
                                m.fp8_cast(routed * (h + width) + tokens * (shared > 0 ? h + shared : 0.0));
-  k->memory += expert_memory + m.memory(2 * 4.0 * tokens / sp * experts);
+  const double router_memory = m.memory(2 * 4.0 * tokens / sp * experts);
+  k->memory += expert_memory + router_memory;
   k->expert = k->gemm - gemm_before + expert_memory;
+  k->moe_layer = k->gemm - router_gemm_before + expert_memory + router_memory;
   k->backward_expert = k->backward_gemm - backward_before + 2 * expert_memory;  // backward moves the bytes twice
 }
 
@@ -449,9 +453,10 @@ LayerCost shape_aware_cost(const Layer& l, const HardwareProfile& hw, const Para
   out.forward_memory_bound = k.memory > k.gemm;
   out.backward_memory_bound = k.backward_memory > k.backward_gemm;
   // Selective recompute re-runs the modules it names: attention's core, the norms, the experts'
-  // activation function.
-  out.recompute = Time::us((p.recomputes(kRecomputeCoreAttn) ? k.attention_core : 0.0) + (p.recomputes(kRecomputeLayernorm) ? k.norm_memory : 0.0) +
-                           (p.recomputes(kRecomputeMoeAct) ? k.expert_act_memory : 0.0));
+  // activation function, or the whole MoE layer (which holds the activation function; its
+  // all-to-alls are plan::expert_traffic's).
+  const double moe = p.recomputes(kRecomputeMoe) ? k.moe_layer : p.recomputes(kRecomputeMoeAct) ? k.expert_act_memory : 0.0;
+  out.recompute = Time::us((p.recomputes(kRecomputeCoreAttn) ? k.attention_core : 0.0) + (p.recomputes(kRecomputeLayernorm) ? k.norm_memory : 0.0) + moe);
   if (p.activation_checkpointing == Recompute::selective_op) out.recompute = Time::us(k.op_recompute);
   out.attention_forward = Time::us(k.attention_forward);
   out.attention_backward = Time::us(k.attention_backward);

@@ -137,7 +137,9 @@ struct ExpertTraffic {
   /// Bytes one rank sends to the other ranks of its expert group in one all-to-all, with a
   /// balanced router: the (expert - 1) / expert of its copies bound for other ranks.
   double all_to_all_bytes = 0;
-  int forward = 0, backward = 0;  ///< all-to-alls: dispatch and combine, then their gradients
+  /// All-to-alls: dispatch and combine, then their gradients (and, where backward recomputes the
+  /// MoE layer, dispatch and combine again before them).
+  int forward = 0, backward = 0;
   /// The routed tokens of a tensor group (whole buffer) its all-gather and reduce-scatter move.
   double tensor_bytes = 0;
   double imbalance = 1;  ///< expert_load_imbalance: the busiest rank receives this much more

@@ -91,13 +91,21 @@ Knob recompute_modules_knob() {
   for (const auto& m : kRecomputeModules) k.choices.push_back(m.name);
   k.doc = "with activation_checkpointing: selective, what backward recomputes (Megatron-core's --recompute-modules): core_attn "
           "(attention's scores and softmax; the default), layernorm (the two norms: their outputs, the inputs of QKV and the MLP, "
-          "are not kept), moe_act (a MoE block's experts' activation function: its output is not kept). Predict-only";
+          "are not kept), moe_act (a MoE block's experts' activation function: its output is not kept), moe (a MoE block's whole "
+          "MoE layer: router, dispatch, experts and combine, its all-to-alls included, re-run in backward from its input). Predict-only";
   k.get = [](const Settings& s) { return KnobValue(recompute_modules_text(s.recompute_modules)); };
   k.set = [](Settings& s, const KnobValue& v) {
+    // The canonical text ("[layernorm, moe]"), name by name: "moe" is also a part of "moe_act".
     const std::string& text = std::get<std::string>(v);
     s.recompute_modules = 0;
-    for (const auto& m : kRecomputeModules)
-      if (text.find(m.name) != std::string::npos) s.recompute_modules |= m.bit;
+    size_t at = 0;
+    while ((at = text.find_first_not_of("[], ", at)) != std::string::npos) {
+      const size_t end = text.find_first_of("[], ", at);
+      const std::string item = text.substr(at, end == std::string::npos ? std::string::npos : end - at);
+      for (const auto& m : kRecomputeModules)
+        if (item == m.name) s.recompute_modules |= m.bit;
+      at = end;
+    }
   };
   return k;
 }

@@ -159,8 +159,10 @@ BlockActivations block_activations(const LayerShape& sh, double e, double linear
     // and their outputs (the combine's weights take gradients from them). The router keeps its
     // fp32 probabilities.
     const double k = static_cast<double>(sh.moe.top_k), width = static_cast<double>((sh.moe.top_k + sh.moe.shared) * sh.moe.ffn);
-    out.split = s * (e * qw + linear_e * qw + e * (mlp_tensors - 1) * width + linear_e * width + k * h * (linear_e + e));
-    out.unsplit += s * 4.0 * static_cast<double>(sh.moe.experts);
+    out.moe_split = s * (e * (mlp_tensors - 1) * width + linear_e * width + k * h * (linear_e + e));
+    out.split = s * (e * qw + linear_e * qw) + out.moe_split;
+    out.moe_unsplit = s * 4.0 * static_cast<double>(sh.moe.experts);
+    out.unsplit += out.moe_unsplit;
     out.expert_act = s * linear_e * k * static_cast<double>(sh.moe.ffn);
   }
   out.kv = s * e * 2 * kv_width;  // K and V (rotated, with rotary positions: RoPE fused keeps no more)

@@ -140,8 +140,11 @@ struct BlockActivations {
   double unsplit = 0, split = 0, kv = 0, scores = 0;
   /// Of unsplit: the two norms' outputs (the inputs of QKV and of the MLP), what recomputing the
   /// norms drops. Of split: a MoE block's routed experts' activation output (their down
-  /// projections' input), what recomputing moe_act drops.
+  /// projections' input), what recomputing moe_act drops. Of split and of unsplit: what the MoE
+  /// layer keeps inside it (its experts' tensors, the dispatched copies and their outputs; the
+  /// router's probabilities), what recomputing moe drops (its input, the norm's output, stays).
   double norm_outputs = 0, expert_act = 0;
+  double moe_split = 0, moe_unsplit = 0;
 };
 /// `linear_e`: bytes an element of what the linear layers keep of their inputs (e, or 1 where
 /// Transformer Engine's fp8 linears keep their fp8 casts).

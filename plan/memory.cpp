@@ -59,8 +59,10 @@ double whole_sequence_activation_bytes(const Layer& l, const ParallelSpec& p) {
       const double kv_ways = std::min(t, static_cast<double>(l.shape.kv_heads()));
       // Selective recompute drops what its modules recompute.
       const double scores = p.recomputes(kRecomputeCoreAttn) ? 0.0 : x.scores / t;
-      const double unsplit = x.unsplit - (p.recomputes(kRecomputeLayernorm) ? x.norm_outputs : 0.0);
-      const double split = x.split - (p.recomputes(kRecomputeMoeAct) ? x.expert_act : 0.0);
+      // Recomputing the MoE layer drops all it keeps, its experts' activation output included.
+      const bool moe = p.recomputes(kRecomputeMoe);
+      const double unsplit = x.unsplit - (p.recomputes(kRecomputeLayernorm) ? x.norm_outputs : 0.0) - (moe ? x.moe_unsplit : 0.0);
+      const double split = x.split - (moe ? x.moe_split : p.recomputes(kRecomputeMoeAct) ? x.expert_act : 0.0);
       return unsplit / sp + split / t + x.kv / kv_ways + scores;
     }
     case LayerKind::head: {

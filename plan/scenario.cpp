@@ -285,9 +285,10 @@ void check_beyond_layout(const Scenario& s) {
     fail_at(s, "parallel.recompute_modules", "recompute_modules " + recompute_modules_text(p.recompute_modules) + " says what selective "
                                              "recompute recomputes; it needs activation_checkpointing: selective (Megatron-core's "
                                              "--recompute-granularity selective)");
-  if ((p.recompute_modules & kRecomputeMoeAct) && !first_moe_layer(s.layers))
-    fail_at(s, "parallel.recompute_modules", "moe_act recomputes a MoE block's experts' activation function; this model has no "
-                                             "MoE blocks (model.experts)");
+  if ((p.recompute_modules & (kRecomputeMoeAct | kRecomputeMoe)) && !first_moe_layer(s.layers))
+    fail_at(s, "parallel.recompute_modules", std::string((p.recompute_modules & kRecomputeMoeAct) ? "moe_act recomputes a MoE block's experts' activation function"
+                                                                                                 : "moe recomputes a MoE block's MoE layer") +
+                                                 "; this model has no MoE blocks (model.experts)");
   if (p.activation_checkpointing == Recompute::selective_op)
     for (const Layer& l : s.layers)
       if (!op_checkpointing_derived(l))

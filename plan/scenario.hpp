@@ -53,15 +53,16 @@ enum RecomputeModule : unsigned {
   kRecomputeCoreAttn = 1,   ///< attention's scores, softmax and dropout (Korthikanti et al. 2022)
   kRecomputeLayernorm = 2,  ///< the two norms: their outputs (the inputs of QKV and of the MLP) are not kept
   kRecomputeMoeAct = 4,     ///< a MoE block's routed experts' activation function: its output is not kept
+  kRecomputeMoe = 8,        ///< a MoE block's whole MoE layer (router, dispatch, experts, combine): only its input is kept
 };
-/// Each module's bit and Megatron-core's name for it, in Megatron-core's order: the one list that
+/// Each module's bit and Megatron-core's name for it, entry i holding bit 1 << i: the one list that
 /// the knob's choices and parser and the texts below read.
 struct RecomputeModuleName {
   RecomputeModule bit;
   const char* name;
 };
 inline constexpr RecomputeModuleName kRecomputeModules[] = {
-    {kRecomputeCoreAttn, "core_attn"}, {kRecomputeLayernorm, "layernorm"}, {kRecomputeMoeAct, "moe_act"}};
+    {kRecomputeCoreAttn, "core_attn"}, {kRecomputeLayernorm, "layernorm"}, {kRecomputeMoeAct, "moe_act"}, {kRecomputeMoe, "moe"}};
 /// The modules' names, in Megatron-core's order.
 std::vector<std::string> recompute_module_names(unsigned modules);
 /// The modules as YAML text: "[core_attn]", "[layernorm, moe_act]".

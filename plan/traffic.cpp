@@ -72,7 +72,8 @@ ExpertTraffic expert_traffic(const Layer& l, const ParallelSpec& p, int mb) {
   if (p.expert > 1) {
     const double own = p.sequence_parallel ? tokens / p.tensor : tokens;
     x.all_to_all_bytes = own * k * h * e * (p.expert - 1.0) / p.expert;
-    x.forward = x.backward = 2;
+    x.forward = 2;
+    x.backward = p.recomputes(kRecomputeMoe) ? 4 : 2;
   }
   // Experts split over the tensor group compute its tokens together; whole experts (expert_tensor
   // 1), each rank its own.

@@ -203,7 +203,9 @@ ExpertTime expert_time(const plan::Plan& plan, const plan::ExpertTraffic& x, Ten
   if (x.tensor_bytes > 0) {
     plan::TensorTraffic pair;
     pair.bytes = x.tensor_bytes * x.imbalance;
-    pair.forward_all_gather = pair.forward_reduce_scatter = pair.backward_all_gather = pair.backward_reduce_scatter = 1;
+    pair.forward_all_gather = pair.forward_reduce_scatter = 1;
+    // Twice in backward where it recomputes the MoE layer.
+    pair.backward_all_gather = pair.backward_reduce_scatter = plan.scenario.parallel.recomputes(plan::kRecomputeMoe) ? 2 : 1;
     out.tensor = tensor_timer(pair);
   }
   return out;

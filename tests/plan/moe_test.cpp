@@ -348,6 +348,43 @@ TEST_CASE("moe: selective recompute of the norms and the experts' activation (--
              Catch::Contains("parallel.recompute_modules"));
 }
 
+TEST_CASE("moe: selective recompute of the whole MoE layer (--recompute-modules moe)", "[plan][moe]") {
+  // Megatron-core checkpoints MoELayer.forward from its input: backward re-runs the router, the
+  // dispatch, the experts and the combine. A MoE block of kSmall in bf16, one tensor rank, drops all
+  // the layer keeps a token: the dispatched copies and the experts' outputs (top_k x h each, 2 x 64
+  // x 2 bytes), the experts' gate and up (2 x 192 x 2) and down input (192 x 2) at top_k x
+  // expert_ffn = 192 wide, and the router's fp32 probabilities (8 x 4): 32 x (256 + 256 + 768 +
+  // 384 + 32) = 54,272 bytes a sample; the activation output (moe_act's) is among them.
+  const plan::Scenario core = test::scenario_from(kSmall, {"parallel.expert=4", "parallel.activation_checkpointing=selective"});
+  const plan::Scenario act = test::scenario_from(kSmall, {"parallel.expert=4", "parallel.activation_checkpointing=selective",
+                                                          "parallel.recompute_modules=[core_attn, moe_act]"});
+  const plan::Scenario moe = test::scenario_from(kSmall, {"parallel.expert=4", "parallel.activation_checkpointing=selective",
+                                                          "parallel.recompute_modules=[core_attn, moe]"});
+  CHECK(moe.parallel.recompute_modules == (plan::kRecomputeCoreAttn | plan::kRecomputeMoe));  // "moe" is not moe_act
+  const plan::Layer& block = core.layers[1];
+  CHECK(plan::full_activation_bytes(block, core.parallel) - plan::full_activation_bytes(block, moe.parallel) == Approx(54272));
+  const plan::Scenario both = test::scenario_from(kSmall, {"parallel.expert=4", "parallel.activation_checkpointing=selective",
+                                                           "parallel.recompute_modules=[core_attn, moe_act, moe]"});
+  CHECK(plan::full_activation_bytes(block, both.parallel) == Approx(plan::full_activation_bytes(block, moe.parallel)));
+  // Backward re-runs the layer's forward, the activation function's kernel among it, but not attention.
+  const plan::LayerCost c = plan::estimate_layer_cost(block, core.hardware, core.parallel, 1);
+  const plan::LayerCost a = plan::estimate_layer_cost(block, act.hardware, act.parallel, 1);
+  const plan::LayerCost m = plan::estimate_layer_cost(block, moe.hardware, moe.parallel, 1);
+  CHECK(m.recompute > a.recompute);
+  CHECK(m.recompute - c.recompute > m.expert_forward);  // the experts, and the router's gate and scores besides
+  CHECK(m.recompute < m.forward);
+  // And its dispatch and combine again: four all-to-alls in backward, where two were.
+  CHECK(plan::expert_traffic(block, core.parallel, 1).backward == 2);
+  CHECK(plan::expert_traffic(block, moe.parallel, 1).backward == 4);
+  CHECK(plan::expert_traffic(block, moe.parallel, 1).forward == 2);
+  const sim::StageCost plain = sim::stage_costs(plan::resolve_plan(act))[0], again = sim::stage_costs(plan::resolve_plan(moe))[0];
+  CHECK(again.all_to_all_backward.to_us() == Approx(2 * plain.all_to_all_backward.to_us()));
+  CHECK(again.all_to_all_forward == plain.all_to_all_forward);
+  CHECK_THAT(test::parse_error(kSmall, {"model={preset: transformer, layers: 2, hidden: 64, heads: 4, seq_len: 32, vocab: 256}",
+                                        "parallel.activation_checkpointing=selective", "parallel.recompute_modules=[moe]"}),
+             Catch::Contains("moe recomputes a MoE block's MoE layer") && Catch::Contains("no MoE blocks"));
+}
+
 TEST_CASE("moe: Megatron-core's rules exit 2 at the key, and what the executor refuses", "[plan][moe]") {
   CHECK_THAT(test::parse_error(kSmall, {"parallel.expert=3"}),
              Catch::Contains("8 experts of each MoE block do not divide over parallel.expert = 3") && Catch::Contains("parallel.expert"));
