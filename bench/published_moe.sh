@@ -96,7 +96,7 @@ def run(cmd, args):
 # routing: "balanced" where the source forced balanced routing (imbalance 1), "router" where its router ran as trained.
 print(f"{'model':16} {'source':19} {'GPUs':>5} {'prec':5} {'seq':>6} {'TPxPPxVP/EP':>16} {'shard':9} {'dispatch':8} {'routing':8} "
       f"{'predicted s':>12} {'published s':>12} {'error':>7}  fits  sim s")
-errors, no_fit, by_hw = [], [], {}
+errors, no_fit, by_hw, by_routing = [], [], {}, {}
 for r in rows():
     grid, args = sets(r)
     plan, _ = run("plan", args)
@@ -110,6 +110,7 @@ for r in rows():
     if not fits:
         no_fit.append(f"{r['model']} on {r['gpus']} {r['hardware']}")
     routing = "balanced" if float(r["imbalance"]) == 1 else "router"
+    by_routing.setdefault(routing, []).append(err)
     print(f"{r['model']:16} {r['source']:19} {r['gpus']:>5} {r['precision']:5} {r['seq']:>6} {grid:>16} {r['shard']:9} {r['dispatcher']:8} "
           f"{routing:8} {predicted:12.3f} {published:12.3f} "
           f"{100 * err:+6.1f}%  {'yes' if fits else 'NO ':4} {seconds:6.2f}", flush=True)
@@ -117,7 +118,8 @@ print()
 mae = sum(abs(e) for e in errors) / len(errors)
 print(f"step time: {len(errors)} rows, mean error {100 * sum(errors) / len(errors):+.1f}%, mean absolute error {100 * mae:.1f}%, "
       f"worst {100 * max(errors, key=abs):+.1f}% (goal: every row within 15%)")
-for hw, errs in by_hw.items():
-    print(f"  {hw}: mean error {100 * sum(errs) / len(errs):+.1f}% over {len(errs)} rows")
+for group, errs in list(by_hw.items()) + [(f"routing {k}", v) for k, v in by_routing.items()]:
+    print(f"  {group}: mean error {100 * sum(errs) / len(errs):+.1f}% over {len(errs)} rows, "
+          f"{sum(abs(e) <= 0.15 for e in errs)} within 15%")
 print("called 'does not fit' on the GPUs it ran on: " + (", ".join(no_fit) if no_fit else "none"))
 PY
