@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Predictions against published mixture-of-experts training runs (bench/data/moe_published.csv, sources in its
 # header): Qwen3-30B-A3B and Qwen3-235B-A22B from NVIDIA's Megatron-Bridge (NeMo) performance summary on H100 and
-# B200, Qwen3-235B-A22B and Mixtral 8x22B from NVIDIA's Megatron-MoE-ModelZoo on H100. For each row the predicted
-# and published seconds per step, their error, and whether the plan fits the GPUs it ran on. Nothing here is fitted
+# B200, Qwen3-235B-A22B (4k tokens, and 16k-128k with context parallelism) and Mixtral 8x22B from NVIDIA's
+# Megatron-MoE-ModelZoo on H100. For each row the predicted and published seconds per step, their error, and
+# whether the plan fits the GPUs it ran on; then, for each layout a source ran twice (routing forced balanced and as
+# trained), the load imbalance that makes the simulator's ratio of the two the published one. Nothing here is fitted
 # to these rows: the compute figures are the hardware profiles' (scenarios/hardware/*.yaml, with their sources), the
 # network's NCCL's tuning model and the profiles' links. Each run is written as its trainer ran it
 # (bench/data/moe.yaml: Megatron-core's semantics and distributed optimizer); a row's load imbalance is 1 where
@@ -122,4 +124,25 @@ for group, errs in list(by_hw.items()) + [(f"routing {k}", v) for k, v in by_rou
     print(f"  {group}: mean error {100 * sum(errs) / len(errs):+.1f}% over {len(errs)} rows, "
           f"{sum(abs(e) <= 0.15 for e in errs)} within 15%")
 print("called 'does not fit' on the GPUs it ran on: " + (", ".join(no_fit) if no_fit else "none"))
+
+# Where a source ran one layout twice, routing forced balanced and as trained, their ratio is what its router's
+# imbalance cost. The load imbalance (model.expert_imbalance) that gives the same ratio in the simulator, by bisection:
+# a reading of the pair, not a prediction of it.
+def layout_key(r):
+    return tuple(v for k, v in r.items() if k not in ("imbalance", "published_s"))
+forced = {layout_key(r): r for r in rows() if float(r["imbalance"]) == 1}
+pairs = [(forced[layout_key(r)], r) for r in rows() if float(r["imbalance"]) == 0 and layout_key(r) in forced]
+if pairs:
+    print("\nforced balance against the router as trained, the same layout:")
+    print(f"{'model':16} {'source':19} {'seq':>6} {'TPxPPxVP/EP':>16} {'published ratio':>16} {'imbalance that gives it':>24}")
+for f, d in pairs:
+    grid, args = sets(f)
+    base = run("simulate", args)[0]["step_time_ms"]
+    want = float(d["published_s"]) / float(f["published_s"])
+    lo, hi = 1.0, 4.0
+    for _ in range(12):
+        mid = (lo + hi) / 2
+        ratio = run("simulate", args | {"model.expert_imbalance": mid})[0]["step_time_ms"] / base
+        lo, hi = (mid, hi) if ratio < want else (lo, mid)
+    print(f"{f['model']:16} {f['source']:19} {f['seq']:>6} {grid:>16} {want:16.3f} {(lo + hi) / 2:24.2f}", flush=True)
 PY
