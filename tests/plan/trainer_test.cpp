@@ -236,6 +236,10 @@ TEST_CASE("plan::export: a MoE plan's experts, expert degree and combined 1F1B a
   CHECK(modules.at("--recompute-granularity") == "selective");
   CHECK(modules.at("--recompute-modules") == "layernorm moe_act");
   CHECK(plain.count("--recompute-modules") == 0);
+  // And the whole MoE layer, as the ModelZoo's long-context Qwen3-235B runs set it.
+  const auto layer = as_map(plan::export_megatron(plan::resolve_plan(test::scenario_from(
+      moe, {"model.experts=8", "parallel.activation_checkpointing=selective", "parallel.recompute_modules=[layernorm, moe]"}))));
+  CHECK(layer.at("--recompute-modules") == "layernorm moe");
 }
 
 TEST_CASE("plan::export: what a trainer cannot express exits 2 at the key to change", "[plan]") {
