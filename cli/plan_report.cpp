@@ -1,6 +1,7 @@
 #include "cli/plan_report.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 
@@ -128,6 +129,11 @@ std::string plan_text(const Plan& p) {
     << p.nodes << " node" << (p.nodes > 1 ? "s" : "");
   if (hw.device.compute && hw.device.compute->clock_fraction != 1)
     o << "; GEMMs and attention at " << hw.device.compute->clock_fraction << " of its tables' clock (device.compute.clock_fraction)";
+  // The ceiling on the linear layers' GEMMs in the plan's precision (at the clock above).
+  if (hw.device.compute)
+    if (const auto cap = hw.device.compute->sustained_tflops.find(s.parallel.precision); cap != hw.device.compute->sustained_tflops.end())
+      o << "; GEMMs at most " << std::lround(cap->second) << " TFLOP/s in " << plan::name(s.parallel.precision)
+        << ", what it sustains at its power limit (device.compute.sustained_tflops)";
   o << "\n";
   o << "grid       data " << s.parallel.data << (s.parallel.context > 1 ? " x context " + std::to_string(s.parallel.context) : "")
     << " x pipeline " << s.parallel.pipeline << " x tensor " << s.parallel.tensor

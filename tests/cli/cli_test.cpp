@@ -58,6 +58,15 @@ TEST_CASE("cli: plan says when a profile's GPU runs below its tables' clock", "[
   const auto rated = run("plan --set hardware=h100-nvlink-ib");
   REQUIRE(rated.code == 0);
   CHECK_THAT(rated.out, !Catch::Contains("clock_fraction"));
+  // And the GEMMs' ceiling at the power limit, in the plan's precision: the profile's figure, scaled
+  // by the clock where one is stated (755 x 0.879 = 663.6).
+  const auto bf16 = run("plan --set hardware=h100-nvlink-ib --set parallel.precision=bf16");
+  CHECK_THAT(bf16.out, Catch::Contains("GEMMs at most 755 TFLOP/s in bf16, what it sustains at its power limit"));
+  const auto fp8 = run("plan --set hardware=h100-nvlink-ib --set parallel.precision=fp8");
+  CHECK_THAT(fp8.out, Catch::Contains("GEMMs at most 1354 TFLOP/s in fp8"));
+  const auto slower = run("plan --set hardware=h100-hbm2e-500w-nvlink-roce --set parallel.precision=bf16");
+  CHECK_THAT(slower.out, Catch::Contains("GEMMs at most 664 TFLOP/s in bf16"));
+  CHECK_THAT(rated.out, !Catch::Contains("sustained_tflops"));  // fp32: no ceiling stated
 }
 
 TEST_CASE("cli: bad input exits 2 with nothing on stdout", "[cli]") {
