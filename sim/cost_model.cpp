@@ -168,7 +168,9 @@ TensorTime context_ring(const plan::Plan& plan, const plan::ContextTraffic& ring
 // DeepEP (parallel.moe_token_dispatcher: deepep) sends a token over the NICs once to each other
 // node holding any of its experts, to the GPU of the same index there, which forwards it over
 // NVLink to the GPUs holding them (DeepSeek-V3's report, section 3.2.2; DeepEP's normal kernels):
-// the NICs carry remote_copies_per_node of NCCL's bytes, NVLink the forwarded copies besides.
+// the NICs carry remote_copies_per_group (by node) of NCCL's bytes; NVLink the rank's own tokens
+// and the forwarded ones, each once per GPU holding any of its experts (DeepEP's dispatch layout,
+// is_token_in_rank), remote_copies_per_group (by rank) of the per-expert copies.
 struct ExpertTime {
   TensorTime all_to_all, tensor;
 };
@@ -184,10 +186,16 @@ ExpertTime expert_time(const plan::Plan& plan, const plan::ExpertTraffic& x, Ten
       return std::isinf(link.bandwidth_gb_per_s) ? 0.0 : bytes / (link.bandwidth_gb_per_s * share * 1e3);
     };
     double nvlink = per_peer * (in_node - 1), nic = per_peer * (ranks - in_node), latency = hw.node_link.latency_us;
-    if (p.moe_token_dispatcher == plan::TokenDispatcher::deepep && ranks > in_node) {
-      // Of the copies arriving from other nodes, those for the node's other GPUs go on over NVLink.
-      nvlink += nic * (in_node - 1) / in_node;
-      nic *= remote_copies_per_node(x.experts, x.top_k, (ranks + in_node - 1) / in_node);
+    if (p.moe_token_dispatcher == plan::TokenDispatcher::deepep) {
+      if (ranks > in_node) {
+        // Of the copies arriving from other nodes, those for the node's other GPUs go on over NVLink.
+        nvlink += nic * (in_node - 1) / in_node;
+        nic *= remote_copies_per_group(x.experts, x.top_k, (ranks + in_node - 1) / in_node);
+      }
+      // Over NVLink, a token (its own or one landed from another node) goes once to each GPU that
+      // holds any of its experts: of the per-expert copies, the per-rank share (the sum over
+      // the node's GPUs works out to exactly that factor).
+      nvlink *= remote_copies_per_group(x.experts, x.top_k, ranks);
     }
     double us = over(hw.node_link, nvlink, 1.0);
     if (ranks > in_node && hw.network) {
@@ -341,16 +349,16 @@ class ShardCollectives {
 
 }  // namespace
 
-// A token's k experts, picked without replacement among E, miss a given node's E / n with chance
+// A token's k experts, picked without replacement among E, miss a given group's E / n with chance
 // C(E - E/n, k) / C(E, k), the product below.
-double remote_copies_per_node(int64_t experts, int64_t k, int nodes) {
-  if (nodes <= 1 || k <= 0 || experts <= 0) return 1.0;
-  const double e = static_cast<double>(experts), per_node = e / nodes;
+double remote_copies_per_group(int64_t experts, int64_t k, int groups) {
+  if (groups <= 1 || k <= 0 || experts <= 0) return 1.0;
+  const double e = static_cast<double>(experts), per_group = e / groups;
   double missed = 1.0;
-  for (int64_t i = 0; i < k; ++i) missed *= std::max(0.0, (e - per_node - static_cast<double>(i)) / (e - static_cast<double>(i)));
-  const double nodes_hit = (nodes - 1) * (1.0 - missed);            // other nodes a token reaches
-  const double copies = static_cast<double>(k) * (nodes - 1) / nodes;  // its copies bound for them
-  return nodes_hit / copies;
+  for (int64_t i = 0; i < k; ++i) missed *= std::max(0.0, (e - per_group - static_cast<double>(i)) / (e - static_cast<double>(i)));
+  const double groups_hit = (groups - 1) * (1.0 - missed);             // other groups a token reaches
+  const double copies = static_cast<double>(k) * (groups - 1) / groups;  // its copies bound for them
+  return groups_hit / copies;
 }
 
 const plan::InRunFactors& in_run_factors(const plan::Plan& plan, const plan::Calibration& cal) {

@@ -64,10 +64,12 @@ struct StageCost {
   Time forward_launch, backward_launch, optimizer_launch;
 };
 
-/// DeepEP's share of NCCL's all-to-all bytes over the NICs: a token's distinct other nodes over
-/// its copies bound for them, with a balanced router spreading `experts` over `nodes` nodes and
-/// each token picking `top_k` of them (1 on one node).
-double remote_copies_per_node(int64_t experts, int64_t top_k, int nodes);
+/// DeepEP's share of NCCL's all-to-all bytes to the other `groups` (nodes, or ranks) that a
+/// balanced router spreads `experts` over, each token picking `top_k` of them: the token's distinct
+/// other groups over its copies bound for them (1 for one group). DeepEP sends a token once to each
+/// node (over the NICs) and once to each rank (over NVLink) holding any of its experts; NCCL's
+/// all-to-all sends a copy per expert.
+double remote_copies_per_group(int64_t experts, int64_t top_k, int groups);
 
 /// `layer_costs`: each layer's cost for the plan's precision and micro-batch size, when cached.
 std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<plan::LayerCost>* layer_costs = nullptr);

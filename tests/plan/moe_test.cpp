@@ -196,17 +196,17 @@ TEST_CASE("moe: the all-to-alls take their bytes over the link, and DualPipeV hi
 
 }
 
-TEST_CASE("moe: DeepEP sends a token over the NICs once per node, worked by hand", "[sim][moe]") {
+TEST_CASE("moe: DeepEP sends a token over the NICs once per node and over NVLink once per GPU, worked by hand", "[sim][moe]") {
   // 8 experts over 2 nodes, top-2: a token misses the other node's 4 experts with chance
   // (4/8)(3/7) = 3/14, so it crosses 11/14 of a time, where NCCL sends its 2 x 1/2 copies bound
   // there: 11/14 of NCCL's bytes.
-  CHECK(sim::remote_copies_per_node(8, 2, 2) == Approx(11.0 / 14));
-  CHECK(sim::remote_copies_per_node(8, 2, 1) == 1.0);
+  CHECK(sim::remote_copies_per_group(8, 2, 2) == Approx(11.0 / 14));
+  CHECK(sim::remote_copies_per_group(8, 2, 1) == 1.0);
   // DeepSeek-V3's 256 experts over 8 nodes, top-8, without its node limit: the other 7 nodes
   // each missed with chance C(224, 8) / C(256, 8).
   double missed = 1;
   for (int i = 0; i < 8; ++i) missed *= (224.0 - i) / (256.0 - i);
-  CHECK(sim::remote_copies_per_node(256, 8, 8) == Approx(7 * (1 - missed) / (8 * 7.0 / 8)));
+  CHECK(sim::remote_copies_per_group(256, 8, 8) == Approx(7 * (1 - missed) / (8 * 7.0 / 8)));
   // Expert 4 over two nodes of two GPUs, one NIC each at 1 GB/s, NVLink free: the all-to-all is
   // the NIC's bytes, 11/14 of them under DeepEP.
   plan::Scenario nccl = test::scenario_from(kSmall, {"parallel.expert=4"});
@@ -221,12 +221,20 @@ TEST_CASE("moe: DeepEP sends a token over the NICs once per node, worked by hand
   const double nic_us = x.all_to_all_bytes * x.imbalance / 3 * 2 / 1e3;  // 2 of its 3 peers on the other node
   CHECK(sim::stage_costs(a)[0].all_to_all_forward.to_us() == Approx(4 * 2 * nic_us).epsilon(1e-3));
   CHECK(sim::stage_costs(b)[0].all_to_all_forward.to_us() == Approx(4 * 2 * nic_us * 11 / 14).epsilon(1e-3));
-  // One node: nothing crosses, the two alike.
+  // One node, NVLink at 1 GB/s: nothing crosses a NIC, and DeepEP sends a token once to each of the
+  // other 3 GPUs holding any of its 2 experts (2 of the 8 each): each missed with chance (6/8)(5/7) =
+  // 15/28, so 3 x 13/28 = 39/28 sends a token where NCCL sends its 2 x 3/4 copies bound for them:
+  // 13/14 of NCCL's NVLink bytes.
+  CHECK(sim::remote_copies_per_group(8, 2, 4) == Approx(13.0 / 14));
   plan::Scenario one_node = deepep;
   one_node.hardware.devices_per_node = 8;
+  one_node.hardware.node_link = {"slow", 1.0, 0.0};
   plan::Scenario one_node_nccl = nccl;
   one_node_nccl.hardware.devices_per_node = 8;
-  CHECK(sim::stage_costs(plan::resolve_plan(one_node))[0].forward == sim::stage_costs(plan::resolve_plan(one_node_nccl))[0].forward);
+  one_node_nccl.hardware.node_link = one_node.hardware.node_link;
+  const double nvlink_us = x.all_to_all_bytes * x.imbalance / 1e3;  // all 3 peers over NVLink
+  CHECK(sim::stage_costs(plan::resolve_plan(one_node_nccl))[0].all_to_all_forward.to_us() == Approx(4 * 2 * nvlink_us).epsilon(1e-3));
+  CHECK(sim::stage_costs(plan::resolve_plan(one_node))[0].all_to_all_forward.to_us() == Approx(4 * 2 * nvlink_us * 13 / 14).epsilon(1e-3));
   // `plan` says which dispatcher moves the tokens.
   const auto r = test::run_parallax("plan scenarios/mlp-fashion-mnist-ddp2.yaml --set 'model={preset: transformer, layers: 2, hidden: 64, "
                                     "heads: 4, seq_len: 32, vocab: 256, experts: 8}' --set parallel.expert=2 "
