@@ -105,7 +105,7 @@ std::string experts_line(const Plan& p) {
   char imbalance[64];
   std::snprintf(imbalance, sizeof imbalance, "%.3f", x.imbalance);
   o << "; load imbalance " << imbalance << "x ("
-    << (m.imbalance > 0 ? "stated, model.expert_imbalance" : "a balanced router's floor; an aux-loss router measured like 1.55 at expert 8 (docs/accuracy.md); "
+    << (m.imbalance > 0 ? "stated, model.expert_imbalance" : "a balanced router's floor; an aux-loss router measured like 1.6 at expert 8 (docs/accuracy.md); "
                              "state model.expert_imbalance for yours")
     << (m.capacity_factor > 0 ? ", capped by capacity_factor" : ", dropless") << ")\n";
   if (par.overlap_moe_expert_parallel_comm)
