@@ -98,7 +98,7 @@ std::string experts_line(const Plan& p) {
       << (par.recomputes(plan::kRecomputeMoe) ? " (2 of them recomputing the MoE layer)" : "") << " of " << format_bytes(x.all_to_all_bytes)
       << " sent per rank"
       << (par.moe_token_dispatcher == plan::TokenDispatcher::deepep
-              ? " (by DeepEP: across nodes a token once per node, fewer bytes over the NICs)"
+              ? " (by DeepEP: a token once to each node and each GPU holding its experts, fewer bytes than per expert)"
               : " (NCCL's all-to-all)");
   else
     o << "no all-to-all (expert 1)";

@@ -63,7 +63,7 @@ struct RecomputeModuleName {
 };
 inline constexpr RecomputeModuleName kRecomputeModules[] = {
     {kRecomputeCoreAttn, "core_attn"}, {kRecomputeLayernorm, "layernorm"}, {kRecomputeMoeAct, "moe_act"}, {kRecomputeMoe, "moe"}};
-/// The modules' names, in Megatron-core's order.
+/// The modules' names, in kRecomputeModules' order.
 std::vector<std::string> recompute_module_names(unsigned modules);
 /// The modules as YAML text: "[core_attn]", "[layernorm, moe_act]".
 std::string recompute_modules_text(unsigned modules);
