@@ -152,9 +152,8 @@ ComputeModel parse_compute(const Field& map, const std::map<Precision, double>& 
   auto by_sequence = [](const Field& f) {
     expect_keys(f, {"full", "causal"});
     ComputeModel::BySequence b;
-    for (const char* key : {"full", "causal"})
-      if (Field points = f[key]; points.present())
-        (std::string(key) == "full" ? b.full : b.causal) = parse_curve(points, "tokens, fraction", "a sequence length", fraction);
+    for (auto [key, curve] : {std::pair{"full", &b.full}, std::pair{"causal", &b.causal}})
+      if (Field points = f[key]; points.present()) *curve = parse_curve(points, "tokens, fraction", "a sequence length", fraction);
     return b;
   };
   if (Field f = map["flash_by_sequence"]; f.present()) c.flash_by_sequence = by_sequence(f);
