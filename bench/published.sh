@@ -62,6 +62,7 @@ def flops(r):  # Narayanan et al. eq. 3, with recompute
 print(f"{'source':6} {'model':7} {'TPxPPxDP':>11} {'recompute':10} {'predicted s':>12} {'published s':>12} {'error':>7}"
       f" {'params GiB':>16} {'activations GiB':>18} {'sim s':>6}")
 errors, signed, mem_errors, no_fit = [], [], [], []
+by_profile = {}  # hardware profile -> signed errors
 for r in csv.DictReader(row for row in open(table) if not row.startswith("#")):
     args = sets(r)
     plan = run("plan", args)
@@ -86,6 +87,7 @@ for r in csv.DictReader(row for row in open(table) if not row.startswith("#")):
         err = predicted / published - 1
         errors.append(abs(err))
         signed.append(err)
+        by_profile.setdefault(plan["hardware"], []).append(err)
         if not all(m["fits"] for m in plan["memory"]):
             no_fit.append(f"{r['model']} {r['recompute']}")
         line += f" {predicted:12.2f} {published:12.2f} {100 * err:+6.1f}%"
@@ -114,6 +116,11 @@ print(f"\nstep time: {len(errors)} rows, mean absolute error {100 * mean(errors)
 print(f"memory (K22 Figure 1, predicted / published GiB): {len(mem_errors)} figures, mean absolute error "
       f"{100 * mean(mem_errors):.1f}%, worst {100 * max(mem_errors):.1f}% (goal: <= 5%)")
 print("called 'does not fit' on the GPUs it ran on: " + (", ".join(no_fit) if no_fit else "none"))
+# One line per hardware profile, in the form the profile's `published_check:` quotes
+# (tests/plan/published_check_test.cpp finds it in this folder's summary.txt).
+for profile, errs in by_profile.items():
+    print(f'published_check {profile} "Megatron-LM": {len(errs)} rows, mean error {100 * mean(errs):+.1f}%, '
+          f"mean absolute error {100 * mean([abs(e) for e in errs]):.1f}%, worst {100 * max(errs, key=abs):+.1f}%")
 
 # Korthikanti et al.'s Table 4: forward and backward of one transformer layer of the 22B model (its Table 3
 # layout: TP 8, micro-batch 4), in ms. A layer's predicted time is the difference between the step's F (or B)

@@ -113,12 +113,20 @@ def summary(label, errors, no_fit):
           f"worst {100 * max(errors, key=abs):+.1f}% (goal: mean absolute <= 10%, worst <= 20%)")
     print(f"{label}: called 'does not fit' on the GPUs it ran on: " + (", ".join(no_fit) if no_fit else "none"))
 
+# One line per hardware profile and group of runs, in the form the profile's `published_check:` quotes
+# (tests/plan/published_check_test.cpp finds it in this folder's summary.txt).
+def published_check(profile, runs_of, errors):
+    mae = sum(abs(e) for e in errors) / len(errors)
+    print(f'published_check {profile} "{runs_of}": {len(errors)} rows, mean error {100 * sum(errors) / len(errors):+.1f}%, '
+          f"mean absolute error {100 * mae:.1f}%, worst {100 * max(errors, key=abs):+.1f}%")
+
 def relative(label, diffs):
     mae = sum(abs(d) for d in diffs) / len(diffs)
     print(f"{label}: {len(diffs)} rows against their table's first row, mean {100 * sum(diffs) / len(diffs):+.1f}%, "
           f"mean absolute {100 * mae:.1f}%, worst {100 * max(diffs, key=abs):+.1f}%")
 
 every, every_no_fit = [], []
+by_profile = {}  # (hardware profile, whose runs) -> errors
 for title, table, scenario, row_of in [
         ("Megatron-LM README, H100 weak scaling (bf16 assumed)", "megatron_h100_published.csv", "megatron-gpt-h100.yaml", megatron),
         ("NeMo 24.07, DGX-H100 pretraining (fp8)", "nemo_h100_published.csv", "nemo-h100.yaml", nemo),
@@ -136,6 +144,7 @@ for title, table, scenario, row_of in [
         predicted = run("simulate", scenario, sets)["step_time_ms"] / 1e3
         err = predicted / published - 1
         errors.append(err)
+        by_profile.setdefault((plan["hardware"], "torchtitan" if titan else "Megatron-LM and NeMo"), []).append(err)
         label = f"{r['source']} {r['table']}: {r['technique']}" if titan else r["model"]
         fits = all(m["fits"] for m in plan["memory"])
         if r.get("device_memory_gb"):  # the GPUs it ran on, where they hold more than the profile's (GB as GiB, as profiles)
@@ -169,4 +178,7 @@ for title, table, scenario, row_of in [
         every_no_fit += no_fit
 print()
 summary("Megatron-LM and NeMo tables", every, every_no_fit)
+print()
+for (profile, runs_of), errs in by_profile.items():
+    published_check(profile, runs_of, errs)
 PY

@@ -125,6 +125,12 @@ for group, errs in list(by_hw.items()) + [(f"routing {k}", v) for k, v in by_rou
     print(f"  {group}: mean error {100 * sum(errs) / len(errs):+.1f}% over {len(errs)} rows, "
           f"{sum(abs(e) <= 0.15 for e in errs)} within 15%")
 print("called 'does not fit' on the GPUs it ran on: " + (", ".join(no_fit) if no_fit else "none"))
+# One line per hardware profile, in the form the profile's `published_check:` quotes
+# (tests/plan/published_check_test.cpp finds it in this folder's summary.txt).
+for profile, errs in by_hw.items():
+    mae = sum(abs(e) for e in errs) / len(errs)
+    print(f'published_check {profile} "Megatron-core MoE": {len(errs)} rows, mean error {100 * sum(errs) / len(errs):+.1f}%, '
+          f"mean absolute error {100 * mae:.1f}%, worst {100 * max(errs, key=abs):+.1f}%")
 
 # Where a source ran one layout twice, routing forced balanced and as trained, their ratio is what its router's
 # imbalance cost. The load imbalance (model.expert_imbalance) that gives the same ratio in the simulator, by bisection:

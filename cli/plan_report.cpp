@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "cli/output.hpp"
 #include "plan/cost.hpp"
 #include "plan/memory.hpp"
 
@@ -116,6 +117,31 @@ std::string experts_line(const Plan& p) {
   return o.str();
 }
 
+std::string published_check_text(const plan::HardwareProfile& hw) {
+  const auto& checks = hw.published_checks();
+  if (checks.empty()) return "";
+  std::ostringstream o;
+  o << "published  " << hw.name << "'s predictions of published runs, error = predicted / published - 1 "
+    << "(docs/accuracy.md); a step of such a run took 1 / (1 + error) of its prediction:\n";
+  for (const plan::PublishedCheck& c : checks)
+    o << "           " << c.runs_of << ", " << c.rows << " runs: mean error " << fmt("%+.1f%%", c.mean_error)
+      << ", mean absolute " << fmt("%.1f%%", c.mean_absolute_error) << ", worst " << fmt("%+.1f%%", c.worst) << " ("
+      << c.results << ")\n";
+  return o.str();
+}
+
+nlohmann::json published_check_json(const plan::HardwareProfile& hw) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const plan::PublishedCheck& c : hw.published_checks())
+    out.push_back({{"runs_of", c.runs_of},
+                   {"rows", c.rows},
+                   {"mean_error_percent", c.mean_error},
+                   {"mean_absolute_error_percent", c.mean_absolute_error},
+                   {"worst_percent", c.worst},
+                   {"results", c.results}});
+  return out;
+}
+
 std::string plan_text(const Plan& p) {
   const auto& s = p.scenario;
   const auto& hw = s.hardware;
@@ -134,7 +160,7 @@ std::string plan_text(const Plan& p) {
     if (const auto cap = hw.device.compute->sustained_tflops.find(s.parallel.precision); cap != hw.device.compute->sustained_tflops.end())
       o << "; GEMMs at most " << std::lround(cap->second) << " TFLOP/s in " << plan::name(s.parallel.precision)
         << ", what it sustains at its power limit (device.compute.sustained_tflops)";
-  o << "\n";
+  o << "\n" << published_check_text(hw);
   o << "grid       data " << s.parallel.data << (s.parallel.context > 1 ? " x context " + std::to_string(s.parallel.context) : "")
     << " x pipeline " << s.parallel.pipeline << " x tensor " << s.parallel.tensor
     << " = " << p.world_size << " ranks; virtual " << s.parallel.virtual_stages << ", " << p.stages.size() << " stages"

@@ -11,6 +11,11 @@ namespace parallax::cli {
 
 std::string plan_text(const plan::Plan& plan);
 
+/// The profile's errors on published runs (`published_check`), the lines `plan` and `simulate`
+/// print after the figures they qualify; empty when it has none (or was calibrated or fitted).
+std::string published_check_text(const plan::HardwareProfile& hw);
+nlohmann::json published_check_json(const plan::HardwareProfile& hw);
+
 nlohmann::json schedule_json(const plan::Plan& plan);
 std::string schedule_text(const plan::Plan& plan);
 

@@ -55,6 +55,7 @@ json simulate_json(const plan::Plan& plan, const sim::SimRun& run, const sim::Me
           {"critical_path_ranks", path_ranks},
           {"device_memory_mb", static_cast<double>(m.device_memory) / (1024.0 * 1024.0)},
           {"fits", m.fits},
+          {"published_check", published_check_json(plan.scenario.hardware)},
           {"events", run.events},
           {"wall_ms", run.wall.to_ms()}};
 }
@@ -73,7 +74,7 @@ std::string simulate_text(const plan::Plan& plan, const sim::SimRun& run, const 
   if (p.context > 1)
     o << "context    " << p.context << "-way: each holds 1/" << p.context << " of every sequence; the ranks below include each "
       << "context rank (they run alike), the ring of keys and values inside each F and B\n";
-  o << "step time  " << duration_text(m.step_time) << "\n";
+  o << "step time  " << duration_text(m.step_time) << "\n" << published_check_text(plan.scenario.hardware);
   if (const plan::Interference& in = plan.scenario.hardware.interference; in.compute != 1 || in.communication != 1)
     o << "overlap    compute " << fmt("%.2fx", in.compute) << " slower while communicating on its device; its ports carry "
       << fmt("1/%.2f", in.communication) << " under memory-bound compute (hardware.interference)\n";

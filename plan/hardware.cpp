@@ -292,6 +292,21 @@ Interference parse_interference(const Field& map) {
   return out;
 }
 
+PublishedCheck parse_published_check(const Field& map) {
+  if (!map.is_map()) map.fail("'published_check' entries are maps {runs_of, rows, mean_error, mean_absolute_error, worst, results}");
+  expect_keys(map, {"runs_of", "rows", "mean_error", "mean_absolute_error", "worst", "results"});
+  PublishedCheck c;
+  c.runs_of = to_text(require(map, "runs_of"));
+  c.rows = static_cast<int>(to_int(require(map, "rows"), 1, 1 << 20));
+  c.mean_error = to_number(require(map, "mean_error"), -100);
+  c.mean_absolute_error = to_number(require(map, "mean_absolute_error"), 0);
+  c.worst = to_number(require(map, "worst"), -100);
+  if (std::abs(c.mean_error) > c.mean_absolute_error + 0.05 || c.mean_absolute_error > std::abs(c.worst) + 0.05)
+    map.fail("'published_check' needs |mean_error| <= mean_absolute_error <= |worst| (percent)");
+  c.results = to_text(require(map, "results"));
+  return c;
+}
+
 std::string source_name(const Field& f) { return f.doc().file(); }
 
 HardwareProfile from_document(const YamlDocument& doc) {
@@ -322,7 +337,7 @@ int64_t Device::memory_bytes() const {
 
 HardwareProfile parse_hardware(const Field& map) {
   expect_keys(map, {"name", "device", "node", "network", "nodes", "collectives", "measured_layers", "calibration",
-                    "nccl", "interference", "fitted"});
+                    "nccl", "interference", "fitted", "published_check"});
   HardwareProfile hw;
   hw.name = string_or(map, "name", "inline");
   hw.source = source_name(map);
@@ -350,6 +365,10 @@ HardwareProfile parse_hardware(const Field& map) {
   if (map["interference"].present()) hw.interference = parse_interference(map["interference"]);
   if (map["calibration"].present()) hw.calibration = parse_calibration(map["calibration"]);
   if (map["fitted"].present()) hw.fitted = parse_fitted(map["fitted"]);
+  if (Field checks = map["published_check"]; checks.present()) {
+    if (!checks.is_sequence()) checks.fail("'published_check' must be a list of {runs_of, rows, mean_error, ...}");
+    for (const Field& item : checks.elements()) hw.published_check.push_back(parse_published_check(item));
+  }
   return hw;
 }
 

@@ -142,6 +142,19 @@ struct Interference {
   double shared_cores = 1.0;
 };
 
+/// How the shipped profile's predictions came out against one group of published runs (a bench in
+/// bench/ of the repository, e.g. bench/published_h100.sh): `published_check:` in the profile, in
+/// percent of the published step (predicted / published - 1). Read by no prediction: `plan` and
+/// `simulate` print it beside theirs, so that a plan says how far its step time held elsewhere.
+struct PublishedCheck {
+  std::string runs_of;         ///< whose runs, e.g. "Megatron-LM and NeMo"
+  int rows = 0;                ///< how many published runs
+  double mean_error = 0;       ///< mean of the signed errors, %
+  double mean_absolute_error = 0;
+  double worst = 0;            ///< the error furthest from 0, with its sign, %
+  std::string results;         ///< the committed folder of the bench's raw output
+};
+
 struct HardwareProfile {
   std::string name;
   std::string source;  ///< the file (or built-in name) it was read from
@@ -162,6 +175,16 @@ struct HardwareProfile {
   /// Factors fitted from a job's measured runs (`parallax calibrate --from-trace`), over
   /// whatever the rest of the profile says.
   std::optional<FittedCosts> fitted;
+  /// The shipped profile's errors on published runs; a profile calibrated or fitted from it
+  /// predicts otherwise, so `published_checks()` leaves them out there.
+  std::vector<PublishedCheck> published_check;
+
+  /// What `plan` and `simulate` print: `published_check`, unless a calibration or a fit changed
+  /// the predictions it describes.
+  const std::vector<PublishedCheck>& published_checks() const {
+    static const std::vector<PublishedCheck> none;
+    return calibration || fitted ? none : published_check;
+  }
 
   /// Nodes a plan of `ranks` ranks uses.
   int nodes_for(int ranks) const { return (ranks + devices_per_node - 1) / devices_per_node; }
