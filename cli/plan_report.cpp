@@ -121,12 +121,12 @@ std::string published_check_text(const plan::HardwareProfile& hw) {
   const auto& checks = hw.published_checks();
   if (checks.empty()) return "";
   std::ostringstream o;
-  o << "published  " << hw.name << "'s predictions of published runs, error = predicted / published - 1 "
-    << "(docs/accuracy.md); a step of such a run took 1 / (1 + error) of its prediction:\n";
+  o << "published  how " << hw.name << "'s predictions held on published runs (error = predicted / published - 1; "
+    << "negative: the runs took longer; docs/accuracy.md):\n";
   for (const plan::PublishedCheck& c : checks)
     o << "           " << c.runs_of << ", " << c.rows << " runs: mean error " << fmt("%+.1f%%", c.mean_error)
       << ", mean absolute " << fmt("%.1f%%", c.mean_absolute_error) << ", worst " << fmt("%+.1f%%", c.worst) << " ("
-      << c.results << ")\n";
+      << c.bench << "; raw output " << c.results << ")\n";
   return o.str();
 }
 
@@ -134,6 +134,7 @@ nlohmann::json published_check_json(const plan::HardwareProfile& hw) {
   nlohmann::json out = nlohmann::json::array();
   for (const plan::PublishedCheck& c : hw.published_checks())
     out.push_back({{"runs_of", c.runs_of},
+                   {"bench", c.bench},
                    {"rows", c.rows},
                    {"mean_error_percent", c.mean_error},
                    {"mean_absolute_error_percent", c.mean_absolute_error},

@@ -293,10 +293,12 @@ Interference parse_interference(const Field& map) {
 }
 
 PublishedCheck parse_published_check(const Field& map) {
-  if (!map.is_map()) map.fail("'published_check' entries are maps {runs_of, rows, mean_error, mean_absolute_error, worst, results}");
-  expect_keys(map, {"runs_of", "rows", "mean_error", "mean_absolute_error", "worst", "results"});
+  if (!map.is_map())
+    map.fail("'published_check' entries are maps {runs_of, bench, rows, mean_error, mean_absolute_error, worst, results}");
+  expect_keys(map, {"runs_of", "bench", "rows", "mean_error", "mean_absolute_error", "worst", "results"});
   PublishedCheck c;
   c.runs_of = to_text(require(map, "runs_of"));
+  c.bench = to_text(require(map, "bench"));
   c.rows = static_cast<int>(to_int(require(map, "rows"), 1, 1 << 20));
   c.mean_error = to_number(require(map, "mean_error"), -100);
   c.mean_absolute_error = to_number(require(map, "mean_absolute_error"), 0);

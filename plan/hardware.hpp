@@ -148,6 +148,7 @@ struct Interference {
 /// `simulate` print it beside theirs, so that a plan says how far its step time held elsewhere.
 struct PublishedCheck {
   std::string runs_of;         ///< whose runs, e.g. "Megatron-LM and NeMo"
+  std::string bench;           ///< the script that predicts them, e.g. bench/published_h100.sh
   int rows = 0;                ///< how many published runs
   double mean_error = 0;       ///< mean of the signed errors, %
   double mean_absolute_error = 0;

@@ -69,6 +69,26 @@ TEST_CASE("cli: plan says when a profile's GPU runs below its tables' clock", "[
   CHECK_THAT(rated.out, !Catch::Contains("sustained_tflops"));  // fp32: no ceiling stated
 }
 
+TEST_CASE("cli: plan and simulate say how the profile's predictions held on published runs", "[cli]") {
+  const std::string h100 = "--set hardware=h100-nvlink-ib";
+  const std::string line = "Megatron-LM and NeMo, 21 runs: mean error -10.6%, mean absolute 14.8%, worst +33.6% (bench/published_h100.sh";
+  const auto planned = run("plan " + h100);
+  REQUIRE(planned.code == 0);
+  CHECK_THAT(planned.out, Catch::Contains("published  how h100-nvlink-ib's predictions held on published runs"));
+  CHECK_THAT(planned.out, Catch::Contains(line));
+  CHECK_THAT(planned.out, Catch::Contains("Megatron-core MoE, 16 runs"));
+  const auto simulated = run("simulate " + h100);
+  REQUIRE(simulated.code == 0);
+  CHECK_THAT(simulated.out, Catch::Contains(line));
+  const auto j = nlohmann::json::parse(run("simulate --json " + h100).out);
+  REQUIRE(j["published_check"].size() == 2);
+  CHECK(j["published_check"][0]["runs_of"] == "Megatron-LM and NeMo");
+  CHECK(j["published_check"][0]["mean_error_percent"] == -10.6);
+  // A profile no published run was predicted on (the default scenario's T4s) prints none.
+  CHECK_THAT(run("simulate").out, !Catch::Contains("published  "));
+  CHECK(nlohmann::json::parse(run("simulate --json").out)["published_check"].empty());
+}
+
 TEST_CASE("cli: bad input exits 2 with nothing on stdout", "[cli]") {
   for (const std::string args : {"plan /nonexistent.yaml", "plan --set parallel.chunks=3", "plan --bogus",
                                  "schedule --set parallel.schedule=zb --json", "frobnicate"}) {

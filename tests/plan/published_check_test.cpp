@@ -1,0 +1,81 @@
+// A shipped profile's `published_check:` (how its predictions held on published runs) against the
+// committed raw output it cites: each entry must be a line the named bench printed into its results
+// folder's summary.txt, so a figure `plan` and `simulate` print cannot drift from what was measured.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "plan/hardware.hpp"
+#include "tests/test_util.hpp"
+
+using namespace parallax;
+
+namespace {
+
+// The line bench/published*.sh print for one profile and one group of runs.
+std::string bench_line(const std::string& profile, const plan::PublishedCheck& c) {
+  char figures[160];
+  std::snprintf(figures, sizeof figures, "%d rows, mean error %+.1f%%, mean absolute error %.1f%%, worst %+.1f%%", c.rows,
+                c.mean_error, c.mean_absolute_error, c.worst);
+  return "published_check " + profile + " \"" + c.runs_of + "\": " + figures;
+}
+
+std::string file_text(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+const std::string kEntry =
+    "name: x\ndevice: {name: g, memory_gb: 80, peak_tflops: {fp32: 60}}\nnode: {devices: 1, link: {bandwidth_gb_per_s: 1, latency_us: 1}}\n"
+    "published_check:\n  - {runs_of: r, bench: bench/b.sh, rows: 3, results: bench/results/f, ";
+
+}  // namespace
+
+TEST_CASE("plan: every GPU profile's published_check is a line of the raw output it cites", "[plan]") {
+  const std::filesystem::path root = PARALLAX_SOURCE_DIR;
+  // The profiles of GPUs that published runs were predicted on: each must say how they came out.
+  for (const char* gpu : {"a100-nvlink-ib", "h100-nvlink-ib", "h100-hbm2e-500w-nvlink-roce", "h200-nvlink-ib", "b200-nvlink-ib"})
+    CHECK_FALSE(test::builtin_profile(gpu).published_check.empty());
+  int entries = 0;
+  for (const std::string& name : plan::builtin_hardware_names()) {
+    for (const plan::PublishedCheck& c : test::builtin_profile(name).published_check) {
+      INFO(name << ": " << c.runs_of << " (" << c.results << ")");
+      CHECK(std::filesystem::is_regular_file(root / c.bench));
+      const std::string summary = file_text(root / c.results / "summary.txt");
+      CHECK_THAT(summary, Catch::Contains(bench_line(name, c) + "\n"));
+      ++entries;
+    }
+  }
+  CHECK(entries >= 6);
+}
+
+TEST_CASE("plan: published_check is read whole, checked, and left out once a profile is calibrated or fitted", "[plan]") {
+  const auto hw = test::profile_from(kEntry + "mean_error: -10.6, mean_absolute_error: 14.8, worst: 33.6}\n");
+  REQUIRE(hw.published_check.size() == 1);
+  const plan::PublishedCheck& c = hw.published_check[0];
+  CHECK(c.runs_of == "r");
+  CHECK(c.bench == "bench/b.sh");
+  CHECK(c.rows == 3);
+  CHECK(c.mean_error == -10.6);
+  CHECK(c.mean_absolute_error == 14.8);
+  CHECK(c.worst == 33.6);
+  CHECK(c.results == "bench/results/f");
+  CHECK(hw.published_checks().size() == 1);
+  plan::HardwareProfile fitted = hw;
+  fitted.fitted = plan::FittedCosts{};
+  CHECK(fitted.published_checks().empty());
+
+  // A mean error beyond the mean absolute one, or a worst inside it, cannot come from one set of runs.
+  CHECK_THAT(test::profile_error(kEntry + "mean_error: -20, mean_absolute_error: 14.8, worst: 33.6}\n"),
+             Catch::Contains("|mean_error| <= mean_absolute_error <= |worst|"));
+  CHECK_THAT(test::profile_error(kEntry + "mean_error: -10, mean_absolute_error: 14.8, worst: 12}\n"),
+             Catch::Contains("|mean_error| <= mean_absolute_error <= |worst|"));
+  CHECK_THAT(test::profile_error(kEntry + "mean_error: -10, mean_absolute_error: 14.8}\n"), Catch::Contains("worst"));
+  CHECK_THAT(test::profile_error(kEntry + "mean_error: -10, mean_absolute_error: 14.8, worst: 20, note: x}\n"),
+             Catch::Contains("note"));
+}
