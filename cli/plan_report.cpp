@@ -130,19 +130,6 @@ std::string published_check_text(const plan::HardwareProfile& hw) {
   return o.str();
 }
 
-nlohmann::json published_check_json(const plan::HardwareProfile& hw) {
-  nlohmann::json out = nlohmann::json::array();
-  for (const plan::PublishedCheck& c : hw.published_checks())
-    out.push_back({{"runs_of", c.runs_of},
-                   {"bench", c.bench},
-                   {"rows", c.rows},
-                   {"mean_error_percent", c.mean_error},
-                   {"mean_absolute_error_percent", c.mean_absolute_error},
-                   {"worst_percent", c.worst},
-                   {"results", c.results}});
-  return out;
-}
-
 std::string plan_text(const Plan& p) {
   const auto& s = p.scenario;
   const auto& hw = s.hardware;

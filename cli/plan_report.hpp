@@ -13,8 +13,8 @@ std::string plan_text(const plan::Plan& plan);
 
 /// The profile's errors on published runs (`published_check`), the lines `plan` and `simulate`
 /// print after the figures they qualify; empty when it has none (or was calibrated or fitted).
+/// Their JSON is timeline::published_check_json's.
 std::string published_check_text(const plan::HardwareProfile& hw);
-nlohmann::json published_check_json(const plan::HardwareProfile& hw);
 
 nlohmann::json schedule_json(const plan::Plan& plan);
 std::string schedule_text(const plan::Plan& plan);

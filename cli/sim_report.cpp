@@ -6,6 +6,7 @@
 
 #include "cli/output.hpp"
 #include "cli/plan_report.hpp"
+#include "timeline/plan_summary.hpp"
 
 namespace parallax::cli {
 namespace {
@@ -55,7 +56,7 @@ json simulate_json(const plan::Plan& plan, const sim::SimRun& run, const sim::Me
           {"critical_path_ranks", path_ranks},
           {"device_memory_mb", static_cast<double>(m.device_memory) / (1024.0 * 1024.0)},
           {"fits", m.fits},
-          {"published_check", published_check_json(plan.scenario.hardware)},
+          {"published_check", timeline::published_check_json(plan.scenario.hardware)},
           {"events", run.events},
           {"wall_ms", run.wall.to_ms()}};
 }

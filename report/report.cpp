@@ -264,6 +264,7 @@ json report_data(const ReportInput& in) {
   if (in.predicted.plan)
     data["plan"]["grid"] = {{"data", plan.data}, {"pipeline", plan.pipeline}, {"tensor", plan.tensor}, {"virtual", plan.virtual_stages}};
   data["plan"]["moe"] = plan.document.value("moe", json());  // a MoE plan's experts, all-to-alls and imbalance
+  data["plan"]["published_check"] = plan.document.value("published_check", json());  // the profile's errors on published runs
   data["timeline"]["predicted"] = timeline_columns(in.predicted, pstep, &column_of);
   data["critical_path"] = critical_json(in, predicted, column_of);
   data["links"] = links_json(in.predicted, predicted);

@@ -81,6 +81,17 @@ function card(label, value, id, extra) {
   return el('div', { class: 'card' }, el('div', { class: 'label', text: label }), v);
 }
 
+/// How the plan's hardware profile predicted published runs (the plan's "published_check"): the
+/// error a user should expect of the predicted step on that hardware (docs/accuracy.md).
+function publishedText(checks, hardware) {
+  if (!checks || !checks.length) return '';
+  const signed = x => (x > 0 ? '+' : '') + x.toFixed(1) + '%';
+  return `How ${hardware}'s predictions held on published runs (error = predicted / published - 1; negative: ` +
+    'the runs took longer; docs/accuracy.md): ' + checks.map(c => `${c.runs_of}, ${c.rows} runs: mean error ` +
+    `${signed(c.mean_error_percent)}, mean absolute ${c.mean_absolute_error_percent.toFixed(1)}%, worst ${signed(c.worst_percent)}`)
+    .join('; ') + '.';
+}
+
 /// A MoE plan's experts as the simulator charges them (the plan's "moe"; its all-to-alls are
 /// inside F and B on the predicted rows, on their own lane in a measured run).
 function moeText(m) {
@@ -106,6 +117,8 @@ function renderSummary() {
   const cards = document.getElementById('step-cards');
   cards.append(card('predicted step time', ms(s.predicted_step_ms), 'step-predicted', { ms: s.predicted_step_ms }));
   const stepNote = document.getElementById('step-note');
+  const published = publishedText(p.published_check, p.hardware);
+  if (published) stepNote.after(el('p', { class: 'note', id: 'step-published', text: published }));
   if (!s.measured) {
     stepNote.textContent = 'No measured run given: add --measured TRACE (from parallax run -o) to compare.';
     return;

@@ -38,6 +38,7 @@ json document_of(const Plan& p) {
                   {"all_to_alls", x.forward + x.backward},  // per block and micro-batch
                   {"all_to_all_bytes", x.all_to_all_bytes}};
   }
+  if (!s.hardware.published_checks().empty()) out["published_check"] = published_check_json(s.hardware);
   out["schedule"] = schedule::name(s.parallel.schedule);
   out["microbatch_size"] = p.microbatch_size;
   out["chunks"] = p.chunks();
@@ -95,6 +96,19 @@ json document_of(const Plan& p) {
 }
 
 }  // namespace
+
+nlohmann::json published_check_json(const plan::HardwareProfile& hw) {
+  json out = json::array();
+  for (const plan::PublishedCheck& c : hw.published_checks())
+    out.push_back({{"runs_of", c.runs_of},
+                   {"bench", c.bench},
+                   {"rows", c.rows},
+                   {"mean_error_percent", c.mean_error},
+                   {"mean_absolute_error_percent", c.mean_absolute_error},
+                   {"worst_percent", c.worst},
+                   {"results", c.results}});
+  return out;
+}
 
 PlanSummary summarize(const Plan& plan) { return *read_plan_summary(document_of(plan)); }
 

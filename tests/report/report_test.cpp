@@ -305,6 +305,26 @@ static std::string page_of_run(const std::string& name, const std::string& yaml)
   return dom;
 }
 
+// A prediction on a GPU profile that published runs were predicted on carries how they came out,
+// and the page prints it under the step time.
+TEST_CASE("report: a plan on a profile with published runs says how its predictions held", "[report][browser]") {
+  if (!have_chromium()) test::skip("chromium", "chromium is not installed (scripts/setup.sh --browser installs it)");
+  const fs::path page = fresh_dir("published") / "report.html";
+  REQUIRE(test::run_parallax("report --set hardware=h100-nvlink-ib -o " + page.string()).code == 0);
+  const json data = embedded_data(read_text(page));
+  REQUIRE(data["plan"]["published_check"].size() == 2);
+  CHECK(data["plan"]["published_check"][1]["runs_of"] == "Megatron-core MoE");
+  const std::string dom = chromium(page, "--dump-dom");
+  REQUIRE(dom.find("data-ready=\"1\"") != std::string::npos);
+  CHECK_THAT(element_text(dom, "step-published"),
+             Catch::Contains("How h100-nvlink-ib's predictions held on published runs") &&
+                 Catch::Contains("Megatron-LM and NeMo, 21 runs: mean error -10.6%, mean absolute 14.8%, worst +33.6%"));
+  // The default scenario's T4s: no published runs, no line.
+  const fs::path plain = fresh_dir("unpublished") / "report.html";
+  REQUIRE(test::run_parallax("report -o " + plain.string()).code == 0);
+  CHECK(embedded_data(read_text(plain))["plan"]["published_check"].is_null());
+}
+
 // A MoE run (issue 59): the summary names the experts, their all-to-alls and the imbalance the
 // simulator charged; the measured all-to-alls have their own rows.
 TEST_CASE("report: a MoE plan shows its experts, and a measured run its all-to-all rows", "[report][browser][moe]") {
