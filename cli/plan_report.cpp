@@ -124,9 +124,7 @@ std::string published_check_text(const plan::HardwareProfile& hw) {
   o << "published  how " << hw.name << "'s predictions held on published runs (error = predicted / published - 1; "
     << "negative: the runs took longer; docs/accuracy.md):\n";
   for (const plan::PublishedCheck& c : checks)
-    o << "           " << c.runs_of << ", " << c.rows << " runs: mean error " << fmt("%+.1f%%", c.mean_error)
-      << ", mean absolute " << fmt("%.1f%%", c.mean_absolute_error) << ", worst " << fmt("%+.1f%%", c.worst) << " ("
-      << c.bench << "; raw output " << c.results << ")\n";
+    o << "           " << plan::describe(c) << " (" << c.bench << "; raw output " << c.results << ")\n";
   return o.str();
 }
 

@@ -169,6 +169,15 @@ void MetricsView::show_session(const PlanSession& session) {
               .arg(m.fits ? "(fits)" : "<span style='color:#c62828'><b>(does not fit)</b></span>");
   if (const double measured_mb = measured_memory_peak_mb(c); measured_mb >= 0)
     html += QString(", %1 GiB measured").arg(measured_mb / 1024.0, 0, 'f', 2);
+  // How the profile's predictions held on published runs: what to expect of the step time above.
+  const plan::HardwareProfile& hw = prediction->plan.scenario.hardware;
+  if (!hw.published_checks().empty()) {
+    QStringList checks;
+    for (const plan::PublishedCheck& check : hw.published_checks()) checks << QString::fromStdString(plan::describe(check));
+    html += "<br>How " + QString::fromStdString(hw.name).toHtmlEscaped() +
+            "'s predictions held on published runs (error = predicted / published - 1; negative: the runs took longer): " +
+            checks.join("; ").toHtmlEscaped();
+  }
   if (session.predicted_from_file()) html += "<br><i>Predicted timeline from a file; the charts show the knobs' prediction.</i>";
   summary_->setText(html);
   set_chart(bubbles_, bubble_chart(*prediction, c));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <functional>
 
@@ -392,6 +393,13 @@ std::vector<std::string> builtin_hardware_names() {
   std::vector<std::string> names;
   for (const auto& f : builtin_hardware_files()) names.emplace_back(f.name);
   return names;
+}
+
+std::string describe(const PublishedCheck& c) {
+  char figures[128];
+  std::snprintf(figures, sizeof figures, "mean error %+.1f%%, mean absolute %.1f%%, worst %+.1f%%", c.mean_error,
+                c.mean_absolute_error, c.worst);
+  return c.runs_of + ", " + std::to_string(c.rows) + " runs: " + figures;
 }
 
 const char* builtin_hardware_text(const std::string& name) {

@@ -38,6 +38,7 @@ class GuiTest : public QObject {
   Q_OBJECT
  private slots:
   void changing_chunks_changes_the_step_time_shown();
+  void a_gpu_plan_says_how_its_profile_held_on_published_runs();
   void a_bad_combination_is_shown_beside_its_knob();
   void overlay_with_a_measured_trace_draws_both();
   void selecting_an_action_highlights_its_micro_batch();
