@@ -111,6 +111,7 @@ MetricsView::MetricsView(QWidget* parent) : QWidget(parent) {
   summary_ = new QLabel;
   summary_->setTextFormat(Qt::RichText);
   summary_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  summary_->setWordWrap(true);  // a long line (the published runs) must not widen the window
   layout->addWidget(summary_);
   auto* grid = new QGridLayout;
   bubbles_ = new QChartView;
