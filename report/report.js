@@ -85,11 +85,8 @@ function card(label, value, id, extra) {
 /// error a user should expect of the predicted step on that hardware (docs/accuracy.md).
 function publishedText(checks, hardware) {
   if (!checks || !checks.length) return '';
-  const signed = x => (x > 0 ? '+' : '') + x.toFixed(1) + '%';
   return `How ${hardware}'s predictions held on published runs (error = predicted / published - 1; negative: ` +
-    'the runs took longer; docs/accuracy.md): ' + checks.map(c => `${c.runs_of}, ${c.rows} runs: mean error ` +
-    `${signed(c.mean_error_percent)}, mean absolute ${c.mean_absolute_error_percent.toFixed(1)}%, worst ${signed(c.worst_percent)}`)
-    .join('; ') + '.';
+    'the runs took longer; docs/accuracy.md): ' + checks.map(c => c.text).join('; ') + '.';
 }
 
 /// A MoE plan's experts as the simulator charges them (the plan's "moe"; its all-to-alls are

@@ -106,7 +106,8 @@ nlohmann::json published_check_json(const plan::HardwareProfile& hw) {
                    {"mean_error_percent", c.mean_error},
                    {"mean_absolute_error_percent", c.mean_absolute_error},
                    {"worst_percent", c.worst},
-                   {"results", c.results}});
+                   {"results", c.results},
+                   {"text", plan::describe(c)}});
   return out;
 }
 

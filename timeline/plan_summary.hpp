@@ -59,7 +59,8 @@ struct PlanSummary {
 /// The summary of a resolved plan.
 PlanSummary summarize(const plan::Plan& plan);
 /// How the plan's hardware profile predicted published runs (`published_checks()`), as `simulate
-/// --json` and the plan summary carry it: [{runs_of, bench, rows, mean_error_percent, ...}].
+/// --json` and the plan summary carry it: [{runs_of, bench, rows, mean_error_percent, ..., text}],
+/// `text` as plan::describe words it.
 nlohmann::json published_check_json(const plan::HardwareProfile& hw);
 /// Reads a summary as a trace carries it; missing fields keep their defaults (an older trace's
 /// summary reads as far as it goes). nullopt when `document` is not an object.
