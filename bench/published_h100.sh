@@ -126,7 +126,7 @@ def relative(label, diffs):
           f"mean absolute {100 * mae:.1f}%, worst {100 * max(diffs, key=abs):+.1f}%")
 
 every, every_no_fit = [], []
-by_profile = {}  # (hardware profile, whose runs) -> errors
+by_profile = {}  # (hardware profile, whose runs) -> errors; of steps, or of a change's ratio (predicted / published - 1)
 for title, table, scenario, row_of in [
         ("Megatron-LM README, H100 weak scaling (bf16 assumed)", "megatron_h100_published.csv", "megatron-gpt-h100.yaml", megatron),
         ("NeMo 24.07, DGX-H100 pretraining (fp8)", "nemo_h100_published.csv", "nemo-h100.yaml", nemo),
@@ -165,6 +165,7 @@ for title, table, scenario, row_of in [
             if first != (predicted, published):
                 diff = (predicted / first[0]) / (published / first[1]) - 1
                 diffs.append(diff)
+                by_profile.setdefault((plan["hardware"], "torchtitan, a change against its table's first run"), []).append(diff)
                 ratio = f"  x{predicted / first[0]:.3f} predicted, x{published / first[1]:.3f} published ({100 * diff:+.1f}%)"
         print(f"{label:{width}} {r['gpus']:>5} {grid:>12} {predicted:12.3f} {published:12.3f} {100 * err:+6.1f}%  {'yes' if fits else 'NO'}"
               f"{memory}{ratio}", flush=True)
