@@ -1,11 +1,13 @@
 // A shipped profile's `published_check:` (how its predictions held on published runs) against the
-// committed raw output it cites: each entry must be a line the named bench printed into its results
-// folder's summary.txt, so a figure `plan` and `simulate` print cannot drift from what was measured.
+// committed raw output it cites: each entry must be a line the named bench printed into its newest
+// results folder's summary.txt, so a figure `plan` and `simulate` print cannot drift from what was
+// measured, nor stay behind a rerun.
 #include <catch2/catch.hpp>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 
 #include "plan/hardware.hpp"
@@ -30,6 +32,26 @@ std::string file_text(const std::filesystem::path& p) {
   return s.str();
 }
 
+// A results folder's place in its bench's sequence: bench/results/NAME-cpu-DATE[-N] as (DATE, N),
+// N = 1 for the day's first. The bench's newest folder is the one with the largest.
+std::pair<std::string, int> run_order(const std::string& folder) {
+  static const std::regex name(R"((.*-cpu-)(\d{4}-\d{2}-\d{2})(?:-(\d+))?)");
+  std::smatch m;
+  if (!std::regex_match(folder, m, name)) return {"", 0};
+  return {m[2].str(), m[3].matched ? std::stoi(m[3].str()) : 1};
+}
+
+// The newest folder under bench/results/ of the bench that wrote `folder` (the same NAME-cpu- prefix).
+std::string newest_run_of(const std::filesystem::path& results, const std::string& folder) {
+  const std::string prefix = folder.substr(0, folder.find("-cpu-") + 5);
+  std::string newest = folder;
+  for (const auto& entry : std::filesystem::directory_iterator(results)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) == 0 && run_order(name) > run_order(newest)) newest = name;
+  }
+  return newest;
+}
+
 const std::string kEntry =
     "name: x\ndevice: {name: g, memory_gb: 80, peak_tflops: {fp32: 60}}\nnode: {devices: 1, link: {bandwidth_gb_per_s: 1, latency_us: 1}}\n"
     "published_check:\n  - {runs_of: r, bench: bench/b.sh, rows: 3, results: bench/results/f, ";
@@ -48,6 +70,10 @@ TEST_CASE("plan: every GPU profile's published_check is a line of the raw output
       CHECK(std::filesystem::is_regular_file(root / c.bench));
       const std::string summary = file_text(root / c.results / "summary.txt");
       CHECK_THAT(summary, Catch::Contains(bench_line(name, c) + "\n"));
+      // And it is the bench's newest run: a rerun committed since must be quoted instead.
+      const std::filesystem::path folder = std::filesystem::path(c.results);
+      REQUIRE(run_order(folder.filename().string()).second > 0);
+      CHECK(newest_run_of(root / folder.parent_path(), folder.filename().string()) == folder.filename().string());
       ++entries;
     }
   }
