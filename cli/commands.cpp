@@ -57,7 +57,11 @@ Runner define_simulate(CLI::App& app) {
       "simulate", "Predict one optimizer step: step time, bubbles, exposed communication, links, memory, critical path");
   add_scenario_options(sim_cmd, *sim_args);
   sim_cmd->add_option("-o,--output", *trace_path, "Write the predicted timeline as a Chrome trace (Perfetto)");
-  sim_cmd->footer("Example: parallax simulate --set parallel.schedule=1f1b -o predicted.json");
+  sim_cmd->footer(
+      "On a GPU profile that published runs were predicted on (A100, H100, H200, B200), the step time is followed by\n"
+      "how the profile's predictions held on them (`published_check` in the profile; docs/accuracy.md).\n"
+      "Example: parallax simulate --set parallel.schedule=1f1b -o predicted.json\n"
+      "         parallax simulate scenarios/llama-3.1-70b-64xH100.yaml");
   return [=] { return simulate_command(*sim_args, *trace_path); };
 }
 
