@@ -16,8 +16,10 @@ source "$(dirname "$0")/lib.sh"
 here="$(cd "$(dirname "$0")" && pwd)"
 command -v python3 >/dev/null || { echo "published.sh: needs python3" >&2; exit 2; }
 bench_begin published "$0" "$@"
-python3 - "$parallax" "$here/data/megatron_published.csv" "$here/data/megatron-gpt.yaml" <<'PY'
+PYTHONPATH="$here" python3 - "$parallax" "$here/data/megatron_published.csv" "$here/data/megatron-gpt.yaml" <<'PY'
 import csv, json, subprocess, sys, time
+
+import published_check  # bench/published_check.py: the line each profile's `published_check:` quotes
 
 parallax, table, scenario = sys.argv[1:4]
 GIB = 2.0 ** 30
@@ -116,11 +118,9 @@ print(f"\nstep time: {len(errors)} rows, mean absolute error {100 * mean(errors)
 print(f"memory (K22 Figure 1, predicted / published GiB): {len(mem_errors)} figures, mean absolute error "
       f"{100 * mean(mem_errors):.1f}%, worst {100 * max(mem_errors):.1f}% (goal: <= 5%)")
 print("called 'does not fit' on the GPUs it ran on: " + (", ".join(no_fit) if no_fit else "none"))
-# One line per hardware profile, in the form the profile's `published_check:` quotes
-# (tests/plan/published_check_test.cpp finds it in this folder's summary.txt).
+# One line per hardware profile, as the profile's `published_check:` quotes it.
 for profile, errs in by_profile.items():
-    print(f'published_check {profile} "Megatron-LM": {len(errs)} rows, mean error {100 * mean(errs):+.1f}%, '
-          f"mean absolute error {100 * mean([abs(e) for e in errs]):.1f}%, worst {100 * max(errs, key=abs):+.1f}%")
+    print(published_check.line(profile, "Megatron-LM", errs))
 
 # Korthikanti et al.'s Table 4: forward and backward of one transformer layer of the 22B model (its Table 3
 # layout: TP 8, micro-batch 4), in ms. A layer's predicted time is the difference between the step's F (or B)

@@ -18,8 +18,10 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 here="$(cd "$(dirname "$0")" && pwd)"
 bench_begin published-h100 "$0" "$@"
-python3 - "$parallax" "$here/data" <<'PY'
+PYTHONPATH="$here" python3 - "$parallax" "$here/data" <<'PY'
 import csv, json, subprocess, sys
+
+import published_check  # bench/published_check.py: the line each profile's `published_check:` quotes
 
 parallax, data = sys.argv[1:3]
 
@@ -113,13 +115,6 @@ def summary(label, errors, no_fit):
           f"worst {100 * max(errors, key=abs):+.1f}% (goal: mean absolute <= 10%, worst <= 20%)")
     print(f"{label}: called 'does not fit' on the GPUs it ran on: " + (", ".join(no_fit) if no_fit else "none"))
 
-# One line per hardware profile and group of runs, in the form the profile's `published_check:` quotes
-# (tests/plan/published_check_test.cpp finds it in this folder's summary.txt).
-def published_check(profile, runs_of, errors):
-    mae = sum(abs(e) for e in errors) / len(errors)
-    print(f'published_check {profile} "{runs_of}": {len(errors)} rows, mean error {100 * sum(errors) / len(errors):+.1f}%, '
-          f"mean absolute error {100 * mae:.1f}%, worst {100 * max(errors, key=abs):+.1f}%")
-
 def relative(label, diffs):
     mae = sum(abs(d) for d in diffs) / len(diffs)
     print(f"{label}: {len(diffs)} rows against their table's first row, mean {100 * sum(diffs) / len(diffs):+.1f}%, "
@@ -180,6 +175,6 @@ for title, table, scenario, row_of in [
 print()
 summary("Megatron-LM and NeMo tables", every, every_no_fit)
 print()
-for (profile, runs_of), errs in by_profile.items():
-    published_check(profile, runs_of, errs)
+for (profile, runs_of), errs in by_profile.items():  # one line each, as the profiles' `published_check:` quote them
+    print(published_check.line(profile, runs_of, errs))
 PY

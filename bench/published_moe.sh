@@ -19,8 +19,10 @@ source "$(dirname "$0")/lib.sh"
 here="$(cd "$(dirname "$0")" && pwd)"
 command -v python3 >/dev/null || { echo "published_moe.sh: needs python3" >&2; exit 2; }
 bench_begin published-moe "$0" "$@"
-python3 - "$parallax" "$here/data" <<'PY'
+PYTHONPATH="$here" python3 - "$parallax" "$here/data" <<'PY'
 import csv, json, subprocess, sys, time
+
+import published_check  # bench/published_check.py: the line each profile's `published_check:` quotes
 
 parallax, data = sys.argv[1:3]
 MODELS_DIR = f"{data}/../../scenarios/models"
@@ -125,12 +127,8 @@ for group, errs in list(by_hw.items()) + [(f"routing {k}", v) for k, v in by_rou
     print(f"  {group}: mean error {100 * sum(errs) / len(errs):+.1f}% over {len(errs)} rows, "
           f"{sum(abs(e) <= 0.15 for e in errs)} within 15%")
 print("called 'does not fit' on the GPUs it ran on: " + (", ".join(no_fit) if no_fit else "none"))
-# One line per hardware profile, in the form the profile's `published_check:` quotes
-# (tests/plan/published_check_test.cpp finds it in this folder's summary.txt).
-for profile, errs in by_hw.items():
-    mae = sum(abs(e) for e in errs) / len(errs)
-    print(f'published_check {profile} "Megatron-core MoE": {len(errs)} rows, mean error {100 * sum(errs) / len(errs):+.1f}%, '
-          f"mean absolute error {100 * mae:.1f}%, worst {100 * max(errs, key=abs):+.1f}%")
+for profile, errs in by_hw.items():  # one line each, as the profiles' `published_check:` quote them
+    print(published_check.line(profile, "Megatron-core MoE", errs))
 
 # Where a source ran one layout twice, routing forced balanced and as trained, their ratio is what its router's
 # imbalance cost. The load imbalance (model.expert_imbalance) that gives the same ratio in the simulator, by bisection:
