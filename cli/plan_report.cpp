@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <sstream>
 
-#include "cli/output.hpp"
 #include "plan/cost.hpp"
 #include "plan/memory.hpp"
 

@@ -35,10 +35,10 @@ std::string file_text(const std::filesystem::path& p) {
 // A results folder's place in its bench's sequence: bench/results/NAME-cpu-DATE[-N] as (DATE, N),
 // N = 1 for the day's first. The bench's newest folder is the one with the largest.
 std::pair<std::string, int> run_order(const std::string& folder) {
-  static const std::regex name(R"((.*-cpu-)(\d{4}-\d{2}-\d{2})(?:-(\d+))?)");
+  static const std::regex name(R"(.*-cpu-(\d{4}-\d{2}-\d{2})(?:-(\d+))?)");
   std::smatch m;
   if (!std::regex_match(folder, m, name)) return {"", 0};
-  return {m[2].str(), m[3].matched ? std::stoi(m[3].str()) : 1};
+  return {m[1].str(), m[2].matched ? std::stoi(m[2].str()) : 1};
 }
 
 // The newest folder under bench/results/ of the bench that wrote `folder` (the same NAME-cpu- prefix).
