@@ -136,6 +136,11 @@ std::string form_signature(const LayerShape& sh) {
   std::ostringstream s;
   s << "decoder kv" << sh.kv_heads() << " " << name(f.mlp) << " " << name(f.norm) << (f.rope ? " rope" : "")
     << (f.bias ? "" : " nobias") << (f.qkv_bias && !f.bias ? " qkvbias" : "") << (f.tie_embeddings ? " tied" : "");
+  if (f.mla.on())
+    s << " mla" << f.mla.q_lora_rank << "/" << f.mla.kv_lora_rank << "/" << f.mla.qk_nope_head_dim << "+" << f.mla.qk_rope_head_dim << "/"
+      << f.mla.v_head_dim;
+  if (sh.mtp) s << " mtp";
+  if (sh.predictions > 1) s << " x" << sh.predictions;
   return s.str();
 }
 }  // namespace

@@ -53,11 +53,7 @@ double peak_tflops(const Device& device, Precision precision) {
 }
 
 // A block's attention core per sample: its scores and attention-weighted values (4 s^2 h).
-double attention_flops_per_sample(const Layer& l) {
-  if (l.kind != LayerKind::encoder) return 0;
-  const double s = static_cast<double>(l.shape.seq_len);
-  return 4.0 * s * s * static_cast<double>(l.shape.q_width());
-}
+double attention_flops_per_sample(const Layer& l) { return l.kind == LayerKind::encoder ? attention_core_flops_per_sample(l.shape) : 0.0; }
 
 // The FLOPs per sample that fp8 leaves in bf16, as Megatron-core applies Transformer Engine's fp8 to
 // the transformer blocks' linear layers only: a block's attention core, and all of the embedding
@@ -284,6 +280,15 @@ void moe_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel& m, dou
   k->backward_expert = k->backward_gemm - backward_before + 2 * expert_memory;  // backward moves the bytes twice
 }
 
+// What rotary positions rotate per token on one of t tensor ranks: Q and K (K's heads split at
+// most kv_heads ways), or latent attention's rotary parts (its query heads' and the one key all
+// heads share).
+double rotary_width(const LayerShape& sh, double t) {
+  if (const Mla& m = sh.form.mla; m.on()) return (static_cast<double>(sh.heads) / t + 1) * static_cast<double>(m.qk_rope_head_dim);
+  const double kv = static_cast<double>(sh.kv_heads());
+  return static_cast<double>(sh.q_width()) / t + static_cast<double>(sh.k_width()) / std::min(t, kv);
+}
+
 // Eager PyTorch (`model.kernels: eager`) runs torchtitan's Llama ops one kernel each where fused
 // kernels run one: its RMSNorm (torchtitan/models/norms.py) casts to fp32, squares, takes the mean,
 // multiplies and casts back before the weight, each op reading and writing the whole tensor: 4e + 28
@@ -297,8 +302,7 @@ struct EagerBytes {
 };
 EagerBytes encoder_eager_bytes(const Layer& l, double e, double tokens, double t, double sp) {
   const BlockForm& form = l.shape.form;
-  const std::vector<Matmul> mm = block_matmuls(l.shape, t);
-  const double h = static_cast<double>(l.shape.hidden), qw = mm[0].out, kv_width = mm[1].out;  // wq's and wk's widths
+  const double h = static_cast<double>(l.shape.hidden);
   EagerBytes b;
   if (form.norm == Norm::rmsnorm) {
     const double elems = 2 * tokens * h / sp;  // two norms
@@ -307,7 +311,7 @@ EagerBytes encoder_eager_bytes(const Layer& l, double e, double tokens, double t
   }
   b.forward += b.norm_forward;
   if (form.rope) {
-    const double elems = tokens * (qw + kv_width);  // Q and K
+    const double elems = tokens * rotary_width(l.shape, t);
     b.forward += 16 * elems;
     b.backward += (16 - 2 * e) * elems;
   }
@@ -332,30 +336,56 @@ Kernels encoder_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel&
   const BlockForm& form = l.shape.form;
   const double s = static_cast<double>(l.shape.seq_len), h = static_cast<double>(l.shape.hidden);
   const double ffn = static_cast<double>(l.shape.ffn), t = p.tensor, e = m.e(), c = p.context, q = s / c;
-  const double heads = static_cast<double>(l.shape.heads) / t, d = static_cast<double>(l.shape.head_dim());
-  const double kv = static_cast<double>(l.shape.kv_heads()), kv_width = kv * d / std::min(t, kv);  // per rank
+  const double heads = static_cast<double>(l.shape.heads) / t;
+  const double dqk = static_cast<double>(l.shape.qk_head_dim()), dv = static_cast<double>(l.shape.v_head_dim());
   const double qw = static_cast<double>(l.shape.q_width());  // the query heads' width: hidden unless head_dim says
+  const double aw = static_cast<double>(l.shape.attention_width());  // the output projection's input
   const double tokens = mb * q, sp = p.sequence_parallel ? t : 1.0;
   const double up_width = (form.mlp == Mlp::swiglu ? 2 : 1) * ffn / t;  // gate and up as one GEMM
-  // The block's linear layers as forward GEMMs (m = tokens, n = outputs, k = inputs); a MoE
-  // block's MLP is its own (moe_kernels).
+  // The block's linear layers as forward GEMMs (tokens, n = outputs, k = inputs); a MoE block's
+  // MLP is its own (moe_kernels).
+  struct Gemm {
+    double tokens, n, k;
+  };
+  std::vector<Gemm> linears;
+  double latent_memory = 0, up_inputs = h;  // latent attention's norms; what the Q, K and V projections read
+  if (const Mla& mla = form.mla; mla.on()) {
+    // Down projections whole on each tensor rank, over its own tokens under sequence parallelism
+    // (Megatron-core's duplicated linears: every rank's whole sequence without it); up
+    // projections split by heads over the gathered tokens.
+    const double q_rank = static_cast<double>(mla.q_lora_rank), kv_rank = static_cast<double>(mla.kv_lora_rank);
+    if (mla.q_lora_rank > 0) linears.insert(linears.end(), {{tokens / sp, q_rank, h}, {tokens, qw / t, q_rank}});
+    else linears.push_back({tokens, qw / t, h});
+    linears.insert(linears.end(), {{tokens / sp, kv_rank + static_cast<double>(mla.qk_rope_head_dim), h},
+                                   {tokens, heads * static_cast<double>(mla.qk_nope_head_dim + mla.v_head_dim), kv_rank}});
+    latent_memory = 2 * e * tokens / sp * (q_rank + kv_rank);  // the latent norms, read and written
+    up_inputs = (mla.q_lora_rank > 0 ? 0.0 : h) + q_rank + kv_rank;
+  } else {
+    const double kv = static_cast<double>(l.shape.kv_heads()), kv_width = static_cast<double>(l.shape.k_width()) / std::min(t, kv);
+    linears.push_back({tokens, qw / t + 2 * kv_width, h});
+  }
   const bool moe = l.shape.moe.on();
-  const double linears[4][2] = {{qw / t + 2 * kv_width, h}, {h, qw / t}, {up_width, h}, {h, ffn / t}};
+  if (l.shape.mtp) linears.insert(linears.begin(), Gemm{tokens, h / t, 2 * h});  // eh_proj, before the block
+  linears.push_back({tokens, h, aw / t});
+  if (!moe) linears.insert(linears.end(), {{tokens, up_width, h}, {tokens, h, ffn / t}});
   Kernels k;
-  for (int i = 0; i < (moe ? 2 : 4); ++i) {
-    const auto& [n, in] = linears[i];
-    k.gemm += m.gemm(1, tokens, n, in);
-    k.weight_gradient += m.weight_gradient(tokens, n, in);  // the attention core has no weights
-    k.backward_gemm += m.input_gradient(tokens, n, in) + m.weight_gradient(tokens, n, in);
+  for (const auto& [m_tokens, n, in] : linears) {
+    k.gemm += m.gemm(1, m_tokens, n, in);
+    k.weight_gradient += m.weight_gradient(m_tokens, n, in);  // the attention core has no weights
+    k.backward_gemm += m.input_gradient(m_tokens, n, in) + m.weight_gradient(m_tokens, n, in);
   }
   // Norms (read, write); two residual adds (read two, write one), with a dropout mask in the
   // encoder layer; the activation function (read, write; SwiGLU reads gate and up); rotary
-  // positions on Q and K (read, write).
+  // positions on Q and K (read, write; latent attention's fused kernels also assemble Q, K and V
+  // from the up projections' outputs and the shared rotary key).
   const double residual = form.decoder ? 3 * e : 3 * e + 1;
   const double activation = moe ? 0.0 : (form.mlp == Mlp::swiglu ? 3 : 2) * e * tokens * ffn / t;
-  const double rope = form.rope ? 2 * e * tokens * (qw / t + kv_width) : 0.0;
-  k.memory = m.memory((2 * 2 * e + 2 * residual) * tokens * h / sp + activation + rope) +
-             m.fp8_cast(tokens * (h + qw / t + (moe ? 0.0 : h + ffn / t)));  // the inputs of QKV, the output projection, up, down
+  const double rope = !form.rope          ? 0.0
+                      : form.mla.on()     ? 2 * e * tokens * static_cast<double>(l.shape.q_width() + l.shape.k_width() + l.shape.v_width()) / t
+                                          : 2 * e * tokens * rotary_width(l.shape, t);
+  const double mtp_memory = l.shape.mtp ? 2 * 2 * e * tokens * h / sp + 2 * e * tokens * 2 * h : 0.0;  // enorm, hnorm; the concatenation
+  k.memory = m.memory((2 * 2 * e + 2 * residual) * tokens * h / sp + activation + rope + latent_memory + mtp_memory) +
+             m.fp8_cast(tokens * (up_inputs + aw / t + (moe ? 0.0 : h + ffn / t)));  // the inputs of QKV, the output projection, up, down
   k.norm_memory = m.memory(2 * 2 * e * tokens * h / sp);  // two norms, each read and written
   if (l.shape.eager) {
     const EagerBytes extra = encoder_eager_bytes(l, e, tokens, t, sp);
@@ -372,7 +402,7 @@ Kernels encoder_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel&
   if (l.shape.flash_attention) {
     // A decoder block's attention is causal: flash attention skips the score blocks the mask
     // removes, half of them (FlashAttention-2 and -3 count a causal pass as half the FLOPs).
-    const double flops = 4 * mb * heads * q * s * d * (form.decoder ? 0.5 : 1.0);
+    const double flops = 2 * mb * heads * q * s * (dqk + dv) * (form.decoder ? 0.5 : 1.0);
     const double fraction = m.flash_fraction(l.shape.flash2, form.decoder, q, c);
     k.attention_forward = m.flash(flops, false, l.shape.flash2, fraction);
     k.attention_backward = m.flash(2.5 * flops, true, l.shape.flash2, fraction);  // FlashAttention-2 counts backward as 2.5 forwards
@@ -380,7 +410,7 @@ Kernels encoder_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel&
   } else {
     const double scores = mb * heads * q * s, blocks = mb * heads * c;
     // The softmax, then dropout in the encoder layer.
-    k.attention_gemm = m.gemm_outside_fp8(blocks, q, q, d) + m.gemm_outside_fp8(blocks, q, d, q);
+    k.attention_gemm = m.gemm_outside_fp8(blocks, q, q, dqk) + m.gemm_outside_fp8(blocks, q, dv, q);
     k.attention_memory = m.memory(2 * e * scores + (form.decoder ? 0.0 : (2 * e + 1) * scores));
     const double core = k.attention_gemm + k.attention_memory;
     k.attention_core = core;
@@ -416,6 +446,10 @@ Kernels layer_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel& m
         const double logits = tokens * vocab / t, norm = 2 * e * tokens * h / sp;
         k.memory = m.memory(norm + loss.forward * logits);
         k.backward_memory = m.memory(2 * norm + loss.backward * logits);
+      }
+      if (l.shape.predictions > 1) {  // multi-token prediction: the same norm, projection and loss per module
+        const double n = l.shape.predictions;
+        for (double* x : {&k.gemm, &k.weight_gradient, &k.backward_gemm, &k.linear, &k.backward_linear, &k.memory, &k.backward_memory}) *x *= n;
       }
       return k;
     case LayerKind::embedding:
@@ -477,8 +511,7 @@ Time recompute_time(const Layer& l, const LayerCost& c, const ParallelSpec& p) {
       // The scores' share of the layer's FLOPs (4 s^2 h of them per sample); the norms' and the
       // experts' activation's memory-bound kernels have no figure here.
       if (!p.recomputes(kRecomputeCoreAttn) || l.kind != LayerKind::encoder || l.shape.flash_attention || l.flops_per_sample <= 0) return Time();
-      const double s = static_cast<double>(l.shape.seq_len);
-      return c.forward.scaled(4 * s * s * static_cast<double>(l.shape.q_width()) / l.flops_per_sample);
+      return c.forward.scaled(attention_core_flops_per_sample(l.shape) / l.flops_per_sample);
     }
     case Recompute::selective_op: {
       // The re-run matmuls' share of the layer's FLOPs; the memory-bound kernels have no figure here.

@@ -94,11 +94,19 @@ LayerCost estimate_layer_cost(const Layer& layer, const HardwareProfile& hardwar
 /// it, each all-reduce becomes an all-gather before and a reduce-scatter after the split part. The
 /// vocabulary-parallel embedding reduces its output; the head gathers its input (with sequence
 /// parallelism) and reduces its input's gradient. A recompute repeats the forward's.
-struct TensorTraffic {
-  double bytes = 0;
+/// Latent attention (Megatron-core's MLASelfAttention) projects each rank's tokens down before any
+/// collective: the attention's all-gather (and its backward's re-gather and reduce-scatter, or
+/// without sequence parallelism its backward all-reduce) moves the latents, `latent` of
+/// `latent_bytes` (the micro-batch's tokens x Mla::latent_width), not the hidden-wide input.
+struct TensorCollectives {
   int forward_all_reduce = 0, backward_all_reduce = 0;
   int forward_all_gather = 0, forward_reduce_scatter = 0;
   int backward_all_gather = 0, backward_reduce_scatter = 0;
+};
+struct TensorTraffic : TensorCollectives {
+  double bytes = 0;
+  double latent_bytes = 0;
+  TensorCollectives latent;
 };
 TensorTraffic tensor_traffic(const Layer& layer, const ParallelSpec& parallel, int microbatch_size);
 

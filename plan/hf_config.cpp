@@ -35,9 +35,23 @@ const std::vector<std::string> kMoe = {
     "decoder_sparse_step", "mlp_only_layers", "router_aux_loss_coef", "router_jitter_noise", "output_router_logits",
     "norm_topk_prob"};
 
+// DeepSeek-V2 and -V3's own names: latent attention, the experts, multi-token prediction, and
+// what changes no cost: the router's scoring and balancing (scoring_func, topk_method,
+// routed_scaling_factor, aux_loss_alpha, seq_aux, norm_topk_prob), the inference-time ep_size,
+// the released weights' fp8 format (quantization_config) and the remote code's auto_map. Their
+// group-limited routing (n_group, topk_group: a token's experts on at most topk_group of n_group
+// groups, DeepSeek-V3's nodes) is read and not planned: the all-to-all is costed as if a token's
+// experts fell anywhere, which counts at least its cross-node traffic.
+const std::vector<std::string> kDeepSeek = {
+    "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "n_routed_experts", "n_shared_experts",
+    "num_experts_per_tok", "moe_intermediate_size", "first_k_dense_replace", "moe_layer_freq", "num_nextn_predict_layers",
+    "scoring_func", "topk_method", "routed_scaling_factor", "aux_loss_alpha", "seq_aux", "norm_topk_prob", "n_group", "topk_group",
+    "ep_size", "quantization_config", "auto_map"};
+
 const std::vector<std::string> kArchitectures = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
                                                  "Qwen3ForCausalLM", "GPT2LMHeadModel", "NemotronForCausalLM",
-                                                 "MixtralForCausalLM", "Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM"};
+                                                 "MixtralForCausalLM", "Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM",
+                                                 "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM"};
 
 int64_t width(const Field& map, const std::string& key) { return to_int(require(map, key), 1, int64_t{1} << 20); }
 
@@ -110,6 +124,33 @@ void read_experts(const Field& c, const std::string& arch, TransformerShape* t) 
   if (moe.top_k > moe.experts) c["num_experts_per_tok"].fail("num_experts_per_tok is more than the experts");
 }
 
+// DeepSeek-V2 and -V3 (Hugging Face's DeepseekV3Attention and DeepseekV3MoE): latent attention;
+// intermediate_size wide dense MLPs in the first first_k_dense_replace blocks, then n_routed_experts
+// experts of moe_intermediate_size (num_experts_per_tok a token) and n_shared_experts more of that
+// width in every moe_layer_freq-th block; num_nextn_predict_layers multi-token prediction modules.
+void read_deepseek(const Field& c, TransformerShape* t) {
+  Mla& m = t->form.mla;
+  const Field q = c["q_lora_rank"];
+  m.q_lora_rank = q.present() && !q.node().IsNull() ? width(c, "q_lora_rank") : 0;  // null: Q straight from the input (V2-Lite)
+  m.kv_lora_rank = width(c, "kv_lora_rank");
+  m.qk_nope_head_dim = width(c, "qk_nope_head_dim");
+  m.qk_rope_head_dim = width(c, "qk_rope_head_dim");
+  m.v_head_dim = width(c, "v_head_dim");
+  t->form.kv_heads = 0;  // every head its own key and value
+  if (c["n_routed_experts"].present() && !c["n_routed_experts"].node().IsNull()) {
+    MoeShape& moe = t->moe;
+    moe.experts = width(c, "n_routed_experts");
+    moe.top_k = width(c, "num_experts_per_tok");
+    moe.ffn = width(c, "moe_intermediate_size");
+    moe.shared = c["n_shared_experts"].present() && !c["n_shared_experts"].node().IsNull() ? to_int(c["n_shared_experts"], 0, 1024) : 0;
+    t->first_dense = int_or(c, "first_k_dense_replace", 0, 0, 10000);
+    if (int_or(c, "moe_layer_freq", 1, 1, 10000) != 1)
+      c["moe_layer_freq"].fail("moe_layer_freq: Parallax plans DeepSeek's MoE blocks in every block after first_k_dense_replace (moe_layer_freq 1)");
+    if (moe.top_k > moe.experts) c["num_experts_per_tok"].fail("num_experts_per_tok is more than the experts");
+  }
+  t->mtp_layers = int_or(c, "num_nextn_predict_layers", 0, 0, 16);
+}
+
 TransformerShape gpt2(const Field& c) {
   TransformerShape t;
   t.form.decoder = true;
@@ -148,11 +189,14 @@ HfModel read_hf_config(const std::string& path, int64_t seq_len) {
   std::vector<std::string> known = kIgnored;
   const bool is_moe = m.architecture == "MixtralForCausalLM" || m.architecture == "Qwen2MoeForCausalLM" ||
                       m.architecture == "Qwen3MoeForCausalLM";
+  const bool is_deepseek = m.architecture.rfind("Deepseek", 0) == 0;
   if (is_gpt2) known.insert(known.end(), kGpt2.begin(), kGpt2.end());
   if (is_moe) known.insert(known.end(), kMoe.begin(), kMoe.end());
+  if (is_deepseek) known.insert(known.end(), kDeepSeek.begin(), kDeepSeek.end());
   expect_keys(c, known);
   m.shape = is_gpt2 ? gpt2(c) : llama_family(c, m.architecture);
   if (is_moe) read_experts(c, m.architecture, &m.shape);
+  if (is_deepseek) read_deepseek(c, &m.shape);
   if (m.shape.hidden % m.shape.heads != 0)
     c[is_gpt2 ? "n_embd" : "hidden_size"].fail("the width " + std::to_string(m.shape.hidden) + " is not divisible by the " +
                                                std::to_string(m.shape.heads) + " attention heads");

@@ -18,8 +18,9 @@ struct HfModel {
 };
 
 /// The architectures read: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM,
-/// GPT2LMHeadModel, NemotronForCausalLM, and the mixture-of-experts MixtralForCausalLM and
-/// Qwen2MoeForCausalLM.
+/// Qwen3ForCausalLM, GPT2LMHeadModel, NemotronForCausalLM, the mixture-of-experts
+/// MixtralForCausalLM, Qwen2MoeForCausalLM and Qwen3MoeForCausalLM, and DeepSeek's
+/// DeepseekV2ForCausalLM and DeepseekV3ForCausalLM (latent attention, experts, multi-token prediction).
 const std::vector<std::string>& hf_architectures();
 
 /// Reads the config at `path` (JSON, read as YAML 1.2, of which JSON is a subset, so each field

@@ -139,7 +139,7 @@ Layer make_embedding(const std::string& name, int64_t vocab, int64_t hidden, int
 BlockActivations block_activations(const LayerShape& sh, double e, double linear_e) {
   const double s = static_cast<double>(sh.seq_len), h = static_cast<double>(sh.hidden);
   const double a = static_cast<double>(sh.heads), ffn = static_cast<double>(sh.ffn);
-  const double kv_width = static_cast<double>(sh.head_dim() * sh.kv_heads()), qw = static_cast<double>(sh.q_width());
+  const double qw = static_cast<double>(sh.q_width()), aw = static_cast<double>(sh.attention_width());
   const bool dropout = !sh.form.decoder;  // LibTorch's encoder layer has dropout modules (at p = 0 here)
   const double mask = dropout ? kMaskBytes : 0.0;
   // What a gated MLP keeps: Megatron-core's fused SwiGLU keeps its input (gate and up, 2 x ffn)
@@ -150,9 +150,18 @@ BlockActivations block_activations(const LayerShape& sh, double e, double linear
   // the masks of the two dropouts after attention and after the MLP.
   out.unsplit = s * h * (2 * e + 2 * linear_e + 2 * mask);
   out.norm_outputs = s * h * 2 * linear_e;
+  if (sh.mtp) out.unsplit += s * h * (2 * e + 2 * linear_e);  // enorm's and hnorm's inputs, eh_proj's (2 x hidden)
+  if (sh.form.mla.on()) {
+    // Latent attention's down projections, whole on every tensor rank (split by sequence
+    // parallelism alone): their outputs (the latent norms' inputs, the rotary key before its
+    // rotation) and the normed latents (the up projections' inputs).
+    const Mla& m = sh.form.mla;
+    out.unsplit += s * (e * static_cast<double>(m.latent_width()) + linear_e * static_cast<double>(m.q_lora_rank + m.kv_lora_rank));
+  }
   // Q, the output projection's input, and the MLP's ffn-wide tensors (the last is the down
   // projection's input).
-  out.split = s * (e * qw + linear_e * qw + e * (mlp_tensors - 1) * ffn + linear_e * ffn);
+  const double attention = e * qw + linear_e * aw;
+  out.split = s * (attention + e * (mlp_tensors - 1) * ffn + linear_e * ffn);
   if (sh.moe.on()) {
     // A token's k routed experts and the shared ones keep the MLP's ffn-wide tensors each, at the
     // experts' width; the routed ones also keep the token's dispatched copy (their GEMMs' input)
@@ -160,12 +169,14 @@ BlockActivations block_activations(const LayerShape& sh, double e, double linear
     // fp32 probabilities.
     const double k = static_cast<double>(sh.moe.top_k), width = static_cast<double>((sh.moe.top_k + sh.moe.shared) * sh.moe.ffn);
     out.moe_split = s * (e * (mlp_tensors - 1) * width + linear_e * width + k * h * (linear_e + e));
-    out.split = s * (e * qw + linear_e * qw) + out.moe_split;
+    out.split = s * attention + out.moe_split;
     out.moe_unsplit = s * 4.0 * static_cast<double>(sh.moe.experts);
     out.unsplit += out.moe_unsplit;
     out.expert_act = s * linear_e * k * static_cast<double>(sh.moe.ffn);
   }
-  out.kv = s * e * 2 * kv_width;  // K and V (rotated, with rotary positions: RoPE fused keeps no more)
+  // K and V (rotated, with rotary positions: RoPE fused keeps no more; latent attention's K holds
+  // the shared rotary key once per head, as the attention kernel takes it).
+  out.kv = s * e * static_cast<double>(sh.k_width() + sh.v_width());
   // The scores per head: softmax output, and with dropout its mask and output. Flash attention
   // keeps no scores, only its softmax statistics (one fp32 per row and head).
   out.scores = sh.flash_attention ? a * s * 4.0 : a * s * s * (dropout ? 2 * e + mask : e);
@@ -174,8 +185,21 @@ BlockActivations block_activations(const LayerShape& sh, double e, double linear
 
 std::vector<Matmul> block_matmuls(const LayerShape& sh, double t) {
   const double h = static_cast<double>(sh.hidden), ffn = static_cast<double>(sh.ffn) / t, qw = static_cast<double>(sh.q_width()) / t;
-  const double kv = static_cast<double>(sh.kv_heads()), kv_width = kv * static_cast<double>(sh.head_dim()) / std::min(t, kv);
-  std::vector<Matmul> out = {{qw, h}, {kv_width, h}, {kv_width, h}, {h, qw}};
+  const double aw = static_cast<double>(sh.attention_width()) / t;
+  std::vector<Matmul> out;
+  if (const Mla& m = sh.form.mla; m.on()) {
+    // torchtitan's DeepSeek-V3 attention: wq (or wq_a, wq_b), wkv_a, wkv_b, wo; the down
+    // projections whole on every tensor rank.
+    const double heads = static_cast<double>(sh.heads) / t, q_rank = static_cast<double>(m.q_lora_rank);
+    const double kv_rank = static_cast<double>(m.kv_lora_rank);
+    if (m.q_lora_rank > 0) out.insert(out.end(), {{q_rank, h}, {qw, q_rank}});
+    else out.push_back({qw, h});
+    out.insert(out.end(), {{kv_rank + static_cast<double>(m.qk_rope_head_dim), h},
+                           {heads * static_cast<double>(m.qk_nope_head_dim + m.v_head_dim), kv_rank}, {h, aw}});
+  } else {
+    const double kv = static_cast<double>(sh.kv_heads()), kv_width = kv * static_cast<double>(sh.head_dim()) / std::min(t, kv);
+    out = {{qw, h}, {kv_width, h}, {kv_width, h}, {h, aw}};
+  }
   if (sh.form.mlp == Mlp::swiglu) out.insert(out.end(), {{ffn, h}, {ffn, h}, {h, ffn}});
   else out.insert(out.end(), {{ffn, h}, {h, ffn}});
   return out;
@@ -192,13 +216,15 @@ double op_checkpoint_bytes(const LayerShape& sh, double e, double t, double sp) 
   const std::vector<Matmul> mm = block_matmuls(sh, t);
   double kept = h / sp;  // the checkpoint's input
   for (size_t i = 0; i < mm.size(); i += 2) kept += mm[i].out;
-  kept += static_cast<double>(sh.q_width()) / t;  // attention's output
+  kept += static_cast<double>(sh.attention_width()) / t;  // attention's output
   if (sp > 1) kept += 2 * h / sp;                  // the reduce-scatters after wo and w2 (kept too) under sequence parallelism
   const double statistics = static_cast<double>(sh.heads) / t * 4.0;  // flash attention's fp32 log-sum-exp per row and head
   return s * (kept * e + statistics);
 }
 
-bool op_checkpointing_derived(const Layer& l) { return l.kind != LayerKind::encoder || (!l.shape.moe.on() && l.shape.flash_attention); }
+bool op_checkpointing_derived(const Layer& l) {
+  return l.kind != LayerKind::encoder || (!l.shape.moe.on() && l.shape.flash_attention && !l.shape.form.mla.on());
+}
 
 // A mixture-of-experts block's MLP, in torchtitan's MoE module order: the router's gate, the
 // routed experts as grouped weights (experts x out x in), then the shared experts as one gated MLP
@@ -214,6 +240,30 @@ static void add_moe_params(Layer& l, const std::string& p, int64_t hidden, const
   if (gated) add_linear_params(l, p + "mlp.shared_experts.gate_proj.", hidden, width, form.bias, Split::column);
   add_linear_params(l, p + "mlp.shared_experts.up_proj.", hidden, width, form.bias, Split::column);
   add_linear_params(l, p + "mlp.shared_experts.down_proj.", width, hidden, form.bias, Split::row);
+}
+
+// Latent attention's projections in Hugging Face's DeepseekV3Attention order: q_a_proj,
+// q_a_layernorm, q_b_proj (or q_proj without a query rank), kv_a_proj_with_mqa, kv_a_layernorm,
+// kv_b_proj (o_proj follows). The down projections and the latent norms are whole on every tensor
+// rank (Megatron-core's duplicated linears); the up projections are split by heads.
+static void add_latent_attention_params(Layer& l, const std::string& p, const LayerShape& sh) {
+  const Mla& m = sh.form.mla;
+  const bool bias = sh.form.qkv_bias;
+  if (m.q_lora_rank > 0) {
+    add_linear_params(l, p + "q_a_proj.", sh.hidden, m.q_lora_rank, bias, Split::none);
+    add_norm_params(l, p + "q_a_layernorm.", m.q_lora_rank, Norm::rmsnorm);
+    add_linear_params(l, p + "q_b_proj.", m.q_lora_rank, sh.q_width(), false, Split::column);
+  } else {
+    add_linear_params(l, p + "q_proj.", sh.hidden, sh.q_width(), false, Split::column);
+  }
+  add_linear_params(l, p + "kv_a_proj_with_mqa.", sh.hidden, m.kv_lora_rank + m.qk_rope_head_dim, bias, Split::none);
+  add_norm_params(l, p + "kv_a_layernorm.", m.kv_lora_rank, Norm::rmsnorm);
+  add_linear_params(l, p + "kv_b_proj.", m.kv_lora_rank, sh.heads * (m.qk_nope_head_dim + m.v_head_dim), false, Split::column);
+}
+
+double attention_core_flops_per_sample(const LayerShape& sh) {
+  const double s = static_cast<double>(sh.seq_len);
+  return 2.0 * s * s * static_cast<double>(sh.q_width() + sh.attention_width());
 }
 
 Layer make_encoder(const std::string& name, int64_t hidden, int64_t heads, int64_t ffn,
@@ -243,13 +293,17 @@ Layer make_encoder(const std::string& name, int64_t hidden, int64_t heads, int64
   } else {
     // Hugging Face's LlamaDecoderLayer order (exec/model.cpp registers the same): self_attn
     // (q, k, v, o), mlp (gate, up, down), then the two norms.
-    add_linear_params(l, p + "self_attn.q_proj.", hidden, qw, form.qkv_bias, Split::column);
-    for (const char* proj : {"k_proj.", "v_proj."}) {
-      const size_t first = l.params.size();
-      add_linear_params(l, p + "self_attn." + proj, hidden, kv_width, form.qkv_bias, Split::column);
-      for (size_t i = first; i < l.params.size(); ++i) l.params[i].max_split = kv;  // replicated past kv heads
+    if (form.mla.on()) {
+      add_latent_attention_params(l, p + "self_attn.", l.shape);
+    } else {
+      add_linear_params(l, p + "self_attn.q_proj.", hidden, qw, form.qkv_bias, Split::column);
+      for (const char* proj : {"k_proj.", "v_proj."}) {
+        const size_t first = l.params.size();
+        add_linear_params(l, p + "self_attn." + proj, hidden, kv_width, form.qkv_bias, Split::column);
+        for (size_t i = first; i < l.params.size(); ++i) l.params[i].max_split = kv;  // replicated past kv heads
+      }
     }
-    add_linear_params(l, p + "self_attn.o_proj.", qw, hidden, form.bias, Split::row);
+    add_linear_params(l, p + "self_attn.o_proj.", l.shape.attention_width(), hidden, form.bias, Split::row);
     if (moe.on()) {
       add_moe_params(l, p, hidden, moe, form);
     } else {
@@ -268,15 +322,23 @@ Layer make_encoder(const std::string& name, int64_t hidden, int64_t heads, int64
   l.activation_elems_per_sample = (kept.unsplit + kept.split + kept.kv + kept.scores) / 2.0;
   l.input_elems_per_sample = s * h;
   l.output_elems_per_sample = s * h;
-  // Per token: Q and the output projection 2h^2 each, K and V 2*h*kv_width each, the MLP 2*h*ffn
-  // per matrix (three for SwiGLU); per sample the scores and the attention-weighted values add
-  // 4*s^2*h (grouped-query attention shares K and V, not the work per query head).
+  // Per token: 2 FLOPs per weight of the attention's projections (Q and the output projection
+  // 2h^2 each, K and V 2*h*kv_width each; latent attention's down and up projections) and of the
+  // MLP (2*h*ffn per matrix, three for SwiGLU); per sample the scores and the attention-weighted
+  // values add 2*s^2 per query width and per value width (4*s^2*h at full attention; grouped-query
+  // attention shares K and V, not the work per query head).
   // A MoE block's tokens each pass top_k routed and the shared experts, and the router's gate.
   const double mlp_matrices = form.mlp == Mlp::swiglu ? 3.0 : 2.0;
   const double mlp_width = moe.on() ? static_cast<double>((moe.top_k + moe.shared) * moe.ffn) : static_cast<double>(ffn);
   const double router = moe.on() ? 2.0 * h * static_cast<double>(moe.experts) : 0.0;
   const double q = static_cast<double>(qw);  // hidden, unless head_dim says otherwise
-  l.flops_per_sample = s * (4.0 * h * q + 4.0 * h * static_cast<double>(kv_width) + 2.0 * mlp_matrices * h * mlp_width + router) + 4.0 * s * s * q;
+  double projections = 4.0 * h * q + 4.0 * h * static_cast<double>(kv_width);
+  if (form.mla.on()) {
+    const std::vector<Matmul> mm = block_matmuls(l.shape, 1);
+    projections = 0;
+    for (size_t i = 0; i + (form.mlp == Mlp::swiglu ? 3 : 2) < mm.size(); ++i) projections += 2.0 * mm[i].out * mm[i].in;
+  }
+  l.flops_per_sample = s * (projections + 2.0 * mlp_matrices * h * mlp_width + router) + attention_core_flops_per_sample(l.shape);
   return l;
 }
 
@@ -300,6 +362,24 @@ Layer make_head(const std::string& name, int64_t hidden, int64_t vocab, int64_t 
   return l;
 }
 
+// A multi-token prediction module's own parameters and work, in Megatron-core's
+// MultiTokenPredictionLayer order: enorm and hnorm, then eh_proj (2 x hidden to hidden,
+// column-parallel, no bias), before its block's. Its copy of the embedding on a pipeline's last
+// stage is not counted (it is the first stage's matrix under one pipeline stage).
+static void add_mtp_projection(Layer& l) {
+  const int64_t h = l.shape.hidden;
+  std::vector<ParamSpec> own;
+  std::swap(own, l.params);
+  add_norm_params(l, l.name + ".enorm.", h, l.shape.form.norm);
+  add_norm_params(l, l.name + ".hnorm.", h, l.shape.form.norm);
+  add_linear_params(l, l.name + ".eh_proj.", 2 * h, h, false, Split::column);
+  l.params.insert(l.params.end(), own.begin(), own.end());
+  l.shape.mtp = true;
+  const double s = static_cast<double>(l.shape.seq_len), hd = static_cast<double>(h);
+  l.flops_per_sample += s * 2.0 * 2.0 * hd * hd;
+  l.activation_elems_per_sample += s * 4.0 * hd;  // the two norms' inputs and eh_proj's input (block_activations)
+}
+
 std::vector<Layer> make_transformer(const TransformerShape& t) {
   std::vector<Layer> layers;
   layers.push_back(make_embedding("embed", t.vocab, t.hidden, t.seq_len, t.form));
@@ -309,8 +389,23 @@ std::vector<Layer> make_transformer(const TransformerShape& t) {
     layers.back().shape.flash2 = t.flash2;
     layers.back().shape.eager = t.eager;
   }
+  for (int64_t k = 0; k < t.mtp_layers; ++k) {
+    layers.push_back(make_encoder("mtp." + std::to_string(k), t.hidden, t.heads, t.ffn, t.seq_len, t.flash_attention, t.form,
+                                  t.moe_block(t.blocks + k) ? t.moe : MoeShape{}));
+    Layer& l = layers.back();
+    l.shape.flash2 = t.flash2;
+    l.shape.eager = t.eager;
+    add_mtp_projection(l);
+  }
   layers.push_back(make_head("head", t.hidden, t.vocab, t.seq_len, t.form));
   layers.back().shape.loss = t.loss;
+  if (t.mtp_layers > 0) {
+    Layer& head = layers.back();
+    head.shape.predictions = static_cast<int>(1 + t.mtp_layers);
+    const double n = static_cast<double>(head.shape.predictions);
+    head.activation_elems_per_sample *= n;
+    head.flops_per_sample *= n;
+  }
   return layers;
 }
 

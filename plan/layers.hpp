@@ -71,6 +71,20 @@ inline bool tensor_splits(LayerKind k) { return k == LayerKind::embedding || k =
 /// The MLP of a transformer block: LibTorch's encoder layer's ReLU, GPT's GELU, Llama's SwiGLU
 /// (gate, up and down projections; `ffn` is the width of gate and of up) or Nemotron-4's squared ReLU.
 enum class Mlp { relu, gelu, swiglu, relu2 };
+
+/// Multi-head latent attention (DeepSeek-V2 and -V3; `model.mla`, Hugging Face's field names): the
+/// block's input is projected down to latents (Q to q_lora_rank, K and V together to kv_lora_rank,
+/// plus one rotary key of qk_rope_head_dim that every head shares), each latent normed (RMSNorm),
+/// then projected up per head: Q and K qk_nope_head_dim + qk_rope_head_dim wide, V v_head_dim wide.
+/// q_lora_rank 0: Q straight from the input (DeepSeek-V2-Lite). Megatron-core's MLASelfAttention
+/// keeps the down projections whole on every tensor rank and splits the up projections by heads.
+struct Mla {
+  int64_t q_lora_rank = 0, kv_lora_rank = 0, qk_nope_head_dim = 0, qk_rope_head_dim = 0, v_head_dim = 0;
+  bool on() const { return kv_lora_rank > 0; }
+  /// The latents one token's attention input becomes: what the down projections write.
+  int64_t latent_width() const { return q_lora_rank + kv_lora_rank + qk_rope_head_dim; }
+  bool operator==(const Mla&) const = default;
+};
 enum class Norm { layernorm, rmsnorm };
 const char* name(Mlp m);
 const char* name(Norm n);
@@ -98,6 +112,7 @@ struct BlockForm {
   bool bias = true;              ///< biases on the block's linears (the head's projection has none in a decoder)
   bool qkv_bias = true;          ///< biases on Q, K and V (Qwen2 has them where the rest has none)
   bool tie_embeddings = false;   ///< the head projects with the embedding's matrix
+  Mla mla;                       ///< latent attention (off: Q, K and V projected from the input)
   bool operator==(const BlockForm&) const = default;
 };
 
@@ -121,14 +136,30 @@ struct LayerShape {
   bool eager = false;
   /// head: the cross entropy after it (`model.loss`).
   Loss loss = Loss::eager;
+  /// head: the predictions it makes per token, 1 + model.mtp_layers (DeepSeek-V3's multi-token
+  /// prediction runs the shared head and its loss once more for each module).
+  int predictions = 1;
+  /// encoder: a multi-token prediction module (Megatron-core's MultiTokenPredictionLayer): before
+  /// its block, the shifted tokens' embedding and the previous depth's hidden states are each
+  /// normed (enorm, hnorm), concatenated and projected from 2 x hidden back to hidden (eh_proj).
+  bool mtp = false;
   BlockForm form;  ///< embedding, encoder, head
   MoeShape moe;    ///< encoder: its MLP's experts (none: the dense MLP of width ffn)
-  /// Key/value heads of an encoder block (`form.kv_heads`, or `heads` when that is 0).
-  int64_t kv_heads() const { return form.kv_heads > 0 ? form.kv_heads : heads; }
-  /// Each attention head's width, and the query heads' together (the attention's width, which the
-  /// output projection takes back to hidden).
+  /// Key/value heads of an encoder block (`form.kv_heads`, or `heads` when that is 0; latent
+  /// attention's heads each have their own K and V).
+  int64_t kv_heads() const { return form.kv_heads > 0 && !form.mla.on() ? form.kv_heads : heads; }
+  /// Each attention head's width (`model.head_dim`, or hidden / heads).
   int64_t head_dim() const { return form.head_dim > 0 ? form.head_dim : heads > 0 ? hidden / heads : 0; }
-  int64_t q_width() const { return heads * head_dim(); }
+  /// A query's and key's width per head, and a value's: head_dim, except under latent attention
+  /// (qk_nope_head_dim + qk_rope_head_dim, and v_head_dim).
+  int64_t qk_head_dim() const { return form.mla.on() ? form.mla.qk_nope_head_dim + form.mla.qk_rope_head_dim : head_dim(); }
+  int64_t v_head_dim() const { return form.mla.on() ? form.mla.v_head_dim : head_dim(); }
+  /// Q's width (all query heads); K's and V's (the key/value heads); and the attention's output,
+  /// which the output projection takes back to hidden (the query heads' values).
+  int64_t q_width() const { return heads * qk_head_dim(); }
+  int64_t k_width() const { return kv_heads() * qk_head_dim(); }
+  int64_t v_width() const { return kv_heads() * v_head_dim(); }
+  int64_t attention_width() const { return heads * v_head_dim(); }
 };
 
 /// An encoder block's activations per sample in bytes (e bytes an element), as Korthikanti et al.
@@ -150,9 +181,14 @@ struct BlockActivations {
 /// Transformer Engine's fp8 linears keep their fp8 casts).
 BlockActivations block_activations(const LayerShape& shape, double e, double linear_e);
 
+/// An encoder block's attention core per sample: the scores (2 s^2 per query width) and the
+/// attention-weighted values (2 s^2 per value width), causal or not (4 s^2 h at full attention).
+double attention_core_flops_per_sample(const LayerShape& shape);
+
 /// A dense block's matmuls in the order torchtitan's Llama runs them (wq, wk, wv, wo, then w1, w3,
 /// w2 for a gated MLP or up, down), each as (outputs, inputs) per token on one of t tensor ranks
-/// (key and value heads split at most kv_heads ways). Its per-op selective checkpointing
+/// (key and value heads split at most kv_heads ways; latent attention's as torchtitan's
+/// DeepSeek-V3 runs them, its down projections whole). Its per-op selective checkpointing
 /// (Recompute::selective_op) keeps the output of the first, third, fifth... and recomputes the others.
 struct Matmul {
   double out = 0, in = 0;
@@ -249,9 +285,13 @@ struct TransformerShape {
   /// Which blocks are MoE: block i (from 0) when i >= first_dense and (i + 1) is a multiple of
   /// every (DeepSeek's first_k_dense_replace; Llama 4's interleave_moe_layer_step).
   int64_t moe_every = 1, first_dense = 0;
+  /// Multi-token prediction modules after the blocks (`model.mtp_layers`; DeepSeek-V3's
+  /// num_nextn_predict_layers): each a block of the model's form (a MoE one where block `blocks + k`
+  /// would be) with its eh_proj, and the head's projection and loss run once more.
+  int64_t mtp_layers = 0;
   bool moe_block(int64_t i) const { return moe.on() && i >= first_dense && (i + 1) % moe_every == 0; }
 };
-/// embed, blocks, head.
+/// embed, blocks, the multi-token prediction modules, head.
 std::vector<Layer> make_transformer(const TransformerShape& t);
 
 /// Builders, also used by tests to check the shapes against hand-computed ones.

@@ -75,7 +75,8 @@ double whole_sequence_activation_bytes(const Layer& l, const ParallelSpec& p) {
       // token's max and log-sum-exp beside them are left out: 8 bytes against vocab x e).
       const double s = static_cast<double>(l.shape.seq_len);
       const double per_logit = l.shape.loss == Loss::fused ? e : 4.0;
-      return s * (2.0 * static_cast<double>(l.shape.hidden) / sp * e + static_cast<double>(l.shape.vocab) / t * per_logit);
+      // Multi-token prediction keeps the same once per prediction.
+      return l.shape.predictions * s * (2.0 * static_cast<double>(l.shape.hidden) / sp * e + static_cast<double>(l.shape.vocab) / t * per_logit);
     }
     default: return l.activation_elems_per_sample * e;
   }

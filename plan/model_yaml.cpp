@@ -104,6 +104,12 @@ std::string describe_transformer(const TransformerShape& t) {
   d << "embed + " << t.blocks << (f.decoder ? " decoder" : " encoder") << " blocks + head (hidden " << t.hidden << ", heads " << t.heads;
   if (f.decoder && f.kv_heads > 0 && f.kv_heads != t.heads) d << ", kv_heads " << f.kv_heads;
   if (f.head_dim > 0) d << ", head_dim " << f.head_dim;
+  if (f.mla.on()) {
+    d << ", latent attention (";
+    if (f.mla.q_lora_rank > 0) d << "q rank " << f.mla.q_lora_rank << ", ";
+    d << "kv rank " << f.mla.kv_lora_rank << ", qk " << f.mla.qk_nope_head_dim << " + " << f.mla.qk_rope_head_dim << " rotary, v "
+      << f.mla.v_head_dim << ")";
+  }
   d << ", ffn " << t.ffn;
   if (f.decoder) d << " " << name(f.mlp) << ", " << name(f.norm) << (f.rope ? ", rope" : ", learned positions");
   if (f.tie_embeddings) d << ", tied embeddings";
@@ -113,13 +119,39 @@ std::string describe_transformer(const TransformerShape& t) {
     if (t.first_dense > 0) d << ", first " << t.first_dense << " blocks dense";
     if (t.moe_every > 1) d << ", every " << t.moe_every << "th block";
   }
+  if (t.mtp_layers > 0) d << ", " << t.mtp_layers << " multi-token prediction module" << (t.mtp_layers > 1 ? "s" : "");
   d << ", seq_len " << t.seq_len << ", vocab " << t.vocab << (t.flash2 ? ", flash attention (FlashAttention-2)" : t.flash_attention ? ", flash attention" : "")
     << (t.eager ? ", eager kernels" : "") << (t.loss != Loss::eager ? std::string(", ") + name(t.loss) + " loss" : "") << ")";
   return d.str();
 }
 
 // The block-form keys: any of them makes the transformer's blocks decoder blocks (BlockForm).
-const std::vector<std::string> kFormKeys = {"kv_heads", "head_dim", "mlp", "norm", "positions", "tie_embeddings", "bias", "qkv_bias"};
+const std::vector<std::string> kFormKeys = {"kv_heads", "head_dim", "mla", "mlp", "norm", "positions", "tie_embeddings", "bias", "qkv_bias",
+                                            "mtp_layers"};
+
+// `model.mla`: latent attention, in Hugging Face's DeepSeek field names (plan/layers.hpp, Mla).
+Mla read_mla(const Field& f) {
+  expect_keys(f, {"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"});
+  Mla m;
+  m.q_lora_rank = f["q_lora_rank"].present() ? to_int(f["q_lora_rank"], 0, int64_t{1} << 20) : 0;
+  m.kv_lora_rank = to_int(require(f, "kv_lora_rank"), 1, int64_t{1} << 20);
+  m.qk_nope_head_dim = to_int(require(f, "qk_nope_head_dim"), 1, 4096);
+  m.qk_rope_head_dim = to_int(require(f, "qk_rope_head_dim"), 1, 4096);
+  m.v_head_dim = to_int(require(f, "v_head_dim"), 1, 4096);
+  if (m.qk_rope_head_dim % 2 != 0) f["qk_rope_head_dim"].fail("qk_rope_head_dim must be even: rotary positions turn pairs of features");
+  return m;
+}
+
+// What latent attention replaces or needs: its own head widths and one K and V per head, and
+// rotary positions (its qk_rope_head_dim part).
+void check_mla(const Field& m, const std::function<bool(const std::string&)>& given, const TransformerShape& t) {
+  if (!t.form.mla.on()) return;
+  const Field at = given("mla") ? m["mla"] : m;
+  if (given("kv_heads") && t.form.kv_heads != t.heads)
+    m["kv_heads"].fail("model.kv_heads with model.mla: latent attention gives every head its own key and value");
+  if (given("head_dim")) m["head_dim"].fail("model.head_dim with model.mla: latent attention's widths are its qk_nope_head_dim, qk_rope_head_dim and v_head_dim");
+  if (!t.form.rope) at.fail("model.mla needs model.positions: rope (its qk_rope_head_dim is the rotary part of each query and key)");
+}
 
 // The mixture-of-experts keys: any of them makes the blocks decoder blocks as the form keys do.
 const std::vector<std::string> kMoeKeys = {"experts", "experts_per_token", "shared_experts", "expert_ffn", "moe_layers",
@@ -230,6 +262,9 @@ std::vector<Layer> transformer_preset(const Field& m, std::string* description, 
   if (given("tie_embeddings")) t.form.tie_embeddings = to_bool(m["tie_embeddings"]);
   if (given("bias")) t.form.bias = t.form.qkv_bias = to_bool(m["bias"]);
   if (given("qkv_bias")) t.form.qkv_bias = to_bool(m["qkv_bias"]);
+  if (given("mla")) t.form.mla = read_mla(m["mla"]);
+  if (given("mtp_layers")) t.mtp_layers = to_int(m["mtp_layers"], 0, 16);
+  check_mla(m, given, t);
   const int64_t kv = t.form.kv_heads > 0 ? t.form.kv_heads : t.heads;
   if (kv > t.heads || t.heads % kv != 0)
     (given("kv_heads") ? m["kv_heads"] : m).fail("'model.kv_heads' (" + std::to_string(kv) + ") must divide 'model.heads' (" +

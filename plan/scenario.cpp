@@ -294,7 +294,7 @@ void check_beyond_layout(const Scenario& s) {
       if (!op_checkpointing_derived(l))
         fail_at(s, "parallel.activation_checkpointing",
                 "selective_op is torchtitan's per-op policy as derived for dense blocks with flash attention (docs/simulator.md); block '" +
-                    l.name + "' " + (l.shape.moe.on() ? "is a MoE block" : "runs standard attention") +
+                    l.name + "' " + (l.shape.moe.on() ? "is a MoE block" : l.shape.form.mla.on() ? "has latent attention (model.mla)" : "runs standard attention") +
                     ": use selective, layer or stage");
   if (p.fp8_param_gather && (p.precision != Precision::fp8 || !p.sharded(Shard::full)))
     fail_at(s, "parallel.fp8_param_gather", "fp8_param_gather gathers FSDP's fp8 weights; it needs parallel.precision: fp8 and "

@@ -23,6 +23,21 @@ TensorTraffic tensor_traffic(const Layer& l, const ParallelSpec& p, int mb) {
       if (sp) t.forward_reduce_scatter = 1 + mlp;
       (sp ? t.backward_all_gather : t.backward_all_reduce) = 1 + mlp;
       if (sp) t.backward_reduce_scatter = 1 + mlp;
+      if (const Mla& m = l.shape.form.mla; m.on()) {
+        // The attention's input side moves its latents: with sequence parallelism the gather
+        // before the up projections (again in backward) and the reduce-scatter of their input's
+        // gradient; without it, the all-reduce of that gradient. Its output side (after the
+        // output projection) stays hidden-wide.
+        const double width = static_cast<double>(m.latent_width()) + (m.q_lora_rank > 0 ? 0.0 : static_cast<double>(l.shape.hidden));
+        t.latent_bytes = t.bytes / static_cast<double>(l.shape.hidden) * width;
+        if (sp) {
+          --t.forward_all_gather, --t.backward_all_gather, --t.backward_reduce_scatter;
+          t.latent.forward_all_gather = t.latent.backward_all_gather = t.latent.backward_reduce_scatter = 1;
+        } else {
+          --t.backward_all_reduce;
+          t.latent.backward_all_reduce = 1;
+        }
+      }
       break;
     case LayerKind::embedding: (sp ? t.forward_reduce_scatter : t.forward_all_reduce) = 1; break;
     case LayerKind::head:
@@ -38,9 +53,9 @@ ContextTraffic context_traffic(const Layer& l, const ParallelSpec& p, int mb) {
   ContextTraffic c;
   if (p.context == 1 || l.kind != LayerKind::encoder) return c;
   const double t = p.tensor, kv = static_cast<double>(l.shape.kv_heads());
-  const double kv_width = kv * static_cast<double>(l.shape.head_dim()) / std::min(t, kv);  // per tensor rank
+  const double kv_width = static_cast<double>(l.shape.k_width() + l.shape.v_width()) / std::min(t, kv);  // K and V per tensor rank
   c.steps = p.context - 1;
-  c.step_bytes = 2.0 * mb * static_cast<double>(l.shape.seq_len) / p.context * kv_width * activation_bytes(p.precision);
+  c.step_bytes = mb * static_cast<double>(l.shape.seq_len) / p.context * kv_width * activation_bytes(p.precision);
   return c;
 }
 

@@ -84,7 +84,7 @@ void megatron_experts(const Plan& p, std::vector<TrainerArgument>* args) {
   std::string pattern;
   const MoeShape* moe = nullptr;
   for (const Layer& l : p.layers())
-    if (l.kind == LayerKind::encoder) {
+    if (l.kind == LayerKind::encoder && !l.shape.mtp) {  // --moe-layer-freq lists the model's blocks
       pattern += std::string(pattern.empty() ? "[" : ",") + (l.shape.moe.on() ? "1" : "0");
       if (l.shape.moe.on()) moe = &l.shape.moe;
     }
@@ -178,7 +178,8 @@ TrainerExport export_megatron(const Plan& p) {
     case Precision::fp8: a.insert(a.end(), {{"--bf16", ""}, {"--fp8-format", "hybrid"}}); break;
   }
   // The model.
-  const int64_t blocks = static_cast<int64_t>(p.layers().size()) - 2;
+  const auto mtp = std::count_if(p.layers().begin(), p.layers().end(), [](const Layer& l) { return l.shape.mtp; });
+  const int64_t blocks = static_cast<int64_t>(p.layers().size()) - 2 - mtp;
   a.insert(a.end(), {{"--num-layers", std::to_string(blocks)},
                      {"--hidden-size", std::to_string(sh.hidden)},
                      {"--ffn-hidden-size", std::to_string(sh.ffn)},
@@ -187,6 +188,15 @@ TrainerExport export_megatron(const Plan& p) {
                      {"--max-position-embeddings", std::to_string(sh.seq_len)}});
   if (sh.kv_heads() != sh.heads) a.insert(a.end(), {{"--group-query-attention", ""}, {"--num-query-groups", std::to_string(sh.kv_heads())}});
   if (f.head_dim > 0) a.push_back({"--kv-channels", std::to_string(f.head_dim)});
+  if (const Mla& m = f.mla; m.on()) {
+    a.push_back({"--multi-latent-attention", ""});
+    if (m.q_lora_rank > 0) a.push_back({"--q-lora-rank", std::to_string(m.q_lora_rank)});
+    a.insert(a.end(), {{"--kv-lora-rank", std::to_string(m.kv_lora_rank)},
+                       {"--qk-head-dim", std::to_string(m.qk_nope_head_dim)},
+                       {"--qk-pos-emb-head-dim", std::to_string(m.qk_rope_head_dim)},
+                       {"--v-head-dim", std::to_string(m.v_head_dim)}});
+  }
+  if (mtp > 0) a.push_back({"--mtp-num-layers", std::to_string(mtp)});
   megatron_experts(p, &a);
   if (f.mlp == Mlp::swiglu) a.push_back({"--swiglu", ""});
   if (f.mlp == Mlp::relu2) a.push_back({"--squared-relu", ""});

@@ -119,14 +119,23 @@ class TensorTimer {
   explicit TensorTimer(const plan::Plan& plan) : plan_(plan) {}
   TensorTime operator()(const plan::TensorTraffic& x) {
     if (x.bytes <= 0) return {};
-    auto us = [&](Collective c, int count) { return count == 0 ? 0.0 : count * time_us(c, x.bytes); };
+    TensorTime out = of(x, x.bytes);
+    if (x.latent_bytes > 0) {
+      const TensorTime latent = of(x.latent, x.latent_bytes);
+      out.forward += latent.forward;
+      out.backward += latent.backward;
+    }
+    return out;
+  }
+
+ private:
+  TensorTime of(const plan::TensorCollectives& x, double bytes) {
+    auto us = [&](Collective c, int count) { return count == 0 ? 0.0 : count * time_us(c, bytes); };
     return {Time::us(us(Collective::all_reduce, x.forward_all_reduce) + us(Collective::all_gather, x.forward_all_gather) +
                      us(Collective::reduce_scatter, x.forward_reduce_scatter)),
             Time::us(us(Collective::all_reduce, x.backward_all_reduce) + us(Collective::all_gather, x.backward_all_gather) +
                      us(Collective::reduce_scatter, x.backward_reduce_scatter))};
   }
-
- private:
   double time_us(Collective c, double bytes) {
     const auto [it, fresh] = cache_.try_emplace({static_cast<int>(c), bytes}, 0.0);
     if (fresh) it->second = group_collective_us(plan_, c, bytes, plan_.scenario.parallel.tensor, 1);
@@ -251,7 +260,8 @@ TensorTime overlapped_with_gemms(const TensorTime& tp, const BackwardOverlap& ba
 // (every other framework) as above.
 BackwardOverlap backward_overlap(const plan::Scenario& s, plan::TensorTraffic x, TensorTimer& timer) {
   if (s.framework == plan::Framework::megatron) return {};
-  x.forward_all_reduce = x.backward_all_reduce = x.forward_all_gather = x.forward_reduce_scatter = x.backward_all_gather = 0;
+  for (plan::TensorCollectives* c : {static_cast<plan::TensorCollectives*>(&x), &x.latent})
+    c->forward_all_reduce = c->backward_all_reduce = c->forward_all_gather = c->forward_reduce_scatter = c->backward_all_gather = 0;
   return {timer(x).backward, 0.5};
 }
 

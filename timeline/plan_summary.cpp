@@ -64,6 +64,10 @@ json document_of(const Plan& p) {
                                {"tie_embeddings", f.tie_embeddings}};
     if (const auto& m = l.shape.moe; m.on())
       layers.back()["form"]["moe"] = {{"experts", m.experts}, {"top_k", m.top_k}, {"shared", m.shared}, {"ffn", m.ffn}};
+    if (const auto& m = l.shape.form.mla; m.on() && l.kind == plan::LayerKind::encoder)
+      layers.back()["form"]["mla"] = {{"q_lora_rank", m.q_lora_rank}, {"kv_lora_rank", m.kv_lora_rank}, {"qk_nope_head_dim", m.qk_nope_head_dim},
+                                      {"qk_rope_head_dim", m.qk_rope_head_dim}, {"v_head_dim", m.v_head_dim}};
+    if (l.shape.mtp) layers.back()["form"]["mtp"] = true;
   }
   out["layers"] = layers;
 
