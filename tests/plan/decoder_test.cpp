@@ -268,9 +268,9 @@ TEST_CASE("plan::hf_config: what it cannot read is refused at the field", "[plan
                Catch::StartsWith(c.path + ":4:3: unknown key 'moe_layers'"));
   }
   SECTION("an unknown architecture") {
-    TempConfig c("{\"architectures\": [\"DeepseekV3ForCausalLM\"]}\n");
+    TempConfig c("{\"architectures\": [\"Gemma3ForCausalLM\"]}\n");
     CHECK_THAT(test::parse_error("model: {hf_config: " + c.path + ", seq_len: 8}\nhardware: ideal\n"),
-               Catch::Contains("DeepseekV3ForCausalLM") && Catch::Contains("LlamaForCausalLM | MistralForCausalLM"));
+               Catch::Contains("Gemma3ForCausalLM") && Catch::Contains("LlamaForCausalLM | MistralForCausalLM"));
   }
   SECTION("a sequence past the sliding window") {
     CHECK_THAT(test::parse_error("model: {hf_config: " + model_file("mistral-7b.json") + ", seq_len: 8192}\nhardware: ideal\n"),
