@@ -2,7 +2,7 @@
 # Predictions against published mixture-of-experts training runs (bench/data/moe_published.csv, sources in its
 # header): Qwen3-30B-A3B and Qwen3-235B-A22B from NVIDIA's Megatron-Bridge (NeMo) performance summary on H100 and
 # B200, Qwen3-235B-A22B (4k tokens, and 16k-128k with context parallelism) and Mixtral 8x22B from NVIDIA's
-# Megatron-MoE-ModelZoo on H100. For each row the predicted and published seconds per step, their error, and
+# Megatron-MoE-ModelZoo on H100, and DeepSeek-V3 from the NeMo performance summary on H100. For each row the predicted and published seconds per step, their error, and
 # whether the plan fits the GPUs it ran on; then, for each layout a source ran twice (routing forced balanced and as
 # trained), the load imbalance that makes the simulator's ratio of the two the published one. Nothing here is fitted
 # to these rows: the compute figures are the hardware profiles' (scenarios/hardware/*.yaml, with their sources), the
@@ -34,10 +34,15 @@ MODELS = {
     "qwen3-235b-a22b": {"model.layers": 94, "model.hidden": 4096, "model.heads": 64, "model.kv_heads": 4, "model.head_dim": 128,
                         "model.ffn": 12288, "model.vocab": 151936, "model.experts": 128, "model.experts_per_token": 8,
                         "model.expert_ffn": 1536},
+    "deepseek-v3": {"model.hf_config": f"{MODELS_DIR}/deepseek-v3.json"},
     "mixtral-8x22b": {"model.layers": 56, "model.hidden": 6144, "model.heads": 48, "model.kv_heads": 8, "model.ffn": 16384,
                       "model.vocab": 32000, "model.experts": 8, "model.experts_per_token": 2},
 }
-BLOCKS = {"qwen3-30b-a3b": 48, "qwen3-235b-a22b": 94, "mixtral-8x22b": 56}
+BLOCKS = {"qwen3-30b-a3b": 48, "qwen3-235b-a22b": 94, "mixtral-8x22b": 56, "deepseek-v3": 61}
+# Megatron-core's --pipeline-model-parallel-layout where a recipe gives one, over Parallax's layer list (embed, the
+# blocks, mtp.0, head): DeepSeek-V3's "Et|(tt|)*30mL" (the embedding and one block, 30 stages of two blocks, then
+# the multi-token prediction module and the loss), 32 stages.
+LAYOUTS = {("deepseek-v3", 32): "[" + ", ".join(["2"] * 32) + "]"}
 
 def rows():
     return list(csv.DictReader(row for row in open(f"{data}/moe_published.csv") if not row.startswith("#")))
@@ -46,6 +51,8 @@ def split(r, stages):
     """Megatron's split over stages: the blocks evenly, the embedding with the first stage and the head with the last;
     with account_for_embedding/loss_in_pipeline_split (the 235B recipes) the two count as a block each."""
     blocks = BLOCKS[r["model"]]
+    if (r["model"], stages) in LAYOUTS:
+        return LAYOUTS[(r["model"], stages)]
     if stages == 1:
         return "balanced"
     if r["model"] == "qwen3-235b-a22b" and (blocks + 2) % stages == 0:

@@ -231,6 +231,8 @@ struct Kernels {
   double expert = 0, backward_expert = 0;  // a MoE block's experts (LayerCost::expert_forward), forward and backward
   double norm_memory = 0, expert_act_memory = 0;  // forward's norms, and a MoE block's experts' activation function
   double moe_layer = 0;  // forward of a MoE block's whole MoE layer: the router's gate and scores, and the experts
+  double mla_up_proj = 0;  // forward of latent attention's up projections and rotary kernels
+  double dense_mlp = 0;    // forward of a dense block's MLP: its GEMMs and activation function
   double attention_gemm = 0, attention_memory = 0;  // standard attention's forward: its two GEMMs, its softmax and dropout
   double op_recompute = 0;  // what torchtitan's per-op checkpointing re-runs: every second matmul and the memory-bound kernels
   double eager_backward = 0;  // what eager kernels' backward moves beyond twice their forward (encoder_eager_bytes)
@@ -347,17 +349,22 @@ Kernels encoder_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel&
   struct Gemm {
     double tokens, n, k;
   };
-  std::vector<Gemm> linears;
+  std::vector<Gemm> linears, up_projections;
   double latent_memory = 0, up_inputs = h;  // latent attention's norms; what the Q, K and V projections read
   if (const Mla& mla = form.mla; mla.on()) {
     // Down projections whole on each tensor rank, over its own tokens under sequence parallelism
     // (Megatron-core's duplicated linears: every rank's whole sequence without it); up
     // projections split by heads over the gathered tokens.
     const double q_rank = static_cast<double>(mla.q_lora_rank), kv_rank = static_cast<double>(mla.kv_lora_rank);
-    if (mla.q_lora_rank > 0) linears.insert(linears.end(), {{tokens / sp, q_rank, h}, {tokens, qw / t, q_rank}});
-    else linears.push_back({tokens, qw / t, h});
-    linears.insert(linears.end(), {{tokens / sp, kv_rank + static_cast<double>(mla.qk_rope_head_dim), h},
-                                   {tokens, heads * static_cast<double>(mla.qk_nope_head_dim + mla.v_head_dim), kv_rank}});
+    if (mla.q_lora_rank > 0) {
+      linears.push_back({tokens / sp, q_rank, h});
+      up_projections.push_back({tokens, qw / t, q_rank});
+    } else {
+      linears.push_back({tokens, qw / t, h});
+    }
+    linears.push_back({tokens / sp, kv_rank + static_cast<double>(mla.qk_rope_head_dim), h});
+    up_projections.push_back({tokens, heads * static_cast<double>(mla.qk_nope_head_dim + mla.v_head_dim), kv_rank});
+    linears.insert(linears.end(), up_projections.begin(), up_projections.end());
     latent_memory = 2 * e * tokens / sp * (q_rank + kv_rank);  // the latent norms, read and written
     up_inputs = (mla.q_lora_rank > 0 ? 0.0 : h) + q_rank + kv_rank;
   } else {
@@ -374,6 +381,8 @@ Kernels encoder_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel&
     k.weight_gradient += m.weight_gradient(m_tokens, n, in);  // the attention core has no weights
     k.backward_gemm += m.input_gradient(m_tokens, n, in) + m.weight_gradient(m_tokens, n, in);
   }
+  for (const auto& [m_tokens, n, in] : up_projections) k.mla_up_proj += m.gemm(1, m_tokens, n, in);
+  if (!moe) k.dense_mlp = m.gemm(1, tokens, up_width, h) + m.gemm(1, tokens, h, ffn / t);
   // Norms (read, write); two residual adds (read two, write one), with a dropout mask in the
   // encoder layer; the activation function (read, write; SwiGLU reads gate and up); rotary
   // positions on Q and K (read, write; latent attention's fused kernels also assemble Q, K and V
@@ -387,6 +396,8 @@ Kernels encoder_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel&
   k.memory = m.memory((2 * 2 * e + 2 * residual) * tokens * h / sp + activation + rope + latent_memory + mtp_memory) +
              m.fp8_cast(tokens * (up_inputs + aw / t + (moe ? 0.0 : h + ffn / t)));  // the inputs of QKV, the output projection, up, down
   k.norm_memory = m.memory(2 * 2 * e * tokens * h / sp);  // two norms, each read and written
+  if (form.mla.on()) k.mla_up_proj += m.memory(rope);
+  k.dense_mlp += m.memory(activation);
   if (l.shape.eager) {
     const EagerBytes extra = encoder_eager_bytes(l, e, tokens, t, sp);
     k.memory += m.memory(extra.forward);
@@ -490,7 +501,9 @@ LayerCost shape_aware_cost(const Layer& l, const HardwareProfile& hw, const Para
   // activation function, or the whole MoE layer (which holds the activation function; its
   // all-to-alls are plan::expert_traffic's).
   const double moe = p.recomputes(kRecomputeMoe) ? k.moe_layer : p.recomputes(kRecomputeMoeAct) ? k.expert_act_memory : 0.0;
-  out.recompute = Time::us((p.recomputes(kRecomputeCoreAttn) ? k.attention_core : 0.0) + (p.recomputes(kRecomputeLayernorm) ? k.norm_memory : 0.0) + moe);
+  const double up = p.recomputes(kRecomputeMlaUpProj) ? k.mla_up_proj : 0.0, mlp = p.recomputes(kRecomputeMlp) ? k.dense_mlp : 0.0;
+  out.recompute = Time::us((p.recomputes(kRecomputeCoreAttn) ? k.attention_core : 0.0) + (p.recomputes(kRecomputeLayernorm) ? k.norm_memory : 0.0) + moe +
+                           up + mlp);
   if (p.activation_checkpointing == Recompute::selective_op) out.recompute = Time::us(k.op_recompute);
   out.attention_forward = Time::us(k.attention_forward);
   out.attention_backward = Time::us(k.attention_backward);

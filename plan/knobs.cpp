@@ -92,7 +92,9 @@ Knob recompute_modules_knob() {
   k.doc = "with activation_checkpointing: selective, what backward recomputes (Megatron-core's --recompute-modules): core_attn "
           "(attention's scores and softmax; the default), layernorm (the two norms: their outputs, the inputs of QKV and the MLP, "
           "are not kept), moe_act (a MoE block's experts' activation function: its output is not kept), moe (a MoE block's whole "
-          "MoE layer: router, dispatch, experts and combine, its all-to-alls included, re-run in backward from its input). Predict-only";
+          "MoE layer: router, dispatch, experts and combine, its all-to-alls included, re-run in backward from its input), mla_up_proj "
+          "(latent attention's up projections and rotary kernels: Q, K and V are not kept), mlp (a dense block's whole MLP, re-run "
+          "from its input; MoE blocks take moe). Predict-only";
   k.get = [](const Settings& s) { return KnobValue(recompute_modules_text(s.recompute_modules)); };
   k.set = [](Settings& s, const KnobValue& v) {
     // The canonical text ("[layernorm, moe]"), name by name: "moe" is also a part of "moe_act".

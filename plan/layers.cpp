@@ -162,6 +162,8 @@ BlockActivations block_activations(const LayerShape& sh, double e, double linear
   // projection's input).
   const double attention = e * qw + linear_e * aw;
   out.split = s * (attention + e * (mlp_tensors - 1) * ffn + linear_e * ffn);
+  out.mlp_split = s * (e * (mlp_tensors - 1) * ffn + linear_e * ffn);
+  if (sh.form.mla.on()) out.mla_q = s * e * qw;
   if (sh.moe.on()) {
     // A token's k routed experts and the shared ones keep the MLP's ffn-wide tensors each, at the
     // experts' width; the routed ones also keep the token's dispatched copy (their GEMMs' input)
@@ -170,6 +172,7 @@ BlockActivations block_activations(const LayerShape& sh, double e, double linear
     const double k = static_cast<double>(sh.moe.top_k), width = static_cast<double>((sh.moe.top_k + sh.moe.shared) * sh.moe.ffn);
     out.moe_split = s * (e * (mlp_tensors - 1) * width + linear_e * width + k * h * (linear_e + e));
     out.split = s * attention + out.moe_split;
+    out.mlp_split = 0;
     out.moe_unsplit = s * 4.0 * static_cast<double>(sh.moe.experts);
     out.unsplit += out.moe_unsplit;
     out.expert_act = s * linear_e * k * static_cast<double>(sh.moe.ffn);

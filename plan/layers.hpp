@@ -176,6 +176,9 @@ struct BlockActivations {
   /// router's probabilities), what recomputing moe drops (its input, the norm's output, stays).
   double norm_outputs = 0, expert_act = 0;
   double moe_split = 0, moe_unsplit = 0;
+  /// Of split: latent attention's Q (with kv, what recomputing mla_up_proj drops); a dense block's
+  /// MLP tensors (what recomputing mlp drops; its input, the norm's output, stays).
+  double mla_q = 0, mlp_split = 0;
 };
 /// `linear_e`: bytes an element of what the linear layers keep of their inputs (e, or 1 where
 /// Transformer Engine's fp8 linears keep their fp8 casts).

@@ -62,8 +62,13 @@ double whole_sequence_activation_bytes(const Layer& l, const ParallelSpec& p) {
       // Recomputing the MoE layer drops all it keeps, its experts' activation output included.
       const bool moe = p.recomputes(kRecomputeMoe);
       const double unsplit = x.unsplit - (p.recomputes(kRecomputeLayernorm) ? x.norm_outputs : 0.0) - (moe ? x.moe_unsplit : 0.0);
-      const double split = x.split - (moe ? x.moe_split : p.recomputes(kRecomputeMoeAct) ? x.expert_act : 0.0);
-      return unsplit / sp + split / t + x.kv / kv_ways + scores;
+      // Recomputing latent attention's up projections drops Q, K and V (Megatron-core frees them
+      // once attention has read them and rebuilds them in place for its backward); recomputing a
+      // dense block's MLP drops what the MLP keeps.
+      const bool up = l.shape.form.mla.on() && p.recomputes(kRecomputeMlaUpProj);
+      const double split = x.split - (moe ? x.moe_split : p.recomputes(kRecomputeMoeAct) ? x.expert_act : 0.0) - (up ? x.mla_q : 0.0) -
+                           (p.recomputes(kRecomputeMlp) ? x.mlp_split : 0.0);
+      return unsplit / sp + split / t + (up ? 0.0 : x.kv / kv_ways) + scores;
     }
     case LayerKind::head: {
       // The norm's and the projection's inputs (whole, or split by sequence parallelism), and what

@@ -285,6 +285,9 @@ void check_beyond_layout(const Scenario& s) {
     fail_at(s, "parallel.recompute_modules", "recompute_modules " + recompute_modules_text(p.recompute_modules) + " says what selective "
                                              "recompute recomputes; it needs activation_checkpointing: selective (Megatron-core's "
                                              "--recompute-granularity selective)");
+  if ((p.recompute_modules & kRecomputeMlaUpProj) &&
+      std::none_of(s.layers.begin(), s.layers.end(), [](const Layer& l) { return l.shape.form.mla.on(); }))
+    fail_at(s, "parallel.recompute_modules", "mla_up_proj recomputes latent attention's up projections; this model has none (model.mla)");
   if ((p.recompute_modules & (kRecomputeMoeAct | kRecomputeMoe)) && !first_moe_layer(s.layers))
     fail_at(s, "parallel.recompute_modules", std::string((p.recompute_modules & kRecomputeMoeAct) ? "moe_act recomputes a MoE block's experts' activation function"
                                                                                                  : "moe recomputes a MoE block's MoE layer") +

@@ -54,6 +54,8 @@ enum RecomputeModule : unsigned {
   kRecomputeLayernorm = 2,  ///< the two norms: their outputs (the inputs of QKV and of the MLP) are not kept
   kRecomputeMoeAct = 4,     ///< a MoE block's routed experts' activation function: its output is not kept
   kRecomputeMoe = 8,        ///< a MoE block's whole MoE layer (router, dispatch, experts, combine): only its input is kept
+  kRecomputeMlaUpProj = 16, ///< latent attention's up projections and rotary kernels: Q, K and V are not kept
+  kRecomputeMlp = 32,       ///< a dense block's whole MLP: only its input (the norm's output) is kept
 };
 /// Each module's bit and Megatron-core's name for it, entry i holding bit 1 << i: the one list that
 /// the knob's choices and parser and the texts below read.
@@ -62,7 +64,8 @@ struct RecomputeModuleName {
   const char* name;
 };
 inline constexpr RecomputeModuleName kRecomputeModules[] = {
-    {kRecomputeCoreAttn, "core_attn"}, {kRecomputeLayernorm, "layernorm"}, {kRecomputeMoeAct, "moe_act"}, {kRecomputeMoe, "moe"}};
+    {kRecomputeCoreAttn, "core_attn"}, {kRecomputeLayernorm, "layernorm"}, {kRecomputeMoeAct, "moe_act"}, {kRecomputeMoe, "moe"},
+    {kRecomputeMlaUpProj, "mla_up_proj"}, {kRecomputeMlp, "mlp"}};
 /// The modules' names, in kRecomputeModules' order.
 std::vector<std::string> recompute_module_names(unsigned modules);
 /// The modules as YAML text: "[core_attn]", "[layernorm, moe_act]".

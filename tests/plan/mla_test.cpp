@@ -230,3 +230,22 @@ TEST_CASE("mla: a DeepSeek-V3 step on 1,024 H100s plans and simulates", "[sim][m
   CHECK(p.stages.size() == 32);
   CHECK(p.layers().size() == 64);
 }
+
+TEST_CASE("mla: recomputing the up projections drops Q, K and V; recomputing mlp the dense MLP's tensors", "[plan][mla]") {
+  const std::string selective = "parallel: {precision: bf16, activation_checkpointing: selective, recompute_modules: [";
+  auto on_h100 = [&](const std::string& modules) { return test::plan_from(kSmall + selective + modules + "]}\nhardware: h100-nvlink-ib\n"); };
+  const plan::Plan none = on_h100("core_attn"), up = on_h100("core_attn, mla_up_proj"), mlp = on_h100("core_attn, mlp");
+  const plan::Layer& b = none.layers()[1];
+  const double e = 2, s = 32;
+  auto kept = [&](const plan::Plan& p) { return plan::full_activation_bytes(p.layers()[1], p.scenario.parallel); };
+  CHECK(kept(none) - kept(up) == s * e * (48 + 48 + 24));  // Q (4 x 12), K (4 x 12), V (4 x 6)
+  CHECK(kept(none) - kept(mlp) == s * e * 3 * 128);         // SwiGLU's gate and up, the down projection's input
+  // Each costs its forward again in backward, and only that.
+  const auto cost = [&](const plan::Plan& p) { return plan::estimate_layer_cost(b, p.scenario.hardware, p.scenario.parallel, 1); };
+  CHECK(cost(up).recompute > cost(none).recompute);
+  CHECK(cost(mlp).recompute > cost(none).recompute);
+  CHECK(cost(up).forward == cost(none).forward);
+  CHECK_THAT(test::parse_error("model: {preset: transformer, layers: 2, hidden: 64, heads: 4}\n"
+                               "parallel: {activation_checkpointing: selective, recompute_modules: [mla_up_proj]}\nhardware: ideal\n"),
+             Catch::Contains("mla_up_proj") && Catch::Contains("model.mla"));
+}
