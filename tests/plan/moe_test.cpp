@@ -352,7 +352,7 @@ TEST_CASE("moe: selective recompute of the norms and the experts' activation (--
   CHECK_THAT(test::parse_error(kSmall, {"model={preset: transformer, layers: 2, hidden: 64, heads: 4, seq_len: 32, vocab: 256}",
                                         "parallel.activation_checkpointing=selective", "parallel.recompute_modules=moe_act"}),
              Catch::Contains("no MoE blocks"));
-  CHECK_THAT(test::parse_error(kSmall, {"parallel.activation_checkpointing=selective", "parallel.recompute_modules=[mlp]"}),
+  CHECK_THAT(test::parse_error(kSmall, {"parallel.activation_checkpointing=selective", "parallel.recompute_modules=[shared_experts]"}),
              Catch::Contains("parallel.recompute_modules"));
 }
 
