@@ -76,7 +76,7 @@ TEST_CASE("cli: plan and simulate say how the profile's predictions held on publ
   REQUIRE(planned.code == 0);
   CHECK_THAT(planned.out, Catch::Contains("published  how h100-nvlink-ib's predictions held on published runs"));
   CHECK_THAT(planned.out, Catch::Contains(line));
-  CHECK_THAT(planned.out, Catch::Contains("Megatron-core MoE, 16 runs"));
+  CHECK_THAT(planned.out, Catch::Contains("Megatron-core MoE, 17 runs"));
   const auto simulated = run("simulate " + h100);
   REQUIRE(simulated.code == 0);
   CHECK_THAT(simulated.out, Catch::Contains(line));

@@ -231,7 +231,7 @@ TEST_CASE("mla: a DeepSeek-V3 step on 1,024 H100s plans and simulates", "[sim][m
   CHECK(p.layers().size() == 64);
 }
 
-TEST_CASE("mla: recomputing the up projections drops Q, K and V; recomputing mlp the dense MLP's tensors", "[plan][mla]") {
+TEST_CASE("mla: recomputing the up projections drops Q, K and V, recomputing mlp the dense MLP's tensors", "[plan][mla]") {
   const std::string selective = "parallel: {precision: bf16, activation_checkpointing: selective, recompute_modules: [";
   auto on_h100 = [&](const std::string& modules) { return test::plan_from(kSmall + selective + modules + "]}\nhardware: h100-nvlink-ib\n"); };
   const plan::Plan none = on_h100("core_attn"), up = on_h100("core_attn, mla_up_proj"), mlp = on_h100("core_attn, mlp");
