@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <stdexcept>
 #include <string>
@@ -84,6 +86,17 @@ inline plan::Scenario scenario_from(const std::string& yaml, const std::vector<s
   for (const auto& s : sets) doc.apply_override(s);
   return plan::parse_scenario(doc);
 }
+
+/// A file written for one test (in the temporary folder, under `name`), removed after.
+struct TempFile {
+  std::string path;
+  TempFile(const std::string& name, const std::string& text) : path((std::filesystem::temp_directory_path() / name).string()) {
+    std::ofstream(path) << text;
+  }
+  ~TempFile() { std::filesystem::remove(path); }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+};
 
 inline plan::Plan plan_from(const std::string& yaml, const std::vector<std::string>& sets = {}) {
   return plan::resolve_plan(scenario_from(yaml, sets));

@@ -4,8 +4,6 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
 
 #include "plan/calibration.hpp"
 #include "plan/cost.hpp"
@@ -28,15 +26,6 @@ int64_t params(const plan::Scenario& s) {
   for (const auto& l : s.layers) n += l.param_count();
   return n;
 }
-
-// A config file written for one test, removed after.
-struct TempConfig {
-  std::string path;
-  explicit TempConfig(const std::string& text) : path((std::filesystem::temp_directory_path() / "parallax-hf-test.json").string()) {
-    std::ofstream(path) << text;
-  }
-  ~TempConfig() { std::filesystem::remove(path); }
-};
 
 }  // namespace
 
@@ -263,12 +252,12 @@ TEST_CASE("plan::hf_config: --set model.hf_config replaces the file's model but 
 
 TEST_CASE("plan::hf_config: what it cannot read is refused at the field", "[plan]") {
   SECTION("an unknown field") {
-    TempConfig c("{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"hidden_size\": 64,\n  \"moe_layers\": 3\n}\n");
+    test::TempFile c("parallax-hf-test.json", "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"hidden_size\": 64,\n  \"moe_layers\": 3\n}\n");
     CHECK_THAT(test::parse_error("model: {hf_config: " + c.path + ", seq_len: 8}\nhardware: ideal\n"),
                Catch::StartsWith(c.path + ":4:3: unknown key 'moe_layers'"));
   }
   SECTION("an unknown architecture") {
-    TempConfig c("{\"architectures\": [\"Gemma3ForCausalLM\"]}\n");
+    test::TempFile c("parallax-hf-test.json", "{\"architectures\": [\"Gemma3ForCausalLM\"]}\n");
     CHECK_THAT(test::parse_error("model: {hf_config: " + c.path + ", seq_len: 8}\nhardware: ideal\n"),
                Catch::Contains("Gemma3ForCausalLM") && Catch::Contains("LlamaForCausalLM | MistralForCausalLM"));
   }

@@ -5,8 +5,6 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
 
 #include "plan/cost.hpp"
 #include "plan/executable.hpp"
@@ -35,14 +33,6 @@ const char* kSmall =
     "        mla: {q_lora_rank: 16, kv_lora_rank: 8, qk_nope_head_dim: 8, qk_rope_head_dim: 4, v_head_dim: 6}}\n";
 
 std::string small(const std::string& parallel = "") { return std::string(kSmall) + parallel + "hardware: ideal\n"; }
-
-struct TempConfig {
-  std::string path;
-  explicit TempConfig(const std::string& text) : path((std::filesystem::temp_directory_path() / "parallax-mla-test.json").string()) {
-    std::ofstream(path) << text;
-  }
-  ~TempConfig() { std::filesystem::remove(path); }
-};
 
 }  // namespace
 
@@ -196,7 +186,7 @@ TEST_CASE("mla: DeepSeek-V2-Lite's config (no query rank) and the fields it refu
           "topk_method": "greedy", "n_group": 1, "topk_group": 1, "scoring_func": "softmax", "norm_topk_prob": false,
           "routed_scaling_factor": 1.0, "tie_word_embeddings": false})";
   {
-    const TempConfig c(lite);
+    const test::TempFile c("parallax-mla-test.json", lite);
     const plan::HfModel m = plan::read_hf_config(c.path, 4096);
     CHECK(m.shape.form.mla.q_lora_rank == 0);
     CHECK(m.shape.first_dense == 1);
@@ -213,7 +203,7 @@ TEST_CASE("mla: DeepSeek-V2-Lite's config (no query rank) and the fields it refu
   {
     std::string every_other = lite;
     every_other.replace(every_other.find("\"moe_layer_freq\": 1"), 19, "\"moe_layer_freq\": 2");
-    const TempConfig c(every_other);
+    const test::TempFile c("parallax-mla-test.json", every_other);
     CHECK_THAT(test::parse_error("model: {hf_config: " + c.path + ", seq_len: 8}\nhardware: ideal\n"),
                Catch::Contains("moe_layer_freq") && Catch::Contains("parallax-mla-test.json:"));
   }
