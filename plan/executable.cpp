@@ -66,6 +66,8 @@ void check_executable(const Scenario& s) {
     if (l.kind == LayerKind::encoder && l.shape.form.mla.on())
       predict_only("model.mla", "latent attention (model.mla, DeepSeek's multi-head latent attention)");
   for (const auto& l : s.layers)
+    if (l.shape.mtp) predict_only("model.mtp_layers", "multi-token prediction (model.mtp_layers)");
+  for (const auto& l : s.layers)
     if (l.shape.moe.capacity_factor > 0)
       predict_only("model.capacity_factor", "a router's capacity factor (dropped tokens; the executor routes dropless)");
   if (p.expert > 1 && p.shard != Shard::none)

@@ -173,6 +173,14 @@ TEST_CASE("mla: what it cannot plan or run is refused at the key", "[plan][mla]"
   } catch (const plan::InputError& e) {
     CHECK_THAT(std::string(e.what()), Catch::Contains("latent attention") && Catch::Contains("predict-only"));
   }
+  const plan::Scenario mtp =
+      test::scenario_from("model: {preset: transformer, layers: 2, hidden: 64, heads: 4, mlp: swiglu, mtp_layers: 1}\nhardware: ideal\n");
+  try {
+    plan::check_executable(mtp);
+    FAIL("multi-token prediction ran");
+  } catch (const plan::InputError& e) {
+    CHECK_THAT(std::string(e.what()), Catch::Contains("model.mtp_layers") || Catch::Contains("multi-token prediction"));
+  }
 }
 
 TEST_CASE("mla: DeepSeek-V2-Lite's config (no query rank) and the fields it refuses", "[plan][mla][hf]") {
