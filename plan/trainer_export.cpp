@@ -31,8 +31,23 @@ const Layer& first_block(const Plan& p, const std::string& trainer) {
 
 int blocks_on(const Plan& p, const Stage& st) {
   int n = 0;
-  for (int l = st.first_layer; l < st.first_layer + st.layer_count; ++l) n += p.layers()[l].kind == LayerKind::encoder;
+  for (int l = st.first_layer; l < st.first_layer + st.layer_count; ++l) n += p.layers()[l].kind == LayerKind::encoder && !p.layers()[l].shape.mtp;
   return n;
+}
+
+// Megatron-LM's --pipeline-model-parallel-layout: each (virtual) stage in the model's order, '|'
+// between them, a letter a layer: E the embedding, t a block, m a multi-token prediction module, L
+// the head and loss (NVIDIA's DeepSeek-V3 recipes lay out "Et|(tt|)*30mL" so).
+std::string megatron_layout(const Plan& p) {
+  std::string out;
+  for (const Stage& st : p.stages) {
+    if (!out.empty()) out += "|";
+    for (int l = st.first_layer; l < st.first_layer + st.layer_count; ++l) {
+      const Layer& layer = p.layers()[l];
+      out += layer.kind == LayerKind::embedding ? "E" : layer.kind == LayerKind::head ? "L" : layer.shape.mtp ? "m" : "t";
+    }
+  }
+  return out;
 }
 
 std::string command_text(const std::string& head, const std::vector<TrainerArgument>& args, const std::vector<std::string>& notes) {
@@ -44,26 +59,24 @@ std::string command_text(const std::string& head, const std::vector<TrainerArgum
   return o.str();
 }
 
-// Megatron-LM's uniform split, or its first/last stage counts (--decoder-first/last-pipeline-num-layers).
+// Megatron-LM's uniform split, or its first/last stage counts (--decoder-first/last-pipeline-num-layers);
+// any other split, and any with a multi-token prediction module, as its explicit layout.
 void megatron_partition(const Plan& p, std::vector<TrainerArgument>* args) {
   const ParallelSpec& par = p.scenario.parallel;
   std::vector<int> blocks;
   for (const Stage& st : p.stages) blocks.push_back(blocks_on(p, st));
   const bool uniform = std::all_of(blocks.begin(), blocks.end(), [&](int n) { return n == blocks.front(); });
+  const bool middle_even = blocks.size() < 3 || std::all_of(blocks.begin() + 1, blocks.end() - 1, [&](int n) { return n == blocks[1]; });
+  const bool mtp = std::any_of(p.layers().begin(), p.layers().end(), [](const Layer& l) { return l.shape.mtp; });
+  if (mtp || (par.virtual_stages > 1 ? !uniform : !middle_even)) {
+    args->push_back({"--pipeline-model-parallel-layout", "'" + megatron_layout(p) + "'"});
+    return;
+  }
   if (par.virtual_stages > 1) {
-    if (!uniform)
-      throw InputError(p.scenario.where("parallel.partition_len"),
-                       "Megatron-LM's interleaved schedule puts the same number of blocks on every virtual stage; this plan has " +
-                           partition_text(partition_of(blocks)) + " (set parallel.partition_len to a split that is even in blocks)");
     args->push_back({"--num-layers-per-virtual-pipeline-stage", std::to_string(blocks.front())});
     return;
   }
   if (uniform || blocks.size() < 2) return;
-  const bool middle_even = blocks.size() < 3 || std::all_of(blocks.begin() + 1, blocks.end() - 1, [&](int n) { return n == blocks[1]; });
-  if (!middle_even)
-    throw InputError(p.scenario.where("parallel.partition_len"),
-                     "Megatron-LM splits blocks evenly over the stages but the first and the last; this plan's blocks per stage are " +
-                         partition_text(partition_of(blocks)));
   args->push_back({"--decoder-first-pipeline-num-layers", std::to_string(blocks.front())});
   args->push_back({"--decoder-last-pipeline-num-layers", std::to_string(blocks.back())});
 }

@@ -227,6 +227,20 @@ TEST_CASE("mla: a DeepSeek-V3 step on 1,024 H100s plans and simulates", "[sim][m
                                        "hardware: h100-nvlink-ib\n");
   CHECK(p.stages.size() == 32);
   CHECK(p.layers().size() == 64);
+  // Exported as NVIDIA's DeepSeek-V3 recipe lays it out: with parallel.partition_len [2, ..., 2]
+  // over embed, 61 blocks, mtp.0 and head, Megatron-LM's "Et|(tt|)*30mL".
+  std::string layout = "'Et";
+  for (int i = 0; i < 30; ++i) layout += "|tt";
+  layout += "|mL'";
+  std::string even = "[2";
+  for (int i = 1; i < 32; ++i) even += ", 2";
+  const plan::TrainerExport x = plan::export_megatron(test::plan_from(
+      "model: {hf_config: " + kDeepSeekV3 + ", seq_len: 4096}\nframework: megatron\ndata: {batch_size: 16}\n"
+      "parallel: {data: 64, pipeline: 8, virtual: 4, tensor: 2, expert: 64, expert_tensor: 1, chunks: 16, schedule: interleaved-1f1b,\n"
+      "           precision: fp8, shard: optimizer, sequence_parallel: true, partition_len: " + even + "]}\nhardware: h100-nvlink-ib\n"));
+  const auto found = std::find_if(x.arguments.begin(), x.arguments.end(), [](const auto& a) { return a.first == "--pipeline-model-parallel-layout"; });
+  REQUIRE(found != x.arguments.end());
+  CHECK(found->second == layout);
 }
 
 TEST_CASE("mla: recomputing the up projections drops Q, K and V, recomputing mlp the dense MLP's tensors", "[plan][mla]") {
