@@ -344,27 +344,24 @@ Kernels encoder_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel&
   const double aw = static_cast<double>(l.shape.attention_width());  // the output projection's input
   const double tokens = mb * q, sp = p.sequence_parallel ? t : 1.0;
   const double up_width = (form.mlp == Mlp::swiglu ? 2 : 1) * ffn / t;  // gate and up as one GEMM
-  // The block's linear layers as forward GEMMs (tokens, n = outputs, k = inputs); a MoE block's
-  // MLP is its own (moe_kernels).
+  // The block's linear layers as forward GEMMs (tokens, n = outputs, k = inputs), each also
+  // counted where a recompute module re-runs it (`also`); a MoE block's MLP is its own (moe_kernels).
+  Kernels k;
   struct Gemm {
     double tokens, n, k;
+    double* also = nullptr;
   };
-  std::vector<Gemm> linears, up_projections;
+  std::vector<Gemm> linears;
   double latent_memory = 0, up_inputs = h;  // latent attention's norms; what the Q, K and V projections read
   if (const Mla& mla = form.mla; mla.on()) {
     // Down projections whole on each tensor rank, over its own tokens under sequence parallelism
     // (Megatron-core's duplicated linears: every rank's whole sequence without it); up
     // projections split by heads over the gathered tokens.
     const double q_rank = static_cast<double>(mla.q_lora_rank), kv_rank = static_cast<double>(mla.kv_lora_rank);
-    if (mla.q_lora_rank > 0) {
-      linears.push_back({tokens / sp, q_rank, h});
-      up_projections.push_back({tokens, qw / t, q_rank});
-    } else {
-      linears.push_back({tokens, qw / t, h});
-    }
-    linears.push_back({tokens / sp, kv_rank + static_cast<double>(mla.qk_rope_head_dim), h});
-    up_projections.push_back({tokens, heads * static_cast<double>(mla.qk_nope_head_dim + mla.v_head_dim), kv_rank});
-    linears.insert(linears.end(), up_projections.begin(), up_projections.end());
+    if (mla.q_lora_rank > 0) linears.insert(linears.end(), {{tokens / sp, q_rank, h}, {tokens, qw / t, q_rank, &k.mla_up_proj}});
+    else linears.push_back({tokens, qw / t, h});
+    linears.insert(linears.end(), {{tokens / sp, kv_rank + static_cast<double>(mla.qk_rope_head_dim), h},
+                                   {tokens, heads * static_cast<double>(mla.qk_nope_head_dim + mla.v_head_dim), kv_rank, &k.mla_up_proj}});
     latent_memory = 2 * e * tokens / sp * (q_rank + kv_rank);  // the latent norms, read and written
     up_inputs = (mla.q_lora_rank > 0 ? 0.0 : h) + q_rank + kv_rank;
   } else {
@@ -374,15 +371,14 @@ Kernels encoder_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel&
   const bool moe = l.shape.moe.on();
   if (l.shape.mtp) linears.insert(linears.begin(), Gemm{tokens, h / t, 2 * h});  // eh_proj, before the block
   linears.push_back({tokens, h, aw / t});
-  if (!moe) linears.insert(linears.end(), {{tokens, up_width, h}, {tokens, h, ffn / t}});
-  Kernels k;
-  for (const auto& [m_tokens, n, in] : linears) {
-    k.gemm += m.gemm(1, m_tokens, n, in);
+  if (!moe) linears.insert(linears.end(), {{tokens, up_width, h, &k.dense_mlp}, {tokens, h, ffn / t, &k.dense_mlp}});
+  for (const auto& [m_tokens, n, in, also] : linears) {
+    const double forward = m.gemm(1, m_tokens, n, in);
+    k.gemm += forward;
+    if (also) *also += forward;
     k.weight_gradient += m.weight_gradient(m_tokens, n, in);  // the attention core has no weights
     k.backward_gemm += m.input_gradient(m_tokens, n, in) + m.weight_gradient(m_tokens, n, in);
   }
-  for (const auto& [m_tokens, n, in] : up_projections) k.mla_up_proj += m.gemm(1, m_tokens, n, in);
-  if (!moe) k.dense_mlp = m.gemm(1, tokens, up_width, h) + m.gemm(1, tokens, h, ffn / t);
   // Norms (read, write); two residual adds (read two, write one), with a dropout mask in the
   // encoder layer; the activation function (read, write; SwiGLU reads gate and up); rotary
   // positions on Q and K (read, write; latent attention's fused kernels also assemble Q, K and V
