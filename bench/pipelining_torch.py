@@ -111,6 +111,45 @@ class Attention(torch.nn.Module):
         return self.o_proj(out.permute(2, 0, 1, 3).reshape(s, b, h))
 
 
+class LatentAttention(torch.nn.Module):
+    """Multi-head latent attention, as exec/model.cpp's LatentAttentionImpl (Hugging Face's
+    DeepseekV3Attention names and order; rotate-half rotary, softmax scale 1/sqrt(nope + rope))."""
+
+    def __init__(self, hidden, form):
+        super().__init__()
+        m, bias = form["mla"], form["qkv_bias"]
+        self.heads, self.nope, self.rope, self.v = form["heads"], m["qk_nope_head_dim"], m["qk_rope_head_dim"], m["v_head_dim"]
+        self.rank = m["kv_lora_rank"]
+        q_width = self.heads * (self.nope + self.rope)
+        if m["q_lora_rank"] > 0:
+            self.q_a_proj = torch.nn.Linear(hidden, m["q_lora_rank"], bias=bias)
+            self.q_a_layernorm = RMSNorm(m["q_lora_rank"])
+            self.q_b_proj = torch.nn.Linear(m["q_lora_rank"], q_width, bias=False)
+        else:
+            self.q_proj = torch.nn.Linear(hidden, q_width, bias=False)
+        self.kv_a_proj_with_mqa = torch.nn.Linear(hidden, self.rank + self.rope, bias=bias)
+        self.kv_a_layernorm = RMSNorm(self.rank)
+        self.kv_b_proj = torch.nn.Linear(self.rank, self.heads * (self.nope + self.v), bias=False)
+        self.o_proj = torch.nn.Linear(self.heads * self.v, hidden, bias=form["bias"])
+
+    def forward(self, x):  # [seq, batch, hidden]
+        s, b, _ = x.shape
+
+        def heads(t, n):
+            return t.reshape(s, b, n, -1).permute(1, 2, 0, 3)
+
+        q = self.q_proj(x) if hasattr(self, "q_proj") else self.q_b_proj(self.q_a_layernorm(self.q_a_proj(x)))
+        q_nope, q_rope = heads(q, self.heads).split([self.nope, self.rope], -1)
+        latent, k_rope = self.kv_a_proj_with_mqa(x).split([self.rank, self.rope], -1)
+        k_nope, v = heads(self.kv_b_proj(self.kv_a_layernorm(latent)), self.heads).split([self.nope, self.v], -1)
+        k_rope = rotate(heads(k_rope, 1)).expand(b, self.heads, s, self.rope)
+        q, k = torch.cat([q_nope, rotate(q_rope)], -1), torch.cat([k_nope, k_rope], -1)
+        scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(self.nope + self.rope)
+        future = torch.ones(s, s, dtype=torch.bool, device=x.device).triu(1)
+        out = torch.matmul(torch.softmax(scores.masked_fill(future, float("-inf")), -1), v)
+        return self.o_proj(out.permute(2, 0, 1, 3).reshape(s, b, self.heads * self.v))
+
+
 class Mlp(torch.nn.Module):
     def __init__(self, hidden, ffn, form):
         super().__init__()
@@ -204,7 +243,7 @@ class Decoder(torch.nn.Module):
 
     def __init__(self, hidden, ffn, form):
         super().__init__()
-        self.self_attn = Attention(hidden, form)
+        self.self_attn = LatentAttention(hidden, form) if form.get("mla") else Attention(hidden, form)
         self.mlp = Moe(hidden, form) if form.get("moe") else Mlp(hidden, ffn, form)
         self.input_layernorm = make_norm(form["norm"], hidden)
         self.post_attention_layernorm = make_norm(form["norm"], hidden)
@@ -253,7 +292,7 @@ def make_layer(layer, heads, built=()):
         seq = int(layer["output_elems_per_sample"]) // hidden
         return [Embed(vocab, hidden, seq, positions=not (form and form["rope"]))]
     if kind == "encoder" and form:
-        hidden = shape(layer, "q_proj.weight")[1]
+        hidden = shape(layer, "o_proj.weight")[0]
         ffn = 0 if form.get("moe") else shape(layer, "mlp.up_proj.weight")[0]
         return [Decoder(hidden, ffn, form)]
     if kind == "encoder":

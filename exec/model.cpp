@@ -41,7 +41,7 @@ class RMSNormImpl : public torch::nn::Module {
 };
 TORCH_MODULE(RMSNorm);
 
-// A module behind one call: a norm of either kind, a dense MLP or a MoE one.
+// A module behind one call: attention of either kind, a norm of either kind, a dense MLP or a MoE one.
 struct Called {
   std::shared_ptr<torch::nn::Module> module;
   std::function<torch::Tensor(const torch::Tensor&)> call;
@@ -108,6 +108,59 @@ class AttentionImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Attention);
 
+// Multi-head latent attention (DeepSeek-V2 and -V3), as Hugging Face's DeepseekV3Attention computes
+// it and with its parameter names (plan/layers.cpp lists the same, in the same order): the input
+// projected down to a query latent (or straight to the queries without a query rank, V2-Lite) and
+// to a key-value latent plus one rotary key every head shares; each latent RMS-normed; up
+// projections per head to the keys' and queries' unrotated parts and to the values. Rotary
+// positions in the rotate-half form of the other blocks (DeepSeek's checkpoints interleave the
+// rotary channels: the same function of a permuted weight, so training is the same), the softmax
+// scaled by 1/sqrt(qk_nope_head_dim + qk_rope_head_dim) (no YaRN factor: the shipped configs
+// train at their original length).
+class LatentAttentionImpl : public torch::nn::Module {
+ public:
+  explicit LatentAttentionImpl(const plan::LayerShape& s) : heads_(s.heads), m_(s.form.mla) {
+    const bool bias = s.form.qkv_bias;
+    if (m_.q_lora_rank > 0) {
+      q_a_proj = register_module("q_a_proj", AttentionImpl::linear(s.hidden, m_.q_lora_rank, bias));
+      q_a_layernorm = register_module("q_a_layernorm", RMSNorm(m_.q_lora_rank));
+      q_b_proj = register_module("q_b_proj", AttentionImpl::linear(m_.q_lora_rank, s.q_width(), false));
+    } else {
+      q_proj = register_module("q_proj", AttentionImpl::linear(s.hidden, s.q_width(), false));
+    }
+    kv_a_proj_with_mqa = register_module("kv_a_proj_with_mqa", AttentionImpl::linear(s.hidden, m_.kv_lora_rank + m_.qk_rope_head_dim, bias));
+    kv_a_layernorm = register_module("kv_a_layernorm", RMSNorm(m_.kv_lora_rank));
+    kv_b_proj = register_module("kv_b_proj",
+                                AttentionImpl::linear(m_.kv_lora_rank, s.heads * (m_.qk_nope_head_dim + m_.v_head_dim), false));
+    o_proj = register_module("o_proj", AttentionImpl::linear(s.attention_width(), s.hidden, s.form.bias));
+  }
+
+  torch::Tensor forward(const torch::Tensor& x) {  // [seq, batch, hidden]
+    const int64_t s = x.size(0), b = x.size(1), nope = m_.qk_nope_head_dim, rope = m_.qk_rope_head_dim, v_dim = m_.v_head_dim;
+    auto heads = [&](const torch::Tensor& t, int64_t n) { return t.reshape({s, b, n, -1}).permute({1, 2, 0, 3}); };  // [b, n, s, d]
+    const auto q_all = heads(q_proj ? q_proj(x) : q_b_proj(q_a_layernorm(q_a_proj(x))), heads_);
+    const auto q_parts = q_all.split({nope, rope}, -1);
+    const auto latent = kv_a_proj_with_mqa(x).split({m_.kv_lora_rank, rope}, -1);
+    const auto kv = heads(kv_b_proj(kv_a_layernorm(latent[0])), heads_).split({nope, v_dim}, -1);
+    const auto k_rope = rotate(heads(latent[1], 1)).expand({b, heads_, s, rope});  // one rotary key for every head
+    const auto q = torch::cat({q_parts[0], rotate(q_parts[1])}, -1), k = torch::cat({kv[0], k_rope}, -1);
+    auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(nope + rope));
+    const auto future = torch::ones({s, s}, x.options().dtype(torch::kBool)).triu(1);
+    scores = scores.masked_fill(future, -std::numeric_limits<float>::infinity());
+    const auto out = torch::matmul(torch::softmax(scores, -1), kv[1]);  // [batch, heads, seq, v_head_dim]
+    return o_proj(out.permute({2, 0, 1, 3}).reshape({s, b, heads_ * v_dim}));
+  }
+
+ private:
+  int64_t heads_;
+  plan::Mla m_;
+
+ public:
+  torch::nn::Linear q_a_proj{nullptr}, q_b_proj{nullptr}, q_proj{nullptr}, kv_a_proj_with_mqa{nullptr}, kv_b_proj{nullptr}, o_proj{nullptr};
+  RMSNorm q_a_layernorm{nullptr}, kv_a_layernorm{nullptr};
+};
+TORCH_MODULE(LatentAttention);
+
 class MlpImpl : public torch::nn::Module {
  public:
   MlpImpl(const plan::LayerShape& s) : kind_(s.form.mlp) {
@@ -133,28 +186,36 @@ TORCH_MODULE(Mlp);
 
 // The pre-norm decoder block of GPT and the Llama family: x + attention(norm(x)), then
 // x + mlp(norm(x)); no dropout. Children registered as Hugging Face's LlamaDecoderLayer registers
-// them (plan/layers.cpp lists the same parameters in the same order). A MoE block's mlp is a Moe
-// (exec/moe.hpp) over the stage's expert group.
+// them (plan/layers.cpp lists the same parameters in the same order). Its self_attn is latent
+// attention under model.mla; a MoE block's mlp is a Moe (exec/moe.hpp) over the stage's expert group.
 class DecoderImpl : public torch::nn::Module {
  public:
   DecoderImpl(const plan::LayerShape& s, const ExpertExchange* experts)
-      : self_attn(register_module("self_attn", Attention(s))),
+      : self_attn(make_attention(s)),
         mlp(make_mlp(s, experts)),
         input_layernorm(make_norm(s.form.norm, s.hidden)),
         post_attention_layernorm(make_norm(s.form.norm, s.hidden)) {
+    register_module("self_attn", self_attn.module);
     register_module("mlp", mlp.module);
     register_module("input_layernorm", input_layernorm.module);
     register_module("post_attention_layernorm", post_attention_layernorm.module);
   }
   torch::Tensor forward(torch::Tensor x) {
-    x = x + self_attn(input_layernorm.call(x));
+    x = x + self_attn.call(input_layernorm.call(x));
     return x + mlp.call(post_attention_layernorm.call(x));
   }
-  Attention self_attn;
-  Called mlp;
+  Called self_attn, mlp;
   Norm input_layernorm, post_attention_layernorm;
 
  private:
+  static Called make_attention(const plan::LayerShape& s) {
+    if (s.form.mla.on()) {
+      auto m = LatentAttention(s).ptr();
+      return {m, [m](const torch::Tensor& x) { return m->forward(x); }};
+    }
+    auto m = Attention(s).ptr();
+    return {m, [m](const torch::Tensor& x) { return m->forward(x); }};
+  }
   static Called dense_mlp(plan::LayerShape s, int64_t width) {
     s.ffn = width;
     auto m = Mlp(s).ptr();

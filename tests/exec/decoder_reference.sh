@@ -4,7 +4,8 @@
 # --json` (bench/pipelining_torch.py's Decoder, bench/torch_eager_step.py's loop: the same initial
 # weights, drawn in exec/model.cpp's order, the same synthetic tokens, AdamW) train 10 steps in
 # fp32; every step's loss must agree to 1e-5 relative. The Llama form runs a second time as two
-# pipeline stages, against the same one-stage reference. A mixture-of-experts form (issue 59) runs
+# pipeline stages, against the same one-stage reference; latent attention (DeepSeek's) the same
+# way, and without a query rank. A mixture-of-experts form (issue 59) runs
 # on one rank, then with its experts split over 2 ranks (c10d's all-to-all over Gloo), over 2 of 4
 # data-parallel ranks (expert gradients averaged over their expert-data-parallel pairs), over 2
 # ranks of each of 2 pipeline stages, under DualPipeV (split backwards, F and B overlapped), and
@@ -51,6 +52,11 @@ check llama-2-stages "kv_heads: 2, mlp: swiglu, norm: rmsnorm, positions: rope, 
 check qwen2 "kv_heads: 4, mlp: swiglu, norm: rmsnorm, positions: rope, bias: false, qkv_bias: true"
 check nemotron "kv_heads: 1, mlp: relu2, norm: layernorm, positions: rope, bias: false"
 check gpt2 "mlp: gelu, tie_embeddings: true"
+# Latent attention (DeepSeek-V3's form, then V2-Lite's without a query rank), over 2 pipeline stages too.
+mla="mlp: swiglu, norm: rmsnorm, positions: rope, bias: false, mla: {q_lora_rank: 24, kv_lora_rank: 16, qk_nope_head_dim: 8, qk_rope_head_dim: 4, v_head_dim: 6}"
+check mla "$mla"
+check mla-2-stages "$mla" --set parallel.pipeline=2
+check mla-no-query-rank "mlp: swiglu, norm: rmsnorm, positions: rope, bias: false, mla: {kv_lora_rank: 16, qk_nope_head_dim: 8, qk_rope_head_dim: 8, v_head_dim: 8}"
 optimizer=sgd  # the MoE checks: expert gradients must be scaled as the dense ones
 moe="kv_heads: 2, mlp: swiglu, norm: rmsnorm, positions: rope, bias: false, experts: 4, experts_per_token: 2, shared_experts: 1, expert_ffn: 32"
 check moe "$moe"
@@ -63,5 +69,9 @@ check moe-combined-1f1b "$moe" --set parallel.data=2 --set parallel.expert=2 --s
   --set parallel.schedule=1f1b --set parallel.overlap_moe_expert_parallel_comm=true
 check moe-combined-1f1b-interleaved "$moe" --set parallel.data=2 --set parallel.expert=2 --set data.batch_size=4 --set parallel.chunks=4 \
   --set parallel.pipeline=2 --set parallel.virtual=2 --set parallel.schedule=interleaved-1f1b --set parallel.overlap_moe_expert_parallel_comm=true
+# DeepSeek-V3's block: latent attention, a dense first block, then MoE blocks with a shared expert,
+# the experts split over 2 ranks.
+check mla-moe-expert-2 "$mla, experts: 4, experts_per_token: 2, shared_experts: 1, expert_ffn: 32, moe_layers: {every: 1, first_dense: 1}" \
+  --set parallel.data=2 --set parallel.expert=2 --set data.batch_size=4
 check moe-relu2-top1 "kv_heads: 1, mlp: relu2, norm: layernorm, positions: rope, bias: false, experts: 4, experts_per_token: 1, expert_ffn: 24" \
   --set parallel.data=4 --set parallel.expert=4 --set data.batch_size=2

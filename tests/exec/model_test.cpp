@@ -50,6 +50,16 @@ TEST_CASE("exec::Stage: parameters equal the plan's for Llama-family and GPT dec
       "model: {preset: transformer, layers: 3, hidden: 32, heads: 4, ffn: 48, seq_len: 8, vocab: 50, mlp: swiglu, norm: rmsnorm, "
       "experts: 4, experts_per_token: 2, shared_experts: 1, expert_ffn: 16, moe_layers: {every: 1, first_dense: 1}}\n"
       "parallel: {pipeline: 2}\nhardware: cpu-host\n"));
+  // Latent attention (DeepSeek-V3's, and V2-Lite's without a query rank), with MoE blocks after a
+  // dense first one.
+  for (const std::string q_rank : {"q_lora_rank: 16, ", ""}) {
+    INFO(q_rank);
+    check_stages_match_plan(test::plan_from(
+        "model: {preset: transformer, layers: 3, hidden: 32, heads: 4, ffn: 48, seq_len: 8, vocab: 50, mlp: swiglu, norm: rmsnorm, "
+        "positions: rope, bias: false, mla: {" + q_rank + "kv_lora_rank: 8, qk_nope_head_dim: 8, qk_rope_head_dim: 4, v_head_dim: 6}, "
+        "experts: 4, experts_per_token: 2, shared_experts: 1, expert_ffn: 16, moe_layers: {every: 1, first_dense: 1}}\n"
+        "parallel: {pipeline: 2}\nhardware: cpu-host\n"));
+  }
   // Tied embeddings on one stage: the head projects with the embedding's matrix.
   const auto tied = test::plan_from("model: {preset: transformer, layers: 1, hidden: 16, heads: 2, seq_len: 4, vocab: 20, "
                                     "tie_embeddings: true}\nhardware: cpu-host\n");
@@ -79,6 +89,28 @@ TEST_CASE("exec::Stage: a decoder block is causal, and a two-stage forward equal
   const auto out2 = all->forward(changed);
   CHECK(torch::allclose(out.slice(0, 0, 5), out2.slice(0, 0, 5), 1e-6, 1e-7));
   CHECK_FALSE(torch::allclose(out.slice(0, 5, 6), out2.slice(0, 5, 6), 1e-6, 1e-7));
+}
+
+TEST_CASE("exec::Stage: a latent-attention block is causal, and its rotary key reaches every head", "[exec]") {
+  const std::string yaml = "model: {preset: transformer, layers: 1, hidden: 16, heads: 4, ffn: 24, mlp: swiglu, norm: rmsnorm, "
+                           "positions: rope, seq_len: 6, vocab: 30, mla: {q_lora_rank: 8, kv_lora_rank: 8, qk_nope_head_dim: 4, "
+                           "qk_rope_head_dim: 4, v_head_dim: 4}}\nhardware: cpu-host\n";
+  exec::Stage stage(test::plan_from(yaml), 0, 3);
+  const auto ids = torch::randint(30, {3, 6});
+  const auto out = stage->forward(ids);
+  auto changed = ids.clone();
+  changed.index_put_({torch::indexing::Slice(), 5}, (ids.index({torch::indexing::Slice(), 5}) + 1) % 30);
+  const auto out2 = stage->forward(changed);
+  CHECK(torch::allclose(out.slice(0, 0, 5), out2.slice(0, 0, 5), 1e-6, 1e-7));
+  CHECK_FALSE(torch::allclose(out.slice(0, 5, 6), out2.slice(0, 5, 6), 1e-6, 1e-7));
+  // The shared rotary key's projection (the last qk_rope_head_dim rows of kv_a_proj_with_mqa) gets
+  // a gradient, as do both latents' norms.
+  stage->zero_grad();
+  out.square().sum().backward();
+  const auto params = stage->named_parameters();
+  CHECK(params["layers.0.self_attn.kv_a_proj_with_mqa.weight"].grad().slice(0, 8, 12).abs().sum().item<double>() > 0);
+  CHECK(params["layers.0.self_attn.kv_a_layernorm.weight"].grad().abs().sum().item<double>() > 0);
+  CHECK(params["layers.0.self_attn.q_a_layernorm.weight"].grad().abs().sum().item<double>() > 0);
 }
 
 TEST_CASE("exec::Stage: parameters equal the plan's for an explicit layer list", "[exec]") {

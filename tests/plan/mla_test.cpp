@@ -167,11 +167,14 @@ TEST_CASE("mla: what it cannot plan or run is refused at the key", "[plan][mla]"
              Catch::Contains("v_head_dim"));
   CHECK_THAT(test::parse_error(small("parallel: {activation_checkpointing: selective_op}\nframework: torchtitan\n")),
              Catch::Contains("has latent attention"));
+  // The executor runs latent attention (standard attention, tensor 1); at tensor 2 it refuses the
+  // tensor degree, not the block.
+  CHECK_NOTHROW(plan::check_executable(test::scenario_from(small(), {"model.attention=standard"})));
   try {
-    plan::check_executable(test::scenario_from(small()));
-    FAIL("latent attention ran");
+    plan::check_executable(test::scenario_from(small("parallel: {tensor: 2}\n"), {"model.attention=standard"}));
+    FAIL("tensor parallelism ran");
   } catch (const plan::InputError& e) {
-    CHECK_THAT(std::string(e.what()), Catch::Contains("latent attention") && Catch::Contains("predict-only"));
+    CHECK_THAT(std::string(e.what()), Catch::Contains("parallel.tensor") && !Catch::Contains("latent"));
   }
   const plan::Scenario mtp =
       test::scenario_from("model: {preset: transformer, layers: 2, hidden: 64, heads: 4, mlp: swiglu, mtp_layers: 1}\nhardware: ideal\n");
