@@ -81,25 +81,30 @@ def rotate(x):
 
 
 class Attention(torch.nn.Module):
-    """Causal self-attention with grouped key/value heads, as exec/model.cpp's AttentionImpl."""
+    """Causal self-attention with grouped key/value heads, as exec/model.cpp's AttentionImpl: heads
+    of head_dim, and with qk_norm each head's query and key normed before the rotary positions."""
 
     def __init__(self, hidden, form):
         super().__init__()
         self.heads, self.kv_heads, self.rope = form["heads"], form["kv_heads"], form["rope"]
-        kv_width = hidden // self.heads * self.kv_heads
-        self.q_proj = torch.nn.Linear(hidden, hidden, bias=form["qkv_bias"])
-        self.k_proj = torch.nn.Linear(hidden, kv_width, bias=form["qkv_bias"])
-        self.v_proj = torch.nn.Linear(hidden, kv_width, bias=form["qkv_bias"])
-        self.o_proj = torch.nn.Linear(hidden, hidden, bias=form["bias"])
+        self.d = form.get("head_dim", hidden // self.heads)
+        self.q_proj = torch.nn.Linear(hidden, self.heads * self.d, bias=form["qkv_bias"])
+        self.k_proj = torch.nn.Linear(hidden, self.kv_heads * self.d, bias=form["qkv_bias"])
+        self.v_proj = torch.nn.Linear(hidden, self.kv_heads * self.d, bias=form["qkv_bias"])
+        self.o_proj = torch.nn.Linear(self.heads * self.d, hidden, bias=form["bias"])
+        self.q_norm = make_norm(form["norm"], self.d) if form.get("qk_norm") else None
+        self.k_norm = make_norm(form["norm"], self.d) if form.get("qk_norm") else None
 
     def forward(self, x):  # [seq, batch, hidden]
-        s, b, h = x.shape
-        d = h // self.heads
+        s, b, _ = x.shape
+        d = self.d
 
         def split(t, n):
             return t.view(s, b, n, d).permute(1, 2, 0, 3)
 
         q, k, v = split(self.q_proj(x), self.heads), split(self.k_proj(x), self.kv_heads), split(self.v_proj(x), self.kv_heads)
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
         if self.rope:
             q, k = rotate(q), rotate(k)
         if self.kv_heads < self.heads:
@@ -108,7 +113,7 @@ class Attention(torch.nn.Module):
         scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(d)
         future = torch.ones(s, s, dtype=torch.bool, device=x.device).triu(1)
         out = torch.matmul(torch.softmax(scores.masked_fill(future, float("-inf")), -1), v)
-        return self.o_proj(out.permute(2, 0, 1, 3).reshape(s, b, h))
+        return self.o_proj(out.permute(2, 0, 1, 3).reshape(s, b, self.heads * d))
 
 
 class LatentAttention(torch.nn.Module):

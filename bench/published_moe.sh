@@ -28,11 +28,12 @@ parallax, data = sys.argv[1:3]
 MODELS_DIR = f"{data}/../../scenarios/models"
 
 # The models as their Hugging Face configs give them (Qwen3-30B-A3B: scenarios/models/qwen3-30b-a3b.json; the
-# others' values as the sources' Megatron arguments state them, bench/data/moe_published.csv's header).
+# others' values as the sources' Megatron arguments state them, bench/data/moe_published.csv's header; Qwen3-235B's
+# --qk-layernorm from the ModelZoo's model_configs/benchmarking/Qwen3-235B-A22B.yaml).
 MODELS = {
     "qwen3-30b-a3b": {"model.hf_config": f"{MODELS_DIR}/qwen3-30b-a3b.json"},
     "qwen3-235b-a22b": {"model.layers": 94, "model.hidden": 4096, "model.heads": 64, "model.kv_heads": 4, "model.head_dim": 128,
-                        "model.ffn": 12288, "model.vocab": 151936, "model.experts": 128, "model.experts_per_token": 8,
+                        "model.qk_norm": "true", "model.ffn": 12288, "model.vocab": 151936, "model.experts": 128, "model.experts_per_token": 8,
                         "model.expert_ffn": 1536},
     "deepseek-v3": {"model.hf_config": f"{MODELS_DIR}/deepseek-v3.json"},
     "mixtral-8x22b": {"model.layers": 56, "model.hidden": 6144, "model.heads": 48, "model.kv_heads": 8, "model.ffn": 16384,

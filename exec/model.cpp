@@ -69,21 +69,33 @@ torch::Tensor rotate(const torch::Tensor& x) {
   return x * cos + torch::cat({-halves[1], halves[0]}, -1) * sin;
 }
 
-// Causal self-attention with grouped key/value heads (each serves heads / kv_heads query heads).
+// Causal self-attention with grouped key/value heads (each serves heads / kv_heads query heads),
+// heads of head_dim (hidden / heads unless model.head_dim says), and with model.qk_norm each head's
+// query and key normed before the rotary positions (Qwen3Attention's q_norm and k_norm).
 class AttentionImpl : public torch::nn::Module {
  public:
   AttentionImpl(const plan::LayerShape& s)
-      : heads_(s.heads), kv_heads_(s.kv_heads()), rope_(s.form.rope),
-        q_proj(register_module("q_proj", linear(s.hidden, s.hidden, s.form.qkv_bias))),
-        k_proj(register_module("k_proj", linear(s.hidden, s.hidden / s.heads * s.kv_heads(), s.form.qkv_bias))),
-        v_proj(register_module("v_proj", linear(s.hidden, s.hidden / s.heads * s.kv_heads(), s.form.qkv_bias))),
-        o_proj(register_module("o_proj", linear(s.hidden, s.hidden, s.form.bias))) {}
+      : heads_(s.heads), kv_heads_(s.kv_heads()), head_dim_(s.head_dim()), rope_(s.form.rope),
+        q_proj(register_module("q_proj", linear(s.hidden, s.q_width(), s.form.qkv_bias))),
+        k_proj(register_module("k_proj", linear(s.hidden, s.k_width(), s.form.qkv_bias))),
+        v_proj(register_module("v_proj", linear(s.hidden, s.v_width(), s.form.qkv_bias))),
+        o_proj(register_module("o_proj", linear(s.attention_width(), s.hidden, s.form.bias))) {
+    if (!s.form.qk_norm) return;
+    q_norm = make_norm(s.form.norm, head_dim_);
+    k_norm = make_norm(s.form.norm, head_dim_);
+    register_module("q_norm", q_norm.module);
+    register_module("k_norm", k_norm.module);
+  }
   static torch::nn::Linear linear(int64_t in, int64_t out, bool bias) { return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias)); }
 
   torch::Tensor forward(const torch::Tensor& x) {  // [seq, batch, hidden]
-    const int64_t s = x.size(0), b = x.size(1), h = x.size(2), d = h / heads_;
+    const int64_t s = x.size(0), b = x.size(1), d = head_dim_;
     auto split = [&](const torch::Tensor& t, int64_t n) { return t.view({s, b, n, d}).permute({1, 2, 0, 3}); };
     auto q = split(q_proj(x), heads_), k = split(k_proj(x), kv_heads_), v = split(v_proj(x), kv_heads_);
+    if (q_norm.module) {
+      q = q_norm.call(q);
+      k = k_norm.call(k);
+    }
     if (rope_) {
       q = rotate(q);
       k = rotate(k);
@@ -96,15 +108,16 @@ class AttentionImpl : public torch::nn::Module {
     const auto future = torch::ones({s, s}, x.options().dtype(torch::kBool)).triu(1);
     scores = scores.masked_fill(future, -std::numeric_limits<float>::infinity());
     const auto out = torch::matmul(torch::softmax(scores, -1), v);  // [batch, heads, seq, d]
-    return o_proj(out.permute({2, 0, 1, 3}).reshape({s, b, h}));
+    return o_proj(out.permute({2, 0, 1, 3}).reshape({s, b, heads_ * d}));
   }
 
  private:
-  int64_t heads_, kv_heads_;
+  int64_t heads_, kv_heads_, head_dim_;
   bool rope_;
 
  public:
   torch::nn::Linear q_proj, k_proj, v_proj, o_proj;
+  Norm q_norm, k_norm;  // with model.qk_norm
 };
 TORCH_MODULE(Attention);
 

@@ -136,6 +136,8 @@ std::string form_signature(const LayerShape& sh) {
   std::ostringstream s;
   s << "decoder kv" << sh.kv_heads() << " " << name(f.mlp) << " " << name(f.norm) << (f.rope ? " rope" : "")
     << (f.bias ? "" : " nobias") << (f.qkv_bias && !f.bias ? " qkvbias" : "") << (f.tie_embeddings ? " tied" : "");
+  if (f.head_dim > 0) s << " d" << f.head_dim;
+  if (f.qk_norm) s << " qknorm";
   if (f.mla.on())
     s << " mla" << f.mla.q_lora_rank << "/" << f.mla.kv_lora_rank << "/" << f.mla.qk_nope_head_dim << "+" << f.mla.qk_rope_head_dim << "/"
       << f.mla.v_head_dim;

@@ -312,6 +312,11 @@ EagerBytes encoder_eager_bytes(const Layer& l, double e, double tokens, double t
     b.backward += (4 * e + 76) * elems;
   }
   b.forward += b.norm_forward;
+  if (form.qk_norm && form.norm == Norm::rmsnorm) {  // the query and key norms, the same ops per head
+    const double elems = tokens * rotary_width(l.shape, t);
+    b.forward += (2 * e + 28) * elems;
+    b.backward += (4 * e + 76) * elems;
+  }
   if (form.rope) {
     const double elems = tokens * rotary_width(l.shape, t);
     b.forward += 16 * elems;
@@ -380,16 +385,18 @@ Kernels encoder_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel&
     k.backward_gemm += m.input_gradient(m_tokens, n, in) + m.weight_gradient(m_tokens, n, in);
   }
   // Norms (read, write); two residual adds (read two, write one), with a dropout mask in the
-  // encoder layer; the activation function (read, write; SwiGLU reads gate and up); rotary
-  // positions on Q and K (read, write; latent attention's fused kernels also assemble Q, K and V
-  // from the up projections' outputs and the shared rotary key).
+  // encoder layer; the activation function (read, write; SwiGLU reads gate and up); the query
+  // and key norms (read, write); rotary positions on Q and K (read, write; latent attention's
+  // fused kernels also assemble Q, K and V from the up projections' outputs and the shared rotary
+  // key).
   const double residual = form.decoder ? 3 * e : 3 * e + 1;
   const double activation = moe ? 0.0 : (form.mlp == Mlp::swiglu ? 3 : 2) * e * tokens * ffn / t;
   const double rope = !form.rope          ? 0.0
                       : form.mla.on()     ? 2 * e * tokens * static_cast<double>(l.shape.q_width() + l.shape.k_width() + l.shape.v_width()) / t
                                           : 2 * e * tokens * rotary_width(l.shape, t);
   const double mtp_memory = l.shape.mtp ? 2 * 2 * e * tokens * h / sp + 2 * e * tokens * 2 * h : 0.0;  // enorm, hnorm; the concatenation
-  k.memory = m.memory((2 * 2 * e + 2 * residual) * tokens * h / sp + activation + rope + latent_memory + mtp_memory) +
+  const double qk_norm = form.qk_norm ? 2 * e * tokens * rotary_width(l.shape, t) : 0.0;  // each head's query and key normed (read, write)
+  k.memory = m.memory((2 * 2 * e + 2 * residual) * tokens * h / sp + activation + rope + qk_norm + latent_memory + mtp_memory) +
              m.fp8_cast(tokens * (up_inputs + aw / t + (moe ? 0.0 : h + ffn / t)));  // the inputs of QKV, the output projection, up, down
   k.norm_memory = m.memory(2 * 2 * e * tokens * h / sp);  // two norms, each read and written
   if (form.mla.on()) k.mla_up_proj += m.memory(rope);

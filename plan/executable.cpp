@@ -60,9 +60,6 @@ void check_executable(const Scenario& s) {
   if (p.context > 1)
     predict_only("parallel.context", "context parallelism (parallel.context " + std::to_string(p.context) + ")");
   for (const auto& l : s.layers)
-    if (l.kind == LayerKind::encoder && l.shape.form.head_dim > 0)
-      predict_only("model.head_dim", "attention heads of width head_dim " + std::to_string(l.shape.form.head_dim) + " (not hidden / heads)");
-  for (const auto& l : s.layers)
     if (l.shape.mtp) predict_only("model.mtp_layers", "multi-token prediction (model.mtp_layers)");
   for (const auto& l : s.layers)
     if (l.shape.moe.capacity_factor > 0)

@@ -89,6 +89,9 @@ TransformerShape llama_family(const Field& c, const std::string& arch) {
                          ": Parallax plans biases on all of a block's linears or on none");
     t.form.bias = t.form.qkv_bias = attention;
   }
+  // Qwen3's attention norms each head's query and key (Qwen3Attention's q_norm and k_norm, RMSNorm
+  // over head_dim, before the rotary positions).
+  t.form.qk_norm = arch == "Qwen3ForCausalLM" || arch == "Qwen3MoeForCausalLM";
   // Qwen3's heads are wider than hidden / heads (128 at hidden 2,048 and 32 heads): the query
   // projection's width is then heads x head_dim.
   if (c["head_dim"].present() && !c["head_dim"].node().IsNull() && to_int(c["head_dim"], 1) * t.heads != t.hidden)

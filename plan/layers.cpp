@@ -164,6 +164,7 @@ BlockActivations block_activations(const LayerShape& sh, double e, double linear
   out.split = s * (attention + e * (mlp_tensors - 1) * ffn + linear_e * ffn);
   out.mlp_split = s * (e * (mlp_tensors - 1) * ffn + linear_e * ffn);
   if (sh.form.mla.on()) out.mla_q = s * e * qw;
+  if (sh.form.qk_norm) out.split += s * e * qw;  // the query norm's input (the query projection's output)
   if (sh.moe.on()) {
     // A token's k routed experts and the shared ones keep the MLP's ffn-wide tensors each, at the
     // experts' width; the routed ones also keep the token's dispatched copy (their GEMMs' input)
@@ -180,6 +181,7 @@ BlockActivations block_activations(const LayerShape& sh, double e, double linear
   // K and V (rotated, with rotary positions: RoPE fused keeps no more; latent attention's K holds
   // the shared rotary key once per head, as the attention kernel takes it).
   out.kv = s * e * static_cast<double>(sh.k_width() + sh.v_width());
+  if (sh.form.qk_norm) out.kv += s * e * static_cast<double>(sh.k_width());  // the key norm's input
   // The scores per head: softmax output, and with dropout its mask and output. Flash attention
   // keeps no scores, only its softmax statistics (one fp32 per row and head).
   out.scores = sh.flash_attention ? a * s * 4.0 : a * s * s * (dropout ? 2 * e + mask : e);
@@ -307,6 +309,10 @@ Layer make_encoder(const std::string& name, int64_t hidden, int64_t heads, int64
       }
     }
     add_linear_params(l, p + "self_attn.o_proj.", l.shape.attention_width(), hidden, form.bias, Split::row);
+    if (form.qk_norm) {  // Qwen3Attention's q_norm and k_norm, over one head's width: whole on every tensor rank
+      add_norm_params(l, p + "self_attn.q_norm.", l.shape.head_dim(), form.norm);
+      add_norm_params(l, p + "self_attn.k_norm.", l.shape.head_dim(), form.norm);
+    }
     if (moe.on()) {
       add_moe_params(l, p, hidden, moe, form);
     } else {

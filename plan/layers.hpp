@@ -106,6 +106,9 @@ struct BlockForm {
   bool decoder = false;
   int64_t kv_heads = 0;          ///< key/value heads (grouped-query attention); 0: as many as heads
   int64_t head_dim = 0;          ///< each head's width; 0: hidden / heads (Qwen3's and Gemma's heads are wider)
+  /// Each head's query and key normed (the block's norm kind, over head_dim) before rotary
+  /// positions: Qwen3's q_norm and k_norm, Megatron-core's --qk-layernorm.
+  bool qk_norm = false;
   Mlp mlp = Mlp::relu;
   Norm norm = Norm::layernorm;
   bool rope = false;             ///< rotary positions in attention; false: learned positions in the embedding

@@ -104,6 +104,7 @@ std::string describe_transformer(const TransformerShape& t) {
   d << "embed + " << t.blocks << (f.decoder ? " decoder" : " encoder") << " blocks + head (hidden " << t.hidden << ", heads " << t.heads;
   if (f.decoder && f.kv_heads > 0 && f.kv_heads != t.heads) d << ", kv_heads " << f.kv_heads;
   if (f.head_dim > 0) d << ", head_dim " << f.head_dim;
+  if (f.qk_norm) d << ", qk_norm";
   if (f.mla.on()) {
     d << ", latent attention (";
     if (f.mla.q_lora_rank > 0) d << "q rank " << f.mla.q_lora_rank << ", ";
@@ -126,8 +127,8 @@ std::string describe_transformer(const TransformerShape& t) {
 }
 
 // The block-form keys: any of them makes the transformer's blocks decoder blocks (BlockForm).
-const std::vector<std::string> kFormKeys = {"kv_heads", "head_dim", "mla", "mlp", "norm", "positions", "tie_embeddings", "bias", "qkv_bias",
-                                            "mtp_layers"};
+const std::vector<std::string> kFormKeys = {"kv_heads", "head_dim", "qk_norm", "mla", "mlp", "norm", "positions", "tie_embeddings", "bias",
+                                            "qkv_bias", "mtp_layers"};
 
 // `model.mla`: latent attention, in Hugging Face's DeepSeek field names (plan/layers.hpp, Mla).
 Mla read_mla(const Field& f) {
@@ -150,6 +151,7 @@ void check_mla(const Field& m, const std::function<bool(const std::string&)>& gi
   if (given("kv_heads") && t.form.kv_heads != t.heads)
     m["kv_heads"].fail("model.kv_heads with model.mla: latent attention gives every head its own key and value");
   if (given("head_dim")) m["head_dim"].fail("model.head_dim with model.mla: latent attention's widths are its qk_nope_head_dim, qk_rope_head_dim and v_head_dim");
+  if (t.form.qk_norm) (given("qk_norm") ? m["qk_norm"] : at).fail("model.qk_norm with model.mla: latent attention norms its latents, not each head's query and key");
   if (!t.form.rope) at.fail("model.mla needs model.positions: rope (its qk_rope_head_dim is the rotary part of each query and key)");
 }
 
@@ -262,6 +264,7 @@ std::vector<Layer> transformer_preset(const Field& m, std::string* description, 
   if (given("tie_embeddings")) t.form.tie_embeddings = to_bool(m["tie_embeddings"]);
   if (given("bias")) t.form.bias = t.form.qkv_bias = to_bool(m["bias"]);
   if (given("qkv_bias")) t.form.qkv_bias = to_bool(m["qkv_bias"]);
+  if (given("qk_norm")) t.form.qk_norm = to_bool(m["qk_norm"]);
   if (given("mla")) t.form.mla = read_mla(m["mla"]);
   if (given("mtp_layers")) t.mtp_layers = to_int(m["mtp_layers"], 0, 16);
   check_mla(m, given, t);

@@ -201,6 +201,10 @@ TrainerExport export_megatron(const Plan& p) {
                      {"--max-position-embeddings", std::to_string(sh.seq_len)}});
   if (sh.kv_heads() != sh.heads) a.insert(a.end(), {{"--group-query-attention", ""}, {"--num-query-groups", std::to_string(sh.kv_heads())}});
   if (f.head_dim > 0) a.push_back({"--kv-channels", std::to_string(f.head_dim)});
+  // TransformerConfig's qk_layernorm: each head's query and key normed (the block's --normalization);
+  // under latent attention it is what gives the latents their norms (gpt_layer_specs.py: the up
+  // projections become norm-then-linear), which Parallax's latent attention always has.
+  if (f.qk_norm || f.mla.on()) a.push_back({"--qk-layernorm", ""});
   if (const Mla& m = f.mla; m.on()) {
     a.push_back({"--multi-latent-attention", ""});
     if (m.q_lora_rank > 0) a.push_back({"--q-lora-rank", std::to_string(m.q_lora_rank)});

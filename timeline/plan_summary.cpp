@@ -61,7 +61,7 @@ json document_of(const Plan& p) {
     if (const auto& f = l.shape.form; f.decoder)  // what a reference model needs beyond the shapes
       layers.back()["form"] = {{"heads", l.shape.heads}, {"kv_heads", l.shape.kv_heads()}, {"mlp", plan::name(f.mlp)},
                                {"norm", plan::name(f.norm)}, {"rope", f.rope}, {"bias", f.bias}, {"qkv_bias", f.qkv_bias},
-                               {"tie_embeddings", f.tie_embeddings}};
+                               {"tie_embeddings", f.tie_embeddings}, {"head_dim", l.shape.head_dim()}, {"qk_norm", f.qk_norm}};
     if (const auto& m = l.shape.moe; m.on())
       layers.back()["form"]["moe"] = {{"experts", m.experts}, {"top_k", m.top_k}, {"shared", m.shared}, {"ffn", m.ffn}};
     if (const auto& m = l.shape.form.mla; m.on() && l.kind == plan::LayerKind::encoder)

@@ -4,11 +4,11 @@
 # --json` (bench/pipelining_torch.py's Decoder, bench/torch_eager_step.py's loop: the same initial
 # weights, drawn in exec/model.cpp's order, the same synthetic tokens, AdamW) train 10 steps in
 # fp32; every step's loss must agree to 1e-5 relative. The Llama form runs a second time as two
-# pipeline stages, against the same one-stage reference; latent attention (DeepSeek's) the same
-# way, and without a query rank. A mixture-of-experts form (issue 59) runs
-# on one rank, then with its experts split over 2 ranks (c10d's all-to-all over Gloo), over 2 of 4
-# data-parallel ranks (expert gradients averaged over their expert-data-parallel pairs), over 2
-# ranks of each of 2 pipeline stages, under DualPipeV (split backwards, F and B overlapped), and
+# pipeline stages, against the same one-stage reference; Qwen3's attention (wide heads, query and
+# key norms) on one rank; latent attention (DeepSeek's) on one rank and two stages, and without a
+# query rank. A mixture-of-experts form (issue 59) runs on one rank, then with its experts split
+# over 2 ranks (c10d's all-to-all over Gloo), over 2 of 4 data-parallel ranks (expert gradients
+# averaged over their expert-data-parallel pairs), over 2 ranks of each of 2 pipeline stages, under DualPipeV (split backwards, F and B overlapped), and
 # under Megatron-core's combined 1F1B (one stage, and interleaved over 2 ranks x 2 stages each),
 # each against the same one-rank PyTorch reference MoE: the global batch (batch_size x data) is
 # the same 8 samples a step. Top-1 routing (no renormalisation) runs with 4 experts on 4 ranks.
@@ -52,6 +52,8 @@ check llama-2-stages "kv_heads: 2, mlp: swiglu, norm: rmsnorm, positions: rope, 
 check qwen2 "kv_heads: 4, mlp: swiglu, norm: rmsnorm, positions: rope, bias: false, qkv_bias: true"
 check nemotron "kv_heads: 1, mlp: relu2, norm: layernorm, positions: rope, bias: false"
 check gpt2 "mlp: gelu, tie_embeddings: true"
+# Qwen3's attention: heads wider than hidden / heads, each head's query and key RMS-normed.
+check qwen3 "kv_heads: 2, head_dim: 16, qk_norm: true, mlp: swiglu, norm: rmsnorm, positions: rope, bias: false"
 # Latent attention (DeepSeek-V3's form, then V2-Lite's without a query rank), over 2 pipeline stages too.
 mla="mlp: swiglu, norm: rmsnorm, positions: rope, bias: false, mla: {q_lora_rank: 24, kv_lora_rank: 16, qk_nope_head_dim: 8, qk_rope_head_dim: 4, v_head_dim: 6}"
 check mla "$mla"

@@ -38,7 +38,10 @@ TEST_CASE("exec::Stage: parameters equal the plan's for the transformer preset",
 TEST_CASE("exec::Stage: parameters equal the plan's for Llama-family and GPT decoder blocks", "[exec]") {
   for (const std::string form : {"kv_heads: 2, mlp: swiglu, norm: rmsnorm, positions: rope, bias: false",
                                  "mlp: relu2, kv_heads: 1, positions: rope, bias: false",
-                                 "qkv_bias: true, bias: false, mlp: swiglu, norm: rmsnorm, kv_heads: 2", "mlp: gelu"}) {
+                                 "qkv_bias: true, bias: false, mlp: swiglu, norm: rmsnorm, kv_heads: 2", "mlp: gelu",
+                                 // Qwen3's attention (wider heads, query and key norms), and the norms as LayerNorms
+                                 "kv_heads: 2, head_dim: 16, qk_norm: true, mlp: swiglu, norm: rmsnorm, positions: rope, bias: false",
+                                 "qk_norm: true, norm: layernorm, positions: rope"}) {
     INFO(form);
     check_stages_match_plan(test::plan_from(
         "model: {preset: transformer, layers: 4, hidden: 32, heads: 4, ffn: 48, seq_len: 8, vocab: 50, " + form + "}\n"

@@ -216,6 +216,41 @@ TEST_CASE("plan::cost: the cross entropy moves the bytes its trainer's kernels m
   CHECK(test::scenario_from("framework: torchtitan\n" + model + "}\nhardware: ideal\n").layers.back().shape.loss == plan::Loss::eager);
 }
 
+TEST_CASE("plan::layers: query and key norms (Qwen3's), counted by hand", "[plan]") {
+  // The block above (s 16, h 64, 8 heads of 8, 2 key/value heads, SwiGLU ffn 96, RMSNorm, rotary
+  // positions, no biases, bf16) with each head's query and key normed.
+  const std::string model = "model: {preset: transformer, layers: 1, hidden: 64, heads: 8, kv_heads: 2, ffn: 96, mlp: swiglu, "
+                            "norm: rmsnorm, positions: rope, bias: false, attention: flash, seq_len: 16, vocab: 10";
+  const auto plain = test::scenario_from(model + "}\nparallel: {precision: bf16}\nhardware: h100-nvlink-ib\n");
+  const auto normed = test::scenario_from(model + ", qk_norm: true}\nparallel: {precision: bf16}\nhardware: h100-nvlink-ib\n");
+  const auto& block = normed.layers[1];
+  // Two more parameters of one head's width (8), after o_proj as Qwen3Attention registers them.
+  REQUIRE(block.params.size() == plain.layers[1].params.size() + 2);
+  CHECK(block.params[4].name == "layers.0.self_attn.q_norm.weight");
+  CHECK(block.params[5].name == "layers.0.self_attn.k_norm.weight");
+  CHECK(block.params[5].shape == std::vector<int64_t>{8});
+  // Kept for backward: the norms' inputs, Q (16 x 64) and K (16 x 16) before the norm, 2 bytes
+  // each; at tensor 4 Q splits 4 ways, K 2 (two key/value heads).
+  plan::ParallelSpec p;
+  p.precision = plan::Precision::bf16;
+  CHECK(plan::full_activation_bytes(block, p) - plan::full_activation_bytes(plain.layers[1], p) == 2 * 16 * (64 + 16));
+  p.tensor = 4;
+  CHECK(plan::full_activation_bytes(block, p) - plan::full_activation_bytes(plain.layers[1], p) == 2 * 16 * (64 / 4 + 16 / 2));
+  // The norms read and write Q and K: 2e x 16 x (64 + 16) bytes forward, twice that backward, at
+  // the profile's memory-bound 3,350 GB/s x 0.896; no GEMM changes.
+  const auto f = *plan::kernel_class_times(plain.layers[1], plain.hardware, plain.parallel, 1, true);
+  const auto g = *plan::kernel_class_times(block, normed.hardware, normed.parallel, 1, true);
+  const double byte_per_us = 3350e3 * 0.896;
+  CHECK((g.forward.memory - f.forward.memory) * byte_per_us == Approx(4 * 16 * 80));
+  CHECK((g.backward.memory - f.backward.memory) * byte_per_us == Approx(8 * 16 * 80));
+  CHECK(g.forward.gemm == Approx(f.forward.gemm));
+  // Its own calibration signature; refused beside latent attention, whose norms are the latents'.
+  CHECK(plan::layer_signature(block, plan::Precision::bf16) != plan::layer_signature(plain.layers[1], plan::Precision::bf16));
+  CHECK_THAT(test::parse_error("model: {preset: transformer, hidden: 64, heads: 4, positions: rope, qk_norm: true, "
+                               "mla: {kv_lora_rank: 8, qk_nope_head_dim: 8, qk_rope_head_dim: 4, v_head_dim: 6}}\nhardware: ideal\n"),
+             Catch::Contains("model.qk_norm with model.mla"));
+}
+
 TEST_CASE("plan::layers: the block-form keys", "[plan]") {
   // Any of them makes a decoder block: GPT-2's (GELU, LayerNorm, learned positions) unless told.
   const auto gpt = test::scenario_from("model: {preset: transformer, layers: 1, hidden: 32, heads: 4, seq_len: 8, vocab: 10, "

@@ -135,7 +135,10 @@ const std::set<std::string> kMegatronOptions = {
     // Latent attention (_add_mla_args; --multi-latent-attention from TransformerConfig), multi-token
     // prediction (TransformerConfig's mtp_num_layers) and the explicit pipeline layout (line 3103).
     "--multi-latent-attention", "--q-lora-rank", "--kv-lora-rank", "--qk-head-dim", "--qk-pos-emb-head-dim", "--v-head-dim",
-    "--mtp-num-layers", "--pipeline-model-parallel-layout"};
+    "--mtp-num-layers", "--pipeline-model-parallel-layout",
+    // Heads wider than hidden / heads and each head's query and key normed (Qwen3): TransformerConfig's
+    // kv_channels and qk_layernorm.
+    "--kv-channels", "--qk-layernorm"};
 // torchtitan's job config fields, section.field, as torchtitan/config/job_config.py defines them
 // (pytorch/torchtitan at 238fa995, 2026-02-23, the same as release v0.2.2: the last with TOML configs).
 const std::set<std::string> kTorchtitanFields = {
@@ -163,6 +166,7 @@ TEST_CASE("plan::export: DeepSeek-V3's latent attention, MTP and layout as Megat
   const auto a = as_map(e);
   CHECK(a.at("--num-layers") == "61");
   CHECK(a.at("--kv-lora-rank") == "512");
+  CHECK(a.count("--qk-layernorm") == 1);  // Megatron-core's MLA norms its latents only with it
   CHECK(a.at("--mtp-num-layers") == "1");
   CHECK(a.count("--pipeline-model-parallel-layout") == 1);
 }
@@ -201,6 +205,11 @@ TEST_CASE("plan::export: Megatron-LM's arguments, each one the trainer's, for ev
       CHECK(kMegatronOptions.count(name) == 1);
     }
   }
+  // Qwen3's attention: 128-wide heads and query/key norms.
+  const auto qwen3 = as_map(plan::export_megatron(plan::resolve_plan(plan::load_scenario(source, {"model.head_dim=256", "model.qk_norm=true"}))));
+  for (const auto& [name, value] : qwen3) CHECK(kMegatronOptions.count(name) == 1);
+  CHECK(qwen3.at("--kv-channels") == "256");
+  CHECK(qwen3.count("--qk-layernorm") == 1);
   // fp16 gradients stay fp16 in Megatron-LM unless told to accumulate in fp32, as the plan keeps them.
   const auto fp16 = as_map(plan::export_megatron(plan::resolve_plan(plan::load_scenario(source, {"parallel.precision=fp16", "parallel.overlap_grad_reduce=true"}))));
   CHECK(fp16.count("--accumulate-allreduce-grads-in-fp32") == 1);
