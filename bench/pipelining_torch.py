@@ -82,7 +82,8 @@ def rotate(x):
 
 class Attention(torch.nn.Module):
     """Causal self-attention with grouped key/value heads, as exec/model.cpp's AttentionImpl: heads
-    of head_dim, and with qk_norm each head's query and key normed before the rotary positions."""
+    of head_dim, with qk_norm each head's query and key normed before the rotary positions, and
+    with a window each query attending to its `window` most recent tokens."""
 
     def __init__(self, hidden, form):
         super().__init__()
@@ -92,6 +93,7 @@ class Attention(torch.nn.Module):
         self.k_proj = torch.nn.Linear(hidden, self.kv_heads * self.d, bias=form["qkv_bias"])
         self.v_proj = torch.nn.Linear(hidden, self.kv_heads * self.d, bias=form["qkv_bias"])
         self.o_proj = torch.nn.Linear(self.heads * self.d, hidden, bias=form["bias"])
+        self.window = form.get("window", 0)
         self.q_norm = make_norm(form["norm"], self.d) if form.get("qk_norm") else None
         self.k_norm = make_norm(form["norm"], self.d) if form.get("qk_norm") else None
 
@@ -111,8 +113,10 @@ class Attention(torch.nn.Module):
             k = k.repeat_interleave(self.heads // self.kv_heads, 1)
             v = v.repeat_interleave(self.heads // self.kv_heads, 1)
         scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(d)
-        future = torch.ones(s, s, dtype=torch.bool, device=x.device).triu(1)
-        out = torch.matmul(torch.softmax(scores.masked_fill(future, float("-inf")), -1), v)
+        masked = torch.ones(s, s, dtype=torch.bool, device=x.device).triu(1)
+        if self.window:  # a sliding window: keys window or more tokens back masked too
+            masked |= torch.ones(s, s, dtype=torch.bool, device=x.device).tril(-self.window)
+        out = torch.matmul(torch.softmax(scores.masked_fill(masked, float("-inf")), -1), v)
         return self.o_proj(out.permute(2, 0, 1, 3).reshape(s, b, self.heads * d))
 
 

@@ -70,12 +70,13 @@ torch::Tensor rotate(const torch::Tensor& x) {
 }
 
 // Causal self-attention with grouped key/value heads (each serves heads / kv_heads query heads),
-// heads of head_dim (hidden / heads unless model.head_dim says), and with model.qk_norm each head's
-// query and key normed before the rotary positions (Qwen3Attention's q_norm and k_norm).
+// heads of head_dim (hidden / heads unless model.head_dim says), with model.qk_norm each head's
+// query and key normed before the rotary positions (Qwen3Attention's q_norm and k_norm), and under
+// model.sliding_window each query attending to its `window` most recent tokens, itself included.
 class AttentionImpl : public torch::nn::Module {
  public:
   AttentionImpl(const plan::LayerShape& s)
-      : heads_(s.heads), kv_heads_(s.kv_heads()), head_dim_(s.head_dim()), rope_(s.form.rope),
+      : heads_(s.heads), kv_heads_(s.kv_heads()), head_dim_(s.head_dim()), window_(s.window), rope_(s.form.rope),
         q_proj(register_module("q_proj", linear(s.hidden, s.q_width(), s.form.qkv_bias))),
         k_proj(register_module("k_proj", linear(s.hidden, s.k_width(), s.form.qkv_bias))),
         v_proj(register_module("v_proj", linear(s.hidden, s.v_width(), s.form.qkv_bias))),
@@ -105,14 +106,16 @@ class AttentionImpl : public torch::nn::Module {
       v = v.repeat_interleave(heads_ / kv_heads_, 1);
     }
     auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(d));
-    const auto future = torch::ones({s, s}, x.options().dtype(torch::kBool)).triu(1);
-    scores = scores.masked_fill(future, -std::numeric_limits<float>::infinity());
+    // Masked: the future, and under a sliding window of W the keys W or more tokens back.
+    auto masked = torch::ones({s, s}, x.options().dtype(torch::kBool)).triu(1);
+    if (window_ > 0) masked = masked | torch::ones({s, s}, x.options().dtype(torch::kBool)).tril(-window_);
+    scores = scores.masked_fill(masked, -std::numeric_limits<float>::infinity());
     const auto out = torch::matmul(torch::softmax(scores, -1), v);  // [batch, heads, seq, d]
     return o_proj(out.permute({2, 0, 1, 3}).reshape({s, b, heads_ * d}));
   }
 
  private:
-  int64_t heads_, kv_heads_, head_dim_;
+  int64_t heads_, kv_heads_, head_dim_, window_;
   bool rope_;
 
  public:

@@ -158,6 +158,7 @@ std::string layer_signature(const Layer& l, Precision precision) {
     case LayerKind::embedding: s << "vocab" << sh.vocab << " h" << sh.hidden << " seq" << sh.seq_len; break;
     case LayerKind::encoder:
       s << "h" << sh.hidden << " heads" << sh.heads << " ffn" << sh.ffn << " seq" << sh.seq_len;
+      if (sh.window > 0) s << " window" << sh.window;
       break;
     case LayerKind::head: s << "h" << sh.hidden << " vocab" << sh.vocab << " seq" << sh.seq_len; break;
     case LayerKind::synthetic: s << l.name; break;

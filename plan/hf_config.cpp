@@ -218,14 +218,18 @@ HfModel read_hf_config(const std::string& path, int64_t seq_len) {
       window.fail("the job's model.seq_len " + std::to_string(seq_len) + " is longer than the " + std::to_string(m.max_positions) +
                   " positions this model takes");
   }
-  // Sliding-window attention, where it is on, limits what each token attends to: below the
-  // window it changes nothing; past it Parallax would plan full attention, so it refuses.
+  // Sliding-window attention, where it is on, limits what each token attends to: Mistral's and
+  // Mixtral's sliding_window in every block (model.sliding_window). The Qwen families switch it
+  // with use_sliding_window and keep their first max_window_layers blocks full, a pattern
+  // Parallax does not plan: past their window it refuses.
   const Field sliding = c["sliding_window"];
-  const bool qwen = m.architecture.rfind("Qwen", 0) == 0;  // the Qwen families switch it with use_sliding_window
-  const bool sliding_on = qwen ? bool_or(c, "use_sliding_window", false) : sliding.present();
-  if (sliding_on && sliding.present() && seq_len > to_int(sliding, 1))
+  const bool qwen = m.architecture.rfind("Qwen", 0) == 0;
+  const bool sliding_on = sliding.present() && !sliding.node().IsNull() && (!qwen || bool_or(c, "use_sliding_window", false));
+  if (sliding_on && !qwen) m.shape.window = to_int(sliding, 1);
+  if (sliding_on && qwen && seq_len > to_int(sliding, 1))
     sliding.fail("sliding-window attention of " + std::to_string(to_int(sliding, 1)) + " tokens at model.seq_len " +
-                 std::to_string(seq_len) + ": Parallax plans full attention only; keep seq_len within the window");
+                 std::to_string(seq_len) + " in the blocks past max_window_layers: Parallax plans a window in every block or "
+                 "every block but every n-th (model.full_attention_every); keep seq_len within the window");
   m.shape.seq_len = seq_len;
   return m;
 }

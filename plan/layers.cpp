@@ -389,6 +389,12 @@ static void add_mtp_projection(Layer& l) {
   l.activation_elems_per_sample += s * 4.0 * hd;  // the two norms' inputs and eh_proj's input (block_activations)
 }
 
+double LayerShape::keys_per_query() const {
+  const double s = static_cast<double>(seq_len), w = static_cast<double>(window);
+  if (window <= 0 || window >= seq_len) return s / 2;
+  return (w * s - w * (w - 1) / 2) / s;
+}
+
 std::vector<Layer> make_transformer(const TransformerShape& t) {
   std::vector<Layer> layers;
   layers.push_back(make_embedding("embed", t.vocab, t.hidden, t.seq_len, t.form));
@@ -397,6 +403,7 @@ std::vector<Layer> make_transformer(const TransformerShape& t) {
                                   t.moe_block(i) ? t.moe : MoeShape{}));
     layers.back().shape.flash2 = t.flash2;
     layers.back().shape.eager = t.eager;
+    layers.back().shape.window = t.block_window(i);
   }
   for (int64_t k = 0; k < t.mtp_layers; ++k) {
     layers.push_back(make_encoder("mtp." + std::to_string(k), t.hidden, t.heads, t.ffn, t.seq_len, t.flash_attention, t.form,
@@ -404,6 +411,7 @@ std::vector<Layer> make_transformer(const TransformerShape& t) {
     Layer& l = layers.back();
     l.shape.flash2 = t.flash2;
     l.shape.eager = t.eager;
+    l.shape.window = t.block_window(t.blocks + k);
     add_mtp_projection(l);
   }
   layers.push_back(make_head("head", t.hidden, t.vocab, t.seq_len, t.form));

@@ -146,6 +146,12 @@ struct LayerShape {
   /// its block, the shifted tokens' embedding and the previous depth's hidden states are each
   /// normed (enorm, hnorm), concatenated and projected from 2 x hidden back to hidden (eh_proj).
   bool mtp = false;
+  /// encoder: sliding-window attention (`model.sliding_window`): each query attends to its `window`
+  /// most recent tokens, itself included; 0: every earlier token (full causal attention).
+  int64_t window = 0;
+  /// The keys a query attends to, averaged over the sequence's s queries: s / 2 causal (as the
+  /// FLOP counts of FlashAttention take it), (W s - W (W - 1) / 2) / s under a window W < s.
+  double keys_per_query() const;
   BlockForm form;  ///< embedding, encoder, head
   MoeShape moe;    ///< encoder: its MLP's experts (none: the dense MLP of width ffn)
   /// Key/value heads of an encoder block (`form.kv_heads`, or `heads` when that is 0; latent
@@ -296,6 +302,11 @@ struct TransformerShape {
   /// would be) with its eh_proj, and the head's projection and loss run once more.
   int64_t mtp_layers = 0;
   bool moe_block(int64_t i) const { return moe.on() && i >= first_dense && (i + 1) % moe_every == 0; }
+  /// Sliding-window attention (`model.sliding_window`, 0: none) in every block but every
+  /// full_attention_every-th (`model.full_attention_every`, 0: none full; Megatron-core's
+  /// window_attn_skip_freq: block i, from 0, has full attention when (i + 1) is a multiple of it).
+  int64_t window = 0, full_attention_every = 0;
+  int64_t block_window(int64_t i) const { return full_attention_every > 0 && (i + 1) % full_attention_every == 0 ? 0 : window; }
 };
 /// embed, blocks, the multi-token prediction modules, head.
 std::vector<Layer> make_transformer(const TransformerShape& t);

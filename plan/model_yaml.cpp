@@ -105,6 +105,10 @@ std::string describe_transformer(const TransformerShape& t) {
   if (f.decoder && f.kv_heads > 0 && f.kv_heads != t.heads) d << ", kv_heads " << f.kv_heads;
   if (f.head_dim > 0) d << ", head_dim " << f.head_dim;
   if (f.qk_norm) d << ", qk_norm";
+  if (t.window > 0) {
+    d << ", sliding window " << t.window;
+    if (t.full_attention_every > 0) d << " (full attention every " << t.full_attention_every << "th block)";
+  }
   if (f.mla.on()) {
     d << ", latent attention (";
     if (f.mla.q_lora_rank > 0) d << "q rank " << f.mla.q_lora_rank << ", ";
@@ -128,7 +132,7 @@ std::string describe_transformer(const TransformerShape& t) {
 
 // The block-form keys: any of them makes the transformer's blocks decoder blocks (BlockForm).
 const std::vector<std::string> kFormKeys = {"kv_heads", "head_dim", "qk_norm", "mla", "mlp", "norm", "positions", "tie_embeddings", "bias",
-                                            "qkv_bias", "mtp_layers"};
+                                            "qkv_bias", "mtp_layers", "sliding_window", "full_attention_every"};
 
 // `model.mla`: latent attention, in Hugging Face's DeepSeek field names (plan/layers.hpp, Mla).
 Mla read_mla(const Field& f) {
@@ -153,6 +157,17 @@ void check_mla(const Field& m, const std::function<bool(const std::string&)>& gi
   if (given("head_dim")) m["head_dim"].fail("model.head_dim with model.mla: latent attention's widths are its qk_nope_head_dim, qk_rope_head_dim and v_head_dim");
   if (t.form.qk_norm) (given("qk_norm") ? m["qk_norm"] : at).fail("model.qk_norm with model.mla: latent attention norms its latents, not each head's query and key");
   if (!t.form.rope) at.fail("model.mla needs model.positions: rope (its qk_rope_head_dim is the rotary part of each query and key)");
+}
+
+// `model.sliding_window` and `model.full_attention_every` (TransformerShape::block_window).
+void read_window(const Field& m, const std::function<bool(const std::string&)>& given, TransformerShape* t) {
+  if (given("sliding_window")) t->window = to_int(m["sliding_window"], 1, int64_t{1} << 24);
+  if (given("full_attention_every")) {
+    if (t->window == 0) m["full_attention_every"].fail("model.full_attention_every needs model.sliding_window: it says which blocks attend to every token");
+    t->full_attention_every = to_int(m["full_attention_every"], 2, 10000);
+  }
+  if (t->window > 0 && t->form.mla.on())
+    (given("sliding_window") ? m["sliding_window"] : m).fail("model.sliding_window with model.mla: Megatron-core's latent attention has no window");
 }
 
 // The mixture-of-experts keys: any of them makes the blocks decoder blocks as the form keys do.
@@ -267,6 +282,7 @@ std::vector<Layer> transformer_preset(const Field& m, std::string* description, 
   if (given("qk_norm")) t.form.qk_norm = to_bool(m["qk_norm"]);
   if (given("mla")) t.form.mla = read_mla(m["mla"]);
   if (given("mtp_layers")) t.mtp_layers = to_int(m["mtp_layers"], 0, 16);
+  read_window(m, given, &t);
   check_mla(m, given, t);
   const int64_t kv = t.form.kv_heads > 0 ? t.form.kv_heads : t.heads;
   if (kv > t.heads || t.heads % kv != 0)

@@ -142,6 +142,9 @@ static void check_context_parallel(const Scenario& s) {
   const std::string c = std::to_string(p.context);
   for (const Layer& l : s.layers) {
     if (!tensor_splits(l.kind)) require_transformer_layer(s, l, "parallel.context", "parallel.context " + c + " splits the sequences of");
+    if (l.shape.window > 0 && l.shape.window < l.shape.seq_len)
+      fail_at(s, "parallel.context", "parallel.context " + c + " with sliding-window attention (layer '" + l.name +
+                                         "'): Parallax does not plan a ring over a window; set parallel.context: 1");
     if (l.shape.seq_len % (2 * p.context) != 0)
       fail_at(s, "parallel.context", "parallel.context " + c + " cuts each sequence into 2 x " + c + " chunks, but layer '" + l.name +
                                          "' has seq_len " + std::to_string(l.shape.seq_len) + " (not a multiple of " +

@@ -91,6 +91,22 @@ void megatron_schedule(const Plan& p, std::vector<TrainerArgument>* args) {
   megatron_partition(p, args);
 }
 
+// Sliding-window attention as TransformerConfig's window_size (left, right: a query's W most recent
+// tokens are itself and W - 1 to its left) and window_attn_skip_freq (every n-th block full: n is
+// the first full block's number, counted from 1). MTP modules are left out of the pattern.
+void megatron_window(const Plan& p, std::vector<TrainerArgument>* args) {
+  int64_t window = 0, first_full = 0, block = 0;
+  for (const Layer& l : p.layers()) {
+    if (l.kind != LayerKind::encoder || l.shape.mtp) continue;
+    ++block;
+    if (l.shape.window > 0) window = l.shape.window;
+    else if (first_full == 0) first_full = block;
+  }
+  if (window == 0) return;
+  args->push_back({"--window-size", std::to_string(window - 1) + ",0"});
+  if (first_full > 0) args->push_back({"--window-attn-skip-freq", std::to_string(first_full)});
+}
+
 // A MoE model's experts as Megatron-core's arguments: its all-to-all dispatcher and grouped GEMMs
 // (what the plan costs), the expert degree, and which blocks are MoE as a --moe-layer-freq list.
 void megatron_experts(const Plan& p, std::vector<TrainerArgument>* args) {
@@ -205,6 +221,7 @@ TrainerExport export_megatron(const Plan& p) {
   // under latent attention it is what gives the latents their norms (gpt_layer_specs.py: the up
   // projections become norm-then-linear), which Parallax's latent attention always has.
   if (f.qk_norm || f.mla.on()) a.push_back({"--qk-layernorm", ""});
+  megatron_window(p, &a);
   if (const Mla& m = f.mla; m.on()) {
     a.push_back({"--multi-latent-attention", ""});
     if (m.q_lora_rank > 0) a.push_back({"--q-lora-rank", std::to_string(m.q_lora_rank)});
@@ -296,6 +313,10 @@ std::string quoted(const std::string& s) { return "\"" + s + "\""; }
 }  // namespace
 
 TrainerExport export_torchtitan(const Plan& p) {
+  for (const Layer& l : p.layers())
+    if (l.shape.window > 0)
+      throw InputError(p.scenario.where("model.sliding_window"), "torchtitan's Llama 3 attends to every earlier token; this plan's layer '" +
+                                                                  l.name + "' has a sliding window");
   const Scenario& s = p.scenario;
   const ParallelSpec& par = s.parallel;
   const Layer& block = first_block(p, "torchtitan");

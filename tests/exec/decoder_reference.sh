@@ -5,8 +5,9 @@
 # weights, drawn in exec/model.cpp's order, the same synthetic tokens, AdamW) train 10 steps in
 # fp32; every step's loss must agree to 1e-5 relative. The Llama form runs a second time as two
 # pipeline stages, against the same one-stage reference; Qwen3's attention (wide heads, query and
-# key norms) on one rank; latent attention (DeepSeek's) on one rank and two stages, and without a
-# query rank. A mixture-of-experts form (issue 59) runs on one rank, then with its experts split
+# key norms) on one rank; a sliding window in every other block over two stages; latent
+# attention (DeepSeek's) on one rank and two stages, and without a query rank. A
+# mixture-of-experts form (issue 59) runs on one rank, then with its experts split
 # over 2 ranks (c10d's all-to-all over Gloo), over 2 of 4 data-parallel ranks (expert gradients
 # averaged over their expert-data-parallel pairs), over 2 ranks of each of 2 pipeline stages, under DualPipeV (split backwards, F and B overlapped), and
 # under Megatron-core's combined 1F1B (one stage, and interleaved over 2 ranks x 2 stages each),
@@ -54,6 +55,9 @@ check nemotron "kv_heads: 1, mlp: relu2, norm: layernorm, positions: rope, bias:
 check gpt2 "mlp: gelu, tie_embeddings: true"
 # Qwen3's attention: heads wider than hidden / heads, each head's query and key RMS-normed.
 check qwen3 "kv_heads: 2, head_dim: 16, qk_norm: true, mlp: swiglu, norm: rmsnorm, positions: rope, bias: false"
+# A sliding window of 8 tokens (of 32) in every other block, over 2 pipeline stages.
+check sliding-window "kv_heads: 2, mlp: swiglu, norm: rmsnorm, positions: rope, bias: false, sliding_window: 8, full_attention_every: 2" \
+  --set parallel.pipeline=2
 # Latent attention (DeepSeek-V3's form, then V2-Lite's without a query rank), over 2 pipeline stages too.
 mla="mlp: swiglu, norm: rmsnorm, positions: rope, bias: false, mla: {q_lora_rank: 24, kv_lora_rank: 16, qk_nope_head_dim: 8, qk_rope_head_dim: 4, v_head_dim: 6}"
 check mla "$mla"

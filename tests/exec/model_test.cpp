@@ -94,6 +94,23 @@ TEST_CASE("exec::Stage: a decoder block is causal, and a two-stage forward equal
   CHECK_FALSE(torch::allclose(out.slice(0, 5, 6), out2.slice(0, 5, 6), 1e-6, 1e-7));
 }
 
+TEST_CASE("exec::Stage: under a sliding window a token sees its window's tokens and no earlier ones", "[exec]") {
+  // One block, a window of 3: position i reads tokens i - 2 .. i. Changing token 0 changes
+  // positions 0 .. 2 and none after; in a block of full attention (full_attention_every 1 is not
+  // allowed, so a second model without the window) it changes every position.
+  const std::string model = "model: {preset: transformer, layers: 1, hidden: 16, heads: 4, kv_heads: 2, ffn: 24, mlp: swiglu, "
+                            "norm: rmsnorm, positions: rope, seq_len: 8, vocab: 30";
+  exec::Stage windowed(test::plan_from(model + ", sliding_window: 3}\nhardware: cpu-host\n"), 0, 3);
+  exec::Stage full(test::plan_from(model + "}\nhardware: cpu-host\n"), 0, 3);
+  const auto ids = torch::randint(30, {2, 8});
+  auto changed = ids.clone();
+  changed.index_put_({torch::indexing::Slice(), 0}, (ids.index({torch::indexing::Slice(), 0}) + 1) % 30);
+  const auto a = windowed->forward(ids), b = windowed->forward(changed);
+  CHECK_FALSE(torch::allclose(a.slice(0, 2, 3), b.slice(0, 2, 3), 1e-6, 1e-7));
+  CHECK(torch::allclose(a.slice(0, 3, 8), b.slice(0, 3, 8), 1e-6, 1e-7));
+  CHECK_FALSE(torch::allclose(full->forward(ids).slice(0, 7, 8), full->forward(changed).slice(0, 7, 8), 1e-6, 1e-7));
+}
+
 TEST_CASE("exec::Stage: a latent-attention block is causal, and its rotary key reaches every head", "[exec]") {
   const std::string yaml = "model: {preset: transformer, layers: 1, hidden: 16, heads: 4, ffn: 24, mlp: swiglu, norm: rmsnorm, "
                            "positions: rope, seq_len: 6, vocab: 30, mla: {q_lora_rank: 8, kv_lora_rank: 8, qk_nope_head_dim: 4, "

@@ -251,6 +251,51 @@ TEST_CASE("plan::layers: query and key norms (Qwen3's), counted by hand", "[plan
              Catch::Contains("model.qk_norm with model.mla"));
 }
 
+TEST_CASE("plan::layers: sliding-window attention, counted by hand", "[plan]") {
+  // A Llama block at s 4,096 with flash attention on the H100 profile; a window of 1,024 tokens in
+  // every block but every second (blocks 1, 3: Megatron-core's window_attn_skip_freq 2).
+  const std::string model = "model: {preset: transformer, layers: 4, hidden: 512, heads: 4, kv_heads: 2, ffn: 1024, mlp: swiglu, "
+                            "norm: rmsnorm, positions: rope, bias: false, attention: flash, seq_len: 4096, vocab: 100";
+  const auto full = test::scenario_from(model + "}\nparallel: {precision: bf16}\nhardware: h100-nvlink-ib\n");
+  const auto windowed =
+      test::scenario_from(model + ", sliding_window: 1024, full_attention_every: 2}\nparallel: {precision: bf16}\nhardware: h100-nvlink-ib\n");
+  std::vector<int64_t> windows;
+  for (int i = 1; i <= 4; ++i) windows.push_back(windowed.layers[i].shape.window);
+  CHECK(windows == std::vector<int64_t>{1024, 0, 1024, 0});
+  // Keys a query attends to, over the 4,096 queries: the first 1,024 attend to 1 .. 1,024, the rest
+  // to 1,024 each: (1,024 x 1,025 / 2 + 3,072 x 1,024) / 4,096 = 896.125; causal, 4,096 / 2.
+  CHECK(windowed.layers[1].shape.keys_per_query() == Approx(896.125));
+  CHECK(full.layers[1].shape.keys_per_query() == Approx(2048));
+  CHECK(windowed.layers[2].shape.keys_per_query() == Approx(2048));
+  // Flash attention's time: those FLOPs, at the causal figure of a 1,024-token sequence instead of
+  // a 4,096-token one (the profile's fractions); the GEMMs and the memory-bound kernels unchanged.
+  const auto f = *plan::kernel_class_times(full.layers[1], full.hardware, full.parallel, 1, true);
+  const auto w = *plan::kernel_class_times(windowed.layers[1], windowed.hardware, windowed.parallel, 1, true);
+  const plan::ComputeModel& c = *full.hardware.device.compute;
+  const double fractions = c.flash_sequence_fraction(false, true, 4096) / c.flash_sequence_fraction(false, true, 1024);
+  CHECK(w.forward.flash / f.forward.flash == Approx(896.125 / 2048 * fractions));
+  CHECK(w.backward.flash / f.backward.flash == Approx(896.125 / 2048 * fractions));
+  CHECK(w.forward.gemm == Approx(f.forward.gemm));
+  CHECK(w.forward.memory == Approx(f.forward.memory));
+  // A window as long as the sequence is full attention.
+  CHECK(test::scenario_from(model + ", sliding_window: 4096}\nhardware: ideal\n").layers[1].shape.keys_per_query() == Approx(2048));
+  // What it cannot plan, refused at the key.
+  CHECK_THAT(test::parse_error(model + ", full_attention_every: 2}\nhardware: ideal\n"), Catch::Contains("needs model.sliding_window"));
+  CHECK_THAT(test::parse_error(model + ", sliding_window: 1024}\nparallel: {context: 2}\nhardware: h100-nvlink-ib\n"),
+             Catch::Contains("parallel.context 2 with sliding-window attention"));
+  CHECK_THAT(test::parse_error("model: {preset: transformer, hidden: 64, heads: 4, positions: rope, sliding_window: 8, "
+                               "mla: {kv_lora_rank: 8, qk_nope_head_dim: 8, qk_rope_head_dim: 4, v_head_dim: 6}}\nhardware: ideal\n"),
+             Catch::Contains("model.sliding_window with model.mla"));
+  // Mistral 7B v0.1's config: a window of 4,096 in every block, read from sliding_window.
+  const test::TempFile config("parallax-window-test.json",
+                              R"({"architectures": ["MistralForCausalLM"], "hidden_size": 4096, "intermediate_size": 14336,
+                                  "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8, "vocab_size": 32000,
+                                  "hidden_act": "silu", "sliding_window": 4096})");
+  const auto mistral = test::scenario_from("model: {hf_config: " + config.path + ", seq_len: 8192}\nhardware: ideal\n");
+  CHECK(mistral.layers[1].shape.window == 4096);
+  CHECK(mistral.layers[32].shape.window == 4096);
+}
+
 TEST_CASE("plan::layers: the block-form keys", "[plan]") {
   // Any of them makes a decoder block: GPT-2's (GELU, LayerNorm, learned positions) unless told.
   const auto gpt = test::scenario_from("model: {preset: transformer, layers: 1, hidden: 32, heads: 4, seq_len: 8, vocab: 10, "
@@ -296,9 +341,16 @@ TEST_CASE("plan::hf_config: what it cannot read is refused at the field", "[plan
     CHECK_THAT(test::parse_error("model: {hf_config: " + c.path + ", seq_len: 8}\nhardware: ideal\n"),
                Catch::Contains("Gemma3ForCausalLM") && Catch::Contains("LlamaForCausalLM | MistralForCausalLM"));
   }
-  SECTION("a sequence past the sliding window") {
-    CHECK_THAT(test::parse_error("model: {hf_config: " + model_file("mistral-7b.json") + ", seq_len: 8192}\nhardware: ideal\n"),
-               Catch::Contains("sliding-window attention of 4096 tokens"));
+  SECTION("a sequence past Qwen's sliding window (its first max_window_layers blocks full: not planned)") {
+    test::TempFile c("parallax-hf-test.json",
+                     R"({"architectures": ["Qwen2ForCausalLM"], "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
+                         "num_hidden_layers": 2, "vocab_size": 100, "hidden_act": "silu", "use_sliding_window": true,
+                         "sliding_window": 16, "max_window_layers": 1})");
+    CHECK_THAT(test::parse_error("model: {hf_config: " + c.path + ", seq_len: 32}\nhardware: ideal\n"),
+               Catch::Contains("sliding-window attention of 16 tokens") && Catch::Contains("max_window_layers"));
+    CHECK(test::parse_error("model: {hf_config: " + c.path + ", seq_len: 16}\nhardware: ideal\n").empty());
+    // Mistral 7B's (v0.1) window is planned: sliding-window attention in every block.
+    CHECK(from_config("mistral-7b.json", 8192).layers[1].shape.window == 4096);
   }
   SECTION("a sequence longer than learned positions; rotary ones take any length") {
     CHECK_THAT(test::parse_error("model: {hf_config: " + model_file("gpt2.json") + ", seq_len: 1025}\nhardware: ideal\n"),

@@ -138,7 +138,10 @@ const std::set<std::string> kMegatronOptions = {
     "--mtp-num-layers", "--pipeline-model-parallel-layout",
     // Heads wider than hidden / heads and each head's query and key normed (Qwen3): TransformerConfig's
     // kv_channels and qk_layernorm.
-    "--kv-channels", "--qk-layernorm"};
+    "--kv-channels", "--qk-layernorm",
+    // Sliding-window attention: TransformerConfig's window_size and window_attn_skip_freq (their
+    // add_argument calls, lines 2384 and 2387).
+    "--window-size", "--window-attn-skip-freq"};
 // torchtitan's job config fields, section.field, as torchtitan/config/job_config.py defines them
 // (pytorch/torchtitan at 238fa995, 2026-02-23, the same as release v0.2.2: the last with TOML configs).
 const std::set<std::string> kTorchtitanFields = {
@@ -210,6 +213,12 @@ TEST_CASE("plan::export: Megatron-LM's arguments, each one the trainer's, for ev
   for (const auto& [name, value] : qwen3) CHECK(kMegatronOptions.count(name) == 1);
   CHECK(qwen3.at("--kv-channels") == "256");
   CHECK(qwen3.count("--qk-layernorm") == 1);
+  // A sliding window of 4,096 tokens (itself and 4,095 to its left) in all but every fourth block.
+  const auto window = as_map(plan::export_megatron(plan::resolve_plan(
+      plan::load_scenario(source, {"model.sliding_window=4096", "model.full_attention_every=4"}))));
+  for (const auto& [name, value] : window) CHECK(kMegatronOptions.count(name) == 1);
+  CHECK(window.at("--window-size") == "4095,0");
+  CHECK(window.at("--window-attn-skip-freq") == "4");
   // fp16 gradients stay fp16 in Megatron-LM unless told to accumulate in fp32, as the plan keeps them.
   const auto fp16 = as_map(plan::export_megatron(plan::resolve_plan(plan::load_scenario(source, {"parallel.precision=fp16", "parallel.overlap_grad_reduce=true"}))));
   CHECK(fp16.count("--accumulate-allreduce-grads-in-fp32") == 1);
