@@ -416,9 +416,9 @@ Kernels encoder_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel&
   if (l.shape.flash_attention) {
     // A decoder block's attention is causal: flash attention skips the score blocks the mask
     // removes, half of them (FlashAttention-2 and -3 count a causal pass as half the FLOPs), and
-    // under a sliding window all but the window's band. A windowed pass runs at the causal
-    // figure of a sequence as long as the window: each query's keys are as many, behind a masked
-    // edge (an assumption: the profiles state no windowed measurement).
+    // under a sliding window all but the window's band. A windowed pass is taken at the causal
+    // figure of a W-token sequence (an assumption: the profiles state no windowed measurement;
+    // docs/simulator.md).
     const double flops = 2 * mb * heads * q * (form.decoder ? l.shape.keys_per_query() : s) * (dqk + dv);
     const bool windowed = l.shape.window > 0 && l.shape.window < l.shape.seq_len;
     const double fraction = m.flash_fraction(l.shape.flash2, form.decoder, windowed ? static_cast<double>(l.shape.window) : q, c);
