@@ -326,6 +326,10 @@ TEST_CASE("plan::export: what a trainer cannot express exits 2 at the key to cha
   CHECK(fp8.text.find("[quantize.linear.float8]\nrecipe_name = \"tensorwise\"\n") != std::string::npos);
   CHECK(fp8.text.find("[model]\nname = \"llama3\"\nflavor = \"70B\"\nconverters = [\"quantize.linear.float8\"]\n") != std::string::npos);
   CHECK(fp8.text.find("[model]") == fp8.text.rfind("[model]"));  // a TOML table appears once
+  // torchtitan's Llama 3 has no sliding window: refused at the key.
+  CHECK_THROWS_WITH(plan::export_torchtitan(plan::resolve_plan(
+                        plan::load_scenario(source, {"parallel.data=1", "data.batch_size=128", "model.sliding_window=1024"}))),
+                    Catch::Contains("model.sliding_window") && Catch::Contains("has a sliding window"));
   // FSDP2 over every replica, or HSDP: shard inside 8, replicate across the rest.
   const std::string fsdp_source = std::string(PARALLAX_SOURCE_DIR) + "/scenarios/llama-3.1-8b-64xH100-fsdp.yaml";
   const auto fsdp = plan::export_torchtitan(plan::resolve_plan(plan::load_scenario(fsdp_source, {})));
