@@ -9,16 +9,23 @@
 # (docs/gpu.md); gemm-clock and run-llama, added since, add about 70 s (three shapes, each 2 s idle
 # and 15 s busy, and 15 s of zeros for the first) and an estimated 30 s (not yet run on a GPU).
 #
-#   bash bench/gpu_check.sh [--out DIR] [--deps DIR] [--parallax BIN] [--fallback BIN] [--jobs N] [--dry-run]
+#   bash bench/gpu_check.sh [--out DIR] [--deps DIR] [--parallax BIN] [--fallback BIN] [--jobs N] [--budget S] [--dry-run]
 #
 # --parallax BIN skips the build and checks BIN; --fallback BIN is checked only if the build fails
 # (a binary built elsewhere against the same torch version, so that a build problem on a GPU
-# machine lent for minutes does not cost the measurements; the summary says which ran).
+# machine lent for minutes does not cost the measurements; the summary says which ran). --budget S
+# starts no step once S seconds have passed since the check began (each one left is marked
+# "skipped, over the budget"), so that the summary and files are written within a machine's
+# time limit rather than lost with it; the order of the steps is their priority.
 #
 # Steps (each is timed, logged, and marked ok or FAILED in the summary; one failing does not stop
 # the others):
 #   facts       the GPU, driver, torch and CUDA versions
 #   build       cmake -DPARALLAX_TORCH=python -DPARALLAX_REQUIRE_CUDA=ON, target parallax only
+#   tables      `parallax calibrate --tables --base SHIPPED` (GPU only): the compute tables measured on
+#               this GPU (GEMMs over the shipped grid's shapes in bf16, fp16 and fp8, memory-bound kernels,
+#               flash attention by length), written as a profile (tables.yaml) and set beside the
+#               shipped profile's figures (tables.txt)
 #   run-P       `parallax run` of bench/data/gpu-transformer.yaml on the GPU at precision P (fp32,
 #               bf16, fp16: the loss scaler's scale and skipped steps are in its JSON), traced
 #   torch-P     the same plan in plain PyTorch eager (bench/torch_eager_step.py) at precision P: its
@@ -49,9 +56,9 @@
 #               NCCL_HOSTID (NCCL refuses two ranks on one GPU otherwise): losses against one
 #               rank's. Their timings mean nothing and are not reported.
 # Then bench/gpu_check_report.py writes into DIR (default ./gpu-check-out): summary.md,
-# figures.json, log.txt, calibrated.yaml, validate.json, the fp32 and bf16 traces (gzipped) and
-# whatif.tar.gz (validate-bf16.json and what if's fitted profiles): 8 files, what a GPU machine
-# lent here gives back at most.
+# figures.json, log.txt, calibrated.yaml, tables.yaml, the fp32 and bf16 traces (gzipped) and
+# extras.tar.gz (validate.json, validate-bf16.json, the launch calibration and what if's fitted
+# profiles): 8 files, what a GPU machine lent here gives back at most.
 #
 # --dry-run runs the same steps here, on CPU ranks over Gloo, with a plan shrunk to seconds
 # (bench/data/gpu-transformer-dry-run.yaml) and the binary of the ordinary build (build/parallax,
@@ -69,6 +76,7 @@ deps=""
 parallax=""
 fallback=""
 jobs=$(nproc 2>/dev/null || echo 4)
+budget=""
 dry_run=0
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -77,6 +85,7 @@ while [ $# -gt 0 ]; do
     --parallax) parallax="${2:?--parallax needs a binary}"; shift 2 ;;
     --fallback) fallback="${2:?--fallback needs a binary}"; shift 2 ;;
     --jobs) jobs="${2:?--jobs needs a number}"; shift 2 ;;
+    --budget) budget="${2:?--budget needs seconds}"; shift 2 ;;
     --dry-run) dry_run=1; shift ;;
     -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu_check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
@@ -101,9 +110,17 @@ status="$work/steps.tsv"  # step, ok|FAILED, seconds
 say() { echo "gpu_check: $*" | tee -a "$log" >&2; }
 
 # step NAME TIMEOUT_S COMMAND...: runs it with its output in the log, records ok/FAILED and time.
+# Past --budget it runs nothing and records the step as skipped.
 step() {
   local name=$1 limit=$2
   shift 2
+  if [ -n "$budget" ] && [ "$SECONDS" -ge "$budget" ]; then
+    echo -e "$name\tskipped, over the budget of ${budget} s\t0" >>"$status"
+    say "   $name skipped: ${SECONDS} s of the ${budget} s budget spent"
+    return 1
+  fi
+  # No step runs past the budget's end: the report still has to be written.
+  if [ -n "$budget" ] && [ $((budget - SECONDS)) -lt "$limit" ]; then limit=$((budget - SECONDS)); fi
   say "== $name: $*"
   local t0=$SECONDS rc=0
   timeout --kill-after=10 "$limit" "$@" >>"$log" 2>&1 || rc=$?
@@ -210,6 +227,10 @@ fi
 torch_lib=""
 [ $dry_run -eq 1 ] || torch_lib=$(python3 -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))' 2>/dev/null || true)
 export LD_LIBRARY_PATH="$deps/lib${torch_lib:+:$torch_lib}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
+# --- the compute tables measured on this GPU, beside the shipped profile's (issue 56) ---
+[ $dry_run -eq 1 ] || step tables 150 bash -c '"$0" calibrate --tables --base "$1" -o "$2/tables.yaml" 2>"$2/tables.txt"
+  rc=$?; cat "$2/tables.txt" >&2; exit $rc' "$parallax" "$shipped" "$work"
 
 # --- one GPU: each precision, traced ---
 for p in "${precisions[@]}"; do

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The summary of bench/gpu_check.sh: reads what its steps left in WORK and writes OUT/summary.md,
-OUT/figures.json and copies of the calibrated profile, the validate JSON, two traces (gzipped) and
-whatif.tar.gz (the bf16 validate's JSON and what if's fitted profiles).
+OUT/figures.json and copies of the calibrated profile, the measured compute tables (tables.yaml), two
+traces (gzipped) and extras.tar.gz (the validate JSONs, the launch calibration and what if's fitted
+profiles).
 
     python3 bench/gpu_check_report.py WORK OUT DRY_RUN
 
@@ -281,6 +282,14 @@ def gemm_clock_table(g):
     return lines
 
 
+def tables_lines(text):
+    """calibrate --tables's report: what each table was measured from, and measured against shipped."""
+    if text is None:
+        return ["not run (GPU only)."]
+    kept = [l[len("calibrate: "):] if l.startswith("calibrate: ") else l for l in text.splitlines()]
+    return ["```"] + [l for l in kept if l.strip()] + ["```"]
+
+
 def write_summary(out, f, failures):
     lines = ["# GPU check", ""]
     lines += ["    " + l for l in f["facts"]] + [""]
@@ -331,6 +340,8 @@ def write_summary(out, f, failures):
                 if "steps_compared" in t else "-"))
     else:
         lines.append("not run (no python with torch).")
+    lines += ["", "## Compute tables measured on this GPU (calibrate --tables: tables.yaml), against the shipped profile's", ""]
+    lines += tables_lines(f["tables"])
     lines += ["", "## Two of Llama 3.1 8B's blocks at their width (bench/data/gpu-llama.yaml): kernels by kind", ""]
     lines += llama_lines(f["llama"], f["llama_kinds"])
     lines += ["", "## GEMMs in bursts and without pause (bench/gemm_clock.py: device.compute.clock_fraction)", ""]
@@ -363,6 +374,8 @@ def main():
     f["validate_bf16"] = validate_figures(load(os.path.join(work, "validate-bf16.json")), work, "bf16-")
     f["torch"] = torch_figures(work, runs, load(os.path.join(work, "validate.json")))
     f["gemm_clock"] = load(os.path.join(work, "gemm-clock.json"))
+    tables = os.path.join(work, "tables.txt")
+    f["tables"] = open(tables).read() if os.path.exists(tables) else None
     f["llama"] = run_figures(load(os.path.join(work, "run-llama.json")))
     kinds = os.path.join(work, "llama-kinds.txt")
     f["llama_kinds"] = open(kinds).read() if os.path.exists(kinds) else None
@@ -388,14 +401,14 @@ def main():
     with open(os.path.join(out, "figures.json"), "w") as fh:
         json.dump(f, fh, indent=1)
     write_summary(out, f, failures)
-    for name in ("calibrated.yaml", "validate.json"):
+    for name in ("calibrated.yaml", "tables.yaml"):
         if os.path.exists(os.path.join(work, name)):
             shutil.copy(os.path.join(work, name), os.path.join(out, name))
-    # The rest in one file (the launch calibration too): a GPU machine lent here gives back 8 files at most.
+    # The rest in one file: a GPU machine lent here gives back 8 files at most.
     extras = [n for n in sorted(os.listdir(work))
-              if n in ("validate-bf16.json", "calibrated-launch.yaml") or ("whatif" in n and n.endswith(".yaml"))]
+              if n in ("validate.json", "validate-bf16.json", "calibrated-launch.yaml") or ("whatif" in n and n.endswith(".yaml"))]
     if extras:
-        with tarfile.open(os.path.join(out, "whatif.tar.gz"), "w:gz") as tar:
+        with tarfile.open(os.path.join(out, "extras.tar.gz"), "w:gz") as tar:
             for n in extras:
                 tar.add(os.path.join(work, n), arcname=n)
     for p in ("fp32", "bf16"):

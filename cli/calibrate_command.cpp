@@ -16,14 +16,17 @@
 
 #include "cli/output.hpp"
 #include "exec/calibrate.hpp"
+#include "exec/compute_tables.hpp"
 #include "exec/device.hpp"
 #include "exec/gpu.hpp"
 #include "exec/launcher.hpp"
 #include "exec/model.hpp"
 #include "exec/runtime.hpp"
 #include "fit/in_run.hpp"
+#include "plan/compute_tables.hpp"
 #include "plan/error.hpp"
 #include "plan/hardware.hpp"
+#include "plan/profile_copy.hpp"
 #include "profiler/messages.hpp"
 #include "sim/simulator.hpp"
 #include "timeline/compare.hpp"
@@ -126,6 +129,60 @@ int calibrate_gpu(const CalibrateArgs& args, const std::vector<std::string>& fil
   return 0;
 }
 
+// calibrate --tables: the base profile with its device.compute measured on GPU 0, the base's own
+// figures set beside the measured ones on stderr. The base's published_check goes: it describes
+// the base's predictions, not these.
+int calibrate_tables(const CalibrateArgs& args, const plan::HardwareProfile& base, const std::string& output) {
+  if (base.device.kind != plan::DeviceKind::cuda)
+    throw plan::InputError(plan::Location{"--base"}, "--tables measures a GPU: give a GPU --base (e.g. h100-nvlink-ib); profile '" +
+                                                         base.name + "' is not one (device.kind: cuda)");
+  if (!args.scenarios.empty() || !args.precisions.empty() || args.launch || !args.probe_with.empty())
+    throw plan::InputError(plan::Location{"--tables"}, "--tables measures the device's compute tables alone: it takes no SCENARIO, "
+                                                        "--precision, --launch or --probe-with (calibrate without --tables measures layers)");
+  if (!exec::gpu::built_with_cuda() || exec::gpu::visible_devices() == 0)
+    throw plan::InputError(plan::Location{"--tables"}, exec::gpu::built_with_cuda()
+                                                           ? "--tables needs a GPU, and this machine shows none"
+                                                           : "--tables needs a GPU: this Parallax is built with a LibTorch without CUDA");
+  if (args.output.empty()) fs::create_directories(fs::path(output).parent_path());
+  require_output_folder(output);
+  const std::string gpu_name = exec::gpu::device_name(0);
+  std::cerr << "calibrate: measuring the compute tables of GPU 0 (" << gpu_name << ")" << (args.quick ? " (quick)" : "") << "\n";
+  const auto t0 = std::chrono::steady_clock::now();
+  exec::TablesOptions options;
+  options.device = torch::Device(torch::kCUDA, 0);
+  if (args.quick) {
+    options.sizes = {256, 1024, 4096};
+    options.sequences = {1024, 4096, 16384};
+  }
+  options.progress = [](const std::string& line) { std::cerr << "calibrate: " << line << "\n" << std::flush; };
+  exec::gpu::select(0);
+  exec::MeasuredTables measured = exec::measure_compute_tables(options, base.device);
+  // The ceiling a busy GPU holds at its power limit is not what short timings show: the base's stays.
+  if (base.device.compute) measured.compute.sustained_tflops = base.device.compute->sustained_tflops;
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::vector<std::string> notes = {"Measured on " + gpu_name + " by `parallax calibrate --tables" + (args.quick ? " --quick" : "") +
+                                        "` (" + date_now() + ", host " + host_name() + ", LibTorch " + TORCH_VERSION + ", " +
+                                        fmt("%.0f", seconds) + " s): each GEMM the device's time of back-to-back calls",
+                                    "sustained_tflops: the base profile's, not measured here"};
+  notes.insert(notes.end(), measured.notes.begin(), measured.notes.end());
+  const std::vector<std::string> header = {
+      "The compute tables (device.compute) of " + gpu_name + ", measured by `parallax calibrate --tables --base " + args.base +
+          "`; everything else is the base profile's. Use it as `hardware: FILE` or `--set hardware=FILE`."};
+  const std::string text = plan::with_compute_block(
+      plan::without_published_check(plan::renamed_profile_text(profile_text(args.base), base.name + "-tables", header, "calibration")),
+      plan::compute_yaml(measured.compute, notes));
+  // What is written must read back as a profile: parsed before it is written.
+  const auto doc = plan::YamlDocument::from_text(text, output);
+  (void)plan::parse_hardware(plan::Field::root(doc));
+  write_file_atomically(output, text);
+  if (base.device.compute) {
+    std::cerr << "calibrate: measured against the base profile '" << base.name << "':\n";
+    for (const auto& line : plan::compare_compute(measured.compute, *base.device.compute)) std::cerr << "  " << line << "\n";
+  }
+  std::cerr << "calibrate: wrote " << output << " in " << fmt("%.0f", seconds) << " s; use it with --set hardware=" << output << "\n";
+  return 0;
+}
+
 }  // namespace
 
 std::string profile_text(const std::string& base) {
@@ -158,6 +215,7 @@ std::vector<std::string> CalibrateArgs::command_line() const {
   line.insert(line.end(), {"--base", base});
   if (quick) line.push_back("--quick");
   if (launch) line.push_back("--launch");
+  if (tables) line.push_back("--tables");
   for (const auto& p : precisions) line.insert(line.end(), {"--precision", p});
   for (const auto& s : probe_with) line.insert(line.end(), {"--probe-with", s});
   for (const auto& t : from_traces) line.insert(line.end(), {"--from-trace", t});
@@ -176,6 +234,7 @@ int calibrate_command(const CalibrateArgs& args) {
     const auto doc = plan::YamlDocument::from_text("hardware: " + args.base, "--base");
     return plan::resolve_hardware(plan::Field::root(doc)["hardware"]);
   }();
+  if (args.tables) return calibrate_tables(args, base, output);
   if (base.device.kind == plan::DeviceKind::cuda) return calibrate_gpu(args, files, named, base, output);
   exec::LaunchInfo launch;
   const bool as_rank = exec::LaunchInfo::from_environment(&launch);

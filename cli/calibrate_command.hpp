@@ -13,6 +13,8 @@ struct CalibrateArgs {
   bool quick = false;
   /// On a GPU: time the device and the host's launches apart (exec::CalibrateOptions::launch).
   bool launch = false;
+  /// On a GPU: measure the compute tables (exec/compute_tables.hpp) instead of layers.
+  bool tables = false;
   /// Precisions to measure every layer at besides each scenario's own ("fp32", "bf16"), so that
   /// plans swept or tuned to another precision are costed from measurements too.
   std::vector<std::string> precisions;

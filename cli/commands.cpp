@@ -123,6 +123,11 @@ Runner define_calibrate(CLI::App& app) {
                                   "(device.kind: cuda, e.g. h100-nvlink-ib) measures this machine's first GPU instead, "
                                   "as one rank with CUDA events, and keeps the profile's links and NCCL section");
   cal_cmd->add_flag("--quick", cal_args->quick, "Only the micro-batch sizes the scenarios use, fewer repeats");
+  cal_cmd->add_flag("--tables", cal_args->tables,
+                    "GPU only: measure the device's compute tables instead of layers (GEMMs over m, n, k of 256-4096 in bf16, "
+                    "fp16 and fp8; memory-bound kernels; flash attention by sequence length) and write the --base profile "
+                    "with them as its device.compute, set beside the base's own figure by figure on stderr. Takes no "
+                    "SCENARIO; --quick times a smaller grid");
   cal_cmd->add_flag("--launch", cal_args->launch,
                     "GPU only, new and not yet run on a GPU: also time each layer and optimizer step with the GPU kept busy "
                     "ahead (the kernels alone) and the host's time to launch them, so that simulate runs launch-bound "
@@ -155,7 +160,8 @@ Runner define_calibrate(CLI::App& app) {
       "--set hardware=here.yaml\n  parallax calibrate --quick my-model.yaml -o my-model-here.yaml\n  parallax calibrate "
       "--precision bf16 my-model.yaml -o here.yaml   # fp32 and bf16 layers\n"
       "  parallax run job.yaml -o run.json && parallax calibrate --from-trace run.json job.yaml -o fitted.yaml &&\n"
-      "    parallax tune job.yaml --set hardware=fitted.yaml   # what if, from a measured run");
+      "    parallax tune job.yaml --set hardware=fitted.yaml   # what if, from a measured run\n"
+      "  parallax calibrate --tables --base h100-nvlink-ib -o h100-here.yaml   # on a GPU: its GEMM, memory and attention tables");
   return [=] { return calibrate_command(*cal_args); };
 }
 

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -61,6 +62,17 @@ class ComputeTimer {
 /// what the host launches meanwhile queues behind it and then runs back to back at the device's
 /// own pace. A no-op without CUDA.
 void keep_busy(double us);
+
+/// Microseconds one call of `work` takes on the current GPU, its host launches apart: `calls` calls
+/// captured once in a CUDA graph on a side stream and the graph replayed `replays` times between
+/// two events, after one call outside the capture (cuBLAS's handle and workspace) and one replay.
+/// Where the capture fails (an operation that cannot be captured), the calls are timed eagerly
+/// between events instead and `*graphed` says so. Throws without CUDA.
+double device_time_us(const std::function<void()>& work, int calls, int replays, bool* graphed = nullptr);
+/// Microseconds between two events around `work` on the current stream, after a synchronize:
+/// for calls long enough that their launches do not set the pace (attention's forward and
+/// backward). Throws without CUDA.
+double event_time_us(const std::function<void()>& work);
 
 /// A timer for the current GPU (nullptr without CUDA).
 std::unique_ptr<ComputeTimer> make_compute_timer();

@@ -147,6 +147,31 @@ std::string renamed_profile_text(const std::string& base_text, const std::string
   return s.str();
 }
 
+std::string without_published_check(const std::string& text) {
+  std::istringstream in(text);
+  std::ostringstream out;
+  std::string comments;  // column-0 comment lines not yet written: they belong to what follows
+  bool skipping = false;
+  for (std::string line; std::getline(in, line);) {
+    const bool top_level = !line.empty() && line[0] != ' ';
+    if (skipping && top_level) skipping = false;
+    if (skipping) continue;
+    if (line.rfind("#", 0) == 0) {
+      comments += line + "\n";
+      continue;
+    }
+    if (line.rfind("published_check:", 0) == 0) {
+      comments.clear();
+      skipping = true;
+      continue;
+    }
+    out << comments << line << "\n";
+    comments.clear();
+  }
+  out << comments;
+  return out.str();
+}
+
 std::string calibrated_copy_yaml(const std::string& base_text, const std::string& name, const Calibration& c,
                                  const std::vector<std::string>& header) {
   return renamed_profile_text(base_text, name, header, "calibration") + "calibration:\n" + calibration_yaml(c);

@@ -2,10 +2,12 @@
 // the CUDA toolkit and LibTorch's ProcessGroupNCCL header (the `parallax_cuda_check` object
 // library), so that it keeps compiling on machines without a GPU.
 #include <ATen/ATen.h>
+#include <ATen/cuda/CUDAGraph.h>
 #include <ATen/cuda/Sleep.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
@@ -116,6 +118,57 @@ class CudaComputeTimer final : public ComputeTimer {
 }  // namespace
 
 std::unique_ptr<ComputeTimer> make_compute_timer() { return std::make_unique<CudaComputeTimer>(); }
+
+namespace {
+// Two timing events around `body` on the current stream, in microseconds.
+double between_events(const std::function<void()>& body) {
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+  cudaEvent_t start = nullptr, stop = nullptr;
+  C10_CUDA_CHECK(cudaEventCreate(&start));
+  C10_CUDA_CHECK(cudaEventCreate(&stop));
+  C10_CUDA_CHECK(cudaEventRecord(start, stream));
+  body();
+  C10_CUDA_CHECK(cudaEventRecord(stop, stream));
+  C10_CUDA_CHECK(cudaEventSynchronize(stop));
+  float ms = 0;
+  C10_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return static_cast<double>(ms) * 1e3;
+}
+}  // namespace
+
+double event_time_us(const std::function<void()>& work) {
+  c10::cuda::device_synchronize();
+  return between_events(work);
+}
+
+double device_time_us(const std::function<void()>& work, int calls, int replays, bool* graphed) {
+  // A graph is captured on a stream other than the legacy default one.
+  c10::cuda::CUDAStreamGuard guard(c10::cuda::getStreamFromPool());
+  work();
+  c10::cuda::device_synchronize();
+  try {
+    at::cuda::CUDAGraph graph;
+    graph.capture_begin();
+    for (int i = 0; i < calls; ++i) work();
+    graph.capture_end();
+    graph.replay();
+    const double us = between_events([&] {
+      for (int r = 0; r < replays; ++r) graph.replay();
+    });
+    if (graphed) *graphed = true;
+    return us / (static_cast<double>(calls) * replays);
+  } catch (const std::exception&) {
+    (void)cudaGetLastError();  // the failed capture's error, not to be reported by the next call
+  }
+  if (graphed) *graphed = false;
+  c10::cuda::device_synchronize();
+  const double us = between_events([&] {
+    for (int i = 0; i < calls * replays; ++i) work();
+  });
+  return us / (static_cast<double>(calls) * replays);
+}
 
 void keep_busy(double us) {
   if (us > 0) at::cuda::sleep(static_cast<int64_t>(us * 2000.0));  // cycles at 2 GHz

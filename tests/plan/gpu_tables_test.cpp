@@ -4,9 +4,11 @@
 // S. Bekman's searched best shapes (the sources are cited in the profiles).
 #include <catch2/catch.hpp>
 
+#include "plan/compute_tables.hpp"
 #include "plan/cost.hpp"
 #include "plan/hardware.hpp"
 #include "plan/precision.hpp"
+#include "plan/profile_copy.hpp"
 #include "tests/test_util.hpp"
 
 using namespace parallax;
@@ -192,4 +194,68 @@ TEST_CASE("GPU tables: a profile takes another's by name, its own keys over them
   // A profile whose tables are themselves taken or scaled is not a source.
   CHECK_THAT(test::profile_error(base + "same_as: h200-nvlink-ib" + tail), Catch::Contains("takes or scales another's tables"));
   CHECK_THAT(test::profile_error(base + "same_as: h100-hbm2e-500w-nvlink-roce" + tail), Catch::Contains("takes or scales another's tables"));
+}
+
+// calibrate --tables writes measured tables in the shipped profiles' own keys (plan/compute_tables.hpp):
+// written back, the H100's published tables must read as they were, into another profile's text too.
+TEST_CASE("GPU tables: a compute model written as YAML reads back figure for figure", "[plan][gpu-tables]") {
+  const auto h100 = test::builtin_profile("h100-nvlink-ib");
+  const plan::ComputeModel& shipped = *h100.device.compute;
+  const std::string block = plan::compute_yaml(shipped, {"written by a test"});
+  for (const char* into : {"h100-nvlink-ib", "h200-nvlink-ib", "b200-nvlink-ib"}) {  // its own, a same_as one, another's
+    INFO("into " << into);
+    const std::string text = plan::with_compute_block(plan::builtin_hardware_text(into), block);
+    const auto back = test::profile_from(text);
+    REQUIRE(back.device.compute);
+    const plan::ComputeModel& c = *back.device.compute;
+    CHECK(c.precisions == shipped.precisions);
+    for (const auto& [p, grid] : shipped.gemm) {
+      REQUIRE(c.gemm.count(p));
+      CHECK(c.gemm.at(p).m == grid.m);
+      REQUIRE(c.gemm.at(p).tflops.size() == grid.tflops.size());
+      for (size_t i = 0; i < grid.tflops.size(); ++i) CHECK(c.gemm.at(p).tflops[i] == Approx(grid.tflops[i]).margin(0.05));
+    }
+    CHECK(c.sustained_tflops == shipped.sustained_tflops);
+    CHECK(c.memory_efficiency == Approx(shipped.memory_efficiency).margin(5e-4));
+    CHECK(c.flash_backward_efficiency == Approx(shipped.flash_backward_efficiency).margin(5e-4));
+    CHECK(*c.flash2_forward_efficiency == Approx(*shipped.flash2_forward_efficiency).margin(5e-4));
+    CHECK(c.flash_by_sequence.causal == shipped.flash_by_sequence.causal);
+    CHECK(c.flash2_by_sequence.full == shipped.flash2_by_sequence.full);
+    // The rest of the profile is the one written into.
+    CHECK(back.name == test::builtin_profile(into).name);
+    CHECK(back.device.memory_gb == test::builtin_profile(into).device.memory_gb);
+    CHECK(back.devices_per_node == test::builtin_profile(into).devices_per_node);
+  }
+}
+
+TEST_CASE("GPU tables: measured against shipped, figure by figure", "[plan][gpu-tables]") {
+  const plan::ComputeModel shipped = *test::builtin_profile("h100-nvlink-ib").device.compute;
+  plan::ComputeModel measured = shipped;
+  auto& bf16 = measured.gemm.at(plan::Precision::bf16).tflops;
+  for (double& t : bf16) t *= 0.9;
+  bf16.front() *= 0.8 / 0.9;                                              // 256^3 at 0.8
+  bf16.back() = shipped.gemm.at(plan::Precision::bf16).tflops.back();  // 4096^3 as shipped
+  measured.flash_forward_efficiency = 0.5;
+  const auto lines = plan::compare_compute(measured, shipped);
+  auto line_of = [&](const std::string& start) {
+    for (const auto& l : lines)
+      if (l.rfind(start, 0) == 0) return l;
+    return std::string("none");
+  };
+  INFO(line_of("gemm bf16"));
+  CHECK(line_of("gemm bf16").find("over 125 shapes: geometric mean 0.900, 0.800 at 256x256x256 to 1.000 at 4096x4096x4096") !=
+        std::string::npos);
+  CHECK(line_of("gemm fp8").find("geometric mean 1.000") != std::string::npos);
+  CHECK(line_of("flash_forward_efficiency") == "flash_forward_efficiency: measured 0.500, shipped 0.668 (-25.1%)");
+  CHECK(line_of("flash_by_sequence.causal").find("512: 0.451 / 0.451") != std::string::npos);
+}
+
+TEST_CASE("GPU tables: a measured profile drops the shipped one's published errors", "[plan][gpu-tables]") {
+  const std::string text = plan::without_published_check(plan::builtin_hardware_text("h100-nvlink-ib"));
+  CHECK(text.find("published_check") == std::string::npos);
+  CHECK(text.find("How this profile's predictions came out") == std::string::npos);  // its comment went with it
+  const auto back = test::profile_from(text);
+  CHECK(back.published_check.empty());
+  CHECK(back.device.compute);
+  CHECK(!test::builtin_profile("h100-nvlink-ib").published_check.empty());  // there was one to drop
 }
