@@ -68,11 +68,11 @@ TEST_CASE("GPU tables: no GEMM runs above what the GPU sustains at its power lim
     for (plan::Precision p : {plan::Precision::bf16, plan::Precision::fp16, plan::Precision::fp8})
       CHECK(table_tflops(hw, p, 16384, 16384, 16384) <= hw.device.compute->sustained_tflops.at(p));
   }
-  // The fp8 grid, the bf16 one times SemiAnalysis's ratio, passes the H200's sustained fp8 rate at
-  // large shapes: they run at it.
+  // The measured fp8 grid (short timings) passes the sustained fp8 rate at 2048 x 2048 x 4096: it
+  // runs at it there.
   const auto h100 = test::builtin_profile("h100-nvlink-ib");
-  CHECK(table_tflops(h100, plan::Precision::fp8, 4096, 4096, 4096) == Approx(1354));
-  CHECK(table_tflops(h100, plan::Precision::fp8, 4096, 4096, 4096) < h100.device.compute->gemm.at(plan::Precision::fp8).at(4096, 4096, 4096));
+  CHECK(table_tflops(h100, plan::Precision::fp8, 2048, 2048, 4096) == Approx(1354));
+  CHECK(table_tflops(h100, plan::Precision::fp8, 2048, 2048, 4096) < h100.device.compute->gemm.at(plan::Precision::fp8).at(2048, 2048, 4096));
   // A GPU held at a lower clock sustains that much less: the 500 W H100's ceiling is the 700 W one's
   // x its clock_fraction, as its grids are.
   const auto limited = test::builtin_profile("h100-hbm2e-500w-nvlink-roce");
@@ -131,9 +131,12 @@ TEST_CASE("GPU tables: H100 FlashAttention-2 within 15% of torch's measured scal
 }
 
 TEST_CASE("GPU tables: H100 FlashAttention-2 by sequence and mask within 10% of its forward + backward benchmark from 2k tokens", "[plan][gpu-tables]") {
-  // The profile's fractions by sequence come from the FlashAttention-3 paper's forward figure; its
-  // forward + backward is checked against another figure, FlashAttention-2's own H100 benchmark
-  // (head dimension 128, TFLOP/s of forward + backward, counting a causal pass as half the FLOPs).
+  // The profile's figures were measured on an H200 (calibrate --tables: torch 2.11's FlashAttention-2
+  // backend, forward + backward, 16k tokens, 16 heads of 128); they are checked against
+  // FlashAttention-2's own H100 benchmark (head dimension 128, TFLOP/s of forward + backward,
+  // counting a causal pass as half the FLOPs). From 16k tokens they agree within 10%; at 2k and
+  // below the measured kernel ran 11-22% under the published benchmark, which is recorded here
+  // rather than hidden by a wider tolerance (docs/gpu.md).
   const auto hw = test::builtin_profile("h100-nvlink-ib");
   auto fwd_bwd_tflops = [&](int seq, bool causal) {
     const std::string form = causal ? ", positions: rope" : "";  // a decoder block (causal) or LibTorch's encoder layer
@@ -150,8 +153,12 @@ TEST_CASE("GPU tables: H100 FlashAttention-2 by sequence and mask within 10% of 
   } published[] = {{512, false, 248}, {2048, false, 320}, {16384, false, 338}, {512, true, 163}, {2048, true, 265}, {16384, true, 328}};
   for (const auto& x : published) {
     INFO("sequence " << x.seq << (x.causal ? ", causal" : ", full"));
-    // At 512 tokens the backward loses more than the forward whose fractions are applied to it.
-    CHECK(fwd_bwd_tflops(x.seq, x.causal) == Approx(x.tflops).epsilon(x.seq < 2048 ? 0.15 : 0.10));
+    if (x.seq >= 16384) {
+      CHECK(fwd_bwd_tflops(x.seq, x.causal) == Approx(x.tflops).epsilon(0.10));
+    } else {
+      CHECK(fwd_bwd_tflops(x.seq, x.causal) < 0.90 * x.tflops);
+      CHECK(fwd_bwd_tflops(x.seq, x.causal) > 0.75 * x.tflops);
+    }
   }
   // Without the fractions, the short causal sequence would be costed at the long full one's rate.
   CHECK(fwd_bwd_tflops(512, true) < 0.6 * fwd_bwd_tflops(16384, false));
@@ -176,28 +183,30 @@ TEST_CASE("GPU tables: a profile takes another's by name, its own keys over them
   const plan::ComputeModel &a = *h100.device.compute, &b = *h200.device.compute;
   CHECK(b.precisions == a.precisions);
   for (plan::Precision p : a.precisions) CHECK(b.gemm.at(p).tflops == a.gemm.at(p).tflops);
-  CHECK(b.memory_efficiency == a.memory_efficiency);
+  // The H100 takes the H200's measured tables but its own memory figure (HBM3, not HBM3e).
+  CHECK(b.memory_efficiency == 0.571);
+  CHECK(a.memory_efficiency == 0.896);
   CHECK(b.flash_forward_efficiency == a.flash_forward_efficiency);
   CHECK(*b.flash2_backward_efficiency == *a.flash2_backward_efficiency);
 
   const std::string base = "name: x\ndevice: {name: g, memory_gb: 80, peak_tflops: {fp32: 67, bf16: 989, fp16: 989, fp8: 1979}, compute: {";
   const std::string tail = "}}\nnode: {devices: 1, link: {bandwidth_gb_per_s: 1, latency_us: 1}}\n";
-  const auto own = test::profile_from(base + "same_as: h100-nvlink-ib, memory_efficiency: 0.5" + tail);
+  const auto own = test::profile_from(base + "same_as: h200-nvlink-ib, memory_efficiency: 0.5" + tail);
   CHECK(own.device.compute->memory_efficiency == 0.5);
   CHECK(own.device.compute->gemm.at(plan::Precision::fp8).tflops == a.gemm.at(plan::Precision::fp8).tflops);
   CHECK_THAT(test::profile_error(base + "same_as: h900-nvlink-ib" + tail), Catch::Contains("names no built-in profile"));
   CHECK_THAT(test::profile_error(base + "same_as: cpu-host" + tail), Catch::Contains("has no device.compute"));
   // The tables must fit this device's peaks: an A100's bf16 peak is below the H100's rates.
   CHECK_THAT(test::profile_error("name: x\ndevice: {name: g, memory_gb: 80, peak_tflops: {fp32: 19.5, bf16: 312, fp16: 312, fp8: 1979}, "
-                                 "compute: {same_as: h100-nvlink-ib" + tail),
+                                 "compute: {same_as: h200-nvlink-ib" + tail),
              Catch::Contains("its bf16 table passes this device's dense peak"));
   // A profile whose tables are themselves taken or scaled is not a source.
-  CHECK_THAT(test::profile_error(base + "same_as: h200-nvlink-ib" + tail), Catch::Contains("takes or scales another's tables"));
+  CHECK_THAT(test::profile_error(base + "same_as: h100-nvlink-ib" + tail), Catch::Contains("takes or scales another's tables"));
   CHECK_THAT(test::profile_error(base + "same_as: h100-hbm2e-500w-nvlink-roce" + tail), Catch::Contains("takes or scales another's tables"));
 }
 
 // calibrate --tables writes measured tables in the shipped profiles' own keys (plan/compute_tables.hpp):
-// written back, the H100's published tables must read as they were, into another profile's text too.
+// written back, the shipped tables must read as they were, into another profile's text too.
 TEST_CASE("GPU tables: a compute model written as YAML reads back figure for figure", "[plan][gpu-tables]") {
   const auto h100 = test::builtin_profile("h100-nvlink-ib");
   const plan::ComputeModel& shipped = *h100.device.compute;
@@ -246,8 +255,8 @@ TEST_CASE("GPU tables: measured against shipped, figure by figure", "[plan][gpu-
   CHECK(line_of("gemm bf16").find("over 125 shapes: geometric mean 0.900, 0.800 at 256x256x256 to 1.000 at 4096x4096x4096") !=
         std::string::npos);
   CHECK(line_of("gemm fp8").find("geometric mean 1.000") != std::string::npos);
-  CHECK(line_of("flash_forward_efficiency") == "flash_forward_efficiency: measured 0.500, shipped 0.668 (-25.1%)");
-  CHECK(line_of("flash_by_sequence.causal").find("512: 0.451 / 0.451") != std::string::npos);
+  CHECK(line_of("flash_forward_efficiency") == "flash_forward_efficiency: measured 0.500, shipped 0.687 (-27.2%)");
+  CHECK(line_of("flash_by_sequence.causal").find("512: 0.359 / 0.359") != std::string::npos);
 }
 
 TEST_CASE("GPU tables: a measured profile drops the shipped one's published errors", "[plan][gpu-tables]") {
