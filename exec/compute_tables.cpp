@@ -121,36 +121,58 @@ plan::GemmGrid measure_grid(const TablesOptions& o, const plan::Device& device, 
   return g;
 }
 
-// A kernel that reads and writes its tensor once: its GB/s over both.
-double bandwidth_gb_per_s(const TablesOptions& o, const torch::Tensor& x, const std::function<void()>& kernel) {
-  bool graphed = false;
-  const double us = time_call(o, kernel, &graphed);
-  return 2.0 * static_cast<double>(x.numel() * x.element_size()) / (us * 1e3);
-}
-
-// Memory-bound kernels as a block runs them (a copy, an activation, a softmax over rows, a layer
-// norm), each reading its input once and writing its output once. The profile's one figure is
-// their median over the datasheet's bandwidth.
+// Memory-bound kernels as a block runs them: a copy, the residual add, GELU, SwiGLU's SiLU and
+// product, a softmax over rows, a layer norm and an RMS norm (LibTorch 2.x), each as GB/s of the
+// bytes it reads and writes once. The profile's one figure is their median over the datasheet's
+// bandwidth. Timed eagerly between events, not as a graph: at 512 MiB a call the launches do not
+// set the pace, and a CUDA graph turns the copy into a memcpy node that ran at 0.66x of the eager
+// copy's rate on an H200 (bench/memory_kernels.py, bench/results/gpu-h200-2026-12-04), the other
+// kernels alike either way.
 double measure_memory(const TablesOptions& o, const plan::Device& device, MeasuredTables* out) {
   const auto dtype = on_gpu(o) ? torch::kBFloat16 : torch::kFloat;
   const int64_t row = 4096, rows = std::max<int64_t>(1, o.memory_elements / row);
   const auto opts = torch::TensorOptions().device(o.device).dtype(dtype);
-  auto x = torch::randn({rows, row}, opts), y = torch::empty_like(x);
+  auto x = torch::randn({rows, row}, opts), y = torch::empty_like(x), gate = torch::randn_like(x);
   auto weight = torch::ones({row}, opts), bias = torch::zeros({row}, opts);
-  const std::vector<std::pair<std::string, std::function<void()>>> kernels = {
-      {"copy", [&] { y.copy_(x); }},
-      {"gelu", [&] { at::gelu_out(y, x); }},
-      {"softmax", [&] { at::_softmax_out(y, x, -1, false); }},
-      {"layer_norm", [&] { (void)at::layer_norm(x, {row}, weight, bias); }}};
+  const double bytes = static_cast<double>(x.numel() * x.element_size());
+  struct Kernel {
+    std::string name;
+    double moved;  // bytes read and written, in units of x's
+    std::function<void()> run;
+  };
+  std::vector<Kernel> kernels = {
+      {"copy", 2, [&] { y.copy_(x); }},
+      {"add", 3, [&] { at::add_out(y, x, gate); }},
+      {"gelu", 2, [&] { at::gelu_out(y, x); }},
+      {"silu_mul", 3, [&] { at::mul_out(y, at::silu(gate), x); }},
+      {"softmax", 2, [&] { at::_softmax_out(y, x, -1, false); }},
+      {"layer_norm", 2, [&] { (void)at::layer_norm(x, {row}, weight, bias); }}};
+#if TORCH_VERSION_MAJOR >= 2
+  kernels.push_back({"rms_norm", 2, [&] { (void)at::rms_norm(x, {row}, weight); }});
+#endif
   std::vector<double> rates;
-  std::string note = "memory-bound kernels over " + fixed(static_cast<double>(x.numel() * x.element_size()) / (1 << 20), 0) + " MiB:";
-  for (const auto& [name, kernel] : kernels) {
-    rates.push_back(bandwidth_gb_per_s(o, x, kernel));
-    note += " " + name + " " + fixed(rates.back(), 0) + " GB/s";
+  std::string note = "memory-bound kernels over " + fixed(bytes / (1 << 20), 0) + " MiB, eager:";
+  for (const auto& k : kernels) {
+    k.run();
+    const int calls = 20;
+    double us = 0;
+    if (on_gpu(o)) {
+      us = gpu::event_time_us([&] {
+             for (int i = 0; i < calls; ++i) k.run();
+           }) /
+           calls;
+    } else {
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < calls; ++i) k.run();
+      us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / calls;
+    }
+    rates.push_back(k.moved * bytes / (us * 1e3));
+    note += " " + k.name + " " + fixed(rates.back(), 0) + " GB/s";
   }
   std::vector<double> sorted = rates;
   std::sort(sorted.begin(), sorted.end());
-  const double median = (sorted[1] + sorted[2]) / 2;
+  const size_t n = sorted.size();
+  const double median = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
   note += "; their median over the profile's " + fixed(device.memory_bandwidth_gb_per_s, 0) + " GB/s";
   out->notes.push_back(note);
   if (o.progress) o.progress(note);
