@@ -2,13 +2,14 @@
 """The cell-by-cell median of several `parallax calibrate --tables` profiles of one GPU, as the
 `compute:` keys a shipped profile carries, and each figure's spread over the runs.
 
-    python3 bench/tables_median.py TABLES.yaml TABLES.yaml TABLES.yaml [--spread-only]
+    python3 bench/tables_median.py TABLES.yaml TABLES.yaml TABLES.yaml [--memory-from TABLES.yaml]... [--spread-only]
 
 Prints the `compute:` block (two-space indent, as under `device:`) with the medians: every GEMM grid
 cell, memory_efficiency, the flash figures and their by-sequence fractions; then, as comments, the
 spread of each kind of figure over the runs ((largest - smallest) / median: mean and worst). The
 profiles' sustained_tflops (the base's, not measured) and notes are left out: the caller writes
-those. Needs PyYAML (Debian's python3-yaml).
+those. --memory-from (repeatable) takes memory_efficiency from those files alone (runs whose
+memory figure was measured another way are left out of it). Needs PyYAML (Debian's python3-yaml).
 """
 import statistics
 import sys
@@ -26,10 +27,17 @@ def spread(values):
 
 
 def main():
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    args, memory_from, rest = [], [], sys.argv[1:]
+    while rest:
+        a = rest.pop(0)
+        if a == "--memory-from":
+            memory_from.append(rest.pop(0))
+        elif not a.startswith("--"):
+            args.append(a)
     if len(args) < 2:
-        sys.exit("usage: tables_median.py TABLES.yaml TABLES.yaml [...]")
+        sys.exit("usage: tables_median.py TABLES.yaml TABLES.yaml [...] [--memory-from TABLES.yaml]...")
     computes = [yaml.safe_load(open(p))["device"]["compute"] for p in args]
+    memory = [yaml.safe_load(open(p))["device"]["compute"] for p in memory_from] or computes
     first = computes[0]
     spreads = {}
     out = ["  compute:", "    precisions: [%s]" % ", ".join(first["precisions"]), "    gemm:"]
@@ -47,7 +55,7 @@ def main():
     for key in ("memory_efficiency", "flash_forward_efficiency", "flash_backward_efficiency",
                 "flash2_forward_efficiency", "flash2_backward_efficiency"):
         if key in first:
-            values = [c[key] for c in computes]
+            values = [c[key] for c in (memory if key == "memory_efficiency" else computes)]
             spreads[key] = [spread(values)]
             out.append("    %s: %.3g" % (key, median_of(values)))
     for key in ("flash_by_sequence", "flash2_by_sequence"):
@@ -61,7 +69,8 @@ def main():
             out.append("      %s: [%s]" % (mask, ", ".join("[%d, %.3g]" % (pt[0], f) for pt, f in zip(points[0], fractions))))
     if "--spread-only" not in sys.argv:
         print("\n".join(out))
-    print("    # spread over %d runs ((largest - smallest) / median), mean and worst of each kind:" % len(computes))
+    print("    # spread over %d runs (memory_efficiency: %d) ((largest - smallest) / median), mean and worst of each kind:"
+          % (len(computes), len(memory)))
     for key, s in spreads.items():
         print("    #   %s: %.1f%%, %.1f%%" % (key, 100 * sum(s) / len(s), 100 * max(s)))
 
