@@ -136,6 +136,9 @@ int calibrate_tables(const CalibrateArgs& args, const plan::HardwareProfile& bas
   if (base.device.kind != plan::DeviceKind::cuda)
     throw plan::InputError(plan::Location{"--base"}, "--tables measures a GPU: give a GPU --base (e.g. h100-nvlink-ib); profile '" +
                                                          base.name + "' is not one (device.kind: cuda)");
+  if (!base.device.peak_tflops.count(plan::Precision::bf16))
+    throw plan::InputError(plan::Location{"--base"}, "profile '" + base.name + "' gives no device.peak_tflops.bf16: the GEMM and "
+                                                         "attention tables are read against the device's dense peaks");
   if (!args.scenarios.empty() || !args.precisions.empty() || args.launch || !args.probe_with.empty())
     throw plan::InputError(plan::Location{"--tables"}, "--tables measures the device's compute tables alone: it takes no SCENARIO, "
                                                         "--precision, --launch or --probe-with (calibrate without --tables measures layers)");
@@ -154,16 +157,23 @@ int calibrate_tables(const CalibrateArgs& args, const plan::HardwareProfile& bas
     options.sizes = {256, 1024, 4096};
     options.sequences = {1024, 4096, 16384};
   }
+  // The precisions the base profile has a dense peak for (an A100's has no fp8): a table is read
+  // against its peak.
+  options.precisions.clear();
+  for (plan::Precision p : {plan::Precision::bf16, plan::Precision::fp16, plan::Precision::fp8})
+    if (base.device.peak_tflops.count(p)) options.precisions.push_back(p);
   options.progress = [](const std::string& line) { std::cerr << "calibrate: " << line << "\n" << std::flush; };
   exec::gpu::select(0);
   exec::MeasuredTables measured = exec::measure_compute_tables(options, base.device);
   // The ceiling a busy GPU holds at its power limit is not what short timings show: the base's stays.
   if (base.device.compute) measured.compute.sustained_tflops = base.device.compute->sustained_tflops;
+  const bool ceiling = !measured.compute.sustained_tflops.empty();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::vector<std::string> notes = {"Measured on " + gpu_name + " by `parallax calibrate --tables" + (args.quick ? " --quick" : "") +
                                         "` (" + date_now() + ", host " + host_name() + ", LibTorch " + TORCH_VERSION + ", " +
                                         fmt("%.0f", seconds) + " s): each GEMM the device's time of back-to-back calls",
-                                    "sustained_tflops: the base profile's, not measured here"};
+                                    ceiling ? "sustained_tflops: the base profile's, not measured here"
+                                            : "no sustained_tflops: the base profile gives none, and short timings do not measure one"};
   notes.insert(notes.end(), measured.notes.begin(), measured.notes.end());
   const std::vector<std::string> header = {
       "The compute tables (device.compute) of " + gpu_name + ", measured by `parallax calibrate --tables --base " + args.base +

@@ -362,6 +362,24 @@ TEST_CASE("cli: tune --validate with nothing it can run says why, exit 2", "[cli
   CHECK_THAT(r.out, Catch::Contains("is synthetic") && Catch::Contains("cannot be run"));
 }
 
+TEST_CASE("cli: calibrate --tables measures a GPU and refuses what it cannot, with exit 2", "[cli]") {
+  const auto cpu = run("calibrate --tables -o /tmp/never-written.yaml", "", true);
+  CHECK(cpu.code == 2);
+  CHECK_THAT(cpu.out, Catch::Contains("--tables measures a GPU") && Catch::Contains("'cpu-host'"));
+  const auto t4 = run("calibrate --tables --base t4-pcie -o /tmp/never-written.yaml", "", true);  // no bf16 peak
+  CHECK(t4.code == 2);
+  CHECK_THAT(t4.out, Catch::Contains("no device.peak_tflops.bf16"));
+  const auto with_scenario = run("calibrate --tables --base h100-nvlink-ib " + scenario("mlp-fashion-mnist-ddp2.yaml") +
+                                     " -o /tmp/never-written.yaml", "", true);
+  CHECK(with_scenario.code == 2);
+  CHECK_THAT(with_scenario.out, Catch::Contains("takes no SCENARIO"));
+  // These machines have no GPU: a CUDA build says so, a CPU build that it has no CUDA.
+  const auto no_gpu = run("calibrate --tables --base a100-nvlink-ib -o /tmp/never-written.yaml", "", true);
+  CHECK(no_gpu.code == 2);
+  CHECK_THAT(no_gpu.out, Catch::Contains("--tables needs a GPU"));
+  CHECK_FALSE(std::filesystem::exists("/tmp/never-written.yaml"));
+}
+
 TEST_CASE("cli: calibrate --from-trace fits a profile to a measured run, and simulate predicts with it",
           "[cli][exec]") {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("parallax-what-if-" + std::to_string(::getpid()));
