@@ -4,10 +4,10 @@
 #
 # Written for a machine with one NVIDIA H100 or H200, CUDA 13 and pip torch 2.x, no internet and
 # no apt: the build dependencies it lacks come from the folder scripts/gpu_deps.sh fills (here,
-# from Debian's packages; --deps DIR, default the repository's .gpu-deps). The whole check took 4.8 minutes
-# on an H200 on 2026-11-27 with a binary built elsewhere (--parallax), about 6 with the build there
-# (docs/gpu.md); gemm-clock and run-llama, added since, add about 70 s (three shapes, each 2 s idle
-# and 15 s busy, and 15 s of zeros for the first) and an estimated 30 s (not yet run on a GPU).
+# from Debian's packages; --deps DIR, default the repository's .gpu-deps). The whole check took 456 s
+# on an H200 on 2026-12-04 with a binary built elsewhere (--parallax; tables 14 s, gemm-clock 70 s,
+# run-llama 16 s, calibrate 62 s, calibrate-launch 29 s, the two validates 77 and 55 s); the build
+# there adds about 80 s (docs/gpu.md).
 #
 #   bash bench/gpu_check.sh [--out DIR] [--deps DIR] [--parallax BIN] [--fallback BIN] [--jobs N] [--budget S] [--dry-run]
 #
