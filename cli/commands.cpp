@@ -129,7 +129,7 @@ Runner define_calibrate(CLI::App& app) {
                     "with them as its device.compute, set beside the base's own figure by figure on stderr. Takes no "
                     "SCENARIO; --quick times a smaller grid");
   cal_cmd->add_flag("--launch", cal_args->launch,
-                    "GPU only, new and not yet run on a GPU: also time each layer and optimizer step with the GPU kept busy "
+                    "GPU only: also time each layer and optimizer step with the GPU kept busy "
                     "ahead (the kernels alone) and the host's time to launch them, so that simulate runs launch-bound "
                     "steps at the larger of the two (docs/simulator.md, Launch-bound steps); about twice as long");
   cal_cmd
