@@ -129,6 +129,16 @@ int calibrate_gpu(const CalibrateArgs& args, const std::vector<std::string>& fil
   return 0;
 }
 
+// " --sizes 1024,2048" as the command line gave them (sorted), or "" for the default grid.
+std::string sizes_flag(const std::vector<int64_t>& sizes) {
+  std::string flag;
+  for (int64_t s : sizes) {
+    flag += flag.empty() ? " --sizes " : ",";
+    flag += std::to_string(s);
+  }
+  return flag;
+}
+
 // calibrate --tables: the base profile with its device.compute measured on GPU 0, the base's own
 // figures set beside the measured ones on stderr. The base's published_check goes: it describes
 // the base's predictions, not these.
@@ -142,6 +152,12 @@ int calibrate_tables(const CalibrateArgs& args, const plan::HardwareProfile& bas
   if (!args.scenarios.empty() || !args.precisions.empty() || args.launch || !args.probe_with.empty())
     throw plan::InputError(plan::Location{"--tables"}, "--tables measures the device's compute tables alone: it takes no SCENARIO, "
                                                         "--precision, --launch or --probe-with (calibrate without --tables measures layers)");
+  std::vector<int64_t> sizes = args.sizes;
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  if (!args.sizes.empty() && (sizes.size() < 2 || sizes.front() < 16 || sizes.back() > 32768))
+    throw plan::InputError(plan::Location{"--sizes"}, "the GEMM grid needs two sizes or more, each from 16 to 32768 (m, n and k "
+                                                       "alike, e.g. --sizes 1024,2048,4096,8192,16384)");
   if (!exec::gpu::built_with_cuda() || exec::gpu::visible_devices() == 0)
     throw plan::InputError(plan::Location{"--tables"}, exec::gpu::built_with_cuda()
                                                            ? "--tables needs a GPU, and this machine shows none"
@@ -150,6 +166,13 @@ int calibrate_tables(const CalibrateArgs& args, const plan::HardwareProfile& bas
   require_output_folder(output);
   const std::string gpu_name = exec::gpu::device_name(0);
   std::cerr << "calibrate: measuring the compute tables of GPU 0 (" << gpu_name << ")" << (args.quick ? " (quick)" : "") << "\n";
+  // Another GPU's profile as the base is allowed (its peaks and bandwidth are what the fractions
+  // are read against), but rarely meant: a faster card's shapes are held at the base's peak.
+  const std::string here = plan::gpu_chip(gpu_name), profiled = plan::gpu_chip(base.device.name);
+  if (!here.empty() && !profiled.empty() && here != profiled)
+    std::cerr << "calibrate: warning: GPU 0 is an " << here << ", the base profile '" << base.name << "' describes an " << profiled
+              << " (" << base.device.name << "): the tables are read against the " << profiled
+              << "'s peaks and bandwidth, and shapes faster than its peak are held there\n";
   const auto t0 = std::chrono::steady_clock::now();
   exec::TablesOptions options;
   options.device = torch::Device(torch::kCUDA, 0);
@@ -157,6 +180,7 @@ int calibrate_tables(const CalibrateArgs& args, const plan::HardwareProfile& bas
     options.sizes = {256, 1024, 4096};
     options.sequences = {1024, 4096, 16384};
   }
+  if (!sizes.empty()) options.sizes = sizes;
   // The precisions the base profile has a dense peak for (an A100's has no fp8): a table is read
   // against its peak.
   options.precisions.clear();
@@ -169,7 +193,7 @@ int calibrate_tables(const CalibrateArgs& args, const plan::HardwareProfile& bas
   if (base.device.compute) measured.compute.sustained_tflops = base.device.compute->sustained_tflops;
   const bool ceiling = !measured.compute.sustained_tflops.empty();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::vector<std::string> notes = {"Measured on " + gpu_name + " by `parallax calibrate --tables" + (args.quick ? " --quick" : "") +
+  std::vector<std::string> notes = {"Measured on " + gpu_name + " by `parallax calibrate --tables" + (args.quick ? " --quick" : "") + sizes_flag(sizes) +
                                         "` (" + date_now() + ", host " + host_name() + ", LibTorch " + TORCH_VERSION + ", " +
                                         fmt("%.0f", seconds) + " s): each GEMM the device's time of back-to-back calls",
                                     ceiling ? "sustained_tflops: the base profile's, not measured here"
@@ -226,6 +250,14 @@ std::vector<std::string> CalibrateArgs::command_line() const {
   if (quick) line.push_back("--quick");
   if (launch) line.push_back("--launch");
   if (tables) line.push_back("--tables");
+  if (!sizes.empty()) {
+    std::string list;
+    for (int64_t s : sizes) {
+      if (!list.empty()) list += ',';
+      list += std::to_string(s);
+    }
+    line.insert(line.end(), {"--sizes", list});
+  }
   for (const auto& p : precisions) line.insert(line.end(), {"--precision", p});
   for (const auto& s : probe_with) line.insert(line.end(), {"--probe-with", s});
   for (const auto& t : from_traces) line.insert(line.end(), {"--from-trace", t});
@@ -237,6 +269,8 @@ int calibrate_command(const CalibrateArgs& args) {
   if (!args.from_traces.empty()) return calibrate_from_traces(args);
   if (!args.sets.empty())
     throw plan::InputError(plan::Location{"--set"}, "calibrate takes --set only with --from-trace (the measured configuration)");
+  if (!args.sizes.empty() && !args.tables)
+    throw plan::InputError(plan::Location{"--sizes"}, "sets the GEMM grid of --tables; without --tables calibrate measures layers");
   const bool named = !args.scenarios.empty();
   const auto files = named ? args.scenarios : default_calibration_scenarios();
   const std::string output = args.output.empty() ? default_calibration_path() : args.output;

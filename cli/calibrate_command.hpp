@@ -15,6 +15,8 @@ struct CalibrateArgs {
   bool launch = false;
   /// On a GPU: measure the compute tables (exec/compute_tables.hpp) instead of layers.
   bool tables = false;
+  /// With --tables: the GEMM grid's axes (m, n and k alike); empty: exec::TablesOptions's.
+  std::vector<int64_t> sizes;
   /// Precisions to measure every layer at besides each scenario's own ("fp32", "bf16"), so that
   /// plans swept or tuned to another precision are costed from measurements too.
   std::vector<std::string> precisions;

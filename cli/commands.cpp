@@ -127,7 +127,15 @@ Runner define_calibrate(CLI::App& app) {
                     "GPU only: measure the device's compute tables instead of layers (GEMMs over m, n, k of 256-4096 in bf16, "
                     "fp16 and fp8; memory-bound kernels; flash attention by sequence length) and write the --base profile "
                     "with them as its device.compute, set beside the base's own figure by figure on stderr. Takes no "
-                    "SCENARIO; --quick times a smaller grid");
+                    "SCENARIO; --quick times a smaller grid, --sizes another");
+  cal_cmd
+      ->add_option("--sizes", cal_args->sizes,
+                   "With --tables: the GEMM grid's sizes, m, n and k alike (default 256,512,1024,2048,4096; 16-32768). "
+                   "Training GEMMs reach m = 16k tokens and beyond; a grid to 16384 takes minutes, and the simulator "
+                   "holds a table's figures flat beyond its largest size")
+      ->allow_extra_args(false)
+      ->delimiter(',')
+      ->type_name("N,N,...");
   cal_cmd->add_flag("--launch", cal_args->launch,
                     "GPU only: also time each layer and optimizer step with the GPU kept busy "
                     "ahead (the kernels alone) and the host's time to launch them, so that simulate runs launch-bound "
@@ -161,7 +169,8 @@ Runner define_calibrate(CLI::App& app) {
       "--precision bf16 my-model.yaml -o here.yaml   # fp32 and bf16 layers\n"
       "  parallax run job.yaml -o run.json && parallax calibrate --from-trace run.json job.yaml -o fitted.yaml &&\n"
       "    parallax tune job.yaml --set hardware=fitted.yaml   # what if, from a measured run\n"
-      "  parallax calibrate --tables --base h100-nvlink-ib -o h100-here.yaml   # on a GPU: its GEMM, memory and attention tables");
+      "  parallax calibrate --tables --base h100-nvlink-ib -o h100-here.yaml   # on a GPU: its GEMM, memory and attention tables\n"
+      "  parallax calibrate --tables --base h100-nvlink-ib --sizes 1024,2048,4096,8192,16384 -o h100-large.yaml");
   return [=] { return calibrate_command(*cal_args); };
 }
 

@@ -5,11 +5,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <iomanip>
-#include <sstream>
 #include <stdexcept>
 
 #include "exec/gpu.hpp"
+#include "plan/compute_tables.hpp"
 
 namespace parallax::exec {
 
@@ -17,35 +16,33 @@ namespace {
 
 using plan::Precision;
 
-std::string fixed(double v, int digits) {
-  std::ostringstream s;
-  s << std::fixed << std::setprecision(digits) << v;
-  return s.str();
-}
+using plan::fixed;
 
 bool on_gpu(const TablesOptions& o) { return o.device.is_cuda(); }
+
+// Microseconds a call over `calls` back-to-back calls of `work`: between CUDA events on a GPU (the
+// device's time, the launches queued ahead of it), by the steady clock on the CPU.
+double loop_us(const TablesOptions& o, const std::function<void()>& work, int calls) {
+  auto loop = [&] {
+    for (int i = 0; i < calls; ++i) work();
+  };
+  if (on_gpu(o)) return gpu::event_time_us(loop) / calls;
+  const auto t0 = std::chrono::steady_clock::now();
+  loop();
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / calls;
+}
 
 // Microseconds of one call of `work`: on a GPU its device time (a CUDA graph of back-to-back
 // calls, exec/gpu.hpp), enough calls to fill `seconds_per_figure`; on the CPU a steady clock over
 // as many calls, the fastest of three such passes (a shared CPU's other work lands in some).
 double time_call(const TablesOptions& o, const std::function<void()>& work, bool* graphed) {
+  work();  // the first call's setup (cuBLAS's handle, a kernel's first load) outside the timings
   if (!on_gpu(o)) {
-    work();
-    auto pass = [&](int calls) {
-      const auto t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < calls; ++i) work();
-      return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-    };
     int calls = 1;
-    while (pass(calls) < o.seconds_per_figure * 1e6 && calls < 1 << 16) calls *= 2;
-    const double best = std::min({pass(calls), pass(calls), pass(calls)});
-    return best / calls;
+    while (loop_us(o, work, calls) * calls < o.seconds_per_figure * 1e6 && calls < 1 << 16) calls *= 2;
+    return std::min({loop_us(o, work, calls), loop_us(o, work, calls), loop_us(o, work, calls)});
   }
-  work();  // the first call's setup (cuBLAS's handle, a kernel's first load) outside the estimate
-  const double estimate = gpu::event_time_us([&] {
-                            for (int i = 0; i < 3; ++i) work();
-                          }) /
-                          3;
+  const double estimate = loop_us(o, work, 3);
   // The launches make the estimate long for short kernels: the graph then runs more of them.
   const int wanted = static_cast<int>(std::clamp(o.seconds_per_figure * 1e6 / std::max(estimate, 1.0), 3.0, 4000.0));
   const int calls = std::min(wanted, 200), replays = std::max(1, wanted / calls);
@@ -99,7 +96,14 @@ plan::GemmGrid measure_grid(const TablesOptions& o, const plan::Device& device, 
   g.n = g.m;
   g.k = g.m;
   int graphed = 0, held = 0;
-  for (int64_t m : o.sizes)
+  const auto started = std::chrono::steady_clock::now();
+  for (size_t row = 0; row < o.sizes.size(); ++row) {
+    const int64_t m = o.sizes[row];
+    // A grid up to 16k or beyond runs for minutes: a line each m once it has taken 10 s.
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    if (o.progress && elapsed > 10)
+      o.progress(std::string("gemm ") + plan::name(p) + ": m " + std::to_string(m) + " (" + std::to_string(row + 1) + " of " +
+                 std::to_string(o.sizes.size()) + "), " + fixed(elapsed, 0) + " s so far");
     for (int64_t n : o.sizes)
       for (int64_t k : o.sizes) {
         bool graph = false;
@@ -112,6 +116,7 @@ plan::GemmGrid measure_grid(const TablesOptions& o, const plan::Device& device, 
         }
         g.tflops.push_back(tflops);
       }
+  }
   const size_t shapes = g.tflops.size();
   std::string note = std::string("gemm ") + plan::name(p) + ": " + std::to_string(shapes) + " shapes, " +
                      (on_gpu(o) ? std::to_string(graphed) + " of them timed as CUDA graphs" : std::string("steady clock")) +
@@ -155,18 +160,7 @@ double measure_memory(const TablesOptions& o, const plan::Device& device, Measur
   std::string note = "memory-bound kernels over " + fixed(bytes / (1 << 20), 0) + " MiB, eager:";
   for (const auto& k : kernels) {
     k.run();
-    const int calls = 20;
-    double us = 0;
-    if (on_gpu(o)) {
-      us = gpu::event_time_us([&] {
-             for (int i = 0; i < calls; ++i) k.run();
-           }) /
-           calls;
-    } else {
-      const auto t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < calls; ++i) k.run();
-      us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / calls;
-    }
+    const double us = loop_us(o, k.run, 20);
     rates.push_back(k.moved * bytes / (us * 1e3));
     note += " " + k.name + " " + fixed(rates.back(), 0) + " GB/s";
   }
@@ -208,15 +202,7 @@ AttentionTimes time_attention(const TablesOptions& o, int64_t seq, bool causal) 
   auto both = [&] { (void)torch::autograd::grad({forward()}, {q, k, v}, {grad}); };
   auto timed = [&](const std::function<void()>& f) {
     f();
-    const int calls = 5;
-    if (on_gpu(o))
-      return gpu::event_time_us([&] {
-               for (int i = 0; i < calls; ++i) f();
-             }) /
-             calls;
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < calls; ++i) f();
-    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / calls;
+    return loop_us(o, f, 5);
   };
   AttentionTimes t;
   t.forward_us = timed([&] { (void)forward(); });
@@ -329,10 +315,7 @@ void warm_up(const TablesOptions& o) {
   if (!on_gpu(o)) return;
   const auto work = gemm_call(o, Precision::bf16, 4096, 4096, 4096);
   const auto t0 = std::chrono::steady_clock::now();
-  while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(1))
-    (void)gpu::event_time_us([&] {
-      for (int i = 0; i < 20; ++i) work();
-    });
+  while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(1)) (void)loop_us(o, work, 20);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "plan/compute_tables.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <iomanip>
 #include <sstream>
@@ -68,12 +69,6 @@ void write_by_sequence(std::ostringstream& s, const char* key, const ComputeMode
   if (!b.causal.empty()) s << "      causal: " << curve(b.causal) << "\n";
 }
 
-std::string fixed(double v, int digits) {
-  std::ostringstream s;
-  s << std::fixed << std::setprecision(digits) << v;
-  return s.str();
-}
-
 std::string percent(double ratio) {
   std::ostringstream s;
   s << std::showpos << std::fixed << std::setprecision(1) << (ratio - 1) * 100 << "%";
@@ -87,6 +82,36 @@ std::string shape(const GemmGrid& g, size_t index) {
 }
 
 }  // namespace
+
+std::string fixed(double v, int digits) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(digits) << v;
+  return s.str();
+}
+
+std::string gpu_chip(const std::string& device_name) {
+  std::string word;
+  auto is_chip = [](const std::string& w) {
+    size_t letters = 0;
+    while (letters < w.size() && std::isupper(static_cast<unsigned char>(w[letters]))) ++letters;
+    size_t digits = letters;
+    while (digits < w.size() && std::isdigit(static_cast<unsigned char>(w[digits]))) ++digits;
+    // Letters, digits, then at most a suffix of capitals (L40S): "80GB" starts with a digit, "SXM5" has four letters.
+    size_t rest = digits;
+    while (rest < w.size() && std::isupper(static_cast<unsigned char>(w[rest]))) ++rest;
+    return letters >= 1 && letters <= 3 && digits > letters && rest == w.size();
+  };
+  for (size_t i = 0; i <= device_name.size(); ++i) {
+    const char c = i < device_name.size() ? device_name[i] : ' ';
+    if (c == ' ' || c == '-') {
+      if (is_chip(word)) return word;
+      word.clear();
+    } else {
+      word += c;
+    }
+  }
+  return "";
+}
 
 std::string compute_yaml(const ComputeModel& c, const std::vector<std::string>& notes) {
   std::ostringstream s;

@@ -10,6 +10,14 @@
 
 namespace parallax::plan {
 
+/// `v` to `digits` decimals, as the tables' notes and comparisons print their figures.
+std::string fixed(double v, int digits);
+
+/// The GPU chip a device's name names ("H100" in "NVIDIA H100 80GB SXM5" and "NVIDIA H100 80GB
+/// HBM3", "A100" in "NVIDIA A100-SXM4-80GB", "GH200", "T4"): its first word of one to three
+/// capitals then digits, between spaces or dashes; "" when it has none.
+std::string gpu_chip(const std::string& device_name);
+
 /// `compute:` with its keys, indented to sit under `device:` (two spaces), each GEMM grid one
 /// line of k figures per (m, n) as the shipped profiles write them. `notes` become comment lines
 /// above the keys. Writes what `c` holds: grids, memory_efficiency, the flash figures, their

@@ -377,6 +377,18 @@ TEST_CASE("cli: calibrate --tables measures a GPU and refuses what it cannot, wi
   const auto no_gpu = run("calibrate --tables --base a100-nvlink-ib -o /tmp/never-written.yaml", "", true);
   CHECK(no_gpu.code == 2);
   CHECK_THAT(no_gpu.out, Catch::Contains("--tables needs a GPU"));
+  // --sizes: the grid's axes, checked before any GPU is looked for.
+  for (const char* bad : {"8,4096", "4096", "1024,65536", "abc"}) {
+    const auto r = run(std::string("calibrate --tables --base h100-nvlink-ib --sizes ") + bad + " -o /tmp/never-written.yaml", "", true);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.out, Catch::Contains("--sizes"));
+  }
+  const auto sizes_alone = run("calibrate --sizes 1024,2048 -o /tmp/never-written.yaml", "", true);
+  CHECK(sizes_alone.code == 2);
+  CHECK_THAT(sizes_alone.out, Catch::Contains("--sizes: sets the GEMM grid of --tables"));
+  const auto good_sizes = run("calibrate --tables --base a100-nvlink-ib --sizes 8192,1024,16384 -o /tmp/never-written.yaml", "", true);
+  CHECK(good_sizes.code == 2);  // accepted, then no GPU here
+  CHECK_THAT(good_sizes.out, Catch::Contains("--tables needs a GPU"));
   CHECK_FALSE(std::filesystem::exists("/tmp/never-written.yaml"));
 }
 

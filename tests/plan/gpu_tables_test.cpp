@@ -268,3 +268,28 @@ TEST_CASE("GPU tables: a measured profile drops the shipped one's published erro
   CHECK(back.device.compute);
   CHECK(!test::builtin_profile("h100-nvlink-ib").published_check.empty());  // there was one to drop
 }
+
+TEST_CASE("GPU tables: the chip a device's name names, as profiles and CUDA spell them", "[plan][gpu-tables]") {
+  using parallax::plan::gpu_chip;
+  CHECK(gpu_chip("NVIDIA H100 80GB SXM5") == "H100");   // the h100-nvlink-ib profile's name
+  CHECK(gpu_chip("NVIDIA H100 80GB HBM3") == "H100");   // torch.cuda.get_device_name on a DGX H100
+  CHECK(gpu_chip("NVIDIA H200") == "H200");
+  CHECK(gpu_chip("NVIDIA A100-SXM4-80GB") == "A100");
+  CHECK(gpu_chip("NVIDIA GH200 480GB") == "GH200");
+  CHECK(gpu_chip("NVIDIA L40S") == "L40S");
+  CHECK(gpu_chip("Tesla T4") == "T4");
+  CHECK(gpu_chip("NVIDIA B200") == "B200");
+  CHECK(gpu_chip("AMD EPYC") == "");
+  CHECK(gpu_chip("") == "");
+  // What calibrate --tables warns on: every shipped GPU profile's name names a chip.
+  int gpus = 0;
+  for (const auto& name : plan::builtin_hardware_names()) {
+    const auto doc = plan::YamlDocument::from_text("hardware: " + name, "test");
+    const auto hw = plan::resolve_hardware(plan::Field::root(doc)["hardware"]);
+    if (hw.device.kind != plan::DeviceKind::cuda) continue;
+    INFO(name << ": " << hw.device.name);
+    CHECK_FALSE(gpu_chip(hw.device.name).empty());
+    ++gpus;
+  }
+  CHECK(gpus >= 6);
+}
