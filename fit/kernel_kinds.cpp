@@ -109,23 +109,13 @@ plan::FittedCosts::Kernels fit_kernel_kinds(const plan::Plan& plan, const std::v
                                             std::vector<std::string>* said, const std::vector<timeline::Timeline>* measured_actions_of) {
   const auto& s = plan.scenario;
   // Each stage's model times by kind, forward and backward (a recompute's forward inside B).
-  std::vector<plan::LayerKernelClasses> stage(plan.stages.size());
-  for (const plan::Stage& st : plan.stages)
-    for (int l = st.first_layer; l < st.first_layer + st.layer_count; ++l) {
-      const auto c = plan::kernel_class_times(plan.layers()[l], s.hardware, s.parallel, plan.microbatch_size, l > 0);
-      if (!c) {
-        said->push_back(std::string("kernels: not fitted (") + s.hardware.name + " has no compute model at " +
-                        plan::name(s.parallel.precision) + " to set them against)");
-        return {};
-      }
-      auto& to = stage[st.index];
-      const bool recompute = s.parallel.activation_checkpointing == plan::Recompute::layer ||
-                             s.parallel.activation_checkpointing == plan::Recompute::stage;
-      to.forward.gemm += c->forward.gemm, to.forward.flash += c->forward.flash, to.forward.memory += c->forward.memory;
-      to.backward.gemm += c->backward.gemm + (recompute ? c->forward.gemm : 0.0);
-      to.backward.flash += c->backward.flash + (recompute ? c->forward.flash : 0.0);
-      to.backward.memory += c->backward.memory + (recompute ? c->forward.memory : 0.0);
-    }
+  const auto modelled = plan::stage_kernel_classes(plan);
+  if (!modelled) {
+    said->push_back(std::string("kernels: not fitted (") + s.hardware.name + " has no compute model at " +
+                    plan::name(s.parallel.precision) + " to set them against)");
+    return {};
+  }
+  const std::vector<plan::LayerKernelClasses>& stage = *modelled;
   plan::KernelClassTimes measured, model;
   std::set<std::tuple<int, int32_t, std::string>> actions;  // (rank, step, action) with kernels
   for (size_t i = 0; i < traces.size(); ++i) {

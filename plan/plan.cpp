@@ -270,4 +270,22 @@ Plan resolve_plan(Scenario given, bool check_generated, LoweredSchedules* lowere
   return plan;
 }
 
+
+std::optional<std::vector<LayerKernelClasses>> stage_kernel_classes(const Plan& plan) {
+  const auto& s = plan.scenario;
+  const bool recompute = s.parallel.activation_checkpointing == Recompute::layer || s.parallel.activation_checkpointing == Recompute::stage;
+  std::vector<LayerKernelClasses> out(plan.stages.size());
+  for (const Stage& st : plan.stages)
+    for (int l = st.first_layer; l < st.first_layer + st.layer_count; ++l) {
+      const auto c = kernel_class_times(plan.layers()[l], s.hardware, s.parallel, plan.microbatch_size, l > 0);
+      if (!c) return std::nullopt;
+      auto& to = out[st.index];
+      to.forward.gemm += c->forward.gemm, to.forward.flash += c->forward.flash, to.forward.memory += c->forward.memory;
+      to.backward.gemm += c->backward.gemm + (recompute ? c->forward.gemm : 0.0);
+      to.backward.flash += c->backward.flash + (recompute ? c->forward.flash : 0.0);
+      to.backward.memory += c->backward.memory + (recompute ? c->forward.memory : 0.0);
+    }
+  return out;
+}
+
 }  // namespace parallax::plan

@@ -15,6 +15,7 @@
 #include <tuple>
 #include <vector>
 
+#include "plan/cost.hpp"
 #include "plan/scenario.hpp"
 #include "schedule/schedule.hpp"
 
@@ -104,6 +105,12 @@ struct Plan {
   const std::vector<Layer>& layers() const { return scenario.layers; }
   int chunks() const { return scenario.parallel.chunks; }
 };
+
+/// Each stage's layers' kernels by kind for one micro-batch, on one tensor rank, as the device's
+/// compute model costs them (kernel_class_times): forward, and backward with the forward it
+/// recomputes under activation_checkpointing layer or stage. nullopt when the device has no
+/// compute model at the plan's precision (a CPU, a calibrated profile) or a layer is synthetic.
+std::optional<std::vector<LayerKernelClasses>> stage_kernel_classes(const Plan& plan);
 
 /// A bucket's parameters' full names, in gradient-ready order.
 std::vector<std::string> param_names(const std::vector<Layer>& layers, const Bucket& bucket);

@@ -123,6 +123,35 @@ TEST_CASE("cli: schedule --csv writes a file the scenario can read back", "[cli]
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("cli: simulate says what a step's compute kernels are, by kind, on a GPU with a compute model", "[cli]") {
+  // Megatron-LM's 1.7B GPT of bench/data/megatron-gpt-h100.yaml, one stage, on h100-nvlink-ib.
+  const std::string gpt = std::string(PARALLAX_SOURCE_DIR) + "/bench/data/megatron-gpt-h100.yaml";
+  auto kernels = [&](const std::string& sets) {
+    const auto r = run("simulate " + gpt + " --json" + sets);
+    REQUIRE(r.code == 0);
+    return nlohmann::json::parse(r.out)["kernels"];
+  };
+  const auto four = kernels("");
+  REQUIRE(four.is_object());
+  for (const char* kind : {"gemm_ms", "flash_ms", "memory_ms"}) CHECK(four[kind].get<double>() > 0);
+  // The step's micro-batches, each of the same size: twice as many, twice each kind.
+  const auto eight = kernels(" --set data.batch_size=8 --set parallel.chunks=8");
+  for (const char* kind : {"gemm_ms", "flash_ms", "memory_ms"}) CHECK(eight[kind].get<double>() == Approx(2 * four[kind].get<double>()));
+  // The kernels alone are less than the step, which also reduces gradients and steps the optimizer.
+  const auto step = nlohmann::json::parse(run("simulate " + gpt + " --json").out)["step_time_ms"].get<double>();
+  CHECK(four["gemm_ms"].get<double>() + four["flash_ms"].get<double>() + four["memory_ms"].get<double>() < step);
+  // Two stages, the second holding three times the layers: its pipeline rank is the busier, and told.
+  const auto uneven = kernels(" --set parallel.pipeline=2 --set parallel.data=24 --set parallel.partition_len=[7,19]");
+  CHECK(uneven["pipeline_rank"] == 1);
+  const auto text = run("simulate " + gpt);
+  CHECK_THAT(text.out, Catch::Contains("kernels    a rank's F and B kernels over the step's 4 micro-batches") &&
+                           Catch::Contains("GEMMs") && Catch::Contains("memory-bound"));
+  // No compute model (a CPU profile): no line, null in JSON.
+  const auto cpu = run("simulate " + scenario("mlp-fashion-mnist-ddp2.yaml") + " --json");
+  CHECK(nlohmann::json::parse(cpu.out)["kernels"].is_null());
+  CHECK_THAT(run("simulate " + scenario("mlp-fashion-mnist-ddp2.yaml")).out, !Catch::Contains("kernels  "));
+}
+
 TEST_CASE("cli: simulate --json has the documented fields, and -o writes a Perfetto-loadable trace", "[cli]") {
   const auto dir = std::filesystem::temp_directory_path() / "parallax_cli_sim";
   std::filesystem::create_directories(dir);
