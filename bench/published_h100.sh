@@ -121,6 +121,7 @@ def relative(label, diffs):
           f"mean absolute {100 * mae:.1f}%, worst {100 * max(diffs, key=abs):+.1f}%")
 
 every, every_no_fit = [], []
+splits = {}  # whose runs -> (the step's F and B kernels, the rest of the predicted step, the published step), seconds
 by_profile = {}  # (hardware profile, whose runs) -> errors; of steps, or of a change's ratio (predicted / published - 1)
 for title, table, scenario, row_of in [
         ("Megatron-LM README, H100 weak scaling (bf16 assumed)", "megatron_h100_published.csv", "megatron-gpt-h100.yaml", megatron),
@@ -136,7 +137,11 @@ for title, table, scenario, row_of in [
     for r in rows(table):
         grid, sets, published = row_of(r)
         plan = run("plan", scenario, sets)
-        predicted = run("simulate", scenario, sets)["step_time_ms"] / 1e3
+        simulated = run("simulate", scenario, sets)
+        predicted = simulated["step_time_ms"] / 1e3
+        k = simulated["kernels"]
+        kernels = (k["gemm_ms"] + k["flash_ms"] + k["memory_ms"]) / 1e3
+        splits.setdefault("torchtitan" if titan else "Megatron-LM and NeMo", []).append((kernels, predicted - kernels, published))
         err = predicted / published - 1
         errors.append(err)
         by_profile.setdefault((plan["hardware"], "torchtitan" if titan else "Megatron-LM and NeMo"), []).append(err)
@@ -192,6 +197,31 @@ for r in rows("megatron_h100_published.csv"):
 
 print()
 summary("Megatron-LM and NeMo tables", every, every_no_fit)
+# Where the error lies: each predicted step split into its busiest rank's F and B kernels (simulate's `kernels`:
+# GEMMs, attention, memory-bound kernels as device.compute costs them) and the rest (collectives and the slowdown
+# beside them, bubbles, the optimizer), and the factor on each part that brings the predictions nearest the
+# published steps (least squares of the relative errors). A diagnostic fitted to these very rows, which no
+# prediction uses: it says which part is off, and by about how much.
+def split_fit(parts):
+    A = [(k / y, r / y) for k, r, y in parts]
+    s11, s12, s22 = sum(a * a for a, _ in A), sum(a * b for a, b in A), sum(b * b for _, b in A)
+    t1, t2 = sum(a for a, _ in A), sum(b for _, b in A)
+    det = s11 * s22 - s12 * s12
+    both = ((t1 * s22 - t2 * s12) / det, (s11 * t2 - s12 * t1) / det)
+    alone = sum(a * (1 - b) for a, b in A) / s11  # kernels alone, the rest as predicted
+    def errors(fk, fr):
+        e = [(fk * k + fr * r) / y - 1 for k, r, y in parts]
+        return f"mean absolute error {100 * sum(map(abs, e)) / len(e):.1f}%, worst {100 * max(e, key=abs):+.1f}%"
+    return both, alone, errors
+
+print("\nwhere the error lies (a diagnostic fitted to these rows; no prediction uses it): the step as its F and B kernels "
+      "and the rest, the factor on each that fits the published steps best")
+for runs_of, parts in splits.items():
+    (fk, fr), alone, errors = split_fit(parts)
+    share = sum(k for k, _, _ in parts) / sum(k + r for k, r, _ in parts)
+    print(f"{runs_of}: {len(parts)} rows, kernels {100 * share:.0f}% of the predicted steps; kernels x{fk:.2f} and the rest "
+          f"x{fr:.2f}: {errors(fk, fr)}; kernels alone x{alone:.2f}: {errors(alone, 1)}; as predicted: {errors(1, 1)}")
+
 print()
 for (profile, runs_of), errs in by_profile.items():  # one line each, as the profiles' `published_check:` quote them
     print(published_check.line(profile, runs_of, errs))
