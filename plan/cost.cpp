@@ -236,6 +236,9 @@ struct Kernels {
   double attention_gemm = 0, attention_memory = 0;  // standard attention's forward: its two GEMMs, its softmax and dropout
   double op_recompute = 0;  // what torchtitan's per-op checkpointing re-runs: every second matmul and the memory-bound kernels
   double eager_backward = 0;  // what eager kernels' backward moves beyond twice their forward (encoder_eager_bytes)
+  // Backward of a block's column-parallel linears (Q, K and V; the MLP's up, or gate and up), its
+  // input gradients' GEMMs and its weight gradients': what Megatron's backward collectives run beside
+  double column_input_gradient = 0, column_weight_gradient = 0;
   bool flash = false;                               // attention_forward and _backward are flash attention's
 };
 
@@ -355,6 +358,7 @@ Kernels encoder_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel&
   struct Gemm {
     double tokens, n, k;
     double* also = nullptr;
+    bool column = false;  // split by its outputs over the tensor group, its input gathered (LayerCost::column_*)
   };
   std::vector<Gemm> linears;
   double latent_memory = 0, up_inputs = h;  // latent attention's norms; what the Q, K and V projections read
@@ -371,18 +375,20 @@ Kernels encoder_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel&
     up_inputs = (mla.q_lora_rank > 0 ? 0.0 : h) + q_rank + kv_rank;
   } else {
     const double kv = static_cast<double>(l.shape.kv_heads()), kv_width = static_cast<double>(l.shape.k_width()) / std::min(t, kv);
-    linears.push_back({tokens, qw / t + 2 * kv_width, h});
+    linears.push_back({tokens, qw / t + 2 * kv_width, h, nullptr, true});
   }
   const bool moe = l.shape.moe.on();
   if (l.shape.mtp) linears.insert(linears.begin(), Gemm{tokens, h / t, 2 * h});  // eh_proj, before the block
   linears.push_back({tokens, h, aw / t});
-  if (!moe) linears.insert(linears.end(), {{tokens, up_width, h, &k.dense_mlp}, {tokens, h, ffn / t, &k.dense_mlp}});
-  for (const auto& [m_tokens, n, in, also] : linears) {
+  if (!moe) linears.insert(linears.end(), {{tokens, up_width, h, &k.dense_mlp, true}, {tokens, h, ffn / t, &k.dense_mlp}});
+  for (const auto& [m_tokens, n, in, also, column] : linears) {
     const double forward = m.gemm(1, m_tokens, n, in);
     k.gemm += forward;
     if (also) *also += forward;
-    k.weight_gradient += m.weight_gradient(m_tokens, n, in);  // the attention core has no weights
-    k.backward_gemm += m.input_gradient(m_tokens, n, in) + m.weight_gradient(m_tokens, n, in);
+    const double input_gradient = m.input_gradient(m_tokens, n, in), weight_gradient = m.weight_gradient(m_tokens, n, in);
+    k.weight_gradient += weight_gradient;  // the attention core has no weights
+    k.backward_gemm += input_gradient + weight_gradient;
+    if (column) k.column_input_gradient += input_gradient, k.column_weight_gradient += weight_gradient;
   }
   // Norms (read, write); two residual adds (read two, write one), with a dropout mask in the
   // encoder layer; the activation function (read, write; SwiGLU reads gate and up); the query
@@ -457,6 +463,8 @@ Kernels layer_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel& m
       k.backward_gemm = k.weight_gradient + m.input_gradient_outside_fp8(tokens, vocab / t, h);
       k.linear = k.gemm;
       k.backward_linear = k.backward_gemm;
+      k.column_weight_gradient = k.weight_gradient;  // the vocabulary-parallel head is column-parallel
+      k.column_input_gradient = k.backward_gemm - k.weight_gradient;
       // The norm (read, write; backward twice that), then the cross entropy over the rank's
       // vocab / t logits, as the trainer runs it (loss_bytes).
       {
@@ -467,7 +475,8 @@ Kernels layer_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel& m
       }
       if (l.shape.predictions > 1) {  // multi-token prediction: the same norm, projection and loss per module
         const double n = l.shape.predictions;
-        for (double* x : {&k.gemm, &k.weight_gradient, &k.backward_gemm, &k.linear, &k.backward_linear, &k.memory, &k.backward_memory}) *x *= n;
+        for (double* x : {&k.gemm, &k.weight_gradient, &k.backward_gemm, &k.linear, &k.backward_linear, &k.column_input_gradient, &k.column_weight_gradient,
+                          &k.memory, &k.backward_memory}) *x *= n;
       }
       return k;
     case LayerKind::embedding:
@@ -516,6 +525,8 @@ LayerCost shape_aware_cost(const Layer& l, const HardwareProfile& hw, const Para
   out.attention_backward = Time::us(k.attention_backward);
   out.linear_forward = Time::us(k.linear);
   out.linear_backward = Time::us(k.backward_linear);
+  out.column_input_gradient = Time::us(k.column_input_gradient);
+  out.column_weight_gradient = Time::us(k.column_weight_gradient);
   out.expert_forward = Time::us(k.expert);
   out.expert_backward = Time::us(k.backward_expert);
   return out;

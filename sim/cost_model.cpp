@@ -278,6 +278,26 @@ Time exposed_beside(Time collective, Time beside, const plan::Interference& inte
   return collective - hidden + hidden.scaled(interference.compute - 1.0);
 }
 
+// Without tp_comm_overlap, Megatron-LM's and Transformer Engine's column-parallel linears (Q, K and
+// V; the MLP's up) still overlap two backward collectives with their own GEMMs under sequence
+// parallelism, each launched with async_op=True: the all-gather of the layer's input, kept sharded
+// and gathered again for the weight gradient, beside the input gradient's GEMM ("Overlap input AG
+// with dgrad"), and the reduce-scatter of that input gradient beside the weight gradient's GEMM
+// ("Overlap dgrad-RS/AR with wgrad"; Megatron-LM's LinearWithGradAccumulationAndAsyncCommunication,
+// TE's Linear, LayerNormLinear and LayerNormMLP backward). So a block's backward reduce-scatters
+// (tensor_traffic's, one per column-parallel linear) and as many re-gathers of the same bytes run
+// beside those GEMMs: what the GEMMs do not cover stays, the covered part slows them (the
+// interference factor). The row-parallel linears' gathers of their output gradients stay whole.
+// Other frameworks (torch's DTensor tensor parallelism) run every collective between the kernels.
+Time megatron_backward(const plan::TensorTraffic& x, TensorTimer& timer, const plan::LayerCost& lc, const plan::Interference& in) {
+  plan::TensorTraffic whole = x, gathers, scatters;
+  whole.backward_reduce_scatter = 0;
+  gathers.bytes = scatters.bytes = x.bytes;
+  gathers.backward_all_gather = scatters.backward_reduce_scatter = x.backward_reduce_scatter;
+  return timer(whole).backward + exposed_beside(timer(gathers).backward, lc.column_input_gradient, in) +
+         exposed_beside(timer(scatters).backward, lc.column_weight_gradient, in);
+}
+
 // A sharded stage's collectives inside its forwards and backwards. Shard full's parameter
 // all-gathers around one stage's layers, per micro-batch (FSDP2's implicit
 // prefetch): each layer's parameters are gathered over its shard's ranks before its forward, the
@@ -482,6 +502,8 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<pla
       TensorTime tp = tensor_timer(traffic);
       if (s.parallel.tp_comm_overlap)
         tp = overlapped_with_gemms(tp, backward_overlap(s, traffic, tensor_timer), lc, s.hardware.interference);
+      else if (s.framework == plan::Framework::megatron && s.parallel.sequence_parallel && traffic.backward_reduce_scatter > 0)
+        tp.backward = megatron_backward(traffic, tensor_timer, lc, s.hardware.interference);
       const TensorTime ring = context_ring(plan, plan::context_traffic(plan.layers()[l], s.parallel, plan.microbatch_size), lc);
       tp.forward += ring.forward;
       tp.backward += ring.backward;
