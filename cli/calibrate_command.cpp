@@ -129,14 +129,14 @@ int calibrate_gpu(const CalibrateArgs& args, const std::vector<std::string>& fil
   return 0;
 }
 
-// " --sizes 1024,2048" as the command line gave them (sorted), or "" for the default grid.
-std::string sizes_flag(const std::vector<int64_t>& sizes) {
-  std::string flag;
+// "1024,2048,4096": --sizes as the command line takes it.
+std::string sizes_list(const std::vector<int64_t>& sizes) {
+  std::string list;
   for (int64_t s : sizes) {
-    flag += flag.empty() ? " --sizes " : ",";
-    flag += std::to_string(s);
+    if (!list.empty()) list += ',';
+    list += std::to_string(s);
   }
-  return flag;
+  return list;
 }
 
 // calibrate --tables: the base profile with its device.compute measured on GPU 0, the base's own
@@ -170,8 +170,8 @@ int calibrate_tables(const CalibrateArgs& args, const plan::HardwareProfile& bas
   // are read against), but rarely meant: a faster card's shapes are held at the base's peak.
   const std::string here = plan::gpu_chip(gpu_name), profiled = plan::gpu_chip(base.device.name);
   if (!here.empty() && !profiled.empty() && here != profiled)
-    std::cerr << "calibrate: warning: GPU 0 is an " << here << ", the base profile '" << base.name << "' describes an " << profiled
-              << " (" << base.device.name << "): the tables are read against the " << profiled
+    std::cerr << "calibrate: warning: GPU 0 (" << here << ") is not the GPU the base profile '" << base.name << "' describes ("
+              << base.device.name << "): the tables are read against the " << profiled
               << "'s peaks and bandwidth, and shapes faster than its peak are held there\n";
   const auto t0 = std::chrono::steady_clock::now();
   exec::TablesOptions options;
@@ -193,7 +193,8 @@ int calibrate_tables(const CalibrateArgs& args, const plan::HardwareProfile& bas
   if (base.device.compute) measured.compute.sustained_tflops = base.device.compute->sustained_tflops;
   const bool ceiling = !measured.compute.sustained_tflops.empty();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::vector<std::string> notes = {"Measured on " + gpu_name + " by `parallax calibrate --tables" + (args.quick ? " --quick" : "") + sizes_flag(sizes) +
+  std::vector<std::string> notes = {"Measured on " + gpu_name + " by `parallax calibrate --tables" + (args.quick ? " --quick" : "") +
+                                        (sizes.empty() ? "" : " --sizes " + sizes_list(sizes)) +
                                         "` (" + date_now() + ", host " + host_name() + ", LibTorch " + TORCH_VERSION + ", " +
                                         fmt("%.0f", seconds) + " s): each GEMM the device's time of back-to-back calls",
                                     ceiling ? "sustained_tflops: the base profile's, not measured here"
@@ -250,14 +251,7 @@ std::vector<std::string> CalibrateArgs::command_line() const {
   if (quick) line.push_back("--quick");
   if (launch) line.push_back("--launch");
   if (tables) line.push_back("--tables");
-  if (!sizes.empty()) {
-    std::string list;
-    for (int64_t s : sizes) {
-      if (!list.empty()) list += ',';
-      list += std::to_string(s);
-    }
-    line.insert(line.end(), {"--sizes", list});
-  }
+  if (!sizes.empty()) line.insert(line.end(), {"--sizes", sizes_list(sizes)});
   for (const auto& p : precisions) line.insert(line.end(), {"--precision", p});
   for (const auto& s : probe_with) line.insert(line.end(), {"--probe-with", s});
   for (const auto& t : from_traces) line.insert(line.end(), {"--from-trace", t});
