@@ -197,30 +197,11 @@ for r in rows("megatron_h100_published.csv"):
 
 print()
 summary("Megatron-LM and NeMo tables", every, every_no_fit)
-# Where the error lies: each predicted step split into its busiest rank's F and B kernels (simulate's `kernels`:
-# GEMMs, attention, memory-bound kernels as device.compute costs them) and the rest (collectives and the slowdown
-# beside them, bubbles, the optimizer), and the factor on each part that brings the predictions nearest the
-# published steps (least squares of the relative errors). A diagnostic fitted to these very rows, which no
-# prediction uses: it says which part is off, and by about how much.
-def split_fit(parts):
-    A = [(k / y, r / y) for k, r, y in parts]
-    s11, s12, s22 = sum(a * a for a, _ in A), sum(a * b for a, b in A), sum(b * b for _, b in A)
-    t1, t2 = sum(a for a, _ in A), sum(b for _, b in A)
-    det = s11 * s22 - s12 * s12
-    both = ((t1 * s22 - t2 * s12) / det, (s11 * t2 - s12 * t1) / det)
-    alone = sum(a * (1 - b) for a, b in A) / s11  # kernels alone, the rest as predicted
-    def errors(fk, fr):
-        e = [(fk * k + fr * r) / y - 1 for k, r, y in parts]
-        return f"mean absolute error {100 * sum(map(abs, e)) / len(e):.1f}%, worst {100 * max(e, key=abs):+.1f}%"
-    return both, alone, errors
-
-print("\nwhere the error lies (a diagnostic fitted to these rows; no prediction uses it): the step as its F and B kernels "
-      "and the rest, the factor on each that fits the published steps best")
+# Where the error lies (published_check.split_line): each step as its kernels and the rest, and the factor on each
+# that fits these rows; a diagnostic, not a prediction.
+print("\n" + published_check.SPLIT_TITLE)
 for runs_of, parts in splits.items():
-    (fk, fr), alone, errors = split_fit(parts)
-    share = sum(k for k, _, _ in parts) / sum(k + r for k, r, _ in parts)
-    print(f"{runs_of}: {len(parts)} rows, kernels {100 * share:.0f}% of the predicted steps; kernels x{fk:.2f} and the rest "
-          f"x{fr:.2f}: {errors(fk, fr)}; kernels alone x{alone:.2f}: {errors(alone, 1)}; as predicted: {errors(1, 1)}")
+    print(published_check.split_line(runs_of, parts))
 
 print()
 for (profile, runs_of), errs in by_profile.items():  # one line each, as the profiles' `published_check:` quote them

@@ -109,6 +109,7 @@ def run(cmd, args):
 print(f"{'model':16} {'source':19} {'GPUs':>5} {'prec':5} {'seq':>6} {'TPxPPxVP/EP':>16} {'shard':9} {'dispatch':8} {'routing':8} "
       f"{'predicted s':>12} {'published s':>12} {'error':>7}  fits  sim s")
 errors, no_fit, by_hw, by_routing, predicted_ms = [], [], {}, {}, {}
+splits = {}  # hardware profile -> (the step's F and B kernels, the rest of the predicted step, the published step), seconds
 for r in rows():
     grid, args = sets(r)
     plan, _ = run("plan", args)
@@ -116,6 +117,8 @@ for r in rows():
     predicted = sim["step_time_ms"] / 1e3
     predicted_ms[tuple(r.items())] = sim["step_time_ms"]
     published = float(r["published_s"])
+    kernels = (sim["kernels"]["gemm_ms"] + sim["kernels"]["flash_ms"] + sim["kernels"]["memory_ms"]) / 1e3
+    splits.setdefault(r["hardware"], []).append((kernels, predicted - kernels, published))
     err = predicted / published - 1
     errors.append(err)
     by_hw.setdefault(r["hardware"], []).append(err)
@@ -137,6 +140,12 @@ for group, errs in list(by_hw.items()) + [(f"routing {k}", v) for k, v in by_rou
 print("called 'does not fit' on the GPUs it ran on: " + (", ".join(no_fit) if no_fit else "none"))
 for profile, errs in by_hw.items():  # one line each, as the profiles' `published_check:` quote them
     print(published_check.line(profile, "Megatron-core MoE", errs))
+# Where the error lies (published_check.split_line): a diagnostic fitted to these rows, not a prediction; a profile
+# with three rows or more.
+print("\n" + published_check.SPLIT_TITLE)
+for profile, parts in splits.items():
+    if len(parts) >= 3:
+        print(published_check.split_line(f"{profile}, Megatron-core MoE", parts))
 
 # Where a source ran one layout twice, routing forced balanced and as trained, their ratio is what its router's
 # imbalance cost. The load imbalance (model.expert_imbalance) that gives the same ratio in the simulator, by bisection:
