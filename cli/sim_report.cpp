@@ -22,29 +22,6 @@ std::string event_label(const timeline::Timeline& t, int32_t i) {
   return t.events[i].action.id() + "@r" + std::to_string(t.events[i].rank);
 }
 
-// The busiest pipeline rank's F and B kernels over one step, by kind, as the device's compute
-// model costs them: what bounds the step's compute. Empty without a compute model.
-struct StepKernels {
-  int pipeline_rank = 0;
-  plan::KernelClassTimes us;
-};
-std::optional<StepKernels> step_kernels(const plan::Plan& plan) {
-  const auto stages = plan::stage_kernel_classes(plan);
-  if (!stages) return std::nullopt;
-  std::vector<StepKernels> by_rank(static_cast<size_t>(plan.scenario.parallel.pipeline));
-  const double microbatches = plan.schedule.microbatches();
-  for (const plan::Stage& st : plan.stages) {
-    const auto& c = (*stages)[static_cast<size_t>(st.index)];
-    auto& to = by_rank[static_cast<size_t>(st.pipeline_rank)];
-    to.pipeline_rank = st.pipeline_rank;
-    to.us.gemm += (c.forward.gemm + c.backward.gemm) * microbatches;
-    to.us.flash += (c.forward.flash + c.backward.flash) * microbatches;
-    to.us.memory += (c.forward.memory + c.backward.memory) * microbatches;
-  }
-  auto total = [](const StepKernels& k) { return k.us.gemm + k.us.flash + k.us.memory; };
-  return *std::max_element(by_rank.begin(), by_rank.end(), [&](const auto& a, const auto& b) { return total(a) < total(b); });
-}
-
 }  // namespace
 
 json simulate_json(const plan::Plan& plan, const sim::SimRun& run, const sim::Metrics& m) {
@@ -72,13 +49,9 @@ json simulate_json(const plan::Plan& plan, const sim::SimRun& run, const sim::Me
     path.push_back(run.timeline.events[i].action.id());
     path_ranks.push_back(run.timeline.events[i].rank);
   }
-  json kernels = nullptr;
-  if (const auto k = step_kernels(plan))
-    kernels = {{"pipeline_rank", k->pipeline_rank}, {"gemm_ms", k->us.gemm / 1e3}, {"flash_ms", k->us.flash / 1e3},
-               {"memory_ms", k->us.memory / 1e3}};
   return {{"scenario", plan.scenario.name},
           {"step_time_ms", m.step_time.to_ms()},
-          {"kernels", kernels},
+          {"kernels", timeline::kernels_json(plan)},
           {"bubble_fraction", m.bubble_fraction},
           {"ranks", ranks},
           {"links", links},
@@ -110,17 +83,10 @@ std::string simulate_text(const plan::Plan& plan, const sim::SimRun& run, const 
     o << "overlap    compute " << fmt("%.2fx", in.compute) << " slower while communicating on its device; its ports carry "
       << fmt("1/%.2f", in.communication) << " under memory-bound compute (hardware.interference)\n";
 
-  if (const auto k = step_kernels(plan)) {
-    const double total = k->us.gemm + k->us.flash + k->us.memory;
-    auto part = [&](const char* what, double us) {
-      return std::string(what) + " " + fmt("%.1f ms", us / 1e3) + " (" + fmt("%.0f%%", total > 0 ? 100 * us / total : 0.0) + ")";
-    };
+  if (const auto k = plan::step_kernels(plan))
     o << "kernels    " << (p.pipeline > 1 ? "pipeline rank " + std::to_string(k->pipeline_rank) + "'s" : std::string("a rank's"))
       << " F and B kernels over the step's " << plan.schedule.microbatches()
-      << " micro-batches (device.compute's model, without the collectives and slowdowns in them): "
-      << part("GEMMs", k->us.gemm) << ", " << part("flash attention", k->us.flash) << ", " << part("memory-bound", k->us.memory)
-      << "\n";
-  }
+      << " micro-batches (device.compute's model, without the collectives and slowdowns in them): " << plan::describe(*k) << "\n";
   // Bubble per pipeline rank (every replica plays the same part), with its stages.
   o << "bubble     mean " << pct(m.bubble_fraction) << "; per pipeline rank:";
   for (int pr = 0; pr < p.pipeline; ++pr) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <map>
 #include <set>
@@ -286,6 +287,32 @@ std::optional<std::vector<LayerKernelClasses>> stage_kernel_classes(const Plan& 
       to.backward.memory += c->backward.memory + (recompute ? c->forward.memory : 0.0);
     }
   return out;
+}
+
+std::optional<StepKernels> step_kernels(const Plan& plan) {
+  const auto stages = stage_kernel_classes(plan);
+  if (!stages) return std::nullopt;
+  std::vector<StepKernels> by_rank(static_cast<size_t>(plan.scenario.parallel.pipeline));
+  const double microbatches = plan.schedule.microbatches();
+  for (const Stage& st : plan.stages) {
+    const auto& c = (*stages)[static_cast<size_t>(st.index)];
+    auto& to = by_rank[static_cast<size_t>(st.pipeline_rank)];
+    to.pipeline_rank = st.pipeline_rank;
+    to.us.gemm += (c.forward.gemm + c.backward.gemm) * microbatches;
+    to.us.flash += (c.forward.flash + c.backward.flash) * microbatches;
+    to.us.memory += (c.forward.memory + c.backward.memory) * microbatches;
+  }
+  return *std::max_element(by_rank.begin(), by_rank.end(), [](const auto& a, const auto& b) { return a.total_us() < b.total_us(); });
+}
+
+std::string describe(const StepKernels& k) {
+  const double total = k.total_us();
+  auto part = [&](const char* what, double us) {
+    char text[96];
+    std::snprintf(text, sizeof text, "%s %.1f ms (%.0f%%)", what, us / 1e3, total > 0 ? 100 * us / total : 0.0);
+    return std::string(text);
+  };
+  return part("GEMMs", k.us.gemm) + ", " + part("flash attention", k.us.flash) + ", " + part("memory-bound", k.us.memory);
 }
 
 }  // namespace parallax::plan

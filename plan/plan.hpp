@@ -112,6 +112,19 @@ struct Plan {
 /// compute model at the plan's precision (a CPU, a calibrated profile) or a layer is synthetic.
 std::optional<std::vector<LayerKernelClasses>> stage_kernel_classes(const Plan& plan);
 
+/// The busiest pipeline rank's F and B kernels over one step, by kind, as the device's compute
+/// model costs them (stage_kernel_classes x the step's micro-batches), without the collectives and
+/// slowdowns inside F and B: what bounds the step's compute. nullopt without a compute model.
+/// `parallax simulate`, the report and the GUI show it.
+struct StepKernels {
+  int pipeline_rank = 0;
+  KernelClassTimes us;  ///< microseconds of each kind over the step
+  double total_us() const { return us.gemm + us.flash + us.memory; }
+};
+std::optional<StepKernels> step_kernels(const Plan& plan);
+/// "GEMMs 519.7 ms (88%), flash attention 40.4 ms (7%), memory-bound 30.7 ms (5%)"
+std::string describe(const StepKernels& kernels);
+
 /// A bucket's parameters' full names, in gradient-ready order.
 std::vector<std::string> param_names(const std::vector<Layer>& layers, const Bucket& bucket);
 /// A parameter's bytes on one rank in a data-parallel collective of bytes_per_element an element

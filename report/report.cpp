@@ -265,6 +265,7 @@ json report_data(const ReportInput& in) {
     data["plan"]["grid"] = {{"data", plan.data}, {"pipeline", plan.pipeline}, {"tensor", plan.tensor}, {"virtual", plan.virtual_stages}};
   data["plan"]["moe"] = plan.document.value("moe", json());  // a MoE plan's experts, all-to-alls and imbalance
   data["plan"]["published_check"] = plan.document.value("published_check", json());  // the profile's errors on published runs
+  data["plan"]["kernels"] = plan.document.value("kernels", json());  // a step's compute kernels by kind (plan::step_kernels)
   data["timeline"]["predicted"] = timeline_columns(in.predicted, pstep, &column_of);
   data["critical_path"] = critical_json(in, predicted, column_of);
   data["links"] = links_json(in.predicted, predicted);

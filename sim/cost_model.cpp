@@ -228,6 +228,13 @@ ExpertTime expert_time(const plan::Plan& plan, const plan::ExpertTraffic& x, Ten
   return out;
 }
 
+// What a collective run beside `beside` of compute adds to it: the part the compute does not
+// cover, and the slowdown of the compute it hides behind (hardware.interference's factor).
+Time exposed_beside(Time collective, Time beside, const plan::Interference& interference) {
+  const Time hidden = std::min(collective, beside);
+  return collective - hidden + hidden.scaled(interference.compute - 1.0);
+}
+
 // Tensor parallelism's collectives under parallel.tp_comm_overlap (Megatron-LM's
 // --tp-comm-overlap): Transformer Engine splits each all-gather and reduce-scatter into chunks
 // that run beside the chunks of the GEMM they feed or drain. What the layer's GEMMs do not
@@ -249,11 +256,8 @@ struct BackwardOverlap {
 };
 
 TensorTime overlapped_with_gemms(const TensorTime& tp, const BackwardOverlap& back, const plan::LayerCost& lc, const plan::Interference& in) {
-  auto one = [&](Time comm, Time gemm) {
-    const Time hidden = std::min(comm, gemm);
-    return comm - hidden + hidden.scaled(in.compute - 1.0);
-  };
-  return {one(tp.forward, lc.linear_forward), one(tp.backward - back.unfused, lc.linear_backward.scaled(back.cover)) + back.unfused};
+  return {exposed_beside(tp.forward, lc.linear_forward, in),
+          exposed_beside(tp.backward - back.unfused, lc.linear_backward.scaled(back.cover), in) + back.unfused};
 }
 
 // Transformer Engine's overlap (framework megatron) covers backward as forward; torch's pass
@@ -269,13 +273,6 @@ BackwardOverlap backward_overlap(const plan::Scenario& s, plan::TensorTraffic x,
 // under tp-pp-dp.
 int shard_stride(const plan::ParallelSpec& p) {
   return p.tensor * (p.rank_order == plan::RankOrder::tensor_pipeline_data ? p.pipeline : 1);
-}
-
-// What a collective run beside `beside` of compute adds to it: the part the compute does not
-// cover, and the slowdown of the compute it hides behind (hardware.interference's factor).
-Time exposed_beside(Time collective, Time beside, const plan::Interference& interference) {
-  const Time hidden = std::min(collective, beside);
-  return collective - hidden + hidden.scaled(interference.compute - 1.0);
 }
 
 // Without tp_comm_overlap, Megatron-LM's and Transformer Engine's column-parallel linears (Q, K and

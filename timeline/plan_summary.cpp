@@ -39,6 +39,7 @@ json document_of(const Plan& p) {
                   {"all_to_all_bytes", x.all_to_all_bytes}};
   }
   if (!s.hardware.published_checks().empty()) out["published_check"] = published_check_json(s.hardware);
+  out["kernels"] = kernels_json(p);  // what a step's compute is made of (the report and the GUI show it)
   out["schedule"] = schedule::name(s.parallel.schedule);
   out["microbatch_size"] = p.microbatch_size;
   out["chunks"] = p.chunks();
@@ -101,6 +102,13 @@ json document_of(const Plan& p) {
 }
 
 }  // namespace
+
+nlohmann::json kernels_json(const plan::Plan& plan) {
+  const auto k = plan::step_kernels(plan);
+  if (!k) return nullptr;
+  return {{"pipeline_rank", k->pipeline_rank}, {"gemm_ms", k->us.gemm / 1e3}, {"flash_ms", k->us.flash / 1e3},
+          {"memory_ms", k->us.memory / 1e3}, {"text", plan::describe(*k)}};
+}
 
 nlohmann::json published_check_json(const plan::HardwareProfile& hw) {
   json out = json::array();

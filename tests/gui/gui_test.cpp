@@ -113,9 +113,16 @@ void GuiTest::a_gpu_plan_says_how_its_profile_held_on_published_runs() {
   const QString summary = w.metrics()->summary_text();
   QVERIFY2(summary.contains("How h100-nvlink-ib's predictions held on published runs"), qPrintable(summary));
   QVERIFY2(summary.contains("Megatron-LM and NeMo, 21 runs: mean error -8.1%, mean absolute 12.8%, worst +35.1%"), qPrintable(summary));
-  // The default scenario's T4s: no published runs, nothing said.
+  // What the step's compute is made of, in simulate's words (its figures: tests/cli).
+  const plan::Plan p = plan::resolve_plan(plan::load_scenario(kSource + "/scenarios/llama-3.1-70b-64xH100.yaml", {}));
+  const auto kernels = plan::step_kernels(p);
+  QVERIFY(kernels.has_value());
+  QVERIFY2(summary.contains(QString("Compute kernels of pipeline rank %1 over the step").arg(kernels->pipeline_rank)), qPrintable(summary));
+  QVERIFY2(summary.contains(QString::fromStdString(plan::describe(*kernels))), qPrintable(summary));
+  // The default scenario's T4s: no published runs, nothing said; no compute model, no kernels.
   open(w, "");
   QVERIFY2(!w.metrics()->summary_text().contains("published runs"), qPrintable(w.metrics()->summary_text()));
+  QVERIFY2(!w.metrics()->summary_text().contains("Compute kernels"), qPrintable(w.metrics()->summary_text()));
 }
 
 void GuiTest::a_bad_combination_is_shown_beside_its_knob() {

@@ -307,10 +307,11 @@ static std::string page_of_run(const std::string& name, const std::string& yaml)
 
 // A prediction on a GPU profile that published runs were predicted on carries how they came out,
 // and the page prints it under the step time.
-TEST_CASE("report: a plan on a profile with published runs says how its predictions held", "[report][browser]") {
+TEST_CASE("report: a plan on a profile with published runs says how its predictions held, and what its kernels are", "[report][browser]") {
   if (!have_chromium()) test::skip("chromium", "chromium is not installed (scripts/setup.sh --browser installs it)");
   const fs::path page = fresh_dir("published") / "report.html";
-  REQUIRE(test::run_parallax("report --set hardware=h100-nvlink-ib -o " + page.string()).code == 0);
+  const std::string bf16_on_h100 = "--set hardware=h100-nvlink-ib --set parallel.precision=bf16";  // the compute tables' precision
+  REQUIRE(test::run_parallax("report " + bf16_on_h100 + " -o " + page.string()).code == 0);
   const json data = embedded_data(read_text(page));
   REQUIRE(data["plan"]["published_check"].size() == 2);
   CHECK(data["plan"]["published_check"][1]["runs_of"] == "Megatron-core MoE");
@@ -319,10 +320,25 @@ TEST_CASE("report: a plan on a profile with published runs says how its predicti
   CHECK_THAT(element_text(dom, "step-published"),
              Catch::Contains("How h100-nvlink-ib's predictions held on published runs") &&
                  Catch::Contains("Megatron-LM and NeMo, 21 runs: mean error -8.1%, mean absolute 12.8%, worst +35.1%"));
-  // The default scenario's T4s: no published runs, no line.
+  // What the step's compute is made of: the figures `simulate --json` gives the same plan, under
+  // the step time in the page's words.
+  const auto sim = test::run_parallax("simulate " + bf16_on_h100 + " --json");
+  REQUIRE(sim.code == 0);
+  const json expected = json::parse(sim.out)["kernels"];
+  REQUIRE(expected.is_object());
+  const json& kernels = data["plan"]["kernels"];
+  REQUIRE(kernels.is_object());
+  for (const char* kind : {"gemm_ms", "flash_ms", "memory_ms"}) CHECK(kernels[kind].get<double>() == Approx(expected[kind].get<double>()));
+  char gemm[32];
+  std::snprintf(gemm, sizeof gemm, "GEMMs %.1f ms (", expected["gemm_ms"].get<double>());
+  CHECK_THAT(element_text(dom, "step-kernels"), Catch::Contains("Compute kernels of pipeline rank " + std::to_string(expected["pipeline_rank"].get<int>()) + " over the step") && Catch::Contains(gemm) &&
+                                                    Catch::Contains("flash attention") && Catch::Contains("memory-bound"));
+  // The default scenario's T4s: no published runs, no line; no compute model, no kernels.
   const fs::path plain = fresh_dir("unpublished") / "report.html";
   REQUIRE(test::run_parallax("report -o " + plain.string()).code == 0);
   CHECK(embedded_data(read_text(plain))["plan"]["published_check"].is_null());
+  CHECK(embedded_data(read_text(plain))["plan"]["kernels"].is_null());
+  CHECK(element_text(chromium(plain, "--dump-dom"), "step-kernels").empty());
 }
 
 // A MoE run (issue 59): the summary names the experts, their all-to-alls and the imbalance the
