@@ -263,6 +263,31 @@ def llama_lines(run, kinds):
     return lines
 
 
+def titan_lines(titan):
+    """Llama blocks trained as torchtitan trains them (bench/torch_llama_step.py): each mode's steps after
+    the warm-up and after the idle, and what `calibrate --from-trace` said of their kernels by kind."""
+    lines = []
+    for mode, t in titan.items():
+        g = t["figures"]
+        if not g:
+            lines += ["- %s: did not run." % mode]
+            continue
+        s = g["shape"]
+        lines += ["- %s (%s, torch %s; %d blocks of hidden %d, sequence %d, batch %d, sdpa %s): loss %.3f -> %.3f; "
+                  "%d steps (%.1f s) of warm-up, then median %.2f ms a step%s." % (
+                      mode, g["device"], g["torch"], s["blocks"], s["hidden"], s["seq"], s["batch"], g["sdpa"],
+                      g["first_loss"], g["last_loss"], g["warmup_steps"], g["warmup_seconds"],
+                      statistics.median(g["sustained_ms"]),
+                      "; after the idle %.2f ms (sustained / burst %.3f)" % (
+                          statistics.median(g["burst_ms"]), statistics.median(g["sustained_ms"]) / statistics.median(g["burst_ms"]))
+                      if g.get("burst_ms") else "")]
+        for when in ("sustained", "burst"):
+            if t[when]:
+                lines += ["", "  %s, kernels by kind:" % when, "", "```"] + [
+                    l.rstrip() for l in t[when].splitlines() if l.startswith(("measured", "predicted", "  kernels:"))] + ["```", ""]
+    return lines
+
+
 def gemm_clock_table(g):
     """Each shape's burst and sustained rates, their ratio, and the clock and power meanwhile."""
     if not g:
@@ -344,6 +369,9 @@ def write_summary(out, f, failures):
     lines += tables_lines(f["tables"])
     lines += ["", "## Two of Llama 3.1 8B's blocks at their width (bench/data/gpu-llama.yaml): kernels by kind", ""]
     lines += llama_lines(f["llama"], f["llama_kinds"])
+    lines += ["", "## Llama 3.1 8B's blocks as torchtitan trains them (bench/data/gpu-titan.yaml, bench/torch_llama_step.py): "
+              "kernels by kind after a warm-up, and after an idle", ""]
+    lines += titan_lines(f["titan"])
     lines += ["", "## GEMMs in bursts and without pause (bench/gemm_clock.py: device.compute.clock_fraction)", ""]
     lines += gemm_clock_table(f["gemm_clock"])
     lines += ["", "## Two ranks against one (losses only; timings of ranks sharing one GPU mean nothing)", ""]
@@ -379,6 +407,10 @@ def main():
     f["llama"] = run_figures(load(os.path.join(work, "run-llama.json")))
     kinds = os.path.join(work, "llama-kinds.txt")
     f["llama_kinds"] = open(kinds).read() if os.path.exists(kinds) else None
+    text = lambda name: open(os.path.join(work, name)).read() if os.path.exists(os.path.join(work, name)) else None
+    f["titan"] = {mode: {"figures": load(os.path.join(work, "titan-%s.json" % mode)),
+                         "sustained": text("titan-%s-kinds.txt" % mode), "burst": text("titan-%s-burst-kinds.txt" % mode)}
+                  for mode in ("compiled", "eager")}
     f["two_ranks"] = {name: two_rank_figures(load(os.path.join(work, name + ".json")), runs["fp32"])
                       for name in ("nccl-pipeline2", "nccl-data2")}
 

@@ -1,5 +1,7 @@
 #include "timeline/plan_summary.hpp"
 
+#include <algorithm>
+
 #include "plan/cost.hpp"
 #include "plan/memory.hpp"
 
@@ -42,6 +44,10 @@ json document_of(const Plan& p) {
   out["kernels"] = kernels_json(p);  // what a step's compute is made of (the report and the GUI show it)
   out["schedule"] = schedule::name(s.parallel.schedule);
   out["microbatch_size"] = p.microbatch_size;
+  // A transformer's sequence (its layers' own; 0 for other models): what a micro-batch's samples are long.
+  int64_t seq_len = 0;
+  for (const auto& l : p.layers()) seq_len = std::max(seq_len, l.shape.seq_len);
+  out["seq_len"] = seq_len;
   out["chunks"] = p.chunks();
   out["grad_accumulation"] = s.parallel.grad_accumulation;
   out["global_batch"] = s.data.batch_size * s.parallel.grad_accumulation * s.parallel.data;
