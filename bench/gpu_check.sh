@@ -7,7 +7,8 @@
 # from Debian's packages; --deps DIR, default the repository's .gpu-deps). The whole check took 456 s
 # on an H200 on 2026-12-04 with a binary built elsewhere (--parallax; tables 14 s, gemm-clock 70 s,
 # run-llama 16 s, calibrate 62 s, calibrate-launch 29 s, the two validates 77 and 55 s); the build
-# there adds about 80 s (docs/gpu.md).
+# there adds about 80 s (docs/gpu.md). The titan steps, added since, should take about 150 s more
+# (not yet run on a GPU): with --budget 515 the last steps (whatif, the two-rank runs) may not start.
 #
 #   bash bench/gpu_check.sh [--out DIR] [--deps DIR] [--parallax BIN] [--fallback BIN] [--jobs N] [--budget S] [--dry-run]
 #

@@ -35,8 +35,9 @@ const FrameworkSemantics& semantics(Framework f) {
       "after the backward (--overlap-grad-reduce is off by default; with it, in Megatron-core's DDP buckets), sharded "
       "gradients reduce-scattered every micro-batch (Megatron-FSDP delays the reduction only for no_shard and optim), "
       "Transformer Engine's flash attention, its vocabulary-parallel cross entropy (unfused, --cross-entropy-loss-fusion "
-      "being off by default), and under sequence parallelism its column-parallel linears' backward gathers and "
-      "reduce-scatters beside their own GEMMs"};
+      "being off by default), and its column-parallel linears' backward collectives beside their own GEMMs (under "
+      "sequence parallelism the input's re-gather and the input gradient's reduce-scatter, without it that gradient's "
+      "all-reduce)"};
   static const FrameworkSemantics torchtitan{
       {{"parallel.p2p", "pytorch"},
        {"parallel.master_weights", "false"},

@@ -285,8 +285,18 @@ int shard_stride(const plan::ParallelSpec& p) {
 // (tensor_traffic's, one per column-parallel linear) and as many re-gathers of the same bytes run
 // beside those GEMMs: what the GEMMs do not cover stays, the covered part slows them (the
 // interference factor). The row-parallel linears' gathers of their output gradients stay whole.
+// Without sequence parallelism the same linears all-reduce their input gradient beside the weight
+// gradient's GEMM instead (`allreduce(dgrad, ctx.tp_group, async_op=True)` in the same code), and
+// a block's backward has no other tensor collective (latent attention's latents aside: whole).
 // Other frameworks (torch's DTensor tensor parallelism) run every collective between the kernels.
 Time megatron_backward(const plan::TensorTraffic& x, TensorTimer& timer, const plan::LayerCost& lc, const plan::Interference& in) {
+  if (x.backward_reduce_scatter == 0) {  // all-reduces: no sequence parallelism
+    plan::TensorTraffic whole = x, reduces;
+    whole.backward_all_reduce = 0;
+    reduces.bytes = x.bytes;
+    reduces.backward_all_reduce = x.backward_all_reduce;
+    return timer(whole).backward + exposed_beside(timer(reduces).backward, lc.column_weight_gradient, in);
+  }
   plan::TensorTraffic whole = x, gathers, scatters;
   whole.backward_reduce_scatter = 0;
   gathers.bytes = scatters.bytes = x.bytes;
@@ -499,7 +509,11 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<pla
       TensorTime tp = tensor_timer(traffic);
       if (s.parallel.tp_comm_overlap)
         tp = overlapped_with_gemms(tp, backward_overlap(s, traffic, tensor_timer), lc, s.hardware.interference);
-      else if (s.framework == plan::Framework::megatron && s.parallel.sequence_parallel && traffic.backward_reduce_scatter > 0)
+      else if (s.framework == plan::Framework::megatron &&
+               (s.parallel.sequence_parallel ? traffic.backward_reduce_scatter > 0
+                                             // Megatron-core asks for sequence parallelism with MoE and tensor
+                                             // parallelism: a MoE block's all-reduces are not its linears'.
+                                             : traffic.backward_all_reduce > 0 && !plan.layers()[l].shape.moe.on()))
         tp.backward = megatron_backward(traffic, tensor_timer, lc, s.hardware.interference);
       const TensorTime ring = context_ring(plan, plan::context_traffic(plan.layers()[l], s.parallel, plan.microbatch_size), lc);
       tp.forward += ring.forward;

@@ -200,14 +200,20 @@ TEST_CASE("sim: tp_comm_overlap hides tensor parallelism's collectives behind th
   CHECK(te_comm < 0.5 * comm_back + 0.19 * comm_back);
   CHECK((te_exposed[0].forward - alone[0].forward).to_us() == Approx(comm).epsilon(0.01));  // forward as before
   CHECK((te_hidden[0].backward - alone[0].backward).to_us() < 0.3 * comm_back);
-  // Without sequence parallelism (all-reduces), every collective runs between the kernels, as before.
+  // Without sequence parallelism a block's backward has only its column-parallel linears' all-reduces
+  // of their input gradients (and the head's one), which Megatron runs beside the weight gradients'
+  // GEMMs (async_op=True): covered here, they cost their slowdown, x 0.19 of what they take between
+  // the kernels (torch's DTensor: framework pytorch). Forward's all-reduces stay whole.
   const std::vector<std::string> plain_tp = {"parallel.tensor=4"};
   plan::Scenario plain_free = test::scenario_from(kLlama, plain_tp);
   plain_free.hardware.nccl.reset();
   plain_free.hardware.node_link = {"free", std::numeric_limits<double>::infinity(), 0.0};
   const auto plain_alone = sim::stage_costs(plan::resolve_plan(plain_free));
-  CHECK((megatron(plain_tp)[0].backward - plain_alone[0].backward).to_us() ==
-        Approx((with(plain_tp)[0].backward - plain_alone[0].backward).to_us()).epsilon(0.01));
+  const double plain_back = (with(plain_tp)[0].backward - plain_alone[0].backward).to_us();
+  REQUIRE(plain_back > 0);
+  CHECK((megatron(plain_tp)[0].backward - plain_alone[0].backward).to_us() == Approx(0.19 * plain_back).epsilon(0.02));
+  CHECK((megatron(plain_tp)[0].forward - plain_alone[0].forward).to_us() ==
+        Approx((with(plain_tp)[0].forward - plain_alone[0].forward).to_us()).epsilon(0.01));
   // Megatron-LM overlaps only sequence parallelism's collectives.
   CHECK_THAT(test::parse_error(kLlama, {"parallel.tensor=4", "parallel.tp_comm_overlap=true"}), Catch::Contains("needs sequence_parallel: true"));
 }
