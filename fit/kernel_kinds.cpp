@@ -25,13 +25,15 @@ std::string number(double v) {
 }
 
 // A Kineto trace's kernels, each given to the action whose span (PP:<action>, or a phase) holds
-// the CUDA runtime call that launched it: Kineto writes the same args.correlation on a kernel and
-// on its launch (as HolisticTraceAnalysis pairs them). A kernel whose launch no action holds is
+// the CUDA call that launched it: Kineto writes the same args.correlation on a kernel and on its
+// launch (as HolisticTraceAnalysis pairs them), a runtime call (cudaLaunchKernel) or a driver one
+// (cuLaunchKernel: Triton's, so torch.compile's kernels). A kernel whose launch no action holds is
 // left out.
 std::vector<timeline::DeviceSpan> kineto_kernels(const timeline::LoadedTrace& t, const timeline::Timeline& actions) {
   std::map<std::pair<int, int64_t>, int64_t> launched;  // (rank, correlation): the launch's start
   for (const auto& e : t.events)
-    if (e.category == "cuda_runtime" && e.correlation >= 0) launched[{e.rank, e.correlation}] = e.start_ns;
+    if ((e.category == "cuda_runtime" || e.category == "cuda_driver") && e.correlation >= 0)
+      launched[{e.rank, e.correlation}] = e.start_ns;
   std::map<int, std::vector<const timeline::TimelineEvent*>> computed;  // by rank, in start order
   for (const auto& a : actions.events)
     if (a.lane == timeline::Lane::compute) computed[a.rank].push_back(&a);

@@ -351,13 +351,17 @@ TEST_CASE("fit::fit_kernel_kinds: a PyTorch profiler trace's kernels go to the p
   // Kineto's form: the host's "## forward ##" and "## backward ##" spans (pid 10) hold the
   // cudaLaunchKernel calls; each kernel (stream 7) runs later and carries its launch's
   // correlation. Step 2 runs GEMMs 1.5x, flash 0.8x and the rest 2x the model; step 1, the
-  // warm-up, 3x everything; a kernel launched outside both phases counts nowhere.
+  // warm-up, 3x everything; a kernel launched outside both phases counts nowhere. The memory-bound
+  // kernel is torch.compile's: Triton launches through the driver API, which Kineto records as a
+  // cuda_driver cuLaunchKernel with the same correlation.
   std::string events;
   int64_t ts = 1000;
   int correlation = 0;
   auto kernel = [&](int64_t launch_at, const std::string& name, double us) {
     ++correlation;
-    events += R"({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 10, "tid": 10, "ts": )" +
+    const bool triton = name.rfind("triton_", 0) == 0;
+    events += std::string(R"({"ph": "X", "cat": ")") + (triton ? "cuda_driver" : "cuda_runtime") + R"(", "name": ")" +
+              (triton ? "cuLaunchKernel" : "cudaLaunchKernel") + R"(", "pid": 10, "tid": 10, "ts": )" +
               std::to_string(launch_at) + R"(, "dur": 1, "args": {"correlation": )" + std::to_string(correlation) + "}},\n";
     events += R"({"ph": "X", "cat": "kernel", "name": ")" + name + R"(", "pid": 0, "tid": 7, "ts": )" + std::to_string(ts) +
               R"(, "dur": )" + std::to_string(us) + R"(, "args": {"stream": 7, "correlation": )" + std::to_string(correlation) +
@@ -368,7 +372,7 @@ TEST_CASE("fit::fit_kernel_kinds: a PyTorch profiler trace's kernels go to the p
     const int64_t from = ts;
     kernel(from + 1, "sm90_xmma_gemm_bf16bf16_bf16f32", gemm);
     kernel(from + 2, "flash_fwd_kernel", flash);
-    kernel(from + 3, "vectorized_elementwise_kernel", memory);
+    kernel(from + 3, "triton_poi_fused_mul_silu_0", memory);
     events += std::string(R"({"ph": "X", "cat": "user_annotation", "name": ")") + name + R"(", "pid": 10, "tid": 10, "ts": )" +
               std::to_string(from) + R"(, "dur": 5},)" + "\n";
   };
