@@ -27,6 +27,12 @@
 #               this GPU (GEMMs over the shipped grid's shapes in bf16, fp16 and fp8, memory-bound kernels,
 #               flash attention by length), written as a profile (tables.yaml) and set beside the
 #               shipped profile's figures (tables.txt)
+#   titan-M     bench/torch_llama_step.py: four of Llama 3.1 8B's blocks with its embedding and head
+#               (bench/data/gpu-titan.yaml: sequence 8192, batch 2, bf16) trained in plain PyTorch as
+#               torchtitan trains them, compiled and eager (M), 15 s and then profiled, then 5 s idle and
+#               profiled again; titan-M-kinds and titan-M-burst-kinds: `calibrate --from-trace` of each
+#               trace against the shipped profile, kernels by kind (GEMMs, flash attention, memory-bound)
+#               measured over the compute model's, after the warm-up and after the idle (issue 56)
 #   run-P       `parallax run` of bench/data/gpu-transformer.yaml on the GPU at precision P (fp32,
 #               bf16, fp16: the loss scaler's scale and skipped steps are in its JSON), traced
 #   torch-P     the same plan in plain PyTorch eager (bench/torch_eager_step.py) at precision P: its
@@ -34,12 +40,6 @@
 #   gemm-clock  bench/gemm_clock.py: bf16 GEMMs of three shapes in short bursts (as the profiles' tables
 #               were measured) and for 15 s without pause, with the SM clock and power nvidia-smi reads
 #               meanwhile: the fraction of the tables' rate a busy GPU keeps (device.compute.clock_fraction)
-#   titan-M     bench/torch_llama_step.py: four of Llama 3.1 8B's blocks with its embedding and head
-#               (bench/data/gpu-titan.yaml: sequence 8192, batch 2, bf16) trained in plain PyTorch as
-#               torchtitan trains them, compiled and eager (M), 15 s and then profiled, then 5 s idle and
-#               profiled again; titan-M-kinds and titan-M-burst-kinds: `calibrate --from-trace` of each
-#               trace against the shipped profile, kernels by kind (GEMMs, flash attention, memory-bound)
-#               measured over the compute model's, after the warm-up and after the idle (issue 56)
 #   run-llama   `parallax run` of bench/data/gpu-llama.yaml: two of Llama 3.1 8B's blocks at their width
 #               (sequence 4096, bf16), traced; llama-kinds: `calibrate --from-trace` of that trace against
 #               the GPU's shipped profile, the GEMMs' and the memory-bound kernels' measured time over
@@ -243,6 +243,24 @@ export LD_LIBRARY_PATH="$deps/lib${torch_lib:+:$torch_lib}${LD_LIBRARY_PATH:+:$L
 [ $dry_run -eq 1 ] || step tables 150 bash -c '"$0" calibrate --tables --base "$1" -o "$2/tables.yaml" 2>"$2/tables.txt"
   rc=$?; cat "$2/tables.txt" >&2; exit $rc' "$parallax" "$shipped" "$work"
 
+# --- Llama blocks trained as torchtitan trains them, compiled and eager, for seconds on end and then after an
+# idle: a real step's kernels by kind against the shipped profile's compute model (issue 56's kernel short) ---
+if "$torch_python" -c 'import torch' 2>/dev/null; then
+  "$parallax" plan "$titan" --json >"$work/plan-titan.json" 2>>"$log"
+  for mode in compiled eager; do
+    titan_flags=(--device "$torch_device" "${titan_times[@]}")
+    kernels=eager
+    [ $mode = compiled ] && titan_flags+=(--compile) && kernels=fused
+    step "titan-$mode" 240 "$torch_python" bench/torch_llama_step.py "$work/plan-titan.json" "${titan_flags[@]}" \
+      --trace "$work/trace-titan-$mode.json" --burst-trace "$work/trace-titan-$mode-burst.json" -o "$work/titan-$mode.json"
+    for when in "" -burst; do
+      [ -s "$work/trace-titan-$mode$when.json" ] && json_step "titan-$mode$when-kinds" 60 "$work/titan-$mode$when-kinds.txt" \
+        "$parallax" calibrate --from-trace "$work/trace-titan-$mode$when.json" "$titan" --set hardware="$shipped" \
+        --set model.kernels=$kernels -o "$work/whatif-titan-$mode$when.yaml"
+    done
+  done
+fi
+
 # --- one GPU: each precision, traced ---
 for p in "${precisions[@]}"; do
   env_extra=()
@@ -277,24 +295,6 @@ if "$torch_python" -c 'import torch' 2>/dev/null; then
     gemm_flags=(--device cuda --dtype bf16 --seconds 15)
   fi
   step gemm-clock 180 "$torch_python" bench/gemm_clock.py "${gemm_flags[@]}" -o "$work/gemm-clock.json"
-fi
-
-# --- Llama blocks trained as torchtitan trains them, compiled and eager, for seconds on end and then after an
-# idle: a real step's kernels by kind against the shipped profile's compute model (issue 56's kernel short) ---
-if "$torch_python" -c 'import torch' 2>/dev/null; then
-  "$parallax" plan "$titan" --json >"$work/plan-titan.json" 2>>"$log"
-  for mode in compiled eager; do
-    titan_flags=(--device "$torch_device" "${titan_times[@]}")
-    kernels=eager
-    [ $mode = compiled ] && titan_flags+=(--compile) && kernels=fused
-    step "titan-$mode" 240 "$torch_python" bench/torch_llama_step.py "$work/plan-titan.json" "${titan_flags[@]}" \
-      --trace "$work/trace-titan-$mode.json" --burst-trace "$work/trace-titan-$mode-burst.json" -o "$work/titan-$mode.json"
-    for when in "" -burst; do
-      [ -s "$work/trace-titan-$mode$when.json" ] && json_step "titan-$mode$when-kinds" 60 "$work/titan-$mode$when-kinds.txt" \
-        "$parallax" calibrate --from-trace "$work/trace-titan-$mode$when.json" "$titan" --set hardware="$shipped" \
-        --set model.kernels=$kernels -o "$work/whatif-titan-$mode$when.yaml"
-    done
-  done
 fi
 
 # --- a Llama block at its width: its kernels by kind against the shipped profile's compute model ---
