@@ -194,6 +194,7 @@ def main():
     warm = []
     while time.perf_counter() - t0 < args.warmup_seconds:
         warm += timed(1)
+    warmup_seconds = round(time.perf_counter() - t0, 1)
     sustained = profiled(args.trace, args.profile_steps)
     burst = None
     if args.burst_trace:
@@ -201,7 +202,7 @@ def main():
         burst = profiled(args.burst_trace, args.profile_steps)
     figures = {"device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu", "torch": torch.__version__,
                "shape": shape, "compile": args.compile, "sdpa": args.sdpa, "first_steps_ms": first,
-               "warmup_seconds": round(time.perf_counter() - t0, 1), "warmup_steps": len(warm),
+               "warmup_seconds": warmup_seconds, "warmup_steps": len(warm),
                "sustained_ms": sustained, "burst_ms": burst, "first_loss": losses[0], "last_loss": losses[-1]}
     print(f"torch_llama_step: {figures['device']}, {shape['blocks']} blocks of hidden {shape['hidden']}, sequence {shape['seq']}, "
           f"batch {shape['batch']}, {'compiled' if args.compile else 'eager'}, sdpa {args.sdpa}")
