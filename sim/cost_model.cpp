@@ -289,8 +289,9 @@ int shard_stride(const plan::ParallelSpec& p) {
 // gradient's GEMM instead (`allreduce(dgrad, ctx.tp_group, async_op=True)` in the same code), and
 // a block's backward has no other tensor collective (latent attention's latents aside: whole).
 // Other frameworks (torch's DTensor tensor parallelism) run every collective between the kernels.
-Time megatron_backward(const plan::TensorTraffic& x, TensorTimer& timer, const plan::LayerCost& lc, const plan::Interference& in) {
-  if (x.backward_reduce_scatter == 0) {  // all-reduces: no sequence parallelism
+Time megatron_backward(const plan::TensorTraffic& x, bool sequence_parallel, TensorTimer& timer, const plan::LayerCost& lc,
+                       const plan::Interference& in) {
+  if (!sequence_parallel) {
     plan::TensorTraffic whole = x, reduces;
     whole.backward_all_reduce = 0;
     reduces.bytes = x.bytes;
@@ -514,7 +515,7 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<pla
                                              // Megatron-core asks for sequence parallelism with MoE and tensor
                                              // parallelism: a MoE block's all-reduces are not its linears'.
                                              : traffic.backward_all_reduce > 0 && !plan.layers()[l].shape.moe.on()))
-        tp.backward = megatron_backward(traffic, tensor_timer, lc, s.hardware.interference);
+        tp.backward = megatron_backward(traffic, s.parallel.sequence_parallel, tensor_timer, lc, s.hardware.interference);
       const TensorTime ring = context_ring(plan, plan::context_traffic(plan.layers()[l], s.parallel, plan.microbatch_size), lc);
       tp.forward += ring.forward;
       tp.backward += ring.backward;
