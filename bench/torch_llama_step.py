@@ -29,6 +29,7 @@ import argparse
 import json
 import math
 import statistics
+import sys
 import time
 
 import torch
@@ -102,6 +103,12 @@ class Llama(nn.Module):
         return F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(0, 1))
 
 
+def bad_input(why):
+    """Bad input exits 2 with where and why, as Parallax's own commands do."""
+    print(f"torch_llama_step.py: {why}", file=sys.stderr)
+    sys.exit(2)
+
+
 def rotary_frequencies(shape, device):
     """torchtitan's precompute_freqs_cis (theta 500,000, without Llama 3.1's long-context scaling,
     which changes no kernel): one unit complex number per position and pair of features."""
@@ -120,7 +127,7 @@ def shape_of(plan):
     weight = {p["name"].split(".", 2)[-1]: p["shape"] for p in block["params"]}
     form = block["form"]
     if form["mlp"] != "swiglu" or form["norm"] != "rmsnorm" or not form["rope"] or form["bias"]:
-        raise SystemExit("torch_llama_step.py: the plan's blocks are not Llama's (SwiGLU, RMSNorm, rotary positions, no biases)")
+        bad_input("the plan's blocks are not Llama's (SwiGLU, RMSNorm, rotary positions, no biases)")
     return {"vocab": next(l for l in layers if l["kind"] == "embedding")["params"][0]["shape"][0],
             "hidden": weight["self_attn.q_proj.weight"][1], "heads": form["heads"], "kv_heads": form["kv_heads"],
             "ffn": weight["mlp.gate_proj.weight"][0], "blocks": sum(1 for l in layers if l["kind"] == "encoder"),
@@ -143,8 +150,11 @@ def main():
     ap.add_argument("-o", "--out", help="the figures as JSON")
     args = ap.parse_args()
 
-    with open(args.plan) as f:
-        shape = shape_of(json.load(f))
+    try:
+        with open(args.plan) as f:
+            shape = shape_of(json.load(f))
+    except (OSError, ValueError, KeyError, StopIteration) as e:
+        bad_input(f"{args.plan}: not `parallax plan --json` of a decoder model ({type(e).__name__}: {e})")
     torch.manual_seed(args.seed)
     dev = torch.device(args.device)
     dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32

@@ -84,8 +84,7 @@ std::string simulate_text(const plan::Plan& plan, const sim::SimRun& run, const 
       << fmt("1/%.2f", in.communication) << " under memory-bound compute (hardware.interference)\n";
 
   if (const auto k = plan::step_kernels(plan))
-    o << "kernels    " << (p.pipeline > 1 ? "pipeline rank " + std::to_string(k->pipeline_rank) + "'s" : std::string("a rank's"))
-      << " F and B kernels over the step's " << plan.schedule.microbatches()
+    o << "kernels    " << plan::whose(plan, *k) << "'s F and B kernels over the step's " << plan.schedule.microbatches()
       << " micro-batches (device.compute's model, without the collectives and slowdowns in them): " << plan::describe(*k) << "\n";
   // Bubble per pipeline rank (every replica plays the same part), with its stages.
   o << "bubble     mean " << pct(m.bubble_fraction) << "; per pipeline rank:";

@@ -172,9 +172,7 @@ void MetricsView::show_session(const PlanSession& session) {
     html += QString(", %1 GiB measured").arg(measured_mb / 1024.0, 0, 'f', 2);
   // What the step's compute is made of, as the profile's compute model costs it (plan::step_kernels).
   if (const auto k = plan::step_kernels(prediction->plan))
-    html += "<br>Compute kernels of " +
-            (prediction->plan.scenario.parallel.pipeline > 1 ? QString("pipeline rank %1").arg(k->pipeline_rank) : QString("a rank")) +
-            " over the step (the profile's compute model, without the collectives and slowdowns inside F and B): " +
+    html += "<br>Compute kernels of " + QString::fromStdString(plan::whose(prediction->plan, *k)) + " over the step (the profile's compute model, without the collectives and slowdowns inside F and B): " +
             QString::fromStdString(plan::describe(*k)).toHtmlEscaped();
   // How the profile's predictions held on published runs: what to expect of the step time above.
   const plan::HardwareProfile& hw = prediction->plan.scenario.hardware;

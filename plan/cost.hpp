@@ -49,8 +49,8 @@ struct LayerCost {
   Time linear_forward, linear_backward;
   /// Of the linear backward, a block's column-parallel linears' (Q, K and V; the MLP's up, or gate
   /// and up) input-gradient GEMMs and weight-gradient GEMMs: what Megatron-LM's and Transformer
-  /// Engine's backward all-gather and reduce-scatter run beside under sequence parallelism. Zero
-  /// for costs that were measured or stated.
+  /// Engine's backward collectives run beside (the all-gather and reduce-scatter under sequence
+  /// parallelism, the all-reduce without). Zero for costs that were measured or stated.
   Time column_input_gradient, column_weight_gradient;
   /// A MoE block's experts (the routed experts' grouped GEMMs with their permutes, and the shared
   /// experts) in forward and in backward: the piece of one micro-batch's compute that another's

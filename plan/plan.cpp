@@ -305,6 +305,10 @@ std::optional<StepKernels> step_kernels(const Plan& plan) {
   return *std::max_element(by_rank.begin(), by_rank.end(), [](const auto& a, const auto& b) { return a.total_us() < b.total_us(); });
 }
 
+std::string whose(const Plan& plan, const StepKernels& k) {
+  return plan.scenario.parallel.pipeline > 1 ? "pipeline rank " + std::to_string(k.pipeline_rank) : "a rank";
+}
+
 std::string describe(const StepKernels& k) {
   const double total = k.total_us();
   auto part = [&](const char* what, double us) {

@@ -124,6 +124,8 @@ struct StepKernels {
 std::optional<StepKernels> step_kernels(const Plan& plan);
 /// "GEMMs 519.7 ms (88%), flash attention 40.4 ms (7%), memory-bound 30.7 ms (5%)"
 std::string describe(const StepKernels& kernels);
+/// Whose kernels they are: "pipeline rank 3", or "a rank" without a pipeline.
+std::string whose(const Plan& plan, const StepKernels& kernels);
 
 /// A bucket's parameters' full names, in gradient-ready order.
 std::vector<std::string> param_names(const std::vector<Layer>& layers, const Bucket& bucket);

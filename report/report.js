@@ -91,9 +91,9 @@ function publishedText(checks, hardware) {
 
 /// What the predicted step's compute is made of (the plan's "kernels", plan::step_kernels): the
 /// busiest pipeline rank's F and B kernels by kind, as the profile's compute model costs them.
-function kernelsText(k, pipeline) {
+function kernelsText(k) {
   if (!k) return '';
-  return `Compute kernels of ${pipeline > 1 ? `pipeline rank ${k.pipeline_rank}` : 'a rank'} over the step ` +
+  return `Compute kernels of ${k.whose} over the step ` +
     `(the profile's compute model, without the collectives and slowdowns inside F and B): ${k.text}.`;
 }
 
@@ -124,7 +124,7 @@ function renderSummary() {
   const stepNote = document.getElementById('step-note');
   const published = publishedText(p.published_check, p.hardware);
   if (published) stepNote.after(el('p', { class: 'note', id: 'step-published', text: published }));
-  const kernels = kernelsText(p.kernels, p.grid ? p.grid.pipeline : 1);
+  const kernels = kernelsText(p.kernels);
   if (kernels) stepNote.after(el('p', { class: 'note', id: 'step-kernels', text: kernels }));
   if (!s.measured) {
     stepNote.textContent = 'No measured run given: add --measured TRACE (from parallax run -o) to compare.';

@@ -113,7 +113,7 @@ nlohmann::json kernels_json(const plan::Plan& plan) {
   const auto k = plan::step_kernels(plan);
   if (!k) return nullptr;
   return {{"pipeline_rank", k->pipeline_rank}, {"gemm_ms", k->us.gemm / 1e3}, {"flash_ms", k->us.flash / 1e3},
-          {"memory_ms", k->us.memory / 1e3}, {"text", plan::describe(*k)}};
+          {"memory_ms", k->us.memory / 1e3}, {"whose", plan::whose(plan, *k)}, {"text", plan::describe(*k)}};
 }
 
 nlohmann::json published_check_json(const plan::HardwareProfile& hw) {

@@ -63,7 +63,7 @@ PlanSummary summarize(const plan::Plan& plan);
 /// `text` as plan::describe words it.
 nlohmann::json published_check_json(const plan::HardwareProfile& hw);
 /// A plan's step kernels by kind (plan::step_kernels): {pipeline_rank, gemm_ms, flash_ms, memory_ms,
-/// text}, null without a compute model; `simulate --json` and a trace's plan summary carry it.
+/// whose, text}, null without a compute model; `simulate --json` and a trace's plan summary carry it.
 nlohmann::json kernels_json(const plan::Plan& plan);
 /// Reads a summary as a trace carries it; missing fields keep their defaults (an older trace's
 /// summary reads as far as it goes). nullopt when `document` is not an object.
