@@ -12,7 +12,9 @@ configuration the spread over runs, (max - min) / median, of:
   raw      the undisturbed step, as bench/accuracy.sh's table has it;
   /probe   the undisturbed step divided by the run's probe: the run's host speed taken out;
   perstep  the 20th percentile of each step divided by the probe taken before it;
-then the median spread of each and how many configurations are within 5%.
+then the median spread of each and how many configurations are within 5%; and last, the clock
+alignment of the ranks other than 0 over every run (docs/profiling.md, Clocks): on one host each
+offset should come out within its error bound of zero.
 """
 import collections
 import glob
@@ -34,8 +36,11 @@ def spread(values):
 
 
 def read_run(path):
-    """(step times after the first, the probe before each) of one measured trace, in us."""
-    events = json.load(open(path))["traceEvents"]
+    """(step times after the first, the probe before each; in us) and the clock alignment of the
+    ranks other than 0 of one measured trace."""
+    trace = json.load(open(path))
+    events = trace["traceEvents"]
+    clocks = [c for c in trace.get("parallax", {}).get("clock_alignment", []) if c["rank"] != 0]
     marks = sorted(e["ts"] for e in events if e.get("name") == "step" and e["pid"] == 0)
     probes = collections.defaultdict(dict)
     for e in events:
@@ -46,7 +51,7 @@ def read_run(path):
     for ts in marks[1:-1]:
         seen = [p[ts] for p in probes.values() if ts in p]
         before.append(min(seen) if seen else None)
-    return steps, before
+    return steps, before, clocks
 
 
 def main():
@@ -68,9 +73,9 @@ def main():
     print("| scenario | configuration | raw | /probe | perstep | runs' undisturbed step (ms) | runs' probe (us) |")
     print("|---|---|---:|---:|---:|---|---|")
     for (scenario, config), rr in sorted(runs.items()):
-        raw = [p20(steps) for steps, _ in rr]
-        probe = [p20([p for p in before if p]) for _, before in rr]
-        per_step = [p20([s / p for s, p in zip(steps, before) if p]) for steps, before in rr]
+        raw = [p20(steps) for steps, _, _ in rr]
+        probe = [p20([p for p in before if p]) for _, before, _ in rr]
+        per_step = [p20([s / p for s, p in zip(steps, before) if p]) for steps, before, _ in rr]
         row = {"raw": spread(raw), "/probe": spread([s / p for s, p in zip(raw, probe)]), "perstep": spread(per_step)}
         for k, v in row.items():
             columns[k].append(v)
@@ -79,6 +84,14 @@ def main():
             " ".join("%.2f" % (x / 1000) for x in raw), " ".join("%.1f" % x for x in probe)))
     for k, v in columns.items():
         print("%-8s median spread %.1f%%, <= 5%% on %d of %d" % (k, 100 * stats.median(v), sum(x <= 0.05 for x in v), len(v)))
+    clocks = [c for rr in runs.values() for _, _, cc in rr for c in cc]
+    if clocks:
+        offsets = [c["offset_ns"] / 1000 for c in clocks]
+        bounds = [c["error_bound_ns"] / 1000 for c in clocks]
+        print("clock alignment of ranks 1.. in %d runs: offset %+.1f .. %+.1f us (median |offset| %.1f), error bound "
+              "%.1f .. %.1f us (median %.1f); offset beyond its bound in %d" % (
+                  len(clocks), min(offsets), max(offsets), stats.median([abs(o) for o in offsets]), min(bounds),
+                  max(bounds), stats.median(bounds), sum(abs(c["offset_ns"]) > c["error_bound_ns"] for c in clocks)))
 
 
 if __name__ == "__main__":

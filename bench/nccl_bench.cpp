@@ -303,7 +303,7 @@ void bench_kineto(const std::string& dir) {
   for (const KinetoRank& kr : ranks) {
     for (const NcclKernel& k : kr.collectives) {
       if (k.collective != "all_reduce") {
-        std::printf("  %4d %-16s %9.2f %11.2f   (not a collective Parallax plans)\n", k.rank, k.collective.c_str(),
+        std::printf("  %4d %-16s %9.2f %11.2f   (only all-reduces are compared here)\n", k.rank, k.collective.c_str(),
                     k.bytes / 1e6, k.dur_us / 1e3);
         continue;
       }
