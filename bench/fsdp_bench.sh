@@ -24,7 +24,7 @@ args=("$@")
 source "$(dirname "$0")/lib.sh"
 cd "$(dirname "$0")/.."
 bench_parallax_args "$0" "$@"
-python=${PYTHON:-.venv-torch/bin/python3}
+python=$(bench_python .venv-torch/bin/python3)
 scenario=scenarios/mlp-fashion-mnist-ddp2.yaml
 file_order=(--set data.shuffle=false)  # the order bench/fsdp_pytorch.py can replay
 out=$(bench_out_dir fsdp "$out")

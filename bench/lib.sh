@@ -135,6 +135,20 @@ bench_begin() {
   trap bench_tee_close EXIT
 }
 
+# bench_python DEFAULT: the Python a bench's PyTorch side runs, as a path that holds after the
+# bench changes folder (they run their Python scripts from bench/): PYTHON from the environment,
+# taken from where the user ran the bench when relative, else DEFAULT, relative to the repository
+# root. A bare command name (python3) is left to PATH.
+bench_python() {
+  local python="${PYTHON:-}" base="$bench_caller_pwd"
+  [ -n "$python" ] || { python=$1; base=$bench_root; }
+  case "$python" in
+    /*) ;;
+    */*) python="$base/$python" ;;
+  esac
+  echo "$python"
+}
+
 # bench_help SCRIPT: prints the script's opening comment, its usage.
 bench_help() {
   awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$1"

@@ -18,7 +18,7 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$(dirname "$0")/.."
-python=${PYTHON:-.venv-torch/bin/python3}
+python=$(bench_python .venv-torch/bin/python3)
 scenario=bench/data/moe-cpu.yaml
 steps=${STEPS:-60} rounds=${ROUNDS:-5}
 "$python" -c 'import torch.distributed.nn.functional' 2>/dev/null ||

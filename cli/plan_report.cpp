@@ -195,17 +195,24 @@ std::string plan_text(const Plan& p) {
   if (by_pipeline_rank) o << "(one row per pipeline rank: its " << p.world_size / s.parallel.pipeline << " ranks hold the same)\n";
   // Sharding beyond the optimizer holds layers and gradients unsharded for a while: a column then.
   const bool gathers = s.parallel.sharded(plan::Shard::gradients);
+  // Gradients freed by each optimizer step and the activations' peak apart: a column then.
+  const bool apart = std::any_of(p.ranks.begin(), p.ranks.end(), [](const plan::RankPlan& r) { return r.memory.not_at_once > 0; });
   o << pad(by_pipeline_rank ? "pp" : "rank", 6) << pad("params", 11) << pad("grads", 11) << pad("optimizer", 11)
     << pad("buckets", 11) << pad("activations", 27) << pad("transient", 11) << (gathers ? pad("unsharded", 11) : "")
-    << pad("reserve", 11) << "total\n";
+    << (apart ? pad("not at once", 13) : "") << pad("reserve", 11) << "total\n";
   for (const auto& r : p.ranks) {
     if (by_pipeline_rank && (r.replica != 0 || r.tensor_rank != 0)) continue;
     const auto& m = r.memory;
     o << pad(std::to_string(by_pipeline_rank ? r.pipeline_rank : r.rank), 6) << pad(format_bytes(m.params), 11)
       << pad(format_bytes(m.gradients), 11) << pad(format_bytes(m.optimizer), 11) << pad(format_bytes(m.buckets), 11)
       << pad(format_bytes(m.activations) + " (" + std::to_string(m.peak_inflight) + " in flight)", 27)
-      << pad(format_bytes(m.recompute), 11) << (gathers ? pad(format_bytes(m.gathered), 11) : "") << pad(format_bytes(m.reserve), 11) << format_bytes(m.total()) << (m.total() > capacity ? "  DOES NOT FIT" : "") << "\n";
+      << pad(format_bytes(m.recompute), 11) << (gathers ? pad(format_bytes(m.gathered), 11) : "")
+      << (apart ? pad("-" + format_bytes(m.not_at_once), 13) : "") << pad(format_bytes(m.reserve), 11) << format_bytes(m.total())
+      << (m.total() > capacity ? "  DOES NOT FIT" : "") << "\n";
   }
+  if (apart)
+    o << "not at once: each optimizer step frees the gradients (zero_grad(set_to_none)) and the step's first backward "
+         "makes them, after the activations' peak; that much of the two is never held together\n";
   o << plan::reserve_rule(hw.device) << "\n";
   return o.str();
 }

@@ -149,6 +149,21 @@ static double loss_backward_bytes(const Plan& plan, const Stage& stage) {
   return logits * plan.microbatch_size * 8.0;
 }
 
+// A backward into gradients the step already holds makes each parameter's gradient anew and adds
+// it in (autograd's AccumulateGrad): for a moment a parameter's gradient is there twice, the
+// largest the most. Only where the stage runs more than one micro-batch a step and the gradients
+// are tensors of their own: Megatron-LM's fused weight-gradient kernels accumulate into its
+// contiguous buffer (`master_weights`), and FSDP's are shard_state's.
+static int64_t accumulation_bytes(const Plan& plan, const Stage& stage) {
+  const ParallelSpec& p = plan.scenario.parallel;
+  if (p.chunks * p.grad_accumulation < 2 || p.master_weights || p.sharded(Shard::gradients)) return 0;
+  int64_t largest = 0;
+  for (int l = stage.first_layer; l < stage.first_layer + stage.layer_count; ++l)
+    for (const ParamSpec& param : plan.scenario.layers[l].params)
+      largest = std::max(largest, param.numel_on(p.tensor, p.expert, p.expert_tensor_ways()));
+  return largest * bytes_per_parameter(plan.scenario).gradient;
+}
+
 int64_t recompute_bytes(const Plan& plan, const Stage& stage) {
   const auto& layers = plan.scenario.layers;
   const ParallelSpec& p = plan.scenario.parallel;
@@ -173,7 +188,7 @@ int64_t recompute_bytes(const Plan& plan, const Stage& stage) {
     }
   }
   // The loss's backward runs before any recompute of its stage: the larger of the two is the peak.
-  return std::llround(std::max(bytes, loss_backward_bytes(plan, stage)));
+  return std::llround(std::max(bytes, loss_backward_bytes(plan, stage))) + accumulation_bytes(plan, stage);
 }
 
 int64_t receive_buffer_bytes(const Plan& plan, bool forward, int stage) {
@@ -224,17 +239,51 @@ std::string reserve_rule(const Device& device) {
          "fragmentation), an assumption (docs/simulator.md, Memory)";
 }
 
-// The most micro-batches each stage holds activations for at once on a rank, found by walking
-// the rank's action list: a forward adds one, its weight gradients (B or W) release it.
+// The rank's fullest moment of activations and gradients, found by walking its action list: a
+// forward adds a micro-batch's activations, its weight gradients (B or W) release them.
 // Receive buffers: with Gloo the executor keeps the next schedule::receive_window receives posted
 // ahead (exec/runtime.cpp), so a buffer is held from when it is posted: a forward's input until
 // that forward (then it is one of the stage's activations), an output gradient until its backward.
-static int64_t peak_activation_bytes(const Plan& plan, int pipeline_rank, int* peak_inflight) {
+// Gradients: where the optimizer step frees them (zero_grad(set_to_none=True), torch 2.x's
+// default, which the executor does on both LibTorch lines), a stage's are made by its first
+// weight-gradient action of the step, so a schedule whose most activations come before that (GPipe,
+// one micro-batch) does not hold both at once; Megatron-LM's contiguous gradient buffer
+// (`master_weights`) is kept, and FSDP's gradients are shard_state's.
+static int64_t stage_parameters(const Plan& plan, const Stage& stage) {
+  const ParallelSpec& p = plan.scenario.parallel;
+  int64_t n = 0;
+  for (int l = stage.first_layer; l < stage.first_layer + stage.layer_count; ++l)
+    n += plan.scenario.layers[l].param_count(p.tensor, p.expert, p.expert_tensor_ways());
+  return n;
+}
+
+struct PeakMoment {
+  int64_t activations = 0;  // the most held at once
+  int inflight = 0;         // the most micro-batches in flight at once
+  int64_t with_gradients = 0;  // the most activations and gradients held at once
+};
+static PeakMoment peak_moment(const Plan& plan, int pipeline_rank, int64_t gradients) {
   const auto& actions = plan.schedule.ranks[pipeline_rank];
+  const ParallelSpec& p = plan.scenario.parallel;
+  const bool made_each_step = !p.master_weights && !p.sharded(Shard::gradients);
   std::vector<int64_t> per_mb(plan.stages.size(), -1);  // by stage: bytes one micro-batch holds (-1: not yet found)
-  int64_t held = 0, peak = 0;
+  std::vector<int64_t> stage_gradients(plan.stages.size(), 0);  // made each step: a stage's share of `gradients`
+  if (made_each_step) {
+    int64_t rank_params = 0;
+    for (size_t i = 0; i < plan.stages.size(); ++i)
+      if (plan.stages[i].pipeline_rank == pipeline_rank) rank_params += stage_parameters(plan, plan.stages[i]);
+    for (size_t i = 0; i < plan.stages.size(); ++i)
+      if (plan.stages[i].pipeline_rank == pipeline_rank && rank_params > 0)
+        stage_gradients[i] = std::llround(static_cast<double>(gradients) * stage_parameters(plan, plan.stages[i]) / rank_params);
+  }
+  int64_t held = 0, grads = made_each_step ? 0 : gradients;
   int inflight = 0;
-  *peak_inflight = 0;
+  PeakMoment peak;
+  auto moment = [&] {
+    peak.activations = std::max(peak.activations, held);
+    peak.inflight = std::max(peak.inflight, inflight);
+    peak.with_gradients = std::max(peak.with_gradients, held + grads);
+  };
   const bool preposted = plan.schedule.collectives == Collectives::gloo;
   // (A walk of the whole list: only where receives are posted ahead.)
   const size_t window = preposted ? static_cast<size_t>(receive_window(plan.schedule, pipeline_rank)) : 0;
@@ -247,7 +296,7 @@ static int64_t peak_activation_bytes(const Plan& plan, int pipeline_rank, int* p
     for (; posted < receives.size() && posted - taken < window; ++posted) held += buffer(actions[receives[posted]]);
   };
   top_up();
-  peak = held;
+  moment();
   // A split backward's I uses its output gradient and keeps the activations, which its W frees
   // (exec/split_backward.hpp keeps each layer's graph until W).
   for (size_t i = 0; i < actions.size(); ++i) {
@@ -257,7 +306,7 @@ static int64_t peak_activation_bytes(const Plan& plan, int pipeline_rank, int* p
       top_up();
     }
     if (!is_compute(action.kind)) {
-      peak = std::max(peak, held);
+      moment();
       continue;
     }
     for (const Action& a : action.parts()) {
@@ -274,9 +323,10 @@ static int64_t peak_activation_bytes(const Plan& plan, int pipeline_rank, int* p
       if (makes_weight_gradient(a.kind)) {
         held -= bytes;
         --inflight;
+        grads += stage_gradients[a.stage];  // made by the stage's first of the step
+        stage_gradients[a.stage] = 0;
       }
-      peak = std::max(peak, held);
-      *peak_inflight = std::max(*peak_inflight, inflight);
+      moment();
     }
   }
   return peak;
@@ -369,7 +419,10 @@ void estimate_memory(Plan* plan) {
   for (int r = 0; r < p.pipeline; ++r) {
     MemoryEstimate& m = per_pipeline_rank[r];
     shard_state(*plan, r, &m);
-    m.activations = peak_activation_bytes(*plan, r, &m.peak_inflight);
+    const PeakMoment peak = peak_moment(*plan, r, m.gradients);
+    m.activations = peak.activations;
+    m.peak_inflight = peak.inflight;
+    m.not_at_once = peak.activations + m.gradients - peak.with_gradients;
     // A recompute briefly holds its forward's activations on top of what is kept.
     for (const Stage& st : plan->stages)
       if (st.pipeline_rank == r) m.recompute = std::max(m.recompute, recompute_bytes(*plan, st));

@@ -44,7 +44,8 @@ int64_t receive_buffer_bytes(const Plan& plan, bool forward, int stage);
 /// Bytes backward holds for a moment on top of what is kept: a recompute's, while it runs (one
 /// layer's full activations for `layer`, the whole stage's for `stage`, what `selective` and
 /// `selective_op` re-run of one layer), or, on the last stage, the loss's gradients of the logits
-/// (docs/simulator.md, Memory), whichever is larger.
+/// (docs/simulator.md, Memory), whichever is larger; plus, where a backward adds into gradients
+/// the step already holds, the stage's largest parameter's gradient made anew.
 int64_t recompute_bytes(const Plan& plan, const Stage& stage);
 
 /// Bytes of one parameter, its gradient, and its optimizer state (with master weights), as the

@@ -54,6 +54,10 @@ struct MemoryEstimate {
   int64_t optimizer = 0;
   int64_t buckets = 0;      ///< DDP's flat bucket buffers (a copy of the gradients)
   int64_t activations = 0;  ///< kept for backward, at the schedule's peak of micro-batches in flight
+  /// Of the activations' peak and the gradients, what is never held at once, taken off the total:
+  /// where the optimizer step frees the gradients (zero_grad(set_to_none)), the step's first
+  /// backward makes them, after GPipe's or a single micro-batch's most activations (plan/memory.cpp).
+  int64_t not_at_once = 0;
   int64_t recompute = 0;    ///< what backward holds on top for a moment: a recompute's, or the loss's gradients (plan::recompute_bytes)
   /// parallel.shard: what is held unsharded for a while (gathered layers, gradients before their
   /// reduce-scatter); 0 without sharding beyond the optimizer.
@@ -63,7 +67,9 @@ struct MemoryEstimate {
   int64_t total() const { return allocated() + reserve; }
   /// What the tensors take, without the reserve: what a run measures (on a GPU the CUDA caching
   /// allocator's peak of allocated bytes, which counts neither the context nor the cached blocks).
-  int64_t allocated() const { return params + gradients + optimizer + buckets + activations + recompute + gathered; }
+  int64_t allocated() const {
+    return params + gradients + optimizer + buckets + activations + recompute + gathered - not_at_once;
+  }
 };
 
 struct RankPlan {

@@ -99,7 +99,8 @@ json document_of(const Plan& p) {
                      {"node", r.node}, {"local_rank", r.local_rank}, {"stages", r.stages}});
     const auto& m = r.memory;
     memory.push_back({{"rank", r.rank}, {"params", m.params}, {"gradients", m.gradients}, {"optimizer", m.optimizer},
-                      {"buckets", m.buckets}, {"activations", m.activations}, {"recompute", m.recompute}, {"gathered", m.gathered}, {"reserve", m.reserve}, {"peak_inflight", m.peak_inflight},
+                      {"buckets", m.buckets}, {"activations", m.activations}, {"recompute", m.recompute}, {"gathered", m.gathered},
+                      {"not_at_once", m.not_at_once}, {"reserve", m.reserve}, {"peak_inflight", m.peak_inflight},
                       {"total", m.total()}, {"device_bytes", capacity}, {"fits", m.total() <= capacity}});
   }
   out["ranks"] = ranks;
@@ -163,7 +164,7 @@ std::optional<PlanSummary> read_plan_summary(const json& document) {
     ms.rank = m.value("rank", 0);
     ms.params = bytes("params"), ms.gradients = bytes("gradients"), ms.optimizer = bytes("optimizer");
     ms.buckets = bytes("buckets"), ms.activations = bytes("activations"), ms.recompute = bytes("recompute");
-    ms.gathered = bytes("gathered");
+    ms.gathered = bytes("gathered"), ms.not_at_once = bytes("not_at_once");
     ms.total = bytes("total"), ms.reserve = bytes("reserve"), ms.device_bytes = bytes("device_bytes");
     ms.fits = m.value("fits", true);
     s.memory.push_back(ms);

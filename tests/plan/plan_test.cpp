@@ -68,17 +68,38 @@ TEST_CASE("plan::Plan: parameters, gradients and optimizer state per rank", "[pl
   }
 }
 
+TEST_CASE("plan::memory: gradients freed by each optimizer step are not held with GPipe's peak", "[plan]") {
+  // 4 layers of 1 MiB parameters and 1 MiB of activations a sample over 2 stages, micro-batches of
+  // 1, 4 of them, GPipe: each stage keeps 2 MiB a micro-batch, 8 MiB at its peak, after its last
+  // forward. The gradients, 2 MiB, are freed by each optimizer step (torch 2.x's
+  // zero_grad(set_to_none)) and made by the step's first backward, which frees a micro-batch: from
+  // then on at most 6 MiB of activations and 2 of gradients. So 2 MiB of the two are never held at
+  // once, on the last stage; the first also holds Gloo's buffers for the output gradients, 1 MiB
+  // each, 4 posted at the start and one taken by the first backward: 8 + 4 before, 6 + 3 + 2 after.
+  const auto p = test::plan_from(test::synthetic_scenario(4, 2, 4, "gpipe"), {"data.batch_size=4"});
+  const int64_t MiB = 1024 * 1024;
+  CHECK(p.ranks[0].memory.activations == 8 * MiB + 4 * MiB);
+  CHECK(p.ranks[0].memory.not_at_once == 12 * MiB + 2 * MiB - 12 * MiB);
+  CHECK(p.ranks[1].memory.activations == 8 * MiB);
+  CHECK(p.ranks[1].memory.not_at_once == 2 * MiB);
+  // Megatron-LM's contiguous gradient buffer (master_weights) is never freed: all of it counts.
+  const auto megatron = test::plan_from(test::synthetic_scenario(4, 2, 4, "gpipe"),
+                                        {"data.batch_size=4", "parallel.precision=bf16", "parallel.master_weights=true"});
+  CHECK(megatron.ranks[1].memory.not_at_once == 0);
+}
+
 TEST_CASE("plan::Plan: activation checkpointing keeps only each stage's input", "[plan]") {
   const auto full = test::plan_from(test::synthetic_scenario(8, 2, 4, "gpipe"));
   const auto ckpt = test::plan_from(test::synthetic_scenario(8, 2, 4, "gpipe"),
                                     {"parallel.activation_checkpointing=stage"});
   // Stage of 4 layers x 1 MiB per sample, micro-batch 2: 8 MiB without, 2 MiB of inputs with, plus
   // one micro-batch recomputed during backward; and on Gloo 4 output-gradient buffers of 2 MiB
-  // posted at the step's start (the GPipe test above).
+  // posted at the step's start (the GPipe test above). Beside the recompute, a backward after the
+  // step's first makes a layer's 1 MiB gradient anew before adding it in.
   const int64_t MiB = 1024 * 1024;
   CHECK(full.ranks[0].memory.activations == 4 * 8 * MiB + 4 * 2 * MiB);
   CHECK(ckpt.ranks[0].memory.activations == 4 * 2 * MiB + 4 * 2 * MiB);
-  CHECK(ckpt.ranks[0].memory.recompute == 8 * MiB);
+  CHECK(ckpt.ranks[0].memory.recompute == 8 * MiB + 1 * MiB);
 }
 
 TEST_CASE("plan::LoweredSchedules: a kept schedule is the one lowering makes, and only for the same inputs", "[plan]") {
