@@ -211,8 +211,9 @@ std::string plan_text(const Plan& p) {
       << (m.total() > capacity ? "  DOES NOT FIT" : "") << "\n";
   }
   if (apart)
-    o << "not at once: each optimizer step frees the gradients (zero_grad(set_to_none)) and the step's first backward "
-         "makes them, after the activations' peak; that much of the two is never held together\n";
+    o << "not at once: taken off the total, what the activations' peak, the gradients and the transient never hold "
+         "together: each optimizer step frees the gradients (zero_grad(set_to_none)) and the step's first backward makes "
+         "them after the activations' peak; a ZeRO-1 step's gradient slices come when the activations are gone\n";
   o << plan::reserve_rule(hw.device) << "\n";
   return o.str();
 }

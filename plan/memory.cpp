@@ -261,7 +261,29 @@ struct PeakMoment {
   int64_t activations = 0;  // the most held at once
   int inflight = 0;         // the most micro-batches in flight at once
   int64_t with_gradients = 0;  // the most activations and gradients held at once
+  int64_t at_optimizer = 0;    // the same at an optimizer step
 };
+// ZeRO-1 without Megatron-LM's buffer (exec/fsdp.cpp, gradients_to_shards; DeepSpeed's stage 1
+// alike): before its step a rank copies its 1/n slice of each layer's averaged gradients out,
+// layer by layer, freeing the layer's whole gradients after the copy. Returns what that holds at
+// its fullest beyond the whole gradients: the slices made up to a layer, less the layers already
+// freed before it.
+static int64_t optimizer_slice_bytes(const Plan& plan, int pipeline_rank) {
+  const ParallelSpec& p = plan.scenario.parallel;
+  if (!p.sharded(Shard::optimizer) || p.sharded(Shard::gradients) || p.master_weights) return 0;
+  const int64_t g = bytes_per_parameter(plan.scenario).gradient, n = p.shard_ranks();
+  int64_t slices = 0, freed = 0, fullest = 0;
+  for (const Stage& st : plan.stages)
+    if (st.pipeline_rank == pipeline_rank)
+      for (int l = st.first_layer; l < st.first_layer + st.layer_count; ++l) {
+        const int64_t whole = plan.scenario.layers[l].param_count(p.tensor, p.expert, p.expert_tensor_ways()) * g;
+        slices += (whole + n - 1) / n;
+        fullest = std::max(fullest, slices - freed);
+        freed += whole;
+      }
+  return fullest;
+}
+
 static PeakMoment peak_moment(const Plan& plan, int pipeline_rank, int64_t gradients) {
   const auto& actions = plan.schedule.ranks[pipeline_rank];
   const ParallelSpec& p = plan.scenario.parallel;
@@ -307,6 +329,7 @@ static PeakMoment peak_moment(const Plan& plan, int pipeline_rank, int64_t gradi
     }
     if (!is_compute(action.kind)) {
       moment();
+      if (action.kind == ActionKind::OPTIM) peak.at_optimizer = std::max(peak.at_optimizer, held + grads);
       continue;
     }
     for (const Action& a : action.parts()) {
@@ -422,10 +445,16 @@ void estimate_memory(Plan* plan) {
     const PeakMoment peak = peak_moment(*plan, r, m.gradients);
     m.activations = peak.activations;
     m.peak_inflight = peak.inflight;
-    m.not_at_once = peak.activations + m.gradients - peak.with_gradients;
-    // A recompute briefly holds its forward's activations on top of what is kept.
+    // A recompute briefly holds its forward's activations on top of what is kept (and the loss's
+    // backward its gradients); a ZeRO-1 step its slices of the gradients. Each on its own moment:
+    // the transient column shows the larger, and what the two moments never hold is not at once.
+    int64_t backward = 0;
     for (const Stage& st : plan->stages)
-      if (st.pipeline_rank == r) m.recompute = std::max(m.recompute, recompute_bytes(*plan, st));
+      if (st.pipeline_rank == r) backward = std::max(backward, recompute_bytes(*plan, st));
+    const int64_t slices = optimizer_slice_bytes(*plan, r);
+    m.recompute = std::max(backward, slices);
+    const int64_t fullest = std::max(peak.with_gradients + backward, peak.at_optimizer + slices);
+    m.not_at_once = m.activations + m.gradients + m.recompute - fullest;
     m.reserve = reserve_bytes(s.hardware.device, m.allocated());
   }
   for (RankPlan& rp : plan->ranks) rp.memory = per_pipeline_rank[rp.pipeline_rank];

@@ -129,3 +129,21 @@ TEST_CASE("plan::LoweredSchedules: a kept schedule is the one lowering makes, an
   CHECK(plan::resolve_plan(test::scenario_from(yamls[3])).schedule.ranks !=
         plan::resolve_plan(test::scenario_from(yamls[4])).schedule.ranks);
 }
+
+TEST_CASE("plan::memory: a ZeRO-1 step's gradient slices come when the activations are gone", "[plan]") {
+  // 4 layers of 1 MiB parameters and 1 MiB of activations a sample on one stage, 2 replicas of one
+  // sample, shard optimizer (torch semantics, exec/fsdp.cpp): 4 MiB of gradients, made by the
+  // backward that frees the 4 MiB of activations. Before its step a rank copies its half of each
+  // layer's gradients out and frees the layer's whole ones: 0.5 MiB beyond the gradients at the
+  // first layer, 1 - 1 at the second, 1.5 - 2 at the third: 0.5 MiB at most.
+  const auto p = test::plan_from(test::synthetic_scenario(4, 1, 1, "gpipe"),
+                                 {"parallel.data=2", "data.batch_size=1", "parallel.shard=optimizer"});
+  const int64_t MiB = 1024 * 1024;
+  const auto& m = p.ranks[0].memory;
+  REQUIRE(m.gradients == 4 * MiB);
+  REQUIRE(m.activations == 4 * MiB);
+  CHECK(m.recompute == MiB / 2);
+  // Activations 4 before the backward, gradients 4 and slices 0.5 after: 4.5 of 4 + 4 + 0.5 at once.
+  CHECK(m.not_at_once == 4 * MiB);
+  CHECK(m.allocated() == m.params + m.optimizer + m.buckets + 4 * MiB + MiB / 2);
+}
