@@ -239,16 +239,6 @@ std::string reserve_rule(const Device& device) {
          "fragmentation), an assumption (docs/simulator.md, Memory)";
 }
 
-// The rank's fullest moment of activations and gradients, found by walking its action list: a
-// forward adds a micro-batch's activations, its weight gradients (B or W) release them.
-// Receive buffers: with Gloo the executor keeps the next schedule::receive_window receives posted
-// ahead (exec/runtime.cpp), so a buffer is held from when it is posted: a forward's input until
-// that forward (then it is one of the stage's activations), an output gradient until its backward.
-// Gradients: where the optimizer step frees them (zero_grad(set_to_none=True), torch 2.x's
-// default, which the executor does on both LibTorch lines), a stage's are made by its first
-// weight-gradient action of the step, so a schedule whose most activations come before that (GPipe,
-// one micro-batch) does not hold both at once; Megatron-LM's contiguous gradient buffer
-// (`master_weights`) is kept, and FSDP's gradients are shard_state's.
 static int64_t stage_parameters(const Plan& plan, const Stage& stage) {
   const ParallelSpec& p = plan.scenario.parallel;
   int64_t n = 0;
@@ -257,12 +247,6 @@ static int64_t stage_parameters(const Plan& plan, const Stage& stage) {
   return n;
 }
 
-struct PeakMoment {
-  int64_t activations = 0;  // the most held at once
-  int inflight = 0;         // the most micro-batches in flight at once
-  int64_t with_gradients = 0;  // the most activations and gradients held at once
-  int64_t at_optimizer = 0;    // the same at an optimizer step
-};
 // ZeRO-1 without Megatron-LM's buffer (exec/fsdp.cpp, gradients_to_shards; DeepSpeed's stage 1
 // alike): before its step a rank copies its 1/n slice of each layer's averaged gradients out,
 // layer by layer, freeing the layer's whole gradients after the copy. Returns what that holds at
@@ -284,6 +268,22 @@ static int64_t optimizer_slice_bytes(const Plan& plan, int pipeline_rank) {
   return fullest;
 }
 
+// The rank's fullest moment of activations and gradients, found by walking its action list: a
+// forward adds a micro-batch's activations, its weight gradients (B or W) release them.
+// Receive buffers: with Gloo the executor keeps the next schedule::receive_window receives posted
+// ahead (exec/runtime.cpp), so a buffer is held from when it is posted: a forward's input until
+// that forward (then it is one of the stage's activations), an output gradient until its backward.
+// Gradients: where the optimizer step frees them (zero_grad(set_to_none=True), torch 2.x's
+// default, which the executor does on both LibTorch lines), a stage's are made by its first
+// weight-gradient action of the step, so a schedule whose most activations come before that (GPipe,
+// one micro-batch) does not hold both at once; Megatron-LM's contiguous gradient buffer
+// (`master_weights`) is kept, and FSDP's gradients are shard_state's.
+struct PeakMoment {
+  int64_t activations = 0;  // the most held at once
+  int inflight = 0;         // the most micro-batches in flight at once
+  int64_t with_gradients = 0;  // the most activations and gradients held at once
+  int64_t at_optimizer = 0;    // the same at an optimizer step
+};
 static PeakMoment peak_moment(const Plan& plan, int pipeline_rank, int64_t gradients) {
   const auto& actions = plan.schedule.ranks[pipeline_rank];
   const ParallelSpec& p = plan.scenario.parallel;
