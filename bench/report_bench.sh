@@ -10,9 +10,10 @@
 #   first); the 1,024-rank report is made here: gpipe-1b-4xA100 with parallel.data=256.
 # Medians are bench/stats.py's (interpolated, as timeline/step_statistic.hpp's).
 # The raw output goes to DIR (--out, else the environment's OUT, else a new
-# bench/results/report-cpu-DATE): the pages it made (empty.html, 1024.html), every load's figures
-# (loads.txt: page, load ms, timeline draw ms, Chromium's wall s); machine.txt (CPU, cores,
-# commit, date); summary.txt, what this printed; log.txt, its stderr.
+# bench/results/report-cpu-DATE): every load's figures (loads.txt: page, load ms, timeline draw
+# ms, Chromium's wall s); machine.txt (CPU, cores, commit, date); summary.txt, what this printed
+# (each page's size among it); log.txt, its stderr. The pages it makes (an empty one, the 1,024-rank
+# report, a few MB) are remade by running it again, so they go with Chromium's profiles.
 set -euo pipefail
 args=("$@")
 source "$(dirname "$0")/lib.sh"
@@ -25,7 +26,7 @@ out=$(bench_out_dir report "$out")
 rm -f "$out/loads.txt"  # an earlier run's, when --out names a folder again
 bench_machine "$out" "$0" "${args[@]}"
 bench_tee "$out"
-# Chromium's profiles are not output: they go with the script.
+# Chromium's profiles and the pages it loads are not output: they go with the script.
 profiles="$(mktemp -d)"
 trap 'bench_tee_close; rm -rf "$profiles"' EXIT
 
@@ -71,10 +72,10 @@ report() {
     "$(printf '%s\n' "${draws[@]}" | median)" "$(printf '%s\n' "${walls[@]}" | median)" "$runs"
 }
 
-echo "<!doctype html><title>empty</title><body>empty" >"$out/empty.html"
-"$build/parallax" report scenarios/gpipe-1b-4xA100.yaml --set parallel.data=256 -o "$out/1024.html" 2>/dev/null
+echo "<!doctype html><title>empty</title><body>empty" >"$profiles/empty.html"
+"$build/parallax" report scenarios/gpipe-1b-4xA100.yaml --set parallel.data=256 -o "$profiles/1024.html" 2>/dev/null
 echo "$(nproc) cores, $(chromium --version 2>/dev/null)"
-report "empty page (Chromium start-up)" "$out/empty.html"
+report "empty page (Chromium start-up)" "$profiles/empty.html"
 if [ -f "$main_report" ]; then report "main job ($main_report)" "$main_report"
 else echo "no $main_report: run ./build/parallax first (the main job)"; fi
-report "1,024 ranks (gpipe-1b-4xA100 x256)" "$out/1024.html"
+report "1,024 ranks (gpipe-1b-4xA100 x256)" "$profiles/1024.html"

@@ -294,9 +294,15 @@ static PeakMoment peak_moment(const Plan& plan, int pipeline_rank, int64_t gradi
     int64_t rank_params = 0;
     for (size_t i = 0; i < plan.stages.size(); ++i)
       if (plan.stages[i].pipeline_rank == pipeline_rank) rank_params += stage_parameters(plan, plan.stages[i]);
+    // Each stage its cumulative share less the stages' before it: the parts add up to `gradients`.
+    int64_t params_so_far = 0, given = 0;
     for (size_t i = 0; i < plan.stages.size(); ++i)
-      if (plan.stages[i].pipeline_rank == pipeline_rank && rank_params > 0)
-        stage_gradients[i] = std::llround(static_cast<double>(gradients) * stage_parameters(plan, plan.stages[i]) / rank_params);
+      if (plan.stages[i].pipeline_rank == pipeline_rank && rank_params > 0) {
+        params_so_far += stage_parameters(plan, plan.stages[i]);
+        const int64_t upto = std::llround(static_cast<double>(gradients) * params_so_far / rank_params);
+        stage_gradients[i] = upto - given;
+        given = upto;
+      }
   }
   int64_t held = 0, grads = made_each_step ? 0 : gradients;
   int inflight = 0;
