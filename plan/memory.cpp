@@ -164,7 +164,8 @@ static int64_t accumulation_bytes(const Plan& plan, const Stage& stage) {
   return largest * bytes_per_parameter(plan.scenario).gradient;
 }
 
-int64_t recompute_bytes(const Plan& plan, const Stage& stage) {
+// What a recompute holds for a moment beyond what its stage keeps, for one micro-batch.
+static double recomputed_bytes(const Plan& plan, const Stage& stage) {
   const auto& layers = plan.scenario.layers;
   const ParallelSpec& p = plan.scenario.parallel;
   double sum = 0, largest = 0;  // for one micro-batch
@@ -187,8 +188,13 @@ int64_t recompute_bytes(const Plan& plan, const Stage& stage) {
       break;
     }
   }
+  return bytes;
+}
+
+int64_t recompute_bytes(const Plan& plan, const Stage& stage) {
   // The loss's backward runs before any recompute of its stage: the larger of the two is the peak.
-  return std::llround(std::max(bytes, loss_backward_bytes(plan, stage))) + accumulation_bytes(plan, stage);
+  return std::llround(std::max(recomputed_bytes(plan, stage), loss_backward_bytes(plan, stage))) +
+         accumulation_bytes(plan, stage);
 }
 
 int64_t receive_buffer_bytes(const Plan& plan, bool forward, int stage) {
@@ -383,9 +389,11 @@ StateBytes sharded_state_bytes(const Scenario& s, int64_t params, int64_t expert
 
 // What parallel.shard leaves a rank of its pipeline rank's parameters, gradients, optimizer state
 // and DDP buckets (whole, or 1 / shard_ranks each, rounded up), plus what it holds beyond them at
-// its fullest moment (`gathered`): the gathered layers in flight and the gradients before their
-// reduce-scatter.
-static void shard_state(const Plan& plan, int pipeline_rank, MemoryEstimate* m) {
+// its fullest moment in a layer's backward (`gathered`): the gathered layers in flight and the
+// gradients before their reduce-scatter. Returns what the backward's first moment holds of these
+// (sharded gradients included), before any layer has made this micro-batch's gradients: the loss's
+// backward runs then (estimate_memory).
+static int64_t shard_state(const Plan& plan, int pipeline_rank, MemoryEstimate* m) {
   const Scenario& s = plan.scenario;
   const ParallelSpec& p = s.parallel;
   std::vector<int64_t> units;     // the rank's layers' parameters, in forward order: FSDP's units
@@ -405,7 +413,7 @@ static void shard_state(const Plan& plan, int pipeline_rank, MemoryEstimate* m) 
   m->gradients = state.gradients;
   m->optimizer = state.optimizer;
   m->buckets = state.buckets;
-  if (!p.sharded(Shard::gradients)) return;
+  if (!p.sharded(Shard::gradients)) return 0;
   // The rank is fullest during some layer's backward in the step's last micro-batch, the layers
   // walked from the last: those after it have their gradients reduced to shards already; its own
   // are held whole, and twice while they are copied into its reduce-scatter's input (FSDP2's
@@ -418,9 +426,18 @@ static void shard_state(const Plan& plan, int pipeline_rank, MemoryEstimate* m) 
   // holds beyond the sharded gradients the optimizer step holds.
   const BytesPerParameter per = bytes_per_parameter(s);
   const int64_t n = p.shard_ranks(), g = per.gradient;
-  const bool accumulating = p.chunks * p.grad_accumulation > 1 && !p.reduces_every_microbatch();
+  const bool several = p.chunks * p.grad_accumulation > 1;
+  const bool accumulating = several && !p.reduces_every_microbatch();
   int64_t fullest = 0, reduced = 0, upto = params, upto_gathered = 0;
   for (int64_t b : gathered) upto_gathered += b;
+  // The backward's start: the earlier micro-batches' summed gradients whole, or their shards where
+  // each micro-batch reduces its own (none in the step's first: the step freed them), and under
+  // full the last layer gathered with the one before it prefetched (or every layer, kept).
+  int64_t start = accumulating ? params * g : several ? m->gradients : 0;
+  if (p.sharded(Shard::full) && !units.empty()) {
+    const size_t last = units.size() - 1;
+    start += p.reshard_after_forward ? gathered[last] + (last > 0 ? gathered[last - 1] : 0) : upto_gathered;
+  }
   for (size_t l = units.size(); l-- > 0;) {
     const int64_t u = units[l], before = l > 0 ? gathered[l - 1] : 0;
     int64_t held = (reduced * g + n - 1) / n + ((accumulating ? upto : u) + u) * g;
@@ -431,6 +448,7 @@ static void shard_state(const Plan& plan, int pipeline_rank, MemoryEstimate* m) 
     upto_gathered -= gathered[l];
   }
   m->gathered = std::max<int64_t>(0, fullest - m->gradients);
+  return start;
 }
 
 int gathered_parameter_bytes(const ParallelSpec& p, const Layer& layer) {
@@ -447,20 +465,27 @@ void estimate_memory(Plan* plan) {
   std::vector<MemoryEstimate> per_pipeline_rank(p.pipeline);
   for (int r = 0; r < p.pipeline; ++r) {
     MemoryEstimate& m = per_pipeline_rank[r];
-    shard_state(*plan, r, &m);
+    const int64_t backward_start = shard_state(*plan, r, &m);
     const PeakMoment peak = peak_moment(*plan, r, m.gradients);
     m.activations = peak.activations;
     m.peak_inflight = peak.inflight;
     // A recompute briefly holds its forward's activations on top of what is kept (and the loss's
     // backward its gradients); a ZeRO-1 step its slices of the gradients. Each on its own moment:
-    // the transient column shows the larger, and what the two moments never hold is not at once.
-    int64_t backward = 0;
+    // the transient column shows the larger, and what the moments never hold is not at once.
+    int64_t backward = 0, loss = 0, recomputed = 0;
     for (const Stage& st : plan->stages)
-      if (st.pipeline_rank == r) backward = std::max(backward, recompute_bytes(*plan, st));
+      if (st.pipeline_rank == r) {
+        backward = std::max(backward, recompute_bytes(*plan, st));
+        loss = std::max<int64_t>(loss, std::llround(loss_backward_bytes(*plan, st)));
+        recomputed = std::max<int64_t>(recomputed, std::llround(recomputed_bytes(*plan, st)));
+      }
     const int64_t slices = optimizer_slice_bytes(*plan, r);
     m.recompute = std::max(backward, slices);
-    const int64_t fullest = std::max(peak.with_gradients + backward, peak.at_optimizer + slices);
-    m.not_at_once = m.activations + m.gradients + m.recompute - fullest;
+    int64_t fullest = std::max(peak.with_gradients + backward, peak.at_optimizer + slices);
+    if (s.parallel.sharded(Shard::gradients))  // the loss's moment is the backward's start, a recompute's a layer's
+      fullest = std::max(m.activations + loss + backward_start,
+                         m.activations + m.gradients + m.gathered + recomputed);
+    m.not_at_once = std::max<int64_t>(0, m.activations + m.gradients + m.recompute + m.gathered - fullest);
     m.reserve = reserve_bytes(s.hardware.device, m.allocated());
   }
   for (RankPlan& rp : plan->ranks) rp.memory = per_pipeline_rank[rp.pipeline_rank];

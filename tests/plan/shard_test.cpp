@@ -111,6 +111,37 @@ TEST_CASE("plan::memory: each shard level keeps ZeRO's share of the state, plus 
   CHECK(hsdp.optimizer == share(8 * P, 2));
 }
 
+TEST_CASE("plan::memory: sharded gradients meet the loss's gradients at the backward's start, not in a layer's backward", "[plan][shard]") {
+  // A vocabulary of 8192: torch's cross_entropy holds 8 bytes a logit for a moment in the loss's
+  // backward (64 x 8192 x 4 logits: 16 MiB), the backward's first moment, before any layer has made
+  // a gradient. Sharded gradients are then not yet made (the step freed them), the head is gathered
+  // and the last block prefetched under full; a layer's backward later holds the walk's gradients
+  // and gathered layers (`gathered`) but not the loss's.
+  const std::string yaml =
+      "model: {preset: transformer, layers: 2, hidden: 64, heads: 4, seq_len: 64, vocab: 8192}\n"
+      "data: {batch_size: 4}\noptimizer: {kind: adam}\nhardware: a100-nvlink-ib\nparallel: {data: 4, chunks: 1}\n";
+  const int64_t loss = int64_t{64} * 8192 * 4 * 8;
+  const plan::Plan z2 = test::plan_from(yaml, {"parallel.shard=gradients"});
+  const auto& layers = z2.scenario.layers;
+  const int64_t P = z2.stages[0].param_count, b = layers[1].param_count(1), h = layers[3].param_count(1);
+  for (const std::string& level : {"gradients", "full"}) {
+    const plan::MemoryEstimate m = test::plan_from(yaml, {"parallel.shard=" + level}).ranks[0].memory;
+    INFO(level);
+    CHECK(m.recompute == loss);  // the transient column
+    const int64_t start = level == "full" ? 4 * (h + b) : 0;
+    const int64_t at_start = m.activations + loss + start, in_a_layer = m.activations + m.gradients + m.gathered;
+    CHECK(at_start > in_a_layer);  // this case's fullest is the backward's start
+    CHECK(m.allocated() == m.params + m.optimizer + at_start);
+    // The rule before counted the loss's gradients on top of a layer's moment.
+    CHECK(m.allocated() < m.params + m.optimizer + in_a_layer + loss);
+  }
+  // Several micro-batches a step, reduced once: the earlier ones' summed gradients are whole then.
+  const plan::MemoryEstimate chunked = test::plan_from(yaml, {"parallel.shard=gradients", "parallel.chunks=2"}).ranks[0].memory;
+  const int64_t at_start = chunked.activations + chunked.recompute + 4 * P;
+  CHECK(chunked.allocated() == chunked.params + chunked.optimizer +
+                                   std::max(at_start, chunked.activations + chunked.gradients + chunked.gathered));
+}
+
 TEST_CASE("plan::memory: a model whose parameters dominate takes less under FSDP than under DDP", "[plan][shard]") {
   // 8 replicas of a 16-block transformer with a short sequence: parameters and state dominate.
   const std::string yaml =
