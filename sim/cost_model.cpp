@@ -67,8 +67,10 @@ Time calibrated_optimizer(const plan::Plan& plan, const plan::Stage& st, const p
   // flag, before the step (the executor runs it just ahead of the rank's first OPTIM).
   if (plan.scenario.parallel.precision == plan::Precision::fp16)
     t += Time::us(cal.loss_scaler.at(static_cast<double>(st.param_bytes) / 4.0));
-  // DDP: the averaged buckets are divided and copied back into the gradients (two passes).
-  if (plan.scenario.parallel.replicas() > 1 && cal.copy_gb_per_s > 0)
+  // DDP: the averaged buckets are divided and copied back into the gradients (two passes). Sharded
+  // gradients have no buckets: each layer's reduce-scatter leaves its shard, divided as it lands
+  // during the backward (exec/fsdp.cpp, finish_reduce).
+  if (plan.scenario.parallel.replicas() > 1 && !plan.scenario.parallel.sharded(plan::Shard::gradients) && cal.copy_gb_per_s > 0)
     t += Time::us(2.0 * static_cast<double>(st.param_bytes) / (cal.copy_gb_per_s * 1e3));
   return t;
 }
@@ -432,6 +434,23 @@ Time optimizer_time(const plan::Scenario& s, int64_t stage_params) {
 // next step's first forward (overlapped_parameter_gathers).
 static int gathered_bytes_per_param(const plan::ParallelSpec& p) { return p.master_weights ? plan::activation_bytes(p.precision) : 4; }
 
+// Sharded gradients: the executor's hooks copy each gradient into its layer's flat buffer as it
+// arrives, and the reduce-scatters share the cores, all through the backward; a layer's
+// reduce-scatter starts once its gradients are in (exec/fsdp.cpp, on_grad), so the last layer's
+// starts as the backward ends. `extra` (the step's last backward's copies and core sharing, added
+// to its end by Simulation::start_compute) is spread over the layers in proportion, moving each
+// layer's reduce-scatter later with it. (DDP's buckets keep the offsets: its reducer's finalize at
+// the backward's end is what the calibration's extra measured.)
+static void spread_over_backward(Time extra, StageCost* c) {
+  if (extra <= Time()) return;
+  auto spread = [&](std::vector<Time>& offsets, Time whole) {
+    if (whole <= Time()) return;
+    for (Time& t : offsets) t = t.scaled((whole + extra) / whole);
+  };
+  spread(c->bucket_ready, c->backward);
+  spread(c->bucket_ready_in_weight, c->backward_weight);
+}
+
 static Time parameters_after_step(const plan::Plan& plan, const plan::Stage& st) {
   const plan::ParallelSpec& p = plan.scenario.parallel;
   if (!p.sharded(plan::Shard::optimizer) || p.sharded(plan::Shard::full) || p.param_gather_overlapped()) return Time();
@@ -608,6 +627,7 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<pla
       if (s.parallel.replicas() > 1)
         c.sync_backward_extra = std::max(
             Time(), scaled(Time::us(in.sync_backward_extra_us_per_mb * static_cast<double>(st.param_bytes) / 1e6), f));
+      if (s.parallel.sharded(plan::Shard::gradients)) spread_over_backward(c.bucket_copy_in + c.sync_backward_extra, &c);
       // Messages as the pipeline probe measured them.
       const plan::InRunFactors& msg = cal->in_run;
       auto call = [&](int64_t bytes) {

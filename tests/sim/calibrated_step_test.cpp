@@ -183,6 +183,39 @@ TEST_CASE("sim::simulate: under DDP only the step's last backward takes the all-
   CHECK(backward_us[3] == Approx(backward_us[0] + copy_us + 500 * bytes / 1e6).epsilon(1e-3));
 }
 
+TEST_CASE("sim::simulate: sharded gradients have no DDP copy-back, and the first layer's reduce-scatter starts as the backward ends",
+          "[sim][shard]") {
+  auto s = test::scenario_from(
+      test::kMlp +
+      "data: {source: fashion-mnist, batch_size: 32}\nparallel: {data: 2, chunks: 1}\n"
+      "optimizer: {kind: sgd, momentum: 0.9}\nhardware: cpu-host\n");
+  auto c = test::sample_calibration();
+  c.in_run_data = plan::InRunFactors{.sync_backward_extra_us_per_mb = 500, .probe = ""};
+  s.hardware.calibration = c;
+  const double bytes = (784 * 256 + 256 + 256 * 10 + 10) * 4.0;
+  const double copy_us = bytes / (c.copy_gb_per_s * 1e3);
+  auto costs = [&](plan::Shard shard) {
+    auto with = s;
+    with.parallel.shard = shard;
+    return sim::stage_costs(plan::resolve_plan(with))[0];
+  };
+  const sim::StageCost ddp = costs(plan::Shard::none), zero1 = costs(plan::Shard::optimizer),
+                       zero2 = costs(plan::Shard::gradients);
+  // ZeRO-1 and -2 step the same half of the parameters and gather them after; ZeRO-1's DDP buckets
+  // are divided and copied back before it (two passes), ZeRO-2 has none (exec/fsdp.cpp leaves each
+  // shard divided as its reduce-scatter lands).
+  CHECK((zero1.optimizer - zero2.optimizer).to_us() == Approx(2 * copy_us).epsilon(1e-3));
+  // Both end the step's last backward with the hooks' copies and the reductions' core sharing...
+  const sim::Time extra = zero2.bucket_copy_in + zero2.sync_backward_extra;
+  CHECK(extra.to_us() == Approx(copy_us + 500 * bytes / 1e6).epsilon(1e-3));
+  // ...which DDP's reducer pays at its end, after handing its buckets over; the executor's FSDP hooks
+  // pay them as each layer's gradients arrive, so its layers' reduce-scatters start later with
+  // them, the first layer's (the last in the backward) as the backward ends.
+  REQUIRE(zero2.bucket_ready.size() == 2);
+  CHECK(zero2.bucket_ready.back() == zero2.backward + extra);
+  CHECK(ddp.bucket_ready.back() <= ddp.backward);
+}
+
 TEST_CASE("sim::simulate: with launch figures an action ends no sooner than its last launch, and the host runs ahead",
           "[sim][launch]") {
   auto s = test::scenario_from(
