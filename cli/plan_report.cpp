@@ -207,10 +207,14 @@ std::string plan_text(const Plan& p) {
       << pad(format_bytes(m.gradients), 11) << pad(format_bytes(m.optimizer), 11) << pad(format_bytes(m.buckets), 11)
       << pad(format_bytes(m.activations) + " (" + std::to_string(m.peak_inflight) + " in flight)", 27)
       << pad(format_bytes(m.recompute), 11) << (gathers ? pad(format_bytes(m.gathered), 11) : "")
-      << (apart ? pad("-" + format_bytes(m.not_at_once), 13) : "") << pad(format_bytes(m.reserve), 11) << format_bytes(m.total())
+      << (apart ? pad(std::string("-").append(format_bytes(m.not_at_once)), 13) : "") << pad(format_bytes(m.reserve), 11) << format_bytes(m.total())
       << (m.total() > capacity ? "  DOES NOT FIT" : "") << "\n";
   }
-  if (apart)
+  if (apart && gathers)
+    o << "not at once: taken off the total, what the activations' peak, the gradients, the transient and the unsharded "
+         "part never hold together: the loss's gradients come at the backward's start, before any layer's gradients "
+         "(the step freed the sharded ones), a layer's whole gradients and gathered neighbours later\n";
+  else if (apart)
     o << "not at once: taken off the total, what the activations' peak, the gradients and the transient never hold "
          "together: each optimizer step frees the gradients (zero_grad(set_to_none)) and the step's first backward makes "
          "them after the activations' peak; a ZeRO-1 step's gradient slices come when the activations are gone\n";
