@@ -243,10 +243,9 @@ QChart* MetricsView::memory_chart(const Prediction& p, const timeline::CompareRe
   double top = static_cast<double>(p.metrics.device_memory) / kGiB;
   for (const auto& r : p.plan.ranks) {
     const plan::MemoryEstimate& m = r.memory;
-    // What the peak holds: what is never held at once comes off the gradients, then the transient.
-    const int64_t off_gradients = std::min(m.not_at_once, m.gradients), off_transient = m.not_at_once - off_gradients;
-    const int64_t values[] = {m.params,  m.gradients - off_gradients, m.optimizer, m.buckets, m.activations,
-                              m.recompute - off_transient, m.gathered, m.reserve};
+    // What the fullest moment holds: each part less what that moment lacks of it (not at once).
+    const int64_t values[] = {m.params,    m.gradients - m.lacks.gradients, m.optimizer, m.buckets, m.activations - m.lacks.activations,
+                              m.recompute - m.lacks.transient, m.gathered - m.lacks.gathered, m.reserve};
     for (int i = 0; i < kParts; ++i) parts[i].push_back(static_cast<double>(values[i]) / kGiB);
     top = std::max(top, static_cast<double>(m.total()) / kGiB);
     labels.push_back("rank " + std::to_string(r.rank));

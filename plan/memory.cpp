@@ -451,6 +451,51 @@ static int64_t shard_state(const Plan& plan, int pipeline_rank, MemoryEstimate* 
   return start;
 }
 
+// Sharded gradients' two moments (estimate_memory): the loss's gradients at the backward's start,
+// with what shard_state says is held then, or a recompute in a layer's backward.
+struct ShardedBackward {
+  int64_t loss = 0, recomputed = 0, start = 0;
+};
+
+// What the rank's fullest moment lacks of each part of `m` (whose parts are each at their own
+// fullest): that moment is the larger of the walk's (activations and gradients together, with
+// backward's transient) and the optimizer step's (with a ZeRO-1 step's slices), or, under sharded
+// gradients, of the backward's start and a layer's backward.
+static MemoryEstimate::Lacks fullest_moment_lacks(const MemoryEstimate& m, const PeakMoment& peak, int64_t backward,
+                                                  int64_t slices, const ShardedBackward* sharded) {
+  MemoryEstimate::Lacks lacks;
+  int64_t apart = 0;  // of the activations and gradients (and the unsharded part) at once
+  auto take = [&](int64_t* part, int64_t whole) {
+    *part = std::clamp<int64_t>(apart, 0, whole);
+    apart -= *part;
+  };
+  if (sharded) {
+    const int64_t at_start = m.activations + sharded->loss + sharded->start;
+    const int64_t in_layer = m.activations + m.gradients + m.gathered + sharded->recomputed;
+    if (at_start >= in_layer) {
+      lacks.transient = m.recompute - sharded->loss;
+      apart = m.gradients + m.gathered - sharded->start;
+      take(&lacks.gradients, m.gradients);
+      take(&lacks.gathered, m.gathered);
+    } else {
+      lacks.transient = m.recompute - sharded->recomputed;
+    }
+    return lacks;
+  }
+  if (peak.with_gradients + backward >= peak.at_optimizer + slices) {
+    lacks.transient = m.recompute - backward;
+    apart = m.activations + m.gradients - peak.with_gradients;
+    take(&lacks.gradients, m.gradients);
+    take(&lacks.activations, m.activations);
+  } else {  // the optimizer step: the activations are gone
+    lacks.transient = m.recompute - slices;
+    apart = m.activations + m.gradients - peak.at_optimizer;
+    take(&lacks.activations, m.activations);
+    take(&lacks.gradients, m.gradients);
+  }
+  return lacks;
+}
+
 int gathered_parameter_bytes(const ParallelSpec& p, const Layer& layer) {
   if (p.precision == Precision::fp32) return 4;
   // torchao's float8 all-gather: the blocks' nn.Linear weights (a block's norms, 0.004% of Llama
@@ -481,11 +526,10 @@ void estimate_memory(Plan* plan) {
       }
     const int64_t slices = optimizer_slice_bytes(*plan, r);
     m.recompute = std::max(backward, slices);
-    int64_t fullest = std::max(peak.with_gradients + backward, peak.at_optimizer + slices);
-    if (s.parallel.sharded(Shard::gradients))  // the loss's moment is the backward's start, a recompute's a layer's
-      fullest = std::max(m.activations + loss + backward_start,
-                         m.activations + m.gradients + m.gathered + recomputed);
-    m.not_at_once = std::max<int64_t>(0, m.activations + m.gradients + m.recompute + m.gathered - fullest);
+    // Under sharded gradients the loss's moment is the backward's start, a recompute's a layer's.
+    const ShardedBackward sharded{loss, recomputed, backward_start};
+    m.lacks = fullest_moment_lacks(m, peak, backward, slices, s.parallel.sharded(Shard::gradients) ? &sharded : nullptr);
+    m.not_at_once = m.lacks.gradients + m.lacks.activations + m.lacks.transient + m.lacks.gathered;
     m.reserve = reserve_bytes(s.hardware.device, m.allocated());
   }
   for (RankPlan& rp : plan->ranks) rp.memory = per_pipeline_rank[rp.pipeline_rank];

@@ -124,7 +124,7 @@ TEST_CASE("plan::memory: sharded gradients meet the loss's gradients at the back
   const plan::Plan z2 = test::plan_from(yaml, {"parallel.shard=gradients"});
   const auto& layers = z2.scenario.layers;
   const int64_t P = z2.stages[0].param_count, b = layers[1].param_count(1), h = layers[3].param_count(1);
-  for (const std::string& level : {"gradients", "full"}) {
+  for (const std::string level : {"gradients", "full"}) {
     const plan::MemoryEstimate m = test::plan_from(yaml, {"parallel.shard=" + level}).ranks[0].memory;
     INFO(level);
     CHECK(m.recompute == loss);  // the transient column
@@ -134,6 +134,13 @@ TEST_CASE("plan::memory: sharded gradients meet the loss's gradients at the back
     CHECK(m.allocated() == m.params + m.optimizer + at_start);
     // The rule before counted the loss's gradients on top of a layer's moment.
     CHECK(m.allocated() < m.params + m.optimizer + in_a_layer + loss);
+    // What that moment lacks, part by part (the GUI's bars): no sharded gradient yet, the
+    // unsharded part but the gathered layers, the whole transient and activations held.
+    CHECK(m.lacks.transient == 0);
+    CHECK(m.lacks.activations == 0);
+    CHECK(m.lacks.gradients == m.gradients);
+    CHECK(m.lacks.gathered == m.gathered - start);
+    CHECK(m.lacks.gradients + m.lacks.gathered == m.not_at_once);
   }
   // Several micro-batches a step, reduced once: the earlier ones' summed gradients are whole then.
   const plan::MemoryEstimate chunked = test::plan_from(yaml, {"parallel.shard=gradients", "parallel.chunks=2"}).ranks[0].memory;
