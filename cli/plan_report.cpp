@@ -196,7 +196,7 @@ std::string plan_text(const Plan& p) {
   // Sharding beyond the optimizer holds layers and gradients unsharded for a while: a column then.
   const bool gathers = s.parallel.sharded(plan::Shard::gradients);
   // Gradients freed by each optimizer step and the activations' peak apart: a column then.
-  const bool apart = std::any_of(p.ranks.begin(), p.ranks.end(), [](const plan::RankPlan& r) { return r.memory.not_at_once > 0; });
+  const bool apart = std::any_of(p.ranks.begin(), p.ranks.end(), [](const plan::RankPlan& r) { return r.memory.not_at_once() > 0; });
   o << pad(by_pipeline_rank ? "pp" : "rank", 6) << pad("params", 11) << pad("grads", 11) << pad("optimizer", 11)
     << pad("buckets", 11) << pad("activations", 27) << pad("transient", 11) << (gathers ? pad("unsharded", 11) : "")
     << (apart ? pad("not at once", 13) : "") << pad("reserve", 11) << "total\n";
@@ -207,7 +207,7 @@ std::string plan_text(const Plan& p) {
       << pad(format_bytes(m.gradients), 11) << pad(format_bytes(m.optimizer), 11) << pad(format_bytes(m.buckets), 11)
       << pad(format_bytes(m.activations) + " (" + std::to_string(m.peak_inflight) + " in flight)", 27)
       << pad(format_bytes(m.recompute), 11) << (gathers ? pad(format_bytes(m.gathered), 11) : "")
-      << (apart ? pad(std::string("-").append(format_bytes(m.not_at_once)), 13) : "") << pad(format_bytes(m.reserve), 11) << format_bytes(m.total())
+      << (apart ? pad(std::string("-").append(format_bytes(m.not_at_once())), 13) : "") << pad(format_bytes(m.reserve), 11) << format_bytes(m.total())
       << (m.total() > capacity ? "  DOES NOT FIT" : "") << "\n";
   }
   if (apart && gathers)

@@ -517,19 +517,20 @@ void estimate_memory(Plan* plan) {
     // A recompute briefly holds its forward's activations on top of what is kept (and the loss's
     // backward its gradients); a ZeRO-1 step its slices of the gradients. Each on its own moment:
     // the transient column shows the larger, and what the moments never hold is not at once.
-    int64_t backward = 0, loss = 0, recomputed = 0;
+    // Under sharded gradients the loss's moment is the backward's start, a recompute's a layer's.
+    const bool sharding = s.parallel.sharded(Shard::gradients);
+    ShardedBackward sharded{0, 0, backward_start};
+    int64_t backward = 0;
     for (const Stage& st : plan->stages)
       if (st.pipeline_rank == r) {
         backward = std::max(backward, recompute_bytes(*plan, st));
-        loss = std::max<int64_t>(loss, std::llround(loss_backward_bytes(*plan, st)));
-        recomputed = std::max<int64_t>(recomputed, std::llround(recomputed_bytes(*plan, st)));
+        if (!sharding) continue;
+        sharded.loss = std::max<int64_t>(sharded.loss, std::llround(loss_backward_bytes(*plan, st)));
+        sharded.recomputed = std::max<int64_t>(sharded.recomputed, std::llround(recomputed_bytes(*plan, st)));
       }
     const int64_t slices = optimizer_slice_bytes(*plan, r);
     m.recompute = std::max(backward, slices);
-    // Under sharded gradients the loss's moment is the backward's start, a recompute's a layer's.
-    const ShardedBackward sharded{loss, recomputed, backward_start};
-    m.lacks = fullest_moment_lacks(m, peak, backward, slices, s.parallel.sharded(Shard::gradients) ? &sharded : nullptr);
-    m.not_at_once = m.lacks.gradients + m.lacks.activations + m.lacks.transient + m.lacks.gathered;
+    m.lacks = fullest_moment_lacks(m, peak, backward, slices, sharding ? &sharded : nullptr);
     m.reserve = reserve_bytes(s.hardware.device, m.allocated());
   }
   for (RankPlan& rp : plan->ranks) rp.memory = per_pipeline_rank[rp.pipeline_rank];

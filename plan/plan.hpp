@@ -54,17 +54,17 @@ struct MemoryEstimate {
   int64_t optimizer = 0;
   int64_t buckets = 0;      ///< DDP's flat bucket buffers (a copy of the gradients)
   int64_t activations = 0;  ///< kept for backward, at the schedule's peak of micro-batches in flight
-  /// Of the activations' peak, the gradients, the transient and the unsharded part, what is never
-  /// held at once, taken off the total: where the optimizer step frees the gradients
-  /// (zero_grad(set_to_none)), the step's first backward makes them, after GPipe's or a single
-  /// micro-batch's most activations; a ZeRO-1 step's gradient slices come when the activations are
-  /// gone; under sharded gradients the loss's gradients come before any layer's (plan/memory.cpp).
-  int64_t not_at_once = 0;
-  /// not_at_once part by part: what the fullest moment lacks of each (the GUI's bars show what it
-  /// holds). Where the moment's split is not known, the gradients come off first.
+  /// What the rank's fullest moment lacks of each part, each part being at its own fullest: where
+  /// the optimizer step frees the gradients (zero_grad(set_to_none)), the step's first backward
+  /// makes them, after GPipe's or a single micro-batch's most activations; a ZeRO-1 step's gradient
+  /// slices come when the activations are gone; under sharded gradients the loss's gradients come
+  /// before any layer's (plan/memory.cpp). The GUI's bars show what that moment holds; where its
+  /// split is not known, the gradients come off first.
   struct Lacks {
     int64_t gradients = 0, activations = 0, transient = 0, gathered = 0;
   } lacks;
+  /// What is never held at once, taken off the total: the parts' lacks together.
+  int64_t not_at_once() const { return lacks.gradients + lacks.activations + lacks.transient + lacks.gathered; }
   int64_t recompute = 0;    ///< held for a moment: backward's (a recompute's, the loss's gradients: plan::recompute_bytes) or a ZeRO-1 step's gradient slices, the larger
   /// parallel.shard: what is held unsharded for a while (gathered layers, gradients before their
   /// reduce-scatter); 0 without sharding beyond the optimizer.
@@ -75,7 +75,7 @@ struct MemoryEstimate {
   /// What the tensors take, without the reserve: what a run measures (on a GPU the CUDA caching
   /// allocator's peak of allocated bytes, which counts neither the context nor the cached blocks).
   int64_t allocated() const {
-    return params + gradients + optimizer + buckets + activations + recompute + gathered - not_at_once;
+    return params + gradients + optimizer + buckets + activations + recompute + gathered - not_at_once();
   }
 };
 

@@ -26,7 +26,7 @@ struct MemorySummary {
   int rank = 0;
   int64_t params = 0, gradients = 0, optimizer = 0, buckets = 0, activations = 0, recompute = 0;
   int64_t gathered = 0;  ///< parallel.shard: held unsharded for a while (plan::MemoryEstimate::gathered)
-  int64_t not_at_once = 0;  ///< taken off the total (plan::MemoryEstimate::not_at_once)
+  int64_t not_at_once = 0;  ///< taken off the total (plan::MemoryEstimate::not_at_once())
   int64_t total = 0;    ///< everything, the reserve included
   int64_t reserve = 0;  ///< CUDA context, workspaces and fragmentation
   int64_t device_bytes = 0;

@@ -79,13 +79,13 @@ TEST_CASE("plan::memory: gradients freed by each optimizer step are not held wit
   const auto p = test::plan_from(test::synthetic_scenario(4, 2, 4, "gpipe"), {"data.batch_size=4"});
   const int64_t MiB = 1024 * 1024;
   CHECK(p.ranks[0].memory.activations == 8 * MiB + 4 * MiB);
-  CHECK(p.ranks[0].memory.not_at_once == 12 * MiB + 2 * MiB - 12 * MiB);
+  CHECK(p.ranks[0].memory.not_at_once() == 12 * MiB + 2 * MiB - 12 * MiB);
   CHECK(p.ranks[1].memory.activations == 8 * MiB);
-  CHECK(p.ranks[1].memory.not_at_once == 2 * MiB);
+  CHECK(p.ranks[1].memory.not_at_once() == 2 * MiB);
   // Megatron-LM's contiguous gradient buffer (master_weights) is never freed: all of it counts.
   const auto megatron = test::plan_from(test::synthetic_scenario(4, 2, 4, "gpipe"),
                                         {"data.batch_size=4", "parallel.precision=bf16", "parallel.master_weights=true"});
-  CHECK(megatron.ranks[1].memory.not_at_once == 0);
+  CHECK(megatron.ranks[1].memory.not_at_once() == 0);
 }
 
 TEST_CASE("plan::Plan: activation checkpointing keeps only each stage's input", "[plan]") {
@@ -144,6 +144,6 @@ TEST_CASE("plan::memory: a ZeRO-1 step's gradient slices come when the activatio
   REQUIRE(m.activations == 4 * MiB);
   CHECK(m.recompute == MiB / 2);
   // Activations 4 before the backward, gradients 4 and slices 0.5 after: 4.5 of 4 + 4 + 0.5 at once.
-  CHECK(m.not_at_once == 4 * MiB);
+  CHECK(m.not_at_once() == 4 * MiB);
   CHECK(m.allocated() == m.params + m.optimizer + m.buckets + 4 * MiB + MiB / 2);
 }

@@ -140,7 +140,7 @@ TEST_CASE("plan::memory: sharded gradients meet the loss's gradients at the back
     CHECK(m.lacks.activations == 0);
     CHECK(m.lacks.gradients == m.gradients);
     CHECK(m.lacks.gathered == m.gathered - start);
-    CHECK(m.lacks.gradients + m.lacks.gathered == m.not_at_once);
+    CHECK(m.lacks.gradients + m.lacks.gathered == m.not_at_once());
   }
   // Several micro-batches a step, reduced once: the earlier ones' summed gradients are whole then.
   const plan::MemoryEstimate chunked = test::plan_from(yaml, {"parallel.shard=gradients", "parallel.chunks=2"}).ranks[0].memory;
