@@ -12,6 +12,15 @@ namespace parallax::plan {
 using schedule::ScheduleKind;
 namespace {
 
+// `text` between `open` and `close`, built by appending: g++ 12 warns falsely (-Wrestrict) on
+// "x" + std::string + "y" where the middle string is a function's result.
+std::string enclosed(char open, const std::string& text, char close) {
+  std::string out(1, open);
+  out += text;
+  out += close;
+  return out;
+}
+
 // The blocks of a transformer plan (embed, blocks, head), or an InputError: the trainers take GPT-
 // style language models only.
 const Layer& first_block(const Plan& p, const std::string& trainer) {
@@ -69,7 +78,7 @@ void megatron_partition(const Plan& p, std::vector<TrainerArgument>* args) {
   const bool middle_even = blocks.size() < 3 || std::all_of(blocks.begin() + 1, blocks.end() - 1, [&](int n) { return n == blocks[1]; });
   const bool mtp = std::any_of(p.layers().begin(), p.layers().end(), [](const Layer& l) { return l.shape.mtp; });
   if (mtp || (par.virtual_stages > 1 ? !uniform : !middle_even)) {
-    args->push_back({"--pipeline-model-parallel-layout", "'" + megatron_layout(p) + "'"});
+    args->push_back({"--pipeline-model-parallel-layout", enclosed('\'', megatron_layout(p), '\'')});
     return;
   }
   if (par.virtual_stages > 1) {
@@ -308,7 +317,7 @@ const char* titan_flavor(const Plan& p, const Layer& block) {
                                                   p.scenario.model_description + " (plan one of scenarios/models/llama-3.1-*.json)");
 }
 
-std::string quoted(const std::string& s) { return "\"" + s + "\""; }
+std::string quoted(const std::string& s) { return enclosed('"', s, '"'); }
 
 }  // namespace
 
@@ -391,7 +400,7 @@ TrainerExport export_torchtitan(const Plan& p) {
     case Precision::bf16: a.push_back({"training.mixed_precision_param", quoted("bfloat16")}); break;
     case Precision::fp8:  // torchao's float8 linears with per-tensor (tensorwise) scaling
       a.push_back({"training.mixed_precision_param", quoted("bfloat16")});
-      a.push_back({"model.converters", "[" + quoted("quantize.linear.float8") + "]"});
+      a.push_back({"model.converters", enclosed('[', quoted("quantize.linear.float8"), ']')});
       a.push_back({"quantize.linear.float8.recipe_name", quoted("tensorwise")});
       if (par.fp8_param_gather)  // with the scales precomputed once a step, as torchao recommends beside it
         a.insert(a.end(), {{"quantize.linear.float8.enable_fsdp_float8_all_gather", "true"},
