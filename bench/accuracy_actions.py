@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Action by action: what bench/accuracy.sh measured against what the calibrated profile predicts.
 
-    python3 bench/accuracy_actions.py OUT [--parallax build/parallax] [--rows]
+    python3 bench/accuracy_actions.py OUT [--parallax build/parallax] [--rows] [--scenarios DIR]
 
 OUT is the folder bench/accuracy.sh wrote (its here.yaml, SCENARIO.roundR.json and traces/). For
 each configuration of each sweep, each rank's F, B and OPTIM: the time alone (the profile with its
@@ -10,6 +10,7 @@ of the action over a run's steps after the first, the median over the rounds). P
 scenario and kind, the prediction's mean absolute and mean signed error against the measured
 actions; with --rows, every (configuration, rank, stage, kind) row as well, with measured / alone.
 Also the step's first micro-batch against its others: how much more its F and B take.
+Each NAME.round1.json's scenario is DIR/NAME.yaml (--scenarios, default scenarios/accuracy).
 
 Needs PyYAML. The figures are the run's: read them beside bench/accuracy.sh's spreads.
 """
@@ -58,6 +59,7 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--parallax", default="build/parallax")
     ap.add_argument("--rows", action="store_true")
+    ap.add_argument("--scenarios", default="scenarios/accuracy")
     args = ap.parse_args()
     profile = os.path.join(args.out, "here.yaml")
     if not os.path.exists(profile):
@@ -72,7 +74,7 @@ def main():
 
     summary, first_extra = {}, {}
     for name in sorted(f[:-len(".round1.json")] for f in os.listdir(args.out) if f.endswith(".round1.json")):
-        scenario = "scenarios/accuracy/%s.yaml" % name
+        scenario = os.path.join(args.scenarios, name + ".yaml")
         for i, c in enumerate(json.load(open(os.path.join(args.out, name + ".round1.json")))["configurations"]):
             sets = [x for o in c["overrides"] for x in ("--set", o)]
             alone = simulate(args.parallax, scenario, sets, alone_profile, work)
