@@ -5,12 +5,13 @@
 # 4 micro-batches, data 1). Run after building:
 #   bash bench/optimizer_in_run.sh [parallax] [--out DIR]
 #   PROFILE=FILE takes a calibrated profile instead of calibrating first (as bench/accuracy.sh);
-#   ROUNDS=N runs of each (default 3), alternating.
+#   ROUNDS=N runs of each (default 5), alternating.
 # Prints bench/accuracy_actions.py's rows: each stage's OPTIM alone (the profile without its in-run
 # factors), predicted (with them) and measured (the 20th percentile over a run's steps after the
 # first, the median over the rounds), and measured / alone. The in-run line calibrate fits is one
 # factor and one offset for every stage; what the rows say of each stage is what that line has to
-# carry (docs/accuracy.md).
+# carry (docs/accuracy.md). Then each round's F, B and OPTIM, stage by stage, with their spread
+# over the rounds ((max - min) / median): how much each kind moves from one run to the next.
 # The raw output goes to DIR (--out, else OUT, else a new bench/results/optimizer-in-run-cpu-DATE):
 # the profile (here.yaml), the probe scenarios as run (scenarios/), each round's `validate` JSON;
 # machine.txt; summary.txt, what this printed; log.txt, its stderr. The traces stay in DIR/traces
@@ -19,7 +20,7 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$(dirname "$0")/.."
 bench_begin optimizer-in-run "$0" "$@"
-rounds="${ROUNDS:-3}"
+rounds="${ROUNDS:-5}"
 rm -rf "$out/traces" "$out"/*.round*.json "$out/scenarios"
 mkdir -p "$out/scenarios"
 
@@ -54,20 +55,21 @@ python3 bench/accuracy_actions.py "$out" --parallax "$parallax" --scenarios "$ou
   grep -E "OPTIM|^per scenario"
 
 echo
-echo "each round's OPTIM (us, the 20th percentile over the run's steps after the first), rank/stage: round 1 .. $rounds"
+echo "each round's actions (us, the 20th percentile over the run's steps after the first), rounds 1 .. $rounds, and their spread"
 python3 - "$out" "$rounds" <<'PY'
 import os, sys
 sys.path.insert(0, "bench")
 from accuracy_actions import action_times
-from stats import p20
+from stats import median, p20
 out, rounds = sys.argv[1], int(sys.argv[2])
 for name in ("probe-mlp", "probe-transformer"):
     per = {}
     for r in range(1, rounds + 1):
         times, _ = action_times(os.path.join(out, "traces", "%s.round%d" % (name, r), "0.run1.json"), skip_first=True)
         for k, v in times.items():
-            if k[2] == "OPTIM":
-                per.setdefault(k, []).append(p20(v))
-    for k in sorted(per):
-        print("  %-18s rank %d stage %d  %s" % (name, k[0], k[1], "  ".join("%6.1f" % x for x in per[k])))
+            per.setdefault(k, []).append(p20(v))
+    for k in sorted(per, key=lambda k: (k[2], k[0], k[1])):
+        v = per[k]
+        print("  %-18s rank %d stage %d %-5s %s   spread %4.0f%%" % (
+            name, k[0], k[1], k[2], "  ".join("%7.1f" % x for x in v), 100 * (max(v) - min(v)) / median(v)))
 PY

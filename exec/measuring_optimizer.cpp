@@ -27,12 +27,13 @@ std::pair<double, double> optimizer_step_times(const plan::OptimizerSpec& spec, 
   }
   const std::unique_ptr<torch::optim::Optimizer> opt = make_optimizer(spec, ps);
   auto step = [&] {
-    // Each repeat's gradients, untimed: zero_grad() drops them in LibTorch 2.x
-    // (set_to_none), as a run's next backward makes them anew; 1.13 zeroes them.
-    for (size_t i = 0; i < ps.size(); ++i) ps[i].mutable_grad() = grads[i];
+    // Each repeat's gradients made anew, untimed, as a run's backward makes them; the step, then
+    // the gradients dropped as the executor's OPTIM drops them (exec/runtime.cpp: set to none on
+    // both LibTorch lines, where 1.13's zero_grad() would zero them), which frees them.
+    for (size_t i = 0; i < ps.size(); ++i) ps[i].mutable_grad() = grads[i].clone();
     clock.begin();
     opt->step();
-    opt->zero_grad();
+    for (auto& p : ps) p.mutable_grad() = torch::Tensor();
     clock.end();
     return clock.lap(/*host_too=*/true);
   };
