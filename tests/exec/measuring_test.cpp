@@ -2,6 +2,9 @@
 #include "exec/measuring.hpp"
 
 #include <catch2/catch.hpp>
+#include <cmath>
+
+#include "plan/scenario.hpp"
 
 using parallax::exec::measuring::another_sample;
 using parallax::exec::measuring::Budget;
@@ -56,4 +59,26 @@ TEST_CASE("measuring: repeat warms up once and takes samples while the budget sa
   REQUIRE(figures.size() == 2);
   CHECK(figures[0] < 10);  // a low quantile of 2..31, not the warm-up's
   CHECK(figures[1] == 7);
+}
+
+TEST_CASE("measuring: the optimizer step is timed as a run's OPTIM runs it, on gradients made anew each repeat",
+          "[exec][calibrate]") {
+  parallax::exec::measuring::PhaseClock clock(torch::kCPU);
+  Budget b = budget(/*quick=*/true, nullptr);
+  b.max_reps = 5;
+  const parallax::exec::measuring::Bench bench{torch::kCPU, &clock, b};
+  parallax::plan::OptimizerSpec sgd;  // plain SGD: each step moves a parameter by -lr x its gradient
+  sgd.kind = "sgd";
+  sgd.lr = 0.5;
+  torch::manual_seed(7);
+  const torch::Tensor g = torch::randn({64});  // the gradient optimizer_step_us draws next
+  torch::manual_seed(7);
+  const torch::Tensor p = torch::zeros({64});
+  CHECK(parallax::exec::measuring::optimizer_step_us(sgd, {p}, bench) > 0);
+  // The steps it took, each on the whole gradient: a repeat on zeroed gradients (1.13's
+  // zero_grad() zeroes them in place) or on none (2.x's drops them; a GPU once timed that, 1.3
+  // us for any size: docs/gpu.md) would leave the parameters where the first step put them.
+  const double steps = (p / (-sgd.lr * g)).mean().item<double>();
+  CHECK(steps >= 2);  // the warm-up and at least one timed repeat
+  CHECK(steps == Approx(std::round(steps)).margin(1e-4));
 }
