@@ -158,7 +158,9 @@ std::vector<plan::OptimizerCost> measure_optimizers(const std::vector<plan::Plan
     // Per-parameter cost bends where the state leaves the caches: a table over stage sizes.
     // On a GPU the stages' own tensors, whose number is in each point; on the CPU 4 tensors a
     // point and the cost of each further one apart.
-    plan::OptimizerCost cost{o.kind, o.momentum > 0, {}};
+    plan::OptimizerCost cost;
+    cost.kind = o.kind;
+    cost.momentum = o.momentum > 0;
     if (b.device.is_cuda()) {
       stage_optimizer_curves(plans, o, b, &cost);
     } else {

@@ -237,6 +237,22 @@ Time exposed_beside(Time collective, Time beside, const plan::Interference& inte
   return collective - hidden + hidden.scaled(interference.compute - 1.0);
 }
 
+// The interference the cost model charges a collective started beside compute (the calls of
+// exposed_beside below). Gloo (CPU hosts) moves a collective's bytes in its own threads on the
+// rank's cores: the launcher binds each rank to its share of the cores (exec/launcher.cpp), its
+// compute takes all of them (cores / ranks intra-op threads) and Gloo's threads run at
+// SCHED_BATCH (exec/threads.cpp). Over loopback that work is CPU work (the copies into and out of
+// the sockets), so the cores do the collective and the compute one after the other: what the
+// compute hides costs its whole time again, a factor of 2. Measured with `parallax run -o` on
+// FSDP's prefetched gathers (docs/simulator.md, Sharded data parallelism). DDP's all-reduces beside
+// the last backward are played as flows instead and take the data-parallel probe's measured in-run
+// figures (in_run_data: the all-reduce factor, the last backward's extra per MB).
+plan::Interference beside_compute(const plan::Plan& plan) {
+  plan::Interference in = plan.scenario.hardware.interference;
+  if (plan.schedule.collectives == schedule::Collectives::gloo) in.compute = std::max(in.compute, 2.0);
+  return in;
+}
+
 // Tensor parallelism's collectives under parallel.tp_comm_overlap (Megatron-LM's
 // --tp-comm-overlap): Transformer Engine splits each all-gather and reduce-scatter into chunks
 // that run beside the chunks of the GEMM they feed or drain. What the layer's GEMMs do not
@@ -318,7 +334,7 @@ Time megatron_backward(const plan::TensorTraffic& x, bool sequence_parallel, Ten
 // `backward` are the layers' times; the backward's extra goes into each layer's own.
 class ShardCollectives {
  public:
-  explicit ShardCollectives(const plan::Plan& plan) : plan_(plan) {}
+  explicit ShardCollectives(const plan::Plan& plan) : plan_(plan), interference_(beside_compute(plan)) {}
 
   Time forward(const plan::Stage& st, const std::vector<Time>& forward) {
     Time extra, beside;
@@ -367,7 +383,7 @@ class ShardCollectives {
   }
 
  private:
-  Time exposed(Time gather, Time beside) const { return exposed_beside(gather, beside, plan_.scenario.hardware.interference); }
+  Time exposed(Time gather, Time beside) const { return exposed_beside(gather, beside, interference_); }
   Time gather(int layer) {
     const plan::ParallelSpec& p = plan_.scenario.parallel;
     const plan::Layer& l = plan_.layers()[layer];
@@ -384,6 +400,7 @@ class ShardCollectives {
     return it->second;
   }
   const plan::Plan& plan_;
+  const plan::Interference interference_;
   std::map<std::pair<Collective, double>, Time> cache_;  // a model's blocks move the same bytes
 };
 
@@ -493,7 +510,7 @@ static void overlapped_parameter_gathers(const plan::Plan& plan, const plan::Sta
     }
     const Time gather = Time::us(group_collective_us(plan, Collective::all_gather, bytes, p.shard_ranks(), shard_stride(p)));
     if (first) c->first_gather = gather;
-    else c->first_forward_extra += exposed_beside(gather, beside, plan.scenario.hardware.interference);
+    else c->first_forward_extra += exposed_beside(gather, beside, beside_compute(plan));
     first = false;
     beside = Time::us(compute_us);  // the next bucket's gather runs beside this one's forward
     stage_bytes += bytes;
@@ -510,6 +527,7 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<pla
   const plan::Calibration* cal = s.hardware.calibration ? &*s.hardware.calibration : nullptr;
   const int elem = plan::activation_bytes(s.parallel.precision);
   TensorTimer tensor_timer(plan);
+  const plan::Interference overlapped = beside_compute(plan);
   ShardCollectives shard_collectives(plan);
   const bool gathered = s.parallel.sharded(plan::Shard::full) && s.parallel.shard_ranks() > 1;
   std::vector<StageCost> out;
@@ -528,13 +546,13 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<pla
       const plan::TensorTraffic traffic = plan::tensor_traffic(plan.layers()[l], s.parallel, plan.microbatch_size);
       TensorTime tp = tensor_timer(traffic);
       if (s.parallel.tp_comm_overlap)
-        tp = overlapped_with_gemms(tp, backward_overlap(s, traffic, tensor_timer), lc, s.hardware.interference);
+        tp = overlapped_with_gemms(tp, backward_overlap(s, traffic, tensor_timer), lc, overlapped);
       else if (s.framework == plan::Framework::megatron &&
                (s.parallel.sequence_parallel ? traffic.backward_reduce_scatter > 0
                                              // Megatron-core asks for sequence parallelism with MoE and tensor
                                              // parallelism: a MoE block's all-reduces are not its linears'.
                                              : traffic.backward_all_reduce > 0 && !plan.layers()[l].shape.moe.on()))
-        tp.backward = megatron_backward(traffic, s.parallel.sequence_parallel, tensor_timer, lc, s.hardware.interference);
+        tp.backward = megatron_backward(traffic, s.parallel.sequence_parallel, tensor_timer, lc, overlapped);
       const TensorTime ring = context_ring(plan, plan::context_traffic(plan.layers()[l], s.parallel, plan.microbatch_size), lc);
       tp.forward += ring.forward;
       tp.backward += ring.backward;

@@ -60,6 +60,29 @@ TEST_CASE("sim: shard full gathers each layer before its forward and backward, t
   CHECK(sim::stage_costs(z2).front().forward == sim::stage_costs(test::plan_from(uniform(5, 256))).front().forward);
 }
 
+TEST_CASE("sim: on Gloo (a CPU host) a prefetched gather takes the rank's cores: no compute hides it", "[sim][shard]") {
+  // Two replicas on cpu-host, whose collectives are Gloo's: the same four layers, the gathers
+  // longer than the compute beside them (5 us) and far shorter (20 ms). Either way each of the
+  // four gathers of a pass adds its whole time (the cores do the gather and the compute one after
+  // the other), where an NCCL profile hides all but the first behind 20 ms of compute.
+  for (const auto& [fwd_us, params_mb] : {std::pair{5.0, 4.0}, std::pair{20000.0, 4.0}}) {
+    INFO("forward " << fwd_us << " us, " << params_mb << " MB a layer");
+    std::string yaml = uniform(fwd_us, params_mb);
+    yaml.replace(yaml.find("a100-nvlink-ib"), std::string("a100-nvlink-ib").size(), "cpu-host");
+    yaml.replace(yaml.find("data: 8"), std::string("data: 8").size(), "data: 2");
+    const plan::Plan ddp = test::plan_from(yaml), fsdp = test::plan_from(yaml, {"parallel.shard=full"});
+    REQUIRE(fsdp.schedule.collectives == schedule::Collectives::gloo);
+    // The host's link (no calibration): a ring all-gather over 2 ranks, one step of half the bytes.
+    const plan::Link& link = fsdp.scenario.hardware.node_link;
+    const double bytes = 4.0 * static_cast<double>(fsdp.scenario.layers[0].param_count(1));
+    const double g = link.latency_us + bytes / 2 / (link.bandwidth_gb_per_s * 1e3);
+    CHECK((fwd_us < g) == (fwd_us == 5.0));
+    const sim::StageCost a = sim::stage_costs(ddp).front(), b = sim::stage_costs(fsdp).front();
+    CHECK((b.forward - a.forward).to_us() == Approx(4 * g).epsilon(1e-3));
+    CHECK((b.backward - a.backward).to_us() == Approx(4 * g).epsilon(1e-3));
+  }
+}
+
 TEST_CASE("sim: gradients reduce-scattered every micro-batch expose what the next layer's backward does not hide", "[sim][shard]") {
   // ZeRO-2 over the node, two micro-batches a step: the first backward reduce-scatters each layer
   // beside the next one's backward, the stage's first layer's after it; the second's are the
