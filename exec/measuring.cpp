@@ -247,13 +247,13 @@ plan::AlphaBeta alpha_beta(const std::vector<double>& bytes, const std::vector<d
 
 void measure_gloo(Communicator& comm, plan::Calibration* c) {
   const std::vector<int64_t> sizes = {1 << 8, 1 << 10, 1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22};  // floats
-  std::vector<double> bytes, call, delivery, allreduce;
+  std::vector<double> bytes, call, delivery, allreduce, allgather;
   for (int64_t n : sizes) {
     auto t = torch::zeros({n});
     auto back = torch::zeros({n});
     auto token = torch::zeros({1});
     const int reps = n >= (1 << 20) ? 8 : 30;
-    std::vector<double> in_call, one_way, ar;
+    std::vector<double> in_call, one_way, ar, ag;
     // Every message here has its receive posted first, so that the sender writes the payload
     // in its send call (the run's other order is measured by the in-run probe): rank 1 posts
     // its receive, then tells rank 0 with a token over the same connection, which arrives after
@@ -278,6 +278,19 @@ void measure_gloo(Communicator& comm, plan::Calibration* c) {
       const auto t1 = Clock::now();
       comm.world().allreduce(v)->wait();
       if (r >= 2) ar.push_back(us_since(t1));
+      // FSDP's all-gather of a unit as the executor runs it (exec/fsdp.cpp, launch_gather): each
+      // rank broadcasts its slice of the gathered tensor, the broadcasts in flight together.
+      const auto t2 = Clock::now();
+      const int ranks = comm.world().getSize();
+      std::vector<Communicator::Work> slices;
+      for (int from = 0; from < ranks; ++from) {
+        std::vector<torch::Tensor> slice{t.narrow(0, from * n / ranks, n / ranks)};
+        c10d::BroadcastOptions root;
+        root.rootRank = from;
+        slices.push_back(comm.world().broadcast(slice, root));
+      }
+      for (auto& w : slices) w->wait();
+      if (r >= 2) ag.push_back(us_since(t2));
     }
     bytes.push_back(static_cast<double>(t.nbytes()));
     if (comm.rank() == 0) {
@@ -286,12 +299,14 @@ void measure_gloo(Communicator& comm, plan::Calibration* c) {
       delivery.push_back(std::max(0.0, median(one_way) - call.back()));
     }
     allreduce.push_back(median(ar));
+    allgather.push_back(median(ag));
   }
   if (!c) return;
   c->send_call.mb = bytes;
   c->send_call.us = call;
   c->p2p = alpha_beta(bytes, delivery);
   c->allreduce = alpha_beta(bytes, allreduce);
+  c->allgather = alpha_beta(bytes, allgather);
   c->allreduce_ranks = 2;
 }
 

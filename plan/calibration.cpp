@@ -288,7 +288,7 @@ Calibration parse_calibration(const Field& map) {
     if (map[old].present())
       map[old].fail("'" + map[old].path() + "' is from an older `parallax calibrate`; run it again to measure this machine");
   expect_keys(map, {"threads", "cores", "in_run", "in_run_data", "backward_call_us", "copy_gb_per_s", "host_probe_us", "send_call", "p2p",
-                    "allreduce", "layers", "losses", "data", "optimizers", "loss_scaler"});
+                    "allreduce", "allgather", "layers", "losses", "data", "optimizers", "loss_scaler"});
   Calibration c;
   c.source = map.doc().file();
   c.threads = static_cast<int>(int_or(map, "threads", 1, 1, 4096));
@@ -307,6 +307,7 @@ Calibration parse_calibration(const Field& map) {
     c.allreduce = parse_alpha_beta(map["allreduce"]);
     c.allreduce_ranks = static_cast<int>(int_or(map["allreduce"], "ranks", 2, 2, 1 << 20));
   }
+  if (map["allgather"].present()) c.allgather = parse_alpha_beta(map["allgather"]);
   c.layers = parse_signatures(map["layers"]);
   c.losses = parse_signatures(map["losses"]);
   Field data = map["data"];

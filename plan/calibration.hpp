@@ -185,6 +185,11 @@ struct Calibration {
   AlphaBeta p2p;                ///< Gloo delivery between two local ranks, after the send call
   AlphaBeta allreduce;          ///< Gloo all-reduce of `allreduce_ranks` local ranks
   int allreduce_ranks = 2;
+  /// Gloo all-gather as the executor runs FSDP's (exec/fsdp.cpp: each rank broadcasts its slice
+  /// into the gathered tensor), of `allreduce_ranks` local ranks, by the gathered tensor's bytes.
+  /// Not the half all-reduce it was taken as before it was measured (absent: that): a broadcast
+  /// moves each slice once and sums nothing.
+  AlphaBeta allgather;
   std::map<std::string, SignatureCost> layers;  ///< by signature
   std::map<std::string, SignatureCost> losses;  ///< by the last layer's signature (forward, backward)
   std::map<std::string, CostCurve> data;        ///< by "SOURCE input|target": loading one micro-batch

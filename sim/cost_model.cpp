@@ -98,8 +98,18 @@ double group_collective_us(const plan::Plan& plan, Collective coll, double bytes
   g.nics_per_node = hw.nics_per_node;
   if (hw.nccl) return collective_time_us(*hw.nccl, g, coll, bytes);
   const auto& cal = hw.calibration;
+  if (g.nodes == 1 && cal && coll == Collective::all_gather && cal->allgather.bandwidth_gb_per_s > 0) {
+    // Measured on this host as the executor gathers (a broadcast of each rank's slice), scaled to
+    // t ranks as a ring. Not stretched by the in-run all-reduce factor: that is DDP's all-reduces
+    // sharing the cores with the backward, which a gather beside compute is charged apart
+    // (beside_compute).
+    const double m = cal->allreduce_ranks;
+    return cal->allgather.latency_us * (t - 1) / (m - 1) +
+           bytes * ((t - 1.0) / t) / ((m - 1) / m) / (cal->allgather.bandwidth_gb_per_s * 1e3);
+  }
   if (g.nodes == 1 && cal && cal->allreduce.bandwidth_gb_per_s > 0) {
-    // Measured on this host; an all-gather or a reduce-scatter is half a ring all-reduce.
+    // Measured on this host; a reduce-scatter (and an all-gather where the calibration has none
+    // of its own) is half a ring all-reduce.
     const RingCost ring = calibrated_allreduce(plan, *cal, t);
     return (coll == Collective::all_reduce ? 1.0 : 0.5) * (ring.latency_us + bytes * ring.us_per_byte);
   }
@@ -372,7 +382,10 @@ class ShardCollectives {
     for (const plan::Bucket& b : st.buckets) bytes[b.ready_layer] += static_cast<double>(b.bytes);
     auto reduce_scatter = [&](int layer) {
       const auto it = bytes.find(layer);
-      return it == bytes.end() ? Time() : timed(Collective::reduce_scatter, it->second);
+      // Gloo's is an all-reduce of which the rank keeps its slice (exec/fsdp.hpp), as the step's
+      // last backward's buckets are played (Simulation::plan_collective).
+      const bool gloo = plan_.schedule.collectives == schedule::Collectives::gloo;
+      return it == bytes.end() ? Time() : timed(gloo ? Collective::all_reduce : Collective::reduce_scatter, it->second);
     };
     Time total;
     for (int l = st.first_layer + st.layer_count - 2; l >= st.first_layer; --l) {

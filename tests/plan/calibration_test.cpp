@@ -147,6 +147,8 @@ TEST_CASE("plan::Calibration: a calibrated profile round-trips with the same cos
   // The node link carries delivery as a run sees it: the ping-pong's plus the probe's extra.
   CHECK(hw.node_link.latency_us == Approx(60 + 15));
   CHECK(r.allreduce.bandwidth_gb_per_s == Approx(1.5));
+  CHECK(r.allgather.latency_us == Approx(120));
+  CHECK(r.allgather.bandwidth_gb_per_s == Approx(4));
   const auto* l = r.layer("linear 784x256 relu fp32");
   REQUIRE(l);
   for (double mb : {1.0, 5.0, 8.0, 30.0, 100.0}) {
@@ -167,6 +169,7 @@ TEST_CASE("plan::calibrated_copy_yaml: a GPU calibration keeps its base profile 
   auto c = test::sample_calibration();
   c.p2p = {};
   c.allreduce = {};
+  c.allgather = {};
   c.send_call = {};
   const std::string base = plan::builtin_hardware_text("h100-nvlink-ib");
   const std::string text = plan::calibrated_copy_yaml(base, "h100-here", c, {"measured on a GPU"});
@@ -279,6 +282,7 @@ TEST_CASE("plan: a GPU calibration's kept bytes set the activations, and fp16's 
   auto c = test::sample_calibration();
   c.p2p = {};
   c.allreduce = {};
+  c.allgather = {};
   c.send_call = {};
   c.in_run = {};  // factors of 1: the sum of the parts
   c.layers.at("linear 784x256 relu fp32").kept_bytes = {{1, 8, 64}, {5000, 40000, 320000}};

@@ -23,6 +23,7 @@ inline plan::Calibration sample_calibration() {
   c.send_call = {{1024, 65536}, {12, 30}};
   c.p2p = {60, 3};
   c.allreduce = {300, 1.5};
+  c.allgather = {120, 4};
   plan::SignatureCost l;
   l.signature = "linear 784x256 relu fp32";
   l.forward = {{1, 8, 64}, {60, 70, 280}};

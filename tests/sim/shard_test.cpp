@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "plan/calibration.hpp"
 #include "plan/plan.hpp"
 #include "sim/cost_model.hpp"
 #include "sim/nccl_model.hpp"
@@ -81,6 +82,29 @@ TEST_CASE("sim: on Gloo (a CPU host) a prefetched gather takes the rank's cores:
     CHECK((b.forward - a.forward).to_us() == Approx(4 * g).epsilon(1e-3));
     CHECK((b.backward - a.backward).to_us() == Approx(4 * g).epsilon(1e-3));
   }
+}
+
+TEST_CASE("sim: on a calibrated host a shard's gather takes the measured Gloo all-gather, not half the all-reduce", "[sim][shard]") {
+  std::string yaml = uniform(5, 4);
+  yaml.replace(yaml.find("a100-nvlink-ib"), std::string("a100-nvlink-ib").size(), "cpu-host");
+  yaml.replace(yaml.find("data: 8"), std::string("data: 8").size(), "data: 2");
+  plan::Scenario ddp = test::scenario_from(yaml), fsdp = test::scenario_from(yaml);
+  fsdp.parallel.shard = plan::Shard::full;
+  plan::Calibration c;
+  c.cores = 2;               // a core a rank: nothing oversubscribed
+  c.allreduce = {300, 1.5};  // 2 ranks: latency_us + bytes / GB/s
+  c.allgather = {120, 4};
+  ddp.hardware.calibration = fsdp.hardware.calibration = c;
+  const plan::Plan pd = plan::resolve_plan(ddp), pf = plan::resolve_plan(fsdp);
+  const double bytes = 4.0 * static_cast<double>(pf.scenario.layers[0].param_count(1));
+  const double gather = 120 + bytes / (4 * 1e3);  // the whole layer's bytes at 2 ranks, as measured
+  // Each of a pass's four gathers whole (Gloo: beside_compute), the synthetic layers' compute alike.
+  const sim::StageCost a = sim::stage_costs(pd).front(), b = sim::stage_costs(pf).front();
+  CHECK((b.forward - a.forward).to_us() == Approx(4 * gather).epsilon(1e-3));
+  // Without a measured all-gather (a profile from before it was measured): half the all-reduce.
+  fsdp.hardware.calibration->allgather = {};
+  const sim::StageCost half = sim::stage_costs(plan::resolve_plan(fsdp)).front();
+  CHECK((half.forward - a.forward).to_us() == Approx(4 * 0.5 * (300 + bytes / (1.5 * 1e3))).epsilon(1e-3));
 }
 
 TEST_CASE("sim: gradients reduce-scattered every micro-batch expose what the next layer's backward does not hide", "[sim][shard]") {
