@@ -84,6 +84,14 @@ double oversubscription(const plan::Plan& plan, const plan::Calibration& cal) {
 
 Time scaled(Time t, double f) { return t.scaled(f); }
 
+// A Gloo collective measured on `measured` ranks (latency + bytes / bandwidth) scaled to `ranks` as
+// a ring: the latency by (n-1)/(m-1), the bytes per rank by (n-1)/n over (m-1)/m (an all-reduce's
+// 2(n-1)/n over 2(m-1)/m alike).
+RingCost ring_scaled(const plan::AlphaBeta& measured, int measured_ranks, int ranks) {
+  const double n = ranks, m = measured_ranks;
+  return {measured.latency_us * (n - 1) / (m - 1), ((n - 1) / n) / ((m - 1) / m) / (measured.bandwidth_gb_per_s * 1e3)};
+}
+
 // One collective of a group of `t` ranks `stride` devices apart: NCCL's model on a GPU machine, a
 // ring over the node link otherwise. A tensor-parallel group is `tensor` neighbouring ranks
 // (plan/plan.hpp), inside one node unless the plan lets it span nodes.
@@ -103,9 +111,8 @@ double group_collective_us(const plan::Plan& plan, Collective coll, double bytes
     // t ranks as a ring. Not stretched by the in-run all-reduce factor: that is DDP's all-reduces
     // sharing the cores with the backward, which a gather beside compute is charged apart
     // (beside_compute).
-    const double m = cal->allreduce_ranks;
-    return cal->allgather.latency_us * (t - 1) / (m - 1) +
-           bytes * ((t - 1.0) / t) / ((m - 1) / m) / (cal->allgather.bandwidth_gb_per_s * 1e3);
+    const RingCost ring = ring_scaled(cal->allgather, cal->allreduce_ranks, t);
+    return ring.latency_us + bytes * ring.us_per_byte;
   }
   if (g.nodes == 1 && cal && cal->allreduce.bandwidth_gb_per_s > 0) {
     // Measured on this host; a reduce-scatter (and an all-gather where the calibration has none
@@ -257,9 +264,11 @@ Time exposed_beside(Time collective, Time beside, const plan::Interference& inte
 // FSDP's prefetched gathers (docs/simulator.md, Sharded data parallelism). DDP's all-reduces beside
 // the last backward are played as flows instead and take the data-parallel probe's measured in-run
 // figures (in_run_data: the all-reduce factor, the last backward's extra per MB).
+bool on_gloo(const plan::Plan& plan) { return plan.schedule.collectives == schedule::Collectives::gloo; }
+
 plan::Interference beside_compute(const plan::Plan& plan) {
   plan::Interference in = plan.scenario.hardware.interference;
-  if (plan.schedule.collectives == schedule::Collectives::gloo) in.compute = std::max(in.compute, 2.0);
+  if (on_gloo(plan)) in.compute = std::max(in.compute, 2.0);
   return in;
 }
 
@@ -344,7 +353,7 @@ Time megatron_backward(const plan::TensorTraffic& x, bool sequence_parallel, Ten
 // `backward` are the layers' times; the backward's extra goes into each layer's own.
 class ShardCollectives {
  public:
-  explicit ShardCollectives(const plan::Plan& plan) : plan_(plan), interference_(beside_compute(plan)) {}
+  ShardCollectives(const plan::Plan& plan, const plan::Interference& beside_compute) : plan_(plan), interference_(beside_compute) {}
 
   Time forward(const plan::Stage& st, const std::vector<Time>& forward) {
     Time extra, beside;
@@ -384,8 +393,7 @@ class ShardCollectives {
       const auto it = bytes.find(layer);
       // Gloo's is an all-reduce of which the rank keeps its slice (exec/fsdp.hpp), as the step's
       // last backward's buckets are played (Simulation::plan_collective).
-      const bool gloo = plan_.schedule.collectives == schedule::Collectives::gloo;
-      return it == bytes.end() ? Time() : timed(gloo ? Collective::all_reduce : Collective::reduce_scatter, it->second);
+      return it == bytes.end() ? Time() : timed(on_gloo(plan_) ? Collective::all_reduce : Collective::reduce_scatter, it->second);
     };
     Time total;
     for (int l = st.first_layer + st.layer_count - 2; l >= st.first_layer; --l) {
@@ -436,9 +444,9 @@ const plan::InRunFactors& in_run_factors(const plan::Plan& plan, const plan::Cal
 }
 
 RingCost calibrated_allreduce(const plan::Plan& plan, const plan::Calibration& cal, int ranks) {
-  const double n = ranks, m = cal.allreduce_ranks, in_run = in_run_factors(plan, cal).allreduce;
-  return {in_run * cal.allreduce.latency_us * (n - 1) / (m - 1),
-          in_run * (2 * (n - 1) / n) / (2 * (m - 1) / m) / (cal.allreduce.bandwidth_gb_per_s * 1e3)};
+  const RingCost ring = ring_scaled(cal.allreduce, cal.allreduce_ranks, ranks);
+  const double in_run = in_run_factors(plan, cal).allreduce;
+  return {in_run * ring.latency_us, in_run * ring.us_per_byte};
 }
 
 Time optimizer_time(const plan::Scenario& s, int64_t stage_params) {
@@ -512,6 +520,7 @@ static void overlapped_parameter_gathers(const plan::Plan& plan, const plan::Sta
   std::map<int, double> layer_params;  // a layer's parameters on this rank
   for (const plan::Bucket& b : st.buckets)
     for (const plan::ParamRef& r : b.params) layer_params[r.layer] += numel(r);
+  const plan::Interference overlapped = beside_compute(plan);
   Time beside;
   bool first = true;
   double stage_bytes = 0;
@@ -523,7 +532,7 @@ static void overlapped_parameter_gathers(const plan::Plan& plan, const plan::Sta
     }
     const Time gather = Time::us(group_collective_us(plan, Collective::all_gather, bytes, p.shard_ranks(), shard_stride(p)));
     if (first) c->first_gather = gather;
-    else c->first_forward_extra += exposed_beside(gather, beside, beside_compute(plan));
+    else c->first_forward_extra += exposed_beside(gather, beside, overlapped);
     first = false;
     beside = Time::us(compute_us);  // the next bucket's gather runs beside this one's forward
     stage_bytes += bytes;
@@ -541,7 +550,7 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<pla
   const int elem = plan::activation_bytes(s.parallel.precision);
   TensorTimer tensor_timer(plan);
   const plan::Interference overlapped = beside_compute(plan);
-  ShardCollectives shard_collectives(plan);
+  ShardCollectives shard_collectives(plan, overlapped);
   const bool gathered = s.parallel.sharded(plan::Shard::full) && s.parallel.shard_ranks() > 1;
   std::vector<StageCost> out;
   for (const plan::Stage& st : plan.stages) {

@@ -24,6 +24,14 @@ std::string uniform(double fwd_us, double params_mb) {
          "data: {batch_size: 1}\nparallel: {data: 8, chunks: 1}\nhardware: a100-nvlink-ib\n";
 }
 
+// The same layers as two replicas on cpu-host, whose collectives are Gloo's.
+std::string on_cpu_host(double fwd_us, double params_mb) {
+  std::string yaml = uniform(fwd_us, params_mb);
+  yaml.replace(yaml.find("a100-nvlink-ib"), std::string("a100-nvlink-ib").size(), "cpu-host");
+  yaml.replace(yaml.find("data: 8"), std::string("data: 8").size(), "data: 2");
+  return yaml;
+}
+
 // NCCL's ring all-gather of one layer's fp32 parameters over the 8 GPUs of the node.
 double gather_us(const plan::Plan& p) {
   const auto& hw = p.scenario.hardware;
@@ -68,9 +76,7 @@ TEST_CASE("sim: on Gloo (a CPU host) a prefetched gather takes the rank's cores:
   // the other), where an NCCL profile hides all but the first behind 20 ms of compute.
   for (const auto& [fwd_us, params_mb] : {std::pair{5.0, 4.0}, std::pair{20000.0, 4.0}}) {
     INFO("forward " << fwd_us << " us, " << params_mb << " MB a layer");
-    std::string yaml = uniform(fwd_us, params_mb);
-    yaml.replace(yaml.find("a100-nvlink-ib"), std::string("a100-nvlink-ib").size(), "cpu-host");
-    yaml.replace(yaml.find("data: 8"), std::string("data: 8").size(), "data: 2");
+    const std::string yaml = on_cpu_host(fwd_us, params_mb);
     const plan::Plan ddp = test::plan_from(yaml), fsdp = test::plan_from(yaml, {"parallel.shard=full"});
     REQUIRE(fsdp.schedule.collectives == schedule::Collectives::gloo);
     // The host's link (no calibration): a ring all-gather over 2 ranks, one step of half the bytes.
@@ -85,9 +91,7 @@ TEST_CASE("sim: on Gloo (a CPU host) a prefetched gather takes the rank's cores:
 }
 
 TEST_CASE("sim: on a calibrated host a shard's gather takes the measured Gloo all-gather, not half the all-reduce", "[sim][shard]") {
-  std::string yaml = uniform(5, 4);
-  yaml.replace(yaml.find("a100-nvlink-ib"), std::string("a100-nvlink-ib").size(), "cpu-host");
-  yaml.replace(yaml.find("data: 8"), std::string("data: 8").size(), "data: 2");
+  const std::string yaml = on_cpu_host(5, 4);
   plan::Scenario ddp = test::scenario_from(yaml), fsdp = test::scenario_from(yaml);
   fsdp.parallel.shard = plan::Shard::full;
   plan::Calibration c;
