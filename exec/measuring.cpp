@@ -1,6 +1,7 @@
 #include "exec/measuring.hpp"
 
 #include <algorithm>
+#include <ctime>
 #include <map>
 #include <set>
 
@@ -233,6 +234,13 @@ double copy_gb_per_s(const Bench& b) {
 
 namespace {
 
+// This process's CPU time, every thread's (Gloo's included), in microseconds.
+double process_cpu_us() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) * 1e6 + static_cast<double>(t.tv_nsec) / 1e3;
+}
+
 // Latency from the smallest message, bandwidth from the slope over the large ones.
 plan::AlphaBeta alpha_beta(const std::vector<double>& bytes, const std::vector<double>& us) {
   const size_t from = bytes.size() / 2;
@@ -247,13 +255,13 @@ plan::AlphaBeta alpha_beta(const std::vector<double>& bytes, const std::vector<d
 
 void measure_gloo(Communicator& comm, plan::Calibration* c) {
   const std::vector<int64_t> sizes = {1 << 8, 1 << 10, 1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22};  // floats
-  std::vector<double> bytes, call, delivery, allreduce, allgather;
+  std::vector<double> bytes, call, delivery, allreduce, allgather, allgather_cpu;
   for (int64_t n : sizes) {
     auto t = torch::zeros({n});
     auto back = torch::zeros({n});
     auto token = torch::zeros({1});
     const int reps = n >= (1 << 20) ? 8 : 30;
-    std::vector<double> in_call, one_way, ar, ag;
+    std::vector<double> in_call, one_way, ar, ag, ag_cpu;
     // Every message here has its receive posted first, so that the sender writes the payload
     // in its send call (the run's other order is measured by the in-run probe): rank 1 posts
     // its receive, then tells rank 0 with a token over the same connection, which arrives after
@@ -281,6 +289,7 @@ void measure_gloo(Communicator& comm, plan::Calibration* c) {
       // FSDP's all-gather of a unit as the executor runs it (exec/fsdp.cpp, launch_gather): each
       // rank broadcasts its slice of the gathered tensor, the broadcasts in flight together.
       const auto t2 = Clock::now();
+      const double cpu2 = process_cpu_us();
       const int ranks = comm.world().getSize();
       std::vector<Communicator::Work> slices;
       for (int from = 0; from < ranks; ++from) {
@@ -290,7 +299,10 @@ void measure_gloo(Communicator& comm, plan::Calibration* c) {
         slices.push_back(comm.world().broadcast(slice, root));
       }
       for (auto& w : slices) w->wait();
-      if (r >= 2) ag.push_back(us_since(t2));
+      if (r >= 2) {
+        ag.push_back(us_since(t2));
+        ag_cpu.push_back((process_cpu_us() - cpu2) / ag.back());
+      }
     }
     bytes.push_back(static_cast<double>(t.nbytes()));
     if (comm.rank() == 0) {
@@ -300,6 +312,7 @@ void measure_gloo(Communicator& comm, plan::Calibration* c) {
     }
     allreduce.push_back(median(ar));
     allgather.push_back(median(ag));
+    allgather_cpu.push_back(median(ag_cpu));
   }
   if (!c) return;
   c->send_call.mb = bytes;
@@ -307,6 +320,8 @@ void measure_gloo(Communicator& comm, plan::Calibration* c) {
   c->p2p = alpha_beta(bytes, delivery);
   c->allreduce = alpha_beta(bytes, allreduce);
   c->allgather = alpha_beta(bytes, allgather);
+  // Over the sizes the bandwidth is fitted on, as the gathers that matter are large.
+  c->allgather_cpu_share = median(std::vector<double>(allgather_cpu.begin() + static_cast<std::ptrdiff_t>(allgather_cpu.size() / 2), allgather_cpu.end()));
   c->allreduce_ranks = 2;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <sstream>
 
 namespace parallax::plan {
@@ -230,8 +231,10 @@ SignatureCost parse_signature(const Field& item) {
   return c;
 }
 
-AlphaBeta parse_alpha_beta(const Field& map) {
-  expect_keys(map, {"latency_us", "bandwidth_gb_per_s", "ranks"});
+AlphaBeta parse_alpha_beta(const Field& map, std::initializer_list<const char*> more_keys = {}) {
+  std::vector<std::string> keys = {"latency_us", "bandwidth_gb_per_s", "ranks"};
+  keys.insert(keys.end(), more_keys.begin(), more_keys.end());
+  expect_keys(map, keys);
   AlphaBeta ab;
   ab.latency_us = to_number(require(map, "latency_us"), 0);
   Field bw = require(map, "bandwidth_gb_per_s");
@@ -307,7 +310,10 @@ Calibration parse_calibration(const Field& map) {
     c.allreduce = parse_alpha_beta(map["allreduce"]);
     c.allreduce_ranks = static_cast<int>(int_or(map["allreduce"], "ranks", 2, 2, 1 << 20));
   }
-  if (map["allgather"].present()) c.allgather = parse_alpha_beta(map["allgather"]);
+  if (Field gather = map["allgather"]; gather.present()) {
+    c.allgather = parse_alpha_beta(gather, {"cpu_share"});
+    c.allgather_cpu_share = number_or(gather, "cpu_share", 0, 0);
+  }
   c.layers = parse_signatures(map["layers"]);
   c.losses = parse_signatures(map["losses"]);
   Field data = map["data"];

@@ -190,6 +190,11 @@ struct Calibration {
   /// Not the half all-reduce it was taken as before it was measured (absent: that): a broadcast
   /// moves each slice once and sums nothing.
   AlphaBeta allgather;
+  /// Of a Gloo all-gather's time, the share that is CPU work on the rank's own cores (the process's
+  /// CPU time over the wall time, median over the large messages): Gloo's threads copying into and
+  /// out of the sockets, beside the waits for the peer. Compute beside a collective on the same
+  /// cores loses this share of it (sim: beside_compute). 0: not measured.
+  double allgather_cpu_share = 0;
   std::map<std::string, SignatureCost> layers;  ///< by signature
   std::map<std::string, SignatureCost> losses;  ///< by the last layer's signature (forward, backward)
   std::map<std::string, CostCurve> data;        ///< by "SOURCE input|target": loading one micro-batch

@@ -73,9 +73,12 @@ std::string calibration_yaml(const Calibration& c) {
   if (c.allreduce.bandwidth_gb_per_s > 0)
     s << "  allreduce: {ranks: " << c.allreduce_ranks << ", latency_us: " << c.allreduce.latency_us
       << ", bandwidth_gb_per_s: " << c.allreduce.bandwidth_gb_per_s << "}\n";
-  if (c.allgather.bandwidth_gb_per_s > 0)
+  if (c.allgather.bandwidth_gb_per_s > 0) {
     s << "  allgather: {ranks: " << c.allreduce_ranks << ", latency_us: " << c.allgather.latency_us
-      << ", bandwidth_gb_per_s: " << c.allgather.bandwidth_gb_per_s << "}\n";
+      << ", bandwidth_gb_per_s: " << c.allgather.bandwidth_gb_per_s;
+    if (c.allgather_cpu_share > 0) s << ", cpu_share: " << c.allgather_cpu_share;
+    s << "}\n";
+  }
   if (!c.optimizers.empty()) {
     s << "  optimizers:\n";
     for (const auto& o : c.optimizers) {

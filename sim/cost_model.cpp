@@ -258,17 +258,24 @@ Time exposed_beside(Time collective, Time beside, const plan::Interference& inte
 // exposed_beside below). Gloo (CPU hosts) moves a collective's bytes in its own threads on the
 // rank's cores: the launcher binds each rank to its share of the cores (exec/launcher.cpp), its
 // compute takes all of them (cores / ranks intra-op threads) and Gloo's threads run at
-// SCHED_BATCH (exec/threads.cpp). Over loopback that work is CPU work (the copies into and out of
-// the sockets), so the cores do the collective and the compute one after the other: what the
-// compute hides costs its whole time again, a factor of 2. Measured with `parallax run -o` on
-// FSDP's prefetched gathers (docs/simulator.md, Sharded data parallelism). DDP's all-reduces beside
-// the last backward are played as flows instead and take the data-parallel probe's measured in-run
-// figures (in_run_data: the all-reduce factor, the last backward's extra per MB).
+// SCHED_BATCH (exec/threads.cpp). Over loopback part of a collective's time is CPU work (the
+// copies into and out of the sockets), which the cores do instead of the compute; the rest is
+// waiting for the peer, which costs the compute nothing. Compute beside a collective therefore
+// loses the collective's CPU share of the time it hides (a factor of 1 + share), the share
+// calibrate measures on the all-gather (Calibration::allgather_cpu_share). A profile without it
+// takes the whole time (a factor of 2), as if the collective were all CPU work. Seen with
+// `parallax run -o` on FSDP's prefetched gathers (docs/simulator.md, Sharded data parallelism).
+// DDP's all-reduces beside the last backward are played as flows instead and take the
+// data-parallel probe's measured in-run figures (in_run_data: the all-reduce factor, the last
+// backward's extra per MB).
 bool on_gloo(const plan::Plan& plan) { return plan.schedule.collectives == schedule::Collectives::gloo; }
 
 plan::Interference beside_compute(const plan::Plan& plan) {
   plan::Interference in = plan.scenario.hardware.interference;
-  if (on_gloo(plan)) in.compute = std::max(in.compute, 2.0);
+  if (!on_gloo(plan)) return in;
+  const auto& cal = plan.scenario.hardware.calibration;
+  const double cpu_share = cal && cal->allgather_cpu_share > 0 ? std::min(cal->allgather_cpu_share, 1.0) : 1.0;
+  in.compute = std::max(in.compute, 1.0 + cpu_share);
   return in;
 }
 

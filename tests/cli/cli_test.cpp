@@ -246,6 +246,8 @@ TEST_CASE("cli: calibrate writes a profile that simulate uses, with measured lay
   CHECK(fc0->kept_bytes.at(64) <= 2 * 64 * 256 * 4);
   CHECK(hw.calibration->p2p.bandwidth_gb_per_s > 0);
   CHECK(hw.calibration->allgather.bandwidth_gb_per_s > 0);  // FSDP's gathers as the executor runs them
+  // What compute beside a gather loses: some of the gather is waiting for the peer, not CPU work.
+  CHECK(hw.calibration->allgather_cpu_share > 0);
   // --precision bf16: the same layers measured under autocast too, each timed on its own.
   for (const char* sig : {"linear 784x256 relu bf16", "linear 256x256 relu bf16", "linear 256x10 bf16"}) {
     const auto* bf16 = hw.calibration->layer(sig);

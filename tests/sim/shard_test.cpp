@@ -111,6 +111,31 @@ TEST_CASE("sim: on a calibrated host a shard's gather takes the measured Gloo al
   CHECK((half.forward - a.forward).to_us() == Approx(4 * 0.5 * (300 + bytes / (1.5 * 1e3))).epsilon(1e-3));
 }
 
+TEST_CASE("sim: on Gloo compute beside a gather loses the gather's measured CPU share of it, not all of it", "[sim][shard]") {
+  // 20 ms of compute a layer: every gather but the first is hidden behind the layer before it.
+  const std::string yaml = on_cpu_host(20000, 4);
+  plan::Scenario ddp = test::scenario_from(yaml), fsdp = test::scenario_from(yaml);
+  fsdp.parallel.shard = plan::Shard::full;
+  plan::Calibration c;
+  c.cores = 2;
+  c.allreduce = {300, 1.5};
+  c.allgather = {120, 4};
+  c.allgather_cpu_share = 0.25;  // a quarter of a gather's time is Gloo's copies on the rank's core
+  ddp.hardware.calibration = fsdp.hardware.calibration = c;
+  const plan::Plan pd = plan::resolve_plan(ddp), pf = plan::resolve_plan(fsdp);
+  const double bytes = 4.0 * static_cast<double>(pf.scenario.layers[0].param_count(1));
+  const double gather = 120 + bytes / (4 * 1e3);
+  REQUIRE(gather < 20000);
+  const sim::StageCost a = sim::stage_costs(pd).front(), b = sim::stage_costs(pf).front();
+  // The first gather whole (nothing to run beside), the three prefetched ones a quarter each.
+  CHECK((b.forward - a.forward).to_us() == Approx(gather + 3 * 0.25 * gather).epsilon(1e-3));
+  CHECK((b.backward - a.backward).to_us() == Approx(gather + 3 * 0.25 * gather).epsilon(1e-3));
+  // Unmeasured (a profile from before): the whole gather, as if it were all CPU work.
+  fsdp.hardware.calibration->allgather_cpu_share = 0;
+  const sim::StageCost whole = sim::stage_costs(plan::resolve_plan(fsdp)).front();
+  CHECK((whole.forward - a.forward).to_us() == Approx(4 * gather).epsilon(1e-3));
+}
+
 TEST_CASE("sim: gradients reduce-scattered every micro-batch expose what the next layer's backward does not hide", "[sim][shard]") {
   // ZeRO-2 over the node, two micro-batches a step: the first backward reduce-scatters each layer
   // beside the next one's backward, the stage's first layer's after it; the second's are the
