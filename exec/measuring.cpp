@@ -320,6 +320,7 @@ void measure_gloo(Communicator& comm, plan::Calibration* c) {
   c->p2p = alpha_beta(bytes, delivery);
   c->allreduce = alpha_beta(bytes, allreduce);
   c->allgather = alpha_beta(bytes, allgather);
+  c->allgather_by_bytes = {bytes, allgather};
   // Over the sizes the bandwidth is fitted on, as the gathers that matter are large.
   c->allgather_cpu_share = median(std::vector<double>(allgather_cpu.begin() + static_cast<std::ptrdiff_t>(allgather_cpu.size() / 2), allgather_cpu.end()));
   c->allreduce_ranks = 2;

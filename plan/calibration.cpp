@@ -311,8 +311,9 @@ Calibration parse_calibration(const Field& map) {
     c.allreduce_ranks = static_cast<int>(int_or(map["allreduce"], "ranks", 2, 2, 1 << 20));
   }
   if (Field gather = map["allgather"]; gather.present()) {
-    c.allgather = parse_alpha_beta(gather, {"cpu_share"});
+    c.allgather = parse_alpha_beta(gather, {"cpu_share", "bytes", "us"});
     c.allgather_cpu_share = number_or(gather, "cpu_share", 0, 0);
+    if (gather["bytes"].present()) c.allgather_by_bytes = parse_curve(gather, "us", parse_sizes(gather, "bytes"));
   }
   c.layers = parse_signatures(map["layers"]);
   c.losses = parse_signatures(map["losses"]);

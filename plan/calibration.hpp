@@ -190,6 +190,11 @@ struct Calibration {
   /// Not the half all-reduce it was taken as before it was measured (absent: that): a broadcast
   /// moves each slice once and sums nothing.
   AlphaBeta allgather;
+  /// The same all-gathers by the gathered tensor's bytes ("mb" holds bytes), as measured: the
+  /// simulator reads a gather's time from it, since Gloo's time grows faster than the bytes
+  /// beyond a few MB (caches), and the line through the large sizes overstates a 1 MB gather
+  /// (1.6x on an AMD EPYC VM, 2026-12-06). Empty: a profile from before it was kept (the line).
+  CostCurve allgather_by_bytes;
   /// Of a Gloo all-gather's time, the share that is CPU work on the rank's own cores (the process's
   /// CPU time over the wall time, median over the large messages): Gloo's threads copying into and
   /// out of the sockets, beside the waits for the peer. Compute beside a collective on the same

@@ -77,6 +77,8 @@ std::string calibration_yaml(const Calibration& c) {
     s << "  allgather: {ranks: " << c.allreduce_ranks << ", latency_us: " << c.allgather.latency_us
       << ", bandwidth_gb_per_s: " << c.allgather.bandwidth_gb_per_s;
     if (c.allgather_cpu_share > 0) s << ", cpu_share: " << c.allgather_cpu_share;
+    if (!c.allgather_by_bytes.empty())
+      s << ",\n              bytes: " << list(c.allgather_by_bytes.mb, 0) << ", us: " << list(c.allgather_by_bytes.us, 2);
     s << "}\n";
   }
   if (!c.optimizers.empty()) {

@@ -92,6 +92,20 @@ RingCost ring_scaled(const plan::AlphaBeta& measured, int measured_ranks, int ra
   return {measured.latency_us * (n - 1) / (m - 1), ((n - 1) / n) / ((m - 1) / m) / (measured.bandwidth_gb_per_s * 1e3)};
 }
 
+// The host's measured Gloo all-gather of `ranks` ranks gathering `bytes`. From the measured curve
+// by size where the profile has one: at the size whose bytes a rank moves equal what it moves
+// here ((n-1)/n of the tensor against (m-1)/m at the measured m ranks), plus the latency once
+// more for each further step of the ring. Else the line through the large sizes, as a ring.
+double calibrated_allgather_us(const plan::Calibration& cal, int ranks, double bytes) {
+  if (cal.allgather_by_bytes.empty()) {
+    const RingCost ring = ring_scaled(cal.allgather, cal.allreduce_ranks, ranks);
+    return ring.latency_us + bytes * ring.us_per_byte;
+  }
+  const double n = ranks, m = cal.allreduce_ranks;
+  const double as_measured = bytes * ((n - 1) / n) / ((m - 1) / m);
+  return cal.allgather_by_bytes.at(as_measured) + cal.allgather.latency_us * ((n - 1) / (m - 1) - 1);
+}
+
 // One collective of a group of `t` ranks `stride` devices apart: NCCL's model on a GPU machine, a
 // ring over the node link otherwise. A tensor-parallel group is `tensor` neighbouring ranks
 // (plan/plan.hpp), inside one node unless the plan lets it span nodes.
@@ -111,8 +125,7 @@ double group_collective_us(const plan::Plan& plan, Collective coll, double bytes
     // t ranks as a ring. Not stretched by the in-run all-reduce factor: that is DDP's all-reduces
     // sharing the cores with the backward, which a gather beside compute is charged apart
     // (beside_compute).
-    const RingCost ring = ring_scaled(cal->allgather, cal->allreduce_ranks, t);
-    return ring.latency_us + bytes * ring.us_per_byte;
+    return calibrated_allgather_us(*cal, t, bytes);
   }
   if (g.nodes == 1 && cal && cal->allreduce.bandwidth_gb_per_s > 0) {
     // Measured on this host; a reduce-scatter (and an all-gather where the calibration has none

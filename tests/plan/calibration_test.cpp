@@ -150,6 +150,7 @@ TEST_CASE("plan::Calibration: a calibrated profile round-trips with the same cos
   CHECK(r.allgather.latency_us == Approx(120));
   CHECK(r.allgather.bandwidth_gb_per_s == Approx(4));
   CHECK(r.allgather_cpu_share == Approx(0.6));
+  CHECK(r.allgather_by_bytes.at(1048576) == Approx(380));
   const auto* l = r.layer("linear 784x256 relu fp32");
   REQUIRE(l);
   for (double mb : {1.0, 5.0, 8.0, 30.0, 100.0}) {

@@ -25,6 +25,7 @@ inline plan::Calibration sample_calibration() {
   c.allreduce = {300, 1.5};
   c.allgather = {120, 4};
   c.allgather_cpu_share = 0.6;
+  c.allgather_by_bytes = {{1024, 1048576}, {110, 380}};
   plan::SignatureCost l;
   l.signature = "linear 784x256 relu fp32";
   l.forward = {{1, 8, 64}, {60, 70, 280}};

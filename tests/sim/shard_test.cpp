@@ -105,8 +105,15 @@ TEST_CASE("sim: on a calibrated host a shard's gather takes the measured Gloo al
   // Each of a pass's four gathers whole (Gloo: beside_compute), the synthetic layers' compute alike.
   const sim::StageCost a = sim::stage_costs(pd).front(), b = sim::stage_costs(pf).front();
   CHECK((b.forward - a.forward).to_us() == Approx(4 * gather).epsilon(1e-3));
+  // The measured curve by size, where the profile has one: read at the layer's bytes, not the line.
+  fsdp.hardware.calibration->allgather_by_bytes = {{1e3, 1e7, 1e8}, {100, 900, 40000}};
+  const sim::StageCost curve = sim::stage_costs(plan::resolve_plan(fsdp)).front();
+  const double on_curve = 100 + (bytes - 1e3) / (1e7 - 1e3) * 800;
+  REQUIRE(bytes < 1e7);
+  CHECK((curve.forward - a.forward).to_us() == Approx(4 * on_curve).epsilon(1e-3));
   // Without a measured all-gather (a profile from before it was measured): half the all-reduce.
   fsdp.hardware.calibration->allgather = {};
+  fsdp.hardware.calibration->allgather_by_bytes = {};
   const sim::StageCost half = sim::stage_costs(plan::resolve_plan(fsdp)).front();
   CHECK((half.forward - a.forward).to_us() == Approx(4 * 0.5 * (300 + bytes / (1.5 * 1e3))).epsilon(1e-3));
 }
