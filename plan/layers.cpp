@@ -197,16 +197,23 @@ std::vector<Matmul> block_matmuls(const LayerShape& sh, double t) {
     // projections whole on every tensor rank.
     const double heads = static_cast<double>(sh.heads) / t, q_rank = static_cast<double>(m.q_lora_rank);
     const double kv_rank = static_cast<double>(m.kv_lora_rank);
-    if (m.q_lora_rank > 0) out.insert(out.end(), {{q_rank, h}, {qw, q_rank}});
-    else out.push_back({qw, h});
-    out.insert(out.end(), {{kv_rank + static_cast<double>(m.qk_rope_head_dim), h},
-                           {heads * static_cast<double>(m.qk_nope_head_dim + m.v_head_dim), kv_rank}, {h, aw}});
+    // One push_back a matmul: g++ 12 warns falsely (-Warray-bounds) on inserting initializer lists.
+    if (m.q_lora_rank > 0) {
+      out.push_back({q_rank, h});
+      out.push_back({qw, q_rank});
+    } else {
+      out.push_back({qw, h});
+    }
+    out.push_back({kv_rank + static_cast<double>(m.qk_rope_head_dim), h});
+    out.push_back({heads * static_cast<double>(m.qk_nope_head_dim + m.v_head_dim), kv_rank});
+    out.push_back({h, aw});
   } else {
     const double kv = static_cast<double>(sh.kv_heads()), kv_width = kv * static_cast<double>(sh.head_dim()) / std::min(t, kv);
     out = {{qw, h}, {kv_width, h}, {kv_width, h}, {h, aw}};
   }
-  if (sh.form.mlp == Mlp::swiglu) out.insert(out.end(), {{ffn, h}, {ffn, h}, {h, ffn}});
-  else out.insert(out.end(), {{ffn, h}, {h, ffn}});
+  if (sh.form.mlp == Mlp::swiglu) out.push_back({ffn, h});  // the gate, beside the up projection
+  out.push_back({ffn, h});
+  out.push_back({h, ffn});
   return out;
 }
 
