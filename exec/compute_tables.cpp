@@ -237,7 +237,14 @@ BackendFigures measure_backend(const TablesOptions& o, double peak) {
       const AttentionTimes t = seq == longest && !causal ? reference : time_attention(o, seq, causal);
       const double rate = 3.5 * flops(seq, causal) / (t.forward_us + t.backward_us);
       (causal ? f.by_sequence.causal : f.by_sequence.full).emplace_back(static_cast<double>(seq), std::min(1.0, rate / reference_rate));
-      f.timings += " " + std::to_string(seq) + (causal ? "c " : " ") + fixed(t.forward_us, 0) + "+" + fixed(t.backward_us, 0) + " us;";
+      // Appended piece by piece: g++ 12 warns falsely (-Wstringop-overflow) on the one concatenation.
+      f.timings += ' ';
+      f.timings += std::to_string(seq);
+      f.timings += causal ? "c " : " ";
+      f.timings += fixed(t.forward_us, 0);
+      f.timings += "+";
+      f.timings += fixed(t.backward_us, 0);
+      f.timings += " us;";
     }
   return f;
 }

@@ -191,8 +191,8 @@ struct Calibration {
   /// moves each slice once and sums nothing.
   AlphaBeta allgather;
   /// The same all-gathers by the gathered tensor's bytes ("mb" holds bytes), as measured: the
-  /// simulator reads a gather's time from it, since Gloo's time grows faster than the bytes
-  /// beyond a few MB (caches), and the line through the large sizes overstates a 1 MB gather
+  /// simulator reads a gather's time from it. Gloo's time is no line in the bytes: the line's
+  /// slope through the large sizes plus the smallest message's time overstates a 1 MB gather
   /// (1.6x on an AMD EPYC VM, 2026-12-06). Empty: a profile from before it was kept (the line).
   CostCurve allgather_by_bytes;
   /// Of a Gloo all-gather's time, the share that is CPU work on the rank's own cores (the process's

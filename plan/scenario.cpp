@@ -328,7 +328,13 @@ std::vector<std::string> recompute_module_names(unsigned modules) {
   return names;
 }
 
-std::string recompute_modules_text(unsigned modules) { return "[" + join(recompute_module_names(modules), ", ") + "]"; }
+// Appended, not "[" + ... + "]": g++ 12 warns falsely (-Wrestrict) on that concatenation.
+std::string recompute_modules_text(unsigned modules) {
+  std::string text = "[";
+  text += join(recompute_module_names(modules), ", ");
+  text += "]";
+  return text;
+}
 
 const char* name(Recompute r) {
   switch (r) {

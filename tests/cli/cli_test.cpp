@@ -248,6 +248,8 @@ TEST_CASE("cli: calibrate writes a profile that simulate uses, with measured lay
   CHECK(hw.calibration->allgather.bandwidth_gb_per_s > 0);  // FSDP's gathers as the executor runs them
   // What compute beside a gather loses: some of the gather is waiting for the peer, not CPU work.
   CHECK(hw.calibration->allgather_cpu_share > 0);
+  REQUIRE(hw.calibration->allgather_by_bytes.mb.size() >= 2);  // and the gathers by size, as measured
+  CHECK(hw.calibration->allgather_by_bytes.at(1 << 20) > 0);
   // --precision bf16: the same layers measured under autocast too, each timed on its own.
   for (const char* sig : {"linear 784x256 relu bf16", "linear 256x256 relu bf16", "linear 256x10 bf16"}) {
     const auto* bf16 = hw.calibration->layer(sig);

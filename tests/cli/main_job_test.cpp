@@ -53,7 +53,7 @@ TEST_CASE("cli: parallax without a command predicts, runs and compares the defau
   REQUIRE(r.code == 0);
   CHECK(r.out.find("using this machine's calibration") != std::string::npos);
   const fs::path job = dir / "parallax-out" / p.scenario.name;
-  for (const std::string f : {"predicted-" + p.scenario.hardware.name + ".json", std::string("predicted-here.json"),
+  for (const std::string& f : {"predicted-" + p.scenario.hardware.name + ".json", std::string("predicted-here.json"),
                               std::string("measured.json"), std::string("report.txt"), std::string("report.json"),
                               std::string("report.html")})
     CHECK(fs::file_size(job / f) > 0);

@@ -16,7 +16,7 @@ inline plan::Calibration sample_calibration() {
   c.cores = 2;
   c.in_run = {.forward = 1.25, .backward = 1.5, .optimizer = 2.0, .forward_extra_us = 12, .backward_extra_us = -5,
               .backward_probed_us = 2500, .send_extra_us = 40, .delivery_extra_us = 15,
-              .probe = "probe"};
+              .probe = "probe", .bounded = ""};
   c.backward_call_us = 7;
   c.copy_gb_per_s = 20;
   c.host_probe_us = 12.5;
@@ -39,7 +39,11 @@ inline plan::Calibration sample_calibration() {
   loss.backward = {{1, 64}, {0.5, 2.5}};
   c.losses[loss.signature] = loss;
   c.data["fashion-mnist linear 784x256 relu fp32 input"] = {{1, 64}, {3, 25}};
-  c.optimizers.push_back({"sgd", true, {{4096, 1048576}, {12, 300}}});
+  plan::OptimizerCost sgd;
+  sgd.kind = "sgd";
+  sgd.momentum = true;
+  sgd.by_params = {{4096, 1048576}, {12, 300}};
+  c.optimizers.push_back(sgd);
   return c;
 }
 

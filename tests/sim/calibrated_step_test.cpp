@@ -42,19 +42,19 @@ TEST_CASE("sim::stage_costs: a calibrated stage adds data, loss, backward call a
   const double params = 784 * 256 + 256 + 256 * 10 + 10;
   CHECK(costs[0].optimizer.to_us() == Approx(c.optimizers[0].by_params.at(params)).epsilon(1e-3));
   // The in-run factors scale each kind of compute as measured in the probe run.
-  p.scenario.hardware.calibration->in_run = {.forward = 1.25, .backward = 1.5, .optimizer = 2.0, .probe = ""};
+  p.scenario.hardware.calibration->in_run = {.forward = 1.25, .backward = 1.5, .optimizer = 2.0, .probe = "", .bounded = ""};
   const auto in_run = sim::stage_costs(p);
   CHECK(in_run[0].forward.to_us() == Approx(1.25 * forward).epsilon(1e-3));
   CHECK(in_run[0].backward.to_us() == Approx(1.5 * backward).epsilon(1e-3));
   CHECK(in_run[0].optimizer.to_us() == Approx(2.0 * costs[0].optimizer.to_us()).epsilon(1e-3));
   // And the extras add a cost per action on top.
-  p.scenario.hardware.calibration->in_run = {.forward_extra_us = 30, .backward_extra_us = -20, .probe = ""};
+  p.scenario.hardware.calibration->in_run = {.forward_extra_us = 30, .backward_extra_us = -20, .probe = "", .bounded = ""};
   const auto extra = sim::stage_costs(p);
   CHECK(extra[0].forward.to_us() == Approx(forward + 30).epsilon(1e-3));
   CHECK(extra[0].backward.to_us() == Approx(backward - 20).epsilon(1e-3));
   // The proportion holds up to the longest probed action: beyond it the slowdown stays fixed.
   p.scenario.hardware.calibration->in_run = {.forward = 1.5, .forward_extra_us = 10, .forward_probed_us = forward / 4,
-                                             .probe = ""};
+                                             .probe = "", .bounded = ""};
   CHECK(sim::stage_costs(p)[0].forward.to_us() == Approx(forward + 0.5 * forward / 4 + 10).epsilon(1e-3));
   p.scenario.hardware.calibration->in_run.forward_probed_us = 4 * forward;  // within the probed range
   CHECK(sim::stage_costs(p)[0].forward.to_us() == Approx(1.5 * forward + 10).epsilon(1e-3));
@@ -140,7 +140,7 @@ TEST_CASE("sim::simulate: a data-parallel plan takes the data-parallel probe's f
   c.in_run = {};
   s.hardware.calibration = c;
   const plan::Plan alone = plan::resolve_plan(s);
-  c.in_run_data = plan::InRunFactors{.forward = 1.5, .backward = 2.0, .allreduce = 3.0, .probe = ""};
+  c.in_run_data = plan::InRunFactors{.forward = 1.5, .backward = 2.0, .allreduce = 3.0, .probe = "", .bounded = ""};
   s.hardware.calibration = c;
   const plan::Plan in_run = plan::resolve_plan(s);
   auto span = [](const sim::SimRun& run, schedule::ActionKind kind) {
@@ -168,7 +168,7 @@ TEST_CASE("sim::simulate: under DDP only the step's last backward takes the all-
       "data: {source: fashion-mnist, batch_size: 32}\nparallel: {data: 2, chunks: 4, bucket_cap_mb: 100}\n"
       "optimizer: {kind: sgd, momentum: 0.9}\nhardware: cpu-host\n");
   auto c = test::sample_calibration();
-  c.in_run_data = plan::InRunFactors{.backward_extra_us = 40, .sync_backward_extra_us_per_mb = 500, .probe = ""};
+  c.in_run_data = plan::InRunFactors{.backward_extra_us = 40, .sync_backward_extra_us_per_mb = 500, .probe = "", .bounded = ""};
   s.hardware.calibration = c;
   const auto run = sim::simulate(plan::resolve_plan(s));
   std::map<int, double> backward_us;  // by micro-batch, rank 0
@@ -190,7 +190,7 @@ TEST_CASE("sim::simulate: sharded gradients have no DDP copy-back, and the first
       "data: {source: fashion-mnist, batch_size: 32}\nparallel: {data: 2, chunks: 1}\n"
       "optimizer: {kind: sgd, momentum: 0.9}\nhardware: cpu-host\n");
   auto c = test::sample_calibration();
-  c.in_run_data = plan::InRunFactors{.sync_backward_extra_us_per_mb = 500, .probe = ""};
+  c.in_run_data = plan::InRunFactors{.sync_backward_extra_us_per_mb = 500, .probe = "", .bounded = ""};
   s.hardware.calibration = c;
   const double bytes = (784 * 256 + 256 + 256 * 10 + 10) * 4.0;
   const double copy_us = bytes / (c.copy_gb_per_s * 1e3);
