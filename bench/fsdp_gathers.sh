@@ -42,7 +42,8 @@ for r in $(seq 1 "$rounds"); do
 done
 
 echo
-echo "rank 0's actions, median over each run's steps after the first fifth, then the median over the runs (us)"
+echo "rank 0's actions, median over each run's steps after the first fifth, then the median over the runs (us);"
+echo "predicted: the same actions in the simulated step"
 python3 - "$out" "$rounds" <<'PY'
 import json, statistics, sys
 out, rounds = sys.argv[1], int(sys.argv[2])
@@ -50,7 +51,7 @@ def actions(path):
     t = json.load(open(path))
     events = [e for e in (t["traceEvents"] if isinstance(t, dict) else t) if e.get("ph") == "X" and e.get("pid") == 0]
     steps = sorted({e["args"]["step"] for e in events if "step" in e.get("args", {})})
-    kept = set(steps[len(steps) // 5:])
+    kept = set(steps[len(steps) // 5:]) if steps else {None}  # a predicted trace: one step, unnumbered
     by = {}
     for e in events:
         if e.get("args", {}).get("step") not in kept: continue
@@ -62,9 +63,11 @@ per_level = {}
 for level in ("none", "full"):
     runs = [actions("%s/traces/measured-%s-%d.json" % (out, level, r)) for r in range(1, rounds + 1)]
     per_level[level] = {k: (statistics.median(run[k][0] for run in runs if k in run), runs[0][k][1]) for k in runs[0]}
+predicted = {level: actions("%s/predicted-%s.json" % (out, level)) for level in ("none", "full")}
 for kind in ("F", "B", "OPTIM"):
     n, f = per_level["none"].get(kind, (0, 0))[0], per_level["full"].get(kind, (0, 0))[0]
-    print("    %-6s none %7.0f   full %7.0f   full - none %+7.0f" % (kind, n, f, f - n))
+    pn, pf = predicted["none"].get(kind, (0, 0))[0], predicted["full"].get(kind, (0, 0))[0]
+    print("    %-6s none %7.0f   full %7.0f   full - none %+7.0f   (predicted %+7.0f)" % (kind, n, f, f - n, pf - pn))
 # A gather's action is ALL_GATHER<micro-batch>.<its place in the step>: the forward's first, then the backward's.
 place = lambda k: int(k.split(".")[-1])
 gathers = sorted((k for k in per_level["full"] if k.startswith("ALL_GATHER")), key=place)
