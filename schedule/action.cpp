@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <sstream>
 
 namespace parallax::schedule {
 
@@ -45,12 +46,22 @@ FewOf<Action, 2> Action::parts() const {
   return out;
 }
 
+// Built by appending and a stream: g++ 12 warns falsely (-Wrestrict) on "(" + ... + ")" and
+// "." + std::to_string, and on appending the parts' ids once it inlines this call into itself.
 std::string Action::id() const {
-  if (kind == ActionKind::OVERLAP_F_B) return "(" + forward_part().id() + ";" + backward_part().id() + ")OVERLAP_F_B";
-  std::string s = std::to_string(stage) + name(kind);
+  if (kind == ActionKind::OVERLAP_F_B) {
+    std::ostringstream pair;
+    pair << '(' << forward_part().id() << ';' << backward_part().id() << ")OVERLAP_F_B";
+    return pair.str();
+  }
+  std::string s = std::to_string(stage);
+  s += name(kind);
   if (kind == ActionKind::ALLREDUCE) s += std::to_string(bucket);
   else if (kind != ActionKind::OPTIM && !(kind == ActionKind::ALL_GATHER && mb < 0)) s += std::to_string(mb);
-  if (is_measured_inside(kind)) s += "." + std::to_string(exchange);
+  if (is_measured_inside(kind)) {
+    s += '.';
+    s += std::to_string(exchange);
+  }
   return s;
 }
 
