@@ -97,13 +97,11 @@ RingCost ring_scaled(const plan::AlphaBeta& measured, int measured_ranks, int ra
 // here ((n-1)/n of the tensor against (m-1)/m at the measured m ranks), plus the latency once
 // more for each further step of the ring. Else the line through the large sizes, as a ring.
 double calibrated_allgather_us(const plan::Calibration& cal, int ranks, double bytes) {
-  if (cal.allgather_by_bytes.empty()) {
-    const RingCost ring = ring_scaled(cal.allgather, cal.allreduce_ranks, ranks);
-    return ring.latency_us + bytes * ring.us_per_byte;
-  }
-  const double n = ranks, m = cal.allreduce_ranks;
-  const double as_measured = bytes * ((n - 1) / n) / ((m - 1) / m);
-  return cal.allgather_by_bytes.at(as_measured) + cal.allgather.latency_us * ((n - 1) / (m - 1) - 1);
+  const RingCost ring = ring_scaled(cal.allgather, cal.allreduce_ranks, ranks);
+  if (cal.allgather_by_bytes.empty()) return ring.latency_us + bytes * ring.us_per_byte;
+  // The ring's scaling of the bytes alone: the line's per-byte cost here over its cost as measured.
+  const double as_measured = bytes * ring.us_per_byte * cal.allgather.bandwidth_gb_per_s * 1e3;
+  return cal.allgather_by_bytes.at(as_measured) + ring.latency_us - cal.allgather.latency_us;
 }
 
 // One collective of a group of `t` ranks `stride` devices apart: NCCL's model on a GPU machine, a
