@@ -10,7 +10,17 @@
 
 namespace parallax::cli {
 
+namespace {
+// A path that names a folder (an existing one, or one written with a trailing slash) cannot be
+// written as a file: bad input, before anything is written.
+void refuse_folder(const std::string& path) {
+  if (!path.empty() && (path.back() == '/' || std::filesystem::is_directory(path)))
+    throw plan::InputError(plan::Location{path}, "is a folder: name the file to write");
+}
+}  // namespace
+
 void write_file_atomically(const std::string& path, const std::string& text) {
+  refuse_folder(path);
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);
@@ -21,13 +31,19 @@ void write_file_atomically(const std::string& path, const std::string& text) {
       throw std::runtime_error("writing " + path + " failed");
     }
   }
-  std::filesystem::rename(tmp, path);
+  std::error_code failed;
+  std::filesystem::rename(tmp, path, failed);
+  if (failed) {
+    std::remove(tmp.c_str());
+    throw plan::InputError(plan::Location{path}, "cannot write here: " + failed.message());
+  }
 }
 
 void require_output_folder(const std::string& path) {
+  refuse_folder(path);
   const std::filesystem::path p(path);
   if (!path.empty() && p.has_parent_path() && !std::filesystem::is_directory(p.parent_path()))
-    throw plan::InputError(plan::Location{path}, "cannot write the trace here: the folder does not exist");
+    throw plan::InputError(plan::Location{path}, "cannot write here: the folder does not exist");
 }
 
 std::string fmt(const char* format, double value) {

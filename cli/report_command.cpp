@@ -1,6 +1,5 @@
 #include "cli/report_command.hpp"
 
-#include <filesystem>
 #include <fstream>
 #include <iostream>
 
@@ -41,9 +40,7 @@ json read_tune_result(const std::string& path) {
 void check_output(const std::string& path) {
   if (path.empty())
     throw plan::InputError(plan::Location{"-o"}, "report needs the file to write: -o report.html");
-  const std::filesystem::path p(path);
-  if (p.has_parent_path() && !std::filesystem::is_directory(p.parent_path()))
-    throw plan::InputError(plan::Location{path}, "cannot write the report here: the folder does not exist");
+  require_output_folder(path);
 }
 
 }  // namespace

@@ -40,6 +40,7 @@ int plan_command(const ScenarioArgs& args) {
 }
 
 int schedule_command(const ScenarioArgs& args, const std::string& csv_path) {
+  require_output_folder(csv_path);
   const plan::Plan p = args.resolve();
   if (!csv_path.empty()) {
     std::ostringstream csv;

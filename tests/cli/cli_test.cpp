@@ -123,6 +123,24 @@ TEST_CASE("cli: schedule --csv writes a file the scenario can read back", "[cli]
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("cli: an output path that names a folder exits 2 and writes nothing", "[cli]") {
+  const auto dir = std::filesystem::temp_directory_path() / "parallax_cli_folder_test";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir / "out");
+  const std::string mlp = scenario("mlp-fashion-mnist-pipeline2.yaml"), out = (dir / "out").string();
+  for (const std::string& command : {"simulate " + mlp + " -o " + out, "simulate " + mlp + " -o " + out + "/",
+                                     "report " + mlp + " -o " + out, "schedule " + mlp + " --csv " + out + "/"}) {
+    INFO(command);
+    const auto r = run(command, "", /*with_stderr=*/true);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.out, Catch::Contains("is a folder"));
+  }
+  // Nothing beside the folder or in it: no temporary file left behind.
+  CHECK(std::distance(std::filesystem::directory_iterator(dir), {}) == 1);
+  CHECK(std::filesystem::is_empty(dir / "out"));
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("cli: simulate says what a step's compute kernels are, by kind, on a GPU with a compute model", "[cli]") {
   // Megatron-LM's 1.7B GPT of bench/data/megatron-gpt-h100.yaml, one stage, on h100-nvlink-ib.
   const std::string gpt = std::string(PARALLAX_SOURCE_DIR) + "/bench/data/megatron-gpt-h100.yaml";
