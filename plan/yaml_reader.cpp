@@ -3,6 +3,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 namespace parallax::plan {
@@ -13,12 +14,38 @@ Location location_of(const std::string& file, const YAML::Mark& mark) {
   return Location{file, mark.line + 1, mark.column + 1};
 }
 
+// yaml-cpp keeps both entries of a key written twice in one map and answers lookups with the first,
+// where most YAML tools keep the last: either way one of the two values is silently dropped, so a
+// repeated key is bad input, named at its second place.
+void refuse_duplicate_keys(const YAML::Node& node, const std::string& file, const std::string& path) {
+  if (node.IsSequence()) {
+    for (size_t i = 0; i < node.size(); ++i) refuse_duplicate_keys(node[i], file, path + "[" + std::to_string(i) + "]");
+    return;
+  }
+  if (!node.IsMap()) return;
+  std::map<std::string, YAML::Mark> seen;
+  for (const auto& entry : node) {
+    if (!entry.first.IsScalar()) continue;
+    const std::string key = entry.first.Scalar();
+    const std::string here = path.empty() ? key : path + "." + key;
+    if (const auto [first, fresh] = seen.emplace(key, entry.first.Mark()); !fresh) {
+      const Location at = location_of(file, first->second);
+      throw InputError(location_of(file, entry.first.Mark()),
+                       "'" + here + "' is given twice (first at line " + std::to_string(at.line) + "): keep one");
+    }
+    refuse_duplicate_keys(entry.second, file, here);
+  }
+}
+
 YAML::Node parse_text(const std::string& text, const std::string& file) {
+  YAML::Node root;
   try {
-    return YAML::Load(text);
+    root = YAML::Load(text);
   } catch (const YAML::ParserException& e) {
     throw InputError(location_of(file, e.mark), "YAML syntax error: " + e.msg);
   }
+  refuse_duplicate_keys(root, file, "");
+  return root;
 }
 
 // Edit distance for "did you mean" hints on misspelt keys.

@@ -130,6 +130,12 @@ TEST_CASE("plan::Scenario: each bad input names its line and column", "[plan]") 
   SECTION("YAML syntax errors") {
     CHECK_THAT(parse_error("model: {preset: mlp\nhardware: x\n"), Catch::StartsWith("test.yaml:2:"));
   }
+  SECTION("a key given twice in one map, at its second place (yaml-cpp would keep the first)") {
+    std::string yaml = kGood;
+    yaml.replace(yaml.find("  chunks: 4"), 11, "  chunks: 4\n  chunks: 8");
+    CHECK_THAT(parse_error(yaml), Catch::StartsWith("test.yaml:7:3: 'parallel.chunks' is given twice (first at line 6)"));
+    CHECK_THAT(parse_error("name: a\nname: b\n"), Catch::StartsWith("test.yaml:2:1: 'name' is given twice"));
+  }
   SECTION("a node count beyond the profile's cap") {
     CHECK_THAT(parse_error(kGood, {"parallel.data=8"}), Catch::Contains("caps nodes at 1"));
   }
