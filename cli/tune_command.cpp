@@ -76,15 +76,20 @@ std::string best_yaml(const plan::YamlDocument& given, const std::string& output
   plan::YamlDocument doc = given;
   for (const auto& s : plan::set_flags(o)) doc.apply_override(s);
   YAML::Node root = YAML::Clone(doc.root());
-  if (root["hardware"] && root["hardware"].IsScalar()) {
-    const std::string hw = root["hardware"].Scalar();
-    if (hw.ends_with(".yaml") && fs::path(hw).is_relative()) {
-      const bool from_flag = !doc.override_for("hardware").empty();
-      const fs::path from = fs::absolute(from_flag ? fs::path(hw) : fs::path(doc.base_dir()) / hw);
-      const fs::path to_dir = fs::absolute(fs::path(output)).parent_path();
-      root["hardware"] = fs::proximate(from, to_dir).string();
-    }
-  }
+  // The files the scenario names by a relative path (a hardware profile, a Hugging Face config) are
+  // relative to its own folder, or to the working directory when a --set gave them: rewritten
+  // relative to the written file's folder, so that it loads from there.
+  const fs::path to_dir = fs::absolute(fs::path(output)).parent_path();
+  auto rebase = [&](YAML::Node holder, const std::string& key, const std::string& path) {
+    if (!holder.IsMap() || !holder[key] || !holder[key].IsScalar()) return;
+    const std::string file = holder[key].Scalar();
+    const bool named = path != "hardware" || file.find('/') != std::string::npos || file.ends_with(".yaml") || file.ends_with(".yml");
+    if (!named || !fs::path(file).is_relative()) return;
+    const bool from_flag = !doc.override_for(path).empty();
+    holder[key] = fs::proximate(fs::absolute(from_flag ? fs::path(file) : fs::path(doc.base_dir()) / file), to_dir).string();
+  };
+  rebase(root, "hardware", "hardware");
+  if (root["model"]) rebase(root["model"], "hf_config", "model.hf_config");
   YAML::Emitter out;
   out << root;
   return header + out.c_str() + "\n";

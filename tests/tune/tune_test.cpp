@@ -401,6 +401,14 @@ TEST_CASE("tune: the command writes a scenario that reproduces its pick, bad fla
   CHECK(full_step_ms(plan::resolve_plan(plan::load_scenario(source("scenarios/gpipe-transformer-2xT4.yaml"), sets))) ==
         Approx(pick).epsilon(1e-9));
 
+  // A scenario naming its model's config by a path relative to its folder: the written file names
+  // it relative to its own, so it loads from anywhere (the shipped Llama scenarios).
+  const std::string llama = (out / "llama.yaml").string();
+  const auto l = test::run_parallax("tune " + source("scenarios/llama-3.1-8b-64xH100-fsdp.yaml") + " --time-limit 1 --json -o " + llama);
+  REQUIRE(l.code == 0);
+  CHECK(full_step_ms(plan::resolve_plan(plan::load_scenario(llama, {}))) ==
+        Approx(nlohmann::json::parse(l.out)["best"]["predicted_step_ms"].get<double>()).epsilon(1e-9));
+
   std::filesystem::remove(best);
   const auto bad = test::run_parallax("tune --search parallel.chunks=0 -o " + best, "", true);
   CHECK(bad.code == 2);
