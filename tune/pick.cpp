@@ -26,13 +26,23 @@ std::string critical_path_text(const sim::SimRun& run, const sim::Metrics& m) {
     const auto& e = run.timeline.events[i];
     const double ms = (e.end - e.start).to_ms();
     total += ms;
+    const std::string stage = "stage " + std::to_string(e.action.stage);
     std::string what;
     switch (e.action.kind) {
-      case schedule::ActionKind::F: what = "stage " + std::to_string(e.action.stage) + " forward"; break;
-      case schedule::ActionKind::B: what = "stage " + std::to_string(e.action.stage) + " backward"; break;
+      case schedule::ActionKind::F: what = stage + " forward"; break;
+      case schedule::ActionKind::B: what = stage + " backward"; break;
+      // A split backward's halves (zero-bubble and DualPipe schedules) and DualPipe's overlapped pair.
+      case schedule::ActionKind::I: what = stage + " input gradients"; break;
+      case schedule::ActionKind::W: what = stage + " weight gradients"; break;
+      case schedule::ActionKind::OVERLAP_F_B: what = stage + " forward and backward overlapped"; break;
       case schedule::ActionKind::OPTIM: what = "optimizer"; break;
       case schedule::ActionKind::ALLREDUCE: what = "all-reduce"; break;
-      default: what = "point-to-point"; break;
+      case schedule::ActionKind::ALL_TO_ALL: what = "all-to-all"; break;
+      case schedule::ActionKind::ALL_GATHER: what = "all-gather"; break;
+      case schedule::ActionKind::SEND_F:
+      case schedule::ActionKind::RECV_F:
+      case schedule::ActionKind::SEND_B:
+      case schedule::ActionKind::RECV_B: what = "point-to-point"; break;
     }
     parts[what] += ms;
   }

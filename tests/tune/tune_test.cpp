@@ -14,6 +14,7 @@
 #include "sim/simulator.hpp"
 #include "tests/test_util.hpp"
 #include "timeline/metrics.hpp"
+#include "tune/pick.hpp"
 #include "tune/search.hpp"
 
 using namespace parallax;
@@ -488,4 +489,16 @@ TEST_CASE("tune: every tuned knob of the table is searched, as its coupling says
     CHECK(seen.size() >= 2);
   }
   CHECK(tuned == static_cast<int>(tune::search_keys().size()));
+}
+
+TEST_CASE("tune: the why's critical path names a split backward's halves as compute, not point-to-point", "[tune]") {
+  // Zero-bubble 1F1B splits each backward into I (input gradients) and W (weight gradients); on
+  // this compute-bound job they and the forwards make up the critical path, as simulate says.
+  const plan::Scenario s = plan::load_scenario(source("scenarios/gpipe-1b-4xA100.yaml"),
+                                               {"parallel.schedule=zbv-zero-bubble", "parallel.virtual=2"});
+  tune::Evaluator ev(s);
+  const std::string path = tune::detail_of(ev, plan::settings_of(s)).critical_path;
+  INFO(path);
+  CHECK_THAT(path, Catch::Contains("gradients"));
+  CHECK_THAT(path, !Catch::Contains("point-to-point"));
 }
