@@ -5,6 +5,7 @@
 
 #include "cli/output.hpp"
 #include "cli/sim_report.hpp"
+#include "cli/trace_report.hpp"
 #include "plan/error.hpp"
 #include "plan/scenario.hpp"
 #include "sim/metrics.hpp"
@@ -17,14 +18,7 @@ using nlohmann::json;
 
 /// A Parallax trace of the expected kind ("predicted" or "measured").
 timeline::Timeline read_timeline(const std::string& path, const std::string& kind) {
-  auto t = timeline::read_trace(path);
-  if (t.format != "parallax")
-    throw plan::InputError(plan::Location{path}, "report needs Parallax traces (from parallax simulate -o or parallax "
-                                                 "run -o); this one is a " + t.format + " trace");
-  if (t.kind != kind)
-    throw plan::InputError(plan::Location{path}, "--" + kind + " needs a " + kind + " trace; this one is " +
-                                                     (t.kind.empty() ? "of no kind" : t.kind));
-  return std::move(t.timeline);
+  return read_trace_of_kind(path, kind, "report", "--" + kind).timeline;
 }
 
 json read_tune_result(const std::string& path) {
@@ -71,6 +65,10 @@ int report_command(const ReportArgs& args) {
     options.record_link_samples = true;  // the page's link bandwidth
     in = simulated_report_input(p, sim::simulate(p, options));
   }
+  if (measured) check_same_job(in.predicted, *measured, args.measured);
+  if (tune.contains("scenario") && tune["scenario"] != in.predicted.scenario)
+    throw plan::InputError(plan::Location{args.tune}, "a tune result of scenario '" + tune["scenario"].get<std::string>() +
+                                                          "', not of '" + in.predicted.scenario + "', the one this page shows");
   in.measured = std::move(measured);
   in.tune = tune;
   write_file_atomically(args.output, report::render_html(in));

@@ -18,17 +18,6 @@
 #include "timeline/trace_writer.hpp"
 
 namespace parallax::cli {
-namespace {
-
-timeline::LoadedTrace read_parallax_trace(const std::string& path) {
-  auto t = timeline::read_trace(path);
-  if (t.format != "parallax")
-    throw plan::InputError(plan::Location{path}, "compare needs Parallax traces (from parallax simulate -o or parallax run -o); "
-                                                 "this one is a " + t.format + " trace");
-  return t;
-}
-
-}  // namespace
 
 plan::Plan ScenarioArgs::resolve() const { return plan::resolve_plan(plan::load_scenario(scenario, sets)); }
 
@@ -109,7 +98,9 @@ int trace_command(const std::vector<std::string>& files, bool json) {
 }
 
 int compare_command(const std::string& predicted, const std::string& measured, bool json) {
-  const auto p = read_parallax_trace(predicted), m = read_parallax_trace(measured);
+  const auto p = read_trace_of_kind(predicted, "predicted", "compare", "PREDICTED (the first trace)");
+  const auto m = read_trace_of_kind(measured, "measured", "compare", "MEASURED (the second trace)");
+  check_same_job(p.timeline, m.timeline, measured);
   const auto report = timeline::compare(p.timeline, m.timeline);
   if (json) std::cout << compare_json(report).dump(2) << "\n";
   else std::cout << compare_text(report);

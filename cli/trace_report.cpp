@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <iostream>
 #include <map>
 #include <set>
 #include <sstream>
 
 #include "cli/output.hpp"
+#include "plan/error.hpp"
 #include "timeline/metrics.hpp"
 
 namespace parallax::cli {
@@ -107,6 +109,29 @@ std::string trace_summary_text(const json& s) {
     o << "\n";
   }
   return o.str();
+}
+
+timeline::LoadedTrace read_trace_of_kind(const std::string& path, const std::string& kind, const std::string& command,
+                                         const std::string& role) {
+  timeline::LoadedTrace t = timeline::read_trace(path);
+  if (t.format != "parallax")
+    throw plan::InputError(plan::Location{path}, command + " needs Parallax traces (from parallax simulate -o or parallax run -o); "
+                                                 "this one is a " + t.format + " trace");
+  if (t.kind != kind)
+    throw plan::InputError(plan::Location{path}, role + " needs a " + kind + " trace (parallax " +
+                                                     (kind == "predicted" ? "simulate" : "run") + " -o); this one is " +
+                                                     (t.kind.empty() ? "of no kind" : t.kind));
+  return t;
+}
+
+void check_same_job(const timeline::Timeline& predicted, const timeline::Timeline& measured, const std::string& measured_path) {
+  // Ranks are matched by number: jobs of different sizes have nothing to join.
+  if (predicted.world_size != measured.world_size)
+    throw plan::InputError(plan::Location{measured_path}, "a run of " + std::to_string(measured.world_size) +
+                                                              " ranks, against a prediction of " + std::to_string(predicted.world_size) +
+                                                              ": a prediction and a run of the same plan are needed");
+  if (predicted.scenario != measured.scenario)
+    std::cerr << "warning: the prediction is of scenario '" << predicted.scenario << "', the run of '" << measured.scenario << "'\n";
 }
 
 json compare_json(const timeline::CompareReport& r) {

@@ -13,6 +13,16 @@ namespace parallax::cli {
 nlohmann::json trace_summary_json(const std::vector<timeline::LoadedTrace>& traces);
 std::string trace_summary_text(const nlohmann::json& summary);
 
+/// A Parallax trace of `kind` ("predicted": simulate -o; "measured": run -o) read for `command`;
+/// another format or kind is bad input (exit 2) naming the file and what it holds. `role` is how
+/// the command's help names the argument ("--predicted", "MEASURED").
+timeline::LoadedTrace read_trace_of_kind(const std::string& path, const std::string& kind, const std::string& command,
+                                         const std::string& role);
+
+/// A prediction and a run to set side by side are of one job: the same number of ranks (bad input,
+/// exit 2, naming `measured_path`, when not); another scenario name only warns (a run may rename it).
+void check_same_job(const timeline::Timeline& predicted, const timeline::Timeline& measured, const std::string& measured_path);
+
 nlohmann::json compare_json(const timeline::CompareReport& r);
 std::string compare_text(const timeline::CompareReport& r);
 

@@ -196,6 +196,7 @@ int tune_command(const TuneArgs& args, const std::string& self) {
                   {"peak_memory_mb", static_cast<double>(e.peak_memory) / kMiB}};
     };
     json j;
+    j["scenario"] = base.name;
     j["configs_total"] = r.combinations;
     j["configs_sampled_one_in"] = r.sampled_one_in;
     j["configs_invalid"] = r.invalid;

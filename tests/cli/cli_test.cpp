@@ -237,6 +237,32 @@ TEST_CASE("cli: trace and compare reject what they cannot read with exit 2", "[c
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("cli: compare takes the prediction first and the run second, of one plan, or exits 2", "[cli]") {
+  const auto dir = std::filesystem::temp_directory_path() / ("parallax_cli_compare_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  // A predicted trace, and the same trace marked as a run's (so the two hold the same actions).
+  const std::string predicted = (dir / "predicted.json").string(), measured = (dir / "measured.json").string();
+  REQUIRE(run("simulate " + scenario("mlp-fashion-mnist-pipeline2.yaml") + " -o " + predicted).code == 0);
+  auto trace = nlohmann::json::parse(std::ifstream(predicted));
+  trace["parallax"]["kind"] = "measured";
+  std::ofstream(measured) << trace.dump();
+  CHECK(run("compare " + predicted + " " + measured).code == 0);
+  const auto swapped = run("compare " + measured + " " + predicted, "", true);
+  CHECK(swapped.code == 2);
+  CHECK_THAT(swapped.out, Catch::Contains("PREDICTED (the first trace) needs a predicted trace"));
+  CHECK(run("compare " + predicted + " " + predicted).code == 2);
+  // A run of another size: nothing to join rank by rank.
+  const std::string other = (dir / "other.json").string();
+  REQUIRE(run("simulate " + scenario("mlp-fashion-mnist-ddp4.yaml") + " -o " + other).code == 0);
+  trace = nlohmann::json::parse(std::ifstream(other));
+  trace["parallax"]["kind"] = "measured";
+  std::ofstream(other) << trace.dump();
+  const auto sizes = run("compare " + predicted + " " + other, "", true);
+  CHECK(sizes.code == 2);
+  CHECK_THAT(sizes.out, Catch::Contains("a run of 4 ranks, against a prediction of 2"));
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("cli: calibrate writes a profile that simulate uses, with measured layer costs", "[cli][exec]") {
   const auto dir = std::filesystem::temp_directory_path() / ("parallax-cal-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);

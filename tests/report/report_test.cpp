@@ -205,6 +205,7 @@ TEST_CASE("report: bad input exits 2 and writes nothing", "[report]") {
   const std::string page = (dir / "report.html").string();
   std::ofstream(dir / "broken.json") << "{\"traceEvents\": [";
   std::ofstream(dir / "not-tune.json") << "{\"step_time_ms\": 3}";
+  std::ofstream(dir / "other-tune.json") << "{\"scenario\": \"another-job\", \"ranked\": []}";
   const std::vector<std::string> bad = {
       "report",                                                    // no -o
       "report --predicted " + (dir / "missing.json").string() + " -o " + page,
@@ -212,6 +213,8 @@ TEST_CASE("report: bad input exits 2 and writes nothing", "[report]") {
       "report --predicted " + measured + " -o " + page,            // a measured trace as the prediction
       "report --predicted " + predicted + " --measured " + predicted + " -o " + page,
       "report --tune " + (dir / "not-tune.json").string() + " -o " + page,
+      "report --tune " + (dir / "other-tune.json").string() + " -o " + page,  // the tuner's result of another scenario
+      "report " + kScenario + " --measured " + measured + " -o " + page,  // a run of 2 ranks beside a plan of 4
       "report -o " + (dir / "no-such-folder" / "r.html").string(),
       "report " + kScenario + " --set parallel.chunks=0 -o " + page,
   };
