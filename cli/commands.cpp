@@ -14,6 +14,21 @@
 namespace parallax::cli {
 namespace {
 
+// A count or a limit given on the command line must be above 0 (a 0 or a negative one would read
+// as "not given" and be ignored silently): a parse error, exit 2, naming the flag.
+CLI::Validator positive() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        try {
+          if (std::stod(text) > 0) return "";
+        } catch (const std::exception&) {
+          return "";  // not a number: the option's own conversion says so
+        }
+        return "must be more than 0, not " + text;
+      },
+      "> 0");
+}
+
 /// This binary, which validate and tune --validate start as `parallax run` child processes.
 std::string self() { return std::filesystem::read_symlink("/proc/self/exe").string(); }
 
@@ -74,10 +89,12 @@ Runner define_run(CLI::App& app) {
       ->allow_extra_args(false)
       ->type_name("KEY=VALUE");
   run_cmd->add_flag("--json", run_args->json, "Print one JSON object on stdout: steps, accuracy, trace");
-  run_cmd->add_option("--nproc", run_args->nproc, "Local ranks to start (default: the plan's world size)");
+  run_cmd->add_option("--nproc", run_args->nproc, "Local ranks to start (default: the plan's world size)")
+      ->check(positive());
   run_cmd->add_option("-o,--output", run_args->trace_path, "Write the measured timeline as a Chrome trace");
   run_cmd->add_option("--checkpoint-dir", run_args->checkpoint_dir, "Folder for checkpoints");
-  run_cmd->add_option("--checkpoint-every", run_args->checkpoint_every, "Save a checkpoint every K optimizer steps");
+  run_cmd->add_option("--checkpoint-every", run_args->checkpoint_every, "Save a checkpoint every K optimizer steps")
+      ->check(positive());
   run_cmd->add_flag("--resume", run_args->resume, "Continue from the latest complete checkpoint in --checkpoint-dir");
   run_cmd->add_option("--timeout", run_args->timeout_s,
                       "Seconds a rank waits for a peer before the job fails (default 60)");
@@ -223,7 +240,8 @@ Runner define_tune(CLI::App& app) {
   tune_cmd->add_option("--set", tune_args->sets, "Override a scenario value before tuning (repeatable)")
       ->allow_extra_args(false)
       ->type_name("KEY=VALUE");
-  tune_cmd->add_option("--world", tune_args->world, "Ranks (GPUs) to spread over (default: the scenario's data x context x pipeline x tensor)");
+  tune_cmd->add_option("--world", tune_args->world, "Ranks (GPUs) to spread over (default: the scenario's data x context x pipeline x tensor)")
+      ->check(positive());
   tune_cmd->add_option("--search", tune_args->searches,
                        "Search only these values of a key, e.g. parallel.chunks=4,8,16 or parallel.partition_len="
                        "balanced,[5,7] (repeatable; parallel.grad_accumulation and parallel.rank_order are searched only when given here)")
@@ -236,15 +254,19 @@ Runner define_tune(CLI::App& app) {
                        "step: fastest step (ties: less memory); memory: least peak memory (ties: faster)")
       ->default_str("step");
   tune_cmd->add_option("--max-configs", tune_args->max_configs,
-                       "Simulate at most N configurations, most promising (lowest bound) first");
+                       "Simulate at most N configurations, most promising (lowest bound) first")
+      ->check(positive());
   tune_cmd->add_option("--time-limit", tune_args->time_limit_s, "Stop the search after S seconds with the best so far (planning, in a shuffled order, takes at most half; "
-                       "the ranked rows' full simulations come after)");
+                       "the ranked rows' full simulations come after)")
+      ->check(positive());
   tune_cmd->add_option("--top", tune_args->top, "Configurations in the ranked table (default 10)");
   tune_cmd->add_option("--validate", tune_args->validate,
                        "Run K configurations for real on this machine (as parallax run does): the best prediction, the best of "
                        "each other data x context x pipeline x tensor layout, then the next best; the best measured is the pick");
-  tune_cmd->add_option("--validate-steps", tune_args->validate_steps, "Steps of each --validate run (default 200: one run per configuration, so a long one)");
-  tune_cmd->add_option("--threads", tune_args->threads, "Threads to simulate on (default: one per core)");
+  tune_cmd->add_option("--validate-steps", tune_args->validate_steps, "Steps of each --validate run (default 200: one run per configuration, so a long one)")
+      ->check(positive());
+  tune_cmd->add_option("--threads", tune_args->threads, "Threads to simulate on (default: one per core)")
+      ->check(positive());
   tune_cmd->add_flag("--json", tune_args->json,
                      "Print one JSON object on stdout: configs_evaluated, configs_pruned, wall_s, baseline, best, "
                      "ranked[], pareto[], validated[]");

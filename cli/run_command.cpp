@@ -36,6 +36,8 @@ plan::Plan check_input(const RunArgs& args) {
   require_output_folder(args.trace_path);
   if ((args.checkpoint_every > 0 || args.resume) && args.checkpoint_dir.empty())
     throw plan::InputError(plan::Location{"--checkpoint-every/--resume"}, "needs --checkpoint-dir");
+  if (!args.checkpoint_dir.empty() && args.checkpoint_every == 0 && !args.resume)
+    throw plan::InputError(plan::Location{"--checkpoint-dir"}, "saves nothing alone: add --checkpoint-every K (or --resume to continue from it)");
   if (args.timeout_s < 1) throw plan::InputError(plan::Location{"--timeout"}, "must be at least 1 second");
   return p;
 }

@@ -140,6 +140,10 @@ int tune_command(const TuneArgs& args, const std::string& self) {
   const tune::SearchResult r = tune::search(ev, space, opt);
   std::signal(SIGINT, previous);
   bar.done();
+  if (r.valid_in_space == 0 && r.invalid > 0)
+    throw plan::InputError(plan::Location{args.searches.empty() ? std::string("tune") : "--search " + args.searches.front()},
+                           "none of the " + std::to_string(r.invalid) + " combinations searched makes a valid plan, e.g.: " +
+                               r.invalid_example + " (the table would hold only the scenario as given)");
   if (r.ranked.empty()) {
     // Stopped early, the search has not seen the whole space: say so rather than "none fits".
     if (!r.stopped.empty())
@@ -257,12 +261,21 @@ int tune_command(const TuneArgs& args, const std::string& self) {
                     v.measured.undisturbed.to_ms(), 100 * timeline::relative_error(v.predicted, v.measured.undisturbed),
                     plan::describe(v.evaluation->changes).c_str());
     }
+    // A baseline that does not fit device memory could not run: its speedup is no choice a user had.
+    auto unfit = [](const tune::Evaluation& e) {
+      return e.fits ? std::string() : fmt(", does not fit: %.1f GiB at its fullest rank", static_cast<double>(e.peak_memory) / (1024.0 * kMiB));
+    };
     std::printf("\npick: %s\n", plan::describe(best_overrides).c_str());
-    std::printf("  predicted step %.3f ms: %.2fx the scenario as given (%.3f ms)", best->step.to_ms(), pick.vs_given, r.baseline.step.to_ms());
+    std::printf("  predicted step %.3f ms: %.2fx the scenario as given (%.3f ms%s)", best->step.to_ms(), pick.vs_given,
+                r.baseline.step.to_ms(), unfit(r.baseline).c_str());
     if (r.defaults.simulated())
-      std::printf(", %.2fx PyTorch's defaults (%.3f ms: %s)", pick.vs_defaults, r.defaults.step.to_ms(),
-                  plan::describe(r.defaults.changes).c_str());
+      std::printf(", %.2fx PyTorch's defaults (%.3f ms: %s%s)", pick.vs_defaults, r.defaults.step.to_ms(),
+                  plan::describe(r.defaults.changes).c_str(), unfit(r.defaults).c_str());
     std::printf("\n  why: %s\n", pick.why.c_str());
+    for (const auto& [key, value] : best_overrides)
+      if (key == "parallel.precision")
+        std::printf("  note: the pick trains in %s, the scenario in %s: its numerics change too (--fix parallel.precision keeps %s)\n",
+                    value.c_str(), plan::name(base.parallel.precision), plan::name(base.parallel.precision));
     if (!args.output.empty())
       std::printf("\nwrote %s; run it with: parallax run %s\n", args.output.c_str(), args.output.c_str());
   }

@@ -149,6 +149,7 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
   std::vector<plan::Settings> configs = enumerate(ev, sp, &r.invalid, &r.invalid_example, &over_static_memory, false, &sample);
   r.sampled_one_in = sample.one_in;
   const size_t enumerated = configs.size();
+  r.valid_in_space = enumerated + over_static_memory;
   // The scenario as given and PyTorch's defaults compete too, even where the space misses them.
   for (const Evaluation* e : {&r.baseline, &r.defaults}) {
     if (!e->simulated()) continue;

@@ -51,6 +51,9 @@ struct SearchResult {
   /// The space was sampled, one combination in this many (a space past kEnumerationCap); 1: all.
   size_t sampled_one_in = 1;
   size_t invalid = 0;           ///< combinations the scenario rules reject
+  /// Valid combinations of the space itself (fitting memory or not), before the scenario as given
+  /// and PyTorch's defaults join them: 0 when every searched value made an invalid plan.
+  size_t valid_in_space = 0;
   std::string invalid_example;  ///< one such reason
   size_t evaluated = 0;         ///< simulated
   size_t pruned = 0;            ///< skipped by the lower bound

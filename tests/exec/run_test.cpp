@@ -311,6 +311,8 @@ TEST_CASE("exec: bad input exits 2 before any rank starts", "[exec][run]") {
   CHECK(run("run " + kMlp + " --set parallel.precision=bf16 --set hardware=t4-pcie").code == 2);
   CHECK(run("run " + kMlp + " --nproc 3").code == 2);
   CHECK(run("run " + kMlp + " --resume").code == 2);
+  CHECK(run("run " + kMlp + " --checkpoint-dir " + (std::filesystem::temp_directory_path() / "px-unused").string()).code == 2);  // saves nothing alone
+  CHECK(run("run " + kMlp + " --checkpoint-every -3").code == 2);
   CHECK(run("run " + kMlp + " -o /nonexistent/dir/t.json").code == 2);
   const auto missing = run("run " + kMlp, "PARALLAX_FASHION_MNIST=/nonexistent");
   CHECK(missing.code == 2);

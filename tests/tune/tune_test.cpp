@@ -415,6 +415,12 @@ TEST_CASE("tune: the command writes a scenario that reproduces its pick, bad fla
   CHECK(bad.code == 2);
   CHECK_THAT(bad.out, Catch::Contains("--search parallel.chunks=0"));
   CHECK_FALSE(std::filesystem::exists(best));
+  // A search none of whose values makes a valid plan (neither 3 nor 5 divides the batch), and
+  // counts that would read as "not given".
+  const auto none = test::run_parallax("tune --search parallel.chunks=3,5", "", true);
+  CHECK(none.code == 2);
+  CHECK_THAT(none.out, Catch::Contains("none of the") && Catch::Contains("not divisible"));
+  for (const char* flag : {"--world 0", "--threads -1", "--time-limit -5", "--max-configs 0"}) CHECK(test::run_parallax(std::string("tune ") + flag).code == 2);
   CHECK(test::run_parallax("tune --objective speed").code == 2);
   CHECK(test::run_parallax("tune --fix parallel.colour").code == 2);
   std::filesystem::remove_all(out);
