@@ -145,7 +145,16 @@ int validate_command(const ValidateArgs& args, const std::string& self) {
   const std::vector<Configuration> configs = fit::configurations(args.scenarios, args.sweeps);
   // Every configuration is planned and predicted before anything runs: bad input exits 2 at once.
   std::vector<Prepared> prepared;
-  for (const auto& c : configs) prepared.push_back(fit::prepare(c, args.steps, common));
+  for (const auto& c : configs) {
+    try {
+      prepared.push_back(fit::prepare(c, args.steps, common));
+    } catch (const plan::InputError& e) {
+      // A sweep's value reaches the scenario as a --set of its own: name the --sweep the user wrote.
+      for (const auto& set : c.overrides)
+        if (e.where().file == "--set " + set) throw plan::InputError(plan::Location{"--sweep " + set}, e.message(), e.key());
+      throw;
+    }
+  }
   warn_unmeasured(configs, prepared, profile);
   std::cerr << "validate: " << configs.size() << " configuration(s) with profile " << profile << ", "
             << (args.steps > 0 ? std::to_string(args.steps) + " steps" : std::string("steps for each as its predicted step asks"))

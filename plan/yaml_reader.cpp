@@ -132,6 +132,13 @@ void YamlDocument::apply_override(const std::string& assignment) {
   overrides_[path] = flag;
 }
 
+std::string YamlDocument::override_within(const std::string& path) const {
+  if (std::string flag = override_for(path); !flag.empty()) return flag;
+  for (const auto& [key, flag] : overrides_)
+    if (key.size() > path.size() && key.compare(0, path.size(), path) == 0 && key[path.size()] == '.') return flag;
+  return "";
+}
+
 std::string YamlDocument::override_for(const std::string& path) const {
   // The longest overridden prefix wins: --set model={...} covers model.layers too.
   std::string best;
@@ -185,8 +192,15 @@ std::string Field::resolve_path(const std::string& path) const {
 
 void Field::fail(const std::string& message) const { throw InputError(where(), message, path_); }
 
+namespace {
+// How a message names a map: by its key path, or the document's top level (a scenario, a profile,
+// a Hugging Face config: the location before the message names the file).
+std::string map_name(const Field& map) { return map.path().empty() ? "the top level" : "'" + map.path() + "'"; }
+std::string in_map(const Field& map) { return map.path().empty() ? "at the top level" : "in " + map_name(map); }
+}  // namespace
+
 void expect_keys(const Field& map, const std::vector<std::string>& allowed) {
-  const std::string name = map.path().empty() ? "the scenario" : "'" + map.path() + "'";
+  const std::string name = map_name(map);
   if (!map.is_map()) map.fail("expected " + name + " to be a map with keys: " + join(allowed));
   for (const auto& item : map.node()) {
     const std::string key = item.first.Scalar();
@@ -194,17 +208,18 @@ void expect_keys(const Field& map, const std::vector<std::string>& allowed) {
     std::string hint;
     for (const auto& a : allowed)
       if (edit_distance(key, a) <= 2) hint = " (did you mean '" + a + "'?)";
-    Field key_field(map.doc(), item.first,
-                    map.path().empty() ? key : map.path() + "." + key, item.first.Mark());
-    key_field.fail("unknown key '" + key + "' in " + name + hint + "; allowed: " + join(allowed));
+    const std::string path = map.path().empty() ? key : map.path() + "." + key;
+    const std::string message = "unknown key '" + key + "' " + in_map(map) + hint + "; allowed: " + join(allowed);
+    // A key no file has may come from a --set of one of its children (--set paralel.chunks=8).
+    if (const std::string flag = map.doc().override_within(path); !flag.empty()) throw InputError(Location{flag}, message, path);
+    Field(map.doc(), item.first, path, item.first.Mark()).fail(message);
   }
 }
 
 Field require(const Field& map, const std::string& key) {
   Field f = map[key];
   if (!f.present()) {
-    map.fail("missing required key '" + key + "' in " +
-             (map.path().empty() ? std::string("the scenario") : "'" + map.path() + "'"));
+    map.fail("missing required key '" + key + "' " + in_map(map));
   }
   return f;
 }

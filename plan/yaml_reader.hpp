@@ -33,6 +33,8 @@ class YamlDocument {
   const std::string& base_dir() const { return base_dir_; }
   /// The --set flag that set `path` or one of its parents, or "" when it came from the file.
   std::string override_for(const std::string& path) const;
+  /// override_for(path), else a --set flag that set a key below `path` (which may have made it).
+  std::string override_within(const std::string& path) const;
 
  private:
   YAML::Node root_;

@@ -147,6 +147,8 @@ TEST_CASE("plan::Scenario: each bad input names its line and column", "[plan]") 
 TEST_CASE("plan::Scenario: --set needs key=value and a map to descend into", "[plan]") {
   CHECK_THAT(parse_error(kGood, {"parallel.chunks"}), Catch::StartsWith("--set parallel.chunks: expected key.path=value"));
   CHECK_THAT(parse_error(kGood, {"hardware.nodes.x=1"}), Catch::Contains("'hardware' is not a map"));
+  // A misspelt section that only a flag made is the flag's error, not the file's.
+  CHECK_THAT(parse_error(kGood, {"paralel.chunks=8"}), Catch::StartsWith("--set paralel.chunks=8: unknown key 'paralel' at the top level"));
 }
 
 TEST_CASE("plan::Scenario: every shipped scenario resolves", "[plan]") {
