@@ -428,10 +428,17 @@ TrainerExport export_torchtitan(const Plan& p) {
   a.push_back({"optimizer.name", quoted(o.kind == "adamw" ? "AdamW" : "Adam")});
   a.push_back({"optimizer.lr", number_text(o.lr)});
   a.push_back({"optimizer.weight_decay", number_text(o.weight_decay)});
+  // run_train.sh starts one node's job (its rendezvous is localhost:0); over several nodes each
+  // runs torchrun against one rendezvous, as torchtitan's multinode_trainer.slurm does.
+  const std::string per_node = std::to_string(std::min(p.world_size, s.hardware.devices_per_node));
+  const std::string launch =
+      p.nodes > 1 ? "torchrun --nnodes " + std::to_string(p.nodes) + " --nproc_per_node " + per_node +
+                        " --rdzv_id 101 --rdzv_backend c10d --rdzv_endpoint \"$HEAD_NODE_IP:29500\" -m torchtitan.train"
+                        " --job.config_file plan.toml on each of the " + std::to_string(p.nodes) +
+                        " nodes (as torchtitan's multinode_trainer.slurm; its run_train.sh starts one node's job)"
+                  : "CONFIG_FILE=plan.toml NGPU=" + per_node + " ./run_train.sh";
   out.notes = {"torchtitan reads a tokenized dataset (training.dataset); the plan's synthetic tokens have no torchtitan counterpart",
-               "launch: CONFIG_FILE=plan.toml NGPU=" + std::to_string(std::min(p.world_size, s.hardware.devices_per_node)) +
-                   " ./run_train.sh on each of " + std::to_string(p.nodes) + " node" + (p.nodes > 1 ? "s" : "") +
-                   " (torchtitan v0.2.2's TOML job config; later torchtitan configures jobs in Python)"};
+               "launch: " + launch + " (torchtitan v0.2.2's TOML job config; later torchtitan configures jobs in Python)"};
   // Its gradient accumulation never turns FSDP2's sync off (pytorch/torchtitan#1710); its pipeline
   // schedules do, as this plan's would (ParallelSpec::reduces_every_microbatch).
   if (par.sharded(Shard::gradients) && par.data > 1 && par.pipeline == 1 && par.chunks * par.grad_accumulation > 1 &&

@@ -375,6 +375,11 @@ TEST_CASE("plan::export: what a trainer cannot express exits 2 at the key to cha
   CHECK(accumulating.find("after every micro-batch") == std::string::npos);
   const std::string once = notes_of({"parallel.chunks=2", "data.batch_size=2", "parallel.reduce_scatter_every_microbatch=false"});
   CHECK(once.find("torchtitan reduce-scatters FSDP's gradients after every micro-batch's backward") != std::string::npos);
+  // The launch: run_train.sh on one node (its rendezvous is localhost:0); torchrun against one
+  // rendezvous on each of several, as torchtitan's multinode_trainer.slurm.
+  CHECK_THAT(notes_of({}), Catch::Contains("torchrun --nnodes 8 --nproc_per_node 8") && Catch::Contains("--rdzv_endpoint") &&
+                               !Catch::Contains("run_train.sh on each"));
+  CHECK_THAT(notes_of({"parallel.data=8", "data.batch_size=8"}), Catch::Contains("CONFIG_FILE=plan.toml NGPU=8 ./run_train.sh"));
   // Megatron-LM: the distributed optimizer, one instance per copy of a shard (its HSDP).
   const auto zero1 = as_map(plan::export_megatron(plan::resolve_plan(plan::load_scenario(source, {"parallel.data=4", "parallel.shard_group=2", "data.batch_size=32", "parallel.chunks=32"}))));
   CHECK(zero1.at("--num-distributed-optimizer-instances") == "2");
