@@ -36,6 +36,9 @@ int main(int argc, char** argv) {
   } catch (const plan::InputError& e) {
     std::cerr << e.what() << "\n";
     return kExitBadInput;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "parallax: failed: out of memory (a plan of very many ranks or micro-batches can need more than this machine has)\n";
+    return kExitFailed;
   } catch (const std::exception& e) {
     std::cerr << "parallax: failed: " << e.what() << "\n";
     return kExitFailed;

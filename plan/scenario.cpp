@@ -19,6 +19,7 @@ const std::vector<std::string> kDataKeys = {"source", "steps", "seed", "shuffle"
 const std::vector<std::string> kOptimizerKeys = {"kind", "lr", "momentum", "weight_decay", "state_dtype"};
 
 constexpr int64_t kMaxCount = 1 << 24;
+constexpr int64_t kMaxRanks = 1 << 20;  // a job's ranks (check_layout)
 
 void remember(Scenario& s, const Field& f) { s.places.set(f.path(), f.where()); }
 
@@ -226,6 +227,12 @@ void check_layout(const Scenario& s) {
   const ParallelSpec& p = s.parallel;
   const int layers = static_cast<int>(s.layers.size());
   const int stages = p.stages();
+  // Each degree may reach kMaxCount; their product is the job's ranks, each simulated with its own
+  // events (about 20 KB a rank): beyond any cluster built, and past what a machine holds.
+  const int64_t ranks = int64_t{p.data} * p.context * p.pipeline * p.tensor;
+  if (ranks > kMaxRanks)
+    fail_at(s, "parallel", "data x context x pipeline x tensor = " + std::to_string(ranks) + " ranks; Parallax plans at most " +
+                               std::to_string(kMaxRanks) + " (more than any cluster built: a mistyped degree?)");
   if (s.data.batch_size % p.chunks != 0)
     fail_at(s, "parallel.chunks", "data.batch_size (" + std::to_string(s.data.batch_size) +
                                       ") is not divisible by parallel.chunks (" + std::to_string(p.chunks) +

@@ -136,6 +136,9 @@ TEST_CASE("plan::Scenario: each bad input names its line and column", "[plan]") 
     CHECK_THAT(parse_error(yaml), Catch::StartsWith("test.yaml:7:3: 'parallel.chunks' is given twice (first at line 6)"));
     CHECK_THAT(parse_error("name: a\nname: b\n"), Catch::StartsWith("test.yaml:2:1: 'name' is given twice"));
   }
+  SECTION("more ranks than Parallax plans (each degree alone is allowed)") {
+    CHECK_THAT(parse_error(kGood, {"parallel.data=1048576"}), Catch::Contains("ranks; Parallax plans at most 1048576"));
+  }
   SECTION("a node count beyond the profile's cap") {
     CHECK_THAT(parse_error(kGood, {"parallel.data=8"}), Catch::Contains("caps nodes at 1"));
   }
