@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "plan/cost.hpp"
+#include "plan/knobs.hpp"
 #include "plan/memory.hpp"
 
 namespace parallax::cli {
@@ -158,7 +159,12 @@ std::string plan_text(const Plan& p) {
   o << "schedule   " << schedule::name(s.parallel.schedule) << ", precision " << plan::name(s.parallel.precision)
     << (s.parallel.activation_checkpointing != plan::Recompute::none
             ? std::string(", recompute: ") + plan::name(s.parallel.activation_checkpointing)
-            : std::string()) << "\n\n";
+            : std::string()) << "\n";
+  const plan::OptimizerSpec& opt = s.optimizer;
+  o << "optimizer  " << opt.kind << ", lr " << plan::number_text(opt.lr)
+    << (opt.momentum > 0 ? ", momentum " + plan::number_text(opt.momentum) : std::string())
+    << (opt.weight_decay > 0 ? ", weight decay " + plan::number_text(opt.weight_decay) : std::string())
+    << (opt.state_bf16 ? ", bf16 state" : "") << "\n\n";
 
   o << pad("stage", 7) << pad("rank", 6) << pad("params", 12) << pad("buckets", 9) << "layers\n";
   for (const auto& st : p.stages) {

@@ -58,7 +58,9 @@ OptimizerSpec parse_optimizer(const Field& m) {
   o.lr = number_or(m, "lr", o.lr, 0);
   o.momentum = number_or(m, "momentum", 0, 0);
   o.weight_decay = number_or(m, "weight_decay", 0, 0);
-  if (o.momentum > 0 && o.kind != "sgd") m["momentum"].fail("'optimizer.momentum' applies to sgd only");
+  if (o.momentum > 0 && o.kind != "sgd")
+    m["momentum"].fail("'optimizer.momentum' applies to sgd only (to change a scenario's optimizer, give the whole section: "
+                       "--set 'optimizer={kind: " + o.kind + ", lr: " + number_text(o.lr) + "}')");
   if (m["state_dtype"].present()) o.state_bf16 = to_choice(m["state_dtype"], {"fp32", "bf16"}) == "bf16";
   return o;
 }
