@@ -9,7 +9,7 @@ namespace {
 // Fields every architecture may hold that change nothing Parallax plans: "_source" (where a shipped
 // config in scenarios/models/ came from), token ids, inference
 // and initialisation settings, dtypes, the rotary base and scaling (how positions are encoded,
-// not what they cost), norm epsilons and dropout rates (the decoder block is planned and run
+// not what they cost: kept for `parallax export`, read_rotary), norm epsilons and dropout rates (the decoder block is planned and run
 // without dropout, as these families train).
 const std::vector<std::string> kIgnored = {
     "_source", "_name_or_path", "architectures", "model_type", "bos_token_id", "eos_token_id", "pad_token_id",
@@ -175,6 +175,21 @@ TransformerShape gpt2(const Field& c) {
 
 const std::vector<std::string>& hf_architectures() { return kArchitectures; }
 
+// rope_theta and rope_scaling ({rope_type or type, factor, mscale, mscale_all_dim, ...}; null:
+// none), as stated: a trainer needs them to build the same model.
+Rotary read_rotary(const Field& c) {
+  Rotary r;
+  if (const Field theta = c["rope_theta"]; theta.present()) r.base = to_number(theta, 0);
+  const Field scaling = c["rope_scaling"];
+  if (!scaling.present() || !scaling.is_map()) return r;  // absent or null
+  const Field type = scaling["rope_type"].present() ? scaling["rope_type"] : scaling["type"];
+  if (type.present()) r.scaling = to_text(type);
+  if (scaling["factor"].present()) r.factor = to_number(scaling["factor"], 0);
+  if (scaling["mscale"].present()) r.mscale = to_number(scaling["mscale"], 0);
+  if (scaling["mscale_all_dim"].present()) r.mscale_all_dim = to_number(scaling["mscale_all_dim"], 0);
+  return r;
+}
+
 HfModel read_hf_config(const std::string& path, int64_t seq_len) {
   if (!std::filesystem::is_regular_file(path)) throw InputError(Location{path}, "no such Hugging Face config file");
   // A config.json is a few kilobytes; a path to something huge (a checkpoint, /proc/kcore) is a mistake.
@@ -198,6 +213,7 @@ HfModel read_hf_config(const std::string& path, int64_t seq_len) {
   if (is_deepseek) known.insert(known.end(), kDeepSeek.begin(), kDeepSeek.end());
   expect_keys(c, known);
   m.shape = is_gpt2 ? gpt2(c) : llama_family(c, m.architecture);
+  if (m.shape.form.rope) m.shape.form.rotary = read_rotary(c);
   if (is_moe) read_experts(c, m.architecture, &m.shape);
   if (is_deepseek) read_deepseek(c, &m.shape);
   if (m.shape.hidden % m.shape.heads != 0)

@@ -85,6 +85,16 @@ struct Mla {
   int64_t latent_width() const { return q_lora_rank + kv_lora_rank + qk_rope_head_dim; }
   bool operator==(const Mla&) const = default;
 };
+/// How rotary positions are encoded, as a Hugging Face config states it (`rope_theta`,
+/// `rope_scaling`): what a trainer needs to build the same model (`parallax export`), at no cost
+/// of its own. 0 / empty where the config does not say.
+struct Rotary {
+  double base = 0;           ///< rope_theta
+  std::string scaling;       ///< rope_scaling's type: "llama3", "yarn", ...; empty: none
+  double factor = 0;         ///< rope_scaling's factor
+  double mscale = 0, mscale_all_dim = 0;  ///< YaRN's (DeepSeek's configs)
+  bool operator==(const Rotary&) const = default;
+};
 enum class Norm { layernorm, rmsnorm };
 const char* name(Mlp m);
 const char* name(Norm n);
@@ -116,6 +126,7 @@ struct BlockForm {
   bool qkv_bias = true;          ///< biases on Q, K and V (Qwen2 has them where the rest has none)
   bool tie_embeddings = false;   ///< the head projects with the embedding's matrix
   Mla mla;                       ///< latent attention (off: Q, K and V projected from the input)
+  Rotary rotary;                 ///< with rope, from a Hugging Face config
   bool operator==(const BlockForm&) const = default;
 };
 

@@ -146,6 +146,32 @@ void megatron_experts(const Plan& p, std::vector<TrainerArgument>* args) {
 
 }  // namespace
 
+namespace {
+
+// Rotary positions as the model's config encodes them (BlockForm::rotary): the base where it is
+// not Megatron-LM's 10,000, Llama 3's scaling, latent attention's YaRN. Returns a note for a
+// scaling Megatron-LM's arguments here do not express, else "".
+std::string megatron_rotary(const BlockForm& f, std::vector<std::pair<std::string, std::string>>* a) {
+  const Rotary& r = f.rotary;
+  if (r.base > 0 && r.base != 10000) a->push_back({"--rotary-base", std::to_string(std::llround(r.base))});
+  if (r.scaling.empty()) return "";
+  if (r.scaling == "llama3") {
+    a->push_back({"--use-rope-scaling", ""});
+    if (r.factor > 0 && r.factor != 8) a->push_back({"--rope-scaling-factor", number_text(r.factor)});
+    return "";
+  }
+  if (r.scaling == "yarn" && f.mla.on()) {
+    a->push_back({"--rope-type", "yarn"});
+    if (r.factor > 0) a->push_back({"--rotary-scaling-factor", number_text(r.factor)});
+    if (r.mscale > 0) a->push_back({"--mscale", number_text(r.mscale)});
+    if (r.mscale_all_dim > 0) a->push_back({"--mscale-all-dim", number_text(r.mscale_all_dim)});
+    return "";
+  }
+  return "the model's config scales its rotary positions by '" + r.scaling + "', which these arguments leave out: set it in Megatron-LM";
+}
+
+}  // namespace
+
 TrainerExport export_megatron(const Plan& p) {
   const Scenario& s = p.scenario;
   const ParallelSpec& par = s.parallel;
@@ -247,6 +273,8 @@ TrainerExport export_megatron(const Plan& p) {
     throw InputError(s.where("model.mlp"), "Megatron-LM's MLP is GELU, SwiGLU or squared ReLU; this plan's is ReLU (set model.mlp)");
   a.push_back({"--normalization", f.norm == Norm::rmsnorm ? "RMSNorm" : "LayerNorm"});
   a.push_back({"--position-embedding-type", f.rope ? "rope" : "learned_absolute"});
+  std::string rotary_note;
+  if (f.rope) rotary_note = megatron_rotary(f, &a);
   if (!f.tie_embeddings) a.push_back({"--untie-embeddings-and-output-weights", ""});
   if (!f.bias) a.push_back({"--disable-bias-linear", ""});
   if (f.qkv_bias && !f.bias) a.push_back({"--add-qkv-bias", ""});
@@ -275,6 +303,7 @@ TrainerExport export_megatron(const Plan& p) {
   if (par.bucket_caps_apply())  // Megatron-core buckets by --ddp-bucket-size, on the first pipeline rank only
     not_megatron.push_back("torch's DDP buckets");
   if (s.layers.back().shape.loss == Loss::eager) not_megatron.push_back("torch's cross entropy");
+  if (!rotary_note.empty()) out.notes.push_back(rotary_note);
   if (!not_megatron.empty()) {
     std::string what = not_megatron.front();
     for (size_t i = 1; i < not_megatron.size(); ++i) what += (i + 1 == not_megatron.size() ? " and " : ", ") + not_megatron[i];

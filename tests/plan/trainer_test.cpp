@@ -141,7 +141,13 @@ const std::set<std::string> kMegatronOptions = {
     "--kv-channels", "--qk-layernorm",
     // Sliding-window attention: TransformerConfig's window_size and window_attn_skip_freq (their
     // add_argument calls, lines 2384 and 2387).
-    "--window-size", "--window-attn-skip-freq"};
+    "--window-size", "--window-attn-skip-freq",
+    // Rotary positions as the model's config encodes them (the same commit: --rotary-base,
+    // --use-rope-scaling and --rope-scaling-factor in _add_network_size_args, lines 2418-2426;
+    // --rope-type in _add_training_args, line 2906; --rotary-scaling-factor, --mscale and
+    // --mscale-all-dim in _add_mla_args, lines 3558-3562).
+    "--rotary-base", "--use-rope-scaling", "--rope-scaling-factor", "--rope-type", "--rotary-scaling-factor", "--mscale",
+    "--mscale-all-dim"};
 // torchtitan's job config fields, section.field, as torchtitan/config/job_config.py defines them
 // (pytorch/torchtitan at 238fa995, 2026-02-23, the same as release v0.2.2: the last with TOML configs).
 const std::set<std::string> kTorchtitanFields = {
@@ -172,6 +178,12 @@ TEST_CASE("plan::export: DeepSeek-V3's latent attention, MTP and layout as Megat
   CHECK(a.count("--qk-layernorm") == 1);  // Megatron-core's MLA norms its latents only with it
   CHECK(a.at("--mtp-num-layers") == "1");
   CHECK(a.count("--pipeline-model-parallel-layout") == 1);
+  // Its config's YaRN scaling (factor 40, mscale 1.0 and 1.0), and its base, Megatron-LM's default.
+  CHECK(a.at("--rope-type") == "yarn");
+  CHECK(a.at("--rotary-scaling-factor") == "40");
+  CHECK(a.at("--mscale") == "1");
+  CHECK(a.at("--mscale-all-dim") == "1");
+  CHECK(a.count("--rotary-base") == 0);
 }
 
 TEST_CASE("plan::export: Megatron-LM's arguments, each one the trainer's, for every form and layout", "[plan]") {
@@ -191,6 +203,10 @@ TEST_CASE("plan::export: Megatron-LM's arguments, each one the trainer's, for ev
   CHECK(a.at("--num-query-groups") == "8");
   CHECK(a.at("--normalization") == "RMSNorm");
   CHECK(a.count("--swiglu") == 1);
+  // Llama 3.1's rotary base and its llama3 scaling (factor 8, Megatron-LM's default factor).
+  CHECK(a.at("--rotary-base") == "500000");
+  CHECK(a.count("--use-rope-scaling") == 1);
+  CHECK(a.count("--rope-scaling-factor") == 0);
   CHECK(a.count("--use-distributed-optimizer") == 1);
   CHECK(a.count("--overlap-grad-reduce") == 0);  // Megatron-LM's default, as the scenario's framework: megatron
   CHECK(e.text.find("torchrun --nproc-per-node 8 --nnodes 8") != std::string::npos);
