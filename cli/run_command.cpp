@@ -11,6 +11,7 @@
 
 #include "cli/output.hpp"
 #include "cli/plan_report.hpp"
+#include "exec/checkpoint.hpp"
 #include "exec/comm.hpp"
 #include "exec/data.hpp"
 #include "exec/device.hpp"
@@ -27,6 +28,17 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+// The newest complete checkpoint in `dir` must be of this plan's layout (its marker keeps it since
+// checkpoint_layout): another model, split or sharding would load shards of other shapes.
+void check_resumable(const plan::Plan& p, const std::string& dir) {
+  const exec::CheckpointScan scan = exec::scan_checkpoints(dir);
+  if (!scan.latest) return;
+  const std::string differs = exec::layout_difference(exec::marker_layout(dir, *scan.latest), exec::checkpoint_layout(p));
+  if (!differs.empty())
+    throw plan::InputError(plan::Location{exec::checkpoint_folder(dir, *scan.latest)},
+                           "a checkpoint of another plan (" + differs + "): --resume continues the plan that saved it");
+}
+
 // Everything that can be wrong with the input is found here, before any rank starts.
 plan::Plan check_input(const RunArgs& args) {
   plan::Plan p = plan::resolve_plan(plan::load_scenario(args.scenario, args.sets));
@@ -39,6 +51,7 @@ plan::Plan check_input(const RunArgs& args) {
   if (!args.checkpoint_dir.empty() && args.checkpoint_every == 0 && !args.resume)
     throw plan::InputError(plan::Location{"--checkpoint-dir"}, "saves nothing alone: add --checkpoint-every K (or --resume to continue from it)");
   if (args.timeout_s < 1) throw plan::InputError(plan::Location{"--timeout"}, "must be at least 1 second");
+  if (args.resume) check_resumable(p, args.checkpoint_dir);
   return p;
 }
 

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <stdexcept>
 
 namespace parallax::exec {
@@ -75,13 +76,14 @@ void save_stage(const std::string& dir, int64_t step, int stage, torch::nn::Modu
   commit(tmp, final_path);
 }
 
-void mark_complete(const std::string& dir, int64_t step, const std::string& state) {
+void mark_complete(const std::string& dir, int64_t step, const std::string& state, const std::string& layout) {
   const fs::path marker = step_dir(dir, step) / "COMPLETE";
   const fs::path tmp = marker.string() + ".tmp";
   {
     std::ofstream out(tmp);
     out << step << "\n";
-    if (!state.empty()) out << state << "\n";
+    if (!state.empty() || !layout.empty()) out << state << "\n";
+    out << layout;
     if (!out.flush()) throw std::runtime_error("checkpoint: cannot write " + tmp.string());
   }
   commit(tmp, marker);
@@ -93,6 +95,52 @@ std::string marker_state(const std::string& dir, int64_t step) {
   std::getline(in, first);
   std::getline(in, state);
   return state;
+}
+
+std::string marker_layout(const std::string& dir, int64_t step) {
+  std::ifstream in(step_dir(dir, step) / "COMPLETE");
+  std::string line, layout;
+  for (int i = 0; std::getline(in, line); ++i)
+    if (i >= 2) layout += line + "\n";  // after the step and the state
+  return layout;
+}
+
+std::string checkpoint_layout(const plan::Plan& p) {
+  const plan::ParallelSpec& par = p.scenario.parallel;
+  std::ostringstream o;
+  o << "layers:";
+  for (const plan::Layer& l : p.layers()) o << " " << l.name << "=" << l.param_count();
+  o << "\nstages:";
+  for (const plan::Stage& st : p.stages) o << " " << st.first_layer << "+" << st.layer_count;
+  o << "\ntensor: " << par.tensor << "\nexpert: " << par.expert << "\nshard: " << plan::name(par.shard);
+  if (par.shard != plan::Shard::none) o << " over " << par.shard_ranks() << " ranks";
+  o << "\noptimizer: " << p.scenario.optimizer.kind << (p.scenario.optimizer.momentum > 0 ? " with momentum" : "")
+    << "\nmaster weights: " << (par.master_weights ? "yes" : "no") << "\n";
+  return o.str();
+}
+
+std::string layout_difference(const std::string& saved, const std::string& current) {
+  if (saved.empty() || saved == current) return "";
+  // Each line is "key: a b c ...": the first entry that differs names the difference (a model's
+  // layers are one line, and a long one).
+  auto split = [](const std::string& line) {
+    const auto colon = line.find(':');
+    std::pair<std::string, std::vector<std::string>> out{colon == std::string::npos ? line : line.substr(0, colon), {}};
+    std::istringstream words(colon == std::string::npos ? "" : line.substr(colon + 1));
+    for (std::string w; words >> w;) out.second.push_back(w);
+    return out;
+  };
+  std::istringstream a(saved), b(current);
+  for (std::string x, y;;) {
+    const bool more_a = static_cast<bool>(std::getline(a, x)), more_b = static_cast<bool>(std::getline(b, y));
+    if (!more_a && !more_b) return "";
+    if (more_a && more_b && x == y) continue;
+    const auto [key, was] = split(more_a ? x : y);
+    const auto now = split(more_b ? y : x).second;
+    for (size_t i = 0; i < std::min(was.size(), now.size()); ++i)
+      if (was[i] != now[i]) return key + ": " + was[i] + " in the checkpoint, " + now[i] + " in this plan";
+    return key + ": " + std::to_string(was.size()) + " in the checkpoint, " + std::to_string(now.size()) + " in this plan";
+  }
 }
 
 CheckpointScan scan_checkpoints(const std::string& dir) {
@@ -138,7 +186,7 @@ void load_stage(const std::string& dir, int64_t step, int stage, torch::nn::Modu
 
 void save_job_checkpoint(Communicator& comm, const std::string& dir, int64_t step, int replica,
                          const std::vector<StageShard>& shards, const std::string& state,
-                         const std::function<void()>& fault) {
+                         const std::function<void()>& fault, const std::string& layout) {
   bool wrote = false;
   for (const StageShard& s : shards)
     if ((replica == 0 || s.shard >= 0) && s.writer) {
@@ -147,7 +195,7 @@ void save_job_checkpoint(Communicator& comm, const std::string& dir, int64_t ste
     }
   if (!wrote) fault();
   comm.barrier("checkpoint " + checkpoint_folder(dir, step) + " (every shard written)");
-  if (comm.rank() == 0) mark_complete(dir, step, state);
+  if (comm.rank() == 0) mark_complete(dir, step, state, layout);
 }
 
 namespace {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "exec/comm.hpp"
+#include "plan/plan.hpp"
 
 namespace parallax::exec {
 
@@ -28,10 +29,21 @@ std::string checkpoint_folder(const std::string& dir, int64_t step);
 void save_stage(const std::string& dir, int64_t step, int stage, torch::nn::Module& module,
                 torch::optim::Optimizer& opt, const std::function<void()>& before_rename = {}, int shard = -1);
 /// Writes DIR/step-N/COMPLETE durably; call once every shard of the step is durable. `state`
-/// (one line, e.g. the loss scaler's) is kept in the marker for every rank to read on resume.
-void mark_complete(const std::string& dir, int64_t step, const std::string& state = {});
+/// (one line, e.g. the loss scaler's) is kept in the marker for every rank to read on resume, and
+/// `layout` (checkpoint_layout's lines) after it.
+void mark_complete(const std::string& dir, int64_t step, const std::string& state = {}, const std::string& layout = {});
 /// The `state` line that mark_complete kept for step N ("" if none).
 std::string marker_state(const std::string& dir, int64_t step);
+/// The layout lines that mark_complete kept for step N ("" for a checkpoint written without them).
+std::string marker_layout(const std::string& dir, int64_t step);
+
+/// What a plan's checkpoint files depend on, one "key: value" a line: the model's layers and
+/// parameters, the stages and their layers, what is sharded over how many ranks, the optimizer and
+/// the precision's masters. A resume under another layout would load shards of other shapes.
+std::string checkpoint_layout(const plan::Plan& p);
+/// "" when `saved` (marker_layout) is empty or equals `current`; else the first line that differs,
+/// as "KEY: SAVED, this plan's CURRENT".
+std::string layout_difference(const std::string& saved, const std::string& current);
 
 struct CheckpointScan {
   std::optional<int64_t> latest;  ///< the highest step with its COMPLETE marker
@@ -62,10 +74,10 @@ struct StageShard {
 /// (a sharded stage: every replica writes its own shards and optimizer state):
 /// one writer per file (`fault` runs before each rename there, where tests inject a crash; once
 /// on the other replicas). Every rank then waits at a barrier, so every shard is durable, and
-/// only then does rank 0 write the marker, with `state`.
+/// only then does rank 0 write the marker, with `state` and `layout` (checkpoint_layout).
 void save_job_checkpoint(Communicator& comm, const std::string& dir, int64_t step, int replica,
                          const std::vector<StageShard>& shards, const std::string& state,
-                         const std::function<void()>& fault);
+                         const std::function<void()>& fault, const std::string& layout = {});
 
 /// What resume_job found: the step to start from (0: none) and the marker's state line.
 struct Resumed {

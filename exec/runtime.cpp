@@ -307,7 +307,7 @@ void Runtime::checkpoint(int64_t step) {
   if (scaler_)
     std::snprintf(state, sizeof state, "loss_scale %.17g growth_tracker %d", scaler_->scale(), scaler_->growth_tracker());
   save_job_checkpoint(comm_, options_.checkpoint_dir, step, replica_, shards(), state,
-                      [&] { maybe_inject_fault(launch_.rank, step, FaultPoint::checkpoint_save); });
+                      [&] { maybe_inject_fault(launch_.rank, step, FaultPoint::checkpoint_save); }, checkpoint_layout(plan_));
 }
 
 // The first step to run: the newest complete checkpoint's, with the loss scaler's state.

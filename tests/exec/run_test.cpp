@@ -20,7 +20,9 @@ namespace {
 
 using Result = parallax::test::CommandResult;
 
-Result run(const std::string& args, const std::string& env = "") { return parallax::test::run_parallax(args, env); }
+Result run(const std::string& args, const std::string& env = "", bool with_stderr = false) {
+  return parallax::test::run_parallax(args, env, with_stderr);
+}
 
 const std::string kMlp = std::string(PARALLAX_SOURCE_DIR) + "/scenarios/mlp-fashion-mnist-ddp2.yaml";
 const std::string kSmall = " --set data.steps=3 --set model.layers=3 --set model.hidden=32 --set optimizer.lr=0.1 --json";
@@ -217,6 +219,15 @@ TEST_CASE("exec: a resumed run continues with the losses of an uninterrupted one
   CHECK(b[0]["step"] == 2);
   CHECK(b[0]["loss"].get<double>() == Approx(a[2]["loss"].get<double>()).epsilon(1e-6));
   CHECK(b[1]["loss"].get<double>() == Approx(a[3]["loss"].get<double>()).epsilon(1e-6));
+  // Another plan's checkpoint: refused before any rank starts, naming what differs (its shards
+  // would not load, or load into other shapes).
+  const auto other = run("run " + kMlp + kSmall + layout + "4 --set model.hidden=16 --checkpoint-dir " + dir.string() + " --resume", "", true);
+  CHECK(other.code == 2);
+  CHECK_THAT(other.out, Catch::Contains("a checkpoint of another plan (layers: fc0=") && Catch::Contains("in this plan"));
+  const auto optimizer = run("run " + kMlp + kSmall + layout + "4 --set 'optimizer={kind: adamw, lr: 0.01}' --checkpoint-dir " + dir.string() +
+                             " --resume", "", true);
+  CHECK(optimizer.code == 2);
+  CHECK_THAT(optimizer.out, Catch::Contains("optimizer: sgd in the checkpoint, adamw in this plan"));
   std::filesystem::remove_all(dir);
 }
 
