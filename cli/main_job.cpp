@@ -49,7 +49,7 @@ std::string this_machine_profile(const plan::Plan& plan) {
     return path;
   }
   std::cerr << "\ncalibrating this machine first (parallax calibrate --quick: several minutes, most of them real probe "
-               "runs of the scenario; once, kept in "
+               "runs of the accuracy set's small scenarios; once, kept in "
             << path << ")\n";
   CalibrateArgs args;
   args.quick = true;

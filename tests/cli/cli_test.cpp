@@ -1,6 +1,7 @@
 // Runs the built `parallax` binary as a user would and checks exit codes and output streams.
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <catch2/catch.hpp>
 #include <cstdio>
@@ -10,6 +11,7 @@
 
 #include <unistd.h>
 
+#include "cli/calibrate_command.hpp"
 #include "cli/validate_command.hpp"
 #include "fit/measure.hpp"
 #include "plan/hardware.hpp"
@@ -311,6 +313,21 @@ TEST_CASE("cli: calibrate writes a profile that simulate uses, with measured lay
   CHECK_THAT(other.out, Catch::Contains("3 layer signature(s) not in"));
   CHECK_THAT(other.out, Catch::Contains("parallax calibrate --precision fp32"));
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("cli: calibrate's default scenarios are the shipped ones wherever it starts", "[cli]") {
+  // From another folder the checkout beside the binary is found (the probes would otherwise run
+  // the built-in default, some twenty times slower a step).
+  const auto here = std::filesystem::current_path();
+  const auto elsewhere = std::filesystem::temp_directory_path() / ("parallax_cli_cwd_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(elsewhere);
+  std::filesystem::current_path(elsewhere);
+  const auto files = parallax::cli::default_calibration_scenarios();
+  std::filesystem::current_path(here);
+  std::filesystem::remove_all(elsewhere);
+  CHECK(files.front().empty());  // the built-in default
+  CHECK(std::any_of(files.begin(), files.end(), [](const std::string& f) { return f.find("accuracy/") != std::string::npos; }));
+  CHECK(std::any_of(files.begin(), files.end(), [](const std::string& f) { return f.ends_with("mlp-fashion-mnist-ddp2.yaml"); }));
 }
 
 TEST_CASE("cli: calibrate refuses a scenario it cannot run, and bad profiles, with exit 2", "[cli]") {
