@@ -283,9 +283,11 @@ void Runtime::report(const StepRecord& rec, int64_t steps) {
   const int64_t now = profiler::now_ns();
   if (rec.step + 1 < steps && now - last_report_ns_ < 1'000'000'000) return;
   last_report_ns_ = now;
+  // Its own micro-batches' loss: the report's, over every replica's, comes once the job ends.
   char line[160];
-  std::snprintf(line, sizeof line, "step %lld/%lld  loss %.4f  %.1f ms/step", static_cast<long long>(rec.step + 1),
-                static_cast<long long>(steps), rec.loss_count ? rec.loss_sum / rec.loss_count : 0.0, rec.step_time.to_ms());
+  std::snprintf(line, sizeof line, "step %lld/%lld  loss %.4f%s  %.1f ms/step", static_cast<long long>(rec.step + 1),
+                static_cast<long long>(steps), rec.loss_count ? rec.loss_sum / rec.loss_count : 0.0,
+                p_.data > 1 ? " (replica 0's)" : "", rec.step_time.to_ms());
   progress(line);
 }
 
