@@ -91,6 +91,19 @@ int keys_command(bool markdown) {
 int trace_command(const std::vector<std::string>& files, bool json) {
   std::vector<timeline::LoadedTrace> traces;
   for (size_t i = 0; i < files.size(); ++i) traces.push_back(timeline::read_trace(files[i], static_cast<int>(i)));
+  // Several files merge as the ranks of one job: Parallax's of one kind, scenario and size (a
+  // prediction and a run, or two runs, are compare's), and never Parallax's with a profiler's.
+  for (size_t i = 1; i < traces.size(); ++i) {
+    const timeline::LoadedTrace &first = traces.front(), &t = traces[i];
+    const bool parallax = first.format == "parallax" || t.format == "parallax";
+    if (parallax && (t.format != first.format || t.kind != first.kind || t.timeline.scenario != first.timeline.scenario ||
+                     t.timeline.world_size != first.timeline.world_size))
+      throw plan::InputError(plan::Location{files[i]},
+                             "not of the job of " + files[0] + " (" + first.format + " " + first.kind + " trace of '" + first.timeline.scenario +
+                                 "', " + std::to_string(first.timeline.world_size) + " ranks; this one: " + t.format + " " + t.kind + " of '" +
+                                 t.timeline.scenario + "', " + std::to_string(t.timeline.world_size) +
+                                 " ranks): trace merges the files of one job; compare sets a prediction beside a run");
+  }
   const auto summary = trace_summary_json(traces);
   if (json) std::cout << summary.dump(2) << "\n";
   else std::cout << trace_summary_text(summary);

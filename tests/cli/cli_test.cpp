@@ -253,6 +253,10 @@ TEST_CASE("cli: compare takes the prediction first and the run second, of one pl
   CHECK(swapped.code == 2);
   CHECK_THAT(swapped.out, Catch::Contains("PREDICTED (the first trace) needs a predicted trace"));
   CHECK(run("compare " + predicted + " " + predicted).code == 2);
+  // trace merges the files of one job, not a prediction with a run.
+  const auto merged = run("trace " + predicted + " " + measured, "", true);
+  CHECK(merged.code == 2);
+  CHECK_THAT(merged.out, Catch::Contains("trace merges the files of one job"));
   // A run of another size: nothing to join rank by rank.
   const std::string other = (dir / "other.json").string();
   REQUIRE(run("simulate " + scenario("mlp-fashion-mnist-ddp4.yaml") + " -o " + other).code == 0);
