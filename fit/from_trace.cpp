@@ -198,14 +198,17 @@ timeline::Timeline kineto_actions(const timeline::LoadedTrace& t, const plan::Pl
 // (B, or a split backward's I and W of one micro-batch together), OPTIM.
 struct StageDurations {
   std::map<int, std::vector<double>> forward, backward, optimizer;
+  std::vector<double> send_forward, send_backward;  // every SEND_F and SEND_B: the sender's time in the call
 };
 
 StageDurations durations(const timeline::Timeline& t) {
   StageDurations d;
   std::map<std::tuple<int, int, int, int>, double> split;  // (step, rank, stage, mb): I + W
   for (const auto& e : t.events) {
-    if (e.lane != timeline::Lane::compute) continue;
     const double us = (e.end - e.start).to_us();
+    if (e.action.kind == ActionKind::SEND_F) d.send_forward.push_back(us);
+    if (e.action.kind == ActionKind::SEND_B) d.send_backward.push_back(us);
+    if (e.lane != timeline::Lane::compute) continue;
     switch (e.action.kind) {
       case ActionKind::F: d.forward[e.action.stage].push_back(us); break;
       case ActionKind::B: d.backward[e.action.stage].push_back(us); break;
@@ -318,6 +321,13 @@ TraceFit fit_to_measured(const plan::Plan& plan, const std::vector<timeline::Tim
     if (const double f = ratio_of(m.optimizer, q.optimizer); f > 0) fc.optimizer *= f;
     if (const plan::Time a = allreduce_time(predicted); a > plan::Time() && measured_allreduce > plan::Time())
       fc.allreduce *= measured_allreduce / a;
+    // A send's call: the base's own plus what the measured ones took beyond it (never below none).
+    auto refit_send = [](const std::vector<double>& measured_us, const std::vector<double>& predicted_us, double* extra) {
+      if (!measured_us.empty() && !predicted_us.empty())
+        *extra = std::max(0.0, *extra + trimmed_mean(measured_us) - trimmed_mean(predicted_us));
+    };
+    refit_send(m.send_forward, q.send_forward, &fc.send_forward_us);
+    refit_send(m.send_backward, q.send_backward, &fc.send_backward_us);
   }
   r.costs = fc;
   r.fitted_step = step_time(predict(plan, fc, &p));
@@ -332,7 +342,12 @@ TraceFit fit_to_measured(const plan::Plan& plan, const std::vector<timeline::Tim
   else r.fitted.push_back("optimizer step x" + number(fc.optimizer));
   if (measured_allreduce > plan::Time()) r.fitted.push_back("all-reduces x" + number(fc.allreduce));
   else r.kept.push_back("all-reduces (none in the traces)");
-  r.kept.push_back("point-to-point messages and their calls (the base's; a measured RECV holds its wait)");
+  if (m.send_forward.empty() && m.send_backward.empty()) r.kept.push_back("point-to-point messages and their calls (none in the traces)");
+  else {
+    r.fitted.push_back("send calls: activations +" + number(fc.send_forward_us) + " us, gradients +" + number(fc.send_backward_us) +
+                       " us each (the traces' SEND_F and SEND_B)");
+    r.kept.push_back("point-to-point messages in flight (the base's; a measured RECV holds its wait)");
+  }
   r.kept.push_back("memory, and layers of other signatures");
   return r;
 }

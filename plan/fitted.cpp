@@ -31,7 +31,7 @@ FittedCosts::Layer FittedCosts::layer(const std::string& signature) const {
 }
 
 FittedCosts parse_fitted(const Field& map) {
-  expect_keys(map, {"from", "statistic", "base", "layers", "optimizer", "allreduce", "kernels"});
+  expect_keys(map, {"from", "statistic", "base", "layers", "optimizer", "allreduce", "send_forward_us", "send_backward_us", "kernels"});
   FittedCosts f;
   if (const Field from = map["from"]; from.present()) {
     if (!from.is_sequence()) from.fail("'" + from.path() + "' must be a list of trace files");
@@ -51,6 +51,8 @@ FittedCosts parse_fitted(const Field& map) {
   }
   if (map["optimizer"].present()) f.optimizer = factor(map["optimizer"]);
   if (map["allreduce"].present()) f.allreduce = factor(map["allreduce"]);
+  if (map["send_forward_us"].present()) f.send_forward_us = to_number(map["send_forward_us"], 0);
+  if (map["send_backward_us"].present()) f.send_backward_us = to_number(map["send_backward_us"], 0);
   if (const Field k = map["kernels"]; k.present()) {
     expect_keys(k, {"gemm", "flash", "memory"});
     if (k["gemm"].present()) f.kernels.gemm = factor(k["gemm"]);
@@ -74,6 +76,8 @@ std::string fitted_yaml(const FittedCosts& f) {
   }
   if (f.optimizer != 1) s << "  optimizer: " << f.optimizer << "\n";
   if (f.allreduce != 1) s << "  allreduce: " << f.allreduce << "\n";
+  if (f.send_forward_us != 0) s << "  send_forward_us: " << f.send_forward_us << "\n";
+  if (f.send_backward_us != 0) s << "  send_backward_us: " << f.send_backward_us << "\n";
   if (f.kernels != FittedCosts::Kernels{})
     s << "  kernels: {gemm: " << f.kernels.gemm << ", flash: " << f.kernels.flash << ", memory: " << f.kernels.memory << "}\n";
   return s.str();

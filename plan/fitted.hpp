@@ -26,6 +26,10 @@ struct FittedCosts {
   };
   std::map<std::string, Layer> layers;  ///< by signature
   double optimizer = 1, allreduce = 1;
+  /// Added to every point-to-point send call of a forward's activations (SEND_F) and of a
+  /// backward's gradients (SEND_B): what the traces' sends took beyond the base's (a Gloo send's
+  /// copy and post on the sender's thread, which an uncalibrated profile leaves out).
+  double send_forward_us = 0, send_backward_us = 0;
   /// Measured kernel time over the compute model's, by kind of kernel (`kernels:`).
   struct Kernels {
     double gemm = 1, flash = 1, memory = 1;

@@ -695,7 +695,11 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<pla
       c.send_forward_call = call(c.send_forward_bytes);
       c.send_backward_call = call(c.send_backward_bytes);
     }
-    if (s.hardware.fitted) c.optimizer = scaled(c.optimizer, s.hardware.fitted->optimizer);  // plan/fitted.hpp
+    if (s.hardware.fitted) {  // plan/fitted.hpp
+      c.optimizer = scaled(c.optimizer, s.hardware.fitted->optimizer);
+      c.send_forward_call += Time::us(s.hardware.fitted->send_forward_us);
+      c.send_backward_call += Time::us(s.hardware.fitted->send_backward_us);
+    }
     c.optimizer += parameters_after_step(plan, st);
     out.push_back(std::move(c));
   }

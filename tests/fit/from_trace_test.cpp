@@ -104,6 +104,25 @@ TEST_CASE("fit::fit_to_measured recovers known costs from a measured run, bursts
   CHECK(std::any_of(f.kept.begin(), f.kept.end(), [](const std::string& k) { return k.find("all-reduce") == 0; }));
 }
 
+TEST_CASE("fit::fit_to_measured recovers the send calls a run took beyond its base profile", "[fit]") {
+  // A pipeline whose Gloo sends each took 40 us (activations) and 90 us (gradients) more than the
+  // uncalibrated profile charges: the fit finds both, and so the step of the run it came from.
+  const plan::Plan base = mlp_plan();
+  plan::FittedCosts truth;
+  truth.send_forward_us = 40;
+  truth.send_backward_us = 90;
+  const fit::TraceFit f = fit::fit_to_measured(base, {run_of(base, truth, 6, 0)});
+  CHECK(f.costs.send_forward_us == Approx(40).epsilon(0.02));
+  CHECK(f.costs.send_backward_us == Approx(90).epsilon(0.02));
+  CHECK(f.fitted_step.to_ms() == Approx(f.measured_step.to_ms()).epsilon(0.005));
+  CHECK(std::any_of(f.fitted.begin(), f.fitted.end(), [](const std::string& k) { return k.find("send calls") == 0; }));
+  // Read back from the profile it writes.
+  const auto doc = plan::YamlDocument::from_text(plan::fitted_yaml(f.costs), "fitted");
+  const plan::FittedCosts back = plan::parse_fitted(plan::Field::root(doc));
+  CHECK(back.send_forward_us == Approx(f.costs.send_forward_us));
+  CHECK(back.send_backward_us == Approx(f.costs.send_backward_us));
+}
+
 TEST_CASE("fit::fit_to_measured: the fitted factors predict the same job at other chunk counts", "[fit]") {
   // The base profile carries the costs' shape over micro-batch sizes, the fit their level: a
   // job whose every layer is 1.3x (forward) and 0.9x (backward) the base's is predicted at 8
