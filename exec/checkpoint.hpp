@@ -41,8 +41,8 @@ std::string marker_layout(const std::string& dir, int64_t step);
 /// parameters, the stages and their layers, what is sharded over how many ranks, the optimizer and
 /// the precision's masters. A resume under another layout would load shards of other shapes.
 std::string checkpoint_layout(const plan::Plan& p);
-/// "" when `saved` (marker_layout) is empty or equals `current`; else the first line that differs,
-/// as "KEY: SAVED, this plan's CURRENT".
+/// "" when `saved` (marker_layout) is empty or equals `current`; else the first entry that
+/// differs, as "KEY: SAVED in the checkpoint, CURRENT in this plan".
 std::string layout_difference(const std::string& saved, const std::string& current);
 
 struct CheckpointScan {

@@ -9,8 +9,8 @@ namespace {
 // Fields every architecture may hold that change nothing Parallax plans: "_source" (where a shipped
 // config in scenarios/models/ came from), token ids, inference
 // and initialisation settings, dtypes, the rotary base and scaling (how positions are encoded,
-// not what they cost: kept for `parallax export`, read_rotary), norm epsilons and dropout rates (the decoder block is planned and run
-// without dropout, as these families train).
+// not what they cost: kept for `parallax export`, read_rotary), norm epsilons and dropout rates
+// (the decoder block is planned and run without dropout, as these families train).
 const std::vector<std::string> kIgnored = {
     "_source", "_name_or_path", "architectures", "model_type", "bos_token_id", "eos_token_id", "pad_token_id",
     "torch_dtype", "transformers_version", "use_cache", "initializer_range", "pretraining_tp",
