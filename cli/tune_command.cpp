@@ -17,6 +17,7 @@
 #include "fit/tune_picks.hpp"
 #include "plan/error.hpp"
 #include "plan/executable.hpp"
+#include "plan/hardware.hpp"
 #include "plan/scenario.hpp"
 #include "plan/yaml_reader.hpp"
 #include "timeline/step_statistic.hpp"
@@ -83,8 +84,8 @@ std::string best_yaml(const plan::YamlDocument& given, const std::string& output
   auto rebase = [&](YAML::Node holder, const std::string& key, const std::string& path) {
     if (!holder.IsMap() || !holder[key] || !holder[key].IsScalar()) return;
     const std::string file = holder[key].Scalar();
-    const bool named = path != "hardware" || file.find('/') != std::string::npos || file.ends_with(".yaml") || file.ends_with(".yml");
-    if (!named || !fs::path(file).is_relative()) return;
+    const bool a_file = path != "hardware" || plan::names_hardware_file(file);
+    if (!a_file || !fs::path(file).is_relative()) return;
     const bool from_flag = !doc.override_for(path).empty();
     holder[key] = fs::proximate(fs::absolute(from_flag ? fs::path(file) : fs::path(doc.base_dir()) / file), to_dir).string();
   };

@@ -317,9 +317,7 @@ HardwareProfile from_document(const YamlDocument& doc) {
 }
 
 HardwareProfile load_named(const Field& value, const std::string& name) {
-  const bool looks_like_path = name.find('/') != std::string::npos ||
-                               name.ends_with(".yaml") || name.ends_with(".yml");
-  if (looks_like_path) {
+  if (names_hardware_file(name)) {
     const std::filesystem::path p = value.resolve_path(name);
     if (!std::filesystem::exists(p)) value.fail("hardware profile file '" + p.string() + "' does not exist");
     return from_document(YamlDocument::from_file(p.string()));
@@ -332,6 +330,10 @@ HardwareProfile load_named(const Field& value, const std::string& name) {
 }
 
 }  // namespace
+
+bool names_hardware_file(const std::string& name) {
+  return name.find('/') != std::string::npos || name.ends_with(".yaml") || name.ends_with(".yml");
+}
 
 int64_t Device::memory_bytes() const {
   if (std::isinf(memory_gb)) return std::numeric_limits<int64_t>::max();

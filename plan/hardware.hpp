@@ -202,6 +202,11 @@ HardwareProfile parse_hardware(const Field& map);
 /// (relative to the scenario's folder), an inline profile map, or {profile: NAME, nodes: N}.
 HardwareProfile resolve_hardware(const Field& value);
 
+/// Whether a scenario's `hardware: NAME` names a profile file (a path, or a .yaml/.yml name) rather
+/// than a built-in profile: the one rule resolve_hardware and `tune -o`'s rewriting of relative paths
+/// both follow.
+bool names_hardware_file(const std::string& name);
+
 /// Names of the profiles built into the binary (from scenarios/hardware/).
 std::vector<std::string> builtin_hardware_names();
 /// Text of a built-in profile, or nullptr.

@@ -1,7 +1,10 @@
 #include "plan/hf_config.hpp"
 
 #include <filesystem>
+#include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
 
 namespace parallax::plan {
 namespace {
@@ -29,11 +32,14 @@ const std::vector<std::string> kGpt2 = {
     "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn"};
 
 // The mixture-of-experts families' own names: the experts, and the router's training settings
-// (auxiliary loss, jitter, logits output, top-k renormalisation), which change no cost.
-const std::vector<std::string> kMoe = {
-    "num_local_experts", "num_experts", "num_experts_per_tok", "moe_intermediate_size", "shared_expert_intermediate_size",
-    "decoder_sparse_step", "mlp_only_layers", "router_aux_loss_coef", "router_jitter_noise", "output_router_logits",
-    "norm_topk_prob"};
+// (auxiliary loss, jitter, logits output, top-k renormalisation), which change no cost. Each
+// family's own: a field another family reads (Qwen2-MoE's shared expert in a Qwen3-MoE or Mixtral
+// config) builds nothing in transformers, so it is refused rather than read or passed over.
+const std::vector<std::string> kMixtral = {"num_local_experts", "num_experts_per_tok", "router_aux_loss_coef", "router_jitter_noise",
+                                           "output_router_logits"};
+const std::vector<std::string> kQwen3Moe = {"num_experts", "num_experts_per_tok", "moe_intermediate_size", "decoder_sparse_step",
+                                            "mlp_only_layers", "router_aux_loss_coef", "output_router_logits", "norm_topk_prob"};
+const std::vector<std::string> kQwen2MoeOnly = {"shared_expert_intermediate_size"};
 
 // DeepSeek-V2 and -V3's own names: latent attention, the experts, multi-token prediction, and
 // what changes no cost: the router's scoring and balancing (scoring_func, topk_method,
@@ -47,6 +53,94 @@ const std::vector<std::string> kDeepSeek = {
     "num_experts_per_tok", "moe_intermediate_size", "first_k_dense_replace", "moe_layer_freq", "num_nextn_predict_layers",
     "scoring_func", "topk_method", "routed_scaling_factor", "aux_loss_alpha", "seq_aux", "norm_topk_prob", "n_group", "topk_group",
     "ep_size", "quantization_config", "auto_map"};
+
+// The JSON type of each field read, as transformers' config classes take it. The config is read
+// as YAML for its fields' places, and YAML would take "2048" or "false" as a number or a boolean
+// where Python keeps a string (a string "false" is true there): nlohmann::json checks the text is
+// JSON and each field read holds its type. null is allowed wherever transformers allows None; the
+// readers below say what it means.
+enum class JsonType { integer, number, boolean, text };
+const std::map<std::string, JsonType> kFieldTypes = {
+    {"num_hidden_layers", JsonType::integer}, {"hidden_size", JsonType::integer}, {"intermediate_size", JsonType::integer},
+    {"num_attention_heads", JsonType::integer}, {"num_key_value_heads", JsonType::integer}, {"vocab_size", JsonType::integer},
+    {"head_dim", JsonType::integer}, {"max_position_embeddings", JsonType::integer}, {"sliding_window", JsonType::integer},
+    {"n_layer", JsonType::integer}, {"n_embd", JsonType::integer}, {"n_head", JsonType::integer}, {"n_inner", JsonType::integer},
+    {"n_positions", JsonType::integer}, {"num_local_experts", JsonType::integer}, {"num_experts", JsonType::integer},
+    {"num_experts_per_tok", JsonType::integer}, {"moe_intermediate_size", JsonType::integer},
+    {"shared_expert_intermediate_size", JsonType::integer}, {"decoder_sparse_step", JsonType::integer},
+    {"q_lora_rank", JsonType::integer}, {"kv_lora_rank", JsonType::integer}, {"qk_nope_head_dim", JsonType::integer},
+    {"qk_rope_head_dim", JsonType::integer}, {"v_head_dim", JsonType::integer}, {"n_routed_experts", JsonType::integer},
+    {"n_shared_experts", JsonType::integer}, {"first_k_dense_replace", JsonType::integer}, {"moe_layer_freq", JsonType::integer},
+    {"num_nextn_predict_layers", JsonType::integer}, {"rope_theta", JsonType::number},
+    {"tie_word_embeddings", JsonType::boolean}, {"attention_bias", JsonType::boolean}, {"mlp_bias", JsonType::boolean},
+    {"use_sliding_window", JsonType::boolean}, {"hidden_act", JsonType::text}, {"activation_function", JsonType::text},
+    {"model_type", JsonType::text}};
+
+bool holds(const nlohmann::json& v, JsonType type) {
+  switch (type) {
+    case JsonType::integer: return v.is_number_integer();
+    case JsonType::number: return v.is_number();
+    case JsonType::boolean: return v.is_boolean();
+    case JsonType::text: return v.is_string();
+  }
+  return false;
+}
+
+const char* type_name(JsonType type) {
+  switch (type) {
+    case JsonType::integer: return "a whole JSON number";
+    case JsonType::number: return "a JSON number";
+    case JsonType::boolean: return "true or false";
+    case JsonType::text: return "a JSON string";
+  }
+  return "";
+}
+
+// Line and column (from 1) of a byte offset in the text, for nlohmann's parse errors.
+Location location_of_byte(const std::string& path, const std::string& text, std::size_t byte) {
+  Location at{path};
+  at.line = 1;
+  at.column = 1;
+  for (std::size_t i = 0; i < std::min(byte, text.size()); ++i) {
+    if (text[i] == '\n') {
+      ++at.line;
+      at.column = 1;
+    } else {
+      ++at.column;
+    }
+  }
+  return at;
+}
+
+// The file's text as JSON: one object, or an InputError at the place it stops being JSON.
+nlohmann::json parse_json(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  const std::string text = buffer.str();
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos) throw InputError(Location{path}, "empty file: not a Hugging Face config.json");
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    // what() reads "[json.exception.parse_error.101] parse error at line 1, column 2: why".
+    std::string why = e.what();
+    if (const auto colon = why.find(": "); colon != std::string::npos) why = why.substr(colon + 2);
+    throw InputError(location_of_byte(path, text, e.byte > 0 ? e.byte - 1 : 0),
+                     "not JSON, as a Hugging Face config.json must be: " + why);
+  }
+  if (!doc.is_object()) throw InputError(Location{path}, "a Hugging Face config.json is a JSON object, not " + std::string(doc.type_name()));
+  return doc;
+}
+
+// Each field Parallax reads holds its JSON type.
+void check_types(const nlohmann::json& doc, const Field& c) {
+  for (const auto& [key, type] : kFieldTypes) {
+    const auto it = doc.find(key);
+    if (it == doc.end() || it->is_null() || holds(*it, type)) continue;
+    c[key].fail("'" + key + "' is " + it->dump() + "; transformers reads it as " + type_name(type));
+  }
+}
 
 const std::vector<std::string> kArchitectures = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
                                                  "Qwen3ForCausalLM", "GPT2LMHeadModel", "NemotronForCausalLM",
@@ -76,7 +170,8 @@ TransformerShape llama_family(const Field& c, const std::string& arch) {
   t.heads = width(c, "num_attention_heads");
   t.ffn = width(c, "intermediate_size");
   t.vocab = width(c, "vocab_size");
-  t.form.kv_heads = c["num_key_value_heads"].present() ? width(c, "num_key_value_heads") : t.heads;
+  const Field kv = c["num_key_value_heads"];  // absent or null: one key/value head per query head
+  t.form.kv_heads = kv.present() && !kv.node().IsNull() ? width(c, "num_key_value_heads") : t.heads;
   t.form.mlp = activation(c["hidden_act"].present() ? c["hidden_act"] : require(c, "hidden_act"), arch);
   t.form.tie_embeddings = bool_or(c, "tie_word_embeddings", false);
   if (arch == "Qwen2ForCausalLM" || arch == "Qwen2MoeForCausalLM") {  // Qwen2's attention has biases on Q, K and V, nowhere else
@@ -133,6 +228,10 @@ void read_experts(const Field& c, const std::string& arch, TransformerShape* t) 
 // width in every moe_layer_freq-th block; num_nextn_predict_layers multi-token prediction modules.
 void read_deepseek(const Field& c, TransformerShape* t) {
   Mla& m = t->form.mla;
+  // transformers' defaults for these are V3's (a 1,536 query rank, 256 experts, one shared, three
+  // dense blocks first), unlike V2's: the fields are read only as stated, null meaning none.
+  for (const std::string key : {"q_lora_rank", "n_routed_experts"})
+    if (!c[key].node().IsDefined()) c.fail("missing required key '" + key + "' (null for none): transformers' default is V3's");
   const Field q = c["q_lora_rank"];
   m.q_lora_rank = q.present() && !q.node().IsNull() ? width(c, "q_lora_rank") : 0;  // null: Q straight from the input (V2-Lite)
   m.kv_lora_rank = width(c, "kv_lora_rank");
@@ -145,8 +244,10 @@ void read_deepseek(const Field& c, TransformerShape* t) {
     moe.experts = width(c, "n_routed_experts");
     moe.top_k = width(c, "num_experts_per_tok");
     moe.ffn = width(c, "moe_intermediate_size");
-    moe.shared = c["n_shared_experts"].present() && !c["n_shared_experts"].node().IsNull() ? to_int(c["n_shared_experts"], 0, 1024) : 0;
-    t->first_dense = int_or(c, "first_k_dense_replace", 0, 0, 10000);
+    const Field shared = c["n_shared_experts"];
+    if (!shared.node().IsDefined()) c.fail("missing required key 'n_shared_experts' (null for none): transformers' default is V3's");
+    moe.shared = shared.node().IsNull() ? 0 : to_int(shared, 0, 1024);
+    t->first_dense = to_int(require(c, "first_k_dense_replace"), 0, 10000);
     if (int_or(c, "moe_layer_freq", 1, 1, 10000) != 1)
       c["moe_layer_freq"].fail("moe_layer_freq: Parallax plans DeepSeek's MoE blocks in every block after first_k_dense_replace (moe_layer_freq 1)");
     if (moe.top_k > moe.experts) c["num_experts_per_tok"].fail("num_experts_per_tok is more than the experts");
@@ -195,9 +296,10 @@ HfModel read_hf_config(const std::string& path, int64_t seq_len) {
   // A config.json is a few kilobytes; a path to something huge (a checkpoint, /proc/kcore) is a mistake.
   if (std::filesystem::file_size(path) > (std::uintmax_t{1} << 24))
     throw InputError(Location{path}, "larger than 16 MiB: not a Hugging Face config.json (give the model's config, not its weights)");
+  const nlohmann::json json = parse_json(path);
   const YamlDocument doc = YamlDocument::from_file(path);
   const Field c = Field::root(doc);
-  if (!c.is_map()) c.fail("a Hugging Face config.json is a JSON object");
+  check_types(json, c);
   const Field archs = require(c, "architectures");
   if (!archs.is_sequence() || archs.node().size() != 1)
     archs.fail("'architectures' must list exactly one architecture, one of: " + join(kArchitectures));
@@ -209,16 +311,20 @@ HfModel read_hf_config(const std::string& path, int64_t seq_len) {
                       m.architecture == "Qwen3MoeForCausalLM";
   const bool is_deepseek = m.architecture.rfind("Deepseek", 0) == 0;
   if (is_gpt2) known.insert(known.end(), kGpt2.begin(), kGpt2.end());
-  if (is_moe) known.insert(known.end(), kMoe.begin(), kMoe.end());
+  if (m.architecture == "MixtralForCausalLM") known.insert(known.end(), kMixtral.begin(), kMixtral.end());
+  if (m.architecture.rfind("Qwen", 0) == 0 && is_moe) known.insert(known.end(), kQwen3Moe.begin(), kQwen3Moe.end());
+  if (m.architecture == "Qwen2MoeForCausalLM") known.insert(known.end(), kQwen2MoeOnly.begin(), kQwen2MoeOnly.end());
   if (is_deepseek) known.insert(known.end(), kDeepSeek.begin(), kDeepSeek.end());
   expect_keys(c, known);
   m.shape = is_gpt2 ? gpt2(c) : llama_family(c, m.architecture);
   if (m.shape.form.rope) m.shape.form.rotary = read_rotary(c);
   if (is_moe) read_experts(c, m.architecture, &m.shape);
   if (is_deepseek) read_deepseek(c, &m.shape);
-  if (m.shape.hidden % m.shape.heads != 0)
+  // A head width other than hidden / heads is read from head_dim (Qwen3's wider heads, Minitron's
+  // 48 heads of 128 at hidden 4,096); without it the heads must split the width.
+  if (m.shape.form.head_dim == 0 && m.shape.hidden % m.shape.heads != 0)
     c[is_gpt2 ? "n_embd" : "hidden_size"].fail("the width " + std::to_string(m.shape.hidden) + " is not divisible by the " +
-                                               std::to_string(m.shape.heads) + " attention heads");
+                                               std::to_string(m.shape.heads) + " attention heads, and no head_dim says each head's width");
   const int64_t kv = m.shape.form.kv_heads > 0 ? m.shape.form.kv_heads : m.shape.heads;
   if (kv > m.shape.heads || m.shape.heads % kv != 0)
     c["num_key_value_heads"].fail("num_key_value_heads " + std::to_string(kv) + " must divide num_attention_heads " +

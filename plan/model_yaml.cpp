@@ -80,11 +80,12 @@ Layer parse_layer(const Field& item, size_t index, const ModelDefaults& defaults
                         number_or(item, "activation_mb", 0, 0));
 }
 
-// The model's width must split evenly into heads.
-void check_heads_divide_hidden(const Field& m, const TransformerShape& t) {
-  if (t.hidden % t.heads != 0)
-    (m["hidden"].present() ? m["hidden"] : m).fail("'model.hidden' (" + std::to_string(t.hidden) + ") must be divisible by 'model.heads' (" +
-                                                   std::to_string(t.heads) + ")");
+// The model's width must split evenly into heads, unless each head's width is given
+// (model.head_dim, or a config's head_dim). `at` is where the failing value was given.
+void check_heads_divide_hidden(const Field& at, const TransformerShape& t) {
+  if (t.form.head_dim == 0 && t.hidden % t.heads != 0)
+    at.fail("'model.hidden' (" + std::to_string(t.hidden) + ") must be divisible by 'model.heads' (" + std::to_string(t.heads) +
+            "), or 'model.head_dim' must give each head's width");
 }
 
 // A choice among an enum's values, each named as plan::name() names it.
@@ -246,7 +247,13 @@ std::vector<Layer> transformer_preset(const Field& m, std::string* description, 
       m.fail("a model read from a Hugging Face config needs 'model.seq_len', the job's tokens per sample (a config states "
              "only the longest sequence the model takes)");
     const int64_t seq = positive(m, "seq_len", 0);
-    const std::string path = config.resolve_path(to_text(config));
+    std::string path = config.resolve_path(to_text(config));
+    // A model's folder (a downloaded snapshot) holds its config.json, as from_pretrained reads it.
+    if (std::filesystem::is_directory(path)) {
+      if (!std::filesystem::is_regular_file(std::filesystem::path(path) / "config.json"))
+        config.fail(path + " is a folder with no config.json in it");
+      path = (std::filesystem::path(path) / "config.json").string();
+    }
     if (!std::filesystem::is_regular_file(path)) config.fail("no Hugging Face config file at " + path);
     const HfModel hf = read_hf_config(path, seq);
     t = hf.shape;
@@ -262,7 +269,6 @@ std::vector<Layer> transformer_preset(const Field& m, std::string* description, 
   if (given("layers")) t.blocks = layer_count(m, t.blocks);
   if (given("hidden")) t.hidden = positive(m, "hidden", t.hidden);
   if (given("heads")) t.heads = positive(m, "heads", t.heads);
-  check_heads_divide_hidden(m, t);
   t.ffn = given("ffn") ? positive(m, "ffn", t.ffn) : config.present() ? t.ffn : 4 * t.hidden;
   t.seq_len = positive(m, "seq_len", config.present() ? t.seq_len : 128);
   if (given("vocab")) t.vocab = positive(m, "vocab", t.vocab);
@@ -273,6 +279,7 @@ std::vector<Layer> transformer_preset(const Field& m, std::string* description, 
   if (given("kv_heads")) t.form.kv_heads = positive(m, "kv_heads", t.heads);
   if (given("head_dim")) t.form.head_dim = positive(m, "head_dim", t.hidden / t.heads);
   if (t.form.head_dim * t.heads == t.hidden) t.form.head_dim = 0;  // the usual width: no departure to carry
+  check_heads_divide_hidden(given("heads") ? m["heads"] : given("hidden") ? m["hidden"] : config.present() ? config : m, t);
   if (given("mlp")) t.form.mlp = choice_of<Mlp>(m["mlp"], {Mlp::relu, Mlp::gelu, Mlp::swiglu, Mlp::relu2});
   if (given("norm")) t.form.norm = choice_of<Norm>(m["norm"], {Norm::layernorm, Norm::rmsnorm});
   if (given("positions")) t.form.rope = to_choice(m["positions"], {"learned", "rope"}) == "rope";

@@ -3,7 +3,10 @@
 // and activation bytes counted tensor by tensor by hand (docs/simulator.md's derivation).
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
 
 #include "plan/calibration.hpp"
 #include "plan/cost.hpp"
@@ -330,6 +333,68 @@ TEST_CASE("plan::hf_config: --set model.hf_config replaces the file's model but 
   CHECK(t.layers.size() == 6);
 }
 
+TEST_CASE("plan::hf_config: a head width from head_dim where the heads do not split the width (Minitron-8B)", "[plan]") {
+  // nvidia/Minitron-8B-Base's config: 48 heads of 128 at hidden 4,096 (4,096 / 48 is not whole).
+  test::TempFile c("parallax-hf-test.json",
+                   R"({"architectures": ["NemotronForCausalLM"], "hidden_size": 4096, "head_dim": 128, "num_attention_heads": 48,
+                       "num_key_value_heads": 8, "intermediate_size": 16384, "num_hidden_layers": 32, "vocab_size": 256000,
+                       "hidden_act": "relu2", "tie_word_embeddings": false})");
+  const auto s = test::scenario_from("model: {hf_config: " + c.path + ", seq_len: 4096}\nhardware: ideal\n");
+  // Per block by hand: Q and O 2 x 4096 x 48 x 128, K and V 2 x 4096 x 8 x 128, the squared-ReLU
+  // MLP 2 x 4096 x 16384, two LayerNorm1Ps with biases 2 x 2 x 4096; then the untied embedding and
+  // head 2 x 256000 x 4096 and the final norm 2 x 4096.
+  const int64_t block = 2LL * 4096 * 48 * 128 + 2LL * 4096 * 8 * 128 + 2LL * 4096 * 16384 + 4LL * 4096;
+  CHECK(params(s) == 32 * block + 2LL * 256000 * 4096 + 2 * 4096);
+  CHECK(params(s) == 8'271'699'968);
+  CHECK(s.layers[1].shape.head_dim() == 128);
+  // Without head_dim the heads must split the width, and the message says where a key could help.
+  test::TempFile bare("parallax-hf-test.json", R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 100, "num_attention_heads": 3,
+                                                 "intermediate_size": 16, "num_hidden_layers": 1, "vocab_size": 10, "hidden_act": "silu"})");
+  CHECK_THAT(test::parse_error("model: {hf_config: " + bare.path + ", seq_len: 8}\nhardware: ideal\n"),
+             Catch::StartsWith(bare.path + ":1:56: the width 100 is not divisible by the 3 attention heads, and no head_dim"));
+  // A --set that makes the heads not divide names the flag, not the file's line.
+  CHECK_THROWS_WITH(plan::load_scenario("", {"model.heads=7"}), Catch::StartsWith("--set model.heads=7: 'model.hidden' (512)"));
+}
+
+TEST_CASE("plan::hf_config: the file must be JSON, and each field read of transformers' type", "[plan]") {
+  const std::string llama = R"("architectures": ["LlamaForCausalLM"], "num_attention_heads": 4, "intermediate_size": 16,
+                               "num_hidden_layers": 1, "vocab_size": 10, "hidden_act": "silu")";
+  auto error = [](const test::TempFile& c) { return test::parse_error("model: {hf_config: " + c.path + ", seq_len: 8}\nhardware: ideal\n"); };
+  SECTION("a number as a string (YAML would read 2048; Python keeps the string)") {
+    test::TempFile c("parallax-hf-test.json", "{" + llama + ",\n \"hidden_size\": \"64\"}");
+    CHECK_THAT(error(c), Catch::StartsWith(c.path + ":3:17: 'hidden_size' is \"64\"; transformers reads it as a whole JSON number"));
+  }
+  SECTION("a boolean as a string (\"false\" is true in Python)") {
+    test::TempFile c("parallax-hf-test.json", "{" + llama + ", \"hidden_size\": 64, \"tie_word_embeddings\": \"false\"}");
+    CHECK_THAT(error(c), Catch::Contains("'tie_word_embeddings' is \"false\"; transformers reads it as true or false"));
+  }
+  SECTION("text after the object, which YAML would drop") {
+    test::TempFile c("parallax-hf-test.json", "{" + llama + ", \"hidden_size\": 64}\nhello\n");
+    CHECK_THAT(error(c), Catch::StartsWith(c.path + ":3:1: not JSON"));
+  }
+  SECTION("YAML that is not JSON: an anchor, a trailing comma") {
+    test::TempFile anchor("parallax-hf-test.json", "{" + llama + ", \"hidden_size\": &a 64, \"head_dim\": *a}");
+    CHECK_THAT(error(anchor), Catch::Contains("not JSON"));
+    test::TempFile comma("parallax-hf-test.json", "{" + llama + ", \"hidden_size\": 64,}");
+    CHECK_THAT(error(comma), Catch::Contains("not JSON"));
+  }
+  SECTION("empty, or not an object") {
+    test::TempFile empty("parallax-hf-test.json", "\n");
+    CHECK_THAT(error(empty), Catch::Contains("empty file"));
+    test::TempFile list("parallax-hf-test.json", "[1, 2]");
+    CHECK_THAT(error(list), Catch::Contains("is a JSON object, not array"));
+  }
+  SECTION("a model's folder is read as from_pretrained reads it, its config.json") {
+    const auto dir = std::filesystem::temp_directory_path() / ("parallax-hf-dir-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    CHECK_THAT(test::parse_error("model: {hf_config: " + dir.string() + ", seq_len: 8}\nhardware: ideal\n"),
+               Catch::Contains("is a folder with no config.json in it"));
+    std::filesystem::copy_file(model_file("llama-3.1-8b.json"), dir / "config.json");
+    CHECK(params(test::scenario_from("model: {hf_config: " + dir.string() + ", seq_len: 8}\nhardware: ideal\n")) == 8'030'261'248);
+    std::filesystem::remove_all(dir);
+  }
+}
+
 TEST_CASE("plan::hf_config: what it cannot read is refused at the field", "[plan]") {
   SECTION("an unknown field") {
     test::TempFile c("parallax-hf-test.json", "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"hidden_size\": 64,\n  \"moe_layers\": 3\n}\n");
@@ -360,5 +425,21 @@ TEST_CASE("plan::hf_config: what it cannot read is refused at the field", "[plan
   SECTION("no seq_len") {
     CHECK_THAT(test::parse_error("model: {hf_config: " + model_file("llama-3.1-8b.json") + "}\nhardware: ideal\n"),
                Catch::Contains("needs 'model.seq_len'"));
+  }
+  SECTION("another family's field: Qwen2-MoE's shared expert in a Qwen3-MoE config builds nothing in transformers") {
+    test::TempFile c("parallax-hf-test.json",
+                     R"({"architectures": ["Qwen3MoeForCausalLM"], "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
+                         "num_hidden_layers": 2, "vocab_size": 100, "hidden_act": "silu", "num_experts": 4, "num_experts_per_tok": 2,
+                         "moe_intermediate_size": 32, "shared_expert_intermediate_size": 32})");
+    CHECK_THAT(test::parse_error("model: {hf_config: " + c.path + ", seq_len: 8}\nhardware: ideal\n"),
+               Catch::Contains("unknown key 'shared_expert_intermediate_size'"));
+  }
+  SECTION("DeepSeek's fields whose transformers defaults are V3's are read only as stated") {
+    test::TempFile c("parallax-hf-test.json",
+                     R"({"architectures": ["DeepseekV3ForCausalLM"], "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
+                         "num_hidden_layers": 2, "vocab_size": 100, "hidden_act": "silu", "kv_lora_rank": 16, "qk_nope_head_dim": 8,
+                         "qk_rope_head_dim": 8, "v_head_dim": 8, "n_routed_experts": null})");
+    CHECK_THAT(test::parse_error("model: {hf_config: " + c.path + ", seq_len: 8}\nhardware: ideal\n"),
+               Catch::Contains("missing required key 'q_lora_rank' (null for none)"));
   }
 }
