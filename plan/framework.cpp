@@ -42,10 +42,12 @@ const FrameworkSemantics& semantics(Framework f) {
       {{"parallel.p2p", "pytorch"},
        {"parallel.master_weights", "false"},
        {"parallel.rank_order", "tp-dp-pp"},
-       {"parallel.reduce_scatter_every_microbatch", "true"}},
+       {"parallel.reduce_scatter_every_microbatch", "true"},
+       {"parallel.bucket_cap_mb", "100"}},
       {true, Loss::eager},
       "torchtitan: torch.distributed.pipelining, fp32 parameters with bf16 compute (FSDP2's mixed precision), FSDP2 "
-      "reduce-scattering every micro-batch without pipelining, scaled_dot_product_attention's flash kernel"};
+      "reduce-scattering every micro-batch without pipelining, DDP (replicate) in 100 MB buckets, "
+      "scaled_dot_product_attention's flash kernel"};
   static const FrameworkSemantics deepspeed{
       {{"parallel.p2p", "pytorch"},
        {"parallel.master_weights", "true"},

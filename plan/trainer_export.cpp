@@ -77,7 +77,10 @@ void megatron_partition(const Plan& p, std::vector<TrainerArgument>* args) {
   const bool uniform = std::all_of(blocks.begin(), blocks.end(), [&](int n) { return n == blocks.front(); });
   const bool middle_even = blocks.size() < 3 || std::all_of(blocks.begin() + 1, blocks.end() - 1, [&](int n) { return n == blocks[1]; });
   const bool mtp = std::any_of(p.layers().begin(), p.layers().end(), [](const Layer& l) { return l.shape.mtp; });
-  if (mtp || (par.virtual_stages > 1 ? !uniform : !middle_even)) {
+  // Megatron-core refuses a first or last stage count of 0 (TransformerConfig): a stage with no
+  // blocks (the embedding or the head alone) is laid out explicitly.
+  const bool empty_stage = std::any_of(blocks.begin(), blocks.end(), [](int n) { return n == 0; });
+  if (mtp || empty_stage || (par.virtual_stages > 1 ? !uniform : !middle_even)) {
     args->push_back({"--pipeline-model-parallel-layout", enclosed('\'', megatron_layout(p), '\'')});
     return;
   }
@@ -97,6 +100,22 @@ void megatron_schedule(const Plan& p, std::vector<TrainerArgument>* args) {
   if (!ok)
     throw InputError(p.scenario.where("parallel.schedule"), std::string("Megatron-LM runs 1F1B and interleaved 1F1B; this plan's schedule is ") +
                                                                 name(par.schedule) + " (set parallel.schedule: 1f1b or interleaved-1f1b)");
+  // Megatron-LM runs a step's micro-batches (global batch / (micro-batch x data)) as one schedule:
+  // it has no flush between accumulation steps, which the plan would predict.
+  const int microbatches = par.chunks * par.grad_accumulation;
+  if (par.grad_accumulation > 1)
+    throw InputError(p.scenario.where("parallel.grad_accumulation"),
+                     "Megatron-LM runs a step's " + std::to_string(microbatches) + " micro-batches (chunks " + std::to_string(par.chunks) +
+                         " x grad_accumulation " + std::to_string(par.grad_accumulation) +
+                         ") as one pipeline schedule, without the flush between accumulation steps this plan predicts: plan it so, "
+                         "with parallel.chunks: " + std::to_string(microbatches) + ", parallel.grad_accumulation: 1 and data.batch_size x " +
+                         std::to_string(par.grad_accumulation));
+  // Its interleaved schedule takes the micro-batches in groups of the pipeline's size
+  // (schedules.py, microbatch_group_size_per_vp_stage): it raises unless they fill whole groups.
+  if (par.virtual_stages > 1 && microbatches % par.pipeline != 0)
+    throw InputError(p.scenario.where("parallel.chunks"), "Megatron-LM's interleaved 1F1B needs the micro-batches (" + std::to_string(microbatches) +
+                                                              ") a multiple of the pipeline's " + std::to_string(par.pipeline) +
+                                                              " stages: set parallel.chunks");
   megatron_partition(p, args);
 }
 
@@ -134,6 +153,8 @@ void megatron_experts(const Plan& p, std::vector<TrainerArgument>* args) {
                              {"--moe-layer-freq", "'" + pattern + "]'"},
                              {"--expert-model-parallel-size", std::to_string(par.expert)},
                              {"--moe-grouped-gemm", ""}});
+  // Megatron-LM's expert tensor size defaults to the tensor size (arguments.py).
+  if (par.expert_tensor_ways() != par.tensor) args->push_back({"--expert-tensor-parallel-size", std::to_string(par.expert_tensor_ways())});
   // DeepEP is Megatron-core's flex dispatcher with its DeepEP backend.
   if (par.moe_token_dispatcher == TokenDispatcher::deepep)
     args->insert(args->end(), {{"--moe-token-dispatcher-type", "flex"}, {"--moe-flex-dispatcher-backend", "deepep"}});
@@ -212,10 +233,10 @@ TrainerExport export_megatron(const Plan& p) {
     case Recompute::layer:
       a.insert(a.end(), {{"--recompute-granularity", "full"}, {"--recompute-method", "uniform"}, {"--recompute-num-layers", "1"}});
       break;
-    case Recompute::stage: {  // every block of a stage: block recompute of as many blocks as a stage holds
-      int most = 0;
-      for (const Stage& st : p.stages) most = std::max(most, blocks_on(p, st));
-      a.insert(a.end(), {{"--recompute-granularity", "full"}, {"--recompute-method", "block"}, {"--recompute-num-layers", std::to_string(most)}});
+    case Recompute::stage: {  // a stage's input kept, its blocks recomputed together: uniform recompute in
+      int most = 0;            // groups of as many blocks as a stage holds (recompute.py; block recompute
+      for (const Stage& st : p.stages) most = std::max(most, blocks_on(p, st));  // would keep each block's input)
+      a.insert(a.end(), {{"--recompute-granularity", "full"}, {"--recompute-method", "uniform"}, {"--recompute-num-layers", std::to_string(most)}});
       break;
     }
   }
@@ -233,7 +254,12 @@ TrainerExport export_megatron(const Plan& p) {
   if (par.grad_reduce_in_bf16 && par.precision != Precision::fp16) a.push_back({"--grad-reduce-in-bf16", ""});
   if (!par.grad_reduce_in_bf16 && par.precision == Precision::fp16) a.push_back({"--accumulate-allreduce-grads-in-fp32", ""});
   if (par.overlap_grad_reduce && par.replicas() > 1) a.push_back({"--overlap-grad-reduce", ""});
-  if (par.param_gather_overlapped()) a.push_back({"--overlap-param-gather", ""});
+  if (par.param_gather_overlapped()) {
+    if (!par.overlap_grad_reduce)
+      throw InputError(s.where("parallel.overlap_param_gather"), "Megatron-LM overlaps the parameters' gather only beside the gradients' "
+                                                                 "reduction (arguments.py): set parallel.overlap_grad_reduce: true as well");
+    a.push_back({"--overlap-param-gather", ""});
+  }
   if (par.tp_comm_overlap && par.tensor > 1) a.push_back({"--tp-comm-overlap", ""});
   switch (par.precision) {
     case Precision::fp32: break;
@@ -241,6 +267,11 @@ TrainerExport export_megatron(const Plan& p) {
     case Precision::fp16: a.push_back({"--fp16", ""}); break;
     case Precision::fp8: a.insert(a.end(), {{"--bf16", ""}, {"--fp8-format", "hybrid"}}); break;
   }
+  // Megatron-core's default fp8 recipe (delayed scaling) refuses to recompute the norms or the
+  // experts' activation (TransformerConfig): per-tensor current scaling does.
+  const bool fp8_recompute = par.precision == Precision::fp8 && par.activation_checkpointing == Recompute::selective &&
+                             (par.recompute_modules & (kRecomputeLayernorm | kRecomputeMoeAct)) != 0;
+  if (fp8_recompute) a.push_back({"--fp8-recipe", "tensorwise"});
   // The model.
   const auto mtp = std::count_if(p.layers().begin(), p.layers().end(), [](const Layer& l) { return l.shape.mtp; });
   const int64_t blocks = static_cast<int64_t>(p.layers().size()) - 2 - mtp;
@@ -290,7 +321,9 @@ TrainerExport export_megatron(const Plan& p) {
   else if (o.kind == "adamw") a.push_back({"--optimizer", "adam"});
   else throw InputError(s.where("optimizer.kind"), "Megatron-LM's adam is AdamW; this plan's optimizer is adam (L2 weight decay): set adamw");
   a.insert(a.end(), {{"--lr", number_text(o.lr)}, {"--weight-decay", number_text(o.weight_decay)},
-                     {"--train-iters", std::to_string(s.data.steps)}});
+                     {"--train-iters", std::to_string(s.data.steps)},
+                     {"--log-interval", "1"},  // each step's time (the default logs every 100th)
+                     {"--eval-iters", "0"}});  // no validation passes between or after the steps
   const int per_node = std::min(p.world_size, s.hardware.devices_per_node);
   out.notes = {
       "data parallel " + std::to_string(par.data) + ": Megatron-LM derives it (world size / (tensor x pipeline x context))",
@@ -310,10 +343,20 @@ TrainerExport export_megatron(const Plan& p) {
     out.notes.push_back("this plan was predicted with " + what +
                         ", not Megatron-LM's semantics: plan it with framework: megatron for the step time this command gets");
   }
+  if (fp8_recompute)
+    out.notes.push_back("--fp8-recipe tensorwise: Megatron-core's default (delayed scaling) cannot recompute layernorm or moe_act; "
+                        "recomputing them in fp8 needs Transformer Engine 2.6 or later");
+  // Below Blackwell, validate_args asserts CUDA_DEVICE_MAX_CONNECTIONS=1 under tensor or context
+  // parallelism (one hardware queue, so that a collective launched before a GEMM runs before it),
+  // and only warns beside the MoE overlap, which wants more queues.
+  const bool one_connection = (par.tensor > 1 || par.context > 1) && !par.overlap_moe_expert_parallel_comm;
+  if ((par.tensor > 1 || par.context > 1) && par.overlap_moe_expert_parallel_comm)
+    out.notes.push_back("CUDA_DEVICE_MAX_CONNECTIONS is left unset: Megatron-LM warns that tensor or context parallelism wants 1 and "
+                        "--overlap-moe-expert-parallel-comm more (arguments.py)");
   std::ostringstream head;
   head << "# Megatron-LM (megatron/training/arguments.py) for '" << s.name << "': " << p.world_size << " GPUs, " << p.nodes << " node"
        << (p.nodes > 1 ? "s" : "") << " of " << s.hardware.name << " (parallax export megatron)\n"
-       << "torchrun --nproc-per-node " << per_node << " --nnodes " << p.nodes
+       << (one_connection ? "CUDA_DEVICE_MAX_CONNECTIONS=1 " : "") << "torchrun --nproc-per-node " << per_node << " --nnodes " << p.nodes
        << (p.nodes > 1 ? " --node-rank \"$NODE_RANK\" --master-addr \"$MASTER_ADDR\"" : "") << " --master-port 6000 \\\n"
        << "  pretrain_gpt.py \\\n";
   out.text = command_text(head.str(), a, out.notes);
@@ -365,6 +408,10 @@ TrainerExport export_torchtitan(const Plan& p) {
   if (par.data > 1 && par.shard == Shard::none && (par.tensor > 1 || par.pipeline > 1))
     throw InputError(s.where("parallel.data"), "torchtitan replicates (DDP) only without tensor or pipeline parallelism; with them it shards "
                                                "its replicas: set parallel.shard: full (FSDP2)");
+  // FSDP2 always spans the context ranks (parallel_dims.py: fsdp_enabled is dp_shard or cp).
+  if (par.context > 1 && par.shard != Shard::full)
+    throw InputError(s.where("parallel.context"), "torchtitan shards the parameters over the context ranks (FSDP2 over data_parallel_shard x "
+                                                  "context): set parallel.shard: full");
   if ((par.shard == Shard::optimizer || par.shard == Shard::gradients) && par.data > 1)
     throw InputError(s.where("parallel.shard"), std::string("torchtitan shards with FSDP2 (shard full) or replicates (none); shard ") +
                                                     name(par.shard) + " is ZeRO-" + (par.shard == Shard::optimizer ? "1" : "2") +
@@ -391,6 +438,14 @@ TrainerExport export_torchtitan(const Plan& p) {
     a.push_back({"compile.components", compiled && fused_loss ? "[\"model\", \"loss\"]" : compiled ? "[\"model\"]" : "[\"loss\"]"});
   }
   const bool fsdp = par.shard == Shard::full;
+  // Mixed precision is FSDP2's (its MixedPrecisionPolicy) or, for DDP or one device, autocast's;
+  // with tensor or pipeline parallelism and neither FSDP nor context parallelism, torchtitan turns
+  // it off (distributed/utils.py, maybe_enable_amp) and trains in float32.
+  const bool fsdp_on = (fsdp && par.shard_ranks() / par.context > 1) || par.context > 1;
+  if (!fsdp_on && (par.tensor > 1 || par.pipeline > 1) && par.precision != Precision::fp32)
+    throw InputError(s.where("parallel.precision"), std::string("torchtitan trains in float32 under tensor or pipeline parallelism without "
+                                                                "FSDP (it turns mixed precision off): this plan's is ") +
+                                                        name(par.precision) + "; shard over data ranks (parallel.shard: full) or plan fp32");
   a.push_back({"parallelism.data_parallel_replicate_degree", std::to_string(fsdp ? par.data / (par.shard_ranks() / par.context) : par.data)});
   a.push_back({"parallelism.data_parallel_shard_degree", std::to_string(fsdp ? par.shard_ranks() / par.context : 1)});
   if (fsdp) a.push_back({"parallelism.fsdp_reshard_after_forward", quoted(par.reshard_after_forward ? "always" : "never")});
@@ -420,7 +475,9 @@ TrainerExport export_torchtitan(const Plan& p) {
     }
     a.push_back({"parallelism.module_fqns_per_model_part", "[" + parts + "]"});
   }
-  a.push_back({"training.local_batch_size", std::to_string(s.data.batch_size)});
+  // local_batch_size is one forward's per replica (torchtitan accumulates gradients over
+  // global / (local x data) of them) unless a pipeline splits it into micro-batches itself.
+  a.push_back({"training.local_batch_size", std::to_string(par.pipeline > 1 ? s.data.batch_size : p.microbatch_size)});
   a.push_back({"training.global_batch_size", std::to_string(s.data.batch_size * par.grad_accumulation * par.data)});
   a.push_back({"training.seq_len", std::to_string(block.shape.seq_len)});
   a.push_back({"training.steps", std::to_string(s.data.steps)});
@@ -430,10 +487,14 @@ TrainerExport export_torchtitan(const Plan& p) {
     case Precision::fp8:  // torchao's float8 linears with per-tensor (tensorwise) scaling
       a.push_back({"training.mixed_precision_param", quoted("bfloat16")});
       a.push_back({"model.converters", enclosed('[', quoted("quantize.linear.float8"), ']')});
-      a.push_back({"quantize.linear.float8.recipe_name", quoted("tensorwise")});
+      // float8.py: a recipe name excludes the float8 all-gather; without one the config is tensorwise.
       if (par.fp8_param_gather)  // with the scales precomputed once a step, as torchao recommends beside it
         a.insert(a.end(), {{"quantize.linear.float8.enable_fsdp_float8_all_gather", "true"},
                            {"quantize.linear.float8.precompute_float8_dynamic_scale_for_fsdp", "true"}});
+      else
+        a.push_back({"quantize.linear.float8.recipe_name", quoted("tensorwise")});
+      // The output projection stays bf16, as the plan costs it and torchtitan's own configs filter it.
+      a.push_back({"quantize.linear.float8.filter_fqns", enclosed('[', quoted("output"), ']')});
       break;
     case Precision::fp16:
       throw InputError(s.where("parallel.precision"), "torchtitan trains in bfloat16 or float32 (and float8 linears), not fp16");
@@ -475,6 +536,9 @@ TrainerExport export_torchtitan(const Plan& p) {
     out.notes.push_back("torchtitan reduce-scatters FSDP's gradients after every micro-batch's backward; this plan was predicted "
                         "reducing them once a step: plan it with parallel.reduce_scatter_every_microbatch: true (framework: "
                         "torchtitan sets it) for the step time and memory this config gets");
+  if (!fsdp && par.data > 1 && par.bucket_cap_mb != 100)
+    out.notes.push_back("torchtitan's DDP buckets gradients by 100 MB (replicate's bucket_cap_mb); this plan was predicted with " +
+                        number_text(par.bucket_cap_mb) + ": plan it with parallel.bucket_cap_mb: 100 (framework: torchtitan sets it)");
   // TOML: one table per section ("quantize.linear.float8"), in the order the arguments came.
   std::ostringstream o_text;
   o_text << "# torchtitan job config (torchtitan/config/job_config.py, v0.2.2) for '" << s.name << "': " << p.world_size

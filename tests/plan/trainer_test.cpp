@@ -125,7 +125,10 @@ const std::set<std::string> kMegatronOptions = {
     "--max-position-embeddings", "--group-query-attention", "--num-query-groups", "--swiglu", "--squared-relu", "--normalization",
     "--position-embedding-type", "--untie-embeddings-and-output-weights", "--disable-bias-linear", "--add-qkv-bias",
     "--attention-dropout", "--hidden-dropout", "--attention-backend", "--tokenizer-type", "--vocab-size", "--mock-data", "--optimizer",
-    "--sgd-momentum", "--lr", "--weight-decay", "--train-iters",
+    "--sgd-momentum", "--lr", "--weight-decay", "--train-iters", "--log-interval", "--eval-iters",
+    // ModelParallelConfig's expert_tensor_parallel_size and TransformerConfig's fp8_recipe, by the
+    // parser's ArgumentGroupFactory (arguments.py).
+    "--expert-tensor-parallel-size", "--fp8-recipe",
     // Megatron-core's MoE options (the same parser; --overlap-moe-expert-parallel-comm since core 0.14).
     "--num-experts", "--moe-router-topk", "--moe-ffn-hidden-size", "--moe-layer-freq", "--expert-model-parallel-size",
     "--moe-token-dispatcher-type", "--moe-grouped-gemm", "--moe-shared-expert-intermediate-size", "--moe-expert-capacity-factor",
@@ -157,7 +160,8 @@ const std::set<std::string> kTorchtitanFields = {
     "parallelism.module_fqns_per_model_part", "quantize.linear.float8.recipe_name", "training.local_batch_size", "training.global_batch_size", "training.seq_len",
     "training.steps", "training.mixed_precision_param", "activation_checkpoint.mode", "activation_checkpoint.selective_ac_option",
     "optimizer.name", "optimizer.lr", "optimizer.weight_decay", "compile.enable", "compile.components",
-    "quantize.linear.float8.enable_fsdp_float8_all_gather", "quantize.linear.float8.precompute_float8_dynamic_scale_for_fsdp"};
+    "quantize.linear.float8.enable_fsdp_float8_all_gather", "quantize.linear.float8.precompute_float8_dynamic_scale_for_fsdp",
+    "quantize.linear.float8.filter_fqns"};
 
 std::map<std::string, std::string> as_map(const plan::TrainerExport& e) {
   return {e.arguments.begin(), e.arguments.end()};
@@ -267,6 +271,79 @@ TEST_CASE("plan::export: Megatron-LM's arguments, each one the trainer's, for ev
   CHECK(notes({"parallel.overlap_grad_reduce=true"}).find("DDP buckets") == std::string::npos);  // Megatron-core's own
 }
 
+TEST_CASE("plan::export: a Megatron-LM command its validate_args and TransformerConfig accept, or exit 2", "[plan]") {
+  // Each rule below is Megatron-LM's (NVIDIA/Megatron-LM at d98e8a64): a command that broke it
+  // would stop at start-up on the rented GPUs, or run another job than the plan.
+  const std::string source = std::string(PARALLAX_SOURCE_DIR) + "/scenarios/llama-3.1-70b-64xH100.yaml";
+  auto megatron = [&](const std::vector<std::string>& sets) { return plan::export_megatron(plan::resolve_plan(plan::load_scenario(source, sets))); };
+  auto error = [&](const std::vector<std::string>& sets) {
+    try {
+      megatron(sets);
+    } catch (const plan::InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  // arguments.py asserts CUDA_DEVICE_MAX_CONNECTIONS=1 under tensor parallelism below Blackwell.
+  CHECK(megatron({}).text.find("\nCUDA_DEVICE_MAX_CONNECTIONS=1 torchrun ") != std::string::npos);
+  CHECK(megatron({"parallel.tensor=1", "parallel.sequence_parallel=false", "parallel.data=16"}).text.find("CUDA_DEVICE_MAX_CONNECTIONS") ==
+        std::string::npos);
+  // TransformerConfig refuses a last stage of 0 blocks: the head alone goes as an explicit layout.
+  const auto head_alone = as_map(megatron({"parallel.virtual=1", "parallel.schedule=1f1b", "parallel.partition_len=[28, 27, 26, 1]"}));
+  CHECK(head_alone.count("--decoder-last-pipeline-num-layers") == 0);
+  CHECK(head_alone.at("--pipeline-model-parallel-layout") == "'E" + std::string(27, 't') + "|" + std::string(27, 't') + "|" +
+                                                                 std::string(26, 't') + "|L'");
+  // --overlap-param-gather only with --overlap-grad-reduce.
+  CHECK_THAT(error({"parallel.overlap_param_gather=true"}), Catch::Contains("parallel.overlap_grad_reduce: true as well"));
+  // The interleaved schedule's micro-batches in whole groups of the pipeline's size (schedules.py).
+  CHECK_THAT(error({"parallel.chunks=6", "data.batch_size=6"}), Catch::Contains("a multiple of the pipeline's 4 stages"));
+  CHECK_THAT(error({"parallel.chunks=2", "data.batch_size=2"}), Catch::Contains("a multiple of the pipeline's 4 stages"));
+  // Gradient accumulation runs in Megatron-LM as one longer schedule, not the plan's flushes.
+  CHECK_THAT(error({"parallel.chunks=32", "data.batch_size=32", "parallel.grad_accumulation=2"}),
+             Catch::Contains("parallel.chunks: 64, parallel.grad_accumulation: 1"));
+  // A stage recomputed whole: uniform groups of a stage's blocks (block recompute keeps each block's input).
+  const auto stage = as_map(megatron({"parallel.virtual=1", "parallel.schedule=1f1b", "parallel.partition_len=[21, 20, 20, 21]",
+                                      "parallel.activation_checkpointing=stage"}));
+  CHECK(stage.at("--recompute-method") == "uniform");
+  CHECK(stage.at("--recompute-num-layers") == "20");
+  // fp8 with the norms recomputed: not under the default delayed scaling.
+  const auto fp8 = megatron({"parallel.precision=fp8", "parallel.activation_checkpointing=selective", "parallel.recompute_modules=[layernorm]"});
+  CHECK(as_map(fp8).at("--fp8-recipe") == "tensorwise");
+  CHECK(as_map(megatron({"parallel.precision=fp8"})).count("--fp8-recipe") == 0);
+  // Each step's time logged, and no validation passes.
+  CHECK(as_map(fp8).at("--log-interval") == "1");
+  CHECK(as_map(fp8).at("--eval-iters") == "0");
+}
+
+TEST_CASE("plan::export: a torchtitan config that runs the plan's job", "[plan]") {
+  // torchtitan v0.2.2's rules, each of which would otherwise run another job than the plan.
+  const std::string fsdp_source = std::string(PARALLAX_SOURCE_DIR) + "/scenarios/llama-3.1-8b-64xH100-fsdp.yaml";
+  auto titan = [&](const std::vector<std::string>& sets) { return plan::export_torchtitan(plan::resolve_plan(plan::load_scenario(fsdp_source, sets))); };
+  auto error = [&](const std::vector<std::string>& sets) {
+    try {
+      titan(sets);
+    } catch (const plan::InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  // float8.py: a recipe name excludes the float8 all-gather; the output projection stays bf16.
+  const auto gather = as_map(titan({"parallel.precision=fp8", "parallel.fp8_param_gather=true"}));
+  CHECK(gather.count("quantize.linear.float8.recipe_name") == 0);
+  CHECK(gather.at("quantize.linear.float8.enable_fsdp_float8_all_gather") == "true");
+  CHECK(gather.at("quantize.linear.float8.filter_fqns") == "[\"output\"]");
+  CHECK(as_map(titan({"parallel.precision=fp8"})).at("quantize.linear.float8.recipe_name") == "\"tensorwise\"");
+  // Without a pipeline, local_batch_size is one forward's: 4 chunks of 1 accumulate to the global batch.
+  const auto chunks = as_map(titan({"data.batch_size=4", "parallel.chunks=4"}));
+  CHECK(chunks.at("training.local_batch_size") == "1");
+  CHECK(chunks.at("training.global_batch_size") == "256");
+  // Tensor parallelism without FSDP trains in float32 (maybe_enable_amp); context parallelism is FSDP's.
+  CHECK_THAT(error({"parallel.data=1", "parallel.tensor=8", "parallel.sequence_parallel=true", "parallel.shard=none", "data.batch_size=8",
+                    "parallel.chunks=8"}),
+             Catch::Contains("torchtitan trains in float32"));
+  CHECK_THAT(error({"parallel.shard=none", "parallel.data=32", "parallel.context=2"}), Catch::Contains("over the context ranks"));
+}
+
 TEST_CASE("plan::export: a MoE plan's experts, expert degree and combined 1F1B as Megatron-core's arguments", "[plan][moe]") {
   const std::string moe = kLlama + "parallel: {data: 4, expert: 4, chunks: 4, schedule: 1f1b, precision: bf16}\n";
   const std::vector<std::string> sets = {"model.experts=8", "model.experts_per_token=2", "model.expert_ffn=2048", "model.moe_layers={every: 2}",
@@ -319,7 +396,7 @@ TEST_CASE("plan::export: what a trainer cannot express exits 2 at the key to cha
   CHECK_THROWS_WITH(plan::export_megatron(test::plan_from("model: {preset: transformer}\nhardware: ideal\n")),
                     Catch::Contains("TransformerEncoderLayer"));
   // torchtitan: its flavors only, its own names only.
-  const auto titan = plan::export_torchtitan(plan::resolve_plan(plan::load_scenario(source, {"parallel.data=1", "data.batch_size=128"})));
+  const auto titan = plan::export_torchtitan(plan::resolve_plan(plan::load_scenario(source, {"parallel.shard=full"})));
   for (const auto& [name, value] : titan.arguments) {
     INFO(name);
     CHECK(kTorchtitanFields.count(name) == 1);
@@ -327,13 +404,13 @@ TEST_CASE("plan::export: what a trainer cannot express exits 2 at the key to cha
   CHECK(as_map(titan).at("model.flavor") == "\"70B\"");
   CHECK(titan.text.find("[parallelism]\ndata_parallel_replicate_degree = 1\n") != std::string::npos);
   CHECK(as_map(titan).at("parallelism.module_fqns_per_model_part").rfind("[[\"tok_embeddings\", \"layers.0\", \"layers.1\", \"layers.2\", \"layers.3\"], [\"layers.4\"", 0) == 0);
-  const auto fp8 = plan::export_torchtitan(plan::resolve_plan(plan::load_scenario(source, {"parallel.data=1", "data.batch_size=128", "parallel.precision=fp8"})));
+  const auto fp8 = plan::export_torchtitan(plan::resolve_plan(plan::load_scenario(source, {"parallel.shard=full", "parallel.precision=fp8"})));
   for (const auto& [name, value] : fp8.arguments) {
     INFO(name);
     CHECK(kTorchtitanFields.count(name) == 1);
   }
   const auto titan_context = plan::export_torchtitan(
-      plan::resolve_plan(plan::load_scenario(source, {"parallel.data=1", "parallel.context=2", "data.batch_size=128"})));
+      plan::resolve_plan(plan::load_scenario(source, {"parallel.data=1", "parallel.context=2", "data.batch_size=128", "parallel.shard=full"})));
   CHECK(as_map(titan_context).at("parallelism.context_parallel_degree") == "2");
   for (const auto& [name, value] : titan_context.arguments) {
     INFO(name);
@@ -344,7 +421,7 @@ TEST_CASE("plan::export: what a trainer cannot express exits 2 at the key to cha
   CHECK(fp8.text.find("[model]") == fp8.text.rfind("[model]"));  // a TOML table appears once
   // torchtitan's Llama 3 has no sliding window: refused at the key.
   CHECK_THROWS_WITH(plan::export_torchtitan(plan::resolve_plan(
-                        plan::load_scenario(source, {"parallel.data=1", "data.batch_size=128", "model.sliding_window=1024"}))),
+                        plan::load_scenario(source, {"parallel.shard=full", "model.sliding_window=1024"}))),
                     Catch::Contains("model.sliding_window") && Catch::Contains("has a sliding window"));
   // FSDP2 over every replica, or HSDP: shard inside 8, replicate across the rest.
   const std::string fsdp_source = std::string(PARALLAX_SOURCE_DIR) + "/scenarios/llama-3.1-8b-64xH100-fsdp.yaml";
