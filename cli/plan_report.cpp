@@ -28,6 +28,19 @@ int64_t total_params(const Plan& p) {
   return n;
 }
 
+// The parameters a token passes through: each MoE block's top-k of its routed experts (the
+// figure MoE model cards give beside the total, as Mixtral's 12.9B of 46.7B; multi-token
+// prediction modules included).
+int64_t active_params(const Plan& p) {
+  double n = 0;
+  for (const auto& l : p.layers()) {
+    const plan::MoeShape& moe = l.shape.moe;
+    const double routed = static_cast<double>(l.expert_param_count(1, 1, 1));
+    n += static_cast<double>(l.param_count()) - (moe.on() ? routed * (1.0 - static_cast<double>(moe.top_k) / static_cast<double>(moe.experts)) : 0.0);
+  }
+  return std::llround(n);
+}
+
 std::string pad(std::string s, size_t width) {
   if (s.size() < width) s.append(width - s.size(), ' ');
   return s;
@@ -134,7 +147,9 @@ std::string plan_text(const Plan& p) {
   std::ostringstream o;
   o << "scenario   " << s.name << "  (" << s.file << ")\n";
   o << "model      " << s.model_description << "\n"
-    << "           " << p.layers().size() << " layers, " << total_params(p) << " parameters\n";
+    << "           " << p.layers().size() << " layers, " << total_params(p) << " parameters";
+  if (active_params(p) != total_params(p)) o << ", " << active_params(p) << " a token uses (its top-k of each block's experts)";
+  o << "\n";
   o << framework_line(s);
   o << "hardware   " << hw.name << ": " << hw.devices_per_node << " x " << hw.device.name << " per node ("
     << hw.node_link.name << ")" << (hw.network ? ", network " + hw.network->name : std::string()) << "; plan uses "

@@ -305,6 +305,15 @@ HfModel read_hf_config(const std::string& path, int64_t seq_len) {
     archs.fail("'architectures' must list exactly one architecture, one of: " + join(kArchitectures));
   HfModel m;
   m.architecture = to_choice(archs.elements().front(), kArchitectures);
+  // transformers picks the config class (and the defaults of fields left out) by model_type, the
+  // model class by architectures: the two must name one family.
+  static const std::map<std::string, std::string> kModelTypes = {
+      {"LlamaForCausalLM", "llama"}, {"MistralForCausalLM", "mistral"}, {"Qwen2ForCausalLM", "qwen2"}, {"Qwen3ForCausalLM", "qwen3"},
+      {"GPT2LMHeadModel", "gpt2"}, {"NemotronForCausalLM", "nemotron"}, {"MixtralForCausalLM", "mixtral"},
+      {"Qwen2MoeForCausalLM", "qwen2_moe"}, {"Qwen3MoeForCausalLM", "qwen3_moe"}, {"DeepseekV2ForCausalLM", "deepseek_v2"},
+      {"DeepseekV3ForCausalLM", "deepseek_v3"}};
+  if (const Field type = c["model_type"]; type.present() && to_text(type) != kModelTypes.at(m.architecture))
+    type.fail("model_type '" + to_text(type) + "' is not " + m.architecture + "'s ('" + kModelTypes.at(m.architecture) + "')");
   const bool is_gpt2 = m.architecture == "GPT2LMHeadModel";
   std::vector<std::string> known = kIgnored;
   const bool is_moe = m.architecture == "MixtralForCausalLM" || m.architecture == "Qwen2MoeForCausalLM" ||

@@ -53,6 +53,18 @@ TEST_CASE("cli: every shipped scenario gives a plan as JSON", "[cli]") {
   }
 }
 
+TEST_CASE("cli: plan gives a MoE model's parameters a token uses beside its total, as its makers do", "[cli]") {
+  // Mistral AI's Mixtral 8x7B: 46.7B parameters, 12.9B a token (its model card and paper);
+  // Qwen3-30B-A3B: 30.5B and 3.3B (its model card).
+  auto line = [](const std::string& model) {
+    return run("plan --set model.hf_config=" + std::string(PARALLAX_SOURCE_DIR) + "/scenarios/models/" + model +
+               " --set parallel.partition_len=balanced").out;
+  };
+  CHECK_THAT(line("mixtral-8x7b.json"), Catch::Contains("46702792704 parameters, 12879925248 a token uses"));
+  CHECK_THAT(line("qwen3-30b-a3b.json"), Catch::Contains("30532122624 parameters, 3353032704 a token uses"));
+  CHECK_THAT(line("llama-3.1-8b.json"), Catch::Contains("8030261248 parameters\n"));  // dense: one figure
+}
+
 TEST_CASE("cli: plan says when a profile's GPU runs below its tables' clock", "[cli]") {
   const auto limited = run("plan --set hardware=h100-hbm2e-500w-nvlink-roce");
   REQUIRE(limited.code == 0);

@@ -426,6 +426,13 @@ TEST_CASE("plan::hf_config: what it cannot read is refused at the field", "[plan
     CHECK_THAT(test::parse_error("model: {hf_config: " + model_file("llama-3.1-8b.json") + "}\nhardware: ideal\n"),
                Catch::Contains("needs 'model.seq_len'"));
   }
+  SECTION("a model_type of another family than the architecture (transformers takes its config class from model_type)") {
+    test::TempFile c("parallax-hf-test.json",
+                     R"({"architectures": ["LlamaForCausalLM"], "model_type": "qwen2", "hidden_size": 64, "intermediate_size": 128,
+                         "num_attention_heads": 4, "num_hidden_layers": 2, "vocab_size": 100, "hidden_act": "silu"})");
+    CHECK_THAT(test::parse_error("model: {hf_config: " + c.path + ", seq_len: 8}\nhardware: ideal\n"),
+               Catch::Contains("model_type 'qwen2' is not LlamaForCausalLM's ('llama')"));
+  }
   SECTION("another family's field: Qwen2-MoE's shared expert in a Qwen3-MoE config builds nothing in transformers") {
     test::TempFile c("parallax-hf-test.json",
                      R"({"architectures": ["Qwen3MoeForCausalLM"], "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
