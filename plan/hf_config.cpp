@@ -12,8 +12,9 @@ namespace {
 // Fields every architecture may hold that change nothing Parallax plans: "_source" (where a shipped
 // config in scenarios/models/ came from), token ids, inference
 // and initialisation settings, dtypes, the rotary base and scaling (how positions are encoded,
-// not what they cost: kept for `parallax export`, read_rotary), norm epsilons and dropout rates
-// (the decoder block is planned and run without dropout, as these families train).
+// not what they cost: kept for `parallax export`, read_rotary), norm epsilons (kept for it too,
+// read_definition) and dropout rates (the decoder block is planned and run without dropout, as
+// these families train).
 const std::vector<std::string> kIgnored = {
     "_source", "_name_or_path", "architectures", "model_type", "bos_token_id", "eos_token_id", "pad_token_id",
     "torch_dtype", "transformers_version", "use_cache", "initializer_range", "pretraining_tp",
@@ -281,6 +282,7 @@ const std::vector<std::string>& hf_architectures() { return kArchitectures; }
 Rotary read_rotary(const Field& c) {
   Rotary r;
   if (const Field theta = c["rope_theta"]; theta.present()) r.base = to_number(theta, 0);
+  if (const Field fraction = c["partial_rotary_factor"]; fraction.present()) r.fraction = to_number(fraction, 0);
   const Field scaling = c["rope_scaling"];
   if (!scaling.present() || !scaling.is_map()) return r;  // absent or null
   const Field type = scaling["rope_type"].present() ? scaling["rope_type"] : scaling["type"];
@@ -289,6 +291,27 @@ Rotary read_rotary(const Field& c) {
   if (scaling["mscale"].present()) r.mscale = to_number(scaling["mscale"], 0);
   if (scaling["mscale_all_dim"].present()) r.mscale_all_dim = to_number(scaling["mscale_all_dim"], 0);
   return r;
+}
+
+// What the config states that changes no cost but defines the model (Definition), by family.
+Definition read_definition(const Field& c, const std::string& arch) {
+  Definition d;
+  for (const char* key : {"rms_norm_eps", "norm_eps", "layer_norm_eps", "layer_norm_epsilon"})
+    if (c[key].present()) d.norm_eps = to_number(c[key], 0);
+  d.norm_1p = arch == "NemotronForCausalLM";  // transformers' NemotronLayerNorm1P
+  if (c["activation_function"].present()) {
+    const std::string act = to_text(c["activation_function"]);
+    d.gelu_tanh = act == "gelu_new" || act == "gelu_pytorch_tanh" || act == "gelu_fast";
+  }
+  d.router_renormalize = bool_or(c, "norm_topk_prob", arch == "MixtralForCausalLM" || arch == "Qwen3MoeForCausalLM");
+  if (arch.rfind("Deepseek", 0) == 0) {
+    d.router_score = c["scoring_func"].present() ? to_text(c["scoring_func"]) : "softmax";
+    d.router_expert_bias = c["topk_method"].present() && to_text(c["topk_method"]) == "noaux_tc";
+    d.router_groups = int_or(c, "n_group", 0, 0, 1 << 20);
+    d.router_group_topk = int_or(c, "topk_group", 0, 0, 1 << 20);
+    if (c["routed_scaling_factor"].present()) d.router_scaling = to_number(c["routed_scaling_factor"], 0);
+  }
+  return d;
 }
 
 HfModel read_hf_config(const std::string& path, int64_t seq_len) {
@@ -327,6 +350,7 @@ HfModel read_hf_config(const std::string& path, int64_t seq_len) {
   expect_keys(c, known);
   m.shape = is_gpt2 ? gpt2(c) : llama_family(c, m.architecture);
   if (m.shape.form.rope) m.shape.form.rotary = read_rotary(c);
+  m.shape.form.definition = read_definition(c, m.architecture);
   if (is_moe) read_experts(c, m.architecture, &m.shape);
   if (is_deepseek) read_deepseek(c, &m.shape);
   // A head width other than hidden / heads is read from head_dim (Qwen3's wider heads, Minitron's

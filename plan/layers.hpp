@@ -93,7 +93,23 @@ struct Rotary {
   std::string scaling;       ///< rope_scaling's type: "llama3", "yarn", ...; empty: none
   double factor = 0;         ///< rope_scaling's factor
   double mscale = 0, mscale_all_dim = 0;  ///< YaRN's (DeepSeek's configs)
+  double fraction = 0;       ///< partial_rotary_factor: the share of each head rotated (Nemotron's 0.5); 0: all
   bool operator==(const Rotary&) const = default;
+};
+
+/// What a Hugging Face config states that changes no cost but defines the model, kept so that
+/// `parallax export` starts the trainer on the same model (0 or empty: not stated, the trainer's
+/// default).
+struct Definition {
+  double norm_eps = 0;              ///< rms_norm_eps, norm_eps, layer_norm_eps or layer_norm_epsilon
+  bool norm_1p = false;             ///< Nemotron's LayerNorm1P: the weight stored as gamma - 1
+  bool gelu_tanh = false;           ///< GPT-2's gelu_new: GELU's tanh approximation
+  std::string router_score;         ///< the router's scoring_func: "softmax" or "sigmoid" (DeepSeek)
+  bool router_renormalize = true;   ///< norm_topk_prob: the top-k weights renormalized to sum to 1
+  bool router_expert_bias = false;  ///< topk_method noaux_tc: DeepSeek-V3's per-expert balancing bias
+  int64_t router_groups = 0, router_group_topk = 0;  ///< n_group, topk_group: group-limited routing
+  double router_scaling = 0;        ///< routed_scaling_factor
+  bool operator==(const Definition&) const = default;
 };
 enum class Norm { layernorm, rmsnorm };
 const char* name(Mlp m);
@@ -127,6 +143,7 @@ struct BlockForm {
   bool tie_embeddings = false;   ///< the head projects with the embedding's matrix
   Mla mla;                       ///< latent attention (off: Q, K and V projected from the input)
   Rotary rotary;                 ///< with rope, from a Hugging Face config
+  Definition definition;         ///< from a Hugging Face config
   bool operator==(const BlockForm&) const = default;
 };
 

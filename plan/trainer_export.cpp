@@ -135,6 +135,21 @@ void megatron_window(const Plan& p, std::vector<TrainerArgument>* args) {
   if (first_full > 0) args->push_back({"--window-attn-skip-freq", std::to_string(first_full)});
 }
 
+// The router as the model's config defines it, in Megatron-core's terms (NVIDIA's own DeepSeek
+// arguments, examples/post_training/modelopt/conf/deepseek-ai/): its scores' function, softmax
+// before the top-k where the top-k weights are not renormalized (Megatron-core's default takes the
+// softmax over the top-k, which renormalized weights equal), DeepSeek-V3's balancing bias, its
+// group-limited routing and its scaling of the weights. Changes no cost; defines the model.
+void megatron_router(const Definition& d, std::vector<TrainerArgument>* args) {
+  if (d.router_score == "sigmoid") args->push_back({"--moe-router-score-function", "sigmoid"});
+  if (d.router_score != "sigmoid" && !d.router_renormalize) args->push_back({"--moe-router-pre-softmax", ""});
+  if (d.router_expert_bias) args->push_back({"--moe-router-enable-expert-bias", ""});
+  if (d.router_groups > 1)
+    args->insert(args->end(), {{"--moe-router-num-groups", std::to_string(d.router_groups)},
+                               {"--moe-router-group-topk", std::to_string(d.router_group_topk)}});
+  if (d.router_scaling > 0 && d.router_scaling != 1) args->push_back({"--moe-router-topk-scaling-factor", number_text(d.router_scaling)});
+}
+
 // A MoE model's experts as Megatron-core's arguments: its all-to-all dispatcher and grouped GEMMs
 // (what the plan costs), the expert degree, and which blocks are MoE as a --moe-layer-freq list.
 void megatron_experts(const Plan& p, std::vector<TrainerArgument>* args) {
@@ -161,6 +176,7 @@ void megatron_experts(const Plan& p, std::vector<TrainerArgument>* args) {
   else
     args->push_back({"--moe-token-dispatcher-type", "alltoall"});
   if (moe->shared > 0) args->push_back({"--moe-shared-expert-intermediate-size", std::to_string(moe->shared * moe->ffn)});
+  megatron_router(p.layers()[1].shape.form.definition, args);
   if (moe->capacity_factor > 0) args->push_back({"--moe-expert-capacity-factor", number_text(moe->capacity_factor)});
   if (par.overlap_moe_expert_parallel_comm) args->push_back({"--overlap-moe-expert-parallel-comm", ""});
 }
@@ -303,6 +319,13 @@ TrainerExport export_megatron(const Plan& p) {
   if (f.mlp == Mlp::relu)
     throw InputError(s.where("model.mlp"), "Megatron-LM's MLP is GELU, SwiGLU or squared ReLU; this plan's is ReLU (set model.mlp)");
   a.push_back({"--normalization", f.norm == Norm::rmsnorm ? "RMSNorm" : "LayerNorm"});
+  // The config's definition where it is not Megatron-LM's default (epsilon 1e-5, the whole head
+  // rotated, exact GELU, LayerNorm's weight as is).
+  const Definition& d = f.definition;
+  if (d.norm_eps > 0 && d.norm_eps != 1e-5) a.push_back({"--norm-epsilon", number_text(d.norm_eps)});
+  if (d.norm_1p) a.push_back({"--apply-layernorm-1p", ""});
+  if (d.gelu_tanh && f.mlp == Mlp::gelu) a.push_back({"--openai-gelu", ""});
+  if (f.rope && f.rotary.fraction > 0 && f.rotary.fraction != 1) a.push_back({"--rotary-percent", number_text(f.rotary.fraction)});
   a.push_back({"--position-embedding-type", f.rope ? "rope" : "learned_absolute"});
   std::string rotary_note;
   if (f.rope) rotary_note = megatron_rotary(f, &a);

@@ -129,6 +129,12 @@ const std::set<std::string> kMegatronOptions = {
     // ModelParallelConfig's expert_tensor_parallel_size and TransformerConfig's fp8_recipe, by the
     // parser's ArgumentGroupFactory (arguments.py).
     "--expert-tensor-parallel-size", "--fp8-recipe",
+    // What a config defines that changes no cost: TransformerConfig's layernorm_epsilon
+    // (--norm-epsilon), layernorm_zero_centered_gamma (--apply-layernorm-1p) and router fields;
+    // --openai-gelu and --rotary-percent in _add_network_size_args.
+    "--norm-epsilon", "--apply-layernorm-1p", "--openai-gelu", "--rotary-percent", "--moe-router-score-function",
+    "--moe-router-pre-softmax", "--moe-router-enable-expert-bias", "--moe-router-num-groups", "--moe-router-group-topk",
+    "--moe-router-topk-scaling-factor",
     // Megatron-core's MoE options (the same parser; --overlap-moe-expert-parallel-comm since core 0.14).
     "--num-experts", "--moe-router-topk", "--moe-ffn-hidden-size", "--moe-layer-freq", "--expert-model-parallel-size",
     "--moe-token-dispatcher-type", "--moe-grouped-gemm", "--moe-shared-expert-intermediate-size", "--moe-expert-capacity-factor",
@@ -188,6 +194,36 @@ TEST_CASE("plan::export: DeepSeek-V3's latent attention, MTP and layout as Megat
   CHECK(a.at("--mscale") == "1");
   CHECK(a.at("--mscale-all-dim") == "1");
   CHECK(a.count("--rotary-base") == 0);
+  // Its router as its config defines it, in the arguments NVIDIA's own DeepSeek scripts pass
+  // (examples/post_training/modelopt/conf/deepseek-ai/DeepSeek-R1.sh): sigmoid scores, the
+  // balancing bias, 4 of 8 groups, weights scaled by 2.5; and its RMSNorm's epsilon 1e-6.
+  CHECK(a.at("--moe-router-score-function") == "sigmoid");
+  CHECK(a.count("--moe-router-enable-expert-bias") == 1);
+  CHECK(a.at("--moe-router-num-groups") == "8");
+  CHECK(a.at("--moe-router-group-topk") == "4");
+  CHECK(a.at("--moe-router-topk-scaling-factor") == "2.5");
+  CHECK(a.count("--moe-router-pre-softmax") == 0);  // sigmoid scores are renormalized over the top-k
+  CHECK(a.at("--norm-epsilon") == "1e-06");
+}
+
+TEST_CASE("plan::export: what a config defines that changes no cost goes to Megatron-LM too", "[plan]") {
+  auto exported = [](const std::string& model, int seq) {
+    return as_map(plan::export_megatron(test::plan_from("model: {hf_config: " + std::string(PARALLAX_SOURCE_DIR) + "/scenarios/models/" +
+                                                        model + ", seq_len: " + std::to_string(seq) + "}\nhardware: ideal\n")));
+  };
+  // Nemotron-4: LayerNorm1P and half of each head rotated (its partial_rotary_factor 0.5).
+  const auto nemotron = exported("nemotron-4-15b.json", 4096);
+  CHECK(nemotron.count("--apply-layernorm-1p") == 1);
+  CHECK(nemotron.at("--rotary-percent") == "0.5");
+  // GPT-2's gelu_new is GELU's tanh approximation, Megatron-LM's --openai-gelu.
+  CHECK(exported("gpt2.json", 1024).count("--openai-gelu") == 1);
+  // Qwen2.5's RMSNorm epsilon 1e-6; Llama 3.1's 1e-5 is Megatron-LM's default.
+  CHECK(exported("qwen2.5-7b.json", 4096).at("--norm-epsilon") == "1e-06");
+  CHECK(exported("llama-3.1-8b.json", 4096).count("--norm-epsilon") == 0);
+  // Mixtral renormalizes its top-2 weights: Megatron-core's default, no --moe-router-pre-softmax.
+  const auto mixtral = exported("mixtral-8x7b.json", 4096);
+  CHECK(mixtral.count("--moe-router-pre-softmax") == 0);
+  CHECK(mixtral.count("--moe-router-score-function") == 0);
 }
 
 TEST_CASE("plan::export: Megatron-LM's arguments, each one the trainer's, for every form and layout", "[plan]") {
