@@ -61,9 +61,13 @@ void check_executable(const Scenario& s) {
     predict_only("parallel.context", "context parallelism (parallel.context " + std::to_string(p.context) + ")");
   for (const auto& l : s.layers)
     if (l.shape.mtp) predict_only("model.mtp_layers", "multi-token prediction (model.mtp_layers)");
-  for (const auto& l : s.layers)
+  for (const auto& l : s.layers) {
     if (l.shape.moe.capacity_factor > 0)
       predict_only("model.capacity_factor", "a router's capacity factor (dropped tokens; the executor routes dropless)");
+    if (l.shape.moe.weighted_activation)
+      predict_only("model.expert_weighting", "the router's weights on the experts' activation (model.expert_weighting: activation; the executor "
+                                             "weights their outputs: set output)");
+  }
   if (p.expert > 1 && p.shard != Shard::none)
     predict_only("parallel.expert", "expert parallelism with parallel.shard");
   if (p.activation_checkpointing == Recompute::selective || p.activation_checkpointing == Recompute::selective_op)

@@ -30,14 +30,14 @@ const FrameworkSemantics& semantics(Framework f) {
        {"parallel.overlap_grad_reduce", "false"},
        {"parallel.ddp_buckets", "megatron"},
        {"parallel.reduce_scatter_every_microbatch", "true"}},
-      {true, Loss::megatron},
+      {true, Loss::megatron, true},
       "Megatron-LM / Megatron-core: receives posted with their sends, 16-bit weights with fp32 masters, gradients reduced "
       "after the backward (--overlap-grad-reduce is off by default; with it, in Megatron-core's DDP buckets), sharded "
       "gradients reduce-scattered every micro-batch (Megatron-FSDP delays the reduction only for no_shard and optim), "
       "Transformer Engine's flash attention, its vocabulary-parallel cross entropy (unfused, --cross-entropy-loss-fusion "
       "being off by default), and its column-parallel linears' backward collectives beside their own GEMMs (under "
       "sequence parallelism the input's re-gather and the input gradient's reduce-scatter, without it that gradient's "
-      "all-reduce)"};
+      "all-reduce), and a MoE router's weights scaling its experts' activation (weighted SwiGLU)"};
   static const FrameworkSemantics torchtitan{
       {{"parallel.p2p", "pytorch"},
        {"parallel.master_weights", "false"},

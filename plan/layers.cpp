@@ -168,10 +168,12 @@ BlockActivations block_activations(const LayerShape& sh, double e, double linear
   if (sh.moe.on()) {
     // A token's k routed experts and the shared ones keep the MLP's ffn-wide tensors each, at the
     // experts' width; the routed ones also keep the token's dispatched copy (their GEMMs' input)
-    // and their outputs (the combine's weights take gradients from them). The router keeps its
-    // fp32 probabilities.
+    // and, where the router's weights scale their outputs, those outputs (the weights take
+    // gradients from them; scaling the activation instead takes them from its input, kept
+    // anyway). The router keeps its fp32 probabilities.
     const double k = static_cast<double>(sh.moe.top_k), width = static_cast<double>((sh.moe.top_k + sh.moe.shared) * sh.moe.ffn);
-    out.moe_split = s * (e * (mlp_tensors - 1) * width + linear_e * width + k * h * (linear_e + e));
+    const double outputs = sh.moe.weighted_activation ? 0.0 : e;
+    out.moe_split = s * (e * (mlp_tensors - 1) * width + linear_e * width + k * h * (linear_e + outputs));
     out.split = s * attention + out.moe_split;
     out.mlp_split = 0;
     out.moe_unsplit = s * 4.0 * static_cast<double>(sh.moe.experts);

@@ -52,6 +52,11 @@ struct MoeShape {
   /// The busiest expert-parallel rank's routed tokens over the average rank's, stated; 0: derived
   /// from a balanced router's random spread (plan::expert_load_imbalance).
   double imbalance = 0;
+  /// Where the router's weights apply (`model.expert_weighting`): false, to each routed expert's
+  /// output before the combine, which then keeps the outputs for the weights' gradient (the
+  /// executor, Hugging Face transformers, DeepSpeed); true, to the experts' activation (Megatron-
+  /// core's weighted SwiGLU since 2659630721, 2025-04-09), which keeps nothing more.
+  bool weighted_activation = false;
   bool on() const { return experts > 0; }
   bool operator==(const MoeShape&) const = default;
 };
@@ -312,6 +317,7 @@ bool op_checkpointing_derived(const Layer& layer);
 struct ModelDefaults {
   bool flash_attention = false;
   Loss loss = Loss::eager;
+  bool weighted_activation = false;  ///< MoeShape::weighted_activation
 };
 std::vector<Layer> parse_model(const Field& model, std::string* description, const ModelDefaults& defaults = {});
 

@@ -173,7 +173,7 @@ void read_window(const Field& m, const std::function<bool(const std::string&)>& 
 
 // The mixture-of-experts keys: any of them makes the blocks decoder blocks as the form keys do.
 const std::vector<std::string> kMoeKeys = {"experts", "experts_per_token", "shared_experts", "expert_ffn", "moe_layers",
-                                           "capacity_factor", "expert_imbalance"};
+                                           "capacity_factor", "expert_imbalance", "expert_weighting"};
 
 // `moe_layers`: `all`, or {every: N, first_dense: K} (block i is MoE when i >= K and i + 1 is a
 // multiple of N).
@@ -191,7 +191,7 @@ void read_moe_layers(const Field& f, TransformerShape* t) {
 }
 
 // The MoE keys over what a config gave; InputError at the key whose value does not fit the others.
-void read_moe(const Field& m, const std::function<bool(const std::string&)>& given, TransformerShape* t) {
+void read_moe(const Field& m, const std::function<bool(const std::string&)>& given, bool weighted_activation, TransformerShape* t) {
   MoeShape& moe = t->moe;
   if (given("experts")) moe.experts = int_or(m, "experts", 0, 0, kMaxWidth);
   if (given("experts_per_token")) moe.top_k = positive(m, "experts_per_token", 2);
@@ -202,6 +202,8 @@ void read_moe(const Field& m, const std::function<bool(const std::string&)>& giv
     moe.capacity_factor = f.is_scalar() && f.node().Scalar() == "dropless" ? 0.0 : to_number(f, 1.0);
   }
   if (given("expert_imbalance")) moe.imbalance = to_number(m["expert_imbalance"], 1.0);
+  moe.weighted_activation = given("expert_weighting") ? to_choice(m["expert_weighting"], {"output", "activation"}) == "activation"
+                                                      : weighted_activation;
   if (given("moe_layers")) read_moe_layers(m["moe_layers"], t);
   if (!moe.on()) {
     for (const auto& k : kMoeKeys)
@@ -295,7 +297,7 @@ std::vector<Layer> transformer_preset(const Field& m, std::string* description, 
   if (kv > t.heads || t.heads % kv != 0)
     (given("kv_heads") ? m["kv_heads"] : m).fail("'model.kv_heads' (" + std::to_string(kv) + ") must divide 'model.heads' (" +
                                                  std::to_string(t.heads) + "): each key/value head serves a whole group of query heads");
-  read_moe(m, given, &t);
+  read_moe(m, given, defaults.weighted_activation, &t);
   std::vector<Layer> layers = make_transformer(t);
   *description = source + ": " + describe_transformer(t);
   return layers;

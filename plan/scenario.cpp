@@ -426,6 +426,9 @@ Scenario parse_scenario(const YamlDocument& doc) {
     s.framework_set.push_back("model.attention=flash");
   if (trainer.model.loss != Loss::eager && !root["model"]["loss"].present() && s.layers.back().kind == LayerKind::head)
     s.framework_set.push_back(std::string("model.loss=") + name(trainer.model.loss));
+  if (trainer.model.weighted_activation && !root["model"]["expert_weighting"].present() &&
+      std::any_of(s.layers.begin(), s.layers.end(), [](const Layer& l) { return l.shape.moe.on(); }))
+    s.framework_set.push_back("model.expert_weighting=activation");
   s.data = parse_data(root["data"], s);
   check_parallel_section(root["parallel"], s);
   Settings knob_values;
@@ -452,7 +455,8 @@ Scenario parse_scenario(const YamlDocument& doc) {
   apply(knob_values, &s);
   for (const Knob& k : knobs()) remember(s, root[k.section()][k.name()]);
   remember(s, root["model"]);  // and the model keys later checks name (exec's predict-only ones, the exports)
-  for (const char* key : {"attention", "kernels", "loss", "mlp", "head_dim", "capacity_factor", "tie_embeddings", "sliding_window"})
+  for (const char* key : {"attention", "kernels", "loss", "mlp", "head_dim", "capacity_factor", "tie_embeddings", "sliding_window",
+                          "expert_weighting"})
     remember(s, root["model"][key]);
   s.optimizer = parse_optimizer(root["optimizer"]);
   remember(s, root["hardware"]);

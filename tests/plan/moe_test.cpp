@@ -360,6 +360,25 @@ TEST_CASE("moe: selective recompute of the norms and the experts' activation (--
              Catch::Contains("parallel.recompute_modules"));
 }
 
+TEST_CASE("moe: the router's weights on the experts' activation keep no expert outputs (Megatron-core's weighted SwiGLU)", "[plan][moe]") {
+  // A MoE block of kSmall: the experts' outputs are top_k x hidden values a token at the compute
+  // type, 32 tokens x 2 x 64 x e bytes a sample; weighting the activation keeps none of them.
+  const plan::Scenario output = test::scenario_from(kSmall, {"parallel.expert=4"});
+  const plan::Scenario activation = test::scenario_from(kSmall, {"parallel.expert=4", "model.expert_weighting=activation"});
+  const double e = plan::activation_bytes(output.parallel.precision);
+  CHECK(plan::full_activation_bytes(output.layers[1], output.parallel) - plan::full_activation_bytes(activation.layers[1], activation.parallel) ==
+        Approx(32 * 2 * 64 * e));
+  // framework: megatron weights the activation, as Megatron-core has since 2025-04, and says so.
+  const plan::Scenario megatron = test::scenario_from(kSmall, {"parallel.expert=4", "framework=megatron"});
+  CHECK(megatron.layers[1].shape.moe.weighted_activation);
+  CHECK(std::find(megatron.framework_set.begin(), megatron.framework_set.end(), "model.expert_weighting=activation") != megatron.framework_set.end());
+  CHECK_FALSE(test::scenario_from(kSmall, {"parallel.expert=4", "framework=megatron", "model.expert_weighting=output"})
+                  .layers[1].shape.moe.weighted_activation);
+  // The executor weights outputs: activation is predict-only, at the key.
+  CHECK_THROWS_WITH(plan::check_executable(activation), Catch::Contains("model.expert_weighting"));
+  CHECK_THAT(test::parse_error(kSmall, {"model.expert_weighting=input"}), Catch::Contains("output | activation"));
+}
+
 TEST_CASE("moe: selective recompute of the whole MoE layer (--recompute-modules moe)", "[plan][moe]") {
   // Megatron-core checkpoints MoELayer.forward from its input: backward re-runs the router, the
   // dispatch, the experts and the combine. A MoE block of kSmall in bf16, one tensor rank, drops all
