@@ -132,6 +132,19 @@ void check_same_job(const timeline::Timeline& predicted, const timeline::Timelin
                                                               ": a prediction and a run of the same plan are needed");
   if (predicted.scenario != measured.scenario)
     std::cerr << "warning: the prediction is of scenario '" << predicted.scenario << "', the run of '" << measured.scenario << "'\n";
+  // A rank with actions predicted but none measured: its trace is missing (a rank that failed
+  // before writing it, or a merge that left its file out). Named, as its rows compare to nothing.
+  std::vector<bool> ran(static_cast<size_t>(measured.world_size), false), planned(static_cast<size_t>(predicted.world_size), false);
+  for (const auto& e : measured.events)
+    if (e.rank >= 0 && e.rank < measured.world_size) ran[static_cast<size_t>(e.rank)] = true;
+  for (const auto& e : predicted.events)
+    if (e.rank >= 0 && e.rank < predicted.world_size) planned[static_cast<size_t>(e.rank)] = true;
+  std::string missing;
+  for (size_t r = 0; r < ran.size(); ++r)
+    if (planned[r] && !ran[r]) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+  if (!missing.empty())
+    std::cerr << "warning: " << measured_path << " holds no actions of rank" << (missing.find(',') != std::string::npos ? "s " : " ") << missing
+              << ", which the prediction has: a rank that stopped before writing its trace, or a merge that left a file out\n";
 }
 
 json compare_json(const timeline::CompareReport& r) {

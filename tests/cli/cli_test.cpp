@@ -261,6 +261,16 @@ TEST_CASE("cli: compare takes the prediction first and the run second, of one pl
   trace["parallax"]["kind"] = "measured";
   std::ofstream(measured) << trace.dump();
   CHECK(run("compare " + predicted + " " + measured).code == 0);
+  // A run missing a rank's actions (it stopped before writing its trace): the rank is named.
+  const std::string short_of_one = (dir / "short.json").string();
+  auto without_rank_1 = trace;
+  without_rank_1["traceEvents"] = nlohmann::json::array();
+  for (const auto& e : trace["traceEvents"])
+    if (e.value("pid", 0) != 1) without_rank_1["traceEvents"].push_back(e);
+  std::ofstream(short_of_one) << without_rank_1.dump();
+  const auto missing = run("compare " + predicted + " " + short_of_one, "", true);
+  CHECK(missing.code == 0);
+  CHECK_THAT(missing.out, Catch::Contains("holds no actions of rank 1, which the prediction has"));
   const auto swapped = run("compare " + measured + " " + predicted, "", true);
   CHECK(swapped.code == 2);
   CHECK_THAT(swapped.out, Catch::Contains("PREDICTED (the first trace) needs a predicted trace"));
