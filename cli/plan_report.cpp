@@ -130,6 +130,30 @@ std::string experts_line(const Plan& p) {
   return o.str();
 }
 
+// A calibrated profile's layer costs are measured at a range of micro-batch sizes; outside it
+// CostCurve::at extends the line through the larger sizes (or the first segment below), which the
+// plan's reader should know of. One line naming the range and the layers past it, or "".
+std::string calibration_range_text(const Plan& p) {
+  const auto& cal = p.scenario.hardware.calibration;
+  if (!cal) return "";
+  const double mb = static_cast<double>(p.microbatch_size);
+  double lo = 0, hi = 0;
+  int past = 0;
+  for (const auto& l : p.layers()) {
+    const plan::SignatureCost* c = cal->layer(plan::layer_signature(l, p.scenario.parallel.precision));
+    if (!c || c->forward.empty()) continue;
+    if (mb >= c->forward.mb.front() && mb <= c->forward.mb.back()) continue;
+    lo = c->forward.mb.front();
+    hi = c->forward.mb.back();
+    ++past;
+  }
+  if (past == 0) return "";
+  return std::to_string(past) + " layer" + (past > 1 ? "s'" : "'s") + " calibrated costs measured at micro-batches " +
+         plan::number_text(lo) + "-" + plan::number_text(hi) + " only: this plan's " + std::to_string(p.microbatch_size) +
+         " is extrapolated along the line through the " + (mb > hi ? "larger" : "two smallest") + " measured sizes " +
+         "(parallax calibrate SCENARIO measures the sizes a scenario uses)\n";
+}
+
 std::string published_check_text(const plan::HardwareProfile& hw) {
   const auto& checks = hw.published_checks();
   if (checks.empty()) return "";
@@ -162,6 +186,7 @@ std::string plan_text(const Plan& p) {
       o << "; GEMMs at most " << std::lround(cap->second) << " TFLOP/s in " << plan::name(s.parallel.precision)
         << ", what it sustains at its power limit (device.compute.sustained_tflops)";
   o << "\n" << published_check_text(hw);
+  if (const std::string range = calibration_range_text(p); !range.empty()) o << "           " << range;
   o << "grid       data " << s.parallel.data << (s.parallel.context > 1 ? " x context " + std::to_string(s.parallel.context) : "")
     << " x pipeline " << s.parallel.pipeline << " x tensor " << s.parallel.tensor
     << " = " << p.world_size << " ranks; virtual " << s.parallel.virtual_stages << ", " << p.stages.size() << " stages"

@@ -331,6 +331,12 @@ TEST_CASE("cli: calibrate writes a profile that simulate uses, with measured lay
   const auto sim = run("simulate " + scenario("mlp-fashion-mnist-ddp2.yaml") + " --set hardware=" + profile + " --json");
   REQUIRE(sim.code == 0);
   CHECK(nlohmann::json::parse(sim.out)["step_time_ms"].get<double>() > 0);
+  // plan says when the plan's micro-batch lies past the sizes measured (--quick: the scenario's 64).
+  const auto measured = run("plan " + scenario("mlp-fashion-mnist-ddp2.yaml") + " --set hardware=" + profile);
+  CHECK_THAT(measured.out, !Catch::Contains("extrapolated"));
+  const auto beyond = run("plan " + scenario("mlp-fashion-mnist-ddp2.yaml") + " --set hardware=" + profile + " --set data.batch_size=512");
+  CHECK_THAT(beyond.out, Catch::Contains("3 layers' calibrated costs measured at micro-batches") &&
+                             Catch::Contains("this plan's 512 is extrapolated along the line through the larger measured sizes"));
   // Layers the profile has not measured (another width) are named before validate runs anything.
   const auto other = run("validate " + scenario("mlp-fashion-mnist-ddp2.yaml") +
                              " --set model.hidden=128 --steps 3 --profile " + profile,
