@@ -172,6 +172,17 @@ const std::set<std::string> kTorchtitanFields = {
 std::map<std::string, std::string> as_map(const plan::TrainerExport& e) {
   return {e.arguments.begin(), e.arguments.end()};
 }
+
+// The message an export of `sets` exits 2 with, or "" when it exports.
+template <typename Export>
+std::string export_error(const Export& exported, const std::vector<std::string>& sets) {
+  try {
+    exported(sets);
+  } catch (const plan::InputError& e) {
+    return e.what();
+  }
+  return "";
+}
 }  // namespace
 
 TEST_CASE("plan::export: DeepSeek-V3's latent attention, MTP and layout as Megatron-LM's arguments", "[plan]") {
@@ -312,14 +323,7 @@ TEST_CASE("plan::export: a Megatron-LM command its validate_args and Transformer
   // would stop at start-up on the rented GPUs, or run another job than the plan.
   const std::string source = std::string(PARALLAX_SOURCE_DIR) + "/scenarios/llama-3.1-70b-64xH100.yaml";
   auto megatron = [&](const std::vector<std::string>& sets) { return plan::export_megatron(plan::resolve_plan(plan::load_scenario(source, sets))); };
-  auto error = [&](const std::vector<std::string>& sets) {
-    try {
-      megatron(sets);
-    } catch (const plan::InputError& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
+  auto error = [&](const std::vector<std::string>& sets) { return export_error(megatron, sets); };
   // arguments.py asserts CUDA_DEVICE_MAX_CONNECTIONS=1 under tensor parallelism below Blackwell.
   CHECK(megatron({}).text.find("\nCUDA_DEVICE_MAX_CONNECTIONS=1 torchrun ") != std::string::npos);
   CHECK(megatron({"parallel.tensor=1", "parallel.sequence_parallel=false", "parallel.data=16"}).text.find("CUDA_DEVICE_MAX_CONNECTIONS") ==
@@ -355,14 +359,7 @@ TEST_CASE("plan::export: a torchtitan config that runs the plan's job", "[plan]"
   // torchtitan v0.2.2's rules, each of which would otherwise run another job than the plan.
   const std::string fsdp_source = std::string(PARALLAX_SOURCE_DIR) + "/scenarios/llama-3.1-8b-64xH100-fsdp.yaml";
   auto titan = [&](const std::vector<std::string>& sets) { return plan::export_torchtitan(plan::resolve_plan(plan::load_scenario(fsdp_source, sets))); };
-  auto error = [&](const std::vector<std::string>& sets) {
-    try {
-      titan(sets);
-    } catch (const plan::InputError& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
+  auto error = [&](const std::vector<std::string>& sets) { return export_error(titan, sets); };
   // float8.py: a recipe name excludes the float8 all-gather; the output projection stays bf16.
   const auto gather = as_map(titan({"parallel.precision=fp8", "parallel.fp8_param_gather=true"}));
   CHECK(gather.count("quantize.linear.float8.recipe_name") == 0);
