@@ -75,7 +75,10 @@ const std::map<std::string, JsonType> kFieldTypes = {
     {"num_nextn_predict_layers", JsonType::integer}, {"rope_theta", JsonType::number},
     {"tie_word_embeddings", JsonType::boolean}, {"attention_bias", JsonType::boolean}, {"mlp_bias", JsonType::boolean},
     {"use_sliding_window", JsonType::boolean}, {"hidden_act", JsonType::text}, {"activation_function", JsonType::text},
-    {"model_type", JsonType::text}};
+    {"model_type", JsonType::text}, {"rms_norm_eps", JsonType::number}, {"norm_eps", JsonType::number},
+    {"layer_norm_eps", JsonType::number}, {"layer_norm_epsilon", JsonType::number}, {"partial_rotary_factor", JsonType::number},
+    {"norm_topk_prob", JsonType::boolean}, {"scoring_func", JsonType::text}, {"topk_method", JsonType::text},
+    {"n_group", JsonType::integer}, {"topk_group", JsonType::integer}, {"routed_scaling_factor", JsonType::number}};
 
 bool holds(const nlohmann::json& v, JsonType type) {
   switch (type) {
@@ -172,7 +175,7 @@ TransformerShape llama_family(const Field& c, const std::string& arch) {
   t.ffn = width(c, "intermediate_size");
   t.vocab = width(c, "vocab_size");
   const Field kv = c["num_key_value_heads"];  // absent or null: one key/value head per query head
-  t.form.kv_heads = kv.present() && !kv.node().IsNull() ? width(c, "num_key_value_heads") : t.heads;
+  t.form.kv_heads = kv.present() ? width(c, "num_key_value_heads") : t.heads;
   t.form.mlp = activation(c["hidden_act"].present() ? c["hidden_act"] : require(c, "hidden_act"), arch);
   t.form.tie_embeddings = bool_or(c, "tie_word_embeddings", false);
   if (arch == "Qwen2ForCausalLM" || arch == "Qwen2MoeForCausalLM") {  // Qwen2's attention has biases on Q, K and V, nowhere else

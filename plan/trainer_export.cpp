@@ -154,13 +154,14 @@ void megatron_router(const Definition& d, std::vector<TrainerArgument>* args) {
 // (what the plan costs), the expert degree, and which blocks are MoE as a --moe-layer-freq list.
 void megatron_experts(const Plan& p, std::vector<TrainerArgument>* args) {
   std::string pattern;
-  const MoeShape* moe = nullptr;
+  const Layer* moe_block = nullptr;
   for (const Layer& l : p.layers())
     if (l.kind == LayerKind::encoder && !l.shape.mtp) {  // --moe-layer-freq lists the model's blocks
       pattern += std::string(pattern.empty() ? "[" : ",") + (l.shape.moe.on() ? "1" : "0");
-      if (l.shape.moe.on()) moe = &l.shape.moe;
+      if (l.shape.moe.on()) moe_block = &l;
     }
-  if (!moe) return;
+  if (!moe_block) return;
+  const MoeShape* moe = &moe_block->shape.moe;
   const ParallelSpec& par = p.scenario.parallel;
   args->insert(args->end(), {{"--num-experts", std::to_string(moe->experts)},
                              {"--moe-router-topk", std::to_string(moe->top_k)},
@@ -176,7 +177,7 @@ void megatron_experts(const Plan& p, std::vector<TrainerArgument>* args) {
   else
     args->push_back({"--moe-token-dispatcher-type", "alltoall"});
   if (moe->shared > 0) args->push_back({"--moe-shared-expert-intermediate-size", std::to_string(moe->shared * moe->ffn)});
-  megatron_router(p.layers()[1].shape.form.definition, args);
+  megatron_router(moe_block->shape.form.definition, args);
   if (moe->capacity_factor > 0) args->push_back({"--moe-expert-capacity-factor", number_text(moe->capacity_factor)});
   if (par.overlap_moe_expert_parallel_comm) args->push_back({"--overlap-moe-expert-parallel-comm", ""});
 }
