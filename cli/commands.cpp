@@ -159,7 +159,7 @@ Runner define_calibrate(CLI::App& app) {
                     "steps at the larger of the two (docs/simulator.md, Launch-bound steps); about twice as long");
   cal_cmd
       ->add_option("--precision", cal_args->precisions,
-                   "Also measure every layer at these precisions (fp32, bf16), for plans swept or tuned to them; "
+                   "Also measure every layer at these precisions (fp32, bf16; fp16 too on a GPU), for plans swept or tuned to them; "
                    "each scenario's own precision is always measured")
       ->allow_extra_args(false)
       ->delimiter(',');
@@ -209,7 +209,8 @@ Runner define_validate(CLI::App& app) {
                       "Calibrated profile to predict with (default parallax-out/calibrated-HOST.yaml, from parallax "
                       "calibrate)");
   val_cmd->add_option("--steps", val_args->steps,
-                      "Steps per run; the first is a warm-up (default: enough for 2 s of predicted steps, 21 to 401)");
+                      "Steps per run; the first is a warm-up (default: enough for 2 s of predicted steps, 21 to 401)")
+      ->check(positive());
   val_cmd->add_option("--repeats", val_args->repeats,
                       "Runs per configuration, in rounds over them all; the measured step is the median of the runs' "
                       "undisturbed steps, and the spread is over the runs (default 1)");
@@ -317,7 +318,7 @@ Runner define_export(CLI::App& app) {
       "What the trainer cannot express (an explicit partition_len it cannot split the same way, a schedule it lacks, LibTorch's\n"
       "encoder block) exits 2 saying which key to change. Plan with framework: megatron for Megatron-LM's step time.\n"
       "Examples: parallax export megatron scenarios/llama-3.1-70b-64xH100.yaml\n"
-      "          parallax export torchtitan scenarios/llama-3.1-70b-64xH100.yaml --set parallel.data=1 --set data.batch_size=128");
+      "          parallax export torchtitan scenarios/llama-3.1-70b-64xH100.yaml --set parallel.shard=full");
   return [=] { return export_command(*export_trainer, *export_args); };
 }
 

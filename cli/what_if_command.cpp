@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <numeric>
 #include <iostream>
 
 #include <nlohmann/json.hpp>
@@ -31,7 +32,20 @@ std::vector<std::string> with_run_partition(const std::string& scenario, std::ve
   if (first.format != "parallax") return sets;
   const auto& ran = first.timeline.plan;
   if (!ran || ran->partition_len.empty()) return sets;
-  if (plan::load_scenario(scenario, sets).parallel.partition_len.mode != plan::PartitionLen::Mode::balanced) return sets;
+  const plan::Scenario given = plan::load_scenario(scenario, sets);
+  if (given.parallel.partition_len.mode != plan::PartitionLen::Mode::balanced) return sets;
+  // A run's layers in another count than the scenario's: a trace of another model, said as such
+  // (the partition taken from it would otherwise be the one to fail, as if given by --set).
+  const int ran_layers = std::accumulate(ran->partition_len.begin(), ran->partition_len.end(), 0);
+  if (ran_layers != static_cast<int>(given.layers.size()))
+    throw plan::InputError(plan::Location{first.path}, "not a run of this job: a run of '" + first.timeline.scenario + "' (" +
+                                                          std::to_string(ran_layers) + " layers), where this scenario's model has " +
+                                                          std::to_string(given.layers.size()) + " layers ('" + given.name + "')");
+  const int stages = given.parallel.pipeline * given.parallel.virtual_stages;
+  if (static_cast<int>(ran->partition_len.size()) != stages)
+    throw plan::InputError(plan::Location{first.path}, "not a run of this layout: a run in " + std::to_string(ran->partition_len.size()) +
+                                                          " pipeline stages, where this scenario has " + std::to_string(stages) +
+                                                          ": give the layout the trace ran (--set parallel.pipeline=..., parallel.virtual=...)");
   sets.push_back("parallel.partition_len=" + nlohmann::json(ran->partition_len).dump());
   return sets;
 }

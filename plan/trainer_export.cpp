@@ -474,7 +474,11 @@ TrainerExport export_torchtitan(const Plan& p) {
   a.push_back({"parallelism.data_parallel_shard_degree", std::to_string(fsdp ? par.shard_ranks() / par.context : 1)});
   if (fsdp) a.push_back({"parallelism.fsdp_reshard_after_forward", quoted(par.reshard_after_forward ? "always" : "never")});
   a.push_back({"parallelism.tensor_parallel_degree", std::to_string(par.tensor)});
-  if (par.context > 1) a.push_back({"parallelism.context_parallel_degree", std::to_string(par.context)});
+  // The plan passes keys and values around a ring (docs/simulator.md, context parallelism):
+  // torch's all-to-all rotater, where torchtitan's default all-gathers every shard at once.
+  if (par.context > 1)
+    a.insert(a.end(), {{"parallelism.context_parallel_degree", std::to_string(par.context)},
+                       {"parallelism.context_parallel_rotate_method", quoted("alltoall")}});
   a.push_back({"parallelism.pipeline_parallel_degree", std::to_string(par.pipeline)});
   if (par.pipeline > 1) {
     static const std::map<ScheduleKind, const char*> kSchedules = {

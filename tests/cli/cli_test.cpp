@@ -437,6 +437,9 @@ TEST_CASE("cli: validate refuses what it cannot run with exit 2, before running 
   const auto missing = run("validate " + pipe + " --profile /nonexistent/profile.yaml", "", true);
   CHECK(missing.code == 2);
   CHECK_THAT(missing.out, Catch::Contains("parallax calibrate"));
+  const auto steps = run("validate " + pipe + " --steps 0" + profile, "", true);
+  CHECK(steps.code == 2);
+  CHECK_THAT(steps.out, Catch::Contains("--steps: must be more than 0"));
   const auto sweep = run("validate " + pipe + " --sweep parallel.chunks" + profile, "", true);
   CHECK(sweep.code == 2);
   CHECK_THAT(sweep.out, Catch::Contains("KEY=V1,V2"));
@@ -547,6 +550,12 @@ TEST_CASE("cli: calibrate --from-trace fits a profile to a measured run, and sim
   CHECK(other.code == 2);
   CHECK_THAT(other.out, Catch::Contains("not a run of this job") && Catch::Contains("layer"));
   CHECK_FALSE(std::filesystem::exists(dir / "other.yaml"));
+  // One of a balanced scenario, whose partition the fit takes from the run: named as another model,
+  // not as a partition given by --set.
+  const auto balanced = run("calibrate --from-trace " + trace + " " + scenario("mlp-fashion-mnist-ddp2.yaml") + " -o " +
+                                (dir / "other.yaml").string(), "", true);
+  CHECK(balanced.code == 2);
+  CHECK_THAT(balanced.out, Catch::Contains("not a run of this job: a run of 'acc-mlp-pipeline2' (4 layers), where this scenario's model has 3"));
   const auto chunks = run("calibrate --from-trace " + trace + " " + mlp + " --set parallel.chunks=2 -o " +
                               (dir / "other.yaml").string(), "", true);
   CHECK(chunks.code == 2);

@@ -167,7 +167,7 @@ const std::set<std::string> kTorchtitanFields = {
     "training.steps", "training.mixed_precision_param", "activation_checkpoint.mode", "activation_checkpoint.selective_ac_option",
     "optimizer.name", "optimizer.lr", "optimizer.weight_decay", "compile.enable", "compile.components",
     "quantize.linear.float8.enable_fsdp_float8_all_gather", "quantize.linear.float8.precompute_float8_dynamic_scale_for_fsdp",
-    "quantize.linear.float8.filter_fqns"};
+    "quantize.linear.float8.filter_fqns", "parallelism.context_parallel_rotate_method"};
 
 std::map<std::string, std::string> as_map(const plan::TrainerExport& e) {
   return {e.arguments.begin(), e.arguments.end()};
@@ -445,6 +445,7 @@ TEST_CASE("plan::export: what a trainer cannot express exits 2 at the key to cha
   const auto titan_context = plan::export_torchtitan(
       plan::resolve_plan(plan::load_scenario(source, {"parallel.data=1", "parallel.context=2", "data.batch_size=128", "parallel.shard=full"})));
   CHECK(as_map(titan_context).at("parallelism.context_parallel_degree") == "2");
+  CHECK(as_map(titan_context).at("parallelism.context_parallel_rotate_method") == "\"alltoall\"");  // the ring the plan costs
   for (const auto& [name, value] : titan_context.arguments) {
     INFO(name);
     CHECK(kTorchtitanFields.count(name) == 1);
