@@ -172,7 +172,8 @@ std::string plan_text(const Plan& p) {
   o << "scenario   " << s.name << "  (" << s.file << ")\n";
   o << "model      " << s.model_description << "\n"
     << "           " << p.layers().size() << " layers, " << total_params(p) << " parameters";
-  if (active_params(p) != total_params(p)) o << ", " << active_params(p) << " a token uses (its top-k of each block's experts)";
+  if (const int64_t active = active_params(p); active != total_params(p))
+    o << ", " << active << " a token uses (its top-k of each block's experts)";
   o << "\n";
   o << framework_line(s);
   o << "hardware   " << hw.name << ": " << hw.devices_per_node << " x " << hw.device.name << " per node ("

@@ -117,11 +117,7 @@ Location location_of_byte(const std::string& path, const std::string& text, std:
 }
 
 // The file's text as JSON: one object, or an InputError at the place it stops being JSON.
-nlohmann::json parse_json(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  const std::string text = buffer.str();
+nlohmann::json parse_json(const std::string& text, const std::string& path) {
   if (text.find_first_not_of(" \t\r\n") == std::string::npos) throw InputError(Location{path}, "empty file: not a Hugging Face config.json");
   nlohmann::json doc;
   try {
@@ -322,8 +318,14 @@ HfModel read_hf_config(const std::string& path, int64_t seq_len) {
   // A config.json is a few kilobytes; a path to something huge (a checkpoint, /proc/kcore) is a mistake.
   if (std::filesystem::file_size(path) > (std::uintmax_t{1} << 24))
     throw InputError(Location{path}, "larger than 16 MiB: not a Hugging Face config.json (give the model's config, not its weights)");
-  const nlohmann::json json = parse_json(path);
-  const YamlDocument doc = YamlDocument::from_file(path);
+  // Read once: checked as JSON, then parsed as YAML for the fields' places.
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(Location{path}, "cannot open file (is it readable?)");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  const nlohmann::json json = parse_json(buffer.str(), path);
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  const YamlDocument doc = YamlDocument::from_text(buffer.str(), path, dir.empty() ? "." : dir.string());
   const Field c = Field::root(doc);
   check_types(json, c);
   const Field archs = require(c, "architectures");
