@@ -251,6 +251,9 @@ Runner define_tune(CLI::App& app) {
   tune_cmd->add_option("--fix", tune_args->fixes, "Keep a key as the scenario has it, e.g. parallel.precision (repeatable)")
       ->allow_extra_args(false)
       ->type_name("KEY");
+  tune_cmd->add_flag("--any-trainer", tune_args->any_trainer,
+                     "Under framework: megatron or torchtitan, also search plans that trainer cannot run (DualPipeV, FSDP under "
+                     "Megatron-LM, ...): parallax export then refuses such a pick");
   tune_cmd->add_option("--objective", tune_args->objective,
                        "step: fastest step (ties: less memory); memory: least peak memory (ties: faster)")
       ->default_str("step");
@@ -274,6 +277,8 @@ Runner define_tune(CLI::App& app) {
   tune_cmd->add_option("-o,--output", tune_args->output, "Write the pick as a scenario file (atomically)");
   tune_cmd->footer(
       "The global batch (data x batch_size x grad_accumulation) never changes; every pick fits device memory.\n"
+      "A scenario with framework: megatron or torchtitan is tuned to what that trainer runs (its schedules, sharding, "
+      "recompute), so that parallax export takes the pick; --any-trainer lifts that.\n"
       "Predictions are as good as the hardware profile: on this machine, tune with its calibration "
       "(parallax calibrate) before --validate.\n"
       "Ctrl-C stops the search and prints the best so far.\n"

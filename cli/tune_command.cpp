@@ -19,6 +19,7 @@
 #include "plan/executable.hpp"
 #include "plan/hardware.hpp"
 #include "plan/scenario.hpp"
+#include "plan/trainer_rules.hpp"
 #include "plan/yaml_reader.hpp"
 #include "timeline/step_statistic.hpp"
 #include "tune/pick.hpp"
@@ -123,6 +124,10 @@ int tune_command(const TuneArgs& args, const std::string& self) {
   tune::Space space = tune::default_space(base, args.world);
   for (const auto& s : args.searches) tune::search(&space, s);
   for (const auto& f : args.fixes) tune::fix(&space, ev.given(), f);
+  if (args.any_trainer) space.trainer = plan::Framework::pytorch;
+  if (space.trainer != plan::Framework::pytorch)
+    std::cerr << "tune: framework " << plan::name(space.trainer) << ": searching only what " << plan::trainer_name(space.trainer)
+              << " runs, so that parallax export takes the pick (--any-trainer searches every plan)\n";
   if (args.validate > 0)
     for (const auto& note : fit::keep_executable(&space, base))
       std::cerr << "tune: --validate runs the picks for real: leaving out " << note << " (predict-only)\n";
@@ -202,6 +207,7 @@ int tune_command(const TuneArgs& args, const std::string& self) {
     };
     json j;
     j["scenario"] = base.name;
+    j["trainer"] = plan::name(space.trainer);  // whose rules every configuration passed ("pytorch": none)
     j["configs_total"] = r.combinations;
     j["configs_sampled_one_in"] = r.sampled_one_in;
     j["configs_invalid"] = r.invalid;

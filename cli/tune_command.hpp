@@ -14,6 +14,7 @@ struct TuneArgs {
   int world = 0;                      ///< 0: the scenario's data x pipeline
   std::vector<std::string> searches;  ///< "KEY=V1,V2,..."
   std::vector<std::string> fixes;     ///< keys kept as in the scenario
+  bool any_trainer = false;           ///< also plans the scenario's framework (megatron, torchtitan) cannot run
   std::string objective = "step";     ///< step | memory
   size_t max_configs = 0;
   double time_limit_s = 0;

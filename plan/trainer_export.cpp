@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "plan/knobs.hpp"
+#include "plan/trainer_rules.hpp"
 #include "plan/yaml_reader.hpp"
 
 namespace parallax::plan {
@@ -94,28 +95,7 @@ void megatron_partition(const Plan& p, std::vector<TrainerArgument>* args) {
 }
 
 void megatron_schedule(const Plan& p, std::vector<TrainerArgument>* args) {
-  const ParallelSpec& par = p.scenario.parallel;
-  if (par.pipeline == 1) return;
-  const bool ok = (par.schedule == ScheduleKind::one_f_one_b && par.virtual_stages == 1) || par.schedule == ScheduleKind::interleaved_1f1b;
-  if (!ok)
-    throw InputError(p.scenario.where("parallel.schedule"), std::string("Megatron-LM runs 1F1B and interleaved 1F1B; this plan's schedule is ") +
-                                                                name(par.schedule) + " (set parallel.schedule: 1f1b or interleaved-1f1b)");
-  // Megatron-LM runs a step's micro-batches (global batch / (micro-batch x data)) as one schedule:
-  // it has no flush between accumulation steps, which the plan would predict.
-  const int microbatches = par.chunks * par.grad_accumulation;
-  if (par.grad_accumulation > 1)
-    throw InputError(p.scenario.where("parallel.grad_accumulation"),
-                     "Megatron-LM runs a step's " + std::to_string(microbatches) + " micro-batches (chunks " + std::to_string(par.chunks) +
-                         " x grad_accumulation " + std::to_string(par.grad_accumulation) +
-                         ") as one pipeline schedule, without the flush between accumulation steps this plan predicts: plan it so, "
-                         "with parallel.chunks: " + std::to_string(microbatches) + ", parallel.grad_accumulation: 1 and data.batch_size x " +
-                         std::to_string(par.grad_accumulation));
-  // Its interleaved schedule takes the micro-batches in groups of the pipeline's size
-  // (schedules.py, microbatch_group_size_per_vp_stage): it raises unless they fill whole groups.
-  if (par.virtual_stages > 1 && microbatches % par.pipeline != 0)
-    throw InputError(p.scenario.where("parallel.chunks"), "Megatron-LM's interleaved 1F1B needs the micro-batches (" + std::to_string(microbatches) +
-                                                              ") a multiple of the pipeline's " + std::to_string(par.pipeline) +
-                                                              " stages: set parallel.chunks");
+  if (p.scenario.parallel.pipeline == 1) return;  // the schedule's rules: plan/trainer_rules.cpp
   megatron_partition(p, args);
 }
 
@@ -214,6 +194,7 @@ TrainerExport export_megatron(const Plan& p) {
   const Scenario& s = p.scenario;
   const ParallelSpec& par = s.parallel;
   const Layer& block = first_block(p, "Megatron-LM");
+  check_trainer_runs(s, Framework::megatron);
   const LayerShape& sh = block.shape;
   const BlockForm& f = sh.form;
   TrainerExport out;
@@ -221,14 +202,7 @@ TrainerExport export_megatron(const Plan& p) {
   a.push_back({"--tensor-model-parallel-size", std::to_string(par.tensor)});
   a.push_back({"--pipeline-model-parallel-size", std::to_string(par.pipeline)});
   megatron_schedule(p, &a);
-  if (par.context > 1) {
-    // Megatron-core's DotProductAttention asserts context_parallel_size == 1: only Transformer
-    // Engine's attention runs the ring.
-    if (!sh.flash_attention)
-      throw InputError(s.where("parallel.context"), "Megatron-LM runs context parallelism in Transformer Engine's fused attention only; "
-                                                    "set model.attention: flash");
-    a.push_back({"--context-parallel-size", std::to_string(par.context)});
-  }
+  if (par.context > 1) a.push_back({"--context-parallel-size", std::to_string(par.context)});
   if (par.sequence_parallel) a.push_back({"--sequence-parallel", ""});
   if (s.layers.back().shape.loss == Loss::fused)  // its memory is torch.compile's cross entropy, not Megatron-LM's fused one
     throw InputError(s.where("model.loss"), "model.loss: fused is torch.compile's cross entropy (torchtitan's compiled loss); Megatron-LM "
@@ -243,10 +217,7 @@ TrainerExport export_megatron(const Plan& p) {
       a.push_back({"--recompute-modules", join(recompute_module_names(par.recompute_modules), " ")});  // the flag takes them bare
       break;
     }
-    case Recompute::selective_op:
-      throw InputError(s.where("parallel.activation_checkpointing"), "selective_op is torchtitan's per-op checkpointing; Megatron-LM recomputes "
-                                                                     "selectively by module: set parallel.activation_checkpointing: selective "
-                                                                     "(with parallel.recompute_modules)");
+    case Recompute::selective_op: break;  // refused by check_trainer_runs
     case Recompute::layer:
       a.insert(a.end(), {{"--recompute-granularity", "full"}, {"--recompute-method", "uniform"}, {"--recompute-num-layers", "1"}});
       break;
@@ -260,9 +231,6 @@ TrainerExport export_megatron(const Plan& p) {
   if (s.optimizer.state_bf16)
     throw InputError(s.where("optimizer.state_dtype"), "Megatron-LM keeps master weights in fp32 or fp16 (--main-params-dtype); a bf16 "
                                                        "optimizer state is Apex's DistributedFusedAdam (NeMo's optim.dtype: bf16)");
-  if (par.sharded(Shard::gradients))
-    throw InputError(s.where("parallel.shard"), std::string("Megatron-LM's export writes shard optimizer (--use-distributed-optimizer); "
-                                                            "shard ") + name(par.shard) + " is Megatron-FSDP's, which Parallax does not export yet");
   if (par.shard == Shard::optimizer) {
     a.push_back({"--use-distributed-optimizer", ""});
     if (par.shard_copies() > 1) a.push_back({"--num-distributed-optimizer-instances", std::to_string(par.shard_copies())});
@@ -271,12 +239,7 @@ TrainerExport export_megatron(const Plan& p) {
   if (par.grad_reduce_in_bf16 && par.precision != Precision::fp16) a.push_back({"--grad-reduce-in-bf16", ""});
   if (!par.grad_reduce_in_bf16 && par.precision == Precision::fp16) a.push_back({"--accumulate-allreduce-grads-in-fp32", ""});
   if (par.overlap_grad_reduce && par.replicas() > 1) a.push_back({"--overlap-grad-reduce", ""});
-  if (par.param_gather_overlapped()) {
-    if (!par.overlap_grad_reduce)
-      throw InputError(s.where("parallel.overlap_param_gather"), "Megatron-LM overlaps the parameters' gather only beside the gradients' "
-                                                                 "reduction (arguments.py): set parallel.overlap_grad_reduce: true as well");
-    a.push_back({"--overlap-param-gather", ""});
-  }
+  if (par.param_gather_overlapped()) a.push_back({"--overlap-param-gather", ""});
   if (par.tp_comm_overlap && par.tensor > 1) a.push_back({"--tp-comm-overlap", ""});
   switch (par.precision) {
     case Precision::fp32: break;
@@ -429,32 +392,11 @@ TrainerExport export_torchtitan(const Plan& p) {
   auto& a = out.arguments;
   a.push_back({"model.name", quoted("llama3")});
   a.push_back({"model.flavor", quoted(titan_flavor(p, block))});
-  if (par.data > 1 && par.shard == Shard::none && (par.tensor > 1 || par.pipeline > 1))
-    throw InputError(s.where("parallel.data"), "torchtitan replicates (DDP) only without tensor or pipeline parallelism; with them it shards "
-                                               "its replicas: set parallel.shard: full (FSDP2)");
-  // FSDP2 always spans the context ranks (parallel_dims.py: fsdp_enabled is dp_shard or cp).
-  if (par.context > 1 && par.shard != Shard::full)
-    throw InputError(s.where("parallel.context"), "torchtitan shards the parameters over the context ranks (FSDP2 over data_parallel_shard x "
-                                                  "context): set parallel.shard: full");
-  if ((par.shard == Shard::optimizer || par.shard == Shard::gradients) && par.data > 1)
-    throw InputError(s.where("parallel.shard"), std::string("torchtitan shards with FSDP2 (shard full) or replicates (none); shard ") +
-                                                    name(par.shard) + " is ZeRO-" + (par.shard == Shard::optimizer ? "1" : "2") +
-                                                    ", which it does not run");
-  if (par.grad_reduce_in_bf16)
-    throw InputError(s.where("parallel.grad_reduce_in_bf16"), "torchtitan's replicas (DDP) reduce the gradients of its fp32 parameters; "
-                                                            "set parallel.grad_reduce_in_bf16: false");
-  if (par.tensor > 1 && !par.sequence_parallel)
-    throw InputError(s.where("parallel.sequence_parallel"), "torchtitan's tensor parallelism always splits the sequence in the norms; set "
-                                                            "parallel.sequence_parallel: true");
+  check_trainer_runs(s, Framework::torchtitan);
   // The plan costs the blocks' memory-bound ops fused unless model.kernels says eager: torchtitan
   // fuses them with torch.compile.
   const bool compiled = !block.shape.eager;
-  if (par.tp_comm_overlap && par.tensor > 1) {  // async tensor parallelism is a torch.compile pass
-    if (!compiled)
-      throw InputError(s.where("parallel.tp_comm_overlap"), "torchtitan's async tensor parallelism needs torch.compile, and this plan's "
-                                                            "model.kernels is eager: set model.kernels: fused or tp_comm_overlap: false");
-    a.push_back({"parallelism.enable_async_tensor_parallel", "true"});
-  }
+  if (par.tp_comm_overlap && par.tensor > 1) a.push_back({"parallelism.enable_async_tensor_parallel", "true"});
   // torch.compile's components: the model (its blocks' fused kernels) and the loss (model.loss: fused).
   const bool fused_loss = s.layers.back().shape.loss == Loss::fused;
   if (compiled || fused_loss) {
@@ -462,14 +404,6 @@ TrainerExport export_torchtitan(const Plan& p) {
     a.push_back({"compile.components", compiled && fused_loss ? "[\"model\", \"loss\"]" : compiled ? "[\"model\"]" : "[\"loss\"]"});
   }
   const bool fsdp = par.shard == Shard::full;
-  // Mixed precision is FSDP2's (its MixedPrecisionPolicy) or, for DDP or one device, autocast's;
-  // with tensor or pipeline parallelism and neither FSDP nor context parallelism, torchtitan turns
-  // it off (distributed/utils.py, maybe_enable_amp) and trains in float32.
-  const bool fsdp_on = (fsdp && par.shard_ranks() / par.context > 1) || par.context > 1;
-  if (!fsdp_on && (par.tensor > 1 || par.pipeline > 1) && par.precision != Precision::fp32)
-    throw InputError(s.where("parallel.precision"), std::string("torchtitan trains in float32 under tensor or pipeline parallelism without "
-                                                                "FSDP (it turns mixed precision off): this plan's is ") +
-                                                        name(par.precision) + "; shard over data ranks (parallel.shard: full) or plan fp32");
   a.push_back({"parallelism.data_parallel_replicate_degree", std::to_string(fsdp ? par.data / (par.shard_ranks() / par.context) : par.data)});
   a.push_back({"parallelism.data_parallel_shard_degree", std::to_string(fsdp ? par.shard_ranks() / par.context : 1)});
   if (fsdp) a.push_back({"parallelism.fsdp_reshard_after_forward", quoted(par.reshard_after_forward ? "always" : "never")});
@@ -524,22 +458,16 @@ TrainerExport export_torchtitan(const Plan& p) {
       // The output projection stays bf16, as the plan costs it and torchtitan's own configs filter it.
       a.push_back({"quantize.linear.float8.filter_fqns", enclosed('[', quoted("output"), ']')});
       break;
-    case Precision::fp16:
-      throw InputError(s.where("parallel.precision"), "torchtitan trains in bfloat16 or float32 (and float8 linears), not fp16");
+    case Precision::fp16: break;  // refused by check_trainer_runs
   }
   switch (par.activation_checkpointing) {
     case Recompute::none: a.push_back({"activation_checkpoint.mode", quoted("none")}); break;
     case Recompute::layer: a.push_back({"activation_checkpoint.mode", quoted("full")}); break;
     case Recompute::selective:
-      throw InputError(s.where("parallel.activation_checkpointing"), "torchtitan's selective checkpointing saves by op (selective_ac_option "
-                                                                     "\"op\"), not Megatron-core's modules: set parallel.activation_checkpointing: "
-                                                                     "selective_op, which the plan then predicts as torchtitan runs it");
+    case Recompute::stage: break;  // refused by check_trainer_runs
     case Recompute::selective_op:
       a.insert(a.end(), {{"activation_checkpoint.mode", quoted("selective")}, {"activation_checkpoint.selective_ac_option", quoted("op")}});
       break;
-    case Recompute::stage:
-      throw InputError(s.where("parallel.activation_checkpointing"), "torchtitan recomputes per block (full) or per op (selective), not a "
-                                                                     "whole stage: set parallel.activation_checkpointing: layer");
   }
   const auto& o = s.optimizer;
   if (o.kind == "sgd") throw InputError(s.where("optimizer.kind"), "torchtitan's optimizers are Adam and AdamW; this plan's is sgd");

@@ -3,7 +3,8 @@
 // Megatron-LM's pretrain_gpt.py arguments with the torchrun line, or torchtitan's TOML job config.
 // What the trainer cannot express (Parallax's explicit partition lists, schedules it lacks, a block
 // it has no form for) is an InputError at the key to change: exit 2, never a command that runs
-// something else than what was planned.
+// something else than what was planned. The parallel settings each trainer runs are
+// plan/trainer_rules.hpp's, which the tuner shares.
 #include <string>
 #include <utility>
 #include <vector>

@@ -7,6 +7,7 @@
 
 #include "plan/memory.hpp"
 #include "plan/search_defaults.hpp"
+#include "plan/trainer_rules.hpp"
 
 namespace parallax::tune {
 namespace {
@@ -135,8 +136,14 @@ std::vector<plan::Settings> enumerate(Evaluator& ev, const Space& sp, size_t* in
       return false;
     }
   };
+  // What the scenario's trainer runs (Space::trainer), on `scratch` as passes() left it.
+  auto trainer_runs = [&] {
+    const auto refusal = plan::trainer_refusal(scratch, sp.trainer);
+    if (refusal && invalid_example->empty()) *invalid_example = refusal->why;
+    return !refusal;
+  };
   auto valid = [&](const plan::Settings& c) {
-    if (passes(c, plan::check_beyond_layout)) return true;
+    if (passes(c, plan::check_beyond_layout) && trainer_runs()) return true;
     ++*invalid;
     return false;
   };

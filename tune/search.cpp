@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "plan/search_defaults.hpp"
+#include "plan/trainer_rules.hpp"
 
 
 namespace parallax::tune {
@@ -119,6 +120,13 @@ void label_changes(const plan::Settings& given, SearchResult* r) {
     for (Evaluation& e : *rows) e.changes = plan::overrides(given, e.config);
 }
 
+// Whether the scenario's trainer (Space::trainer) runs `config`.
+bool trainer_runs(const plan::Scenario& base, const plan::Settings& config, plan::Framework trainer) {
+  plan::Scenario s = base;
+  plan::apply(config, &s);
+  return !plan::trainer_refusal(s, trainer);
+}
+
 }  // namespace
 
 std::string also_text(const Evaluation& row, size_t most) {
@@ -153,6 +161,7 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
   // The scenario as given and PyTorch's defaults compete too, even where the space misses them.
   for (const Evaluation* e : {&r.baseline, &r.defaults}) {
     if (!e->simulated()) continue;
+    if (e == &r.defaults && !trainer_runs(ev.base(), e->config, sp.trainer)) continue;  // the scenario as given is the user's
     plan::Settings c = e->config;
     c.partition_len = plan::listed(c.partition_len, c.stages());
     if (c.partition_len == ev.balanced_split(c)) c.partition_len = {};  // the same plan

@@ -64,6 +64,7 @@ std::vector<std::string> split_values(const std::string& text) {
 Space default_space(const plan::Scenario& s, int world) {
   Space sp;
   sp.world = world > 0 ? world : s.parallel.world_size();
+  sp.trainer = s.framework;
   for (const plan::Knob& k : plan::knobs())
     if (k.tuned()) sp.values[k.key] = k.search_default(s, sp.world);
   return sp;

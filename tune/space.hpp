@@ -20,6 +20,10 @@ struct Space {
   /// (the balanced split of each setting plus its neighbours, one layer moved across one
   /// boundary). The enumeration takes the (data, pipeline, tensor) whose product is the world.
   std::map<std::string, std::vector<plan::KnobValue>> values;
+  /// The trainer whose parallel rules every configuration must pass (plan/trainer_rules.hpp): the
+  /// scenario's framework, so that a Megatron-LM or torchtitan job is tuned to what its trainer
+  /// runs (and `parallax export` takes the pick); PyTorch (`tune --any-trainer`) refuses nothing.
+  plan::Framework trainer = plan::Framework::pytorch;
 
   const std::vector<plan::KnobValue>& of(const std::string& key) const;
   /// The values of an integer knob.

@@ -14,6 +14,8 @@
 #include "sim/simulator.hpp"
 #include "tests/test_util.hpp"
 #include "timeline/metrics.hpp"
+#include "plan/trainer_export.hpp"
+#include "plan/trainer_rules.hpp"
 #include "tune/pick.hpp"
 #include "tune/search.hpp"
 
@@ -507,4 +509,80 @@ TEST_CASE("tune: the why's critical path names a split backward's halves as comp
   INFO(path);
   CHECK_THAT(path, Catch::Contains("gradients"));
   CHECK_THAT(path, !Catch::Contains("point-to-point"));
+}
+
+TEST_CASE("tune: a Megatron-LM or torchtitan job is tuned to what its trainer runs, and export takes the pick", "[tune]") {
+  // The 70B job as Megatron-LM runs it, its layout left to the tuner over a node's tensor group.
+  const plan::Scenario s = plan::load_scenario(source("scenarios/llama-3.1-70b-64xH100.yaml"), {});
+  tune::Evaluator ev(s);
+  tune::Space space = tune::default_space(s);
+  CHECK(space.trainer == plan::Framework::megatron);
+  for (const char* fixed : {"parallel.tensor=8", "parallel.context=1", "parallel.sequence_parallel=true", "parallel.precision=bf16",
+                            "parallel.activation_checkpointing=selective", "parallel.shard=optimizer"})
+    tune::search(&space, fixed);
+  tune::SearchOptions o;
+  o.top = 10;
+  auto refused = [&](const tune::Evaluation& e, plan::Framework trainer) {
+    plan::Scenario c = s;
+    plan::apply(e.config, &c);
+    return plan::trainer_refusal(c, trainer).has_value();
+  };
+  const auto megatron = tune::search(ev, space, o);
+  REQUIRE(megatron.ranked.size() == 10);
+  for (const auto& e : megatron.ranked) {
+    INFO(plan::describe(e.changes));
+    CHECK_FALSE(refused(e, plan::Framework::megatron));
+    // What export writes for the pick, the trainer's own rules passed.
+    plan::Scenario c = s;
+    plan::apply(e.config, &c);
+    CHECK_NOTHROW(plan::export_megatron(plan::resolve_plan(c)));
+  }
+  for (const auto& e : megatron.pareto) CHECK_FALSE(refused(e, plan::Framework::megatron));
+  // Without the trainer's rules the same space ranks schedules Megatron-LM lacks (the zero-bubble
+  // and V-shaped ones) ahead of them: the rules are what keeps them out.
+  space.trainer = plan::Framework::pytorch;
+  const auto any = tune::search(ev, space, o);
+  CHECK(std::any_of(any.ranked.begin(), any.ranked.end(), [&](const tune::Evaluation& e) { return refused(e, plan::Framework::megatron); }));
+  CHECK(any.ranked.front().step <= megatron.ranked.front().step);
+  CHECK(any.combinations > megatron.combinations);
+}
+
+TEST_CASE("tune: trainer rules are export's, key by key", "[tune][plan]") {
+  const std::string file = source("scenarios/llama-3.1-70b-64xH100.yaml");
+  struct Case {
+    plan::Framework trainer;
+    std::vector<std::string> sets;
+    std::string key;  // the knob trainer_refusal names; export exits 2 there
+  };
+  const std::vector<Case> cases = {
+      {plan::Framework::megatron, {"parallel.schedule=dualpipev", "parallel.virtual=2", "parallel.partition_len=balanced"}, "parallel.schedule"},
+      {plan::Framework::megatron, {"parallel.chunks=6", "data.batch_size=6"}, "parallel.chunks"},  // 6 micro-batches over 4 stages, interleaved
+      {plan::Framework::megatron, {"parallel.grad_accumulation=2"}, "parallel.grad_accumulation"},
+      {plan::Framework::megatron, {"parallel.shard=full"}, "parallel.shard"},
+      {plan::Framework::megatron, {"parallel.activation_checkpointing=selective_op"}, "parallel.activation_checkpointing"},
+      {plan::Framework::torchtitan, {"parallel.shard=none"}, "parallel.data"},  // replicas beside tensor and pipeline without FSDP
+      {plan::Framework::torchtitan, {"parallel.shard=full", "parallel.sequence_parallel=false"}, "parallel.sequence_parallel"},
+      {plan::Framework::torchtitan, {"parallel.shard=full", "parallel.precision=fp16"}, "parallel.precision"},
+      {plan::Framework::torchtitan, {"parallel.shard=full", "parallel.activation_checkpointing=stage"}, "parallel.activation_checkpointing"},
+  };
+  for (const auto& c : cases) {
+    INFO(plan::join(c.sets, " "));
+    const plan::Scenario s = plan::load_scenario(file, c.sets);
+    const auto refusal = plan::trainer_refusal(s, c.trainer);
+    REQUIRE(refusal);
+    CHECK(refusal->key == c.key);
+    const plan::Plan p = plan::resolve_plan(s);
+    try {
+      c.trainer == plan::Framework::megatron ? (void)plan::export_megatron(p) : (void)plan::export_torchtitan(p);
+      FAIL("export took it");
+    } catch (const plan::InputError& e) {
+      CHECK(e.message() == refusal->why);
+      CHECK(e.where().str() == s.where(c.key).str());  // a --set names its flag, a file's key its line
+      CHECK_FALSE(e.where().str().empty());
+    }
+  }
+  // The scenario as shipped runs on Megatron-LM; PyTorch's own engine refuses nothing here.
+  const plan::Scenario shipped = plan::load_scenario(file, {});
+  CHECK_FALSE(plan::trainer_refusal(shipped, plan::Framework::megatron));
+  CHECK_FALSE(plan::trainer_refusal(plan::load_scenario(file, {"parallel.schedule=dualpipev", "parallel.virtual=2", "parallel.partition_len=balanced"}), plan::Framework::pytorch));
 }

@@ -1,0 +1,132 @@
+#include "plan/trainer_rules.hpp"
+
+#include <algorithm>
+
+#include "plan/knobs.hpp"
+
+namespace parallax::plan {
+
+using schedule::ScheduleKind;
+namespace {
+
+// The first transformer block of the model, or nothing (export refuses other models itself).
+const Layer* first_block(const Scenario& s) {
+  const auto it = std::find_if(s.layers.begin(), s.layers.end(), [](const Layer& l) { return l.kind == LayerKind::encoder; });
+  return it == s.layers.end() ? nullptr : &*it;
+}
+
+// Megatron-LM's pretrain_gpt.py (arguments.py, schedules.py, at the mirror's d98e8a64).
+std::optional<TrainerRefusal> megatron_refusal(const Scenario& s) {
+  const ParallelSpec& par = s.parallel;
+  if (par.pipeline > 1) {
+    const bool ok = (par.schedule == ScheduleKind::one_f_one_b && par.virtual_stages == 1) || par.schedule == ScheduleKind::interleaved_1f1b;
+    if (!ok)
+      return TrainerRefusal{"parallel.schedule", std::string("Megatron-LM runs 1F1B and interleaved 1F1B; this plan's schedule is ") +
+                                                     name(par.schedule) + " (set parallel.schedule: 1f1b or interleaved-1f1b)"};
+    // Megatron-LM runs a step's micro-batches (global batch / (micro-batch x data)) as one schedule:
+    // it has no flush between accumulation steps, which the plan would predict.
+    const int microbatches = par.chunks * par.grad_accumulation;
+    if (par.grad_accumulation > 1)
+      return TrainerRefusal{"parallel.grad_accumulation",
+                            "Megatron-LM runs a step's " + std::to_string(microbatches) + " micro-batches (chunks " + std::to_string(par.chunks) +
+                                " x grad_accumulation " + std::to_string(par.grad_accumulation) +
+                                ") as one pipeline schedule, without the flush between accumulation steps this plan predicts: plan it so, "
+                                "with parallel.chunks: " + std::to_string(microbatches) + ", parallel.grad_accumulation: 1 and data.batch_size x " +
+                                std::to_string(par.grad_accumulation)};
+    // Its interleaved schedule takes the micro-batches in groups of the pipeline's size
+    // (schedules.py, microbatch_group_size_per_vp_stage): it raises unless they fill whole groups.
+    if (par.virtual_stages > 1 && microbatches % par.pipeline != 0)
+      return TrainerRefusal{"parallel.chunks", "Megatron-LM's interleaved 1F1B needs the micro-batches (" + std::to_string(microbatches) +
+                                                   ") a multiple of the pipeline's " + std::to_string(par.pipeline) + " stages: set parallel.chunks"};
+  }
+  // Megatron-core's DotProductAttention asserts context_parallel_size == 1: only Transformer
+  // Engine's attention runs the ring.
+  const Layer* block = first_block(s);
+  if (par.context > 1 && block && !block->shape.flash_attention)
+    return TrainerRefusal{"parallel.context", "Megatron-LM runs context parallelism in Transformer Engine's fused attention only; "
+                                              "set model.attention: flash"};
+  if (par.activation_checkpointing == Recompute::selective_op)
+    return TrainerRefusal{"parallel.activation_checkpointing", "selective_op is torchtitan's per-op checkpointing; Megatron-LM recomputes "
+                                                               "selectively by module: set parallel.activation_checkpointing: selective "
+                                                               "(with parallel.recompute_modules)"};
+  if (par.sharded(Shard::gradients))
+    return TrainerRefusal{"parallel.shard", std::string("Megatron-LM's export writes shard optimizer (--use-distributed-optimizer); "
+                                                        "shard ") + name(par.shard) + " is Megatron-FSDP's, which Parallax does not export yet"};
+  if (par.param_gather_overlapped() && !par.overlap_grad_reduce)
+    return TrainerRefusal{"parallel.overlap_param_gather", "Megatron-LM overlaps the parameters' gather only beside the gradients' "
+                                                           "reduction (arguments.py): set parallel.overlap_grad_reduce: true as well"};
+  return std::nullopt;
+}
+
+// torchtitan v0.2.2's train.py and parallel_dims.py.
+std::optional<TrainerRefusal> torchtitan_refusal(const Scenario& s) {
+  const ParallelSpec& par = s.parallel;
+  if (par.data > 1 && par.shard == Shard::none && (par.tensor > 1 || par.pipeline > 1))
+    return TrainerRefusal{"parallel.data", "torchtitan replicates (DDP) only without tensor or pipeline parallelism; with them it shards "
+                                           "its replicas: set parallel.shard: full (FSDP2)"};
+  // FSDP2 always spans the context ranks (parallel_dims.py: fsdp_enabled is dp_shard or cp).
+  if (par.context > 1 && par.shard != Shard::full)
+    return TrainerRefusal{"parallel.context", "torchtitan shards the parameters over the context ranks (FSDP2 over data_parallel_shard x "
+                                              "context): set parallel.shard: full"};
+  if ((par.shard == Shard::optimizer || par.shard == Shard::gradients) && par.data > 1)
+    return TrainerRefusal{"parallel.shard", std::string("torchtitan shards with FSDP2 (shard full) or replicates (none); shard ") + name(par.shard) +
+                                                " is ZeRO-" + (par.shard == Shard::optimizer ? "1" : "2") + ", which it does not run"};
+  if (par.grad_reduce_in_bf16)
+    return TrainerRefusal{"parallel.grad_reduce_in_bf16", "torchtitan's replicas (DDP) reduce the gradients of its fp32 parameters; "
+                                                          "set parallel.grad_reduce_in_bf16: false"};
+  if (par.tensor > 1 && !par.sequence_parallel)
+    return TrainerRefusal{"parallel.sequence_parallel", "torchtitan's tensor parallelism always splits the sequence in the norms; set "
+                                                        "parallel.sequence_parallel: true"};
+  // Async tensor parallelism is a torch.compile pass; the plan costs the blocks' memory-bound ops
+  // fused (torch.compile) unless model.kernels says eager.
+  const Layer* block = first_block(s);
+  if (par.tp_comm_overlap && par.tensor > 1 && block && block->shape.eager)
+    return TrainerRefusal{"parallel.tp_comm_overlap", "torchtitan's async tensor parallelism needs torch.compile, and this plan's "
+                                                      "model.kernels is eager: set model.kernels: fused or tp_comm_overlap: false"};
+  // Mixed precision is FSDP2's (its MixedPrecisionPolicy) or, for DDP or one device, autocast's;
+  // with tensor or pipeline parallelism and neither FSDP nor context parallelism, torchtitan turns
+  // it off (distributed/utils.py, maybe_enable_amp) and trains in float32.
+  const bool fsdp_on = (par.shard == Shard::full && par.shard_ranks() / par.context > 1) || par.context > 1;
+  if (!fsdp_on && (par.tensor > 1 || par.pipeline > 1) && par.precision != Precision::fp32)
+    return TrainerRefusal{"parallel.precision", std::string("torchtitan trains in float32 under tensor or pipeline parallelism without "
+                                                            "FSDP (it turns mixed precision off): this plan's is ") +
+                                                    name(par.precision) + "; shard over data ranks (parallel.shard: full) or plan fp32"};
+  if (par.precision == Precision::fp16)
+    return TrainerRefusal{"parallel.precision", "torchtitan trains in bfloat16 or float32 (and float8 linears), not fp16"};
+  if (par.activation_checkpointing == Recompute::selective)
+    return TrainerRefusal{"parallel.activation_checkpointing", "torchtitan's selective checkpointing saves by op (selective_ac_option "
+                                                               "\"op\"), not Megatron-core's modules: set parallel.activation_checkpointing: "
+                                                               "selective_op, which the plan then predicts as torchtitan runs it"};
+  if (par.activation_checkpointing == Recompute::stage)
+    return TrainerRefusal{"parallel.activation_checkpointing", "torchtitan recomputes per block (full) or per op (selective), not a "
+                                                               "whole stage: set parallel.activation_checkpointing: layer"};
+  return std::nullopt;
+}
+
+}  // namespace
+
+const char* trainer_name(Framework trainer) {
+  switch (trainer) {
+    case Framework::megatron: return "Megatron-LM";
+    case Framework::torchtitan: return "torchtitan";
+    case Framework::deepspeed: return "DeepSpeed";
+    case Framework::pytorch: break;
+  }
+  return "PyTorch";
+}
+
+std::optional<TrainerRefusal> trainer_refusal(const Scenario& s, Framework trainer) {
+  switch (trainer) {
+    case Framework::megatron: return megatron_refusal(s);
+    case Framework::torchtitan: return torchtitan_refusal(s);
+    case Framework::pytorch:
+    case Framework::deepspeed: break;
+  }
+  return std::nullopt;
+}
+
+void check_trainer_runs(const Scenario& s, Framework trainer) {
+  if (const auto refusal = trainer_refusal(s, trainer)) throw InputError(s.where(refusal->key), refusal->why);
+}
+
+}  // namespace parallax::plan

@@ -1,0 +1,31 @@
+#pragma once
+// What each trainer runs of a plan's parallel knobs: the settings Megatron-LM or torchtitan cannot
+// run (a schedule it lacks, a sharding it does not do, micro-batches its interleaved schedule
+// refuses). One place for both `parallax export`, which refuses such a plan at the key to change
+// (exit 2), and `parallax tune`, which under `framework: megatron` or `torchtitan` searches only
+// what that trainer runs. What the tuner never changes (the model's blocks, the optimizer, the
+// data) is export's alone (plan/trainer_export.cpp).
+#include <optional>
+#include <string>
+
+#include "plan/framework.hpp"
+#include "plan/scenario.hpp"
+
+namespace parallax::plan {
+
+struct TrainerRefusal {
+  std::string key;  ///< the knob to change ("parallel.schedule")
+  std::string why;  ///< the trainer's reason and what to set
+};
+
+/// The first parallel setting of `s` that `trainer` cannot run, or nothing. PyTorch and DeepSpeed
+/// (no export) refuse nothing here.
+std::optional<TrainerRefusal> trainer_refusal(const Scenario& s, Framework trainer);
+
+/// trainer_refusal as an InputError at the scenario's key (its file position).
+void check_trainer_runs(const Scenario& s, Framework trainer);
+
+/// "Megatron-LM", "torchtitan": the trainer as its users name it.
+const char* trainer_name(Framework trainer);
+
+}  // namespace parallax::plan
