@@ -18,6 +18,7 @@
 #include <cmath>
 
 #include "gui/tune_cells.hpp"
+#include "plan/trainer_rules.hpp"
 
 namespace parallax::gui {
 
@@ -147,9 +148,14 @@ bool TuneView::start(const PlanSession& session) {
   phase_.clear();
   phase_start_s_ = 0;
   progress_->setRange(0, 0);  // busy until the first report
-  status_->setText(QString("Searching the configurations of %1 on %2 ranks …")
+  // A trainer's job is searched over what that trainer runs (plan/trainer_rules.hpp), as `parallax tune`.
+  const QString trainer = space.trainer == plan::Framework::pytorch
+                              ? QString()
+                              : QString(", only what %1 runs").arg(plan::trainer_name(space.trainer));
+  status_->setText(QString("Searching the configurations of %1 on %2 ranks%3 …")
                        .arg(QString::fromStdString(evaluator->base().name))
-                       .arg(space.world));
+                       .arg(space.world)
+                       .arg(trainer));
 
   cancel_flag_ = std::make_shared<std::atomic<bool>>(false);
   tune::SearchOptions options;
