@@ -48,6 +48,16 @@ std::string pad(std::string s, size_t width) {
 
 }  // namespace
 
+// A pipeline on GPUs left at PyTorch's point-to-point: what a Megatron-LM job would change (its
+// point-to-point alone moves the bubble several-fold on NCCL).
+std::string framework_hint(const plan::Scenario& s) {
+  if (s.framework != plan::Framework::pytorch || s.parallel.pipeline == 1 || s.hardware.device.kind != plan::DeviceKind::cuda ||
+      s.parallel.p2p != plan::P2p::pytorch)
+    return "";
+  return "framework  pytorch (torch.distributed.pipelining's point-to-point: a send waits for its receive). For a Megatron-LM "
+         "or NeMo job set framework: megatron\n";
+}
+
 std::string format_bytes(int64_t bytes) {
   char buf[64];
   const double b = static_cast<double>(bytes);
@@ -73,19 +83,14 @@ std::string placement_line(const plan::ParallelSpec& p) {
   return o.str();
 }
 
-// What the trainer set; for a pipeline on GPUs left at PyTorch's semantics, what a Megatron-LM job
-// would change (its point-to-point alone moves the bubble several-fold on NCCL).
+// What the trainer set, or framework_hint's line.
 std::string framework_line(const plan::Scenario& s) {
+  if (s.framework == plan::Framework::pytorch) return framework_hint(s);
   std::ostringstream o;
-  if (s.framework != plan::Framework::pytorch) {
-    o << "framework  " << plan::name(s.framework) << ": ";
-    if (s.framework_set.empty()) o << "nothing set (the scenario sets each of its semantics itself)";
-    for (size_t i = 0; i < s.framework_set.size(); ++i) o << (i ? ", " : "") << s.framework_set[i];
-    o << "\n";
-  } else if (s.parallel.pipeline > 1 && s.hardware.device.kind == plan::DeviceKind::cuda && s.parallel.p2p == plan::P2p::pytorch) {
-    o << "framework  pytorch (torch.distributed.pipelining's point-to-point: a send waits for its receive). For a Megatron-LM "
-         "or NeMo job set framework: megatron\n";
-  }
+  o << "framework  " << plan::name(s.framework) << ": ";
+  if (s.framework_set.empty()) o << "nothing set (the scenario sets each of its semantics itself)";
+  for (size_t i = 0; i < s.framework_set.size(); ++i) o << (i ? ", " : "") << s.framework_set[i];
+  o << "\n";
   return o.str();
 }
 

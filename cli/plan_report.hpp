@@ -16,6 +16,10 @@ std::string plan_text(const plan::Plan& plan);
 /// Their JSON is timeline::published_check_json's.
 std::string published_check_text(const plan::HardwareProfile& hw);
 
+/// For a pipeline on GPUs left at PyTorch's semantics, the line that says a Megatron-LM or NeMo job
+/// wants `framework: megatron` (its point-to-point moves the bubble several-fold); else "".
+std::string framework_hint(const plan::Scenario& s);
+
 nlohmann::json schedule_json(const plan::Plan& plan);
 std::string schedule_text(const plan::Plan& plan);
 

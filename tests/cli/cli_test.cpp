@@ -103,6 +103,18 @@ TEST_CASE("cli: plan and simulate say how the profile's predictions held on publ
   CHECK(nlohmann::json::parse(run("simulate --json").out)["published_check"].empty());
 }
 
+TEST_CASE("cli: plan and simulate say that a GPU pipeline at PyTorch's point-to-point is not Megatron-LM's", "[cli]") {
+  const std::string hint = "framework  pytorch (torch.distributed.pipelining's point-to-point";
+  const std::string pytorch = scenario("llama-3.1-70b-64xH100.yaml") + " --set framework=pytorch";
+  for (const char* command : {"plan ", "simulate "}) {
+    INFO(command);
+    CHECK_THAT(run(command + pytorch).out, Catch::Contains(hint));
+    CHECK_THAT(run(command + scenario("llama-3.1-70b-64xH100.yaml")).out, !Catch::Contains(hint));  // framework: megatron
+    CHECK_THAT(run(command + pytorch + " --set parallel.p2p=megatron").out, !Catch::Contains(hint));
+    CHECK_THAT(run(command + scenario("mlp-fashion-mnist-pipeline2.yaml")).out, !Catch::Contains(hint));  // on CPUs: Gloo's
+  }
+}
+
 TEST_CASE("cli: bad input exits 2 with nothing on stdout", "[cli]") {
   for (const std::string args : {"plan /nonexistent.yaml", "plan --set parallel.chunks=3", "plan --bogus",
                                  "schedule --set parallel.schedule=zb --json", "frobnicate"}) {
