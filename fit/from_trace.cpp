@@ -179,7 +179,19 @@ void phase_actions(const timeline::LoadedTrace& t, const plan::Plan& plan, timel
   std::sort(out->events.begin(), out->events.end(), [](const auto& a, const auto& b) { return a.start < b.start; });
 }
 
+// A profiler trace names its job's size and its own rank (distributedInfo): one of another size,
+// or of a rank the job does not have, is not a run of this job.
+void check_ranks(const timeline::LoadedTrace& t, const plan::Plan& plan) {
+  const std::string job = ", where the scenario's job has " + std::to_string(plan.world_size) + " rank" +
+                          (plan.world_size == 1 ? "" : "s") + ": not a run of this job (give its layout: --set parallel.data=...)";
+  if (t.world_size > 0 && t.world_size != plan.world_size)
+    refuse(t, "a run of " + std::to_string(t.world_size) + " ranks (distributedInfo.world_size)" + job);
+  for (const auto& e : t.events)
+    if (e.rank < 0 || e.rank >= plan.world_size) refuse(t, "a trace of rank " + std::to_string(e.rank) + job);
+}
+
 timeline::Timeline kineto_actions(const timeline::LoadedTrace& t, const plan::Plan& plan) {
+  check_ranks(t, plan);
   timeline::Timeline out;
   out.world_size = plan.world_size;
   pipelining_actions(t, plan, &out);
@@ -335,13 +347,26 @@ TraceFit fit_to_measured(const plan::Plan& plan, const std::vector<timeline::Tim
   if (fc.kernels != plan::FittedCosts::Kernels{})
     r.fitted.push_back("kernels: GEMMs x" + number(fc.kernels.gemm) + ", flash attention x" + number(fc.kernels.flash) +
                        ", memory-bound x" + number(fc.kernels.memory) + " (the compute model's, for every layer and layout)");
-  for (const auto& [signature, f] : fc.layers)
-    r.fitted.push_back(signature + ": forward x" + number(f.forward) + ", backward x" + number(f.backward) +
-                       (fc.kernels != plan::FittedCosts::Kernels{} ? " over the kernels' factors" : ""));
-  if (m.optimizer.empty()) r.kept.push_back("the optimizer step (no OPTIM in the traces)");
-  else r.fitted.push_back("optimizer step x" + number(fc.optimizer));
+  // A kind of action the traces lack keeps the base's cost (its factor stays 1): said as kept, not fitted.
+  const bool forward = !m.forward.empty(), backward = !m.backward.empty();
+  for (const auto& [signature, f] : fc.layers) {
+    std::string line = signature + ":";
+    if (forward) line += " forward x" + number(f.forward);
+    if (backward) line += std::string(forward ? "," : "") + " backward x" + number(f.backward);
+    if (forward || backward)
+      r.fitted.push_back(line + (fc.kernels != plan::FittedCosts::Kernels{} ? " over the kernels' factors" : ""));
+  }
+  if (!forward) r.missing.push_back("forward");
+  if (!backward) r.missing.push_back("backward");
+  for (const auto& kind : r.missing) r.kept.push_back("the layers' " + kind + " (none in the traces)");
+  if (m.optimizer.empty()) {
+    r.kept.push_back("the optimizer step (no OPTIM in the traces)");
+    r.missing.push_back("optimizer step");
+  } else {
+    r.fitted.push_back("optimizer step x" + number(fc.optimizer));
+  }
   if (measured_allreduce > plan::Time()) r.fitted.push_back("all-reduces x" + number(fc.allreduce));
-  else r.kept.push_back("all-reduces (none in the traces)");
+  else r.kept.push_back("all-reduces (none among the actions read from the traces)");
   if (m.send_forward.empty() && m.send_backward.empty()) r.kept.push_back("point-to-point messages and their calls (none in the traces)");
   else {
     r.fitted.push_back("send calls: activations +" + number(fc.send_forward_us) + " us, gradients +" + number(fc.send_backward_us) +

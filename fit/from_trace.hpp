@@ -36,6 +36,9 @@ struct TraceFit {
   plan::FittedCosts costs;
   std::vector<std::string> fitted;  ///< what the traces gave, in words
   std::vector<std::string> kept;    ///< what stays the base profile's, in words
+  /// The kinds of compute action the job has and the traces do not ("backward", "optimizer step"):
+  /// kept from the base, so the fitted step is off by what they are.
+  std::vector<std::string> missing;
   plan::Time measured_step;           ///< the step statistic, the median over the traces
   plan::Time base_step, fitted_step;  ///< the step predicted with the base profile, and fitted
   int steps = 0;                      ///< undisturbed steps the fit is over, all traces

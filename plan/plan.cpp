@@ -302,6 +302,8 @@ std::optional<StepKernels> step_kernels(const Plan& plan) {
     to.us.flash += (c.forward.flash + c.backward.flash) * microbatches;
     to.us.memory += (c.forward.memory + c.backward.memory) * microbatches;
   }
+  if (const auto& fitted = plan.scenario.hardware.fitted)  // the kinds' factors, as ShapeModel applies them
+    for (auto& r : by_rank) r.us.gemm *= fitted->kernels.gemm, r.us.flash *= fitted->kernels.flash, r.us.memory *= fitted->kernels.memory;
   return *std::max_element(by_rank.begin(), by_rank.end(), [](const auto& a, const auto& b) { return a.total_us() < b.total_us(); });
 }
 

@@ -127,8 +127,9 @@ std::optional<std::vector<LayerKernelClasses>> stage_kernel_classes(const Plan& 
 
 /// The busiest pipeline rank's F and B kernels over one step, by kind, as the device's compute
 /// model costs them (stage_kernel_classes x the step's micro-batches), without the collectives and
-/// slowdowns inside F and B: what bounds the step's compute. nullopt without a compute model.
-/// `parallax simulate`, the report and the GUI show it.
+/// slowdowns inside F and B: what bounds the step's compute. With a profile fitted to a run
+/// (`calibrate --from-trace`), each kind times its fitted factor, as the step's costs take it.
+/// nullopt without a compute model. `parallax simulate`, the report and the GUI show it.
 struct StepKernels {
   int pipeline_rank = 0;
   KernelClassTimes us;  ///< microseconds of each kind over the step

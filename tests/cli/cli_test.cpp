@@ -575,6 +575,28 @@ TEST_CASE("cli: calibrate --from-trace fits a profile to a measured run, and sim
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("cli: calibrate --from-trace takes a profiler job's files per rank as one run, and each file once", "[cli][fixtures]") {
+  const std::string dir = std::string(PARALLAX_SOURCE_DIR) + "/../shared/fixtures/kineto/";
+  if (!std::filesystem::exists(dir)) parallax::test::skip("fixtures", "../shared/fixtures is not present");
+  const std::string job = std::string(PARALLAX_SOURCE_DIR) + "/bench/data/hta-sampled.yaml";
+  const auto out = std::filesystem::temp_directory_path() / ("parallax-ranks-" + std::to_string(::getpid()) + ".yaml");
+  const std::string rank0 = " --from-trace " + dir + "sampled_rank-0.json.gz", rank1 = " --from-trace " + dir + "sampled_rank-1.json.gz";
+  const auto both = run("calibrate" + rank0 + rank1 + " " + job + " -o " + out.string(), "", true);
+  REQUIRE(both.code == 0);
+  CHECK_THAT(both.out, Catch::Contains("to 1 measured run(s)"));
+  // Step 552 across both ranks: the first forward's start to the last optimizer's end.
+  CHECK_THAT(both.out, Catch::Contains("measured   599.333 ms"));
+  const auto twice = run("calibrate" + rank0 + rank0 + " " + job + " -o " + out.string(), "", true);
+  CHECK(twice.code == 2);
+  CHECK_THAT(twice.out, Catch::Contains("given twice"));
+  // A rank's file of a 128-GPU job is not a run of a one-GPU job.
+  const auto other = run("calibrate" + rank0 + " " + std::string(PARALLAX_SOURCE_DIR) + "/bench/data/gpu-transformer.yaml -o " +
+                         out.string(), "", true);
+  CHECK(other.code == 2);
+  CHECK_THAT(other.out, Catch::Contains("a run of 128 ranks") && Catch::Contains("not a run of this job"));
+  std::filesystem::remove(out);
+}
+
 TEST_CASE("cli: calibrate --from-trace on an H200's traces says which actions waited on the host's launches", "[cli]") {
   // bench/results: one GPU's traced runs of bench/data/gpu-transformer.yaml (2026-11-27, docs/gpu.md).
   // In fp32 the host queues each action well ahead of the device; in bf16 the device waits on it.

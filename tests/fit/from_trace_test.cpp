@@ -170,6 +170,15 @@ TEST_CASE("fit::measured_actions maps a Kineto trace's PP:<action> spans onto th
   other.replace(other.find("PP:1F0"), 6, "PP:1F9");
   CHECK_THROWS_WITH(fit::measured_actions(timeline::parse_trace(other, "rank1.json"), p),
                     Catch::Contains("1F9") && Catch::Contains("not a run of this job"));
+  // A trace of a job of another size (distributedInfo), or of a rank the job does not have.
+  auto with = [&](std::string s, const std::string& from, const std::string& to) { return s.replace(s.find(from), from.size(), to); };
+  const std::string bigger = with(text, "\"world_size\": 2", "\"world_size\": 4");
+  CHECK_THROWS_WITH(fit::measured_actions(timeline::parse_trace(bigger, "rank1.json"), p),
+                    Catch::Contains("a run of 4 ranks") && Catch::Contains("has 2 ranks"));
+  // The size unstated: the rank alone tells.
+  const std::string beyond = with(with(text, "\"rank\": 1", "\"rank\": 5"), "\"world_size\": 2", "\"world_size\": 0");
+  CHECK_THROWS_WITH(fit::measured_actions(timeline::parse_trace(beyond, "rank1.json"), p),
+                    Catch::Contains("a trace of rank 5") && Catch::Contains("not a run of this job"));
   // A profiler trace without the schedule's spans.
   std::string none = text;
   for (size_t at; (at = none.find("PP:")) != std::string::npos;) none.replace(at, 3, "xx:");
@@ -236,6 +245,15 @@ TEST_CASE("fit: the shared Kineto traces of a 128-GPU data-parallel job map onto
   CHECK(f.fitted_step.to_ms() == Approx(f.measured_step.to_ms()).epsilon(0.01));
   CHECK(std::abs(f.base_step.to_ms() - f.measured_step.to_ms()) > 0.5 * f.measured_step.to_ms());
   CHECK(f.costs.optimizer > 10);  // Shampoo's step against Adam's on the stated parameters
+  CHECK(f.missing.empty());
+  // Without the backward, the layers' backward keeps the base's cost, said as kept, not as fitted x1.
+  for (auto& m : measured)
+    m.events.erase(std::remove_if(m.events.begin(), m.events.end(), [](const auto& e) { return e.action.kind == schedule::ActionKind::B; }),
+                   m.events.end());
+  const fit::TraceFit forward_only = fit::fit_to_measured(p, measured);
+  CHECK(forward_only.missing == std::vector<std::string>{"backward"});
+  for (const auto& line : forward_only.fitted) CHECK_THAT(line, !Catch::Contains("backward"));
+  CHECK(std::count(forward_only.kept.begin(), forward_only.kept.end(), "the layers' backward (none in the traces)") == 1);
 }
 
 TEST_CASE("fit::launch_shares: an action is bound by the launches when the device finishes right after the last one",
@@ -356,6 +374,13 @@ TEST_CASE("fit::fit_kernel_kinds: each kind's measured kernels over the compute 
   const double call = hw.device.layer_overhead_us;
   CHECK(plan::estimate_layer_cost(block, hw, p.scenario.parallel, p.microbatch_size).forward.to_us() - call ==
         Approx(1.5 * c.forward.gemm + 0.8 * c.forward.flash + 2 * c.forward.memory).epsilon(1e-4));
+  // And `simulate`'s kernels line, a step's kernels by kind, takes them as the costs do.
+  plan::Plan fitted = p;
+  fitted.scenario.hardware = hw;
+  const auto unfitted_step = *plan::step_kernels(p), fitted_step = *plan::step_kernels(fitted);
+  CHECK(fitted_step.us.gemm == Approx(1.5 * unfitted_step.us.gemm));
+  CHECK(fitted_step.us.flash == Approx(0.8 * unfitted_step.us.flash));
+  CHECK(fitted_step.us.memory == Approx(2 * unfitted_step.us.memory));
   // A trace without kernels fits nothing, and says so.
   said.clear();
   timeline::LoadedTrace bare;
