@@ -107,9 +107,11 @@ void print_launch_shares(const std::vector<timeline::LoadedTrace>& traces) {
   std::printf("\nthe host's kernel launches and the device's time, per action (median):\n");
   bool bound = false;
   for (const auto& s : shares) {
-    std::printf("  %-5s launched in %.0f us, ran %.0f us on the device, which finished %.0f us after the last launch%s\n",
-                schedule::name(s.kind), s.host_us, s.device_us, s.after_last_launch_us,
-                s.host_bound() ? ": bound by the launches" : "");
+    // At or below 0 the device's last kernel ended before the host's last launch call returned.
+    const std::string finished = s.after_last_launch_us > 0 ? fmt("%.0f us after the last launch", s.after_last_launch_us)
+                                                            : std::string("as the last launch returned");
+    std::printf("  %-5s launched in %.0f us, ran %.0f us on the device, which finished %s%s\n", schedule::name(s.kind), s.host_us,
+                s.device_us, finished.c_str(), s.host_bound() ? ": bound by the launches" : "");
     bound = bound || s.host_bound();
   }
   if (bound)
