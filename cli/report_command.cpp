@@ -1,5 +1,7 @@
 #include "cli/report_command.hpp"
 
+#include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 
@@ -9,6 +11,7 @@
 #include "plan/error.hpp"
 #include "plan/scenario.hpp"
 #include "sim/metrics.hpp"
+#include "timeline/metrics.hpp"
 #include "timeline/trace_reader.hpp"
 
 namespace parallax::cli {
@@ -22,13 +25,31 @@ timeline::Timeline read_timeline(const std::string& path, const std::string& kin
 }
 
 json read_tune_result(const std::string& path) {
+  if (std::filesystem::is_directory(path)) throw plan::InputError(plan::Location{path}, "a folder, not a tune result");
   std::ifstream in(path);
   if (!in) throw plan::InputError(plan::Location{path}, "cannot open the tune result (does it exist?)");
-  const json j = json::parse(in, nullptr, false);
-  if (!report::is_tune_result(j))
-    throw plan::InputError(plan::Location{path}, "not a tune result: expected the JSON object that "
-                                                 "`parallax tune --json` prints, with a \"ranked\" list");
+  json j;
+  try {
+    j = json::parse(in);
+  } catch (const json::parse_error& e) {
+    throw plan::InputError(plan::Location{path}, "not valid JSON (at byte " + std::to_string(e.byte) +
+                                                     "; is the file truncated?): a tune result is what `parallax tune --json` prints");
+  }
+  if (const std::string problem = report::tune_result_problem(j); !problem.empty())
+    throw plan::InputError(plan::Location{path}, "not a tune result (" + problem + "): expected the JSON object that "
+                                                 "`parallax tune --json` prints");
   return j;
+}
+
+// Whether the page's plan is one the tune result predicted: its scenario as given or one of its rows
+// (a pick written with -o and reported beside its search). Step times to a microsecond.
+bool tune_holds_plan(const json& tune, double step_ms) {
+  auto same = [&](const json& row) { return std::abs(row.value("predicted_step_ms", -1.0) - step_ms) < 1e-3; };
+  if (same(tune["baseline"]) || same(tune["best"])) return true;
+  for (const char* list : {"ranked", "pareto"})
+    for (const auto& row : tune.value(list, json::array()))
+      if (same(row)) return true;
+  return false;
 }
 
 void check_output(const std::string& path) {
@@ -69,6 +90,14 @@ int report_command(const ReportArgs& args) {
   if (tune.contains("scenario") && tune["scenario"] != in.predicted.scenario)
     throw plan::InputError(plan::Location{args.tune}, "a tune result of scenario '" + tune["scenario"].get<std::string>() +
                                                           "', not of '" + in.predicted.scenario + "', the one this page shows");
+  if (const auto steps = timeline::steps_of(in.predicted); !tune.is_null() && !steps.empty()) {
+    const double step_ms = timeline::step_times(in.predicted, steps.front()).step_time.to_ms();
+    if (!tune_holds_plan(tune, step_ms))
+      throw plan::InputError(plan::Location{args.tune},
+                             "a tune of another plan of '" + in.predicted.scenario + "': its scenario as given predicted " +
+                                 fmt("%.3f ms", tune["baseline"]["predicted_step_ms"].get<double>()) + " and no row of it " +
+                                 fmt("%.3f ms", step_ms) + ", this page's step (a --set given to one and not the other?)");
+  }
   in.measured = std::move(measured);
   in.tune = tune;
   write_file_atomically(args.output, report::render_html(in));

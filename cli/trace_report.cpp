@@ -192,13 +192,16 @@ std::string compare_text(const timeline::CompareReport& r) {
   std::ostringstream o;
   const timeline::StepStatistic& m = r.measured_step;
   o << "step time   predicted " << fmt("%.3f ms", r.predicted_step.to_ms()) << ", measured " << fmt("%.3f ms", m.undisturbed.to_ms())
-    << " (" << timeline::kStatisticName << " of " << m.steps << " steps after warm-up): error "
+    << " (" << (r.measured_steps.size() == 1 && m.steps == 1 && r.measured_steps.front() == 0
+                    ? std::string("its only step, the warm-up: nothing after it to take")  // steps_after_warmup keeps a lone step
+                    : std::string(timeline::kStatisticName) + " of " + std::to_string(m.steps) + " steps after warm-up")
+    << "): error "
     << fmt("%+.1f%%", 100 * r.step_error) << "\n";
   o << "            median " << fmt("%.3f ms", m.median.to_ms()) << " (error " << fmt("%+.1f%%", 100 * r.median_error)
     << "), min " << fmt("%.3f", m.min.to_ms()) << ", max " << fmt("%.3f", m.max.to_ms()) << "; "
     << fmt("%.0f%%", 100 * m.disturbed_share) << " of the steps disturbed (over "
-    << fmt("%.0f%%", 100 * timeline::kDisturbedMargin) << " slower); action and rank figures are over the other "
-    << r.measured_steps.size() << "\n";
+    << fmt("%.0f%%", 100 * timeline::kDisturbedMargin) << " slower); action and rank figures are over the undisturbed "
+    << r.measured_steps.size() << " of them\n";
   if (m.steps > 0 && m.steps < timeline::kMinStatisticSteps)
     o << "            few steps: the statistic wants " << timeline::kMinStatisticSteps << " or more after warm-up\n";
   o << "\n";

@@ -118,7 +118,8 @@ json memory_json(const timeline::PlanSummary& plan, const timeline::CompareRepor
                    {"gradients_mb", mb(m.gradients)},
                    {"optimizer_mb", mb(m.optimizer)},
                    {"activations_mb", mb(m.activations + m.buckets)},
-                   {"total_mb", mb(m.total)},
+                   {"allocated_mb", mb(m.allocated())},  // the tensors, as compare sets them against a run's
+                   {"total_mb", mb(m.total)},            // with the reserve the fit check adds
                    {"device_mb", mb(m.device_bytes)}});
   }
   return out;
@@ -202,15 +203,16 @@ std::string html_escape(const std::string& s) {
   return out;
 }
 
-/// JSON that is safe inside <script>: "</" would end the element, so it is written "<\/" (the
-/// same string to a JSON parser).
+/// JSON that is safe inside <script>: every '<' is written \u003c (the same string to a JSON
+/// parser), so that no "</script>" or "<!--" in a scenario's name or a path can end or hide the
+/// element. '<' appears in JSON only inside strings.
 std::string script_safe_json(const json& data) {
-  std::string text = data.dump(-1, ' ', false, json::error_handler_t::replace);
+  const std::string text = data.dump(-1, ' ', false, json::error_handler_t::replace);
   std::string out;
   out.reserve(text.size());
-  for (size_t i = 0; i < text.size(); ++i) {
-    out += text[i];
-    if (text[i] == '<' && i + 1 < text.size() && text[i + 1] == '/') out += '\\';
+  for (char c : text) {
+    if (c == '<') out += "\\u003c";
+    else out += c;
   }
   return out;
 }
@@ -244,9 +246,28 @@ json vocabulary_json() {
 
 }  // namespace
 
-bool is_tune_result(const json& tune) {
-  return tune.is_object() && tune.contains("ranked") && tune["ranked"].is_array();
+std::string tune_result_problem(const json& tune) {
+  if (!tune.is_object()) return "not a JSON object";
+  auto row_problem = [](const json& row, const std::string& where) -> std::string {
+    if (!row.is_object()) return where + " is not an object";
+    if (!row.contains("overrides") || !row["overrides"].is_object()) return where + " has no \"overrides\" object";
+    for (const char* key : {"predicted_step_ms", "peak_memory_mb"})
+      if (!row.contains(key) || !row[key].is_number()) return where + " has no number \"" + key + "\"";
+    return "";
+  };
+  if (!tune.contains("ranked") || !tune["ranked"].is_array() || tune["ranked"].empty()) return "no \"ranked\" list of configurations";
+  for (const char* key : {"best", "baseline"})
+    if (std::string p = row_problem(tune.value(key, json()), std::string("\"") + key + "\""); !p.empty()) return p;
+  for (const char* list : {"ranked", "pareto"}) {
+    const json rows = tune.value(list, json::array());
+    if (!rows.is_array()) return std::string("\"") + list + "\" is not a list";
+    for (size_t i = 0; i < rows.size(); ++i)
+      if (std::string p = row_problem(rows[i], std::string(list) + "[" + std::to_string(i) + "]"); !p.empty()) return p;
+  }
+  return "";
 }
+
+bool is_tune_result(const json& tune) { return tune_result_problem(tune).empty(); }
 
 json report_data(const ReportInput& in) {
   const int pstep = first_step(in.predicted);

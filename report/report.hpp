@@ -36,7 +36,10 @@ nlohmann::json report_data(const ReportInput& input);
 /// The whole page: inline CSS and JS, the data embedded; opens from file:// with no network.
 std::string render_html(const ReportInput& input);
 
-/// Whether `tune` looks like the output of `parallax tune --json` (an object with a `ranked` list).
+/// What keeps `tune` from being the output of `parallax tune --json` as the page draws it ("" when
+/// nothing): an object with a non-empty `ranked` list, and a `best`, a `baseline` and every ranked
+/// and Pareto row each `{overrides: {...}, predicted_step_ms, peak_memory_mb}`.
+std::string tune_result_problem(const nlohmann::json& tune);
 bool is_tune_result(const nlohmann::json& tune);
 
 }  // namespace parallax::report

@@ -133,7 +133,9 @@ function renderSummary() {
   const m = s.measured_step_ms;
   cards.append(card('measured step time (undisturbed)', ms(m.undisturbed), 'step-measured', { ms: m.undisturbed }));
   cards.append(card('step time error', signedPct(s.step_error), 'step-error', { error: s.step_error }));
-  stepNote.textContent = `Measured: the ${s.statistic} of the ${m.steps} steps after the warm-up step; their median ` +
+  const lone = m.steps === 1 && (s.measured_steps || []).length === 1 && s.measured_steps[0] === 0;  // a one-step run
+  stepNote.textContent = (lone ? 'Measured: the run\'s only step, its warm-up (nothing after it to take); ' :
+                                 `Measured: the ${s.statistic} of the ${m.steps} steps after the warm-up step; their median `) +
     `${ms(m.median)} (error ${signedPct(s.median_error)}), min ${ms(m.min)}, max ${ms(m.max)}; ` +
     `${(100 * m.disturbed_share).toFixed(0)}% of them disturbed (over 10% slower). Error = (predicted - measured) / ` +
     `measured. Action figures are over the undisturbed steps; the timeline shows step ${s.shown_step}, the one ` +
@@ -164,7 +166,7 @@ function barChart(container, { labels, series, unit, limit, format }) {
   for (let v = 0; v <= max * 1.0001; v += step) {
     root.append(svg('line', { x1: left, x2: left + plotW, y1: y(v), y2: y(v), stroke: '#e3e7ee' }));
     const t = svg('text', { x: left - 6, y: y(v) + 4, 'text-anchor': 'end', 'font-size': 11, fill: '#5b6576' });
-    t.textContent = format(v);
+    t.textContent = format(v, step);  // ticks: as many decimals as the step needs
     root.append(t);
   }
   const slot = plotW / groups, barW = Math.min(48, Math.max(1, (slot - 2) / series.length));
@@ -204,6 +206,11 @@ function legend(series) {
   return p;
 }
 
+// Decimals that tell ticks `step` apart (0.2 -> 1, 5 -> 0); a bar's own label (no step) keeps its default.
+function decimals(step, fallback) {
+  return step ? Math.max(0, Math.min(6, -Math.floor(Math.log10(step) + 1e-9))) : fallback;
+}
+
 function measuredSeries(name, values) {
   const out = [{ name: `${name} predicted`, color: PREDICTED, values: values.map(v => v[0]) }];
   if (D.summary.measured) out.push({ name: `${name} measured`, color: MEASURED, values: values.map(v => v[1]) });
@@ -218,17 +225,19 @@ function renderCharts() {
     unit: 'Bubble fraction of the step per pipeline rank (pN holds stages ' +
           stages.map(s => `p${s.pipeline_rank}: ${s.stages.join(',')}`).slice(0, 8).join('; ') +
           (stages.length > 8 ? '; ...' : '') + '), the mean over the replicas that play it',
-    format: v => (100 * v).toFixed(0) + '%',
+    format: (v, step) => (100 * v).toFixed(decimals(step && 100 * step, v < 0.1 ? 1 : 0)) + '%',
   });
   barChart(document.getElementById('exposed-chart'), {
     labels: D.ranks.map(r => `r${r.rank}`),
     series: measuredSeries('exposed communication', D.ranks.map(r => r.exposed_comm_ms)),
     unit: 'Milliseconds a communication lane is busy while compute is idle, per rank',
-    format: v => v.toFixed(v < 10 ? 2 : 0) + ' ms',
+    format: (v, step) => v.toFixed(decimals(step, v < 10 ? 2 : 0)) + ' ms',
   });
   const memory = document.getElementById('memory-chart');
   if (!D.memory.length) { memory.append(note('The trace does not carry its plan: no memory estimate.')); return; }
-  const series = [{ name: 'peak memory predicted', color: PREDICTED, values: D.memory.map(m => m.total_mb) }];
+  // The plan's tensors, as compare sets them against a run's; the fit check adds the reserve (below).
+  const series = [{ name: 'peak memory predicted', color: PREDICTED, values: D.memory.map(m => m.allocated_mb) }];
+  const reserve = Math.max(...D.memory.map(m => m.total_mb - m.allocated_mb));
   const measured = D.memory.some(m => m.measured_mb !== null);
   if (measured) series.push({ name: 'peak memory measured', color: MEASURED, values: D.memory.map(m => m.measured_mb || 0) });
   // The device's line only where the bars would still show beside it (a small model on a 16 GiB
@@ -242,9 +251,11 @@ function renderCharts() {
     limit: showDevice ? { value: device, label: deviceText } : null,
     unit: 'MiB per rank: parameters, gradients, optimizer state and activations at the peak, as the plan estimates ' +
           'them' + (measured ? '; measured: the peak of the run\'s live tensors less what they held before the model was built'
-                             : ' (this run did not record memory)') +
+                             : D.summary.measured ? ' (this run did not record memory)' : '') +
+          (reserve > 0.5 ? `; whether it fits the device counts ${reserve.toFixed(0)} MiB more, the CUDA context and the ` +
+                           'caching allocator\'s reserve' : '') +
           (showDevice ? '' : `. The ${deviceText} is off the scale.`),
-    format: v => v >= 1024 ? (v / 1024).toFixed(1) + ' GiB' : v.toFixed(0) + ' MiB',
+    format: (v, step) => v >= 1024 ? (v / 1024).toFixed(decimals(step && step / 1024, 1)) + ' GiB' : v.toFixed(decimals(step, 0)) + ' MiB',
   });
 }
 

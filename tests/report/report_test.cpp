@@ -205,7 +205,18 @@ TEST_CASE("report: bad input exits 2 and writes nothing", "[report]") {
   const std::string page = (dir / "report.html").string();
   std::ofstream(dir / "broken.json") << "{\"traceEvents\": [";
   std::ofstream(dir / "not-tune.json") << "{\"step_time_ms\": 3}";
-  std::ofstream(dir / "other-tune.json") << "{\"scenario\": \"another-job\", \"ranked\": []}";
+  const std::string pipeline2 = std::string(PARALLAX_SOURCE_DIR) + "/scenarios/mlp-fashion-mnist-pipeline2.yaml";
+  const std::string tuned = (dir / "tune.json").string();
+  REQUIRE(test::run_parallax("tune " + pipeline2 + " --json > " + tuned).code == 0);
+  const nlohmann::json tune = nlohmann::json::parse(read_text(tuned));
+  nlohmann::json other = tune;
+  other["scenario"] = "another-job";
+  std::ofstream(dir / "other-tune.json") << other.dump();
+  nlohmann::json rowless = tune;
+  rowless["ranked"][0].erase("predicted_step_ms");  // the page would fail drawing it
+  std::ofstream(dir / "rowless-tune.json") << rowless.dump();
+  std::ofstream(dir / "empty-tune.json") << "{\"ranked\": []}";
+  std::ofstream(dir / "truncated-tune.json") << tune.dump().substr(0, 200);
   const std::vector<std::string> bad = {
       "report",                                                    // no -o
       "report --predicted " + (dir / "missing.json").string() + " -o " + page,
@@ -214,6 +225,12 @@ TEST_CASE("report: bad input exits 2 and writes nothing", "[report]") {
       "report --predicted " + predicted + " --measured " + predicted + " -o " + page,
       "report --tune " + (dir / "not-tune.json").string() + " -o " + page,
       "report --tune " + (dir / "other-tune.json").string() + " -o " + page,  // the tuner's result of another scenario
+      "report --tune " + (dir / "rowless-tune.json").string() + " -o " + page,
+      "report --tune " + (dir / "empty-tune.json").string() + " -o " + page,
+      "report --tune " + (dir / "truncated-tune.json").string() + " -o " + page,
+      "report --tune " + dir.string() + " -o " + page,  // a folder
+      // The tune of this scenario as given, beside a page of another plan of it that it never predicted.
+      "report " + pipeline2 + " --set parallel.chunks=4 --tune " + tuned + " -o " + page,
       "report " + kScenario + " --measured " + measured + " -o " + page,  // a run of 2 ranks beside a plan of 4
       "report -o " + (dir / "no-such-folder" / "r.html").string(),
       "report " + kScenario + " --set parallel.chunks=0 -o " + page,
@@ -224,6 +241,15 @@ TEST_CASE("report: bad input exits 2 and writes nothing", "[report]") {
     CHECK(r.code == 2);
     CHECK(!r.out.empty());  // a message on stderr
     CHECK_FALSE(fs::exists(page));
+  }
+  // Its scenario as given, and its pick (a row of it), are pages it describes.
+  const auto best = tune["best"]["overrides"];
+  std::string sets;
+  for (const auto& [key, value] : best.items()) sets += " --set '" + key + "=" + (value.is_string() ? value.get<std::string>() : value.dump()) + "'";
+  for (const std::string& args : {"report " + pipeline2 + " --tune " + tuned, "report " + pipeline2 + sets + " --tune " + tuned}) {
+    INFO(args);
+    CHECK(test::run_parallax(args + " -o " + page).code == 0);
+    fs::remove(page);
   }
 }
 
@@ -290,6 +316,13 @@ TEST_CASE("report: a scenario named after the page's markers still gives a whole
   CHECK(html.find("<title>Parallax report: /*PARALLAX_JS*/ PARALLAX_DATA PARALLAX_TITLE &lt;b&gt;</title>") != std::string::npos);
   CHECK(html.find("'use strict';") != std::string::npos);  // the script was put in once, in its place
   CHECK(html.find("'use strict';") > html.find("id=\"data\""));
+  // An HTML comment or script tag in the name can neither hide nor end the data element.
+  const std::string tags = "a<!--<script>b</script>c";
+  REQUIRE(test::run_parallax("report " + kScenario + " --set 'name=\"" + tags + "\"' -o " + page).code == 0);
+  const std::string tagged = read_text(page);
+  const size_t data = tagged.find("id=\"data\">");
+  CHECK(tagged.find('<', data + 1) == tagged.find("</script>", data));  // no '<' inside the data
+  CHECK(embedded_data(tagged)["title"] == tags);
 }
 
 // The page of a scenario simulated and run for real (2 steps), as chromium draws it, after checking
