@@ -58,6 +58,16 @@ std::string framework_hint(const plan::Scenario& s) {
          "or NeMo job set framework: megatron\n";
 }
 
+// A profile fitted to runs at one precision, planned at another: what of the fit applies.
+std::string fitted_precision_line(const plan::Scenario& s) {
+  const auto& f = s.hardware.fitted;
+  const std::string planned = plan::name(s.parallel.precision);
+  if (!f || f->precision.empty() || f->precision == planned) return "";
+  return "fitted     " + s.hardware.name + " was fitted to " + f->precision + " runs: at " + planned +
+         " its layer factors do not apply (those layers cost as its base's), its optimizer, all-reduce and kernel factors "
+         "do; fit a run at " + planned + " (calibrate --from-trace) to predict this precision\n";
+}
+
 std::string format_bytes(int64_t bytes) {
   char buf[64];
   const double b = static_cast<double>(bytes);
@@ -180,7 +190,7 @@ std::string plan_text(const Plan& p) {
   if (const int64_t active = active_params(p); active != total_params(p))
     o << ", " << active << " a token uses (its top-k of each block's experts)";
   o << "\n";
-  o << framework_line(s);
+  o << framework_line(s) << fitted_precision_line(s);
   o << "hardware   " << hw.name << ": " << hw.devices_per_node << " x " << hw.device.name << " per node ("
     << hw.node_link.name << ")" << (hw.network ? ", network " + hw.network->name : std::string()) << "; plan uses "
     << p.nodes << " node" << (p.nodes > 1 ? "s" : "");

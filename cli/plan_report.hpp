@@ -20,6 +20,10 @@ std::string published_check_text(const plan::HardwareProfile& hw);
 /// wants `framework: megatron` (its point-to-point moves the bubble several-fold); else "".
 std::string framework_hint(const plan::Scenario& s);
 
+/// For a profile fitted to runs at another precision than the plan's, the line that says what of
+/// the fit applies (its layer factors do not; its optimizer, all-reduce and kernel ones do); else "".
+std::string fitted_precision_line(const plan::Scenario& s);
+
 nlohmann::json schedule_json(const plan::Plan& plan);
 std::string schedule_text(const plan::Plan& plan);
 

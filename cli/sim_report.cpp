@@ -78,7 +78,7 @@ std::string simulate_text(const plan::Plan& plan, const sim::SimRun& run, const 
   if (p.context > 1)
     o << "context    " << p.context << "-way: each holds 1/" << p.context << " of every sequence; the ranks below include each "
       << "context rank (they run alike), the ring of keys and values inside each F and B\n";
-  o << framework_hint(plan.scenario);
+  o << framework_hint(plan.scenario) << fitted_precision_line(plan.scenario);
   o << "step time  " << duration_text(m.step_time) << "\n" << published_check_text(plan.scenario.hardware);
   if (const plan::Interference& in = plan.scenario.hardware.interference; in.compute != 1 || in.communication != 1)
     o << "overlap    compute " << fmt("%.2fx", in.compute) << " slower while communicating on its device; its ports carry "

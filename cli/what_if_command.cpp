@@ -153,6 +153,7 @@ int calibrate_from_traces(const CalibrateArgs& args) {
   fit::TraceFit f = fit::fit_to_measured(plan, measured, kernels);
   f.costs.from = args.from_traces;
   f.costs.statistic = timeline::kStatisticName;
+  f.costs.precision = plan::name(plan.scenario.parallel.precision);
   f.costs.base = base.source.ends_with("(built-in)") ? base.name : base.source;
   const std::string name = base.name + "-fitted-" + plan.scenario.name;
   write_file_atomically(output, plan::fitted_copy_yaml(base_text, name, f.costs,

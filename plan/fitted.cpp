@@ -31,7 +31,7 @@ FittedCosts::Layer FittedCosts::layer(const std::string& signature) const {
 }
 
 FittedCosts parse_fitted(const Field& map) {
-  expect_keys(map, {"from", "statistic", "base", "layers", "optimizer", "allreduce", "send_forward_us", "send_backward_us", "kernels"});
+  expect_keys(map, {"from", "statistic", "base", "precision", "layers", "optimizer", "allreduce", "send_forward_us", "send_backward_us", "kernels"});
   FittedCosts f;
   if (const Field from = map["from"]; from.present()) {
     if (!from.is_sequence()) from.fail("'" + from.path() + "' must be a list of trace files");
@@ -39,6 +39,7 @@ FittedCosts parse_fitted(const Field& map) {
   }
   f.statistic = string_or(map, "statistic", "");
   f.base = string_or(map, "base", "");
+  f.precision = string_or(map, "precision", "");
   if (const Field layers = map["layers"]; layers.present()) {
     if (!layers.is_sequence()) layers.fail("'" + layers.path() + "' must be a list of {signature, forward, backward}");
     for (const Field& l : layers.elements()) {
@@ -67,6 +68,7 @@ std::string fitted_yaml(const FittedCosts& f) {
   s << std::setprecision(6);
   s << "  base: " << quoted(f.base) << "\n";
   s << "  statistic: " << quoted(f.statistic) << "\n";
+  if (!f.precision.empty()) s << "  precision: " << f.precision << "\n";
   s << "  from:\n";
   for (const auto& t : f.from) s << "    - " << quoted(t) << "\n";
   if (!f.layers.empty()) {

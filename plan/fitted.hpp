@@ -39,6 +39,10 @@ struct FittedCosts {
   std::vector<std::string> from;  ///< the traces, as given
   std::string statistic;          ///< the step statistic the measured figures were taken by
   std::string base;               ///< the base profile's name
+  /// The precision the runs trained at ("bf16"; "" in profiles written before 2026-12-06): the
+  /// layer factors are of that precision's layers, while the optimizer, all-reduce and kernel
+  /// factors apply at any, which a plan at another precision is told (plan/simulate).
+  std::string precision;
 
   /// The layer factors of `signature`, all 1 when it was not fitted.
   Layer layer(const std::string& signature) const;

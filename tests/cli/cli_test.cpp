@@ -612,5 +612,13 @@ TEST_CASE("cli: calibrate --from-trace on an H200's traces says which actions wa
   REQUIRE(bf16.code == 0);
   CHECK_THAT(bf16.out, Catch::Contains("F     launched in") && Catch::Contains("bound by the launches"));
   CHECK_THAT(bf16.out, Catch::Contains("the device waited on the host's launches"));
+  // The profile says the precision it was fitted at; planned at another, plan and simulate say what
+  // of the fit applies there.
+  const std::string fitted_line = "was fitted to bf16 runs: at fp32 its layer factors do not apply";
+  for (const char* command : {"plan ", "simulate "}) {
+    INFO(command);
+    CHECK_THAT(run(command + job + " --set hardware=" + out.string()).out, Catch::Contains(fitted_line));
+    CHECK_THAT(run(command + job + " --set parallel.precision=bf16 --set hardware=" + out.string()).out, !Catch::Contains("fitted     "));
+  }
   std::filesystem::remove(out);
 }
