@@ -34,7 +34,7 @@ import json, sys
 j = json.load(open(sys.argv[1]))
 total, limit, title = float(sys.argv[3]) - float(sys.argv[2]), sys.argv[4], sys.argv[5]
 sampled = j.get("configs_sampled_one_in", 1)
-rules = "every trainer's plans" if j["trainer"] == "pytorch" else f"what {j['trainer']} runs"
+rules = "every trainer's plans" if j["trainer"] in ("none", "pytorch") else f"what {j['trainer']} runs"
 print(f"{title}, default space ({rules}): {j['configs_total']:,} configurations ({j['configs_invalid']:,} invalid besides)"
       + (f", a uniform sample of one combination in {sampled} of the space" if sampled > 1 else ""))
 print(f"in the search's {j['wall_s']:.1f} s (--time-limit {limit}): simulated {j['configs_evaluated']:,}, pruned by their bound "

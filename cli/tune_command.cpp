@@ -125,7 +125,7 @@ int tune_command(const TuneArgs& args, const std::string& self) {
   for (const auto& s : args.searches) tune::search(&space, s);
   for (const auto& f : args.fixes) tune::fix(&space, ev.given(), f);
   if (args.any_trainer) space.trainer = plan::Framework::pytorch;
-  if (space.trainer != plan::Framework::pytorch)
+  if (plan::has_trainer_rules(space.trainer))
     std::cerr << "tune: framework " << plan::name(space.trainer) << ": searching only what " << plan::trainer_name(space.trainer)
               << " runs, so that parallax export takes the pick (--any-trainer searches every plan)\n";
   if (args.validate > 0)
@@ -207,7 +207,8 @@ int tune_command(const TuneArgs& args, const std::string& self) {
     };
     json j;
     j["scenario"] = base.name;
-    j["trainer"] = plan::name(space.trainer);  // whose rules every configuration passed ("pytorch": none)
+    // Whose rules every configuration passed: "megatron", "torchtitan", or "none".
+    j["trainer"] = plan::has_trainer_rules(space.trainer) ? plan::name(space.trainer) : "none";
     j["configs_total"] = r.combinations;
     j["configs_sampled_one_in"] = r.sampled_one_in;
     j["configs_invalid"] = r.invalid;

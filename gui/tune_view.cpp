@@ -149,9 +149,9 @@ bool TuneView::start(const PlanSession& session) {
   phase_start_s_ = 0;
   progress_->setRange(0, 0);  // busy until the first report
   // A trainer's job is searched over what that trainer runs (plan/trainer_rules.hpp), as `parallax tune`.
-  const QString trainer = space.trainer == plan::Framework::pytorch
-                              ? QString()
-                              : QString(", only what %1 runs").arg(plan::trainer_name(space.trainer));
+  const QString trainer = plan::has_trainer_rules(space.trainer)
+                              ? QString(", only what %1 runs").arg(plan::trainer_name(space.trainer))
+                              : QString();
   status_->setText(QString("Searching the configurations of %1 on %2 ranks%3 …")
                        .arg(QString::fromStdString(evaluator->base().name))
                        .arg(space.world)

@@ -125,6 +125,8 @@ std::optional<TrainerRefusal> trainer_refusal(const Scenario& s, Framework train
   return std::nullopt;
 }
 
+bool has_trainer_rules(Framework trainer) { return trainer == Framework::megatron || trainer == Framework::torchtitan; }
+
 void check_trainer_runs(const Scenario& s, Framework trainer) {
   if (const auto refusal = trainer_refusal(s, trainer)) throw InputError(s.where(refusal->key), refusal->why);
 }

@@ -22,6 +22,9 @@ struct TrainerRefusal {
 /// (no export) refuse nothing here.
 std::optional<TrainerRefusal> trainer_refusal(const Scenario& s, Framework trainer);
 
+/// Whether `trainer` has rules here: Megatron-LM and torchtitan (whose plans `parallax export` writes).
+bool has_trainer_rules(Framework trainer);
+
 /// trainer_refusal as an InputError at the scenario's key (its file position).
 void check_trainer_runs(const Scenario& s, Framework trainer);
 

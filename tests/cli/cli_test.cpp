@@ -497,6 +497,23 @@ TEST_CASE("cli: tune --validate leaves out what the executor cannot run", "[cli]
   CHECK_THAT(r.out, !Catch::Contains("\"selective\""));  // in no ranked or validated configuration
 }
 
+TEST_CASE("cli: tune keeps a Megatron-LM job to what Megatron-LM runs, and says so; --any-trainer lifts it", "[cli]") {
+  const std::string job = scenario("mlp-fashion-mnist-pipeline2.yaml") + " --set framework=megatron --json";
+  const auto kept = run("tune " + job, "", false);
+  REQUIRE(kept.code == 0);
+  const auto k = nlohmann::json::parse(kept.out);
+  CHECK(k["trainer"] == "megatron");
+  for (const auto& row : k["ranked"]) {
+    const std::string schedule = row["overrides"].value("parallel.schedule", "1f1b");  // unchanged: the scenario's 1F1B
+    INFO(row["overrides"].dump());
+    CHECK((schedule == "1f1b" || schedule == "interleaved-1f1b" || row["overrides"].value("parallel.pipeline", "2") == "1"));
+  }
+  const auto any = nlohmann::json::parse(run("tune " + job + " --any-trainer").out);
+  CHECK(any["trainer"] == "none");
+  CHECK(any["configs_total"].get<int>() > k["configs_total"].get<int>());
+  CHECK_THAT(run("tune " + job, "", true).out, Catch::Contains("searching only what Megatron-LM runs"));
+}
+
 TEST_CASE("cli: tune --validate with nothing it can run says why, exit 2", "[cli]") {
   // Synthetic layers describe costs only: no configuration of this scenario runs for real.
   const auto r = run("tune " + scenario("interleaved-synthetic-ideal.yaml") + " --max-configs 20 --validate 1", "", true);
