@@ -290,7 +290,8 @@ function renderErrors() {
   box.append(table(['kind', 'actions', 'mean |error|', 'worst error', 'worst action', 'predicted ms', 'measured ms'],
     D.kinds.map(k => [{ text: k.kind, cls: 'text' }, k.actions, pct(k.mean_abs_error), errorCell(k.worst_error),
                       { text: k.worst_action, cls: 'text' }, k.total_ms[0].toFixed(3), k.total_ms[1].toFixed(3)]), 'kinds-table'));
-  box.append(note('Duration error of each kind of action, (predicted - measured) / measured, over the actions of one step.'));
+  box.append(note('Duration error of each kind of action, (predicted - measured) / measured: each action of the predicted ' +
+                  'step against its mean over the run\'s undisturbed steps after the warm-up.'));
   document.getElementById('worst').append(table(['rank', 'action', 'predicted start', 'duration', 'measured start', 'duration', 'differs by'],
     D.worst.map(a => [a.rank, { text: a.action, cls: 'text' }, ms(a.predicted[0]), ms(a.predicted[1]), ms(a.measured[0]),
                       ms(a.measured[1]), ms(a.difference_ms)])));
