@@ -497,7 +497,7 @@ TEST_CASE("cli: tune --validate leaves out what the executor cannot run", "[cli]
   CHECK_THAT(r.out, !Catch::Contains("\"selective\""));  // in no ranked or validated configuration
 }
 
-TEST_CASE("cli: tune keeps a Megatron-LM job to what Megatron-LM runs, and says so; --any-trainer lifts it", "[cli]") {
+TEST_CASE("cli: tune keeps a Megatron-LM job to what Megatron-LM runs, and says so, and --any-trainer lifts it", "[cli]") {
   const std::string job = scenario("mlp-fashion-mnist-pipeline2.yaml") + " --set framework=megatron --json";
   const auto kept = run("tune " + job, "", false);
   REQUIRE(kept.code == 0);
