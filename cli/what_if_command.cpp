@@ -83,8 +83,9 @@ std::vector<timeline::LoadedTrace> runs_of(const std::vector<std::string>& paths
     run->events.insert(run->events.end(), t.events.begin(), t.events.end());
     run->steps.insert(run->steps.end(), t.steps.begin(), t.steps.end());
     run->warnings.insert(run->warnings.end(), t.warnings.begin(), t.warnings.end());
-    std::stable_sort(run->events.begin(), run->events.end(), [](const auto& a, const auto& b) { return a.start_ns < b.start_ns; });
   }
+  for (auto& run : runs)  // a merged run's ranks in time order, as one file's events are
+    std::stable_sort(run.events.begin(), run.events.end(), [](const auto& a, const auto& b) { return a.start_ns < b.start_ns; });
   return runs;
 }
 

@@ -94,11 +94,6 @@ void megatron_partition(const Plan& p, std::vector<TrainerArgument>* args) {
   args->push_back({"--decoder-last-pipeline-num-layers", std::to_string(blocks.back())});
 }
 
-void megatron_schedule(const Plan& p, std::vector<TrainerArgument>* args) {
-  if (p.scenario.parallel.pipeline == 1) return;  // the schedule's rules: plan/trainer_rules.cpp
-  megatron_partition(p, args);
-}
-
 // Sliding-window attention as TransformerConfig's window_size (left, right: a query's W most recent
 // tokens are itself and W - 1 to its left) and window_attn_skip_freq (every n-th block full: n is
 // the first full block's number, counted from 1). MTP modules are left out of the pattern.
@@ -201,7 +196,7 @@ TrainerExport export_megatron(const Plan& p) {
   auto& a = out.arguments;
   a.push_back({"--tensor-model-parallel-size", std::to_string(par.tensor)});
   a.push_back({"--pipeline-model-parallel-size", std::to_string(par.pipeline)});
-  megatron_schedule(p, &a);
+  if (par.pipeline > 1) megatron_partition(p, &a);  // the schedule's rules: plan/trainer_rules.cpp
   if (par.context > 1) a.push_back({"--context-parallel-size", std::to_string(par.context)});
   if (par.sequence_parallel) a.push_back({"--sequence-parallel", ""});
   if (s.layers.back().shape.loss == Loss::fused)  // its memory is torch.compile's cross entropy, not Megatron-LM's fused one
