@@ -108,7 +108,7 @@ Runner define_trace(CLI::App& app) {
   auto trace_files = std::make_shared<std::vector<std::string>>();
   auto trace_json = std::make_shared<bool>(false);
   auto* trace_cmd = app.add_subcommand(
-      "trace", "Summarise traces: Parallax's, or PyTorch profiler (Kineto) JSON, gzipped or not; several files of one job merge");
+      "trace", "Summarise traces (lanes, communication, steps, GPU kernels by kind): Parallax's, or PyTorch profiler (Kineto) JSON, gzipped or not; several files of one job merge");
   trace_cmd->add_option("FILE", *trace_files, "Trace files (.json or .json.gz)")->required();
   trace_cmd->add_flag("--json", *trace_json, "Print one JSON object on stdout");
   return [=] { return trace_command(*trace_files, *trace_json); };

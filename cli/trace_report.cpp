@@ -1,13 +1,17 @@
 #include "cli/trace_report.hpp"
 
+#include <cxxabi.h>
+
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <map>
 #include <set>
 #include <sstream>
 
 #include "cli/output.hpp"
+#include "fit/from_trace.hpp"
 #include "plan/error.hpp"
 #include "timeline/metrics.hpp"
 
@@ -30,6 +34,93 @@ int64_t union_ns(std::vector<std::pair<int64_t, int64_t>> v) {
     }
   }
   return total;
+}
+
+using Intervals = std::vector<std::pair<int64_t, int64_t>>;
+
+const char* kind_name(fit::KernelKind k) {
+  switch (k) {
+    case fit::KernelKind::gemm: return "gemm";
+    case fit::KernelKind::flash: return "attention";
+    case fit::KernelKind::memory: return "memory-bound";
+    case fit::KernelKind::communication: return "communication";
+    case fit::KernelKind::copy: return "copy";
+  }
+  return "?";
+}
+
+struct Kernel {
+  int rank;
+  const std::string* name;
+  int64_t start_ns, end_ns;
+};
+
+// The GPU's own spans: a Kineto trace's kernels, copies and sets; a Parallax GPU run's CUPTI
+// kernels (not its per-action CUDA-event spans nor the host's launch spans, which are not kernels).
+std::vector<Kernel> kernels_of(const std::vector<timeline::LoadedTrace>& traces) {
+  std::vector<Kernel> out;
+  for (const auto& t : traces) {
+    for (const auto& e : t.events)
+      if (e.category == "kernel" || e.category == "gpu_memcpy" || e.category == "gpu_memset")
+        out.push_back({e.rank, &e.name, e.start_ns, e.end_ns});
+    for (const auto& d : t.timeline.device)
+      if (d.lane != timeline::kCudaEventLane && d.lane != timeline::kHostLaunchLane)
+        out.push_back({d.rank, &d.name, d.start.count_ns(), d.end.count_ns()});
+  }
+  return out;
+}
+
+// A CUPTI kernel name as C++ spells it (Kineto's traces are demangled already; CUPTI's records are
+// not): "_ZN2at6native..." -> "void at::native::...". A name that is not mangled stays as it is.
+std::string demangled(const std::string& name) {
+  int status = 0;
+  char* d = abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status);
+  std::string out = status == 0 && d ? d : name;
+  std::free(d);
+  return out;
+}
+
+// One rank's kernels by kind (as what-if sorts them: fit::kernel_kind), the device's busy time, how
+// much of the communication kernels' time compute kernels overlap, and the kernels that took longest.
+json kernel_breakdown(const std::vector<const Kernel*>& kernels) {
+  constexpr size_t kTop = 5;
+  std::map<fit::KernelKind, std::pair<size_t, int64_t>> by_kind;  // kind -> (kernels, ns)
+  std::map<std::string, std::pair<size_t, int64_t>> by_name;
+  Intervals all, compute, communication;
+  int64_t total = 0;
+  for (const Kernel* k : kernels) {
+    const fit::KernelKind kind = fit::kernel_kind(*k->name);
+    const int64_t ns = k->end_ns - k->start_ns;
+    total += ns;
+    by_kind[kind].first++;
+    by_kind[kind].second += ns;
+    by_name[*k->name].first++;
+    by_name[*k->name].second += ns;
+    all.emplace_back(k->start_ns, k->end_ns);
+    if (kind == fit::KernelKind::communication) communication.emplace_back(k->start_ns, k->end_ns);
+    else if (kind != fit::KernelKind::copy) compute.emplace_back(k->start_ns, k->end_ns);
+  }
+  json kinds = json::array();
+  for (const auto& [kind, v] : by_kind)
+    kinds.push_back({{"kind", kind_name(kind)}, {"kernels", v.first}, {"ms", static_cast<double>(v.second) / 1e6},
+                     {"share", total > 0 ? static_cast<double>(v.second) / static_cast<double>(total) : 0.0}});
+  std::vector<std::pair<std::string, std::pair<size_t, int64_t>>> longest(by_name.begin(), by_name.end());
+  std::sort(longest.begin(), longest.end(), [](const auto& a, const auto& b) { return a.second.second > b.second.second; });
+  json top = json::array();
+  for (size_t i = 0; i < std::min(kTop, longest.size()); ++i)
+    top.push_back({{"name", demangled(longest[i].first)}, {"kind", kind_name(fit::kernel_kind(longest[i].first))},
+                   {"kernels", longest[i].second.first}, {"ms", static_cast<double>(longest[i].second.second) / 1e6}});
+  // |compute ∩ communication| = |compute| + |communication| - |compute ∪ communication|
+  const int64_t comm_ns = union_ns(communication), compute_ns = union_ns(compute);
+  Intervals either = compute;
+  either.insert(either.end(), communication.begin(), communication.end());
+  const int64_t overlapped = compute_ns + comm_ns - union_ns(std::move(either));
+  return {{"kernel_ms", static_cast<double>(total) / 1e6},
+          {"busy_ms", static_cast<double>(union_ns(std::move(all))) / 1e6},
+          {"kinds", kinds},
+          {"communication_ms", static_cast<double>(comm_ns) / 1e6},
+          {"communication_overlapped_ms", static_cast<double>(overlapped) / 1e6},
+          {"top", top}};
 }
 
 }  // namespace
@@ -58,6 +149,9 @@ json trace_summary_json(const std::vector<timeline::LoadedTrace>& traces) {
     for (const auto& s : t.steps)
       steps.push_back({{"rank", s.rank}, {"step", s.step}, {"step_time_ms", static_cast<double>(s.end_ns - s.start_ns) / 1e6}});
   }
+  const std::vector<Kernel> kernels = kernels_of(traces);
+  std::map<int, std::vector<const Kernel*>> kernels_by_rank;
+  for (const Kernel& k : kernels) kernels_by_rank[k.rank].push_back(&k);
   json ranks = json::array();
   for (auto& [rank, by_lane] : lanes) {
     const double span_ms = static_cast<double>(extent[rank].second - extent[rank].first) / 1e6;
@@ -71,9 +165,39 @@ json trace_summary_json(const std::vector<timeline::LoadedTrace>& traces) {
                      {"span_ms", span_ms},
                      {"lanes", lane_list},
                      {"communication_ms", static_cast<double>(union_ns(comm[rank])) / 1e6}});
+    if (const auto k = kernels_by_rank.find(rank); k != kernels_by_rank.end()) ranks.back()["kernels"] = kernel_breakdown(k->second);
   }
   return {{"files", files}, {"events", events}, {"ranks", ranks}, {"steps", steps}};
 }
+
+namespace {
+
+std::string kernels_text(const json& k, double span_ms) {
+  std::ostringstream o;
+  const double busy = k["busy_ms"].get<double>(), comm = k["communication_ms"].get<double>();
+  o << "  kernels: " << fmt("%.3f ms", k["kernel_ms"].get<double>()) << ", the GPU busy " << fmt("%.3f ms", busy)
+    << (span_ms > 0 ? fmt(" (%.0f%% of the span)", 100 * busy / span_ms) : "") << "\n";
+  char line[256];
+  for (const auto& kind : k["kinds"]) {
+    std::snprintf(line, sizeof line, "    %-14s %8zu kernels %10.3f ms %5.1f%%\n", kind["kind"].get<std::string>().c_str(),
+                  kind["kernels"].get<size_t>(), kind["ms"].get<double>(), 100 * kind["share"].get<double>());
+    o << line;
+  }
+  if (comm > 0)
+    o << "    communication overlapped by compute kernels: " << fmt("%.3f ms", k["communication_overlapped_ms"].get<double>())
+      << " of " << fmt("%.3f ms", comm) << fmt(" (%.0f%%)\n", 100 * k["communication_overlapped_ms"].get<double>() / comm);
+  o << "    longest (total):";
+  for (const auto& t : k["top"]) {
+    std::string name = t["name"].get<std::string>();
+    if (name.size() > 70) name = name.substr(0, 67) + "...";
+    std::snprintf(line, sizeof line, "\n      %10.3f ms %6zu x ", t["ms"].get<double>(), t["kernels"].get<size_t>());
+    o << line << name;
+  }
+  o << "\n";
+  return o.str();
+}
+
+}  // namespace
 
 std::string trace_summary_text(const json& s) {
   std::ostringstream o;
@@ -94,6 +218,7 @@ std::string trace_summary_text(const json& s) {
                     l["idle_ms"].get<double>());
       o << line;
     }
+    if (r.contains("kernels")) o << kernels_text(r["kernels"], r["span_ms"].get<double>());
   }
   if (!s["steps"].empty()) {
     o << "\nsteps:";
