@@ -244,6 +244,17 @@ void ShardedStage::gradients_to_shards() {
 
 void ShardedStage::shards_to_parameters() {
   if (full()) return;  // the next forward gathers them
+  // Loading a checkpoint gives each shard storage of its own (LibTorch's archive read sets the
+  // tensor's storage): copied back into its slice of the flat buffer and made a view of it again,
+  // or the optimizer would step a copy that no gather sends.
+  torch::NoGradGuard no_grad;
+  for (auto& u : units_) {
+    if (u.numel == 0) continue;
+    auto slice = u.flat.narrow(0, shard_rank_ * shard_numel(u), shard_numel(u));
+    if (u.shard.data_ptr() == slice.data_ptr()) continue;
+    slice.copy_(u.shard.detach());
+    u.shard.set_data(slice);
+  }
   for (auto& u : units_)
     if (u.numel > 0) launch_gather(u);
   for (size_t i = 0; i < units_.size(); ++i) {

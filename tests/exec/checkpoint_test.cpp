@@ -121,7 +121,13 @@ TEST_CASE("exec: DDP and sharded checkpoints survive a rank killed during a save
       // Sharded: every rank writes its own shards and optimizer state.
       {" --set parallel.data=2 --set parallel.pipeline=2 --set parallel.chunks=2 --set data.batch_size=32"
        " --set parallel.shard=full",
-       1, 4}};
+       1, 4},
+      // Shards that are views of the whole parameters (a resume that loaded them beside those
+      // views once left the parameters at their first values).
+      {" --set parallel.data=2 --set parallel.pipeline=1 --set data.batch_size=32 --set parallel.shard=gradients", 0, 2},
+      {" --set parallel.data=2 --set parallel.pipeline=2 --set parallel.chunks=2 --set data.batch_size=32"
+       " --set parallel.shard=optimizer",
+       0, 4}};
   for (const auto& layout : layouts) {
     INFO(layout.sets);
     const fs::path dir = fresh_dir("parallax_ckpt_ddp");
