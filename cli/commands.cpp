@@ -100,7 +100,7 @@ Runner define_run(CLI::App& app) {
                       "Seconds a rank waits for a peer before the job fails (default 60)");
   run_cmd->footer(
       "Examples:\n  parallax run scenarios/mlp-fashion-mnist-ddp2.yaml -o measured.json\n"
-      "  torchrun --nproc-per-node 2 $(which parallax) run scenarios/mlp-fashion-mnist-pipeline2.yaml");
+      "  torchrun --nproc-per-node 2 --no-python $(which parallax) run scenarios/mlp-fashion-mnist-pipeline2.yaml");
   return [=] { return run_command(*run_args); };
 }
 

@@ -56,7 +56,7 @@ ShardedStage::ShardedStage(const plan::Plan& plan, const plan::Stage& stage, Sta
     if (!plan.scenario.parallel.sharded(plan::Shard::gradients)) continue;
     for (size_t j = 0; j < u.params.size(); ++j) {
       u.params[j].register_hook([this, i, j](const torch::Tensor& grad) { on_grad(i, static_cast<int>(j), grad); });
-      drop_after_accumulation(u, u.params[j]);
+      count_after_accumulation(u, i, static_cast<int>(j));
     }
   }
 }
@@ -77,16 +77,12 @@ struct AfterAccumulation : torch::autograd::FunctionPostHook {
 
 }  // namespace
 
-// In the step's last backward the hook before accumulation has copied the gradient into the unit's
-// flat buffer; what autograd then accumulates into .grad is a second copy, dropped at once (as FSDP2
-// frees the unsharded gradient after its copy-in) instead of living until the next layer's
-// gradients arrive. The accumulator is kept alive here: autograd makes a new one (without the
-// hook) whenever no graph holds the old one.
-void ShardedStage::drop_after_accumulation(Unit& u, torch::Tensor p) {
-  auto accumulator = torch::autograd::impl::grad_accumulator(p);
-  accumulator->add_post_hook(std::make_unique<AfterAccumulation>([this, p]() mutable {
-    if (armed_) p.mutable_grad() = torch::Tensor();
-  }));
+// The accumulator is kept alive here with its hook: autograd makes a new one (without the hook)
+// whenever no graph holds the old one.
+void ShardedStage::count_after_accumulation(Unit& u, int unit, int param) {
+  auto accumulator = torch::autograd::impl::grad_accumulator(u.params[param]);
+  accumulator->add_post_hook(
+      std::make_unique<AfterAccumulation>([this, unit]() { after_accumulation(unit); }));
   u.accumulators.push_back(std::move(accumulator));
 }
 
@@ -175,9 +171,15 @@ void ShardedStage::arm(int32_t step) {
   }
 }
 
-void ShardedStage::on_grad(int unit, int param, const torch::Tensor& grad) {
-  if (!armed_) return;
+// Before autograd accumulates a parameter's gradient: its .grad is made a view of the unit's flat
+// gradient buffer (zeros), allocated at the unit's first gradient of the step, and autograd adds
+// each micro-batch's gradient into it in place. The sum is then already where the reduction needs
+// it: nothing is copied, and a layer's moment holds the summed gradients and the incoming one,
+// the two copies FSDP2 holds (its .grad, then its reduce-scatter input).
+void ShardedStage::on_grad(int unit, int param, const torch::Tensor&) {
   Unit& u = units_[unit];
+  torch::Tensor& grad = u.params[param].mutable_grad();
+  if (grad.defined()) return;
   if (!u.grads.defined()) {
     // The layers after this one are done with: their reductions ran during this layer's backward
     // and end now, freeing their gradients before this layer's take their place.
@@ -188,16 +190,16 @@ void ShardedStage::on_grad(int unit, int param, const torch::Tensor& grad) {
   const torch::Tensor& p = u.params[param];
   int64_t offset = 0;
   for (int j = 0; j < param; ++j) offset += u.params[j].numel();
-  auto slot = u.grads.narrow(0, offset, p.numel()).view(p.sizes());
-  // The hook sees this micro-batch's gradient before it is added to .grad.
-  if (p.grad().defined()) torch::add_out(slot, p.grad(), grad.to(slot.dtype()));
-  else slot.copy_(grad);
-  // The earlier micro-batches' sum is in the slot now; .grad keeps only what autograd adds next.
-  u.params[param].mutable_grad() = torch::Tensor();
+  grad = u.grads.narrow(0, offset, p.numel()).view(p.sizes());
+}
+
+// After autograd has added a parameter's gradient: in the step's last backward, once the unit's
+// every parameter has, its buffer is reduced.
+void ShardedStage::after_accumulation(int unit) {
+  if (!armed_) return;
+  Unit& u = units_[unit];
   if (--u.pending > 0) return;
-  // The unit's other parameters have their gradients in the slots: theirs can go (this one's
-  // arrives after its hook, and its accumulator's post hook drops it).
-  for (auto& other : u.params) other.mutable_grad() = torch::Tensor();
+  for (auto& p : u.params) p.mutable_grad() = torch::Tensor();  // views of the buffer the reduction now owns
   u.reduce.launch(*group_, u.grads);
   reducing_.push_back(unit);
 }

@@ -5,9 +5,10 @@
 // shard), and the stage's optimizer steps over the shards only.
 //   optimizer (ZeRO-1): DDP's buckets average the gradients (exec/ddp.hpp); each rank steps its
 //     shards and all-gathers the updated parameters.
-//   gradients (ZeRO-2): in the step's last backward, each unit's gradients go into a flat buffer the
-//     moment its last gradient is ready, and it is reduced to this rank's shard; the unit's whole
-//     gradients are freed once its reduction is done (as the next unit's first gradient arrives).
+//   gradients (ZeRO-2): each unit's gradients are views of one flat buffer, which autograd
+//     accumulates into over the step's micro-batches; in the step's last backward it is reduced to
+//     this rank's shard once the unit's last gradient is in, and freed once its reduction is done
+//     (as the next unit's first gradient arrives).
 //   full (ZeRO-3): besides, a unit's flat buffer holds no memory outside its use: it is
 //     all-gathered before its forward (the next unit prefetched meanwhile) and freed after it
 //     (reshard_after_forward), gathered again before its backward (a hook on the unit's output
@@ -73,7 +74,7 @@ class ShardedStage {
     bool gathered = true;
     TracedCollective gather;  // a gather in flight (a broadcast from each rank)
     // The gradient reduction of the step's last backward.
-    torch::Tensor grads;  // flat, as the parameters
+    torch::Tensor grads;  // flat, as the parameters; their .grad are views of it
     int pending = 0;
     TracedCollective reduce;
     std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;  // its parameters', kept with their hooks
@@ -84,7 +85,8 @@ class ShardedStage {
   void prefetch(int unit);
   void release(Unit& u);
   void on_grad(int unit, int param, const torch::Tensor& grad);
-  void drop_after_accumulation(Unit& u, torch::Tensor p);
+  void after_accumulation(int unit);
+  void count_after_accumulation(Unit& u, int unit, int param);
   void finish_reduce(Unit& u);
   int64_t shard_numel(const Unit& u) const { return u.padded / shards_count_; }
 

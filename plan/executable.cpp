@@ -24,6 +24,9 @@ void check_shard_executable(const Scenario& s) {
   if (p.shard_group > 0 && p.shard_group != p.data)
     predict_only("parallel.shard_group", "a shard group smaller than data (HSDP; shard_group " +
                                              std::to_string(p.shard_group) + " of data " + std::to_string(p.data) + ")");
+  // FSDP2 over one rank still gathers into unsharded buffers, which the plan counts; the executor
+  // would run it as DDP without a peer and measure something else.
+  if (p.data == 1) predict_only("parallel.shard", "one data-parallel rank (nothing to shard: set parallel.shard: none to run it)");
   if (s.layers.back().shape.form.tie_embeddings) predict_only("model.tie_embeddings", "tied embeddings");
   if (!p.sharded(Shard::gradients)) return;
   if (p.reduces_every_microbatch() && p.chunks * p.grad_accumulation > 1)
