@@ -169,7 +169,7 @@ Runner define_calibrate(CLI::App& app) {
                    "that plans you will validate never run during calibration")
       ->allow_extra_args(false)
       ->type_name("SCENARIO");
-  cal_cmd
+  auto* from_trace = cal_cmd
       ->add_option("--from-trace", cal_args->from_traces,
                    "What if: instead of measuring this machine, fit the job's profile to measured runs of one "
                    "configuration (parallax run -o traces, or PyTorch profiler traces of torch.distributed.pipelining "
@@ -177,6 +177,10 @@ Runner define_calibrate(CLI::App& app) {
                    "output predicts the job's others with --set hardware=FILE")
       ->allow_extra_args(false)
       ->type_name("TRACE");
+  // A fit starts from the job's own profile (its hardware) and measures nothing: the options that
+  // say what to measure, or on what base, are refused beside it rather than ignored.
+  for (const char* measuring : {"--base", "--quick", "--tables", "--sizes", "--launch", "--precision", "--probe-with"})
+    from_trace->excludes(cal_cmd->get_option(measuring));
   cal_cmd->add_option("--set", cal_args->sets, "With --from-trace: a value of the measured configuration (repeatable)")
       ->allow_extra_args(false)
       ->type_name("KEY=VALUE");
@@ -209,8 +213,8 @@ Runner define_validate(CLI::App& app) {
                       "Calibrated profile to predict with (default parallax-out/calibrated-HOST.yaml, from parallax "
                       "calibrate)");
   val_cmd->add_option("--steps", val_args->steps,
-                      "Steps per run; the first is a warm-up (default: enough for 2 s of predicted steps, 21 to 401)")
-      ->check(positive());
+                      "Steps per run, 3 or more; the first is a warm-up (default: enough for 2 s of predicted steps, 21 to 401)")
+      ->check(CLI::Range(3, 1 << 30));
   val_cmd->add_option("--repeats", val_args->repeats,
                       "Runs per configuration, in rounds over them all; the measured step is the median of the runs' "
                       "undisturbed steps, and the spread is over the runs (default 1)");

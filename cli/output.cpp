@@ -41,9 +41,19 @@ void write_file_atomically(const std::string& path, const std::string& text) {
 
 void require_output_folder(const std::string& path) {
   refuse_folder(path);
+  if (path.empty()) return;
   const std::filesystem::path p(path);
-  if (!path.empty() && p.has_parent_path() && !std::filesystem::is_directory(p.parent_path()))
+  const std::filesystem::path folder = p.has_parent_path() ? p.parent_path() : std::filesystem::path(".");
+  if (!std::filesystem::is_directory(folder))
     throw plan::InputError(plan::Location{path}, "cannot write here: the folder does not exist");
+  // Written there now, as the atomic write will (its .tmp beside the file), so that a folder one
+  // cannot write in fails before minutes of work rather than after: access(2) would not do, as
+  // root passes it on read-only and virtual file systems (/proc).
+  const std::string probe = path + ".tmp";
+  const bool existed = std::filesystem::exists(probe);
+  if (!std::ofstream(probe, std::ios::app))
+    throw plan::InputError(plan::Location{path}, "cannot write here: a file cannot be created in " + folder.string());
+  if (!existed) std::remove(probe.c_str());
 }
 
 std::string fmt(const char* format, double value) {

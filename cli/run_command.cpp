@@ -42,9 +42,7 @@ void check_resumable(const plan::Plan& p, const std::string& dir) {
 // Everything that can be wrong with the input is found here, before any rank starts.
 plan::Plan check_input(const RunArgs& args) {
   plan::Plan p = plan::resolve_plan(plan::load_scenario(args.scenario, args.sets));
-  plan::check_executable(p.scenario);
-  exec::check_device(p.scenario);
-  exec::DataSource::require_installed(p.scenario);
+  check_runs_here(p.scenario);
   require_output_folder(args.trace_path);
   if ((args.checkpoint_every > 0 || args.resume) && args.checkpoint_dir.empty())
     throw plan::InputError(plan::Location{"--checkpoint-every/--resume"}, "needs --checkpoint-dir");
@@ -175,6 +173,12 @@ std::vector<std::string> RunArgs::command_line() const {
   if (resume) line.push_back("--resume");
   line.insert(line.end(), {"--timeout", std::to_string(timeout_s)});
   return line;
+}
+
+void check_runs_here(const plan::Scenario& scenario) {
+  plan::check_executable(scenario);
+  exec::check_device(scenario);
+  exec::DataSource::require_installed(scenario);
 }
 
 int run_command(const RunArgs& args) {

@@ -6,7 +6,14 @@
 #include <string>
 #include <vector>
 
+#include "plan/scenario.hpp"
+
 namespace parallax::cli {
+
+/// InputError (exit 2) when `parallax run` cannot train `scenario` on this machine: what the
+/// executor does not run (plan::check_executable), a device this build or machine lacks, a data
+/// set not installed. What run and validate check before any rank starts.
+void check_runs_here(const plan::Scenario& scenario);
 
 struct RunArgs {
   std::string scenario;

@@ -7,6 +7,7 @@
 
 #include "cli/calibrate_command.hpp"
 #include "cli/output.hpp"
+#include "cli/run_command.hpp"
 #include "fit/validation.hpp"
 #include "plan/error.hpp"
 #include "timeline/step_statistic.hpp"
@@ -99,8 +100,9 @@ void print_json(const ValidateArgs& args, const std::string& profile, const std:
   for (const auto& [name, v] : s.sweeps)
     j["sweeps"].push_back({{"sweep", name},
                            {"configurations", v.predicted.size()},
-                           {"kendall_tau", v.tau},
-                           {"kendall_tau_resolved", v.resolved.tau},
+                           // null where there is nothing to rank: one configuration, or no pair the runs resolve
+                           {"kendall_tau", v.predicted.size() < 2 ? json(nullptr) : json(v.tau)},
+                           {"kendall_tau_resolved", v.resolved.resolved == 0 ? json(nullptr) : json(v.resolved.tau)},
                            {"resolved_pairs", v.resolved.resolved},
                            {"pairs", v.resolved.pairs}});
   std::cout << j.dump(2) << "\n";
@@ -123,10 +125,18 @@ void print_table(const std::vector<Configuration>& configs, const std::vector<Ou
               timeline::kStatisticName, 100 * s.mean_abs_error, outcomes.size(), 100 * s.mean_signed_error,
               100 * s.worst_error, configs[s.worst].label.c_str(), 100 * s.spread_median);
   std::printf("against the median step: mean absolute error %.1f%%\n", 100 * s.median_mean_abs_error);
-  for (const auto& [name, v] : s.sweeps)
-    std::printf("Kendall tau %+.2f over the %zu configurations of sweep %s; %+.2f over the %zu of %zu pairs whose "
-                "measured ranges over the runs do not overlap\n",
-                v.tau, v.predicted.size(), name.c_str(), v.resolved.tau, v.resolved.resolved, v.resolved.pairs);
+  for (const auto& [name, v] : s.sweeps) {
+    if (v.predicted.size() < 2) {
+      std::printf("sweep %s: one configuration, nothing to rank\n", name.c_str());
+      continue;
+    }
+    std::printf("Kendall tau %+.2f over the %zu configurations of sweep %s; ", v.tau, v.predicted.size(), name.c_str());
+    if (v.resolved.resolved == 0)
+      std::printf("none of its %zu pairs has measured ranges over the runs that do not overlap\n", v.resolved.pairs);
+    else
+      std::printf("%+.2f over the %zu of %zu pairs whose measured ranges over the runs do not overlap\n", v.resolved.tau,
+                  v.resolved.resolved, v.resolved.pairs);
+  }
 }
 
 }  // namespace
@@ -148,18 +158,26 @@ int validate_command(const ValidateArgs& args, const std::string& self) {
   for (const auto& c : configs) {
     try {
       prepared.push_back(fit::prepare(c, args.steps, common));
+      check_runs_here(plan::load_scenario(c.scenario, prepared.back().sets));
     } catch (const plan::InputError& e) {
       // A sweep's value reaches the scenario as a --set of its own: name the --sweep the user wrote.
       for (const auto& set : c.overrides)
         if (e.where().file == "--set " + set) throw plan::InputError(plan::Location{"--sweep " + set}, e.message(), e.key());
+      if (e.where().file == "--set hardware=" + profile) throw plan::InputError(plan::Location{"--profile " + profile}, e.message(), e.key());
       throw;
     }
+  }
+  if (!args.keep_traces.empty()) {
+    std::error_code failed;
+    fs::create_directories(args.keep_traces, failed);
+    if (failed || !fs::is_directory(args.keep_traces))
+      throw plan::InputError(plan::Location{args.keep_traces}, "--keep-traces needs a folder it can make or use: " +
+                                                                   (failed ? failed.message() : std::string("a file of that name is in the way")));
   }
   warn_unmeasured(configs, prepared, profile);
   std::cerr << "validate: " << configs.size() << " configuration(s) with profile " << profile << ", "
             << (args.steps > 0 ? std::to_string(args.steps) + " steps" : std::string("steps for each as its predicted step asks"))
             << " x " << args.repeats << " run(s) each, in rounds\n";
-  if (!args.keep_traces.empty()) fs::create_directories(args.keep_traces);
   const std::vector<Outcome> outcomes =
       fit::run_rounds(configs, prepared, args.repeats, self, print_progress, args.keep_traces);
   const fit::ValidationSummary summary = fit::summarise(configs, outcomes);

@@ -57,19 +57,27 @@ std::vector<double> repeat(const std::function<std::vector<double>()>& rep, cons
   std::vector<std::vector<double>> samples;
   std::vector<bool> at_speed;
   int fast = 0;
+  std::vector<double> probes;  // the host's probe before each sample
   double total = 0, spent = 0;
   for (int i = 0; another_sample(b, i, spent, fast, total); ++i) {
-    const bool ok = !b.gate || b.gate->at_speed(b.gate->probe());
+    const double probe = b.gate ? b.gate->probe() : 0;
+    const bool ok = !b.gate || b.gate->at_speed(probe);
     const auto t0 = Clock::now();
     const auto s = rep();
     const double took = us_since(t0);
     spent += took;
     if (ok) total += took, ++fast;
-    at_speed.push_back(ok);
+    probes.push_back(probe);
     if (samples.empty()) samples.resize(s.size());
     for (size_t k = 0; k < s.size(); ++k) samples[k].push_back(s[k]);
   }
-  // The reference may have dropped during the loop: judge every sample by the final one.
+  // The reference may have dropped during the loop (the loop went on by the reference of each
+  // moment): every sample is judged again by the final one.
+  fast = 0;
+  for (double probe : probes) {
+    at_speed.push_back(!b.gate || b.gate->at_speed(probe));
+    fast += at_speed.back();
+  }
   const bool use_speed = b.gate && fast >= kMinSamplesAtSpeed;
   if (b.gate) b.gate->count(use_speed);
   std::vector<double> out;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "plan/error.hpp"
 #include "tune/space.hpp"
@@ -16,20 +17,34 @@ namespace fs = std::filesystem;
 
 std::vector<Configuration> configurations(const std::vector<std::string>& scenarios,
                                           const std::vector<std::string>& sweeps) {
+  // Each scenario and sweep is named so that no two share a name (they would be ranked as one
+  // sweep): by the file's stem, or its path where stems repeat, and its place where paths do; a
+  // key swept twice by the --sweep's place.
+  std::map<std::string, int> stems, paths, keys;
+  for (const auto& s : scenarios) ++stems[fs::path(s).stem().string()], ++paths[s];
+  std::vector<std::string> sweep_keys;
+  for (const auto& sweep : sweeps) {
+    const auto eq = sweep.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == sweep.size())
+      throw plan::InputError(plan::Location{"--sweep"}, "'" + sweep + "' is not KEY=V1,V2,...");
+    sweep_keys.push_back(sweep.substr(0, eq));
+    ++keys[sweep_keys.back()];
+  }
   std::vector<Configuration> out;
-  for (const auto& s : scenarios) {
-    const std::string name = fs::path(s).stem().string();
+  for (size_t i = 0; i < scenarios.size(); ++i) {
+    const std::string& s = scenarios[i];
+    std::string name = fs::path(s).stem().string();
+    if (stems[name] > 1) name = s;
+    if (paths[s] > 1) name += " #" + std::to_string(i + 1);
     if (sweeps.empty()) {
       out.push_back({s, {}, "", name});
       continue;
     }
-    for (const auto& sweep : sweeps) {
-      const auto eq = sweep.find('=');
-      if (eq == std::string::npos || eq == 0 || eq + 1 == sweep.size())
-        throw plan::InputError(plan::Location{"--sweep"}, "'" + sweep + "' is not KEY=V1,V2,...");
-      const std::string key = sweep.substr(0, eq);
-      for (const auto& v : tune::split_values(sweep.substr(eq + 1)))
-        out.push_back({s, {key + "=" + v}, name + " " + key, name + " " + key + "=" + v});
+    for (size_t k = 0; k < sweeps.size(); ++k) {
+      const std::string& key = sweep_keys[k];
+      const std::string sweep_name = name + " " + key + (keys[key] > 1 ? " (--sweep " + std::to_string(k + 1) + ")" : "");
+      for (const auto& v : tune::split_values(sweeps[k].substr(key.size() + 1)))
+        out.push_back({s, {key + "=" + v}, sweep_name, name + " " + key + "=" + v});
     }
   }
   return out;

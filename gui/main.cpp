@@ -94,6 +94,7 @@ int main(int argc, char** argv) {
     if (wh.size() == 2) args.width = wh[0].toInt(&ok_w), args.height = wh[1].toInt(&ok_h);
     if (!ok_w || !ok_h || args.width < 200 || args.height < 150 || args.width > 8000 || args.height > 8000)
       throw plan::InputError(plan::Location{"--size"}, "expected WIDTHxHEIGHT between 200x150 and 8000x8000, e.g. 1600x1000");
+    gui::check_view(args);
     if (parser.isSet(screenshot)) {
       args.screenshot = parser.value(screenshot);
       gui::write_screenshot(args);

@@ -11,7 +11,7 @@ namespace parallax::gui {
 
 void classify_files(const QStringList& files, GuiArgs* args) {
   for (const QString& f : files) {
-    if (f.endsWith(".yaml") || f.endsWith(".yml")) {
+    if (f.endsWith(".yaml", Qt::CaseInsensitive) || f.endsWith(".yml", Qt::CaseInsensitive)) {
       if (!args->scenario.empty())
         throw plan::InputError(plan::Location{f.toStdString()},
                                "a second scenario (already have " + args->scenario + "); give one scenario and any traces");
@@ -22,7 +22,7 @@ void classify_files(const QStringList& files, GuiArgs* args) {
   }
 }
 
-void write_screenshot(const GuiArgs& args) {
+void check_view(const GuiArgs& args) {
   const QStringList views = {"timeline", "metrics", "sweep", "tune"};
   if (!views.contains(args.view))
     throw plan::InputError(plan::Location{"--view"},
@@ -30,6 +30,10 @@ void write_screenshot(const GuiArgs& args) {
   if (args.sweep != "chunks-bucket" && args.sweep != "chunks-partition")
     throw plan::InputError(plan::Location{"--sweep"},
                            "unknown sweep '" + args.sweep.toStdString() + "'; use chunks-bucket or chunks-partition");
+}
+
+void write_screenshot(const GuiArgs& args) {
+  check_view(args);
   if (!args.screenshot.endsWith(".png", Qt::CaseInsensitive))
     throw plan::InputError(plan::Location{"--screenshot"}, "the screenshot is a PNG: give a file name ending in .png");
 

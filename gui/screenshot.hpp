@@ -20,8 +20,11 @@ struct GuiArgs {
   bool critical_path = false;
 };
 
-/// Sorts positional FILEs into the scenario (.yaml/.yml) and traces; InputError for two scenarios.
+/// Sorts positional FILEs into the scenario (.yaml/.yml, in any case) and traces; InputError for two scenarios.
 void classify_files(const QStringList& files, GuiArgs* args);
+
+/// InputError for a `--view` or `--sweep` the window does not have, with or without --screenshot.
+void check_view(const GuiArgs& args);
 
 /// Renders `args.view` to `args.screenshot`; InputError for bad input (nothing is written then).
 void write_screenshot(const GuiArgs& args);

@@ -1,8 +1,8 @@
 #pragma once
 // A sweep: the predicted step time of every configuration on a grid of two knobs (chunks against
 // bucket_cap_mb, or chunks against partition_len), everything else as the knobs are. The grid's
-// values are what the scenario allows: chunks that divide the batch, the stage splits of the
-// model's layers around the current one. Cells are evaluated by the tuner's engine: the scenario
+// values are what the scenario allows: chunks that divide the batch (the 12 nearest the current
+// chunks), the stage splits of the model's layers around the current one, which is always on it. Cells are evaluated by the tuner's engine: the scenario
 // with the knobs applied is parsed once into a tune::Evaluator, and each cell is a typed
 // plan::Settings simulated step-only (no YAML and no string overrides per cell).
 #include <cmath>
@@ -20,6 +20,13 @@ enum class SweepKind { chunks_by_bucket_cap, chunks_by_partition_len };
 struct SweepAxis {
   std::string key;                  ///< "parallel.bucket_cap_mb"
   std::vector<std::string> values;  ///< YAML values: "25", "[4, 6]"
+  /// What a column's heading says where the value is too long to read ("s3→s4": one layer moved
+  /// from stage 3 to stage 4 of the current split); empty: the values.
+  std::vector<std::string> labels;
+  /// The value the knobs stand on where their own does not name it (partition_len: balanced, as
+  /// the plan resolved it); -1: none.
+  int current = -1;
+  const std::string& label(int i) const { return labels.empty() ? values.at(i) : labels.at(i); }
 };
 
 struct SweepCell {

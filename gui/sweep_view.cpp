@@ -92,7 +92,7 @@ class Heatmap : public QWidget {
     for (int col = 0; col < g.columns(); ++col) {
       const QRectF rc = cell_rect(g.rows() - 1, col);
       p.drawText(QRectF(rc.left(), rc.bottom() + 2, rc.width(), 20), Qt::AlignCenter,
-                 p.fontMetrics().elidedText(QString::fromStdString(g.x.values[col]), Qt::ElideRight, static_cast<int>(rc.width())));
+                 p.fontMetrics().elidedText(QString::fromStdString(g.x.label(col)), Qt::ElideRight, static_cast<int>(rc.width())));
     }
     p.drawText(QRectF(kLeft, height() - 30, width() - kLeft, 20), Qt::AlignCenter,
                QString::fromStdString(g.x.key) + "  (cells: predicted step time, ms)");

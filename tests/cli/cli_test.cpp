@@ -15,6 +15,7 @@
 #include "cli/calibrate_command.hpp"
 #include "cli/validate_command.hpp"
 #include "fit/measure.hpp"
+#include "fit/validation.hpp"
 #include "plan/hardware.hpp"
 #include "tests/test_util.hpp"
 #include <sstream>
@@ -466,15 +467,47 @@ TEST_CASE("cli: validate refuses what it cannot run with exit 2, before running 
   const auto missing = run("validate " + pipe + " --profile /nonexistent/profile.yaml", "", true);
   CHECK(missing.code == 2);
   CHECK_THAT(missing.out, Catch::Contains("parallax calibrate"));
-  const auto steps = run("validate " + pipe + " --steps 0" + profile, "", true);
+  const auto steps = run("validate " + pipe + " --steps 2" + profile, "", true);
   CHECK(steps.code == 2);
-  CHECK_THAT(steps.out, Catch::Contains("--steps: must be more than 0"));
+  CHECK_THAT(steps.out, Catch::Contains("--steps: Value 2 not in range 3"));
   const auto sweep = run("validate " + pipe + " --sweep parallel.chunks" + profile, "", true);
   CHECK(sweep.code == 2);
   CHECK_THAT(sweep.out, Catch::Contains("KEY=V1,V2"));
   const auto key = run("validate " + pipe + " --sweep parallel.chunkz=2,4" + profile, "", true);
   CHECK(key.code == 2);
   CHECK_THAT(key.out, Catch::StartsWith("--sweep parallel.chunkz=2: unknown key 'chunkz'"));  // the flag the user wrote
+  // What the executor cannot run is found before the first run (chunks 2 would run first, and be lost).
+  const auto predict_only = run("validate " + pipe + " --sweep parallel.chunks=2 --sweep parallel.p2p=megatron --steps 3" + profile, "", true);
+  CHECK(predict_only.code == 2);
+  CHECK_THAT(predict_only.out, Catch::StartsWith("--sweep parallel.p2p=megatron: ") && Catch::Contains("predict-only"));
+  CHECK_THAT(predict_only.out, !Catch::Contains("validate: "));  // the banner before the runs: never reached
+  const auto gpu = run("validate " + pipe + " --steps 3 --profile " + std::string(PARALLAX_SOURCE_DIR) + "/scenarios/hardware/a100-nvlink-ib.yaml", "", true);
+  // These machines have no GPU: a CPU build says it has no CUDA, a CUDA build that it sees no GPU.
+  CHECK(gpu.code == 2);
+  CHECK_THAT(gpu.out, Catch::StartsWith("--profile "));
+  const auto file = std::filesystem::temp_directory_path() / ("parallax-keep-" + std::to_string(::getpid()));
+  std::ofstream(file) << "a file, not a folder\n";
+  const auto keep = run("validate " + pipe + " --steps 3 --keep-traces " + file.string() + profile, "", true);
+  CHECK(keep.code == 2);
+  CHECK_THAT(keep.out, Catch::Contains("--keep-traces needs a folder"));
+  std::filesystem::remove(file);
+}
+
+TEST_CASE("cli: validate names each sweep apart, and says when one has nothing to rank", "[cli]") {
+  using parallax::fit::configurations;
+  // A key swept twice is two sweeps; a scenario given twice is two scenarios.
+  const auto twice = configurations({"a/s.yaml"}, {"parallel.chunks=2,4", "parallel.chunks=8,16"});
+  REQUIRE(twice.size() == 4);
+  CHECK(twice[0].sweep == twice[1].sweep);
+  CHECK(twice[1].sweep != twice[2].sweep);
+  CHECK(twice[2].sweep == twice[3].sweep);
+  const auto same_file = configurations({"a/s.yaml", "a/s.yaml"}, {"parallel.chunks=2,4"});
+  REQUIRE(same_file.size() == 4);
+  CHECK(same_file[0].sweep != same_file[2].sweep);
+  const auto same_stem = configurations({"a/s.yaml", "b/s.yaml"}, {"parallel.chunks=2,4"});
+  CHECK(same_stem[0].sweep != same_stem[2].sweep);
+  CHECK_THAT(same_stem[2].sweep, Catch::Contains("b/s.yaml"));
+  CHECK(configurations({"a/s.yaml"}, {"parallel.chunks=2,4"})[0].sweep == "s parallel.chunks");  // the plain name unchanged
 }
 
 TEST_CASE("cli::kendall_tau_resolved: only pairs whose measured ranges do not overlap count", "[cli]") {
@@ -559,6 +592,17 @@ TEST_CASE("cli: calibrate --tables measures a GPU and refuses what it cannot, wi
     CHECK(r.code == 2);
     CHECK_THAT(r.out, Catch::Contains("--sizes"));
   }
+  // --from-trace fits the job's own profile and measures nothing: what says what to measure is refused beside it.
+  for (const char* measuring : {"--base h100-nvlink-ib", "--quick", "--precision bf16", "--tables"}) {
+    const auto r = run(std::string("calibrate --from-trace t.json ") + measuring + " -o /tmp/never-written.yaml", "", true);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.out, Catch::Contains("excludes --from-trace"));
+  }
+  // A folder that takes no file is found before the measuring, not after it.
+  const auto proc = run("calibrate --quick " + scenario("mlp-fashion-mnist-ddp2.yaml") + " -o /proc/never-written.yaml", "", true);
+  CHECK(proc.code == 2);
+  CHECK_THAT(proc.out, Catch::Contains("cannot write here"));
+  CHECK_THAT(proc.out, !Catch::Contains("measuring"));
   const auto sizes_alone = run("calibrate --sizes 1024,2048 -o /tmp/never-written.yaml", "", true);
   CHECK(sizes_alone.code == 2);
   CHECK_THAT(sizes_alone.out, Catch::Contains("--sizes: sets the GEMM grid of --tables"));

@@ -17,8 +17,10 @@
 #include <QtTest/QtTest>
 #include <filesystem>
 #include <fstream>
+#include <algorithm>
 #include <random>
 #include <set>
+#include <tuple>
 
 #include "gui/run_panel.hpp"
 #include "gui/sweep.hpp"
@@ -223,6 +225,37 @@ void GuiTest::sweep_marks_the_best_simulated_cell() {
   w.session().wait_idle();
   QCOMPARE(w.knob_panel()->knobs().settings.chunks, g.knobs_of(best, w.session().knobs()).settings.chunks);
   QCOMPARE(w.session().prediction()->metrics.step_time.to_ms(), best_ms);
+}
+
+// The grid holds the knobs' own chunks and split, however many the batch's divisors or the
+// splits around it: its best cell is then never slower than the plan one has.
+void GuiTest::sweep_axes_hold_the_knobs_own_values() {
+  auto grid = [](SweepKind kind, const std::vector<std::string>& sets) {
+    const plan::Plan p = plan::resolve_plan(plan::load_scenario(kGpipe, sets));
+    KnobValues knobs;
+    knobs.settings = plan::settings_of(p.scenario);
+    return std::make_tuple(make_sweep(kind, p, knobs), knobs, p.partition);
+  };
+  // 720 has 30 divisors; the 12 shown are those around 120, not 1 to 24.
+  const auto [chunks, k1, split1] = grid(SweepKind::chunks_by_bucket_cap, {"data.batch_size=720", "parallel.chunks=120"});
+  QCOMPARE(chunks.rows(), 12);
+  QVERIFY(std::count(chunks.y.values.begin(), chunks.y.values.end(), "120") == 1);
+  QVERIFY(chunks.cell_of(k1) >= 0);
+  // Two stages of 42 layers, balanced: the split the plan resolved is a column, and the knobs'
+  // cell is on it though their value reads "balanced".
+  const auto [two, k2, split2] = grid(SweepKind::chunks_by_partition_len, {"model.layers=40", "parallel.pipeline=2", "parallel.chunks=4"});
+  QCOMPARE(two.columns(), 16);
+  const std::string resolved = plan::partition_text(plan::partition_of(split2));
+  QCOMPARE(two.x.values.at(static_cast<size_t>(two.x.current)), resolved);
+  QCOMPARE(two.cell_of(k2) % two.columns(), two.x.current);
+  // Twenty stages: 38 splits one layer away; 15 of them and the current one, labelled apart.
+  const auto [many, k3, split3] =
+      grid(SweepKind::chunks_by_partition_len, {"model.layers=40", "parallel.pipeline=20", "parallel.chunks=20", "data.batch_size=20"});
+  QCOMPARE(many.columns(), 16);
+  QVERIFY(many.x.current >= 0);
+  QCOMPARE(many.x.label(many.x.current), std::string("current"));
+  QCOMPARE(std::set<std::string>(many.x.labels.begin(), many.x.labels.end()).size(), many.x.labels.size());
+  QVERIFY(many.cell_of(k3) >= 0);
 }
 
 void GuiTest::visible_bars_match_a_brute_force_search() {

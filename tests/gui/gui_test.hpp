@@ -25,6 +25,7 @@ namespace gui_test {
 const std::string kSource = PARALLAX_SOURCE_DIR;
 const std::string kPipeline2 = kSource + "/scenarios/mlp-fashion-mnist-pipeline2.yaml";
 const std::string kDdp = kSource + "/scenarios/ddp-transformer-accum-4xA100.yaml";
+const std::string kGpipe = kSource + "/scenarios/gpipe-1b-4xA100.yaml";
 
 /// The step time of a configuration, straight from the simulator (not through the GUI).
 double simulated_step_ms(const std::string& scenario, const std::vector<std::string>& sets);
@@ -43,6 +44,7 @@ class GuiTest : public QObject {
   void overlay_with_a_measured_trace_draws_both();
   void selecting_an_action_highlights_its_micro_batch();
   void sweep_marks_the_best_simulated_cell();
+  void sweep_axes_hold_the_knobs_own_values();
   void visible_bars_match_a_brute_force_search();
   void zoom_keeps_the_time_under_the_cursor();
   void pytorch_profiler_traces_open_on_their_own_rows();
