@@ -185,7 +185,8 @@ void MainWindow::refresh(bool refit) {
   timeline_->model().set_measured(session_.measured() ? &*session_.measured() : nullptr, session_.measured_step());
   timeline_->model().set_imported(session_.imported());
   timeline_->model_changed(refit || was_empty);
-  step_time_->setText(step_time_text(prediction.get(), session_.comparison() ? &*session_.comparison() : nullptr));
+  step_time_->setText(step_time_text(prediction.get(), session_.comparison() ? &*session_.comparison() : nullptr,
+                                     simulated ? nullptr : predicted, session_.trace_mismatch()));
   metrics_->show_session(session_);
 }
 

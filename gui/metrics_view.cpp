@@ -17,7 +17,8 @@
 namespace parallax::gui {
 namespace {
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+constexpr double kMiB = 1024.0 * 1024.0;
+constexpr double kGiB = 1024.0 * kMiB;
 
 QChart* new_chart(const QString& title) {
   auto* chart = new QChart;
@@ -60,6 +61,11 @@ QStringList to_list(const std::vector<std::string>& v) {
 const QColor kPredicted(120, 144, 156);
 const QColor kMeasured(30, 136, 229);
 
+// A size read at a glance: MiB under a GiB (a CPU run's 4 MiB is not "0.00 GiB"), else GiB.
+QString memory_text(double mib) {
+  return mib < 1024 ? QString("%1 MiB").arg(mib, 0, 'f', 1) : QString("%1 GiB").arg(mib / 1024, 0, 'f', 2);
+}
+
 }  // namespace
 
 StageBubbles stage_bubbles(const Prediction& prediction, const timeline::CompareReport* comparison) {
@@ -89,11 +95,16 @@ StageBubbles stage_bubbles(const Prediction& prediction, const timeline::Compare
   return out;
 }
 
-QString step_time_text(const Prediction* prediction, const timeline::CompareReport* comparison) {
-  if (!prediction && !comparison) return "Step time: —";
+QString step_time_text(const Prediction* prediction, const timeline::CompareReport* comparison,
+                       const timeline::Timeline* predicted_file, const std::string& mismatch) {
+  const std::vector<int> file_steps = predicted_file ? timeline::steps_of(*predicted_file) : std::vector<int>{};
+  if (!prediction && !comparison && file_steps.empty()) return "Step time: —";
   QString text = "Step time ";
-  const plan::Time predicted = comparison ? comparison->predicted_step : prediction->metrics.step_time;
+  const plan::Time predicted = comparison           ? comparison->predicted_step
+                               : !file_steps.empty() ? timeline::step_times(*predicted_file, file_steps.front()).step_time
+                                                     : prediction->metrics.step_time;
   text += QString::number(predicted.to_ms(), 'f', 2) + " ms predicted";
+  if (!file_steps.empty()) text += " (the trace file's)";
   if (comparison) {
     const timeline::StepStatistic& m = comparison->measured_step;
     text += QString(", %1 ms measured (undisturbed: p20 of %2 steps; median %3 ms, %4% disturbed), error %5%")
@@ -103,6 +114,7 @@ QString step_time_text(const Prediction* prediction, const timeline::CompareRepo
                 .arg(100.0 * m.disturbed_share, 0, 'f', 0)
                 .arg(100.0 * comparison->step_error, 0, 'f', 1);
   }
+  if (!mismatch.empty()) text += " — WARNING: " + QString::fromStdString(mismatch);
   return text;
 }
 
@@ -156,7 +168,8 @@ void MetricsView::show_session(const PlanSession& session) {
   for (const auto& r : m.ranks) exposed = std::max(exposed, r.exposed_comm.to_ms());
   int64_t peak = 0;
   for (const auto& r : m.ranks) peak = std::max(peak, r.peak_memory);
-  QString html = "<b>" + step_time_text(prediction.get(), c).toHtmlEscaped() + "</b><br>";
+  const timeline::Timeline* file = session.predicted_from_file() ? &*session.predicted_from_file() : nullptr;
+  QString html = "<b>" + step_time_text(prediction.get(), c, file, session.trace_mismatch()).toHtmlEscaped() + "</b><br>";
   html += QString("Bubble fraction %1 (mean over ranks)").arg(m.bubble_fraction, 0, 'f', 3);
   if (c) {
     double measured = 0;
@@ -165,11 +178,11 @@ void MetricsView::show_session(const PlanSession& session) {
   }
   html += QString(" &nbsp;·&nbsp; exposed communication up to %1 ms per rank").arg(exposed, 0, 'f', 2);
   html += QString(" &nbsp;·&nbsp; memory peak %1 of %2 GiB %3")
-              .arg(static_cast<double>(peak) / kGiB, 0, 'f', 2)
+              .arg(memory_text(static_cast<double>(peak) / kMiB))
               .arg(static_cast<double>(m.device_memory) / kGiB, 0, 'f', 1)
               .arg(m.fits ? "(fits)" : "<span style='color:#c62828'><b>(does not fit)</b></span>");
   if (const double measured_mb = measured_memory_peak_mb(c); measured_mb >= 0)
-    html += QString(", %1 GiB measured").arg(measured_mb / 1024.0, 0, 'f', 2);
+    html += QString(", %1 measured").arg(memory_text(measured_mb));
   // What the step's compute is made of, as the profile's compute model costs it (plan::step_kernels).
   if (const auto k = plan::step_kernels(prediction->plan))
     html += "<br>Compute kernels of " + QString::fromStdString(plan::whose(prediction->plan, *k)) + " over the step (the profile's compute model, without the collectives and slowdowns inside F and B): " +

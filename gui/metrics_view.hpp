@@ -23,7 +23,11 @@ StageBubbles stage_bubbles(const Prediction& prediction, const timeline::Compare
 
 /// "Step time 123.45 ms predicted, 130.00 ms measured (undisturbed: p20 of 29 steps; median 131.20
 /// ms, 10% disturbed), error -5.0%".
-QString step_time_text(const Prediction* prediction, const timeline::CompareReport* comparison);
+/// The heading's step time: the comparison's (predicted against measured) where there is one, else
+/// the predicted trace's opened from a file, else the knobs' prediction; with `mismatch`
+/// (PlanSession::trace_mismatch) after it.
+QString step_time_text(const Prediction* prediction, const timeline::CompareReport* comparison,
+                       const timeline::Timeline* predicted_file = nullptr, const std::string& mismatch = "");
 
 class MetricsView : public QWidget {
   Q_OBJECT

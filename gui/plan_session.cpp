@@ -159,9 +159,20 @@ void PlanSession::set_measured_step(int step) {
 
 void PlanSession::update_comparison() {
   comparison_.reset();
+  mismatch_.clear();
   const timeline::Timeline* predicted = predicted_timeline();
-  if (measured_ && predicted && !measured_->events.empty() && !predicted->events.empty())
-    comparison_ = timeline::compare(*predicted, *measured_);
+  if (!measured_ || !predicted || measured_->events.empty() || predicted->events.empty()) return;
+  if (measured_->world_size != predicted->world_size) {
+    mismatch_ = "the run has " + std::to_string(measured_->world_size) + " ranks, the plan " +
+                std::to_string(predicted->world_size) + ": not a run of this plan, nothing compared";
+    return;
+  }
+  comparison_ = timeline::compare(*predicted, *measured_);
+  if (measured_->scenario != predicted->scenario)
+    mismatch_ = "the run is of scenario '" + measured_->scenario + "', the prediction of '" + predicted->scenario + "'";
+  const size_t one_side = comparison_->only_predicted.size() + comparison_->only_measured.size();
+  if (one_side > 0)
+    mismatch_ += (mismatch_.empty() ? "" : "; ") + std::to_string(one_side) + " actions on one side only: the plans differ";
 }
 
 void PlanSession::save_scenario(const std::string& path) const {

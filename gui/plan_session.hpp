@@ -103,8 +103,12 @@ class PlanSession : public QObject {
   std::vector<int> measured_steps() const;
   int measured_step() const { return measured_step_; }
   void set_measured_step(int step);
-  /// Predicted against measured; null without a measured trace.
+  /// Predicted against measured; null without a measured trace, or with one of another job size.
   const std::optional<timeline::CompareReport>& comparison() const { return comparison_; }
+  /// Why the measured trace may not be a run of the plan shown ("" when nothing says so): another
+  /// scenario's name, another number of ranks, actions on one side only. `parallax compare` warns
+  /// or exits 2 on the same.
+  const std::string& trace_mismatch() const { return mismatch_; }
 
   /// Writes the scenario with the knobs applied as YAML; InputError when it cannot.
   void save_scenario(const std::string& path) const;
@@ -135,6 +139,7 @@ class PlanSession : public QObject {
   std::vector<timeline::LoadedTrace> imported_;
   int measured_step_ = -1;
   std::optional<timeline::CompareReport> comparison_;
+  std::string mismatch_;
 };
 
 }  // namespace parallax::gui

@@ -175,6 +175,29 @@ void GuiTest::overlay_with_a_measured_trace_draws_both() {
   // The comparison's step error: predicted / measured - 1 = 1/1.5 - 1.
   QVERIFY(w.session().comparison());
   QVERIFY(std::abs(w.session().comparison()->step_error - (1 / 1.5 - 1)) < 0.01);
+  QVERIFY(w.session().trace_mismatch().empty());
+}
+
+// A run of another plan is said to be one, in the heading, as `parallax compare` warns (or exits 2).
+void GuiTest::a_run_of_another_plan_is_flagged() {
+  QTemporaryDir dir;
+  MainWindow w;
+  open(w, kDdp);
+  timeline::Timeline other = w.session().prediction()->run.timeline;  // 4 ranks
+  open(w, kPipeline2);                                                 // 2 ranks
+  w.open_trace(write_scaled_trace(other, 1.0, dir));
+  settle(w);
+  QVERIFY(!w.session().comparison());
+  QVERIFY2(QString::fromStdString(w.session().trace_mismatch()).contains("4 ranks, the plan 2"), w.session().trace_mismatch().c_str());
+  QVERIFY(w.metrics()->summary_text().contains("WARNING"));
+  // The same size, another scenario's name.
+  timeline::Timeline renamed = w.session().prediction()->run.timeline;
+  renamed.scenario = "another";
+  w.session().clear_traces();
+  w.open_trace(write_scaled_trace(renamed, 1.0, dir));
+  settle(w);
+  QVERIFY(w.session().comparison());
+  QVERIFY2(QString::fromStdString(w.session().trace_mismatch()).contains("scenario 'another'"), w.session().trace_mismatch().c_str());
 }
 
 void GuiTest::selecting_an_action_highlights_its_micro_batch() {

@@ -42,6 +42,7 @@ class GuiTest : public QObject {
   void a_gpu_plan_says_how_its_profile_held_on_published_runs();
   void a_bad_combination_is_shown_beside_its_knob();
   void overlay_with_a_measured_trace_draws_both();
+  void a_run_of_another_plan_is_flagged();
   void selecting_an_action_highlights_its_micro_batch();
   void sweep_marks_the_best_simulated_cell();
   void sweep_axes_hold_the_knobs_own_values();
