@@ -26,6 +26,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   auto* scroll = new QScrollArea;
   scroll->setWidget(knobs_);
   scroll->setWidgetResizable(true);
+  // A knob's name and its editor side by side, in a small window too (900x600 squeezed it to 90 px).
+  scroll->setMinimumWidth(300);
   dock->setWidget(scroll);
   addDockWidget(Qt::LeftDockWidgetArea, dock);
 

@@ -197,6 +197,8 @@ void MetricsView::show_session(const PlanSession& session) {
             checks.join("; ").toHtmlEscaped();
   }
   if (session.predicted_from_file()) html += "<br><i>Predicted timeline from a file; the charts show the knobs' prediction.</i>";
+  if (const int tensor = prediction->plan.scenario.parallel.tensor; tensor > 1)
+    html += QString("<br><i>A rank below is a tensor group (%1 GPUs that hold and take alike), numbered as the timeline's rows.</i>").arg(tensor);
   summary_->setText(html);
   set_chart(bubbles_, bubble_chart(*prediction, c));
   set_chart(exposed_, exposed_chart(*prediction, c));
@@ -254,14 +256,18 @@ QChart* MetricsView::memory_chart(const Prediction& p, const timeline::CompareRe
   std::vector<std::vector<double>> parts(kParts);
   std::vector<std::string> labels;
   double top = static_cast<double>(p.metrics.device_memory) / kGiB;
-  for (const auto& r : p.plan.ranks) {
+  // A bar per timeline rank, as the other charts: a tensor group (whose ranks hold alike), its
+  // first rank's memory.
+  const plan::ParallelSpec& par = p.plan.scenario.parallel;
+  for (int group = 0; group < par.tensor_groups(); ++group) {
+    const plan::RankPlan& r = p.plan.ranks.at(static_cast<size_t>(plan::rank_of(par, plan::group_placement(par, group))));
     const plan::MemoryEstimate& m = r.memory;
     // What the fullest moment holds: each part less what that moment lacks of it (not at once).
     const int64_t values[] = {m.params,    m.gradients - m.lacks.gradients, m.optimizer, m.buckets, m.activations - m.lacks.activations,
                               m.recompute - m.lacks.transient, m.gathered - m.lacks.gathered, m.reserve};
     for (int i = 0; i < kParts; ++i) parts[i].push_back(static_cast<double>(values[i]) / kGiB);
     top = std::max(top, static_cast<double>(m.total()) / kGiB);
-    labels.push_back("rank " + std::to_string(r.rank));
+    labels.push_back("rank " + std::to_string(group));
   }
   auto* series = new QStackedBarSeries;
   for (int i = 0; i < kParts; ++i) series->append(bar_set(names[i], parts[i], colors[i]));
