@@ -27,7 +27,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   scroll->setWidget(knobs_);
   scroll->setWidgetResizable(true);
   // A knob's name and its editor side by side, in a small window too (900x600 squeezed it to 90 px).
-  scroll->setMinimumWidth(300);
+  scroll->setMinimumWidth(200);
   dock->setWidget(scroll);
   addDockWidget(Qt::LeftDockWidgetArea, dock);
 
@@ -39,6 +39,9 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   big.setPointSizeF(big.pointSizeF() * 1.25);
   big.setBold(true);
   step_time_->setFont(big);
+  // Long lines (a comparison, a warning, a path) wrap rather than widen the window past its size.
+  step_time_->setWordWrap(true);
+  scenario_label_->setWordWrap(true);
   layout->addWidget(scenario_label_);
   layout->addWidget(step_time_);
   tabs_ = new QTabWidget;
@@ -54,9 +57,11 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   measured_step_->setToolTip("The measured optimizer step laid over the prediction");
   bar->addWidget(new QLabel("Measured step:"));
   bar->addWidget(measured_step_);
-  bar->addStretch(1);
-  bar->addWidget(new QLabel("wheel/W/S zoom · drag/A/D pan · F fit step · 0 fit all · C critical path · click selects a "
-                            "micro-batch"));
+  auto* keys = new QLabel("wheel/W/S zoom · drag/A/D pan · F fit step · 0 fit all · C critical path · click selects a "
+                          "micro-batch");
+  keys->setWordWrap(true);
+  keys->setAlignment(Qt::AlignRight | Qt::AlignVCenter);
+  bar->addWidget(keys, 1);
   tl->addLayout(bar);
   tl->addWidget(timeline_, 1);
   tabs_->addTab(timeline_tab, "Timeline");

@@ -56,7 +56,7 @@ void write_screenshot(const GuiArgs& args) {
     window.tune()->start(window.session());
     window.tune()->wait_finished();
   }
-  window.timeline()->fit_step();
+  window.timeline()->fit_first_view();
   window.timeline()->set_critical_path(args.critical_path);
   QApplication::processEvents();
 

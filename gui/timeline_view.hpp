@@ -5,6 +5,7 @@
 // dragging or A/D, F fits the step, 0 shows everything, C highlights the critical path, a click
 // selects an action and highlights its micro-batch on every rank.
 #include <QWidget>
+#include <algorithm>
 
 #include "gui/timeline_model.hpp"
 
@@ -23,6 +24,9 @@ class TimelineView : public QWidget {
   void model_changed(bool refit);
   void fit_step();
   void fit_all();
+  /// What a newly opened timeline shows: the step (fit_step), or all of a profiler trace opened
+  /// without a run (fit_all).
+  void fit_first_view();
   void set_critical_path(bool on);
   bool critical_path() const { return critical_; }
   void select(int bar);
@@ -32,7 +36,9 @@ class TimelineView : public QWidget {
   /// The colour a bar kind is drawn in.
   static QColor color_of(BarKind kind);
 
-  static constexpr int kGutter = 170;  ///< row labels
+  static constexpr int kMinGutter = 170;  ///< row labels: at least, and wider for longer labels (up to a third of the view)
+  int label_px_ = 0;                     ///< the longest row label's width, set as the rows change
+  int gutter() const { return std::clamp(label_px_ + 16, kMinGutter, std::max(kMinGutter, width() / 3)); }
   static constexpr int kRuler = 26;    ///< time axis on top
   static constexpr int kRowHeight = 20;
   static constexpr int kLegend = 22;   ///< colours of the bar kinds, at the bottom
