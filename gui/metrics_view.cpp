@@ -267,12 +267,13 @@ QChart* MetricsView::memory_chart(const Prediction& p, const timeline::CompareRe
                               m.recompute - m.lacks.transient, m.gathered - m.lacks.gathered, m.reserve};
     for (int i = 0; i < kParts; ++i) parts[i].push_back(static_cast<double>(values[i]) / kGiB);
     top = std::max(top, static_cast<double>(m.total()) / kGiB);
-    labels.push_back("rank " + std::to_string(group));
+    labels.push_back(std::to_string(group));  // the axis says "rank": the bars are narrow beside the legend
   }
   auto* series = new QStackedBarSeries;
   for (int i = 0; i < kParts; ++i) series->append(bar_set(names[i], parts[i], colors[i]));
   chart->addSeries(series);
   attach_axes(chart, series, to_list(labels), top, "GiB");
+  chart->axes(Qt::Horizontal).front()->setTitleText("rank");
   // The device's capacity as a line across all bars.
   auto* capacity = new QLineSeries;
   capacity->setName("device memory");
@@ -281,6 +282,8 @@ QChart* MetricsView::memory_chart(const Prediction& p, const timeline::CompareRe
   capacity->append(static_cast<double>(labels.size()) - 0.5, cap);
   capacity->setPen(QPen(QColor(198, 40, 40), 2, Qt::DashLine));
   chart->addSeries(capacity);
+  // Eight parts and the capacity: listed down the side, where their names fit, not elided below.
+  chart->legend()->setAlignment(Qt::AlignRight);
   auto* hidden_x = new QValueAxis;
   hidden_x->setRange(-0.5, static_cast<double>(labels.size()) - 0.5);
   hidden_x->setVisible(false);
@@ -319,7 +322,9 @@ QChart* MetricsView::bandwidth_chart(const Prediction& p) {
   chart->addAxis(y, Qt::AlignLeft);
   for (const auto* l : links) {
     auto* s = new QLineSeries;
-    s->setName(QString::fromStdString(l->name));
+    // Cut in the middle, where long names are alike: "node0/dev0 gloo-loopback up" and "... down".
+    const QString name = QString::fromStdString(l->name);
+    s->setName(name.size() > 28 ? name.left(13) + "…" + name.right(14) : name);
     double level = 0;
     s->append(0, 0);
     for (const auto& [t, gbps] : l->samples) {  // a sample holds until the next: draw steps
@@ -334,6 +339,9 @@ QChart* MetricsView::bandwidth_chart(const Prediction& p) {
     s->attachAxis(y);
   }
   if (links.empty()) chart->setTitle("Link bandwidth: no link carries traffic in this plan");
+  // Link names differ at their ends ("node0/dev0 gloo-loopback up" and "... down"): listed down
+  // the side whole, not elided alike below.
+  chart->legend()->setAlignment(Qt::AlignRight);
   y->setRange(0, top > 0 ? top * 1.1 : 1);
   y->applyNiceNumbers();
   y->setTitleText("GB/s");
