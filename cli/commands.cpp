@@ -264,7 +264,7 @@ Runner define_tune(CLI::App& app) {
   tune_cmd->add_option("--max-configs", tune_args->max_configs,
                        "Simulate at most N configurations, most promising (lowest bound) first")
       ->check(positive());
-  tune_cmd->add_option("--time-limit", tune_args->time_limit_s, "Stop the search after S seconds with the best so far (planning, in a shuffled order, takes at most half; "
+  tune_cmd->add_option("--time-limit", tune_args->time_limit_s, "Stop the search after S seconds with the best so far (planning, in a shuffled order, takes at most two thirds; "
                        "the ranked rows' full simulations come after)")
       ->check(positive());
   tune_cmd->add_option("--top", tune_args->top, "Configurations in the ranked table (default 10)");

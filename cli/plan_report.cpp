@@ -94,12 +94,16 @@ std::string placement_line(const plan::ParallelSpec& p) {
 }
 
 // What the trainer set, or framework_hint's line.
-std::string framework_line(const plan::Scenario& s) {
+std::string framework_line(const plan::Plan& p) {
+  const plan::Scenario& s = p.scenario;
   if (s.framework == plan::Framework::pytorch) return framework_hint(s);
   std::ostringstream o;
   o << "framework  " << plan::name(s.framework) << ": ";
   if (s.framework_set.empty()) o << "nothing set (the scenario sets each of its semantics itself)";
   for (size_t i = 0; i < s.framework_set.size(); ++i) o << (i ? ", " : "") << s.framework_set[i];
+  if (p.unpadded_vocab > 0)
+    o << "; vocab " << p.unpadded_vocab << " padded to " << p.layers().front().shape.vocab << " (a multiple of "
+      << plan::kMegatronVocabMultiple << " x tensor " << s.parallel.tensor << ", --make-vocab-size-divisible-by)";
   o << "\n";
   return o.str();
 }
@@ -190,7 +194,7 @@ std::string plan_text(const Plan& p) {
   if (const int64_t active = active_params(p); active != total_params(p))
     o << ", " << active << " a token uses (its top-k of each block's experts)";
   o << "\n";
-  o << framework_line(s) << fitted_precision_line(s);
+  o << framework_line(p) << fitted_precision_line(s);
   o << "hardware   " << hw.name << ": " << hw.devices_per_node << " x " << hw.device.name << " per node ("
     << hw.node_link.name << ")" << (hw.network ? ", network " + hw.network->name : std::string()) << "; plan uses "
     << p.nodes << " node" << (p.nodes > 1 ? "s" : "");

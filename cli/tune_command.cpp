@@ -146,10 +146,17 @@ int tune_command(const TuneArgs& args, const std::string& self) {
   const tune::SearchResult r = tune::search(ev, space, opt);
   std::signal(SIGINT, previous);
   bar.done();
-  if (r.valid_in_space == 0 && r.invalid > 0)
-    throw plan::InputError(plan::Location{args.searches.empty() ? std::string("tune") : "--search " + args.searches.front()},
-                           "none of the " + std::to_string(r.invalid) + " combinations searched makes a valid plan, e.g.: " +
-                               r.invalid_example + " (the table would hold only the scenario as given)");
+  if (r.valid_in_space == 0) {
+    // Named by every --search and --fix: which of them rules the plans out is the combination's.
+    std::string flags;
+    for (const auto& s : args.searches) flags += (flags.empty() ? "--search " : " --search ") + s;
+    for (const auto& f : args.fixes) flags += (flags.empty() ? "--fix " : " --fix ") + f;
+    throw plan::InputError(plan::Location{flags.empty() ? std::string("tune") : flags},
+                           r.invalid > 0 ? "none of the " + std::to_string(r.invalid) + " combinations searched makes a valid plan, e.g.: " +
+                                               r.invalid_example + " (the table would hold only the scenario as given)"
+                                         : "no data x context x pipeline x tensor of the values searched makes the world of " +
+                                               std::to_string(space.world) + " ranks (--world)");
+  }
   if (r.ranked.empty()) {
     // Stopped early, the search has not seen the whole space: say so rather than "none fits".
     if (!r.stopped.empty())

@@ -67,4 +67,10 @@ const FrameworkSemantics& semantics(Framework f) {
   return pytorch;
 }
 
+int64_t padded_vocabulary(Framework f, int64_t vocab, int tensor) {
+  if (f != Framework::megatron && f != Framework::deepspeed) return vocab;
+  const int64_t multiple = kMegatronVocabMultiple * tensor;
+  return (vocab + multiple - 1) / multiple * multiple;
+}
+
 }  // namespace parallax::plan

@@ -380,6 +380,22 @@ Layer make_head(const std::string& name, int64_t hidden, int64_t vocab, int64_t 
   return l;
 }
 
+void set_vocabulary(Layer* l, int64_t vocab) {
+  const int64_t was = l->shape.vocab;
+  if ((l->kind != LayerKind::embedding && l->kind != LayerKind::head) || vocab == was) return;
+  // The vocabulary-parallel rows: the token table, the output projection's weight and bias.
+  for (ParamSpec& p : l->params)
+    if (p.tensor_split && !p.shape.empty() && p.shape[0] == was) p.shape[0] = vocab;
+  if (l->kind == LayerKind::head) {
+    const double s = static_cast<double>(l->shape.seq_len), more = static_cast<double>(vocab - was);
+    const double n = std::max(1, l->shape.predictions);  // each prediction's logits (multi-token prediction)
+    l->activation_elems_per_sample += n * s * more;
+    l->output_elems_per_sample += s * more;
+    l->flops_per_sample += n * 2.0 * s * static_cast<double>(l->shape.hidden) * more;
+  }
+  l->shape.vocab = vocab;
+}
+
 // A multi-token prediction module's own parameters and work, in Megatron-core's
 // MultiTokenPredictionLayer order: enorm and hnorm, then eh_proj (2 x hidden to hidden,
 // column-parallel, no bias), before its block's. Its copy of the embedding on a pipeline's last

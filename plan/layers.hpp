@@ -351,6 +351,10 @@ Layer make_embedding(const std::string& name, int64_t vocab, int64_t hidden, int
 Layer make_encoder(const std::string& name, int64_t hidden, int64_t heads, int64_t ffn,
                    int64_t seq_len, bool flash_attention = false, const BlockForm& form = {}, const MoeShape& moe = {});
 Layer make_head(const std::string& name, int64_t hidden, int64_t vocab, int64_t seq_len, const BlockForm& form = {});
+/// An embedding's or head's vocabulary set to `vocab` rows (a trainer's dummy tokens,
+/// padded_vocabulary): its vocabulary-parallel parameters, and the head's logits and their FLOPs.
+/// Other layers are left as they are.
+void set_vocabulary(Layer* layer, int64_t vocab);
 Layer make_synthetic(const std::string& name, const SyntheticCost& cost, double params_mb,
                      double activation_mb);
 

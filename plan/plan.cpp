@@ -224,9 +224,24 @@ void rebucket(Plan* plan, LoweredSchedules* lowered) {
   plan->schedule = schedule_with(scenario, buckets_per_stage, lowered);
 }
 
+bool pad_vocabulary(Scenario* s) {
+  if (s->model_vocab <= 0) return false;
+  const int64_t vocab = padded_vocabulary(s->framework, s->model_vocab, s->parallel.tensor);
+  const auto differs = [&](const Layer& l) {
+    return (l.kind == LayerKind::embedding || l.kind == LayerKind::head) && l.shape.vocab != vocab;
+  };
+  if (std::any_of(s->layers.begin(), s->layers.end(), differs)) {
+    std::vector<Layer> layers = s->layers;  // shared by the scenario's copies: changed on a copy
+    for (Layer& l : layers) set_vocabulary(&l, vocab);
+    s->layers = std::move(layers);
+  }
+  return vocab != s->model_vocab;
+}
+
 Plan resolve_plan(Scenario given, bool check_generated, LoweredSchedules* lowered, PlanDetail detail) {
   Plan plan;
   plan.scenario = std::move(given);  // a temporary's moved, not copied (the tuner resolves millions)
+  if (pad_vocabulary(&plan.scenario)) plan.unpadded_vocab = plan.scenario.model_vocab;
   const Scenario& scenario = plan.scenario;
   const ParallelSpec& p = scenario.parallel;
   plan.world_size = p.world_size();

@@ -114,6 +114,9 @@ struct Plan {
   std::vector<Stage> stages;
   std::vector<RankPlan> ranks;
   schedule::Schedule schedule;
+  /// The model's own vocabulary where the trainer padded it (padded_vocabulary: the embedding and
+  /// head hold the padded one); 0 where it did not.
+  int64_t unpadded_vocab = 0;
 
   const std::vector<Layer>& layers() const { return scenario.layers; }
   int chunks() const { return scenario.parallel.chunks; }
@@ -184,6 +187,12 @@ void rebucket(Plan* plan, LoweredSchedules* lowered = nullptr);
 /// (rebucket adds both; neither changes memory), and one RankPlan per pipeline rank, replica 0's
 /// first tensor rank (every rank of a pipeline rank has its memory). Not a plan to simulate.
 enum class PlanDetail { whole, bound };
+
+/// Sets the embedding's and head's vocabulary to what the scenario's trainer builds at its tensor
+/// degree (padded_vocabulary of Scenario::model_vocab), copying the layers where it changes them;
+/// whether the trainer pads it. resolve_plan does; the tuner's evaluator keeps a padded copy per
+/// tensor degree, so that its plans share them.
+bool pad_vocabulary(Scenario* scenario);
 
 /// Resolves a scenario; an imported schedule that fails validation is an InputError. A generated
 /// schedule is checked too (a logic_error when a generator is wrong) unless `check_generated` is

@@ -421,6 +421,8 @@ Scenario parse_scenario(const YamlDocument& doc) {
   s.framework = parse_framework(root["framework"]);
   const FrameworkSemantics& trainer = semantics(s.framework);
   s.layers = parse_model(root["model"], &s.model_description, trainer.model);
+  for (const Layer& l : s.layers)
+    if (l.kind == LayerKind::embedding || l.kind == LayerKind::head) s.model_vocab = l.shape.vocab;
   if (trainer.model.flash_attention && !root["model"]["attention"].present() &&
       std::any_of(s.layers.begin(), s.layers.end(), [](const Layer& l) { return l.shape.flash_attention; }))
     s.framework_set.push_back("model.attention=flash");

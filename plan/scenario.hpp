@@ -276,6 +276,9 @@ struct Scenario {
   std::string file;  ///< where it was read from ("(built-in) ..." for the default)
   std::string model_description;
   LayerList layers;
+  /// The model's own vocabulary (its embedding's or head's), before a trainer pads it (resolve_plan,
+  /// padded_vocabulary); 0 for a model without one.
+  int64_t model_vocab = 0;
   DataSpec data;
   ParallelSpec parallel;
   OptimizerSpec optimizer;

@@ -293,7 +293,9 @@ TrainerExport export_megatron(const Plan& p) {
   if (f.qkv_bias && !f.bias) a.push_back({"--add-qkv-bias", ""});
   a.insert(a.end(), {{"--attention-dropout", "0"}, {"--hidden-dropout", "0"}});
   a.push_back({"--attention-backend", sh.flash_attention ? "flash" : "unfused"});
-  a.insert(a.end(), {{"--tokenizer-type", "NullTokenizer"}, {"--vocab-size", std::to_string(p.layers().front().shape.vocab)}});
+  // The model's own vocabulary: Megatron-LM pads it itself (--make-vocab-size-divisible-by), as the plan did.
+  const int64_t vocab = p.unpadded_vocab > 0 ? p.unpadded_vocab : p.layers().front().shape.vocab;
+  a.insert(a.end(), {{"--tokenizer-type", "NullTokenizer"}, {"--vocab-size", std::to_string(vocab)}});
   if (s.data.source != "synthetic")
     throw InputError(s.where("data.source"), "Megatron-LM reads token corpora; this plan's data is " + s.data.source);
   a.push_back({"--mock-data", ""});

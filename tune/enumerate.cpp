@@ -13,19 +13,37 @@ namespace parallax::tune {
 namespace {
 
 // The balanced split and every split one layer away from it at one boundary.
-// Beyond kManyStages stages, only the first and the last boundary move: the others fall between
-// runs of a transformer's identical blocks, where a move lengthens one stage by a block and cannot
-// shorten the slowest (and a 3,072-GPU job's 2 x (stages - 1) variants of each configuration
-// would be most of its space).
+// Beyond kManyStages stages, only the first and the last boundary move, and the two around the
+// stage the layer costs load most: the others fall between runs of a transformer's identical
+// blocks, where a move lengthens one stage by a block, and a 3,072-GPU job's 2 x (stages - 1)
+// variants of each configuration would be most of its space. (The Llama 3.1 70B job's fastest
+// split moved one block off its most loaded stage, at boundary 13 of 16: 2026-12-06.)
 constexpr int kManyStages = 8;
+
+// The stage of `split` whose layers cost the most, forward and backward with recompute.
+size_t most_loaded_stage(Evaluator& ev, const plan::Settings& c, const plan::PartitionLen& split) {
+  const auto& costs = ev.layer_costs(c, c.batch_size / c.chunks);
+  size_t most = 0, layer = 0;
+  int64_t heaviest = -1;
+  for (size_t st = 0; st < split.lens.size(); ++st) {
+    int64_t sum = 0;
+    for (int i = 0; i < split.lens[st] && layer < costs.size(); ++i, ++layer)
+      sum += (costs[layer].forward + costs[layer].backward + costs[layer].recompute).count_ns();
+    if (sum > heaviest) heaviest = sum, most = st;
+  }
+  return most;
+}
 
 std::vector<plan::PartitionLen> partitions_around(Evaluator& ev, const plan::Settings& c) {
   std::vector<plan::PartitionLen> out = {{}};  // balanced
   if (c.stages() < 2) return out;
   const plan::PartitionLen balanced = ev.balanced_split(c);
   const size_t last = balanced.lens.size() - 2;
+  const size_t loaded = c.stages() > kManyStages ? most_loaded_stage(ev, c, balanced) : 0;
   for (size_t b = 0; b + 1 < balanced.lens.size(); ++b) {
-    if (c.stages() > kManyStages && b != 0 && b != last) continue;
+    // Boundary b lies between stages b and b + 1.
+    const bool around_loaded = b == loaded || b + 1 == loaded;
+    if (c.stages() > kManyStages && b != 0 && b != last && !around_loaded) continue;
     for (int dir : {-1, +1}) {
       plan::PartitionLen s = balanced;
       s.lens[b] += dir;

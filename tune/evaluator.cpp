@@ -12,13 +12,24 @@ using plan::Time;
 
 Evaluator::Evaluator(plan::Scenario base) : base_(std::move(base)), given_(plan::settings_of(base_)) {}
 
+const plan::Scenario& Evaluator::base_for(int tensor) {
+  std::lock_guard<std::mutex> lock(padded_mutex_);
+  auto [it, fresh] = padded_.try_emplace(tensor, base_);
+  if (fresh) {
+    it->second.parallel.tensor = tensor;
+    plan::pad_vocabulary(&it->second);
+  }
+  return it->second;  // std::map keeps references valid while others are added
+}
+
 const std::vector<plan::LayerCost>& Evaluator::layer_costs(const plan::Settings& c, int mb) {
+  const plan::Scenario& base = base_for(c.tensor);
   std::lock_guard<std::mutex> lock(mutex_);
   auto [it, fresh] = costs_.try_emplace(
       {c.precision, mb, c.tensor, c.context, c.sequence_parallel, c.activation_checkpointing, c.expert, c.expert_tensor_ways()});
   if (fresh) {
-    for (size_t l = 0; l < base_.layers.size(); ++l)
-      it->second.push_back(plan::estimate_layer_cost(base_.layers[l], base_.hardware, c, mb, /*input_gradient=*/l > 0));
+    for (size_t l = 0; l < base.layers.size(); ++l)
+      it->second.push_back(plan::estimate_layer_cost(base.layers[l], base.hardware, c, mb, /*input_gradient=*/l > 0));
   }
   return it->second;  // std::map keeps references valid while others are added
 }
@@ -45,7 +56,7 @@ plan::Plan Evaluator::plan_of(const plan::Settings& c, plan::PlanDetail detail) 
   plan::Settings explicit_split = c;
   if (c.partition_len.mode == plan::PartitionLen::Mode::balanced && c.stages() <= static_cast<int>(base_.layers.size()))
     explicit_split.partition_len = balanced_split(c);  // the same split, without re-estimating costs
-  return plan::resolve_plan(plan::with_settings(base_, explicit_split), /*check_generated=*/false, &schedules_, detail);
+  return plan::resolve_plan(plan::with_settings(base_for(c.tensor), explicit_split), /*check_generated=*/false, &schedules_, detail);
 }
 
 Evaluation Evaluator::bound(const plan::Plan& p, const plan::Settings& c) {

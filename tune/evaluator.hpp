@@ -66,7 +66,12 @@ class Evaluator {
 
  private:
   Evaluation bound(const plan::Plan& plan, const plan::Settings& config);
+  /// The base with the vocabulary its trainer pads at this tensor degree (plan::pad_vocabulary),
+  /// so that each plan of that degree shares its layers rather than copying them.
+  const plan::Scenario& base_for(int tensor);
   plan::Scenario base_;
+  std::mutex padded_mutex_;
+  std::map<int, plan::Scenario> padded_;  // by tensor degree
   plan::Settings given_;
   std::mutex mutex_;
   // By (precision, micro-batch size, tensor, context, sequence parallel, recompute): what a layer's cost depends on.

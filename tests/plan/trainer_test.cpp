@@ -169,6 +169,38 @@ const std::set<std::string> kTorchtitanFields = {
     "quantize.linear.float8.enable_fsdp_float8_all_gather", "quantize.linear.float8.precompute_float8_dynamic_scale_for_fsdp",
     "quantize.linear.float8.filter_fqns", "parallelism.context_parallel_rotate_method"};
 
+// Megatron-LM builds its embedding and output layer for the vocabulary padded with dummy tokens to
+// a multiple of 128 x tensor (vocab_size_with_padding); torchtitan keeps the model's.
+TEST_CASE("plan::framework: Megatron-LM's padded vocabulary, at each tensor degree", "[plan]") {
+  const std::string bf16 = "parallel: {precision: bf16, tensor: 8}\n";
+  const plan::Plan megatron = test::plan_from("framework: megatron\n" + bf16 + kLlama);
+  const plan::Plan titan = test::plan_from("framework: torchtitan\n" + bf16 + kLlama);
+  // By hand: 128256 / (128 x 8) = 125.25, so 126 x 1024 = 129024, 768 dummy rows.
+  CHECK(megatron.layers().front().shape.vocab == 129024);
+  CHECK(megatron.layers().back().shape.vocab == 129024);
+  CHECK(megatron.unpadded_vocab == 128256);
+  CHECK(titan.layers().back().shape.vocab == 128256);
+  CHECK(titan.unpadded_vocab == 0);
+  const auto params = [](const plan::Plan& p) {
+    int64_t n = 0;
+    for (const auto& l : p.layers()) n += l.param_count();
+    return n;
+  };
+  CHECK(params(megatron) - params(titan) == 2 * 768 * 4096);  // the token table's rows and the output projection's (untied)
+  const plan::Layer &head = megatron.layers().back(), &titan_head = titan.layers().back();
+  CHECK(head.flops_per_sample - titan_head.flops_per_sample == Approx(2.0 * 4096 * 4096 * 768));  // seq x hidden x the dummy logits
+  CHECK(head.activation_elems_per_sample - titan_head.activation_elems_per_sample == Approx(4096.0 * 768));
+  // At tensor 4: 128256 / 512 = 250.5, so 251 x 512 = 128512; at tensor 1 a multiple of 128 already.
+  CHECK(test::plan_from("framework: megatron\n" + bf16 + kLlama, {"parallel.tensor=4"}).layers().back().shape.vocab == 128512);
+  const plan::Plan one = test::plan_from("framework: megatron\n" + bf16 + kLlama, {"parallel.tensor=1"});
+  CHECK(one.layers().back().shape.vocab == 128256);
+  CHECK(one.unpadded_vocab == 0);
+  // Megatron-LM is given the model's own (it pads it itself), and the scenario keeps it for other degrees.
+  const auto args = plan::export_megatron(megatron).arguments;
+  CHECK(std::find(args.begin(), args.end(), std::pair<std::string, std::string>{"--vocab-size", "128256"}) != args.end());
+  CHECK(megatron.scenario.model_vocab == 128256);
+}
+
 std::map<std::string, std::string> as_map(const plan::TrainerExport& e) {
   return {e.arguments.begin(), e.arguments.end()};
 }

@@ -16,6 +16,7 @@
 #include "timeline/metrics.hpp"
 #include "plan/trainer_export.hpp"
 #include "plan/trainer_rules.hpp"
+#include "tune/enumerate.hpp"
 #include "tune/pick.hpp"
 #include "tune/search.hpp"
 
@@ -422,6 +423,13 @@ TEST_CASE("tune: the command writes a scenario that reproduces its pick, bad fla
   const auto none = test::run_parallax("tune --search parallel.chunks=3,5", "", true);
   CHECK(none.code == 2);
   CHECK_THAT(none.out, Catch::Contains("none of the") && Catch::Contains("not divisible"));
+  // A layout search whose values multiply to no plan of the world: none to rank, though the
+  // scenario as given would be the table's one row.
+  const auto no_layout = test::run_parallax("tune " + source("scenarios/mlp-fashion-mnist-ddp2.yaml") +
+                                                " --fix parallel.data --search parallel.pipeline=2",
+                                            "", true);
+  CHECK(no_layout.code == 2);
+  CHECK_THAT(no_layout.out, Catch::Contains("--search parallel.pipeline=2 --fix parallel.data: no data x context x pipeline x tensor"));
   for (const char* flag : {"--world 0", "--threads -1", "--time-limit -5", "--max-configs 0"}) CHECK(test::run_parallax(std::string("tune ") + flag).code == 2);
   CHECK(test::run_parallax("tune --objective speed").code == 2);
   CHECK(test::run_parallax("tune --fix parallel.colour").code == 2);
@@ -545,6 +553,74 @@ TEST_CASE("tune: a Megatron-LM or torchtitan job is tuned to what its trainer ru
   CHECK(std::any_of(any.ranked.begin(), any.ranked.end(), [&](const tune::Evaluation& e) { return refused(e, plan::Framework::megatron); }));
   CHECK(any.ranked.front().step <= megatron.ranked.front().step);
   CHECK(any.combinations > megatron.combinations);
+}
+
+TEST_CASE("tune: the scenario as given competes only as a plan of the searched world that its trainer runs", "[tune]") {
+  // --world 2 of a 4-GPU scenario: every ranked plan is of 2 ranks, the 4-rank one as given never.
+  const plan::Scenario gpipe = plan::load_scenario(source("scenarios/gpipe-1b-4xA100.yaml"), {});
+  tune::Evaluator ev(gpipe);
+  tune::Space two = tune::default_space(gpipe, 2);
+  tune::search(&two, "parallel.precision=bf16");
+  tune::SearchOptions o;
+  o.top = 50;
+  const auto r = tune::search(ev, two, o);
+  REQUIRE_FALSE(r.ranked.empty());
+  for (const auto& e : r.ranked) CHECK(e.config.data * e.config.context * e.config.pipeline * e.config.tensor == 2);
+  // A Megatron-LM job given with a schedule Megatron-LM lacks: the tuner ranks what export takes.
+  const plan::Scenario dualpipe = plan::load_scenario(source("scenarios/llama-3.1-70b-64xH100.yaml"),
+                                                      {"parallel.schedule=dualpipev", "parallel.virtual=2", "parallel.pipeline=8",
+                                                       "parallel.data=1", "parallel.partition_len=balanced"});
+  tune::Evaluator mev(dualpipe);
+  tune::Space space = tune::default_space(dualpipe);
+  for (const char* fixed : {"parallel.tensor=8", "parallel.context=1", "parallel.precision=bf16", "parallel.shard=optimizer",
+                            "parallel.activation_checkpointing=selective"})
+    tune::search(&space, fixed);
+  o.top = 10;
+  const auto m = tune::search(mev, space, o);
+  REQUIRE(m.baseline.simulated());
+  for (const auto& e : m.ranked) CHECK(e.config.schedule != schedule::ScheduleKind::dualpipev);
+}
+
+// Beyond 8 stages the search moves a layer at the first and last boundaries, and at the two around
+// the stage the layer costs load most, where the fastest split of the 70B job lies.
+TEST_CASE("tune: many stages' splits move a layer around the most loaded stage too", "[tune]") {
+  const plan::Scenario s = plan::load_scenario(source("scenarios/llama-3.1-70b-64xH100.yaml"), {});
+  tune::Evaluator ev(s);
+  tune::Space space = tune::default_space(s);
+  for (const char* fixed : {"parallel.tensor=8", "parallel.context=1", "parallel.pipeline=4", "parallel.virtual=5",
+                            "parallel.schedule=interleaved-1f1b", "parallel.chunks=64", "parallel.precision=bf16",
+                            "parallel.activation_checkpointing=false", "parallel.sequence_parallel=true", "parallel.shard=optimizer"})
+    tune::search(&space, fixed);
+  size_t invalid = 0;
+  std::string example;
+  size_t over = 0;
+  const auto configs = tune::enumerate(ev, space, &invalid, &example, &over, false);
+  REQUIRE_FALSE(configs.empty());
+  const plan::Settings& any = configs.front();
+  const plan::PartitionLen balanced = ev.balanced_split(any);
+  REQUIRE(balanced.lens.size() == 20);
+  // The stage the costs load most, as the enumeration finds it.
+  const auto& costs = ev.layer_costs(any, any.batch_size / any.chunks);
+  size_t layer = 0, loaded = 0;
+  int64_t heaviest = -1;
+  for (size_t st = 0; st < balanced.lens.size(); ++st) {
+    int64_t sum = 0;
+    for (int i = 0; i < balanced.lens[st]; ++i, ++layer)
+      sum += (costs[layer].forward + costs[layer].backward + costs[layer].recompute).count_ns();
+    if (sum > heaviest) heaviest = sum, loaded = st;
+  }
+  std::set<size_t> moved;  // boundaries a searched split moves
+  for (const auto& c : configs)
+    for (size_t b = 0; b + 1 < c.partition_len.lens.size(); ++b)
+      if (c.partition_len.lens[b] != balanced.lens[b]) {
+        moved.insert(b);
+        break;
+      }
+  CHECK(moved.count(0));
+  CHECK(moved.count(18));
+  if (loaded > 0) CHECK(moved.count(loaded - 1));
+  if (loaded < 19) CHECK(moved.count(loaded));
+  CHECK(moved.size() <= 4);
 }
 
 TEST_CASE("tune: trainer rules are export's, key by key", "[tune][plan]") {
