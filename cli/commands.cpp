@@ -134,12 +134,14 @@ Runner define_calibrate(CLI::App& app) {
       "probe run for in-run slowdowns) and write a calibrated hardware profile");
   cal_cmd->add_option("SCENARIO", cal_args->scenarios,
                       "Scenarios whose layer signatures to measure (default: the built-in scenario, scenarios/*.yaml "
-                      "on cpu-host and scenarios/accuracy/*.yaml under this folder)");
+                      "on cpu-host and scenarios/accuracy/*.yaml under this folder, else in the checkout the binary was built in)");
   cal_cmd->add_option("-o,--output", cal_args->output, "Profile to write (default parallax-out/calibrated-HOST.yaml)");
   cal_cmd->add_option("--base", cal_args->base, "Profile whose device and network the output keeps (default cpu-host). A GPU profile "
                                   "(device.kind: cuda, e.g. h100-nvlink-ib) measures this machine's first GPU instead, "
                                   "as one rank with CUDA events, and keeps the profile's links and NCCL section");
-  cal_cmd->add_flag("--quick", cal_args->quick, "Only the micro-batch sizes the scenarios use, fewer repeats");
+  cal_cmd->add_flag("--quick", cal_args->quick,
+                    "Only the micro-batch sizes the scenarios use and their halves, fewer repeats, one pass over the layers "
+                    "(a minute or two on a 2-core machine; with --tables a 3 x 3 x 3 grid and three lengths)");
   cal_cmd->add_flag("--tables", cal_args->tables,
                     "GPU only: measure the device's compute tables instead of layers (GEMMs over m, n, k of 256-4096 in bf16, "
                     "fp16 and fp8; memory-bound kernels; flash attention by sequence length) and write the --base profile "

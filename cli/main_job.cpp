@@ -48,7 +48,7 @@ std::string this_machine_profile(const plan::Plan& plan) {
     std::cerr << "\nusing this machine's calibration " << path << " (delete it to measure again)\n";
     return path;
   }
-  std::cerr << "\ncalibrating this machine first (parallax calibrate --quick: several minutes, most of them real probe "
+  std::cerr << "\ncalibrating this machine first (parallax calibrate --quick: a minute or two on a 2-core machine, most of it real probe "
                "runs of the accuracy set's small scenarios; once, kept in "
             << path << ")\n";
   CalibrateArgs args;

@@ -1,6 +1,7 @@
 #include "plan/scenario.hpp"
 
 #include <algorithm>
+#include <iterator>
 #include <filesystem>
 #include <numeric>
 
@@ -232,8 +233,12 @@ void check_layout(const Scenario& s) {
   // Each degree may reach kMaxCount; their product is the job's ranks, each simulated with its own
   // events (about 20 KB a rank): beyond any cluster built, and past what a machine holds.
   const int64_t ranks = int64_t{p.data} * p.context * p.pipeline * p.tensor;
+  // Named at the largest degree, the likeliest mistyped (its --set where a flag gave it).
+  const std::pair<int, const char*> degrees[] = {
+      {p.data, "parallel.data"}, {p.context, "parallel.context"}, {p.pipeline, "parallel.pipeline"}, {p.tensor, "parallel.tensor"}};
+  const char* largest = std::max_element(std::begin(degrees), std::end(degrees))->second;
   if (ranks > kMaxRanks)
-    fail_at(s, "parallel", "data x context x pipeline x tensor = " + std::to_string(ranks) + " ranks; Parallax plans at most " +
+    fail_at(s, largest, "data x context x pipeline x tensor = " + std::to_string(ranks) + " ranks; Parallax plans at most " +
                                std::to_string(kMaxRanks) + " (more than any cluster built: a mistyped degree?)");
   if (s.data.batch_size % p.chunks != 0)
     fail_at(s, "parallel.chunks", "data.batch_size (" + std::to_string(s.data.batch_size) +

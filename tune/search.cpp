@@ -91,9 +91,12 @@ void rank(std::vector<Evaluation> done, Objective objective, size_t top, SearchR
   std::sort(done.begin(), done.end(), [&](const Evaluation& a, const Evaluation& b) {
     return std::pair(key_of(a, objective), a.index) < std::pair(key_of(b, objective), b.index);
   });
+  // The same prediction to within the simulator's rounding: two schedules that play the same step
+  // can end a nanosecond apart (interleaved 1F1B and looped BFS at one micro-batch a round).
+  constexpr int64_t kSameStepNs = 100;
   for (const Evaluation& e : done) {
     auto same = std::find_if(r->ranked.begin(), r->ranked.end(), [&](const Evaluation& row) {
-      return row.step == e.step && row.peak_memory == e.peak_memory;
+      return std::abs((row.step - e.step).count_ns()) <= kSameStepNs && row.peak_memory == e.peak_memory;
     });
     if (same != r->ranked.end()) same->equivalents.push_back(e.config);
     else if (r->ranked.size() < top) r->ranked.push_back(e);
