@@ -665,3 +665,13 @@ TEST_CASE("tune: trainer rules are export's, key by key", "[tune][plan]") {
   CHECK_FALSE(plan::trainer_refusal(shipped, plan::Framework::megatron));
   CHECK_FALSE(plan::trainer_refusal(plan::load_scenario(file, {"parallel.schedule=dualpipev", "parallel.virtual=2", "parallel.partition_len=balanced"}), plan::Framework::pytorch));
 }
+
+TEST_CASE("tune: an FSDP job weighs shard groups of a node and of 2, 4, ... nodes", "[tune]") {
+  const plan::Scenario fsdp = plan::load_scenario(source("scenarios/llama-3.1-8b-64xH100-fsdp.yaml"), {});
+  REQUIRE(fsdp.parallel.shard == plan::Shard::full);
+  const auto groups = tune::default_space(fsdp).of("parallel.shard_group");
+  CHECK(groups == std::vector<plan::KnobValue>{0, 8, 16, 32});  // all of data, a node, 2 and 4 nodes of the 64 GPUs
+  // Without sharding there is no group to weigh beyond all of data and a node.
+  const plan::Scenario ddp = plan::load_scenario(source("scenarios/llama-3.1-8b-64xH100-fsdp.yaml"), {"parallel.shard=none"});
+  CHECK(tune::default_space(ddp).of("parallel.shard_group") == std::vector<plan::KnobValue>{0, 8});
+}
