@@ -67,6 +67,11 @@ std::string job_difference(const timeline::PlanSummary& ran, const plan::Plan& p
            std::to_string(plan.microbatch_size);
   if (ran.precision != plan::name(s.parallel.precision))
     return "the trace ran " + ran.precision + ", the scenario " + plan::name(s.parallel.precision);
+  // (Unknown in a trace written before they were recorded: not held against it.)
+  if (!ran.optimizer.empty() && ran.optimizer != s.optimizer.kind)
+    return "the trace's optimizer is " + ran.optimizer + ", the scenario's " + s.optimizer.kind;
+  if (!ran.data_source.empty() && ran.data_source != s.data.source)
+    return "the trace's data came from " + ran.data_source + ", the scenario's from " + s.data.source;
   if (ran.partition_len != plan.partition)
     return "the trace's stages hold " + json(ran.partition_len).dump() + " layers, the scenario's " +
            json(plan.partition).dump() + " (give the run's partition: --set \"parallel.partition_len=" +

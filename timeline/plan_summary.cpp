@@ -52,6 +52,8 @@ json document_of(const Plan& p) {
   out["grad_accumulation"] = s.parallel.grad_accumulation;
   out["global_batch"] = s.data.batch_size * s.parallel.grad_accumulation * s.parallel.data;
   out["precision"] = plan::name(s.parallel.precision);
+  out["optimizer"] = s.optimizer.kind;  // what a fit from the run's trace costs (fit/from_trace.cpp)
+  out["data_source"] = s.data.source;
   out["partition_len"] = p.partition;
 
   json layers = json::array();
@@ -141,6 +143,8 @@ std::optional<PlanSummary> read_plan_summary(const json& document) {
   s.hardware = document.value("hardware", "");
   s.schedule = document.value("schedule", "");
   s.precision = document.value("precision", "");
+  s.optimizer = document.value("optimizer", "");
+  s.data_source = document.value("data_source", "");
   s.world_size = document.value("world_size", 0);
   const json grid = document.value("grid", json::object());
   s.data = grid.value("data", 1);

@@ -46,6 +46,8 @@ struct PlanSummary {
   std::string hardware;
   std::string schedule;   ///< schedule::name(ScheduleKind)
   std::string precision;  ///< plan::name(Precision)
+  /// The optimizer's kind and the data source ("" in traces written before 2026-12-06).
+  std::string optimizer, data_source;
   int world_size = 0;
   int data = 1, context = 1, pipeline = 1, tensor = 1, virtual_stages = 1;
   int chunks = 1;

@@ -650,6 +650,15 @@ TEST_CASE("cli: calibrate --from-trace fits a profile to a measured run, and sim
                               (dir / "other.yaml").string(), "", true);
   CHECK(chunks.code == 2);
   CHECK_THAT(chunks.out, Catch::Contains("4 chunks"));
+  // The same model and layout with another optimizer (whose step the fit would carry) or data.
+  const auto adam = run("calibrate --from-trace " + trace + " " + mlp + sets + " --set 'optimizer={kind: adam, lr: 0.01}' -o " +
+                            (dir / "other.yaml").string(), "", true);
+  CHECK(adam.code == 2);
+  CHECK_THAT(adam.out, Catch::Contains("not a run of this job: the trace's optimizer is sgd, the scenario's adam"));
+  const auto synthetic = run("calibrate --from-trace " + trace + " " + mlp + sets + " --set data.source=synthetic -o " +
+                                 (dir / "other.yaml").string(), "", true);
+  CHECK(synthetic.code == 2);
+  CHECK_THAT(synthetic.out, Catch::Contains("the trace's data came from"));
   std::filesystem::remove_all(dir);
 }
 
