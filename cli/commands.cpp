@@ -326,8 +326,8 @@ Runner define_export(CLI::App& app) {
   export_cmd->add_option("TRAINER", *export_trainer, "megatron or torchtitan")->required()->check(CLI::IsMember({"megatron", "torchtitan"}));
   add_scenario_options(export_cmd, *export_args, /*with_json=*/false);
   export_cmd->footer(
-      "What the trainer cannot express (an explicit partition_len it cannot split the same way, a schedule it lacks, LibTorch's\n"
-      "encoder block) exits 2 saying which key to change. Plan with framework: megatron for Megatron-LM's step time.\n"
+      "What the trainer cannot express (a schedule it lacks, a sharding level it does not run, LibTorch's encoder block;\n"
+      "docs/cli.md lists them) exits 2 saying which key to change. Plan with framework: megatron for Megatron-LM's step time.\n"
       "Examples: parallax export megatron scenarios/llama-3.1-70b-64xH100.yaml\n"
       "          parallax export torchtitan scenarios/llama-3.1-70b-64xH100.yaml --set parallel.shard=full");
   return [=] { return export_command(*export_trainer, *export_args); };
