@@ -20,15 +20,14 @@ namespace {
 // split moved one block off its most loaded stage, at boundary 13 of 16: 2026-12-06.)
 constexpr int kManyStages = 8;
 
-// The stage of `split` whose layers cost the most, forward and backward with recompute.
+// The stage of `split` whose layers weigh the most, as the balanced split weighs them.
 size_t most_loaded_stage(Evaluator& ev, const plan::Settings& c, const plan::PartitionLen& split) {
   const auto& costs = ev.layer_costs(c, c.batch_size / c.chunks);
   size_t most = 0, layer = 0;
   int64_t heaviest = -1;
   for (size_t st = 0; st < split.lens.size(); ++st) {
     int64_t sum = 0;
-    for (int i = 0; i < split.lens[st] && layer < costs.size(); ++i, ++layer)
-      sum += (costs[layer].forward + costs[layer].backward + costs[layer].recompute).count_ns();
+    for (int i = 0; i < split.lens[st] && layer < costs.size(); ++i, ++layer) sum += balance_weight(costs[layer]);
     if (sum > heaviest) heaviest = sum, most = st;
   }
   return most;

@@ -43,10 +43,8 @@ plan::PartitionLen Evaluator::balanced_split(const plan::Settings& c) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (const auto it = splits_.find(key); it != splits_.end()) return it->second;
   }
-  // As resolve_plan's "balanced": forward + backward + what recompute adds, per layer.
-  const auto& lc = layer_costs(c, c.batch_size / c.chunks);
   std::vector<int64_t> costs;
-  for (const auto& l : lc) costs.push_back((l.forward + l.backward + l.recompute).count_ns());
+  for (const auto& l : layer_costs(c, c.batch_size / c.chunks)) costs.push_back(balance_weight(l));
   plan::PartitionLen split = plan::partition_of(plan::balanced_partition(costs, c.stages()));
   std::lock_guard<std::mutex> lock(mutex_);
   return splits_.try_emplace(key, std::move(split)).first->second;

@@ -34,6 +34,10 @@ struct Evaluation {
   bool simulated() const { return step > plan::Time(); }
 };
 
+/// A layer's weight in a balanced split, as resolve_plan's "balanced" weighs it: forward +
+/// backward + what recompute adds, in ns.
+inline int64_t balance_weight(const plan::LayerCost& l) { return (l.forward + l.backward + l.recompute).count_ns(); }
+
 class Evaluator {
  public:
   explicit Evaluator(plan::Scenario base);

@@ -165,7 +165,7 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
   // where they are plans of the space's world (--world) and, for a trainer's job, ones it runs.
   const auto competes = [&](const Evaluation& e) {
     const plan::Settings& c = e.config;
-    return e.simulated() && c.data * c.context * c.pipeline * c.tensor == sp.world && trainer_runs(ev.base(), c, sp.trainer);
+    return e.simulated() && c.world_size() == sp.world && trainer_runs(ev.base(), c, sp.trainer);
   };
   for (const Evaluation* e : {&r.baseline, &r.defaults}) {
     if (!competes(*e)) continue;
