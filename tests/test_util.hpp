@@ -1,6 +1,7 @@
 #pragma once
 // Small helpers shared by the tests.
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <chrono>
@@ -88,10 +89,16 @@ inline plan::Scenario scenario_from(const std::string& yaml, const std::vector<s
 }
 
 /// A file written for one test (in the temporary folder, under `name`), removed after.
+/// A file that lives as long as the object. ctest runs test cases in processes side by side, and
+/// one case may hold two at once, so the name carries the process and a count: without them a case
+/// read a file that another had already removed (CI, 2026-12-06).
 struct TempFile {
   std::string path;
-  TempFile(const std::string& name, const std::string& text) : path((std::filesystem::temp_directory_path() / name).string()) {
-    std::ofstream(path) << text;
+  TempFile(const std::string& name, const std::string& text) : path(unique_path(name)) { std::ofstream(path) << text; }
+  static std::string unique_path(const std::string& name) {
+    static int count = 0;
+    const auto unique = std::to_string(::getpid()) + "-" + std::to_string(++count) + "-" + name;
+    return (std::filesystem::temp_directory_path() / unique).string();
   }
   ~TempFile() { std::filesystem::remove(path); }
   TempFile(const TempFile&) = delete;
