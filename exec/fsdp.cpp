@@ -40,18 +40,22 @@ ShardedStage::ShardedStage(const plan::Plan& plan, const plan::Stage& stage, Sta
     for (const auto& p : u.params) u.numel += p.numel();
     u.padded = (u.numel + shards - 1) / shards * shards;
     if (u.numel == 0) continue;
-    u.flat = torch::zeros({u.padded}, u.params.front().options());
+    auto values = torch::zeros({u.padded}, u.params.front().options());
     int64_t offset = 0;
     for (auto& p : u.params) {
-      auto view = u.flat.narrow(0, offset, p.numel()).view(p.sizes());
-      view.copy_(p);
-      p.set_data(view);  // the parameter's memory is now its unit's flat buffer
+      values.narrow(0, offset, p.numel()).view(p.sizes()).copy_(p);
       offset += p.numel();
     }
     // Parameters kept whole (optimizer, gradients): the shard is this rank's slice of them, which
     // the optimizer updates in place. Under full the shard is all that stays.
-    auto slice = u.flat.narrow(0, shard_rank_ * shard_numel(u), shard_numel(u));
+    auto slice = values.narrow(0, shard_rank_ * shard_numel(u), shard_numel(u));
     u.shard = shards_->register_parameter("layer" + std::to_string(stage.first_layer + i), full() ? slice.clone() : slice);
+    u.flat = full() ? values.to(compute_dtype(plan.scenario.parallel.precision)) : values;
+    offset = 0;
+    for (auto& p : u.params) {
+      p.set_data(u.flat.narrow(0, offset, p.numel()).view(p.sizes()));  // its memory is now its unit's flat buffer
+      offset += p.numel();
+    }
     if (full()) release(u);
     if (!plan.scenario.parallel.sharded(plan::Shard::gradients)) continue;
     for (size_t j = 0; j < u.params.size(); ++j) {
@@ -94,8 +98,13 @@ void ShardedStage::launch_gather(Unit& u) {
   const auto bytes = static_cast<size_t>(u.padded) * u.flat.element_size();
   if (u.flat.storage().nbytes() != bytes) resize_storage(u.flat, bytes);
   if (full()) u.flat.narrow(0, shard_rank_ * shard_numel(u), shard_numel(u)).copy_(u.shard.detach());
+  // Debian's LibTorch 1.13 Gloo broadcasts no bf16: a 16-bit buffer goes as its bytes, which a
+  // broadcast copies unchanged.
+  const bool as_bytes = u.flat.element_size() == 2;
+  const auto data = as_bytes ? u.flat.view(torch::kByte) : u.flat;
+  const int64_t slice_numel = shard_numel(u) * (as_bytes ? 2 : 1);
   for (int r = 0; r < shards_count_; ++r) {
-    std::vector<torch::Tensor> slice{u.flat.narrow(0, r * shard_numel(u), shard_numel(u))};
+    std::vector<torch::Tensor> slice{data.narrow(0, r * slice_numel, slice_numel)};
     c10d::BroadcastOptions from;
     from.rootRank = r;
     u.gather.add(group_->broadcast(slice, from));
@@ -167,6 +176,7 @@ void ShardedStage::arm(int32_t step) {
   step_ = step;
   for (auto& u : units_) {
     u.pending = static_cast<int>(u.params.size());
+    u.arrived = 0;
     u.reduce.reset();
   }
 }
@@ -175,7 +185,8 @@ void ShardedStage::arm(int32_t step) {
 // gradient buffer (zeros), allocated at the unit's first gradient of the step, and autograd adds
 // each micro-batch's gradient into it in place. The sum is then already where the reduction needs
 // it: nothing is copied, and a layer's moment holds the summed gradients and the incoming one,
-// the two copies FSDP2 holds (its .grad, then its reduce-scatter input).
+// the two copies FSDP2 holds (its .grad, then its reduce-scatter input). 16-bit parameters keep
+// autograd's own .grad until add_cast_gradients.
 void ShardedStage::on_grad(int unit, int param, const torch::Tensor&) {
   Unit& u = units_[unit];
   torch::Tensor& grad = u.params[param].mutable_grad();
@@ -185,23 +196,56 @@ void ShardedStage::on_grad(int unit, int param, const torch::Tensor&) {
     // and end now, freeing their gradients before this layer's take their place.
     for (int previous : reducing_) finish_reduce(units_[previous]);
     reducing_.clear();
-    u.grads = torch::zeros({u.padded}, u.flat.options());
+    u.grads = torch::zeros({u.padded}, u.shard.options());
   }
+  if (casts(u)) return;
   const torch::Tensor& p = u.params[param];
   int64_t offset = 0;
   for (int j = 0; j < param; ++j) offset += u.params[j].numel();
   grad = u.grads.narrow(0, offset, p.numel()).view(p.sizes());
 }
 
-// After autograd has added a parameter's gradient: in the step's last backward, once the unit's
-// every parameter has, its buffer is reduced.
+// After autograd has added a parameter's gradient: once the unit's every parameter has, 16-bit
+// gradients go into the buffer; in the step's last backward the buffer is then reduced.
 void ShardedStage::after_accumulation(int unit) {
-  if (!armed_) return;
   Unit& u = units_[unit];
+  if (++u.arrived == static_cast<int>(u.params.size())) {
+    u.arrived = 0;
+    if (casts(u)) add_cast_gradients(u);
+  }
+  if (!armed_) return;
   if (--u.pending > 0) return;
   for (auto& p : u.params) p.mutable_grad() = torch::Tensor();  // views of the buffer the reduction now owns
   u.reduce.launch(*group_, u.grads);
   reducing_.push_back(unit);
+}
+
+namespace {
+
+// to += from, of another dtype, a slice at a time: on the CPU an in-place add first casts its whole
+// operand to the result's type (TensorIterator's promotion makes a temporary), which for a large
+// layer was a fourth copy of its gradients (16 MiB at hidden 2048; FSDP2 casts inside its copy-in
+// kernel).
+void add_cast(torch::Tensor to, const torch::Tensor& from) {
+  constexpr int64_t kSlice = 1 << 16;
+  for (int64_t at = 0; at < to.numel(); at += kSlice) {
+    const int64_t n = std::min(kSlice, to.numel() - at);
+    to.narrow(0, at, n).add_(from.narrow(0, at, n));
+  }
+}
+
+}  // namespace
+
+// FSDP2's post-backward under a param_dtype: the unit's 16-bit gradients, all made by now, added
+// into its fp32 buffer (the sum of the step's micro-batches) and freed.
+void ShardedStage::add_cast_gradients(Unit& u) {
+  torch::NoGradGuard no_grad;
+  int64_t offset = 0;
+  for (auto& p : u.params) {
+    if (p.grad().defined()) add_cast(u.grads.narrow(0, offset, p.numel()), p.grad().reshape({-1}));
+    p.mutable_grad() = torch::Tensor();
+    offset += p.numel();
+  }
 }
 
 void ShardedStage::finish_reduce(Unit& u) {

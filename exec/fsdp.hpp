@@ -17,6 +17,11 @@
 // each rank keeps its slice (twice a reduce-scatter's bytes; the same sums, so the same losses).
 // A unit's buffer is freed and restored through its storage, as FSDP1 does (storage resize), so
 // the tensors autograd saved in forward see the gathered values again in backward.
+// Under full at bf16 or fp16, as FSDP2's MixedPrecisionPolicy(param_dtype) that torchtitan sets:
+// the shards stay fp32 (what the optimizer steps), each rank casts its shard into the gathered
+// buffer, which is in the compute type, and the gathered parameters' gradients (of that type)
+// are added into the unit's fp32 gradient buffer once the unit's last one is in (FSDP2 reduces in
+// fp32, torchtitan's mixed_precision_reduce).
 #include <torch/torch.h>
 
 #include <functional>
@@ -70,16 +75,19 @@ class ShardedStage {
     std::vector<torch::Tensor> params;
     int64_t numel = 0, padded = 0;
     torch::Tensor flat;   // the whole parameters; params are views of it
-    torch::Tensor shard;  // this rank's slice of flat: what the optimizer steps
+    torch::Tensor shard;  // this rank's slice of flat (full: of its values, fp32): what the optimizer steps
     bool gathered = true;
     TracedCollective gather;  // a gather in flight (a broadcast from each rank)
     // The gradient reduction of the step's last backward.
-    torch::Tensor grads;  // flat, as the parameters; their .grad are views of it
-    int pending = 0;
+    torch::Tensor grads;  // flat, fp32; the parameters' .grad are views of it unless they are 16-bit
+    int pending = 0;      // parameters still to come in the step's last backward
+    int arrived = 0;      // parameters whose gradient this backward has added
     TracedCollective reduce;
     std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;  // its parameters', kept with their hooks
   };
   bool full() const;
+  bool casts(const Unit& u) const { return u.flat.scalar_type() != u.shard.scalar_type(); }
+  void add_cast_gradients(Unit& u);
   void launch_gather(Unit& u);
   void ensure_gathered(int unit);
   void prefetch(int unit);

@@ -426,6 +426,9 @@ static int64_t shard_state(const Plan& plan, int pipeline_rank, MemoryEstimate* 
   // holds beyond the sharded gradients the optimizer step holds.
   const BytesPerParameter per = bytes_per_parameter(s);
   const int64_t n = p.shard_ranks(), g = per.gradient;
+  // The incoming gradients are of the gathered parameters' type: under full at 16 bits FSDP2's
+  // param_dtype, added into the fp32 sum it reduces (torchtitan's mixed_precision_reduce).
+  const int64_t incoming = p.sharded(Shard::full) && !p.master_weights && p.precision != Precision::fp32 ? 2 : g;
   const bool several = p.chunks * p.grad_accumulation > 1;
   const bool accumulating = several && !p.reduces_every_microbatch();
   int64_t fullest = 0, reduced = 0, upto = params, upto_gathered = 0;
@@ -440,7 +443,7 @@ static int64_t shard_state(const Plan& plan, int pipeline_rank, MemoryEstimate* 
   }
   for (size_t l = units.size(); l-- > 0;) {
     const int64_t u = units[l], before = l > 0 ? gathered[l - 1] : 0;
-    int64_t held = (reduced * g + n - 1) / n + ((accumulating ? upto : u) + u) * g;
+    int64_t held = (reduced * g + n - 1) / n + (accumulating ? upto : u) * g + u * incoming;
     if (p.sharded(Shard::full)) held += p.reshard_after_forward ? gathered[l] + before : upto_gathered;
     fullest = std::max(fullest, held);
     reduced += u;

@@ -39,7 +39,13 @@ TensorTraffic tensor_traffic(const Layer& l, const ParallelSpec& p, int mb) {
         }
       }
       break;
-    case LayerKind::embedding: (sp ? t.forward_reduce_scatter : t.forward_all_reduce) = 1; break;
+    case LayerKind::embedding:
+      // Under sequence parallelism its output is reduce-scattered, so the output's gradient is
+      // all-gathered in backward (Megatron-core's VocabParallelEmbedding with
+      // reduce_scatter_embeddings; torch's RowwiseParallel to Shard(1)).
+      (sp ? t.forward_reduce_scatter : t.forward_all_reduce) = 1;
+      if (sp) t.backward_all_gather = 1;
+      break;
     case LayerKind::head:
       if (sp) t.forward_all_gather = 1;
       (sp ? t.backward_reduce_scatter : t.backward_all_reduce) = 1;

@@ -83,11 +83,12 @@ TEST_CASE("plan::memory: each shard level keeps ZeRO's share of the state, plus 
   CHECK(kept.gathered == beyond_shards({2 * 4 * h + 4 * P, share(4 * h, 4) + 2 * 4 * b + 4 * (e + 2 * b),
                                         share(4 * (h + b), 4) + 2 * 4 * b + 4 * (e + b),
                                         share(4 * (h + 2 * b), 4) + 2 * 4 * e + 4 * e}));
-  // In bf16 (FSDP2's MixedPrecisionPolicy) the gathered layers take 2 bytes a parameter.
+  // In bf16 (FSDP2's MixedPrecisionPolicy) the gathered layers take 2 bytes a parameter, and so
+  // do their gradients, which FSDP2 copies into its fp32 reduce-scatter input (4 bytes).
   const plan::MemoryEstimate bf16 = test::plan_from(kModel, {"parallel.shard=full", "parallel.precision=bf16"}).ranks[0].memory;
-  CHECK(bf16.gathered == beyond_shards({2 * 4 * h + 2 * (h + b), share(4 * h, 4) + 2 * 4 * b + 2 * (b + b),
-                                        share(4 * (h + b), 4) + 2 * 4 * b + 2 * (b + e),
-                                        share(4 * (h + 2 * b), 4) + 2 * 4 * e + 2 * e}));
+  CHECK(bf16.gathered == beyond_shards({(4 + 2) * h + 2 * (h + b), share(4 * h, 4) + (4 + 2) * b + 2 * (b + b),
+                                        share(4 * (h + b), 4) + (4 + 2) * b + 2 * (b + e),
+                                        share(4 * (h + 2 * b), 4) + (4 + 2) * e + 2 * e}));
   // Several micro-batches a step: every layer up to the one reduced holds its summed gradients
   // whole until the last micro-batch's backward reaches it.
   const plan::MemoryEstimate chunked = test::plan_from(kModel, {"parallel.shard=full", "parallel.chunks=2"}).ranks[0].memory;
