@@ -44,6 +44,9 @@ def sets(r):
         "parallel.partition_len": "[" + ", ".join(map(str, split)) + "]" if stages > 1 else "balanced",
         "parallel.activation_checkpointing": "false" if r["recompute"] == "none" else r["recompute"],
         "parallel.sequence_parallel": "true" if r["recompute"] == "selective" else "false",
+        # Megatron-LM of 2021-2022 split each pipeline send over the tensor ranks (its scatter-gather,
+        # on by default from February 2021 until Megatron-core's pipeline of March 2023)
+        "parallel.p2p_scatter_gather": "true",
     }
     if r["ddp"]:  # gradients reduced during (torch's DDP) or after (Megatron-LM's local DDP) the backward
         out["parallel.overlap_grad_reduce"] = "true" if r["ddp"] == "torch" else "false"

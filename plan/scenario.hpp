@@ -134,6 +134,14 @@ struct ParallelSpec {
   int expert_tensor = 0;
   int tensor = 1;          ///< tensor-parallel ranks per stage (Megatron-LM column/row-parallel linears)
   bool sequence_parallel = false;  ///< Korthikanti et al. 2022: norms and dropout split over the TP group
+  /// With tensor parallelism and no sequence parallelism, each tensor rank sends 1/tensor of a
+  /// pipeline boundary tensor and the receiver all-gathers it: Megatron-LM from February 2021 until
+  /// its pipeline moved into Megatron-core in March 2023 (--no-scatter-gather-tensors-in-pipeline
+  /// turned it off). false: each sends the tensor whole (Megatron-core's get_tensor_shapes, torch's
+  /// pipelining). Under sequence parallelism the tensor is split either way.
+  bool p2p_scatter_gather = false;
+  /// Each tensor rank's share of a pipeline boundary tensor: 1/tensor when it is split.
+  int p2p_split() const { return sequence_parallel || p2p_scatter_gather ? tensor : 1; }
   bool tensor_across_nodes = false;  ///< allow a TP group to span nodes (slow; refused unless asked)
   int pipeline = 1;        ///< pipeline ranks per replica
   int virtual_stages = 1;  ///< stages per pipeline rank (YAML: `virtual`)

@@ -52,6 +52,10 @@ std::optional<TrainerRefusal> megatron_refusal(const Scenario& s) {
   if (par.sharded(Shard::gradients))
     return TrainerRefusal{"parallel.shard", std::string("Megatron-LM's export writes shard optimizer (--use-distributed-optimizer); "
                                                         "shard ") + name(par.shard) + " is Megatron-FSDP's, which Parallax does not export yet"};
+  if (par.p2p_scatter_gather && par.p2p_split() > 1 && par.pipeline > 1 && !par.sequence_parallel)
+    return TrainerRefusal{"parallel.p2p_scatter_gather", "Megatron-LM sends each pipeline tensor whole since its pipeline moved into "
+                                                         "Megatron-core (March 2023); the scatter-gather is an older Megatron-LM's: set "
+                                                         "parallel.p2p_scatter_gather: false"};
   if (par.param_gather_overlapped() && !par.overlap_grad_reduce)
     return TrainerRefusal{"parallel.overlap_param_gather", "Megatron-LM overlaps the parameters' gather only beside the gradients' "
                                                            "reduction (arguments.py): set parallel.overlap_grad_reduce: true as well"};

@@ -650,9 +650,9 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<pla
       c.bucket_ready.push_back(at);
       c.bucket_ready_in_weight.push_back(in_weight);
     }
-    // Each tensor rank sends its 1/t of the boundary tensor (Megatron-LM's scatter-gather), of its
-    // 1 / context of the tokens.
-    const double per_rank = static_cast<double>(plan.microbatch_size) * elem / s.parallel.tensor / s.parallel.context;
+    // Each tensor rank sends its 1 / context of the tokens, and 1/t of them where the tensor is
+    // split (sequence parallelism, or the scatter-gather of Megatron-LM before Megatron-core).
+    const double per_rank = static_cast<double>(plan.microbatch_size) * elem / s.parallel.p2p_split() / s.parallel.context;
     c.send_forward_bytes = std::llround(plan.layers()[last].output_elems_per_sample * per_rank);
     c.send_backward_bytes = std::llround(plan.layers()[st.first_layer].input_elems_per_sample * per_rank);
     c.optimizer = cal ? calibrated_optimizer(plan, st, *cal)

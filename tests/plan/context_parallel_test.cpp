@@ -9,6 +9,7 @@
 #include "plan/executable.hpp"
 #include "plan/memory.hpp"
 #include "plan/plan.hpp"
+#include "plan/trainer_rules.hpp"
 #include "sim/cost_model.hpp"
 #include "sim/simulator.hpp"
 #include "tests/test_util.hpp"
@@ -113,6 +114,27 @@ TEST_CASE("plan::context: a rank computes 1 / context of the tokens", "[plan][co
   const auto sends_whole = sim::stage_costs(plan::resolve_plan(test::scenario_from(kLlama, {"parallel.pipeline=2"})));
   const auto sends_split = sim::stage_costs(plan::resolve_plan(test::scenario_from(kLlama, {"parallel.pipeline=2", "parallel.context=2"})));
   CHECK(sends_split[0].send_forward_bytes * 2 == sends_whole[0].send_forward_bytes);
+}
+
+TEST_CASE("sim: a tensor rank sends the boundary tensor whole, or 1/t where it is split", "[sim][tensor]") {
+  // Megatron-core's get_tensor_shapes: (seq / context [/ tensor under sequence parallelism], micro-batch,
+  // hidden); Megatron-LM's scatter-gather of 2021-2023 split it without sequence parallelism too.
+  auto sent = [](std::vector<std::string> sets) {
+    sets.insert(sets.end(), {"parallel.pipeline=2", "parallel.tensor=4", "parallel.data=2"});
+    return sim::stage_costs(plan::resolve_plan(test::scenario_from(kLlama, sets)))[0].send_forward_bytes;
+  };
+  const int64_t whole = int64_t{4096} * 1 * 4096 * 2;  // micro-batch 1 (batch 8 over 8 chunks), bf16
+  CHECK(sent({}) == whole);
+  CHECK(sent({"parallel.sequence_parallel=true"}) == whole / 4);
+  CHECK(sent({"parallel.p2p_scatter_gather=true"}) == whole / 4);
+  CHECK(sent({"parallel.p2p_scatter_gather=true", "parallel.sequence_parallel=true"}) == whole / 4);
+  // Megatron-LM of today has no scatter-gather: its export and tune refuse it where it would apply.
+  const auto s = test::scenario_from(kLlama, {"parallel.pipeline=2", "parallel.schedule=1f1b", "parallel.tensor=4", "parallel.p2p_scatter_gather=true"});
+  const auto refusal = plan::trainer_refusal(s, plan::Framework::megatron);
+  REQUIRE(refusal);
+  CHECK(refusal->key == "parallel.p2p_scatter_gather");
+  CHECK_FALSE(plan::trainer_refusal(test::scenario_from(kLlama, {"parallel.pipeline=2", "parallel.schedule=1f1b", "parallel.tensor=4"}),
+                                    plan::Framework::megatron));
 }
 
 TEST_CASE("plan::context: gradients are reduced over data x context", "[plan][context]") {

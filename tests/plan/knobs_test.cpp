@@ -25,7 +25,7 @@ const std::map<std::string, std::string> kOther = {
     {"parallel.expert_tensor", "1"}, {"parallel.overlap_moe_expert_parallel_comm", "true"},
     {"parallel.recompute_modules", "[layernorm, moe_act]"}, {"parallel.reduce_scatter_every_microbatch", "true"},
     {"parallel.moe_token_dispatcher", "deepep"}, {"parallel.fp8_param_gather", "true"},
-    {"parallel.ddp_buckets", "megatron"}, {"parallel.overlap_param_gather", "true"}};
+    {"parallel.ddp_buckets", "megatron"}, {"parallel.overlap_param_gather", "true"}, {"parallel.p2p_scatter_gather", "true"}};
 }  // namespace
 
 TEST_CASE("plan::knobs: every knob reads, writes and reads back its value", "[plan][knobs]") {
