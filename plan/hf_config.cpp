@@ -289,6 +289,8 @@ Rotary read_rotary(const Field& c) {
   if (scaling["factor"].present()) r.factor = to_number(scaling["factor"], 0);
   if (scaling["mscale"].present()) r.mscale = to_number(scaling["mscale"], 0);
   if (scaling["mscale_all_dim"].present()) r.mscale_all_dim = to_number(scaling["mscale_all_dim"], 0);
+  if (const Field original = scaling["original_max_position_embeddings"]; original.present())
+    r.original_max_positions = static_cast<int64_t>(to_number(original, 1));
   return r;
 }
 

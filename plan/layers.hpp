@@ -98,6 +98,7 @@ struct Rotary {
   std::string scaling;       ///< rope_scaling's type: "llama3", "yarn", ...; empty: none
   double factor = 0;         ///< rope_scaling's factor
   double mscale = 0, mscale_all_dim = 0;  ///< YaRN's (DeepSeek's configs)
+  int64_t original_max_positions = 0;     ///< YaRN's original_max_position_embeddings (Qwen's configs)
   double fraction = 0;       ///< partial_rotary_factor: the share of each head rotated (Nemotron's 0.5); 0: all
   bool operator==(const Rotary&) const = default;
 };

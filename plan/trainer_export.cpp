@@ -1,6 +1,7 @@
 #include "plan/trainer_export.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <sstream>
 
@@ -20,6 +21,20 @@ std::string enclosed(char open, const std::string& text, char close) {
   out += text;
   out += close;
   return out;
+}
+
+// The processes torchrun starts on each node: the same number on every one, so the plan's world
+// must fill its nodes (12 GPUs on nodes of 8 would start 16, and the trainer derive another data
+// degree, or fail).
+int processes_per_node(const Plan& p) {
+  const int per_node = p.scenario.hardware.devices_per_node;
+  if (p.world_size <= per_node) return p.world_size;
+  if (p.world_size % per_node != 0)
+    throw InputError(p.scenario.where("parallel.data"),
+                     "torchrun starts as many processes on every node, and this plan's " + std::to_string(p.world_size) +
+                         " ranks do not fill whole nodes of " + std::to_string(per_node) + ": plan a world of whole nodes (a multiple of " +
+                         std::to_string(per_node) + ")");
+  return per_node;
 }
 
 // The blocks of a transformer plan (embed, blocks, head), or an InputError: the trainers take GPT-
@@ -173,11 +188,16 @@ std::string megatron_rotary(const BlockForm& f, std::vector<std::pair<std::strin
     if (r.factor > 0 && r.factor != 8) a->push_back({"--rope-scaling-factor", number_text(r.factor)});
     return "";
   }
-  if (r.scaling == "yarn" && f.mla.on()) {
-    a->push_back({"--rope-type", "yarn"});
+  // YaRN: latent attention's by --rope-type, any other attention's by --position-embedding-type
+  // yarn (export_megatron); both take the factor and mscales (argument_utils.py,
+  // _apply_yarn_config_from_args, whose other defaults are transformers' own).
+  if (r.scaling == "yarn") {
+    if (f.mla.on()) a->push_back({"--rope-type", "yarn"});
     if (r.factor > 0) a->push_back({"--rotary-scaling-factor", number_text(r.factor)});
     if (r.mscale > 0) a->push_back({"--mscale", number_text(r.mscale)});
     if (r.mscale_all_dim > 0) a->push_back({"--mscale-all-dim", number_text(r.mscale_all_dim)});
+    if (!f.mla.on() && r.original_max_positions > 0)
+      a->push_back({"--yarn-original-max-position-embeddings", std::to_string(r.original_max_positions)});
     return "";
   }
   return "the model's config scales its rotary positions by '" + r.scaling + "', which these arguments leave out: set it in Megatron-LM";
@@ -285,7 +305,7 @@ TrainerExport export_megatron(const Plan& p) {
   if (d.norm_1p) a.push_back({"--apply-layernorm-1p", ""});
   if (d.gelu_tanh && f.mlp == Mlp::gelu) a.push_back({"--openai-gelu", ""});
   if (f.rope && f.rotary.fraction > 0 && f.rotary.fraction != 1) a.push_back({"--rotary-percent", number_text(f.rotary.fraction)});
-  a.push_back({"--position-embedding-type", f.rope ? "rope" : "learned_absolute"});
+  a.push_back({"--position-embedding-type", !f.rope ? "learned_absolute" : f.rotary.scaling == "yarn" && !f.mla.on() ? "yarn" : "rope"});
   std::string rotary_note;
   if (f.rope) rotary_note = megatron_rotary(f, &a);
   if (!f.tie_embeddings) a.push_back({"--untie-embeddings-and-output-weights", ""});
@@ -308,11 +328,13 @@ TrainerExport export_megatron(const Plan& p) {
                      {"--train-iters", std::to_string(s.data.steps)},
                      {"--log-interval", "1"},  // each step's time (the default logs every 100th)
                      {"--eval-iters", "0"}});  // no validation passes between or after the steps
-  const int per_node = std::min(p.world_size, s.hardware.devices_per_node);
+  const int per_node = processes_per_node(p);
+  // Megatron-core orders its ranks tp-cp-ep-dp-pp, or tp-cp-ep-pp-dp (initialize.py).
+  if (par.rank_order == RankOrder::tensor_pipeline_data) a.push_back({"--use-tp-pp-dp-mapping", ""});
   out.notes = {
       "data parallel " + std::to_string(par.data) + ": Megatron-LM derives it (world size / (tensor x pipeline x context))",
       "--mock-data and NullTokenizer train on synthetic tokens, as the plan; give --data-path and a tokenizer for a corpus",
-      "Megatron-LM orders ranks tp-dp-pp and posts each receive with its send (Parallax: framework: megatron)"};
+      std::string("Megatron-LM orders ranks ") + name(par.rank_order) + " and posts each receive with its send (Parallax: framework: megatron)"};
   // What the plan was predicted with that Megatron-LM does otherwise (framework: megatron sets each).
   std::vector<std::string> not_megatron;
   if (par.p2p != P2p::megatron) not_megatron.push_back("PyTorch's point-to-point");
@@ -367,8 +389,19 @@ const char* titan_flavor(const Plan& p, const Layer& block) {
   const int64_t blocks = static_cast<int64_t>(p.layers().size()) - 2;
   const bool llama = f.mlp == Mlp::swiglu && f.norm == Norm::rmsnorm && f.rope && !f.bias && !f.qkv_bias && !f.tie_embeddings;
   for (const auto& fl : kLlama3Flavors)
-    if (llama && sh.hidden == fl.hidden && blocks == fl.blocks && sh.heads == fl.heads && sh.kv_heads() == fl.kv_heads && sh.ffn == fl.ffn)
+    if (llama && sh.hidden == fl.hidden && blocks == fl.blocks && sh.heads == fl.heads && sh.kv_heads() == fl.kv_heads && sh.ffn == fl.ffn) {
+      // Every flavor has Llama 3's tokenizer and rotary positions (theta 500,000, scaled as Llama
+      // 3.1's by 8): a model of the same shape with others would train as another.
+      const int64_t vocab = p.unpadded_vocab > 0 ? p.unpadded_vocab : p.layers().front().shape.vocab;
+      if (vocab != 128256)
+        throw InputError(p.scenario.where("model"), std::string("torchtitan's Llama 3 ") + fl.name + " has Llama 3's vocabulary of 128256; this "
+                                                    "model's is " + std::to_string(vocab));
+      const Rotary& r = f.rotary;
+      if ((r.base > 0 && r.base != 500000) || (!r.scaling.empty() && (r.scaling != "llama3" || (r.factor > 0 && r.factor != 8))))
+        throw InputError(p.scenario.where("model"), std::string("torchtitan's Llama 3 ") + fl.name + " rotates positions as Llama 3.1 "
+                                                    "(theta 500000, llama3 scaling by 8); this model's config states others");
       return fl.name;
+    }
   throw InputError(p.scenario.where("model"), "torchtitan builds Llama 3 from its flavors 8B, 70B and 405B (torchtitan/models/llama3); this model is " +
                                                   p.scenario.model_description + " (plan one of scenarios/models/llama-3.1-*.json)");
 }
@@ -416,7 +449,9 @@ TrainerExport export_torchtitan(const Plan& p) {
         {ScheduleKind::gpipe, "GPipe"}, {ScheduleKind::one_f_one_b, "1F1B"}, {ScheduleKind::interleaved_1f1b, "Interleaved1F1B"},
         {ScheduleKind::looped_bfs, "LoopedBFS"}, {ScheduleKind::interleaved_zero_bubble, "InterleavedZeroBubble"},
         {ScheduleKind::zbv_zero_bubble, "ZBVZeroBubble"}, {ScheduleKind::dualpipev, "DualPipeV"}};
-    if (par.schedule == ScheduleKind::csv) a.push_back({"parallelism.pipeline_parallel_schedule_csv", quoted(par.schedule_csv)});
+    // The file as Parallax read it (from its working directory), wherever torchtitan starts.
+    if (par.schedule == ScheduleKind::csv)
+      a.push_back({"parallelism.pipeline_parallel_schedule_csv", quoted(std::filesystem::absolute(par.schedule_csv).lexically_normal().string())});
     else a.push_back({"parallelism.pipeline_parallel_schedule", quoted(kSchedules.at(par.schedule))});
     a.push_back({"parallelism.pipeline_parallel_microbatch_size", std::to_string(p.microbatch_size)});
     // The modules of each model part (a stage, in stage order), by torchtitan's Llama 3 names.
@@ -473,7 +508,7 @@ TrainerExport export_torchtitan(const Plan& p) {
   a.push_back({"optimizer.weight_decay", number_text(o.weight_decay)});
   // run_train.sh starts one node's job (its rendezvous is localhost:0); over several nodes each
   // runs torchrun against one rendezvous, as torchtitan's multinode_trainer.slurm does.
-  const std::string per_node = std::to_string(std::min(p.world_size, s.hardware.devices_per_node));
+  const std::string per_node = std::to_string(processes_per_node(p));
   const std::string launch =
       p.nodes > 1 ? "torchrun --nnodes " + std::to_string(p.nodes) + " --nproc_per_node " + per_node +
                         " --rdzv_id 101 --rdzv_backend c10d --rdzv_endpoint \"$HEAD_NODE_IP:29500\" -m torchtitan.train"
@@ -489,6 +524,9 @@ TrainerExport export_torchtitan(const Plan& p) {
     out.notes.push_back("torchtitan reduce-scatters FSDP's gradients after every micro-batch's backward; this plan was predicted "
                         "reducing them once a step: plan it with parallel.reduce_scatter_every_microbatch: true (framework: "
                         "torchtitan sets it) for the step time and memory this config gets");
+  if (s.framework != Framework::torchtitan && s.framework != Framework::pytorch)
+    out.notes.push_back(std::string("this plan was predicted with framework: ") + name(s.framework) + " (" + trainer_name(s.framework) +
+                        "'s semantics), not torchtitan's: plan it with framework: torchtitan for the step time this config gets");
   if (!fsdp && par.data > 1 && par.bucket_cap_mb != 100)
     out.notes.push_back("torchtitan's DDP buckets gradients by 100 MB (replicate's bucket_cap_mb); this plan was predicted with " +
                         number_text(par.bucket_cap_mb) + ": plan it with parallel.bucket_cap_mb: 100 (framework: torchtitan sets it)");

@@ -52,6 +52,23 @@ std::optional<TrainerRefusal> megatron_refusal(const Scenario& s) {
   if (par.sharded(Shard::gradients))
     return TrainerRefusal{"parallel.shard", std::string("Megatron-LM's export writes shard optimizer (--use-distributed-optimizer); "
                                                         "shard ") + name(par.shard) + " is Megatron-FSDP's, which Parallax does not export yet"};
+  // Under sequence parallelism its mappings split each block's tokens over the tensor ranks and
+  // assert that they divide (core/tensor_parallel/mappings.py).
+  if (par.sequence_parallel && par.tensor > 1 && block && (block->shape.seq_len / par.context) % par.tensor != 0)
+    return TrainerRefusal{"model.seq_len", "Megatron-LM's sequence parallelism splits each rank's " + std::to_string(block->shape.seq_len / par.context) +
+                                               " tokens over the " + std::to_string(par.tensor) + " tensor ranks, which must divide them: set model.seq_len"};
+  // transformer_config.py asserts these beside --overlap-moe-expert-parallel-comm.
+  if (par.overlap_moe_expert_parallel_comm) {
+    const char* why = par.activation_checkpointing == Recompute::layer || par.activation_checkpointing == Recompute::stage
+                          ? "full recomputation (activation_checkpointing layer or stage)"
+                      : par.recomputes(kRecomputeMoe) ? "the MoE layer recomputed (moe in recompute_modules)"
+                      : par.precision == Precision::fp32 ? "a float32 model (it needs bf16 or fp16)"
+                                                         : nullptr;
+    if (why)
+      return TrainerRefusal{"parallel.overlap_moe_expert_parallel_comm",
+                            std::string("Megatron-core's --overlap-moe-expert-parallel-comm cannot run with ") + why +
+                                " (transformer_config.py asserts it): set parallel.overlap_moe_expert_parallel_comm: false"};
+  }
   if (par.p2p_scatter_gather && par.p2p_split() > 1 && par.pipeline > 1 && !par.sequence_parallel)
     return TrainerRefusal{"parallel.p2p_scatter_gather", "Megatron-LM sends each pipeline tensor whole since its pipeline moved into "
                                                          "Megatron-core (March 2023); the scatter-gather is an older Megatron-LM's: set "
@@ -75,6 +92,14 @@ std::optional<TrainerRefusal> torchtitan_refusal(const Scenario& s) {
   if ((par.shard == Shard::optimizer || par.shard == Shard::gradients) && par.data > 1)
     return TrainerRefusal{"parallel.shard", std::string("torchtitan shards with FSDP2 (shard full) or replicates (none); shard ") + name(par.shard) +
                                                 " is ZeRO-" + (par.shard == Shard::optimizer ? "1" : "2") + ", which it does not run"};
+  // A shard of one rank is no FSDP: torchtitan replicates instead, which it runs only alone.
+  if (par.shard == Shard::full && par.data > 1 && par.context == 1 && par.shard_ranks() == 1 && (par.tensor > 1 || par.pipeline > 1))
+    return TrainerRefusal{"parallel.shard_group", "a shard_group of 1 replicates every rank (DDP), which torchtitan runs only without "
+                                                  "tensor or pipeline parallelism: set parallel.shard_group to 2 or more"};
+  // Its device mesh is pp, dp_replicate, dp_shard, cp, tp from the outermost (parallel_dims.py).
+  if (par.rank_order == RankOrder::tensor_pipeline_data && par.pipeline > 1 && par.replicas() > 1)
+    return TrainerRefusal{"parallel.rank_order", "torchtitan's device mesh puts the pipeline outermost (tp-cp-dp-pp): set "
+                                                 "parallel.rank_order: tp-dp-pp"};
   if (par.grad_reduce_in_bf16)
     return TrainerRefusal{"parallel.grad_reduce_in_bf16", "torchtitan's replicas (DDP) reduce the gradients of its fp32 parameters; "
                                                           "set parallel.grad_reduce_in_bf16: false"};

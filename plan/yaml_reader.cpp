@@ -80,6 +80,8 @@ std::string join(const std::vector<std::string>& items, const std::string& sep) 
 }
 
 YamlDocument YamlDocument::from_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw InputError(Location{path}, "is a folder, not a YAML file");
   std::ifstream in(path);
   if (!in) throw InputError(Location{path}, "cannot open file (does it exist and is it readable?)");
   std::stringstream text;

@@ -156,7 +156,11 @@ const std::set<std::string> kMegatronOptions = {
     // --rope-type in _add_training_args, line 2906; --rotary-scaling-factor, --mscale and
     // --mscale-all-dim in _add_mla_args, lines 3558-3562).
     "--rotary-base", "--use-rope-scaling", "--rope-scaling-factor", "--rope-type", "--rotary-scaling-factor", "--mscale",
-    "--mscale-all-dim"};
+    "--mscale-all-dim",
+    // YaRN for attention other than latent (_add_network_size_args, line 2400; argument_utils.py's
+    // _apply_yarn_config_from_args) and the tp-pp-dp rank order (DistributedInitConfig's
+    // use_tp_pp_dp_mapping, training/config/common_config.py line 105; initialize.py line 395).
+    "--yarn-original-max-position-embeddings", "--use-tp-pp-dp-mapping"};
 // torchtitan's job config fields, section.field, as torchtitan/config/job_config.py defines them
 // (pytorch/torchtitan at 238fa995, 2026-02-23, the same as release v0.2.2: the last with TOML configs).
 const std::set<std::string> kTorchtitanFields = {
@@ -545,6 +549,63 @@ TEST_CASE("plan::export: what a trainer cannot express exits 2 at the key to cha
   CHECK_THROWS_WITH(plan::export_megatron(plan::resolve_plan(plan::load_scenario(source, {"parallel.shard=full"}))), Catch::Contains("Megatron-FSDP"));
   CHECK_THROWS_WITH(plan::export_torchtitan(plan::resolve_plan(plan::load_scenario(source, {"model.layers=40", "parallel.data=1", "parallel.partition_len=[3, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 3]"}))),
                     Catch::Contains("flavors 8B, 70B and 405B"));
+}
+
+// What each trainer asserts at launch or silently runs otherwise (found by reading their source,
+// 2026-12-06): each exits 2 at its key, or is written as the trainer takes it.
+TEST_CASE("plan::export: what the trainers would refuse at launch, or run as another job, exits 2", "[plan]") {
+  const std::string source = std::string(PARALLAX_SOURCE_DIR) + "/scenarios/llama-3.1-70b-64xH100.yaml";
+  const std::string fsdp_source = std::string(PARALLAX_SOURCE_DIR) + "/scenarios/llama-3.1-8b-64xH100-fsdp.yaml";
+  const auto megatron = [&](const std::vector<std::string>& sets) { return plan::export_megatron(plan::resolve_plan(plan::load_scenario(source, sets))); };
+  const auto titan = [&](const std::vector<std::string>& sets) { return plan::export_torchtitan(plan::resolve_plan(plan::load_scenario(fsdp_source, sets))); };
+  // torchrun starts as many processes on every node: 12 GPUs on nodes of 8 would start 16 (and
+  // Megatron-LM derive a data degree of 4 where the plan has 3).
+  CHECK_THAT(export_error(titan, {"parallel.data=12", "data.batch_size=12"}), Catch::Contains("do not fill whole nodes of 8"));
+  CHECK_THAT(export_error(megatron, {"parallel.data=3", "parallel.tensor=4", "data.batch_size=48", "parallel.pipeline=1", "parallel.virtual=1",
+                                     "parallel.schedule=1f1b", "parallel.partition_len=balanced", "parallel.chunks=48"}),
+             Catch::Contains("do not fill whole nodes of 8"));
+  CHECK_THAT(titan({"parallel.data=4", "data.batch_size=4"}).text, Catch::Contains("NGPU=4 ./run_train.sh"));
+  // Megatron-core's rank order tp-pp-dp is a flag; torchtitan's mesh has the pipeline outermost.
+  CHECK(as_map(megatron({"parallel.rank_order=tp-pp-dp"})).count("--use-tp-pp-dp-mapping") == 1);
+  CHECK(as_map(megatron({})).count("--use-tp-pp-dp-mapping") == 0);
+  CHECK_THAT(export_error(titan, {"parallel.rank_order=tp-pp-dp", "parallel.pipeline=2", "parallel.data=32", "parallel.schedule=1f1b"}),
+             Catch::Contains("parallel.rank_order") && Catch::Contains("pipeline outermost"));
+  // A shard of one rank is DDP in torchtitan, which it runs only without tensor or pipeline parallelism.
+  CHECK_THAT(export_error(titan, {"parallel.tensor=2", "parallel.data=32", "parallel.shard_group=1"}),
+             Catch::Contains("parallel.shard_group") && Catch::Contains("replicates"));
+  // Megatron-core's sequence parallelism asserts that the tensor ranks divide the tokens.
+  CHECK_THAT(export_error(megatron, {"model.seq_len=4100"}), Catch::Contains("model.seq_len") && Catch::Contains("must divide"));
+  // torchtitan's flavor is Llama 3's tokenizer and rotary positions as well as its shape.
+  CHECK_THAT(export_error(titan, {"model.vocab=32768"}), Catch::Contains("vocabulary of 128256"));
+  // The plan was predicted as another trainer runs it: said.
+  CHECK_THAT(plan::export_torchtitan(plan::resolve_plan(plan::load_scenario(source, {"parallel.shard=full"}))).text,
+             Catch::Contains("predicted with framework: megatron"));
+  // YaRN outside latent attention: Megatron-LM's --position-embedding-type yarn and its factors.
+  test::TempFile yarn("parallax-yarn.json",
+                      R"({"architectures": ["Qwen2ForCausalLM"], "hidden_size": 3584, "intermediate_size": 18944, "num_attention_heads": 28,
+                          "num_key_value_heads": 4, "num_hidden_layers": 28, "vocab_size": 152064, "hidden_act": "silu", "rope_theta": 1000000.0,
+                          "tie_word_embeddings": false, "rms_norm_eps": 1e-6,
+                          "rope_scaling": {"factor": 4.0, "original_max_position_embeddings": 32768, "type": "yarn"}})");
+  const auto args = as_map(plan::export_megatron(
+      test::plan_from("framework: megatron\nmodel: {hf_config: " + yarn.path + ", seq_len: 4096}\nhardware: h100-nvlink-ib\n"
+                      "parallel: {precision: bf16, master_weights: true}\n")));
+  CHECK(args.at("--position-embedding-type") == "yarn");
+  CHECK(args.at("--rotary-scaling-factor") == "4");
+  CHECK(args.at("--yarn-original-max-position-embeddings") == "32768");
+}
+
+TEST_CASE("plan::export: Megatron-core's combined 1F1B under what it asserts against exits 2", "[plan][moe]") {
+  const std::string moe = std::string(PARALLAX_SOURCE_DIR) + "/scenarios/models/qwen3-30b-a3b.json";
+  const std::string base = "framework: megatron\nmodel: {hf_config: " + moe + ", seq_len: 4096}\nhardware: h100-nvlink-ib\n"
+                           "data: {batch_size: 8}\nparallel: {precision: bf16, data: 4, expert: 2, chunks: 8, schedule: 1f1b, sequence_parallel: false, "
+                           "overlap_moe_expert_parallel_comm: true}\n";
+  const auto error = [&](const std::vector<std::string>& sets) {
+    return export_error([&](const std::vector<std::string>& s) { return plan::export_megatron(test::plan_from(base, s)); }, sets);
+  };
+  CHECK(error({}).empty());
+  CHECK_THAT(error({"parallel.activation_checkpointing=layer"}), Catch::Contains("full recomputation"));
+  CHECK_THAT(error({"parallel.activation_checkpointing=selective", "parallel.recompute_modules=[moe]"}), Catch::Contains("MoE layer recomputed"));
+  CHECK_THAT(error({"parallel.precision=fp32", "parallel.master_weights=false"}), Catch::Contains("bf16 or fp16"));
 }
 
 TEST_CASE("plan::search_defaults: the tuner searches the trainer's own selective policy", "[plan][tune]") {
