@@ -226,10 +226,12 @@ TEST_CASE("sim: tp_comm_overlap hides tensor parallelism's collectives behind th
   // (async_op=True): of a block's two gathers and two reduce-scatters only the row-parallel
   // linears' two gathers stay whole; the reduce-scatters and as many re-gathers (the same bytes:
   // what comm_back is made of) cost their slowdown, x 0.19. The head's one reduce-scatter turns into
-  // the two hidden ones. So about 0.5 + 0.19 of comm_back, a little less.
+  // the two hidden ones. So about 0.5 + 0.19 of comm_back, a little less; the embedding's backward
+  // all-gather stays whole under both, one of comm_back's 18 collectives of the same bytes (4 blocks'
+  // 4, the head's and the embedding's), so 0.31 of its 1/18 more.
   const double te_comm = (te_exposed[0].backward - te_alone[0].backward).to_us();
   CHECK(te_comm > 0.5 * comm_back + 0.19 * comm_back * 0.8);
-  CHECK(te_comm < 0.5 * comm_back + 0.19 * comm_back);
+  CHECK(te_comm < 0.5 * comm_back + 0.19 * comm_back + 0.31 * comm_back / 18);
   CHECK((te_exposed[0].forward - te_alone[0].forward).to_us() == Approx(comm).epsilon(0.01));  // forward as before
   CHECK((te_hidden[0].backward - te_alone[0].backward).to_us() < 0.3 * comm_back);
   // Without sequence parallelism a block's backward has only its column-parallel linears' all-reduces
