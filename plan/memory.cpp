@@ -199,8 +199,8 @@ int64_t recompute_bytes(const Plan& plan, const Stage& stage) {
 
 int64_t receive_buffer_bytes(const Plan& plan, bool forward, int stage) {
   // The sender's output, or the gradient of the receiver's output, which is the next stage's
-  // input: whole (each tensor rank receives 1/t, sim/cost_model.cpp, and gathers the rest), or
-  // 1/t of it under sequence parallelism.
+  // input: whole (also where a scatter-gather sends 1/t, sim/cost_model.cpp: the receiver gathers
+  // the rest into it), or 1/t of it under sequence parallelism.
   const auto& layers = plan.scenario.layers;
   const ParallelSpec& p = plan.scenario.parallel;
   const double elems = forward ? layers[plan.stages[stage - 1].first_layer + plan.stages[stage - 1].layer_count - 1].output_elems_per_sample

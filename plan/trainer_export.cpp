@@ -23,19 +23,9 @@ std::string enclosed(char open, const std::string& text, char close) {
   return out;
 }
 
-// The processes torchrun starts on each node: the same number on every one, so the plan's world
-// must fill its nodes (12 GPUs on nodes of 8 would start 16, and the trainer derive another data
-// degree, or fail).
-int processes_per_node(const Plan& p) {
-  const int per_node = p.scenario.hardware.devices_per_node;
-  if (p.world_size <= per_node) return p.world_size;
-  if (p.world_size % per_node != 0)
-    throw InputError(p.scenario.where("parallel.data"),
-                     "torchrun starts as many processes on every node, and this plan's " + std::to_string(p.world_size) +
-                         " ranks do not fill whole nodes of " + std::to_string(per_node) + ": plan a world of whole nodes (a multiple of " +
-                         std::to_string(per_node) + ")");
-  return per_node;
-}
+// The processes torchrun starts on each node: the same number on every one (the trainers' rules
+// refuse a world that does not fill its nodes, plan/trainer_rules.cpp).
+int processes_per_node(const Plan& p) { return std::min(p.world_size, p.scenario.hardware.devices_per_node); }
 
 // The blocks of a transformer plan (embed, blocks, head), or an InputError: the trainers take GPT-
 // style language models only.
@@ -396,8 +386,11 @@ const char* titan_flavor(const Plan& p, const Layer& block) {
       if (vocab != 128256)
         throw InputError(p.scenario.where("model"), std::string("torchtitan's Llama 3 ") + fl.name + " has Llama 3's vocabulary of 128256; this "
                                                     "model's is " + std::to_string(vocab));
+      // A config states its theta (base > 0) and its scaling or none; a model from the presets
+      // states neither.
       const Rotary& r = f.rotary;
-      if ((r.base > 0 && r.base != 500000) || (!r.scaling.empty() && (r.scaling != "llama3" || (r.factor > 0 && r.factor != 8))))
+      const bool llama31_scaling = r.scaling == "llama3" && (r.factor == 0 || r.factor == 8);
+      if ((r.base > 0 && (r.base != 500000 || !llama31_scaling)) || (r.base == 0 && !r.scaling.empty() && !llama31_scaling))
         throw InputError(p.scenario.where("model"), std::string("torchtitan's Llama 3 ") + fl.name + " rotates positions as Llama 3.1 "
                                                     "(theta 500000, llama3 scaling by 8); this model's config states others");
       return fl.name;

@@ -15,9 +15,24 @@ const Layer* first_block(const Scenario& s) {
   return it == s.layers.end() ? nullptr : &*it;
 }
 
+// torchrun starts as many processes on every node: a world beyond one node must fill whole nodes
+// (12 GPUs on nodes of 8 would start 16, and the trainer derive another data degree, or fail).
+std::optional<TrainerRefusal> whole_nodes_refusal(const Scenario& s) {
+  const int world = s.parallel.world_size(), per_node = s.hardware.devices_per_node;
+  if (world <= per_node || world % per_node == 0) return std::nullopt;
+  return TrainerRefusal{"parallel.data", "torchrun starts as many processes on every node, and this plan's " + std::to_string(world) +
+                                             " ranks do not fill whole nodes of " + std::to_string(per_node) +
+                                             ": plan a world of whole nodes (a multiple of " + std::to_string(per_node) + ")"};
+}
+
+int mtp_layers(const Scenario& s) {
+  return static_cast<int>(std::count_if(s.layers.begin(), s.layers.end(), [](const Layer& l) { return l.shape.mtp; }));
+}
+
 // Megatron-LM's pretrain_gpt.py (arguments.py, schedules.py, at the mirror's d98e8a64).
 std::optional<TrainerRefusal> megatron_refusal(const Scenario& s) {
   const ParallelSpec& par = s.parallel;
+  if (auto nodes = whole_nodes_refusal(s)) return nodes;
   if (par.pipeline > 1) {
     const bool ok = (par.schedule == ScheduleKind::one_f_one_b && par.virtual_stages == 1) || par.schedule == ScheduleKind::interleaved_1f1b;
     if (!ok)
@@ -63,12 +78,23 @@ std::optional<TrainerRefusal> megatron_refusal(const Scenario& s) {
                           ? "full recomputation (activation_checkpointing layer or stage)"
                       : par.recomputes(kRecomputeMoe) ? "the MoE layer recomputed (moe in recompute_modules)"
                       : par.precision == Precision::fp32 ? "a float32 model (it needs bf16 or fp16)"
+                      : mtp_layers(s) > 1                ? "more than one multi-token prediction layer"
                                                          : nullptr;
     if (why)
       return TrainerRefusal{"parallel.overlap_moe_expert_parallel_comm",
                             std::string("Megatron-core's --overlap-moe-expert-parallel-comm cannot run with ") + why +
                                 " (transformer_config.py asserts it): set parallel.overlap_moe_expert_parallel_comm: false"};
   }
+  // Its tp-pp-dp order is tp-cp-ep-pp-dp (initialize.py): the context and expert ranks inside the
+  // pipeline's, where Parallax's tp-pp-dp puts them outside it.
+  if (par.rank_order == RankOrder::tensor_pipeline_data && par.pipeline > 1 && (par.context > 1 || par.expert > 1))
+    return TrainerRefusal{"parallel.rank_order", "Megatron-LM's tp-pp-dp order (--use-tp-pp-dp-mapping) places context and expert ranks "
+                                                 "inside the pipeline's, where this plan's tp-pp-dp places them outside: set "
+                                                 "parallel.rank_order: tp-dp-pp"};
+  // arguments.py asserts rope or no positions beside multi-token prediction.
+  if (block && mtp_layers(s) > 0 && !block->shape.form.mla.on() && block->shape.form.rotary.scaling == "yarn")
+    return TrainerRefusal{"model.mtp_layers", "Megatron-LM's multi-token prediction takes rope positions or none (arguments.py), and "
+                                              "this model's config scales its rotary positions by YaRN (--position-embedding-type yarn)"};
   if (par.p2p_scatter_gather && par.p2p_split() > 1 && par.pipeline > 1 && !par.sequence_parallel)
     return TrainerRefusal{"parallel.p2p_scatter_gather", "Megatron-LM sends each pipeline tensor whole since its pipeline moved into "
                                                          "Megatron-core (March 2023); the scatter-gather is an older Megatron-LM's: set "
@@ -82,6 +108,7 @@ std::optional<TrainerRefusal> megatron_refusal(const Scenario& s) {
 // torchtitan v0.2.2's train.py and parallel_dims.py.
 std::optional<TrainerRefusal> torchtitan_refusal(const Scenario& s) {
   const ParallelSpec& par = s.parallel;
+  if (auto nodes = whole_nodes_refusal(s)) return nodes;
   if (par.data > 1 && par.shard == Shard::none && (par.tensor > 1 || par.pipeline > 1))
     return TrainerRefusal{"parallel.data", "torchtitan replicates (DDP) only without tensor or pipeline parallelism; with them it shards "
                                            "its replicas: set parallel.shard: full (FSDP2)"};

@@ -12,6 +12,7 @@
 #include "plan/memory.hpp"
 #include "plan/search_defaults.hpp"
 #include "plan/trainer_export.hpp"
+#include "plan/trainer_rules.hpp"
 #include "tests/test_util.hpp"
 
 using namespace parallax;
@@ -565,6 +566,13 @@ TEST_CASE("plan::export: what the trainers would refuse at launch, or run as ano
                                      "parallel.schedule=1f1b", "parallel.partition_len=balanced", "parallel.chunks=48"}),
              Catch::Contains("do not fill whole nodes of 8"));
   CHECK_THAT(titan({"parallel.data=4", "data.batch_size=4"}).text, Catch::Contains("NGPU=4 ./run_train.sh"));
+  // The same rule keeps the tuner's trainer-bound search to worlds of whole nodes.
+  const auto twelve = plan::trainer_refusal(plan::load_scenario(fsdp_source, {"parallel.data=12", "data.batch_size=12"}), plan::Framework::torchtitan);
+  REQUIRE(twelve);
+  CHECK(twelve->key == "parallel.data");
+  // Megatron-LM's tp-pp-dp puts context ranks inside the pipeline's, Parallax's outside.
+  CHECK_THAT(export_error(megatron, {"parallel.rank_order=tp-pp-dp", "parallel.tensor=4", "parallel.context=2"}),
+             Catch::Contains("parallel.rank_order") && Catch::Contains("inside the pipeline"));
   // Megatron-core's rank order tp-pp-dp is a flag; torchtitan's mesh has the pipeline outermost.
   CHECK(as_map(megatron({"parallel.rank_order=tp-pp-dp"})).count("--use-tp-pp-dp-mapping") == 1);
   CHECK(as_map(megatron({})).count("--use-tp-pp-dp-mapping") == 0);
@@ -592,6 +600,17 @@ TEST_CASE("plan::export: what the trainers would refuse at launch, or run as ano
   CHECK(args.at("--position-embedding-type") == "yarn");
   CHECK(args.at("--rotary-scaling-factor") == "4");
   CHECK(args.at("--yarn-original-max-position-embeddings") == "32768");
+  // ... which arguments.py refuses beside multi-token prediction.
+  CHECK_THROWS_WITH(plan::export_megatron(test::plan_from("framework: megatron\nmodel: {hf_config: " + yarn.path + ", seq_len: 4096}\n"
+                                                          "hardware: h100-nvlink-ib\nparallel: {precision: bf16, master_weights: true}\n",
+                                                          {"model.mtp_layers=1"})),
+                    Catch::Contains("multi-token prediction takes rope positions or none"));
+  // torchtitan's flavors scale rotary positions as Llama 3.1: a config stating none is Llama 3.0's.
+  test::TempFile llama30("parallax-llama30.json",
+                         R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 4096, "intermediate_size": 14336, "num_attention_heads": 32,
+                             "num_key_value_heads": 8, "num_hidden_layers": 32, "vocab_size": 128256, "hidden_act": "silu",
+                             "rope_theta": 500000.0, "rope_scaling": null, "tie_word_embeddings": false})");
+  CHECK_THAT(export_error(titan, {"model.hf_config=" + llama30.path}), Catch::Contains("rotates positions as Llama 3.1"));
 }
 
 TEST_CASE("plan::export: Megatron-core's combined 1F1B under what it asserts against exits 2", "[plan][moe]") {
@@ -606,6 +625,7 @@ TEST_CASE("plan::export: Megatron-core's combined 1F1B under what it asserts aga
   CHECK_THAT(error({"parallel.activation_checkpointing=layer"}), Catch::Contains("full recomputation"));
   CHECK_THAT(error({"parallel.activation_checkpointing=selective", "parallel.recompute_modules=[moe]"}), Catch::Contains("MoE layer recomputed"));
   CHECK_THAT(error({"parallel.precision=fp32", "parallel.master_weights=false"}), Catch::Contains("bf16 or fp16"));
+  CHECK_THAT(error({"model.mtp_layers=2"}), Catch::Contains("multi-token prediction"));
 }
 
 TEST_CASE("plan::search_defaults: the tuner searches the trainer's own selective policy", "[plan][tune]") {
