@@ -250,7 +250,8 @@ std::vector<Knob> make_table() {
                    "with tensor > 1 and no sequence_parallel: each tensor rank sends 1/tensor of a pipeline stage's "
                    "boundary tensor and the receiver all-gathers it (Megatron-LM from February 2021 until March 2023, when "
                    "its pipeline moved into Megatron-core; the published runs of that time); false: the tensor whole "
-                   "(Megatron-core, torch's pipelining). Sequence parallelism splits it either way"));
+                   "(Megatron-core, torch's pipelining). Sequence parallelism splits it either way. Predict-only where it applies "
+                   "(tensor > 1)"));
   t.push_back(flag("parallel.tp_comm_overlap", &Settings::tp_comm_overlap,
                    "overlap tensor parallelism's all-gathers and reduce-scatters with the linear layers' GEMMs: all of them "
                    "under framework megatron (Megatron-LM's --tp-comm-overlap), all but backward's reduce-scatters otherwise "

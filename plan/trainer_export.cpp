@@ -258,7 +258,7 @@ TrainerExport export_megatron(const Plan& p) {
                              (par.recompute_modules & (kRecomputeLayernorm | kRecomputeMoeAct)) != 0;
   if (fp8_recompute) a.push_back({"--fp8-recipe", "tensorwise"});
   // The model.
-  const auto mtp = std::count_if(p.layers().begin(), p.layers().end(), [](const Layer& l) { return l.shape.mtp; });
+  const int mtp = mtp_layers(s);
   const int64_t blocks = static_cast<int64_t>(p.layers().size()) - 2 - mtp;
   a.insert(a.end(), {{"--num-layers", std::to_string(blocks)},
                      {"--hidden-size", std::to_string(sh.hidden)},

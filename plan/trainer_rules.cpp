@@ -25,10 +25,6 @@ std::optional<TrainerRefusal> whole_nodes_refusal(const Scenario& s) {
                                              ": plan a world of whole nodes (a multiple of " + std::to_string(per_node) + ")"};
 }
 
-int mtp_layers(const Scenario& s) {
-  return static_cast<int>(std::count_if(s.layers.begin(), s.layers.end(), [](const Layer& l) { return l.shape.mtp; }));
-}
-
 // Megatron-LM's pretrain_gpt.py (arguments.py, schedules.py, at the mirror's d98e8a64).
 std::optional<TrainerRefusal> megatron_refusal(const Scenario& s) {
   const ParallelSpec& par = s.parallel;
@@ -160,6 +156,10 @@ std::optional<TrainerRefusal> torchtitan_refusal(const Scenario& s) {
 }
 
 }  // namespace
+
+int mtp_layers(const Scenario& s) {
+  return static_cast<int>(std::count_if(s.layers.begin(), s.layers.end(), [](const Layer& l) { return l.shape.mtp; }));
+}
 
 const char* trainer_name(Framework trainer) {
   switch (trainer) {

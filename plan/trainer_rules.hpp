@@ -28,6 +28,9 @@ bool has_trainer_rules(Framework trainer);
 /// trainer_refusal as an InputError at the scenario's key (its file position).
 void check_trainer_runs(const Scenario& s, Framework trainer);
 
+/// The model's multi-token prediction modules (Megatron-LM's --mtp-num-layers).
+int mtp_layers(const Scenario& s);
+
 /// "Megatron-LM", "torchtitan": the trainer as its users name it.
 const char* trainer_name(Framework trainer);
 
