@@ -41,9 +41,14 @@ for flag in "$@"; do
   esac
 done
 
-# pip torch 2.x into .venv-torch (about 4 GB with its CUDA libraries; quick when it is there).
+# pip torch 2.x into .venv-torch (about 6 GB with its CUDA libraries; quick when it is there).
+# pip holds the 2.7 GB of wheels beside what it unpacks, so it needs about 9 GB free while it
+# installs; pip keeps no cache (that would be 2.7 GB more, kept), and its temporary files go beside
+# the venv, not in /tmp, which may be a small tmpfs. A CI run once ended in "No space left on device"
+# halfway through pip; now a short disk is named before pip starts.
+torch_needs_gb=9
 install_torch() {
-  local repo venv want
+  local repo venv want free_gb tmp
   repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
   venv="$repo/.venv-torch"
   want=${TORCH_VERSION:-2.11.0}
@@ -51,9 +56,18 @@ install_torch() {
     echo "setup: torch $want present in .venv-torch" >&2
     return
   fi
+  free_gb=$(df -P -k "$repo" | awk 'NR == 2 { printf "%d", $4 / 1048576 }')
+  if [ "$free_gb" -lt "$torch_needs_gb" ]; then
+    echo "setup: pip's torch $want with its CUDA libraries needs about $torch_needs_gb GB free while it installs;" \
+      "$repo has $free_gb GB free (df -h $repo)" >&2
+    exit 1
+  fi
   python3 -m venv "$venv" >&2 || { echo "setup: python3 -m venv failed (Debian: apt-get install python3-venv)" >&2; exit 1; }
-  echo "setup: pip install torch==$want into .venv-torch" >&2
-  "$venv/bin/python3" -m pip install -q "torch==$want" >&2
+  echo "setup: pip install torch==$want into .venv-torch ($free_gb GB free)" >&2
+  tmp="$venv/pip-tmp"
+  mkdir -p "$tmp"
+  TMPDIR="$tmp" "$venv/bin/python3" -m pip install -q --no-cache-dir "torch==$want" >&2
+  rm -rf "$tmp"
 }
 
 missing=()
