@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The figures behind the executor's design choices (docs/executor.md), measured on this machine:
-#   bench/exec_choices.sh [build-folder] [--out DIR]      ROUNDS=N (default 4), STEPS=N (default 200)
+#   bench/exec_choices.sh [build-folder] [--out DIR]      ROUNDS=N (default 4), STEPS=N (default 200),
+#                                                         PARTS="d e f g" (the parts to run, default all)
 # (d) ranks bound to cores or not: the accuracy set's transformer pipeline (2 chunks), MLP pipeline
 #     (4 chunks) and DDP MLP (batch 32), each run's undisturbed step (p20 after a warm-up fifth),
 #     bound and with PARALLAX_CPU_AFFINITY=off, alternated over ROUNDS rounds;
@@ -27,15 +28,19 @@ bench_build_args "$0" "$@"
 parallax="$build/parallax"
 rounds=${ROUNDS:-4}
 steps=${STEPS:-200}
+parts=" ${PARTS:-d e f g} "
+part() { [[ $parts == *" $1 "* ]]; }
 out=$(bench_out_dir exec-choices "$out")
 bench_machine "$out" "$0" "${args[@]}"
 bench_tee "$out"
 trap bench_tee_close EXIT
+[[ $parts == " d e f g " ]] || echo "PARTS: only${parts% }"
 
 # field RANK KEY < run --json: that rank's memory figure.
 field() { python3 -c 'import json,sys; print("%.1f" % next(m[sys.argv[2]] for m in json.load(sys.stdin)["memory"] if m["rank"] == int(sys.argv[1])))' "$@"; }
 range() { python3 -c 'import sys; v = sorted(float(x) for x in sys.argv[1:]); print("%.2f-%.2f ms (median %.2f)" % (v[0], v[-1], v[len(v) // 2]))' "$@"; }
 
+if part d; then
 echo "(d) ranks bound to cores or not: each run's undisturbed step, $rounds alternated rounds of $steps steps"
 declare -A cases=(
   [transformer-pipeline2]="scenarios/accuracy/transformer-pipeline2.yaml --set parallel.chunks=2"
@@ -54,7 +59,9 @@ for name in transformer-pipeline2 mlp-pipeline2 mlp-ddp2; do
   done
   printf '    %-22s bound %s, unbound %s\n' "$name" "$(range "${bound[@]}")" "$(range "${unbound[@]}")"
 done
+fi
 
+if part e; then
 echo "(e) the last stage's memory, 2-stage MLP (hidden 2048, micro-batch 128), 1F1B: live tensors' peak, the plan's estimate, process peak resident size"
 for m in 4 32; do
   json="$out/e-1f1b-m$m.json"
@@ -63,7 +70,9 @@ for m in 4 32; do
   printf '    %2d micro-batches: measured_mb %s, predicted_mb %s, peak_rss_mb %s\n' $m "$(field 1 measured_mb <"$json")" \
     "$(field 1 predicted_mb <"$json")" "$(field 1 peak_rss_mb <"$json")"
 done
+fi
 
+if part f; then
 echo "(f) one stage of 12 transformer blocks (hidden 256, sequence 128, batch 16 in 4 micro-batches): live tensors' peak, MB"
 for recompute in layer stage false; do
   json="$out/f-$recompute.json"
@@ -74,7 +83,9 @@ for recompute in layer stage false; do
     --set parallel.activation_checkpointing=$recompute --json >"$json" 2>>"$out/log.txt"
   printf '    activation_checkpointing %-5s measured %7s MB, the plan %7s MB\n' $recompute "$(field 0 measured_mb <"$json")" "$(field 0 predicted_mb <"$json")"
 done
+fi
 
+if part g; then
 echo "(g) a lost rank under an external launcher (4 ranks by hand, --timeout 5): seconds until the others have exited"
 # lost_rank SIGNAL TRY: starts the job, waits for replica 0's last stage (rank 2, ranks tp-dp-pp)
 # to report a step, signals it, and prints the seconds until ranks 0, 1 and 3 have exited.
@@ -106,3 +117,4 @@ for try in 1 2 3; do
   lost_rank KILL $try
   lost_rank STOP $try
 done
+fi

@@ -35,7 +35,11 @@ using schedule::ActionKind;
 // What a micro-batch leaves behind on a stage between its forward and its backward.
 struct Slot {
   torch::Tensor input, output, loss, target, grad_out, grad_in;
-  std::vector<torch::Tensor> layer_inputs;  ///< layer recompute: each layer's input, kept without autograd
+  /// Layer recompute: each layer's input, kept without autograd for a block that backward
+  /// recomputes; with it, and the layer's output beside it in `layer_outputs`, for the embedding
+  /// and the head, which keep their graph (plan::ParallelSpec::recomputes_forward; the last
+  /// stage's head keeps no output, its backward starting from the loss).
+  std::vector<torch::Tensor> layer_inputs, layer_outputs;
   SplitGraph split;  ///< a stage whose backward the schedule splits (I, W): its graph by layer
 };
 
@@ -90,10 +94,8 @@ class Runtime {
   double loss_scale() const { return (scaler_ ? scaler_->scale() : 1.0) / plan_.schedule.microbatches(); }
 
   bool is_last(int stage) const { return stage == static_cast<int>(plan_.stages.size()) - 1; }
-  const plan::Layer& last_layer(int stage) const {
-    const auto& st = plan_.stages[stage];
-    return plan_.layers()[st.first_layer + st.layer_count - 1];
-  }
+  const plan::Layer& last_layer(int stage) const { return stage_layer(stage, plan_.stages[stage].layer_count - 1); }
+  const plan::Layer& stage_layer(int stage, int index) const { return plan_.layers()[plan_.stages[stage].first_layer + index]; }
 
   const plan::Plan& plan_;
   LaunchInfo launch_;

@@ -14,6 +14,14 @@ namespace {
 // then, and its memory would grow with the chunks. The input's gradient stays for its SEND_B.
 void release_after_backward(Slot& slot) {
   slot.output = slot.loss = slot.input = slot.target = slot.grad_out = torch::Tensor();
+  slot.layer_inputs.clear();
+  slot.layer_outputs.clear();
+}
+
+// A layer's input as layer recompute keeps it: for autograd where the layer takes a floating-point
+// input whose gradient goes somewhere (not the first stage's token ids or features).
+torch::Tensor recompute_input(const torch::Tensor& kept, bool stage_input_has_grad) {
+  return kept.is_floating_point() && stage_input_has_grad ? kept.detach().requires_grad_() : kept;
 }
 
 }  // namespace
@@ -64,12 +72,24 @@ void Runtime::forward(const Action& a, Slot& slot, int64_t step) {
       torch::NoGradGuard no_grad;  // keep only the input; B recomputes
       out = st.module->forward(slot.input);
     } else if (p_.activation_checkpointing == plan::Recompute::layer) {
-      torch::NoGradGuard no_grad;  // keep each layer's input; B recomputes one layer at a time
+      // Keep each block's input, B recomputing one block at a time; the embedding and the head
+      // keep their graph (and the head the loss's).
       slot.layer_inputs.clear();
+      slot.layer_outputs.clear();
       out = slot.input;
       for (int i = 0; i < st.module->layer_count(); ++i) {
-        slot.layer_inputs.push_back(out);
-        out = st.module->forward_layer(i, out);
+        if (p_.recomputes_forward(stage_layer(a.stage, i).kind)) {
+          torch::NoGradGuard no_grad;
+          slot.layer_inputs.push_back(out);
+          slot.layer_outputs.emplace_back();
+          out = st.module->forward_layer(i, out);
+        } else {
+          slot.layer_inputs.push_back(recompute_input(out, i > 0 || a.stage > 0));
+          out = st.module->forward_layer(i, slot.layer_inputs.back());
+          // (The last stage's head's backward starts from the loss: its logits need not stay.)
+          const bool last = i + 1 == st.module->layer_count() && is_last(a.stage);
+          slot.layer_outputs.push_back(last ? torch::Tensor() : out);
+        }
       }
     } else if (st.split) {
       out = forward_split(*st.module, slot.input, &slot.split);
@@ -85,26 +105,34 @@ void Runtime::forward(const Action& a, Slot& slot, int64_t step) {
       ++loss_count_;
     }
   }
-  slot.output = out;
+  // The last stage's backward starts from the loss, whose graph holds what it needs: its output
+  // (the logits, a vocabulary per token) goes now, as Megatron-LM's last stage returns only the loss.
+  slot.output = is_last(a.stage) ? torch::Tensor() : out;
 }
 
-// Layer recompute: from the last layer to the first, re-run the layer from its kept input with
-// autograd and take its backward at once, so one layer's activations live at a time (what
-// torch.utils.checkpoint around each block does). Returns the gradient of the stage's input.
+// Layer recompute: from the last layer to the first, re-run a block from its kept input with
+// autograd and take its backward at once, so one block's activations live at a time (what
+// torch.utils.checkpoint around each block does); a kept layer's backward runs on the graph its
+// forward kept, the head's from the loss. Returns the gradient of the stage's input.
 torch::Tensor Runtime::backward_by_layer(const Action& a, Slot& slot, double scale) {
   StageState& st = stages_.at(a.stage);
   torch::Tensor grad = slot.grad_out;
   for (int i = st.module->layer_count() - 1; i >= 0; --i) {
-    const torch::Tensor kept = slot.layer_inputs[i];
-    const bool wants_grad = kept.is_floating_point() && (i > 0 || a.stage > 0);
-    const torch::Tensor x = wants_grad ? kept.detach().requires_grad_() : kept;
-    AutocastScope autocast(dtype_, train_device_.type());
-    const torch::Tensor y = st.module->forward_layer(i, x);
-    if (i + 1 == st.module->layer_count() && is_last(a.stage)) (model_loss(last_layer(a.stage), y, slot.target) * scale).backward();
-    else y.backward(grad.to(y.scalar_type()));
-    grad = wants_grad ? x.grad() : torch::Tensor();
+    const bool last = i + 1 == st.module->layer_count() && is_last(a.stage);
+    torch::Tensor x = slot.layer_inputs[i], y = slot.layer_outputs[i];
+    if (!p_.recomputes_forward(stage_layer(a.stage, i).kind)) {  // kept
+      if (last) (slot.loss * scale).backward();
+      else y.backward(grad.to(y.scalar_type()));
+    } else {
+      x = recompute_input(x, i > 0 || a.stage > 0);
+      AutocastScope autocast(dtype_, train_device_.type());
+      y = st.module->forward_layer(i, x);
+      if (last) (model_loss(last_layer(a.stage), y, slot.target) * scale).backward();
+      else y.backward(grad.to(y.scalar_type()));
+    }
+    grad = x.requires_grad() ? x.grad() : torch::Tensor();
+    slot.layer_inputs[i] = slot.layer_outputs[i] = torch::Tensor();  // this layer's activations go now
   }
-  slot.layer_inputs.clear();
   return grad;
 }
 
@@ -152,7 +180,10 @@ void Runtime::backward(const Action& a, Slot& slot) {
   if (p_.activation_checkpointing == plan::Recompute::stage) {
     AutocastScope autocast(dtype_, train_device_.type());
     out = st.module->forward(slot.input);
-    if (is_last(a.stage)) loss = model_loss(last_layer(a.stage), out, slot.target);
+    if (is_last(a.stage)) {
+      loss = model_loss(last_layer(a.stage), out, slot.target);
+      out = torch::Tensor();  // the logits: the loss's graph holds what its backward needs
+    }
   }
   // Every micro-batch's loss is a mean over its samples; scaling by 1/(chunks x accumulation)
   // makes the step's gradient the mean over the whole mini-batches, as one big batch would.

@@ -537,7 +537,7 @@ Time recompute_time(const Layer& l, const LayerCost& c, const ParallelSpec& p) {
   switch (p.activation_checkpointing) {
     case Recompute::none: return Time();
     case Recompute::layer:
-    case Recompute::stage: return c.forward;
+    case Recompute::stage: return p.recomputes_forward(l.kind) ? c.forward : Time();
     case Recompute::selective: {
       // The scores' share of the layer's FLOPs (4 s^2 h of them per sample); the norms' and the
       // experts' activation's memory-bound kernels have no figure here.

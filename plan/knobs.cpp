@@ -118,7 +118,7 @@ Knob recompute_knob() {
   k.key = "parallel.activation_checkpointing";
   k.type = KnobType::choice;
   k.choices = {"false", "true", "layer", "stage", "selective", "selective_op"};
-  k.doc = "what backward recomputes: false keeps every activation; true or layer keeps each layer's input and recomputes that layer; stage keeps each stage's input and recomputes the stage; selective recomputes what parallel.recompute_modules names, attention's scores by default (Korthikanti et al. 2022); selective_op is torchtitan's per-op policy (selective_ac_option op: each block keeps its first, third, fifth... matmul's output and attention's, and recomputes the rest); both predict-only";
+  k.doc = "what backward recomputes: false keeps every activation; true or layer keeps each block's input and recomputes that block (the embedding and the head with its loss keep their activations, as torchtitan and Megatron-LM checkpoint blocks); stage keeps each stage's input and recomputes the stage; selective recomputes what parallel.recompute_modules names, attention's scores by default (Korthikanti et al. 2022); selective_op is torchtitan's per-op policy (selective_ac_option op: each block keeps its first, third, fifth... matmul's output and attention's, and recomputes the rest); both predict-only";
   k.get = [](const Settings& s) { return KnobValue(std::string(name(s.activation_checkpointing))); };
   k.set = [](Settings& s, const KnobValue& v) {
     const auto& text = std::get<std::string>(v);

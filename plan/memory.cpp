@@ -106,7 +106,7 @@ double kept_activation_bytes(const Layer& l, const ParallelSpec& p) {
     case Recompute::none:
     case Recompute::selective:
     case Recompute::selective_op: return full_activation_bytes(l, p);
-    case Recompute::layer: return input_activation_bytes(l, p);
+    case Recompute::layer: return p.recomputes_forward(l.kind) ? input_activation_bytes(l, p) : full_activation_bytes(l, p);
     case Recompute::stage: return 0;
   }
   return 0;
@@ -119,10 +119,13 @@ int64_t stage_activation_bytes(const Plan& plan, const Stage& stage) {
   const int end = stage.first_layer + stage.layer_count;
   if (p.activation_checkpointing == Recompute::stage) {
     bytes = input_activation_bytes(layers[stage.first_layer], p) * plan.microbatch_size;  // only the stage input is kept
-  } else if (p.activation_checkpointing == Recompute::none) {
-    for (int l = stage.first_layer; l < end; ++l) bytes += layer_bytes(plan, l, p);
   } else {
-    for (int l = stage.first_layer; l < end; ++l) bytes += kept_activation_bytes(layers[l], p) * plan.microbatch_size;
+    // What keeps all it made (no recompute; the head under layer recompute) counts as calibrate
+    // measured it where it did.
+    const bool none = p.activation_checkpointing == Recompute::none, layer = p.activation_checkpointing == Recompute::layer;
+    for (int l = stage.first_layer; l < end; ++l)
+      bytes += none || (layer && !p.recomputes_forward(layers[l].kind)) ? layer_bytes(plan, l, p)
+                                                                         : kept_activation_bytes(layers[l], p) * plan.microbatch_size;
   }
   if (end == static_cast<int>(layers.size())) bytes += loss_bytes(plan);
   return std::llround(bytes);
@@ -168,17 +171,19 @@ static int64_t accumulation_bytes(const Plan& plan, const Stage& stage) {
 static double recomputed_bytes(const Plan& plan, const Stage& stage) {
   const auto& layers = plan.scenario.layers;
   const ParallelSpec& p = plan.scenario.parallel;
-  double sum = 0, largest = 0;  // for one micro-batch
+  double sum = 0, largest = 0, kept_whole = 0;  // for one micro-batch
   for (int l = stage.first_layer; l < stage.first_layer + stage.layer_count; ++l) {
     const double full = layer_bytes(plan, l, p);
     sum += full;
-    largest = std::max(largest, full);
+    if (p.recomputes_forward(layers[l].kind)) largest = std::max(largest, full);
+    else if (layers[l].kind == LayerKind::head) kept_whole = full;
   }
   double bytes = 0;
   switch (p.activation_checkpointing) {
     case Recompute::none: break;
     case Recompute::stage: bytes = sum; break;
-    case Recompute::layer: bytes = largest; break;
+    // A kept head's activations go with its backward, which runs before any block's recompute.
+    case Recompute::layer: bytes = std::max(0.0, largest - kept_whole); break;
     case Recompute::selective:
     case Recompute::selective_op: {
       ParallelSpec kept = p;
@@ -192,9 +197,12 @@ static double recomputed_bytes(const Plan& plan, const Stage& stage) {
 }
 
 int64_t recompute_bytes(const Plan& plan, const Stage& stage) {
-  // The loss's backward runs before any recompute of its stage: the larger of the two is the peak.
-  return std::llround(std::max(recomputed_bytes(plan, stage), loss_backward_bytes(plan, stage))) +
-         accumulation_bytes(plan, stage);
+  // The loss's backward runs before any recompute of its stage (the larger of the two is the
+  // peak), except under stage recompute, which re-runs the head and the loss first and holds all it
+  // re-ran while the loss's backward runs.
+  const double recomputed = recomputed_bytes(plan, stage), loss = loss_backward_bytes(plan, stage);
+  const bool loss_after = plan.scenario.parallel.activation_checkpointing == Recompute::stage;
+  return std::llround(loss_after ? recomputed + loss : std::max(recomputed, loss)) + accumulation_bytes(plan, stage);
 }
 
 int64_t receive_buffer_bytes(const Plan& plan, bool forward, int stage) {

@@ -289,10 +289,10 @@ Plan resolve_plan(Scenario given, bool check_generated, LoweredSchedules* lowere
 
 std::optional<std::vector<LayerKernelClasses>> stage_kernel_classes(const Plan& plan) {
   const auto& s = plan.scenario;
-  const bool recompute = s.parallel.activation_checkpointing == Recompute::layer || s.parallel.activation_checkpointing == Recompute::stage;
   std::vector<LayerKernelClasses> out(plan.stages.size());
   for (const Stage& st : plan.stages)
     for (int l = st.first_layer; l < st.first_layer + st.layer_count; ++l) {
+      const bool recompute = s.parallel.recomputes_forward(plan.layers()[l].kind);
       const auto c = kernel_class_times(plan.layers()[l], s.hardware, s.parallel, plan.microbatch_size, l > 0);
       if (!c) return std::nullopt;
       auto& to = out[st.index];

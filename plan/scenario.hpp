@@ -37,7 +37,10 @@ struct DataSpec {
 /// `parallel.activation_checkpointing`: what backward recomputes instead of keeping.
 enum class Recompute {
   none,       ///< keep every activation (`false`)
-  layer,      ///< keep each layer's input, recompute that layer alone in backward (`true`, `layer`)
+  /// keep each block's input, recompute that block alone in backward (`true`, `layer`); the
+  /// embedding and the language-model head with its loss keep their activations
+  /// (ParallelSpec::recomputes_forward)
+  layer,
   stage,      ///< keep each stage's input, recompute the whole stage forward in backward (`stage`)
   selective,  ///< recompute only attention's core (scores, softmax, dropout), Korthikanti et al. 2022
   /// torchtitan's per-op selective checkpointing (activation_checkpoint.selective_ac_option "op"):
@@ -159,6 +162,15 @@ struct ParallelSpec {
   unsigned recompute_modules = kRecomputeCoreAttn;
   /// Whether backward recomputes this module: selective recompute naming it.
   bool recomputes(RecomputeModule m) const { return activation_checkpointing == Recompute::selective && (recompute_modules & m); }
+  /// Whether backward re-runs this layer's whole forward from its kept input. `layer` checkpoints
+  /// each block (transformer or linear layer) and not the embedding or the language-model head with
+  /// its loss: torch.utils.checkpoint around each block, as torchtitan's full activation
+  /// checkpointing, Megatron-LM's --recompute-granularity full and Hugging Face's
+  /// gradient_checkpointing wrap them. `stage` re-runs the whole stage, head and loss included.
+  bool recomputes_forward(LayerKind kind) const {
+    return activation_checkpointing == Recompute::stage ||
+           (activation_checkpointing == Recompute::layer && kind != LayerKind::embedding && kind != LayerKind::head);
+  }
   P2p p2p = P2p::pytorch;
   RankOrder rank_order = RankOrder::tensor_data_pipeline;
   /// Parameters in the compute type with an fp32 master copy in the optimizer and fp32 gradients

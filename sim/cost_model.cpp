@@ -36,8 +36,8 @@ StageExtras stage_extras(const plan::Plan& plan, const plan::Stage& st) {
     if (const plan::SignatureCost* loss = cal.loss(plan::layer_signature(plan.layers().back(), s.parallel.precision))) {
       x.forward += Time::us(loss->forward.at(mb));
       x.backward += Time::us(loss->backward.at(mb));
-      if (s.parallel.activation_checkpointing == plan::Recompute::layer || s.parallel.activation_checkpointing == plan::Recompute::stage)
-        x.recompute = Time::us(loss->forward.at(mb));
+      // Layer recompute keeps the head's and the loss's activations; stage recompute re-runs both.
+      if (s.parallel.activation_checkpointing == plan::Recompute::stage) x.recompute = Time::us(loss->forward.at(mb));
     }
   }
   x.backward += Time::us(cal.backward_call_us);
@@ -562,8 +562,6 @@ static void overlapped_parameter_gathers(const plan::Plan& plan, const plan::Sta
 std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<plan::LayerCost>* layer_costs) {
   const auto& s = plan.scenario;
   const plan::Recompute recompute_choice = s.parallel.activation_checkpointing;
-  // Layer and stage recompute run the forward without keeping its activations.
-  const bool no_grad_forward = recompute_choice == plan::Recompute::layer || recompute_choice == plan::Recompute::stage;
   const plan::Calibration* cal = s.hardware.calibration ? &*s.hardware.calibration : nullptr;
   const int elem = plan::activation_bytes(s.parallel.precision);
   TensorTimer tensor_timer(plan);
@@ -577,6 +575,9 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<pla
     std::vector<Time> fwd_layer(plan.layers().size()), bwd_layer(plan.layers().size()), weight_layer(plan.layers().size());
     Time forward_with_grad, forward_memory_bound, backward_memory_bound, recompute;
     for (int l = st.first_layer; l <= last; ++l) {
+      // Layer and stage recompute run the forward of what backward re-runs without keeping its
+      // activations.
+      const bool no_grad_forward = s.parallel.recomputes_forward(plan.layers()[l].kind);
       const auto lc = layer_costs ? (*layer_costs)[l]
                                   : plan::estimate_layer_cost(plan.layers()[l], s.hardware, s.parallel,
                                                               plan.microbatch_size, /*input_gradient=*/l > 0);
@@ -612,7 +613,7 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<pla
       // recompute are charged where the stage's backward starts (below).
       // torchtitan's per-op checkpointing re-runs what it did not keep of each block before that
       // block's backward, as layer recompute does (its tensor-parallel all-gathers are not charged again).
-      const Time layer_recompute = recompute_choice == plan::Recompute::layer          ? lc.recompute + tp.forward
+      const Time layer_recompute = recompute_choice == plan::Recompute::layer          ? lc.recompute + (no_grad_forward ? tp.forward : Time())
                                    : recompute_choice == plan::Recompute::selective_op ? lc.recompute
                                                                                         : Time();
       c.backward += lc.backward + tp.backward + layer_recompute;
@@ -640,7 +641,6 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<pla
     // selective recompute, attention's cores (counted here as if all at the start).
     const Time stage_recompute = recompute_choice == plan::Recompute::stage     ? recompute + extras.recompute
                                  : recompute_choice == plan::Recompute::selective ? recompute
-                                 : recompute_choice == plan::Recompute::layer     ? extras.recompute
                                                                                   : Time();
     const Time before_layers = stage_recompute + extras.backward;
     c.backward += before_layers;

@@ -9,6 +9,7 @@
 #include "plan/cost.hpp"
 #include "plan/memory.hpp"
 #include "plan/plan.hpp"
+#include "sim/cost_model.hpp"
 #include "tests/test_util.hpp"
 
 using namespace parallax;
@@ -172,6 +173,29 @@ TEST_CASE("plan::memory: layer recompute keeps less than none and holds one laye
   CHECK(layer.ranks[0].memory.recompute == plan::recompute_bytes(layer, layer.stages[0]));
   // Without recompute, backward's transient is the loss's: torch's cross entropy, fp32 (2 x 32 x 128 logits x 8 bytes).
   CHECK(none.ranks[0].memory.recompute == 2 * 32 * 128 * 8);
+}
+
+TEST_CASE("plan: layer recompute re-runs the blocks and keeps the embedding's and the head's activations", "[plan][tensor]") {
+  // As torch.utils.checkpoint around each block (torchtitan, Megatron-LM's full recompute).
+  const std::string yaml =
+      "model: {preset: transformer, layers: 8, hidden: 64, heads: 4, seq_len: 32, vocab: 128}\n"
+      "parallel: {chunks: 1}\ndata: {batch_size: 2}\nhardware: a100-nvlink-ib\n";
+  const auto none = test::plan_from(yaml), layer = test::plan_from(yaml, {"parallel.activation_checkpointing=layer"});
+  // fp32, micro-batch 2: a block keeps its input, s x h x 4 bytes a sample (8 x 2 x 8,192); the head
+  // its norm's and projection's inputs and the fp32 softmax, s(2h + vocab) x 4 (2 x 32,768); the
+  // embedding its token ids (2 x 256).
+  const int64_t blocks = 8 * 2 * 32 * 64 * 4, head = 2 * 32 * (2 * 64 + 128) * 4, embedding = 2 * 2 * 32 * 4;
+  CHECK(layer.ranks[0].memory.activations == blocks + head + embedding);
+  // Backward first frees the head's (its backward runs on its kept graph), then holds one block's
+  // whole activations at a time; the loss's gradient (2 x 32 x 128 logits x 8 bytes) is larger here.
+  const int64_t block_full = (none.ranks[0].memory.activations - head - embedding) / 8;
+  CHECK(layer.ranks[0].memory.recompute == std::max<int64_t>(block_full - head, 2 * 32 * 128 * 8));
+  // Backward adds the blocks' forwards, not the head's or the embedding's.
+  const auto& s = none.scenario;
+  const double head_fwd = plan::estimate_layer_cost(s.layers.back(), s.hardware, s.parallel, 2).forward.to_us();
+  const double embed_fwd = plan::estimate_layer_cost(s.layers.front(), s.hardware, s.parallel, 2, false).forward.to_us();
+  const auto n = sim::stage_costs(none)[0], l = sim::stage_costs(layer)[0];
+  CHECK((l.backward - n.backward).to_us() == Approx(n.forward.to_us() - head_fwd - embed_fwd).epsilon(1e-9));
 }
 
 TEST_CASE("plan::cost: with device.compute a GEMM runs at the efficiency of its size, split over tensor ranks",
