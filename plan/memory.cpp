@@ -127,7 +127,8 @@ int64_t stage_activation_bytes(const Plan& plan, const Stage& stage) {
       bytes += none || (layer && !p.recomputes_forward(layers[l].kind)) ? layer_bytes(plan, l, p)
                                                                          : kept_activation_bytes(layers[l], p) * plan.microbatch_size;
   }
-  if (end == static_cast<int>(layers.size())) bytes += loss_bytes(plan);
+  // The loss keeps its graph where its last layer does (else backward re-makes it: recomputed_bytes).
+  if (end == static_cast<int>(layers.size()) && !p.recomputes_forward(layers.back().kind)) bytes += loss_bytes(plan);
   return std::llround(bytes);
 }
 
@@ -173,10 +174,12 @@ static double recomputed_bytes(const Plan& plan, const Stage& stage) {
   const ParallelSpec& p = plan.scenario.parallel;
   double sum = 0, largest = 0, kept_whole = 0;  // for one micro-batch
   for (int l = stage.first_layer; l < stage.first_layer + stage.layer_count; ++l) {
-    const double full = layer_bytes(plan, l, p);
+    // The model's last layer comes with the loss's kept bytes, kept or re-made with it.
+    const bool last = l + 1 == static_cast<int>(layers.size());
+    const double full = layer_bytes(plan, l, p) + (last ? loss_bytes(plan) : 0.0);
     sum += full;
     if (p.recomputes_forward(layers[l].kind)) largest = std::max(largest, full);
-    else if (layers[l].kind == LayerKind::head) kept_whole = full;
+    else if (last) kept_whole = full;  // the head, freed by its backward before the blocks' recompute
   }
   double bytes = 0;
   switch (p.activation_checkpointing) {

@@ -36,8 +36,9 @@ StageExtras stage_extras(const plan::Plan& plan, const plan::Stage& st) {
     if (const plan::SignatureCost* loss = cal.loss(plan::layer_signature(plan.layers().back(), s.parallel.precision))) {
       x.forward += Time::us(loss->forward.at(mb));
       x.backward += Time::us(loss->backward.at(mb));
-      // Layer recompute keeps the head's and the loss's activations; stage recompute re-runs both.
-      if (s.parallel.activation_checkpointing == plan::Recompute::stage) x.recompute = Time::us(loss->forward.at(mb));
+      // Backward re-runs the loss where it re-runs the last layer: stage recompute, or layer
+      // recompute of a model that ends in a block (an MLP); a head keeps its graph and the loss's.
+      if (s.parallel.recomputes_forward(plan.layers().back().kind)) x.recompute = Time::us(loss->forward.at(mb));
     }
   }
   x.backward += Time::us(cal.backward_call_us);
