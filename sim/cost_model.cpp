@@ -640,8 +640,10 @@ std::vector<StageCost> stage_costs(const plan::Plan& plan, const std::vector<pla
     c.forward += extras.forward;
     // Stage recompute re-runs the whole stage forward (with autograd) before the backward;
     // selective recompute, attention's cores (counted here as if all at the start).
+    // Layer recompute of a model that ends in a block re-runs the loss (extras.recompute) first.
     const Time stage_recompute = recompute_choice == plan::Recompute::stage     ? recompute + extras.recompute
                                  : recompute_choice == plan::Recompute::selective ? recompute
+                                 : recompute_choice == plan::Recompute::layer     ? extras.recompute
                                                                                   : Time();
     const Time before_layers = stage_recompute + extras.backward;
     c.backward += before_layers;

@@ -316,6 +316,14 @@ TEST_CASE("plan: a GPU calibration's kept bytes set the activations, and fp16's 
   auto layer = s;
   layer.parallel.activation_checkpointing = plan::Recompute::layer;
   CHECK(plan::resolve_plan(layer).ranks[0].memory.recompute == 40000);
+  // An MLP ends in a block: layer recompute re-runs its last layer and the loss after it, so its
+  // backward adds every layer's forward and the loss's (the executor's backward_by_layer).
+  const auto none_cost = sim::stage_costs(measured)[0], layer_cost = sim::stage_costs(plan::resolve_plan(layer))[0];
+  const double loss_forward = hw.calibration->loss("linear 256x10 fp32")->forward.at(8);
+  double layers_forward = 0;
+  for (const auto& l : measured.layers())
+    layers_forward += plan::estimate_layer_cost(l, s.hardware, s.parallel, 8).forward.to_us();
+  CHECK((layer_cost.backward - none_cost.backward).to_us() == Approx(layers_forward + loss_forward).margin(0.01));  // (ns rounding)
 
   // The scaler runs at fp16 only, over the stage's parameters.
   const double params = 784 * 256 + 256 + 256 * 10 + 10;
