@@ -30,6 +30,9 @@ rounds=${ROUNDS:-4}
 steps=${STEPS:-200}
 parts=" ${PARTS:-d e f g} "
 part() { [[ $parts == *" $1 "* ]]; }
+for p in $parts; do
+  [[ " d e f g " == *" $p "* ]] || { echo "exec_choices.sh: PARTS names d, e, f or g (got '$p')" >&2; exit 2; }
+done
 out=$(bench_out_dir exec-choices "$out")
 bench_machine "$out" "$0" "${args[@]}"
 bench_tee "$out"
