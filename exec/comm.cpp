@@ -3,6 +3,7 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <csignal>
 #include <cstdlib>
 
 #include "exec/gpu.hpp"
@@ -81,6 +82,11 @@ bool LaunchInfo::from_environment(LaunchInfo* out) {
 }
 
 Communicator::Communicator(const LaunchInfo& launch, bool nccl) : launch_(launch), nccl_(nccl) {
+  // Gloo writes to its peers with plain writev(), which raises SIGPIPE when the peer has died: a
+  // C++ process then ends by the signal, silently, before Gloo's error reaches the runtime that
+  // would name the lost rank (a CI run saw it once under load). Python ignores SIGPIPE at start,
+  // so PyTorch's ranks get the write's EPIPE as an error; so does a rank here.
+  std::signal(SIGPIPE, SIG_IGN);
   c10d::TCPStoreOptions opts;
   opts.port = static_cast<uint16_t>(launch.master_port);
   opts.isServer = launch.rank == 0;
