@@ -335,13 +335,13 @@ EagerBytes encoder_eager_bytes(const Layer& l, double e, double tokens, double t
 
 // A transformer block as Megatron-LM runs it on one of t tensor ranks: Q, K and V, the per-head
 // scores and weighted values, the output projection and the MLP's linears (three for SwiGLU);
-// norms, the fused scale-mask-softmax, the residual adds (with dropout in LibTorch's encoder
-// layer), rotary positions and the activation function in between. Grouped-query attention's K and
-// V hold kv_heads heads, split at most that many ways. Backward runs each linear's two GEMMs
-// (input and weight gradients, each at its own shape) and moves each memory-bound kernel's bytes
-// twice (its saved input and the incoming gradient in, the gradient out). Under context parallelism a rank holds q = s / context
-// tokens of each sequence and computes their scores against all s keys, a (q x q) block per ring
-// step.
+// norms, the fused scale-mask-softmax, the residual adds (each with its dropout under
+// model.dropout: Megatron-LM's fused bias-dropout-add), rotary positions and the activation
+// function in between. Grouped-query attention's K and V hold kv_heads heads, split at most that
+// many ways. Backward runs each linear's two GEMMs (input and weight gradients, each at its own
+// shape) and moves each memory-bound kernel's bytes twice (its saved input and the incoming
+// gradient in, the gradient out). Under context parallelism a rank holds q = s / context tokens of
+// each sequence and computes their scores against all s keys, a (q x q) block per ring step.
 Kernels encoder_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel& m, double mb) {
   const BlockForm& form = l.shape.form;
   const double s = static_cast<double>(l.shape.seq_len), h = static_cast<double>(l.shape.hidden);
@@ -390,12 +390,13 @@ Kernels encoder_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel&
     k.backward_gemm += input_gradient + weight_gradient;
     if (column) k.column_input_gradient += input_gradient, k.column_weight_gradient += weight_gradient;
   }
-  // Norms (read, write); two residual adds (read two, write one), with a dropout mask in the
-  // encoder layer; the activation function (read, write; SwiGLU reads gate and up); the query
+  // Norms (read, write); two residual adds (read two, write one), each writing a dropout mask
+  // under model.dropout; the activation function (read, write; SwiGLU reads gate and up); the query
   // and key norms (read, write); rotary positions on Q and K (read, write; latent attention's
   // fused kernels also assemble Q, K and V from the up projections' outputs and the shared rotary
   // key).
-  const double residual = form.decoder ? 3 * e : 3 * e + 1;
+  const bool dropout = form.dropout > 0;  // at p = 0 PyTorch's dropout returns its input: no kernel
+  const double residual = dropout ? 3 * e + 1 : 3 * e;
   const double activation = moe ? 0.0 : (form.mlp == Mlp::swiglu ? 3 : 2) * e * tokens * ffn / t;
   const double rope = !form.rope          ? 0.0
                       : form.mla.on()     ? 2 * e * tokens * static_cast<double>(l.shape.q_width() + l.shape.k_width() + l.shape.v_width()) / t
@@ -433,9 +434,9 @@ Kernels encoder_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel&
     k.flash = true;
   } else {
     const double scores = mb * heads * q * s, blocks = mb * heads * c;
-    // The softmax, then dropout in the encoder layer.
+    // The softmax, then its dropout (read, write the output and the mask).
     k.attention_gemm = m.gemm_outside_fp8(blocks, q, q, dqk) + m.gemm_outside_fp8(blocks, q, dv, q);
-    k.attention_memory = m.memory(2 * e * scores + (form.decoder ? 0.0 : (2 * e + 1) * scores));
+    k.attention_memory = m.memory(2 * e * scores + (dropout ? (2 * e + 1) * scores : 0.0));
     const double core = k.attention_gemm + k.attention_memory;
     k.attention_core = core;
     k.attention_forward = core;

@@ -64,6 +64,11 @@ void check_executable(const Scenario& s) {
     predict_only("parallel.context", "context parallelism (parallel.context " + std::to_string(p.context) + ")");
   for (const auto& l : s.layers)
     if (l.shape.mtp) predict_only("model.mtp_layers", "multi-token prediction (model.mtp_layers)");
+  // The executor's blocks run at dropout 0, so that runs of different layouts and a recomputed
+  // forward compute the same function (random masks would need the RNG's state carried to each
+  // re-run, as torch.utils.checkpoint carries it).
+  for (const auto& l : s.layers)
+    if (l.shape.form.dropout > 0) predict_only("model.dropout", "dropout (model.dropout above 0)");
   for (const auto& l : s.layers) {
     if (l.shape.moe.capacity_factor > 0)
       predict_only("model.capacity_factor", "a router's capacity factor (dropped tokens; the executor routes dropless)");

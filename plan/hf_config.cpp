@@ -13,8 +13,8 @@ namespace {
 // config in scenarios/models/ came from), token ids, inference
 // and initialisation settings, dtypes, the rotary base and scaling (how positions are encoded,
 // not what they cost: kept for `parallax export`, read_rotary), norm epsilons (kept for it too,
-// read_definition) and dropout rates (the decoder block is planned and run without dropout, as
-// these families train).
+// read_definition) and dropout rates (a training choice, the job's model.dropout: 0 unless the
+// scenario says, as these families train).
 const std::vector<std::string> kIgnored = {
     "_source", "_name_or_path", "architectures", "model_type", "bos_token_id", "eos_token_id", "pad_token_id",
     "torch_dtype", "transformers_version", "use_cache", "initializer_range", "pretraining_tp",

@@ -32,6 +32,20 @@ void add_norm_params(Layer& l, const std::string& prefix, int64_t hidden, Norm n
 // Bytes a dropout mask keeps per element (PyTorch keeps a bool mask).
 constexpr double kMaskBytes = 1;
 
+// The ffn-wide tensors a dense MLP keeps for its backward, the down projection's input among them.
+// Megatron-core's fused SwiGLU keeps its input (gate and up, 2 x ffn) and the down projection's
+// input; GELU and squared ReLU keep their input and output; ReLU's backward takes its output
+// (threshold_backward on the result), which is the down projection's input: one tensor.
+double mlp_kept_tensors(Mlp mlp) {
+  switch (mlp) {
+    case Mlp::relu: return 1.0;
+    case Mlp::swiglu: return 3.0;
+    case Mlp::gelu:
+    case Mlp::relu2: return 2.0;
+  }
+  return 2.0;
+}
+
 }  // namespace
 
 const char* name(Mlp m) {
@@ -140,11 +154,10 @@ BlockActivations block_activations(const LayerShape& sh, double e, double linear
   const double s = static_cast<double>(sh.seq_len), h = static_cast<double>(sh.hidden);
   const double a = static_cast<double>(sh.heads), ffn = static_cast<double>(sh.ffn);
   const double qw = static_cast<double>(sh.q_width()), aw = static_cast<double>(sh.attention_width());
-  const bool dropout = !sh.form.decoder;  // LibTorch's encoder layer has dropout modules (at p = 0 here)
+  // Dropout at p = 0 returns its input (ATen's dropout): no mask, no second copy of the scores.
+  const bool dropout = sh.form.dropout > 0;
   const double mask = dropout ? kMaskBytes : 0.0;
-  // What a gated MLP keeps: Megatron-core's fused SwiGLU keeps its input (gate and up, 2 x ffn)
-  // and the down projection's input (ffn); GELU and squared ReLU keep their input and output.
-  const double mlp_tensors = sh.form.mlp == Mlp::swiglu ? 3.0 : 2.0;
+  const double mlp_tensors = mlp_kept_tensors(sh.form.mlp);
   BlockActivations out;
   // The two norms' inputs and the inputs of QKV and of the MLP, whole on every tensor rank, and
   // the masks of the two dropouts after attention and after the MLP.

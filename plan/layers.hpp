@@ -148,6 +148,10 @@ struct BlockForm {
   bool qkv_bias = true;          ///< biases on Q, K and V (Qwen2 has them where the rest has none)
   bool tie_embeddings = false;   ///< the head projects with the embedding's matrix
   Mla mla;                       ///< latent attention (off: Q, K and V projected from the input)
+  /// Dropout's rate (`model.dropout`), after attention's softmax and on each residual branch, as
+  /// Megatron-LM's --attention-dropout and --hidden-dropout (0.1 each in its GPT) and LibTorch's
+  /// encoder layer run it. At 0, PyTorch's dropout returns its input: no kernel and no mask.
+  double dropout = 0;
   Rotary rotary;                 ///< with rope, from a Hugging Face config
   Definition definition;         ///< from a Hugging Face config
   bool operator==(const BlockForm&) const = default;
@@ -209,7 +213,8 @@ struct LayerShape {
 /// 2022 (section 4.1) count them, re-derived for grouped-query attention and gated MLPs
 /// (docs/simulator.md): what every tensor rank keeps whole unless sequence parallelism splits it,
 /// what tensor parallelism splits, the key/value part (split at most kv_heads ways), and the s x s
-/// scores per head. LibTorch's encoder layer keeps dropout masks; the decoder block has no dropout.
+/// scores per head. With dropout (BlockForm::dropout > 0) the masks too: Korthikanti et al.'s count
+/// is a GPT block's (GELU, dropout 0.1).
 struct BlockActivations {
   double unsplit = 0, split = 0, kv = 0, scores = 0;
   /// Of unsplit: the two norms' outputs (the inputs of QKV and of the MLP), what recomputing the

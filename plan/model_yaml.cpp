@@ -40,6 +40,23 @@ SyntheticCost parse_synthetic_cost(const Field& map) {
 bool flash(const Field& map, bool by_default) {
   return map["attention"].present() ? to_choice(map["attention"], {"standard", "flash", "flash2"}) != "standard" : by_default;
 }
+// `dropout`: a rate, 0 (the default: none) up to but not including 1.
+double dropout_rate(const Field& f) {
+  const double p = to_number(f, 0);
+  if (p >= 1) f.fail("'dropout' is a rate: at least 0 and below 1 (Megatron-LM's GPT trains at 0.1)");
+  return p;
+}
+BlockForm form_with_dropout(const Field& map) {
+  BlockForm form;
+  if (map["dropout"].present()) form.dropout = dropout_rate(map["dropout"]);
+  return form;
+}
+std::string format_rate(double p) {
+  std::ostringstream o;
+  o << p;
+  return o.str();
+}
+
 bool flash2(const Field& map) { return map["attention"].present() && to_choice(map["attention"], {"standard", "flash", "flash2"}) == "flash2"; }
 
 Layer parse_layer(const Field& item, size_t index, const ModelDefaults& defaults) {
@@ -58,12 +75,12 @@ Layer parse_layer(const Field& item, size_t index, const ModelDefaults& defaults
                           to_int(require(item, "seq_len"), 1, kMaxWidth));
   }
   if (kind == "encoder") {
-    expect_keys(item, {"kind", "name", "hidden", "heads", "ffn", "seq_len", "attention"});
+    expect_keys(item, {"kind", "name", "hidden", "heads", "ffn", "seq_len", "attention", "dropout"});
     const int64_t hidden = to_int(require(item, "hidden"), 1, kMaxWidth);
     const int64_t heads = to_int(require(item, "heads"), 1, kMaxWidth);
     if (hidden % heads != 0) item["heads"].fail("'hidden' must be divisible by 'heads'");
     Layer l = make_encoder(name, hidden, heads, positive(item, "ffn", 4 * hidden), to_int(require(item, "seq_len"), 1, kMaxWidth),
-                           flash(item, defaults.flash_attention));
+                           flash(item, defaults.flash_attention), form_with_dropout(item));
     l.shape.flash2 = flash2(item);
     return l;
   }
@@ -127,7 +144,7 @@ std::string describe_transformer(const TransformerShape& t) {
   }
   if (t.mtp_layers > 0) d << ", " << t.mtp_layers << " multi-token prediction module" << (t.mtp_layers > 1 ? "s" : "");
   d << ", seq_len " << t.seq_len << ", vocab " << t.vocab << (t.flash2 ? ", flash attention (FlashAttention-2)" : t.flash_attention ? ", flash attention" : "")
-    << (t.eager ? ", eager kernels" : "") << (t.loss != Loss::eager ? std::string(", ") + name(t.loss) + " loss" : "") << ")";
+    << (t.form.dropout > 0 ? ", dropout " + format_rate(t.form.dropout) : "") << (t.eager ? ", eager kernels" : "") << (t.loss != Loss::eager ? std::string(", ") + name(t.loss) + " loss" : "") << ")";
   return d.str();
 }
 
@@ -222,7 +239,7 @@ void read_moe(const Field& m, const std::function<bool(const std::string&)>& giv
 
 // The job's own model keys: a Hugging Face config never gives them, and one given by --set leaves
 // them as the file says.
-const std::vector<std::string> kJobKeys = {"seq_len", "attention", "kernels", "loss"};
+const std::vector<std::string> kJobKeys = {"seq_len", "attention", "kernels", "loss", "dropout"};
 
 // `transformer` from its keys, or from a Hugging Face config (`hf_config`) whose values the keys
 // beside it override.
@@ -277,6 +294,7 @@ std::vector<Layer> transformer_preset(const Field& m, std::string* description, 
   t.flash_attention = flash(m, defaults.flash_attention);
   t.flash2 = flash2(m);
   t.eager = m["kernels"].present() && to_choice(m["kernels"], {"fused", "eager"}) == "eager";
+  if (m["dropout"].present()) t.form.dropout = dropout_rate(m["dropout"]);
   t.loss = m["loss"].present() ? choice_of<Loss>(m["loss"], {Loss::eager, Loss::megatron, Loss::fused}) : defaults.loss;
   if (given("kv_heads")) t.form.kv_heads = positive(m, "kv_heads", t.heads);
   if (given("head_dim")) t.form.head_dim = positive(m, "head_dim", t.hidden / t.heads);

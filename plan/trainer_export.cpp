@@ -301,7 +301,7 @@ TrainerExport export_megatron(const Plan& p) {
   if (!f.tie_embeddings) a.push_back({"--untie-embeddings-and-output-weights", ""});
   if (!f.bias) a.push_back({"--disable-bias-linear", ""});
   if (f.qkv_bias && !f.bias) a.push_back({"--add-qkv-bias", ""});
-  a.insert(a.end(), {{"--attention-dropout", "0"}, {"--hidden-dropout", "0"}});
+  a.insert(a.end(), {{"--attention-dropout", number_text(f.dropout)}, {"--hidden-dropout", number_text(f.dropout)}});
   a.push_back({"--attention-backend", sh.flash_attention ? "flash" : "unfused"});
   // The model's own vocabulary: Megatron-LM pads it itself (--make-vocab-size-divisible-by), as the plan did.
   const int64_t vocab = p.unpadded_vocab > 0 ? p.unpadded_vocab : p.layers().front().shape.vocab;
@@ -408,6 +408,9 @@ TrainerExport export_torchtitan(const Plan& p) {
     if (l.shape.window > 0)
       throw InputError(p.scenario.where("model.sliding_window"), "torchtitan's Llama 3 attends to every earlier token; this plan's layer '" +
                                                                   l.name + "' has a sliding window");
+  if (p.layers().front().shape.form.dropout > 0)
+    throw InputError(p.scenario.where("model.dropout"), "torchtitan's Llama 3 has no dropout; this plan's blocks drop at " +
+                                                            number_text(p.layers().front().shape.form.dropout) + " (set model.dropout: 0)");
   const Scenario& s = p.scenario;
   const ParallelSpec& par = s.parallel;
   const Layer& block = first_block(p, "torchtitan");

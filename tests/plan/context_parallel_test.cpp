@@ -57,7 +57,11 @@ TEST_CASE("plan::context: ranks in Megatron-core's order tp-cp-dp-pp", "[plan][c
 TEST_CASE("plan::context: a rank keeps 1 / context of Korthikanti et al.'s activations", "[plan][context]") {
   // The 22B model of the paper's Table 3 in fp16: sbh(34 + 5as/h) bytes a block, where a rank of
   // a context group holds s/c of the tokens and their scores against all s keys (5 a (s/c) s b).
-  const plan::Layer block = plan::make_encoder("layers.0", 6144, 64, 4 * 6144, 2048);
+  plan::BlockForm gpt;  // the paper's block: a GELU MLP, dropout 0.1
+  gpt.decoder = true;
+  gpt.mlp = plan::Mlp::gelu;
+  gpt.dropout = 0.1;
+  const plan::Layer block = plan::make_encoder("layers.0", 6144, 64, 4 * 6144, 2048, false, gpt);
   const double s = 2048, h = 6144, a = 64;
   for (int c : {1, 2, 4, 8}) {
     plan::ParallelSpec p;

@@ -85,12 +85,23 @@ TEST_CASE("plan::layers: decoder activations counted tensor by tensor (Korthikan
   // scores split 4 ways, K and V only 2 (two key/value heads, each on two ranks).
   p.tensor = 4;
   CHECK(plan::full_activation_bytes(block, p) == 8192 + (2048 + 2048 + 6144 + 3072 + 4096) / 4 + 1024 / 2);
-  // The same count at full multi-head attention, LibTorch's encoder layer (dropout masks) and
-  // ffn = 4h is the paper's eq. 1: s*h*(34 + 5*a*s/h) bytes.
-  const auto e = test::scenario_from("model: {preset: transformer, layers: 1, hidden: 64, heads: 8, seq_len: 16, vocab: 10}\nhardware: ideal\n");
+  // The same count at full multi-head attention, a GELU MLP, dropout 0.1 (its masks, a byte an
+  // element, and the softmax's dropped copy) and ffn = 4h is the paper's eq. 1: s*h*(34 + 5*a*s/h).
+  const auto gpt = test::scenario_from(
+      "model: {preset: transformer, layers: 1, hidden: 64, heads: 8, mlp: gelu, dropout: 0.1, seq_len: 16, vocab: 10}\nhardware: ideal\n");
   plan::ParallelSpec q;
   q.precision = plan::Precision::bf16;
-  CHECK(plan::full_activation_bytes(e.layers[1], q) == Approx(16 * 64 * (34 + 5.0 * 8 * 16 / 64)));
+  CHECK(plan::full_activation_bytes(gpt.layers[1], q) == Approx(16 * 64 * (34 + 5.0 * 8 * 16 / 64)));
+  // LibTorch's encoder layer at dropout 0 (the transformer preset): its dropouts return their
+  // inputs, and ReLU keeps one ffn-wide tensor (its output, the second linear's input). By hand,
+  // bytes per sample: the layer's input, Q (scaled), K, V, the output projection's input, norm1's
+  // input and output, norm2's input: 8 x 64 x 2; ReLU's output 256 x 2; the softmax 8 x 16 x 2.
+  const auto e = test::scenario_from("model: {preset: transformer, layers: 1, hidden: 64, heads: 8, seq_len: 16, vocab: 10}\nhardware: ideal\n");
+  CHECK(plan::full_activation_bytes(e.layers[1], q) == 16 * (8 * 64 * 2 + 256 * 2 + 8 * 16 * 2));
+  // At dropout 0.1 it keeps the two masks (64 bytes each) and the scores' mask and dropped copy.
+  const auto dropped = test::scenario_from(
+      "model: {preset: transformer, layers: 1, hidden: 64, heads: 8, dropout: 0.1, seq_len: 16, vocab: 10}\nhardware: ideal\n");
+  CHECK(plan::full_activation_bytes(dropped.layers[1], q) == 16 * (8 * 64 * 2 + 256 * 2 + 2 * 64 + 8 * 16 * (2 + 2 + 1)));
   // The head keeps the norm's and the projection's inputs (64 each, bf16) and the cross entropy's
   // fp32 softmax of the 10 logits, not the bf16 logits: 16 x (2 x 64 x 2 + 10 x 4).
   plan::ParallelSpec bf16;

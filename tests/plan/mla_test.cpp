@@ -184,6 +184,11 @@ TEST_CASE("mla: what it cannot plan or run is refused at the key", "[plan][mla]"
   } catch (const plan::InputError& e) {
     CHECK_THAT(std::string(e.what()), Catch::Contains("model.mtp_layers") || Catch::Contains("multi-token prediction"));
   }
+  // Dropout above 0 is predict-only: a recomputed forward would draw other masks.
+  const plan::Scenario dropped = test::scenario_from("model: {preset: transformer, layers: 2, hidden: 64, heads: 4, dropout: 0.1}\nhardware: ideal\n");
+  CHECK_THROWS_WITH(plan::check_executable(dropped), Catch::Contains("model.dropout") && Catch::Contains("predict-only"));
+  CHECK_NOTHROW(plan::check_executable(test::scenario_from("model: {preset: transformer, layers: 2, hidden: 64, heads: 4, dropout: 0}\nhardware: ideal\n")));
+  CHECK_THAT(test::parse_error("model: {preset: transformer, dropout: 1}\nhardware: ideal\n"), Catch::Contains("'dropout' is a rate"));
 }
 
 TEST_CASE("mla: DeepSeek-V2-Lite's config (no query rank) and the fields it refuses", "[plan][mla][hf]") {

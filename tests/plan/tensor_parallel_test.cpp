@@ -16,8 +16,17 @@ using namespace parallax;
 
 namespace {
 
+// The paper's GPT block: pre-norm, a GELU MLP, dropout 0.1 (its masks are in the count).
+plan::BlockForm gpt_block() {
+  plan::BlockForm f;
+  f.decoder = true;
+  f.mlp = plan::Mlp::gelu;
+  f.dropout = 0.1;
+  return f;
+}
+
 // The 22B model of the paper's Table 3: a = 64, h = 6144, s = 2048, TP 8, fp16.
-const plan::Layer kLayer = plan::make_encoder("layers.0", 6144, 64, 4 * 6144, 2048);
+const plan::Layer kLayer = plan::make_encoder("layers.0", 6144, 64, 4 * 6144, 2048, false, gpt_block());
 
 plan::ParallelSpec spec(int tensor, bool sp, plan::Recompute r) {
   plan::ParallelSpec p;

@@ -297,6 +297,11 @@ TEST_CASE("plan::export: Megatron-LM's arguments, each one the trainer's, for ev
   CHECK(a.count("--rope-scaling-factor") == 0);
   CHECK(a.count("--use-distributed-optimizer") == 1);
   CHECK(a.count("--overlap-grad-reduce") == 0);  // Megatron-LM's default, as the scenario's framework: megatron
+  CHECK(a.at("--attention-dropout") == "0");  // Llama trains without dropout; Megatron-LM's default is 0.1
+  CHECK(a.at("--hidden-dropout") == "0");
+  const auto dropped = as_map(plan::export_megatron(plan::resolve_plan(plan::load_scenario(source, {"model.dropout=0.1"}))));
+  CHECK(dropped.at("--attention-dropout") == "0.1");
+  CHECK(dropped.at("--hidden-dropout") == "0.1");
   CHECK(e.text.find("torchrun --nproc-per-node 8 --nnodes 8") != std::string::npos);
   // Other forms and layouts print only the trainer's names too.
   for (const std::vector<std::string>& sets :
@@ -566,6 +571,7 @@ TEST_CASE("plan::export: what the trainers would refuse at launch, or run as ano
                                      "parallel.schedule=1f1b", "parallel.partition_len=balanced", "parallel.chunks=48"}),
              Catch::Contains("do not fill whole nodes of 8"));
   CHECK_THAT(titan({"parallel.data=4", "data.batch_size=4"}).text, Catch::Contains("NGPU=4 ./run_train.sh"));
+  CHECK_THAT(export_error(titan, {"model.dropout=0.1"}), Catch::Contains("has no dropout"));
   // The same rule keeps the tuner's trainer-bound search to worlds of whole nodes.
   const auto twelve = plan::trainer_refusal(plan::load_scenario(fsdp_source, {"parallel.data=12", "data.batch_size=12"}), plan::Framework::torchtitan);
   REQUIRE(twelve);
