@@ -45,7 +45,7 @@ def layout(d, p, t, c, v, batch, chunks):
 
 # Megatron-LM's README table: GPT, sequence 4096, vocabulary 131,072; what it leaves out is assumed, the
 # same for every row: bf16, micro-batch 1, selective recompute with sequence parallelism where tensor > 1,
-# no virtual stages. Its step time is the row's model FLOPs over its per-GPU TFLOP/s and GPUs, with
+# no virtual stages, Megatron-LM's default dropout of 0.1 (bench/data/megatron-gpt-h100.yaml). Its step time is the row's model FLOPs over its per-GPU TFLOP/s and GPUs, with
 # Megatron-LM's count (Narayanan et al. 2021, eq. 3, without recompute, as MFU counts them):
 # 72 B s l h^2 (1 + s/(6h) + V/(12 l h)).
 def megatron(r):
@@ -73,6 +73,7 @@ def nemo(r):
     sets = {"model.layers": n["layers"], "model.hidden": r["hidden"], "model.heads": r["heads"], "model.ffn": r["ffn"],
             "model.kv_heads": r["kv_heads"], "model.mlp": r["mlp"], "model.norm": r["norm"], "model.positions": r["positions"],
             "model.tie_embeddings": r["tied"], "model.bias": r["bias"], "model.vocab": r["vocab"], "model.seq_len": n["seq"],
+            "model.dropout": r["dropout"],
             "parallel.partition_len": split(n["layers"], p, v) if p > 1 else "balanced",
             "parallel.sequence_parallel": r["sequence_parallel"], "parallel.activation_checkpointing": r["recompute"],
             "parallel.grad_reduce_in_bf16": r["grad_reduce_in_bf16"], "parallel.tp_comm_overlap": r["tp_comm_overlap"],
