@@ -167,6 +167,9 @@ std::string layer_signature(const Layer& l, Precision precision) {
   // A decoder block's form (a different layer at the same widths); LibTorch's encoder layer's
   // signatures stay as older profiles wrote them.
   if (l.shape.form.decoder && l.kind != LayerKind::linear && l.kind != LayerKind::synthetic) s << " " << form_signature(l.shape);
+  // Dropout changes what a layer keeps and runs; a profile measured at 0 (the executor runs no
+  // other) has no figure for it, and older profiles' signatures stay as they were.
+  if (l.shape.form.dropout > 0 && l.kind != LayerKind::linear && l.kind != LayerKind::synthetic) s << " dropout" << l.shape.form.dropout;
   s << " " << name(precision);
   return s.str();
 }

@@ -395,9 +395,14 @@ Kernels encoder_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel&
   // and key norms (read, write); rotary positions on Q and K (read, write; latent attention's
   // fused kernels also assemble Q, K and V from the up projections' outputs and the shared rotary
   // key).
-  const bool dropout = form.dropout > 0;  // at p = 0 PyTorch's dropout returns its input: no kernel
-  const double residual = dropout ? 3 * e + 1 : 3 * e;
-  const double activation = moe ? 0.0 : (form.mlp == Mlp::swiglu ? 3 : 2) * e * tokens * ffn / t;
+  // At p = 0 PyTorch's dropout returns its input: no kernel. Megatron-LM fuses each residual's
+  // dropout with its add (bias_dropout_add: read two, write the sum and a mask); LibTorch's encoder
+  // layer runs them apart (the dropout reads, writes and masks, then the add) and drops inside its
+  // MLP too.
+  const bool dropout = form.dropout > 0;
+  const double residual = !dropout ? 3 * e : form.decoder ? 3 * e + 1 : 5 * e + 1;
+  const double ffn_dropout = dropout && !form.decoder && !moe ? (2 * e + 1) * tokens * ffn / t : 0.0;
+  const double activation = moe ? 0.0 : (form.mlp == Mlp::swiglu ? 3 : 2) * e * tokens * ffn / t + ffn_dropout;
   const double rope = !form.rope          ? 0.0
                       : form.mla.on()     ? 2 * e * tokens * static_cast<double>(l.shape.q_width() + l.shape.k_width() + l.shape.v_width()) / t
                                           : 2 * e * tokens * rotary_width(l.shape, t);
@@ -480,12 +485,17 @@ Kernels layer_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel& m
                           &k.memory, &k.backward_memory}) *x *= n;
       }
       return k;
-    case LayerKind::embedding:
-      // Rows gathered and the positions added; backward accumulates fp32 gradient rows.
-      k.memory = m.memory(3 * e * tokens * h);
-      k.backward_memory = m.memory((e + 2 * 4) * tokens * h);
+    case LayerKind::embedding: {
+      // Rows gathered and the positions added; backward accumulates fp32 gradient rows. Under
+      // model.dropout, Megatron-LM's embedding dropout after them (on the rank's sequence share
+      // under sequence parallelism): read, write the output and its mask; backward reads the
+      // gradient and the mask and writes the gradient.
+      const double dropout = l.shape.form.dropout > 0 ? (2 * e + 1) * tokens * h / sp : 0.0;
+      k.memory = m.memory(3 * e * tokens * h + dropout);
+      k.backward_memory = m.memory((e + 2 * 4) * tokens * h + dropout);
       k.weight_gradient = k.backward_memory;  // all of it: the input is token ids
       return k;
+    }
     case LayerKind::linear: {
       const double out = static_cast<double>(l.shape.out), in = static_cast<double>(l.shape.in);
       k.gemm = m.gemm(1, mb, out, in);

@@ -35,10 +35,11 @@ constexpr double kMaskBytes = 1;
 // The ffn-wide tensors a dense MLP keeps for its backward, the down projection's input among them.
 // Megatron-core's fused SwiGLU keeps its input (gate and up, 2 x ffn) and the down projection's
 // input; GELU and squared ReLU keep their input and output; ReLU's backward takes its output
-// (threshold_backward on the result), which is the down projection's input: one tensor.
-double mlp_kept_tensors(Mlp mlp) {
+// (threshold_backward on the result), which is the down projection's input (`shared`): one
+// tensor, unless the down projection keeps a copy of its own (fp8's cast).
+double mlp_kept_tensors(Mlp mlp, bool shared) {
   switch (mlp) {
-    case Mlp::relu: return 1.0;
+    case Mlp::relu: return shared ? 1.0 : 2.0;
     case Mlp::swiglu: return 3.0;
     case Mlp::gelu:
     case Mlp::relu2: return 2.0;
@@ -157,7 +158,10 @@ BlockActivations block_activations(const LayerShape& sh, double e, double linear
   // Dropout at p = 0 returns its input (ATen's dropout): no mask, no second copy of the scores.
   const bool dropout = sh.form.dropout > 0;
   const double mask = dropout ? kMaskBytes : 0.0;
-  const double mlp_tensors = mlp_kept_tensors(sh.form.mlp);
+  const double mlp_tensors = mlp_kept_tensors(sh.form.mlp, linear_e == e);
+  // LibTorch's encoder layer also drops inside its MLP (linear2(dropout(relu(linear1(x))))): the
+  // activation's output, the mask and the dropped copy (the second linear's input) are apart.
+  const double ffn_dropout = dropout && !sh.form.decoder ? e + mask : 0.0;
   BlockActivations out;
   // The two norms' inputs and the inputs of QKV and of the MLP, whole on every tensor rank, and
   // the masks of the two dropouts after attention and after the MLP.
@@ -174,8 +178,8 @@ BlockActivations block_activations(const LayerShape& sh, double e, double linear
   // Q, the output projection's input, and the MLP's ffn-wide tensors (the last is the down
   // projection's input).
   const double attention = e * qw + linear_e * aw;
-  out.split = s * (attention + e * (mlp_tensors - 1) * ffn + linear_e * ffn);
-  out.mlp_split = s * (e * (mlp_tensors - 1) * ffn + linear_e * ffn);
+  out.split = s * (attention + (e * (mlp_tensors - 1) + ffn_dropout + linear_e) * ffn);
+  out.mlp_split = s * (e * (mlp_tensors - 1) + ffn_dropout + linear_e) * ffn;
   if (sh.form.mla.on()) out.mla_q = s * e * qw;
   if (sh.form.qk_norm) out.split += s * e * qw;  // the query norm's input (the query projection's output)
   if (sh.moe.on()) {

@@ -148,9 +148,10 @@ struct BlockForm {
   bool qkv_bias = true;          ///< biases on Q, K and V (Qwen2 has them where the rest has none)
   bool tie_embeddings = false;   ///< the head projects with the embedding's matrix
   Mla mla;                       ///< latent attention (off: Q, K and V projected from the input)
-  /// Dropout's rate (`model.dropout`), after attention's softmax and on each residual branch, as
-  /// Megatron-LM's --attention-dropout and --hidden-dropout (0.1 each in its GPT) and LibTorch's
-  /// encoder layer run it. At 0, PyTorch's dropout returns its input: no kernel and no mask.
+  /// Dropout's rate (`model.dropout`), after attention's softmax, on each residual branch and after
+  /// the embedding, as Megatron-LM's --attention-dropout and --hidden-dropout (0.1 each in its GPT)
+  /// run it; LibTorch's encoder layer (decoder false) also drops inside its MLP. At 0, PyTorch's
+  /// dropout returns its input: no kernel and no mask.
   double dropout = 0;
   Rotary rotary;                 ///< with rope, from a Hugging Face config
   Definition definition;         ///< from a Hugging Face config

@@ -463,7 +463,7 @@ Scenario parse_scenario(const YamlDocument& doc) {
   for (const Knob& k : knobs()) remember(s, root[k.section()][k.name()]);
   remember(s, root["model"]);  // and the model keys later checks name (exec's predict-only ones, the exports)
   for (const char* key : {"attention", "kernels", "loss", "mlp", "head_dim", "capacity_factor", "tie_embeddings", "sliding_window",
-                          "expert_weighting"})
+                          "expert_weighting", "dropout"})
     remember(s, root["model"][key]);
   s.optimizer = parse_optimizer(root["optimizer"]);
   remember(s, root["hardware"]);

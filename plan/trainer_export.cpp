@@ -408,12 +408,12 @@ TrainerExport export_torchtitan(const Plan& p) {
     if (l.shape.window > 0)
       throw InputError(p.scenario.where("model.sliding_window"), "torchtitan's Llama 3 attends to every earlier token; this plan's layer '" +
                                                                   l.name + "' has a sliding window");
-  if (p.layers().front().shape.form.dropout > 0)
-    throw InputError(p.scenario.where("model.dropout"), "torchtitan's Llama 3 has no dropout; this plan's blocks drop at " +
-                                                            number_text(p.layers().front().shape.form.dropout) + " (set model.dropout: 0)");
   const Scenario& s = p.scenario;
   const ParallelSpec& par = s.parallel;
   const Layer& block = first_block(p, "torchtitan");
+  if (block.shape.form.dropout > 0)
+    throw InputError(s.where("model.dropout"), "torchtitan's Llama 3 has no dropout; this plan's blocks drop at " +
+                                                   number_text(block.shape.form.dropout) + " (set model.dropout: 0)");
   TrainerExport out;
   auto& a = out.arguments;
   a.push_back({"model.name", quoted("llama3")});

@@ -77,6 +77,7 @@ json document_of(const Plan& p) {
       layers.back()["form"]["mla"] = {{"q_lora_rank", m.q_lora_rank}, {"kv_lora_rank", m.kv_lora_rank}, {"qk_nope_head_dim", m.qk_nope_head_dim},
                                       {"qk_rope_head_dim", m.qk_rope_head_dim}, {"v_head_dim", m.v_head_dim}};
     if (l.shape.mtp) layers.back()["form"]["mtp"] = true;
+    if (l.shape.form.dropout > 0 && l.shape.form.decoder) layers.back()["form"]["dropout"] = l.shape.form.dropout;
     if (l.shape.window > 0) layers.back()["form"]["window"] = l.shape.window;
   }
   out["layers"] = layers;

@@ -92,16 +92,22 @@ TEST_CASE("plan::layers: decoder activations counted tensor by tensor (Korthikan
   plan::ParallelSpec q;
   q.precision = plan::Precision::bf16;
   CHECK(plan::full_activation_bytes(gpt.layers[1], q) == Approx(16 * 64 * (34 + 5.0 * 8 * 16 / 64)));
+  // Its embedding keeps the token ids (int64, counted as two elements of e = 2 bytes) and, with
+  // dropout, Megatron-LM's embedding dropout's mask: 16 x 2 x 2 + 16 x 64.
+  CHECK(plan::full_activation_bytes(gpt.layers[0], q) == 16 * 2 * 2 + 16 * 64);
   // LibTorch's encoder layer at dropout 0 (the transformer preset): its dropouts return their
   // inputs, and ReLU keeps one ffn-wide tensor (its output, the second linear's input). By hand,
   // bytes per sample: the layer's input, Q (scaled), K, V, the output projection's input, norm1's
   // input and output, norm2's input: 8 x 64 x 2; ReLU's output 256 x 2; the softmax 8 x 16 x 2.
   const auto e = test::scenario_from("model: {preset: transformer, layers: 1, hidden: 64, heads: 8, seq_len: 16, vocab: 10}\nhardware: ideal\n");
   CHECK(plan::full_activation_bytes(e.layers[1], q) == 16 * (8 * 64 * 2 + 256 * 2 + 8 * 16 * 2));
-  // At dropout 0.1 it keeps the two masks (64 bytes each) and the scores' mask and dropped copy.
+  CHECK(plan::full_activation_bytes(e.layers[0], q) == 16 * 2 * 2);
+  // At dropout 0.1 it keeps the two residual masks (64 bytes each), the scores' mask and dropped
+  // copy, and its MLP's dropout's mask and dropped copy (the second linear's input, apart from
+  // ReLU's output now).
   const auto dropped = test::scenario_from(
       "model: {preset: transformer, layers: 1, hidden: 64, heads: 8, dropout: 0.1, seq_len: 16, vocab: 10}\nhardware: ideal\n");
-  CHECK(plan::full_activation_bytes(dropped.layers[1], q) == 16 * (8 * 64 * 2 + 256 * 2 + 2 * 64 + 8 * 16 * (2 + 2 + 1)));
+  CHECK(plan::full_activation_bytes(dropped.layers[1], q) == 16 * (8 * 64 * 2 + 256 * 2 + 2 * 64 + 8 * 16 * (2 + 2 + 1) + 256 * (1 + 2)));
   // The head keeps the norm's and the projection's inputs (64 each, bf16) and the cross entropy's
   // fp32 softmax of the 10 logits, not the bf16 logits: 16 x (2 x 64 x 2 + 10 x 4).
   plan::ParallelSpec bf16;
@@ -160,6 +166,51 @@ TEST_CASE("plan::cost: eager kernels move torchtitan's Llama ops' bytes, counted
   // The GEMMs and attention are the same kernels either way.
   CHECK(g.forward.gemm == Approx(f.forward.gemm));
   CHECK(g.backward.flash == Approx(f.backward.flash));
+}
+
+TEST_CASE("plan::cost: dropout's kernels move their masks only above a rate of 0", "[plan]") {
+  // s 16, h 64, 8 heads, GELU ffn 256, standard attention, bf16 (e = 2), on the H100 profile: a
+  // memory-bound kernel takes its bytes at 3,350 GB/s x 0.896.
+  const std::string model = "model: {preset: transformer, layers: 1, hidden: 64, heads: 8, mlp: gelu, attention: standard, seq_len: 16, vocab: 10";
+  const auto at = [&](const std::string& dropout) {
+    return test::scenario_from(model + ", dropout: " + dropout + "}\nparallel: {precision: bf16}\nhardware: h100-nvlink-ib\n");
+  };
+  const auto none = at("0"), dropped = at("0.1");
+  const double byte_per_us = 3350e3 * 0.896;
+  const auto block = [](const plan::Scenario& s, int l) { return *plan::kernel_class_times(s.layers[l], s.hardware, s.parallel, 1, l > 0); };
+  // The block: both residual adds write a mask (16 x 64 bytes each); the softmax's dropout reads
+  // the scores and writes them and a mask (8 x 16 x 16 x (2e + 1)). Backward moves each twice.
+  const double block_bytes = 2 * 16 * 64 + 8 * 16 * 16 * 5;
+  CHECK((block(dropped, 1).forward.memory - block(none, 1).forward.memory) * byte_per_us == Approx(block_bytes));
+  CHECK((block(dropped, 1).backward.memory - block(none, 1).backward.memory) * byte_per_us == Approx(2 * block_bytes));
+  CHECK(block(dropped, 1).forward.gemm == Approx(block(none, 1).forward.gemm));
+  // The embedding's dropout: read, write and a mask (16 x 64 x (2e + 1)) each way.
+  CHECK((block(dropped, 0).forward.memory - block(none, 0).forward.memory) * byte_per_us == Approx(16 * 64 * 5));
+  CHECK((block(dropped, 0).backward.memory - block(none, 0).backward.memory) * byte_per_us == Approx(16 * 64 * 5));
+  // LibTorch's encoder layer runs each residual's dropout apart from its add (2e + 1 more bytes an
+  // element than the add alone, twice), and drops inside its MLP (16 x 256 x (2e + 1)).
+  const std::string encoder = "model: {preset: transformer, layers: 1, hidden: 64, heads: 8, attention: standard, seq_len: 16, vocab: 10";
+  const auto encoder_at = [&](const std::string& dropout) {
+    return test::scenario_from(encoder + ", dropout: " + dropout + "}\nparallel: {precision: bf16}\nhardware: h100-nvlink-ib\n");
+  };
+  const auto plain = encoder_at("0"), dropping = encoder_at("0.1");
+  CHECK((block(dropping, 1).forward.memory - block(plain, 1).forward.memory) * byte_per_us ==
+        Approx(2 * 16 * 64 * 5 + 8 * 16 * 16 * 5 + 16 * 256 * 5));
+  // A profile's measured figures are keyed by what the layer runs: dropout is part of the key.
+  CHECK_THAT(plan::layer_signature(dropped.layers[1], plan::Precision::bf16), Catch::Contains(" dropout0.1"));
+  CHECK_THAT(plan::layer_signature(none.layers[1], plan::Precision::bf16), !Catch::Contains("dropout"));
+}
+
+TEST_CASE("plan::memory: a ReLU MLP keeps one ffn-wide tensor, two when its down projection casts to fp8", "[plan]") {
+  const std::string model = "model: {preset: transformer, layers: 1, hidden: 64, heads: 8, ffn: 256, attention: flash, seq_len: 16, vocab: 10, mlp: ";
+  const auto block = [&](const std::string& mlp, const std::string& precision) {
+    const auto s = test::scenario_from(model + mlp + "}\nparallel: {precision: " + precision + "}\nhardware: h100-nvlink-ib\n");
+    return plan::full_activation_bytes(s.layers[1], s.parallel);
+  };
+  // bf16: GELU keeps its input and output (2 x 16 x 256 x 2 bytes), ReLU its output alone.
+  CHECK(block("gelu", "bf16") - block("relu", "bf16") == 16 * 256 * 2);
+  // fp8: ReLU's bf16 output for its backward and the down projection's fp8 cast, as GELU.
+  CHECK(block("relu", "fp8") == block("gelu", "fp8"));
 }
 
 TEST_CASE("plan::memory: the loss's backward holds the logits' gradients as its trainer's cross entropy makes them", "[plan]") {
