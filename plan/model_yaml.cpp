@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "plan/hf_config.hpp"
+#include "plan/knobs.hpp"
 #include "plan/layers.hpp"
 
 namespace parallax::plan {
@@ -50,11 +51,6 @@ BlockForm form_with_dropout(const Field& map) {
   BlockForm form;
   if (map["dropout"].present()) form.dropout = dropout_rate(map["dropout"]);
   return form;
-}
-std::string format_rate(double p) {
-  std::ostringstream o;
-  o << p;
-  return o.str();
 }
 
 bool flash2(const Field& map) { return map["attention"].present() && to_choice(map["attention"], {"standard", "flash", "flash2"}) == "flash2"; }
@@ -144,7 +140,8 @@ std::string describe_transformer(const TransformerShape& t) {
   }
   if (t.mtp_layers > 0) d << ", " << t.mtp_layers << " multi-token prediction module" << (t.mtp_layers > 1 ? "s" : "");
   d << ", seq_len " << t.seq_len << ", vocab " << t.vocab << (t.flash2 ? ", flash attention (FlashAttention-2)" : t.flash_attention ? ", flash attention" : "")
-    << (t.form.dropout > 0 ? ", dropout " + format_rate(t.form.dropout) : "") << (t.eager ? ", eager kernels" : "") << (t.loss != Loss::eager ? std::string(", ") + name(t.loss) + " loss" : "") << ")";
+    << (t.form.dropout > 0 ? ", dropout " + number_text(t.form.dropout) : "") << (t.eager ? ", eager kernels" : "")
+    << (t.loss != Loss::eager ? std::string(", ") + name(t.loss) + " loss" : "") << ")";
   return d.str();
 }
 
