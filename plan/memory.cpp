@@ -29,8 +29,15 @@ double layer_bytes(const Plan& plan, int l, const ParallelSpec& p) {
   const auto& cal = plan.scenario.hardware.calibration;
   const bool selective = p.activation_checkpointing == Recompute::selective || p.activation_checkpointing == Recompute::selective_op;
   if (cal && p.tensor == 1 && p.context == 1 && !selective)
-    if (const SignatureCost* c = cal->layer(layer_signature(layer, p.precision)); c && !c->kept_bytes.empty())
-      return c->kept_bytes.at(plan.microbatch_size);
+    if (const SignatureCost* c = cal->layer(layer_signature(layer, p.precision)); c && !c->kept_bytes.empty()) {
+      // Calibrate measures what a layer's forward leaves alive, its output included (the next
+      // layer's input). The model's last layer hands its output, the logits, to the loss, and the
+      // last stage lets them go once the loss has them (the loss's graph keeps what backward
+      // needs), in the executor as in Megatron-LM; a ReLU after it would keep them (its output).
+      const bool last = l + 1 == static_cast<int>(plan.scenario.layers.size()) && !(layer.kind == LayerKind::linear && layer.shape.relu);
+      const double logits = last ? layer.output_elems_per_sample * activation_bytes(p.precision) * plan.microbatch_size : 0.0;
+      return std::max(0.0, c->kept_bytes.at(plan.microbatch_size) - logits);
+    }
   return full_activation_bytes(layer, p) * plan.microbatch_size;
 }
 
