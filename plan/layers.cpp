@@ -29,9 +29,6 @@ void add_norm_params(Layer& l, const std::string& prefix, int64_t hidden, Norm n
   l.params.push_back({prefix + "weight", {hidden}});
 }
 
-// Bytes a dropout mask keeps per element (PyTorch keeps a bool mask).
-constexpr double kMaskBytes = 1;
-
 // The ffn-wide tensors a dense MLP keeps for its backward, the down projection's input among them.
 // Megatron-core's fused SwiGLU keeps its input (gate and up, 2 x ffn) and the down projection's
 // input; GELU and squared ReLU keep their input and output; ReLU's backward takes its output

@@ -210,6 +210,9 @@ struct LayerShape {
   int64_t attention_width() const { return heads * v_head_dim(); }
 };
 
+/// Bytes a dropout mask keeps per element (PyTorch's fused dropout keeps a bool mask).
+constexpr double kMaskBytes = 1;
+
 /// An encoder block's activations per sample in bytes (e bytes an element), as Korthikanti et al.
 /// 2022 (section 4.1) count them, re-derived for grouped-query attention and gated MLPs
 /// (docs/simulator.md): what every tensor rank keeps whole unless sequence parallelism splits it,

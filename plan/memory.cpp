@@ -91,9 +91,9 @@ double whole_sequence_activation_bytes(const Layer& l, const ParallelSpec& p) {
       return l.shape.predictions * s * (2.0 * static_cast<double>(l.shape.hidden) / sp * e + static_cast<double>(l.shape.vocab) / t * per_logit);
     }
     case LayerKind::embedding: {
-      // The token ids; under model.dropout the embedding dropout's mask too (a byte an element,
-      // on the rank's sequence share under sequence parallelism, as Megatron-LM applies it).
-      const double mask = l.shape.form.dropout > 0 ? static_cast<double>(l.shape.seq_len * l.shape.hidden) / sp : 0.0;
+      // The token ids; under model.dropout the embedding dropout's mask too (on the rank's
+      // sequence share under sequence parallelism, as Megatron-LM applies it).
+      const double mask = l.shape.form.dropout > 0 ? kMaskBytes * static_cast<double>(l.shape.seq_len * l.shape.hidden) / sp : 0.0;
       return l.activation_elems_per_sample * e + mask;
     }
     default: return l.activation_elems_per_sample * e;
