@@ -17,12 +17,24 @@ const Layer* first_block(const Scenario& s) {
 
 // torchrun starts as many processes on every node: a world beyond one node must fill whole nodes
 // (12 GPUs on nodes of 8 would start 16, and the trainer derive another data degree, or fail).
+// The refusal names the data degree, the one a user changes to fit a world to nodes, unless it is 1:
+// then the largest degree that multiplies the world.
 std::optional<TrainerRefusal> whole_nodes_refusal(const Scenario& s) {
-  const int world = s.parallel.world_size(), per_node = s.hardware.devices_per_node;
+  const ParallelSpec& par = s.parallel;
+  const int world = par.world_size(), per_node = s.hardware.devices_per_node;
   if (world <= per_node || world % per_node == 0) return std::nullopt;
-  return TrainerRefusal{"parallel.data", "torchrun starts as many processes on every node, and this plan's " + std::to_string(world) +
-                                             " ranks do not fill whole nodes of " + std::to_string(per_node) +
-                                             ": plan a world of whole nodes (a multiple of " + std::to_string(per_node) + ")"};
+  const std::pair<const char*, int> degrees[] = {
+      {"data", par.data}, {"tensor", par.tensor}, {"context", par.context}, {"pipeline", par.pipeline}};
+  std::string product, key = "data";
+  int largest = 1;
+  for (const auto& [degree, value] : degrees) {
+    if (value == 1) continue;
+    product += std::string(product.empty() ? "" : " x ") + degree + " " + std::to_string(value);
+    if (par.data == 1 && value > largest) largest = value, key = degree;
+  }
+  return TrainerRefusal{"parallel." + key, "torchrun starts as many processes on every node, and this plan's " + std::to_string(world) + " ranks (" +
+                                               product + ") do not fill whole nodes of " + std::to_string(per_node) +
+                                               ": plan a world of whole nodes (a multiple of " + std::to_string(per_node) + ")"};
 }
 
 // Megatron-LM's pretrain_gpt.py (arguments.py, schedules.py, at the mirror's d98e8a64).

@@ -91,6 +91,8 @@ TEST_CASE("plan: published_check is read whole, checked, and left out once a pro
   CHECK(c.mean_absolute_error == 14.8);
   CHECK(c.worst == 33.6);
   CHECK(c.results == "bench/results/f");
+  // The one line plan, simulate, the report and the GUI print for it (they print plan::describe's).
+  CHECK(plan::describe(c) == "r, 3 runs: mean error -10.6%, mean absolute 14.8%, worst +33.6%");
   CHECK(hw.published_checks().size() == 1);
   plan::HardwareProfile fitted = hw;
   fitted.fitted = plan::FittedCosts{};

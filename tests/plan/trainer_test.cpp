@@ -576,6 +576,14 @@ TEST_CASE("plan::export: what the trainers would refuse at launch, or run as ano
   const auto twelve = plan::trainer_refusal(plan::load_scenario(fsdp_source, {"parallel.data=12", "data.batch_size=12"}), plan::Framework::torchtitan);
   REQUIRE(twelve);
   CHECK(twelve->key == "parallel.data");
+  CHECK_THAT(twelve->why, Catch::Contains("12 ranks (data 12) do not fill"));
+  // A world of one replica names the degree that makes it: 12 ranks of tensor 4 x pipeline 3.
+  const auto one_replica = plan::trainer_refusal(
+      plan::load_scenario(source, {"parallel.data=1", "parallel.tensor=4", "parallel.pipeline=3", "parallel.virtual=1", "parallel.schedule=1f1b", "parallel.partition_len=balanced"}),
+      plan::Framework::megatron);
+  REQUIRE(one_replica);
+  CHECK(one_replica->key == "parallel.tensor");
+  CHECK_THAT(one_replica->why, Catch::Contains("12 ranks (tensor 4 x pipeline 3) do not fill whole nodes of 8"));
   // Megatron-LM's tp-pp-dp puts context ranks inside the pipeline's, Parallax's outside.
   CHECK_THAT(export_error(megatron, {"parallel.rank_order=tp-pp-dp", "parallel.tensor=4", "parallel.context=2"}),
              Catch::Contains("parallel.rank_order") && Catch::Contains("inside the pipeline"));
