@@ -23,6 +23,16 @@ int main(int argc, char** argv) {
   app.require_subcommand(0, 1);
   app.set_version_flag("--version", "parallax 0.1.0");
   const auto runners = cli::define_commands(app);
+  // CLI11 takes a word that names no command for a stray argument ("The following arguments were not
+  // expected: whatif"); say it is not a command, and which are.
+  if (argc > 1 && argv[1][0] != '-' && !runners.count(argv[1])) {
+    std::string names;
+    for (const CLI::App* command : app.get_subcommands([](CLI::App*) { return true; }))
+      names += (names.empty() ? "" : ", ") + command->get_name();
+    std::cerr << "parallax: '" << argv[1] << "' is not a command; the commands: " << names
+              << " (what if another plan, from a measured run: calibrate --from-trace; see parallax --help)\n";
+    return kExitBadInput;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

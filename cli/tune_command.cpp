@@ -97,6 +97,20 @@ std::string best_yaml(const plan::YamlDocument& given, const std::string& output
   return header + out.c_str() + "\n";
 }
 
+// What to do with the written pick: run it, or, where the executor cannot train it (tensor
+// parallelism, fp8, ...), simulate it and launch it in its trainer.
+std::string next_step_text(const std::string& path) {
+  const plan::Scenario s = plan::load_scenario(path, {});
+  try {
+    plan::check_executable(s);
+    return "wrote " + path + "; run it with: parallax run " + path;
+  } catch (const plan::InputError& e) {
+    const bool exported = s.framework == plan::Framework::megatron || s.framework == plan::Framework::torchtitan;
+    return "wrote " + path + "; parallax run cannot train it (" + e.message() + "): predict it with parallax simulate " + path +
+           (exported ? std::string(", launch it with parallax export ") + plan::name(s.framework) + " " + path : std::string());
+  }
+}
+
 std::string samples_per_s(const tune::Evaluation& e) {
   return fmt("%.0f", e.config.global_batch() / (e.step.to_ms() / 1e3));
 }
@@ -291,8 +305,7 @@ int tune_command(const TuneArgs& args, const std::string& self) {
       if (key == "parallel.precision")
         std::printf("  note: the pick trains in %s, the scenario in %s: its numerics change too (--fix parallel.precision keeps %s)\n",
                     value.c_str(), plan::name(base.parallel.precision), plan::name(base.parallel.precision));
-    if (!args.output.empty())
-      std::printf("\nwrote %s; run it with: parallax run %s\n", args.output.c_str(), args.output.c_str());
+    if (!args.output.empty()) std::printf("\n%s\n", next_step_text(args.output).c_str());
   }
   return g_interrupted ? 130 : 0;
 }

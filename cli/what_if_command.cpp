@@ -192,7 +192,8 @@ int calibrate_from_traces(const CalibrateArgs& args) {
   for (const auto& line : f.fitted) std::printf("  %s\n", line.c_str());
   std::printf("kept from %s:\n", base.name.c_str());
   for (const auto& line : f.kept) std::printf("  %s\n", line.c_str());
-  std::printf("the GPU's kernels by kind, against %s's compute model:\n", base.name.c_str());
+  // A GPU trace's kernels, or why none were fitted (a CPU run's trace has none).
+  std::printf("kernels by kind, against %s's compute model:\n", base.name.c_str());
   for (const auto& line : kernel_lines) std::printf("  %s\n", line.c_str());
   print_launch_shares(traces);
   std::printf("\nwrote %s; predict the job's other configurations with it:\n"

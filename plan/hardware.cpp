@@ -256,17 +256,20 @@ std::vector<std::pair<double, double>> parse_stretch(const Field& points) {
 NcclConfig parse_nccl(const Field& map, const HardwareProfile& hw) {
   expect_keys(map, {"generation", "nvlinks", "channels", "nvls", "cpu", "algorithm", "protocol", "stretch_by_size"});
   NcclConfig c;
-  const std::string gen = to_choice(require(map, "generation"), {"volta", "ampere", "hopper"});
-  c.generation = gen == "volta" ? NcclConfig::Generation::volta
+  const std::string gen = to_choice(require(map, "generation"), {"volta", "ampere", "hopper", "blackwell"});
+  c.generation = gen == "volta"    ? NcclConfig::Generation::volta
                  : gen == "ampere" ? NcclConfig::Generation::ampere
-                                   : NcclConfig::Generation::hopper;
+                 : gen == "hopper" ? NcclConfig::Generation::hopper
+                                   : NcclConfig::Generation::blackwell;
   c.nvlinks = static_cast<int>(to_int(require(map, "nvlinks"), 0, 64));
   c.channels = static_cast<int>(to_int(require(map, "channels"), 1, 64));
   c.nvls = bool_or(map, "nvls", false);
   if (map["cpu"].present())
     c.cpu = to_choice(map["cpu"], {"intel", "amd"}) == "amd" ? NcclConfig::Cpu::amd : NcclConfig::Cpu::intel;
-  if (c.nvls && (c.generation != NcclConfig::Generation::hopper || c.nvlinks == 0))
-    map["nvls"].fail("'" + map["nvls"].path() + "' needs generation hopper and nvlinks > 0 (NVLink SHARP is an NVSwitch feature of Hopper)");
+  const bool sharp = c.generation == NcclConfig::Generation::hopper || c.generation == NcclConfig::Generation::blackwell;
+  if (c.nvls && (!sharp || c.nvlinks == 0))
+    map["nvls"].fail("'" + map["nvls"].path() +
+                     "' needs generation hopper or blackwell and nvlinks > 0 (NVLink SHARP is an NVSwitch feature from Hopper on)");
   if (map["algorithm"].present()) c.algorithm = to_choice(map["algorithm"], {"auto", "ring", "tree", "nvls", "hierarchical"});
   if (c.algorithm == "nvls" && !c.nvls) map["algorithm"].fail("'" + map["algorithm"].path() + "' is nvls but the profile has no 'nvls: true'");
   if (map["protocol"].present()) c.protocol = to_choice(map["protocol"], {"auto", "ll", "ll128", "simple"});

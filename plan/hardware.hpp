@@ -108,11 +108,12 @@ struct MeasuredLayerCost {
 /// How the GPUs' collective library (NCCL) runs all-reduce: the inputs of NCCL's own tuning model
 /// (src/graph/tuning.cc). Absent from a profile, all-reduce is the plain ring / hierarchical model.
 struct NcclConfig {
-  enum class Generation { volta, ampere, hopper };  ///< the row of NCCL's tables (compute capability 7, 8, 9)
+  /// The row of NCCL's tables (compute capability 7, 8, 9, 10 and beyond).
+  enum class Generation { volta, ampere, hopper, blackwell };
   Generation generation = Generation::ampere;
   int nvlinks = 0;    ///< NVLinks per GPU into the node's NVSwitch fabric; 0: GPUs meet over PCIe
   int channels = 16;  ///< NCCL channels of a collective (NCCL_DEBUG=INFO prints "N coll channels")
-  bool nvls = false;  ///< NVLink SHARP: the NVSwitch reduces (Hopper NVSwitch systems)
+  bool nvls = false;  ///< NVLink SHARP: the NVSwitch reduces (Hopper and Blackwell NVSwitch systems)
   enum class Cpu { intel, amd };
   Cpu cpu = Cpu::intel;  ///< host CPU vendor: NCCL's LL cap and network post overhead across nodes depend on it
   std::string algorithm = "auto";  ///< auto | ring | tree | nvls | hierarchical, as NCCL_ALGO forces one

@@ -1,6 +1,7 @@
 #include "plan/knobs.hpp"
 
 #include <cstdio>
+#include <limits>
 #include <stdexcept>
 
 #include "plan/search_defaults.hpp"
@@ -314,8 +315,9 @@ KnobValue Knob::read(const Field& f) const {
         f.fail("'" + key + "' must be " + allowed());
       }
     case KnobType::number: {
-      const double v = to_number(f, min);
-      if (above_min && v <= min) f.fail("'" + key + "' must be > " + number_text(min));
+      // A bound that excludes `min` is checked here alone, so that -5 and 0 get the same message.
+      const double v = to_number(f, above_min ? -std::numeric_limits<double>::infinity() : min);
+      if (above_min && v <= min) f.fail("'" + key + "' must be > " + number_text(min) + ", got " + number_text(v));
       return v;
     }
     case KnobType::boolean: return to_bool(f);

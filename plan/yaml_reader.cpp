@@ -107,7 +107,12 @@ void YamlDocument::apply_override(const std::string& assignment) {
   if (eq == std::string::npos || eq == 0)
     throw InputError(Location{flag}, "expected key.path=value, e.g. --set parallel.chunks=8");
   const std::string path = assignment.substr(0, eq);
-  const YAML::Node value = parse_text(assignment.substr(eq + 1), flag);
+  const std::string text = assignment.substr(eq + 1);
+  // An empty value would parse as YAML's null and leave the key at its default: a shell variable
+  // that was never set (--set parallel.data=$DP) would plan another job without a word.
+  if (text.find_first_not_of(" \t") == std::string::npos)
+    throw InputError(Location{flag}, "no value after '=' for '" + path + "' (to keep the scenario's or the default value, leave out this --set)");
+  const YAML::Node value = parse_text(text, flag);
 
   std::vector<std::string> keys;
   std::stringstream ss(path);
@@ -146,8 +151,9 @@ std::string YamlDocument::override_for(const std::string& path) const {
   std::string best;
   size_t best_len = 0;
   for (const auto& [key, flag] : overrides_) {
+    // A list's elements are KEY[i]: --set parallel.partition_len=[...] covers parallel.partition_len[0].
     const bool prefix = path == key || (path.size() > key.size() && path.compare(0, key.size(), key) == 0 &&
-                                        path[key.size()] == '.');
+                                        (path[key.size()] == '.' || path[key.size()] == '['));
     if (prefix && key.size() >= best_len) {
       best = flag;
       best_len = key.size();

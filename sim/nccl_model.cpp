@@ -14,7 +14,7 @@ using timeline::Protocol;
 
 // Figures from NVIDIA/nccl src/graph/tuning.cc (ncclTunerConstantsDefaults) and src/graph/topo.h at
 // commit 5067397c2676d5aed50042fc39e5c8ee96eb0027. Columns are protocols LL, LL128, Simple; rows of
-// the per-generation tables Volta, Ampere, Hopper; the last index is nodes 1, 2, more than 2.
+// the per-generation tables Volta, Ampere, Hopper, Blackwell; the last index is nodes 1, 2, more than 2.
 constexpr int kTree = 0, kRing = 1;
 constexpr double kBaseLatencyUs[2][3] = {{6.8, 14.0, 8.4}, {6.6, 14.0, 8.4}};  // baseLatencies
 enum Hw { kNvlink, kPci, kNet };
@@ -23,12 +23,13 @@ constexpr double kHwLatencyUs[3][2][3] = {  // hwLatencies
     {{1.0, 1.9, 4.0}, {1.0, 2.5, 5.7}},     // PCI
     {{5.0, 8.5, 14.0}, {2.7, 4.0, 14.0}}};  // NET
 constexpr double kNvlsLatencyUs = 25;       // hwLatencies NVLINK NVLS Simple (NVLS's whole latency on one node)
-constexpr double kLlMaxBw[3][3] = {{39.0, 39.0, 20.4}, {87.7, 22.5, 19.0}, {141.0, 45.0, 35.0}};  // llMaxBws
-constexpr double kPerChMaxRingLl128Bw[3][3] = {{20, 20, 20}, {20, 20, 20}, {36.7, 36.7, 36.7}};
-constexpr double kPerChMaxTreeLl128Bw[3][3] = {{20, 20, 20}, {20, 20, 20}, {36.7, 36.7, 29.0}};
-constexpr double kPerChMaxTreeBw[3][3] = {{26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {38.7, 41.4, 36.0}};
-constexpr double kNvlsEfficiency[3] = {0, 0, 0.85};  // nvlsEfficiency
-constexpr double kNvlinkBw[3] = {20.0, 20.0, 20.6};  // topo.h SM70/SM80/SM90_NVLINK_BW, per link
+constexpr double kLlMaxBw[4][3] = {  // llMaxBws
+    {39.0, 39.0, 20.4}, {87.7, 22.5, 19.0}, {141.0, 45.0, 35.0}, {2 * 141.0, 2 * 45.0, 2 * 35.0}};
+constexpr double kPerChMaxRingLl128Bw[4][3] = {{20, 20, 20}, {20, 20, 20}, {36.7, 36.7, 36.7}, {40.0, 40.0, 40.0}};
+constexpr double kPerChMaxTreeLl128Bw[4][3] = {{20, 20, 20}, {20, 20, 20}, {36.7, 36.7, 29.0}, {55.6, 31.67, 20.0}};
+constexpr double kPerChMaxTreeBw[4][3] = {{26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {38.7, 41.4, 36.0}, {70.0, 42.8, 24.0}};
+constexpr double kNvlsEfficiency[4] = {0, 0, 0.85, 0.74};  // nvlsEfficiency
+constexpr double kNvlinkBw[4] = {20.0, 20.0, 20.6, 40.1};  // topo.h SM70/SM80/SM90/SM100_NVLINK_BW, per link
 constexpr double kPciBw = 12.0;                      // topo.h PCI_BW (PCIe Gen3 x16)
 // Trees stray from the model at medium sizes; NCCL scales their bandwidth by these, for sizes
 // 64 B << i (treeCorrectionFactor).

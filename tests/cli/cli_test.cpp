@@ -85,6 +85,14 @@ TEST_CASE("cli: plan says when a profile's GPU runs below its tables' clock", "[
   CHECK_THAT(rated.out, !Catch::Contains("sustained_tflops"));  // fp32: no ceiling stated
 }
 
+TEST_CASE("cli: a word that names no command says so, and names the commands", "[cli]") {
+  const auto r = run("whatif " + scenario("llama-3.1-70b-64xH100.yaml"), "", true);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("parallax: 'whatif' is not a command; the commands: plan, schedule, simulate, run") &&
+                        Catch::Contains("calibrate --from-trace"));
+  CHECK(run("plan").code == 0);  // a command still runs
+}
+
 TEST_CASE("cli: plan and simulate say how the profile's predictions held on published runs", "[cli]") {
   const std::string h100 = "--set hardware=h100-nvlink-ib";
   // The profile's own first entry, as plan::describe words it (its format: tests/plan/published_check_test.cpp;

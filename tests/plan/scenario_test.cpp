@@ -152,6 +152,19 @@ TEST_CASE("plan::Scenario: --set needs key=value and a map to descend into", "[p
   CHECK_THAT(parse_error(kGood, {"hardware.nodes.x=1"}), Catch::Contains("'hardware' is not a map"));
   // A misspelt section that only a flag made is the flag's error, not the file's.
   CHECK_THAT(parse_error(kGood, {"paralel.chunks=8"}), Catch::StartsWith("--set paralel.chunks=8: unknown key 'paralel' at the top level"));
+  // An empty value (an unset shell variable: --set parallel.pipeline=$PP) would be YAML's null and
+  // plan the key's default instead of the file's 2.
+  CHECK_THAT(parse_error(kGood, {"parallel.pipeline="}), Catch::StartsWith("--set parallel.pipeline=: no value after '='"));
+  CHECK_THAT(parse_error(kGood, {"parallel= "}), Catch::StartsWith("--set parallel= : no value after '='"));
+  // A list's element given by a flag is the flag's error, not the file's first line.
+  CHECK_THAT(parse_error(kGood, {"parallel.partition_len=[0, 2]"}),
+             Catch::StartsWith("--set parallel.partition_len=[0, 2]: ") && Catch::Contains("partition_len[0]"));
+}
+
+TEST_CASE("plan::Scenario: a bound that excludes its end says so whatever the value", "[plan]") {
+  // bucket_cap_mb must be > 0: -5 and 0 get the one message (-5 had said '>= 0').
+  CHECK_THAT(parse_error(kGood, {"parallel.bucket_cap_mb=-5"}), Catch::Contains("'parallel.bucket_cap_mb' must be > 0, got -5"));
+  CHECK_THAT(parse_error(kGood, {"parallel.bucket_cap_mb=0"}), Catch::Contains("'parallel.bucket_cap_mb' must be > 0, got 0"));
 }
 
 TEST_CASE("plan::Scenario: every shipped scenario resolves", "[plan]") {

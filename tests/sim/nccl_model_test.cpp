@@ -86,6 +86,30 @@ TEST_CASE("sim::nccl_model: across 16 DGX A100 nodes small buffers take the tree
   CHECK(large.phases.front().bandwidth_gb_per_s == Approx(200.0 * 128 / 254));
 }
 
+TEST_CASE("sim::nccl_model: a DGX B200 node runs on NCCL's Blackwell rows, twice Hopper's NVLink a link", "[sim]") {
+  // src/graph/topo.h SM100_NVLINK_BW 40.1 GB/s a link (SM90: 20.6); tuning.cc nvlsEfficiency 0.74
+  // for Blackwell (Hopper 0.85). 8 ranks, 1 node, 18 NVLinks, 32 channels; 4 GiB, Simple:
+  //   ring: bus 18 x 40.1 = 721.8 GB/s, algorithm bandwidth 721.8 x 8/14
+  //   NVLS: 721.8 x 0.74 x 31/32 = 517.4, the faster
+  plan::NcclConfig cfg;
+  cfg.generation = plan::NcclConfig::Generation::blackwell;
+  cfg.nvlinks = 18;
+  cfg.channels = 32;
+  cfg.nvls = true;
+  CHECK(sim::nccl_intra_gb_per_s(cfg) == Approx(18 * 40.1));
+  const double big = 4.0 * (1 << 30);
+  const auto nvls = sim::choose_allreduce(cfg, shape(1, 8), big);
+  CHECK(nvls.algorithm == Algorithm::nvls);
+  CHECK(nvls.phases.front().bandwidth_gb_per_s == Approx(18 * 40.1 * 0.74 * 31 / 32));
+  cfg.nvls = false;
+  const auto ring = sim::choose_allreduce(cfg, shape(1, 8), big);
+  CHECK(ring.algorithm == Algorithm::ring);
+  CHECK(ring.phases.front().bandwidth_gb_per_s == Approx(18 * 40.1 * 8 / 14));
+  // The shipped profile says so: its all-reduce inside a node runs at Blackwell's rate, not Hopper's.
+  CHECK(test::builtin_profile("b200-nvlink-ib").nccl->generation == plan::NcclConfig::Generation::blackwell);
+  CHECK(test::builtin_profile("h100-nvlink-ib").nccl->generation == plan::NcclConfig::Generation::hopper);
+}
+
 TEST_CASE("sim: the hierarchical all-reduce takes the sum of its phases and drives every NIC", "[sim]") {
   // 2 nodes x 8 GPUs, 8 NICs of 25 GB/s, NCCL forced to the hierarchical form with Simple.
   const double mib = 64, S = mib * 1024 * 1024;
@@ -188,6 +212,7 @@ TEST_CASE("plan: a profile's nccl section is checked like every other key", "[si
   CHECK_THAT(test::parse_error(head + "  nccl: {generation: ampere, nvlinks: 12, channels: 8, chanels: 2}\n"),
              Catch::StartsWith("test.yaml:7:") && Catch::Contains("chanels"));
   CHECK(test::parse_error(head + "  nccl: {generation: ampere, nvlinks: 12, channels: 8}\n").empty());
+  CHECK(test::parse_error(head + "  nccl: {generation: blackwell, nvlinks: 18, channels: 32, nvls: true}\n").empty());
 }
 
 TEST_CASE("sim: the CPU host and the ideal machine keep the plain all-reduce model", "[sim]") {

@@ -416,6 +416,20 @@ TEST_CASE("tune: the command writes a scenario that reproduces its pick, bad fla
   CHECK(full_step_ms(plan::resolve_plan(plan::load_scenario(llama, {}))) ==
         Approx(nlohmann::json::parse(l.out)["best"]["predicted_step_ms"].get<double>()).epsilon(1e-9));
 
+  // The last line says what to do with the file: run it, or where the executor cannot train the
+  // pick (tensor parallelism, here), predict it and launch it in its trainer.
+  const auto text = test::run_parallax("tune " + source("scenarios/gpipe-transformer-2xT4.yaml") + " --search parallel.chunks=2,4 -o " + best);
+  REQUIRE(text.code == 0);
+  CHECK_THAT(text.out, Catch::Contains("wrote " + best + "; run it with: parallax run " + best));
+  const std::string seventy = (out / "seventy.yaml").string();
+  const auto predict_only = test::run_parallax("tune " + source("scenarios/llama-3.1-70b-64xH100.yaml") + " --time-limit 1 -o " + seventy);
+  REQUIRE(predict_only.code == 0);
+  CHECK_THAT(predict_only.out, Catch::Contains("wrote " + seventy + "; parallax run cannot train it (") &&
+                                   Catch::Contains("predict it with parallax simulate " + seventy) &&
+                                   Catch::Contains("launch it with parallax export megatron " + seventy));
+  CHECK_THAT(predict_only.out, !Catch::Contains("run it with: parallax run"));
+  std::filesystem::remove(seventy);
+
   std::filesystem::remove(best);
   const auto bad = test::run_parallax("tune --search parallel.chunks=0 -o " + best, "", true);
   CHECK(bad.code == 2);
