@@ -3,6 +3,7 @@
 // and progress go to stderr. The commands are a table (commands.hpp); without one, the main job.
 #include <CLI/CLI.hpp>
 #include <iostream>
+#include <string>
 
 #include "cli/commands.hpp"
 #include "cli/main_job.hpp"
@@ -29,8 +30,10 @@ int main(int argc, char** argv) {
     std::string names;
     for (const CLI::App* command : app.get_subcommands([](CLI::App*) { return true; }))
       names += (names.empty() ? "" : ", ") + command->get_name();
-    std::cerr << "parallax: '" << argv[1] << "' is not a command; the commands: " << names
-              << " (what if another plan, from a measured run: calibrate --from-trace; see parallax --help)\n";
+    // "whatif" and "what-if" are what a user of other tools types for what calibrate --from-trace does.
+    const bool what_if = std::string(argv[1]).find("what") != std::string::npos;
+    std::cerr << "parallax: '" << argv[1] << "' is not a command; the commands: " << names << " (see parallax --help"
+              << (what_if ? "; what if another plan, from a measured run: parallax calibrate --from-trace" : "") << ")\n";
     return kExitBadInput;
   }
   try {

@@ -91,6 +91,7 @@ std::string best_yaml(const plan::YamlDocument& given, const std::string& output
     holder[key] = fs::proximate(fs::absolute(from_flag ? fs::path(file) : fs::path(doc.base_dir()) / file), to_dir).string();
   };
   rebase(root, "hardware", "hardware");
+  if (root["hardware"] && root["hardware"].IsMap()) rebase(root["hardware"], "profile", "hardware.profile");  // {profile: FILE, nodes: N}
   if (root["model"]) rebase(root["model"], "hf_config", "model.hf_config");
   YAML::Emitter out;
   out << root;
@@ -98,16 +99,23 @@ std::string best_yaml(const plan::YamlDocument& given, const std::string& output
 }
 
 // What to do with the written pick: run it, or, where the executor cannot train it (tensor
-// parallelism, fp8, ...), simulate it and launch it in its trainer.
+// parallelism, fp8, ...), simulate it and, where its trainer takes it, launch it there.
 std::string next_step_text(const std::string& path) {
-  const plan::Scenario s = plan::load_scenario(path, {});
+  plan::Scenario s;
+  try {
+    s = plan::load_scenario(path, {});
+  } catch (const plan::InputError& e) {
+    // The search is done and the file written: say what is wrong with it, and exit 0 as before.
+    return "wrote " + path + ", which does not load as it is (" + e.where().str() + ": " + e.message() + ")";
+  }
   try {
     plan::check_executable(s);
     return "wrote " + path + "; run it with: parallax run " + path;
   } catch (const plan::InputError& e) {
-    const bool exported = s.framework == plan::Framework::megatron || s.framework == plan::Framework::torchtitan;
+    const bool trainer = s.framework == plan::Framework::megatron || s.framework == plan::Framework::torchtitan;
+    const bool exports = trainer && !plan::trainer_refusal(s, s.framework);
     return "wrote " + path + "; parallax run cannot train it (" + e.message() + "): predict it with parallax simulate " + path +
-           (exported ? std::string(", launch it with parallax export ") + plan::name(s.framework) + " " + path : std::string());
+           (exports ? std::string(", launch it with parallax export ") + plan::name(s.framework) + " " + path : std::string());
   }
 }
 

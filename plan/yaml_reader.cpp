@@ -109,10 +109,13 @@ void YamlDocument::apply_override(const std::string& assignment) {
   const std::string path = assignment.substr(0, eq);
   const std::string text = assignment.substr(eq + 1);
   // An empty value would parse as YAML's null and leave the key at its default: a shell variable
-  // that was never set (--set parallel.data=$DP) would plan another job without a word.
+  // that was never set (--set parallel.data=$DP) would plan another job without a word. So would
+  // whatever else YAML reads as null (~, null, a lone # comment).
+  const std::string keep = " (to keep the scenario's or the default value, leave out this --set)";
   if (text.find_first_not_of(" \t") == std::string::npos)
-    throw InputError(Location{flag}, "no value after '=' for '" + path + "' (to keep the scenario's or the default value, leave out this --set)");
+    throw InputError(Location{flag}, "no value after '=' for '" + path + "'" + keep);
   const YAML::Node value = parse_text(text, flag);
+  if (value.IsNull()) throw InputError(Location{flag}, "'" + text + "' is YAML's null, no value for '" + path + "'" + keep);
 
   std::vector<std::string> keys;
   std::stringstream ss(path);

@@ -124,7 +124,7 @@ PhaseCost nccl_cost(const NcclConfig& cfg, const Communicator& m, Collective col
   if (p == Protocol::ll128 && cfg.nvlinks == 0) return unavailable(p);
   const int n = m.ranks;
   if (a == Algorithm::nvls) {
-    // One node of a Hopper NVSwitch: each GPU sends its buffer to the switch once and receives the
+    // One node of a Hopper or Blackwell NVSwitch: each GPU sends its buffer to the switch once and receives the
     // reduced buffer once, at NCCL's NVLS efficiency, one channel short (tuning.cc's NVLS factors;
     // NCCL's own NVLS formula caps it at the ring's bandwidth, which nccl-tests issue 212 shows is
     // too low: ~480 GB/s bus bandwidth measured against ~370 for the ring).

@@ -90,6 +90,9 @@ TEST_CASE("cli: a word that names no command says so, and names the commands", "
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains("parallax: 'whatif' is not a command; the commands: plan, schedule, simulate, run") &&
                         Catch::Contains("calibrate --from-trace"));
+  const auto typo = run("simualte", "", true);
+  CHECK(typo.code == 2);
+  CHECK_THAT(typo.out, Catch::Contains("'simualte' is not a command") && !Catch::Contains("calibrate --from-trace"));
   CHECK(run("plan").code == 0);  // a command still runs
 }
 

@@ -156,6 +156,8 @@ TEST_CASE("plan::Scenario: --set needs key=value and a map to descend into", "[p
   // plan the key's default instead of the file's 2.
   CHECK_THAT(parse_error(kGood, {"parallel.pipeline="}), Catch::StartsWith("--set parallel.pipeline=: no value after '='"));
   CHECK_THAT(parse_error(kGood, {"parallel= "}), Catch::StartsWith("--set parallel= : no value after '='"));
+  for (const char* null : {"~", "null", "#2"})
+    CHECK_THAT(parse_error(kGood, {std::string("parallel.pipeline=") + null}), Catch::Contains("is YAML's null, no value for 'parallel.pipeline'"));
   // A list's element given by a flag is the flag's error, not the file's first line.
   CHECK_THAT(parse_error(kGood, {"parallel.partition_len=[0, 2]"}),
              Catch::StartsWith("--set parallel.partition_len=[0, 2]: ") && Catch::Contains("partition_len[0]"));

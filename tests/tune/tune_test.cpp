@@ -428,7 +428,34 @@ TEST_CASE("tune: the command writes a scenario that reproduces its pick, bad fla
                                    Catch::Contains("predict it with parallax simulate " + seventy) &&
                                    Catch::Contains("launch it with parallax export megatron " + seventy));
   CHECK_THAT(predict_only.out, !Catch::Contains("run it with: parallax run"));
+  // A pick its trainer would refuse (DualPipeV under Megatron-LM, found with --any-trainer) is not
+  // offered to its export.
+  const auto any = test::run_parallax("tune " + source("scenarios/llama-3.1-70b-64xH100.yaml") +
+                                      " --any-trainer --search parallel.schedule=dualpipev --time-limit 1 -o " + seventy);
+  REQUIRE(any.code == 0);
+  CHECK_THAT(any.out, Catch::Contains("predict it with parallax simulate " + seventy) && !Catch::Contains("parallax export"));
   std::filesystem::remove(seventy);
+
+  // A profile named by {profile: FILE, nodes: N} relative to the scenario's folder: the written
+  // file names it relative to its own folder, so it loads (it had kept the path as given).
+  const auto job = out / "job", picks = out / "picks";
+  std::filesystem::create_directories(job / "hw");
+  std::filesystem::create_directories(picks);
+  std::filesystem::copy_file(source("scenarios/hardware/t4-pcie.yaml"), job / "hw" / "t4.yaml",
+                             std::filesystem::copy_options::overwrite_existing);
+  {
+    std::ifstream in(source("scenarios/gpipe-transformer-2xT4.yaml"));
+    std::ofstream o(job / "s.yaml");
+    for (std::string line; std::getline(in, line);)
+      o << (line.rfind("hardware:", 0) == 0 ? "hardware: {profile: hw/t4.yaml, nodes: 1}" : line) << "\n";
+  }
+  const std::string picked = (picks / "out.yaml").string();
+  const auto mapped = test::run_parallax("tune " + (job / "s.yaml").string() + " --search parallel.chunks=2,4 -o " + picked);
+  REQUIRE(mapped.code == 0);
+  CHECK_THAT(mapped.out, Catch::Contains("run it with: parallax run " + picked));
+  CHECK_NOTHROW(plan::load_scenario(picked, {}));
+  std::filesystem::remove_all(job);
+  std::filesystem::remove_all(picks);
 
   std::filesystem::remove(best);
   const auto bad = test::run_parallax("tune --search parallel.chunks=0 -o " + best, "", true);
