@@ -62,5 +62,9 @@ std::string fmt(const char* format, double value) {
   return buf;
 }
 
+std::string counted(long long n, const std::string& noun, const std::string& plural) {
+  return std::to_string(n) + " " + (n == 1 ? noun : plural.empty() ? noun + "s" : plural);
+}
+
 
 }  // namespace parallax::cli

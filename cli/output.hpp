@@ -12,5 +12,7 @@ void write_file_atomically(const std::string& path, const std::string& text);
 void require_output_folder(const std::string& path);
 /// printf-style formatting of one number.
 std::string fmt(const char* format, double value);
+/// "1 stage", "3 stages": a count and its noun, plural unless 1 (`plural` where not noun + "s").
+std::string counted(long long n, const std::string& noun, const std::string& plural = "");
 
 }  // namespace parallax::cli

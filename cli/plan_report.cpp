@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "cli/output.hpp"
 #include "plan/cost.hpp"
 #include "plan/knobs.hpp"
 #include "plan/memory.hpp"
@@ -308,8 +309,8 @@ std::string schedule_text(const Plan& p) {
   std::ostringstream o;
   o << "schedule " << schedule::name(p.schedule.kind)
     << (p.scenario.parallel.overlap_moe_expert_parallel_comm ? " combined (overlap_moe_expert_parallel_comm)" : "") << ": "
-    << p.schedule.pipeline << " pipeline ranks, "
-    << p.schedule.stages() << " stages, " << p.schedule.microbatches() << " micro-batches per step";
+    << counted(p.schedule.pipeline, "pipeline rank") << ", " << counted(p.schedule.stages(), "stage") << ", "
+    << counted(p.schedule.microbatches(), "micro-batch", "micro-batches") << " per step";
   if (p.world_size > p.schedule.pipeline) o << " (every replica runs the same lists)";
   o << "\n";
   for (size_t r = 0; r < p.schedule.ranks.size(); ++r) {

@@ -29,7 +29,8 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 // The newest complete checkpoint in `dir` must be of this plan's layout (its marker keeps it since
-// checkpoint_layout): another model, split or sharding would load shards of other shapes.
+// checkpoint_layout): another model, split or sharding would load shards of other shapes. And it
+// must leave steps to train.
 void check_resumable(const plan::Plan& p, const std::string& dir) {
   const exec::CheckpointScan scan = exec::scan_checkpoints(dir);
   if (!scan.latest) return;
@@ -37,6 +38,28 @@ void check_resumable(const plan::Plan& p, const std::string& dir) {
   if (!differs.empty())
     throw plan::InputError(plan::Location{exec::checkpoint_folder(dir, *scan.latest)},
                            "a checkpoint of another plan (" + differs + "): --resume continues the plan that saved it");
+  // Steps run from the checkpoint's to data.steps: none left is a run that trains nothing.
+  if (*scan.latest >= p.scenario.data.steps)
+    throw plan::InputError(plan::Location{"--resume"}, "the newest complete checkpoint, " + exec::checkpoint_folder(dir, *scan.latest) +
+                                                           ", is at step " + std::to_string(*scan.latest) + " and data.steps is " +
+                                                           std::to_string(p.scenario.data.steps) +
+                                                           ": nothing is left to train (raise data.steps to continue, e.g. --set data.steps=" +
+                                                           std::to_string(*scan.latest + p.scenario.data.steps) + ")");
+}
+
+// The checkpoint folder, made now and written to once, so that a folder that cannot be made or
+// written to stops the run before any rank starts, not at its first save.
+void require_checkpoint_folder(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  const fs::path probe = fs::path(dir) / ".parallax-write-probe";
+  if (!ec) {
+    const bool written = static_cast<bool>(std::ofstream(probe) << "");
+    std::error_code ignored;
+    fs::remove(probe, ignored);
+    if (!written) ec = std::make_error_code(std::errc::permission_denied);
+  }
+  if (ec) throw plan::InputError(plan::Location{"--checkpoint-dir"}, "cannot make or write to the folder " + dir + " (" + ec.message() + ")");
 }
 
 // Everything that can be wrong with the input is found here, before any rank starts.
@@ -50,6 +73,7 @@ plan::Plan check_input(const RunArgs& args) {
     throw plan::InputError(plan::Location{"--checkpoint-dir"}, "saves nothing alone: add --checkpoint-every K (or --resume to continue from it)");
   if (args.timeout_s < 1) throw plan::InputError(plan::Location{"--timeout"}, "must be at least 1 second");
   if (args.resume) check_resumable(p, args.checkpoint_dir);
+  if (args.checkpoint_every > 0) require_checkpoint_folder(args.checkpoint_dir);
   return p;
 }
 
@@ -60,7 +84,7 @@ int report(const plan::Plan& p, const RunArgs& args, std::vector<exec::RankResul
   json steps_json = json::array();
   std::ostringstream text;
   text << "ran " << s.name << " on " << p.world_size << " ranks (data " << s.parallel.data << " x pipeline "
-       << s.parallel.pipeline << ", " << schedule::name(s.parallel.schedule) << ", " << s.parallel.chunks << " chunks)\n";
+       << s.parallel.pipeline << ", " << schedule::name(s.parallel.schedule) << ", " << counted(s.parallel.chunks, "chunk") << ")\n";
   text << "step   loss       step time\n";
   for (size_t i = 0; i < steps; ++i) {
     double loss_sum = 0;
@@ -129,7 +153,7 @@ int report(const plan::Plan& p, const RunArgs& args, std::vector<exec::RankResul
   if (dropped) std::cerr << "warning: the tracer dropped " << dropped << " spans (buffer full)\n";
   if (args.json) {
     std::cout << json{{"scenario", s.name}, {"world_size", p.world_size}, {"steps", steps_json}, {"memory", memory},
-                      {"accuracy", accuracy}, {"trace", trace}, {"dropped_spans", dropped}}
+                      {"accuracy", accuracy}, {"test_images", tested > 0 ? json(tested) : json()}, {"trace", trace}, {"dropped_spans", dropped}}
                      .dump(2)
               << "\n";
   } else {

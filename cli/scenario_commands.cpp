@@ -1,6 +1,8 @@
 #include "cli/scenario_commands.hpp"
 
+#include <filesystem>
 #include <iostream>
+#include <set>
 #include <sstream>
 
 #include "cli/output.hpp"
@@ -90,7 +92,13 @@ int keys_command(bool markdown) {
 
 int trace_command(const std::vector<std::string>& files, bool json) {
   std::vector<timeline::LoadedTrace> traces;
-  for (size_t i = 0; i < files.size(); ++i) traces.push_back(timeline::read_trace(files[i], static_cast<int>(i)));
+  std::set<std::string> seen;
+  for (size_t i = 0; i < files.size(); ++i) {
+    // A file given twice would merge its ranks' actions twice over.
+    if (!seen.insert(std::filesystem::weakly_canonical(files[i]).string()).second)
+      throw plan::InputError(plan::Location{files[i]}, "given twice: each file is merged once, as the ranks of one job");
+    traces.push_back(timeline::read_trace(files[i], static_cast<int>(i)));
+  }
   // Several files merge as the ranks of one job: Parallax's of one kind, scenario and size (a
   // prediction and a run, or two runs, are compare's), and never Parallax's with a profiler's.
   for (size_t i = 1; i < traces.size(); ++i) {

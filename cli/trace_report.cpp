@@ -250,6 +250,10 @@ timeline::LoadedTrace read_trace_of_kind(const std::string& path, const std::str
 }
 
 void check_same_job(const timeline::Timeline& predicted, const timeline::Timeline& measured, const std::string& measured_path) {
+  // A run that trained no step (resumed from a checkpoint already at data.steps) measured nothing
+  // to set a prediction against: no step time of 0.
+  if (measured.events.empty())
+    throw plan::InputError(plan::Location{measured_path}, "holds no actions: the run it records trained no step, so there is nothing to compare");
   // Ranks are matched by number: jobs of different sizes have nothing to join.
   if (predicted.world_size != measured.world_size)
     throw plan::InputError(plan::Location{measured_path}, "a run of " + std::to_string(measured.world_size) +

@@ -12,6 +12,7 @@
 
 #include "cli/calibrate_command.hpp"
 #include "cli/output.hpp"
+#include "cli/run_command.hpp"
 #include "cli/validate_command.hpp"
 #include "fit/measure.hpp"
 #include "fit/tune_picks.hpp"
@@ -110,12 +111,17 @@ std::string next_step_text(const std::string& path) {
   }
   try {
     plan::check_executable(s);
-    return "wrote " + path + "; run it with: parallax run " + path;
   } catch (const plan::InputError& e) {
     const bool trainer = s.framework == plan::Framework::megatron || s.framework == plan::Framework::torchtitan;
     const bool exports = trainer && !plan::trainer_refusal(s, s.framework);
     return "wrote " + path + "; parallax run cannot train it (" + e.message() + "): predict it with parallax simulate " + path +
            (exports ? std::string(", launch it with parallax export ") + plan::name(s.framework) + " " + path : std::string());
+  }
+  try {
+    check_runs_here(s);  // its GPUs and data on this machine
+    return "wrote " + path + "; run it with: parallax run " + path;
+  } catch (const plan::InputError& e) {
+    return "wrote " + path + "; run it with parallax run " + path + " where it can train (not here: " + e.message() + ")";
   }
 }
 

@@ -127,8 +127,14 @@ void print_launch_shares(const std::vector<timeline::LoadedTrace>& traces) {
 constexpr double kFarOff = 0.10;
 
 int calibrate_from_traces(const CalibrateArgs& args) {
-  if (args.scenarios.size() > 1)
+  if (args.scenarios.size() > 1) {
+    // `--from-trace a.json b.json job.yaml` hands b.json to SCENARIO: each trace needs its flag.
+    for (const auto& s : args.scenarios)
+      if (s.ends_with(".json") || s.ends_with(".json.gz"))
+        throw plan::InputError(plan::Location{s}, "a trace where the scenario goes: give each trace its own flag (--from-trace A.json "
+                                                  "--from-trace B.json JOB.yaml)");
     throw plan::InputError(plan::Location{"SCENARIO"}, "--from-trace fits one job: give its scenario once (and its --set values)");
+  }
   const std::string scenario = args.scenarios.empty() ? "" : args.scenarios.front();
   const std::vector<timeline::LoadedTrace> traces = runs_of(args.from_traces);
   const plan::Plan plan = plan::resolve_plan(plan::load_scenario(scenario, with_run_partition(scenario, args.sets, traces.front())));

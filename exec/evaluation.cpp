@@ -1,5 +1,7 @@
 #include "exec/evaluation.hpp"
 
+#include <algorithm>
+
 namespace parallax::exec {
 
 void evaluate_test_set(const plan::Plan& job, const DataSource& data, int replica, const std::map<int, Stage*>& stages,
@@ -13,13 +15,15 @@ void evaluate_test_set(const plan::Plan& job, const DataSource& data, int replic
   };
   torch::NoGradGuard no_grad;
   const auto& images = data.test_images();
-  const int64_t mb = job.microbatch_size;
-  const int64_t share = images.size(0) / p.data;
-  const int64_t batches = share / mb;
+  // Each replica its contiguous share of the whole test set (shares differ by one image at most
+  // where the replicas do not divide it), in micro-batches, the last one short where needed:
+  // every image is tested once.
+  const int64_t total = images.size(0);
+  const int64_t begin = total * replica / p.data, end = total * (replica + 1) / p.data;
   const int stages_in_plan = static_cast<int>(job.stages.size());
   const int eval_tag_base = 1 << 28;
-  for (int64_t b = 0; b < batches; ++b) {
-    const int64_t first = replica * share + b * mb;
+  for (int64_t b = 0, first = begin; first < end; ++b, first += job.microbatch_size) {
+    const int64_t mb = std::min<int64_t>(job.microbatch_size, end - first);
     torch::Tensor handed;  // the output of this rank's previous stage, when the next is here too
     for (auto& [s, st] : stages) {
       torch::Tensor x;

@@ -151,6 +151,14 @@ int launch_local(int nproc, const std::vector<std::string>& argv, std::chrono::s
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) continue;
     ++failures;
     first_failure = "rank " + std::to_string(r) + " " + describe(status);
+    // The ranks still running then: where the failed rank gave up waiting on one (a hang, a lost
+    // peer), the one it waited on is among them, and the user reads its number here.
+    std::vector<int> running;
+    for (const auto& [other_pid, other] : ranks) running.push_back(other);
+    std::sort(running.begin(), running.end());
+    std::string names;
+    for (int other : running) names += (names.empty() ? "" : ", ") + std::to_string(other);
+    if (!names.empty()) first_failure += " (still running then, and stopped: rank" + std::string(running.size() > 1 ? "s " : " ") + names + ")";
     std::fprintf(stderr, "%s: %s; stopping the other ranks\n", who.c_str(), first_failure.c_str());
     stop_others();
   }

@@ -420,7 +420,8 @@ static Framework parse_framework(const Field& f) {
 Scenario parse_scenario(const YamlDocument& doc) {
   Scenario s;
   const Field root = Field::root(doc);
-  expect_keys(root, kTopKeys);
+  static const std::vector<std::string> every_key = scenario_keys();  // for the hint on a misplaced key
+  expect_keys(root, kTopKeys, every_key);
   s.file = doc.file();
   s.name = string_or(root, "name", std::filesystem::path(doc.file()).stem().string());
   s.framework = parse_framework(root["framework"]);

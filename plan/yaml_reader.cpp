@@ -210,7 +210,7 @@ std::string map_name(const Field& map) { return map.path().empty() ? "the top le
 std::string in_map(const Field& map) { return map.path().empty() ? "at the top level" : "in " + map_name(map); }
 }  // namespace
 
-void expect_keys(const Field& map, const std::vector<std::string>& allowed) {
+void expect_keys(const Field& map, const std::vector<std::string>& allowed, const std::vector<std::string>& deeper) {
   const std::string name = map_name(map);
   if (!map.is_map()) map.fail("expected " + name + " to be a map with keys: " + join(allowed));
   for (const auto& item : map.node()) {
@@ -219,6 +219,8 @@ void expect_keys(const Field& map, const std::vector<std::string>& allowed) {
     std::string hint;
     for (const auto& a : allowed)
       if (edit_distance(key, a) <= 2) hint = " (did you mean '" + a + "'?)";
+    for (const auto& d : deeper)
+      if (hint.empty() && d.size() > key.size() && d.ends_with("." + key)) hint = " (did you mean '" + d + "'?)";
     const std::string path = map.path().empty() ? key : map.path() + "." + key;
     const std::string message = "unknown key '" + key + "' " + in_map(map) + hint + "; allowed: " + join(allowed);
     // A key no file has may come from a --set of one of its children (--set paralel.chunks=8).

@@ -76,8 +76,10 @@ class Field {
   YAML::Mark mark_;
 };
 
-/// Requires a map whose keys are all in `allowed`; the error names the allowed keys.
-void expect_keys(const Field& map, const std::vector<std::string>& allowed);
+/// Requires a map whose keys are all in `allowed`; the error names the allowed keys. `deeper`:
+/// full paths of keys further down ("parallel.precision"), offered where an unknown key is the
+/// last part of one (a top-level `precision:` is parallel.precision misplaced).
+void expect_keys(const Field& map, const std::vector<std::string>& allowed, const std::vector<std::string>& deeper = {});
 /// Requires the key to be present.
 Field require(const Field& map, const std::string& key);
 

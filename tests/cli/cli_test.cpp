@@ -316,6 +316,20 @@ TEST_CASE("cli: compare takes the prediction first and the run second, of one pl
   const auto missing = run("compare " + predicted + " " + short_of_one, "", true);
   CHECK(missing.code == 0);
   CHECK_THAT(missing.out, Catch::Contains("holds no actions of rank 1, which the prediction has"));
+  // A run that trained no step (its trace holds the ranks' names and no action): no error of +0%.
+  const std::string nothing = (dir / "nothing.json").string();
+  auto no_actions = trace;
+  no_actions["traceEvents"] = nlohmann::json::array();
+  for (const auto& e : trace["traceEvents"])
+    if (e.value("ph", "") == "M") no_actions["traceEvents"].push_back(e);
+  std::ofstream(nothing) << no_actions.dump();
+  const auto empty = run("compare " + predicted + " " + nothing, "", true);
+  CHECK(empty.code == 2);
+  CHECK_THAT(empty.out, Catch::Contains("holds no actions: the run it records trained no step"));
+  // A file given twice would merge its actions twice.
+  const auto twice = run("trace " + measured + " " + measured, "", true);
+  CHECK(twice.code == 2);
+  CHECK_THAT(twice.out, Catch::Contains("given twice"));
   const auto swapped = run("compare " + measured + " " + predicted, "", true);
   CHECK(swapped.code == 2);
   CHECK_THAT(swapped.out, Catch::Contains("PREDICTED (the first trace) needs a predicted trace"));

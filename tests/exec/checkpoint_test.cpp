@@ -164,6 +164,11 @@ TEST_CASE("exec: DDP and sharded checkpoints survive a rank killed during a save
       CHECK(fs::exists(ckpt / step / "COMPLETE"));
       CHECK(!fs::exists(ckpt / step / "stage-0.pt.tmp"));
     }
+    // Resumed again at step 4 of 4: nothing left to train, refused before any rank starts (it had
+    // trained nothing, written an empty trace and exited 0).
+    const auto again = run_split(saving + " --resume", "", dir / "again.err");
+    CHECK(again.code == 2);
+    CHECK_THAT(again.err, Catch::Contains("is at step 4 and data.steps is 4: nothing is left to train"));
     fs::remove_all(dir);
   }
 }

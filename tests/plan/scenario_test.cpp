@@ -152,6 +152,8 @@ TEST_CASE("plan::Scenario: --set needs key=value and a map to descend into", "[p
   CHECK_THAT(parse_error(kGood, {"hardware.nodes.x=1"}), Catch::Contains("'hardware' is not a map"));
   // A misspelt section that only a flag made is the flag's error, not the file's.
   CHECK_THAT(parse_error(kGood, {"paralel.chunks=8"}), Catch::StartsWith("--set paralel.chunks=8: unknown key 'paralel' at the top level"));
+  // A key of a section given at the top level: the section's key is offered.
+  CHECK_THAT(parse_error(kGood, {"precision=bf16"}), Catch::Contains("unknown key 'precision' at the top level (did you mean 'parallel.precision'?)"));
   // An empty value (an unset shell variable: --set parallel.pipeline=$PP) would be YAML's null and
   // plan the key's default instead of the file's 2.
   CHECK_THAT(parse_error(kGood, {"parallel.pipeline="}), Catch::StartsWith("--set parallel.pipeline=: no value after '='"));
