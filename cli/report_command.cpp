@@ -70,8 +70,9 @@ report::ReportInput simulated_report_input(const plan::Plan& plan, const sim::Si
 int report_command(const ReportArgs& args) {
   check_output(args.output);
   if (!args.predicted.empty() && (!args.scenario.empty() || !args.sets.empty()))
-    throw plan::InputError(plan::Location{args.predicted},
-                           "give either a SCENARIO to simulate or --predicted TRACE, not both");
+    throw plan::InputError(plan::Location{"--predicted " + args.predicted},  // the flag's, not the file's fault
+                           std::string("give either a SCENARIO to simulate or --predicted TRACE, not both (") +
+                               (args.scenario.empty() ? "--set values are a SCENARIO's" : "SCENARIO " + args.scenario + " given too") + ")");
   // Read everything the user named before the (possibly long) simulation, so bad input fails fast.
   std::optional<timeline::Timeline> measured;
   if (!args.measured.empty()) measured = read_timeline(args.measured, "measured");

@@ -234,6 +234,7 @@ TEST_CASE("report: bad input exits 2 and writes nothing", "[report]") {
       "report " + kScenario + " --measured " + measured + " -o " + page,  // a run of 2 ranks beside a plan of 4
       "report -o " + (dir / "no-such-folder" / "r.html").string(),
       "report " + kScenario + " --set parallel.chunks=0 -o " + page,
+      "report " + kScenario + " --predicted " + predicted + " -o " + page,  // both a scenario and a prediction
   };
   for (const auto& args : bad) {
     INFO(args);
@@ -242,6 +243,9 @@ TEST_CASE("report: bad input exits 2 and writes nothing", "[report]") {
     CHECK(!r.out.empty());  // a message on stderr
     CHECK_FALSE(fs::exists(page));
   }
+  // Both given: the flag is at fault, not the file it names.
+  CHECK_THAT(test::run_parallax("report " + kScenario + " --predicted " + predicted + " -o " + page, "", true).out,
+             Catch::StartsWith("--predicted " + predicted + ": give either a SCENARIO to simulate or --predicted TRACE, not both"));
   // Its scenario as given, and its pick (a row of it), are pages it describes.
   const auto best = tune["best"]["overrides"];
   std::string sets;
