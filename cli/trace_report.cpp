@@ -261,6 +261,12 @@ void check_same_job(const timeline::Timeline& predicted, const timeline::Timelin
                                                               ": a prediction and a run of the same plan are needed");
   if (predicted.scenario != measured.scenario)
     std::cerr << "warning: the prediction is of scenario '" << predicted.scenario << "', the run of '" << measured.scenario << "'\n";
+  // A prediction for other hardware than the run's (an A100 plan against a CPU run) compares
+  // machines, not the model; a calibrated profile of the run's machine is named otherwise too,
+  // so this only warns.
+  if (predicted.plan && measured.plan && predicted.plan->hardware != measured.plan->hardware)
+    std::cerr << "warning: the prediction is for hardware '" << predicted.plan->hardware << "', the run was on '" << measured.plan->hardware
+              << "': set a prediction on the run's machine beside it (parallax calibrate writes that machine's profile)\n";
   // A rank with actions predicted but none measured: its trace is missing (a rank that failed
   // before writing it, or a merge that left its file out). Named, as its rows compare to nothing.
   std::vector<bool> ran(static_cast<size_t>(measured.world_size), false), planned(static_cast<size_t>(predicted.world_size), false);

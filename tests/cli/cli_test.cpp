@@ -305,7 +305,15 @@ TEST_CASE("cli: compare takes the prediction first and the run second, of one pl
   auto trace = nlohmann::json::parse(std::ifstream(predicted));
   trace["parallax"]["kind"] = "measured";
   std::ofstream(measured) << trace.dump();
-  CHECK(run("compare " + predicted + " " + measured).code == 0);
+  const auto same = run("compare " + predicted + " " + measured, "", true);
+  CHECK(same.code == 0);
+  CHECK_THAT(same.out, !Catch::Contains("warning"));
+  // A prediction for other hardware than the run's: compared, with a warning.
+  const std::string elsewhere = (dir / "elsewhere.json").string();
+  REQUIRE(run("simulate " + scenario("mlp-fashion-mnist-pipeline2.yaml") + " --set hardware=a100-nvlink-ib -o " + elsewhere).code == 0);
+  const auto machines = run("compare " + elsewhere + " " + measured, "", true);
+  CHECK(machines.code == 0);
+  CHECK_THAT(machines.out, Catch::Contains("warning: the prediction is for hardware 'a100-nvlink-ib', the run was on 'cpu-host'"));
   // A run missing a rank's actions (it stopped before writing its trace): the rank is named.
   const std::string short_of_one = (dir / "short.json").string();
   auto without_rank_1 = trace;
