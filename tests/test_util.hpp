@@ -88,6 +88,15 @@ inline plan::Scenario scenario_from(const std::string& yaml, const std::vector<s
   return plan::parse_scenario(doc);
 }
 
+/// A path under the temporary folder of this process's own (NAME-PID, the pid before any
+/// extension: x.json.gz -> x-PID.json.gz): two test runs at once (two checkouts, or a CI beside a
+/// developer's run) must not share a folder one of them removes.
+inline std::filesystem::path temp_path(const std::string& name) {
+  const size_t dot = name.find('.');
+  const std::string stem = name.substr(0, dot), extension = dot == std::string::npos ? "" : name.substr(dot);
+  return std::filesystem::temp_directory_path() / (stem + "-" + std::to_string(::getpid()) + extension);
+}
+
 /// A file written for one test (in the temporary folder, under `name`), removed after.
 /// A file that lives as long as the object. ctest runs test cases in processes side by side, and
 /// one case may hold two at once, so the name carries the process and a count: without them a case

@@ -151,7 +151,7 @@ TEST_CASE("cli: --help teaches every command and exits 0", "[cli]") {
 }
 
 TEST_CASE("cli: schedule --csv writes a file the scenario can read back", "[cli]") {
-  const auto dir = std::filesystem::temp_directory_path() / "parallax_cli_test";
+  const auto dir = parallax::test::temp_path("parallax_cli_test");
   std::filesystem::create_directories(dir);
   const std::string csv = (dir / "1f1b.csv").string();
   const auto r = run("schedule " + scenario("mlp-fashion-mnist-pipeline2.yaml") + " --csv " + csv + " --json");
@@ -167,7 +167,7 @@ TEST_CASE("cli: schedule --csv writes a file the scenario can read back", "[cli]
 }
 
 TEST_CASE("cli: an output path that names a folder exits 2 and writes nothing", "[cli]") {
-  const auto dir = std::filesystem::temp_directory_path() / "parallax_cli_folder_test";
+  const auto dir = parallax::test::temp_path("parallax_cli_folder_test");
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir / "out");
   const std::string mlp = scenario("mlp-fashion-mnist-pipeline2.yaml"), out = (dir / "out").string();
@@ -214,7 +214,7 @@ TEST_CASE("cli: simulate says what a step's compute kernels are, by kind, on a G
 }
 
 TEST_CASE("cli: simulate --json has the documented fields, and -o writes a Perfetto-loadable trace", "[cli]") {
-  const auto dir = std::filesystem::temp_directory_path() / "parallax_cli_sim";
+  const auto dir = parallax::test::temp_path("parallax_cli_sim");
   std::filesystem::create_directories(dir);
   const std::string trace = (dir / "predicted.json").string();
   const auto r = run("simulate " + scenario("mlp-fashion-mnist-ddp2.yaml") + " -o " + trace + " --json");
@@ -285,7 +285,7 @@ TEST_CASE("cli: trace merges the ranks of a PyTorch profiler job", "[cli]") {
 }
 
 TEST_CASE("cli: trace and compare reject what they cannot read with exit 2", "[cli]") {
-  const auto dir = std::filesystem::temp_directory_path() / "parallax_cli_trace";
+  const auto dir = parallax::test::temp_path("parallax_cli_trace");
   std::filesystem::create_directories(dir);
   const std::string bad = (dir / "bad.json").string();
   std::ofstream(bad) << "{\"traceEvents\": [";

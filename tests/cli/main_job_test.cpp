@@ -39,7 +39,7 @@ plan::Calibration covering(const plan::Plan& plan) {
 
 TEST_CASE("cli: parallax without a command predicts, runs and compares the default, and writes its six outputs",
           "[cli][exec]") {
-  const fs::path dir = fs::temp_directory_path() / "parallax_main_job";
+  const fs::path dir = parallax::test::temp_path("parallax_main_job");
   fs::remove_all(dir);
   fs::create_directories(dir / "parallax-out");
   const plan::Plan p = cli::ScenarioArgs{}.resolve();

@@ -21,7 +21,7 @@ using parallax::exec::save_stage;
 using parallax::exec::scan_checkpoints;
 
 fs::path fresh_dir(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / name;
+  const fs::path dir = parallax::test::temp_path(name);
   fs::remove_all(dir);
   return dir;
 }

@@ -214,7 +214,7 @@ TEST_CASE("exec: layer recompute keeps each micro-batch's head, as the plan coun
 TEST_CASE("exec: measured and predicted traces hold the same actions", "[exec][run]") {
   INFO("Fashion-MNIST is missing: scripts/setup.sh installs dataset-fashion-mnist");
   REQUIRE(fashion_mnist_installed());
-  const auto dir = std::filesystem::temp_directory_path() / "parallax_exec_trace";
+  const auto dir = parallax::test::temp_path("parallax_exec_trace");
   std::filesystem::create_directories(dir);
   const std::string sets =
       " --set data.steps=2 --set model.hidden=32 --set parallel.data=1 --set parallel.pipeline=2 --set parallel.chunks=4 "
@@ -253,7 +253,7 @@ TEST_CASE("exec: measured and predicted traces hold the same actions", "[exec][r
 TEST_CASE("exec: a resumed run continues with the losses of an uninterrupted one", "[exec][run]") {
   INFO("Fashion-MNIST is missing: scripts/setup.sh installs dataset-fashion-mnist");
   REQUIRE(fashion_mnist_installed());
-  const auto dir = std::filesystem::temp_directory_path() / "parallax_exec_ckpt";
+  const auto dir = parallax::test::temp_path("parallax_exec_ckpt");
   std::filesystem::remove_all(dir);
   const std::string layout = " --set parallel.pipeline=2 --set parallel.data=1 --set parallel.chunks=2 --set data.steps=";
   const auto full = run("run " + kMlp + kSmall + layout + "4");
@@ -373,7 +373,7 @@ TEST_CASE("exec: bad input exits 2 before any rank starts", "[exec][run]") {
   CHECK(run("run " + kMlp + " --set parallel.precision=bf16 --set hardware=t4-pcie").code == 2);
   CHECK(run("run " + kMlp + " --nproc 3").code == 2);
   CHECK(run("run " + kMlp + " --resume").code == 2);
-  CHECK(run("run " + kMlp + " --checkpoint-dir " + (std::filesystem::temp_directory_path() / "px-unused").string()).code == 2);  // saves nothing alone
+  CHECK(run("run " + kMlp + " --checkpoint-dir " + (parallax::test::temp_path("px-unused")).string()).code == 2);  // saves nothing alone
   CHECK(run("run " + kMlp + " --checkpoint-every -3").code == 2);
   CHECK(run("run " + kMlp + " -o /nonexistent/dir/t.json").code == 2);
   // A checkpoint folder that cannot be made: before any rank starts, not at the first save.
@@ -453,7 +453,7 @@ TEST_CASE("exec: a loss scaler keeps the losses, follows GradScaler's rule and s
   CHECK(shorter > 0.2);
 
   // A checkpoint keeps the scale: resumed, the scales go on as in the uninterrupted run.
-  const auto dir = std::filesystem::temp_directory_path() / "parallax_exec_scaler_ckpt";
+  const auto dir = parallax::test::temp_path("parallax_exec_scaler_ckpt");
   std::filesystem::remove_all(dir);
   REQUIRE(run("run " + kMlp + kSmall + layout + "3 --checkpoint-dir " + dir.string() + " --checkpoint-every 3", scaler).code == 0);
   const auto resumed = steps(run("run " + kMlp + kSmall + layout + "4 --checkpoint-dir " + dir.string() + " --resume", scaler));

@@ -108,7 +108,7 @@ TEST_CASE("exec: under shard gradients the measured peak is the plan's, within 5
 TEST_CASE("exec: a sharded run traces each layer's gradient reduction, as the simulator predicts it", "[exec][run][shard]") {
   INFO("Fashion-MNIST is missing: scripts/setup.sh installs dataset-fashion-mnist");
   REQUIRE(fashion_mnist_installed());
-  const auto dir = std::filesystem::temp_directory_path() / "parallax_exec_shard_trace";
+  const auto dir = parallax::test::temp_path("parallax_exec_shard_trace");
   std::filesystem::create_directories(dir);
   const std::string sets = " --set data.steps=1 --set model.hidden=32 --set parallel.shard=full";
   const std::string measured = (dir / "m.json").string(), predicted = (dir / "p.json").string();
@@ -126,7 +126,7 @@ TEST_CASE("exec: a sharded run traces each layer's gradient reduction, as the si
 TEST_CASE("exec: a sharded run traces each parameter gather as an action, where the layers need them", "[exec][run][shard]") {
   INFO("Fashion-MNIST is missing: scripts/setup.sh installs dataset-fashion-mnist");
   REQUIRE(fashion_mnist_installed());
-  const auto dir = std::filesystem::temp_directory_path() / "parallax_exec_shard_gathers";
+  const auto dir = parallax::test::temp_path("parallax_exec_shard_gathers");
   std::filesystem::create_directories(dir);
   const std::string measured = (dir / "m.json").string(), predicted = (dir / "p.json").string();
   // full: each unit before its forward and again before its backward (resharded after forward), in

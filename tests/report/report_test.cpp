@@ -26,7 +26,7 @@ namespace fs = std::filesystem;
 const std::string kScenario = std::string(PARALLAX_SOURCE_DIR) + "/scenarios/gpipe-1b-4xA100.yaml";
 
 fs::path fresh_dir(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("parallax-report-test-" + name);
+  const fs::path dir = parallax::test::temp_path("parallax-report-test-" + name);
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;

@@ -95,7 +95,7 @@ const char* kSendFirstCsv =
     "1RECV_F0,1F0,1B0,1SEND_B0,1RECV_F1,1F1,1B1,1SEND_B1\n";
 
 struct CsvScenario {
-  std::string dir = (std::filesystem::temp_directory_path() / "parallax_nccl_test").string();
+  std::string dir = (parallax::test::temp_path("parallax_nccl_test")).string();
   std::string yaml;
   explicit CsvScenario(const std::string& csv, const std::string& hardware) {
     std::filesystem::create_directories(dir);

@@ -80,7 +80,7 @@ TEST_CASE("timeline::read_trace: malformed traces are rejected with their positi
 TEST_CASE("timeline::read_trace: a truncated .gz is an error, not a crash", "[timeline]") {
   const std::string full = kFixtures + "/sampled_rank-0.json.gz";
   if (!std::filesystem::exists(full)) parallax::test::skip("fixtures", "../shared/fixtures is not present");
-  const auto cut = std::filesystem::temp_directory_path() / "parallax_cut.json.gz";
+  const auto cut = parallax::test::temp_path("parallax_cut.json.gz");
   std::filesystem::copy_file(full, cut, std::filesystem::copy_options::overwrite_existing);
   std::filesystem::resize_file(cut, std::filesystem::file_size(full) / 2);
   CHECK_THROWS_AS(timeline::read_trace(cut.string()), plan::InputError);
