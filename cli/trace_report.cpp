@@ -249,6 +249,40 @@ timeline::LoadedTrace read_trace_of_kind(const std::string& path, const std::str
   return t;
 }
 
+namespace {
+// What sets two plans' actions or their precision apart, as "schedule: predicted gpipe, run
+// 1f1b; chunks: ..."; "" when none does. Fields an older trace lacks read as equal.
+std::string plan_differences(const timeline::PlanSummary& p, const timeline::PlanSummary& m) {
+  std::string out;
+  const auto differ = [&](const std::string& what, const std::string& a, const std::string& b) {
+    if (a.empty() || b.empty() || a == b) return;
+    out += (out.empty() ? "" : "; ") + what + ": predicted " + a + ", run " + b;
+  };
+  const auto list = [](const std::vector<int>& v) {
+    std::string s;
+    for (int x : v) s += (s.empty() ? "[" : ", ") + std::to_string(x);
+    return s.empty() ? s : s + "]";
+  };
+  const auto grid = [](const timeline::PlanSummary& s) {
+    return "data " + std::to_string(s.data) + " x context " + std::to_string(s.context) + " x pipeline " + std::to_string(s.pipeline) +
+           " x tensor " + std::to_string(s.tensor);
+  };
+  differ("grid", grid(p), grid(m));
+  differ("schedule", p.schedule, m.schedule);
+  differ("virtual stages", std::to_string(p.virtual_stages), std::to_string(m.virtual_stages));
+  differ("chunks", std::to_string(p.chunks), std::to_string(m.chunks));
+  differ("micro-batch size", p.microbatch_size > 0 ? std::to_string(p.microbatch_size) : "",
+         m.microbatch_size > 0 ? std::to_string(m.microbatch_size) : "");
+  // "balanced" splits on the profile's costs, so a calibrated profile may split otherwise.
+  const std::string lens = list(m.partition_len);
+  differ("layers per stage", list(p.partition_len), lens);
+  if (list(p.partition_len) != lens && !lens.empty() && !list(p.partition_len).empty())
+    out += ", which --set 'parallel.partition_len=" + lens + "' gives the prediction";
+  differ("precision", p.precision, m.precision);
+  return out;
+}
+}  // namespace
+
 void check_same_job(const timeline::Timeline& predicted, const timeline::Timeline& measured, const std::string& measured_path) {
   // A run that trained no step (resumed from a checkpoint already at data.steps) measured nothing
   // to set a prediction against: no step time of 0.
@@ -259,6 +293,13 @@ void check_same_job(const timeline::Timeline& predicted, const timeline::Timelin
     throw plan::InputError(plan::Location{measured_path}, "a run of " + std::to_string(measured.world_size) +
                                                               " ranks, against a prediction of " + std::to_string(predicted.world_size) +
                                                               ": a prediction and a run of the same plan are needed");
+  if (predicted.plan && measured.plan) {
+    if (const std::string differ = plan_differences(*predicted.plan, *measured.plan); !differ.empty())
+      throw plan::InputError(plan::Location{measured_path},
+                             "a run of another plan than the prediction's (" + differ +
+                                 "): compare sets a prediction beside a run of the same plan; simulate the run's scenario with the "
+                                 "--set values the run was given (parallax what-if asks what another plan would do)");
+  }
   if (predicted.scenario != measured.scenario)
     std::cerr << "warning: the prediction is of scenario '" << predicted.scenario << "', the run of '" << measured.scenario << "'\n";
   // A prediction for other hardware than the run's (an A100 plan against a CPU run) compares

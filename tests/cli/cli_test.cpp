@@ -314,6 +314,16 @@ TEST_CASE("cli: compare takes the prediction first and the run second, of one pl
   const auto machines = run("compare " + elsewhere + " " + measured, "", true);
   CHECK(machines.code == 0);
   CHECK_THAT(machines.out, Catch::Contains("warning: the prediction is for hardware 'a100-nvlink-ib', the run was on 'cpu-host'"));
+  // A prediction of another plan (other chunks and schedule): its actions pair with nothing, its
+  // error is the plans', not the model's. Refused, naming what differs.
+  const std::string other_plan = (dir / "other_plan.json").string();
+  REQUIRE(run("simulate " + scenario("mlp-fashion-mnist-pipeline2.yaml") + " --set parallel.chunks=4 --set parallel.schedule=gpipe -o " +
+              other_plan).code == 0);
+  const auto plans = run("compare " + other_plan + " " + measured, "", true);
+  CHECK(plans.code == 2);
+  CHECK_THAT(plans.out, Catch::Contains("a run of another plan than the prediction's (schedule: predicted gpipe, run 1f1b; chunks: predicted 4, run 8; micro-batch size: predicted 16, run 8)"));
+  CHECK(run("report --predicted " + other_plan + " --measured " + measured + " -o " + (dir / "page.html").string()).code == 2);
+  CHECK_FALSE(std::filesystem::exists(dir / "page.html"));
   // A run missing a rank's actions (it stopped before writing its trace): the rank is named.
   const std::string short_of_one = (dir / "short.json").string();
   auto without_rank_1 = trace;
