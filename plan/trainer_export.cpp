@@ -193,6 +193,32 @@ std::string megatron_rotary(const BlockForm& f, std::vector<std::pair<std::strin
   return "the model's config scales its rotary positions by '" + r.scaling + "', which these arguments leave out: set it in Megatron-LM";
 }
 
+// The flags are Megatron-LM's at d98e8a64 (2026-08-22). What in this output a release before it
+// lacks, by the release that first has it (each read in that tag's arguments.py or attention.py):
+// a note naming the oldest release that runs the command, or "" when core_r0.14.0 does.
+std::string megatron_release_note(const std::vector<TrainerArgument>& a, const LayerShape& sh, const ParallelSpec& par) {
+  const auto has = [&](const std::string& flag, const std::string& value = "") {
+    return std::any_of(a.begin(), a.end(), [&](const TrainerArgument& x) { return x.first == flag && (value.empty() || x.second == value); });
+  };
+  struct Need { bool in_output; int release; const char* what; };  // release: 15, 16 (core_r0.N.0) or 17 (later, main)
+  const Need needs[] = {
+      {has("--window-size"), 15, "--window-size"},
+      {has("--moe-flex-dispatcher-backend"), 16, "--moe-flex-dispatcher-backend"},
+      {par.tensor > sh.kv_heads(), 16, "key/value heads replicated over the tensor ranks"},
+      {has("--position-embedding-type", "yarn"), 17, "--position-embedding-type yarn"},
+  };
+  int oldest = 14;
+  std::string what;
+  for (const Need& n : needs)
+    if (n.in_output) {
+      oldest = std::max(oldest, n.release);
+      what += (what.empty() ? "" : ", ") + std::string(n.what);
+    }
+  if (oldest == 14) return "";
+  return "needs Megatron-LM " + (oldest == 17 ? std::string("main after core_r0.16.0") : "core_r0." + std::to_string(oldest) + ".0 or later") +
+         " (" + what + "); the flags are main's at d98e8a64";
+}
+
 }  // namespace
 
 TrainerExport export_megatron(const Plan& p) {
@@ -302,7 +328,11 @@ TrainerExport export_megatron(const Plan& p) {
   if (!f.bias) a.push_back({"--disable-bias-linear", ""});
   if (f.qkv_bias && !f.bias) a.push_back({"--add-qkv-bias", ""});
   a.insert(a.end(), {{"--attention-dropout", number_text(f.dropout)}, {"--hidden-dropout", number_text(f.dropout)}});
-  a.push_back({"--attention-backend", sh.flash_attention ? "flash" : "unfused"});
+  // Transformer Engine's fused (cuDNN) attention, as NVIDIA's own H100 recipes take
+  // (examples/llama/train_llama3_8b_h100_fp8.sh): a flash-style kernel, as the plan costs it, and
+  // the one that runs latent attention's unequal key and value head widths on every Transformer
+  // Engine release (2.7's FlashAttention refuses them).
+  a.push_back({"--attention-backend", sh.flash_attention ? "fused" : "unfused"});
   // The model's own vocabulary: Megatron-LM pads it itself (--make-vocab-size-divisible-by), as the plan did.
   const int64_t vocab = p.unpadded_vocab > 0 ? p.unpadded_vocab : p.layers().front().shape.vocab;
   a.insert(a.end(), {{"--tokenizer-type", "NullTokenizer"}, {"--vocab-size", std::to_string(vocab)}});
@@ -333,6 +363,7 @@ TrainerExport export_megatron(const Plan& p) {
     not_megatron.push_back("torch's DDP buckets");
   if (s.layers.back().shape.loss == Loss::eager) not_megatron.push_back("torch's cross entropy");
   if (!rotary_note.empty()) out.notes.push_back(rotary_note);
+  if (const std::string release = megatron_release_note(a, sh, par); !release.empty()) out.notes.push_back(release);
   if (!not_megatron.empty()) {
     std::string what = not_megatron.front();
     for (size_t i = 1; i < not_megatron.size(); ++i) what += (i + 1 == not_megatron.size() ? " and " : ", ") + not_megatron[i];
@@ -520,6 +551,13 @@ TrainerExport export_torchtitan(const Plan& p) {
     out.notes.push_back("torchtitan reduce-scatters FSDP's gradients after every micro-batch's backward; this plan was predicted "
                         "reducing them once a step: plan it with parallel.reduce_scatter_every_microbatch: true (framework: "
                         "torchtitan sets it) for the step time and memory this config gets");
+  // Its replicas (replicate, DDP) reduce in backward hooks, which its loop never turns off either.
+  if (!fsdp && par.data > 1 && par.pipeline == 1 && par.chunks * par.grad_accumulation > 1) {
+    const int microbatches = par.chunks * par.grad_accumulation;
+    out.notes.push_back("torchtitan's DDP all-reduces the gradients after every micro-batch's backward (" + std::to_string(microbatches) +
+                        " a step); this plan was predicted reducing them once, which is how Parallax predicts DDP: the step this "
+                        "config gets is longer by " + std::to_string(microbatches - 1) + " all-reduces of the gradients");
+  }
   if (s.framework != Framework::torchtitan && s.framework != Framework::pytorch)
     out.notes.push_back(std::string("this plan was predicted with framework: ") + name(s.framework) + " (" + trainer_name(s.framework) +
                         "'s semantics), not torchtitan's: plan it with framework: torchtitan for the step time this config gets");

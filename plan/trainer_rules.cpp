@@ -68,6 +68,11 @@ std::optional<TrainerRefusal> megatron_refusal(const Scenario& s) {
   if (par.context > 1 && block && !block->shape.flash_attention)
     return TrainerRefusal{"parallel.context", "Megatron-LM runs context parallelism in Transformer Engine's fused attention only; "
                                               "set model.attention: flash"};
+  // Transformer Engine's flash and fused attention take 16-bit inputs only (dot_product_attention/
+  // utils.py, "Filter: Data type"): a float32 model gets the unfused attention, not the plan's.
+  if (par.precision == Precision::fp32 && block && block->shape.flash_attention)
+    return TrainerRefusal{"model.attention", "Megatron-LM's flash attention (Transformer Engine's) runs in bf16 or fp16, and this plan is "
+                                             "fp32: set model.attention: standard (its unfused attention) or parallel.precision: bf16"};
   if (par.activation_checkpointing == Recompute::selective_op)
     return TrainerRefusal{"parallel.activation_checkpointing", "selective_op is torchtitan's per-op checkpointing; Megatron-LM recomputes "
                                                                "selectively by module: set parallel.activation_checkpointing: selective "
@@ -141,9 +146,20 @@ std::optional<TrainerRefusal> torchtitan_refusal(const Scenario& s) {
   if (par.tensor > 1 && !par.sequence_parallel)
     return TrainerRefusal{"parallel.sequence_parallel", "torchtitan's tensor parallelism always splits the sequence in the norms; set "
                                                         "parallel.sequence_parallel: true"};
+  const Layer* block = first_block(s);
+  // Its Llama splits the key/value projections' columns over the tensor ranks and views them as
+  // whole heads (model.py): the ranks must divide the key/value heads.
+  if (par.tensor > 1 && block && block->shape.kv_heads() % par.tensor != 0)
+    return TrainerRefusal{"parallel.tensor", "torchtitan splits the " + std::to_string(block->shape.kv_heads()) + " key/value heads over the " +
+                                                 std::to_string(par.tensor) + " tensor ranks, which must divide them (it does not replicate "
+                                                 "them): set parallel.tensor to a divisor of " + std::to_string(block->shape.kv_heads())};
+  // parallelize.py asserts seq_len % (tensor x 2 x context) == 0 (parallel_dims.seq_len_divisor:
+  // sequence parallelism splits by tensor, context parallelism's load balancing by 2 x context).
+  if (const int64_t divisor = int64_t{par.tensor} * 2 * par.context; block && block->shape.seq_len % divisor != 0)
+    return TrainerRefusal{"model.seq_len", "torchtitan needs seq_len a multiple of tensor x 2 x context (" + std::to_string(divisor) +
+                                               "; parallel_dims.py), and this plan's is " + std::to_string(block->shape.seq_len)};
   // Async tensor parallelism is a torch.compile pass; the plan costs the blocks' memory-bound ops
   // fused (torch.compile) unless model.kernels says eager.
-  const Layer* block = first_block(s);
   if (par.tp_comm_overlap && par.tensor > 1 && block && block->shape.eager)
     return TrainerRefusal{"parallel.tp_comm_overlap", "torchtitan's async tensor parallelism needs torch.compile, and this plan's "
                                                       "model.kernels is eager: set model.kernels: fused or tp_comm_overlap: false"};

@@ -113,7 +113,7 @@ namespace {
 // Megatron-LM's option names that export_megatron may print, copied from the parser that
 // megatron/training/arguments.py builds (NVIDIA/Megatron-LM at d98e8a64, 2026-08-22: its literal
 // add_argument calls and the options it generates from TransformerConfig's fields; the choices
-// printed are among that parser's: --attention-backend flash|unfused, --normalization
+// printed are among that parser's: --attention-backend fused|unfused, --normalization
 // LayerNorm|RMSNorm, --fp8-format hybrid, --recompute-granularity full|selective, --recompute-method
 // uniform|block, --optimizer adam|sgd, --tokenizer-type NullTokenizer). A name the parser lacks
 // would make the exported command fail at launch.
@@ -597,6 +597,25 @@ TEST_CASE("plan::export: what the trainers would refuse at launch, or run as ano
              Catch::Contains("parallel.shard_group") && Catch::Contains("replicates"));
   // Megatron-core's sequence parallelism asserts that the tensor ranks divide the tokens.
   CHECK_THAT(export_error(megatron, {"model.seq_len=4100"}), Catch::Contains("model.seq_len") && Catch::Contains("must divide"));
+  // torchtitan's parallelize.py asserts seq_len % (tensor x 2 x context) == 0: 8196 % 16 = 4.
+  CHECK_THAT(export_error(titan, {"parallel.tensor=8", "parallel.data=8", "parallel.sequence_parallel=true", "model.seq_len=8196"}),
+             Catch::Contains("multiple of tensor x 2 x context (16") && Catch::Contains("8196"));
+  // Its Llama views each tensor rank's key/value columns as whole heads: 8 heads over 16 ranks do
+  // not split. Megatron-core replicates them since core_r0.16.0 (attention.py), and the note says so.
+  CHECK_THAT(export_error(titan, {"parallel.tensor=16", "parallel.tensor_across_nodes=true", "parallel.data=4", "parallel.sequence_parallel=true"}),
+             Catch::Contains("splits the 8 key/value heads over the 16 tensor ranks"));
+  CHECK_THAT(megatron({"parallel.tensor=16", "parallel.tensor_across_nodes=true", "parallel.data=1"}).text,
+             Catch::Contains("# needs Megatron-LM core_r0.16.0 or later (key/value heads replicated over the tensor ranks)"));
+  CHECK_THAT(megatron({}).text, !Catch::Contains("# needs Megatron-LM"));
+  // Transformer Engine's flash and fused attention take 16-bit inputs: fp32 with flash attention
+  // has no attention backend in Megatron-LM; with standard attention it is the unfused one.
+  CHECK_THAT(export_error(megatron, {"parallel.precision=fp32"}), Catch::Contains("set model.attention: standard"));
+  CHECK(as_map(megatron({"parallel.precision=fp32", "model.attention=standard"})).at("--attention-backend") == "unfused");
+  CHECK(as_map(megatron({})).at("--attention-backend") == "fused");
+  // torchtitan's DDP reduces after every micro-batch: a plan accumulating 4 says it is short by 3.
+  CHECK_THAT(titan({"parallel.shard=none", "parallel.grad_accumulation=4", "framework=torchtitan"}).text,
+             Catch::Contains("after every micro-batch's backward (4 a step)") && Catch::Contains("longer by 3 all-reduces"));
+  CHECK_THAT(titan({"parallel.shard=none", "framework=torchtitan"}).text, !Catch::Contains("after every micro-batch's backward"));
   // torchtitan's flavor is Llama 3's tokenizer and rotary positions as well as its shape.
   CHECK_THAT(export_error(titan, {"model.vocab=32768"}), Catch::Contains("vocabulary of 128256"));
   // The plan was predicted as another trainer runs it: said.
