@@ -1,28 +1,64 @@
 // The engine: part of the Simulation in sim/simulation.hpp.
 #include "sim/simulation.hpp"
 
+#include <unordered_set>
+
 namespace parallax::sim::detail {
 
 namespace {
 
-// Megatron-LM's schedules exchange activations in pairs: after a forward, one batch_isend_irecv
-// sends its output and receives the next forward's input (send_forward_recv_forward, and the
-// backward's and 1F1B's alike), and the rank waits for both. The lowered lists (torch's order) put
-// the receive before the send; on NCCL with parallel.p2p megatron the send goes first, so its
-// data flows while the rank waits for its receive rather than after it. Sends there never wait,
-// so moving one earlier cannot hold anything up.
+// Megatron-LM's schedules wait for a stage's input just before the forward or backward that takes
+// it: its 1F1B sends an output and receives the next compute's input in one batch_isend_irecv
+// (send_forward_recv_backward and the like) right after a compute, and its interleaved schedule
+// (overlap_p2p_comm, the default there) posts the receive then and waits on it in
+// pp_pre_forward / before the backward (core/pipeline_parallel/schedules.py). torch's lowered
+// lists put some receives earlier: the interleaved ones post the next micro-batch's input before
+// the current forward (torch's runtime waits at the compute too). On NCCL with parallel.p2p
+// megatron each receive is therefore played just before the compute it feeds, after any send
+// before it, so its data flows while the rank computes. Sends there never wait and receives count
+// as posted ahead, so waiting later cannot hold anything up.
 const schedule::Schedule& megatron_batched_p2p(const plan::Plan& plan, schedule::Schedule* out) {
   const schedule::Schedule& s = plan.schedule;
   if (s.collectives != schedule::Collectives::nccl || plan.scenario.parallel.p2p != plan::P2p::megatron) return s;
-  auto recv = [](ActionKind k) { return k == ActionKind::RECV_F || k == ActionKind::RECV_B; };
-  auto send = [](ActionKind k) { return k == ActionKind::SEND_F || k == ActionKind::SEND_B; };
+  const int64_t microbatches = s.microbatches();
+  // A receive's key is its consumer's: (stage, micro-batch, forward or backward).
+  const auto key = [&](int stage, int mb, bool forward) { return (static_cast<int64_t>(stage) * microbatches + mb) * 2 + (forward ? 1 : 0); };
+  const auto compute_keys = [&](const Action& a, int64_t keys[2]) {
+    switch (a.kind) {
+      case ActionKind::F: keys[0] = key(a.stage, a.mb, true); return 1;
+      case ActionKind::B:
+      case ActionKind::I: keys[0] = key(a.stage, a.mb, false); return 1;
+      case ActionKind::OVERLAP_F_B: keys[0] = key(a.stage, a.mb, true), keys[1] = key(a.b_stage, a.b_mb, false); return 2;
+      default: return 0;
+    }
+  };
   *out = s;
-  for (auto& list : out->ranks)
-    for (size_t i = 0; i + 1 < list.size(); ++i)
-      if (recv(list[i].kind) && send(list[i + 1].kind)) {
-        std::swap(list[i], list[i + 1]);
-        ++i;
+  std::unordered_map<int64_t, Action> held;  // receives waiting for their consumer
+  std::unordered_set<int64_t> consumers;
+  for (auto& list : out->ranks) {
+    consumers.clear();
+    for (const Action& a : list) {
+      int64_t keys[2];
+      for (int i = 0, n = compute_keys(a, keys); i < n; ++i) consumers.insert(keys[i]);
+    }
+    std::vector<Action> moved;
+    moved.reserve(list.size());
+    for (const Action& a : list) {
+      const bool recv = a.kind == ActionKind::RECV_F || a.kind == ActionKind::RECV_B;
+      if (recv && consumers.count(key(a.stage, a.mb, a.kind == ActionKind::RECV_F))) {
+        held.emplace(key(a.stage, a.mb, a.kind == ActionKind::RECV_F), a);
+        continue;
       }
+      int64_t keys[2];
+      for (int i = 0, n = compute_keys(a, keys); i < n; ++i)
+        if (auto it = held.find(keys[i]); it != held.end()) {
+          moved.push_back(it->second);
+          held.erase(it);
+        }
+      moved.push_back(a);
+    }
+    list = std::move(moved);
+  }
   return *out;
 }
 
