@@ -298,14 +298,17 @@ void check_same_job(const timeline::Timeline& predicted, const timeline::Timelin
       throw plan::InputError(plan::Location{measured_path},
                              "a run of another plan than the prediction's (" + differ +
                                  "): compare sets a prediction beside a run of the same plan; simulate the run's scenario with the "
-                                 "--set values the run was given (parallax what-if asks what another plan would do)");
+                                 "--set values the run was given (to predict another plan from this run: parallax calibrate --from-trace)");
   }
   if (predicted.scenario != measured.scenario)
     std::cerr << "warning: the prediction is of scenario '" << predicted.scenario << "', the run of '" << measured.scenario << "'\n";
   // A prediction for other hardware than the run's (an A100 plan against a CPU run) compares
-  // machines, not the model; a calibrated profile of the run's machine is named otherwise too,
-  // so this only warns.
-  if (predicted.plan && measured.plan && predicted.plan->hardware != measured.plan->hardware)
+  // machines, not the model. A profile calibrated or fitted on the run's machine is named
+  // otherwise but keeps its base's device: the devices tell (the names where a trace lacks them).
+  const auto other_machine = [](const timeline::PlanSummary& p, const timeline::PlanSummary& m) {
+    return !p.device.empty() && !m.device.empty() ? p.device != m.device : p.hardware != m.hardware;
+  };
+  if (predicted.plan && measured.plan && other_machine(*predicted.plan, *measured.plan))
     std::cerr << "warning: the prediction is for hardware '" << predicted.plan->hardware << "', the run was on '" << measured.plan->hardware
               << "': set a prediction on the run's machine beside it (parallax calibrate writes that machine's profile)\n";
   // A rank with actions predicted but none measured: its trace is missing (a rank that failed

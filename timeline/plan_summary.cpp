@@ -21,6 +21,7 @@ json document_of(const Plan& p) {
   out["framework"] = plan::name(s.framework);
   out["framework_set"] = s.framework_set;
   out["hardware"] = s.hardware.name;
+  out["device"] = s.hardware.device.name;  // kept by the profiles calibrated or fitted from it
   out["world_size"] = p.world_size;
   out["nodes"] = p.nodes;
   out["grid"] = {{"data", s.parallel.data},
@@ -142,6 +143,7 @@ std::optional<PlanSummary> read_plan_summary(const json& document) {
   s.document = document;
   s.scenario = document.value("scenario", "");
   s.hardware = document.value("hardware", "");
+  s.device = document.value("device", "");
   s.schedule = document.value("schedule", "");
   s.precision = document.value("precision", "");
   s.optimizer = document.value("optimizer", "");

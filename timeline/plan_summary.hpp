@@ -44,6 +44,9 @@ struct RankSummary {
 struct PlanSummary {
   std::string scenario;
   std::string hardware;
+  /// The profile's device ("" in traces written before 2026-12-07): a profile calibrated or fitted
+  /// on a machine keeps its base's, so two of one machine share it whatever their names.
+  std::string device;
   std::string schedule;   ///< schedule::name(ScheduleKind)
   std::string precision;  ///< plan::name(Precision)
   /// The optimizer's kind and the data source ("" in traces written before 2026-12-06).

@@ -314,6 +314,20 @@ TEST_CASE("cli: compare takes the prediction first and the run second, of one pl
   const auto machines = run("compare " + elsewhere + " " + measured, "", true);
   CHECK(machines.code == 0);
   CHECK_THAT(machines.out, Catch::Contains("warning: the prediction is for hardware 'a100-nvlink-ib', the run was on 'cpu-host'"));
+  // A profile calibrated on the run's machine is named otherwise and keeps its base's device: no warning.
+  const std::string calibrated_profile = (dir / "cpu-host-calibrated.yaml").string(), calibrated = (dir / "calibrated.json").string();
+  {
+    std::ifstream base(std::string(PARALLAX_SOURCE_DIR) + "/scenarios/hardware/cpu-host.yaml");
+    std::stringstream text;
+    text << base.rdbuf();
+    std::string yaml = text.str();
+    yaml.replace(yaml.find("name: cpu-host"), 14, "name: cpu-host-calibrated");
+    std::ofstream(calibrated_profile) << yaml;
+  }
+  REQUIRE(run("simulate " + scenario("mlp-fashion-mnist-pipeline2.yaml") + " --set hardware=" + calibrated_profile + " -o " + calibrated).code == 0);
+  const auto same_machine = run("compare " + calibrated + " " + measured, "", true);
+  CHECK(same_machine.code == 0);
+  CHECK_THAT(same_machine.out, !Catch::Contains("warning"));
   // A prediction of another plan (other chunks and schedule): its actions pair with nothing, its
   // error is the plans', not the model's. Refused, naming what differs.
   const std::string other_plan = (dir / "other_plan.json").string();

@@ -142,7 +142,7 @@ TEST_CASE("mla: multi-token prediction runs the head once more and exports as Me
   const plan::Layer& mtp = two.layers()[3];
   CHECK(mtp.name == "mtp.0");
   CHECK(mtp.flops_per_sample == one.layers()[2].flops_per_sample + 32 * 2 * 2 * 64 * 64);  // + eh_proj
-  const plan::TrainerExport m = plan::export_megatron(test::plan_from(small("framework: megatron\n"), {"model.mtp_layers=1"}));
+  const plan::TrainerExport m = plan::export_megatron(test::plan_from(small("framework: megatron\nparallel: {precision: bf16}\n"), {"model.mtp_layers=1"}));
   auto value = [&](const std::string& flag) {
     for (const auto& a : m.arguments)
       if (a.first == flag) return a.second;
