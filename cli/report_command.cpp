@@ -87,7 +87,10 @@ int report_command(const ReportArgs& args) {
     options.record_link_samples = true;  // the page's link bandwidth
     in = simulated_report_input(p, sim::simulate(p, options));
   }
-  if (measured) check_same_job(in.predicted, *measured, args.measured);
+  if (measured) {
+    in.warnings = check_same_job(in.predicted, *measured, args.measured);
+    for (const std::string& w : in.warnings) std::cerr << "warning: " << w << "\n";
+  }
   if (tune.contains("scenario") && tune["scenario"] != in.predicted.scenario)
     throw plan::InputError(plan::Location{args.tune}, "a tune result of scenario '" + tune["scenario"].get<std::string>() +
                                                           "', not of '" + in.predicted.scenario + "', the one this page shows");

@@ -121,7 +121,7 @@ int trace_command(const std::vector<std::string>& files, bool json) {
 int compare_command(const std::string& predicted, const std::string& measured, bool json) {
   const auto p = read_trace_of_kind(predicted, "predicted", "compare", "PREDICTED (the first trace)");
   const auto m = read_trace_of_kind(measured, "measured", "compare", "MEASURED (the second trace)");
-  check_same_job(p.timeline, m.timeline, measured);
+  for (const std::string& w : check_same_job(p.timeline, m.timeline, measured)) std::cerr << "warning: " << w << "\n";
   const auto report = timeline::compare(p.timeline, m.timeline);
   if (json) std::cout << compare_json(report).dump(2) << "\n";
   else std::cout << compare_text(report);

@@ -283,7 +283,9 @@ std::string plan_differences(const timeline::PlanSummary& p, const timeline::Pla
 }
 }  // namespace
 
-void check_same_job(const timeline::Timeline& predicted, const timeline::Timeline& measured, const std::string& measured_path) {
+std::vector<std::string> check_same_job(const timeline::Timeline& predicted, const timeline::Timeline& measured,
+                                        const std::string& measured_path) {
+  std::vector<std::string> warnings;
   // A run that trained no step (resumed from a checkpoint already at data.steps) measured nothing
   // to set a prediction against: no step time of 0.
   if (measured.events.empty())
@@ -301,7 +303,7 @@ void check_same_job(const timeline::Timeline& predicted, const timeline::Timelin
                                  "--set values the run was given (to predict another plan from this run: parallax calibrate --from-trace)");
   }
   if (predicted.scenario != measured.scenario)
-    std::cerr << "warning: the prediction is of scenario '" << predicted.scenario << "', the run of '" << measured.scenario << "'\n";
+    warnings.push_back("the prediction is of scenario '" + predicted.scenario + "', the run of '" + measured.scenario + "'");
   // A prediction for other hardware than the run's (an A100 plan against a CPU run) compares
   // machines, not the model. A profile calibrated or fitted on the run's machine is named
   // otherwise but keeps its base's device: the devices tell (the names where a trace lacks them).
@@ -309,8 +311,8 @@ void check_same_job(const timeline::Timeline& predicted, const timeline::Timelin
     return !p.device.empty() && !m.device.empty() ? p.device != m.device : p.hardware != m.hardware;
   };
   if (predicted.plan && measured.plan && other_machine(*predicted.plan, *measured.plan))
-    std::cerr << "warning: the prediction is for hardware '" << predicted.plan->hardware << "', the run was on '" << measured.plan->hardware
-              << "': set a prediction on the run's machine beside it (parallax calibrate writes that machine's profile)\n";
+    warnings.push_back("the prediction is for hardware '" + predicted.plan->hardware + "', the run was on '" + measured.plan->hardware +
+                       "': set a prediction on the run's machine beside it (parallax calibrate writes that machine's profile)");
   // A rank with actions predicted but none measured: its trace is missing (a rank that failed
   // before writing it, or a merge that left its file out). Named, as its rows compare to nothing.
   std::vector<bool> ran(static_cast<size_t>(measured.world_size), false), planned(static_cast<size_t>(predicted.world_size), false);
@@ -322,8 +324,9 @@ void check_same_job(const timeline::Timeline& predicted, const timeline::Timelin
   for (size_t r = 0; r < ran.size(); ++r)
     if (planned[r] && !ran[r]) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
   if (!missing.empty())
-    std::cerr << "warning: " << measured_path << " holds no actions of rank" << (missing.find(',') != std::string::npos ? "s " : " ") << missing
-              << ", which the prediction has: a rank that stopped before writing its trace, or a merge that left a file out\n";
+    warnings.push_back(measured_path + " holds no actions of rank" + (missing.find(',') != std::string::npos ? "s " : " ") + missing +
+                       ", which the prediction has: a rank that stopped before writing its trace, or a merge that left a file out");
+  return warnings;
 }
 
 json compare_json(const timeline::CompareReport& r) {

@@ -19,9 +19,12 @@ std::string trace_summary_text(const nlohmann::json& summary);
 timeline::LoadedTrace read_trace_of_kind(const std::string& path, const std::string& kind, const std::string& command,
                                          const std::string& role);
 
-/// A prediction and a run to set side by side are of one job: the same number of ranks (bad input,
-/// exit 2, naming `measured_path`, when not); another scenario name only warns (a run may rename it).
-void check_same_job(const timeline::Timeline& predicted, const timeline::Timeline& measured, const std::string& measured_path);
+/// A prediction and a run to set side by side are of one job: the same number of ranks and the
+/// same plan (bad input, exit 2, naming `measured_path`, when not). Returns what only warns (another
+/// scenario name, another device, a rank with no actions), each a sentence without "warning: ",
+/// for compare's stderr and the report's page alike.
+std::vector<std::string> check_same_job(const timeline::Timeline& predicted, const timeline::Timeline& measured,
+                                        const std::string& measured_path);
 
 nlohmann::json compare_json(const timeline::CompareReport& r);
 std::string compare_text(const timeline::CompareReport& r);

@@ -27,6 +27,9 @@ struct ReportInput {
   std::vector<int32_t> critical_path;
   nlohmann::json tune;  ///< the object `parallax tune --json` prints, or null
   std::string title;    ///< heading; the scenario name when empty
+  /// What the command warned of about the pair (cli::check_same_job): the page shows each, as
+  /// does a few-steps statistic, so that a page sent on carries compare's caveats.
+  std::vector<std::string> warnings;
 };
 
 /// The data the page draws (embedded in it as JSON): summary, ranks, stages, kinds, worst, memory,

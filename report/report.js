@@ -140,6 +140,7 @@ function renderSummary() {
     `${(100 * m.disturbed_share).toFixed(0)}% of them disturbed (over 10% slower). Error = (predicted - measured) / ` +
     `measured. Action figures are over the undisturbed steps; the timeline shows step ${s.shown_step}, the one ` +
     'closest to the measured step.';
+  for (const w of s.warnings || []) stepNote.append(el('strong', { class: 'err-pos warning', text: ` Warning: ${w}.` }));
   if (s.only_predicted || s.only_measured)
     stepNote.append(el('strong', { class: 'err-pos', text: ` The traces hold different actions (${s.only_predicted} only ` +
       `predicted, ${s.only_measured} only measured): they are not of the same plan.` }));

@@ -188,6 +188,9 @@ TEST_CASE("report: predicted and measured traces give compare's step error and p
   CHECK(data["summary"]["step_error"].get<double>() == Approx(expected["step_time_ms"]["error"].get<double>()));
   CHECK(data["summary"]["step_error"].get<double>() == Approx(1 / 1.25 - 1).margin(1e-4));  // everything 1.25x longer
   CHECK(data["summary"]["shown_step"] == 1);  // steps 1 and 2 are measured, equally long: the first of them
+  // Two steps after the warm-up: compare's few-steps caveat goes on the page too.
+  REQUIRE(data["summary"]["warnings"].size() == 1);
+  CHECK_THAT(data["summary"]["warnings"][0].get<std::string>(), Catch::Contains("few steps") && Catch::Contains("this run has 2"));
   REQUIRE(data["kinds"].size() == expected["kinds"].size());
   CHECK(data["kinds"][0]["mean_abs_error"].get<double>() == Approx(expected["kinds"][0]["mean_abs_error"].get<double>()));
   // The predicted trace carries its plan and link counters, so memory and links survive the file.
@@ -280,6 +283,7 @@ TEST_CASE("report: headless Chromium shows the step time and errors, draws the p
   CHECK(element_text(dom, "step-error") == expected);
   CHECK(dom.find("id=\"kinds-table\"") != std::string::npos);
   CHECK(dom.find("id=\"tune-table-ranked\"") != std::string::npos);
+  CHECK(dom.find("Warning: few steps") != std::string::npos);
   // Links that carried traffic show a rate in a unit that shows it, never a bare 0.00.
   const size_t links = dom.find("id=\"links-table\"");
   REQUIRE(links != std::string::npos);
