@@ -125,6 +125,45 @@ void print_launch_shares(const std::vector<timeline::LoadedTrace>& traces) {
 
 // How far from its own run a fitted prediction may land before the user is told (see below).
 constexpr double kFarOff = 0.10;
+namespace {
+
+// A layer factor this far from 1 is no correction of a profile but another job's or machine's
+// times: a datasheet GPU profile lands within 2x of a run's layers, the CPU profile's bf16 guess
+// within 15x, a launch-bound small layer on a GPU within a few tens. The optimizer step and the
+// all-reduces are not judged: a scenario may stand in for what Parallax does not model (the
+// shared Kineto job's Shampoo, written as Adam, fits x770 and predicts its run within 1%).
+constexpr double kImplausibleFactor = 100;
+
+// The fitted layer factors beyond kImplausibleFactor either way, in words ("linear 784x256 forward x4349").
+std::vector<std::string> implausible_factors(const plan::FittedCosts& c) {
+  std::vector<std::string> out;
+  const auto check = [&](const std::string& what, double factor) {
+    if (factor > 0 && (factor > kImplausibleFactor || factor < 1 / kImplausibleFactor))
+      out.push_back(what + " x" + fmt(factor >= 100 ? "%.0f" : "%.3g", factor));
+  };
+  for (const auto& [signature, layer] : c.layers) {
+    check(signature + " forward", layer.forward);
+    check(signature + " backward", layer.backward);
+  }
+  if (out.size() > 3) {  // the first three say it
+    const size_t more = out.size() - 3;
+    out.resize(3);
+    out.push_back("and " + std::to_string(more) + " more");
+  }
+  return out;
+}
+
+// The commands that predict the job's other configurations with the fitted profile: the scenario
+// and --set values the traces measured (but their hardware, which the profile replaces), then it.
+std::string next_commands(const std::string& scenario, const std::vector<std::string>& sets, const std::string& output) {
+  std::string job = scenario.empty() ? "" : scenario + " ";
+  for (const auto& s : sets)
+    if (!s.starts_with("hardware=") && !s.starts_with("hardware.")) job += "--set '" + s + "' ";
+  return "  parallax simulate " + job + "--set hardware=" + output + " --set parallel.chunks=N\n" + "  parallax tune " + job +
+         "--set hardware=" + output + "\n";
+}
+
+}  // namespace
 
 int calibrate_from_traces(const CalibrateArgs& args) {
   if (args.scenarios.size() > 1) {
@@ -178,12 +217,27 @@ int calibrate_from_traces(const CalibrateArgs& args) {
   // further than the base's, past 5%), the user hears it before trusting the what if.
   const double base_error = std::abs(timeline::relative_error(f.base_step, f.measured_step));
   const double fitted_error = std::abs(timeline::relative_error(f.fitted_step, f.measured_step));
+  // One factor a kind of action cannot follow actions of that kind that differ among themselves
+  // (an all-reduce hidden under the backward and the last one exposed), nor the time between actions.
   if (fitted_error > kFarOff || (fitted_error > base_error && fitted_error > 0.05))
     std::fprintf(stderr, "calibrate: warning: the fitted profile predicts the run it was fitted to %.1f%% off (the base %.1f%%): %s "
                  "(compare the fitted prediction's trace with the run's to see where)\n",
                  100 * fitted_error, 100 * base_error,
-                 f.missing.empty() ? "the actions match, the time between them does not"
+                 f.missing.empty() ? "one factor for each kind of action does not follow this run's actions of a kind that "
+                                     "differ among themselves, or the time between actions"
                                    : ("the traces hold no " + plan::join(f.missing, ", ") + ", which the fit kept from the base").c_str());
+  // Too few steps: the statistic (and so every factor) rests on a step or two.
+  if (f.steps < timeline::kMinStatisticSteps) {
+    // A Parallax run's first step is its warm-up; a profiler's sampled steps come from mid-run.
+    const bool warm_up_only = f.steps <= 1 && std::all_of(traces.begin(), traces.end(), [](const auto& t) { return t.format == "parallax"; });
+    std::fprintf(stderr, "calibrate: warning: the fit rests on %d undisturbed step%s%s; the statistic wants %d or more after the "
+                 "warm-up (trace more steps)\n", f.steps, f.steps == 1 ? "" : "s",
+                 warm_up_only ? " (a run of one step has only its warm-up)" : "", timeline::kMinStatisticSteps);
+  }
+  if (const auto far = implausible_factors(f.costs); !far.empty())
+    std::fprintf(stderr, "calibrate: warning: %s %s no correction of %s but the times of another job or machine: check that the "
+                 "traces are of %s as SCENARIO and --set give it\n", plan::join(far, ", ").c_str(), far.size() == 1 ? "is" : "are",
+                 base.name.c_str(), plan.scenario.name.c_str());
   // A profiler trace's own step marks (ProfilerStep#N) hold what its actions do not (data loading,
   // exchanges outside the model): said beside, not fitted.
   std::vector<plan::Time> marked;
@@ -202,11 +256,8 @@ int calibrate_from_traces(const CalibrateArgs& args) {
   std::printf("kernels by kind, against %s's compute model:\n", base.name.c_str());
   for (const auto& line : kernel_lines) std::printf("  %s\n", line.c_str());
   print_launch_shares(traces);
-  std::printf("\nwrote %s; predict the job's other configurations with it:\n"
-              "  parallax simulate %s--set hardware=%s --set parallel.chunks=N\n"
-              "  parallax tune %s--set hardware=%s\n",
-              output.c_str(), scenario.empty() ? "" : (scenario + " ").c_str(), output.c_str(),
-              scenario.empty() ? "" : (scenario + " ").c_str(), output.c_str());
+  std::printf("\nwrote %s; predict the job's other configurations with it:\n%s", output.c_str(),
+              next_commands(scenario, args.sets, output).c_str());
   return 0;
 }
 

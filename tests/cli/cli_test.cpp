@@ -682,9 +682,14 @@ TEST_CASE("cli: calibrate --from-trace fits a profile to a measured run, and sim
   const std::string trace = (dir / "run.json").string(), fitted = (dir / "fitted.yaml").string();
   REQUIRE(run("run " + mlp + sets + " -o " + trace).code == 0);
 
-  const auto fit = run("calibrate --from-trace " + trace + " " + mlp + sets + " -o " + fitted);
+  const auto fit = run("calibrate --from-trace " + trace + " " + mlp + sets + " -o " + fitted, "", true);
   REQUIRE(fit.code == 0);
   CHECK_THAT(fit.out, Catch::Contains("fitted from the traces") && Catch::Contains("kept from cpu-host"));
+  // Seven steps after the warm-up: the fit says what it rests on. The commands it suggests carry
+  // the job's --set values (a 2-chunk plan of 8 steps is what the trace measured).
+  CHECK_THAT(fit.out, Catch::Contains("the fit rests on ") && Catch::Contains("the statistic wants 20 or more"));
+  CHECK_THAT(fit.out, Catch::Contains("--set 'parallel.chunks=4' --set 'data.steps=8' --set hardware=" + fitted));
+  CHECK_THAT(fit.out, !Catch::Contains("no correction of"));
   // The fitted profile predicts the measured configuration as the report says...
   const auto again = run("simulate " + mlp + sets + " --set hardware=" + fitted + " --json");
   REQUIRE(again.code == 0);
@@ -737,6 +742,14 @@ TEST_CASE("cli: calibrate --from-trace takes a profiler job's files per rank as 
   const auto twice = run("calibrate" + rank0 + rank0 + " " + job + " -o " + out.string(), "", true);
   CHECK(twice.code == 2);
   CHECK_THAT(twice.out, Catch::Contains("given twice"));
+  CHECK_THAT(both.out, !Catch::Contains("no correction of"));
+  // The same files against a small MLP of as many ranks: every layer thousands of times its
+  // profile's, which no profile is off by. Fitted, and said.
+  const auto mlp = run("calibrate" + rank0 + rank1 + " " + std::string(PARALLAX_SOURCE_DIR) + "/scenarios/mlp-fashion-mnist-ddp2.yaml" +
+                       " --set parallel.data=128 --set 'hardware={profile: a100-nvlink-ib, nodes: 16}' -o " + out.string(), "", true);
+  REQUIRE(mlp.code == 0);
+  CHECK_THAT(mlp.out, Catch::Contains("no correction of a100-nvlink-ib but the times of another job or machine"));
+  CHECK_THAT(mlp.out, Catch::Contains("--set 'parallel.data=128' --set hardware=" + out.string()));
   // A rank's file of a 128-GPU job is not a run of a one-GPU job.
   const auto other = run("calibrate" + rank0 + " " + std::string(PARALLAX_SOURCE_DIR) + "/bench/data/gpu-transformer.yaml -o " +
                          out.string(), "", true);
