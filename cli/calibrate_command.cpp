@@ -245,6 +245,10 @@ std::vector<std::string> default_calibration_scenarios() {
   std::vector<std::string> out = {""};
   std::vector<fs::path> found;
   const fs::path shipped = shipped_scenarios();
+  if (shipped.empty())  // an installed binary, or one copied out of the checkout
+    std::cerr << "calibrate: warning: no scenarios/ folder here or above the binary, so only the built-in scenario is measured "
+                 "(and probed, some twenty times slower a step than the accuracy set): run it from the checkout, or name the "
+                 "scenarios to measure\n";
   if (!shipped.empty())
     for (const auto& e : fs::directory_iterator(shipped))
       if (e.path().extension() == ".yaml" && uses_cpu_host(e.path())) found.push_back(e.path());
