@@ -90,6 +90,15 @@ int keys_command(bool markdown) {
   return 0;
 }
 
+namespace {
+// A trace's job in words: "a Parallax measured trace of 'S', 2 ranks", "a kineto trace of 128 ranks".
+std::string job_of(const timeline::LoadedTrace& t) {
+  if (t.format == "parallax")
+    return "a Parallax " + t.kind + " trace of '" + t.timeline.scenario + "', " + std::to_string(t.timeline.world_size) + " ranks";
+  return "a " + t.format + " trace" + (t.world_size > 0 ? " of " + std::to_string(t.world_size) + " ranks" : "");
+}
+}  // namespace
+
 int trace_command(const std::vector<std::string>& files, bool json) {
   std::vector<timeline::LoadedTrace> traces;
   std::set<std::string> seen;
@@ -106,11 +115,8 @@ int trace_command(const std::vector<std::string>& files, bool json) {
     const bool parallax = first.format == "parallax" || t.format == "parallax";
     if (parallax && (t.format != first.format || t.kind != first.kind || t.timeline.scenario != first.timeline.scenario ||
                      t.timeline.world_size != first.timeline.world_size))
-      throw plan::InputError(plan::Location{files[i]},
-                             "not of the job of " + files[0] + " (" + first.format + " " + first.kind + " trace of '" + first.timeline.scenario +
-                                 "', " + std::to_string(first.timeline.world_size) + " ranks; this one: " + t.format + " " + t.kind + " of '" +
-                                 t.timeline.scenario + "', " + std::to_string(t.timeline.world_size) +
-                                 " ranks): trace merges the files of one job; compare sets a prediction beside a run");
+      throw plan::InputError(plan::Location{files[i]}, "not of the job of " + files[0] + " (" + job_of(first) + "; this one: " + job_of(t) +
+                                                           "): trace merges the files of one job; compare sets a prediction beside a run");
   }
   const auto summary = trace_summary_json(traces);
   if (json) std::cout << summary.dump(2) << "\n";

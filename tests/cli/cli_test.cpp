@@ -362,6 +362,13 @@ TEST_CASE("cli: compare takes the prediction first and the run second, of one pl
   const auto twice = run("trace " + measured + " " + measured, "", true);
   CHECK(twice.code == 2);
   CHECK_THAT(twice.out, Catch::Contains("given twice"));
+  // A prediction and a run are not one job's files; a profiler's trace beside Parallax's neither.
+  const auto kinds = run("trace " + measured + " " + predicted, "", true);
+  CHECK(kinds.code == 2);
+  CHECK_THAT(kinds.out, Catch::Contains("(a Parallax measured trace of 'mlp-fashion-mnist-pipeline2', 2 ranks; this one: a Parallax "
+                                        "predicted trace of 'mlp-fashion-mnist-pipeline2', 2 ranks)"));
+  const std::string kineto = std::string(PARALLAX_SOURCE_DIR) + "/../shared/fixtures/kineto/sampled_rank-0.json.gz";
+  if (std::filesystem::exists(kineto)) CHECK_THAT(run("trace " + measured + " " + kineto, "", true).out, Catch::Contains("this one: a kineto trace of 128 ranks)"));
   const auto swapped = run("compare " + measured + " " + predicted, "", true);
   CHECK(swapped.code == 2);
   CHECK_THAT(swapped.out, Catch::Contains("PREDICTED (the first trace) needs a predicted trace"));
