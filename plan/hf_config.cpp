@@ -10,14 +10,17 @@ namespace parallax::plan {
 namespace {
 
 // Fields every architecture may hold that change nothing Parallax plans: "_source" (where a shipped
-// config in scenarios/models/ came from), token ids, inference
-// and initialisation settings, dtypes, the rotary base and scaling (how positions are encoded,
+// config in scenarios/models/ came from; any other key transformers writes with a leading "_" is
+// its own bookkeeping, passed over too), token ids, inference and initialisation settings, dtypes
+// (torch_dtype, and dtype, as transformers 4.56 and later write it), a released checkpoint's
+// quantization, the layers' attention kinds (layer_types, read beside sliding_window below),
+// the rotary base and scaling (rope_theta and rope_scaling, or transformers 5's rope_parameters) (how positions are encoded,
 // not what they cost: kept for `parallax export`, read_rotary), norm epsilons (kept for it too,
 // read_definition) and dropout rates (a training choice, the job's model.dropout: 0 unless the
 // scenario says, as these families train).
 const std::vector<std::string> kIgnored = {
     "_source", "_name_or_path", "architectures", "model_type", "bos_token_id", "eos_token_id", "pad_token_id",
-    "torch_dtype", "transformers_version", "use_cache", "initializer_range", "pretraining_tp",
+    "torch_dtype", "dtype", "transformers_version", "rope_parameters", "layer_types", "quantization_config", "use_cache", "initializer_range", "pretraining_tp",
     "rope_theta", "rope_scaling", "rms_norm_eps", "norm_eps", "layer_norm_eps", "layer_norm_epsilon",
     "attention_dropout", "hidden_dropout", "max_position_embeddings", "partial_rotary_factor",
     "head_dim", "kv_channels", "attention_bias", "mlp_bias", "tie_word_embeddings", "sliding_window",
@@ -30,7 +33,7 @@ const std::vector<std::string> kGpt2 = {
     "n_layer", "n_embd", "n_head", "n_inner", "n_positions", "n_ctx", "activation_function", "attn_pdrop",
     "embd_pdrop", "resid_pdrop", "summary_activation", "summary_first_dropout", "summary_proj_to_labels",
     "summary_type", "summary_use_proj", "task_specific_params", "scale_attn_weights",
-    "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn"};
+    "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn", "n_special", "predict_special_tokens"};
 
 // The mixture-of-experts families' own names: the experts, and the router's training settings
 // (auxiliary loss, jitter, logits output, top-k renormalisation), which change no cost. Each
@@ -133,6 +136,38 @@ nlohmann::json parse_json(const std::string& text, const std::string& path) {
   return doc;
 }
 
+// JSON writes a character beyond U+FFFF as a pair of \\u escapes (Python's json.dumps, so
+// save_pretrained, writes an emoji in a path so), which yaml-cpp refuses; YAML writes it as one
+// \\U escape of eight digits. Only escapes change (the text is valid JSON: nlohmann read it), and
+// a line's columns after one move by two.
+std::string astral_escapes_for_yaml(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  const auto hex4 = [&](std::size_t at, unsigned* value) {
+    if (at + 4 > text.size()) return false;
+    *value = static_cast<unsigned>(std::stoul(text.substr(at, 4), nullptr, 16));
+    return true;
+  };
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    unsigned high = 0, low = 0;
+    if (text[i] == '\\' && i + 1 < text.size() && text[i + 1] != 'u') {  // another escape: copied whole
+      out += text.substr(i, 2);
+      ++i;
+      continue;
+    }
+    if (text[i] == '\\' && hex4(i + 2, &high) && high >= 0xD800 && high < 0xDC00 && i + 11 < text.size() && text[i + 6] == '\\' &&
+        text[i + 7] == 'u' && hex4(i + 8, &low) && low >= 0xDC00 && low < 0xE000) {
+      char code[16];
+      std::snprintf(code, sizeof code, "\\U%08X", 0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00));
+      out += code;
+      i += 11;
+      continue;
+    }
+    out += text[i];
+  }
+  return out;
+}
+
 // Each field Parallax reads holds its JSON type.
 void check_types(const nlohmann::json& doc, const Field& c) {
   for (const auto& [key, type] : kFieldTypes) {
@@ -170,18 +205,30 @@ TransformerShape llama_family(const Field& c, const std::string& arch) {
   t.heads = width(c, "num_attention_heads");
   t.ffn = width(c, "intermediate_size");
   t.vocab = width(c, "vocab_size");
-  const Field kv = c["num_key_value_heads"];  // absent or null: one key/value head per query head
-  t.form.kv_heads = kv.present() ? width(c, "num_key_value_heads") : t.heads;
+  // Absent, the config class's default (transformers' MistralConfig, Qwen2Config and the rest);
+  // null, or absent where the default is None (Llama, Nemotron), one key/value head per query head.
+  static const std::map<std::string, int64_t> kDefaultKvHeads = {{"MistralForCausalLM", 8}, {"MixtralForCausalLM", 8},
+                                                                 {"Qwen2ForCausalLM", 32}, {"Qwen3ForCausalLM", 32},
+                                                                 {"Qwen2MoeForCausalLM", 16}, {"Qwen3MoeForCausalLM", 4}};
+  const Field kv = c["num_key_value_heads"];
+  const auto family_kv = kDefaultKvHeads.find(arch);
+  const bool stated = kv.node().IsDefined();  // null is stated: None
+  t.form.kv_heads = kv.present() ? width(c, "num_key_value_heads")
+                    : !stated && family_kv != kDefaultKvHeads.end() ? family_kv->second
+                                                                    : t.heads;
   t.form.mlp = activation(c["hidden_act"].present() ? c["hidden_act"] : require(c, "hidden_act"), arch);
   t.form.tie_embeddings = bool_or(c, "tie_word_embeddings", false);
   if (arch == "Qwen2ForCausalLM" || arch == "Qwen2MoeForCausalLM") {  // Qwen2's attention has biases on Q, K and V, nowhere else
     t.form.bias = false;
     t.form.qkv_bias = true;
   } else {
-    const bool attention = bool_or(c, "attention_bias", false), mlp = bool_or(c, "mlp_bias", attention);
+    // LlamaConfig's mlp_bias defaults to false whatever attention_bias says (configs saved before
+    // transformers 4.42 have no mlp_bias: their MLPs had none).
+    const bool attention = bool_or(c, "attention_bias", false), mlp = bool_or(c, "mlp_bias", false);
     if (attention != mlp)
-      c["mlp_bias"].fail("attention_bias " + std::string(attention ? "true" : "false") + " with mlp_bias " + (mlp ? "true" : "false") +
-                         ": Parallax plans biases on all of a block's linears or on none");
+      (c["mlp_bias"].present() ? c["mlp_bias"] : c["attention_bias"])
+          .fail("attention_bias " + std::string(attention ? "true" : "false") + " with mlp_bias " + (mlp ? "true" : "false") +
+                (c["mlp_bias"].present() ? "" : " (LlamaConfig's default)") + ": Parallax plans biases on all of a block's linears or on none");
     t.form.bias = t.form.qkv_bias = attention;
   }
   // Qwen3's attention norms each head's query and key (Qwen3Attention's q_norm and k_norm, RMSNorm
@@ -191,6 +238,8 @@ TransformerShape llama_family(const Field& c, const std::string& arch) {
   // projection's width is then heads x head_dim.
   if (c["head_dim"].present() && !c["head_dim"].node().IsNull() && to_int(c["head_dim"], 1) * t.heads != t.hidden)
     t.form.head_dim = to_int(c["head_dim"], 1);
+  if (!c["head_dim"].node().IsDefined() && arch == "Qwen3ForCausalLM" && 128 * t.heads != t.hidden)  // Qwen3Config's head_dim: 128
+    t.form.head_dim = 128;
   return t;
 }
 
@@ -282,8 +331,15 @@ Rotary read_rotary(const Field& c) {
   Rotary r;
   if (const Field theta = c["rope_theta"]; theta.present()) r.base = to_number(theta, 0);
   if (const Field fraction = c["partial_rotary_factor"]; fraction.present()) r.fraction = to_number(fraction, 0);
-  const Field scaling = c["rope_scaling"];
+  // transformers 5 holds the base, the rotated share and the scaling in one rope_parameters map
+  // (its rope_type "default" being no scaling).
+  const Field params = c["rope_parameters"];
+  const bool v5 = params.present() && params.is_map();
+  if (v5 && params["rope_theta"].present()) r.base = to_number(params["rope_theta"], 0);
+  if (v5 && params["partial_rotary_factor"].present()) r.fraction = to_number(params["partial_rotary_factor"], 0);
+  const Field scaling = v5 ? params : c["rope_scaling"];
   if (!scaling.present() || !scaling.is_map()) return r;  // absent or null
+  if (v5 && scaling["rope_type"].present() && to_text(scaling["rope_type"]) == "default") return r;
   const Field type = scaling["rope_type"].present() ? scaling["rope_type"] : scaling["type"];
   if (type.present()) r.scaling = to_text(type);
   if (scaling["factor"].present()) r.factor = to_number(scaling["factor"], 0);
@@ -327,21 +383,36 @@ HfModel read_hf_config(const std::string& path, int64_t seq_len) {
   buffer << in.rdbuf();
   const nlohmann::json json = parse_json(buffer.str(), path);
   const std::filesystem::path dir = std::filesystem::path(path).parent_path();
-  const YamlDocument doc = YamlDocument::from_text(buffer.str(), path, dir.empty() ? "." : dir.string());
+  const YamlDocument doc = YamlDocument::from_text(astral_escapes_for_yaml(buffer.str()), path, dir.empty() ? "." : dir.string());
   const Field c = Field::root(doc);
   check_types(json, c);
-  const Field archs = require(c, "architectures");
-  if (!archs.is_sequence() || archs.node().size() != 1)
-    archs.fail("'architectures' must list exactly one architecture, one of: " + join(kArchitectures));
-  HfModel m;
-  m.architecture = to_choice(archs.elements().front(), kArchitectures);
   // transformers picks the config class (and the defaults of fields left out) by model_type, the
-  // model class by architectures: the two must name one family.
+  // model class by architectures: the two must name one family. A config saved from a bare config
+  // class (LlamaConfig(...).save_pretrained, a from-scratch run's) has no architectures: its
+  // model_type's causal LM then.
   static const std::map<std::string, std::string> kModelTypes = {
       {"LlamaForCausalLM", "llama"}, {"MistralForCausalLM", "mistral"}, {"Qwen2ForCausalLM", "qwen2"}, {"Qwen3ForCausalLM", "qwen3"},
       {"GPT2LMHeadModel", "gpt2"}, {"NemotronForCausalLM", "nemotron"}, {"MixtralForCausalLM", "mixtral"},
       {"Qwen2MoeForCausalLM", "qwen2_moe"}, {"Qwen3MoeForCausalLM", "qwen3_moe"}, {"DeepseekV2ForCausalLM", "deepseek_v2"},
       {"DeepseekV3ForCausalLM", "deepseek_v3"}};
+  HfModel m;
+  const Field archs = c["architectures"];
+  if (archs.present() && !archs.node().IsNull()) {
+    if (!archs.is_sequence() || archs.node().size() != 1)
+      archs.fail("'architectures' must list exactly one architecture, one of: " + join(kArchitectures));
+    m.architecture = to_choice(archs.elements().front(), kArchitectures);
+  } else {
+    const Field type = c["model_type"];
+    if (!type.present() || type.node().IsNull())
+      (archs.present() ? archs : c).fail("neither 'architectures' nor 'model_type' says the model's family (one of: " + join(kArchitectures) + ")");
+    for (const auto& [arch, model_type] : kModelTypes)
+      if (model_type == to_text(type)) m.architecture = arch;
+    if (m.architecture.empty()) {
+      std::vector<std::string> types;
+      for (const auto& entry : kModelTypes) types.push_back(entry.second);
+      type.fail("model_type '" + to_text(type) + "' is none Parallax reads (one of: " + join(types) + ")");
+    }
+  }
   if (const Field type = c["model_type"]; type.present() && to_text(type) != kModelTypes.at(m.architecture))
     type.fail("model_type '" + to_text(type) + "' is not " + m.architecture + "'s ('" + kModelTypes.at(m.architecture) + "')");
   const bool is_gpt2 = m.architecture == "GPT2LMHeadModel";
@@ -354,6 +425,8 @@ HfModel read_hf_config(const std::string& path, int64_t seq_len) {
   if (m.architecture.rfind("Qwen", 0) == 0 && is_moe) known.insert(known.end(), kQwen3Moe.begin(), kQwen3Moe.end());
   if (m.architecture == "Qwen2MoeForCausalLM") known.insert(known.end(), kQwen2MoeOnly.begin(), kQwen2MoeOnly.end());
   if (is_deepseek) known.insert(known.end(), kDeepSeek.begin(), kDeepSeek.end());
+  for (const auto& [key, value] : json.items())
+    if (key.starts_with("_")) known.push_back(key);  // transformers' own bookkeeping (_attn_implementation_autoset, ...)
   expect_keys(c, known);
   m.shape = is_gpt2 ? gpt2(c) : llama_family(c, m.architecture);
   if (m.shape.form.rope) m.shape.form.rotary = read_rotary(c);
@@ -367,8 +440,9 @@ HfModel read_hf_config(const std::string& path, int64_t seq_len) {
                                                std::to_string(m.shape.heads) + " attention heads, and no head_dim says each head's width");
   const int64_t kv = m.shape.form.kv_heads > 0 ? m.shape.form.kv_heads : m.shape.heads;
   if (kv > m.shape.heads || m.shape.heads % kv != 0)
-    c["num_key_value_heads"].fail("num_key_value_heads " + std::to_string(kv) + " must divide num_attention_heads " +
-                                  std::to_string(m.shape.heads));
+    c["num_key_value_heads"].fail("num_key_value_heads " + std::to_string(kv) +
+                                  (c["num_key_value_heads"].node().IsDefined() ? "" : " (not in the config: " + m.architecture + "'s default)") +
+                                  " must divide num_attention_heads " + std::to_string(m.shape.heads));
   // Learned positions (GPT-2's table of n_positions rows) bound the sequence. Rotary ones do not:
   // a trainer computes them for the job's length (torchtitan precomputes them to its seq_len; its
   // December 2024 benchmarks, Table 2, trained Llama 3.1 8B at 262,144 tokens on a config stating
@@ -384,12 +458,25 @@ HfModel read_hf_config(const std::string& path, int64_t seq_len) {
   // Mixtral's sliding_window in every block (model.sliding_window). The Qwen families switch it
   // with use_sliding_window and keep their first max_window_layers blocks full, a pattern
   // Parallax does not plan: past their window it refuses.
+  // Absent, MistralConfig's sliding_window is 4096 (Mixtral's None). transformers' layer_types,
+  // where a config states it, names each block's kind: a Qwen block of "sliding_attention" is one
+  // past max_window_layers; elsewhere a window is every block's or none's.
   const Field sliding = c["sliding_window"];
   const bool qwen = m.architecture.rfind("Qwen", 0) == 0;
-  const bool sliding_on = sliding.present() && !sliding.node().IsNull() && (!qwen || bool_or(c, "use_sliding_window", false));
-  if (sliding_on && !qwen) m.shape.window = to_int(sliding, 1);
-  if (sliding_on && qwen && seq_len > to_int(sliding, 1))
-    sliding.fail("sliding-window attention of " + std::to_string(to_int(sliding, 1)) + " tokens at model.seq_len " +
+  const int64_t window_size = sliding.present() ? to_int(sliding, 1)
+                              : !sliding.node().IsDefined() && (m.architecture == "MistralForCausalLM" || qwen) ? 4096
+                                                                                                                : 0;
+  int sliding_blocks = -1;  // as layer_types says; -1 without it
+  if (const Field types = c["layer_types"]; types.present() && types.is_sequence()) {
+    sliding_blocks = 0;
+    for (const Field& t : types.elements()) sliding_blocks += to_choice(t, {"full_attention", "sliding_attention"}) == "sliding_attention";
+    if (!qwen && sliding_blocks > 0 && sliding_blocks != static_cast<int>(types.node().size()))
+      types.fail("layer_types mixes full and sliding-window blocks; Parallax plans a window in every block or none");
+  }
+  const bool sliding_on = window_size > 0 && (qwen ? bool_or(c, "use_sliding_window", false) || sliding_blocks > 0 : sliding_blocks != 0);
+  if (sliding_on && !qwen) m.shape.window = window_size;
+  if (sliding_on && qwen && seq_len > window_size)
+    (sliding.present() ? sliding : c["use_sliding_window"]).fail("sliding-window attention of " + std::to_string(window_size) + " tokens at model.seq_len " +
                  std::to_string(seq_len) + " in the blocks past max_window_layers: Parallax plans a window in every block or "
                  "every block but every n-th (model.full_attention_every); keep seq_len within the window");
   m.shape.seq_len = seq_len;

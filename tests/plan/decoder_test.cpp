@@ -472,7 +472,7 @@ TEST_CASE("plan::hf_config: what it cannot read is refused at the field", "[plan
   SECTION("a sequence past Qwen's sliding window (its first max_window_layers blocks full: not planned)") {
     test::TempFile c("parallax-hf-test.json",
                      R"({"architectures": ["Qwen2ForCausalLM"], "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
-                         "num_hidden_layers": 2, "vocab_size": 100, "hidden_act": "silu", "use_sliding_window": true,
+                         "num_key_value_heads": 4, "num_hidden_layers": 2, "vocab_size": 100, "hidden_act": "silu", "use_sliding_window": true,
                          "sliding_window": 16, "max_window_layers": 1})");
     CHECK_THAT(test::parse_error("model: {hf_config: " + c.path + ", seq_len: 32}\nhardware: ideal\n"),
                Catch::Contains("sliding-window attention of 16 tokens") && Catch::Contains("max_window_layers"));
@@ -512,4 +512,52 @@ TEST_CASE("plan::hf_config: what it cannot read is refused at the field", "[plan
     CHECK_THAT(test::parse_error("model: {hf_config: " + c.path + ", seq_len: 8}\nhardware: ideal\n"),
                Catch::Contains("missing required key 'q_lora_rank' (null for none)"));
   }
+}
+
+// Configs as transformers writes them today, and left-out fields at their config class's defaults:
+// each checked against the same model stated the older or the explicit way.
+TEST_CASE("plan::hf_config: configs as transformers 4.56+ and 5 write them, and fields left to the family's default", "[plan]") {
+  const auto count = [](const std::string& json) {
+    test::TempFile c("parallax-hf-today.json", json);
+    return params(test::scenario_from("model: {hf_config: " + c.path + ", seq_len: 64}\nhardware: ideal\n"));
+  };
+  const auto scenario = [](const std::string& json, int seq_len = 64) {
+    test::TempFile c("parallax-hf-today.json", json);
+    return test::scenario_from("model: {hf_config: " + c.path + ", seq_len: " + std::to_string(seq_len) + "}\nhardware: ideal\n");
+  };
+  const std::string llama = R"("hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2,
+                               "num_hidden_layers": 2, "vocab_size": 100, "hidden_act": "silu")";
+  const int64_t base = count(R"({"architectures": ["LlamaForCausalLM"], "torch_dtype": "bfloat16", )" + llama + "}");
+  // dtype (4.56+), layer_types, transformers' private keys, a checkpoint's quantization: no cost.
+  CHECK(count(R"({"architectures": ["LlamaForCausalLM"], "dtype": "bfloat16", "_attn_implementation_autoset": true,
+                  "layer_types": ["full_attention", "full_attention"], "quantization_config": {"quant_method": "fp8"}, )" + llama + "}") == base);
+  // A bare config class's save: no architectures, its model_type's causal LM.
+  CHECK(count(R"({"model_type": "llama", )" + llama + "}") == base);
+  // transformers 5's rope_parameters: the base read as rope_theta was.
+  const plan::Scenario v5 = scenario(R"({"architectures": ["LlamaForCausalLM"], "rope_parameters": {"rope_theta": 500000.0, "rope_type": "default"}, )" +
+                                     llama + "}");
+  CHECK(v5.layers[1].shape.form.rotary.base == 500000.0);
+  CHECK(v5.layers[1].shape.form.rotary.scaling.empty());
+  // A path with an emoji, as json.dumps writes it: a surrogate pair of \u escapes.
+  CHECK(count(R"({"architectures": ["LlamaForCausalLM"], "_name_or_path": "/data/\ud83e\udd99-ft", )" + llama + "}") == base);
+  // MistralConfig's defaults: 8 key/value heads, a window of 4,096 (MixtralConfig's: 8, none).
+  const std::string wide = R"("hidden_size": 256, "intermediate_size": 128, "num_attention_heads": 16, "num_hidden_layers": 2,
+                              "vocab_size": 100, "hidden_act": "silu")";
+  const plan::Scenario mistral = scenario(R"({"architectures": ["MistralForCausalLM"], )" + wide + "}", 8192);
+  CHECK(params(mistral) == params(scenario(R"({"architectures": ["MistralForCausalLM"], "num_key_value_heads": 8, "sliding_window": 4096, )" +
+                                           wide + "}", 8192)));
+  CHECK(mistral.layers[1].shape.kv_heads() == 8);
+  CHECK(mistral.layers[1].shape.window == 4096);
+  CHECK(scenario(R"({"architectures": ["MistralForCausalLM"], "sliding_window": null, )" + wide + "}", 8192).layers[1].shape.window == 0);
+  // Qwen3Config's head_dim is 128 whatever hidden / heads is (256 / 16 = 16 here).
+  CHECK(count(R"({"architectures": ["Qwen3ForCausalLM"], "num_key_value_heads": 4, )" + wide + "}") ==
+        count(R"({"architectures": ["Qwen3ForCausalLM"], "num_key_value_heads": 4, "head_dim": 128, )" + wide + "}"));
+  // LlamaConfig's mlp_bias is false whatever attention_bias says: not planned as biases everywhere.
+  test::TempFile biased("parallax-hf-today.json", R"({"architectures": ["LlamaForCausalLM"], "attention_bias": true, )" + llama + "}");
+  CHECK_THAT(test::parse_error("model: {hf_config: " + biased.path + ", seq_len: 64}\nhardware: ideal\n"),
+             Catch::Contains("attention_bias true with mlp_bias false (LlamaConfig's default)"));
+  // GPT-2's own n_special and predict_special_tokens (gpt2-medium's config has them).
+  CHECK(count(R"({"architectures": ["GPT2LMHeadModel"], "n_embd": 64, "n_layer": 2, "n_head": 4, "n_positions": 64, "vocab_size": 100,
+                  "n_special": 0, "predict_special_tokens": true})") ==
+        count(R"({"architectures": ["GPT2LMHeadModel"], "n_embd": 64, "n_layer": 2, "n_head": 4, "n_positions": 64, "vocab_size": 100})"));
 }
