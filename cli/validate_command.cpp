@@ -73,11 +73,11 @@ json configuration_json(const Configuration& c, const Prepared& p, const Outcome
           {"measured_ms", o.measured.to_ms()},
           {"statistic", timeline::kStatisticName},
           {"error", o.error},
-          {"spread", o.spread},
+          {"spread", o.undisturbed_runs().size() > 1 ? json(o.spread) : json(nullptr)},  // one run: not measured
           {"runs_ms", runs},
           {"median_ms", o.median.to_ms()},
           {"median_error", o.median_error},
-          {"median_spread", o.median_spread},
+          {"median_spread", o.undisturbed_runs().size() > 1 ? json(o.median_spread) : json(nullptr)},
           {"disturbed_share", o.disturbed_share},
           {"ranks", ranks}};
 }
@@ -94,7 +94,7 @@ void print_json(const ValidateArgs& args, const std::string& profile, const std:
   j["mape"] = s.mean_abs_error;
   j["mean_signed_error"] = s.mean_signed_error;
   j["worst_error"] = s.worst_error;
-  j["median_spread_of_configurations"] = s.spread_median;
+  j["median_spread_of_configurations"] = args.repeats > 1 ? json(s.spread_median) : json(nullptr);
   j["mape_against_median"] = s.median_mean_abs_error;
   j["sweeps"] = json::array();
   for (const auto& [name, v] : s.sweeps)
@@ -108,22 +108,28 @@ void print_json(const ValidateArgs& args, const std::string& profile, const std:
   std::cout << j.dump(2) << "\n";
 }
 
+// A spread over the runs in percent, or a dash where one run measured none.
+std::string spread_text(double spread, bool measured) { return measured ? fmt("%6.1f%%", 100 * spread) : std::string("      -"); }
+
 void print_table(const std::vector<Configuration>& configs, const std::vector<Outcome>& outcomes,
-                 const fit::ValidationSummary& s) {
+                 const fit::ValidationSummary& s, int repeats) {
   std::printf("measured: the %s of each run, the median over runs; spread: (max - min) / measured over the runs\n\n",
               timeline::kStatisticName);
   std::printf("%-52s %10s %10s %8s %7s   %-27s %9s  %s\n", "configuration", "predicted", "measured", "error", "spread",
               "median: ms, error, spread", "disturbed", "bubble per rank, predicted/measured");
   for (size_t i = 0; i < outcomes.size(); ++i) {
     const Outcome& o = outcomes[i];
-    std::printf("%-52s %7.3f ms %7.3f ms %+7.1f%% %6.1f%%   %7.3f ms %+7.1f%% %6.1f%%   %8.0f%%  %s\n",
-                configs[i].label.c_str(), o.predicted.to_ms(), o.measured.to_ms(), 100 * o.error, 100 * o.spread, o.median.to_ms(),
-                100 * o.median_error, 100 * o.median_spread, 100 * o.disturbed_share, bubbles_text(o).c_str());
+    const bool several = o.undisturbed_runs().size() > 1;
+    std::printf("%-52s %7.3f ms %7.3f ms %+7.1f%% %s   %7.3f ms %+7.1f%% %s   %8.0f%%  %s\n", configs[i].label.c_str(),
+                o.predicted.to_ms(), o.measured.to_ms(), 100 * o.error, spread_text(o.spread, several).c_str(), o.median.to_ms(),
+                100 * o.median_error, spread_text(o.median_spread, several).c_str(), 100 * o.disturbed_share, bubbles_text(o).c_str());
   }
   std::printf("\nagainst the %s: mean absolute error %.1f%% over %zu configurations, mean signed %+.1f%%, worst "
-              "%+.1f%% (%s); spread over the runs %.1f%% (median over configurations)\n",
+              "%+.1f%% (%s); %s\n",
               timeline::kStatisticName, 100 * s.mean_abs_error, outcomes.size(), 100 * s.mean_signed_error,
-              100 * s.worst_error, configs[s.worst].label.c_str(), 100 * s.spread_median);
+              100 * s.worst_error, configs[s.worst].label.c_str(),
+              repeats > 1 ? fmt("spread over the runs %.1f%% (median over configurations)", 100 * s.spread_median).c_str()
+                          : "spread over the runs not measured (one run each: --repeats 2 or more measures it)");
   std::printf("against the median step: mean absolute error %.1f%%\n", 100 * s.median_mean_abs_error);
   for (const auto& [name, v] : s.sweeps) {
     if (v.predicted.size() < 2) {
@@ -184,7 +190,7 @@ int validate_command(const ValidateArgs& args, const std::string& self) {
   if (args.json)
     print_json(args, profile, configs, prepared, outcomes, summary);
   else
-    print_table(configs, outcomes, summary);
+    print_table(configs, outcomes, summary, args.repeats);
   return 0;
 }
 
