@@ -223,9 +223,10 @@ function renderCharts() {
   barChart(document.getElementById('bubble-chart'), {
     labels: stages.map(s => `p${s.pipeline_rank}`),
     series: measuredSeries('bubble', stages.map(s => s.bubble_fraction)),
-    unit: 'Bubble fraction of the step per pipeline rank (pN holds stages ' +
-          stages.map(s => `p${s.pipeline_rank}: ${s.stages.join(',')}`).slice(0, 8).join('; ') +
-          (stages.length > 8 ? '; ...' : '') + '), the mean over the replicas that play it',
+    unit: (stages.length === 1 ? 'Bubble fraction of the step (one pipeline rank, holding stage ' + stages[0].stages.join(',') + ')'
+                               : 'Bubble fraction of the step per pipeline rank (pN holds stages ' +
+                                 stages.map(s => `p${s.pipeline_rank}: ${s.stages.join(',')}`).slice(0, 8).join('; ') +
+                                 (stages.length > 8 ? '; ...' : '') + ')') + ', the mean over the replicas that play it',
     format: (v, step) => (100 * v).toFixed(decimals(step && 100 * step, v < 0.1 ? 1 : 0)) + '%',
   });
   barChart(document.getElementById('exposed-chart'), {

@@ -309,6 +309,6 @@ function renderLegend() {
   if (D.summary.measured) box.append(el('span', { class: 'swatch outline' }), 'predicted (outline)', el('span', { class: 'swatch', style: `background:${MEASURED}` }), 'measured (fill)');
   document.getElementById('timeline-help').textContent =
     'Wheel: zoom time. Shift+wheel or wheel over the labels: zoom ranks. Drag: pan. Hover an action for its times.' +
-    (D.summary.measured ? ' Measured actions are drawn inside their predicted outlines, both from their step\'s start.' : '');
+    (D.summary.measured ? ' Measured actions are fills, their predictions outlines over them, both from their step\'s start: a fill past its outline ran longer than predicted.' : '');
 }
 
