@@ -368,6 +368,13 @@ int calibrate_command(const CalibrateArgs& args) {
               << "calibrate: a message (its receive posted at the step's start): the send keeps its rank "
               << fmt("%+.0f", f.send_extra_us) << " us beyond the bare call, delivery takes "
               << fmt("%+.0f", f.delivery_extra_us) << " us beyond idle ranks'\n";
+    // A message cannot arrive sooner in a run than between idle ranks by more than noise: the idle
+    // measurement itself was held up (another process on the cores while it ran).
+    if (f.delivery_extra_us < -0.5 * cal.p2p.latency_us && f.delivery_extra_us < -50)
+      std::cerr << "calibrate: warning: messages arrived " << fmt("%.0f", -f.delivery_extra_us)
+                << " us sooner in the run than between idle ranks (whose latency measured " << fmt("%.0f", cal.p2p.latency_us)
+                << " us): the idle measurement was held up, likely by another process on these cores; calibrate again on an idle "
+                   "machine\n";
     cal.in_run = f;
   }
   const auto* c = &cal;
