@@ -249,39 +249,6 @@ timeline::LoadedTrace read_trace_of_kind(const std::string& path, const std::str
   return t;
 }
 
-namespace {
-// What sets two plans' actions or their precision apart, as "schedule: predicted gpipe, run
-// 1f1b; chunks: ..."; "" when none does. Fields an older trace lacks read as equal.
-std::string plan_differences(const timeline::PlanSummary& p, const timeline::PlanSummary& m) {
-  std::string out;
-  const auto differ = [&](const std::string& what, const std::string& a, const std::string& b) {
-    if (a.empty() || b.empty() || a == b) return;
-    out += (out.empty() ? "" : "; ") + what + ": predicted " + a + ", run " + b;
-  };
-  const auto list = [](const std::vector<int>& v) {
-    std::string s;
-    for (int x : v) s += (s.empty() ? "[" : ", ") + std::to_string(x);
-    return s.empty() ? s : s + "]";
-  };
-  const auto grid = [](const timeline::PlanSummary& s) {
-    return "data " + std::to_string(s.data) + " x context " + std::to_string(s.context) + " x pipeline " + std::to_string(s.pipeline) +
-           " x tensor " + std::to_string(s.tensor);
-  };
-  differ("grid", grid(p), grid(m));
-  differ("schedule", p.schedule, m.schedule);
-  differ("virtual stages", std::to_string(p.virtual_stages), std::to_string(m.virtual_stages));
-  differ("chunks", std::to_string(p.chunks), std::to_string(m.chunks));
-  differ("micro-batch size", p.microbatch_size > 0 ? std::to_string(p.microbatch_size) : "",
-         m.microbatch_size > 0 ? std::to_string(m.microbatch_size) : "");
-  // "balanced" splits on the profile's costs, so a calibrated profile may split otherwise.
-  const std::string lens = list(m.partition_len);
-  differ("layers per stage", list(p.partition_len), lens);
-  if (list(p.partition_len) != lens && !lens.empty() && !list(p.partition_len).empty())
-    out += ", which --set 'parallel.partition_len=" + lens + "' gives the prediction";
-  differ("precision", p.precision, m.precision);
-  return out;
-}
-}  // namespace
 
 std::vector<std::string> check_same_job(const timeline::Timeline& predicted, const timeline::Timeline& measured,
                                         const std::string& measured_path) {
@@ -296,7 +263,7 @@ std::vector<std::string> check_same_job(const timeline::Timeline& predicted, con
                                                               " ranks, against a prediction of " + std::to_string(predicted.world_size) +
                                                               ": a prediction and a run of the same plan are needed");
   if (predicted.plan && measured.plan) {
-    if (const std::string differ = plan_differences(*predicted.plan, *measured.plan); !differ.empty())
+    if (const std::string differ = timeline::plan_differences(*predicted.plan, *measured.plan); !differ.empty())
       throw plan::InputError(plan::Location{measured_path},
                              "a run of another plan than the prediction's (" + differ +
                                  "): compare sets a prediction beside a run of the same plan; simulate the run's scenario with the "

@@ -170,8 +170,14 @@ void PlanSession::update_comparison() {
   comparison_ = timeline::compare(*predicted, *measured_);
   if (measured_->scenario != predicted->scenario)
     mismatch_ = "the run is of scenario '" + measured_->scenario + "', the prediction of '" + predicted->scenario + "'";
+  // The prediction follows the knobs, so another plan than the run's is shown (compare refuses it),
+  // with what differs, as compare names it.
+  std::optional<timeline::PlanSummary> planned = predicted->plan;
+  if (!planned && prediction_ && !predicted_file_) planned = timeline::summarize(prediction_->plan);  // the knobs' plan
+  const std::string differ = planned && measured_->plan ? timeline::plan_differences(*planned, *measured_->plan) : "";
+  if (!differ.empty()) mismatch_ += (mismatch_.empty() ? "" : "; ") + std::string("another plan than the run's (") + differ + ")";
   const size_t one_side = comparison_->only_predicted.size() + comparison_->only_measured.size();
-  if (one_side > 0)
+  if (one_side > 0 && differ.empty())
     mismatch_ += (mismatch_.empty() ? "" : "; ") + std::to_string(one_side) + " actions on one side only: the plans differ";
 }
 

@@ -179,4 +179,36 @@ std::optional<PlanSummary> read_plan_summary(const json& document) {
   return s;
 }
 
+// What sets two plans' actions or their precision apart, as "schedule: predicted gpipe, run
+// 1f1b; chunks: ..."; "" when none does. Fields an older trace lacks read as equal.
+std::string plan_differences(const PlanSummary& p, const PlanSummary& m) {
+  std::string out;
+  const auto differ = [&](const std::string& what, const std::string& a, const std::string& b) {
+    if (a.empty() || b.empty() || a == b) return;
+    out += (out.empty() ? "" : "; ") + what + ": predicted " + a + ", run " + b;
+  };
+  const auto list = [](const std::vector<int>& v) {
+    std::string s;
+    for (int x : v) s += (s.empty() ? "[" : ", ") + std::to_string(x);
+    return s.empty() ? s : s + "]";
+  };
+  const auto grid = [](const PlanSummary& s) {
+    return "data " + std::to_string(s.data) + " x context " + std::to_string(s.context) + " x pipeline " + std::to_string(s.pipeline) +
+           " x tensor " + std::to_string(s.tensor);
+  };
+  differ("grid", grid(p), grid(m));
+  differ("schedule", p.schedule, m.schedule);
+  differ("virtual stages", std::to_string(p.virtual_stages), std::to_string(m.virtual_stages));
+  differ("chunks", std::to_string(p.chunks), std::to_string(m.chunks));
+  differ("micro-batch size", p.microbatch_size > 0 ? std::to_string(p.microbatch_size) : "",
+         m.microbatch_size > 0 ? std::to_string(m.microbatch_size) : "");
+  // "balanced" splits on the profile's costs, so a calibrated profile may split otherwise.
+  const std::string lens = list(m.partition_len);
+  differ("layers per stage", list(p.partition_len), lens);
+  if (list(p.partition_len) != lens && !lens.empty() && !list(p.partition_len).empty())
+    out += ", which --set 'parallel.partition_len=" + lens + "' gives the prediction";
+  differ("precision", p.precision, m.precision);
+  return out;
+}
+
 }  // namespace parallax::timeline

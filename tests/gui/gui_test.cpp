@@ -202,6 +202,15 @@ void GuiTest::a_run_of_another_plan_is_flagged() {
   settle(w);
   QVERIFY(w.session().comparison());
   QVERIFY2(QString::fromStdString(w.session().trace_mismatch()).contains("scenario 'another'"), w.session().trace_mismatch().c_str());
+  // A run whose plan had other chunks: what differs is named, as compare names it.
+  timeline::Timeline chunked = w.session().prediction()->run.timeline;
+  chunked.plan = timeline::summarize(w.session().prediction()->plan);
+  chunked.plan->document["chunks"] = 4;  // what a trace carries
+  w.session().clear_traces();
+  w.open_trace(write_scaled_trace(chunked, 1.0, dir));
+  settle(w);
+  QVERIFY2(QString::fromStdString(w.session().trace_mismatch()).contains("another plan than the run's (chunks: predicted 8, run 4)"),
+           w.session().trace_mismatch().c_str());
 }
 
 void GuiTest::selecting_an_action_highlights_its_micro_batch() {
