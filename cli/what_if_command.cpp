@@ -125,6 +125,7 @@ void print_launch_shares(const std::vector<timeline::LoadedTrace>& traces) {
 
 // How far from its own run a fitted prediction may land before the user is told (see below).
 constexpr double kFarOff = 0.10;
+
 namespace {
 
 // A layer factor this far from 1 is no correction of a profile but another job's or machine's

@@ -245,7 +245,7 @@ class Simulation {
   void on_collective_phase_done(int stage, Time now);
 
   const plan::Plan& plan_;
-  schedule::Schedule batched_;  // the plan's schedule with Megatron-LM's batched sends (megatron_batched_p2p)
+  schedule::Schedule batched_;  // the plan's schedule with Megatron-LM's receives before their computes (megatron_batched_p2p)
   const schedule::Schedule& sched_;
   std::vector<StageCost> costs_;
   bool step_only_ = false;
