@@ -196,7 +196,7 @@ def validate_figures(validate, work, prefix=""):
         return [abs(r[key]) for r in rows if key in r and not (key.startswith("whatif") and r["whatif_fitted_here"])]
 
     out = {"configurations": rows, "steps": validate["configurations"][0]["steps"] if rows else None,
-           "repeats": validate["repeats"], "max_spread": max((r["spread"] for r in rows), default=None)}
+           "repeats": validate["repeats"], "max_spread": max((r["spread"] for r in rows if r["spread"] is not None), default=None)}  # null: one run
     for key in ["calibrated"] + [k for k, _ in PREDICTIONS]:
         e = errors(key + "_error")
         out[key + "_mape"] = statistics.mean(e) if e else None
@@ -240,8 +240,8 @@ def validate_table(v):
         return "%.2f (%s)%s" % (r[key + "_ms"], pct(r[key + "_error"]), fitted)
 
     for r in v["configurations"]:
-        lines.append("| %s | %.2f | %.1f%% | %s |" % (
-            " ".join(r["overrides"]) or "(base)", r["measured_ms"], 100 * r["spread"],
+        lines.append("| %s | %.2f | %s | %s |" % (
+            " ".join(r["overrides"]) or "(base)", r["measured_ms"], pct(r["spread"]).lstrip("+"),
             " | ".join(cell(r, k) for k in ("calibrated", "datasheet", "whatif_datasheet", "whatif_calibrated", "launch"))))
     lines += ["", "Mean absolute error (worst): " + ", ".join(
         "%s %s (%s)" % (k.replace("_", " "), pct(v[k + "_mape"]).lstrip("+"), pct(v[k + "_worst"]).lstrip("+"))
