@@ -156,6 +156,7 @@ std::optional<PlanSummary> read_plan_summary(const json& document) {
   s.tensor = grid.value("tensor", 1);
   s.virtual_stages = grid.value("virtual", 1);
   s.chunks = document.value("chunks", 1);
+  s.grad_accumulation = document.value("grad_accumulation", 1);
   s.microbatch_size = document.value("microbatch_size", 0);
   s.partition_len = document.value("partition_len", std::vector<int>{});
   for (const json& l : document.value("layers", json::array()))
@@ -180,12 +181,16 @@ std::optional<PlanSummary> read_plan_summary(const json& document) {
 }
 
 // What sets two plans' actions or their precision apart, as "schedule: predicted gpipe, run
-// 1f1b; chunks: ..."; "" when none does. Fields an older trace lacks read as equal.
+// 1f1b; chunks: ..."; "" when none does. A field either trace's summary lacks (an older trace's)
+// is taken as equal: "" for the compared text.
 std::string plan_differences(const PlanSummary& p, const PlanSummary& m) {
   std::string out;
   const auto differ = [&](const std::string& what, const std::string& a, const std::string& b) {
     if (a.empty() || b.empty() || a == b) return;
     out += (out.empty() ? "" : "; ") + what + ": predicted " + a + ", run " + b;
+  };
+  const auto stated = [&](const PlanSummary& s, const char* key, int value) {
+    return s.document.contains(key) ? std::to_string(value) : std::string();
   };
   const auto list = [](const std::vector<int>& v) {
     std::string s;
@@ -196,16 +201,19 @@ std::string plan_differences(const PlanSummary& p, const PlanSummary& m) {
     return "data " + std::to_string(s.data) + " x context " + std::to_string(s.context) + " x pipeline " + std::to_string(s.pipeline) +
            " x tensor " + std::to_string(s.tensor);
   };
-  differ("grid", grid(p), grid(m));
+  const bool grids = p.document.contains("grid") && m.document.contains("grid");
+  differ("grid", grids ? grid(p) : "", grids ? grid(m) : "");
   differ("schedule", p.schedule, m.schedule);
-  differ("virtual stages", std::to_string(p.virtual_stages), std::to_string(m.virtual_stages));
-  differ("chunks", std::to_string(p.chunks), std::to_string(m.chunks));
+  differ("virtual stages", grids ? std::to_string(p.virtual_stages) : "", grids ? std::to_string(m.virtual_stages) : "");
+  differ("chunks", stated(p, "chunks", p.chunks), stated(m, "chunks", m.chunks));
+  differ("grad_accumulation", stated(p, "grad_accumulation", p.grad_accumulation), stated(m, "grad_accumulation", m.grad_accumulation));
   differ("micro-batch size", p.microbatch_size > 0 ? std::to_string(p.microbatch_size) : "",
          m.microbatch_size > 0 ? std::to_string(m.microbatch_size) : "");
   // "balanced" splits on the profile's costs, so a calibrated profile may split otherwise.
+  // The hint only where the stages are alike: another grid's list would not fit the prediction's.
   const std::string lens = list(m.partition_len);
   differ("layers per stage", list(p.partition_len), lens);
-  if (list(p.partition_len) != lens && !lens.empty() && !list(p.partition_len).empty())
+  if (list(p.partition_len) != lens && !lens.empty() && !list(p.partition_len).empty() && p.partition_len.size() == m.partition_len.size())
     out += ", which --set 'parallel.partition_len=" + lens + "' gives the prediction";
   differ("precision", p.precision, m.precision);
   return out;

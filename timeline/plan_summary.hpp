@@ -54,6 +54,7 @@ struct PlanSummary {
   int world_size = 0;
   int data = 1, context = 1, pipeline = 1, tensor = 1, virtual_stages = 1;
   int chunks = 1;
+  int grad_accumulation = 1;
   int microbatch_size = 0;
   std::vector<int> partition_len;  ///< layers per stage, as resolved
   std::vector<LayerSummary> layers;

@@ -337,6 +337,10 @@ TEST_CASE("cli: compare takes the prediction first and the run second, of one pl
   CHECK(plans.code == 2);
   CHECK_THAT(plans.out, Catch::Contains("a run of another plan than the prediction's (schedule: predicted gpipe, run 1f1b; chunks: predicted 4, run 8; micro-batch size: predicted 16, run 8)"));
   CHECK(run("report --predicted " + other_plan + " --measured " + measured + " -o " + (dir / "page.html").string()).code == 2);
+  // Accumulation keeps chunks and micro-batch size, and doubles the micro-batches.
+  const std::string accumulating = (dir / "accumulating.json").string();
+  REQUIRE(run("simulate " + scenario("mlp-fashion-mnist-pipeline2.yaml") + " --set parallel.grad_accumulation=2 -o " + accumulating).code == 0);
+  CHECK_THAT(run("compare " + accumulating + " " + measured, "", true).out, Catch::Contains("(grad_accumulation: predicted 2, run 1)"));
   CHECK_FALSE(std::filesystem::exists(dir / "page.html"));
   // A run missing a rank's actions (it stopped before writing its trace): the rank is named.
   const std::string short_of_one = (dir / "short.json").string();
