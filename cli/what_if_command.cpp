@@ -155,13 +155,20 @@ std::vector<std::string> implausible_factors(const plan::FittedCosts& c) {
 }
 
 // The commands that predict the job's other configurations with the fitted profile: the scenario
-// and --set values the traces measured (but their hardware, which the profile replaces), then it.
+// and --set values the traces measured, the profile in place of their hardware, and the changes
+// to that hardware (hardware.KEY) after it, as the fit was made on them; each value quoted for a shell.
 std::string next_commands(const std::string& scenario, const std::vector<std::string>& sets, const std::string& output) {
-  std::string job = scenario.empty() ? "" : scenario + " ";
-  for (const auto& s : sets)
-    if (!s.starts_with("hardware=") && !s.starts_with("hardware.")) job += "--set '" + s + "' ";
-  return "  parallax simulate " + job + "--set hardware=" + output + " --set parallel.chunks=N\n" + "  parallax tune " + job +
-         "--set hardware=" + output + "\n";
+  const auto quoted = [](const std::string& s) {
+    std::string q = "'";
+    for (char ch : s) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+    return q + "'";
+  };
+  std::string job = scenario.empty() ? "" : scenario + " ", machine = "--set hardware=" + output;
+  for (const auto& s : sets) {
+    if (s.starts_with("hardware.")) machine += " --set " + quoted(s);
+    else if (!s.starts_with("hardware=")) job += "--set " + quoted(s) + " ";
+  }
+  return "  parallax simulate " + job + machine + " --set parallel.chunks=N\n" + "  parallax tune " + job + machine + "\n";
 }
 
 }  // namespace
@@ -230,7 +237,9 @@ int calibrate_from_traces(const CalibrateArgs& args) {
   // Too few steps: the statistic (and so every factor) rests on a step or two.
   if (f.steps < timeline::kMinStatisticSteps) {
     // A Parallax run's first step is its warm-up; a profiler's sampled steps come from mid-run.
-    const bool warm_up_only = f.steps <= 1 && std::all_of(traces.begin(), traces.end(), [](const auto& t) { return t.format == "parallax"; });
+    const bool warm_up_only = std::all_of(traces.begin(), traces.end(), [](const auto& t) {
+      return t.format == "parallax" && timeline::steps_of(t.timeline).size() == 1;
+    });
     std::fprintf(stderr, "calibrate: warning: the fit rests on %d undisturbed step%s%s; the statistic wants %d or more after the "
                  "warm-up (trace more steps)\n", f.steps, f.steps == 1 ? "" : "s",
                  warm_up_only ? " (a run of one step has only its warm-up)" : "", timeline::kMinStatisticSteps);

@@ -1,5 +1,6 @@
 #include "plan/hf_config.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -56,7 +57,7 @@ const std::vector<std::string> kDeepSeek = {
     "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "n_routed_experts", "n_shared_experts",
     "num_experts_per_tok", "moe_intermediate_size", "first_k_dense_replace", "moe_layer_freq", "num_nextn_predict_layers",
     "scoring_func", "topk_method", "routed_scaling_factor", "aux_loss_alpha", "seq_aux", "norm_topk_prob", "n_group", "topk_group",
-    "ep_size", "quantization_config", "auto_map"};
+    "ep_size", "auto_map"};
 
 // The JSON type of each field read, as transformers' config classes take it. The config is read
 // as YAML for its fields' places, and YAML would take "2048" or "false" as a number or a boolean
@@ -228,7 +229,7 @@ TransformerShape llama_family(const Field& c, const std::string& arch) {
     if (attention != mlp)
       (c["mlp_bias"].present() ? c["mlp_bias"] : c["attention_bias"])
           .fail("attention_bias " + std::string(attention ? "true" : "false") + " with mlp_bias " + (mlp ? "true" : "false") +
-                (c["mlp_bias"].present() ? "" : " (LlamaConfig's default)") + ": Parallax plans biases on all of a block's linears or on none");
+                (c["mlp_bias"].present() ? "" : " (" + arch + "'s default)") + ": Parallax plans biases on all of a block's linears or on none");
     t.form.bias = t.form.qkv_bias = attention;
   }
   // Qwen3's attention norms each head's query and key (Qwen3Attention's q_norm and k_norm, RMSNorm
@@ -426,7 +427,8 @@ HfModel read_hf_config(const std::string& path, int64_t seq_len) {
   if (m.architecture == "Qwen2MoeForCausalLM") known.insert(known.end(), kQwen2MoeOnly.begin(), kQwen2MoeOnly.end());
   if (is_deepseek) known.insert(known.end(), kDeepSeek.begin(), kDeepSeek.end());
   for (const auto& [key, value] : json.items())
-    if (key.starts_with("_")) known.push_back(key);  // transformers' own bookkeeping (_attn_implementation_autoset, ...)
+    if (key.starts_with("_") && std::find(known.begin(), known.end(), key) == known.end())
+      known.push_back(key);  // transformers' own bookkeeping (_attn_implementation_autoset, ...)
   expect_keys(c, known);
   m.shape = is_gpt2 ? gpt2(c) : llama_family(c, m.architecture);
   if (m.shape.form.rope) m.shape.form.rotary = read_rotary(c);
@@ -473,7 +475,11 @@ HfModel read_hf_config(const std::string& path, int64_t seq_len) {
     if (!qwen && sliding_blocks > 0 && sliding_blocks != static_cast<int>(types.node().size()))
       types.fail("layer_types mixes full and sliding-window blocks; Parallax plans a window in every block or none");
   }
-  const bool sliding_on = window_size > 0 && (qwen ? bool_or(c, "use_sliding_window", false) || sliding_blocks > 0 : sliding_blocks != 0);
+  // Qwen: the window is on only with use_sliding_window (transformers sets sliding_window to None
+  // otherwise), in the blocks layer_types names, or else past the first max_window_layers.
+  const bool qwen_sliding = bool_or(c, "use_sliding_window", false) &&
+                            (sliding_blocks >= 0 ? sliding_blocks > 0 : int_or(c, "max_window_layers", 28, 0, 1 << 20) < m.shape.blocks);
+  const bool sliding_on = window_size > 0 && (qwen ? qwen_sliding : sliding_blocks != 0);
   if (sliding_on && !qwen) m.shape.window = window_size;
   if (sliding_on && qwen && seq_len > window_size)
     (sliding.present() ? sliding : c["use_sliding_window"]).fail("sliding-window attention of " + std::to_string(window_size) + " tokens at model.seq_len " +

@@ -552,7 +552,9 @@ TrainerExport export_torchtitan(const Plan& p) {
                         "reducing them once a step: plan it with parallel.reduce_scatter_every_microbatch: true (framework: "
                         "torchtitan sets it) for the step time and memory this config gets");
   // Its replicas (replicate, DDP) reduce in backward hooks, which its loop never turns off either.
-  if (!fsdp && par.data > 1 && par.pipeline == 1 && par.chunks * par.grad_accumulation > 1) {
+  // A shard of one rank is DDP there too (data_parallel_shard_degree 1).
+  const bool replicated = !((fsdp && par.shard_ranks() / par.context > 1) || par.context > 1);
+  if (replicated && par.data > 1 && par.pipeline == 1 && par.chunks * par.grad_accumulation > 1) {
     const int microbatches = par.chunks * par.grad_accumulation;
     out.notes.push_back("torchtitan's DDP all-reduces the gradients after every micro-batch's backward (" + std::to_string(microbatches) +
                         " a step); this plan was predicted reducing them once, which is how Parallax predicts DDP: the step this "
@@ -561,7 +563,7 @@ TrainerExport export_torchtitan(const Plan& p) {
   if (s.framework != Framework::torchtitan && s.framework != Framework::pytorch)
     out.notes.push_back(std::string("this plan was predicted with framework: ") + name(s.framework) + " (" + trainer_name(s.framework) +
                         "'s semantics), not torchtitan's: plan it with framework: torchtitan for the step time this config gets");
-  if (!fsdp && par.data > 1 && par.bucket_cap_mb != 100)
+  if (replicated && par.data > 1 && par.bucket_cap_mb != 100)
     out.notes.push_back("torchtitan's DDP buckets gradients by 100 MB (replicate's bucket_cap_mb); this plan was predicted with " +
                         number_text(par.bucket_cap_mb) + ": plan it with parallel.bucket_cap_mb: 100 (framework: torchtitan sets it)");
   // TOML: one table per section ("quantize.linear.float8"), in the order the arguments came.

@@ -1,8 +1,6 @@
 // The engine: part of the Simulation in sim/simulation.hpp.
 #include "sim/simulation.hpp"
 
-#include <unordered_set>
-
 namespace parallax::sim::detail {
 
 namespace {
@@ -21,7 +19,8 @@ const schedule::Schedule& megatron_batched_p2p(const plan::Plan& plan, schedule:
   const schedule::Schedule& s = plan.schedule;
   if (s.collectives != schedule::Collectives::nccl || plan.scenario.parallel.p2p != plan::P2p::megatron) return s;
   const int64_t microbatches = s.microbatches();
-  // A receive's key is its consumer's: (stage, micro-batch, forward or backward).
+  // A receive's key is its consumer's: (stage, micro-batch, forward or backward), an index into
+  // `held` (the tuner simulates thousands of plans: no hashing here).
   const auto key = [&](int stage, int mb, bool forward) { return (static_cast<int64_t>(stage) * microbatches + mb) * 2 + (forward ? 1 : 0); };
   const auto compute_keys = [&](const Action& a, int64_t keys[2]) {
     switch (a.kind) {
@@ -33,30 +32,37 @@ const schedule::Schedule& megatron_batched_p2p(const plan::Plan& plan, schedule:
     }
   };
   *out = s;
-  std::unordered_map<int64_t, Action> held;  // receives waiting for their consumer
-  std::unordered_set<int64_t> consumers;
+  std::vector<int32_t> held(static_cast<size_t>(s.stages() * microbatches * 2), -1);  // a held receive's place in the list
   for (auto& list : out->ranks) {
-    consumers.clear();
-    for (const Action& a : list) {
-      int64_t keys[2];
-      for (int i = 0, n = compute_keys(a, keys); i < n; ++i) consumers.insert(keys[i]);
-    }
     std::vector<Action> moved;
     moved.reserve(list.size());
-    for (const Action& a : list) {
+    std::vector<bool> placed(list.size(), false);
+    for (size_t i = 0; i < list.size(); ++i) {
+      const Action& a = list[i];
       const bool recv = a.kind == ActionKind::RECV_F || a.kind == ActionKind::RECV_B;
-      if (recv && consumers.count(key(a.stage, a.mb, a.kind == ActionKind::RECV_F))) {
-        held.emplace(key(a.stage, a.mb, a.kind == ActionKind::RECV_F), a);
-        continue;
+      if (recv && a.mb >= 0 && a.mb < microbatches) {
+        int32_t& slot = held[static_cast<size_t>(key(a.stage, a.mb, a.kind == ActionKind::RECV_F))];
+        if (slot < 0) {  // held for its consumer (a second of one key, never planned, stays in place)
+          slot = static_cast<int32_t>(i);
+          continue;
+        }
       }
       int64_t keys[2];
-      for (int i = 0, n = compute_keys(a, keys); i < n; ++i)
-        if (auto it = held.find(keys[i]); it != held.end()) {
-          moved.push_back(it->second);
-          held.erase(it);
+      for (int k = 0, n = compute_keys(a, keys); k < n; ++k)
+        if (int32_t& slot = held[static_cast<size_t>(keys[k])]; slot >= 0) {
+          moved.push_back(list[static_cast<size_t>(slot)]);
+          placed[static_cast<size_t>(slot)] = true;
+          slot = -1;
         }
       moved.push_back(a);
+      placed[i] = true;
     }
+    // A receive whose compute never came (none is planned so) goes back at its own place.
+    for (size_t i = 0; i < list.size(); ++i)
+      if (!placed[i]) {
+        held[static_cast<size_t>(key(list[i].stage, list[i].mb, list[i].kind == ActionKind::RECV_F))] = -1;
+        moved.insert(moved.begin() + static_cast<std::ptrdiff_t>(std::min(i, moved.size())), list[i]);
+      }
     list = std::move(moved);
   }
   return *out;

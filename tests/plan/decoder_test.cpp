@@ -477,6 +477,18 @@ TEST_CASE("plan::hf_config: what it cannot read is refused at the field", "[plan
     CHECK_THAT(test::parse_error("model: {hf_config: " + c.path + ", seq_len: 32}\nhardware: ideal\n"),
                Catch::Contains("sliding-window attention of 16 tokens") && Catch::Contains("max_window_layers"));
     CHECK(test::parse_error("model: {hf_config: " + c.path + ", seq_len: 16}\nhardware: ideal\n").empty());
+    // No block past max_window_layers, or layer_types naming none sliding, or the window off: no window at all.
+    const std::string qwen = R"({"architectures": ["Qwen2ForCausalLM"], "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
+                                 "num_key_value_heads": 4, "num_hidden_layers": 2, "vocab_size": 100, "hidden_act": "silu", "sliding_window": 16, )";
+    for (const std::string rest : {R"("use_sliding_window": true, "max_window_layers": 2})",
+                                   R"("use_sliding_window": true, "max_window_layers": 1, "layer_types": ["full_attention", "full_attention"]})",
+                                   R"("use_sliding_window": false, "layer_types": ["full_attention", "sliding_attention"]})"}) {
+      test::TempFile full("parallax-hf-test.json", qwen + rest);
+      INFO(rest);
+      CHECK(test::parse_error("model: {hf_config: " + full.path + ", seq_len: 32}\nhardware: ideal\n").empty());
+    }
+    test::TempFile listed("parallax-hf-test.json", qwen + R"("use_sliding_window": true, "layer_types": ["full_attention", "sliding_attention"]})");
+    CHECK_THAT(test::parse_error("model: {hf_config: " + listed.path + ", seq_len: 32}\nhardware: ideal\n"), Catch::Contains("sliding-window attention of 16"));
     // Mistral 7B's (v0.1) window is planned: sliding-window attention in every block.
     CHECK(from_config("mistral-7b.json", 8192).layers[1].shape.window == 4096);
   }
@@ -555,7 +567,7 @@ TEST_CASE("plan::hf_config: configs as transformers 4.56+ and 5 write them, and 
   // LlamaConfig's mlp_bias is false whatever attention_bias says: not planned as biases everywhere.
   test::TempFile biased("parallax-hf-today.json", R"({"architectures": ["LlamaForCausalLM"], "attention_bias": true, )" + llama + "}");
   CHECK_THAT(test::parse_error("model: {hf_config: " + biased.path + ", seq_len: 64}\nhardware: ideal\n"),
-             Catch::Contains("attention_bias true with mlp_bias false (LlamaConfig's default)"));
+             Catch::Contains("attention_bias true with mlp_bias false (LlamaForCausalLM's default)"));
   // GPT-2's own n_special and predict_special_tokens (gpt2-medium's config has them).
   CHECK(count(R"({"architectures": ["GPT2LMHeadModel"], "n_embd": 64, "n_layer": 2, "n_head": 4, "n_positions": 64, "vocab_size": 100,
                   "n_special": 0, "predict_special_tokens": true})") ==
