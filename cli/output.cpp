@@ -39,6 +39,11 @@ void write_file_atomically(const std::string& path, const std::string& text) {
   }
 }
 
+void refuse_given_twice(std::set<std::string>* seen, const std::string& path, const std::string& why) {
+  if (!seen->insert(std::filesystem::weakly_canonical(path).string()).second)
+    throw plan::InputError(plan::Location{path}, "given twice: " + why);
+}
+
 void require_output_folder(const std::string& path) {
   refuse_folder(path);
   if (path.empty()) return;

@@ -1,5 +1,6 @@
 #pragma once
 // Files the commands write, and small formatting shared by their reports.
+#include <set>
 #include <string>
 
 namespace parallax::cli {
@@ -10,6 +11,9 @@ void write_file_atomically(const std::string& path, const std::string& text);
 /// Bad input (exit 2) when `path` is set and names a folder, or its folder does not exist or takes
 /// no new file; checked before work starts.
 void require_output_folder(const std::string& path);
+/// Bad input (exit 2, naming `path` and saying `why` it counts once) when `path` is a file already
+/// in `seen` (by its canonical path: ./a.json and a.json are one); otherwise adds it.
+void refuse_given_twice(std::set<std::string>* seen, const std::string& path, const std::string& why);
 /// printf-style formatting of one number.
 std::string fmt(const char* format, double value);
 /// "1 stage", "3 stages": a count and its noun, plural unless 1 (`plural` where not noun + "s").

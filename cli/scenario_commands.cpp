@@ -104,8 +104,7 @@ int trace_command(const std::vector<std::string>& files, bool json) {
   std::set<std::string> seen;
   for (size_t i = 0; i < files.size(); ++i) {
     // A file given twice would merge its ranks' actions twice over.
-    if (!seen.insert(std::filesystem::weakly_canonical(files[i]).string()).second)
-      throw plan::InputError(plan::Location{files[i]}, "given twice: each file is merged once, as the ranks of one job");
+    refuse_given_twice(&seen, files[i], "each file is merged once, as the ranks of one job");
     traces.push_back(timeline::read_trace(files[i], static_cast<int>(i)));
   }
   // Several files merge as the ranks of one job: Parallax's of one kind, scenario and size (a

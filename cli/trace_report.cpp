@@ -351,8 +351,7 @@ std::string compare_text(const timeline::CompareReport& r) {
     << fmt("%.0f%%", 100 * m.disturbed_share) << " of the steps disturbed (over "
     << fmt("%.0f%%", 100 * timeline::kDisturbedMargin) << " slower); action and rank figures are over the undisturbed "
     << r.measured_steps.size() << " of them\n";
-  if (m.steps > 0 && m.steps < timeline::kMinStatisticSteps)
-    o << "            few steps: the statistic wants " << timeline::kMinStatisticSteps << " or more after warm-up\n";
+  if (const std::string few = timeline::few_steps_warning(m.steps); !few.empty()) o << "            " << few << "\n";
   o << "\n";
   o << "rank  bubble predicted  measured  difference   exposed comm predicted  measured\n";
   for (const auto& c : r.ranks) {

@@ -66,8 +66,7 @@ std::vector<timeline::LoadedTrace> runs_of(const std::vector<std::string>& paths
   std::set<std::string> seen;
   std::set<int> ranks_in_run;
   for (const auto& path : paths) {
-    if (!seen.insert(fs::weakly_canonical(path).string()).second)
-      throw plan::InputError(plan::Location{path}, "given twice: each --from-trace is a run (or a rank's file of one)");
+    refuse_given_twice(&seen, path, "each --from-trace is a run (or a rank's file of one)");
     timeline::LoadedTrace t = timeline::read_trace(path);
     const int rank = profiler_rank(t);
     timeline::LoadedTrace* run = runs.empty() ? nullptr : &runs.back();

@@ -553,7 +553,7 @@ TrainerExport export_torchtitan(const Plan& p) {
                         "torchtitan sets it) for the step time and memory this config gets");
   // Its replicas (replicate, DDP) reduce in backward hooks, which its loop never turns off either.
   // A shard of one rank is DDP there too (data_parallel_shard_degree 1).
-  const bool replicated = !((fsdp && par.shard_ranks() / par.context > 1) || par.context > 1);
+  const bool replicated = !torchtitan_fsdp(par);
   if (replicated && par.data > 1 && par.pipeline == 1 && par.chunks * par.grad_accumulation > 1) {
     const int microbatches = par.chunks * par.grad_accumulation;
     out.notes.push_back("torchtitan's DDP all-reduces the gradients after every micro-batch's backward (" + std::to_string(microbatches) +

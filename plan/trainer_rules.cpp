@@ -166,8 +166,7 @@ std::optional<TrainerRefusal> torchtitan_refusal(const Scenario& s) {
   // Mixed precision is FSDP2's (its MixedPrecisionPolicy) or, for DDP or one device, autocast's;
   // with tensor or pipeline parallelism and neither FSDP nor context parallelism, torchtitan turns
   // it off (distributed/utils.py, maybe_enable_amp) and trains in float32.
-  const bool fsdp_on = (par.shard == Shard::full && par.shard_ranks() / par.context > 1) || par.context > 1;
-  if (!fsdp_on && (par.tensor > 1 || par.pipeline > 1) && par.precision != Precision::fp32)
+  if (!torchtitan_fsdp(par) && (par.tensor > 1 || par.pipeline > 1) && par.precision != Precision::fp32)
     return TrainerRefusal{"parallel.precision", std::string("torchtitan trains in float32 under tensor or pipeline parallelism without "
                                                             "FSDP (it turns mixed precision off): this plan's is ") +
                                                     name(par.precision) + "; shard over data ranks (parallel.shard: full) or plan fp32"};
@@ -184,6 +183,10 @@ std::optional<TrainerRefusal> torchtitan_refusal(const Scenario& s) {
 }
 
 }  // namespace
+
+bool torchtitan_fsdp(const ParallelSpec& par) {
+  return (par.shard == Shard::full && par.shard_ranks() / par.context > 1) || par.context > 1;
+}
 
 int mtp_layers(const Scenario& s) {
   return static_cast<int>(std::count_if(s.layers.begin(), s.layers.end(), [](const Layer& l) { return l.shape.mtp; }));

@@ -28,6 +28,11 @@ bool has_trainer_rules(Framework trainer);
 /// trainer_refusal as an InputError at the scenario's key (its file position).
 void check_trainer_runs(const Scenario& s, Framework trainer);
 
+/// Whether torchtitan runs the plan's data ranks under FSDP2: a shard over two ranks or more
+/// (data_parallel_shard_degree above 1), or context parallelism, which FSDP2 always spans
+/// (parallel_dims.py). Otherwise its replicas are DDP (replicate), or there are none.
+bool torchtitan_fsdp(const ParallelSpec& par);
+
 /// The model's multi-token prediction modules (Megatron-LM's --mtp-num-layers).
 int mtp_layers(const Scenario& s);
 

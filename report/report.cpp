@@ -313,9 +313,7 @@ json report_data(const ReportInput& in) {
                {"only_predicted", cmp.only_predicted.size()},
                {"only_measured", cmp.only_measured.size()}};
     json warnings = in.warnings;
-    if (m.steps > 0 && m.steps < timeline::kMinStatisticSteps)
-      warnings.push_back("few steps: the statistic wants " + std::to_string(timeline::kMinStatisticSteps) + " or more after the warm-up; this run has " +
-                         std::to_string(m.steps));
+    if (const std::string few = timeline::few_steps_warning(m.steps); !few.empty()) warnings.push_back(few);
     summary["warnings"] = warnings;
     data["timeline"]["measured"] = timeline_columns(*in.measured, mstep);
     data["ranks"] = ranks_json(predicted, &cmp);

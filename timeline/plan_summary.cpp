@@ -211,9 +211,9 @@ std::string plan_differences(const PlanSummary& p, const PlanSummary& m) {
          m.microbatch_size > 0 ? std::to_string(m.microbatch_size) : "");
   // "balanced" splits on the profile's costs, so a calibrated profile may split otherwise.
   // The hint only where the stages are alike: another grid's list would not fit the prediction's.
-  const std::string lens = list(m.partition_len);
-  differ("layers per stage", list(p.partition_len), lens);
-  if (list(p.partition_len) != lens && !lens.empty() && !list(p.partition_len).empty() && p.partition_len.size() == m.partition_len.size())
+  const std::string predicted_lens = list(p.partition_len), lens = list(m.partition_len);
+  differ("layers per stage", predicted_lens, lens);
+  if (predicted_lens != lens && !lens.empty() && !predicted_lens.empty() && p.partition_len.size() == m.partition_len.size())
     out += ", which --set 'parallel.partition_len=" + lens + "' gives the prediction";
   differ("precision", p.precision, m.precision);
   return out;

@@ -62,4 +62,10 @@ double relative_error(plan::Time predicted, plan::Time measured) {
   return measured > plan::Time() ? predicted / measured - 1 : 0.0;
 }
 
+std::string few_steps_warning(int steps) {
+  if (steps <= 0 || steps >= kMinStatisticSteps) return "";
+  return "few steps: this run has " + std::to_string(steps) + " after the warm-up; the statistic wants " +
+         std::to_string(kMinStatisticSteps) + " or more";
+}
+
 }  // namespace parallax::timeline

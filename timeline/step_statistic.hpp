@@ -9,6 +9,7 @@
 // over a steady fast level. A median moves with the bursts (medians of one configuration spread
 // 14-64% between runs there); the fast level does not. The median and the share of disturbed
 // steps are kept beside it, for the reader to see how much of the run the bursts took.
+#include <string>
 #include <vector>
 
 #include "plan/time.hpp"
@@ -31,6 +32,10 @@ inline constexpr double kDisturbedMargin = 0.10;
 /// Below this many steps after the warm-up a quantile rests on one or two steps: validate and
 /// tune --validate measure at least this many, and outputs warn when a run had fewer.
 inline constexpr int kMinStatisticSteps = 20;
+/// compare's and the report's caveat for a run of `steps` after the warm-up: "few steps: this run
+/// has N after the warm-up; the statistic wants 20 or more", or "" from kMinStatisticSteps on (and
+/// for none: a run with no step after the warm-up is said otherwise).
+std::string few_steps_warning(int steps);
 
 /// The q-quantile of `v` (0 <= q <= 1), interpolating linearly between order statistics
 /// (numpy's default, "type 7"); 0 when empty.
