@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <iostream>
 
@@ -17,6 +18,7 @@
 #include "plan/hardware.hpp"
 #include "plan/plan.hpp"
 #include "plan/scenario.hpp"
+#include "plan/yaml_reader.hpp"
 #include "timeline/step_statistic.hpp"
 #include "timeline/trace_reader.hpp"
 
@@ -95,6 +97,13 @@ std::string base_text_of(const plan::HardwareProfile& hw) {
   return profile_text(hw.source);
 }
 
+// The job's cap on nodes where its scenario stated one the profile's own text does not have.
+std::optional<int> stated_nodes(const plan::HardwareProfile& job, const std::string& base_text) {
+  const plan::YamlDocument doc = plan::YamlDocument::from_text(base_text, job.name);
+  const std::optional<int> own = plan::parse_hardware(plan::Field::root(doc)).max_nodes;
+  return job.max_nodes != own ? job.max_nodes : std::nullopt;
+}
+
 std::string default_output(const plan::Scenario& s) {
   return (fs::path("parallax-out") / ("fitted-" + (s.file.empty() ? std::string("default") : fs::path(s.file).stem().string()) + ".yaml")).string();
 }
@@ -156,13 +165,18 @@ std::vector<std::string> implausible_factors(const plan::FittedCosts& c) {
 // The commands that predict the job's other configurations with the fitted profile: the scenario
 // and --set values the traces measured, the profile in place of their hardware, and the changes
 // to that hardware (hardware.KEY) after it, as the fit was made on them; each value quoted for a shell.
-std::string next_commands(const std::string& scenario, const std::vector<std::string>& sets, const std::string& output) {
+// `nodes`: the job's cap on nodes where it differs from the profile's (a scenario's
+// `hardware: {profile: P, nodes: N}`), which the fitted profile, its base's text, does not carry.
+std::string next_commands(const std::string& scenario, const std::vector<std::string>& sets, const std::string& output,
+                          std::optional<int> nodes) {
   const auto quoted = [](const std::string& s) {
     std::string q = "'";
     for (char ch : s) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
     return q + "'";
   };
-  std::string job = scenario.empty() ? "" : scenario + " ", machine = "--set hardware=" + output;
+  std::string job = scenario.empty() ? "" : scenario + " ";
+  std::string machine = nodes ? "--set " + quoted("hardware={profile: " + output + ", nodes: " + std::to_string(*nodes) + "}")
+                              : "--set hardware=" + output;
   for (const auto& s : sets) {
     if (s.starts_with("hardware.")) machine += " --set " + quoted(s);
     else if (!s.starts_with("hardware=")) job += "--set " + quoted(s) + " ";
@@ -266,7 +280,7 @@ int calibrate_from_traces(const CalibrateArgs& args) {
   for (const auto& line : kernel_lines) std::printf("  %s\n", line.c_str());
   print_launch_shares(traces);
   std::printf("\nwrote %s; predict the job's other configurations with it:\n%s", output.c_str(),
-              next_commands(scenario, args.sets, output).c_str());
+              next_commands(scenario, args.sets, output, stated_nodes(base, base_text)).c_str());
   return 0;
 }
 

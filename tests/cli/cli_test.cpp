@@ -711,6 +711,14 @@ TEST_CASE("cli: calibrate --from-trace fits a profile to a measured run, and sim
   CHECK_THAT(fit.out, Catch::Contains(text));
   // ...and the job's other configurations.
   CHECK(run("simulate " + mlp + " --set parallel.chunks=8 --set hardware=" + fitted).code == 0);
+  // A job that capped its nodes ({profile, nodes}) keeps its cap in the commands: the fitted
+  // profile is its base's text, whose cap (cpu-host: 1 node) is another.
+  const std::string capped = (dir / "capped.yaml").string();
+  const auto nodes = run("calibrate --from-trace " + trace + " " + mlp + sets + " --set 'hardware={profile: cpu-host, nodes: 2}' -o " +
+                         capped, "", true);
+  REQUIRE(nodes.code == 0);
+  CHECK_THAT(nodes.out, Catch::Contains("--set 'hardware={profile: " + capped + ", nodes: 2}'"));
+  CHECK(run("simulate " + mlp + " --set 'hardware={profile: " + capped + ", nodes: 2}'").code == 0);
 
   // A run of another model, or something that is not a measured run: exit 2, saying what differs.
   const auto other = run("calibrate --from-trace " + trace + " " + scenario("accuracy/transformer-pipeline2.yaml") +
