@@ -169,13 +169,26 @@ std::string astral_escapes_for_yaml(const std::string& text) {
   return out;
 }
 
-// Each field Parallax reads holds its JSON type.
-void check_types(const nlohmann::json& doc, const Field& c) {
-  for (const auto& [key, type] : kFieldTypes) {
+// The fields read_rotary reads inside rope_scaling or rope_parameters (transformers 5).
+const std::map<std::string, JsonType> kRotaryFieldTypes = {
+    {"rope_theta", JsonType::number}, {"partial_rotary_factor", JsonType::number}, {"rope_type", JsonType::text},
+    {"type", JsonType::text}, {"factor", JsonType::number}, {"mscale", JsonType::number},
+    {"mscale_all_dim", JsonType::number}, {"original_max_position_embeddings", JsonType::integer}};
+
+void check_fields(const nlohmann::json& doc, const Field& c, const std::map<std::string, JsonType>& types, const std::string& inside) {
+  for (const auto& [key, type] : types) {
     const auto it = doc.find(key);
     if (it == doc.end() || it->is_null() || holds(*it, type)) continue;
-    c[key].fail("'" + key + "' is " + it->dump() + "; transformers reads it as " + type_name(type));
+    c[key].fail("'" + inside + key + "' is " + it->dump() + "; transformers reads it as " + type_name(type));
   }
+}
+
+// Each field Parallax reads holds its JSON type.
+void check_types(const nlohmann::json& doc, const Field& c) {
+  check_fields(doc, c, kFieldTypes, "");
+  for (const char* map : {"rope_scaling", "rope_parameters"})
+    if (const auto it = doc.find(map); it != doc.end() && it->is_object())
+      check_fields(*it, c[map], kRotaryFieldTypes, std::string(map) + ".");
 }
 
 const std::vector<std::string> kArchitectures = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",

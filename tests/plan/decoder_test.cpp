@@ -550,6 +550,14 @@ TEST_CASE("plan::hf_config: configs as transformers 4.56+ and 5 write them, and 
                                      llama + "}");
   CHECK(v5.layers[1].shape.form.rotary.base == 500000.0);
   CHECK(v5.layers[1].shape.form.rotary.scaling.empty());
+  // Inside the rotary maps too, each field read holds its JSON type (YAML would take "8.0" as 8).
+  test::TempFile quoted("parallax-hf-today.json", R"({"architectures": ["LlamaForCausalLM"], "rope_scaling": {"rope_type": "llama3", "factor": "8.0"}, )" +
+                                                      llama + "}");
+  CHECK_THAT(test::parse_error("model: {hf_config: " + quoted.path + ", seq_len: 64}\nhardware: ideal\n"),
+             Catch::Contains("'rope_scaling.factor' is \"8.0\"; transformers reads it as a JSON number"));
+  test::TempFile theta("parallax-hf-today.json", R"({"architectures": ["LlamaForCausalLM"], "rope_parameters": {"rope_theta": "5e5"}, )" + llama + "}");
+  CHECK_THAT(test::parse_error("model: {hf_config: " + theta.path + ", seq_len: 64}\nhardware: ideal\n"),
+             Catch::Contains("'rope_parameters.rope_theta' is \"5e5\""));
   // A path with an emoji, as json.dumps writes it: a surrogate pair of \u escapes.
   CHECK(count(R"({"architectures": ["LlamaForCausalLM"], "_name_or_path": "/data/\ud83e\udd99-ft", )" + llama + "}") == base);
   // MistralConfig's defaults: 8 key/value heads, a window of 4,096 (MixtralConfig's: 8, none).
