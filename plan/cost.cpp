@@ -219,22 +219,29 @@ class ShapeModel {
   double byte_per_us_, e_;
 };
 
+// A piece of a layer's forward that selective recompute may re-run: its GEMMs and its
+// memory-bound kernels, in microseconds.
+struct Part {
+  double gemm = 0, memory = 0;
+  double total() const { return gemm + memory; }
+};
+
 // Microseconds of a layer's forward (GEMMs and memory-bound kernels apart), its backward, and
 // what selective recompute re-runs.
 struct Kernels {
   double gemm = 0, memory = 0;           // forward
   double backward_gemm = 0, backward_memory = 0;
   double weight_gradient = 0;            // the part of backward that makes weight gradients
-  double attention_core = 0;             // forward of the scores, softmax and dropout (standard attention)
+  Part attention_core;                   // forward of the scores, softmax and dropout (standard attention)
   double attention_forward = 0, attention_backward = 0;  // attention's core, flash or not
   double linear = 0, backward_linear = 0;  // the linear layers' GEMMs, forward and backward
   double expert = 0, backward_expert = 0;  // a MoE block's experts (LayerCost::expert_forward), forward and backward
   double norm_memory = 0, expert_act_memory = 0;  // forward's norms, and a MoE block's experts' activation function
-  double moe_layer = 0;  // forward of a MoE block's whole MoE layer: the router's gate and scores, and the experts
-  double mla_up_proj = 0;  // forward of latent attention's up projections and rotary kernels
-  double dense_mlp = 0;    // forward of a dense block's MLP: its GEMMs and activation function
+  Part moe_layer;    // forward of a MoE block's whole MoE layer: the router's gate and scores, and the experts
+  Part mla_up_proj;  // forward of latent attention's up projections and rotary kernels
+  Part dense_mlp;    // forward of a dense block's MLP: its GEMMs and activation function
   double attention_gemm = 0, attention_memory = 0;  // standard attention's forward: its two GEMMs, its softmax and dropout
-  double op_recompute = 0;  // what torchtitan's per-op checkpointing re-runs: every second matmul and the memory-bound kernels
+  Part op_recompute;  // what torchtitan's per-op checkpointing re-runs: every second matmul and the memory-bound kernels
   double eager_backward = 0;  // what eager kernels' backward moves beyond twice their forward (encoder_eager_bytes)
   // Backward of a block's column-parallel linears (Q, K and V; the MLP's up, or gate and up), its
   // input gradients' GEMMs and its weight gradients': what Megatron's backward collectives run beside
@@ -281,7 +288,7 @@ void moe_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel& m, dou
   const double router_memory = m.memory(2 * 4.0 * tokens / sp * experts);
   k->memory += expert_memory + router_memory;
   k->expert = k->gemm - gemm_before + expert_memory;
-  k->moe_layer = k->gemm - router_gemm_before + expert_memory + router_memory;
+  k->moe_layer = {k->gemm - router_gemm_before, expert_memory + router_memory};
   k->backward_expert = k->backward_gemm - backward_before + 2 * expert_memory;  // backward moves the bytes twice
 }
 
@@ -367,10 +374,10 @@ Kernels encoder_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel&
     // (Megatron-core's duplicated linears: every rank's whole sequence without it); up
     // projections split by heads over the gathered tokens.
     const double q_rank = static_cast<double>(mla.q_lora_rank), kv_rank = static_cast<double>(mla.kv_lora_rank);
-    if (mla.q_lora_rank > 0) linears.insert(linears.end(), {{tokens / sp, q_rank, h}, {tokens, qw / t, q_rank, &k.mla_up_proj}});
+    if (mla.q_lora_rank > 0) linears.insert(linears.end(), {{tokens / sp, q_rank, h}, {tokens, qw / t, q_rank, &k.mla_up_proj.gemm}});
     else linears.push_back({tokens, qw / t, h});
     linears.insert(linears.end(), {{tokens / sp, kv_rank + static_cast<double>(mla.qk_rope_head_dim), h},
-                                   {tokens, heads * static_cast<double>(mla.qk_nope_head_dim + mla.v_head_dim), kv_rank, &k.mla_up_proj}});
+                                   {tokens, heads * static_cast<double>(mla.qk_nope_head_dim + mla.v_head_dim), kv_rank, &k.mla_up_proj.gemm}});
     latent_memory = 2 * e * tokens / sp * (q_rank + kv_rank);  // the latent norms, read and written
     up_inputs = (mla.q_lora_rank > 0 ? 0.0 : h) + q_rank + kv_rank;
   } else {
@@ -380,7 +387,7 @@ Kernels encoder_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel&
   const bool moe = l.shape.moe.on();
   if (l.shape.mtp) linears.insert(linears.begin(), Gemm{tokens, h / t, 2 * h});  // eh_proj, before the block
   linears.push_back({tokens, h, aw / t});
-  if (!moe) linears.insert(linears.end(), {{tokens, up_width, h, &k.dense_mlp, true}, {tokens, h, ffn / t, &k.dense_mlp}});
+  if (!moe) linears.insert(linears.end(), {{tokens, up_width, h, &k.dense_mlp.gemm, true}, {tokens, h, ffn / t, &k.dense_mlp.gemm}});
   for (const auto& [m_tokens, n, in, also, column] : linears) {
     const double forward = m.gemm(1, m_tokens, n, in);
     k.gemm += forward;
@@ -411,8 +418,8 @@ Kernels encoder_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel&
   k.memory = m.memory((2 * 2 * e + 2 * residual) * tokens * h / sp + activation + rope + qk_norm + latent_memory + mtp_memory) +
              m.fp8_cast(tokens * (up_inputs + aw / t + (moe ? 0.0 : h + ffn / t)));  // the inputs of QKV, the output projection, up, down
   k.norm_memory = m.memory(2 * 2 * e * tokens * h / sp);  // two norms, each read and written
-  if (form.mla.on()) k.mla_up_proj += m.memory(rope);
-  k.dense_mlp += m.memory(activation);
+  if (form.mla.on()) k.mla_up_proj.memory = m.memory(rope);
+  k.dense_mlp.memory = m.memory(activation);
   if (l.shape.eager) {
     const EagerBytes extra = encoder_eager_bytes(l, e, tokens, t, sp);
     k.memory += m.memory(extra.forward);
@@ -423,8 +430,8 @@ Kernels encoder_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel&
   // torchtitan's per-op checkpointing re-runs the matmuls it does not keep (the second, fourth...
   // in forward order) and every memory-bound kernel; attention's output is kept.
   const std::vector<Matmul> matmuls = block_matmuls(l.shape, t);
-  for (size_t i = 1; i < matmuls.size(); i += 2) k.op_recompute += m.gemm(1, tokens, matmuls[i].out, matmuls[i].in);
-  k.op_recompute += k.memory;
+  for (size_t i = 1; i < matmuls.size(); i += 2) k.op_recompute.gemm += m.gemm(1, tokens, matmuls[i].out, matmuls[i].in);
+  k.op_recompute.memory = k.memory;
   if (l.shape.flash_attention) {
     // A decoder block's attention is causal: flash attention skips the score blocks the mask
     // removes, half of them (FlashAttention-2 and -3 count a causal pass as half the FLOPs), and
@@ -443,7 +450,7 @@ Kernels encoder_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel&
     k.attention_gemm = m.gemm_outside_fp8(blocks, q, q, dqk) + m.gemm_outside_fp8(blocks, q, dv, q);
     k.attention_memory = m.memory(2 * e * scores + (dropout ? (2 * e + 1) * scores : 0.0));
     const double core = k.attention_gemm + k.attention_memory;
-    k.attention_core = core;
+    k.attention_core = {k.attention_gemm, k.attention_memory};
     k.attention_forward = core;
     k.attention_backward = 2 * core;
   }
@@ -512,6 +519,26 @@ Kernels layer_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel& m
   return k;
 }
 
+// What selective recompute re-runs of a layer's forward: the modules it names (attention's core,
+// the norms, the experts' activation function or the whole MoE layer, which holds the activation
+// function and whose all-to-alls are plan::expert_traffic's; latent attention's up projections,
+// a dense block's MLP), or torchtitan's per-op checkpointing's matmuls and memory-bound kernels.
+// Flash attention is never re-run (its output is kept).
+Part selective_recompute(const Kernels& k, const ParallelSpec& p) {
+  if (p.activation_checkpointing == Recompute::selective_op) return k.op_recompute;
+  Part out;
+  const auto add = [&](bool named, const Part& part) {
+    if (named) out.gemm += part.gemm, out.memory += part.memory;
+  };
+  add(p.recomputes(kRecomputeCoreAttn), k.attention_core);
+  add(p.recomputes(kRecomputeLayernorm), {0, k.norm_memory});
+  if (p.recomputes(kRecomputeMoe)) add(true, k.moe_layer);
+  else add(p.recomputes(kRecomputeMoeAct), {0, k.expert_act_memory});
+  add(p.recomputes(kRecomputeMlaUpProj), k.mla_up_proj);
+  add(p.recomputes(kRecomputeMlp), k.dense_mlp);
+  return out;
+}
+
 LayerCost shape_aware_cost(const Layer& l, const HardwareProfile& hw, const ParallelSpec& p, int mb, bool input_gradient) {
   const Device& d = hw.device;
   const Kernels k = layer_kernels(l, p, ShapeModel(d, p.precision, hw.fitted ? hw.fitted->kernels : FittedCosts::Kernels{}), mb,
@@ -524,14 +551,7 @@ LayerCost shape_aware_cost(const Layer& l, const HardwareProfile& hw, const Para
   out.backward_weight = Time::us(k.weight_gradient);
   out.forward_memory_bound = k.memory > k.gemm;
   out.backward_memory_bound = k.backward_memory > k.backward_gemm;
-  // Selective recompute re-runs the modules it names: attention's core, the norms, the experts'
-  // activation function, or the whole MoE layer (which holds the activation function; its
-  // all-to-alls are plan::expert_traffic's).
-  const double moe = p.recomputes(kRecomputeMoe) ? k.moe_layer : p.recomputes(kRecomputeMoeAct) ? k.expert_act_memory : 0.0;
-  const double up = p.recomputes(kRecomputeMlaUpProj) ? k.mla_up_proj : 0.0, mlp = p.recomputes(kRecomputeMlp) ? k.dense_mlp : 0.0;
-  out.recompute = Time::us((p.recomputes(kRecomputeCoreAttn) ? k.attention_core : 0.0) + (p.recomputes(kRecomputeLayernorm) ? k.norm_memory : 0.0) + moe +
-                           up + mlp);
-  if (p.activation_checkpointing == Recompute::selective_op) out.recompute = Time::us(k.op_recompute);
+  out.recompute = Time::us(selective_recompute(k, p).total());
   out.attention_forward = Time::us(k.attention_forward);
   out.attention_backward = Time::us(k.attention_backward);
   out.linear_forward = Time::us(k.linear);
@@ -614,8 +634,10 @@ LayerCost estimate_layer_cost(const Layer& layer, const HardwareProfile& hardwar
       return shape_aware_cost(layer, hardware, parallel, microbatch_size, input_gradient);
     return roofline_cost(layer, hardware, parallel, microbatch_size, input_gradient);
   }();
-  if (parallel.activation_checkpointing != Recompute::selective || c.recompute == Time())
-    c.recompute = recompute_time(layer, c, parallel);
+  // The shape-aware model costs what selective and selective_op re-run kernel by kind
+  // (selective_recompute); costs from elsewhere take recompute_time's share of the forward.
+  const bool selective = parallel.activation_checkpointing == Recompute::selective || parallel.activation_checkpointing == Recompute::selective_op;
+  if (!selective || c.recompute == Time()) c.recompute = recompute_time(layer, c, parallel);
   c.backward_weight = layer.param_count() == 0 ? Time() : std::min(c.backward_weight, c.backward);
   if (hardware.fitted) {  // a job's measured runs, over all of the above (plan/fitted.hpp)
     const FittedCosts::Layer f = hardware.fitted->layer(signature);
@@ -638,6 +660,8 @@ std::optional<LayerKernelClasses> kernel_class_times(const Layer& l, const Hardw
   c.forward = {k.linear + k.attention_gemm, k.flash ? k.attention_forward : 0.0, k.memory + k.attention_memory};
   c.backward = {k.backward_linear + 2 * k.attention_gemm, k.flash ? k.attention_backward : 0.0,
                 k.backward_memory + 2 * k.attention_memory};
+  const Part again = selective_recompute(k, p);
+  c.selective_recompute = {again.gemm, 0.0, again.memory};
   return c;
 }
 

@@ -71,6 +71,7 @@ struct KernelClassTimes {
 };
 struct LayerKernelClasses {
   KernelClassTimes forward, backward;
+  KernelClassTimes selective_recompute;  ///< what selective recompute re-runs in backward (not in `backward`)
 };
 /// Without fitted factors; nullopt when the device has no compute model for the precision.
 std::optional<LayerKernelClasses> kernel_class_times(const Layer& layer, const HardwareProfile& hardware,

@@ -297,9 +297,10 @@ std::optional<std::vector<LayerKernelClasses>> stage_kernel_classes(const Plan& 
       if (!c) return std::nullopt;
       auto& to = out[st.index];
       to.forward.gemm += c->forward.gemm, to.forward.flash += c->forward.flash, to.forward.memory += c->forward.memory;
-      to.backward.gemm += c->backward.gemm + (recompute ? c->forward.gemm : 0.0);
-      to.backward.flash += c->backward.flash + (recompute ? c->forward.flash : 0.0);
-      to.backward.memory += c->backward.memory + (recompute ? c->forward.memory : 0.0);
+      const KernelClassTimes& again = recompute ? c->forward : c->selective_recompute;
+      to.backward.gemm += c->backward.gemm + again.gemm;
+      to.backward.flash += c->backward.flash + again.flash;
+      to.backward.memory += c->backward.memory + again.memory;
     }
   return out;
 }

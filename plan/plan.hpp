@@ -123,8 +123,9 @@ struct Plan {
 };
 
 /// Each stage's layers' kernels by kind for one micro-batch, on one tensor rank, as the device's
-/// compute model costs them (kernel_class_times): forward, and backward with the forward it
-/// recomputes under activation_checkpointing layer or stage. nullopt when the device has no
+/// compute model costs them (kernel_class_times): forward, and backward with what it recomputes
+/// (the whole forward under activation_checkpointing layer or stage, what selective and
+/// selective_op re-run by kind under those). nullopt when the device has no
 /// compute model at the plan's precision (a CPU, a calibrated profile) or a layer is synthetic.
 std::optional<std::vector<LayerKernelClasses>> stage_kernel_classes(const Plan& plan);
 

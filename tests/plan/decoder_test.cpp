@@ -168,6 +168,38 @@ TEST_CASE("plan::cost: eager kernels move torchtitan's Llama ops' bytes, counted
   CHECK(g.backward.flash == Approx(f.backward.flash));
 }
 
+// `simulate`'s kernels line (plan::step_kernels) holds what backward re-runs as the step's costs
+// charge it (LayerCost::recompute), split by kind: selective recompute's modules as the full
+// recompute's forward. Each split is checked against the costs, which the step is made of.
+TEST_CASE("plan::step_kernels: what selective recompute re-runs, by kind, as the step's costs charge it", "[plan]") {
+  const std::string dense = "model: {preset: transformer, layers: 2, hidden: 1024, heads: 8, kv_heads: 2, ffn: 2816, mlp: swiglu, "
+                            "norm: rmsnorm, positions: rope, attention: flash, seq_len: 1024, vocab: 1000}\n";
+  const std::string standard = "model: {preset: transformer, layers: 2, hidden: 1024, heads: 8, ffn: 4096, attention: standard, seq_len: 1024, vocab: 1000}\n";
+  const auto step = [](const std::string& model, const std::string& recompute) {
+    return plan::resolve_plan(test::scenario_from(model + "data: {batch_size: 4}\nparallel: {chunks: 2, precision: bf16, " + recompute +
+                                                  "}\nhardware: h100-nvlink-ib\n"));
+  };
+  const auto charged = [](const plan::Plan& p) {  // what the step's costs add to backward, over the step
+    double us = 0;
+    for (size_t l = 0; l < p.layers().size(); ++l)
+      us += plan::estimate_layer_cost(p.layers()[l], p.scenario.hardware, p.scenario.parallel, p.microbatch_size, l > 0).recompute.to_us();
+    return us * p.schedule.microbatches();
+  };
+  for (const auto& [model, recompute] : std::vector<std::pair<std::string, std::string>>{
+           {dense, "activation_checkpointing: selective_op"},
+           {standard, "activation_checkpointing: selective, recompute_modules: [core_attn, layernorm]"},
+           {dense, "activation_checkpointing: selective, recompute_modules: [mlp, layernorm]"}}) {
+    INFO(recompute);
+    const plan::Plan none = step(model, "activation_checkpointing: false"), again = step(model, recompute);
+    const auto k0 = *plan::step_kernels(none), k1 = *plan::step_kernels(again);
+    REQUIRE(charged(again) > 0);
+    CHECK(k1.total_us() - k0.total_us() == Approx(charged(again)).epsilon(1e-4));  // the costs are whole nanoseconds
+    CHECK(k1.us.gemm > k0.us.gemm);  // each of these re-runs GEMMs and memory-bound kernels
+    CHECK(k1.us.memory > k0.us.memory);
+    CHECK(k1.us.flash == Approx(k0.us.flash));  // flash attention's output is kept
+  }
+}
+
 TEST_CASE("plan::cost: dropout's kernels move their masks only above a rate of 0", "[plan]") {
   // s 16, h 64, 8 heads, GELU ffn 256, standard attention, bf16 (e = 2), on the H100 profile: a
   // memory-bound kernel takes its bytes at 3,350 GB/s x 0.896.
