@@ -79,6 +79,14 @@ std::string date_now() {
   return date;
 }
 
+// What calibrate reads, which its output must not replace: the scenarios, the probes' and the base profile.
+std::vector<std::string> calibrate_inputs(const CalibrateArgs& args, const std::vector<std::string>& files) {
+  std::vector<std::string> inputs = files;
+  inputs.insert(inputs.end(), args.probe_with.begin(), args.probe_with.end());
+  inputs.push_back(args.base);
+  return inputs;
+}
+
 // calibrate on a GPU (--base names a profile with device.kind: cuda): one rank on the first GPU
 // this process sees (CUDA_VISIBLE_DEVICES picks it), its layers, losses, optimizer steps and
 // copies timed with CUDA events. The profile written is the base's own text, device kind, links
@@ -92,7 +100,7 @@ int calibrate_gpu(const CalibrateArgs& args, const std::vector<std::string>& fil
   const auto calibrated = fit::executable_plans(files, named, true, args.base);
   exec::check_device(calibrated.front().plan.scenario);  // no CUDA, or no GPU: exit 2 naming the profile
   if (args.output.empty()) fs::create_directories(fs::path(output).parent_path());
-  require_output_folder(output);
+  require_output_folder(output, calibrate_inputs(args, files));
   std::vector<plan::Plan> plans;
   std::string scenario_names;
   for (const auto& c : calibrated) {
@@ -163,7 +171,7 @@ int calibrate_tables(const CalibrateArgs& args, const plan::HardwareProfile& bas
                                                            ? "--tables needs a GPU, and this machine shows none"
                                                            : "--tables needs a GPU: this Parallax is built with a LibTorch without CUDA");
   if (args.output.empty()) fs::create_directories(fs::path(output).parent_path());
-  require_output_folder(output);
+  require_output_folder(output, {args.base});
   const std::string gpu_name = exec::gpu::device_name(0);
   std::cerr << "calibrate: measuring the compute tables of GPU 0 (" << gpu_name << ")" << (args.quick ? " (quick)" : "") << "\n";
   // Another GPU's profile as the base is allowed (its peaks and bandwidth are what the fractions
@@ -310,7 +318,7 @@ int calibrate_command(const CalibrateArgs& args) {
   for (const auto& c : calibrated) plans.push_back(c.plan);
   if (!as_rank) {
     if (args.output.empty()) fs::create_directories(fs::path(output).parent_path());  // the default folder
-    require_output_folder(output);
+    require_output_folder(output, calibrate_inputs(args, files));
     std::cerr << "calibrate: measuring " << plans.size() << " scenario(s) on this machine with 2 local ranks"
               << (args.quick ? " (quick)" : "") << "\n";
     return exec::launch_local(2, args.command_line(), std::chrono::seconds(1800));

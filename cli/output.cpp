@@ -44,9 +44,14 @@ void refuse_given_twice(std::set<std::string>* seen, const std::string& path, co
     throw plan::InputError(plan::Location{path}, "given twice: " + why);
 }
 
-void require_output_folder(const std::string& path) {
+void require_output_folder(const std::string& path, const std::vector<std::string>& inputs) {
   refuse_folder(path);
   if (path.empty()) return;
+  const auto canonical = [](const std::string& p) { return std::filesystem::weakly_canonical(p).string(); };
+  for (const auto& input : inputs)
+    if (!input.empty() && canonical(input) == canonical(path))
+      throw plan::InputError(plan::Location{path}, "the command also reads or writes " + input +
+                                                       ": the output would replace it; write it elsewhere");
   const std::filesystem::path p(path);
   const std::filesystem::path folder = p.has_parent_path() ? p.parent_path() : std::filesystem::path(".");
   if (!std::filesystem::is_directory(folder))

@@ -2,6 +2,7 @@
 // Files the commands write, and small formatting shared by their reports.
 #include <set>
 #include <string>
+#include <vector>
 
 namespace parallax::cli {
 
@@ -9,8 +10,9 @@ namespace parallax::cli {
 /// half-written file behind. A `path` that names a folder is bad input (exit 2), nothing written.
 void write_file_atomically(const std::string& path, const std::string& text);
 /// Bad input (exit 2) when `path` is set and names a folder, or its folder does not exist or takes
-/// no new file; checked before work starts.
-void require_output_folder(const std::string& path);
+/// no new file, or when it names one of the command's `inputs` (the scenario, a trace, a
+/// checkpoint folder), which writing it would replace; checked before work starts.
+void require_output_folder(const std::string& path, const std::vector<std::string>& inputs = {});
 /// Bad input (exit 2, naming `path` and saying `why` it counts once) when `path` is a file already
 /// in `seen` (by its canonical path: ./a.json and a.json are one); otherwise adds it.
 void refuse_given_twice(std::set<std::string>* seen, const std::string& path, const std::string& why);

@@ -52,10 +52,11 @@ bool tune_holds_plan(const json& tune, double step_ms) {
   return false;
 }
 
-void check_output(const std::string& path) {
+void check_output(const ReportArgs& args) {
+  const std::string& path = args.output;
   if (path.empty())
     throw plan::InputError(plan::Location{"-o"}, "report needs the file to write: -o report.html");
-  require_output_folder(path);
+  require_output_folder(path, {args.scenario, args.predicted, args.measured, args.tune});
 }
 
 }  // namespace
@@ -68,7 +69,7 @@ report::ReportInput simulated_report_input(const plan::Plan& plan, const sim::Si
 }
 
 int report_command(const ReportArgs& args) {
-  check_output(args.output);
+  check_output(args);
   if (!args.predicted.empty() && (!args.scenario.empty() || !args.sets.empty()))
     throw plan::InputError(plan::Location{"--predicted " + args.predicted},  // the flag's, not the file's fault
                            std::string("give either a SCENARIO to simulate or --predicted TRACE, not both (") +

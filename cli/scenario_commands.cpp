@@ -31,7 +31,7 @@ int plan_command(const ScenarioArgs& args) {
 }
 
 int schedule_command(const ScenarioArgs& args, const std::string& csv_path) {
-  require_output_folder(csv_path);
+  require_output_folder(csv_path, {args.scenario});
   const plan::Plan p = args.resolve();
   if (!csv_path.empty()) {
     std::ostringstream csv;
@@ -46,7 +46,7 @@ int schedule_command(const ScenarioArgs& args, const std::string& csv_path) {
 
 int simulate_command(const ScenarioArgs& args, const std::string& trace_path) {
   const plan::Plan p = args.resolve();
-  require_output_folder(trace_path);
+  require_output_folder(trace_path, {args.scenario});
   sim::SimOptions options;
   options.record_link_samples = !trace_path.empty();
   const sim::SimRun run = sim::simulate(p, options);

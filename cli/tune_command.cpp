@@ -132,7 +132,7 @@ std::string samples_per_s(const tune::Evaluation& e) {
 }  // namespace
 
 int tune_command(const TuneArgs& args, const std::string& self) {
-  require_output_folder(args.output);
+  require_output_folder(args.output, {args.scenario});
   if (args.objective != "step" && args.objective != "memory")
     throw plan::InputError(plan::Location{"--objective"}, "'" + args.objective + "' is not an objective; use step or memory");
   if (args.top < 1) throw plan::InputError(plan::Location{"--top"}, "needs 1 or more");

@@ -85,6 +85,32 @@ TEST_CASE("cli: plan says when a profile's GPU runs below its tables' clock", "[
   CHECK_THAT(rated.out, !Catch::Contains("sustained_tflops"));  // fp32: no ceiling stated
 }
 
+// An -o that names one of the command's own inputs would replace it (a scenario overwritten by a
+// trace, a measured trace by its report): exit 2 before any work, the input as it was.
+TEST_CASE("cli: an output never replaces the command's own input", "[cli]") {
+  const auto dir = std::filesystem::temp_directory_path() / ("parallax-cli-over-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string job = (dir / "job.yaml").string();
+  std::filesystem::copy_file(scenario("mlp-fashion-mnist-ddp2.yaml"), job);
+  const auto text = [&] {
+    std::ifstream in(job);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string before = text();
+  const std::string same = (dir / "." / "job.yaml").string();  // the same file, spelled otherwise
+  for (const std::string& command : {"simulate " + job + " -o " + same, "schedule " + job + " --csv " + same,
+                                     "report " + job + " -o " + same, "tune " + job + " -o " + same,
+                                     "run " + job + " -o " + same, "report --predicted " + same + " -o " + job,
+                                     "run " + job + " --checkpoint-dir " + (dir / "ck").string() + " -o " + (dir / "ck").string()}) {
+    INFO(command);
+    const auto r = run(command, "", true);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.out, Catch::Contains("the command also reads or writes") && Catch::Contains("write it elsewhere"));
+    CHECK(text() == before);
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("cli: a word that names no command says so, and names the commands", "[cli]") {
   const auto r = run("whatif " + scenario("llama-3.1-70b-64xH100.yaml"), "", true);
   CHECK(r.code == 2);
