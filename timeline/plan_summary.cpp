@@ -183,6 +183,26 @@ std::optional<PlanSummary> read_plan_summary(const json& document) {
 // What sets two plans' actions or their precision apart, as "schedule: predicted gpipe, run
 // 1f1b; chunks: ..."; "" when none does. A field either trace's summary lacks (an older trace's)
 // is taken as equal: "" for the compared text.
+namespace {
+
+// Whether two summaries hold another model: its layers' count, names, kinds or parameters, in
+// words ("" when alike, or when a summary lists no layers).
+std::string model_difference(const PlanSummary& p, const PlanSummary& m) {
+  if (p.layers.empty() || m.layers.empty()) return "";
+  if (p.layers.size() != m.layers.size())
+    return "predicted " + std::to_string(p.layers.size()) + " layers, run " + std::to_string(m.layers.size());
+  for (size_t i = 0; i < p.layers.size(); ++i) {
+    const LayerSummary &a = p.layers[i], &b = m.layers[i];
+    if (a.name != b.name || a.kind != b.kind)
+      return "layer " + std::to_string(i) + " predicted '" + a.name + "' (" + a.kind + "), run '" + b.name + "' (" + b.kind + ")";
+    if (a.param_count != b.param_count)
+      return "layer '" + a.name + "' predicted with " + std::to_string(a.param_count) + " parameters, run with " + std::to_string(b.param_count);
+  }
+  return "";
+}
+
+}  // namespace
+
 std::string plan_differences(const PlanSummary& p, const PlanSummary& m) {
   std::string out;
   const auto differ = [&](const std::string& what, const std::string& a, const std::string& b) {
@@ -201,6 +221,9 @@ std::string plan_differences(const PlanSummary& p, const PlanSummary& m) {
     return "data " + std::to_string(s.data) + " x context " + std::to_string(s.context) + " x pipeline " + std::to_string(s.pipeline) +
            " x tensor " + std::to_string(s.tensor);
   };
+  // The model first: what else differs follows from it (another layer count splits otherwise).
+  const std::string model = model_difference(p, m);
+  if (!model.empty()) out = "model: " + model;
   const bool grids = p.document.contains("grid") && m.document.contains("grid");
   differ("grid", grids ? grid(p) : "", grids ? grid(m) : "");
   differ("schedule", p.schedule, m.schedule);
@@ -213,9 +236,10 @@ std::string plan_differences(const PlanSummary& p, const PlanSummary& m) {
   // The hint only where the stages are alike: another grid's list would not fit the prediction's.
   const std::string predicted_lens = list(p.partition_len), lens = list(m.partition_len);
   differ("layers per stage", predicted_lens, lens);
-  if (predicted_lens != lens && !lens.empty() && !predicted_lens.empty() && p.partition_len.size() == m.partition_len.size())
+  if (predicted_lens != lens && !lens.empty() && !predicted_lens.empty() && p.partition_len.size() == m.partition_len.size() && model.empty())
     out += ", which --set 'parallel.partition_len=" + lens + "' gives the prediction";
   differ("precision", p.precision, m.precision);
+  differ("optimizer", p.optimizer, m.optimizer);
   return out;
 }
 

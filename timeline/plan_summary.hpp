@@ -72,8 +72,9 @@ nlohmann::json published_check_json(const plan::HardwareProfile& hw);
 /// A plan's step kernels by kind (plan::step_kernels): {pipeline_rank, gemm_ms, flash_ms, memory_ms,
 /// whose, text}, null without a compute model; `simulate --json` and a trace's plan summary carry it.
 nlohmann::json kernels_json(const plan::Plan& plan);
-/// What sets a prediction's plan apart from a run's in their actions or precision (grid, schedule,
-/// virtual stages, chunks, micro-batch size, layers per stage, precision), as "schedule: predicted
+/// What sets a prediction's plan apart from a run's in their model (its layers and their
+/// parameters), actions, precision or optimizer (grid, schedule, virtual stages, chunks, micro-batch
+/// size, layers per stage, precision, optimizer kind), as "schedule: predicted
 /// gpipe, run 1f1b; chunks: ..."; "" when nothing does. Fields an older trace lacks read as equal.
 /// compare and the report refuse such a pair; the GUI, whose prediction follows its knobs, says it.
 std::string plan_differences(const PlanSummary& predicted, const PlanSummary& measured);

@@ -367,6 +367,21 @@ TEST_CASE("cli: compare takes the prediction first and the run second, of one pl
   const std::string accumulating = (dir / "accumulating.json").string();
   REQUIRE(run("simulate " + scenario("mlp-fashion-mnist-pipeline2.yaml") + " --set parallel.grad_accumulation=2 -o " + accumulating).code == 0);
   CHECK_THAT(run("compare " + accumulating + " " + measured, "", true).out, Catch::Contains("(grad_accumulation: predicted 2, run 1)"));
+  // Another model (a layer's width), or another optimizer: named, and no partition hint, which
+  // would not fit a model of other layers.
+  const std::string wider = (dir / "wider.json").string(), adamw = (dir / "adamw.json").string();
+  REQUIRE(run("simulate " + scenario("mlp-fashion-mnist-pipeline2.yaml") + " --set model.hidden=512 -o " + wider).code == 0);
+  const auto model = run("compare " + wider + " " + measured, "", true);
+  CHECK(model.code == 2);
+  CHECK_THAT(model.out, Catch::Contains("(model: layer 'fc0' predicted with 401920 parameters, run with 200960"));
+  const std::string deeper = (dir / "deeper.json").string();
+  REQUIRE(run("simulate " + scenario("mlp-fashion-mnist-pipeline2.yaml") + " --set model.layers=4 --set 'parallel.partition_len=[3, 2]' -o " + deeper).code == 0);
+  const auto layers = run("compare " + deeper + " " + measured, "", true);
+  CHECK(layers.code == 2);
+  CHECK_THAT(layers.out, Catch::Contains("(model: predicted 5 layers, run 4") && !Catch::Contains("partition_len"));
+  REQUIRE(run("simulate " + scenario("mlp-fashion-mnist-pipeline2.yaml") + " --set 'optimizer={kind: adamw, lr: 0.001}' -o " + adamw).code == 0);
+  CHECK_THAT(run("compare " + adamw + " " + measured, "", true).out, Catch::Contains("(optimizer: predicted adamw, run sgd)"));
+  CHECK(run("report --predicted " + adamw + " --measured " + measured + " -o " + (dir / "page.html").string()).code == 2);
   CHECK_FALSE(std::filesystem::exists(dir / "page.html"));
   // A run missing a rank's actions (it stopped before writing its trace): the rank is named.
   const std::string short_of_one = (dir / "short.json").string();
