@@ -139,6 +139,15 @@ std::string layout_difference(const std::string& saved, const std::string& curre
     const auto now = split(more_b ? y : x).second;
     for (size_t i = 0; i < std::min(was.size(), now.size()); ++i)
       if (was[i] != now[i]) return key + ": " + was[i] + " in the checkpoint, " + now[i] + " in this plan";
+    // One list holds the other and more: a short value is said whole ("sgd with momentum"
+    // against "sgd"), a long one (the layers) by its count.
+    const auto words = [](const std::vector<std::string>& v) {
+      std::string out;
+      for (const auto& w : v) out += (out.empty() ? "" : " ") + w;
+      return out;
+    };
+    if (was.size() <= 4 && now.size() <= 4)
+      return key + ": '" + words(was) + "' in the checkpoint, '" + words(now) + "' in this plan";
     return key + ": " + std::to_string(was.size()) + " in the checkpoint, " + std::to_string(now.size()) + " in this plan";
   }
 }

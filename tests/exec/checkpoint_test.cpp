@@ -172,3 +172,14 @@ TEST_CASE("exec: DDP and sharded checkpoints survive a rank killed during a save
     fs::remove_all(dir);
   }
 }
+
+// A resume refused for another plan names the first difference: a value that only grew ("sgd with
+// momentum" against "sgd") whole, not as a count of its words; the layers' long line by its count.
+TEST_CASE("exec::layout_difference: a short value that grew is said whole, a long list by its count", "[exec]") {
+  using parallax::exec::layout_difference;
+  CHECK(layout_difference("tensor: 1\noptimizer: sgd with momentum\n", "tensor: 1\noptimizer: sgd\n") ==
+        "optimizer: 'sgd with momentum' in the checkpoint, 'sgd' in this plan");
+  CHECK(layout_difference("optimizer: sgd\n", "optimizer: adamw\n") == "optimizer: sgd in the checkpoint, adamw in this plan");
+  CHECK(layout_difference("layers: a=1 b=2 c=3 d=4 e=5\n", "layers: a=1 b=2 c=3 d=4 e=5 f=6\n") == "layers: 5 in the checkpoint, 6 in this plan");
+  CHECK(layout_difference("tensor: 1\n", "tensor: 1\n").empty());
+}
