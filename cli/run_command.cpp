@@ -202,7 +202,7 @@ std::vector<std::string> RunArgs::command_line() const {
 void check_runs_here(const plan::Scenario& scenario) {
   plan::check_executable(scenario);
   exec::check_device(scenario);
-  exec::DataSource::require_installed(scenario);
+  exec::DataSource::require_fits(scenario);
 }
 
 int run_command(const RunArgs& args) {

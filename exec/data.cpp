@@ -17,25 +17,38 @@ namespace {
 constexpr int64_t kSyntheticSamples = 1 << 20;
 
 // Reads a gzipped IDX file (big-endian header: magic, dimensions; then uint8 data).
-torch::Tensor read_idx(const std::string& path, int expected_dims) {
-  gzFile f = gzopen(path.c_str(), "rb");
-  if (!f) throw std::runtime_error("cannot open " + path);
+// A gzip file open for reading, closed when it goes.
+struct GzReader {
+  gzFile f;
+  explicit GzReader(const std::string& path) : f(gzopen(path.c_str(), "rb")) {
+    if (!f) throw std::runtime_error("cannot open " + path);
+  }
+  ~GzReader() { gzclose(f); }
+  GzReader(const GzReader&) = delete;
+  GzReader& operator=(const GzReader&) = delete;
+};
+
+// An IDX file's dimensions, read from its header; `f` is left at its data.
+std::vector<int64_t> idx_dims(gzFile f, const std::string& path, int expected_dims) {
   auto read_u32 = [&]() {
     unsigned char b[4];
     if (gzread(f, b, 4) != 4) throw std::runtime_error(path + ": truncated header");
     return (uint32_t{b[0]} << 24) | (uint32_t{b[1]} << 16) | (uint32_t{b[2]} << 8) | uint32_t{b[3]};
   };
   const uint32_t magic = read_u32();
-  if ((magic >> 8) != 0x08 || static_cast<int>(magic & 0xff) != expected_dims) {
-    gzclose(f);
+  if ((magic >> 8) != 0x08 || static_cast<int>(magic & 0xff) != expected_dims)
     throw std::runtime_error(path + ": not an IDX file of unsigned bytes with " + std::to_string(expected_dims) + " dimensions");
-  }
   std::vector<int64_t> dims;
+  for (int i = 0; i < expected_dims; ++i) dims.push_back(read_u32());
+  return dims;
+}
+
+torch::Tensor read_idx(const std::string& path, int expected_dims) {
+  const GzReader file(path);
+  gzFile f = file.f;
+  const std::vector<int64_t> dims = idx_dims(f, path, expected_dims);
   int64_t total = 1;
-  for (int i = 0; i < expected_dims; ++i) {
-    dims.push_back(read_u32());
-    total *= dims.back();
-  }
+  for (int64_t d : dims) total *= d;
   auto t = torch::empty(dims, torch::kUInt8);
   int64_t got = 0;
   while (got < total) {
@@ -43,9 +56,15 @@ torch::Tensor read_idx(const std::string& path, int expected_dims) {
     if (n <= 0) break;
     got += n;
   }
-  gzclose(f);
   if (got != total) throw std::runtime_error(path + ": truncated data");
   return t;
+}
+
+void require_batch_fits(const plan::Scenario& s, int64_t samples) {
+  const int64_t global_batch = static_cast<int64_t>(s.data.batch_size) * s.parallel.grad_accumulation * s.parallel.data;
+  if (global_batch > samples)
+    throw plan::InputError(s.where("data.batch_size"), "the global batch (" + std::to_string(global_batch) +
+                                                           " samples) is larger than the dataset (" + std::to_string(samples) + ")");
 }
 
 uint64_t splitmix(uint64_t x) {
@@ -85,9 +104,16 @@ DataSource::DataSource(const plan::Plan& plan) : plan_(plan) {
   } else {
     size_ = kSyntheticSamples;
   }
-  if (global_batch_ > size_)
-    throw plan::InputError(s.where("data.batch_size"), "the global batch (" + std::to_string(global_batch_) +
-                                                           " samples) is larger than the dataset (" + std::to_string(size_) + ")");
+  require_batch_fits(s, size_);
+}
+
+void DataSource::require_fits(const plan::Scenario& s) {
+  require_installed(s);
+  if (s.data.source != "fashion-mnist") return require_batch_fits(s, kSyntheticSamples);
+  // The header alone: the ranks read the whole file once they start.
+  const std::string path = fashion_mnist_dir() + "/train-images-idx3-ubyte.gz";
+  const GzReader file(path);
+  require_batch_fits(s, idx_dims(file.f, path, 3).front());
 }
 
 int64_t DataSource::sample_index(int64_t position) const {

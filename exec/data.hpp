@@ -36,6 +36,9 @@ class DataSource {
   static std::string fashion_mnist_dir();
   /// Bad input (naming the Debian package) when the scenario needs a dataset that is missing.
   static void require_installed(const plan::Scenario& scenario);
+  /// Bad input when the dataset is missing, or holds fewer samples than a step's global batch
+  /// (data.batch_size x grad_accumulation x data); reads the dataset's header only.
+  static void require_fits(const plan::Scenario& scenario);
 
  private:
   int64_t sample_index(int64_t global_position) const;

@@ -383,6 +383,11 @@ TEST_CASE("exec: bad input exits 2 before any rank starts", "[exec][run]") {
   const auto missing = run("run " + kMlp, "PARALLAX_FASHION_MNIST=/nonexistent");
   CHECK(missing.code == 2);
   CHECK(missing.out.empty());
+  // A step's global batch beyond the dataset's 60,000 samples (its header's count): said before
+  // the ranks start, not by each rank once it has read the dataset.
+  const auto huge = run("run " + kMlp + " --set data.batch_size=40000 --set data.steps=1", "", true);
+  CHECK(huge.code == 2);
+  CHECK_THAT(huge.out, Catch::Contains("the global batch (80000 samples) is larger than the dataset (60000)") && !Catch::Contains("rank"));
 }
 
 TEST_CASE("exec: the MLP learns Fashion-MNIST under pipeline and data parallelism", "[exec][run][slow]") {
