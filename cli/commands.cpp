@@ -251,7 +251,9 @@ Runner define_tune(CLI::App& app) {
       ->check(positive());
   tune_cmd->add_option("--search", tune_args->searches,
                        "Search only these values of a key, e.g. parallel.chunks=4,8,16 or parallel.partition_len="
-                       "balanced,[5,7] (repeatable; parallel.grad_accumulation and parallel.rank_order are searched only when given here)")
+                       "balanced,[5,7] (repeatable, one per key; parallel.grad_accumulation and parallel.rank_order are searched only "
+                       "when given here). The scenario as given and PyTorch's defaults are always simulated beside the search, and "
+                       "either may win")
       ->allow_extra_args(false)
       ->type_name("KEY=V1,V2,...");
   tune_cmd->add_option("--fix", tune_args->fixes, "Keep a key as the scenario has it, e.g. parallel.precision (repeatable)")
@@ -275,7 +277,7 @@ Runner define_tune(CLI::App& app) {
                        "each other data x context x pipeline x tensor layout, then the next best; the best measured is the pick");
   tune_cmd->add_option("--validate-steps", tune_args->validate_steps, "Steps of each --validate run (default 200: one run per configuration, so a long one)")
       ->check(positive());
-  tune_cmd->add_option("--threads", tune_args->threads, "Threads to simulate on (default: one per core)")
+  tune_cmd->add_option("--threads", tune_args->threads, "Threads to simulate on, 1 to 1024 (default: one per core)")
       ->check(positive());
   tune_cmd->add_flag("--json", tune_args->json,
                      "Print one JSON object on stdout: configs_evaluated, configs_pruned, wall_s, baseline, best, "

@@ -42,11 +42,12 @@ json read_tune_result(const std::string& path) {
 }
 
 // Whether the page's plan is one the tune result predicted: its scenario as given or one of its rows
-// (a pick written with -o and reported beside its search). Step times to a microsecond.
+// (a pick written with -o and reported beside its search, or one it ran with --validate). Step
+// times to a microsecond.
 bool tune_holds_plan(const json& tune, double step_ms) {
   auto same = [&](const json& row) { return std::abs(row.value("predicted_step_ms", -1.0) - step_ms) < 1e-3; };
   if (same(tune["baseline"]) || same(tune["best"])) return true;
-  for (const char* list : {"ranked", "pareto"})
+  for (const char* list : {"ranked", "pareto", "validated"})
     for (const auto& row : tune.value(list, json::array()))
       if (same(row)) return true;
   return false;

@@ -8,12 +8,14 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "cli/calibrate_command.hpp"
 #include "cli/output.hpp"
 #include "cli/run_command.hpp"
 #include "cli/validate_command.hpp"
+#include "exec/device.hpp"
 #include "fit/measure.hpp"
 #include "fit/tune_picks.hpp"
 #include "plan/error.hpp"
@@ -131,8 +133,24 @@ std::string samples_per_s(const tune::Evaluation& e) {
 
 }  // namespace
 
+// Each key is restricted once: a second --search of a key, or a --fix of a searched one, would
+// leave one of the two unheeded.
+void refuse_conflicting_restrictions(const TuneArgs& args) {
+  std::map<std::string, std::string> restricted;  // key -> the flag that restricts it
+  const auto restrict = [&](const std::string& key, const std::string& flag) {
+    const auto [it, fresh] = restricted.emplace(key, flag);
+    if (!fresh)
+      throw plan::InputError(plan::Location{flag}, "'" + key + "' is restricted already by " + it->second +
+                                                      ": give a key once (list its values in one --search KEY=V1,V2, or --fix it alone)");
+  };
+  for (const auto& s : args.searches) restrict(s.substr(0, s.find('=')), "--search " + s);
+  for (const auto& f : args.fixes) restrict(f, "--fix " + f);
+}
+
 int tune_command(const TuneArgs& args, const std::string& self) {
   require_output_folder(args.output, {args.scenario});
+  refuse_conflicting_restrictions(args);
+  if (args.threads > 1024) throw plan::InputError(plan::Location{"--threads"}, "at most 1024 (each thread keeps its own simulation)");
   if (args.objective != "step" && args.objective != "memory")
     throw plan::InputError(plan::Location{"--objective"}, "'" + args.objective + "' is not an objective; use step or memory");
   if (args.top < 1) throw plan::InputError(plan::Location{"--top"}, "needs 1 or more");
@@ -144,6 +162,7 @@ int tune_command(const TuneArgs& args, const std::string& self) {
     throw plan::InputError(base.where("parallel.schedule"),
                            "tune searches generated schedules; this scenario imports " + base.parallel.schedule_csv +
                                " (set parallel.schedule to a generated schedule to tune it; parallax keys lists them)");
+  if (args.validate > 0) exec::check_device(base);  // a GPU profile on a machine without one: before the search
   if (args.validate > 0 && !base.hardware.calibration)
     std::cerr << "tune: note: predicting with '" << base.hardware.name
               << "', which is not calibrated; --validate runs on this machine's CPU, so tune with its calibration "
@@ -186,6 +205,10 @@ int tune_command(const TuneArgs& args, const std::string& self) {
                                                std::to_string(space.world) + " ranks (--world)");
   }
   if (r.ranked.empty()) {
+    if (g_interrupted) {
+      std::cerr << "tune: stopped (Ctrl-C) before any of the " << r.combinations << " configurations was found to fit device memory\n";
+      return 130;
+    }
     // Stopped early, the search has not seen the whole space: say so rather than "none fits".
     if (!r.stopped.empty())
       std::cerr << "tune: stopped (" << r.stopped << ") before any of the " << r.combinations

@@ -685,6 +685,22 @@ TEST_CASE("cli: tune --validate with nothing it can run says why, exit 2", "[cli
   CHECK_THAT(r.out, Catch::Contains("is synthetic") && Catch::Contains("cannot be run"));
 }
 
+// Restrictions that contradict each other, and flags that cannot work, exit 2 before the search.
+TEST_CASE("cli: tune refuses a key restricted twice, too many threads and a GPU --validate here, before searching", "[cli]") {
+  const std::string ddp4 = scenario("mlp-fashion-mnist-ddp4.yaml");
+  const auto fixed = run("tune " + ddp4 + " --search parallel.data=2 --fix parallel.data", "", true);
+  CHECK(fixed.code == 2);
+  CHECK_THAT(fixed.out, Catch::StartsWith("--fix parallel.data: 'parallel.data' is restricted already by --search parallel.data=2"));
+  const auto twice = run("tune " + ddp4 + " --search parallel.chunks=1 --search parallel.chunks=8", "", true);
+  CHECK(twice.code == 2);
+  CHECK_THAT(twice.out, Catch::Contains("restricted already by --search parallel.chunks=1"));
+  CHECK(run("tune " + ddp4 + " --threads 100000", "", true).code == 2);
+  // A100s cannot run here: said at once, not after the search (it had exited 1 after it).
+  const auto gpu = run("tune " + scenario("gpipe-1b-4xA100.yaml") + " --validate 1", "", true);
+  CHECK(gpu.code == 2);
+  CHECK_THAT(gpu.out, Catch::Contains("trains on CUDA GPUs") && !Catch::Contains("configurations"));
+}
+
 TEST_CASE("cli: calibrate --tables measures a GPU and refuses what it cannot, with exit 2", "[cli]") {
   const auto cpu = run("calibrate --tables -o /tmp/never-written.yaml", "", true);
   CHECK(cpu.code == 2);

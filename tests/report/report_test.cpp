@@ -258,6 +258,16 @@ TEST_CASE("report: bad input exits 2 and writes nothing", "[report]") {
     CHECK(test::run_parallax(args + " -o " + page).code == 0);
     fs::remove(page);
   }
+  // So is a plan the tune ran for real (--validate), though no ranked row holds it.
+  const auto four = test::run_parallax("simulate " + pipeline2 + " --set parallel.chunks=4 --json");
+  REQUIRE(four.code == 0);
+  nlohmann::json validated = tune;
+  validated["validated"] = nlohmann::json::array({{{"overrides", {{"parallel.chunks", 4}}},
+                                                   {"predicted_step_ms", nlohmann::json::parse(four.out)["step_time_ms"]},
+                                                   {"measured_step_ms", 1.0}}});
+  std::ofstream(dir / "validated-tune.json") << validated.dump();
+  CHECK(test::run_parallax("report " + pipeline2 + " --set parallel.chunks=4 --tune " + (dir / "validated-tune.json").string() + " -o " + page).code == 0);
+  fs::remove(page);
 }
 
 TEST_CASE("report: headless Chromium shows the step time and errors, draws the page, logs no errors",
