@@ -105,6 +105,14 @@ QString step_time_text(const Prediction* prediction, const timeline::CompareRepo
                                                      : prediction->metrics.step_time;
   text += QString::number(predicted.to_ms(), 'f', 2) + " ms predicted";
   if (!file_steps.empty()) text += " (the trace file's)";
+  // Every tab shows this line: a plan that cannot train says so here, not on Metrics alone.
+  if (prediction && file_steps.empty() && !prediction->metrics.fits) {
+    int64_t peak = 0;
+    for (const auto& r : prediction->metrics.ranks) peak = std::max(peak, r.peak_memory);
+    text += QString(", but it DOES NOT FIT: peak %1 of %2 GiB")
+                .arg(static_cast<double>(peak) / (1 << 30), 0, 'f', 1)
+                .arg(static_cast<double>(prediction->metrics.device_memory) / (1 << 30), 0, 'f', 1);
+  }
   if (comparison) {
     const timeline::StepStatistic& m = comparison->measured_step;
     text += QString(", %1 ms measured (undisturbed: p20 of %2 steps; median %3 ms, %4% disturbed), error %5%")

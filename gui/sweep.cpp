@@ -89,7 +89,7 @@ std::string axis_value(const SweepAxis& axis, const plan::Settings& settings) {
 int SweepGrid::best() const {
   int best = -1;
   for (size_t i = 0; i < cells.size(); ++i)
-    if (cells[i].valid() && (best < 0 || cells[i].step < cells[best].step))
+    if (cells[i].valid() && cells[i].fits && (best < 0 || cells[i].step < cells[best].step))
       best = static_cast<int>(i);
   return best;
 }
@@ -138,7 +138,10 @@ SweepCell evaluate_cell(tune::Evaluator& evaluator, const plan::Settings& config
   SweepCell c;
   c.done = true;
   try {
-    c.step = evaluator.evaluate(config).step;
+    const tune::Evaluation e = evaluator.evaluate(config);
+    c.step = e.step;
+    c.fits = e.fits;
+    c.peak_memory = e.peak_memory;
   } catch (const plan::InputError& e) {
     c.error = e.message();
   } catch (const std::exception& e) {

@@ -33,6 +33,8 @@ struct SweepCell {
   plan::Time step;    ///< the predicted step; 0 until simulated, or when rejected
   std::string error;  ///< why the configuration is not valid
   bool done = false;
+  bool fits = true;          ///< every rank's peak within its device's memory
+  int64_t peak_memory = 0;   ///< bytes, the fullest rank's
   bool valid() const { return done && step > plan::Time(); }
 };
 
@@ -44,7 +46,7 @@ struct SweepGrid {
 
   int columns() const { return static_cast<int>(x.values.size()); }
   int rows() const { return static_cast<int>(y.values.size()); }
-  /// The cell with the smallest predicted step time, -1 while none has one.
+  /// The cell with the smallest predicted step time of those that fit device memory, -1 while none has one.
   int best() const;
   /// The knobs of a cell: `base` with the two swept values set.
   KnobValues knobs_of(int cell, const KnobValues& base) const;

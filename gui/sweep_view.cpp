@@ -1,5 +1,7 @@
 #include "gui/sweep_view.hpp"
 
+#include <algorithm>
+
 #include <QComboBox>
 #include <QHBoxLayout>
 #include <QLabel>
@@ -54,7 +56,7 @@ class Heatmap : public QWidget {
     }
     double lo = INFINITY, hi = -INFINITY;
     for (const auto& c : g.cells)
-      if (c.valid()) lo = std::min(lo, c.step.to_ms()), hi = std::max(hi, c.step.to_ms());
+      if (c.valid() && c.fits) lo = std::min(lo, c.step.to_ms()), hi = std::max(hi, c.step.to_ms());
     const int best = g.best();
     QFont small = font();
     small.setPointSizeF(font().pointSizeF() * 0.9);
@@ -64,7 +66,8 @@ class Heatmap : public QWidget {
         const SweepCell& c = g.cells[i];
         const QRectF rc = cell_rect(r, col).adjusted(1, 1, -1, -1);
         QColor fill(235, 235, 235);
-        if (c.valid()) {
+        if (c.valid() && !c.fits) fill = QColor(200, 200, 200);  // grey: no colour ranks what cannot train
+        else if (c.valid()) {
           const double f = hi > lo ? std::log(c.step.to_ms() / lo) / std::log(hi / lo) : 0;
           fill = QColor::fromHsvF((1 - f) * 0.33, 0.55, 0.95);  // green (fast) to red (slow)
         }
@@ -72,6 +75,7 @@ class Heatmap : public QWidget {
         p.setPen(Qt::black);
         p.setFont(small);
         QString text = !c.done ? "…" : !c.valid() ? "invalid" : QString::number(c.step.to_ms(), 'f', c.step.to_ms() < 10 ? 2 : 1);
+        if (c.valid() && !c.fits) text += " ✗ mem";
         if (i == best) text = "★ " + text;
         p.drawText(rc, Qt::AlignCenter, text);
         if (i == best) {
@@ -95,7 +99,7 @@ class Heatmap : public QWidget {
                  p.fontMetrics().elidedText(QString::fromStdString(g.x.label(col)), Qt::ElideRight, static_cast<int>(rc.width())));
     }
     p.drawText(QRectF(kLeft, height() - 30, width() - kLeft, 20), Qt::AlignCenter,
-               QString::fromStdString(g.x.key) + "  (cells: predicted step time, ms)");
+               QString::fromStdString(g.x.key) + "  (cells: predicted step time, ms; grey ✗ mem: does not fit device memory)");
     p.save();
     p.translate(14, kTop + (height() - kTop - kBottom) / 2.0);
     p.rotate(-90);
@@ -107,6 +111,9 @@ class Heatmap : public QWidget {
                      .arg(QString::fromStdString(g.y.values[best / g.columns()]), QString::fromStdString(g.x.key),
                           QString::fromStdString(g.x.values[best % g.columns()]))
                      .arg(g.cells[best].step.to_ms(), 0, 'f', 2));
+    else if (std::any_of(g.cells.begin(), g.cells.end(), [](const SweepCell& c) { return c.valid(); }))
+      p.drawText(QRectF(kLeft, 4, width() - kLeft, 22), Qt::AlignLeft | Qt::AlignVCenter,
+                 "none of these configurations fits device memory");
   }
 
   void mouseMoveEvent(QMouseEvent* e) override {
@@ -119,6 +126,8 @@ class Heatmap : public QWidget {
                                                         QString::fromStdString(g.x.values[i % g.columns()]));
     text += !c.done ? "not simulated yet" : !c.valid() ? QString::fromStdString(c.error)
                                                                   : QString("predicted step time %1 ms").arg(c.step.to_ms(), 0, 'f', 3);
+    if (c.valid())
+      text += QString("\npeak memory %1 GiB%2").arg(static_cast<double>(c.peak_memory) / (1 << 30), 0, 'f', 2).arg(c.fits ? "" : ": does not fit");
     QToolTip::showText(e->globalPosition().toPoint(), text, this);
   }
 

@@ -251,8 +251,10 @@ void TuneView::show_result() {
   auto vs = [](const tune::Evaluation& e, plan::Time best) {
     if (!e.simulated()) return QString("not a valid plan here");
     QString s = ms_text(e.step) + " ms";
-    if (best > plan::Time() && e.step > best)
-      s += QString(" (best is %1% faster)").arg((1 - best / e.step) * 100, 0, 'f', 1);
+    // As the command line says it: the best's speed-up, e.step / best (2.01x, not "50% faster").
+    if (best > plan::Time() && e.step > best) s += QString(" (the best is %1x as fast)").arg(e.step / best, 0, 'f', 2);
+    // A plan that does not fit could not run: its speed-up is no choice a user had.
+    if (!e.fits) s += QString(", does not fit: %1 GiB at its fullest rank").arg(static_cast<double>(e.peak_memory) / (1 << 30), 0, 'f', 1);
     return s;
   };
   const plan::Time best = r.ranked.empty() ? plan::Time() : r.ranked.front().step;

@@ -263,6 +263,36 @@ void GuiTest::sweep_marks_the_best_simulated_cell() {
   QCOMPARE(w.session().prediction()->metrics.step_time.to_ms(), best_ms);
 }
 
+// Llama 3.1 70B on 64 H100s at 1-16 chunks holds more than 80 GB a rank: such cells are marked,
+// and the star goes to the fastest that fits, as simulate says of each; the headline every tab
+// shows says when the plan on the knobs does not fit.
+void GuiTest::sweep_never_stars_a_plan_that_does_not_fit() {
+  const std::string llama = kSource + "/scenarios/llama-3.1-70b-64xH100.yaml";
+  MainWindow w;
+  open(w, llama);
+  SweepView* sweep = w.sweep();
+  sweep->start(SweepKind::chunks_by_bucket_cap, w.session());
+  sweep->wait_finished();
+  const SweepGrid& g = sweep->grid();
+  int fitting = 0, over = 0;
+  for (int r = 0; r < g.rows(); ++r) {  // the first column: the bucket size moves no memory
+    const int i = r * g.columns();
+    const plan::Plan p = plan::resolve_plan(plan::load_scenario(llama, g.knobs_of(i, w.session().knobs()).overrides(w.session().scenario_knobs().settings)));
+    const bool fits = sim::compute_metrics(p, sim::simulate(p)).fits;
+    QCOMPARE(g.cells[i].fits, fits);
+    (fits ? fitting : over) += 1;
+  }
+  QVERIFY(fitting > 0 && over > 0);
+  const int best = g.best();
+  QVERIFY(best >= 0 && g.cells[best].fits);
+  for (const SweepCell& c : g.cells)
+    if (c.valid() && c.fits) QVERIFY(g.cells[best].step <= c.step);
+  w.knob_panel()->chunks_box()->setValue(16);
+  settle(w);
+  QVERIFY(!w.session().prediction()->metrics.fits);
+  QVERIFY(w.step_time_shown().contains("DOES NOT FIT"));
+}
+
 // The grid holds the knobs' own chunks and split, however many the batch's divisors or the
 // splits around it: its best cell is then never slower than the plan one has.
 void GuiTest::sweep_axes_hold_the_knobs_own_values() {
