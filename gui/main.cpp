@@ -61,7 +61,7 @@ int main(int argc, char** argv) {
   parser.addPositionalArgument("FILE", "A scenario (.yaml) and/or traces (.json, .json.gz): Parallax predicted or "
                                        "measured traces, PyTorch profiler traces.", "[SCENARIO] [TRACE...]");
   QCommandLineOption screenshot("screenshot", "Render a view to a PNG file without a display and exit.", "PNG");
-  QCommandLineOption measured("measured", "A measured trace to lay over the prediction (repeatable).", "TRACE");
+  QCommandLineOption measured("measured", "A measured run (parallax run -o) to lay over the prediction.", "TRACE");
   QCommandLineOption view("view", "The view for --screenshot: timeline, metrics, sweep or tune (default timeline).",
                           "VIEW",
                           "timeline");
@@ -84,7 +84,9 @@ int main(int argc, char** argv) {
   gui::GuiArgs args;
   try {
     gui::classify_files(parser.positionalArguments(), &args);
-    for (const QString& m : parser.values(measured)) args.traces.push_back(m.toStdString());
+    if (parser.values(measured).size() > 1)
+      throw plan::InputError(plan::Location{"--measured"}, "one measured run at a time (its trace holds every rank of it)");
+    args.measured = parser.value(measured).toStdString();
     for (const QString& s : parser.values(set)) args.sets.push_back(s.toStdString());
     args.view = parser.value(view);
     args.sweep = parser.value(sweep);
@@ -104,7 +106,7 @@ int main(int argc, char** argv) {
     gui::MainWindow window;
     window.resize(1500, 950);
     window.open_scenario(args.scenario, args.sets);
-    for (const auto& t : args.traces) window.open_trace(t);
+    gui::open_traces(window, args);
     window.show_view(args.view);
     window.show();
     return QApplication::exec();

@@ -150,11 +150,12 @@ void MainWindow::open_scenario(const std::string& path, const std::vector<std::s
   knobs_->clear_errors();
 }
 
-void MainWindow::open_trace(const std::string& path) {
+std::string MainWindow::open_trace(const std::string& path) {
   const std::string kind = session_.open_trace(path);
   statusBar()->showMessage(QString::fromStdString("Opened " + kind + " trace " + path), 8000);
   if (kind == "measured") update_steps();
   refresh(true);
+  return kind;
 }
 
 bool MainWindow::show_view(const QString& view) {

@@ -28,7 +28,8 @@ class MainWindow : public QMainWindow {
   /// Opens a scenario and shows its prediction; InputError when it is bad.
   void open_scenario(const std::string& path, const std::vector<std::string>& sets = {});
   /// Opens a trace beside the prediction; InputError when it cannot be read.
-  void open_trace(const std::string& path);
+  /// Opens a trace and returns its kind: "measured", "predicted", or another tool's format.
+  std::string open_trace(const std::string& path);
   /// Shows "timeline", "metrics", "sweep" or "tune"; false for another name.
   bool show_view(const QString& view);
 

@@ -32,6 +32,16 @@ void check_view(const GuiArgs& args) {
                            "unknown sweep '" + args.sweep.toStdString() + "'; use chunks-bucket or chunks-partition");
 }
 
+void open_traces(MainWindow& window, const GuiArgs& args) {
+  for (const auto& t : args.traces) window.open_trace(t);
+  if (args.measured.empty()) return;
+  const std::string kind = window.open_trace(args.measured);
+  if (kind != "measured")
+    throw plan::InputError(plan::Location{args.measured}, "not a measured run (a " + kind +
+                                                              " trace): --measured takes what `parallax run -o` writes; give "
+                                                              "another trace without --measured to open it beside the plan");
+}
+
 void write_screenshot(const GuiArgs& args) {
   check_view(args);
   if (!args.screenshot.endsWith(".png", Qt::CaseInsensitive))
@@ -40,7 +50,7 @@ void write_screenshot(const GuiArgs& args) {
   MainWindow window;
   window.resize(args.width, args.height);
   window.open_scenario(args.scenario, args.sets);
-  for (const auto& t : args.traces) window.open_trace(t);
+  open_traces(window, args);
   window.session().wait_idle();
   if (!window.session().error().empty())
     throw plan::InputError(plan::Location{window.session().source().display_name}, window.session().error());

@@ -11,7 +11,8 @@ namespace parallax::gui {
 
 struct GuiArgs {
   std::string scenario;              ///< "" = built-in default
-  std::vector<std::string> traces;   ///< positional trace files and --measured
+  std::vector<std::string> traces;   ///< positional trace files
+  std::string measured;              ///< --measured: a run of parallax run -o, "" for none
   std::vector<std::string> sets;     ///< --set key=value
   QString screenshot;                ///< PNG to write, headless
   QString view = "timeline";         ///< timeline | metrics | sweep | tune
@@ -25,6 +26,11 @@ void classify_files(const QStringList& files, GuiArgs* args);
 
 /// InputError for a `--view` or `--sweep` the window does not have, with or without --screenshot.
 void check_view(const GuiArgs& args);
+
+class MainWindow;
+/// Opens the positional traces, then --measured, which must be a measured run (InputError for a
+/// predicted trace or another tool's, naming the file).
+void open_traces(MainWindow& window, const GuiArgs& args);
 
 /// Renders `args.view` to `args.screenshot`; InputError for bad input (nothing is written then).
 void write_screenshot(const GuiArgs& args);

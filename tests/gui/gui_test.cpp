@@ -411,11 +411,20 @@ void GuiTest::screenshots_are_not_blank() {
 void GuiTest::screenshot_rejects_bad_input_and_writes_nothing() {
   QTemporaryDir dir;
   const QString png = dir.filePath("bad.png");
+  // A prediction is no measured run: given as --measured it would overlay nothing, silently.
+  const QString predicted = dir.filePath("predicted.json");
+  {
+    const plan::Plan p = plan::resolve_plan(plan::load_scenario(kDdp, {}));
+    std::ofstream out(predicted.toStdString());
+    timeline::write_chrome_trace(sim::simulate(p).timeline, out);
+  }
   const QList<QStringList> cases = {
       {"--set", "parallel.chunks=7"},
       {"--view", "flamegraph"},
       {QString::fromStdString(kSource + "/no-such-scenario.yaml")},
       {"--measured", dir.filePath("missing.json")},
+      {QString::fromStdString(kDdp), "--measured", predicted},
+      {QString::fromStdString(kDdp), "--measured", predicted, "--measured", predicted},  // one run at a time
   };
   for (const QStringList& extra : cases) {
     QProcess p;
