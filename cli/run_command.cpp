@@ -34,6 +34,9 @@ using nlohmann::json;
 void check_resumable(const plan::Plan& p, const std::string& dir) {
   const exec::CheckpointScan scan = exec::scan_checkpoints(dir);
   if (!scan.latest) return;
+  if (const std::string unreadable = exec::unreadable_shard(dir, *scan.latest); !unreadable.empty())
+    throw plan::InputError(plan::Location{exec::checkpoint_folder(dir, *scan.latest)},
+                           "complete, but " + unreadable + ": remove this step's folder to resume from the one before it");
   const std::string differs = exec::layout_difference(exec::marker_layout(dir, *scan.latest), exec::checkpoint_layout(p));
   if (!differs.empty())
     throw plan::InputError(plan::Location{exec::checkpoint_folder(dir, *scan.latest)},

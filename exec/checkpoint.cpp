@@ -12,6 +12,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include <caffe2/serialize/inline_container.h>
+
 namespace parallax::exec {
 namespace fs = std::filesystem;
 namespace {
@@ -174,6 +176,22 @@ CheckpointScan scan_checkpoints(const std::string& dir) {
   return scan;
 }
 
+std::string unreadable_shard(const std::string& dir, int64_t step) {
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::directory_iterator(step_dir(dir, step)))
+    if (entry.path().extension() == ".pt") files.push_back(entry.path());
+  std::sort(files.begin(), files.end());
+  for (const auto& f : files) {
+    try {
+      caffe2::serialize::PyTorchStreamReader reader(f.string());  // its zip's central directory
+    } catch (const std::exception& e) {
+      const std::string what = e.what();
+      return f.string() + ": not a readable PyTorch archive (" + what.substr(0, what.find('\n')) + ")";
+    }
+  }
+  return "";
+}
+
 void load_stage(const std::string& dir, int64_t step, int stage, torch::nn::Module& module, torch::optim::Optimizer& opt,
                 int shard) {
   const fs::path path = shard_path(dir, step, stage, shard);
@@ -182,7 +200,12 @@ void load_stage(const std::string& dir, int64_t step, int stage, torch::nn::Modu
     throw std::runtime_error("checkpoint " + step_dir(dir, step).string() + " is complete but " + path.string() +
                              " is missing here (is the checkpoint folder shared by every host?)");
   torch::serialize::InputArchive archive, opt_archive;
-  archive.load_from(path.string());
+  try {
+    archive.load_from(path.string());
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    throw std::runtime_error("checkpoint " + path.string() + " cannot be read (" + what.substr(0, what.find('\n')) + ")");
+  }
   torch::Tensor saved_step;
   archive.read("step", saved_step);
   if (saved_step.item<int64_t>() != step)

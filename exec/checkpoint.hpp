@@ -32,6 +32,9 @@ void save_stage(const std::string& dir, int64_t step, int stage, torch::nn::Modu
 /// (one line, e.g. the loss scaler's) is kept in the marker for every rank to read on resume, and
 /// `layout` (checkpoint_layout's lines) after it.
 void mark_complete(const std::string& dir, int64_t step, const std::string& state = {}, const std::string& layout = {});
+/// The first file of step N's checkpoint that is not a readable PyTorch archive (a save cut short,
+/// a file truncated since), as "PATH: why"; "" when every one reads. Reads each file's index only.
+std::string unreadable_shard(const std::string& dir, int64_t step);
 /// The `state` line that mark_complete kept for step N ("" if none).
 std::string marker_state(const std::string& dir, int64_t step);
 /// The layout lines that mark_complete kept for step N ("" for a checkpoint written without them).

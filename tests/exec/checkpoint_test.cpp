@@ -19,6 +19,7 @@ using parallax::exec::load_stage;
 using parallax::exec::mark_complete;
 using parallax::exec::save_stage;
 using parallax::exec::scan_checkpoints;
+using parallax::exec::unreadable_shard;
 
 fs::path fresh_dir(const std::string& name) {
   const fs::path dir = parallax::test::temp_path(name);
@@ -81,6 +82,23 @@ TEST_CASE("exec::checkpoint: resume takes the newest complete step and skips tor
   CHECK(torch::equal(a.layer->weight, b.layer->weight));
   CHECK_THROWS_WITH(load_stage(dir.string(), 1, 3, *b.layer, b.opt), Catch::Contains("stage-3.pt is missing"));
   CHECK(scan_checkpoints((dir / "absent").string()).latest == std::nullopt);
+  fs::remove_all(dir);
+}
+
+// A complete step whose file was cut since (a full disk, a copy stopped early): named before any
+// rank starts (unreadable_shard), and a load says which file, not only PyTorch's words.
+TEST_CASE("exec::checkpoint: a truncated shard is named, before the ranks start and by the load", "[exec]") {
+  const fs::path dir = fresh_dir("parallax_ckpt_truncated");
+  Tiny a;
+  save_stage(dir.string(), 1, 0, *a.layer, a.opt);
+  save_stage(dir.string(), 1, 1, *a.layer, a.opt);
+  mark_complete(dir.string(), 1);
+  CHECK(unreadable_shard(dir.string(), 1).empty());
+  const fs::path cut = dir / "step-1" / "stage-1.pt";
+  fs::resize_file(cut, fs::file_size(cut) / 2);
+  CHECK_THAT(unreadable_shard(dir.string(), 1), Catch::StartsWith(cut.string() + ": not a readable PyTorch archive ("));
+  Tiny b;
+  CHECK_THROWS_WITH(load_stage(dir.string(), 1, 1, *b.layer, b.opt), Catch::Contains("checkpoint " + cut.string() + " cannot be read"));
   fs::remove_all(dir);
 }
 
