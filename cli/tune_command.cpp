@@ -210,13 +210,21 @@ int tune_command(const TuneArgs& args, const std::string& self) {
       return 130;
     }
     // Stopped early, the search has not seen the whole space: say so rather than "none fits".
-    if (!r.stopped.empty())
-      std::cerr << "tune: stopped (" << r.stopped << ") before any of the " << r.combinations
-                << " configurations was found to fit device memory; narrow the space (--search, --fix) or give it more time (--time-limit)";
-    else
-      std::cerr << "tune: no configuration of the " << r.combinations << " searched fits device memory";
-    std::cerr << (r.invalid_example.empty() ? "" : " (" + std::to_string(r.invalid) + " combinations were not valid, e.g.: " + r.invalid_example + ")")
-              << "\n";
+    const std::string reason =
+        (!r.stopped.empty() ? "stopped (" + r.stopped + ") before any of the " + std::to_string(r.combinations) +
+                                  " configurations was found to fit device memory; narrow the space (--search, --fix) or give it more "
+                                  "time (--time-limit)"
+                            : "no configuration of the " + std::to_string(r.combinations) + " searched fits device memory (" +
+                                  std::to_string(r.over_memory) + " over it)") +
+        (r.invalid_example.empty() ? "" : " (" + std::to_string(r.invalid) + " combinations were not valid, e.g.: " + r.invalid_example + ")");
+    std::cerr << "tune: " << reason << "\n";
+    if (args.json)  // --json prints its one object whatever the outcome: a script reads why
+      std::cout << json{{"scenario", base.name}, {"configs_total", r.combinations}, {"configs_invalid", r.invalid},
+                        {"configs_evaluated", r.evaluated}, {"configs_pruned", r.pruned}, {"configs_over_memory", r.over_memory},
+                        {"wall_s", r.wall_s}, {"stopped", r.stopped}, {"best", nullptr}, {"ranked", json::array()},
+                        {"pareto", json::array()}, {"validated", json::array()}, {"none_fits", reason}}
+                       .dump(2)
+                << "\n";
     return 1;
   }
 

@@ -699,6 +699,18 @@ TEST_CASE("cli: tune refuses a key restricted twice, too many threads and a GPU 
   const auto gpu = run("tune " + scenario("gpipe-1b-4xA100.yaml") + " --validate 1", "", true);
   CHECK(gpu.code == 2);
   CHECK_THAT(gpu.out, Catch::Contains("trains on CUDA GPUs") && !Catch::Contains("configurations"));
+  // Nothing fits (70B, unsharded, on one GPU's memory a rank): exit 1, and --json still prints its
+  // one object, saying why.
+  const auto none = run("tune " + scenario("llama-3.1-70b-64xH100.yaml") +
+                        " --set parallel.data=64 --set parallel.tensor=1 --set parallel.pipeline=1 --set parallel.virtual=1"
+                        " --set parallel.schedule=1f1b --set parallel.partition_len=balanced --set data.batch_size=2"
+                        " --set parallel.chunks=2 --set parallel.sequence_parallel=false --search parallel.tensor=1"
+                        " --search parallel.pipeline=1 --search parallel.context=1 --json");
+  CHECK(none.code == 1);
+  const auto j = nlohmann::json::parse(none.out);
+  CHECK(j["best"].is_null());
+  CHECK(j["ranked"].empty());
+  CHECK_THAT(j["none_fits"].get<std::string>(), Catch::Contains("fits device memory"));
 }
 
 TEST_CASE("cli: calibrate --tables measures a GPU and refuses what it cannot, with exit 2", "[cli]") {
