@@ -132,13 +132,32 @@ std::vector<plan::Settings> enumerate(Evaluator& ev, const Space& sp, size_t* in
   // over the expert degree, or the degree over the ranks it lies in (with tensor > 1, sequence
   // parallelism required).
   const plan::Layer* moe = plan::first_moe_layer(base.layers);
+  // The example said when nothing is valid is the failure of the combination that got furthest
+  // through the checks below (the batch's split, the layout, the crossed rules, the rest of the
+  // scenario's, the trainer's): the first failure met is mostly an early one, a combination the
+  // user's restriction did not aim at (chunks 1 for a --search of DualPipeV, whose every
+  // combination with enough chunks the trainer refuses).
+  enum Stage { batch_split, layout_rules, crossed_rules, scenario_rules, trainer_rules };
+  int example_stage = -1;
+  auto note = [&](Stage stage, const std::string& why) {
+    if (static_cast<int>(stage) <= example_stage) return;
+    example_stage = stage;
+    *invalid_example = why;
+  };
   auto plainly_invalid = [&](const plan::Settings& c) {
-    bool no = c.sequence_parallel && c.tensor == 1;
-    if (c.expert > 1)
-      no = no || !moe || moe->shape.moe.experts % c.expert != 0 ||
-           (c.tensor * c.replicas() / c.expert_tensor_ways()) % c.expert != 0 || (c.tensor > 1 && !c.sequence_parallel);
-    if (no) ++*invalid;
-    return no;
+    std::string why;
+    if (c.sequence_parallel && c.tensor == 1) why = "sequence_parallel needs tensor > 1";
+    else if (c.expert > 1 && !moe) why = "expert " + std::to_string(c.expert) + " needs a mixture-of-experts model; this one has no experts";
+    else if (c.expert > 1 && moe->shape.moe.experts % c.expert != 0)
+      why = "expert " + std::to_string(c.expert) + " does not divide the model's " + std::to_string(moe->shape.moe.experts) + " experts";
+    else if (c.expert > 1 && (c.tensor * c.replicas() / c.expert_tensor_ways()) % c.expert != 0)
+      why = "expert " + std::to_string(c.expert) + " does not divide the ranks its experts lie over";
+    else if (c.expert > 1 && c.tensor > 1 && !c.sequence_parallel)
+      why = "expert parallelism with tensor > 1 needs sequence_parallel";
+    if (why.empty()) return false;
+    ++*invalid;
+    note(crossed_rules, why);
+    return true;
   };
   // Whether `c` passes `check`, one of plan::check_scenario's halves (the first failure's message
   // is the example). The layout's rules are checked once per layout (below); a configuration then
@@ -149,14 +168,14 @@ std::vector<plan::Settings> enumerate(Evaluator& ev, const Space& sp, size_t* in
       check(scratch);
       return true;
     } catch (const plan::InputError& e) {
-      if (invalid_example->empty()) *invalid_example = e.message();
+      note(check == plan::check_layout ? layout_rules : scenario_rules, e.message());
       return false;
     }
   };
   // What the scenario's trainer runs (Space::trainer), on `scratch` as passes() left it.
   auto trainer_runs = [&] {
     const auto refusal = plan::trainer_refusal(scratch, sp.trainer);
-    if (refusal && invalid_example->empty()) *invalid_example = refusal->why;
+    if (refusal) note(trainer_rules, refusal->why + "; --any-trainer also searches what the trainer does not run");
     return !refusal;
   };
   auto valid = [&](const plan::Settings& c) {
@@ -211,9 +230,8 @@ std::vector<plan::Settings> enumerate(Evaluator& ev, const Space& sp, size_t* in
     for (int ga : sp.ints("parallel.grad_accumulation")) {
       if (global % (d * ga) != 0) {
         ++*invalid;
-        if (invalid_example->empty())
-          *invalid_example = "the global batch of " + std::to_string(global) + " does not split into data " +
-                             std::to_string(d) + " x grad_accumulation " + std::to_string(ga);
+        note(batch_split, "the global batch of " + std::to_string(global) + " does not split into data " + std::to_string(d) +
+                              " x grad_accumulation " + std::to_string(ga));
         continue;
       }
       const int batch = global / (d * ga);

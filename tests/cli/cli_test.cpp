@@ -699,6 +699,16 @@ TEST_CASE("cli: tune refuses a key restricted twice, too many threads and a GPU 
   const auto gpu = run("tune " + scenario("gpipe-1b-4xA100.yaml") + " --validate 1", "", true);
   CHECK(gpu.code == 2);
   CHECK_THAT(gpu.out, Catch::Contains("trains on CUDA GPUs") && !Catch::Contains("configurations"));
+  // Nothing valid: the example is the combination that got furthest through the checks, here the
+  // trainer's refusal (chunks 1 fails earlier, on DualPipeV's micro-batches, but is not the cause),
+  // and a rule of the crossed knobs says its reason.
+  const auto dualpipe = run("tune " + scenario("llama-3.1-70b-64xH100.yaml") + " --search parallel.schedule=dualpipev", "", true);
+  CHECK(dualpipe.code == 2);
+  CHECK_THAT(dualpipe.out, Catch::Contains("e.g.: Megatron-LM runs 1F1B and interleaved 1F1B") && Catch::Contains("--any-trainer"));
+  const auto experts = run("tune " + scenario("mlp-fashion-mnist-pipeline2.yaml") + " --search parallel.expert=2 --fix parallel.schedule"
+                           " --fix parallel.virtual --fix parallel.pipeline --fix parallel.data", "", true);
+  CHECK(experts.code == 2);
+  CHECK_THAT(experts.out, Catch::Contains("e.g.: expert 2 needs a mixture-of-experts model"));
   // Nothing fits (70B, unsharded, on one GPU's memory a rank): exit 1, and --json still prints its
   // one object, saying why.
   const auto none = run("tune " + scenario("llama-3.1-70b-64xH100.yaml") +
