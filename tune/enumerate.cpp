@@ -210,6 +210,14 @@ std::vector<plan::Settings> enumerate(Evaluator& ev, const Space& sp, size_t* in
   // Sampling past the cap (Sample): a combination is looked at with chance 1 / one_in.
   std::mt19937_64 rng(61);
   auto sampled_out = [&] { return sample && sample->one_in > 1 && rng() % sample->one_in != 0; };
+  // Asked every 4,096 combinations looked at (a check costs about a microsecond): once true, the
+  // rest of the space is passed over.
+  size_t looked_at = 0;
+  bool stopped = false;
+  auto stopping = [&] {
+    if (!stopped && sample && sample->stop && (++looked_at & 4095) == 0) stopped = sample->stop();
+    return stopped;
+  };
   auto thin_past_cap = [&] {
     if (!sample || sample->cap == 0 || out.size() <= sample->cap) return;
     std::vector<plan::Settings> kept;
@@ -261,12 +269,12 @@ std::vector<plan::Settings> enumerate(Evaluator& ev, const Space& sp, size_t* in
               // by one (sampled, repeats left out), without checking each (a 3,072-GPU job's
               // space has hundreds of thousands of them).
               cross_free_knobs(free, sp, layout, [&](const plan::Settings& c) {
-                if (!sampled_out() && !repeats_another(sp, c)) ++*invalid;
+                if (!stopping() && !sampled_out() && !repeats_another(sp, c)) ++*invalid;
               });
               continue;
             }
             cross_free_knobs(free, sp, layout, [&](plan::Settings c) {
-              if (sampled_out()) return;
+              if (stopping() || sampled_out()) return;
               if (repeats_another(sp, c) || plainly_invalid(c) || !valid(c)) return;
               if (over_memory && static_memory_floor(scratch, params_on(c)) > memory) {
                 ++*over_memory;  // once, without its split and bucket variants

@@ -3,6 +3,7 @@
 // together (the layout's product is the world, the global batch stays, the schedule's own
 // knobs and the split derive each other's values, DDP's buckets only with replicas; the table's
 // Coupling) and every other tuned knob crossed with them.
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -21,9 +22,12 @@ namespace parallax::tune {
 /// combinations are kept with half the chance, before their checks, so that a space of hundreds of
 /// millions (a MoE job's expert degrees crossed with the rest) costs its combinations' count, not
 /// their checks. sample->one_in says how thin the sample is; the counts above are the sample's.
+/// sample->stop, when set, is asked every few thousand combinations: true ends the listing with
+/// what it holds (Ctrl-C and --time-limit reach a listing of millions).
 struct Sample {
   size_t cap = 0;
   size_t one_in = 1;
+  std::function<bool()> stop;
 };
 std::vector<plan::Settings> enumerate(Evaluator& evaluator, const Space& space, size_t* invalid, std::string* invalid_example,
                                       size_t* over_memory = nullptr, bool bucket_variants = true, Sample* sample = nullptr);

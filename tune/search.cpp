@@ -156,7 +156,14 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
   // A space past the cap is sampled uniformly as it is enumerated (enumerate's Sample): its
   // checks cost about a microsecond a combination, and a MoE job's expert degrees crossed with
   // the rest reach hundreds of millions.
+  std::atomic<bool> out_of_time{false};
+  auto stop = [&] {
+    if (opt.cancel && opt.cancel->load()) return true;
+    if (opt.time_limit_s > 0 && !out_of_time && seconds_since(t0) > opt.time_limit_s) out_of_time = true;
+    return out_of_time.load();
+  };
   Sample sample{kEnumerationCap};
+  sample.stop = stop;
   std::vector<plan::Settings> configs = enumerate(ev, sp, &r.invalid, &r.invalid_example, &over_static_memory, false, &sample);
   r.sampled_one_in = sample.one_in;
   const size_t enumerated = configs.size();
@@ -186,12 +193,6 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
   r.over_memory = over_static_memory;
 
   const int threads = opt.threads > 0 ? opt.threads : std::max(1u, std::thread::hardware_concurrency());
-  std::atomic<bool> out_of_time{false};
-  auto stop = [&] {
-    if (opt.cancel && opt.cancel->load()) return true;
-    if (opt.time_limit_s > 0 && !out_of_time && seconds_since(t0) > opt.time_limit_s) out_of_time = true;
-    return out_of_time.load();
-  };
   std::mutex mutex;
   std::set<Key> best;  // the K best distinct simulated keys so far (equal keys are one ranked row)
   std::map<std::tuple<int, int, int, int>, Key> layout_best;  // the best key so far of each data x context x pipeline x tensor
