@@ -144,14 +144,19 @@ int report(const plan::Plan& p, const RunArgs& args, std::vector<exec::RankResul
     text << "accuracy " << 100.0 * correct / tested << "% on " << tested << " test images\n";
   }
   json trace = nullptr;
+  std::string trace_failed;  // the training is done: its report is printed whatever became of the file
   if (!args.trace_path.empty()) {
     timeline::Timeline t = exec::measured_timeline(results, s.name, p.world_size);
     t.plan = timeline::summarize(p);
     std::ostringstream out;
     timeline::write_chrome_trace(t, out);
-    write_file_atomically(args.trace_path, out.str());
-    trace = args.trace_path;
-    text << "trace    " << args.trace_path << " (" << t.events.size() << " spans)\n";
+    try {
+      write_file_atomically(args.trace_path, out.str());
+      trace = args.trace_path;
+      text << "trace    " << args.trace_path << " (" << t.events.size() << " spans)\n";
+    } catch (const std::exception& e) {
+      trace_failed = e.what();
+    }
   }
   if (dropped) std::cerr << "warning: the tracer dropped " << dropped << " spans (buffer full)\n";
   if (args.json) {
@@ -161,6 +166,10 @@ int report(const plan::Plan& p, const RunArgs& args, std::vector<exec::RankResul
               << "\n";
   } else {
     std::cout << text.str();
+  }
+  if (!trace_failed.empty()) {
+    std::cerr << "parallax: the run finished, but its trace was not written: " << trace_failed << "\n";
+    return 1;
   }
   return 0;
 }

@@ -3,8 +3,10 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <thread>
 
 #include "exec/gpu.hpp"
 #include "profiler/host_tracer.hpp"
@@ -67,6 +69,23 @@ GroupPtr make_group(const c10::intrusive_ptr<c10d::Store>& store, const std::str
                                                      size, options);
 }
 
+// Every rank counts itself in; rank 0 waits until all have, within the launch's timeout. The
+// TCPStore's own wait for its workers (waitWorkers) took twice the timeout before it gave up (a
+// rank started alone under --timeout 5 failed after 12 s, LibTorch 1.13), where the message and
+// docs/executor.md say the timeout bounds the rendezvous.
+void wait_for_ranks(c10d::Store& store, const LaunchInfo& launch) {
+  const std::string key = "parallax/joined";
+  int64_t joined = store.add(key, 1);
+  if (launch.rank != 0) return;  // the others' waits are their groups' (make_group), bounded alike
+  const auto deadline = std::chrono::steady_clock::now() + launch.timeout;
+  while (joined < launch.world_size) {
+    if (std::chrono::steady_clock::now() > deadline)
+      throw std::runtime_error(std::to_string(joined) + " of " + std::to_string(launch.world_size) + " ranks joined");
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    joined = store.add(key, 0);
+  }
+}
+
 }  // namespace
 
 bool LaunchInfo::from_environment(LaunchInfo* out) {
@@ -91,10 +110,11 @@ Communicator::Communicator(const LaunchInfo& launch, bool nccl) : launch_(launch
   opts.port = static_cast<uint16_t>(launch.master_port);
   opts.isServer = launch.rank == 0;
   opts.numWorkers = launch.world_size;
-  opts.waitWorkers = true;
+  opts.waitWorkers = false;  // wait_for_ranks, bounded by the timeout
   opts.timeout = std::chrono::milliseconds(launch.timeout);
   try {
     store_ = c10::make_intrusive<c10d::TCPStore>(launch.master_addr, opts);
+    wait_for_ranks(*store_, launch);
     world_ = make_group(store_, "world/", launch.rank, launch.world_size, launch, nccl);
   } catch (const std::exception& e) {
     throw std::runtime_error("rank " + std::to_string(launch.rank) + ": rendezvous at " + launch.master_addr + ":" +

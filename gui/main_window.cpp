@@ -193,6 +193,8 @@ void MainWindow::refresh(bool refit) {
   timeline_->model().set_measured(session_.measured() ? &*session_.measured() : nullptr, session_.measured_step());
   timeline_->model().set_imported(session_.imported());
   timeline_->model_changed(refit || was_empty);
+  const int tensor = prediction ? prediction->plan.scenario.parallel.tensor : 1;
+  timeline_->set_rank_note(tensor > 1 && simulated ? QString("a rank is a tensor group of %1 GPUs").arg(tensor) : QString());
   step_time_->setText(step_time_text(prediction.get(), session_.comparison() ? &*session_.comparison() : nullptr,
                                      simulated ? nullptr : predicted, session_.trace_mismatch()));
   metrics_->show_session(session_);

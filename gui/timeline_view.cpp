@@ -167,6 +167,7 @@ void TimelineView::paint_legend(QPainter& p) {
                                                                                : "predicted";
   if (model_.has(Layer::imported)) layers += ", PyTorch trace rows marked 'trace:'";
   if (critical_) layers += " · critical path in red";
+  if (!rank_note_.isEmpty()) layers += " · " + rank_note_;
   p.drawText(QRect(x, y, width() - x - 8, kLegend), Qt::AlignVCenter | Qt::AlignRight,
              p.fontMetrics().elidedText(layers, Qt::ElideRight, std::max(0, width() - x - 8)));
 }

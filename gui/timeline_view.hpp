@@ -28,6 +28,9 @@ class TimelineView : public QWidget {
   /// without a run (fit_all).
   void fit_first_view();
   void set_critical_path(bool on);
+  /// What a row's rank stands for, said in the legend ("" for a rank a GPU): under tensor
+  /// parallelism a timeline rank is a tensor group, whose GPUs run alike.
+  void set_rank_note(const QString& note) { rank_note_ = note; update(); }
   bool critical_path() const { return critical_; }
   void select(int bar);
   int selected() const { return selected_; }
@@ -70,6 +73,7 @@ class TimelineView : public QWidget {
   TimeAxis axis_;
   int scroll_y_ = 0;  ///< pixels of rows scrolled off the top
   bool critical_ = false;
+  QString rank_note_;
   int selected_ = -1;
   QPoint press_at_;
   QPoint last_drag_;

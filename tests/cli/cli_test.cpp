@@ -848,7 +848,7 @@ TEST_CASE("cli: calibrate --from-trace takes a profiler job's files per rank as 
                        " --set parallel.data=128 --set 'hardware={profile: a100-nvlink-ib, nodes: 16}' -o " + out.string(), "", true);
   REQUIRE(mlp.code == 0);
   CHECK_THAT(mlp.out, Catch::Contains("no correction of a100-nvlink-ib but the times of another job or machine"));
-  CHECK_THAT(mlp.out, Catch::Contains("--set 'parallel.data=128' --set hardware=" + out.string()));
+  CHECK_THAT(mlp.out, Catch::Contains("--set 'parallel.data=128' --set 'hardware={profile: " + out.string() + ", nodes: 16}'"));
   // A rank's file of a 128-GPU job is not a run of a one-GPU job.
   const auto other = run("calibrate" + rank0 + " " + std::string(PARALLAX_SOURCE_DIR) + "/bench/data/gpu-transformer.yaml -o " +
                          out.string(), "", true);

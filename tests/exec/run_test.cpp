@@ -390,6 +390,17 @@ TEST_CASE("exec: bad input exits 2 before any rank starts", "[exec][run]") {
   CHECK_THAT(huge.out, Catch::Contains("the global batch (80000 samples) is larger than the dataset (60000)") && !Catch::Contains("rank"));
 }
 
+// A rank started alone (its peer never comes) gives up at --timeout, as the message says: the
+// TCPStore's own wait for its workers had taken twice that.
+TEST_CASE("exec: a rendezvous that never completes ends within --timeout", "[exec][run]") {
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto alone = run("run " + kMlp + " --timeout 3", "RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=29617", true);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CHECK(alone.code == 1);
+  CHECK_THAT(alone.out, Catch::Contains("failed within 3 s: 1 of 2 ranks joined"));
+  CHECK(seconds < 3 + 3.5);  // the timeout and the rank's start, under load (it had been 2 x 3 + 2.5)
+}
+
 TEST_CASE("exec: the MLP learns Fashion-MNIST under pipeline and data parallelism", "[exec][run][slow]") {
   INFO("Fashion-MNIST is missing: scripts/setup.sh installs dataset-fashion-mnist");
   REQUIRE(fashion_mnist_installed());
