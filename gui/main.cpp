@@ -90,6 +90,9 @@ int main(int argc, char** argv) {
     for (const QString& s : parser.values(set)) args.sets.push_back(s.toStdString());
     args.view = parser.value(view);
     args.sweep = parser.value(sweep);
+    if (parser.isSet(sweep) && args.view != "sweep")
+      throw plan::InputError(plan::Location{"--sweep"}, "picks the sweep of --view sweep; add --view sweep (the view is " +
+                                                            args.view.toStdString() + ")");
     args.critical_path = parser.isSet(critical);
     const QStringList wh = parser.value(size).split('x');
     bool ok_w = false, ok_h = false;

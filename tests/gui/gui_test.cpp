@@ -425,6 +425,7 @@ void GuiTest::screenshot_rejects_bad_input_and_writes_nothing() {
       {"--measured", dir.filePath("missing.json")},
       {QString::fromStdString(kDdp), "--measured", predicted},
       {QString::fromStdString(kDdp), "--measured", predicted, "--measured", predicted},  // one run at a time
+      {"--sweep", "chunks-partition"},  // a sweep without its view would be ignored
   };
   for (const QStringList& extra : cases) {
     QProcess p;
