@@ -3,6 +3,7 @@
 #include <QApplication>
 #include <QPixmap>
 #include <QSaveFile>
+#include <cstdio>
 
 #include "gui/main_window.hpp"
 #include "plan/error.hpp"
@@ -71,6 +72,10 @@ void write_screenshot(const GuiArgs& args) {
   QApplication::processEvents();
 
   const QPixmap picture = window.grab();
+  if (picture.width() != args.width || picture.height() != args.height)  // below the window's smallest
+    std::fprintf(stderr, "parallax-gui: note: the window takes %dx%d at least; the screenshot is %dx%d, not the %dx%d asked\n",
+                 window.minimumSizeHint().width(), window.minimumSizeHint().height(), picture.width(), picture.height(),
+                 args.width, args.height);
   QSaveFile file(args.screenshot);  // the PNG appears whole or not at all
   if (!file.open(QIODevice::WriteOnly) || !picture.save(&file, "PNG") || !file.commit())
     throw plan::InputError(plan::Location{args.screenshot.toStdString()}, "cannot write the screenshot here: " +
