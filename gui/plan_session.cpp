@@ -161,7 +161,12 @@ void PlanSession::update_comparison() {
   comparison_.reset();
   mismatch_.clear();
   const timeline::Timeline* predicted = predicted_timeline();
+  // A prediction from a file stands in for the knobs' until one changes: of another scenario, it
+  // is not the plan the knobs show.
+  if (predicted_file_ && scenario_ && !predicted_file_->scenario.empty() && predicted_file_->scenario != scenario_->name)
+    mismatch_ = "the trace file predicts scenario '" + predicted_file_->scenario + "'; the knobs show '" + scenario_->name + "'";
   if (!measured_ || !predicted || measured_->events.empty() || predicted->events.empty()) return;
+  mismatch_.clear();  // set below, with the run
   if (measured_->world_size != predicted->world_size) {
     mismatch_ = "the run has " + std::to_string(measured_->world_size) + " ranks, the plan " +
                 std::to_string(predicted->world_size) + ": not a run of this plan, nothing compared";

@@ -211,6 +211,20 @@ void GuiTest::a_run_of_another_plan_is_flagged() {
   settle(w);
   QVERIFY2(QString::fromStdString(w.session().trace_mismatch()).contains("another plan than the run's (chunks: predicted 8, run 4)"),
            w.session().trace_mismatch().c_str());
+  // A prediction from a file of another scenario stands in for the knobs' plan: said.
+  timeline::Timeline foreign = w.session().prediction()->run.timeline;
+  foreign.scenario = "another";
+  w.session().clear_traces();
+  const std::string foreign_path = dir.filePath("foreign-predicted.json").toStdString();
+  {
+    std::ofstream out(foreign_path);
+    timeline::write_chrome_trace(foreign, out);
+  }
+  QCOMPARE(QString::fromStdString(w.open_trace(foreign_path)), QString("predicted"));
+  settle(w);
+  QVERIFY2(QString::fromStdString(w.session().trace_mismatch()).contains("the trace file predicts scenario 'another'"),
+           w.session().trace_mismatch().c_str());
+  QVERIFY(w.step_time_shown().contains("WARNING"));
 }
 
 void GuiTest::selecting_an_action_highlights_its_micro_batch() {
