@@ -21,6 +21,10 @@ struct StageBubbles {
 };
 StageBubbles stage_bubbles(const Prediction& prediction, const timeline::CompareReport* comparison);
 
+/// A link's bandwidth (samples of GB/s, each holding until the next) as its mean over each of
+/// `bins` equal spans of a step of `end_ms`: a span's bytes over its time.
+std::vector<double> mean_per_bin(const std::vector<std::pair<plan::Time, double>>& samples, double end_ms, int bins);
+
 /// "Step time 123.45 ms predicted, 130.00 ms measured (undisturbed: p20 of 29 steps; median 131.20
 /// ms, 10% disturbed), error -5.0%".
 /// The heading's step time: the comparison's (predicted against measured) where there is one, else

@@ -18,10 +18,12 @@
 #include <filesystem>
 #include <fstream>
 #include <algorithm>
+#include <numeric>
 #include <random>
 #include <set>
 #include <tuple>
 
+#include "gui/metrics_view.hpp"
 #include "gui/run_panel.hpp"
 #include "gui/sweep.hpp"
 #include "gui/timeline_model.hpp"
@@ -305,6 +307,24 @@ void GuiTest::sweep_never_stars_a_plan_that_does_not_fit() {
   settle(w);
   QVERIFY(!w.session().prediction()->metrics.fits);
   QVERIFY(w.step_time_shown().contains("DOES NOT FIT"));
+}
+
+// The link chart's points are each span's mean: 50 GB/s for the first 1 ms of 10 is 50 in the
+// first of ten spans; a burst across a span's edge splits by time; the spans' mean is the link's.
+void GuiTest::link_chart_draws_each_spans_mean() {
+  using plan::Time;
+  const std::vector<std::pair<Time, double>> burst = {{Time::ns(0), 50.0}, {Time::ns(1'000'000), 0.0}};
+  const auto a = mean_per_bin(burst, 10.0, 10);
+  QCOMPARE(a[0], 50.0);
+  QCOMPARE(a[1], 0.0);
+  const std::vector<std::pair<Time, double>> across = {{Time::ns(500'000), 20.0}, {Time::ns(1'500'000), 0.0}};
+  const auto b = mean_per_bin(across, 10.0, 10);
+  QCOMPARE(b[0], 10.0);
+  QCOMPARE(b[1], 10.0);
+  QCOMPARE(b[2], 0.0);
+  const std::vector<std::pair<Time, double>> held = {{Time::ns(0), 4.0}};  // the last sample holds to the end
+  const auto c = mean_per_bin(held, 10.0, 5);
+  QCOMPARE(std::accumulate(c.begin(), c.end(), 0.0) / c.size(), 4.0);
 }
 
 // The grid holds the knobs' own chunks and split, however many the batch's divisors or the

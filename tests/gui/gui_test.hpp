@@ -47,6 +47,7 @@ class GuiTest : public QObject {
   void sweep_marks_the_best_simulated_cell();
   void sweep_axes_hold_the_knobs_own_values();
   void sweep_never_stars_a_plan_that_does_not_fit();
+  void link_chart_draws_each_spans_mean();
   void visible_bars_match_a_brute_force_search();
   void zoom_keeps_the_time_under_the_cursor();
   void pytorch_profiler_traces_open_on_their_own_rows();
