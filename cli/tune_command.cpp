@@ -340,11 +340,17 @@ int tune_command(const TuneArgs& args, const std::string& self) {
       return e.fits ? std::string() : fmt(", does not fit: %.1f GiB at its fullest rank", static_cast<double>(e.peak_memory) / (1024.0 * kMiB));
     };
     std::printf("\npick: %s\n", plan::describe(best_overrides).c_str());
-    std::printf("  predicted step %.3f ms: %.2fx the scenario as given (%.3f ms%s)", best->step.to_ms(), pick.vs_given,
-                r.baseline.step.to_ms(), unfit(r.baseline).c_str());
+    // With --world the scenario as given (and PyTorch's defaults of it) may hold other ranks than
+    // the pick: a speed-up is then also the ranks'.
+    auto other_ranks = [&](const tune::Evaluation& e) {
+      const int ranks = e.config.world_size();
+      return ranks != space.world ? " on " + std::to_string(ranks) + " ranks, the pick on " + std::to_string(space.world) : std::string();
+    };
+    std::printf("  predicted step %.3f ms: %.2fx the scenario as given (%.3f ms%s%s)", best->step.to_ms(), pick.vs_given,
+                r.baseline.step.to_ms(), other_ranks(r.baseline).c_str(), unfit(r.baseline).c_str());
     if (r.defaults.simulated())
-      std::printf(", %.2fx PyTorch's defaults (%.3f ms: %s%s)", pick.vs_defaults, r.defaults.step.to_ms(),
-                  plan::describe(r.defaults.changes).c_str(), unfit(r.defaults).c_str());
+      std::printf(", %.2fx PyTorch's defaults (%.3f ms: %s%s%s)", pick.vs_defaults, r.defaults.step.to_ms(),
+                  plan::describe(r.defaults.changes).c_str(), other_ranks(r.defaults).c_str(), unfit(r.defaults).c_str());
     std::printf("\n  why: %s\n", pick.why.c_str());
     for (const auto& [key, value] : best_overrides)
       if (key == "parallel.precision")

@@ -723,6 +723,16 @@ TEST_CASE("cli: tune refuses a key restricted twice, too many threads and a GPU 
   CHECK_THAT(j["none_fits"].get<std::string>(), Catch::Contains("fits device memory"));
 }
 
+// With --world the scenario as given holds other ranks than the pick: its speed-up says so.
+TEST_CASE("cli: tune --world says the scenario as given ran on other ranks than the pick", "[cli]") {
+  const auto wider = run("tune " + scenario("gpipe-1b-4xA100.yaml") + " --world 64 --max-configs 50");
+  REQUIRE(wider.code == 0);
+  CHECK_THAT(wider.out, Catch::Contains("the scenario as given (") && Catch::Contains(" ms on 4 ranks, the pick on 64)"));
+  const auto same = run("tune " + scenario("gpipe-1b-4xA100.yaml") + " --max-configs 50");
+  REQUIRE(same.code == 0);
+  CHECK_THAT(same.out, !Catch::Contains("the pick on"));
+}
+
 TEST_CASE("cli: calibrate --tables measures a GPU and refuses what it cannot, with exit 2", "[cli]") {
   const auto cpu = run("calibrate --tables -o /tmp/never-written.yaml", "", true);
   CHECK(cpu.code == 2);
