@@ -60,8 +60,13 @@ torch::Tensor read_idx(const std::string& path, int expected_dims) {
   return t;
 }
 
+// The samples one optimizer step takes over all replicas.
+int64_t global_batch_of(const plan::Scenario& s) {
+  return static_cast<int64_t>(s.data.batch_size) * s.parallel.grad_accumulation * s.parallel.data;
+}
+
 void require_batch_fits(const plan::Scenario& s, int64_t samples) {
-  const int64_t global_batch = static_cast<int64_t>(s.data.batch_size) * s.parallel.grad_accumulation * s.parallel.data;
+  const int64_t global_batch = global_batch_of(s);
   if (global_batch > samples)
     throw plan::InputError(s.where("data.batch_size"), "the global batch (" + std::to_string(global_batch) +
                                                            " samples) is larger than the dataset (" + std::to_string(samples) + ")");
@@ -92,7 +97,7 @@ void DataSource::require_installed(const plan::Scenario& s) {
 
 DataSource::DataSource(const plan::Plan& plan) : plan_(plan) {
   const auto& s = plan.scenario;
-  global_batch_ = static_cast<int64_t>(s.data.batch_size) * s.parallel.grad_accumulation * s.parallel.data;
+  global_batch_ = global_batch_of(s);
   require_installed(s);
   if (s.data.source == "fashion-mnist") {
     const std::string dir = fashion_mnist_dir();

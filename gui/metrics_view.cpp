@@ -95,6 +95,17 @@ StageBubbles stage_bubbles(const Prediction& prediction, const timeline::Compare
   return out;
 }
 
+namespace {
+
+// The fullest rank's predicted peak memory, in bytes.
+int64_t fullest_rank(const sim::Metrics& m) {
+  int64_t peak = 0;
+  for (const auto& r : m.ranks) peak = std::max(peak, r.peak_memory);
+  return peak;
+}
+
+}  // namespace
+
 QString step_time_text(const Prediction* prediction, const timeline::CompareReport* comparison,
                        const timeline::Timeline* predicted_file, const std::string& mismatch) {
   const std::vector<int> file_steps = predicted_file ? timeline::steps_of(*predicted_file) : std::vector<int>{};
@@ -107,8 +118,7 @@ QString step_time_text(const Prediction* prediction, const timeline::CompareRepo
   if (!file_steps.empty()) text += " (the trace file's)";
   // Every tab shows this line: a plan that cannot train says so here, not on Metrics alone.
   if (prediction && file_steps.empty() && !prediction->metrics.fits) {
-    int64_t peak = 0;
-    for (const auto& r : prediction->metrics.ranks) peak = std::max(peak, r.peak_memory);
+    const int64_t peak = fullest_rank(prediction->metrics);
     text += QString(", but it DOES NOT FIT: peak %1 of %2 GiB")
                 .arg(static_cast<double>(peak) / (1 << 30), 0, 'f', 1)
                 .arg(static_cast<double>(prediction->metrics.device_memory) / (1 << 30), 0, 'f', 1);
@@ -174,8 +184,7 @@ void MetricsView::show_session(const PlanSession& session) {
   const sim::Metrics& m = prediction->metrics;
   double exposed = 0;
   for (const auto& r : m.ranks) exposed = std::max(exposed, r.exposed_comm.to_ms());
-  int64_t peak = 0;
-  for (const auto& r : m.ranks) peak = std::max(peak, r.peak_memory);
+  const int64_t peak = fullest_rank(m);
   const timeline::Timeline* file = session.predicted_from_file() ? &*session.predicted_from_file() : nullptr;
   QString html = "<b>" + step_time_text(prediction.get(), c, file, session.trace_mismatch()).toHtmlEscaped() + "</b><br>";
   html += QString("Bubble fraction %1 (mean over ranks)").arg(m.bubble_fraction, 0, 'f', 3);
