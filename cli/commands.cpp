@@ -93,7 +93,7 @@ Runner define_run(CLI::App& app) {
       ->check(positive());
   run_cmd->add_option("-o,--output", run_args->trace_path, "Write the measured timeline as a Chrome trace");
   run_cmd->add_option("--checkpoint-dir", run_args->checkpoint_dir, "Folder for checkpoints");
-  run_cmd->add_option("--checkpoint-every", run_args->checkpoint_every, "Save a checkpoint every K optimizer steps")
+  run_cmd->add_option("--checkpoint-every", run_args->checkpoint_every, "Save a checkpoint every K optimizer steps, and after the last")
       ->check(positive());
   run_cmd->add_flag("--resume", run_args->resume, "Continue from the latest complete checkpoint in --checkpoint-dir");
   run_cmd->add_option("--timeout", run_args->timeout_s,

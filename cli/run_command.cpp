@@ -75,6 +75,9 @@ plan::Plan check_input(const RunArgs& args) {
   if (!args.checkpoint_dir.empty() && args.checkpoint_every == 0 && !args.resume)
     throw plan::InputError(plan::Location{"--checkpoint-dir"}, "saves nothing alone: add --checkpoint-every K (or --resume to continue from it)");
   if (args.timeout_s < 1) throw plan::InputError(plan::Location{"--timeout"}, "must be at least 1 second");
+  // A file there would read as a folder without checkpoints: --resume would train from the first step.
+  if (!args.checkpoint_dir.empty() && fs::exists(args.checkpoint_dir) && !fs::is_directory(args.checkpoint_dir))
+    throw plan::InputError(plan::Location{"--checkpoint-dir"}, args.checkpoint_dir + " is a file, not a folder of checkpoints");
   if (args.resume) check_resumable(p, args.checkpoint_dir);
   if (args.checkpoint_every > 0) require_checkpoint_folder(args.checkpoint_dir);
   return p;
@@ -179,7 +182,7 @@ int run_as_rank(const plan::Plan& p, const RunArgs& args, exec::LaunchInfo launc
     throw plan::InputError(plan::Location{"WORLD_SIZE"}, "the job has " + std::to_string(launch.world_size) +
                                                              " ranks, but the plan needs " + std::to_string(p.world_size));
   launch.timeout = std::chrono::seconds(args.timeout_s);
-  exec::RunOptions options{args.checkpoint_dir, args.checkpoint_every, args.resume};
+  exec::RunOptions options{args.checkpoint_dir, args.checkpoint_every, args.resume, !args.trace_path.empty()};
   try {
     auto results = exec::run_rank(p, launch, options);
     if (launch.rank == 0) return report(p, args, std::move(results));

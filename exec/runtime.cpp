@@ -17,16 +17,19 @@ namespace {
 
 using timeline::Lane;
 
+}  // namespace
+
 // Room for every span of the run: each action of every step, plus slack; capped at 4M spans
-// (~200 MB), beyond which spans are counted as dropped.
-size_t tracer_capacity(const plan::Plan& plan) {
+// (256 MB a thread, and a quarter as many marks), beyond which spans are counted as dropped. A run
+// that keeps no trace records none and reserves nothing (a long run without -o had reserved the cap,
+// ~580 MB a rank).
+size_t tracer_capacity(const plan::Plan& plan, const RunOptions& options) {
+  if (!options.trace) return 0;
   size_t most = 0;
   for (const auto& actions : plan.schedule.ranks) most = std::max(most, actions.size());
   const size_t want = most * static_cast<size_t>(plan.scenario.data.steps) + 1024;
   return std::min<size_t>(want, size_t{1} << 22);
 }
-
-}  // namespace
 
 Runtime::Runtime(const plan::Plan& plan, const LaunchInfo& launch, const RunOptions& options)
     : plan_(plan),
@@ -37,14 +40,14 @@ Runtime::Runtime(const plan::Plan& plan, const LaunchInfo& launch, const RunOpti
       replica_(plan.ranks[launch.rank].replica),
       actions_(plan.schedule.ranks[pipeline_rank_]),
       train_device_(rank_device(plan.scenario, launch.local_rank)),
-      tracer_(launch.rank, tracer_capacity(plan)),
+      tracer_(launch.rank, tracer_capacity(plan, options)),
       data_(plan),
       comm_(plan, launch),
       dtype_(compute_dtype(p_.precision)),
       messages_(plan, launch, pipeline_rank_, replica_, comm_, tracer_, train_device_, dtype_) {
   tracer_.register_thread();  // the training loop's thread (the send watcher registers its own)
   // PARALLAX_TRACE=0 turns the tracer off, to measure its overhead (bench/exec_bench.sh).
-  if (const char* t = std::getenv("PARALLAX_TRACE"); t && std::string(t) == "0") tracer_.set_enabled(false);
+  if (const char* t = std::getenv("PARALLAX_TRACE"); !options.trace || (t && std::string(t) == "0")) tracer_.set_enabled(false);
   const int threads = std::max(1u, std::thread::hardware_concurrency()) / std::max(1, launch.world_size);
   torch::set_num_threads(std::max(1, threads));
   demote_helper_threads(threads_before_comm_);  // Gloo's loop and the send watcher: see exec/threads.hpp
@@ -85,7 +88,8 @@ RankResult Runtime::run() {
     rec.step_time = plan::Time::ns(profiler::now_ns() - t0);
     report(rec, steps);
     result.steps.push_back(rec);
-    if (options_.checkpoint_every > 0 && (step + 1) % options_.checkpoint_every == 0) checkpoint(step + 1);
+    // Every K steps, and at the last step, as torchtitan and Megatron-LM save at the end of training.
+    if (options_.checkpoint_every > 0 && ((step + 1) % options_.checkpoint_every == 0 || step + 1 == steps)) checkpoint(step + 1);
   }
   // Before evaluation.
   memory_.peak_bytes = train_device_.is_cuda() ? gpu::peak_allocated_bytes(train_device_.index()) : peak_tensor_bytes();

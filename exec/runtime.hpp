@@ -19,6 +19,7 @@ struct RunOptions {
   std::string checkpoint_dir;  ///< empty: no checkpoints
   int checkpoint_every = 0;    ///< optimizer steps between checkpoints
   bool resume = false;         ///< continue from the latest complete checkpoint
+  bool trace = true;           ///< record every span; off (`run` without -o): nothing to keep, so no buffer for it
 };
 
 // The lanes of a GPU rank's compute actions: as the device ran them, and as the host launched them.
@@ -47,6 +48,10 @@ struct RankResult {
   timeline::RankMemory memory;                 ///< the host memory its training took
   uint64_t dropped = 0;  ///< spans the tracer could not hold
 };
+
+/// Spans each of a rank's threads can record: every action of every step, plus slack, at most
+/// 4M (256 MB); none when the run keeps no trace.
+size_t tracer_capacity(const plan::Plan& plan, const RunOptions& options);
 
 /// Runs this rank to the end of data.steps; throws on failure (the message names rank and action).
 /// Rank 0 returns every rank's result (gathered through the c10d store); the others their own.

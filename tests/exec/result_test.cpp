@@ -1,6 +1,8 @@
 // measured_timeline on synthetic rank results: on a GPU, compute actions take the times their
 // CUDA events measured, and the host spans around them stay in the trace on a lane of their own.
 #include "exec/runtime.hpp"
+#include "plan/plan.hpp"
+#include "plan/scenario.hpp"
 #include "timeline/metrics.hpp"
 // LibTorch's logging defines CHECK (glog's, which aborts the process); Catch's must win here.
 #undef CHECK
@@ -71,4 +73,23 @@ TEST_CASE("exec::RankResult: the host probe survives the JSON hand-over and beco
   CHECK(t.counters[0].samples[1].first.count_ns() == 8900 - 1900);  // the origin is the first mark
   CHECK(t.counters[0].samples[0].second == 12.75);
   CHECK(t.counters[0].samples[1].second == 16.5);
+}
+
+// The tracer's room: every action of every step plus slack, capped at 4M spans; none without a
+// trace (a long run without -o had reserved ~580 MB a rank for spans it threw away).
+TEST_CASE("exec::tracer_capacity: every span of the run up to 4M, none when no trace is kept", "[exec]") {
+  const auto plan_of = [](int64_t steps) {
+    return plan::resolve_plan(plan::load_scenario(std::string(PARALLAX_SOURCE_DIR) + "/scenarios/mlp-fashion-mnist-ddp2.yaml",
+                                                  {"data.steps=" + std::to_string(steps)}));
+  };
+  const plan::Plan short_run = plan_of(10);
+  size_t most = 0;
+  for (const auto& actions : short_run.schedule.ranks) most = std::max(most, actions.size());
+  REQUIRE(most > 0);
+  CHECK(exec::tracer_capacity(short_run, exec::RunOptions{}) == most * 10 + 1024);
+  const plan::Plan long_run = plan_of(16'000'000);
+  CHECK(exec::tracer_capacity(long_run, exec::RunOptions{}) == size_t{1} << 22);
+  exec::RunOptions untraced;
+  untraced.trace = false;
+  CHECK(exec::tracer_capacity(long_run, untraced) == 0);
 }

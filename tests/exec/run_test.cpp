@@ -258,8 +258,9 @@ TEST_CASE("exec: a resumed run continues with the losses of an uninterrupted one
   const std::string layout = " --set parallel.pipeline=2 --set parallel.data=1 --set parallel.chunks=2 --set data.steps=";
   const auto full = run("run " + kMlp + kSmall + layout + "4");
   REQUIRE(full.code == 0);
-  // Stop after 2 steps with a checkpoint every 2, then resume to 4.
-  REQUIRE(run("run " + kMlp + kSmall + layout + "2 --checkpoint-dir " + dir.string() + " --checkpoint-every 2").code == 0);
+  // Stop after 2 steps with a checkpoint every 3: the last step is saved all the same (as torchtitan
+  // and Megatron-LM save at the end of training); then resume to 4.
+  REQUIRE(run("run " + kMlp + kSmall + layout + "2 --checkpoint-dir " + dir.string() + " --checkpoint-every 3").code == 0);
   CHECK(std::filesystem::exists(dir / "step-2" / "COMPLETE"));
   const auto resumed = run("run " + kMlp + kSmall + layout + "4 --checkpoint-dir " + dir.string() + " --resume");
   REQUIRE(resumed.code == 0);
@@ -380,6 +381,11 @@ TEST_CASE("exec: bad input exits 2 before any rank starts", "[exec][run]") {
   const auto unwritable = run("run " + kMlp + " --checkpoint-dir /proc/parallax-no-such --checkpoint-every 1", "", true);
   CHECK(unwritable.code == 2);
   CHECK_THAT(unwritable.out, Catch::StartsWith("--checkpoint-dir: cannot make or write to the folder /proc/parallax-no-such"));
+  // A file given as the folder: it had read as a folder with no checkpoint, and --resume had
+  // trained from the first step.
+  const auto file = run("run " + kMlp + " --checkpoint-dir " + kMlp + " --resume", "", true);
+  CHECK(file.code == 2);
+  CHECK_THAT(file.out, Catch::StartsWith("--checkpoint-dir: " + kMlp + " is a file, not a folder of checkpoints"));
   const auto missing = run("run " + kMlp, "PARALLAX_FASHION_MNIST=/nonexistent");
   CHECK(missing.code == 2);
   CHECK(missing.out.empty());
