@@ -66,6 +66,7 @@ int export_command(const std::string& trainer, const ScenarioArgs& args) {
   const plan::Plan p = args.resolve();
   const plan::TrainerExport e = trainer == "megatron" ? plan::export_megatron(p) : plan::export_torchtitan(p);
   std::cout << e.text;
+  if (!e.does_not_fit.empty()) std::cerr << "warning: " << e.does_not_fit << "\n";
   return 0;
 }
 

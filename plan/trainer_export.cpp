@@ -1,6 +1,7 @@
 #include "plan/trainer_export.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <sstream>
@@ -42,6 +43,22 @@ const Layer& first_block(const Plan& p, const std::string& trainer) {
                      "the transformer preset's default block is LibTorch's TransformerEncoderLayer (post-norm, ReLU), which " + trainer +
                          " does not build; give the block's form (model.mlp: gelu for GPT's, or a Hugging Face config) to export it");
   return block;
+}
+
+// The plan's fullest rank against the device's memory: a plan that does not fit exports all the same
+// (the user may mean to change the device), with this said first among the notes.
+std::string does_not_fit_note(const Plan& p) {
+  const auto fullest = std::max_element(p.ranks.begin(), p.ranks.end(),
+                                        [](const RankPlan& a, const RankPlan& b) { return a.memory.total() < b.memory.total(); });
+  const int64_t device = p.scenario.hardware.device.memory_bytes();
+  if (fullest == p.ranks.end() || fullest->memory.total() <= device) return "";
+  char text[256];
+  std::snprintf(text, sizeof text,
+                "THIS PLAN DOES NOT FIT: its fullest rank (%d) needs %.2f GiB of the %s's %.2f GiB, and the trainer would run out of "
+                "memory (parallax plan shows each part)",
+                fullest->rank, static_cast<double>(fullest->memory.total()) / (1 << 30), p.scenario.hardware.device.name.c_str(),
+                static_cast<double>(device) / (1 << 30));
+  return text;
 }
 
 int blocks_on(const Plan& p, const Stage& st) {
@@ -238,6 +255,11 @@ TrainerExport export_megatron(const Plan& p) {
   if (s.layers.back().shape.loss == Loss::fused)  // its memory is torch.compile's cross entropy, not Megatron-LM's fused one
     throw InputError(s.where("model.loss"), "model.loss: fused is torch.compile's cross entropy (torchtitan's compiled loss); Megatron-LM "
                                             "runs its vocabulary-parallel one: set model.loss: megatron");
+  // model.kernels: eager is eager PyTorch's op-by-op norms, rotary positions and SwiGLU in fp32
+  // (torchtitan's Llama without torch.compile); Megatron-LM runs Transformer Engine's fused ones.
+  if (sh.eager)
+    throw InputError(s.where("model.kernels"), "model.kernels: eager is eager PyTorch's op-by-op blocks (torchtitan's Llama without "
+                                               "torch.compile); Megatron-LM runs Transformer Engine's fused kernels: set model.kernels: fused");
   a.push_back({"--micro-batch-size", std::to_string(p.microbatch_size)});
   a.push_back({"--global-batch-size", std::to_string(s.data.batch_size * par.grad_accumulation * par.data)});
   switch (par.activation_checkpointing) {
@@ -362,6 +384,8 @@ TrainerExport export_megatron(const Plan& p) {
   if (par.bucket_caps_apply())  // Megatron-core buckets by --ddp-bucket-size, on the first pipeline rank only
     not_megatron.push_back("torch's DDP buckets");
   if (s.layers.back().shape.loss == Loss::eager) not_megatron.push_back("torch's cross entropy");
+  out.does_not_fit = does_not_fit_note(p);
+  if (!out.does_not_fit.empty()) out.notes.insert(out.notes.begin(), out.does_not_fit);
   if (!rotary_note.empty()) out.notes.push_back(rotary_note);
   if (const std::string release = megatron_release_note(a, sh, par); !release.empty()) out.notes.push_back(release);
   if (!not_megatron.empty()) {
@@ -445,6 +469,12 @@ TrainerExport export_torchtitan(const Plan& p) {
   if (block.shape.form.dropout > 0)
     throw InputError(s.where("model.dropout"), "torchtitan's Llama 3 has no dropout; this plan's blocks drop at " +
                                                    number_text(block.shape.form.dropout) + " (set model.dropout: 0)");
+  // Its Llama 3 always runs scaled_dot_product_attention (cuDNN, flash, or the math kernel as the
+  // last resort: models/attention.py), never an attention that keeps its scores.
+  if (!block.shape.flash_attention)
+    throw InputError(s.where("model.attention"), "torchtitan's Llama 3 runs PyTorch's scaled_dot_product_attention (flash or cuDNN), "
+                                                 "and this plan's attention is standard (its scores kept, as in eager attention): set "
+                                                 "model.attention: flash");
   TrainerExport out;
   auto& a = out.arguments;
   a.push_back({"model.name", quoted("llama3")});
@@ -466,7 +496,8 @@ TrainerExport export_torchtitan(const Plan& p) {
   if (fsdp) a.push_back({"parallelism.fsdp_reshard_after_forward", quoted(par.reshard_after_forward ? "always" : "never")});
   a.push_back({"parallelism.tensor_parallel_degree", std::to_string(par.tensor)});
   // The plan passes keys and values around a ring (docs/simulator.md, context parallelism):
-  // torch's all-to-all rotater, where torchtitan's default all-gathers every shard at once.
+  // torch's all-to-all rotater, where torchtitan's default all-gathers every shard at once. v0.2.2
+  // applies it in validation only (a note says so below).
   if (par.context > 1)
     a.insert(a.end(), {{"parallelism.context_parallel_degree", std::to_string(par.context)},
                        {"parallelism.context_parallel_rotate_method", quoted("alltoall")}});
@@ -544,6 +575,14 @@ TrainerExport export_torchtitan(const Plan& p) {
                   : "CONFIG_FILE=plan.toml NGPU=" + per_node + " ./run_train.sh";
   out.notes = {"torchtitan reads a tokenized dataset (training.dataset); the plan's synthetic tokens have no torchtitan counterpart",
                "launch: " + launch + " (torchtitan v0.2.2's TOML job config; later torchtitan configures jobs in Python)"};
+  out.does_not_fit = does_not_fit_note(p);
+  if (!out.does_not_fit.empty()) out.notes.insert(out.notes.begin(), out.does_not_fit);
+  // Context parallelism: torchtitan v0.2.2 sets the rotate method in validation only
+  // (components/validate.py); training keeps torch's default, which all-gathers the keys and values.
+  if (par.context > 1)
+    out.notes.push_back("torchtitan v0.2.2 applies context_parallel_rotate_method in validation only; its training keeps torch's "
+                        "default, which all-gathers every rank's keys and values before attention, where this plan predicts them "
+                        "passed round a ring (Megatron-core's, docs/simulator.md)");
   // Its gradient accumulation never turns FSDP2's sync off (pytorch/torchtitan#1710); its pipeline
   // schedules do, as this plan's would (ParallelSpec::reduces_every_microbatch).
   if (par.sharded(Shard::gradients) && par.data > 1 && par.pipeline == 1 && par.chunks * par.grad_accumulation > 1 &&

@@ -21,6 +21,7 @@ struct TrainerExport {
   std::vector<TrainerArgument> arguments;
   std::vector<std::string> notes;  ///< what the trainer sets itself, or what is left to the user
   std::string text;                ///< what `parallax export` prints
+  std::string does_not_fit;        ///< said when the plan's fullest rank exceeds the device (also the first note)
 };
 
 TrainerExport export_megatron(const Plan& plan);

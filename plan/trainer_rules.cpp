@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "plan/knobs.hpp"
+#include "plan/layers.hpp"
 
 namespace parallax::plan {
 
@@ -85,6 +86,18 @@ std::optional<TrainerRefusal> megatron_refusal(const Scenario& s) {
   if (par.sequence_parallel && par.tensor > 1 && block && (block->shape.seq_len / par.context) % par.tensor != 0)
     return TrainerRefusal{"model.seq_len", "Megatron-LM's sequence parallelism splits each rank's " + std::to_string(block->shape.seq_len / par.context) +
                                                " tokens over the " + std::to_string(par.tensor) + " tensor ranks, which must divide them: set model.seq_len"};
+  // Its MoE layer raises in training under tensor parallelism without sequence parallelism, whatever
+  // the expert degree (core/transformer/moe/moe_layer.py, MoELayer.forward).
+  if (first_moe_layer(s.layers) && par.tensor > 1 && !par.sequence_parallel)
+    return TrainerRefusal{"parallel.sequence_parallel", "Megatron-core's MoE layer raises in training under tensor parallelism without "
+                                                        "sequence parallelism (moe_layer.py): set parallel.sequence_parallel: true"};
+  // parallel_state.py asserts that the distributed optimizer's copies divide the experts' data-
+  // parallel ranks (world / (pipeline x expert x expert_tensor)) as well as the dense ones.
+  if (par.shard_copies() > 1 && par.expert_replicas() % par.shard_copies() != 0)
+    return TrainerRefusal{"parallel.shard_group", "Megatron-core needs the distributed optimizer's " + std::to_string(par.shard_copies()) +
+                                                      " copies (--num-distributed-optimizer-instances) to divide the experts' " +
+                                                      std::to_string(par.expert_replicas()) +
+                                                      " data-parallel ranks (parallel_state.py): set parallel.shard_group so that they do"};
   // transformer_config.py asserts these beside --overlap-moe-expert-parallel-comm.
   if (par.overlap_moe_expert_parallel_comm) {
     const char* why = par.activation_checkpointing == Recompute::layer || par.activation_checkpointing == Recompute::stage

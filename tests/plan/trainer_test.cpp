@@ -661,6 +661,75 @@ TEST_CASE("plan::export: Megatron-core's combined 1F1B under what it asserts aga
   CHECK_THAT(error({"model.mtp_layers=2"}), Catch::Contains("multi-token prediction"));
 }
 
+// Megatron-core's MoE layer raises in training under tensor parallelism without sequence
+// parallelism whatever the expert degree (moe_layer.py), and parallel_state.py asserts that the
+// distributed optimizer's copies divide the experts' data-parallel ranks as well as the dense ones.
+TEST_CASE("plan::export: Megatron-core's MoE assertions at any expert degree exit 2, and the tuner keeps to them", "[plan][moe]") {
+  const std::string moe = std::string(PARALLAX_SOURCE_DIR) + "/scenarios/models/qwen3-30b-a3b.json";
+  const std::string base = "framework: megatron\nmodel: {hf_config: " + moe + ", seq_len: 4096}\nhardware: h100-nvlink-ib\n"
+                           "data: {batch_size: 16}\nparallel: {precision: bf16, data: 2, tensor: 4, sequence_parallel: true, pipeline: 2, "
+                           "chunks: 16, schedule: 1f1b, shard: optimizer}\n";
+  const auto error = [&](const std::vector<std::string>& sets) {
+    return export_error([&](const std::vector<std::string>& s) { return plan::export_megatron(test::plan_from(base, s)); }, sets);
+  };
+  CHECK(error({}).empty());
+  CHECK_THAT(error({"parallel.sequence_parallel=false"}), Catch::Contains("--set parallel.sequence_parallel") && Catch::Contains("moe_layer.py"));
+  const auto refusal = plan::trainer_refusal(test::plan_from(base, {"parallel.sequence_parallel=false"}).scenario, plan::Framework::megatron);
+  REQUIRE(refusal);
+  CHECK(refusal->key == "parallel.sequence_parallel");
+  // A dense model under tensor parallelism without sequence parallelism runs.
+  CHECK(!plan::trainer_refusal(plan::load_scenario(std::string(PARALLAX_SOURCE_DIR) + "/scenarios/llama-3.1-70b-64xH100.yaml",
+                                                   {"parallel.sequence_parallel=false"}),
+                               plan::Framework::megatron));
+  // 16 ranks of tensor 4 x pipeline 2 x data 2 and expert 4 (expert_tensor 1): the experts' data-
+  // parallel ranks are 16 / (2 x 4 x 1) = 2; two distributed-optimizer copies divide them, ...
+  const std::vector<std::string> eight = {"parallel.data=2", "parallel.expert=4", "parallel.expert_tensor=1"};
+  CHECK(error(eight).empty());
+  CHECK(as_map(plan::export_megatron(test::plan_from(base, {"parallel.data=4", "data.batch_size=32", "parallel.expert=4", "parallel.expert_tensor=1",
+                                                              "parallel.shard_group=2"})))
+            .at("--num-distributed-optimizer-instances") == "2");
+  // ... and four do not: data 8, shard_group 2 gives 4 copies over the experts' 64 / (2 x 16) = 2.
+  CHECK_THAT(error({"parallel.data=8", "data.batch_size=64", "parallel.expert=16", "parallel.expert_tensor=1", "parallel.shard_group=2"}),
+             Catch::Contains("--set parallel.shard_group") && Catch::Contains("4 copies") && Catch::Contains("experts' 2 data-parallel"));
+}
+
+// What a trainer runs otherwise than the plan's model: Megatron-LM's blocks are Transformer Engine's
+// fused ones, torchtitan's Llama always runs scaled_dot_product_attention.
+TEST_CASE("plan::export: eager blocks in Megatron-LM and standard attention in torchtitan exit 2", "[plan]") {
+  const std::string source = std::string(PARALLAX_SOURCE_DIR) + "/scenarios/llama-3.1-70b-64xH100.yaml";
+  const std::string fsdp_source = std::string(PARALLAX_SOURCE_DIR) + "/scenarios/llama-3.1-8b-64xH100-fsdp.yaml";
+  const auto megatron = [&](const std::vector<std::string>& sets) { return plan::export_megatron(plan::resolve_plan(plan::load_scenario(source, sets))); };
+  const auto titan = [&](const std::vector<std::string>& sets) { return plan::export_torchtitan(plan::resolve_plan(plan::load_scenario(fsdp_source, sets))); };
+  CHECK_THAT(export_error(megatron, {"model.kernels=eager"}), Catch::Contains("--set model.kernels") && Catch::Contains("set model.kernels: fused"));
+  CHECK_THAT(export_error(titan, {"model.attention=standard", "parallel.activation_checkpointing=layer"}),
+             Catch::Contains("model.attention") && Catch::Contains("scaled_dot_product_attention") && Catch::Contains("set model.attention: flash"));
+  CHECK(export_error(titan, {}).empty());
+}
+
+// A plan that does not fit exports, said first among the notes with its figures; one that fits
+// says nothing of it. torchtitan v0.2.2's training all-gathers context parallelism's keys and values
+// whatever its rotate method, which the note says beside the key.
+TEST_CASE("plan::export: a plan that does not fit says so first; torchtitan's context parallelism says how it rotates", "[plan]") {
+  const std::string source = std::string(PARALLAX_SOURCE_DIR) + "/scenarios/llama-3.1-70b-64xH100.yaml";
+  const std::vector<std::string> unsplit = {"parallel.tensor=1", "parallel.sequence_parallel=false", "parallel.data=16", "data.batch_size=8",
+                                            "parallel.chunks=8", "parallel.virtual=1", "parallel.schedule=1f1b", "parallel.partition_len=balanced"};
+  const plan::Plan p = plan::resolve_plan(plan::load_scenario(source, unsplit));
+  int64_t fullest = 0;
+  for (const auto& r : p.ranks) fullest = std::max(fullest, r.memory.total());
+  REQUIRE(fullest > p.scenario.hardware.device.memory_bytes());
+  const plan::TrainerExport e = plan::export_megatron(p);
+  REQUIRE(!e.notes.empty());
+  CHECK_THAT(e.notes.front(), Catch::StartsWith("THIS PLAN DOES NOT FIT") && Catch::Contains("of the NVIDIA H100 80GB SXM5's 80.00 GiB"));
+  CHECK(e.does_not_fit == e.notes.front());
+  CHECK_THAT(e.text, Catch::Contains("# THIS PLAN DOES NOT FIT"));
+  CHECK(plan::export_megatron(plan::resolve_plan(plan::load_scenario(source, {}))).does_not_fit.empty());
+  const std::string titan = plan::export_torchtitan(plan::resolve_plan(plan::load_scenario(
+                                                        std::string(PARALLAX_SOURCE_DIR) + "/scenarios/llama-3.1-405b-3072xH100.yaml",
+                                                        {"parallel.shard=full"})))
+                                .text;
+  CHECK_THAT(titan, Catch::Contains("context_parallel_rotate_method = \"alltoall\"") && Catch::Contains("in validation only"));
+}
+
 TEST_CASE("plan::search_defaults: the tuner searches the trainer's own selective policy", "[plan][tune]") {
   auto searched = [](const plan::Scenario& s) {
     std::vector<std::string> names;
