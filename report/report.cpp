@@ -283,7 +283,8 @@ json report_data(const ReportInput& in) {
   data["plan"] = {{"schedule", plan.schedule}, {"chunks", in.predicted.plan ? plan.chunks : 0}, {"grid", json::object()},
                   {"hardware", plan.hardware.empty() ? json() : json(plan.hardware)}};
   if (in.predicted.plan)
-    data["plan"]["grid"] = {{"data", plan.data}, {"pipeline", plan.pipeline}, {"tensor", plan.tensor}, {"virtual", plan.virtual_stages}};
+    data["plan"]["grid"] = {{"data", plan.data}, {"context", plan.context}, {"pipeline", plan.pipeline}, {"tensor", plan.tensor},
+                            {"virtual", plan.virtual_stages}};
   data["plan"]["moe"] = plan.document.value("moe", json());  // a MoE plan's experts, all-to-alls and imbalance
   data["plan"]["published_check"] = plan.document.value("published_check", json());  // the profile's errors on published runs
   data["plan"]["kernels"] = plan.document.value("kernels", json());  // a step's compute kernels by kind (plan::step_kernels)
@@ -331,13 +332,22 @@ json report_data(const ReportInput& in) {
   return data;
 }
 
-std::string render_html(const ReportInput& input) {
+std::string render_html(const ReportInput& input, size_t max_chars) {
   const json data = report_data(input);
   std::string page = kPageHtml;
   // Last marker first: each replacement finds the first occurrence, and what is put in (a title or
   // data naming a marker, say a scenario called "PARALLAX_DATA") must not be found in its place.
   replace_once(page, "/*PARALLAX_JS*/", kPageJs);
-  replace_once(page, "PARALLAX_DATA", script_safe_json(data));
+  const std::string embedded = script_safe_json(data);
+  // The page parses its data from one string; Chromium's V8 holds at most 2^29 - 24 characters in
+  // one (v8::String::kMaxLength on 64-bit), and a page beyond it opened blank (an 898 MB report of
+  // 8,192 GPUs). Said now, with nothing written.
+  if (embedded.size() > max_chars)
+    throw std::runtime_error("the page's data would be " + std::to_string(embedded.size() / 1000000) +
+                             " MB, more than a browser holds in one JavaScript string (Chromium: 535 MB), so the page would open "
+                             "blank; nothing written. The simulator plays data replicas alike: report the plan with fewer "
+                             "(parallel.data), or open `parallax simulate -o` in Perfetto");
+  replace_once(page, "PARALLAX_DATA", embedded);
   replace_once(page, "/*PARALLAX_CSS*/", kPageCss);
   replace_once(page, "PARALLAX_TITLE", html_escape(data["title"].get<std::string>()));
   return page;

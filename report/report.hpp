@@ -36,8 +36,13 @@ struct ReportInput {
 /// links, critical_path, timeline {predicted, measured}, tune.
 nlohmann::json report_data(const ReportInput& input);
 
+/// The most characters of data a page embeds: Chromium's V8 parses at most 2^29 - 24 in one string
+/// (v8::String::kMaxLength), less room for the page around it.
+constexpr size_t kMaxEmbeddedChars = (size_t{1} << 29) - 24 - (size_t{1} << 20);
+
 /// The whole page: inline CSS and JS, the data embedded; opens from file:// with no network.
-std::string render_html(const ReportInput& input);
+/// Throws std::runtime_error when the data exceeds `max_chars` (the page would open blank).
+std::string render_html(const ReportInput& input, size_t max_chars = kMaxEmbeddedChars);
 
 /// What keeps `tune` from being the output of `parallax tune --json` as the page draws it ("" when
 /// nothing): an object with a non-empty `ranked` list, and a `best`, a `baseline` and every ranked

@@ -8,7 +8,7 @@ const D = JSON.parse(document.getElementById('data').textContent);
 const KINDS = D.vocabulary.kinds;  // schedule::ActionKind's names in its order, as report.cpp writes them
 const LANES = D.vocabulary.lanes;  // timeline::Lane's
 const COLORS = ['#4c9be8', '#2e9d6b', '#e8a33c', '#d9822b', '#c9a227', '#b5651d', '#8e44ad', '#7f8c8d', '#5cb85c', '#a3c644', '#3f7fbf'];
-const PREDICTED = '#8a94a6', MEASURED = '#2f6fde', LIMIT = '#c0392b';
+const PREDICTED = '#8a94a6', RESERVE = '#c8cdd6', MEASURED = '#2f6fde', LIMIT = '#c0392b';
 
 // ---- small helpers
 
@@ -68,8 +68,11 @@ function lowerBound(a, x) {
 }
 
 /// A round tick step near span / count: 1, 2 or 5 times a power of ten.
-function niceStep(span, count) {
-  const raw = span / Math.max(1, count), p = Math.pow(10, Math.floor(Math.log10(raw)));
+function niceStep(span, count, unit) {
+  const raw = span / Math.max(1, count);
+  // In whole units where a step spans one or more (MiB shown as GiB: 10 GiB a step, not 50,000 MiB).
+  if (unit && raw >= unit) return unit * niceStep(span / unit, count);
+  const p = Math.pow(10, Math.floor(Math.log10(raw)));
   return [1, 2, 5, 10].map(m => m * p).find(s => s >= raw) || raw;
 }
 
@@ -101,22 +104,30 @@ function kernelsText(k) {
 /// inside F and B on the predicted rows, on their own lane in a measured run).
 function moeText(m) {
   if (!m) return '';
-  const kib = (m.all_to_all_bytes / 1024).toFixed(1);
+  const b = m.all_to_all_bytes, size = b >= 1 << 30 ? `${(b / (1 << 30)).toFixed(2)} GiB` : b >= 1 << 20 ? `${(b / (1 << 20)).toFixed(1)} MiB`
+                                                                                       : `${(b / 1024).toFixed(1)} KiB`;
   return `${m.blocks} MoE blocks of ${m.experts} experts (top-${m.top_k}${m.shared ? `, ${m.shared} shared` : ''}) over expert ` +
-      `${m.expert}: ` + (m.all_to_alls ? `${m.all_to_alls} all-to-alls of ${kib} KiB a rank per block and micro-batch, ` : '') +
+      `${m.expert}: ` + (m.all_to_alls ? `${m.all_to_alls} all-to-alls of ${size} a rank per block and micro-batch, ` : '') +
       `load imbalance ${m.imbalance.toFixed(3)}x${m.imbalance_stated ? ' (stated)' : ''}`;
+}
+
+// The plan's tensor degree: above 1 the trace's ranks (timeline rows, rN) are tensor groups, the
+// plan's memory ranks single GPUs.
+function planTensor() {
+  return D.plan.grid && D.plan.grid.tensor > 1 ? D.plan.grid.tensor : 1;
 }
 
 function renderSummary() {
   const s = D.summary, p = D.plan;
   document.getElementById('title').textContent = D.title;
-  const tensor = p.grid && p.grid.tensor > 1 ? p.grid.tensor : 1;
-  const grid = p.grid && p.grid.data ? `${p.grid.data} x ${p.grid.pipeline}` + (tensor > 1 ? ` x ${tensor}` : '') +
-                                           (p.grid.virtual > 1 ? ` x v${p.grid.virtual}` : '') : '';
+  const tensor = planTensor(), context = p.grid && p.grid.context > 1 ? p.grid.context : 1;
+  const grid = p.grid && p.grid.data ? `${p.grid.data}` + (context > 1 ? ` x ${context}` : '') + ` x ${p.grid.pipeline}` +
+                                           (tensor > 1 ? ` x ${tensor}` : '') + (p.grid.virtual > 1 ? ` x v${p.grid.virtual}` : '') : '';
   document.getElementById('subtitle').textContent = [
     `scenario ${D.scenario}`,
-    (tensor > 1 ? `${D.world_size * tensor} GPUs, ${D.world_size} tensor groups of ${tensor} (one row each)` : `${D.world_size} ranks`) +
-        (grid ? ` (data x pipeline${tensor > 1 ? ' x tensor' : ''} ${grid})` : ''),
+    (tensor > 1 ? `${D.world_size * tensor} GPUs, ${D.world_size} tensor groups of ${tensor} (rank r on the timeline and charts: ` +
+                  `group r, GPUs ${tensor}r to ${tensor}r+${tensor - 1})` : `${D.world_size} ranks`) +
+        (grid ? ` (data${context > 1 ? ' x context' : ''} x pipeline${tensor > 1 ? ' x tensor' : ''} ${grid})` : ''),
     p.schedule ? `schedule ${p.schedule}` : '', p.chunks ? `${p.chunks} chunks` : '',
     s.measured ? 'predicted against measured' : 'predicted only', moeText(p.moe)].filter(Boolean).join(' · ');
   const cards = document.getElementById('step-cards');
@@ -150,35 +161,58 @@ function renderSummary() {
 
 /// Grouped bars: labels[i] with one bar per series. With more bars than fit, neighbouring labels
 /// are merged and the largest value of each group is drawn (the note says so).
-function barChart(container, { labels, series, unit, limit, format }) {
+function barChart(container, { labels, series, unit, limit, format, tickUnit }) {
   const width = Math.max(400, container.clientWidth || 600), height = 170, left = 64, bottom = 24, top = 10;
   const plotW = width - left - 10, plotH = height - top - bottom;
-  const fit = Math.max(1, Math.floor(plotW / (4 * series.length + 2)));
+  // A series with `stack` is drawn on top of the series before it, in its bar (the reserve on the
+  // tensors), not beside it.
+  const slots = series.filter(s => !s.stack).length;
+  const fit = Math.max(1, Math.floor(plotW / (4 * slots + 2)));
   const group = Math.ceil(labels.length / fit), groups = Math.ceil(labels.length / group);
-  const values = series.map(s => {
-    const out = [];
-    for (let g = 0; g < groups; ++g) out.push(Math.max(...s.values.slice(g * group, (g + 1) * group)));
-    return out;
-  });
-  const max = Math.max(1e-9, ...values.flat(), limit ? limit.value : 0);
+  // Each bar of a group is its largest neighbour; a stacked pair keeps one neighbour's two parts
+  // (the one whose sum is largest), so that the bar's top is a real rank's.
+  const values = series.map(() => []);
+  for (let g = 0; g < groups; ++g) {
+    const from = g * group, to = Math.min(labels.length, (g + 1) * group);
+    series.forEach((s, k) => {
+      if (s.stack) return;
+      const next = series[k + 1], stacked = next && next.stack;
+      let best = from;
+      for (let i = from; i < to; ++i) {
+        const sum = v => s.values[v] + (stacked ? next.values[v] : 0);
+        if (sum(i) > sum(best)) best = i;
+      }
+      values[k].push(s.values[best]);
+      if (stacked) values[k + 1].push(next.values[best]);
+    });
+  }
+  const tops = values.map((v, k) => v.map((x, g) => x + (series[k].stack ? values[k - 1][g] : 0)));
+  // All zero (no bubble anywhere): an axis of one whole unit, not of 1e-9.
+  const highest = Math.max(0, ...tops.flat(), limit ? limit.value : 0), max = highest > 1e-9 ? highest : 1;
   const y = v => top + plotH * (1 - v / max);
   const root = svg('svg', { width, height, role: 'img' });
-  const step = niceStep(max, 4);
+  const step = niceStep(max, 4, tickUnit);
   for (let v = 0; v <= max * 1.0001; v += step) {
     root.append(svg('line', { x1: left, x2: left + plotW, y1: y(v), y2: y(v), stroke: '#e3e7ee' }));
     const t = svg('text', { x: left - 6, y: y(v) + 4, 'text-anchor': 'end', 'font-size': 11, fill: '#5b6576' });
     t.textContent = format(v, step);  // ticks: as many decimals as the step needs
     root.append(t);
   }
-  const slot = plotW / groups, barW = Math.min(48, Math.max(1, (slot - 2) / series.length));
+  const slot = plotW / groups, barW = Math.min(48, Math.max(1, (slot - 2) / slots));
   const labelEvery = Math.ceil(groups / Math.floor(plotW / 70));
   for (let g = 0; g < groups; ++g) {
+    let place = -1;
     series.forEach((s, k) => {
-      const v = values[k][g];
-      const r = svg('rect', { x: left + g * slot + (slot - barW * series.length) / 2 + k * barW, y: y(v), width: Math.max(0.5, barW - (barW > 3 ? 1 : 0)),
-                              height: Math.max(0, y(0) - y(v)), fill: s.color });
+      if (!s.stack) ++place;
+      const v = values[k][g], base = s.stack ? values[k - 1][g] : 0;
+      // Over the limit: the bar's top part in the limit's colour (a plan that does not fit).
+      const over = limit && limit.over && tops[k][g] > limit.value;
+      const r = svg('rect', { x: left + g * slot + (slot - barW * slots) / 2 + place * barW, y: y(base + v),
+                              width: Math.max(0.5, barW - (barW > 3 ? 1 : 0)), height: Math.max(0, y(base) - y(base + v)),
+                              fill: over && (s.stack || !(series[k + 1] || {}).stack) ? LIMIT : s.color });
       const tip = svg('title');
-      tip.textContent = `${labelOf(labels, g, group)}: ${s.name} ${format(v)}`;
+      tip.textContent = `${labelOf(labels, g, group)}: ${s.name} ${format(v)}` + (s.stack ? ` (top ${format(base + v)})` : '') +
+                        (over ? `, over the ${limit.label}` : '');
       r.append(tip);
       root.append(r);
     });
@@ -232,33 +266,50 @@ function renderCharts() {
   barChart(document.getElementById('exposed-chart'), {
     labels: D.ranks.map(r => `r${r.rank}`),
     series: measuredSeries('exposed communication', D.ranks.map(r => r.exposed_comm_ms)),
-    unit: 'Milliseconds a communication lane is busy while compute is idle, per rank',
+    unit: 'Milliseconds a communication lane is busy while compute is idle, per rank' +
+          (planTensor() > 1 ? ` (rN: tensor group N, GPUs ${planTensor()}N to ${planTensor()}N+${planTensor() - 1}, as on the timeline)` : ''),
     format: (v, step) => v.toFixed(decimals(step, v < 10 ? 2 : 0)) + ' ms',
   });
   const memory = document.getElementById('memory-chart');
   if (!D.memory.length) { memory.append(note('The trace does not carry its plan: no memory estimate.')); return; }
-  // The plan's tensors, as compare sets them against a run's; the fit check adds the reserve (below).
-  const series = [{ name: 'peak memory predicted', color: PREDICTED, values: D.memory.map(m => m.allocated_mb) }];
-  const reserve = Math.max(...D.memory.map(m => m.total_mb - m.allocated_mb));
+  // The plan's tensors (as compare sets them against a run's) and on them the reserve the fit check
+  // adds (the CUDA context and the caching allocator's): the bar's top is simulate's peak, and a
+  // bar over the device is drawn in the limit's colour.
+  const reserve = D.memory.map(m => Math.max(0, m.total_mb - m.allocated_mb));
+  const series = [{ name: 'peak memory predicted (tensors)', color: PREDICTED, values: D.memory.map(m => m.allocated_mb) }];
+  if (Math.max(...reserve) > 0.5)
+    series.push({ name: 'CUDA context and allocator reserve', color: RESERVE, values: reserve, stack: true });
   const measured = D.memory.some(m => m.measured_mb !== null);
   if (measured) series.push({ name: 'peak memory measured', color: MEASURED, values: D.memory.map(m => m.measured_mb || 0) });
   // The device's line only where the bars would still show beside it (a small model on a 16 GiB
   // device would be a row of flat bars); otherwise its size goes into the note.
   const device = D.memory[0].device_mb, deviceText = `device ${(device / 1024).toFixed(1)} GiB`;
-  const largest = Math.max(...series.flatMap(s => s.values));
+  const largest = Math.max(...D.memory.map(m => Math.max(m.total_mb, m.measured_mb || 0)));
   const showDevice = largest >= 0.05 * device;
+  const gpus = planTensor() > 1;  // the plan's ranks are GPUs, where the timeline's rows are tensor groups
   barChart(memory, {
-    labels: D.memory.map(m => `r${m.rank}`),
+    labels: D.memory.map(m => gpus ? `GPU ${m.rank}` : `r${m.rank}`),
     series,
-    limit: showDevice ? { value: device, label: deviceText } : null,
-    unit: 'MiB per rank: parameters, gradients, optimizer state and activations at the peak, as the plan estimates ' +
-          'them' + (measured ? '; measured: the peak of the run\'s live tensors less what they held before the model was built'
-                             : D.summary.measured ? ' (this run did not record memory)' : '') +
-          (reserve > 0.5 ? `; whether it fits the device counts ${reserve.toFixed(0)} MiB more, the CUDA context and the ` +
-                           'caching allocator\'s reserve' : '') +
+    limit: showDevice ? { value: device, label: deviceText, over: true } : null,
+    tickUnit: 1024,
+    unit: `MiB per ${gpus ? 'GPU' : 'rank'}: parameters, gradients, optimizer state and activations at the peak, as the plan ` +
+          'estimates them, and on them the CUDA context and the caching allocator\'s reserve, which the fit check adds' +
+          (measured ? '; measured: the peak of the run\'s live tensors less what they held before the model was built'
+                    : D.summary.measured ? ' (this run did not record memory)' : '') +
           (showDevice ? '' : `. The ${deviceText} is off the scale.`),
     format: (v, step) => v >= 1024 ? (v / 1024).toFixed(decimals(step && step / 1024, 1)) + ' GiB' : v.toFixed(decimals(step, 0)) + ' MiB',
   });
+  renderFit();
+}
+
+// A plan whose fullest rank needs more than the device: said at the top, as simulate says it.
+function renderFit() {
+  const fullest = D.memory.reduce((a, m) => (m.total_mb > a.total_mb ? m : a), D.memory[0]);
+  if (!fullest || fullest.total_mb <= fullest.device_mb) return;
+  const over = D.memory.filter(m => m.total_mb > m.device_mb).length, who = planTensor() > 1 ? 'GPU' : 'rank';
+  document.getElementById('step-note').before(el('p', { class: 'err-pos warning', id: 'does-not-fit',
+    text: `DOES NOT FIT: ${over} of ${D.memory.length} ${who}s need more than the device's ${(fullest.device_mb / 1024).toFixed(2)} GiB; ` +
+          `the fullest, ${who} ${fullest.rank}, ${(fullest.total_mb / 1024).toFixed(2)} GiB (the memory chart below).` }));
 }
 
 // A rate with the unit that shows it: a link that carried a few MB over a long step averages

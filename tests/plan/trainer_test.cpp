@@ -709,7 +709,7 @@ TEST_CASE("plan::export: eager blocks in Megatron-LM and standard attention in t
 // A plan that does not fit exports, said first among the notes with its figures; one that fits
 // says nothing of it. torchtitan v0.2.2's training all-gathers context parallelism's keys and values
 // whatever its rotate method, which the note says beside the key.
-TEST_CASE("plan::export: a plan that does not fit says so first; torchtitan's context parallelism says how it rotates", "[plan]") {
+TEST_CASE("plan::export: a plan that does not fit says so first, torchtitan's context parallelism says how it rotates", "[plan]") {
   const std::string source = std::string(PARALLAX_SOURCE_DIR) + "/scenarios/llama-3.1-70b-64xH100.yaml";
   const std::vector<std::string> unsplit = {"parallel.tensor=1", "parallel.sequence_parallel=false", "parallel.data=16", "data.batch_size=8",
                                             "parallel.chunks=8", "parallel.virtual=1", "parallel.schedule=1f1b", "parallel.partition_len=balanced"};

@@ -13,6 +13,7 @@
 #include "cli/report_command.hpp"
 #include "cli/sim_report.hpp"
 #include "plan/scenario.hpp"
+#include "report/report.hpp"
 #include "sim/simulator.hpp"
 #include "tests/test_util.hpp"
 #include "timeline/trace_writer.hpp"
@@ -393,6 +394,53 @@ TEST_CASE("report: a plan on a profile with published runs says how its predicti
   CHECK(embedded_data(read_text(plain))["plan"]["published_check"].is_null());
   CHECK(embedded_data(read_text(plain))["plan"]["kernels"].is_null());
   CHECK(element_text(chromium(plain, "--dump-dom"), "step-kernels").empty());
+}
+
+// A plan whose fullest GPUs need more than the device: said at the top as simulate says it, and
+// their bars drawn to simulate's peak (the tensors and, on them, the reserve) in the limit's colour
+// (the page had drawn the tensors alone, under the device's line, in grey). The subtitle names the
+// context degree, and says that a timeline rank is a tensor group.
+TEST_CASE("report: a plan that does not fit says so, and draws its memory to simulate's peak", "[report][browser]") {
+  if (!have_chromium()) test::skip("chromium", "chromium is not installed (scripts/setup.sh --browser installs it)");
+  const std::string job = std::string(PARALLAX_SOURCE_DIR) + "/scenarios/llama-3.1-70b-64xH100.yaml";
+  const std::string sets = " --set parallel.virtual=1 --set parallel.partition_len=balanced --set parallel.shard=none --set model.seq_len=8704";
+  const auto sim = test::run_parallax("simulate " + job + sets);
+  REQUIRE(sim.code == 0);
+  CHECK_THAT(sim.out, Catch::Contains("DOES NOT FIT (2 of 8 ranks over the device)"));
+  const fs::path page = fresh_dir("nofit") / "report.html";
+  REQUIRE(test::run_parallax("report " + job + sets + " -o " + page.string()).code == 0);
+  const json data = embedded_data(read_text(page));
+  int over = 0;
+  for (const auto& m : data["memory"]) over += m["total_mb"].get<double>() > m["device_mb"].get<double>();
+  CHECK(over == 16);  // 2 tensor groups of 8 GPUs
+  const std::string dom = chromium(page, "--dump-dom");
+  REQUIRE(dom.find("data-ready=\"1\"") != std::string::npos);
+  CHECK_THAT(element_text(dom, "does-not-fit"), Catch::StartsWith("DOES NOT FIT: 16 of 64 GPUs need more than the device's 80.00 GiB"));
+  const size_t chart = dom.find("id=\"memory-chart\"");
+  REQUIRE(chart != std::string::npos);
+  const std::string memory = dom.substr(chart, dom.find("</svg>", chart) - chart);
+  CHECK_THAT(memory, Catch::Contains("fill=\"#c0392b\"") && Catch::Contains("CUDA context and allocator reserve") &&
+                         Catch::Contains(">GPU 0<") && Catch::Contains(">50 GiB<"));
+  CHECK_THAT(element_text(dom, "subtitle"), Catch::Contains("group r, GPUs 8r to 8r+7"));
+  // The same plan with context parallelism names it in the grid; a plan that fits says nothing.
+  const fs::path fits = fresh_dir("fits") / "report.html";
+  REQUIRE(test::run_parallax("report " + job + " --set parallel.context=2 --set parallel.data=1 -o " + fits.string()).code == 0);
+  const std::string fits_dom = chromium(fits, "--dump-dom");
+  CHECK(element_text(fits_dom, "does-not-fit").empty());
+  CHECK_THAT(element_text(fits_dom, "subtitle"), Catch::Contains("(data x context x pipeline x tensor 1 x 2 x 4 x 8"));
+}
+
+// A page whose data a browser cannot hold in one string opened blank (an 898 MB report of 8,192
+// GPUs, exit 0): refused instead, saying why and what to do. The limit is V8's string length.
+TEST_CASE("report: data beyond a browser's longest string is refused, not written as a blank page", "[report]") {
+  CHECK(report::kMaxEmbeddedChars < (size_t{1} << 29) - 24);
+  const plan::Plan p = plan::resolve_plan(plan::load_scenario("", {}));
+  report::ReportInput in;
+  in.predicted = cli::predicted_timeline(p, sim::simulate(p));
+  const size_t size = report::render_html(in).size();
+  CHECK_THROWS_WITH(report::render_html(in, 1000), Catch::Contains("more than a browser holds in one JavaScript string") &&
+                                                       Catch::Contains("nothing written") && Catch::Contains("parallel.data"));
+  CHECK(report::render_html(in, size).size() == size);
 }
 
 // A MoE run (issue 59): the summary names the experts, their all-to-alls and the imbalance the
