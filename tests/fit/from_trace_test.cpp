@@ -326,6 +326,22 @@ TEST_CASE("fit::kernel_kind: GEMM, flash attention, communication, copies and th
         fit::KernelKind::memory);
   CHECK(fit::kernel_kind("void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<float, float>") ==
         fit::KernelKind::memory);
+  // By the kernel's own name, not its template arguments or FBGEMM's: "gemm" in "fbgemm" had made
+  // TorchRec's embedding and permute kernels, and elementwise kernels of fbgemm functors, GEMMs.
+  CHECK(fit::kernel_kind("void fbgemm_gpu::permute_2D_lengths_kernel<int>(int, int, int const*, int const*, int*)") ==
+        fit::KernelKind::memory);
+  CHECK(fit::kernel_kind("void split_embedding_backward_codegen_rowwise_adagrad_unweighted_kernel_cta_per_row_1<float, float, "
+                         "fbgemm_gpu::PlacementType>(fbgemm_gpu::TensorAccessor<float, 1>)") == fit::KernelKind::memory);
+  CHECK(fit::kernel_kind("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<fbgemm_gpu::Half>, "
+                         "at::detail::Array<char*, 1> >(int, at::native::FillFunctor<float>, at::detail::Array<char*, 1>)") ==
+        fit::KernelKind::memory);
+  CHECK(fit::kernel_kind("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_128x128_32x5_tn_align4>(cutlass_80_tensorop_s1688gemm_"
+                         "128x128_32x5_tn_align4::Params)") == fit::KernelKind::gemm);
+  CHECK(fit::kernel_kind("void gemvNSP_kernel<float, float, float, float, 1, 32, 4, 1024, cublasGemvParams<float const>>(float)") ==
+        fit::KernelKind::gemm);
+  CHECK(fit::kernel_kind("Memcpy HtoD (Pageable -> Device)") == fit::KernelKind::copy);
+  CHECK(fit::kernel_kind("void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float>(float*, float const*, int)") ==
+        fit::KernelKind::memory);
 }
 
 TEST_CASE("fit::fit_kernel_kinds: each kind's measured kernels over the compute model's, applied to every layer",
