@@ -39,17 +39,26 @@ void write_file_atomically(const std::string& path, const std::string& text) {
   }
 }
 
+namespace {
+// The path that names the same file as `path` does, to tell two names of one file; a path the
+// filesystem cannot resolve (a pipe given as /dev/fd/63, whose link names "pipe:[N]") is its own.
+std::string same_file_key(const std::string& path) {
+  std::error_code ec;
+  const std::string canonical = std::filesystem::weakly_canonical(path, ec).string();
+  return ec ? path : canonical;
+}
+}  // namespace
+
 void refuse_given_twice(std::set<std::string>* seen, const std::string& path, const std::string& why) {
-  if (!seen->insert(std::filesystem::weakly_canonical(path).string()).second)
+  if (!seen->insert(same_file_key(path)).second)
     throw plan::InputError(plan::Location{path}, "given twice: " + why);
 }
 
 void require_output_folder(const std::string& path, const std::vector<std::string>& inputs) {
   refuse_folder(path);
   if (path.empty()) return;
-  const auto canonical = [](const std::string& p) { return std::filesystem::weakly_canonical(p).string(); };
   for (const auto& input : inputs)
-    if (!input.empty() && canonical(input) == canonical(path))
+    if (!input.empty() && same_file_key(input) == same_file_key(path))
       throw plan::InputError(plan::Location{path}, "the command also reads or writes " + input +
                                                        ": the output would replace it; write it elsewhere");
   const std::filesystem::path p(path);

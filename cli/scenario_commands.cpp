@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -98,6 +99,13 @@ std::string job_of(const timeline::LoadedTrace& t) {
     return "a Parallax " + t.kind + " trace of '" + t.timeline.scenario + "', " + std::to_string(t.timeline.world_size) + " ranks";
   return "a " + t.format + " trace" + (t.world_size > 0 ? " of " + std::to_string(t.world_size) + " ranks" : "");
 }
+// The ranks a trace's events belong to.
+std::set<int> ranks_in(const timeline::LoadedTrace& t) {
+  std::set<int> ranks;
+  for (const auto& e : t.events) ranks.insert(e.rank);
+  for (const auto& e : t.timeline.events) ranks.insert(e.rank);
+  return ranks;
+}
 }  // namespace
 
 int trace_command(const std::vector<std::string>& files, bool json) {
@@ -118,6 +126,16 @@ int trace_command(const std::vector<std::string>& files, bool json) {
       throw plan::InputError(plan::Location{files[i]}, "not of the job of " + files[0] + " (" + job_of(first) + "; this one: " + job_of(t) +
                                                            "): trace merges the files of one job; compare sets a prediction beside a run");
   }
+  // ... and each rank in one file only: two files of one rank (two runs, one file twice under two
+  // names, a trace without distributedInfo whose position gives it a rank another file has) had
+  // merged into doubled steps and summed counts.
+  std::map<int, size_t> file_of_rank;
+  for (size_t i = 0; i < traces.size(); ++i)
+    for (int rank : ranks_in(traces[i]))
+      if (const auto [at, fresh] = file_of_rank.emplace(rank, i); !fresh)
+        throw plan::InputError(plan::Location{files[i]}, "holds rank " + std::to_string(rank) + ", as " + files[at->second] +
+                                                             " does: trace merges the files of one job, each rank once (a trace "
+                                                             "without distributedInfo takes its position among the files as its rank)");
   const auto summary = trace_summary_json(traces);
   if (json) std::cout << summary.dump(2) << "\n";
   else std::cout << trace_summary_text(summary);

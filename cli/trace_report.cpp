@@ -266,7 +266,7 @@ std::vector<std::string> check_same_job(const timeline::Timeline& predicted, con
     if (const std::string differ = timeline::plan_differences(*predicted.plan, *measured.plan); !differ.empty())
       throw plan::InputError(plan::Location{measured_path},
                              "a run of another plan than the prediction's (" + differ +
-                                 "): compare sets a prediction beside a run of the same plan; simulate the run's scenario with the "
+                                 "): a prediction is set beside a run of the same plan only; simulate the run's scenario with the "
                                  "--set values the run was given (to predict another plan from this run: parallax calibrate --from-trace)");
   }
   if (predicted.scenario != measured.scenario)

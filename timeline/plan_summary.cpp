@@ -1,6 +1,8 @@
 #include "timeline/plan_summary.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <map>
 
 #include "plan/cost.hpp"
 #include "plan/memory.hpp"
@@ -201,6 +203,26 @@ std::string model_difference(const PlanSummary& p, const PlanSummary& m) {
   return "";
 }
 
+// A plan's DDP buckets in words, stage by stage ("stage 0: 2 of 0.25, 0.80 MiB"); "" when the
+// summary does not list them.
+std::string bucket_layout(const PlanSummary& s) {
+  if (!s.document.contains("buckets") || !s.document["buckets"].is_array()) return "";
+  std::map<int, std::vector<int64_t>> by_stage;
+  for (const auto& b : s.document["buckets"]) by_stage[b.value("stage", 0)].push_back(b.value("bytes", int64_t{0}));
+  std::string out;
+  for (const auto& [stage, sizes] : by_stage) {
+    out += (out.empty() ? "" : "; ") + std::string("stage ") + std::to_string(stage) + ": " + std::to_string(sizes.size()) + " of ";
+    const size_t shown = std::min<size_t>(sizes.size(), 4);
+    for (size_t i = 0; i < shown; ++i) {
+      char mib[32];
+      std::snprintf(mib, sizeof mib, "%s%.2f", i ? ", " : "", static_cast<double>(sizes[i]) / (1 << 20));
+      out += mib;
+    }
+    out += sizes.size() > shown ? ", ... MiB" : " MiB";
+  }
+  return out.empty() ? "none" : out;
+}
+
 }  // namespace
 
 std::string plan_differences(const PlanSummary& p, const PlanSummary& m) {
@@ -240,6 +262,9 @@ std::string plan_differences(const PlanSummary& p, const PlanSummary& m) {
     out += ", which --set 'parallel.partition_len=" + lens + "' gives the prediction";
   differ("precision", p.precision, m.precision);
   differ("optimizer", p.optimizer, m.optimizer);
+  // DDP's buckets (parallel.bucket_cap_mb, first_bucket_mb): another layout all-reduces other
+  // sizes, and had been compared bucket by bucket as the same actions.
+  differ("DDP buckets", bucket_layout(p), bucket_layout(m));
   return out;
 }
 

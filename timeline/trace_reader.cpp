@@ -247,9 +247,12 @@ std::string gunzip(const std::string& bytes, const std::string& name) {
 }
 
 std::string read_file_maybe_gzip(const std::string& path) {
+  // A file, or a pipe (`<(zcat run.json.gz)`, /dev/stdin): read once, as every command reads a trace.
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec))
-    throw plan::InputError(plan::Location{path}, "cannot open the trace (does it exist, and is it a file?)");
+  const auto status = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(status) || std::filesystem::is_directory(status))
+    throw plan::InputError(plan::Location{path}, std::filesystem::is_directory(status) ? "a folder, not a trace file"
+                                                                                      : "cannot open the trace (does it exist?)");
   std::ifstream in(path, std::ios::binary);
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (!in && !in.eof()) throw plan::InputError(plan::Location{path}, "cannot read the trace");

@@ -312,6 +312,15 @@ TEST_CASE("cli: trace merges the ranks of a PyTorch profiler job", "[cli]") {
   CHECK(k["communication_overlapped_ms"].get<double>() == Approx(59.216).margin(1e-3));
   CHECK(k["top"][0]["kind"] == "communication");
   CHECK(j["ranks"][1]["kernels"]["kinds"].size() == 4);
+  // A trace through a pipe is read as the file is (it had failed with "cannot make canonical path",
+  // exit 1); the same rank in two files is refused, naming both (a copy had doubled the steps).
+  const auto piped = parallax::test::run_shell("zcat " + dir + "sampled_rank-0.json.gz | " + PARALLAX_BINARY + " trace /dev/stdin --json");
+  REQUIRE(piped.code == 0);
+  CHECK(nlohmann::json::parse(piped.out)["ranks"][0]["kernels"] == k);
+  const auto same_rank = parallax::test::run_shell("zcat " + dir + "sampled_rank-1.json.gz | " + PARALLAX_BINARY + " trace " + dir +
+                                                   "sampled_rank-1.json.gz /dev/stdin 2>&1");
+  CHECK(same_rank.code == 2);
+  CHECK_THAT(same_rank.out, Catch::Contains("/dev/stdin: holds rank 1, as " + dir + "sampled_rank-1.json.gz does"));
 }
 
 TEST_CASE("cli: trace and compare reject what they cannot read with exit 2", "[cli]") {

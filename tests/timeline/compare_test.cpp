@@ -1,6 +1,9 @@
 #include <catch2/catch.hpp>
 
+#include "plan/plan.hpp"
+#include "plan/scenario.hpp"
 #include "timeline/compare.hpp"
+#include "timeline/plan_summary.hpp"
 
 using namespace parallax;
 using schedule::Action;
@@ -116,4 +119,16 @@ TEST_CASE("timeline::compare: the step is the undisturbed one, and action figure
   CHECK(r.median_error == Approx(-0.6));
   CHECK(r.measured_steps.size() == 10);
   CHECK(r.kinds.at(0).mean_abs_error == Approx(1.0 / 3));  // against the undisturbed 3 ms, not 5
+}
+
+// Another DDP bucket layout all-reduces other sizes: compare had matched its buckets by number as
+// the same actions (a 1.03 MiB bucket against a 0.26 MiB one), and calibrate fitted them.
+TEST_CASE("timeline::plan_differences: another DDP bucket layout is another plan", "[timeline]") {
+  const auto summary = [](const std::vector<std::string>& sets) {
+    return timeline::summarize(plan::resolve_plan(plan::load_scenario(std::string(PARALLAX_SOURCE_DIR) + "/scenarios/mlp-fashion-mnist-ddp2.yaml", sets)));
+  };
+  const timeline::PlanSummary given = summary({}), one_bucket = summary({"parallel.bucket_cap_mb=25", "parallel.first_bucket_mb=25"});
+  CHECK(timeline::plan_differences(given, summary({})).empty());
+  CHECK_THAT(timeline::plan_differences(one_bucket, given),
+             Catch::Equals("DDP buckets: predicted stage 0: 1 of 1.03 MiB, run stage 0: 2 of 0.26, 0.77 MiB"));
 }
