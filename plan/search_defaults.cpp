@@ -124,7 +124,16 @@ std::vector<KnobValue> default_recompute(const Scenario& s, int) {
 
 // A precision costed from the peak figures would race measured ones (on this project's CPUs a bf16
 // layer took 15-50x its fp32 time where the peaks say 1x, so the tuner picked bf16).
+// Likewise a profile fitted to runs at one precision (calibrate --from-trace): its layer factors
+// apply at that precision only, another costs as the base profile's, so the tuner keeps to it (the
+// scenario's own precision competes too, as the plan as given always does). A fitted fp32 TorchRec
+// job had been sped up 2.3x by bf16, which was only the fit's factors left out.
 std::vector<KnobValue> default_precision(const Scenario& s, int) {
+  if (const auto& fitted = s.hardware.fitted; fitted && !fitted->precision.empty()) {
+    std::vector<KnobValue> out = {fitted->precision};
+    if (const std::string own = name(s.parallel.precision); own != fitted->precision) out.push_back(own);
+    return out;
+  }
   const bool calibrated = measured_at(s, s.parallel.precision);
   std::vector<KnobValue> out;
   for (const auto& [precision, peak] : s.hardware.device.peak_tflops)  // a std::map: fp32, bf16, fp16 order

@@ -514,6 +514,28 @@ TEST_CASE("tune: with a calibrated profile the default space holds only the prec
   CHECK(calibrate_at({}).size() == 2);
 }
 
+// A profile fitted to fp32 runs (calibrate --from-trace): its layer factors apply at fp32 only, so
+// bf16 would race unfitted costs against fitted ones; the tuner had picked bf16 at 2.3x on a
+// fitted TorchRec job for that alone. The scenario's own precision competes as given.
+TEST_CASE("tune: with a fitted profile the default space keeps the fitted precision and the scenario's", "[tune]") {
+  plan::Scenario s = plan::load_scenario(source("scenarios/mlp-fashion-mnist-pipeline2.yaml"), {});
+  REQUIRE(s.hardware.device.peak_tflops.size() >= 2);
+  const auto searched = [&] {
+    std::vector<std::string> out;
+    const tune::Space space = tune::default_space(s);  // of() refers into it
+    for (const auto& v : space.of("parallel.precision")) out.push_back(std::get<std::string>(v));
+    return out;
+  };
+  CHECK(searched().size() == s.hardware.device.peak_tflops.size());
+  s.hardware.fitted = plan::FittedCosts{};
+  s.hardware.fitted->precision = "fp32";
+  CHECK(searched() == std::vector<std::string>{"fp32"});
+  s.parallel.precision = plan::Precision::bf16;
+  CHECK(searched() == std::vector<std::string>{"fp32", "bf16"});
+  s.hardware.fitted->precision = "";  // a profile written before fits named their precision
+  CHECK(searched().size() == s.hardware.device.peak_tflops.size());
+}
+
 TEST_CASE("tune: every tuned knob of the table is searched, as its coupling says", "[tune]") {
   // 16 A100s: a layout, a schedule, tensor parallelism and buckets all have room to vary. Each
   // tuned knob in turn keeps the values its table entry gives, and so do the layout and the
