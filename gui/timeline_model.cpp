@@ -1,5 +1,7 @@
 #include "gui/timeline_model.hpp"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -224,17 +226,41 @@ std::vector<DrawItem> TimelineModel::layout(const TimeAxis& axis, int first_row,
   std::vector<DrawItem> items;
   first_row = std::max(first_row, 0);
   last_row = std::min(last_row, static_cast<int>(rows_.size()) - 1);
+  // Bars narrower than two pixels are drawn a pixel at a time, in the kind that keeps the pixel
+  // busy longest (its bar of that kind stands for it): the first bar into a pixel had taken it,
+  // so a long step's mix of F and B changed with the window's width.
+  struct Pixel {
+    double x = -1e300;                          // its left edge; -1e300: none pending
+    std::array<double, kBarKindCount> busy{};   // ns of each kind inside it
+    std::array<int32_t, kBarKindCount> bar{};   // a bar of each kind, to draw it with
+  };
   for (int row = first_row; row <= last_row; ++row) {
-    double drawn_to[3] = {-1e300, -1e300, -1e300};  // per layer: right edge already painted
+    Pixel pending[3];  // per layer
+    const auto flush = [&](int layer) {
+      Pixel& px = pending[layer];
+      if (px.x == -1e300) return;
+      const auto most = std::max_element(px.busy.begin(), px.busy.end()) - px.busy.begin();
+      items.push_back(DrawItem{px.bar[most], row, px.x, px.x + 1});
+      px = Pixel{};
+    };
     for_each_in(row, axis.start_ns, axis.end_ns(), [&](int32_t i) {
       const TimelineBar& b = bars_[i];
-      double x0 = axis.x_of(static_cast<double>(b.start_ns));
-      double x1 = std::max(axis.x_of(static_cast<double>(b.end_ns)), x0 + 1);
-      double& edge = drawn_to[static_cast<int>(b.layer)];
-      if (x1 - x0 < 2 && x1 <= edge + 1.5) return;  // inside the pixels already painted
-      edge = std::max(edge, x1);
-      items.push_back(DrawItem{i, row, std::max(x0, -2.0), std::min(x1, axis.width_px + 2.0)});
+      const int layer = static_cast<int>(b.layer);
+      const double x0 = axis.x_of(static_cast<double>(b.start_ns)), end = axis.x_of(static_cast<double>(b.end_ns));
+      if (end - x0 < 2) {
+        const double left = std::floor(x0);
+        if (pending[layer].x != left) flush(layer);
+        Pixel& px = pending[layer];
+        px.x = left;
+        const int k = static_cast<int>(b.kind);
+        if (px.busy[k] == 0) px.bar[k] = i;
+        px.busy[k] += static_cast<double>(b.end_ns - b.start_ns) + 1;  // +1: a zero-length bar still counts
+        return;
+      }
+      flush(layer);
+      items.push_back(DrawItem{i, row, std::max(x0, -2.0), std::min(end, axis.width_px + 2.0)});
     });
+    for (int layer = 0; layer < 3; ++layer) flush(layer);
   }
   return items;
 }

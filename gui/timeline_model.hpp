@@ -95,8 +95,8 @@ class TimelineModel {
   void for_each_in(int row, double t0, double t1, F&& f) const;
   /// The bar of `row` at time t (within `slack_ns`), preferring the shortest; -1 if none.
   int bar_at(int row, double t, double slack_ns) const;
-  /// Bars of rows [first_row, last_row] visible on `axis`; sub-pixel bars in a pixel already
-  /// drawn (same row and layer) are left out.
+  /// Bars of rows [first_row, last_row] visible on `axis`; bars under two pixels wide are drawn a
+  /// pixel at a time (same row and layer), each pixel as one bar of the kind busiest in it.
   std::vector<DrawItem> layout(const TimeAxis& axis, int first_row, int last_row) const;
 
   /// First start and last end over all bars ({0, 0} when empty).

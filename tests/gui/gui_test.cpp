@@ -394,6 +394,40 @@ void GuiTest::visible_bars_match_a_brute_force_search() {
   QVERIFY2(items.size() < 3 * 4 * 1000, qPrintable(QString::number(items.size())));
 }
 
+// Zoomed out, a pixel holds many actions: it takes the kind that keeps it busy longest. Each 10 us
+// here holds a 2 us F and then an 8 us B, 100 to a pixel; the first into the pixel (F) had taken
+// every one, so the row read as all forward.
+void GuiTest::a_pixel_of_many_actions_takes_the_busiest_kind() {
+  timeline::Timeline t;
+  t.kind = "predicted";
+  for (int i = 0; i < 100'000; ++i) {
+    timeline::TimelineEvent f, b;
+    f.lane = b.lane = timeline::Lane::compute;
+    f.action = schedule::Action{schedule::ActionKind::F, 0, i, -1};
+    b.action = schedule::Action{schedule::ActionKind::B, 0, i, -1};
+    f.start = plan::Time::ns(i * 10'000);
+    f.end = b.start = plan::Time::ns(i * 10'000 + 2'000);
+    b.end = plan::Time::ns(i * 10'000 + 10'000);
+    t.events.push_back(f);
+    t.events.push_back(b);
+  }
+  TimelineModel model;
+  model.set_predicted(&t);
+  TimeAxis axis;
+  axis.width_px = 1000;
+  axis.fit(0, 1'000'000'000);
+  size_t forward = 0, backward = 0;
+  for (const DrawItem& item : model.layout(axis, 0, 0))
+    (model.bars()[item.bar].kind == BarKind::forward ? forward : backward) += 1;
+  QVERIFY2(backward >= 900 && forward == 0, qPrintable(QString("%1 forward, %2 backward pixels").arg(forward).arg(backward)));
+  // Zoomed in so that each action is wide: every one drawn, in its own kind.
+  axis.fit(0, 100'000);
+  forward = backward = 0;
+  for (const DrawItem& item : model.layout(axis, 0, 0))
+    (model.bars()[item.bar].kind == BarKind::forward ? forward : backward) += 1;
+  QVERIFY(forward >= 10 && backward >= 10);
+}
+
 void GuiTest::zoom_keeps_the_time_under_the_cursor() {
   TimeAxis axis;
   axis.width_px = 800;

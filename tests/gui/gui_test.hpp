@@ -49,6 +49,7 @@ class GuiTest : public QObject {
   void sweep_never_stars_a_plan_that_does_not_fit();
   void link_chart_draws_each_spans_mean();
   void visible_bars_match_a_brute_force_search();
+  void a_pixel_of_many_actions_takes_the_busiest_kind();
   void zoom_keeps_the_time_under_the_cursor();
   void pytorch_profiler_traces_open_on_their_own_rows();
   void screenshots_are_not_blank();
