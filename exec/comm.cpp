@@ -187,7 +187,10 @@ void Communicator::wait(const Work& work, const std::string& what, const std::ve
   try {
     wait_work(*work, nccl_, std::chrono::milliseconds(launch_.timeout));
   } catch (const std::exception& e) {
-    fail("gave up waiting at " + what + " (timeout " + std::to_string(launch_.timeout.count()) + " s)", e, peers);
+    const int64_t step = liveness_ ? liveness_->step() : -1;  // said as the peers' places are, 1-based
+    fail("gave up waiting at " + what + (step >= 0 ? " of step " + std::to_string(step + 1) : "") + " (timeout " +
+             std::to_string(launch_.timeout.count()) + " s)",
+         e, peers);
   }
 }
 

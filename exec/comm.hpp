@@ -63,6 +63,14 @@ class Communicator {
   void wait(const Work& work, const std::string& what, const std::vector<int>& peers) const;
   /// The same, with every other rank as a peer (collectives of the world group).
   void wait(const Work& work, const std::string& what) const;
+  /// Where this rank is, for a peer's message should it wait in vain (Liveness::at); no-ops for
+  /// calibration's own exchanges, which have no liveness.
+  void set_actions(std::vector<std::string> actions) {
+    if (liveness_) liveness_->set_actions(std::move(actions));
+  }
+  void at(int64_t step, int action) const noexcept {
+    if (liveness_) liveness_->at(step, action);
+  }
   /// Leaves this rank's failure in the store for its peers to read (see liveness.hpp); never
   /// throws and returns within about 2 s.
   void report_failure(const std::string& message) const noexcept;

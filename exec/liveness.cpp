@@ -2,6 +2,7 @@
 
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <future>
@@ -22,6 +23,9 @@ struct Liveness::State {
   bool stop = false, stopped = false;
   std::set<int> verdict;  // the job's lost ranks as last posted in the store
   std::set<int> lost;     // whom this rank found lost (passed on in its report)
+  std::vector<std::string> actions;  // the rank's action ids (under mu)
+  std::atomic<int64_t> step{-1};     // where the rank is (Liveness::at), -1 before its first step
+  std::atomic<int> action{0};
 };
 
 namespace {
@@ -34,7 +38,7 @@ constexpr milliseconds kWatch{1500};         // how long a silent peer is watche
 constexpr milliseconds kExplainLimit{2000};  // all of explain(), store trouble included
 constexpr milliseconds kReportLimit{1000};
 constexpr milliseconds kStoreTimeout{2000};
-const std::string kAlive = "parallax/alive/", kFailed = "parallax/failed/", kLost = "parallax/lost";
+const std::string kAlive = "parallax/alive/", kFailed = "parallax/failed/", kLost = "parallax/lost", kAt = "parallax/at/";
 
 std::vector<uint8_t> bytes(const std::string& s) { return {s.begin(), s.end()}; }
 std::string text(const std::vector<uint8_t>& b) { return {b.begin(), b.end()}; }
@@ -81,13 +85,27 @@ std::optional<T> within(milliseconds limit, std::function<T()> task) {
   return result.get();
 }
 
+// Where a rank is, in words: "at 0F3 of step 3", "done with step 3's actions" (steps 1-based, as
+// the progress lines count them).
+std::string place(const Liveness::State& s, int64_t step, int action) {
+  if (step < 0) return "before its first step";
+  const std::string of = " step " + std::to_string(step + 1);
+  if (action >= 0 && action < static_cast<int>(s.actions.size())) return "at " + s.actions[static_cast<size_t>(action)] + " of" + of;
+  return "done with" + of + "'s actions";
+}
+
 void heartbeat(const std::shared_ptr<Liveness::State>& s) {
   const std::string key = kAlive + std::to_string(s->rank);
+  std::pair<int64_t, int> posted{-2, -2};
   std::unique_lock<std::mutex> lock(s->mu);
   while (!s->stop) {
+    const std::pair<int64_t, int> now{s->step.load(std::memory_order_relaxed), s->action.load(std::memory_order_relaxed)};
+    const std::string where = now != posted ? place(*s, now.first, now.second) : "";
     lock.unlock();
     std::optional<std::set<int>> verdict;
     try {
+      if (!where.empty()) s->store->set(kAt + std::to_string(s->rank), bytes(where));
+      posted = now;
       s->store->add(key, 1);
       if (s->store->check({kLost})) verdict = parse_ranks(text(s->store->get(kLost)));
     } catch (const std::exception&) {
@@ -103,6 +121,7 @@ void heartbeat(const std::shared_ptr<Liveness::State>& s) {
 
 struct Peer {
   bool failed = false, alive = false;
+  std::string at;       // where it last said it was (Liveness::at), when alive
   std::set<int> lost;   // whom it found lost, when it failed
   std::string message;  // its error, when it failed
 };
@@ -126,6 +145,7 @@ std::map<int, Peer> observe(c10d::Store& store, int me, const std::vector<int>& 
         p.message = report.substr(std::min(report.size(), report.find('\n') + 1));
       } else if (store.add(kAlive + std::to_string(q), 0) > first) {
         p.alive = true;
+        if (const std::string at = kAt + std::to_string(q); store.check({at})) p.at = text(store.get(at));
       } else {
         undecided = true;
       }
@@ -150,7 +170,8 @@ Finding judge(const std::map<int, Peer>& view) {
       others.push_back("rank " + std::to_string(q) + " failed first" +
                        (p.lost.empty() ? ": " + p.message.substr(0, 200) : ", having lost " + rank_list(p.lost)));
     } else if (p.alive) {
-      others.push_back("rank " + std::to_string(q) + " is still running (waiting on another rank, or slow)");
+      others.push_back("rank " + std::to_string(q) + " is still running (waiting on another rank, or slow" +
+                       (p.at.empty() ? "" : "; " + p.at) + ")");
     } else {
       silent.insert(q);
     }
@@ -208,6 +229,18 @@ std::string Liveness::explain(const std::vector<int>& peers) {
   s->lost.insert(found->lost.begin(), found->lost.end());
   return found->text;
 }
+
+void Liveness::set_actions(std::vector<std::string> actions) {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->actions = std::move(actions);
+}
+
+void Liveness::at(int64_t step, int action) noexcept {
+  state_->action.store(action, std::memory_order_relaxed);
+  state_->step.store(step, std::memory_order_relaxed);
+}
+
+int64_t Liveness::step() const noexcept { return state_->step.load(std::memory_order_relaxed); }
 
 void Liveness::report(const std::string& message) noexcept {
   try {

@@ -38,6 +38,15 @@ class Liveness {
   /// rank 2", ... or "" when nothing is known. Takes up to about 2 s (a silent peer is watched
   /// for 1.5 s before it counts as lost).
   std::string explain(const std::vector<int>& peers);
+  /// Where this rank is, posted with the next heartbeat, for a peer whose wait failed to say where
+  /// a live rank stands ("at 0F3 of step 3"): a rank stuck in its own work (a hang) beats on, and
+  /// only its place tells it from one waiting on someone else. `actions`: the rank's action ids in
+  /// schedule order, set once; then at(step, i) before action i of `step` (0-based), and
+  /// at(step, actions.size()) when the step's actions are done. Cheap: two atomic stores.
+  void set_actions(std::vector<std::string> actions);
+  void at(int64_t step, int action) noexcept;
+  /// The step this rank is in (0-based; -1 before its first).
+  int64_t step() const noexcept;
   /// Leaves this rank's failure for the others. Rank 0, whose process holds the store, then waits
   /// up to 1 s for the others' reports, so those failing because it exits can still read them.
   /// Never throws.

@@ -46,6 +46,9 @@ Runtime::Runtime(const plan::Plan& plan, const LaunchInfo& launch, const RunOpti
       dtype_(compute_dtype(p_.precision)),
       messages_(plan, launch, pipeline_rank_, replica_, comm_, tracer_, train_device_, dtype_) {
   tracer_.register_thread();  // the training loop's thread (the send watcher registers its own)
+  std::vector<std::string> ids;
+  for (const Action& a : actions_) ids.push_back(a.id());
+  comm_.set_actions(std::move(ids));
   // PARALLAX_TRACE=0 turns the tracer off, to measure its overhead (bench/exec_bench.sh).
   if (const char* t = std::getenv("PARALLAX_TRACE"); !options.trace || (t && std::string(t) == "0")) tracer_.set_enabled(false);
   const int threads = std::max(1u, std::thread::hardware_concurrency()) / std::max(1, launch.world_size);
@@ -185,10 +188,12 @@ StepRecord Runtime::run_step(int64_t step) {
     gpu_timer_->start_step(profiler::now_ns());
   }
   for (size_t i = 0; i < actions_.size(); ++i) {
+    comm_.at(step, static_cast<int>(i));
     if (gpu_activity_) gpu_activity_->enter(step, i, actions_.size());
     perform(actions_[i], step);
     if (gpu_activity_) gpu_activity_->leave();
   }
+  comm_.at(step, static_cast<int>(actions_.size()));
   computing_.reset();
   messages_.drain();
   // A GPU rank's host spans end when their kernels are queued; the step ends when they are done.

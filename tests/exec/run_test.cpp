@@ -292,6 +292,10 @@ TEST_CASE("exec: a rank that dies or hangs ends the job with exit 1 in bounded t
   CHECK(hung.code == 1);
   // Rank 0 gives up waiting on rank 1 and fails first; the launcher names the hung rank beside it.
   CHECK_THAT(hung.out, Catch::Contains("failed: rank 0 exited with code 1 (still running then, and stopped: rank 1)"));
+  // ... and where each stands: rank 0 in step 3 (the fault hangs rank 1 at step index 2's start),
+  // rank 1 alive but done with step 2, so the hang is rank 1's, not a wait on someone else.
+  CHECK_THAT(hung.out, Catch::Contains("gave up waiting at 0ALLREDUCE0 (DDP group of stage 0) of step 3") &&
+                           Catch::Contains("rank 1 is still running (waiting on another rank, or slow; done with step 2's actions)"));
   CHECK(hung.seconds < 30);  // the peer's 5 s timeout, then the launcher's grace period
   CHECK(count_processes("PARALLAX_FAULT") == 0);
   CHECK(count_processes(kMlp + " --set data.steps=50") == 0);
