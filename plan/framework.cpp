@@ -21,10 +21,15 @@ const FrameworkSemantics& semantics(Framework f) {
   // Each trainer's defaults, not its recipes: Megatron-LM's --use-distributed-optimizer is a flag
   // (off unless given), so the framework leaves it off; set parallel.shard: optimizer for it.
   // All four order ranks tensor-innermost, data, then pipeline outermost (Megatron-LM's tp-dp-pp;
-  // torchtitan's device mesh [pp, dp, cp, tp]), Parallax's default rank order.
+  // torchtitan's device mesh [pp, dp, cp, tp]), Parallax's default rank order. The three trainers
+  // schedule 1F1B by default (Megatron-core's forward_backward_pipelining_without_interleaving,
+  // torchtitan's pipeline_parallel_schedule "1F1B", DeepSpeed's TrainSchedule), and without a
+  // pipeline run each micro-batch's forward and backward in turn, one in flight, which is 1F1B's
+  // order at one stage (GPipe's default had held every micro-batch's activations).
   static const FrameworkSemantics pytorch{{}, {false, Loss::eager}, "torch.distributed.pipelining and DDP under torch.autocast (Parallax's defaults)"};
   static const FrameworkSemantics megatron{
       {{"parallel.p2p", "megatron"},
+       {"parallel.schedule", "1f1b"},
        {"parallel.master_weights", "true"},
        {"parallel.rank_order", "tp-dp-pp"},
        {"parallel.overlap_grad_reduce", "false"},
@@ -40,6 +45,7 @@ const FrameworkSemantics& semantics(Framework f) {
       "all-reduce), and a MoE router's weights scaling its experts' activation (weighted SwiGLU)"};
   static const FrameworkSemantics torchtitan{
       {{"parallel.p2p", "pytorch"},
+       {"parallel.schedule", "1f1b"},
        {"parallel.master_weights", "false"},
        {"parallel.rank_order", "tp-dp-pp"},
        {"parallel.reduce_scatter_every_microbatch", "true"},
@@ -50,6 +56,7 @@ const FrameworkSemantics& semantics(Framework f) {
       "scaled_dot_product_attention's flash kernel"};
   static const FrameworkSemantics deepspeed{
       {{"parallel.p2p", "pytorch"},
+       {"parallel.schedule", "1f1b"},
        {"parallel.master_weights", "true"},
        {"parallel.rank_order", "tp-dp-pp"},
        {"parallel.overlap_grad_reduce", "false"},

@@ -38,10 +38,22 @@ std::optional<TrainerRefusal> whole_nodes_refusal(const Scenario& s) {
                                                ": plan a world of whole nodes (a multiple of " + std::to_string(per_node) + ")"};
 }
 
+// Without a pipeline, both trainers run a step's micro-batches as gradient accumulation, each
+// one's forward and backward in turn (Megatron-core's forward_backward_no_pipelining; torchtitan's
+// loop over local batches): 1F1B's order at one stage. Another schedule holds other activations.
+std::optional<TrainerRefusal> unpipelined_refusal(const Scenario& s, const char* trainer) {
+  const ParallelSpec& par = s.parallel;
+  if (par.pipeline > 1 || par.chunks * par.grad_accumulation == 1 || par.schedule == ScheduleKind::one_f_one_b) return std::nullopt;
+  return TrainerRefusal{"parallel.schedule", std::string(trainer) + " without a pipeline runs each micro-batch's forward and backward in " +
+                                                 "turn, one in flight; this plan's schedule is " + name(par.schedule) +
+                                                 " (set parallel.schedule: 1f1b)"};
+}
+
 // Megatron-LM's pretrain_gpt.py (arguments.py, schedules.py, at the mirror's d98e8a64).
 std::optional<TrainerRefusal> megatron_refusal(const Scenario& s) {
   const ParallelSpec& par = s.parallel;
   if (auto nodes = whole_nodes_refusal(s)) return nodes;
+  if (auto unpipelined = unpipelined_refusal(s, "Megatron-LM")) return unpipelined;
   if (par.pipeline > 1) {
     const bool ok = (par.schedule == ScheduleKind::one_f_one_b && par.virtual_stages == 1) || par.schedule == ScheduleKind::interleaved_1f1b;
     if (!ok)
@@ -135,6 +147,7 @@ std::optional<TrainerRefusal> megatron_refusal(const Scenario& s) {
 std::optional<TrainerRefusal> torchtitan_refusal(const Scenario& s) {
   const ParallelSpec& par = s.parallel;
   if (auto nodes = whole_nodes_refusal(s)) return nodes;
+  if (auto unpipelined = unpipelined_refusal(s, "torchtitan")) return unpipelined;
   if (par.data > 1 && par.shard == Shard::none && (par.tensor > 1 || par.pipeline > 1))
     return TrainerRefusal{"parallel.data", "torchtitan replicates (DDP) only without tensor or pipeline parallelism; with them it shards "
                                            "its replicas: set parallel.shard: full (FSDP2)"};

@@ -33,7 +33,7 @@ TEST_CASE("plan::framework: a trainer's semantics at once, what the scenario set
   CHECK(m.layers[1].shape.flash_attention);
   CHECK(m.layers.back().shape.loss == plan::Loss::megatron);
   CHECK(m.framework_set == std::vector<std::string>{"model.attention=flash", "model.loss=megatron", "parallel.p2p=megatron",
-                                                    "parallel.master_weights=true", "parallel.rank_order=tp-dp-pp",
+                                                    "parallel.schedule=1f1b", "parallel.master_weights=true", "parallel.rank_order=tp-dp-pp",
                                                     "parallel.overlap_grad_reduce=false"});
   // Set in the file or by --set: the scenario's value, and not listed as the framework's.
   const auto own = test::scenario_from("framework: megatron\nparallel: {p2p: pytorch, precision: bf16}\n" + kLlama,
@@ -42,12 +42,25 @@ TEST_CASE("plan::framework: a trainer's semantics at once, what the scenario set
   CHECK_FALSE(own.layers[1].shape.flash_attention);
   CHECK(own.layers.back().shape.loss == plan::Loss::eager);
   CHECK(own.framework_set ==
-        std::vector<std::string>{"parallel.master_weights=true", "parallel.rank_order=tp-dp-pp", "parallel.overlap_grad_reduce=false"});
+        std::vector<std::string>{"parallel.schedule=1f1b", "parallel.master_weights=true", "parallel.rank_order=tp-dp-pp",
+                                 "parallel.overlap_grad_reduce=false"});
   // At fp32 there is nothing for master weights to keep: the framework leaves them off.
   const auto fp32 = test::scenario_from("framework: megatron\n" + kLlama);
   CHECK_FALSE(fp32.parallel.master_weights);
   CHECK(fp32.framework_set == std::vector<std::string>{"model.attention=flash", "model.loss=megatron", "parallel.p2p=megatron",
-                                                       "parallel.rank_order=tp-dp-pp", "parallel.overlap_grad_reduce=false"});
+                                                       "parallel.schedule=1f1b", "parallel.rank_order=tp-dp-pp",
+                                                       "parallel.overlap_grad_reduce=false"});
+  // The trainers schedule 1F1B by default, and without a pipeline run each micro-batch's forward and
+  // backward in turn: GPipe's order (every micro-batch's activations held) had been their default.
+  CHECK(m.parallel.schedule == schedule::ScheduleKind::one_f_one_b);
+  const auto gpipe = test::scenario_from("framework: megatron\nparallel: {precision: bf16, chunks: 4, schedule: gpipe}\n" + kLlama);
+  CHECK(gpipe.parallel.schedule == schedule::ScheduleKind::gpipe);
+  const auto refusal = plan::trainer_refusal(gpipe, plan::Framework::megatron);
+  REQUIRE(refusal);
+  CHECK(refusal->key == "parallel.schedule");
+  CHECK_THAT(refusal->why, Catch::Contains("without a pipeline runs each micro-batch's forward and backward in turn"));
+  CHECK(!plan::trainer_refusal(test::scenario_from("framework: megatron\nparallel: {precision: bf16, chunks: 4}\n" + kLlama),
+                               plan::Framework::megatron));
   // With --overlap-grad-reduce, Megatron-core's DDP buckets are listed as the framework's.
   const auto overlapped = test::scenario_from("framework: megatron\nparallel: {precision: bf16, overlap_grad_reduce: true}\n" + kLlama);
   CHECK(overlapped.parallel.ddp_buckets == plan::DdpBuckets::megatron);
