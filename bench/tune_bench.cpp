@@ -119,7 +119,7 @@ void bench_phases(const std::string& path) {
   auto t0 = std::chrono::steady_clock::now();
   size_t invalid = 0, over_memory = 0;
   std::string example;
-  tune::Sample sample{tune::kEnumerationCap};
+  tune::Sample sample{tune::kEnumerationCap, 1, {}};
   std::vector<plan::Settings> configs = tune::enumerate(ev, space, &invalid, &example, &over_memory, false, &sample);
   std::printf("  enumerate   %9zu listed, %9zu invalid, %9zu over memory (one in %zu sampled) in %6.2f s\n", configs.size(),
               invalid, over_memory, sample.one_in, seconds_since(t0));

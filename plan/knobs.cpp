@@ -316,7 +316,7 @@ KnobValue Knob::read(const Field& f) const {
       }
     case KnobType::number: {
       // A bound that excludes `min` is checked here alone, so that -5 and 0 get the same message.
-      const double v = to_number(f, above_min ? -std::numeric_limits<double>::infinity() : min);
+      const double v = to_finite_number(f, above_min ? -std::numeric_limits<double>::infinity() : min);
       if (above_min && v <= min) f.fail("'" + key + "' must be > " + number_text(min) + ", got " + number_text(v));
       return v;
     }

@@ -31,9 +31,9 @@ const std::vector<std::string> kKinds = {"linear", "embedding", "encoder", "head
 
 SyntheticCost parse_synthetic_cost(const Field& map) {
   SyntheticCost c;
-  c.fwd_us_per_sample = to_number(require(map, "fwd_us_per_sample"), 0);
-  c.fwd_us_fixed = number_or(map, "fwd_us_fixed", 0, 0);
-  c.bwd_ratio = number_or(map, "bwd_ratio", 2, 0);
+  c.fwd_us_per_sample = to_finite_number(require(map, "fwd_us_per_sample"), 0);
+  c.fwd_us_fixed = finite_number_or(map, "fwd_us_fixed", 0, 0);
+  c.bwd_ratio = finite_number_or(map, "bwd_ratio", 2, 0);
   return c;
 }
 
@@ -43,7 +43,7 @@ bool flash(const Field& map, bool by_default) {
 }
 // `dropout`: a rate, 0 (the default: none) up to but not including 1.
 double dropout_rate(const Field& f) {
-  const double p = to_number(f, 0);
+  const double p = to_finite_number(f, 0);
   if (p >= 1) f.fail("'dropout' is a rate: at least 0 and below 1 (Megatron-LM's GPT trains at 0.1)");
   return p;
 }
@@ -89,8 +89,8 @@ Layer parse_layer(const Field& item, size_t index, const ModelDefaults& defaults
   }
   expect_keys(item, {"kind", "name", "fwd_us_per_sample", "fwd_us_fixed", "bwd_ratio", "params_mb",
                      "activation_mb"});
-  return make_synthetic(name, parse_synthetic_cost(item), number_or(item, "params_mb", 0, 0),
-                        number_or(item, "activation_mb", 0, 0));
+  return make_synthetic(name, parse_synthetic_cost(item), finite_number_or(item, "params_mb", 0, 0),
+                        finite_number_or(item, "activation_mb", 0, 0));
 }
 
 // The model's width must split evenly into heads, unless each head's width is given
@@ -213,9 +213,9 @@ void read_moe(const Field& m, const std::function<bool(const std::string&)>& giv
   if (given("expert_ffn")) moe.ffn = positive(m, "expert_ffn", t->ffn);
   if (given("capacity_factor")) {
     const Field f = m["capacity_factor"];
-    moe.capacity_factor = f.is_scalar() && f.node().Scalar() == "dropless" ? 0.0 : to_number(f, 1.0);
+    moe.capacity_factor = f.is_scalar() && f.node().Scalar() == "dropless" ? 0.0 : to_finite_number(f, 1.0);
   }
-  if (given("expert_imbalance")) moe.imbalance = to_number(m["expert_imbalance"], 1.0);
+  if (given("expert_imbalance")) moe.imbalance = to_finite_number(m["expert_imbalance"], 1.0);
   moe.weighted_activation = given("expert_weighting") ? to_choice(m["expert_weighting"], {"output", "activation"}) == "activation"
                                                       : weighted_activation;
   if (given("moe_layers")) read_moe_layers(m["moe_layers"], t);
@@ -342,8 +342,8 @@ std::vector<Layer> synthetic_preset(const Field& m, std::string* description) {
                   "activation_mb"});
   const int64_t count = to_int(require(m, "layers"), 1, kMaxLayers);
   const SyntheticCost cost = parse_synthetic_cost(m);
-  const double params_mb = number_or(m, "params_mb", 0, 0);
-  const double activation_mb = number_or(m, "activation_mb", 0, 0);
+  const double params_mb = finite_number_or(m, "params_mb", 0, 0);
+  const double activation_mb = finite_number_or(m, "activation_mb", 0, 0);
   std::vector<Layer> layers;
   for (int64_t i = 0; i < count; ++i)
     layers.push_back(make_synthetic("layers." + std::to_string(i), cost, params_mb, activation_mb));

@@ -22,7 +22,10 @@ const std::vector<std::string> kOptimizerKeys = {"kind", "lr", "momentum", "weig
 constexpr int64_t kMaxCount = 1 << 24;
 constexpr int64_t kMaxRanks = 1 << 20;  // a job's ranks (check_layout)
 
-void remember(Scenario& s, const Field& f) { s.places.set(f.path(), f.where()); }
+// A key the scenario or a --set states (an absent one falls back to its section in where()).
+void remember(Scenario& s, const Field& f) {
+  if (f.present()) s.places.set(f.path(), f.where());
+}
 
 std::vector<std::string> with_knobs(std::vector<std::string> keys, const std::string& section) {
   for (auto& k : knob_names(section)) keys.push_back(std::move(k));
@@ -56,9 +59,9 @@ OptimizerSpec parse_optimizer(const Field& m) {
   if (!m.present()) return o;
   expect_keys(m, kOptimizerKeys);
   if (m["kind"].present()) o.kind = to_choice(m["kind"], {"sgd", "adam", "adamw"});
-  o.lr = number_or(m, "lr", o.lr, 0);
-  o.momentum = number_or(m, "momentum", 0, 0);
-  o.weight_decay = number_or(m, "weight_decay", 0, 0);
+  o.lr = finite_number_or(m, "lr", o.lr, 0);
+  o.momentum = finite_number_or(m, "momentum", 0, 0);
+  o.weight_decay = finite_number_or(m, "weight_decay", 0, 0);
   if (o.momentum > 0 && o.kind != "sgd")
     m["momentum"].fail("'optimizer.momentum' applies to sgd only (to change a scenario's optimizer, give the whole section: "
                        "--set 'optimizer={kind: " + o.kind + ", lr: " + number_text(o.lr) + "}')");
@@ -68,6 +71,16 @@ OptimizerSpec parse_optimizer(const Field& m) {
 
 [[noreturn]] void fail_at(const Scenario& s, const std::string& key, const std::string& message) {
   throw InputError(s.where(key), message, key);
+}
+
+// Of two keys a rule ties together, the one the scenario or a --set states (its place recorded), so
+// that the error points at what the user wrote: `first` when both or neither are.
+const std::string& stated_key(const Scenario& s, const std::string& first, const std::string& second) {
+  const auto stated = [&](const std::string& key) {
+    const Location* at = s.places.find(key);
+    return at && (at->line > 0 || !at->file.empty());
+  };
+  return stated(first) || !stated(second) ? first : second;
 }
 
 }  // namespace
@@ -163,10 +176,12 @@ static void check_schedule_shape(const Scenario& s) {
   const bool multi = p.schedule == ScheduleKind::interleaved_1f1b || p.schedule == ScheduleKind::looped_bfs ||
                      p.schedule == ScheduleKind::interleaved_zero_bubble || p.schedule == ScheduleKind::csv;
   if (v_shaped(p.schedule) && p.virtual_stages != 2)
-    fail_at(s, "parallel.virtual", sched + " places exactly two stages on each rank (a V); set parallel.virtual: 2 (got " +
+    fail_at(s, stated_key(s, "parallel.virtual", "parallel.schedule"),
+            sched + " places exactly two stages on each rank (a V); set parallel.virtual: 2 (got " +
                                        std::to_string(p.virtual_stages) + ")");
   if (!v_shaped(p.schedule) && !multi && p.virtual_stages > 1)
-    fail_at(s, "parallel.schedule", "parallel.virtual > 1 needs a schedule with several stages per rank: interleaved-1f1b, "
+    fail_at(s, stated_key(s, "parallel.schedule", "parallel.virtual"),
+            "parallel.virtual > 1 needs a schedule with several stages per rank: interleaved-1f1b, "
                                     "looped-bfs, interleaved-zero-bubble, zbv-zero-bubble or dualpipev (or a CSV schedule)");
   if (p.schedule == ScheduleKind::interleaved_1f1b || p.schedule == ScheduleKind::interleaved_zero_bubble) {
     const int rounds = std::max(1, p.chunks / p.pipeline);
@@ -467,6 +482,8 @@ Scenario parse_scenario(const YamlDocument& doc) {
                           "expert_weighting", "dropout"})
     remember(s, root["model"][key]);
   s.optimizer = parse_optimizer(root["optimizer"]);
+  remember(s, root["optimizer"]);  // and its keys, which later rules and the exports name
+  for (const char* key : {"kind", "lr", "state_dtype"}) remember(s, root["optimizer"][key]);
   remember(s, root["hardware"]);
   s.hardware = resolve_hardware(root["hardware"]);
   // A key that is absent points at its section (or the top of the file) in later errors.

@@ -306,6 +306,17 @@ double number_or(const Field& map, const std::string& key, double fallback, doub
   return f.present() ? to_number(f, min) : fallback;
 }
 
+double to_finite_number(const Field& f, double min) {
+  const double v = to_number(f, min);
+  if (!std::isfinite(v)) f.fail("'" + f.path() + "' must be a finite number, got " + scalar_text(f));
+  return v;
+}
+
+double finite_number_or(const Field& map, const std::string& key, double fallback, double min) {
+  Field f = map[key];
+  return f.present() ? to_finite_number(f, min) : fallback;
+}
+
 bool bool_or(const Field& map, const std::string& key, bool fallback) {
   Field f = map[key];
   return f.present() ? to_bool(f) : fallback;

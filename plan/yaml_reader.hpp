@@ -94,6 +94,11 @@ std::string to_choice(const Field& f, const std::vector<std::string>& choices);
 int64_t int_or(const Field& map, const std::string& key, int64_t fallback, int64_t min,
                int64_t max = std::numeric_limits<int64_t>::max());
 double number_or(const Field& map, const std::string& key, double fallback, double min);
+/// As to_number and number_or, refusing .inf too: for a scenario's sizes, rates and times, where
+/// infinity is no value (a bucket cap of .inf had made every tensor a bucket). A hardware profile
+/// takes .inf where it means unbounded (the ideal profile's bandwidths).
+double to_finite_number(const Field& f, double min = -std::numeric_limits<double>::infinity());
+double finite_number_or(const Field& map, const std::string& key, double fallback, double min);
 bool bool_or(const Field& map, const std::string& key, bool fallback);
 std::string string_or(const Field& map, const std::string& key, const std::string& fallback);
 

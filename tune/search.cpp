@@ -162,8 +162,7 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
     if (opt.time_limit_s > 0 && !out_of_time && seconds_since(t0) > opt.time_limit_s) out_of_time = true;
     return out_of_time.load();
   };
-  Sample sample{kEnumerationCap};
-  sample.stop = stop;
+  Sample sample{kEnumerationCap, 1, stop};
   std::vector<plan::Settings> configs = enumerate(ev, sp, &r.invalid, &r.invalid_example, &over_static_memory, false, &sample);
   r.sampled_one_in = sample.one_in;
   const size_t enumerated = configs.size();
