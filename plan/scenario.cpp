@@ -32,6 +32,16 @@ std::vector<std::string> with_knobs(std::vector<std::string> keys, const std::st
   return keys;
 }
 
+// A key written without a value ("tensor:" on a line of its own) reads as YAML's null, which every
+// reader takes for an absent key: the default, silently (a --set KEY= exits 2). Refused instead.
+void refuse_empty_values(const Field& m) {
+  if (!m.present() || !m.is_map()) return;
+  for (const auto& item : m.node())
+    if (item.second.IsNull())
+      Field(m.doc(), item.second, m.path() + "." + item.first.Scalar(), item.first.Mark())
+          .fail("'" + m.path() + "." + item.first.Scalar() + "' has no value: give one, or leave the key out for its default");
+}
+
 // The sections' shapes and the values that are not knobs; the knobs follow in parse_scenario.
 DataSpec parse_data(const Field& m, Scenario& s) {
   DataSpec d;
@@ -452,6 +462,7 @@ Scenario parse_scenario(const YamlDocument& doc) {
   if (trainer.model.weighted_activation && !root["model"]["expert_weighting"].present() &&
       std::any_of(s.layers.begin(), s.layers.end(), [](const Layer& l) { return l.shape.moe.on(); }))
     s.framework_set.push_back("model.expert_weighting=activation");
+  for (const char* section : {"data", "parallel", "optimizer"}) refuse_empty_values(root[section]);
   s.data = parse_data(root["data"], s);
   check_parallel_section(root["parallel"], s);
   Settings knob_values;

@@ -68,6 +68,11 @@ TEST_CASE("plan::Scenario: each bad input names its line and column", "[plan]") 
     yaml.replace(yaml.find("chunks: 4"), 9, "chunks: four");
     CHECK_THAT(parse_error(yaml), Catch::StartsWith("test.yaml:6:11: 'parallel.chunks' must be an integer >= 1"));
   }
+  SECTION("a key without a value is refused, not read as absent") {
+    std::string yaml = kGood;
+    yaml.replace(yaml.find("chunks: 4"), 9, "chunks:");
+    CHECK_THAT(parse_error(yaml), Catch::StartsWith("test.yaml:6:3: 'parallel.chunks' has no value"));
+  }
   SECTION("an infinite number (YAML's .inf) is no size, rate or time") {
     CHECK_THAT(test::parse_error(kGood, {"parallel.bucket_cap_mb=.inf"}),
                Catch::Contains("'parallel.bucket_cap_mb' must be a finite number, got '.inf'"));
