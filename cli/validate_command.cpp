@@ -152,10 +152,18 @@ int validate_command(const ValidateArgs& args, const std::string& self) {
   if (args.steps != 0 && args.steps < 3)
     throw plan::InputError(plan::Location{"--steps"}, "needs 3 steps or more (the first is a warm-up)");
   if (args.repeats < 1) throw plan::InputError(plan::Location{"--repeats"}, "needs 1 or more");
+  // The scenarios first: a missing one is the first thing to say, whatever else is missing.
+  for (const auto& scenario : args.scenarios)
+    if (!fs::is_regular_file(scenario)) throw plan::InputError(plan::Location{scenario}, "no scenario file here (does it exist?)");
   const std::string profile = args.profile.empty() ? default_calibration_path() : args.profile;
   if (!fs::exists(profile))
-    throw plan::InputError(plan::Location{profile},
-                           "no calibrated profile here; run `parallax calibrate` first (or give one with --profile)");
+    throw plan::InputError(plan::Location{args.profile.empty() ? profile : "--profile " + profile},
+                           args.profile.empty() ? "no calibrated profile here; run `parallax calibrate` first (or give one with --profile)"
+                                                : "no such profile (parallax calibrate writes one)");
+  for (const auto& set : args.sets)
+    if (set.rfind("hardware=", 0) == 0 || set.rfind("hardware.", 0) == 0)
+      throw plan::InputError(plan::Location{"--set " + set}, "validate predicts with the calibrated profile it runs against (--profile); "
+                                                             "give the profile there");
   std::vector<std::string> common = args.sets;
   common.push_back("hardware=" + profile);
   const std::vector<Configuration> configs = fit::configurations(args.scenarios, args.sweeps);

@@ -549,6 +549,23 @@ TEST_CASE("cli: calibrate refuses a scenario it cannot run, and bad profiles, wi
   std::filesystem::remove_all(dir);
 }
 
+// validate's input, before anything runs: a missing scenario is named first (it had been hidden
+// behind "no calibrated profile here"), a missing --profile is called that (not "give one with
+// --profile"), and a --set hardware, which the profile would silently replace, is refused.
+TEST_CASE("cli: validate names a missing scenario, a missing --profile, and refuses --set hardware", "[cli]") {
+  const auto missing = run("validate no-such-scenario.yaml", "", true);
+  CHECK(missing.code == 2);
+  CHECK_THAT(missing.out, Catch::StartsWith("no-such-scenario.yaml: no scenario file here"));
+  const auto profile = run("validate " + scenario("mlp-fashion-mnist-ddp2.yaml") + " --profile no-such-profile.yaml", "", true);
+  CHECK(profile.code == 2);
+  CHECK_THAT(profile.out, Catch::StartsWith("--profile no-such-profile.yaml: no such profile"));
+  const auto hardware = run("validate " + scenario("mlp-fashion-mnist-ddp2.yaml") + " --set hardware=cpu-host --profile " +
+                                std::string(PARALLAX_SOURCE_DIR) + "/scenarios/hardware/cpu-host.yaml",
+                            "", true);
+  CHECK(hardware.code == 2);
+  CHECK_THAT(hardware.out, Catch::StartsWith("--set hardware=cpu-host: validate predicts with the calibrated profile"));
+}
+
 TEST_CASE("cli: validate runs each configuration of a sweep for real and ranks them", "[cli][exec]") {
   // Any profile will do for the machinery (calibrated ones are what users give it).
   const std::string profile = std::string(PARALLAX_SOURCE_DIR) + "/scenarios/hardware/cpu-host.yaml";
