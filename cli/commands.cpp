@@ -131,7 +131,8 @@ Runner define_calibrate(CLI::App& app) {
   auto* cal_cmd = app.add_subcommand(
       "calibrate",
       "Measure this machine with the executor's own code (layers, loss, data, optimizer, Gloo, and a real "
-      "probe run for in-run slowdowns) and write a calibrated hardware profile");
+      "probe run for in-run slowdowns) and write a calibrated hardware profile; or, with --from-trace, fit a profile to "
+      "measured runs (what-if: predict another plan from them)");
   cal_cmd->add_option("SCENARIO", cal_args->scenarios,
                       "Scenarios whose layer signatures to measure (default: the built-in scenario, scenarios/*.yaml "
                       "on cpu-host and scenarios/accuracy/*.yaml under this folder, else in the checkout the binary was built in)");
