@@ -59,7 +59,7 @@ void require_output_folder(const std::string& path, const std::vector<std::strin
   if (path.empty()) return;
   for (const auto& input : inputs)
     if (!input.empty() && same_file_key(input) == same_file_key(path))
-      throw plan::InputError(plan::Location{path}, "the command also reads or writes " + input +
+      throw plan::InputError(plan::Location{path}, "the command also reads or writes " + std::filesystem::path(input).lexically_normal().string() +
                                                        ": the output would replace it; write it elsewhere");
   const std::filesystem::path p(path);
   const std::filesystem::path folder = p.has_parent_path() ? p.parent_path() : std::filesystem::path(".");

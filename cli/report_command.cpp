@@ -85,6 +85,7 @@ int report_command(const ReportArgs& args) {
     in.predicted = read_timeline(args.predicted, "predicted");
   } else {
     const plan::Plan p = plan::resolve_plan(plan::load_scenario(args.scenario, args.sets));
+    require_output_folder(args.output, p.scenario.files_read());
     sim::SimOptions options;
     options.record_link_samples = true;  // the page's link bandwidth
     in = simulated_report_input(p, sim::simulate(p, options));

@@ -69,7 +69,9 @@ void require_checkpoint_folder(const std::string& dir) {
 plan::Plan check_input(const RunArgs& args) {
   plan::Plan p = plan::resolve_plan(plan::load_scenario(args.scenario, args.sets));
   check_runs_here(p.scenario);
-  require_output_folder(args.trace_path, {args.scenario, args.checkpoint_dir});
+  std::vector<std::string> inputs = p.scenario.files_read();
+  inputs.push_back(args.checkpoint_dir);
+  require_output_folder(args.trace_path, inputs);
   if ((args.checkpoint_every > 0 || args.resume) && args.checkpoint_dir.empty())
     throw plan::InputError(plan::Location{"--checkpoint-every/--resume"}, "needs --checkpoint-dir");
   if (!args.checkpoint_dir.empty() && args.checkpoint_every == 0 && !args.resume)

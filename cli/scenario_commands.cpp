@@ -32,8 +32,8 @@ int plan_command(const ScenarioArgs& args) {
 }
 
 int schedule_command(const ScenarioArgs& args, const std::string& csv_path) {
-  require_output_folder(csv_path, {args.scenario});
   const plan::Plan p = args.resolve();
+  require_output_folder(csv_path, p.scenario.files_read());
   if (!csv_path.empty()) {
     std::ostringstream csv;
     schedule::write_schedule_csv(p.schedule, csv);
@@ -47,7 +47,7 @@ int schedule_command(const ScenarioArgs& args, const std::string& csv_path) {
 
 int simulate_command(const ScenarioArgs& args, const std::string& trace_path) {
   const plan::Plan p = args.resolve();
-  require_output_folder(trace_path, {args.scenario});
+  require_output_folder(trace_path, p.scenario.files_read());
   sim::SimOptions options;
   options.record_link_samples = !trace_path.empty();
   const sim::SimRun run = sim::simulate(p, options);

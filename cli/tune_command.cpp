@@ -158,6 +158,7 @@ int tune_command(const TuneArgs& args, const std::string& self) {
   if (args.world < 0) throw plan::InputError(plan::Location{"--world"}, "needs 1 or more");
   const plan::YamlDocument doc = plan::scenario_document(args.scenario, args.sets);
   const plan::Scenario base = plan::parse_scenario(doc);
+  require_output_folder(args.output, base.files_read());
   if (base.parallel.schedule == schedule::ScheduleKind::csv)
     throw plan::InputError(base.where("parallel.schedule"),
                            "tune searches generated schedules; this scenario imports " + base.parallel.schedule_csv +

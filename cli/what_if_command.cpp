@@ -210,8 +210,8 @@ int calibrate_from_traces(const CalibrateArgs& args) {
   for (const auto& t : traces) measured.push_back(fit::measured_actions(t, plan));
   const std::string output = args.output.empty() ? default_output(plan.scenario) : args.output;
   if (args.output.empty()) fs::create_directories(fs::path(output).parent_path());
-  std::vector<std::string> inputs = args.from_traces;
-  inputs.push_back(scenario);
+  std::vector<std::string> inputs = plan.scenario.files_read();
+  inputs.insert(inputs.end(), args.from_traces.begin(), args.from_traces.end());
   require_output_folder(output, inputs);
 
   std::cerr << "calibrate: fitting " << base.name << " to " << traces.size() << " measured run(s) of "

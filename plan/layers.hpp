@@ -330,6 +330,9 @@ struct ModelDefaults {
   bool weighted_activation = false;  ///< MoeShape::weighted_activation
 };
 std::vector<Layer> parse_model(const Field& model, std::string* description, const ModelDefaults& defaults = {});
+/// The file a `model.hf_config` value names (a config.json, or the folder of a downloaded snapshot
+/// holding one), relative to the scenario's folder; InputError at the value when there is none.
+std::string hf_config_file(const Field& config);
 
 /// A transformer's shape: what the transformer preset's keys and a Hugging Face config give.
 struct TransformerShape {

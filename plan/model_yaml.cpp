@@ -263,15 +263,7 @@ std::vector<Layer> transformer_preset(const Field& m, std::string* description, 
       m.fail("a model read from a Hugging Face config needs 'model.seq_len', the job's tokens per sample (a config states "
              "only the longest sequence the model takes)");
     const int64_t seq = positive(m, "seq_len", 0);
-    std::string path = config.resolve_path(to_text(config));
-    // A model's folder (a downloaded snapshot) holds its config.json, as from_pretrained reads it.
-    if (std::filesystem::is_directory(path)) {
-      if (!std::filesystem::is_regular_file(std::filesystem::path(path) / "config.json"))
-        config.fail(path + " is a folder with no config.json in it");
-      path = (std::filesystem::path(path) / "config.json").string();
-    }
-    if (!std::filesystem::is_regular_file(path)) config.fail("no Hugging Face config file at " + path);
-    const HfModel hf = read_hf_config(path, seq);
+    const HfModel hf = read_hf_config(hf_config_file(config), seq);
     t = hf.shape;
     source = std::filesystem::path(to_text(config)).filename().string() + " (" + hf.architecture + ")";
   }
@@ -356,6 +348,18 @@ std::vector<Layer> synthetic_preset(const Field& m, std::string* description) {
 }
 
 }  // namespace
+
+std::string hf_config_file(const Field& config) {
+  std::string path = config.resolve_path(to_text(config));
+  // A model's folder (a downloaded snapshot) holds its config.json, as from_pretrained reads it.
+  if (std::filesystem::is_directory(path)) {
+    if (!std::filesystem::is_regular_file(std::filesystem::path(path) / "config.json"))
+      config.fail(path + " is a folder with no config.json in it");
+    path = (std::filesystem::path(path) / "config.json").string();
+  }
+  if (!std::filesystem::is_regular_file(path)) config.fail("no Hugging Face config file at " + path);
+  return path;
+}
 
 std::vector<Layer> parse_model(const Field& model, std::string* description, const ModelDefaults& defaults) {
   if (!model.present()) model.fail("missing required key 'model' (a preset: mlp | transformer | synthetic, or a 'layers:' list)");

@@ -452,6 +452,7 @@ Scenario parse_scenario(const YamlDocument& doc) {
   s.framework = parse_framework(root["framework"]);
   const FrameworkSemantics& trainer = semantics(s.framework);
   s.layers = parse_model(root["model"], &s.model_description, trainer.model);
+  if (root["model"]["hf_config"].present()) s.hf_config_file = hf_config_file(root["model"]["hf_config"]);
   for (const Layer& l : s.layers)
     if (l.kind == LayerKind::embedding || l.kind == LayerKind::head) s.model_vocab = l.shape.vocab;
   if (trainer.model.flash_attention && !root["model"]["attention"].present() &&
@@ -501,6 +502,15 @@ Scenario parse_scenario(const YamlDocument& doc) {
   if (!s.places.find("parallel")) s.places.set("parallel", root.where());
   check_scenario(s);
   return s;
+}
+
+std::vector<std::string> Scenario::files_read() const {
+  std::vector<std::string> files;
+  // A built-in scenario or profile names no file ("(built-in) ..."), and an inline profile its scenario.
+  for (const std::string& f : {file, hardware.source, hf_config_file, parallel.schedule_csv})
+    if (!f.empty() && std::filesystem::is_regular_file(f) && std::find(files.begin(), files.end(), f) == files.end())
+      files.push_back(f);
+  return files;
 }
 
 YamlDocument scenario_document(const std::string& path, const std::vector<std::string>& overrides) {

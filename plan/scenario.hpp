@@ -303,6 +303,11 @@ struct Scenario {
   ParallelSpec parallel;
   OptimizerSpec optimizer;
   HardwareProfile hardware;
+  std::string hf_config_file;  ///< the Hugging Face config the model was read from; empty if none
+
+  /// Every file the scenario was read from: itself, a hardware profile file, a Hugging Face config,
+  /// a schedule CSV. An output path must name none of them (cli's require_output_folder).
+  std::vector<std::string> files_read() const;
 
   /// The place of a key ("parallel.chunks"), for errors found after parsing.
   Location where(const std::string& key_path) const;

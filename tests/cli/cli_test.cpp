@@ -111,6 +111,40 @@ TEST_CASE("cli: an output never replaces the command's own input", "[cli]") {
   std::filesystem::remove_all(dir);
 }
 
+// The files a scenario reads besides itself (a hardware profile, a Hugging Face config, a schedule
+// CSV) are inputs too: an -o naming one of them exits 2 and leaves it as it was.
+TEST_CASE("cli: an output never replaces a file the scenario reads", "[cli]") {
+  const auto dir = std::filesystem::temp_directory_path() / ("parallax-cli-reads-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string profile = (dir / "profile.yaml").string(), config = (dir / "config.json").string();
+  std::filesystem::copy_file(scenario("hardware/cpu-host.yaml"), profile);
+  std::filesystem::copy_file(scenario("models/llama-3.1-8b.json"), config);
+  const std::string job = (dir / "job.yaml").string(), llama = (dir / "llama.yaml").string();
+  std::ofstream(job) << "model: {preset: mlp, layers: 4}\nparallel: {pipeline: 2, chunks: 4}\nhardware: ./profile.yaml\n";
+  std::ofstream(llama) << "model: {hf_config: config.json, seq_len: 4096}\nparallel: {data: 8}\nhardware: h100-nvlink-ib\n";
+  const std::string csv = (dir / "order.csv").string();
+  REQUIRE(run("schedule " + job + " --csv " + csv).code == 0);
+  const auto text = [](const std::string& path) {
+    std::ifstream in(path);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string profile_before = text(profile), config_before = text(config), csv_before = text(csv);
+  const std::string with_csv = job + " --set parallel.schedule=" + csv;
+  for (const std::string& command : {"simulate " + job + " -o " + profile, "report " + job + " -o " + profile,
+                                     "tune " + job + " -o " + profile, "run " + job + " -o " + profile,
+                                     "simulate " + llama + " -o " + config, "simulate " + with_csv + " -o " + csv,
+                                     "schedule " + with_csv + " --csv " + csv}) {
+    INFO(command);
+    const auto r = run(command, "", true);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.out, Catch::Contains("the command also reads or writes") && Catch::Contains("write it elsewhere"));
+  }
+  CHECK(text(profile) == profile_before);
+  CHECK(text(config) == config_before);
+  CHECK(text(csv) == csv_before);
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("cli: a word that names no command says so, and names the commands", "[cli]") {
   const auto r = run("whatif " + scenario("llama-3.1-70b-64xH100.yaml"), "", true);
   CHECK(r.code == 2);
@@ -812,6 +846,14 @@ TEST_CASE("cli: calibrate --from-trace fits a profile to a measured run, and sim
   const std::string sets = " --set parallel.chunks=4 --set data.steps=8";
   const std::string trace = (dir / "run.json").string(), fitted = (dir / "fitted.yaml").string();
   REQUIRE(run("run " + mlp + sets + " -o " + trace).code == 0);
+
+  // The job's own profile file is an input: a fit written over it is refused, the file as it was.
+  const std::string base = (dir / "base.yaml").string();
+  std::filesystem::copy_file(scenario("hardware/cpu-host.yaml"), base);
+  const auto over = run("calibrate --from-trace " + trace + " " + mlp + sets + " --set hardware=" + base + " -o " + base, "", true);
+  CHECK(over.code == 2);
+  CHECK_THAT(over.out, Catch::Contains("the command also reads or writes"));
+  CHECK_FALSE(std::filesystem::exists(dir / "base.yaml.tmp"));
 
   const auto fit = run("calibrate --from-trace " + trace + " " + mlp + sets + " -o " + fitted, "", true);
   REQUIRE(fit.code == 0);
