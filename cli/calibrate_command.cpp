@@ -80,6 +80,17 @@ std::string date_now() {
 }
 
 // What calibrate reads, which its output must not replace: the scenarios, the probes' and the base profile.
+// A profile measured on a busy machine says so in its header, where whoever uses it reads it.
+std::vector<std::string> with_warnings(std::vector<std::string> header, const std::vector<std::string>& warnings) {
+  for (const auto& w : warnings) header.push_back(w);
+  return header;
+}
+
+// The warnings again after the last line: minutes of progress lines lie between them and the end.
+void say_warnings_again(const std::vector<std::string>& warnings) {
+  for (const auto& w : warnings) std::cerr << "calibrate: " << w << " (said in the profile's header too)\n";
+}
+
 std::vector<std::string> calibrate_inputs(const CalibrateArgs& args, const std::vector<std::string>& files) {
   std::vector<std::string> inputs = files;
   inputs.insert(inputs.end(), args.probe_with.begin(), args.probe_with.end());
@@ -131,9 +142,11 @@ int calibrate_gpu(const CalibrateArgs& args, const std::vector<std::string>& fil
       "LibTorch " + std::string(TORCH_VERSION) + ", one rank, layers timed with CUDA events",
       "device, links and NCCL copied from the base profile '" + base.name + "' (NCCL is not measured)",
       "scenarios measured: " + scenario_names, exec::pass_summary(run->pass_differences)};
-  write_file_atomically(output, plan::calibrated_copy_yaml(base_text, base.name + "-calibrated", run->calibration, header));
+  write_file_atomically(output, plan::calibrated_copy_yaml(base_text, base.name + "-calibrated", run->calibration,
+                                                           with_warnings(header, run->warnings)));
   std::cerr << "calibrate: wrote " << output << " in " << fmt("%.0f", seconds) << " s; use it with --set hardware="
             << output << "\n";
+  say_warnings_again(run->warnings);
   return 0;
 }
 
@@ -249,11 +262,11 @@ fs::path shipped_scenarios() {
 }
 }  // namespace
 
-std::vector<std::string> default_calibration_scenarios() {
+std::vector<std::string> default_calibration_scenarios(bool warn) {
   std::vector<std::string> out = {""};
   std::vector<fs::path> found;
   const fs::path shipped = shipped_scenarios();
-  if (shipped.empty())  // an installed binary, or one copied out of the checkout
+  if (shipped.empty() && warn)  // an installed binary, or one copied out of the checkout
     std::cerr << "calibrate: warning: no scenarios/ folder here or above the binary, so only the built-in scenario is measured "
                  "(and probed, some twenty times slower a step than the accuracy set): run it from the checkout, or name the "
                  "scenarios to measure\n";
@@ -293,7 +306,9 @@ int calibrate_command(const CalibrateArgs& args) {
   if (!args.sizes.empty() && !args.tables)
     throw plan::InputError(plan::Location{"--sizes"}, "sets the GEMM grid of --tables; without --tables calibrate measures layers");
   const bool named = !args.scenarios.empty();
-  const auto files = named ? args.scenarios : default_calibration_scenarios();
+  exec::LaunchInfo launch;
+  const bool as_rank = exec::LaunchInfo::from_environment(&launch);
+  const auto files = named ? args.scenarios : default_calibration_scenarios(/*warn=*/!as_rank);  // the launcher warns once
   const std::string output = args.output.empty() ? default_calibration_path() : args.output;
   const plan::HardwareProfile base = [&] {
     const auto doc = plan::YamlDocument::from_text("hardware: " + args.base, "--base");
@@ -301,8 +316,6 @@ int calibrate_command(const CalibrateArgs& args) {
   }();
   if (args.tables) return calibrate_tables(args, base, output);
   if (base.device.kind == plan::DeviceKind::cuda) return calibrate_gpu(args, files, named, base, output);
-  exec::LaunchInfo launch;
-  const bool as_rank = exec::LaunchInfo::from_environment(&launch);
   // Everything that can be wrong with the input is found before the ranks start.
   const auto calibrated = fit::executable_plans(files, named, !as_rank);
   const auto probe_models = args.probe_with.empty() ? std::vector<fit::Calibrated>{}
@@ -399,9 +412,10 @@ int calibrate_command(const CalibrateArgs& args) {
   for (const auto& p : plans) scenario_names += (scenario_names.empty() ? "" : ", ") + p.scenario.name;
   header.push_back("scenarios measured: " + scenario_names);
   header.push_back(exec::pass_summary(run->pass_differences));
-  write_file_atomically(output, plan::calibrated_profile_yaml(base, base.name + "-calibrated", *c, header));
+  write_file_atomically(output, plan::calibrated_profile_yaml(base, base.name + "-calibrated", *c, with_warnings(header, run->warnings)));
   std::cerr << "calibrate: wrote " << output << " in " << fmt("%.0f", seconds) << " s; use it with --set hardware="
             << output << "\n";
+  say_warnings_again(run->warnings);
   return 0;
 }
 

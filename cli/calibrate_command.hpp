@@ -38,7 +38,8 @@ int calibrate_from_traces(const CalibrateArgs& args);
 
 /// The default set: the built-in default scenario, then every scenarios/*.yaml on hardware
 /// cpu-host and every scenarios/accuracy/*.yaml under the current folder ("" is the built-in).
-std::vector<std::string> default_calibration_scenarios();
+/// `warn`: say on stderr when there is no scenarios/ folder (the launcher says it, its ranks not).
+std::vector<std::string> default_calibration_scenarios(bool warn = true);
 /// Where calibrate writes by default, one file per machine (by host name).
 std::string default_calibration_path();
 

@@ -10,6 +10,7 @@
 
 #include "exec/gpu.hpp"
 #include "exec/host_memory.hpp"
+#include "exec/host_probe.hpp"
 #include "exec/launcher.hpp"
 #include "exec/measuring.hpp"
 #include "exec/model.hpp"
@@ -50,6 +51,7 @@ class Calibrator {
     plan::Calibration c;
     c.threads = torch::get_num_threads();
     c.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    check_idle(c.cores, "the layers");
     c.backward_call_us = backward_call_us();
     say("backward call overhead " + fmt(c.backward_call_us) + " us");
     int i = 0;
@@ -99,6 +101,7 @@ class Calibrator {
     }
     c.shared_cores = shared_cores(c.backward_call_us);
     say("a layer takes " + fmt(c.shared_cores) + "x its time alone while the other rank computes too");
+    check_idle(c.cores, "Gloo's messages");  // the costs other programs lengthen most (a thread woken per message)
     command("gloo");
     measure_gloo(comm_, &c);
     say("Gloo send call " + fmt(c.send_call.us.front()) + ".." + fmt(c.send_call.us.back()) + " us (" +
@@ -114,6 +117,8 @@ class Calibrator {
 
   /// Each signature's difference between the two passes over the layers (none with --quick).
   const std::map<std::string, double>& pass_differences() const { return pass_differences_; }
+  /// What rank 0 warned of while measuring (a busy machine), for the profile's header.
+  const std::vector<std::string>& warnings() const { return warnings_; }
 
   /// The port on which probe run `i` meets: rank 0 picks a free one just before the run (a port
   /// picked long before could be taken meanwhile) and hands it over through this store.
@@ -150,6 +155,16 @@ class Calibrator {
   }
   void say(const std::string& line) const {
     if (options_.progress) options_.progress(line);
+  }
+
+  // Other programs' threads on the cores: each figure measured after takes their share of a core
+  // with it, which the host probe (a 13 us operator between samples) does not see: it slips in
+  // between the others' time slices, where a Gloo message waits for its thread to be woken.
+  void check_idle(int cores, const std::string& what) {
+    const std::string warning = busy_machine_warning(other_runnable_threads(), cores, what);
+    if (warning.empty()) return;
+    say(warning);
+    warnings_.push_back(warning);
   }
 
   // A second pass over the layers, a minute or so after the first. On this project's shared VMs
@@ -322,6 +337,7 @@ class Calibrator {
   HostGate gate_;         // before budget_, which points to it
   Budget budget_;
   std::map<std::string, double> pass_differences_;
+  std::vector<std::string> warnings_;
   std::vector<SignatureWork> work_;
   int commands_ = 0;
 };
@@ -382,7 +398,7 @@ std::optional<CalibrationRun> calibrate_rank(const std::vector<plan::Plan>& plan
   }
   calibrator.bye();
   if (!measured) return std::nullopt;
-  return CalibrationRun{std::move(*measured), std::move(probes), calibrator.pass_differences()};
+  return CalibrationRun{std::move(*measured), std::move(probes), calibrator.pass_differences(), calibrator.warnings()};
 }
 
 }  // namespace parallax::exec

@@ -57,6 +57,8 @@ struct CalibrationRun {
   /// Without --quick, each signature's plan::pass_difference between the two passes over the
   /// layers; empty with --quick (one pass).
   std::map<std::string, double> pass_differences;
+  /// Rank 0's warnings while it measured (other programs busy on the machine), for the profile's header.
+  std::vector<std::string> warnings;
 };
 
 /// One line on CalibrationRun::pass_differences: the median and the worst, with its signature.

@@ -72,7 +72,8 @@ Runtime::Runtime(const plan::Plan& plan, const LaunchInfo& launch, const RunOpti
   for (auto& v : slots_) v.resize(plan.schedule.microbatches());
   if (auto scaler = scaler_options(p_.precision)) scaler_.emplace(*scaler);
   if (train_device_.is_cuda()) gpu_timer_ = gpu::make_compute_timer();
-  gpu_activity_ = GpuActivity::start(launch.rank);
+  // A run on the CPU launches no GPU work: CUPTI stays closed (and says nothing about the driver).
+  if (train_device_.is_cuda()) gpu_activity_ = GpuActivity::start(launch.rank);
 }
 
 RankResult Runtime::run() {

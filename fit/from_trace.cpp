@@ -83,6 +83,14 @@ timeline::Timeline parallax_actions(const timeline::LoadedTrace& t, const plan::
   if (t.kind != "measured") refuse(t, "a " + t.kind + " trace; fit from a measured one (`parallax run -o TRACE`)");
   if (!t.timeline.plan) refuse(t, "the trace carries no plan, so which job it measured is unknown");
   if (const std::string d = job_difference(*t.timeline.plan, plan); !d.empty()) refuse(t, "not a run of this job: " + d);
+  // A fit corrects the profile of the machine that ran: a CPU run's factors on an H100's profile
+  // would predict the CPU under the H100's name. A profile calibrated or fitted on the run's
+  // machine keeps its base's device, so the devices tell (unknown in traces before 2026-12-07).
+  const plan::HardwareProfile& hw = plan.scenario.hardware;
+  if (const std::string& ran = t.timeline.plan->device; !ran.empty() && ran != hw.device.name)
+    refuse(t, "a run on " + ran + " (profile '" + t.timeline.plan->hardware + "'), where the job's profile '" + hw.name +
+                  "' describes " + hw.device.name + ": a fit corrects the profile of the machine that ran; give that one (--set hardware=" +
+                  t.timeline.plan->hardware + ", or the profile calibrate wrote there)");
   return t.timeline;
 }
 

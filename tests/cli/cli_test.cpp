@@ -854,6 +854,11 @@ TEST_CASE("cli: calibrate --from-trace fits a profile to a measured run, and sim
   CHECK(over.code == 2);
   CHECK_THAT(over.out, Catch::Contains("the command also reads or writes"));
   CHECK_FALSE(std::filesystem::exists(dir / "base.yaml.tmp"));
+  // A CPU run fits a CPU profile only: on an H100's it would predict the CPU under the H100's name.
+  const auto h100 = run("calibrate --from-trace " + trace + " " + mlp + sets + " --set hardware=h100-nvlink-ib -o " + base, "", true);
+  CHECK(h100.code == 2);
+  CHECK_THAT(h100.out, Catch::Contains("where the job's profile 'h100-nvlink-ib' describes NVIDIA H100") &&
+                            Catch::Contains("a fit corrects the profile of the machine that ran; give that one (--set hardware=cpu-host"));
 
   const auto fit = run("calibrate --from-trace " + trace + " " + mlp + sets + " -o " + fitted, "", true);
   REQUIRE(fit.code == 0);
