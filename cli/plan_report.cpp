@@ -275,7 +275,7 @@ std::string plan_text(const Plan& p) {
       << pad(format_bytes(m.activations) + " (" + std::to_string(m.peak_inflight) + " in flight)", 27)
       << pad(format_bytes(m.recompute), 11) << (gathers ? pad(format_bytes(m.gathered), 11) : "")
       << (apart ? pad(std::string("-").append(format_bytes(m.not_at_once())), 13) : "") << pad(format_bytes(m.reserve), 11) << format_bytes(m.total())
-      << (m.total() > capacity ? "  DOES NOT FIT" : "") << "\n";
+      << (hw.device.holds(m.total()) ? "" : "  DOES NOT FIT") << "\n";
   }
   if (apart && gathers)
     o << "not at once: taken off the total, what the activations' peak, the gradients, the transient and the unsharded "

@@ -107,7 +107,7 @@ std::string simulate_text(const plan::Plan& plan, const sim::SimRun& run, const 
   }
   o << "exposed    communication with compute idle: mean " << fmt("%.3f ms", comm_sum / m.ranks.size()) << ", max "
     << duration_text(worst_comm->exposed_comm) << " (rank " << worst_comm->rank << ")\n";
-  const auto over = std::count_if(m.ranks.begin(), m.ranks.end(), [&](const sim::RankMetrics& r) { return r.peak_memory > m.device_memory; });
+  const auto over = std::count_if(m.ranks.begin(), m.ranks.end(), [](const sim::RankMetrics& r) { return !r.fits; });
   o << "memory     peak " << format_bytes(worst_mem->peak_memory) << " of " << format_bytes(m.device_memory) << " (rank " << worst_mem->rank
     << ")" << (m.fits ? "" : "  DOES NOT FIT (" + std::to_string(over) + " of " + std::to_string(m.ranks.size()) + " ranks over the device)")
     << "\n";

@@ -92,6 +92,9 @@ struct Device {
   std::optional<ComputeModel> compute;
 
   int64_t memory_bytes() const;
+  /// Whether a rank needing `bytes` at its fullest fits: the one rule of "fits" that plan,
+  /// simulate, export, the report and the tuner apply.
+  bool holds(int64_t bytes) const { return bytes <= memory_bytes(); }
 };
 
 /// A layer cost measured on the device (by `parallax calibrate`), preferred over the FLOP estimate.

@@ -51,7 +51,7 @@ std::string does_not_fit_note(const Plan& p) {
   const auto fullest = std::max_element(p.ranks.begin(), p.ranks.end(),
                                         [](const RankPlan& a, const RankPlan& b) { return a.memory.total() < b.memory.total(); });
   const int64_t device = p.scenario.hardware.device.memory_bytes();
-  if (fullest == p.ranks.end() || fullest->memory.total() <= device) return "";
+  if (fullest == p.ranks.end() || p.scenario.hardware.device.holds(fullest->memory.total())) return "";
   char text[256];
   std::snprintf(text, sizeof text,
                 "THIS PLAN DOES NOT FIT: its fullest rank (%d) needs %.2f GiB of the %s's %.2f GiB, and the trainer would run out of "

@@ -59,7 +59,7 @@ Metrics compute_metrics(const plan::Plan& plan, const SimRun& run) {
     rm.bubble_fraction = t.bubble_fraction;
     rm.exposed_comm = t.exposed_comm;
     rm.peak_memory = t.rank < static_cast<int>(run.peak_memory.size()) ? run.peak_memory[t.rank] : 0;
-    rm.fits = rm.peak_memory <= m.device_memory;
+    rm.fits = plan.scenario.hardware.device.holds(rm.peak_memory);
     m.fits = m.fits && rm.fits;
     m.ranks.push_back(rm);
   }

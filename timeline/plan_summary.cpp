@@ -107,7 +107,7 @@ json document_of(const Plan& p) {
     memory.push_back({{"rank", r.rank}, {"params", m.params}, {"gradients", m.gradients}, {"optimizer", m.optimizer},
                       {"buckets", m.buckets}, {"activations", m.activations}, {"recompute", m.recompute}, {"gathered", m.gathered},
                       {"not_at_once", m.not_at_once()}, {"reserve", m.reserve}, {"peak_inflight", m.peak_inflight},
-                      {"total", m.total()}, {"device_bytes", capacity}, {"fits", m.total() <= capacity}});
+                      {"total", m.total()}, {"device_bytes", capacity}, {"fits", s.hardware.device.holds(m.total())}});
   }
   out["ranks"] = ranks;
   out["memory"] = memory;

@@ -193,7 +193,7 @@ std::vector<plan::Settings> enumerate(Evaluator& ev, const Space& sp, size_t* in
   std::vector<plan::PartitionLen> given_splits;  // empty: around each configuration's balanced split
   for (const auto& split : sp.of("parallel.partition_len")) given_splits.push_back(std::get<plan::PartitionLen>(split));
   const std::vector<std::pair<double, double>> buckets = sp.bucket_grid();
-  const int64_t memory = base.hardware.device.memory_bytes();
+  const plan::Device& device = base.hardware.device;
   // A rank's parameters and, of them, its experts', by tensor, expert and expert tensor degree.
   std::map<std::tuple<int, int, int>, std::pair<int64_t, int64_t>> params_by_degree;
   auto params_on = [&](const plan::Settings& c) {
@@ -276,7 +276,7 @@ std::vector<plan::Settings> enumerate(Evaluator& ev, const Space& sp, size_t* in
             cross_free_knobs(free, sp, layout, [&](plan::Settings c) {
               if (stopping() || sampled_out()) return;
               if (repeats_another(sp, c) || plainly_invalid(c) || !valid(c)) return;
-              if (over_memory && static_memory_floor(scratch, params_on(c)) > memory) {
+              if (over_memory && !device.holds(static_memory_floor(scratch, params_on(c)))) {
                 ++*over_memory;  // once, without its split and bucket variants
                 return;
               }

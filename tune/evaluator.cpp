@@ -61,7 +61,7 @@ Evaluation Evaluator::bound(const plan::Plan& p, const plan::Settings& c) {
   Evaluation e;
   e.config = c;
   for (const auto& r : p.ranks) e.peak_memory = std::max(e.peak_memory, r.memory.total());
-  e.fits = e.peak_memory <= base_.hardware.device.memory_bytes();
+  e.fits = base_.hardware.device.holds(e.peak_memory);
   e.lower_bound = lower_bound(p, layer_costs(c, p.microbatch_size));
   return e;
 }
