@@ -8,6 +8,7 @@
 #include "cli/commands.hpp"
 #include "cli/main_job.hpp"
 #include "plan/error.hpp"
+#include "plan/time.hpp"
 
 namespace {
 
@@ -48,6 +49,9 @@ int main(int argc, char** argv) {
     return cli::main_job();
   } catch (const plan::InputError& e) {
     std::cerr << e.what() << "\n";
+    return kExitBadInput;
+  } catch (const plan::OutOfScale& e) {
+    std::cerr << "parallax: " << e.what() << "\n";
     return kExitBadInput;
   } catch (const std::bad_alloc&) {
     std::cerr << "parallax: failed: out of memory (a plan of very many ranks or micro-batches can need more than this machine has)\n";

@@ -32,4 +32,12 @@ class InputError : public std::runtime_error {
   std::string key_;
 };
 
+/// A figure the scenario's and its profile's numbers lead to that is beyond what Parallax counts in
+/// (a duration past days, bytes past exabytes): one of those numbers is out of scale. Bad input
+/// without one place to name: the CLI exits 2 with it, the tuner leaves the plan out.
+class OutOfScale : public std::range_error {
+ public:
+  using std::range_error::range_error;
+};
+
 }  // namespace parallax::plan

@@ -339,8 +339,10 @@ bool names_hardware_file(const std::string& name) {
 }
 
 int64_t Device::memory_bytes() const {
-  if (std::isinf(memory_gb)) return std::numeric_limits<int64_t>::max();
-  return static_cast<int64_t>(memory_gb * 1024.0 * 1024.0 * 1024.0);
+  // Past int64 (8 EiB) a device holds anything a plan can need; the cast alone would be undefined.
+  const double bytes = memory_gb * 1024.0 * 1024.0 * 1024.0;
+  if (!(bytes < 9.2e18)) return std::numeric_limits<int64_t>::max();
+  return static_cast<int64_t>(bytes);
 }
 
 HardwareProfile parse_hardware(const Field& map) {

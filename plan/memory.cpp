@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <vector>
 #include <set>
 
@@ -18,6 +19,21 @@ using schedule::receives_from_peer;
 using schedule::makes_input_gradient;
 using schedule::makes_weight_gradient;
 namespace {
+
+// One micro-batch's bytes as a count: what the peak adds up is at most this for each micro-batch of
+// the step, so where that would pass 2^62 (4 EiB) the sums would overflow int64; the numbers that
+// lead there (a petabyte a layer, millions of samples) are out of scale.
+int64_t microbatch_bytes(const Plan& plan, double bytes) {
+  const double step = bytes * plan.chunks();
+  if (!(step <= 0x1p62)) {
+    char text[256];
+    std::snprintf(text, sizeof text,
+                  "a step's micro-batches would hold %g bytes on one stage: the model's sizes and the batch are out of scale",
+                  step);
+    throw OutOfScale(text);
+  }
+  return std::llround(bytes);
+}
 
 // A layer's full activations for one micro-batch: as `parallax calibrate` measured them with the
 // CUDA caching allocator where the profile has them for this layer's signature (measured on one
@@ -142,7 +158,7 @@ int64_t stage_activation_bytes(const Plan& plan, const Stage& stage) {
   }
   // The loss keeps its graph where its last layer does (else backward re-makes it: recomputed_bytes).
   if (end == static_cast<int>(layers.size()) && !p.recomputes_forward(layers.back().kind)) bytes += loss_bytes(plan);
-  return std::llround(bytes);
+  return microbatch_bytes(plan, bytes);
 }
 
 // What the loss's backward holds for a moment on top of the fp32 softmax the head keeps, for one
@@ -218,7 +234,7 @@ int64_t recompute_bytes(const Plan& plan, const Stage& stage) {
   // re-ran while the loss's backward runs.
   const double recomputed = recomputed_bytes(plan, stage), loss = loss_backward_bytes(plan, stage);
   const bool loss_after = plan.scenario.parallel.activation_checkpointing == Recompute::stage;
-  return std::llround(loss_after ? recomputed + loss : std::max(recomputed, loss)) + accumulation_bytes(plan, stage);
+  return microbatch_bytes(plan, loss_after ? recomputed + loss : std::max(recomputed, loss)) + accumulation_bytes(plan, stage);
 }
 
 int64_t receive_buffer_bytes(const Plan& plan, bool forward, int stage) {
@@ -230,7 +246,7 @@ int64_t receive_buffer_bytes(const Plan& plan, bool forward, int stage) {
   const double elems = forward ? layers[plan.stages[stage - 1].first_layer + plan.stages[stage - 1].layer_count - 1].output_elems_per_sample
                                : layers[plan.stages[stage + 1].first_layer].input_elems_per_sample;
   const double split = (p.sequence_parallel ? p.tensor : 1.0) * p.context;
-  return std::llround(elems * plan.microbatch_size * activation_bytes(p.precision) / split);
+  return microbatch_bytes(plan, elems * plan.microbatch_size * activation_bytes(p.precision) / split);
 }
 
 BytesPerParameter bytes_per_parameter(const Scenario& s) {

@@ -29,6 +29,15 @@ int64_t layer_count(const Field& map, int64_t fallback) { return int_or(map, "la
 
 const std::vector<std::string> kKinds = {"linear", "embedding", "encoder", "head", "synthetic"};
 
+// A synthetic layer's `params_mb` or `activation_mb` (0 when absent): up to a petabyte, so that a
+// rank's bytes (this times micro-batches in flight, layers, copies) stay inside int64.
+double megabytes(const Field& map, const std::string& key) {
+  constexpr double kMaxMb = 1e9;
+  const double mb = finite_number_or(map, key, 0, 0);
+  if (mb > kMaxMb) map[key].fail("'" + map[key].path() + "' must be at most 1e9 (a petabyte), got " + map[key].node().Scalar());
+  return mb;
+}
+
 SyntheticCost parse_synthetic_cost(const Field& map) {
   SyntheticCost c;
   c.fwd_us_per_sample = to_finite_number(require(map, "fwd_us_per_sample"), 0);
@@ -89,8 +98,7 @@ Layer parse_layer(const Field& item, size_t index, const ModelDefaults& defaults
   }
   expect_keys(item, {"kind", "name", "fwd_us_per_sample", "fwd_us_fixed", "bwd_ratio", "params_mb",
                      "activation_mb"});
-  return make_synthetic(name, parse_synthetic_cost(item), finite_number_or(item, "params_mb", 0, 0),
-                        finite_number_or(item, "activation_mb", 0, 0));
+  return make_synthetic(name, parse_synthetic_cost(item), megabytes(item, "params_mb"), megabytes(item, "activation_mb"));
 }
 
 // The model's width must split evenly into heads, unless each head's width is given
@@ -334,8 +342,8 @@ std::vector<Layer> synthetic_preset(const Field& m, std::string* description) {
                   "activation_mb"});
   const int64_t count = to_int(require(m, "layers"), 1, kMaxLayers);
   const SyntheticCost cost = parse_synthetic_cost(m);
-  const double params_mb = finite_number_or(m, "params_mb", 0, 0);
-  const double activation_mb = finite_number_or(m, "activation_mb", 0, 0);
+  const double params_mb = megabytes(m, "params_mb");
+  const double activation_mb = megabytes(m, "activation_mb");
   std::vector<Layer> layers;
   for (int64_t i = 0; i < count; ++i)
     layers.push_back(make_synthetic("layers." + std::to_string(i), cost, params_mb, activation_mb));

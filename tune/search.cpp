@@ -233,6 +233,9 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
         } catch (const plan::InputError&) {
           state[i] = unplannable;  // the scenario rules passed it, resolving the plan did not
           return;
+        } catch (const plan::OutOfScale&) {
+          state[i] = unplannable;  // an action beyond days (a whole batch on a few devices): not a plan to rank
+          return;
         }
         state[i] = planned;
       },
@@ -326,7 +329,11 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
           return;
         }
         if (!opt.max_configs) ++simulated;
-        e.step = ev.step_of(*mine.plan, e.config, mine.nccl ? &*mine.nccl : nullptr);
+        try {
+          e.step = ev.step_of(*mine.plan, e.config, mine.nccl ? &*mine.nccl : nullptr);
+        } catch (const plan::OutOfScale&) {
+          return;  // as the planning above: a step beyond days is no candidate (and a throw here would end the process)
+        }
         e.index = i * stride + variant;
         std::lock_guard<std::mutex> lock(mutex);
         done.push_back(e);

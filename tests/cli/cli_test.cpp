@@ -145,6 +145,18 @@ TEST_CASE("cli: an output never replaces a file the scenario reads", "[cli]") {
   std::filesystem::remove_all(dir);
 }
 
+// A figure out of scale (a forward of 1e300 us a sample) is bad input, said as such, where it had
+// printed a step of 0.000 ms with exit 0; tune refuses the scenario as given the same way.
+TEST_CASE("cli: a duration out of scale exits 2 and says which figures to check", "[cli]") {
+  for (const std::string command : {"simulate ", "tune --max-configs 5 "}) {
+    const auto r = run(command + scenario("interleaved-synthetic-ideal.yaml") + " --set model.fwd_us_per_sample=1e300", "", true);
+    INFO(command);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.out, Catch::Contains("parallax: a duration of 4e+294 s comes out of the scenario's and its hardware profile's figures") &&
+                          Catch::Contains("out of scale"));
+  }
+}
+
 TEST_CASE("cli: a word that names no command says so, and names the commands", "[cli]") {
   const auto r = run("whatif " + scenario("llama-3.1-70b-64xH100.yaml"), "", true);
   CHECK(r.code == 2);

@@ -1,4 +1,6 @@
 #include <catch2/catch.hpp>
+#include <cmath>
+#include <limits>
 
 #include "plan/plan.hpp"
 #include "tests/test_util.hpp"
@@ -146,4 +148,30 @@ TEST_CASE("plan::memory: a ZeRO-1 step's gradient slices come when the activatio
   // Activations 4 before the backward, gradients 4 and slices 0.5 after: 4.5 of 4 + 4 + 0.5 at once.
   CHECK(m.not_at_once() == 4 * MiB);
   CHECK(m.allocated() == m.params + m.optimizer + m.buckets + 4 * MiB + MiB / 2);
+}
+
+// Numbers out of scale end as bad input rather than wrapping: a duration past kMaxNs (or NaN) is
+// refused where it becomes a count (llround's result past int64 is unspecified: a step of 1e290 s
+// had printed as 0.000 ms), bytes past int64 likewise, and a device of 10^10 GiB holds anything.
+TEST_CASE("plan: durations, bytes and device memory out of scale are refused or saturate, never wrap", "[plan]") {
+  CHECK(plan::Time::seconds(1e6).count_ns() == 1'000'000'000'000'000);  // 11.6 days: the longest counted
+  CHECK_THROWS_AS(plan::Time::seconds(1.1e6), plan::DurationOutOfRange);
+  CHECK_THROWS_AS(plan::Time::us(1e300), plan::OutOfScale);
+  CHECK_THROWS_AS(plan::Time::us(std::nan("")), plan::OutOfScale);
+  CHECK_THROWS_AS(plan::Time::ms(1).scaled(1e20), plan::OutOfScale);
+  CHECK(plan::Time::us(-5).count_ns() == -5000);
+
+  plan::Device d;
+  d.memory_gb = 80;
+  CHECK(d.memory_bytes() == 80LL << 30);
+  d.memory_gb = 1e10;  // past int64's bytes: the cast alone would be undefined (it came out negative)
+  CHECK(d.memory_bytes() == std::numeric_limits<int64_t>::max());
+  CHECK(d.holds(int64_t{1} << 62));
+
+  const std::string synthetic =
+      "model: {preset: synthetic, layers: 4, fwd_us_per_sample: 10, params_mb: 1, activation_mb: 1e9}\n"
+      "data: {batch_size: 16}\nparallel: {pipeline: 2, chunks: 4}\nhardware: ideal\n";
+  CHECK(test::plan_from(synthetic).ranks.front().memory.activations > 0);  // a petabyte a sample: counted
+  CHECK_THROWS_AS(test::plan_from(synthetic, {"data.batch_size=16777216"}), plan::OutOfScale);  // 16M of them: refused
+  CHECK_THAT(test::parse_error(synthetic, {"model.activation_mb=1e13"}), Catch::Contains("at most 1e9 (a petabyte)"));
 }
