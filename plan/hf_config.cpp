@@ -348,11 +348,14 @@ Rotary read_rotary(const Field& c) {
   // transformers 5 holds the base, the rotated share and the scaling in one rope_parameters map
   // (its rope_type "default" being no scaling).
   const Field params = c["rope_parameters"];
-  const bool v5 = params.present() && params.is_map();
+  for (const Field& f : {params, c["rope_scaling"]})
+    if (f.present() && !f.is_map())
+      f.fail("'" + f.path() + "' must be a map ({rope_type, factor, ...}) or null, as transformers reads it; got " + (f.is_scalar() ? f.node().Scalar() : std::string("a list")));
+  const bool v5 = params.present();
   if (v5 && params["rope_theta"].present()) r.base = to_number(params["rope_theta"], 0);
   if (v5 && params["partial_rotary_factor"].present()) r.fraction = to_number(params["partial_rotary_factor"], 0);
   const Field scaling = v5 ? params : c["rope_scaling"];
-  if (!scaling.present() || !scaling.is_map()) return r;  // absent or null
+  if (!scaling.present()) return r;  // absent or null
   if (v5 && scaling["rope_type"].present() && to_text(scaling["rope_type"]) == "default") return r;
   const Field type = scaling["rope_type"].present() ? scaling["rope_type"] : scaling["type"];
   if (type.present()) r.scaling = to_text(type);
@@ -482,7 +485,11 @@ HfModel read_hf_config(const std::string& path, int64_t seq_len) {
                               : !sliding.node().IsDefined() && (m.architecture == "MistralForCausalLM" || qwen) ? 4096
                                                                                                                 : 0;
   int sliding_blocks = -1;  // as layer_types says; -1 without it
-  if (const Field types = c["layer_types"]; types.present() && types.is_sequence()) {
+  if (const Field types = c["layer_types"]; types.present()) {
+    // transformers' layer_type_validation: one kind per block.
+    if (!types.is_sequence() || static_cast<int64_t>(types.node().size()) != m.shape.blocks)
+      types.fail("'layer_types' must list each of the " + std::to_string(m.shape.blocks) +
+                 " blocks' attention (full_attention | sliding_attention), as transformers checks it");
     sliding_blocks = 0;
     for (const Field& t : types.elements()) sliding_blocks += to_choice(t, {"full_attention", "sliding_attention"}) == "sliding_attention";
     if (!qwen && sliding_blocks > 0 && sliding_blocks != static_cast<int>(types.node().size()))

@@ -186,7 +186,8 @@ std::vector<Knob> make_table() {
                                "tensor ranks each expert is split over (Megatron-core's --expert-tensor-parallel-size): tensor (the "
                                "default, its default: each tensor rank computes its share of every expert's width over the tensor "
                                "group's tokens, gathered and scattered around the experts) or 1 (experts whole, each rank its own "
-                               "tokens; the expert group then divides tensor x data x context). Predict-only");
+                               "tokens; the expert group then divides tensor x data x context). A MoE model's: refused on a dense one. "
+                               "Predict-only");
   expert_tensor.zero_word = "tensor";
   t.push_back(searched(expert_tensor, Coupling::crossed, default_expert_tensor));
   t.push_back(searched(integer("parallel.pipeline", &Settings::pipeline, kMaxCount, "pipeline ranks per replica"),
@@ -246,7 +247,8 @@ std::vector<Knob> make_table() {
   t.push_back(flag("parallel.overlap_param_gather", &Settings::overlap_param_gather,
                    "with shard optimizer or gradients: all-gather the updated parameters bucket by bucket beside the next "
                    "step's first forward (Megatron-LM's --overlap-param-gather, NeMo's overlap_param_sync); false: after the "
-                   "optimizer step, exposed (Megatron-LM's default, and what the executor runs). Predict-only when true"));
+                   "optimizer step, exposed (Megatron-LM's default, and what the executor runs). Refused with shard none, as "
+                   "Megatron-LM refuses it; under shard full FSDP gathers each layer itself. Predict-only when true"));
   t.push_back(flag("parallel.p2p_scatter_gather", &Settings::p2p_scatter_gather,
                    "with tensor > 1 and no sequence_parallel: each tensor rank sends 1/tensor of a pipeline stage's "
                    "boundary tensor and the receiver all-gathers it (Megatron-LM from February 2021 until March 2023, when "
@@ -287,7 +289,8 @@ std::vector<Knob> make_table() {
   t.push_back(searched(group, Coupling::crossed, default_shard_group));
   t.push_back(flag("parallel.reshard_after_forward", &Settings::reshard_after_forward,
                    "with shard full: free each layer's gathered parameters after its forward and gather them again before its "
-                   "backward (FSDP2's default); false keeps them from forward to backward (more memory, one gather fewer)"));
+                   "backward (FSDP2's default); false keeps them from forward to backward (more memory, one gather fewer), "
+                   "refused without shard full"));
   t.push_back(flag("parallel.fp8_param_gather", &Settings::fp8_param_gather,
                    "with shard full and precision fp8: all-gather the blocks' linear weights in fp8, 1 byte a parameter instead "
                    "of bf16's 2 (torchtitan's quantize.linear.float8.enable_fsdp_float8_all_gather; the embedding, the output "

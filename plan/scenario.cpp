@@ -230,6 +230,9 @@ static void check_expert_parallel(const Scenario& s) {
     if (p.expert > 1)
       fail_at(s, "parallel.expert", "parallel.expert (" + std::to_string(p.expert) + ") splits a mixture-of-experts model's experts; "
                                     "this model has none (model.experts)");
+    if (p.expert_tensor != 0)
+      fail_at(s, "parallel.expert_tensor", "parallel.expert_tensor (" + std::to_string(p.expert_tensor) + ") splits a mixture-of-experts "
+                                           "model's experts over tensor ranks; this model has none (model.experts)");
     return;
   }
   const int64_t experts = moe->shape.moe.experts;
@@ -341,6 +344,15 @@ void check_beyond_layout(const Scenario& s) {
                 "selective_op is torchtitan's per-op policy as derived for dense blocks with flash attention (docs/simulator.md); block '" +
                     l.name + "' " + (l.shape.moe.on() ? "is a MoE block" : l.shape.form.mla.on() ? "has latent attention (model.mla)" : "runs standard attention") +
                     ": use selective, layer or stage");
+  // A knob that says how sharding runs means nothing without it: refused as Megatron-LM refuses the
+  // first (arguments.py), rather than left without effect where the user meant it to have one.
+  if (p.overlap_param_gather && !p.sharded(Shard::optimizer))
+    fail_at(s, "parallel.overlap_param_gather", "overlap_param_gather overlaps the gather of the parameters the distributed optimizer "
+                                                "updated in shards; it needs parallel.shard: optimizer or more (Megatron-LM asserts "
+                                                "--use-distributed-optimizer beside --overlap-param-gather)");
+  if (!p.reshard_after_forward && !p.sharded(Shard::full))
+    fail_at(s, "parallel.reshard_after_forward", "reshard_after_forward says whether FSDP frees each layer's gathered parameters after "
+                                                 "its forward; it needs parallel.shard: full (without it the parameters stay whole)");
   if (p.fp8_param_gather && (p.precision != Precision::fp8 || !p.sharded(Shard::full)))
     fail_at(s, "parallel.fp8_param_gather", "fp8_param_gather gathers FSDP's fp8 weights; it needs parallel.precision: fp8 and "
                                             "parallel.shard: full");

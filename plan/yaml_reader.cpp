@@ -38,12 +38,17 @@ void refuse_duplicate_keys(const YAML::Node& node, const std::string& file, cons
 }
 
 YAML::Node parse_text(const std::string& text, const std::string& file) {
-  YAML::Node root;
+  std::vector<YAML::Node> documents;
   try {
-    root = YAML::Load(text);
+    documents = YAML::LoadAll(text);
   } catch (const YAML::ParserException& e) {
     throw InputError(location_of(file, e.mark), "YAML syntax error: " + e.msg);
   }
+  // YAML::Load reads the first document of several and drops the rest without a word.
+  if (documents.size() > 1)
+    throw InputError(location_of(file, documents[1].Mark()),
+                     "a second YAML document (after '---'): a file holds one; put its keys in the first, or in a file of their own");
+  YAML::Node root = documents.empty() ? YAML::Node() : documents.front();
   refuse_duplicate_keys(root, file, "");
   return root;
 }
@@ -231,6 +236,8 @@ void expect_keys(const Field& map, const std::vector<std::string>& allowed, cons
 
 Field require(const Field& map, const std::string& key) {
   Field f = map[key];
+  // A key written with no value (`layers:`, JSON's null) is there, at its own line: said so there.
+  if (f.node().IsDefined() && f.node().IsNull()) f.fail("'" + f.path() + "' is empty (null); it needs a value");
   if (!f.present()) {
     map.fail("missing required key '" + key + "' " + in_map(map));
   }

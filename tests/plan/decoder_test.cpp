@@ -558,6 +558,30 @@ TEST_CASE("plan::hf_config: what it cannot read is refused at the field", "[plan
   }
 }
 
+// Malformed where the field is: a scaling that is not a map had been read as none, layer_types
+// that is not a list (or lists another count of blocks) as absent, and a null hidden_size as a
+// missing one at the file's first line.
+TEST_CASE("plan::hf_config: a malformed rope_scaling, rope_parameters or layer_types, or a null field, is refused where it is", "[plan]") {
+  const std::string llama = "{\"architectures\": [\"LlamaForCausalLM\"], \"num_attention_heads\": 4, \"intermediate_size\": 16,\n"
+                            " \"num_hidden_layers\": 2, \"vocab_size\": 10, \"hidden_act\": \"silu\",\n";
+  auto error = [](const std::string& text) {
+    test::TempFile c("parallax-hf-test.json", text);
+    const std::string e = test::parse_error("model: {hf_config: " + c.path + ", seq_len: 8}\nhardware: ideal\n");
+    return e.substr(std::min(e.size(), c.path.size()));  // the line and column on
+  };
+  CHECK(error(llama + " \"hidden_size\": 64, \"rope_scaling\": null}").empty());
+  CHECK_THAT(error(llama + " \"hidden_size\": 64, \"rope_scaling\": \"linear\"}"),
+             Catch::StartsWith(":3:37: 'rope_scaling' must be a map ({rope_type, factor, ...}) or null") && Catch::Contains("got linear"));
+  CHECK_THAT(error(llama + " \"hidden_size\": 64, \"rope_parameters\": [1, 2]}"),
+             Catch::Contains("'rope_parameters' must be a map") && Catch::Contains("got a list"));
+  CHECK_THAT(error(llama + " \"hidden_size\": 64, \"layer_types\": \"full_attention\"}"),
+             Catch::Contains("'layer_types' must list each of the 2 blocks' attention"));
+  CHECK_THAT(error(llama + " \"hidden_size\": 64, \"layer_types\": [\"full_attention\"]}"),
+             Catch::Contains("'layer_types' must list each of the 2 blocks' attention"));
+  CHECK(error(llama + " \"hidden_size\": 64, \"layer_types\": [\"full_attention\", \"full_attention\"]}").empty());
+  CHECK_THAT(error(llama + " \"hidden_size\": null}"), Catch::StartsWith(":3:17: 'hidden_size' is empty (null); it needs a value"));
+}
+
 // Configs as transformers writes them today, and left-out fields at their config class's defaults:
 // each checked against the same model stated the older or the explicit way.
 TEST_CASE("plan::hf_config: configs as transformers 4.56+ and 5 write them, and fields left to the family's default", "[plan]") {

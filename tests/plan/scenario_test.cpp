@@ -145,6 +145,14 @@ TEST_CASE("plan::Scenario: each bad input names its line and column", "[plan]") 
     CHECK_THAT(parse_error(yaml), Catch::StartsWith("test.yaml:7:3: 'parallel.chunks' is given twice (first at line 6)"));
     CHECK_THAT(parse_error("name: a\nname: b\n"), Catch::StartsWith("test.yaml:2:1: 'name' is given twice"));
   }
+  SECTION("a second YAML document, at its start (yaml-cpp's Load would drop it)") {
+    CHECK_THAT(parse_error(kGood + "---\nname: other\n"), Catch::StartsWith("test.yaml:9:1: a second YAML document (after '---')"));
+    CHECK(parse_error("---\n" + kGood).empty());  // one document, its start marked
+  }
+  SECTION("a required key left empty, at its own line") {
+    CHECK_THAT(parse_error("model: {preset: synthetic, layers: 2, fwd_us_per_sample: }\nhardware: ideal\n"),
+               Catch::StartsWith("test.yaml:1:") && Catch::Contains("'model.fwd_us_per_sample' is empty (null); it needs a value"));
+  }
   SECTION("more ranks than Parallax plans (each degree alone is allowed)") {
     CHECK_THAT(parse_error(kGood, {"parallel.data=1048576"}), Catch::Contains("ranks; Parallax plans at most 1048576"));
   }

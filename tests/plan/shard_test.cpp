@@ -250,3 +250,18 @@ TEST_CASE("plan::memory: fp8_param_gather gathers the blocks' weights in one byt
   CHECK_THAT(test::parse_error(llama, {"parallel.fp8_param_gather=true", "parallel.shard=optimizer"}),
              Catch::Contains("needs parallel.precision: fp8"));
 }
+
+// A knob that says how sharding (or expert splitting) runs is refused where there is none, as
+// fp8_param_gather is: left without effect, a user's `reshard_after_forward: false` had predicted
+// DDP's memory with no word that it meant nothing.
+TEST_CASE("shard: knobs of sharding and of experts need what they act on", "[plan]") {
+  CHECK(test::parse_error(kModel, {"parallel.shard=full", "parallel.reshard_after_forward=false"}).empty());
+  CHECK_THAT(test::parse_error(kModel, {"parallel.shard=gradients", "parallel.reshard_after_forward=false"}),
+             Catch::Contains("parallel.reshard_after_forward") && Catch::Contains("it needs parallel.shard: full"));
+  CHECK(test::parse_error(kModel, {"parallel.shard=optimizer", "parallel.overlap_param_gather=true"}).empty());
+  CHECK_THAT(test::parse_error(kModel, {"parallel.overlap_param_gather=true"}),
+             Catch::Contains("it needs parallel.shard: optimizer or more"));
+  CHECK_THAT(test::parse_error(kModel, {"parallel.expert_tensor=1"}),
+             Catch::Contains("parallel.expert_tensor (1) splits a mixture-of-experts model's experts") && Catch::Contains("this model has none"));
+  CHECK(test::parse_error(kModel, {"parallel.expert_tensor=tensor"}).empty());  // the default, said in words
+}

@@ -111,9 +111,11 @@ TEST_CASE("sim: the distributed optimizer's parameter all-gather, after the step
   REQUIRE(forwards.size() == 2);
   CHECK((forwards[0] - forwards[1]).to_us() ==
         Approx((one_stage[0].first_gather + one_stage[0].first_forward_extra).to_us()).epsilon(1e-3));
-  // Nothing to gather without a sharded optimizer, or under shard full (FSDP gathers each layer).
-  const auto unsharded = sim::stage_costs(test::plan_from(kGpt, {"parallel.overlap_param_gather=true"}));
-  CHECK(unsharded[0].first_gather + unsharded[0].first_forward_extra == Time());
+  // Nothing to gather without a sharded optimizer: refused there, as Megatron-LM refuses it; under
+  // shard full FSDP gathers each layer itself.
+  CHECK_THAT(test::parse_error(kGpt, {"parallel.overlap_param_gather=true"}), Catch::Contains("it needs parallel.shard: optimizer or more"));
+  const auto fsdp = sim::stage_costs(test::plan_from(kGpt, {"parallel.shard=full", "parallel.overlap_param_gather=true"}));
+  CHECK(fsdp[0].first_gather + fsdp[0].first_forward_extra == Time());
   // The executor gathers after the step: true is predict-only there.
   CHECK_THROWS_WITH(plan::check_executable(test::scenario_from(kGpt, {"parallel.shard=optimizer", "parallel.overlap_param_gather=true"})),
                     Catch::Contains("overlap_param_gather") && Catch::Contains("predict-only"));
