@@ -146,8 +146,10 @@ TEST_CASE("plan::Scenario: each bad input names its line and column", "[plan]") 
     CHECK_THAT(parse_error("name: a\nname: b\n"), Catch::StartsWith("test.yaml:2:1: 'name' is given twice"));
   }
   SECTION("a second YAML document, at its start (yaml-cpp's Load would drop it)") {
-    CHECK_THAT(parse_error(kGood + "---\nname: other\n"), Catch::StartsWith("test.yaml:9:1: a second YAML document (after '---')"));
-    CHECK(parse_error("---\n" + kGood).empty());  // one document, its start marked
+    CHECK_THAT(parse_error(kGood + "---\nname: other\n"), Catch::StartsWith("test.yaml:8:1: a second YAML document ('---' after"));
+    CHECK_THAT(parse_error(kGood + "...\nname: other\n"), Catch::StartsWith("test.yaml:8:1: a second YAML document ('...' after"));
+    CHECK(parse_error("# a comment\n---\n" + kGood).empty());  // one document, its start marked
+    CHECK(parse_error(kGood + "# ---\n  # ---\n...\n").empty());  // an end marker with nothing after it
   }
   SECTION("a required key left empty, at its own line") {
     CHECK_THAT(parse_error("model: {preset: synthetic, layers: 2, fwd_us_per_sample: }\nhardware: ideal\n"),
