@@ -84,11 +84,17 @@ StageBubbles stage_bubbles(const Prediction& prediction, const timeline::Compare
   if (comparison)
     for (const auto& r : comparison->ranks)
       if (r.rank < plan.scenario.parallel.tensor_groups()) measured[pipeline_rank(r.rank)] += r.measured_bubble_fraction;
+  // A bar's label stays short (the axis cuts long ones); an interleaved rank's stages go in the
+  // axis title, pipeline rank 0's as the example.
+  const auto stages_of = [&](int pr) {
+    std::string list;
+    for (int s : plan.ranks[plan::rank_of(plan.scenario.parallel, {0, pr, 0})].stages) list += (list.empty() ? "" : ", ") + std::to_string(s);
+    return list;
+  };
+  const bool interleaved = plan.scenario.parallel.virtual_stages > 1;
+  if (interleaved) out.axis = "pipeline rank (pp 0 holds stages " + stages_of(0) + ")";
   for (int pr = 0; pr < p; ++pr) {
-    std::string label = plan.scenario.parallel.virtual_stages > 1 ? "stages " : "stage ";
-    const auto& stages = plan.ranks[plan::rank_of(plan.scenario.parallel, {0, pr, 0})].stages;
-    for (size_t i = 0; i < stages.size(); ++i) label += (i ? ", " : "") + std::to_string(stages[i]);
-    out.labels.push_back(label);
+    out.labels.push_back(interleaved ? "pp " + std::to_string(pr) : "stage " + stages_of(pr));
     out.predicted.push_back(count[pr] ? predicted[pr] / count[pr] : 0);
     if (comparison) out.measured.push_back(count[pr] ? measured[pr] / count[pr] : 0);
   }
@@ -225,7 +231,7 @@ void MetricsView::show_session(const PlanSession& session) {
 
 QChart* MetricsView::bubble_chart(const Prediction& p, const timeline::CompareReport* c) {
   const StageBubbles b = stage_bubbles(p, c);
-  QChart* chart = new_chart("Bubble fraction per stage");
+  QChart* chart = new_chart(b.axis.empty() ? "Bubble fraction per stage" : "Bubble fraction per pipeline rank");
   auto* series = new QBarSeries;
   series->append(bar_set("predicted", b.predicted, kPredicted));
   double top = *std::max_element(b.predicted.begin(), b.predicted.end());
@@ -235,6 +241,7 @@ QChart* MetricsView::bubble_chart(const Prediction& p, const timeline::CompareRe
   }
   chart->addSeries(series);
   attach_axes(chart, series, to_list(b.labels), std::min(1.0, top), "fraction of the step");
+  if (!b.axis.empty()) chart->axes(Qt::Horizontal).front()->setTitleText(QString::fromStdString(b.axis));
   return chart;
 }
 

@@ -15,7 +15,8 @@ namespace parallax::gui {
 
 /// Bubble fraction per pipeline position: ranks holding the same stages, averaged over replicas.
 struct StageBubbles {
-  std::vector<std::string> labels;  ///< "stage 0", or "stages 0, 2" when interleaved
+  std::vector<std::string> labels;  ///< "stage 0", or "pp 0" when a pipeline rank holds several stages
+  std::string axis;                 ///< "" or, when interleaved, "pipeline rank (pp 0 holds stages 0, 4, 8)"
   std::vector<double> predicted;
   std::vector<double> measured;     ///< empty without a measured trace
 };

@@ -31,6 +31,7 @@ std::shared_ptr<const Prediction> predict(const plan::Scenario& scenario, bool l
   p->plan = plan::resolve_plan(scenario);
   p->run = sim::simulate(p->plan, sim::SimOptions{link_samples});
   p->metrics = sim::compute_metrics(p->plan, p->run);
+  p->run.timeline.plan = timeline::summarize(p->plan);  // as `simulate -o` writes it: the rows say where each rank sits
   return p;
 }
 
@@ -177,8 +178,7 @@ void PlanSession::update_comparison() {
     mismatch_ = "the run is of scenario '" + measured_->scenario + "', the prediction of '" + predicted->scenario + "'";
   // The prediction follows the knobs, so another plan than the run's is shown (compare refuses it),
   // with what differs, as compare names it.
-  std::optional<timeline::PlanSummary> planned = predicted->plan;
-  if (!planned && prediction_ && !predicted_file_) planned = timeline::summarize(prediction_->plan);  // the knobs' plan
+  const std::optional<timeline::PlanSummary>& planned = predicted->plan;  // the knobs' plan (predict), or a trace's
   const std::string differ = planned && measured_->plan ? timeline::plan_differences(*planned, *measured_->plan) : "";
   if (!differ.empty()) mismatch_ += (mismatch_.empty() ? "" : "; ") + std::string("another plan than the run's (") + differ + ")";
   const size_t one_side = comparison_->only_predicted.size() + comparison_->only_measured.size();

@@ -166,12 +166,18 @@ void TimelineModel::rebuild() {
   }
 
   // Rows: (rank, lane) sorted by rank, then action lanes in that order, then the others by name.
+  // A plan's rank says where it sits (pp, dp, cp); an imported trace's ranks are its own.
+  const timeline::Timeline* planned = predicted_ && predicted_->plan ? predicted_ : measured_ && measured_->plan ? measured_ : nullptr;
   std::map<std::tuple<int, int, std::string>, int> row_index;
   for (const auto& [rank, lane] : lanes) row_index[{rank, lane_rank(lane), lane}] = 0;
   for (auto& [key, index] : row_index) {
     index = static_cast<int>(rows_.size());
     const auto& [rank, order, lane] = key;
-    rows_.push_back(TimelineRow{rank, lane, std::string("rank ").append(std::to_string(rank)).append(" ").append(lane)});
+    std::string label = "rank " + std::to_string(rank);
+    if (planned && lane.rfind("trace: ", 0) != 0)
+      if (const std::string role = timeline::rank_role(*planned->plan, rank, planned->world_size); !role.empty())
+        label += " (" + role + ")";
+    rows_.push_back(TimelineRow{rank, lane, label + " " + lane});
   }
   for (size_t i = 0; i < bars_.size(); ++i) {
     const auto& [rank, lane] = lanes[i];

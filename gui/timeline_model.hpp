@@ -32,7 +32,7 @@ const char* name(BarKind kind);
 struct TimelineRow {
   int rank = 0;
   std::string lane;   ///< "compute", "send", "recv", "allreduce", "gpu stream 7", ...
-  std::string label;  ///< as shown: "rank 0 compute"
+  std::string label;  ///< as shown: "rank 0 compute", "rank 2 (pp 1, dp 0) compute" (timeline::rank_role)
 };
 
 struct TimelineBar {

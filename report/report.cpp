@@ -279,6 +279,11 @@ json report_data(const ReportInput& in) {
   data["title"] = in.title.empty() ? in.predicted.scenario : in.title;
   data["scenario"] = in.predicted.scenario;
   data["world_size"] = in.predicted.world_size;
+  // Where each timeline rank sits ("pp 1, dp 0"), the timeline's row names; empty without a plan.
+  data["rank_roles"] = json::array();
+  if (in.predicted.plan)
+    for (int r = 0; r < in.predicted.world_size; ++r)
+      data["rank_roles"].push_back(timeline::rank_role(plan, r, in.predicted.world_size));
   data["vocabulary"] = vocabulary_json();
   data["plan"] = {{"schedule", plan.schedule}, {"chunks", in.predicted.plan ? plan.chunks : 0}, {"grid", json::object()},
                   {"hardware", plan.hardware.empty() ? json() : json(plan.hardware)}};

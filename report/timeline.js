@@ -23,6 +23,12 @@ function indexLayer(cols) {
   return { cols, lists };
 }
 
+/// A timeline rank's name: "rank 2 (pp 1, dp 0)", where the plan puts it (D.rank_roles).
+function rankName(r) {
+  const role = (D.rank_roles || [])[r];
+  return role ? `rank ${r} (${role})` : `rank ${r}`;
+}
+
 /// The zoomable timeline. Rows are (rank, lane) while they fit; zoomed out over many ranks, one row
 /// stands for a group of neighbouring ranks (all their lanes), so that a 1,024-rank plan draws a
 /// few hundred rows, and within a row actions narrower than a few pixels merge into one run.
@@ -36,7 +42,11 @@ class Timeline {
     this.world = Math.max(1, D.world_size);
     const present = new Set(D.timeline.predicted.lane);
     this.lanes = [0, 1, 2, 3, 4].filter(l => present.has(l));
-    this.gutter = 120;
+    // Wide enough for the longest row name (the ranks' roles make them longer than "rank 12 send").
+    this.ctx.font = '12px system-ui, sans-serif';
+    let widest = 0;
+    for (let r = 0; r < this.world; ++r) widest = Math.max(widest, this.ctx.measureText(`${rankName(r)} all_to_all`).width);
+    this.gutter = Math.max(120, Math.ceil(widest) + 10);
     this.axis = 22;
     this.maxRows = 48;
     this.critical = new Set(D.critical_path.actions.map(a => a.event));
@@ -81,12 +91,12 @@ class Timeline {
     const rows = [];
     if (shown * lanes <= this.maxRows) {
       for (let r = first; r < first + shown; ++r)
-        for (const l of this.lanes) rows.push({ from: r, to: r + 1, lanes: [l], label: `rank ${r} ${LANES[l]}` });
+        for (const l of this.lanes) rows.push({ from: r, to: r + 1, lanes: [l], label: `${rankName(r)} ${LANES[l]}` });
     } else {
       const group = Math.ceil(shown / this.maxRows);
       for (let r = first; r < first + shown; r += group) {
         const to = Math.min(this.world, r + group);
-        rows.push({ from: r, to, lanes: this.lanes, label: to - r > 1 ? `ranks ${r}-${to - 1}` : `rank ${r}` });
+        rows.push({ from: r, to, lanes: this.lanes, label: to - r > 1 ? `ranks ${r}-${to - 1}` : rankName(r) });
       }
     }
     this.group = rows.length ? rows[0].to - rows[0].from : 1;
@@ -245,7 +255,7 @@ class Timeline {
       return `${name}: start ${ms(c.start[i] / 1e6)}, duration ${ms((c.end[i] - c.start[i]) / 1e6)}`;
     };
     const layer = h.p >= 0 ? this.predicted : this.measured, i = h.p >= 0 ? h.p : h.m, c = layer.cols;
-    const lines = [`rank ${h.rank} ${actionId(c.kind[i], c.stage[i], c.mb[i], c.bucket[i], (c.overlap || {})[i])}`];
+    const lines = [`${rankName(h.rank)} ${actionId(c.kind[i], c.stage[i], c.mb[i], c.bucket[i], (c.overlap || {})[i])}`];
     if (h.p >= 0) lines.push(line('predicted', this.predicted, h.p));
     if (h.m >= 0) lines.push(line('measured ', this.measured, h.m));
     if (h.p >= 0 && h.m >= 0) {

@@ -139,6 +139,28 @@ nlohmann::json published_check_json(const plan::HardwareProfile& hw) {
 
 PlanSummary summarize(const Plan& plan) { return *read_plan_summary(document_of(plan)); }
 
+std::string rank_role(const PlanSummary& plan, int rank, int timeline_ranks) {
+  const bool groups = plan.tensor > 1 && int64_t{timeline_ranks} * plan.tensor == plan.world_size;
+  const int global = groups ? rank * plan.tensor : rank;
+  // The summary lists the ranks in order (document_of); an older or edited one is searched.
+  const RankSummary* r = global >= 0 && global < static_cast<int>(plan.ranks.size()) && plan.ranks[global].rank == global
+                             ? &plan.ranks[global]
+                             : nullptr;
+  for (size_t i = 0; !r && i < plan.ranks.size(); ++i)
+    if (plan.ranks[i].rank == global) r = &plan.ranks[i];
+  if (!r) return "";
+  std::string role;
+  const auto add = [&](const char* dimension, int degree, int index) {
+    if (degree > 1) role.append(role.empty() ? "" : ", ").append(dimension).append(" ").append(std::to_string(index));
+  };
+  const int context = std::max(1, plan.context);  // replica = data index x context + context index (plan::Placement)
+  add("pp", plan.pipeline, r->pipeline_rank);
+  add("dp", plan.data, r->replica / context);
+  add("cp", context, r->replica % context);
+  if (!groups) add("tp", plan.tensor, r->tensor_rank);
+  return role;
+}
+
 std::optional<PlanSummary> read_plan_summary(const json& document) {
   if (!document.is_object()) return std::nullopt;
   PlanSummary s;

@@ -78,6 +78,11 @@ nlohmann::json kernels_json(const plan::Plan& plan);
 /// gpipe, run 1f1b; chunks: ..."; "" when nothing does. Fields an older trace lacks read as equal.
 /// compare and the report refuse such a pair; the GUI, whose prediction follows its knobs, says it.
 std::string plan_differences(const PlanSummary& predicted, const PlanSummary& measured);
+/// Where a timeline's rank sits in the plan's grid, in the trainers' words: "pp 1, dp 0, cp 1",
+/// each dimension above 1 ("" when none is, or the rank is not in the plan). `timeline_ranks` is
+/// the timeline's world size: a simulated timeline of a plan with tensor parallelism shows one
+/// rank per tensor group, group g being the plan's rank g x tensor (plan::group_of).
+std::string rank_role(const PlanSummary& plan, int rank, int timeline_ranks);
 /// Reads a summary as a trace carries it; missing fields keep their defaults (an older trace's
 /// summary reads as far as it goes). nullopt when `document` is not an object.
 std::optional<PlanSummary> read_plan_summary(const nlohmann::json& document);

@@ -78,8 +78,11 @@ void write_chrome_trace(const Timeline& t, std::ostream& out) {
     first = false;
   };
   for (int r = 0; r < t.world_size; ++r) {
+    // "rank 2 (pp 1, dp 0)": where the plan puts it, as the GUI and the report name their rows.
+    const std::string role = t.plan ? rank_role(*t.plan, r, t.world_size) : "";
     std::snprintf(line, sizeof line,
-                  "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"args\":{\"name\":\"rank %d\"}}", r, r);
+                  "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"args\":{\"name\":\"rank %d%s%s%s\"}}", r, r,
+                  role.empty() ? "" : " (", role.c_str(), role.empty() ? "" : ")");
     emit(line);
     std::snprintf(line, sizeof line,
                   "{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%d,\"args\":{\"sort_index\":%d}}", r, r);

@@ -250,6 +250,27 @@ void GuiTest::selecting_an_action_highlights_its_micro_batch() {
   QCOMPARE(compute, 4);  // F and B of micro-batch 3 on each of the 2 stages
 }
 
+// Llama 3.1 70B on 64 GPUs, tensor 8, data 2, pipeline 4 in Megatron's order (tp-dp-pp): the
+// timeline's rank g is the tensor group of GPU 8g, data index (8g / 8) % 2, pipeline 8g / 16.
+// Interleaved by 5, pipeline rank 0 holds stages 0, 4, 8, 12 and 16.
+void GuiTest::rows_and_bars_say_where_each_rank_sits() {
+  MainWindow w;
+  open(w, kSource + "/scenarios/llama-3.1-70b-64xH100.yaml");
+  std::set<std::string> labels;
+  for (const auto& row : w.timeline()->model().rows()) labels.insert(row.label);
+  for (int g = 0; g < 8; ++g) {
+    const std::string label = "rank " + std::to_string(g) + " (pp " + std::to_string(8 * g / 16) + ", dp " + std::to_string(g % 2) + ") compute";
+    QVERIFY2(labels.count(label), label.c_str());
+  }
+  const StageBubbles b = stage_bubbles(*w.session().prediction(), nullptr);
+  QCOMPARE(b.labels, (std::vector<std::string>{"pp 0", "pp 1", "pp 2", "pp 3"}));
+  QCOMPARE(b.axis, std::string("pipeline rank (pp 0 holds stages 0, 4, 8, 12, 16)"));
+  // One stage per rank: the bars are the stages, as before.
+  open(w, kPipeline2);
+  QCOMPARE(stage_bubbles(*w.session().prediction(), nullptr).labels, (std::vector<std::string>{"stage 0", "stage 1"}));
+  QVERIFY(w.timeline()->model().rows().front().label == "rank 0 (pp 0) compute");
+}
+
 void GuiTest::sweep_marks_the_best_simulated_cell() {
   MainWindow w;
   open(w, kDdp);

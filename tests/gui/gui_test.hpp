@@ -44,6 +44,7 @@ class GuiTest : public QObject {
   void overlay_with_a_measured_trace_draws_both();
   void a_run_of_another_plan_is_flagged();
   void selecting_an_action_highlights_its_micro_batch();
+  void rows_and_bars_say_where_each_rank_sits();
   void sweep_marks_the_best_simulated_cell();
   void sweep_axes_hold_the_knobs_own_values();
   void sweep_never_stars_a_plan_that_does_not_fit();

@@ -166,6 +166,8 @@ TEST_CASE("report: the page of a simulated scenario shows what simulate --json p
         Approx(expected["ranks"][0]["peak_memory_mb"].get<double>()).epsilon(1e-6));
   CHECK(data["ranks"][1]["bubble_fraction"][0].get<double>() ==
         Approx(expected["ranks"][1]["bubble_fraction"].get<double>()).margin(1e-9));
+  // The timeline's rows say where each rank sits: four pipeline stages, a rank each.
+  CHECK(data["rank_roles"] == json({"pp 0", "pp 1", "pp 2", "pp 3"}));
 
   // Self-contained: nothing to fetch. The SVG namespace name is an identifier, never loaded.
   std::string text = html;

@@ -1,9 +1,12 @@
 #include <catch2/catch.hpp>
+#include <sstream>
 
 #include "plan/plan.hpp"
 #include "plan/scenario.hpp"
+#include "sim/simulator.hpp"
 #include "timeline/compare.hpp"
 #include "timeline/plan_summary.hpp"
+#include "timeline/trace_writer.hpp"
 
 using namespace parallax;
 using schedule::Action;
@@ -131,4 +134,32 @@ TEST_CASE("timeline::plan_differences: another DDP bucket layout is another plan
   CHECK(timeline::plan_differences(given, summary({})).empty());
   CHECK_THAT(timeline::plan_differences(one_bucket, given),
              Catch::Equals("DDP buckets: predicted stage 0: 1 of 1.03 MiB, run stage 0: 2 of 0.26, 0.77 MiB"));
+}
+
+// Megatron-core numbers its ranks tp fastest, then cp, dp and pp (parallel_state.py's default
+// order "tp-cp-ep-dp-pp"): rank = tp + t (cp + c (dp + d pp)). A simulated timeline shows one rank
+// per tensor group, group g being rank g x t.
+TEST_CASE("timeline::rank_role: where a timeline's rank sits, as Megatron-core's order places it", "[timeline]") {
+  const std::string llama = std::string(PARALLAX_SOURCE_DIR) + "/scenarios/llama-3.1-70b-64xH100.yaml";
+  const auto plan = plan::resolve_plan(plan::load_scenario(llama, {"parallel.context=2", "parallel.data=2", "parallel.pipeline=2", "parallel.partition_len=balanced"}));
+  const timeline::PlanSummary s = timeline::summarize(plan);
+  REQUIRE(s.world_size == 64);
+  const int t = 8, c = 2, d = 2;
+  for (int g = 0; g < 8; ++g) {
+    const int r = g * t, cp = (r / t) % c, dp = (r / (t * c)) % d, pp = r / (t * c * d);
+    CHECK(timeline::rank_role(s, g, 8) ==
+          "pp " + std::to_string(pp) + ", dp " + std::to_string(dp) + ", cp " + std::to_string(cp));
+  }
+  // Every GPU (a measured trace's ranks): its tensor rank too.
+  CHECK(timeline::rank_role(s, 21, 64) == "pp 0, dp 1, cp 0, tp 5");
+  CHECK(timeline::rank_role(s, 8, 8).empty());  // not a rank of the plan
+  // Only the dimensions above 1: a plain DDP job's ranks say their replica alone.
+  const auto ddp = timeline::summarize(plan::resolve_plan(plan::load_scenario(std::string(PARALLAX_SOURCE_DIR) + "/scenarios/mlp-fashion-mnist-ddp2.yaml", {})));
+  CHECK(timeline::rank_role(ddp, 1, 2) == "dp 1");
+  // The trace names its processes so (Perfetto shows them).
+  auto run = sim::simulate(plan);
+  run.timeline.plan = s;
+  std::ostringstream out;
+  timeline::write_chrome_trace(run.timeline, out);
+  CHECK_THAT(out.str(), Catch::Contains("\"args\":{\"name\":\"rank 5 (pp 1, dp 0, cp 1)\"}"));
 }
