@@ -5,10 +5,12 @@
 // Parallax's own traces (trace_reader.cpp) and PyTorch profiler and other Chrome traces
 // (pytorch_trace.cpp).
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "plan/error.hpp"
 #include "timeline/trace_reader.hpp"
@@ -98,8 +100,27 @@ struct Span {
 Span complete_span(const json& e, const Source& src, size_t i, const char* needs);
 
 // ---- The formats.
-/// Parallax's own trace: its `parallax` header and events (trace_reader.cpp).
-void read_parallax(const json& header, const json& events, const Source& src, LoadedTrace& out);
+/// Parallax's own trace (trace_reader.cpp): its `parallax` header, then its events one at a time,
+/// as the parser meets them (parse_trace never holds a Parallax trace's events as JSON).
+class ParallaxReader {
+ public:
+  ParallaxReader(const json& header, const Source& src, LoadedTrace& out);
+  /// traceEvents[i].
+  void event(const json& e, size_t i);
+  /// After the last event: the device lanes' names and the counters, in time order.
+  void finish();
+
+ private:
+  struct DeviceSpanAt {
+    size_t device, event;  ///< its index in out.timeline.device and in out.events
+    int tid;
+  };
+  const Source& src_;
+  LoadedTrace& out_;
+  std::map<std::pair<int, int>, std::string> device_lanes_;  ///< (pid, tid) -> a thread_name's name
+  std::vector<DeviceSpanAt> device_spans_;
+  std::map<std::string, Counter> counters_;
+};
 /// A PyTorch profiler trace (Kineto's or the legacy profiler's) or another Chrome trace
 /// (pytorch_trace.cpp).
 void read_other(const json& root, const json& events, Source& src, int default_rank, LoadedTrace& out);

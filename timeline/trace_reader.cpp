@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <optional>
@@ -21,24 +22,12 @@ namespace {
 
 // ---- Parallax's own traces.
 
-std::map<std::pair<int, int>, std::string> device_lane_names(const json& events) {
-  std::map<std::pair<int, int>, std::string> names;  // (pid, tid) -> lane name
-  for (const json& e : events) {
-    if (!e.is_object() || text_of(e, "ph") != "M" || text_of(e, "name") != "thread_name") continue;
-    int64_t p = 0, t = 0;
-    if (int_key(e, "pid", &p) && int_key(e, "tid", &t) && t >= timeline::kFirstDeviceTid && p <= INT32_MAX && t <= INT32_MAX)
-      names[{static_cast<int>(p), static_cast<int>(t)}] = text_of(args_of(e), "name");
-  }
-  return names;
-}
-
-void read_device_span(const json& e, int rank, int lane, const std::string& lane_name, Span s, const Source& src,
-                      size_t i, LoadedTrace& out) {
+// A device span's lane is named once its thread_name has been read (ParallaxReader::finish).
+void read_device_span(const json& e, int rank, Span s, const Source& src, size_t i, LoadedTrace& out) {
   const auto bad = [&](const std::string& why) { src.fail(i, "args." + why); };
   const json& args = args_of(e);
   timeline::DeviceSpan d;
   d.rank = rank;
-  d.lane = lane_name.empty() ? "device " + std::to_string(lane) : lane_name;
   d.name = text_of(e, "name");
   d.start = plan::Time::ns(s.start_ns);
   d.end = plan::Time::ns(s.end_ns);
@@ -47,7 +36,7 @@ void read_device_span(const json& e, int rank, int lane, const std::string& lane
   const std::string action = text_of(args, "action");
   if (!action.empty()) d.attributed = schedule::parse_action_id(action, &d.action);
   out.timeline.device.push_back(d);
-  out.events.push_back({rank, d.lane, d.name, "gpu", s.start_ns, s.end_ns, d.lane.ends_with(" nccl")});
+  out.events.push_back({rank, "", d.name, "gpu", s.start_ns, s.end_ns, false});
 }
 
 void read_action_span(const json& e, int rank, int lane, Span s, const Source& src, size_t i, LoadedTrace& out) {
@@ -120,7 +109,7 @@ std::vector<timeline::RankMemory> read_memory(const json& header, int world_size
 
 }  // namespace
 
-void read_parallax(const json& header, const json& events, const Source& src, LoadedTrace& out) {
+ParallaxReader::ParallaxReader(const json& header, const Source& src, LoadedTrace& out) : src_(src), out_(out) {
   const auto bad_header = [&](const std::string& why) { throw plan::InputError(src.key_location("parallax"), "parallax." + why); };
   out.format = "parallax";
   out.kind = text_of(header, "kind");
@@ -130,30 +119,45 @@ void read_parallax(const json& header, const json& events, const Source& src, Lo
   out.timeline.world_size = out.world_size;
   if (const json* plan = field(header, "plan")) out.timeline.plan = read_plan_summary(*plan);
   out.timeline.memory = read_memory(header, out.world_size, bad_header);
-  const auto device_lanes = device_lane_names(events);
-  std::map<std::string, timeline::Counter> counters;
-  for (size_t i = 0; i < events.size(); ++i) {
-    const json& e = events[i];
-    if (!e.is_object()) src.fail(i, "not an object");
-    if (text_of(e, "ph") == "C") read_counter_sample(e, src, i, counters);
-    if (text_of(e, "ph") != "X") continue;
-    const Span s = complete_span(e, src, i, "an X event needs numeric ts, dur, pid and tid");
-    int64_t rank = 0, lane = 0;
-    if (!int_key(e, "pid", &rank) || !int_key(e, "tid", &lane)) src.fail(i, "an X event needs numeric ts, dur, pid and tid");
-    if (rank < 0 || rank >= out.world_size)
-      src.fail(i, "pid " + std::to_string(rank) + " is not a rank of this " + std::to_string(out.world_size) + "-rank trace");
-    const int r = static_cast<int>(rank);
-    if (lane >= timeline::kFirstDeviceTid && lane <= INT32_MAX) {
-      const auto it = device_lanes.find({r, static_cast<int>(lane)});
-      read_device_span(e, r, static_cast<int>(lane), it == device_lanes.end() ? "" : it->second, s, src, i, out);
-      continue;
-    }
-    if (lane < 0 || lane >= timeline::kLaneCount) src.fail(i, "tid " + std::to_string(lane) + " is not a lane (0-" + std::to_string(timeline::kLaneCount - 1) + ")");
-    read_action_span(e, r, static_cast<int>(lane), s, src, i, out);
+}
+
+void ParallaxReader::event(const json& e, size_t i) {
+  if (!e.is_object()) src_.fail(i, "not an object");
+  const std::string ph = text_of(e, "ph");
+  if (ph == "M" && text_of(e, "name") == "thread_name") {
+    int64_t p = 0, t = 0;
+    if (int_key(e, "pid", &p) && int_key(e, "tid", &t) && t >= timeline::kFirstDeviceTid && p <= INT32_MAX && t <= INT32_MAX)
+      device_lanes_[{static_cast<int>(p), static_cast<int>(t)}] = text_of(args_of(e), "name");
   }
-  for (auto& [name, c] : counters) {
+  if (ph == "C") read_counter_sample(e, src_, i, counters_);
+  if (ph != "X") return;
+  const Span s = complete_span(e, src_, i, "an X event needs numeric ts, dur, pid and tid");
+  int64_t rank = 0, lane = 0;
+  if (!int_key(e, "pid", &rank) || !int_key(e, "tid", &lane)) src_.fail(i, "an X event needs numeric ts, dur, pid and tid");
+  if (rank < 0 || rank >= out_.world_size)
+    src_.fail(i, "pid " + std::to_string(rank) + " is not a rank of this " + std::to_string(out_.world_size) + "-rank trace");
+  const int r = static_cast<int>(rank);
+  if (lane >= timeline::kFirstDeviceTid && lane <= INT32_MAX) {
+    device_spans_.push_back({out_.timeline.device.size(), out_.events.size(), static_cast<int>(lane)});
+    read_device_span(e, r, s, src_, i, out_);
+    return;
+  }
+  if (lane < 0 || lane >= timeline::kLaneCount) src_.fail(i, "tid " + std::to_string(lane) + " is not a lane (0-" + std::to_string(timeline::kLaneCount - 1) + ")");
+  read_action_span(e, r, static_cast<int>(lane), s, src_, i, out_);
+}
+
+void ParallaxReader::finish() {
+  // Device lanes take the names their thread_name events gave, wherever those came in the file.
+  for (const DeviceSpanAt& at : device_spans_) {
+    timeline::DeviceSpan& d = out_.timeline.device[at.device];
+    const auto it = device_lanes_.find({d.rank, at.tid});
+    d.lane = it == device_lanes_.end() || it->second.empty() ? "device " + std::to_string(at.tid) : it->second;
+    out_.events[at.event].lane = d.lane;
+    out_.events[at.event].communication = d.lane.ends_with(" nccl");
+  }
+  for (auto& [name, c] : counters_) {
     std::stable_sort(c.samples.begin(), c.samples.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-    out.timeline.counters.push_back(std::move(c));
+    out_.timeline.counters.push_back(std::move(c));
   }
 }
 
@@ -188,9 +192,33 @@ std::optional<std::string> close_array(const std::string& text) {
   throw plan::InputError(position(name, text, byte), "not valid JSON (" + what + "); is the file truncated?");
 }
 
-json parse_json(const std::string& text, const std::string& name) {
+// What parse_json hands on as it parses: the root's "parallax" header, which says whether the
+// traceEvents list after it is to be streamed, and then each of that list's events.
+struct Stream {
+  std::function<bool(const json& header)> header;
+  std::function<void(const json& event, size_t index)> event;
+};
+
+// `text` as JSON. A Parallax trace's events, once its header has come (the writer puts it first),
+// go to `stream` one by one as the parser meets them and are dropped from the result: a DOM of a
+// 1.3M-event trace took 2.2 GB, 12x its text. Every other trace is kept whole.
+json parse_json(const std::string& text, const std::string& name, const Stream& stream) {
+  using E = json::parse_event_t;
+  std::string key;         // the root's key being read
+  bool wanted = false;     // the header asked for its events
+  bool streaming = false;  // inside the root's traceEvents list, handing it to `stream`
+  size_t index = 0;        // the next event's index in it
+  const json::parser_callback_t each = [&](int depth, E event, json& parsed) {
+    if (depth == 1 && event == E::key) key = parsed.get<std::string>();
+    if (depth == 1 && event == E::object_end && key == "parallax" && !wanted) wanted = stream.header(parsed);
+    if (depth == 1 && event == E::array_start) streaming = wanted && key == "traceEvents";
+    if (depth == 1 && event == E::array_end) streaming = false;
+    if (!streaming || depth != 2 || (event != E::object_end && event != E::value)) return true;
+    stream.event(parsed, index++);
+    return false;
+  };
   try {
-    return json::parse(text);
+    return json::parse(text, each);
   } catch (const json::exception& e) {
     if (const auto closed = close_array(text)) {
       try {
@@ -260,17 +288,26 @@ std::string read_file_maybe_gzip(const std::string& path) {
 }
 
 LoadedTrace parse_trace(const std::string& text, const std::string& name, int default_rank) {
-  const json root = parse_json(text, name);
+  LoadedTrace out;
+  out.path = name;
+  Source src(text, name);
+  std::optional<ParallaxReader> parallax;  // once a Parallax header has been read
+  const json root = parse_json(text, name, {[&](const json& header) {
+                                              if (header.is_object()) parallax.emplace(header, src, out);
+                                              return parallax.has_value();
+                                            },
+                                            [&](const json& e, size_t i) { parallax->event(e, i); }});
   const json* events = root.is_array() ? &root : root.is_object() ? field(root, "traceEvents") : nullptr;
   if (!events || !events->is_array())
     throw plan::InputError(position(name, text, value_start(text)),
                            "not a Chrome trace: expected a list of events or an object with a \"traceEvents\" list");
-  LoadedTrace out;
-  out.path = name;
-  Source src(text, name);
-  const json* header = root.is_object() ? field(root, "parallax") : nullptr;
-  if (header && header->is_object()) read_parallax(*header, *events, src, out);
-  else read_other(root, *events, src, default_rank, out);
+  if (parallax) {
+    // Streamed, the list is empty here; a header that came after it leaves the events to read now.
+    for (size_t i = 0; i < events->size(); ++i) parallax->event((*events)[i], i);
+    parallax->finish();
+  } else {
+    read_other(root, *events, src, default_rank, out);
+  }
   return out;
 }
 

@@ -160,6 +160,53 @@ TEST_CASE("timeline::read_trace: device lanes (GPU activity) round-trip beside t
   CHECK(back.events[0].communication);
 }
 
+// A Parallax trace is read as the parser meets its events, once its header has come (first, as the
+// writer puts it). A file with its header last, or its lanes' names after their spans, reads the same.
+TEST_CASE("timeline::read_trace: a Parallax trace reads the same with its header last and its lane names after the spans", "[timeline]") {
+  auto p = test::plan_from(test::synthetic_scenario(4, 2, 4, "1f1b"), {"parallel.data=2", "hardware=a100-nvlink-ib"});
+  timeline::Timeline t = sim::simulate(p).timeline;
+  t.plan = timeline::summarize(p);
+  for (int rank : {0, 3}) {
+    timeline::DeviceSpan k;
+    k.rank = rank;
+    k.lane = rank ? "gpu stream 7 nccl" : "gpu stream 7";
+    k.name = "kernel";
+    k.start = plan::Time::ns(1000 + rank);
+    k.end = plan::Time::ns(4000);
+    t.device.push_back(k);
+  }
+  std::ostringstream out;
+  timeline::write_chrome_trace(t, out);
+  const auto written = nlohmann::json::parse(out.str());
+  nlohmann::ordered_json moved;
+  nlohmann::json reversed = written["traceEvents"];
+  std::reverse(reversed.begin(), reversed.end());
+  moved["traceEvents"] = reversed;
+  moved["parallax"] = written["parallax"];
+  const auto ordered = timeline::parse_trace(out.str(), "t.json"), reordered = timeline::parse_trace(moved.dump(), "moved.json");
+  for (const auto* back : {&ordered, &reordered}) {
+    INFO(back->path);
+    CHECK(back->format == "parallax");
+    CHECK(back->timeline.plan.has_value());
+    CHECK(back->timeline.events.size() == t.events.size());
+    CHECK(back->timeline.counters.size() == t.counters.size());
+    REQUIRE(back->timeline.device.size() == 2);
+    for (const auto& d : back->timeline.device) CHECK(d.lane == (d.rank ? "gpu stream 7 nccl" : "gpu stream 7"));
+    for (const auto& e : back->events) CHECK(e.communication == (e.lane != "compute" && e.lane != "gpu stream 7"));
+  }
+  // An error in a streamed event still names its place in the file.
+  std::string bad = out.str();
+  const size_t at = bad.find("\"ph\":\"X\"");
+  bad.replace(bad.find("\"dur\":", at), 6, "\"dur\":\"x\",\"d\":");
+  try {
+    timeline::parse_trace(bad, "bad.json");
+    FAIL("a bad X event was read");
+  } catch (const plan::InputError& e) {
+    CHECK_THAT(e.what(), Catch::StartsWith("bad.json:"));
+    CHECK_THAT(e.what(), Catch::Contains("an X event needs numeric ts, dur, pid and tid"));
+  }
+}
+
 namespace {
 
 // The events of a lane, as (name, start_ns, end_ns), in start order.
