@@ -4,12 +4,13 @@
 # scenarios/llama-3.1-405b-3072xH100.yaml (384 tensor groups, 1.3M events, about 180 MB), RUNS
 # times each (default 3). With BASE=ANOTHER_PARALLAX in the environment, that binary runs the same
 # commands in turn with this one (interleaved, this one first in each round), and each round's
-# ratios are printed.
+# ratios are printed; BASE_NAME (default "BASE") says what it is in the output (e.g. the commit it
+# was built at).
 #
 #   bash bench/trace_read.sh [PARALLAX] [--out DIR]      (default: build/parallax)
 #
 # Output goes to DIR (--out, else OUT, else a new bench/results/trace-read-cpu-DATE): runs.txt (one
-# line per command: round, binary, command, wall s, peak MB), summary.txt (what the bench printed),
+# line per command: round, this or base, command, wall s, peak MB), summary.txt (what the bench printed),
 # log.txt, machine.txt. The trace is remade by each run and not kept. Takes about a minute.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -24,7 +25,8 @@ trap 'bench_tee_close; rm -rf "$work"' EXIT
 cd "$bench_root"
 "$parallax" simulate scenarios/llama-3.1-405b-3072xH100.yaml -o "$work/trace.json" > /dev/null
 echo "trace: scenarios/llama-3.1-405b-3072xH100.yaml predicted, $(( $(stat -c %s "$work/trace.json") / 1000000 )) MB"
-echo "binary: $parallax${base:+; BASE: $base}"
+base_name="${BASE_NAME:-BASE}"
+echo "this: ${parallax#"$bench_root"/}${base:+; $base_name beside it}"
 
 # Prints "WALL_S PEAK_MB" of one command.
 measure() {
@@ -34,26 +36,28 @@ measure() {
 : > "$out/runs.txt"
 for round in $(seq 1 "$runs"); do
   for what in trace report; do
-    for bin in "$parallax" ${base:+"$base"}; do
+    for label in this ${base:+base}; do
+      bin="$parallax"
+      [ "$label" = this ] || bin="$base"
       if [ "$what" = trace ]; then figures=$(measure "$bin" trace "$work/trace.json")
       else figures=$(measure "$bin" report --predicted "$work/trace.json" -o "$work/report.html"); fi
-      echo "$round $bin $what $figures" | tee -a "$out/runs.txt"
+      echo "$round $label $what $figures" | tee -a "$out/runs.txt"
     done
   done
 done
 echo
-python3 - "$out/runs.txt" "$parallax" "$base" <<'PY'
+python3 - "$out/runs.txt" "${base:+$base_name}" <<'PY'
 import sys, statistics
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
-ours, base = sys.argv[2], sys.argv[3]
+ours, base, name = "this", "base" if sys.argv[2] else "", sys.argv[2]
 for what in ("trace", "report"):
     def of(binary, col):
         return [float(r[3 + col]) for r in rows if r[1] == binary and r[2] == what]
     line = f"{what:6s} this: median {statistics.median(of(ours, 0)):.2f} s, {statistics.median(of(ours, 1)):.0f} MB peak"
     if base:
-        line += f"; BASE: median {statistics.median(of(base, 0)):.2f} s, {statistics.median(of(base, 1)):.0f} MB"
+        line += f"; {name}: median {statistics.median(of(base, 0)):.2f} s, {statistics.median(of(base, 1)):.0f} MB"
         t = [a / b for a, b in zip(of(ours, 0), of(base, 0))]
         m = [a / b for a, b in zip(of(ours, 1), of(base, 1))]
-        line += f"; this / BASE per round: time {', '.join('%.2f' % x for x in t)}, memory {', '.join('%.2f' % x for x in m)}"
+        line += f"; this / {name} per round: time {', '.join('%.2f' % x for x in t)}, memory {', '.join('%.2f' % x for x in m)}"
     print(line)
 PY
