@@ -29,19 +29,6 @@ int64_t total_params(const Plan& p) {
   return n;
 }
 
-// The parameters a token passes through: each MoE block's top-k of its routed experts (the
-// figure MoE model cards give beside the total, as Mixtral's 12.9B of 46.7B; multi-token
-// prediction modules included).
-int64_t active_params(const Plan& p) {
-  double n = 0;
-  for (const auto& l : p.layers()) {
-    const plan::MoeShape& moe = l.shape.moe;
-    const double routed = static_cast<double>(l.expert_param_count(1, 1, 1));
-    n += static_cast<double>(l.param_count()) - (moe.on() ? routed * (1.0 - static_cast<double>(moe.top_k) / static_cast<double>(moe.experts)) : 0.0);
-  }
-  return std::llround(n);
-}
-
 std::string pad(std::string s, size_t width) {
   if (s.size() < width) s.append(width - s.size(), ' ');
   return s;
@@ -192,7 +179,7 @@ std::string plan_text(const Plan& p) {
   o << "scenario   " << s.name << "  (" << s.file << ")\n";
   o << "model      " << s.model_description << "\n"
     << "           " << p.layers().size() << " layers, " << total_params(p) << " parameters";
-  if (const int64_t active = active_params(p); active != total_params(p))
+  if (const int64_t active = plan::active_param_count(p.layers()); active != total_params(p))
     o << ", " << active << " a token uses (its top-k of each block's experts)";
   o << "\n";
   o << framework_line(p) << fitted_precision_line(s);
@@ -227,10 +214,18 @@ std::string plan_text(const Plan& p) {
     << (opt.weight_decay > 0 ? ", weight decay " + plan::number_text(opt.weight_decay) : std::string())
     << (opt.state_bf16 ? ", bf16 state" : "") << "\n\n";
 
-  o << pad("stage", 7) << pad("rank", 6) << pad("params", 12) << pad("buckets", 9) << "layers\n";
+  // The stage's parameters on one GPU (a tensor rank's share): a count, as the memory table below
+  // gives their bytes in the plan's precision.
+  const auto count_text = [](int64_t n) {
+    char b[32];
+    std::snprintf(b, sizeof b, n >= 1'000'000'000 ? "%.2fB" : n >= 1'000'000 ? "%.1fM" : "%.0f",
+                  n >= 1'000'000'000 ? n / 1e9 : n >= 1'000'000 ? n / 1e6 : static_cast<double>(n));
+    return std::string(b);
+  };
+  o << pad("stage", 7) << pad("pp", 6) << pad("params/GPU", 12) << pad("buckets", 9) << "layers\n";
   for (const auto& st : p.stages) {
     o << pad(std::to_string(st.index), 7) << pad(std::to_string(st.pipeline_rank), 6)
-      << pad(format_bytes(st.param_bytes), 12) << pad(std::to_string(st.buckets.size()), 9) << layer_span(p, st)
+      << pad(count_text(st.param_count), 12) << pad(std::to_string(st.buckets.size()), 9) << layer_span(p, st)
       << "\n";
   }
   bool any_buckets = false;

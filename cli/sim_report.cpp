@@ -22,6 +22,34 @@ std::string event_label(const timeline::Timeline& t, int32_t i) {
   return t.events[i].action.id() + "@r" + std::to_string(t.events[i].rank);
 }
 
+// Tokens (or samples) a second per GPU and the MFU of a step of `step`, as trainers log them
+// (plan::model_work); "" for a step of no time.
+std::string throughput_text(const plan::Plan& plan, plan::Time step) {
+  const plan::ModelWork w = plan::model_work(plan);
+  if (step <= plan::Time() || w.gpus == 0) return "";
+  const double seconds = step.to_ms() / 1e3;
+  std::string line = w.tokens > 0 ? fmt("%.0f tokens/s per GPU", w.tokens / seconds / w.gpus) : fmt("%.1f samples/s per GPU", w.samples / seconds / w.gpus);
+  if (w.peak_flops > 0)
+    line += fmt("; MFU %.1f%%", 100 * w.flops / seconds / w.gpus / w.peak_flops) + fmt(" of the dense 16-bit peak (%.0f TFLOP/s)", w.peak_flops / 1e12) +
+            ", model FLOPs as torchtitan and Megatron-LM count them (" +
+            (w.tokens > 0 ? "6 x parameters a token passes through + 12 x layers x query width x sequence, a token" : "3 x the forward's") +
+            "; recompute not counted)";
+  return "throughput " + line + "\n";
+}
+
+// The same as JSON: {tokens_per_s_per_gpu (null without a sequence), samples_per_s_per_gpu,
+// model_flops_per_step, mfu (null without a 16-bit peak), peak_tflops}.
+json throughput_json(const plan::Plan& plan, plan::Time step) {
+  const plan::ModelWork w = plan::model_work(plan);
+  const double seconds = step.to_ms() / 1e3;
+  if (seconds <= 0 || w.gpus == 0) return json();
+  return {{"tokens_per_s_per_gpu", w.tokens > 0 ? json(w.tokens / seconds / w.gpus) : json()},
+          {"samples_per_s_per_gpu", w.samples / seconds / w.gpus},
+          {"model_flops_per_step", w.flops},
+          {"mfu", w.peak_flops > 0 ? json(w.flops / seconds / w.gpus / w.peak_flops) : json()},
+          {"peak_tflops", w.peak_flops > 0 ? json(w.peak_flops / 1e12) : json()}};
+}
+
 }  // namespace
 
 json simulate_json(const plan::Plan& plan, const sim::SimRun& run, const sim::Metrics& m) {
@@ -51,6 +79,7 @@ json simulate_json(const plan::Plan& plan, const sim::SimRun& run, const sim::Me
   }
   return {{"scenario", plan.scenario.name},
           {"step_time_ms", m.step_time.to_ms()},
+          {"throughput", throughput_json(plan, m.step_time)},
           {"kernels", timeline::kernels_json(plan)},
           {"bubble_fraction", m.bubble_fraction},
           {"ranks", ranks},
@@ -79,7 +108,8 @@ std::string simulate_text(const plan::Plan& plan, const sim::SimRun& run, const 
     o << "context    " << p.context << "-way: each holds 1/" << p.context << " of every sequence; the ranks below include each "
       << "context rank (they run alike), the ring of keys and values inside each F and B\n";
   o << framework_hint(plan.scenario) << fitted_precision_line(plan.scenario);
-  o << "step time  " << duration_text(m.step_time) << "\n" << published_check_text(plan.scenario.hardware);
+  o << "step time  " << duration_text(m.step_time) << "\n" << throughput_text(plan, m.step_time)
+    << published_check_text(plan.scenario.hardware);
   if (const plan::Interference& in = plan.scenario.hardware.interference; in.compute != 1 || in.communication != 1)
     o << "overlap    compute " << fmt("%.2fx", in.compute) << " slower while communicating on its device; its ports carry "
       << fmt("1/%.2f", in.communication) << " under memory-bound compute (hardware.interference)\n";
@@ -108,9 +138,12 @@ std::string simulate_text(const plan::Plan& plan, const sim::SimRun& run, const 
   o << "exposed    communication with compute idle: mean " << fmt("%.3f ms", comm_sum / m.ranks.size()) << ", max "
     << duration_text(worst_comm->exposed_comm) << " (rank " << worst_comm->rank << ")\n";
   const auto over = std::count_if(m.ranks.begin(), m.ranks.end(), [](const sim::RankMetrics& r) { return !r.fits; });
+  // A rank below is a tensor group under tensor parallelism: the GPUs over the device are t times as many.
+  const std::string over_text = p.tensor > 1 ? std::to_string(over) + " of " + std::to_string(m.ranks.size()) + " tensor groups, " +
+                                                   std::to_string(over * p.tensor) + " of " + std::to_string(plan.world_size) + " GPUs,"
+                                             : std::to_string(over) + " of " + std::to_string(m.ranks.size()) + " ranks";
   o << "memory     peak " << format_bytes(worst_mem->peak_memory) << " of " << format_bytes(m.device_memory) << " (rank " << worst_mem->rank
-    << ")" << (m.fits ? "" : "  DOES NOT FIT (" + std::to_string(over) + " of " + std::to_string(m.ranks.size()) + " ranks over the device)")
-    << "\n";
+    << ")" << (m.fits ? "" : "  DOES NOT FIT (" + over_text + " over the device)") << "\n";
   if (m.links.empty()) {
     o << "links      no traffic\n";
   } else {

@@ -323,6 +323,50 @@ std::optional<StepKernels> step_kernels(const Plan& plan) {
   return *std::max_element(by_rank.begin(), by_rank.end(), [](const auto& a, const auto& b) { return a.total_us() < b.total_us(); });
 }
 
+namespace {
+// A layer's parameters a token passes through: a MoE block's top-k of its routed experts.
+double active_params(const Layer& l) {
+  const MoeShape& moe = l.shape.moe;
+  const double routed = static_cast<double>(l.expert_param_count(1, 1, 1));
+  return static_cast<double>(l.param_count()) - (moe.on() ? routed * (1.0 - static_cast<double>(moe.top_k) / static_cast<double>(moe.experts)) : 0.0);
+}
+}  // namespace
+
+int64_t active_param_count(const std::vector<Layer>& layers) {
+  double n = 0;
+  for (const auto& l : layers) n += active_params(l);
+  return std::llround(n);
+}
+
+ModelWork model_work(const Plan& plan) {
+  const Scenario& s = plan.scenario;
+  ModelWork w;
+  w.samples = static_cast<double>(s.parallel.data) * s.data.batch_size * s.parallel.grad_accumulation;
+  w.gpus = plan.world_size;
+  int64_t seq = 0;
+  double matrix = 0, attention = 0;  // per token
+  for (const Layer& l : plan.layers()) {
+    if (tensor_splits(l.kind)) seq = std::max(seq, l.shape.seq_len);  // the transformer kinds
+    if (l.kind == LayerKind::embedding) continue;  // a lookup
+    matrix += active_params(l);
+    if (l.kind == LayerKind::head && l.shape.form.tie_embeddings) matrix += static_cast<double>(l.shape.hidden) * l.shape.vocab;  // the table, as the head
+    if (l.kind == LayerKind::encoder) attention += 12.0 * static_cast<double>(l.shape.heads * l.shape.head_dim()) * l.shape.seq_len;
+  }
+  if (seq > 0) {
+    w.tokens = w.samples * static_cast<double>(seq);
+    w.flops = (6 * matrix + attention) * w.tokens;
+  } else {  // no sequence: each sample through every layer, forward and backward
+    double per_sample = 0;
+    for (const Layer& l : plan.layers()) per_sample += l.flops_per_sample;
+    w.flops = 3 * per_sample * w.samples;
+  }
+  const auto& peaks = s.hardware.device.peak_tflops;
+  if (s.hardware.device.kind == DeviceKind::cuda)
+    for (Precision p : {Precision::bf16, Precision::fp16})
+      if (const auto it = peaks.find(p); it != peaks.end() && w.peak_flops == 0) w.peak_flops = it->second * 1e12;
+  return w;
+}
+
 std::string whose(const Plan& plan, const StepKernels& k) {
   return plan.scenario.parallel.pipeline > 1 ? "pipeline rank " + std::to_string(k.pipeline_rank) : "a rank";
 }

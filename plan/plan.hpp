@@ -145,6 +145,23 @@ std::string describe(const StepKernels& kernels);
 /// Whose kernels they are: "pipeline rank 3", or "a rank" without a pipeline.
 std::string whose(const Plan& plan, const StepKernels& kernels);
 
+/// What a step trains, as trainers count it for their MFU (model FLOPs utilisation): torchtitan's
+/// and Megatron-LM's convention, from PaLM (Chowdhery et al. 2022, appendix B). Per token, 6 x the
+/// parameters a token passes through (each MoE block's top-k of its routed experts; the output
+/// layer's, tied to the embedding or not; not the embedding table, a lookup) plus, per attention
+/// block, 12 x its query width (heads x head dimension) x the sequence length, counted unmasked as
+/// those trainers count it. Recompute is not counted: the model's FLOPs, not the hardware's.
+struct ModelWork {
+  double samples = 0;          ///< a step's global batch (sequences, for a language model)
+  double tokens = 0;           ///< samples x sequence length; 0 for a model without a sequence
+  double flops = 0;            ///< the step's model FLOPs (per token x tokens, or per sample x samples)
+  double peak_flops = 0;       ///< the device's dense 16-bit peak (bf16, else fp16), as MFU is quoted; 0 without one
+  int gpus = 0;                ///< the plan's devices
+};
+ModelWork model_work(const Plan& plan);
+/// The parameters a token passes through (each MoE block's top-k of its routed experts).
+int64_t active_param_count(const std::vector<Layer>& layers);
+
 /// A bucket's parameters' full names, in gradient-ready order.
 std::vector<std::string> param_names(const std::vector<Layer>& layers, const Bucket& bucket);
 /// A parameter's bytes on one rank in a data-parallel collective of bytes_per_element an element

@@ -187,6 +187,12 @@ TEST_CASE("cli: plan and simulate say how the profile's predictions held on publ
   REQUIRE(j["published_check"].size() == 2);
   CHECK(j["published_check"][0]["runs_of"] == "Megatron-LM and NeMo");
   CHECK(j["published_check"][0]["mean_error_percent"] == megatron.mean_error);
+  // Throughput and MFU from the step time and the plan's model FLOPs (plan::model_work), on all its GPUs.
+  const auto& tp = j["throughput"];
+  const double seconds = j["step_time_ms"].get<double>() / 1e3, gpus = static_cast<double>(j["ranks"].size());  // tensor 1
+  CHECK(tp["mfu"].get<double>() == Approx(tp["model_flops_per_step"].get<double>() / seconds / gpus / 989e12));
+  CHECK(tp["tokens_per_s_per_gpu"].get<double>() > 0);
+  CHECK_THAT(simulated.out, Catch::Contains("tokens/s per GPU; MFU "));
   // A profile no published run was predicted on (the default scenario's T4s) prints none.
   CHECK_THAT(run("simulate").out, !Catch::Contains("published  "));
   CHECK(nlohmann::json::parse(run("simulate --json").out)["published_check"].empty());

@@ -12,6 +12,7 @@
 #include "plan/cost.hpp"
 #include "plan/hf_config.hpp"
 #include "plan/memory.hpp"
+#include "plan/plan.hpp"
 #include "tests/test_util.hpp"
 
 using namespace parallax;
@@ -636,4 +637,27 @@ TEST_CASE("plan::hf_config: configs as transformers 4.56+ and 5 write them, and 
   CHECK(count(R"({"architectures": ["GPT2LMHeadModel"], "n_embd": 64, "n_layer": 2, "n_head": 4, "n_positions": 64, "vocab_size": 100,
                   "n_special": 0, "predict_special_tokens": true})") ==
         count(R"({"architectures": ["GPT2LMHeadModel"], "n_embd": 64, "n_layer": 2, "n_head": 4, "n_positions": 64, "vocab_size": 100})"));
+}
+
+// MFU's numerator as torchtitan (its utils.get_num_flop_per_token) and Megatron-LM count it: 6 x the
+// parameters a token passes through, the embedding table left out, plus 12 x layers x query width x
+// sequence. Hand-counted from the published configs: Llama 3.1 8B's 8,030,261,248 parameters less
+// its 128,256 x 4,096 table; GPT-2's 124,439,808 less its token (50,257 x 768) and position (1,024 x
+// 768) tables, plus its output layer tied to the token table (a matrix a token still passes through).
+TEST_CASE("plan::model_work: a step's model FLOPs as trainers count them for MFU", "[plan]") {
+  const auto llama = plan::resolve_plan(test::scenario_from(
+      "model: {hf_config: " + model_file("llama-3.1-8b.json") + ", seq_len: 8192}\ndata: {batch_size: 2}\n"
+      "parallel: {data: 4, grad_accumulation: 3, precision: bf16}\nhardware: h100-nvlink-ib\n"));
+  const plan::ModelWork w = plan::model_work(llama);
+  const double tokens = 4.0 * 2 * 3 * 8192;
+  CHECK(w.samples == 24);
+  CHECK(w.tokens == tokens);
+  CHECK(w.flops == Approx((6.0 * (8'030'261'248 - 128'256.0 * 4'096) + 12.0 * 32 * 4096 * 8192) * tokens).epsilon(1e-12));
+  CHECK(w.peak_flops == Approx(989e12));  // the H100 SXM's dense bf16, as torchtitan's get_peak_flops has it
+  CHECK(w.gpus == 4);
+  const auto gpt2 = plan::resolve_plan(from_config("gpt2.json", 1024));
+  const plan::ModelWork g = plan::model_work(gpt2);
+  CHECK(g.flops == Approx((6.0 * (124'439'808 - 50'257.0 * 768 - 1'024.0 * 768 + 50'257.0 * 768) + 12.0 * 12 * 768 * 1024) *
+                          g.tokens).epsilon(1e-12));
+  CHECK(g.peak_flops == 0);  // no GPU: no MFU
 }
