@@ -176,9 +176,16 @@ int tune_command(const TuneArgs& args, const std::string& self) {
   if (plan::has_trainer_rules(space.trainer))
     std::cerr << "tune: framework " << plan::name(space.trainer) << ": searching only what " << plan::trainer_name(space.trainer)
               << " runs, so that parallax export takes the pick (--any-trainer searches every plan)\n";
-  if (args.validate > 0)
+  if (args.validate > 0) {
     for (const auto& note : fit::keep_executable(&space, base))
       std::cerr << "tune: --validate runs the picks for real: leaving out " << note << " (predict-only)\n";
+    // A key the user searched with nothing left to run would be searched as if never named.
+    for (const auto& assignment : args.searches)
+      if (const std::string key = assignment.substr(0, assignment.find('=')); space.values.count(key) && space.of(key).empty())
+        throw plan::InputError(plan::Location{"--search " + assignment},
+                               "every value is predict-only (the executor cannot run it), and --validate runs the picks for real: "
+                               "search values the executor runs, or tune without --validate");
+  }
 
   tune::SearchOptions opt;
   opt.objective = args.objective == "memory" ? tune::Objective::memory : tune::Objective::step;

@@ -741,6 +741,11 @@ TEST_CASE("cli: tune --validate leaves out what the executor cannot run", "[cli]
   REQUIRE(r.code == 0);
   CHECK_THAT(r.out, Catch::Contains("leaving out parallel.activation_checkpointing selective (predict-only)"));
   CHECK_THAT(r.out, !Catch::Contains("\"selective\""));  // in no ranked or validated configuration
+  // A searched key left with nothing to run is refused: it had been searched as if never named.
+  const auto none = run("tune " + scenario("mlp-fashion-mnist-pipeline2.yaml") +
+                            " --search parallel.activation_checkpointing=selective --validate 1 --validate-steps 3", "", true);
+  CHECK(none.code == 2);
+  CHECK_THAT(none.out, Catch::Contains("--search parallel.activation_checkpointing=selective: every value is predict-only"));
 }
 
 TEST_CASE("cli: tune keeps a Megatron-LM job to what Megatron-LM runs, and says so, and --any-trainer lifts it", "[cli]") {
