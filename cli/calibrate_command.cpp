@@ -109,7 +109,11 @@ int calibrate_gpu(const CalibrateArgs& args, const std::vector<std::string>& fil
     throw plan::InputError(plan::Location{"--base"}, "profile '" + base.name +
                                                          "' is calibrated already; calibrate from the profile it was made from");
   const auto calibrated = fit::executable_plans(files, named, true, args.base);
-  exec::check_device(calibrated.front().plan.scenario);  // no CUDA, or no GPU: exit 2 naming the profile
+  try {  // no CUDA, or no GPU: exit 2 naming the profile as the user gave it
+    exec::check_device(calibrated.front().plan.scenario, "to calibrate this machine's CPU, leave out --base (its default is cpu-host)");
+  } catch (const plan::InputError& e) {
+    throw plan::InputError(plan::Location{"--base " + args.base}, e.message(), e.key());
+  }
   if (args.output.empty()) fs::create_directories(fs::path(output).parent_path());
   require_output_folder(output, calibrate_inputs(args, files));
   std::vector<plan::Plan> plans;

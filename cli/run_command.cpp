@@ -216,9 +216,9 @@ std::vector<std::string> RunArgs::command_line() const {
   return line;
 }
 
-void check_runs_here(const plan::Scenario& scenario) {
+void check_runs_here(const plan::Scenario& scenario, const std::string& instead) {
   plan::check_executable(scenario);
-  exec::check_device(scenario);
+  exec::check_device(scenario, instead);
   exec::DataSource::require_fits(scenario);
 }
 

@@ -13,7 +13,8 @@ namespace parallax::cli {
 /// InputError (exit 2) when `parallax run` cannot train `scenario` on this machine: what the
 /// executor does not run (plan::check_executable), a device this build or machine lacks, a data
 /// set not installed. What run and validate check before any rank starts.
-void check_runs_here(const plan::Scenario& scenario);
+/// `instead`: what to do on a machine without the profile's GPU, in the command's words (exec::check_device).
+void check_runs_here(const plan::Scenario& scenario, const std::string& instead = "");
 
 struct RunArgs {
   std::string scenario;

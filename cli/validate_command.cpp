@@ -172,7 +172,8 @@ int validate_command(const ValidateArgs& args, const std::string& self) {
   for (const auto& c : configs) {
     try {
       prepared.push_back(fit::prepare(c, args.steps, common));
-      check_runs_here(plan::load_scenario(c.scenario, prepared.back().sets));
+      check_runs_here(plan::load_scenario(c.scenario, prepared.back().sets),
+                      "to validate on this machine's CPU, give --profile a profile `parallax calibrate` wrote here");
     } catch (const plan::InputError& e) {
       // A sweep's value reaches the scenario as a --set of its own: name the --sweep the user wrote.
       for (const auto& set : c.overrides)

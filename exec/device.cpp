@@ -8,7 +8,7 @@
 
 namespace parallax::exec {
 
-void check_device(const plan::Scenario& s) {
+void check_device(const plan::Scenario& s, const std::string& instead) {
   const plan::HardwareProfile& hw = s.hardware;
   const bool cuda = hw.device.kind == plan::DeviceKind::cuda, nccl = hw.collectives == schedule::Collectives::nccl;
   if (cuda != nccl)
@@ -22,7 +22,8 @@ void check_device(const plan::Scenario& s) {
   else if (gpu::visible_devices() == 0) why = "no GPU is visible on this machine";
   if (why.empty()) return;
   throw plan::InputError(s.where("hardware"), "hardware '" + hw.name + "' trains on CUDA GPUs (device.kind: cuda), but " +
-                                                  why + "; to run the plan on this machine's CPU, add --set hardware=cpu-host");
+                                                  why + "; " +
+                                                  (instead.empty() ? "to run the plan on this machine's CPU, add --set hardware=cpu-host" : instead));
 }
 
 torch::Device rank_device(const plan::Scenario& s, int local_rank) {

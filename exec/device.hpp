@@ -11,8 +11,9 @@ namespace parallax::exec {
 
 /// Refuses, before any rank starts, a cuda profile where this binary's LibTorch has no CUDA or
 /// no GPU is visible, and a profile whose `collectives` do not go with its device (Gloo on the
-/// CPU, NCCL on CUDA): a plan::InputError that names the profile and what to do instead.
-void check_device(const plan::Scenario& scenario);
+/// CPU, NCCL on CUDA): a plan::InputError that names the profile and what to do instead: `instead`,
+/// which a command words in its own flags ("": run's and tune's, add --set hardware=cpu-host).
+void check_device(const plan::Scenario& scenario, const std::string& instead = "");
 
 /// The device of the rank numbered `local_rank` on its node; for cuda, also makes it the current
 /// GPU. Throws when the node has fewer GPUs than local ranks.

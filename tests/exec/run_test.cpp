@@ -367,7 +367,17 @@ TEST_CASE("exec: calibrate on a GPU profile without a GPU exits 2 naming the pro
                                               "CUDA_VISIBLE_DEVICES=", true);
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains("hardware 'h100-nvlink-ib' trains on CUDA GPUs"));
+  // Named by the flag the user gave, with advice calibrate takes (it refuses --set).
+  CHECK_THAT(r.out, Catch::StartsWith("--base h100-nvlink-ib: ") && Catch::Contains("leave out --base") &&
+                        !Catch::Contains("--set hardware=cpu-host"));
   CHECK_FALSE(std::filesystem::exists(out));
+  // validate likewise, by its --profile.
+  const auto v = parallax::test::run_parallax("validate " + kMlp + " --profile " + std::string(PARALLAX_SOURCE_DIR) +
+                                                  "/scenarios/hardware/h100-nvlink-ib.yaml --steps 3",
+                                              "CUDA_VISIBLE_DEVICES=", true);
+  CHECK(v.code == 2);
+  CHECK_THAT(v.out, Catch::Contains("trains on CUDA GPUs") && Catch::Contains("give --profile a profile `parallax calibrate` wrote here") &&
+                        !Catch::Contains("--set hardware=cpu-host"));
   // fp16 is a GPU precision: on a CPU base it is bad input too.
   CHECK(run("calibrate " + kMlp + " --precision fp16 -o " + out.string()).code == 2);
   CHECK_FALSE(std::filesystem::exists(out));
