@@ -1,5 +1,6 @@
 #include "cli/validate_command.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -33,6 +34,13 @@ std::string bubbles_text(const Outcome& o) {
 
 void warn_unmeasured(const std::vector<Configuration>& configs, const std::vector<Prepared>& prepared,
                      const std::string& profile) {
+  // A profile with no calibration at all (a shipped one) measured nothing: one warning says so.
+  if (std::any_of(prepared.begin(), prepared.end(), [](const Prepared& p) { return !p.calibrated; })) {
+    std::cerr << "validate: warning: " << profile << " holds no calibration (parallax calibrate writes one): every layer is "
+              << "costed from the device's peak figures, so the errors below say how far those are off, not the simulator; "
+              << "`parallax calibrate -o PROFILE` measures this machine\n";
+    return;
+  }
   for (size_t i = 0; i < configs.size(); ++i) {
     const Prepared& p = prepared[i];
     if (p.unmeasured.empty()) continue;

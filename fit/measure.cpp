@@ -115,6 +115,7 @@ Prepared prepare(const Configuration& c, int steps, const std::vector<std::strin
   p.predicted = sim::simulate(plan).timeline;
   p.precision = plan::name(plan.scenario.parallel.precision);
   if (const auto& cal = plan.scenario.hardware.calibration) {
+    p.calibrated = true;
     p.unmeasured = plan::unmeasured_signatures(*cal, plan.layers(), plan.scenario.parallel.precision);
   }
   return p;

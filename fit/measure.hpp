@@ -47,6 +47,7 @@ struct Prepared {
   std::vector<std::string> sets;
   timeline::Timeline predicted;
   std::vector<std::string> unmeasured;  ///< layer signatures the profile has no measurement of
+  bool calibrated = false;              ///< the profile holds a calibration (else every layer is unmeasured)
   std::string precision;
 };
 

@@ -655,6 +655,9 @@ TEST_CASE("cli: validate runs each configuration of a sweep for real and ranks t
   // One run each: the pair is resolved unless both measured alike.
   CHECK(j["sweeps"][0]["pairs"] == 1);
   if (j["sweeps"][0]["resolved_pairs"] == 1) CHECK(j["sweeps"][0]["kendall_tau_resolved"].get<double>() == Approx(same));
+  // A profile with no calibration measured nothing: validate says so (it had said nothing).
+  const auto said = run("validate " + scenario("mlp-fashion-mnist-pipeline2.yaml") + " --steps 3 --profile " + profile, "", true);
+  CHECK_THAT(said.out, Catch::Contains("validate: warning: " + profile + " holds no calibration"));
 }
 
 TEST_CASE("cli: validate refuses what it cannot run with exit 2, before running anything", "[cli]") {
