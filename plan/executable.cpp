@@ -102,7 +102,7 @@ void check_executable(const Scenario& s) {
   if (p.moe_token_dispatcher == TokenDispatcher::deepep && p.expert > 1)
     predict_only("parallel.moe_token_dispatcher", "DeepEP's token dispatch (the executor runs c10d's all-to-all)");
   for (const auto& l : s.layers)
-    if (l.shape.flash_attention) predict_only("model", "flash attention (layer '" + l.name + "')");
+    if (l.shape.flash_attention) predict_only("model.attention", "flash attention (layer '" + l.name + "')");
   // The executor computes the loss with LibTorch's cross_entropy on fp32 logits: the same loss, but
   // another cross entropy's kernels, bytes and memory than a fused or Megatron-core's one.
   if (s.layers.back().shape.loss == Loss::fused) predict_only("model.loss", "a fused cross entropy (model.loss: fused)");

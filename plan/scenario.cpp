@@ -93,6 +93,14 @@ const std::string& stated_key(const Scenario& s, const std::string& first, const
   return stated(first) || !stated(second) ? first : second;
 }
 
+// Of the keys a rule reads, the first a --set gave (the user's latest word on the plan), else the
+// first: an error then points at the flag that made the plan what it is, not at the file's line.
+std::string overridden_key(const Scenario& s, const std::vector<std::string>& keys) {
+  for (const std::string& key : keys)
+    if (const Location* at = s.places.find(key); at && at->file.rfind("--set ", 0) == 0) return key;
+  return keys.front();
+}
+
 }  // namespace
 
 // Tensor and context parallelism split the layers of a transformer (embedding, blocks, head) only.
@@ -284,8 +292,10 @@ void check_layout(const Scenario& s) {
   check_tensor_shapes(s);
   check_context_parallel(s);
   const int nodes = s.hardware.nodes_for(p.world_size());
+  const std::string grid = overridden_key(s, {"parallel", "parallel.data", "parallel.context", "parallel.pipeline", "parallel.tensor",
+                                              "parallel.expert", "hardware"});
   if (s.hardware.max_nodes && nodes > *s.hardware.max_nodes)
-    fail_at(s, "parallel", "the plan needs " + std::to_string(p.world_size()) + " ranks = " + std::to_string(nodes) +
+    fail_at(s, grid, "the plan needs " + std::to_string(p.world_size()) + " ranks = " + std::to_string(nodes) +
                                " nodes of " + std::to_string(s.hardware.devices_per_node) + " devices, but hardware '" +
                                s.hardware.name + "' caps nodes at " + std::to_string(*s.hardware.max_nodes));
   if (nodes > 1 && !s.hardware.network)

@@ -189,6 +189,11 @@ TEST_CASE("mla: what it cannot plan or run is refused at the key", "[plan][mla]"
   CHECK_THROWS_WITH(plan::check_executable(dropped), Catch::Contains("model.dropout") && Catch::Contains("predict-only"));
   CHECK_NOTHROW(plan::check_executable(test::scenario_from("model: {preset: transformer, layers: 2, hidden: 64, heads: 4, dropout: 0}\nhardware: ideal\n")));
   CHECK_THAT(test::parse_error("model: {preset: transformer, dropout: 1}\nhardware: ideal\n"), Catch::Contains("'dropout' is a rate"));
+  // Flash attention is predict-only at the key that asked for it (a --set's, when one did).
+  plan::YamlDocument doc = plan::YamlDocument::from_text("model: {preset: transformer, layers: 2, hidden: 64, heads: 4}\nhardware: ideal\n", "t.yaml");
+  doc.apply_override("model.attention=flash");
+  const plan::Scenario flash = plan::parse_scenario(doc);
+  CHECK_THROWS_WITH(plan::check_executable(flash), Catch::StartsWith("--set model.attention=flash: flash attention"));
 }
 
 TEST_CASE("mla: DeepSeek-V2-Lite's config (no query rank) and the fields it refuses", "[plan][mla][hf]") {
