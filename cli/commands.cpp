@@ -267,10 +267,11 @@ Runner define_tune(CLI::App& app) {
                        "step: fastest step (ties: less memory); memory: least peak memory (ties: faster)")
       ->default_str("step");
   tune_cmd->add_option("--max-configs", tune_args->max_configs,
-                       "Simulate at most N configurations, most promising (lowest bound) first")
+                       "Simulate at most N configurations, most promising (lowest bound) first (the whole space is still listed "
+                       "and planned first: --time-limit bounds the time)")
       ->check(positive());
   tune_cmd->add_option("--time-limit", tune_args->time_limit_s, "Stop the search after S seconds with the best so far (planning, in a shuffled order, takes at most two thirds; "
-                       "the ranked rows' full simulations come after)")
+                       "the ranked rows' full simulations come after, with their own progress: seconds each for a plan of thousands of GPUs)")
       ->check(positive());
   tune_cmd->add_option("--top", tune_args->top, "Configurations in the ranked table (default 10)");
   tune_cmd->add_option("--validate", tune_args->validate,

@@ -49,15 +49,23 @@ json overrides_json(const plan::Overrides& o) {
 // Progress on stderr: one updating line on a terminal, a line every few seconds otherwise.
 class ProgressBar {
  public:
+  /// `limit_s`: the search's time limit (0: none), which no ETA goes past.
+  explicit ProgressBar(double limit_s = 0) : limit_s_(limit_s) {}
   void operator()(const tune::Progress& p) {
     const bool tty = ::isatty(2);
+    if (p.total == 0 && std::string(p.phase) == "listing") {  // its size is what listing finds
+      std::cerr << "tune: listing the space (layouts x schedules x the other knobs)" << (tty ? "..." : "\n") << std::flush;
+      shown_ = tty;
+      return;
+    }
     if (!tty && p.elapsed_s - last_ < 5 && p.done < p.total) return;
     last_ = p.elapsed_s;
     const double frac = p.total ? static_cast<double>(p.done) / static_cast<double>(p.total) : 1;
     const int width = 30, filled = static_cast<int>(frac * width);
     std::string bar(filled, '#');
     bar.resize(width, '.');
-    const double eta = frac > 0 ? p.elapsed_s * (1 - frac) / frac : 0;
+    double eta = frac > 0 ? p.elapsed_s * (1 - frac) / frac : 0;
+    if (limit_s_ > 0) eta = std::min(eta, std::max(0.0, limit_s_ - p.elapsed_s));
     char line[200];
     std::snprintf(line, sizeof line, "tune: %-10s [%s] %zu/%zu  %.1f s, ETA %.0f s%s", p.phase, bar.c_str(), p.done,
                   p.total, p.elapsed_s, eta, p.best_step > plan::Time() ? fmt(", best %.3f ms", p.best_step.to_ms()).c_str() : "");
@@ -71,6 +79,7 @@ class ProgressBar {
  private:
   double last_ = -10;
   bool shown_ = false;
+  double limit_s_ = 0;
 };
 
 // The scenario document with the pick's overrides, as YAML. A relative hardware file is rewritten
@@ -193,7 +202,7 @@ int tune_command(const TuneArgs& args, const std::string& self) {
   opt.time_limit_s = args.time_limit_s;
   opt.top = args.top;
   opt.threads = args.threads;
-  ProgressBar bar;
+  ProgressBar bar(args.time_limit_s);
   opt.progress = [&](const tune::Progress& p) { bar(p); };
   g_interrupted = false;
   opt.cancel = &g_interrupted;
@@ -260,7 +269,16 @@ int tune_command(const TuneArgs& args, const std::string& self) {
   }
   const std::vector<fit::ValidatedPick> validated = fit::run_picks(candidates, picks);
   const fit::ValidatedPick* fastest = fit::fastest(validated);
-  const std::vector<tune::Detail> details = tune::ranked_details(ev, r);  // the full simulation of each ranked row
+  // The full simulation of each ranked row (the table's bubble and exposed communication), with
+  // its own progress: after a search's time limit, a large plan's rows take their seconds each.
+  const auto details_start = std::chrono::steady_clock::now();
+  ProgressBar detail_bar;
+  const std::vector<tune::Detail> details = tune::ranked_details(ev, r, args.threads, [&](size_t done) {
+    detail_bar({"in full", done, r.ranked.size(),
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - details_start).count(), plan::Time()});
+  });
+  detail_bar.done();
+  const double details_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - details_start).count();
   const tune::Pick pick = tune::pick(ev, r, fastest ? fastest->evaluation : nullptr, details);
   const tune::Evaluation* best = pick.best;
   const plan::Overrides& best_overrides = best->changes;
@@ -290,6 +308,7 @@ int tune_command(const TuneArgs& args, const std::string& self) {
     j["configs_pruned"] = r.pruned;
     j["configs_over_memory"] = r.over_memory;
     j["wall_s"] = r.wall_s;
+    j["ranked_full_simulations_s"] = details_s;
     j["stopped"] = r.stopped;
     j["baseline"] = eval_json(r.baseline);
     j["pytorch_defaults"] = r.defaults.simulated() ? eval_json(r.defaults) : json();
@@ -315,9 +334,9 @@ int tune_command(const TuneArgs& args, const std::string& self) {
     std::cout << j.dump(2) << "\n";
   } else {
     std::printf("tune: %s, %zu ranks; %zu configurations (%zu more combinations not valid), %zu simulated, %zu pruned "
-                "by the lower bound, %zu over device memory, in %.2f s%s\n\n",
+                "by the lower bound, %zu over device memory, in %.2f s (and %.2f s simulating the ranked rows in full)%s\n\n",
                 base.name.c_str(), static_cast<size_t>(space.world), r.combinations, r.invalid, r.evaluated, r.pruned, r.over_memory, r.wall_s,
-                stopped.c_str());
+                details_s, stopped.c_str());
     if (r.sampled_one_in > 1)
       std::printf("(the space is about %zu times these counts: past %zu configurations it was sampled uniformly, one combination in %zu)\n\n",
                   r.sampled_one_in, tune::kEnumerationCap, r.sampled_one_in);

@@ -206,6 +206,11 @@ void TuneView::on_progress(uint64_t generation, const tune::Progress& p) {
   progress_->setRange(0, total);
   progress_->setValue(static_cast<int>(std::min(p.done, p.total)));
   progress_->setFormat(QString::fromStdString(phase_) + " %p%");
+  if (p.total == 0) {  // listing: the space's size is what it finds
+    progress_->setRange(0, 0);  // busy
+    status_->setText(QString("listing the space · %1").arg(seconds_text(p.elapsed_s)));
+    return;
+  }
   QString text = QString("%1 %2 of %3 configurations · %4")
                      .arg(QString::fromStdString(phase_))
                      .arg(p.done)

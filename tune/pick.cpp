@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <exception>
 #include <map>
+#include <thread>
 
 #include "sim/metrics.hpp"
 #include "sim/simulator.hpp"
@@ -70,9 +72,23 @@ Detail detail_of(Evaluator& evaluator, const plan::Settings& config) {
   return d;
 }
 
-std::vector<Detail> ranked_details(Evaluator& evaluator, const SearchResult& result) {
-  std::vector<Detail> out;
-  for (const Evaluation& e : result.ranked) out.push_back(detail_of(evaluator, e.config));
+std::vector<Detail> ranked_details(Evaluator& evaluator, const SearchResult& result, int threads,
+                                   const std::function<void(size_t done)>& progress) {
+  std::vector<Detail> out(result.ranked.size());
+  std::vector<std::exception_ptr> failed(out.size());
+  const int n = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  parallel_for(
+      out.size(), std::min<int>(n, static_cast<int>(std::max<size_t>(1, out.size()))),
+      [&](size_t i, int) {
+        try {
+          out[i] = detail_of(evaluator, result.ranked[i].config);
+        } catch (...) {
+          failed[i] = std::current_exception();
+        }
+      },
+      [] { return false; }, [&](size_t done) { if (progress) progress(done); });
+  for (const auto& f : failed)
+    if (f) std::rethrow_exception(f);
   return out;
 }
 

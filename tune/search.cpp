@@ -36,36 +36,6 @@ Key floor_of(const Evaluation& e, Objective o) {
   return o == Objective::step ? Key{bound, 0} : Key{e.peak_memory, bound};
 }
 
-// Runs work(i, t) for i in [0, n) on `threads` threads (t: the thread's number) until `stop()`
-// says so; the calling thread reports progress about 10 times a second meanwhile.
-void parallel_for(size_t n, int threads, const std::function<void(size_t, int)>& work, const std::function<bool()>& stop,
-                  const std::function<void(size_t)>& report) {
-  std::atomic<size_t> next{0}, finished{0};
-  std::mutex m;
-  std::condition_variable all_done;
-  int running = threads;
-  std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t)
-    pool.emplace_back([&, t] {
-      for (size_t i; !stop() && (i = next.fetch_add(1)) < n;) {
-        work(i, t);
-        ++finished;
-      }
-      std::lock_guard<std::mutex> lock(m);
-      if (--running == 0) all_done.notify_one();
-    });
-  {
-    std::unique_lock<std::mutex> lock(m);
-    while (!all_done.wait_for(lock, std::chrono::milliseconds(100), [&] { return running == 0; })) {
-      lock.unlock();
-      report(finished.load());
-      lock.lock();
-    }
-  }
-  for (auto& t : pool) t.join();
-  report(finished.load());
-}
-
 // Whether two configurations differ in DDP's bucket knobs at most.
 bool same_but_buckets(plan::Settings a, const plan::Settings& b) {
   a.bucket_cap_mb = b.bucket_cap_mb;
@@ -132,6 +102,34 @@ bool trainer_runs(const plan::Scenario& base, const plan::Settings& config, plan
 
 }  // namespace
 
+void parallel_for(size_t n, int threads, const std::function<void(size_t, int)>& work, const std::function<bool()>& stop,
+                  const std::function<void(size_t)>& report) {
+  std::atomic<size_t> next{0}, finished{0};
+  std::mutex m;
+  std::condition_variable all_done;
+  int running = threads;
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      for (size_t i; !stop() && (i = next.fetch_add(1)) < n;) {
+        work(i, t);
+        ++finished;
+      }
+      std::lock_guard<std::mutex> lock(m);
+      if (--running == 0) all_done.notify_one();
+    });
+  {
+    std::unique_lock<std::mutex> lock(m);
+    while (!all_done.wait_for(lock, std::chrono::milliseconds(100), [&] { return running == 0; })) {
+      lock.unlock();
+      report(finished.load());
+      lock.lock();
+    }
+  }
+  for (auto& t : pool) t.join();
+  report(finished.load());
+}
+
 std::string also_text(const Evaluation& row, size_t most) {
   if (row.equivalents.empty()) return "";
   std::string s = "also: ";
@@ -162,9 +160,11 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
     if (opt.time_limit_s > 0 && !out_of_time && seconds_since(t0) > opt.time_limit_s) out_of_time = true;
     return out_of_time.load();
   };
+  if (opt.progress) opt.progress(Progress{"listing", 0, 0, seconds_since(t0), plan::Time()});  // seconds on a large space
   Sample sample{kEnumerationCap, 1, stop};
   std::vector<plan::Settings> configs = enumerate(ev, sp, &r.invalid, &r.invalid_example, &over_static_memory, false, &sample);
   r.sampled_one_in = sample.one_in;
+  const bool listing_cut = stop();  // the counts below are then of the part listed
   const size_t enumerated = configs.size();
   r.valid_in_space = enumerated + over_static_memory;
   // The scenario as given and PyTorch's defaults compete too, even where the space misses them:
@@ -355,7 +355,10 @@ SearchResult search(Evaluator& ev, const Space& sp, const SearchOptions& opt) {
       done.back().index = configs.size() * stride;  // after every enumerated one in ties
     }
   rank(std::move(done), opt.objective, top, &r);
-  if (opt.cancel && opt.cancel->load()) r.stopped = "interrupted";
+  if (listing_cut)
+    r.stopped = std::string(opt.cancel && opt.cancel->load() ? "interrupted" : "time limit") +
+                " while listing the space: nothing planned, and the counts are of the part listed";
+  else if (opt.cancel && opt.cancel->load()) r.stopped = "interrupted";
   else if (out_of_time) r.stopped = "time limit";
   else if (planned_part)
     r.stopped = "time limit: planned " + std::to_string(planned_count.load()) + " of " + std::to_string(firsts.size()) +

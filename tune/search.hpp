@@ -19,12 +19,20 @@ namespace parallax::tune {
 enum class Objective { step, memory };
 
 struct Progress {
-  const char* phase = "";  ///< "planning" every configuration, then "simulating" the promising ones
+  /// "listing" the space (once, total 0: its size is not known yet), "planning" every
+  /// configuration, then "simulating" the promising ones
+  const char* phase = "";
   size_t done = 0;   ///< configurations simulated or pruned
   size_t total = 0;
   double elapsed_s = 0;
   plan::Time best_step;  ///< best step time so far (0 before the first)
 };
+
+/// Runs work(i, t) for i in [0, n) on `threads` threads (t: the thread's number) until `stop()`
+/// says so; the calling thread reports the count finished about 10 times a second meanwhile, and
+/// once at the end. `work` must not throw.
+void parallel_for(size_t n, int threads, const std::function<void(size_t, int)>& work, const std::function<bool()>& stop,
+                  const std::function<void(size_t)>& report);
 
 struct SearchOptions {
   Objective objective = Objective::step;

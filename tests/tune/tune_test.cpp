@@ -759,7 +759,8 @@ TEST_CASE("tune: a cancelled search stops while it lists the space, not after", 
   const auto t0 = std::chrono::steady_clock::now();
   const auto r = tune::search(ev, tune::default_space(s), o);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  CHECK(r.stopped == "interrupted");
+  // It says where it stopped: its counts are of the part listed, not of the space.
+  CHECK_THAT(r.stopped, Catch::StartsWith("interrupted while listing the space: nothing planned"));
   CHECK(r.ranked.empty());
   CHECK(seconds < 5.0);  // the whole listing alone took 10.7 s on this VM (2026-12-07); cancelled, under 1 s
 }
