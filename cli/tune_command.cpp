@@ -284,9 +284,13 @@ int tune_command(const TuneArgs& args, const std::string& self) {
   const plan::Overrides& best_overrides = best->changes;
 
   if (!args.output.empty()) {
-    const std::string header = "# Written by parallax tune from " + (args.scenario.empty() ? doc.file() : args.scenario) +
+    // The file below holds the --set values too: the header names them, and "as given" is with them.
+    std::string sets;
+    for (const auto& s : args.sets) sets += " --set " + s;
+    const std::string header = "# Written by parallax tune from " + (args.scenario.empty() ? doc.file() : args.scenario) + sets +
                                ": " + plan::describe(best_overrides) + "\n# predicted step " +
-                               fmt("%.3f ms", best->step.to_ms()) + " (as given " + fmt("%.3f ms", r.baseline.step.to_ms()) + ")\n";
+                               fmt("%.3f ms", best->step.to_ms()) + " (as given" + (sets.empty() ? "" : ", with the --set values,") + " " +
+                               fmt("%.3f ms", r.baseline.step.to_ms()) + ")\n";
     write_file_atomically(args.output, best_yaml(doc, args.output, best_overrides, header));
   }
 
