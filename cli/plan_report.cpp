@@ -9,6 +9,7 @@
 #include "plan/cost.hpp"
 #include "plan/knobs.hpp"
 #include "plan/memory.hpp"
+#include "plan/trainer_rules.hpp"
 
 namespace parallax::cli {
 namespace {
@@ -161,7 +162,8 @@ std::string calibration_range_text(const Plan& p) {
          "(parallax calibrate SCENARIO measures the sizes a scenario uses)\n";
 }
 
-std::string published_check_text(const plan::HardwareProfile& hw) {
+std::string published_check_text(const plan::Scenario& s) {
+  const plan::HardwareProfile& hw = s.hardware;
   const auto& checks = hw.published_checks();
   if (checks.empty()) return "";
   std::ostringstream o;
@@ -169,6 +171,23 @@ std::string published_check_text(const plan::HardwareProfile& hw) {
     << "negative: the runs took longer; docs/accuracy.md):\n";
   for (const plan::PublishedCheck& c : checks)
     o << "           " << plan::describe(c) << " (" << c.bench << "; raw output " << c.results << ")\n";
+  // The plan's trainer's own runs, where this profile was checked on another's only.
+  if (s.framework == plan::Framework::pytorch) return o.str();
+  const std::string trainer = plan::trainer_name(s.framework);
+  const auto its = [&](const plan::PublishedCheck& c) { return c.runs_of.rfind(trainer, 0) == 0; };
+  if (std::any_of(checks.begin(), checks.end(), its)) return o.str();
+  std::vector<std::string> elsewhere;
+  for (const std::string& name : plan::builtin_hardware_names()) {
+    if (name == hw.name) continue;
+    const auto doc = plan::YamlDocument::from_text("hardware: " + name, "published");
+    const plan::HardwareProfile other = plan::resolve_hardware(plan::Field::root(doc)["hardware"]);
+    for (const plan::PublishedCheck& c : other.published_checks())
+      if (its(c) && c.runs_of.find(", a change") == std::string::npos) elsewhere.push_back(name + ": " + plan::describe(c));
+  }
+  if (!elsewhere.empty()) {
+    o << "           none of these ran " << trainer << "; its published runs, on the profiles of the GPUs they ran on:\n";
+    for (const auto& line : elsewhere) o << "           " << line << "\n";
+  }
   return o.str();
 }
 
@@ -193,7 +212,7 @@ std::string plan_text(const Plan& p) {
     if (const auto cap = hw.device.compute->sustained_tflops.find(s.parallel.precision); cap != hw.device.compute->sustained_tflops.end())
       o << "; GEMMs at most " << std::lround(cap->second) << " TFLOP/s in " << plan::name(s.parallel.precision)
         << ", what it sustains at its power limit (device.compute.sustained_tflops)";
-  o << "\n" << published_check_text(hw);
+  o << "\n" << published_check_text(s);
   if (const std::string range = calibration_range_text(p); !range.empty()) o << "           " << range;
   o << "grid       data " << s.parallel.data << (s.parallel.context > 1 ? " x context " + std::to_string(s.parallel.context) : "")
     << " x pipeline " << s.parallel.pipeline << " x tensor " << s.parallel.tensor

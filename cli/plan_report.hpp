@@ -14,7 +14,11 @@ std::string plan_text(const plan::Plan& plan);
 /// The profile's errors on published runs (`published_check`), the lines `plan` and `simulate`
 /// print after the figures they qualify; empty when it has none (or was calibrated or fitted).
 /// Their JSON is timeline::published_check_json's.
-std::string published_check_text(const plan::HardwareProfile& hw);
+/// The "published" lines of `plan` and `simulate`: how the profile's predictions held on published
+/// runs. A plan of a trainer whose runs the profile has none of (a torchtitan job on a profile
+/// checked on Megatron-LM's) also gets how that trainer's runs held on the built-in profiles they
+/// ran on.
+std::string published_check_text(const plan::Scenario& s);
 
 /// For a pipeline on GPUs left at PyTorch's semantics, the line that says a Megatron-LM or NeMo job
 /// wants `framework: megatron` (its point-to-point moves the bubble several-fold); else "".

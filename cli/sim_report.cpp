@@ -109,7 +109,7 @@ std::string simulate_text(const plan::Plan& plan, const sim::SimRun& run, const 
       << "context rank (they run alike), the ring of keys and values inside each F and B\n";
   o << framework_hint(plan.scenario) << fitted_precision_line(plan.scenario);
   o << "step time  " << duration_text(m.step_time) << "\n" << throughput_text(plan, m.step_time)
-    << published_check_text(plan.scenario.hardware);
+    << published_check_text(plan.scenario);
   if (const plan::Interference& in = plan.scenario.hardware.interference; in.compute != 1 || in.communication != 1)
     o << "overlap    compute " << fmt("%.2fx", in.compute) << " slower while communicating on its device; its ports carry "
       << fmt("1/%.2f", in.communication) << " under memory-bound compute (hardware.interference)\n";

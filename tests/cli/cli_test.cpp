@@ -193,6 +193,13 @@ TEST_CASE("cli: plan and simulate say how the profile's predictions held on publ
   CHECK(tp["mfu"].get<double>() == Approx(tp["model_flops_per_step"].get<double>() / seconds / gpus / 989e12));
   CHECK(tp["tokens_per_s_per_gpu"].get<double>() > 0);
   CHECK_THAT(simulated.out, Catch::Contains("tokens/s per GPU; MFU "));
+  // A torchtitan job on a profile checked on Megatron-LM's runs only: torchtitan's own, where they ran.
+  const auto titan = run("simulate " + std::string(PARALLAX_SOURCE_DIR) + "/scenarios/llama-3.1-8b-64xH100-fsdp.yaml");
+  const parallax::plan::PublishedCheck grand_teton = parallax::test::builtin_profile("h100-hbm2e-500w-nvlink-roce").published_check.at(0);
+  REQUIRE(grand_teton.runs_of == "torchtitan");
+  CHECK_THAT(titan.out, Catch::Contains("none of these ran torchtitan; its published runs, on the profiles of the GPUs they ran on:\n"
+                                        "           h100-hbm2e-500w-nvlink-roce: " + parallax::plan::describe(grand_teton)));
+  CHECK_THAT(run("simulate " + h100).out, !Catch::Contains("none of these ran"));  // no trainer named: nothing to add
   // A profile no published run was predicted on (the default scenario's T4s) prints none.
   CHECK_THAT(run("simulate").out, !Catch::Contains("published  "));
   CHECK(nlohmann::json::parse(run("simulate --json").out)["published_check"].empty());
