@@ -22,6 +22,29 @@ std::string event_label(const timeline::Timeline& t, int32_t i) {
   return t.events[i].action.id() + "@r" + std::to_string(t.events[i].rank);
 }
 
+// The pipeline rank whose F and B took longest as simulated (its first replica's tensor group),
+// with its kernels: what they took beyond them is the collectives inside them (tensor parallel,
+// the context ring, a MoE block's all-to-alls) and the slowdowns beside them, which "exposed"
+// does not count (communication with compute idle). It need not be the rank of the most kernels.
+struct InsideCompute {
+  plan::StepKernels kernels;
+  double compute_ms = 0;
+  double beyond_ms() const { return compute_ms - kernels.total_us() / 1e3; }
+};
+std::optional<InsideCompute> inside_compute(const plan::Plan& plan, const sim::SimRun& run) {
+  const auto& p = plan.scenario.parallel;
+  if (!plan::step_kernels(plan)) return std::nullopt;
+  std::vector<double> compute_ms(static_cast<size_t>(p.pipeline), 0.0);
+  std::map<int, int> pipeline_rank_of;  // first replica's groups
+  for (int pr = 0; pr < p.pipeline; ++pr) pipeline_rank_of[plan::group_of(p, 0, pr)] = pr;
+  for (const auto& e : run.timeline.events)
+    if (e.lane == timeline::Lane::compute && schedule::is_compute(e.action.kind))
+      if (const auto it = pipeline_rank_of.find(e.rank); it != pipeline_rank_of.end())
+        compute_ms[static_cast<size_t>(it->second)] += (e.end - e.start).to_ms();
+  const int busiest = static_cast<int>(std::max_element(compute_ms.begin(), compute_ms.end()) - compute_ms.begin());
+  return InsideCompute{*plan::step_kernels(plan, busiest), compute_ms[static_cast<size_t>(busiest)]};
+}
+
 // Tokens (or samples) a second per GPU and the MFU of a step of `step`, as trainers log them
 // (plan::model_work); "" for a step of no time.
 std::string throughput_text(const plan::Plan& plan, plan::Time step) {
@@ -35,6 +58,13 @@ std::string throughput_text(const plan::Plan& plan, plan::Time step) {
             (w.tokens > 0 ? "6 x parameters a token passes through + 12 x layers x query width x sequence, a token" : "3 x the forward's") +
             "; recompute not counted)";
   return "throughput " + line + "\n";
+}
+
+// inside_compute as JSON: {pipeline_rank, compute_ms, kernels_ms}; null without a compute model.
+json inside_json(const plan::Plan& plan, const sim::SimRun& run) {
+  const auto in = inside_compute(plan, run);
+  if (!in) return json();
+  return {{"pipeline_rank", in->kernels.pipeline_rank}, {"compute_ms", in->compute_ms}, {"kernels_ms", in->kernels.total_us() / 1e3}};
 }
 
 // The same as JSON: {tokens_per_s_per_gpu (null without a sequence), samples_per_s_per_gpu,
@@ -81,6 +111,7 @@ json simulate_json(const plan::Plan& plan, const sim::SimRun& run, const sim::Me
           {"step_time_ms", m.step_time.to_ms()},
           {"throughput", throughput_json(plan, m.step_time)},
           {"kernels", timeline::kernels_json(plan)},
+          {"inside", inside_json(plan, run)},
           {"bubble_fraction", m.bubble_fraction},
           {"ranks", ranks},
           {"links", links},
@@ -114,9 +145,14 @@ std::string simulate_text(const plan::Plan& plan, const sim::SimRun& run, const 
     o << "overlap    compute " << fmt("%.2fx", in.compute) << " slower while communicating on its device; its ports carry "
       << fmt("1/%.2f", in.communication) << " under memory-bound compute (hardware.interference)\n";
 
-  if (const auto k = plan::step_kernels(plan))
+  if (const auto k = plan::step_kernels(plan)) {
     o << "kernels    " << plan::whose(plan, *k) << "'s F and B kernels over the step's " << plan.schedule.microbatches()
       << " micro-batches (device.compute's model, without the collectives and slowdowns in them): " << plan::describe(*k) << "\n";
+    if (const auto in = inside_compute(plan, run); in && in->beyond_ms() > 0.005 * in->compute_ms)
+      o << "inside     " << plan::whose(plan, in->kernels) << "'s F and B took longest, " << fmt("%.1f ms", in->compute_ms) << ": "
+        << fmt("%.1f ms", in->beyond_ms()) << " beyond their kernels (" << fmt("%.1f ms", in->kernels.total_us() / 1e3)
+        << "), the collectives inside them (tensor-parallel, context ring, MoE all-to-alls) and the slowdowns beside them\n";
+  }
   // Bubble per pipeline rank (every replica plays the same part), with its stages.
   o << "bubble     mean " << pct(m.bubble_fraction) << "; per pipeline rank:";
   for (int pr = 0; pr < p.pipeline; ++pr) {

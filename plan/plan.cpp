@@ -305,7 +305,7 @@ std::optional<std::vector<LayerKernelClasses>> stage_kernel_classes(const Plan& 
   return out;
 }
 
-std::optional<StepKernels> step_kernels(const Plan& plan) {
+std::optional<StepKernels> step_kernels(const Plan& plan, int pipeline_rank) {
   const auto stages = stage_kernel_classes(plan);
   if (!stages) return std::nullopt;
   std::vector<StepKernels> by_rank(static_cast<size_t>(plan.scenario.parallel.pipeline));
@@ -320,6 +320,7 @@ std::optional<StepKernels> step_kernels(const Plan& plan) {
   }
   if (const auto& fitted = plan.scenario.hardware.fitted)  // the kinds' factors, as ShapeModel applies them
     for (auto& r : by_rank) r.us.gemm *= fitted->kernels.gemm, r.us.flash *= fitted->kernels.flash, r.us.memory *= fitted->kernels.memory;
+  if (pipeline_rank >= 0 && pipeline_rank < static_cast<int>(by_rank.size())) return by_rank[static_cast<size_t>(pipeline_rank)];
   return *std::max_element(by_rank.begin(), by_rank.end(), [](const auto& a, const auto& b) { return a.total_us() < b.total_us(); });
 }
 

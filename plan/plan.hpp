@@ -139,7 +139,8 @@ struct StepKernels {
   KernelClassTimes us;  ///< microseconds of each kind over the step
   double total_us() const { return us.gemm + us.flash + us.memory; }
 };
-std::optional<StepKernels> step_kernels(const Plan& plan);
+/// `pipeline_rank` >= 0: that pipeline rank's instead of the busiest.
+std::optional<StepKernels> step_kernels(const Plan& plan, int pipeline_rank = -1);
 /// "GEMMs 519.7 ms (88%), flash attention 40.4 ms (7%), memory-bound 30.7 ms (5%)"
 std::string describe(const StepKernels& kernels);
 /// Whose kernels they are: "pipeline rank 3", or "a rank" without a pipeline.

@@ -205,6 +205,29 @@ TEST_CASE("cli: plan and simulate say how the profile's predictions held on publ
   CHECK(nlohmann::json::parse(run("simulate --json").out)["published_check"].empty());
 }
 
+// What F and B took beyond their kernels, on the pipeline rank whose F and B took longest: its
+// compute actions' durations in the written trace (Megatron's order tp-dp-pp: that rank's first
+// replica is tensor group pipeline rank x data), less its kernels as the kernels line gives them.
+TEST_CASE("cli: simulate says what the longest pipeline rank's F and B took beyond their kernels", "[cli]") {
+  const std::string llama = std::string(PARALLAX_SOURCE_DIR) + "/scenarios/llama-3.1-70b-64xH100.yaml";
+  const auto trace = std::filesystem::temp_directory_path() / ("parallax-inside-" + std::to_string(::getpid()) + ".json");
+  const auto j = nlohmann::json::parse(run("simulate " + llama + " --json -o " + trace.string()).out);
+  const auto t = nlohmann::json::parse(std::ifstream(trace));
+  std::filesystem::remove(trace);
+  const auto& in = j["inside"];
+  const int data = 2, pr = in["pipeline_rank"].get<int>();
+  std::map<int, double> compute_ms;  // by pipeline rank
+  for (const auto& e : t["traceEvents"]) {
+    if (e.value("ph", "") != "X" || e.value("tid", -1) != 0 || e["pid"].get<int>() % data != 0) continue;
+    const std::string kind = e.value("cat", "");
+    if (kind == "F" || kind == "B" || kind == "I" || kind == "W" || kind == "OVERLAP_F_B") compute_ms[e["pid"].get<int>() / data] += e["dur"].get<double>() / 1e3;
+  }
+  for (const auto& [rank, ms] : compute_ms) CHECK(ms <= in["compute_ms"].get<double>() + 1e-6);  // the longest
+  CHECK(compute_ms.at(pr) == Approx(in["compute_ms"].get<double>()).epsilon(1e-6));
+  CHECK(in["kernels_ms"].get<double>() < in["compute_ms"].get<double>());
+  CHECK_THAT(run("simulate " + llama).out, Catch::Contains("inside     pipeline rank " + std::to_string(pr) + "'s F and B took longest"));
+}
+
 TEST_CASE("cli: plan and simulate say that a GPU pipeline at PyTorch's point-to-point is not Megatron-LM's", "[cli]") {
   const std::string hint = "framework  pytorch (torch.distributed.pipelining's point-to-point";
   const std::string pytorch = scenario("llama-3.1-70b-64xH100.yaml") + " --set framework=pytorch";
