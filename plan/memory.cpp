@@ -265,8 +265,9 @@ BytesPerParameter bytes_per_parameter(const Scenario& s) {
     b.bucket = p.replicas() > 1 ? 4 : 0;
   }
   // fp8: Transformer Engine keeps an fp8 copy of each weight and of its transpose (for the backward
-  // GEMMs) beside the weight itself, 1 byte each. Counted on every parameter; norms and embeddings
-  // have none, a small overcount.
+  // GEMMs) beside the weight itself, 1 byte each. Counted on every parameter here; the embedding and
+  // the output layer, which are not TE modules, are taken off (sharded_state_bytes); a block's norms
+  // stay counted, a small overcount.
   if (p.precision == Precision::fp8) b.parameter += 2;
   return b;
 }
@@ -407,7 +408,11 @@ static PeakMoment peak_moment(const Plan& plan, int pipeline_rank, int64_t gradi
   return peak;
 }
 
-StateBytes sharded_state_bytes(const Scenario& s, int64_t params, int64_t expert_params) {
+int64_t params_without_fp8_copies(const Layer& layer, int tensor, int expert, int expert_tensor) {
+  return layer.kind == LayerKind::embedding || layer.kind == LayerKind::head ? layer.param_count(tensor, expert, expert_tensor) : 0;
+}
+
+StateBytes sharded_state_bytes(const Scenario& s, int64_t params, int64_t expert_params, int64_t outside_blocks) {
   const ParallelSpec& p = s.parallel;
   const BytesPerParameter per = bytes_per_parameter(s);
   // The experts' state shards over the ranks that hold the same experts (Megatron-core's
@@ -421,6 +426,10 @@ StateBytes sharded_state_bytes(const Scenario& s, int64_t params, int64_t expert
   };
   StateBytes out;
   out.params = part(per.parameter, Shard::full);
+  if (p.precision == Precision::fp8) {  // the embedding and the output layer keep no fp8 copies
+    const int64_t copies = 2 * outside_blocks;
+    out.params -= p.sharded(Shard::full) ? (copies + n - 1) / n : copies;
+  }
   out.gradients = part(per.gradient, Shard::gradients);
   out.optimizer = part(per.optimizer, Shard::optimizer);
   out.buckets = p.sharded(Shard::gradients) ? 0 : params * per.bucket;  // FSDP has no DDP bucket copy
@@ -439,16 +448,18 @@ static int64_t shard_state(const Plan& plan, int pipeline_rank, MemoryEstimate* 
   std::vector<int64_t> units;     // the rank's layers' parameters, in forward order: FSDP's units
   std::vector<int64_t> gathered;  // and their bytes gathered (gathered_parameter_bytes)
   int64_t expert_params = 0;      // of them, its experts'
+  int64_t outside_blocks = 0;     // and the embedding's and output layer's
   for (const Stage& st : plan.stages)
     if (st.pipeline_rank == pipeline_rank)
       for (int l = st.first_layer; l < st.first_layer + st.layer_count; ++l) {
         units.push_back(s.layers[l].param_count(p.tensor, p.expert, p.expert_tensor_ways()));
         gathered.push_back(units.back() * gathered_parameter_bytes(p, s.layers[l]));
         expert_params += s.layers[l].expert_param_count(p.tensor, p.expert, p.expert_tensor_ways());
+        outside_blocks += params_without_fp8_copies(s.layers[l], p.tensor, p.expert, p.expert_tensor_ways());
       }
   int64_t params = 0;
   for (int64_t u : units) params += u;
-  const StateBytes state = sharded_state_bytes(s, params, expert_params);
+  const StateBytes state = sharded_state_bytes(s, params, expert_params, outside_blocks);
   m->params = state.params;
   m->gradients = state.gradients;
   m->optimizer = state.optimizer;

@@ -57,13 +57,18 @@ BytesPerParameter bytes_per_parameter(const Scenario& scenario);
 
 /// What a rank keeps of `params` parameters' state under parallel.shard: each part whole, or its
 /// 1 / shard_ranks (rounded up) where the level shards it; FSDP keeps no DDP bucket copy. Of them,
-/// `expert_params` (a MoE model's experts on this rank) shard over shard_ranks / expert ranks.
+/// `expert_params` (a MoE model's experts on this rank) shard over shard_ranks / expert ranks;
+/// `outside_blocks` (the embedding's and the output layer's) keep no fp8 copies under fp8.
 /// The one rule for the memory estimate and the tuner's memory floor.
 struct StateBytes {
   int64_t params = 0, gradients = 0, optimizer = 0, buckets = 0;
   int64_t total() const { return params + gradients + optimizer + buckets; }
 };
-StateBytes sharded_state_bytes(const Scenario& scenario, int64_t params, int64_t expert_params = 0);
+StateBytes sharded_state_bytes(const Scenario& scenario, int64_t params, int64_t expert_params = 0, int64_t outside_blocks = 0);
+/// The parameters of `layer` on one rank that Transformer Engine keeps no fp8 copies of: all of an
+/// embedding's and an output layer's (Megatron-core's VocabParallelEmbedding and output
+/// ColumnParallelLinear are not TE modules); none of a block's.
+int64_t params_without_fp8_copies(const Layer& layer, int tensor, int expert, int expert_tensor);
 
 /// Bytes of a parameter of `layer` as shard full's all-gather moves it and the gathered layer holds
 /// it: the compute type (FSDP2's MixedPrecisionPolicy param_dtype, bf16 under fp8), fp32 at fp32;

@@ -1,6 +1,7 @@
 #include "tune/enumerate.hpp"
 
 #include <algorithm>
+#include <array>
 #include <functional>
 #include <map>
 #include <random>
@@ -56,9 +57,10 @@ std::vector<plan::PartitionLen> partitions_around(Evaluator& ev, const plan::Set
 // What a configuration's most loaded pipeline rank holds before any activation: its share of the
 // parameters with their gradients, optimizer state and DDP buckets (at least the average share).
 // Above the device's memory no split, bucket size or schedule can make it fit.
-int64_t static_memory_floor(const plan::Scenario& s, std::pair<int64_t, int64_t> params_on_rank) {
+int64_t static_memory_floor(const plan::Scenario& s, const std::array<int64_t, 3>& params_on_rank) {
   const int p = s.parallel.pipeline;
-  return plan::sharded_state_bytes(s, params_on_rank.first / p, params_on_rank.second / p).total();
+  // The average rank's share of the embedding's and output layer's, which hold no fp8 copies.
+  return plan::sharded_state_bytes(s, params_on_rank[0] / p, params_on_rank[1] / p, params_on_rank[2] / p).total();
 }
 
 // A configuration that repeats another the space holds: sharding with nothing to shard (one
@@ -195,14 +197,16 @@ std::vector<plan::Settings> enumerate(Evaluator& ev, const Space& sp, size_t* in
   const std::vector<std::pair<double, double>> buckets = sp.bucket_grid();
   const plan::Device& device = base.hardware.device;
   // A rank's parameters and, of them, its experts', by tensor, expert and expert tensor degree.
-  std::map<std::tuple<int, int, int>, std::pair<int64_t, int64_t>> params_by_degree;
+  // By degree: a rank's parameters, its experts', and its embedding's and output layer's.
+  std::map<std::tuple<int, int, int>, std::array<int64_t, 3>> params_by_degree;
   auto params_on = [&](const plan::Settings& c) {
     const int t = c.tensor, e = c.expert, et = c.expert_tensor_ways();
-    auto [it, fresh] = params_by_degree.try_emplace({t, e, et}, std::pair<int64_t, int64_t>{0, 0});
+    auto [it, fresh] = params_by_degree.try_emplace({t, e, et}, std::array<int64_t, 3>{0, 0, 0});
     if (fresh)
       for (const auto& l : base.layers) {
-        it->second.first += l.param_count(t, e, et);
-        it->second.second += l.expert_param_count(t, e, et);
+        it->second[0] += l.param_count(t, e, et);
+        it->second[1] += l.expert_param_count(t, e, et);
+        it->second[2] += plan::params_without_fp8_copies(l, t, e, et);
       }
     return it->second;
   };

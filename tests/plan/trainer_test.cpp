@@ -99,6 +99,14 @@ TEST_CASE("plan::fp8: the blocks' linear GEMMs at the fp8 peak, attention and th
   const auto m = test::scenario_from(kLlama, {"parallel.precision=fp8", "parallel.master_weights=true"});
   CHECK(plan::bytes_per_parameter(m).parameter == 4);
   CHECK(plan::bytes_per_parameter(test::scenario_from(kLlama, {"parallel.precision=bf16", "parallel.master_weights=true"})).parameter == 2);
+  // On a plan: the copies of the blocks' weights only. The embedding (VocabParallelEmbedding) and the
+  // output layer (ColumnParallelLinear) are not TE modules: 4 blocks of 4096 x (2 x 4096 + 2 x 1024 +
+  // 3 x 14336) weights and two norms each; the embedding and output layer, 128,256 x 4,096 each, and
+  // the final norm none.
+  const auto fp8_plan = test::plan_from(kLlama, {"parallel.precision=fp8", "parallel.master_weights=true"});
+  const auto bf16_plan = test::plan_from(kLlama, {"parallel.precision=bf16", "parallel.master_weights=true"});
+  const double per_block = 4096.0 * (2 * 4096 + 2 * 1024 + 3 * 14336) + 2 * 4096;
+  CHECK(fp8_plan.ranks[0].memory.params - bf16_plan.ranks[0].memory.params == Approx(2 * 4 * per_block));
   // The linear layers keep their inputs as fp8 casts: QKV's, the output projection's, the MLP's
   // (h each) and the down projection's (ffn), 1 byte an element in place of 2: s(3h + ffn) bytes fewer.
   plan::ParallelSpec at_bf16, at_fp8;
