@@ -408,7 +408,7 @@ TEST_CASE("report: a plan that does not fit says so, and draws its memory to sim
   const std::string sets = " --set parallel.virtual=1 --set parallel.partition_len=balanced --set parallel.shard=none --set model.seq_len=8704";
   const auto sim = test::run_parallax("simulate " + job + sets);
   REQUIRE(sim.code == 0);
-  CHECK_THAT(sim.out, Catch::Contains("DOES NOT FIT (2 of 8 ranks over the device)"));
+  CHECK_THAT(sim.out, Catch::Contains("DOES NOT FIT (2 of 8 tensor groups, 16 of 64 GPUs, over the device)"));
   const fs::path page = fresh_dir("nofit") / "report.html";
   REQUIRE(test::run_parallax("report " + job + sets + " -o " + page.string()).code == 0);
   const json data = embedded_data(read_text(page));
