@@ -51,7 +51,8 @@ std::string throughput_text(const plan::Plan& plan, plan::Time step) {
   const plan::ModelWork w = plan::model_work(plan);
   if (step <= plan::Time() || w.gpus == 0) return "";
   const double seconds = step.to_ms() / 1e3;
-  std::string line = w.tokens > 0 ? fmt("%.0f tokens/s per GPU", w.tokens / seconds / w.gpus) : fmt("%.1f samples/s per GPU", w.samples / seconds / w.gpus);
+  const std::string per = plan.scenario.hardware.device.kind == plan::DeviceKind::cuda ? " per GPU" : " per rank";
+  std::string line = (w.tokens > 0 ? fmt("%.0f tokens/s", w.tokens / seconds / w.gpus) : fmt("%.1f samples/s", w.samples / seconds / w.gpus)) + per;
   if (w.peak_flops > 0)
     line += fmt("; MFU %.1f%%", 100 * w.flops / seconds / w.gpus / w.peak_flops) + fmt(" of the dense 16-bit peak (%.0f TFLOP/s)", w.peak_flops / 1e12) +
             ", model FLOPs as torchtitan and Megatron-LM count them (" +

@@ -193,6 +193,9 @@ TEST_CASE("cli: plan and simulate say how the profile's predictions held on publ
   CHECK(tp["mfu"].get<double>() == Approx(tp["model_flops_per_step"].get<double>() / seconds / gpus / 989e12));
   CHECK(tp["tokens_per_s_per_gpu"].get<double>() > 0);
   CHECK_THAT(simulated.out, Catch::Contains("tokens/s per GPU; MFU "));
+  // A CPU plan: samples (no sequence) a second per rank, and no MFU (no 16-bit GPU peak).
+  const auto cpu = run("simulate " + std::string(PARALLAX_SOURCE_DIR) + "/scenarios/mlp-fashion-mnist-ddp2.yaml");
+  CHECK_THAT(cpu.out, Catch::Contains("samples/s per rank\n") && !Catch::Contains("MFU"));
   // A torchtitan job on a profile checked on Megatron-LM's runs only: torchtitan's own, where they ran.
   const auto titan = run("simulate " + std::string(PARALLAX_SOURCE_DIR) + "/scenarios/llama-3.1-8b-64xH100-fsdp.yaml");
   const parallax::plan::PublishedCheck grand_teton = parallax::test::builtin_profile("h100-hbm2e-500w-nvlink-roce").published_check.at(0);
