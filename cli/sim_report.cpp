@@ -33,7 +33,6 @@ struct InsideCompute {
 };
 std::optional<InsideCompute> inside_compute(const plan::Plan& plan, const sim::SimRun& run) {
   const auto& p = plan.scenario.parallel;
-  if (!plan::step_kernels(plan)) return std::nullopt;
   std::vector<double> compute_ms(static_cast<size_t>(p.pipeline), 0.0);
   std::map<int, int> pipeline_rank_of;  // first replica's groups
   for (int pr = 0; pr < p.pipeline; ++pr) pipeline_rank_of[plan::group_of(p, 0, pr)] = pr;
@@ -42,21 +41,37 @@ std::optional<InsideCompute> inside_compute(const plan::Plan& plan, const sim::S
       if (const auto it = pipeline_rank_of.find(e.rank); it != pipeline_rank_of.end())
         compute_ms[static_cast<size_t>(it->second)] += (e.end - e.start).to_ms();
   const int busiest = static_cast<int>(std::max_element(compute_ms.begin(), compute_ms.end()) - compute_ms.begin());
-  return InsideCompute{*plan::step_kernels(plan, busiest), compute_ms[static_cast<size_t>(busiest)]};
+  const auto kernels = plan::step_kernels(plan, busiest);
+  if (!kernels) return std::nullopt;  // no compute model
+  return InsideCompute{*kernels, compute_ms[static_cast<size_t>(busiest)]};
 }
 
-// Tokens (or samples) a second per GPU and the MFU of a step of `step`, as trainers log them
-// (plan::model_work); "" for a step of no time.
-std::string throughput_text(const plan::Plan& plan, plan::Time step) {
-  const plan::ModelWork w = plan::model_work(plan);
-  if (step <= plan::Time() || w.gpus == 0) return "";
+// A step's rates, as trainers log them (plan::model_work): tokens (0 without a sequence) and
+// samples a second per rank, and the MFU (0 without a 16-bit GPU peak). nullopt for a step of no time.
+struct Rates {
+  plan::ModelWork work;
+  double tokens = 0, samples = 0, mfu = 0;
+};
+std::optional<Rates> rates_of(const plan::Plan& plan, plan::Time step) {
+  Rates r{plan::model_work(plan)};
   const double seconds = step.to_ms() / 1e3;
+  if (seconds <= 0 || r.work.gpus == 0) return std::nullopt;
+  r.tokens = r.work.tokens / seconds / r.work.gpus;
+  r.samples = r.work.samples / seconds / r.work.gpus;
+  r.mfu = r.work.peak_flops > 0 ? r.work.flops / seconds / r.work.gpus / r.work.peak_flops : 0;
+  return r;
+}
+
+// The `throughput` line; "" for a step of no time.
+std::string throughput_text(const plan::Plan& plan, plan::Time step) {
+  const auto r = rates_of(plan, step);
+  if (!r) return "";
   const std::string per = plan.scenario.hardware.device.kind == plan::DeviceKind::cuda ? " per GPU" : " per rank";
-  std::string line = (w.tokens > 0 ? fmt("%.0f tokens/s", w.tokens / seconds / w.gpus) : fmt("%.1f samples/s", w.samples / seconds / w.gpus)) + per;
-  if (w.peak_flops > 0)
-    line += fmt("; MFU %.1f%%", 100 * w.flops / seconds / w.gpus / w.peak_flops) + fmt(" of the dense 16-bit peak (%.0f TFLOP/s)", w.peak_flops / 1e12) +
+  std::string line = (r->tokens > 0 ? fmt("%.0f tokens/s", r->tokens) : fmt("%.1f samples/s", r->samples)) + per;
+  if (r->work.peak_flops > 0)
+    line += fmt("; MFU %.1f%%", 100 * r->mfu) + fmt(" of the dense 16-bit peak (%.0f TFLOP/s)", r->work.peak_flops / 1e12) +
             ", model FLOPs as torchtitan and Megatron-LM count them (" +
-            (w.tokens > 0 ? "6 x parameters a token passes through + 12 x layers x query width x sequence, a token" : "3 x the forward's") +
+            (r->tokens > 0 ? "6 x parameters a token passes through + 12 x layers x query width x sequence, a token" : "3 x the forward's") +
             "; recompute not counted)";
   return "throughput " + line + "\n";
 }
@@ -68,17 +83,17 @@ json inside_json(const plan::Plan& plan, const sim::SimRun& run) {
   return {{"pipeline_rank", in->kernels.pipeline_rank}, {"compute_ms", in->compute_ms}, {"kernels_ms", in->kernels.total_us() / 1e3}};
 }
 
-// The same as JSON: {tokens_per_s_per_gpu (null without a sequence), samples_per_s_per_gpu,
-// model_flops_per_step, mfu (null without a 16-bit peak), peak_tflops}.
+// The `throughput` line as JSON: {tokens_per_s_per_gpu (null without a sequence),
+// samples_per_s_per_gpu, model_flops_per_step, mfu and peak_tflops (null without a 16-bit peak)}.
 json throughput_json(const plan::Plan& plan, plan::Time step) {
-  const plan::ModelWork w = plan::model_work(plan);
-  const double seconds = step.to_ms() / 1e3;
-  if (seconds <= 0 || w.gpus == 0) return json();
-  return {{"tokens_per_s_per_gpu", w.tokens > 0 ? json(w.tokens / seconds / w.gpus) : json()},
-          {"samples_per_s_per_gpu", w.samples / seconds / w.gpus},
-          {"model_flops_per_step", w.flops},
-          {"mfu", w.peak_flops > 0 ? json(w.flops / seconds / w.gpus / w.peak_flops) : json()},
-          {"peak_tflops", w.peak_flops > 0 ? json(w.peak_flops / 1e12) : json()}};
+  const auto r = rates_of(plan, step);
+  if (!r) return json();
+  const bool peak = r->work.peak_flops > 0;
+  return {{"tokens_per_s_per_gpu", r->tokens > 0 ? json(r->tokens) : json()},
+          {"samples_per_s_per_gpu", r->samples},
+          {"model_flops_per_step", r->work.flops},
+          {"mfu", peak ? json(r->mfu) : json()},
+          {"peak_tflops", peak ? json(r->work.peak_flops / 1e12) : json()}};
 }
 
 }  // namespace
