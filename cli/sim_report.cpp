@@ -96,6 +96,34 @@ json throughput_json(const plan::Plan& plan, plan::Time step) {
           {"peak_tflops", peak ? json(r->work.peak_flops / 1e12) : json()}};
 }
 
+json textbook_json(const plan::Plan& plan) {
+  const schedule::Schedule& s = plan.schedule;
+  const auto book = schedule::textbook_bubble_fraction(s.kind, s.pipeline, s.virtual_stages, s.chunks);
+  return book ? json(*book) : json();
+}
+
+// The bubble, split into fill and drain and imbalance (timeline/metrics.hpp), then per pipeline
+// rank (every replica plays the same part).
+std::string bubble_text(const plan::Plan& plan, const sim::Metrics& m) {
+  const plan::ParallelSpec& p = plan.scenario.parallel;
+  const schedule::Schedule& s = plan.schedule;
+  std::string text = "bubble     mean " + pct(m.bubble_fraction);
+  const std::string imbalance = "imbalance " + pct(m.imbalance_fraction) + " (waiting out the busiest rank's extra work)";
+  if (p.pipeline == 1) return text + (m.bubble_fraction > 0 ? ", " + imbalance : "") + "\n";
+  text += ": fill and drain " + pct(m.bubble_fraction - m.imbalance_fraction) + " (the busiest rank's own idle";
+  if (const auto book = schedule::textbook_bubble_fraction(s.kind, s.pipeline, s.virtual_stages, s.chunks))
+    text += "; the textbook's for uniform stages " + pct(*book);
+  text += "), " + imbalance + "\n           per pipeline rank (its imbalance):";
+  for (int pr = 0; pr < p.pipeline; ++pr) {
+    double bubble = 0, rank_imbalance = 0;
+    int n = 0;
+    for (const auto& r : m.ranks)
+      if (plan::group_placement(p, r.rank).pipeline_rank == pr) bubble += r.bubble_fraction, rank_imbalance += r.imbalance_fraction, ++n;
+    text += " " + std::to_string(pr) + ": " + pct(n ? bubble / n : 0) + " (" + pct(n ? rank_imbalance / n : 0) + ")";
+  }
+  return text + "\n";
+}
+
 }  // namespace
 
 json simulate_json(const plan::Plan& plan, const sim::SimRun& run, const sim::Metrics& m) {
@@ -105,6 +133,7 @@ json simulate_json(const plan::Plan& plan, const sim::SimRun& run, const sim::Me
                      {"busy_ms", r.busy.to_ms()},
                      {"bubble_ms", r.bubble.to_ms()},
                      {"bubble_fraction", r.bubble_fraction},
+                     {"imbalance_fraction", r.imbalance_fraction},
                      {"exposed_comm_ms", r.exposed_comm.to_ms()},
                      {"peak_memory_mb", static_cast<double>(r.peak_memory) / (1024.0 * 1024.0)},
                      {"fits", r.fits}});
@@ -129,6 +158,8 @@ json simulate_json(const plan::Plan& plan, const sim::SimRun& run, const sim::Me
           {"kernels", timeline::kernels_json(plan)},
           {"inside", inside_json(plan, run)},
           {"bubble_fraction", m.bubble_fraction},
+          {"imbalance_fraction", m.imbalance_fraction},
+          {"textbook_bubble_fraction", textbook_json(plan)},
           {"ranks", ranks},
           {"links", links},
           {"critical_path", path},
@@ -169,16 +200,7 @@ std::string simulate_text(const plan::Plan& plan, const sim::SimRun& run, const 
         << fmt("%.1f ms", in->beyond_ms()) << " beyond their kernels (" << fmt("%.1f ms", in->kernels.total_us() / 1e3)
         << "), the collectives inside them (tensor-parallel, context ring, MoE all-to-alls) and the slowdowns beside them\n";
   }
-  // Bubble per pipeline rank (every replica plays the same part), with its stages.
-  o << "bubble     mean " << pct(m.bubble_fraction) << "; per pipeline rank:";
-  for (int pr = 0; pr < p.pipeline; ++pr) {
-    double sum = 0;
-    int n = 0;
-    for (const auto& r : m.ranks)
-      if (plan::group_placement(p, r.rank).pipeline_rank == pr) sum += r.bubble_fraction, ++n;
-    o << " " << pr << ": " << pct(n ? sum / n : 0);
-  }
-  o << "\n";
+  o << bubble_text(plan, m);
   const sim::RankMetrics* worst_comm = &m.ranks.front();
   const sim::RankMetrics* worst_mem = &m.ranks.front();
   double comm_sum = 0;

@@ -147,6 +147,13 @@ const char* name(ScheduleKind k) {
 bool v_shaped(ScheduleKind k) { return k == ScheduleKind::zbv_zero_bubble || k == ScheduleKind::dualpipev; }
 bool splits_backward(ScheduleKind k) { return k == ScheduleKind::interleaved_zero_bubble || v_shaped(k); }
 
+std::optional<double> textbook_bubble_fraction(ScheduleKind k, int pipeline, int virtual_stages, int chunks) {
+  const double p = pipeline, m = chunks;
+  if (k == ScheduleKind::gpipe || k == ScheduleKind::one_f_one_b) return (p - 1) / (m + p - 1);
+  if (k == ScheduleKind::interleaved_1f1b && chunks >= pipeline) return (p - 1) / (virtual_stages * m + p - 1);
+  return std::nullopt;
+}
+
 const char* name(Collectives c) { return c == Collectives::nccl ? "nccl" : "gloo"; }
 
 }  // namespace parallax::schedule

@@ -24,6 +24,7 @@
 // A CSV may also carry the communication itself (PyTorch's "compute_comms" form, cells such as
 // 0SEND_F3 or 1RECV_F3): then lowering keeps it exactly as written, and the validator judges it.
 #include <cassert>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,11 @@ bool v_shaped(ScheduleKind k);
 /// Schedules that split backwards into I and W: interleaved-zero-bubble, zbv-zero-bubble,
 /// dualpipev (a CSV may too; its cells say).
 bool splits_backward(ScheduleKind k);
+/// The bubble fraction the papers give a schedule with uniform stages and free communication:
+/// (p-1)/(m+p-1) for GPipe and 1F1B, (p-1)/(v*m+p-1) for interleaved 1F1B with m >= p (Narayanan
+/// et al. 2021), m the chunks of one mini-batch (each accumulation round fills and drains alike);
+/// nullopt for the other schedules and for interleaved 1F1B with m < p.
+std::optional<double> textbook_bubble_fraction(ScheduleKind k, int pipeline, int virtual_stages, int chunks);
 /// The pipeline rank that holds `stage`, for `pipeline` ranks, looped or V-shaped. Either way it
 /// is the rank's (stage / pipeline)-th stage.
 inline int pipeline_rank_of_stage(int stage, int pipeline, bool v_shape) {

@@ -50,6 +50,7 @@ Metrics compute_metrics(const plan::Plan& plan, const SimRun& run) {
   const int64_t step = times.step_time.count_ns();
   m.step_time = times.step_time;
   m.bubble_fraction = times.bubble_fraction;
+  m.imbalance_fraction = times.imbalance_fraction;
   m.device_memory = plan.scenario.hardware.device.memory_bytes();
   for (const timeline::RankTimes& t : times.ranks) {
     RankMetrics rm;
@@ -57,6 +58,8 @@ Metrics compute_metrics(const plan::Plan& plan, const SimRun& run) {
     rm.busy = t.busy;
     rm.bubble = t.bubble;
     rm.bubble_fraction = t.bubble_fraction;
+    rm.imbalance = t.imbalance;
+    rm.imbalance_fraction = t.imbalance_fraction;
     rm.exposed_comm = t.exposed_comm;
     rm.peak_memory = t.rank < static_cast<int>(run.peak_memory.size()) ? run.peak_memory[t.rank] : 0;
     rm.fits = plan.scenario.hardware.device.holds(rm.peak_memory);

@@ -12,8 +12,10 @@ namespace parallax::sim {
 struct RankMetrics {
   int rank = 0;
   Time busy;           ///< compute lane busy
-  Time bubble;         ///< step time - busy
+  Time bubble;         ///< step time - busy - exposed communication
   double bubble_fraction = 0;
+  Time imbalance;      ///< the part of the bubble spent waiting out the busiest rank's extra work
+  double imbalance_fraction = 0;
   Time exposed_comm;   ///< a communication lane busy while compute is idle
   int64_t peak_memory = 0;
   bool fits = true;
@@ -31,6 +33,7 @@ struct LinkMetrics {
 struct Metrics {
   Time step_time;
   double bubble_fraction = 0;  ///< mean over ranks
+  double imbalance_fraction = 0;  ///< mean over ranks; the rest of the bubble is fill and drain
   std::vector<RankMetrics> ranks;
   std::vector<LinkMetrics> links;  ///< links that carried traffic, busiest first
   std::vector<int32_t> critical_path;  ///< event indices, first to last

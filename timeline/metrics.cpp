@@ -175,6 +175,21 @@ std::vector<int64_t> both_posted(const Timeline& timeline, int step, const Stage
   return out;
 }
 
+// The header's split of each bubble: the busiest rank's work beyond a rank's is imbalance.
+void split_imbalance(StepTimes& out) {
+  if (out.step_time.count_ns() <= 0 || out.ranks.empty()) return;
+  int64_t most = 0;
+  for (const RankTimes& r : out.ranks) most = std::max(most, r.busy.count_ns() + r.exposed_comm.count_ns());
+  double sum = 0;
+  for (RankTimes& r : out.ranks) {
+    const int64_t extra = most - r.busy.count_ns() - r.exposed_comm.count_ns();
+    r.imbalance = Time::ns(std::min(extra, r.bubble.count_ns()));
+    r.imbalance_fraction = static_cast<double>(r.imbalance.count_ns()) / static_cast<double>(out.step_time.count_ns());
+    sum += r.imbalance_fraction;
+  }
+  out.imbalance_fraction = sum / static_cast<double>(out.ranks.size());
+}
+
 }  // namespace
 
 int64_t union_length(std::vector<std::pair<int64_t, int64_t>> intervals) {
@@ -248,6 +263,7 @@ StepTimes step_times(const Timeline& timeline, int step) {
     out.ranks.push_back(rt);
   }
   out.bubble_fraction = world > 0 ? sum / static_cast<double>(world) : 0.0;
+  split_imbalance(out);
   return out;
 }
 

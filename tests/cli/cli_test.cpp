@@ -231,6 +231,23 @@ TEST_CASE("cli: simulate says what the longest pipeline rank's F and B took beyo
   CHECK_THAT(run("simulate " + llama).out, Catch::Contains("inside     pipeline rank " + std::to_string(pr) + "'s F and B took longest"));
 }
 
+TEST_CASE("cli: simulate splits the bubble into fill and drain and imbalance", "[cli]") {
+  // Uniform stages on free links: the whole bubble is fill and drain, the textbook's 3/35.
+  const auto ideal = run("simulate " + scenario("interleaved-synthetic-ideal.yaml"));
+  CHECK_THAT(ideal.out, Catch::Contains("bubble     mean 8.6%: fill and drain 8.6% (the busiest rank's own idle; the textbook's "
+                                        "for uniform stages 8.6%), imbalance 0.0%"));
+  // Llama 3.1 70B: the last pipeline rank holds the output layer and the loss, and the others wait it out.
+  const auto j = nlohmann::json::parse(run("simulate " + scenario("llama-3.1-70b-64xH100.yaml") + " --json").out);
+  const double book = 3.0 / (5 * 64 + 3);  // (p-1)/(v m+p-1)
+  CHECK(j["textbook_bubble_fraction"].get<double>() == Approx(book));
+  CHECK(j["imbalance_fraction"].get<double>() > 2 * book);
+  double most = 0;
+  for (const auto& r : j["ranks"]) most = std::max(most, r["busy_ms"].get<double>() + r["exposed_comm_ms"].get<double>());
+  for (const auto& r : j["ranks"])  // the work the busiest rank had beyond this one's
+    CHECK(r["imbalance_fraction"].get<double>() * j["step_time_ms"].get<double>() ==
+          Approx(most - r["busy_ms"].get<double>() - r["exposed_comm_ms"].get<double>()).margin(1e-6));
+}
+
 TEST_CASE("cli: plan and simulate say that a GPU pipeline at PyTorch's point-to-point is not Megatron-LM's", "[cli]") {
   const std::string hint = "framework  pytorch (torch.distributed.pipelining's point-to-point";
   const std::string pytorch = scenario("llama-3.1-70b-64xH100.yaml") + " --set framework=pytorch";
@@ -331,9 +348,9 @@ TEST_CASE("cli: simulate --json has the documented fields, and -o writes a Perfe
   const auto r = run("simulate " + scenario("mlp-fashion-mnist-ddp2.yaml") + " -o " + trace + " --json");
   REQUIRE(r.code == 0);
   const auto j = nlohmann::json::parse(r.out);
-  for (const char* key : {"step_time_ms", "bubble_fraction", "ranks", "links", "critical_path", "events", "wall_ms", "fits"})
+  for (const char* key : {"step_time_ms", "bubble_fraction", "imbalance_fraction", "textbook_bubble_fraction", "ranks", "links", "critical_path", "events", "wall_ms", "fits"})
     CHECK(j.contains(key));
-  for (const char* key : {"rank", "busy_ms", "bubble_ms", "bubble_fraction", "exposed_comm_ms", "peak_memory_mb"})
+  for (const char* key : {"rank", "busy_ms", "bubble_ms", "bubble_fraction", "imbalance_fraction", "exposed_comm_ms", "peak_memory_mb"})
     CHECK(j["ranks"][0].contains(key));
   for (const char* key : {"name", "bytes", "avg_gbps", "utilization"}) CHECK(j["links"][0].contains(key));
   CHECK(j["step_time_ms"].get<double>() > 0);

@@ -49,6 +49,10 @@ TEST_CASE("sim: with free communication, GPipe and 1F1B bubbles are (p-1)/(m+p-1
         const auto metrics = simulate(test::plan_from(test::synthetic_scenario(p * 2, p, m, schedule)));
         const double expected = static_cast<double>(p - 1) / (m + p - 1);
         for (const auto& r : metrics.ranks) CHECK(r.bubble_fraction == Approx(expected).margin(1e-9));
+        // Uniform stages: no imbalance, and the textbook's figure is the simulated one.
+        CHECK(metrics.imbalance_fraction == Approx(0).margin(1e-9));
+        const auto kind = schedule == "gpipe" ? schedule::ScheduleKind::gpipe : schedule::ScheduleKind::one_f_one_b;
+        CHECK(schedule::textbook_bubble_fraction(kind, p, 1, m).value() == Approx(expected).margin(1e-12));
       }
     }
   }
@@ -65,7 +69,37 @@ TEST_CASE("sim: with free communication, interleaved 1F1B's bubble is (p-1)/(v*m
             simulate(test::plan_from(test::synthetic_scenario(p * v, p, m, "interleaved-1f1b", v)));
         const double expected = static_cast<double>(p - 1) / (v * m + p - 1);
         for (const auto& r : metrics.ranks) CHECK(r.bubble_fraction == Approx(expected).margin(1e-9));
+        CHECK(metrics.imbalance_fraction == Approx(0).margin(1e-9));
+        CHECK(schedule::textbook_bubble_fraction(schedule::ScheduleKind::interleaved_1f1b, p, v, m).value() ==
+              Approx(expected).margin(1e-12));
       }
+    }
+  }
+}
+
+TEST_CASE("sim: a slower last stage: 1F1B's fill and drain is its idle, the rest of each bubble imbalance", "[sim]") {
+  // Stages of 2, 2, ..., 3 uniform layers (each F + B taking t a layer). The last stage computes
+  // without a break once its first input arrives: step = (p-1)(2t) + m(3t), of which it idles
+  // the (p-1)(2t) of filling and draining the others; each other rank also waits out m x t more.
+  for (int p : {2, 4}) {
+    for (int m : {4, 8}) {
+      INFO("p=" << p << " m=" << m);
+      std::string lengths;
+      for (int s = 0; s < p; ++s) lengths += (s ? ", " : "") + std::string(s == p - 1 ? "3" : "2");
+      const auto plan = test::plan_from("model: {preset: synthetic, layers: " + std::to_string(2 * p + 1) +
+                                        ", fwd_us_per_sample: 10, params_mb: 1, activation_mb: 1}\n"
+                                        "data: {batch_size: " + std::to_string(2 * m) + "}\n"
+                                        "parallel: {pipeline: " + std::to_string(p) + ", chunks: " + std::to_string(m) +
+                                        ", schedule: 1f1b, partition_len: [" + lengths + "]}\nhardware: ideal\n");
+      const auto metrics = simulate(plan);
+      const double step = (p - 1) * 2.0 + m * 3.0;  // in t
+      REQUIRE(metrics.ranks.size() == static_cast<size_t>(p));
+      for (const auto& r : metrics.ranks) {
+        CHECK(r.bubble_fraction - r.imbalance_fraction == Approx((p - 1) * 2.0 / step).margin(1e-9));
+        CHECK(r.imbalance_fraction == Approx(r.rank == p - 1 ? 0.0 : m / step).margin(1e-9));
+      }
+      CHECK(schedule::textbook_bubble_fraction(schedule::ScheduleKind::one_f_one_b, p, 1, m) ==
+            Approx(static_cast<double>(p - 1) / (m + p - 1)));
     }
   }
 }

@@ -50,6 +50,13 @@ TEST_CASE("timeline::step_times: a wait splits into bubble (peer not yet sending
   // Idle is always the sum of the two.
   for (const auto& r : s.ranks)
     CHECK((r.bubble + r.exposed_comm + r.busy).to_us() == Approx(s.step_time.to_us()));
+  // Rank 0 had the more work (300 busy + 250 exposed against 250 + 240): rank 1's bubble holds 60
+  // us of imbalance, and both are left 250 us of fill and drain.
+  CHECK(s.ranks[0].imbalance.to_us() == Approx(0).margin(1e-9));
+  CHECK(s.ranks[1].imbalance.to_us() == Approx(60));
+  CHECK(s.ranks[1].imbalance_fraction == Approx(60.0 / 800));
+  CHECK(s.imbalance_fraction == Approx(30.0 / 800));
+  for (const auto& r : s.ranks) CHECK((r.bubble - r.imbalance).to_us() == Approx(250));
 }
 
 TEST_CASE("timeline::step_times: messages are matched within their replica", "[timeline]") {
