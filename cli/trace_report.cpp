@@ -305,6 +305,7 @@ json compare_json(const timeline::CompareReport& r) {
                       {{"predicted", c.predicted_bubble_fraction},
                        {"measured", c.measured_bubble_fraction},
                        {"difference", c.predicted_bubble_fraction - c.measured_bubble_fraction}}},
+                     {"imbalance_fraction", {{"predicted", c.predicted_imbalance_fraction}, {"measured", c.measured_imbalance_fraction}}},
                      {"exposed_comm_ms", {{"predicted", c.predicted_exposed_comm.to_ms()}, {"measured", c.measured_exposed_comm.to_ms()}}},
                      {"memory_mb",
                       {{"predicted", c.predicted_memory_mb < 0 ? json() : json(c.predicted_memory_mb)},
@@ -353,13 +354,14 @@ std::string compare_text(const timeline::CompareReport& r) {
     << r.measured_steps.size() << " of them\n";
   if (const std::string few = timeline::few_steps_warning(m.steps); !few.empty()) o << "            " << few << "\n";
   o << "\n";
-  o << "rank  bubble predicted  measured  difference   exposed comm predicted  measured\n";
+  o << "rank  bubble predicted  measured  difference  of it imbalance   exposed comm predicted  measured\n";
   for (const auto& c : r.ranks) {
-    char line[200];
-    std::snprintf(line, sizeof line, "%-5d %7.3f ms %5.1f%%  %7.3f ms %5.1f%%  %+6.1f pts    %10.3f ms  %10.3f ms\n", c.rank,
-                  c.predicted_bubble.to_ms(), 100 * c.predicted_bubble_fraction, c.measured_bubble.to_ms(),
+    char line[220];
+    std::snprintf(line, sizeof line, "%-5d %7.3f ms %5.1f%%  %7.3f ms %5.1f%%  %+6.1f pts  %5.1f%% / %5.1f%%  %10.3f ms  %10.3f ms\n",
+                  c.rank, c.predicted_bubble.to_ms(), 100 * c.predicted_bubble_fraction, c.measured_bubble.to_ms(),
                   100 * c.measured_bubble_fraction, 100 * (c.predicted_bubble_fraction - c.measured_bubble_fraction),
-                  c.predicted_exposed_comm.to_ms(), c.measured_exposed_comm.to_ms());
+                  100 * c.predicted_imbalance_fraction, 100 * c.measured_imbalance_fraction, c.predicted_exposed_comm.to_ms(),
+                  c.measured_exposed_comm.to_ms());
     o << line;
   }
   if (std::any_of(r.ranks.begin(), r.ranks.end(), [](const auto& c) { return c.measured_memory_mb >= 0; })) {

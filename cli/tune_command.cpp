@@ -344,14 +344,14 @@ int tune_command(const TuneArgs& args, const std::string& self) {
     if (r.sampled_one_in > 1)
       std::printf("(the space is about %zu times these counts: past %zu configurations it was sampled uniformly, one combination in %zu)\n\n",
                   r.sampled_one_in, tune::kEnumerationCap, r.sampled_one_in);
-    std::printf("%4s %10s %10s %7s %12s %10s  %s\n", "rank", "step ms", "samples/s", "bubble", "exposed ms",
+    std::printf("%4s %10s %10s %7s %9s %12s %10s  %s\n", "rank", "step ms", "samples/s", "bubble", "imbalance", "exposed ms",
                 "peak MiB", "what changes from the scenario");
     for (size_t i = 0; i < r.ranked.size(); ++i) {
       const auto& e = r.ranked[i];
       const tune::Detail& d = details[i];
       const std::string also = tune::also_text(e);
-      std::printf("%4zu %10.3f %10s %6.1f%% %12.3f %10.1f  %s%s\n", i + 1, e.step.to_ms(), samples_per_s(e).c_str(),
-                  100 * d.bubble, d.exposed.to_ms(), static_cast<double>(e.peak_memory) / kMiB,
+      std::printf("%4zu %10.3f %10s %6.1f%% %8.1f%% %12.3f %10.1f  %s%s\n", i + 1, e.step.to_ms(), samples_per_s(e).c_str(),
+                  100 * d.bubble, 100 * d.imbalance, d.exposed.to_ms(), static_cast<double>(e.peak_memory) / kMiB,
                   plan::describe(e.changes).c_str(), also.empty() ? "" : ("  (" + also + ")").c_str());
     }
     std::printf("\nPareto frontier, step time against peak memory (of the configurations simulated):\n");

@@ -72,18 +72,22 @@ StageBubbles stage_bubbles(const Prediction& prediction, const timeline::Compare
   const plan::Plan& plan = prediction.plan;
   const int p = plan.scenario.parallel.pipeline;
   StageBubbles out;
-  std::vector<double> predicted(p, 0), measured(p, 0);
+  std::vector<double> predicted(p, 0), measured(p, 0), predicted_imbalance(p, 0), measured_imbalance(p, 0);
   std::vector<int> count(p, 0);
   // Timeline ranks are tensor groups, numbered as the plan places them (plan::group_of).
   const auto pipeline_rank = [&](int group) { return plan::group_placement(plan.scenario.parallel, group).pipeline_rank; };
   for (const auto& r : prediction.metrics.ranks) {
     const int pr = pipeline_rank(r.rank);
     predicted[pr] += r.bubble_fraction;
+    predicted_imbalance[pr] += r.imbalance_fraction;
     count[pr] += 1;
   }
   if (comparison)
     for (const auto& r : comparison->ranks)
-      if (r.rank < plan.scenario.parallel.tensor_groups()) measured[pipeline_rank(r.rank)] += r.measured_bubble_fraction;
+      if (r.rank < plan.scenario.parallel.tensor_groups()) {
+        measured[pipeline_rank(r.rank)] += r.measured_bubble_fraction;
+        measured_imbalance[pipeline_rank(r.rank)] += r.measured_imbalance_fraction;
+      }
   // A bar's label stays short (the axis cuts long ones); an interleaved rank's stages go in the
   // axis title, pipeline rank 0's as the example.
   const auto stages_of = [&](int pr) {
@@ -95,8 +99,10 @@ StageBubbles stage_bubbles(const Prediction& prediction, const timeline::Compare
   if (interleaved) out.axis = "pipeline rank (pp 0 holds stages " + stages_of(0) + ")";
   for (int pr = 0; pr < p; ++pr) {
     out.labels.push_back(interleaved ? "pp " + std::to_string(pr) : "stage " + stages_of(pr));
-    out.predicted.push_back(count[pr] ? predicted[pr] / count[pr] : 0);
-    if (comparison) out.measured.push_back(count[pr] ? measured[pr] / count[pr] : 0);
+    const auto mean = [&](const std::vector<double>& sums) { return count[pr] ? sums[pr] / count[pr] : 0; };
+    out.predicted.push_back(mean(predicted));
+    out.predicted_imbalance.push_back(mean(predicted_imbalance));
+    if (comparison) out.measured.push_back(mean(measured)), out.measured_imbalance.push_back(mean(measured_imbalance));
   }
   return out;
 }
@@ -193,7 +199,9 @@ void MetricsView::show_session(const PlanSession& session) {
   const int64_t peak = fullest_rank(m);
   const timeline::Timeline* file = session.predicted_from_file() ? &*session.predicted_from_file() : nullptr;
   QString html = "<b>" + step_time_text(prediction.get(), c, file, session.trace_mismatch()).toHtmlEscaped() + "</b><br>";
-  html += QString("Bubble fraction %1 (mean over ranks)").arg(m.bubble_fraction, 0, 'f', 3);
+  html += QString("Bubble fraction %1 (mean over ranks; imbalance %2 of it, the rest fill and drain)")
+              .arg(m.bubble_fraction, 0, 'f', 3)
+              .arg(m.imbalance_fraction, 0, 'f', 3);
   if (c) {
     double measured = 0;
     for (const auto& r : c->ranks) measured += r.measured_bubble_fraction;
@@ -233,10 +241,13 @@ QChart* MetricsView::bubble_chart(const Prediction& p, const timeline::CompareRe
   const StageBubbles b = stage_bubbles(p, c);
   QChart* chart = new_chart(b.axis.empty() ? "Bubble fraction per stage" : "Bubble fraction per pipeline rank");
   auto* series = new QBarSeries;
+  // Each bubble beside the imbalance in it (the rest is fill and drain), lighter.
   series->append(bar_set("predicted", b.predicted, kPredicted));
+  series->append(bar_set("of it imbalance, predicted", b.predicted_imbalance, kPredicted.lighter(150)));
   double top = *std::max_element(b.predicted.begin(), b.predicted.end());
   if (!b.measured.empty()) {
     series->append(bar_set("measured", b.measured, kMeasured));
+    series->append(bar_set("of it imbalance, measured", b.measured_imbalance, kMeasured.lighter(150)));
     top = std::max(top, *std::max_element(b.measured.begin(), b.measured.end()));
   }
   chart->addSeries(series);

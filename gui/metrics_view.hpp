@@ -19,6 +19,8 @@ struct StageBubbles {
   std::string axis;                 ///< "" or, when interleaved, "pipeline rank (pp 0 holds stages 0, 4, 8)"
   std::vector<double> predicted;
   std::vector<double> measured;     ///< empty without a measured trace
+  /// The imbalance in each bar (timeline/metrics.hpp): waiting out the busiest rank's extra work.
+  std::vector<double> predicted_imbalance, measured_imbalance;
 };
 StageBubbles stage_bubbles(const Prediction& prediction, const timeline::CompareReport* comparison);
 

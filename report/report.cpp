@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <array>
 #include <map>
 
 #include "report/assets.hpp"
@@ -58,6 +59,7 @@ json ranks_json(const timeline::StepTimes& predicted, const timeline::CompareRep
       out.push_back({{"rank", r.rank},
                      {"bubble_ms", {r.predicted_bubble.to_ms(), r.measured_bubble.to_ms()}},
                      {"bubble_fraction", {r.predicted_bubble_fraction, r.measured_bubble_fraction}},
+                     {"imbalance_fraction", {r.predicted_imbalance_fraction, r.measured_imbalance_fraction}},
                      {"exposed_comm_ms", {r.predicted_exposed_comm.to_ms(), r.measured_exposed_comm.to_ms()}}});
     return out;
   }
@@ -65,6 +67,7 @@ json ranks_json(const timeline::StepTimes& predicted, const timeline::CompareRep
     out.push_back({{"rank", r.rank},
                    {"bubble_ms", {r.bubble.to_ms()}},
                    {"bubble_fraction", {r.bubble_fraction}},
+                   {"imbalance_fraction", {r.imbalance_fraction}},
                    {"exposed_comm_ms", {r.exposed_comm.to_ms()}}});
   return out;
 }
@@ -79,24 +82,27 @@ json stages_json(const json& ranks, const timeline::PlanSummary& plan) {
     pipeline_rank_of[r.rank / plan.tensor] = r.pipeline_rank;
     stages_of[r.pipeline_rank] = r.stages;
   }
-  std::map<int, std::vector<double>> sums;  // pipeline rank -> [predicted, measured, count]
+  // pipeline rank -> [bubble predicted, measured, imbalance predicted, measured, count]
+  std::map<int, std::array<double, 5>> sums;
   for (const auto& r : ranks) {
     const int rank = r["rank"].get<int>();
     const auto it = pipeline_rank_of.find(rank);
     auto& s = sums[it == pipeline_rank_of.end() ? rank : it->second];
-    s.resize(3);
     const auto& f = r["bubble_fraction"];
+    const auto& i = r["imbalance_fraction"];
     s[0] += f[0].get<double>();
     s[1] += f.size() > 1 ? f[1].get<double>() : 0.0;
-    s[2] += 1;
+    s[2] += i[0].get<double>();
+    s[3] += i.size() > 1 ? i[1].get<double>() : 0.0;
+    s[4] += 1;
   }
   const bool measured = !ranks.empty() && ranks[0]["bubble_fraction"].size() > 1;
   json out = json::array();
   for (const auto& [pr, s] : sums) {
-    json fractions = {s[0] / s[2]};
-    if (measured) fractions.push_back(s[1] / s[2]);
+    json bubble = {s[0] / s[4]}, imbalance = {s[2] / s[4]};
+    if (measured) bubble.push_back(s[1] / s[4]), imbalance.push_back(s[3] / s[4]);
     out.push_back({{"pipeline_rank", pr}, {"stages", stages_of.count(pr) ? json(stages_of[pr]) : json::array({pr})},
-                   {"bubble_fraction", fractions}});
+                   {"bubble_fraction", bubble}, {"imbalance_fraction", imbalance}});
   }
   return out;
 }

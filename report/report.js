@@ -9,6 +9,8 @@ const KINDS = D.vocabulary.kinds;  // schedule::ActionKind's names in its order,
 const LANES = D.vocabulary.lanes;  // timeline::Lane's
 const COLORS = ['#4c9be8', '#2e9d6b', '#e8a33c', '#d9822b', '#c9a227', '#b5651d', '#8e44ad', '#7f8c8d', '#5cb85c', '#a3c644', '#3f7fbf'];
 const PREDICTED = '#8a94a6', RESERVE = '#c8cdd6', MEASURED = '#2f6fde', LIMIT = '#c0392b';
+// A bubble's imbalance, drawn on its fill and drain in a lighter shade of the side's colour.
+const IMBALANCE_PREDICTED = '#d2b48c', IMBALANCE_MEASURED = '#9dbcf0';
 
 // ---- small helpers
 
@@ -252,15 +254,26 @@ function measuredSeries(name, values) {
   return out;
 }
 
+// Each side's bubble as its fill and drain with the imbalance stacked on it (the bar's top is the bubble).
+function bubbleSeries(stages) {
+  const side = (k, name, color, light) => [
+    { name: `fill and drain ${name}`, color, values: stages.map(s => s.bubble_fraction[k] - s.imbalance_fraction[k]) },
+    { name: `imbalance ${name}`, color: light, values: stages.map(s => s.imbalance_fraction[k]), stack: true }];
+  const out = side(0, 'predicted', PREDICTED, IMBALANCE_PREDICTED);
+  if (D.summary.measured) out.push(...side(1, 'measured', MEASURED, IMBALANCE_MEASURED));
+  return out;
+}
+
 function renderCharts() {
   const stages = D.stages;
   barChart(document.getElementById('bubble-chart'), {
     labels: stages.map(s => `p${s.pipeline_rank}`),
-    series: measuredSeries('bubble', stages.map(s => s.bubble_fraction)),
+    series: bubbleSeries(stages),
     unit: (stages.length === 1 ? 'Bubble fraction of the step (one pipeline rank, holding stage ' + stages[0].stages.join(',') + ')'
                                : 'Bubble fraction of the step per pipeline rank (pN holds stages ' +
                                  stages.map(s => `p${s.pipeline_rank}: ${s.stages.join(',')}`).slice(0, 8).join('; ') +
-                                 (stages.length > 8 ? '; ...' : '') + ')') + ', the mean over the replicas that play it',
+                                 (stages.length > 8 ? '; ...' : '') + ')') + ', the mean over the replicas that play it. ' +
+          'On each bar its imbalance: waiting out the busiest rank\'s extra work; below it the fill and drain, the busiest rank\'s own idle',
     format: (v, step) => (100 * v).toFixed(decimals(step && 100 * step, v < 0.1 ? 1 : 0)) + '%',
   });
   barChart(document.getElementById('exposed-chart'), {

@@ -120,18 +120,21 @@ CompareReport compare(const timeline::Timeline& predicted, const timeline::Timel
     if (rank < static_cast<int>(pt.ranks.size())) {
       rc.predicted_bubble = pt.ranks[rank].bubble;
       rc.predicted_bubble_fraction = pt.ranks[rank].bubble_fraction;
+      rc.predicted_imbalance_fraction = pt.ranks[rank].imbalance_fraction;
       rc.predicted_exposed_comm = pt.ranks[rank].exposed_comm;
     }
     std::vector<plan::Time> bubble, exposed;
-    std::vector<double> fraction;
+    std::vector<double> fraction, imbalance;
     for (const auto& m : mt) {
       if (rank >= static_cast<int>(m.ranks.size())) continue;
       bubble.push_back(m.ranks[rank].bubble);
       fraction.push_back(m.ranks[rank].bubble_fraction);
+      imbalance.push_back(m.ranks[rank].imbalance_fraction);
       exposed.push_back(m.ranks[rank].exposed_comm);
     }
     rc.measured_bubble = median(bubble);
     rc.measured_bubble_fraction = median(fraction);
+    rc.measured_imbalance_fraction = median(imbalance);
     rc.measured_exposed_comm = median(exposed);
     r.ranks.push_back(rc);
   }

@@ -18,6 +18,8 @@ struct RankComparison {
   int rank = 0;
   plan::Time predicted_bubble, measured_bubble;
   double predicted_bubble_fraction = 0, measured_bubble_fraction = 0;
+  /// The part of each bubble fraction that is imbalance (timeline/metrics.hpp).
+  double predicted_imbalance_fraction = 0, measured_imbalance_fraction = 0;
   plan::Time predicted_exposed_comm, measured_exposed_comm;
   /// MiB: the plan's estimate (from the trace's plan) and the run's measured training memory
   /// (timeline::RankMemory); negative when a trace does not carry it.

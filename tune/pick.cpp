@@ -67,6 +67,7 @@ Detail detail_of(Evaluator& evaluator, const plan::Settings& config) {
   const sim::Metrics m = sim::compute_metrics(p, run);
   Detail d;
   d.bubble = m.bubble_fraction;
+  d.imbalance = m.imbalance_fraction;
   for (const auto& r : m.ranks) d.exposed = std::max(d.exposed, r.exposed_comm);
   d.critical_path = critical_path_text(run, m);
   return d;
@@ -102,7 +103,8 @@ Pick pick(Evaluator& evaluator, const SearchResult& result, const Evaluation* me
   p.given = detail_of(evaluator, evaluator.given());
   p.vs_given = result.baseline.step / p.best->step;
   p.vs_defaults = result.defaults.simulated() ? result.defaults.step / p.best->step : std::nan("");
-  p.why = "bubble " + percent(p.detail.bubble) + " (as given " + percent(p.given.bubble) + "), exposed communication " +
+  const auto bubble = [](const Detail& d) { return percent(d.bubble) + (d.imbalance > 0.005 ? ", imbalance " + percent(d.imbalance) + " of it" : ""); };
+  p.why = "bubble " + bubble(p.detail) + " (as given " + bubble(p.given) + "), exposed communication " +
           plan::duration_text(p.detail.exposed) + " (as given " + plan::duration_text(p.given.exposed) + "); its critical path: " +
           p.detail.critical_path;
   return p;

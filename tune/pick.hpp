@@ -12,6 +12,7 @@ namespace parallax::tune {
 /// What the full simulation says about one configuration, for a ranked table and the "why".
 struct Detail {
   double bubble = 0;        ///< mean over ranks, fraction of the step
+  double imbalance = 0;     ///< the part of `bubble` that is imbalance (timeline/metrics.hpp)
   plan::Time exposed;       ///< exposed communication, the largest of any rank
   std::string critical_path;  ///< its three largest parts: "stage 3 backward 41%, ..."
 };

@@ -265,6 +265,11 @@ void GuiTest::rows_and_bars_say_where_each_rank_sits() {
   const StageBubbles b = stage_bubbles(*w.session().prediction(), nullptr);
   QCOMPARE(b.labels, (std::vector<std::string>{"pp 0", "pp 1", "pp 2", "pp 3"}));
   QCOMPARE(b.axis, std::string("pipeline rank (pp 0 holds stages 0, 4, 8, 12, 16)"));
+  // The last pipeline rank holds the output layer and the loss: the others' bubbles are mostly
+  // waiting for it, its own is the schedule's fill and drain.
+  QCOMPARE(b.predicted_imbalance.size(), size_t{4});
+  QVERIFY(b.predicted_imbalance[3] < 1e-3);
+  for (int pr = 0; pr < 3; ++pr) QVERIFY(b.predicted_imbalance[pr] > 0.5 * b.predicted[pr]);
   // One stage per rank: the bars are the stages, as before.
   open(w, kPipeline2);
   QCOMPARE(stage_bubbles(*w.session().prediction(), nullptr).labels, (std::vector<std::string>{"stage 0", "stage 1"}));

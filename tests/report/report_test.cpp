@@ -297,6 +297,9 @@ TEST_CASE("report: headless Chromium shows the step time and errors, draws the p
   CHECK(dom.find("id=\"kinds-table\"") != std::string::npos);
   CHECK(dom.find("id=\"tune-table-ranked\"") != std::string::npos);
   CHECK(dom.find("Warning: few steps") != std::string::npos);
+  // Each side's bubble bar is its fill and drain with the imbalance on it, both sides in the legend.
+  for (const char* part : {"fill and drain predicted", "imbalance predicted", "fill and drain measured", "imbalance measured"})
+    CHECK(dom.find(part) != std::string::npos);
   // Links that carried traffic show a rate in a unit that shows it, never a bare 0.00.
   const size_t links = dom.find("id=\"links-table\"");
   REQUIRE(links != std::string::npos);

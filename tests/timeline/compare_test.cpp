@@ -90,6 +90,25 @@ TEST_CASE("timeline::compare: bubbles per rank, both sides", "[timeline]") {
   CHECK(r.ranks[0].measured_bubble.to_ms() == Approx(0));
 }
 
+TEST_CASE("timeline::compare: the imbalance in each bubble, both sides", "[timeline]") {
+  // Two ranks, each one forward of its own stage: rank 1 finishes first and waits out rank 0.
+  timeline::Timeline predicted, measured;
+  predicted.world_size = measured.world_size = 2;
+  add(predicted, 0, Lane::compute, {ActionKind::F, 0, 0}, 0, 2);
+  add(predicted, 1, Lane::compute, {ActionKind::F, 1, 0}, 0, 1);
+  for (const auto& [step, rank1_ms] : {std::pair{0, 1.0}, {1, 2.0}, {2, 1.0}}) {  // step 0 is the warm-up
+    add(measured, 0, Lane::compute, {ActionKind::F, 0, 0}, 100 * step, 100 * step + 3, step);
+    add(measured, 1, Lane::compute, {ActionKind::F, 1, 0}, 100 * step, 100 * step + rank1_ms, step);
+  }
+  const auto r = timeline::compare(predicted, measured);
+  REQUIRE(r.ranks.size() == 2);
+  CHECK(r.ranks[0].predicted_imbalance_fraction == Approx(0).margin(1e-12));
+  CHECK(r.ranks[1].predicted_imbalance_fraction == Approx(0.5));
+  // Steps 1 and 2: rank 1 waits 1 and 2 ms of 3; their median.
+  CHECK(r.ranks[1].measured_imbalance_fraction == Approx(0.5));
+  CHECK(r.ranks[1].measured_bubble_fraction == Approx(0.5));
+}
+
 TEST_CASE("timeline::compare: memory per rank, the plan's estimate against the run's", "[timeline]") {
   timeline::Timeline predicted, measured;
   build(predicted, measured);

@@ -13,6 +13,7 @@
 #include <set>
 
 #include "sim/cost_model.hpp"
+#include "sim/metrics.hpp"
 #include "sim/simulator.hpp"
 #include "tests/test_util.hpp"
 #include "timeline/metrics.hpp"
@@ -591,6 +592,19 @@ TEST_CASE("tune: the why's critical path names a split backward's halves as comp
   INFO(path);
   CHECK_THAT(path, Catch::Contains("gradients"));
   CHECK_THAT(path, !Catch::Contains("point-to-point"));
+}
+
+TEST_CASE("tune: a row's imbalance is simulate's, and a balanced partition takes most of it away", "[tune]") {
+  // Stage 0 holds the embedding and one block, the others 6-7 each: it waits out the rest.
+  const std::string path = source("scenarios/gpipe-1b-4xA100.yaml");
+  const plan::Scenario uneven = plan::load_scenario(path, {"parallel.partition_len=[2, 6, 7, 7]"});
+  tune::Evaluator ev(uneven);
+  const tune::Detail d = tune::detail_of(ev, plan::settings_of(uneven));
+  const plan::Plan p = plan::resolve_plan(uneven);
+  CHECK(d.imbalance == Approx(sim::compute_metrics(p, sim::simulate(p)).imbalance_fraction));
+  CHECK(d.imbalance > 0.15);
+  const plan::Scenario balanced = plan::load_scenario(path, {"parallel.partition_len=balanced"});
+  CHECK(tune::detail_of(ev, plan::settings_of(balanced)).imbalance < d.imbalance / 2);
 }
 
 TEST_CASE("tune: a Megatron-LM or torchtitan job is tuned to what its trainer runs, and export takes the pick", "[tune]") {
