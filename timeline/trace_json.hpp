@@ -8,6 +8,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -122,7 +123,52 @@ class ParallaxReader {
   std::map<std::string, Counter> counters_;
 };
 /// A PyTorch profiler trace (Kineto's or the legacy profiler's) or another Chrome trace
-/// (pytorch_trace.cpp).
-void read_other(const json& root, const json& events, Source& src, int default_rank, LoadedTrace& out);
+/// (pytorch_trace.cpp), read as the parser meets its events: what rests on the whole file (the
+/// flavour, the rank, the lanes' names, which Kineto writes last, and the pairs of B and E
+/// events) waits for finish().
+class OtherReader {
+ public:
+  enum class Flavor { kineto, legacy, chrome };
+  /// What an event's lane is made of, kept from its JSON until the lanes' names are known.
+  struct LaneInputs {
+    std::string pid, tid, stream;  ///< stream: args.stream, else the tid
+  };
+  struct LaneNames {
+    std::map<std::string, std::string> process;  ///< pid -> process_name
+    std::map<ThreadKey, std::string> thread;     ///< (pid, tid) -> thread_name
+  };
+
+  OtherReader(Source& src, LoadedTrace& out) : src_(src), out_(out) {}
+  /// traceEvents[i] (or the root list's).
+  void event(const json& e, size_t i);
+  /// After the last event, with the root as parsed (its events taken out).
+  void finish(const json& root, int default_rank);
+
+ private:
+  struct Pending {
+    TraceEvent event;  ///< all but its rank, lane and communication
+    LaneInputs lane;
+  };
+  struct Edge {
+    int64_t ts;
+    size_t pending;  ///< into edge_events_
+    size_t index;    ///< the event's index in the file
+    bool begin;
+  };
+  static Pending pending(const json& e, Span s);
+  void emit(Pending& p, Flavor flavor, int rank);
+  void add_step(const TraceEvent& ev);
+  void pair_begins_and_ends(Flavor flavor, int rank);
+
+  Source& src_;
+  LoadedTrace& out_;
+  std::vector<Pending> events_;       ///< X and instant events, in file order
+  std::vector<Pending> edge_events_;  ///< B and E events
+  std::map<ThreadKey, std::vector<Edge>> edges_;
+  LaneNames names_;
+  bool legacy_ = false;   ///< an event of the legacy profiler's "CPU functions" / "CUDA functions"
+  bool pytorch_ = false;  ///< an event of a category PyTorch's profiler writes
+  std::set<int> steps_seen_;
+};
 
 }  // namespace parallax::timeline::detail

@@ -170,11 +170,13 @@ using namespace detail;  // this file's own readers and their helpers
 namespace {
 
 // The array form may lack its closing bracket (the format allows it: a writer that streams
-// events cannot always add it), possibly after a trailing comma. The text with it closed.
+// events cannot always add it), possibly after a trailing comma. The text with it closed, or
+// nothing when the text is no such list.
 std::optional<std::string> close_array(const std::string& text) {
   const size_t first = value_start(text);
   if (first == std::string::npos || text[first] != '[') return std::nullopt;
   size_t last = text.find_last_not_of(kSpace);
+  if (text[last] == ']') return std::nullopt;
   if (text[last] == ',') last = text.find_last_not_of(kSpace, last - 1);
   return text.substr(0, last + 1) + "]";
 }
@@ -192,42 +194,51 @@ std::optional<std::string> close_array(const std::string& text) {
   throw plan::InputError(position(name, text, byte), "not valid JSON (" + what + "); is the file truncated?");
 }
 
-// What parse_json hands on as it parses: the root's "parallax" header, which says whether the
-// traceEvents list after it is to be streamed, and then each of that list's events.
+// What parse_json hands on as it parses: the root's "parallax" header, and each event of the
+// event list (the root list, or the root's traceEvents).
 struct Stream {
-  std::function<bool(const json& header)> header;
+  std::function<void(const json& header)> header;
   std::function<void(const json& event, size_t index)> event;
 };
 
-// `text` as JSON. A Parallax trace's events, once its header has come (the writer puts it first),
-// go to `stream` one by one as the parser meets them and are dropped from the result: a DOM of a
-// 1.3M-event trace took 2.2 GB, 12x its text. Every other trace is kept whole.
+// `text` as JSON, but for its events: each goes to `stream` as the parser meets it and is dropped
+// from the result, so no trace is ever held as a JSON tree of its events (a 1.3M-event Parallax
+// trace's took 2.2 GB, 12x its text; a Kineto trace's 9x). Dropping each one also keeps
+// nlohmann's callback parser linear: after every object it kept, it searches the object's parent
+// for a dropped value to erase, which over a list of kept events is quadratic (28 s for a 106 MB
+// Kineto trace).
 json parse_json(const std::string& text, const std::string& name, const Stream& stream) {
   using E = json::parse_event_t;
-  std::string key;         // the root's key being read
-  bool wanted = false;     // the header asked for its events
-  bool streaming = false;  // inside the root's traceEvents list, handing it to `stream`
-  size_t index = 0;        // the next event's index in it
+  std::string key;          // the root's key being read
+  bool root_list = false;   // the root is the event list
+  bool streaming = false;   // inside the event list, handing it to `stream`
+  size_t index = 0;         // the next event's index in it
   const json::parser_callback_t each = [&](int depth, E event, json& parsed) {
-    if (depth == 1 && event == E::key) key = parsed.get<std::string>();
-    if (depth == 1 && event == E::object_end && key == "parallax" && !wanted) wanted = stream.header(parsed);
-    if (depth == 1 && event == E::array_start) streaming = wanted && key == "traceEvents";
-    if (depth == 1 && event == E::array_end) streaming = false;
-    if (!streaming || depth != 2 || (event != E::object_end && event != E::value)) return true;
+    if (depth == 0 && event == E::array_start) root_list = streaming = true;
+    if (!root_list && depth == 1) {
+      if (event == E::key) key = parsed.get<std::string>();
+      if (event == E::object_end && key == "parallax") stream.header(parsed);
+      if (event == E::array_start) streaming = key == "traceEvents";
+      if (event == E::array_end) streaming = false;
+    }
+    if (!streaming || depth != (root_list ? 1 : 2) || (event != E::object_end && event != E::value)) return true;
     stream.event(parsed, index++);
     return false;
   };
+  // A list without its closing bracket is closed first: parsed as it is, it would fail at its end,
+  // with its events already handed on.
+  const std::optional<std::string> closed = close_array(text);
   try {
-    return json::parse(text, each);
+    return json::parse(closed ? *closed : text, each);
   } catch (const json::exception& e) {
-    if (const auto closed = close_array(text)) {
-      try {
-        return json::parse(*closed);
-      } catch (const json::exception&) {
-      }
-    }
     not_json(text, name, e);
   }
+}
+
+// Whether the root's "parallax" header comes after its traceEvents (the writer puts it first).
+bool header_last(const std::string& text) {
+  const size_t header = root_value_at(text, "parallax");
+  return header != std::string::npos && header > event_list_at(text);
 }
 
 }  // namespace
@@ -292,21 +303,21 @@ LoadedTrace parse_trace(const std::string& text, const std::string& name, int de
   out.path = name;
   Source src(text, name);
   std::optional<ParallaxReader> parallax;  // once a Parallax header has been read
-  const json root = parse_json(text, name, {[&](const json& header) {
-                                              if (header.is_object()) parallax.emplace(header, src, out);
-                                              return parallax.has_value();
-                                            },
-                                            [&](const json& e, size_t i) { parallax->event(e, i); }});
+  OtherReader other(src, out);             // every other trace's events
+  const auto header = [&](const json& h) {
+    if (h.is_object() && !parallax) parallax.emplace(h, src, out);
+  };
+  // A header after the events is read first, alone (its events dropped unread), then the events.
+  if (header_last(text)) parse_json(text, name, {header, [](const json&, size_t) {}});
+  const json root = parse_json(text, name, {header, [&](const json& e, size_t i) { parallax ? parallax->event(e, i) : other.event(e, i); }});
   const json* events = root.is_array() ? &root : root.is_object() ? field(root, "traceEvents") : nullptr;
   if (!events || !events->is_array())
     throw plan::InputError(position(name, text, value_start(text)),
                            "not a Chrome trace: expected a list of events or an object with a \"traceEvents\" list");
   if (parallax) {
-    // Streamed, the list is empty here; a header that came after it leaves the events to read now.
-    for (size_t i = 0; i < events->size(); ++i) parallax->event((*events)[i], i);
     parallax->finish();
   } else {
-    read_other(root, *events, src, default_rank, out);
+    other.finish(root, default_rank);
   }
   return out;
 }

@@ -393,3 +393,33 @@ TEST_CASE("timeline::read_trace: a measured trace's memory per rank round-trips,
   CHECK_THAT(error_of("{\"parallax\": {\"world_size\": 1, \"memory\": [{\"rank\": 3}]}, \"traceEvents\": []}"),
              Catch::Contains("parallax.rank must be an integer from 0 to 0"));
 }
+
+// A Kineto trace's events are read as the parser meets them; what rests on the whole file waits
+// for its end: distributedInfo after the events still gives the rank, a thread's name written
+// last (as Kineto writes them) still names its lane, and a B/E pair still pairs.
+TEST_CASE("timeline::parse_trace: a Kineto trace's rank and lane names after its events", "[timeline]") {
+  const std::string text =
+      "{\"schemaVersion\": 1, \"traceEvents\": [\n"
+      " {\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::mm\", \"pid\": 7, \"tid\": 9, \"ts\": 10, \"dur\": 5},\n"
+      " {\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"ncclKernel_AllReduce\", \"pid\": 0, \"tid\": 3, \"ts\": 12, \"dur\": 4,"
+      " \"args\": {\"stream\": 20, \"correlation\": 42}},\n"
+      " {\"ph\": \"B\", \"cat\": \"user_annotation\", \"name\": \"ProfilerStep#4\", \"pid\": 7, \"tid\": 9, \"ts\": 8},\n"
+      " {\"ph\": \"E\", \"pid\": 7, \"tid\": 9, \"ts\": 30},\n"
+      " {\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 7, \"tid\": 9, \"args\": {\"name\": \"main\"}}],\n"
+      " \"distributedInfo\": {\"backend\": \"nccl\", \"rank\": 3, \"world_size\": 8}}";
+  const auto t = timeline::parse_trace(text, "k.json");
+  CHECK(t.format == "kineto");
+  CHECK(t.world_size == 8);
+  REQUIRE(t.events.size() == 3);
+  for (const auto& e : t.events) CHECK(e.rank == 3);
+  CHECK(t.events[0].lane == "cpu main");
+  CHECK(t.events[1].lane == "gpu stream 20 nccl");
+  CHECK(t.events[1].communication);
+  CHECK(t.events[1].correlation == 42);
+  CHECK(t.events[2].name == "ProfilerStep#4");
+  CHECK(t.events[2].start_ns == 8000);
+  CHECK(t.events[2].end_ns == 30000);
+  REQUIRE(t.steps.size() == 1);
+  CHECK(t.steps[0].rank == 3);
+  CHECK(t.steps[0].step == 4);
+}
