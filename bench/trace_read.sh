@@ -26,7 +26,7 @@ runs="${RUNS:-3}"
 work="$(mktemp -d)"
 trap 'bench_tee_close; rm -rf "$work"' EXIT
 cd "$bench_root"
-"$parallax" simulate scenarios/llama-3.1-405b-3072xH100.yaml -o "$work/trace.json" > /dev/null
+"$parallax" simulate scenarios/llama-3.1-405b-3072xH100.yaml -o "$work/trace.json" > /dev/null 2> "$work/simulate.txt" || { cat "$work/simulate.txt" >&2; exit 1; }
 echo "trace: scenarios/llama-3.1-405b-3072xH100.yaml predicted, $(( $(stat -c %s "$work/trace.json") / 1000000 )) MB"
 fixture="$bench_root/../shared/fixtures/kineto/sampled_rank-0.json.gz"
 [ -f "$fixture" ] || { echo "trace_read.sh: $fixture is missing (the shared fixtures)" >&2; exit 2; }
