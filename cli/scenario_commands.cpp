@@ -121,8 +121,10 @@ int trace_command(const std::vector<std::string>& files, bool json) {
   for (size_t i = 1; i < traces.size(); ++i) {
     const timeline::LoadedTrace &first = traces.front(), &t = traces[i];
     const bool parallax = first.format == "parallax" || t.format == "parallax";
-    if (parallax && (t.format != first.format || t.kind != first.kind || t.timeline.scenario != first.timeline.scenario ||
-                     t.timeline.world_size != first.timeline.world_size))
+    // Profiler traces of one job say the same world size (distributedInfo), where they say one.
+    const bool other_size = first.world_size > 0 && t.world_size > 0 && first.world_size != t.world_size;
+    if (other_size || (parallax && (t.format != first.format || t.kind != first.kind || t.timeline.scenario != first.timeline.scenario ||
+                                    t.timeline.world_size != first.timeline.world_size)))
       throw plan::InputError(plan::Location{files[i]}, "not of the job of " + files[0] + " (" + job_of(first) + "; this one: " + job_of(t) +
                                                            "): trace merges the files of one job; compare sets a prediction beside a run");
   }

@@ -108,9 +108,9 @@ std::string bubble_text(const plan::Plan& plan, const sim::Metrics& m) {
   const plan::ParallelSpec& p = plan.scenario.parallel;
   const schedule::Schedule& s = plan.schedule;
   std::string text = "bubble     mean " + pct(m.bubble_fraction);
-  const std::string imbalance = "imbalance " + pct(m.imbalance_fraction) + " (waiting out the busiest rank's extra work)";
+  const std::string imbalance = "imbalance " + pct(m.imbalance_fraction) + " (waiting out the extra work of the rank with the most)";
   if (p.pipeline == 1) return text + (m.bubble_fraction > 0 ? ", " + imbalance : "") + "\n";
-  text += ": fill and drain " + pct(m.bubble_fraction - m.imbalance_fraction) + " (the busiest rank's own idle";
+  text += ": fill and drain " + pct(m.bubble_fraction - m.imbalance_fraction) + " (the bubble of the rank with the most work";
   if (const auto book = schedule::textbook_bubble_fraction(s.kind, s.pipeline, s.virtual_stages, s.chunks))
     text += "; the textbook's for uniform stages " + pct(*book);
   text += "), " + imbalance + "\n           per pipeline rank (its imbalance):";

@@ -129,40 +129,54 @@ json trace_summary_json(const std::vector<timeline::LoadedTrace>& traces) {
   // rank -> lane -> intervals; rank -> communication intervals.
   std::map<int, std::map<std::string, std::vector<std::pair<int64_t, int64_t>>>> lanes;
   std::map<int, std::vector<std::pair<int64_t, int64_t>>> comm;
-  std::map<int, std::pair<int64_t, int64_t>> extent;
+  std::map<int, std::pair<int64_t, int64_t>> extent, idle_over;
   json files = json::array(), steps = json::array();
   size_t events = 0;
+  // A rank's lanes are idle against its own first to last event, or, in a Parallax trace (every
+  // rank on one clock), against the whole job's: a pipeline's later ranks wait before their first
+  // event and after their last, and their own span would hide that fill and drain.
+  const bool one_clock = std::all_of(traces.begin(), traces.end(), [](const auto& t) { return t.format == "parallax"; });
+  std::pair<int64_t, int64_t> job{INT64_MAX, INT64_MIN};
   for (const auto& t : traces) {
-    files.push_back({{"path", t.path}, {"format", t.format}, {"kind", t.kind}, {"events", t.events.size()},
-                     {"warnings", t.warnings}});
+    files.push_back({{"path", t.path}, {"format", t.format}, {"kind", t.kind.empty() ? json() : json(t.kind)},
+                     {"events", t.events.size()}, {"warnings", t.warnings}});
     events += t.events.size();
     for (const auto& e : t.events) {
       lanes[e.rank][e.lane].emplace_back(e.start_ns, e.end_ns);
       if (e.communication) comm[e.rank].emplace_back(e.start_ns, e.end_ns);
       auto [it, fresh] = extent.emplace(e.rank, std::make_pair(e.start_ns, e.end_ns));
       if (!fresh) it->second = {std::min(it->second.first, e.start_ns), std::max(it->second.second, e.end_ns)};
+      job = {std::min(job.first, e.start_ns), std::max(job.second, e.end_ns)};
     }
-    if (t.format == "parallax") {
+    if (t.format == "parallax") {  // a step of every rank at once: rank null
       for (int s : timeline::steps_of(t.timeline))
-        steps.push_back({{"rank", "all"}, {"step", s}, {"step_time_ms", timeline::step_times(t.timeline, s).step_time.to_ms()}});
+        steps.push_back({{"rank", json()}, {"step", s}, {"step_time_ms", timeline::step_times(t.timeline, s).step_time.to_ms()}});
     }
     for (const auto& s : t.steps)
       steps.push_back({{"rank", s.rank}, {"step", s.step}, {"step_time_ms", static_cast<double>(s.end_ns - s.start_ns) / 1e6}});
   }
+  for (const auto& [rank, span] : extent) idle_over[rank] = one_clock ? job : span;
+  // By rank (a whole job's steps first), then step: files list them in their own order.
+  std::stable_sort(steps.begin(), steps.end(), [](const json& a, const json& b) {
+    const int ra = a["rank"].is_null() ? -1 : a["rank"].get<int>(), rb = b["rank"].is_null() ? -1 : b["rank"].get<int>();
+    return std::make_pair(ra, a["step"].get<int>()) < std::make_pair(rb, b["step"].get<int>());
+  });
   const std::vector<Kernel> kernels = kernels_of(traces);
   std::map<int, std::vector<const Kernel*>> kernels_by_rank;
   for (const Kernel& k : kernels) kernels_by_rank[k.rank].push_back(&k);
   json ranks = json::array();
   for (auto& [rank, by_lane] : lanes) {
     const double span_ms = static_cast<double>(extent[rank].second - extent[rank].first) / 1e6;
+    const double idle_over_ms = static_cast<double>(idle_over[rank].second - idle_over[rank].first) / 1e6;
     json lane_list = json::array();
     for (auto& [lane, iv] : by_lane) {
       const size_t n = iv.size();
       const double busy = static_cast<double>(union_ns(std::move(iv))) / 1e6;
-      lane_list.push_back({{"lane", lane}, {"events", n}, {"busy_ms", busy}, {"idle_ms", span_ms - busy}});
+      lane_list.push_back({{"lane", lane}, {"events", n}, {"busy_ms", busy}, {"idle_ms", idle_over_ms - busy}});
     }
     ranks.push_back({{"rank", rank},
                      {"span_ms", span_ms},
+                     {"idle_over_ms", idle_over_ms},
                      {"lanes", lane_list},
                      {"communication_ms", static_cast<double>(union_ns(comm[rank])) / 1e6}});
     if (const auto k = kernels_by_rank.find(rank); k != kernels_by_rank.end()) ranks.back()["kernels"] = kernel_breakdown(k->second);
@@ -175,7 +189,7 @@ namespace {
 std::string kernels_text(const json& k, double span_ms) {
   std::ostringstream o;
   const double busy = k["busy_ms"].get<double>(), comm = k["communication_ms"].get<double>();
-  o << "  kernels: " << fmt("%.3f ms", k["kernel_ms"].get<double>()) << ", the GPU busy " << fmt("%.3f ms", busy)
+  o << "  kernels: " << fmt("%.3f ms", k["kernel_ms"].get<double>()) << " summed, the GPU busy " << fmt("%.3f ms", busy)
     << (span_ms > 0 ? fmt(" (%.0f%% of the span)", 100 * busy / span_ms) : "") << "\n";
   char line[256];
   for (const auto& kind : k["kinds"]) {
@@ -203,13 +217,15 @@ std::string trace_summary_text(const json& s) {
   std::ostringstream o;
   for (const auto& f : s["files"])
     o << f["path"].get<std::string>() << ": " << f["format"].get<std::string>()
-      << (f["kind"].get<std::string>().empty() ? "" : " (" + f["kind"].get<std::string>() + ")") << ", "
+      << (f["kind"].is_null() ? "" : " (" + f["kind"].get<std::string>() + ")") << ", "
       << f["events"].get<size_t>() << " events\n";
   for (const auto& f : s["files"])
     for (const auto& w : f["warnings"]) o << "warning: " << w.get<std::string>() << "\n";
   o << s["ranks"].size() << " rank(s), " << s["events"].get<size_t>() << " events\n";
   for (const auto& r : s["ranks"]) {
-    o << "\nrank " << r["rank"].get<int>() << ": " << fmt("%.3f ms", r["span_ms"].get<double>()) << " traced, communication "
+    const double span = r["span_ms"].get<double>(), over = r["idle_over_ms"].get<double>();
+    o << "\nrank " << r["rank"].get<int>() << ": " << fmt("%.3f ms", span) << " traced"
+      << (over > span + 5e-4 ? " (lanes idle against the job's " + fmt("%.3f ms", over) + ")" : "") << ", communication running "
       << fmt("%.3f ms", r["communication_ms"].get<double>()) << "\n";
     for (const auto& l : r["lanes"]) {
       char line[256];

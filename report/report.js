@@ -273,7 +273,7 @@ function renderCharts() {
                                : 'Bubble fraction of the step per pipeline rank (pN holds stages ' +
                                  stages.map(s => `p${s.pipeline_rank}: ${s.stages.join(',')}`).slice(0, 8).join('; ') +
                                  (stages.length > 8 ? '; ...' : '') + ')') + ', the mean over the replicas that play it. ' +
-          'On each bar its imbalance: waiting out the busiest rank\'s extra work; below it the fill and drain, the busiest rank\'s own idle',
+          'On each bar its imbalance: waiting out the extra work of the rank with the most (busy and exposed communication); below it the fill and drain, that rank\'s own bubble',
     format: (v, step) => (100 * v).toFixed(decimals(step && 100 * step, v < 0.1 ? 1 : 0)) + '%',
   });
   barChart(document.getElementById('exposed-chart'), {

@@ -14,7 +14,7 @@ struct RankMetrics {
   Time busy;           ///< compute lane busy
   Time bubble;         ///< step time - busy - exposed communication
   double bubble_fraction = 0;
-  Time imbalance;      ///< the part of the bubble spent waiting out the busiest rank's extra work
+  Time imbalance;      ///< the part of the bubble spent waiting out the most loaded rank's extra work
   double imbalance_fraction = 0;
   Time exposed_comm;   ///< a communication lane busy while compute is idle
   int64_t peak_memory = 0;

@@ -175,7 +175,7 @@ std::vector<int64_t> both_posted(const Timeline& timeline, int step, const Stage
   return out;
 }
 
-// The header's split of each bubble: the busiest rank's work beyond a rank's is imbalance.
+// The header's split of each bubble: the most loaded rank's work beyond a rank's is imbalance.
 void split_imbalance(StepTimes& out) {
   if (out.step_time.count_ns() <= 0 || out.ranks.empty()) return;
   int64_t most = 0;

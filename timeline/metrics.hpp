@@ -7,9 +7,9 @@
 //   not covered by its compute events, where a point-to-point event counts only from the moment
 //   both its SEND and its RECV were posted (before that the data could not flow);
 // - bubble: the rest of idle, including waiting for data the peer has not yet sent. It is split
-//   again, exactly: imbalance = the work (busy + exposed communication) the step's busiest rank had
+//   again, exactly: imbalance = the work (busy + exposed communication) the rank with the most had
 //   beyond this rank's, at most its bubble; fill and drain = the rest, the same for every rank whose
-//   imbalance is not capped: the busiest rank's own bubble, which is what the schedule leaves idle
+//   imbalance is not capped: the bubble of the rank with the most work, which is what the schedule leaves idle
 //   (with uniform stages the textbook (p-1)/(m+p-1)), while imbalance is the waiting on a slower
 //   stage (or replica) that no schedule removes.
 // Both sides are read the same way: a measured RECV that waited for its peer's compute counts as
@@ -28,7 +28,7 @@ struct RankTimes {
   Time busy;
   Time bubble;
   double bubble_fraction = 0;
-  Time imbalance;  ///< the part of `bubble` the busiest rank's extra work explains
+  Time imbalance;  ///< the part of `bubble` the most loaded rank's extra work explains
   double imbalance_fraction = 0;
   Time exposed_comm;
 };

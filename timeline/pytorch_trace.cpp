@@ -20,8 +20,9 @@ using Names = OtherReader::LaneNames;
 
 LaneInputs lane_inputs(const json& e) {
   const json& args = args_of(e);
-  LaneInputs in{id_of(e, "pid"), id_of(e, "tid"), ""};
+  LaneInputs in{id_of(e, "pid"), id_of(e, "tid"), "", ""};
   in.stream = field(args, "stream") ? id_of(args, "stream") : in.tid;
+  in.device = field(args, "device") ? id_of(args, "device") : in.pid;
   return in;
 }
 
@@ -39,14 +40,18 @@ bool is_nccl_kernel(const std::string& name) {
          name.find("ncclDevKernel") != std::string::npos;
 }
 
-// The lane of a PyTorch category, or "" for a category PyTorch does not write.
-std::string pytorch_lane(const TraceEvent& ev, const LaneInputs& in, const Names& names, bool* communication) {
+bool on_gpu(const std::string& category) { return category == "kernel" || category == "gpu_memcpy" || category == "gpu_memset"; }
+
+// The lane of a PyTorch category, or "" for a category PyTorch does not write. `devices`: the
+// trace has GPU work on more than one device, whose streams may share ids.
+std::string pytorch_lane(const TraceEvent& ev, const LaneInputs& in, const Names& names, bool devices, bool* communication) {
   const std::string& cat = ev.category;
+  const std::string gpu = devices ? "gpu " + in.device + " stream " : "gpu stream ";
   if (cat == "kernel") {
     *communication = is_nccl_kernel(ev.name);
-    return "gpu stream " + in.stream + (*communication ? " nccl" : "");
+    return gpu + in.stream + (*communication ? " nccl" : "");
   }
-  if (cat == "gpu_memcpy" || cat == "gpu_memset") return "gpu stream " + in.stream + " memcpy";
+  if (cat == "gpu_memcpy" || cat == "gpu_memset") return gpu + in.stream + " memcpy";
   if (cat == "cpu_op") {
     const auto it = names.thread.find({in.pid, in.tid});
     return "cpu " + (it == names.thread.end() ? "thread " + in.tid : it->second);
@@ -65,8 +70,8 @@ std::string named_lane(const LaneInputs& in, const Names& names) {
          (t == names.thread.end() ? "tid " + in.tid : t->second);
 }
 
-std::string lane_of(const TraceEvent& ev, const LaneInputs& in, Flavor flavor, const Names& names, bool* communication) {
-  if (std::string lane = pytorch_lane(ev, in, names, communication); !lane.empty()) return lane;
+std::string lane_of(const TraceEvent& ev, const LaneInputs& in, Flavor flavor, const Names& names, bool devices, bool* communication) {
+  if (std::string lane = pytorch_lane(ev, in, names, devices, communication); !lane.empty()) return lane;
   // The legacy autograd profiler: CPU ops per thread, CUDA kernels per device (its tid).
   if (in.pid == "CPU functions") return "cpu thread " + in.tid;
   if (in.pid == "CUDA functions") {
@@ -145,18 +150,24 @@ void OtherReader::finish(const json& root, int default_rank) {
     };
     rank = static_cast<int>(int_field(*info, "rank", 0, 1 << 24, default_rank, bad));
     out_.world_size = static_cast<int>(int_field(*info, "world_size", 0, 1 << 24, 0, bad));
+    if (out_.world_size > 0 && rank >= out_.world_size)
+      bad("rank " + std::to_string(rank) + " is not a rank of world_size " + std::to_string(out_.world_size) + " (ranks count from 0)");
   }
+  std::set<std::string> gpus;
+  for (const Pending& p : events_)
+    if (on_gpu(p.event.category)) gpus.insert(p.lane.device);
+  const bool devices = gpus.size() > 1;
   out_.events.reserve(events_.size() + edge_events_.size() / 2);
-  for (Pending& p : events_) emit(p, flavor, rank);
+  for (Pending& p : events_) emit(p, flavor, rank, devices);
   events_ = {};
-  pair_begins_and_ends(flavor, rank);
+  pair_begins_and_ends(flavor, rank, devices);
   src_.finish(out_);
 }
 
-void OtherReader::emit(Pending& p, Flavor flavor, int rank) {
+void OtherReader::emit(Pending& p, Flavor flavor, int rank, bool devices) {
   TraceEvent& ev = p.event;
   ev.rank = rank;
-  ev.lane = lane_of(ev, p.lane, flavor, names_, &ev.communication);
+  ev.lane = lane_of(ev, p.lane, flavor, names_, devices, &ev.communication);
   if (ev.name.rfind("ProfilerStep#", 0) == 0 && (ev.category == "user_annotation" || ev.category == "cpu_op")) add_step(ev);
   out_.events.push_back(std::move(ev));
 }
@@ -172,7 +183,7 @@ void OtherReader::add_step(const TraceEvent& ev) {
 
 // B and E nest like a stack on their thread; Perfetto and Chrome pair them in time order, and
 // the format does not promise that a file lists them so.
-void OtherReader::pair_begins_and_ends(Flavor flavor, int rank) {
+void OtherReader::pair_begins_and_ends(Flavor flavor, int rank, bool devices) {
   for (auto& [thread, edges] : edges_) {
     std::stable_sort(edges.begin(), edges.end(), [](const Edge& a, const Edge& b) { return a.ts < b.ts; });
     std::vector<const Edge*> open;
@@ -186,7 +197,7 @@ void OtherReader::pair_begins_and_ends(Flavor flavor, int rank) {
         Pending pair = begin.event.name.empty() ? edge_events_[edge.pending] : begin;
         pair.event.start_ns = open.back()->ts;
         pair.event.end_ns = edge.ts;
-        emit(pair, flavor, rank);
+        emit(pair, flavor, rank, devices);
         open.pop_back();
       }
     }

@@ -132,6 +132,7 @@ class OtherReader {
   /// What an event's lane is made of, kept from its JSON until the lanes' names are known.
   struct LaneInputs {
     std::string pid, tid, stream;  ///< stream: args.stream, else the tid
+    std::string device;            ///< args.device, else the pid (Kineto's process of a GPU)
   };
   struct LaneNames {
     std::map<std::string, std::string> process;  ///< pid -> process_name
@@ -156,9 +157,9 @@ class OtherReader {
     bool begin;
   };
   static Pending pending(const json& e, Span s);
-  void emit(Pending& p, Flavor flavor, int rank);
+  void emit(Pending& p, Flavor flavor, int rank, bool devices);
   void add_step(const TraceEvent& ev);
-  void pair_begins_and_ends(Flavor flavor, int rank);
+  void pair_begins_and_ends(Flavor flavor, int rank, bool devices);
 
   Source& src_;
   LoadedTrace& out_;

@@ -299,6 +299,8 @@ std::string read_file_maybe_gzip(const std::string& path) {
 }
 
 LoadedTrace parse_trace(const std::string& text, const std::string& name, int default_rank) {
+  if (value_start(text) == std::string::npos)
+    throw plan::InputError(plan::Location{name}, text.empty() ? "an empty file: no trace in it" : "only white space: no trace in it");
   LoadedTrace out;
   out.path = name;
   Source src(text, name);

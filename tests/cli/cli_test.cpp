@@ -234,7 +234,7 @@ TEST_CASE("cli: simulate says what the longest pipeline rank's F and B took beyo
 TEST_CASE("cli: simulate splits the bubble into fill and drain and imbalance", "[cli]") {
   // Uniform stages on free links: the whole bubble is fill and drain, the textbook's 3/35.
   const auto ideal = run("simulate " + scenario("interleaved-synthetic-ideal.yaml"));
-  CHECK_THAT(ideal.out, Catch::Contains("bubble     mean 8.6%: fill and drain 8.6% (the busiest rank's own idle; the textbook's "
+  CHECK_THAT(ideal.out, Catch::Contains("bubble     mean 8.6%: fill and drain 8.6% (the bubble of the rank with the most work; the textbook's "
                                         "for uniform stages 8.6%), imbalance 0.0%"));
   // Llama 3.1 70B: the last pipeline rank holds the output layer and the loss, and the others wait it out.
   const auto j = nlohmann::json::parse(run("simulate " + scenario("llama-3.1-70b-64xH100.yaml") + " --json").out);
@@ -243,7 +243,7 @@ TEST_CASE("cli: simulate splits the bubble into fill and drain and imbalance", "
   CHECK(j["imbalance_fraction"].get<double>() > 2 * book);
   double most = 0;
   for (const auto& r : j["ranks"]) most = std::max(most, r["busy_ms"].get<double>() + r["exposed_comm_ms"].get<double>());
-  for (const auto& r : j["ranks"])  // the work the busiest rank had beyond this one's
+  for (const auto& r : j["ranks"])  // the work of the rank with the most beyond this one's
     CHECK(r["imbalance_fraction"].get<double>() * j["step_time_ms"].get<double>() ==
           Approx(most - r["busy_ms"].get<double>() - r["exposed_comm_ms"].get<double>()).margin(1e-6));
 }
@@ -423,6 +423,33 @@ TEST_CASE("cli: trace merges the ranks of a PyTorch profiler job", "[cli]") {
                                                    "sampled_rank-1.json.gz /dev/stdin 2>&1");
   CHECK(same_rank.code == 2);
   CHECK_THAT(same_rank.out, Catch::Contains("/dev/stdin: holds rank 1, as " + dir + "sampled_rank-1.json.gz does"));
+  // Steps by rank, then step, whatever order the files come in.
+  const auto swapped = nlohmann::json::parse(run("trace " + dir + "sampled_rank-1.json.gz " + dir + "sampled_rank-0.json.gz --json").out);
+  std::vector<std::pair<int, int>> order;
+  for (const auto& s : swapped["steps"]) order.emplace_back(s["rank"].get<int>(), s["step"].get<int>());
+  CHECK(order == std::vector<std::pair<int, int>>{{0, 551}, {0, 552}, {1, 551}, {1, 552}});
+  // A rank of another job (another world size in its distributedInfo) is not merged.
+  const auto other_job = parallax::test::run_shell("zcat " + dir + "sampled_rank-1.json.gz | sed 's/\"world_size\": 128/\"world_size\": 64/' | " +
+                                                   PARALLAX_BINARY + " trace " + dir + "sampled_rank-0.json.gz /dev/stdin 2>&1");
+  CHECK(other_job.code == 2);
+  CHECK_THAT(other_job.out, Catch::Contains("/dev/stdin: not of the job of"));
+}
+
+TEST_CASE("cli: trace counts a Parallax trace's lanes idle over the whole job, fill and drain included", "[cli]") {
+  // Pipeline rank 1 starts after rank 0's first forward and ends before its last backward: its
+  // compute lane's idle is its bubble and exposed communication, as simulate counts them.
+  const auto trace = parallax::test::temp_path("parallax_cli_trace_idle.json");
+  const auto sim = nlohmann::json::parse(run("simulate " + scenario("gpipe-transformer-2xT4.yaml") + " --json -o " + trace.string()).out);
+  const auto j = nlohmann::json::parse(run("trace " + trace.string() + " --json").out);
+  std::filesystem::remove(trace);
+  const auto& rank1 = j["ranks"][1];
+  CHECK(rank1["idle_over_ms"].get<double>() == Approx(sim["step_time_ms"].get<double>()));
+  CHECK(rank1["span_ms"].get<double>() < rank1["idle_over_ms"].get<double>());
+  double compute_idle = -1;
+  for (const auto& l : rank1["lanes"])
+    if (l["lane"] == "compute") compute_idle = l["idle_ms"].get<double>();
+  CHECK(compute_idle == Approx(sim["ranks"][1]["bubble_ms"].get<double>() + sim["ranks"][1]["exposed_comm_ms"].get<double>()).epsilon(1e-6));
+  CHECK(j["steps"][0]["rank"].is_null());  // a step of every rank
 }
 
 TEST_CASE("cli: trace and compare reject what they cannot read with exit 2", "[cli]") {

@@ -397,6 +397,28 @@ TEST_CASE("timeline::read_trace: a measured trace's memory per rank round-trips,
 // A Kineto trace's events are read as the parser meets them; what rests on the whole file waits
 // for its end: distributedInfo after the events still gives the rank, a thread's name written
 // last (as Kineto writes them) still names its lane, and a B/E pair still pairs.
+TEST_CASE("timeline::parse_trace: kernels of two GPUs on streams of one id keep a lane each", "[timeline]") {
+  // Kineto gives each GPU its own process; their stream ids repeat (one process driving two GPUs).
+  const std::string kernel = "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"sgemm\", \"ts\": 0, \"dur\": 500, ";
+  const auto two = timeline::parse_trace("{\"schemaVersion\": 1, \"traceEvents\": [" + kernel +
+                                             "\"pid\": 0, \"tid\": 7, \"args\": {\"device\": 0, \"stream\": 7}}, " + kernel +
+                                             "\"pid\": 1, \"tid\": 7, \"args\": {\"device\": 1, \"stream\": 7}}]}",
+                                         "k.json");
+  REQUIRE(two.events.size() == 2);
+  CHECK(two.events[0].lane == "gpu 0 stream 7");
+  CHECK(two.events[1].lane == "gpu 1 stream 7");
+  // One GPU: the lane names as before.
+  const auto one = timeline::parse_trace("{\"schemaVersion\": 1, \"traceEvents\": [" + kernel + "\"pid\": 0, \"tid\": 7}]}", "k.json");
+  CHECK(one.events.at(0).lane == "gpu stream 7");
+}
+
+TEST_CASE("timeline::parse_trace: an empty file, and a rank beyond its world size, are errors", "[timeline]") {
+  CHECK(error_of("") == "t.json: an empty file: no trace in it");
+  CHECK(error_of(" \n") == "t.json: only white space: no trace in it");
+  CHECK_THAT(error_of("{\"distributedInfo\": {\"rank\": 200, \"world_size\": 128}, \"traceEvents\": []}"),
+             Catch::Contains("distributedInfo.rank 200 is not a rank of world_size 128"));
+}
+
 TEST_CASE("timeline::parse_trace: a Kineto trace's rank and lane names after its events", "[timeline]") {
   const std::string text =
       "{\"schemaVersion\": 1, \"traceEvents\": [\n"
