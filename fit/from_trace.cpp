@@ -214,7 +214,11 @@ timeline::Timeline kineto_actions(const timeline::LoadedTrace& t, const plan::Pl
     refuse(t, "no torch.distributed.pipelining action spans (PP:<action>) in this " + t.format + " trace" +
                   (one_phase_each ? ", nor forward / backward / optimizer phases (## forward ##, "
                                     "DistributedDataParallel.forward, ## backward ##, ## optimizer ##, Optimizer.step#)"
-                                  : "") +
+                                  : plan.scenario.parallel.pipeline == 1
+                                        ? " (its phases, ## forward ## and the like, are read only for a job of one micro-batch a "
+                                          "step, which the scenario's " + std::to_string(plan.schedule.microbatches()) +
+                                          " micro-batches are not)"
+                                        : "") +
                   "; profile the schedule's step() with torch.profiler");
   return out;
 }
@@ -379,7 +383,8 @@ TraceFit fit_to_measured(const plan::Plan& plan, const std::vector<timeline::Tim
     r.fitted.push_back("optimizer step x" + number(fc.optimizer));
   }
   if (measured_allreduce > plan::Time()) r.fitted.push_back("all-reduces x" + number(fc.allreduce));
-  else r.kept.push_back("all-reduces (none among the actions read from the traces)");
+  else r.kept.push_back("all-reduces (the actions read from the traces hold none: a profiler's trace gives its pipeline's "
+                        "actions or its forward, backward and optimizer phases, not its collectives)");
   if (m.send_forward.empty() && m.send_backward.empty()) r.kept.push_back("point-to-point messages and their calls (none in the traces)");
   else {
     r.fitted.push_back("send calls: activations +" + number(fc.send_forward_us) + " us, gradients +" + number(fc.send_backward_us) +

@@ -153,14 +153,16 @@ plan::FittedCosts::Kernels fit_kernel_kinds(const plan::Plan& plan, const std::v
     if (t.format == "kineto") attributed = kineto_kernels(t, measured_actions_of ? measured_actions_of->at(i) : measured_actions(t, plan));
     else if (t.format != "parallax") continue;
     const std::vector<timeline::DeviceSpan>& spans = t.format == "kineto" ? attributed : t.timeline.device;
-    // The trace's first step is its warm-up (Parallax's step 0; a profiler's first ProfilerStep).
+    // The job's first step, 0, is its warm-up (timeline::steps_after_warmup): Parallax's step 0, a
+    // profiler's ProfilerStep#0; a window that starts later has none.
     int32_t first = std::numeric_limits<int32_t>::max();
     for (const auto& d : spans)
       if (d.attributed) first = std::min(first, d.step);
+    const bool warmup = first == 0;
     for (const auto& d : spans) {
       // Kernels only: not the actions' CUDA-event spans nor the host's launch spans beside them.
       if (d.lane == timeline::kCudaEventLane || d.lane == timeline::kHostLaunchLane) continue;
-      if (!d.attributed || d.step == first || (d.action.kind != ActionKind::F && d.action.kind != ActionKind::B)) continue;
+      if (!d.attributed || (warmup && d.step == first) || (d.action.kind != ActionKind::F && d.action.kind != ActionKind::B)) continue;
       const double us = (d.end - d.start).to_us();
       switch (kernel_kind(d.name)) {
         case KernelKind::gemm: measured.gemm += us; break;

@@ -51,7 +51,7 @@ std::vector<plan::Time> MeasuredSteps::step_times() const {
 MeasuredSteps steps_after_warmup(const Timeline& measured) {
   MeasuredSteps out;
   out.steps = steps_of(measured);
-  if (out.steps.size() > 1) out.steps.erase(out.steps.begin());
+  if (out.steps.size() > 1 && out.steps.front() == 0) out.steps.erase(out.steps.begin());
   for (int s : out.steps) out.times.push_back(step_times(measured, s));
   return out;
 }

@@ -63,9 +63,10 @@ struct StepStatistic {
 /// The statistic over a run's step times after the warm-up step (the caller drops that one).
 StepStatistic step_statistic(const std::vector<plan::Time>& steps);
 
-/// A measured run's steps after the first, which warms up (the allocator, caches, lazy
-/// initialisation), with each one's numbers; the only step when there is one. The one place the
-/// warm-up rule is written.
+/// A measured run's steps after its warm-up, the job's first step, numbered 0 (the allocator,
+/// caches, lazy initialisation), with each one's numbers; the only step when there is one. A
+/// profiler's window that starts later in a job (ProfilerStep#551 first) has no warm-up to drop.
+/// The one place the warm-up rule is written.
 struct MeasuredSteps {
   std::vector<int> steps;
   std::vector<StepTimes> times;  ///< each step's, in the same order

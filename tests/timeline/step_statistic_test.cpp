@@ -57,3 +57,22 @@ TEST_CASE("timeline::step_statistic: on symmetric noise it stays near the median
   CHECK(s.min.to_ms() <= s.undisturbed.to_ms());
   CHECK(s.max.to_ms() >= s.median.to_ms());
 }
+
+TEST_CASE("timeline::steps_after_warmup: the job's step 0 is its warm-up; a later window has none", "[timeline]") {
+  const auto run_of = [](std::vector<int> steps) {
+    timeline::Timeline t;
+    t.world_size = 1;
+    for (int s : steps) {
+      timeline::TimelineEvent e;
+      e.action = {schedule::ActionKind::F, 0, 0};
+      e.start = plan::Time::ms(10.0 * s);
+      e.end = e.start + plan::Time::ms(1);
+      e.step = s;
+      t.events.push_back(e);
+    }
+    return t;
+  };
+  CHECK(timeline::steps_after_warmup(run_of({0, 1, 2})).steps == std::vector<int>{1, 2});
+  CHECK(timeline::steps_after_warmup(run_of({551, 552})).steps == std::vector<int>{551, 552});  // ProfilerStep#551 first
+  CHECK(timeline::steps_after_warmup(run_of({0})).steps == std::vector<int>{0});                // a lone step stays
+}
