@@ -378,11 +378,27 @@ Definition read_definition(const Field& c, const std::string& arch) {
     d.gelu_tanh = act == "gelu_new" || act == "gelu_pytorch_tanh" || act == "gelu_fast";
   }
   d.router_renormalize = bool_or(c, "norm_topk_prob", arch == "MixtralForCausalLM" || arch == "Qwen3MoeForCausalLM");
+  for (const char* key : {"router_aux_loss_coef", "aux_loss_alpha"})
+    if (c[key].present()) d.router_aux_coeff = to_number(c[key], 0);
+  d.router_aux_per_sequence = bool_or(c, "seq_aux", false);
   if (arch.rfind("Deepseek", 0) == 0) {
     d.router_score = c["scoring_func"].present() ? to_text(c["scoring_func"]) : "softmax";
     d.router_expert_bias = c["topk_method"].present() && to_text(c["topk_method"]) == "noaux_tc";
     d.router_groups = int_or(c, "n_group", 0, 0, 1 << 20);
     d.router_group_topk = int_or(c, "topk_group", 0, 0, 1 << 20);
+    // Group-limited routing as transformers and Megatron-core run it: the experts split into
+    // n_group equal groups, a token's top-k among the experts of its topk_group best groups.
+    if (d.router_groups > 1) {
+      const int64_t experts = int_or(c, "n_routed_experts", 0, 0, 1 << 20), top_k = int_or(c, "num_experts_per_tok", 0, 0, 1 << 20);
+      if (experts % d.router_groups != 0)
+        c["n_group"].fail("n_group " + std::to_string(d.router_groups) + " does not divide the " + std::to_string(experts) + " experts into equal groups");
+      if (d.router_group_topk < 1 || d.router_group_topk > d.router_groups)
+        c["topk_group"].fail("topk_group " + std::to_string(d.router_group_topk) + " is not a count of the " + std::to_string(d.router_groups) +
+                             " groups (1 to n_group)");
+      if (top_k > d.router_group_topk * (experts / d.router_groups))
+        c["num_experts_per_tok"].fail("num_experts_per_tok " + std::to_string(top_k) + " is more than the " +
+                                      std::to_string(d.router_group_topk * (experts / d.router_groups)) + " experts of topk_group groups");
+    }
     if (c["routed_scaling_factor"].present()) d.router_scaling = to_number(c["routed_scaling_factor"], 0);
   }
   return d;

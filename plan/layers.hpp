@@ -115,6 +115,10 @@ struct Definition {
   bool router_expert_bias = false;  ///< topk_method noaux_tc: DeepSeek-V3's per-expert balancing bias
   int64_t router_groups = 0, router_group_topk = 0;  ///< n_group, topk_group: group-limited routing
   double router_scaling = 0;        ///< routed_scaling_factor
+  /// The balancing loss the model trained with: router_aux_loss_coef (Mixtral, Qwen3-MoE) or
+  /// aux_loss_alpha (DeepSeek), per sequence where seq_aux says so; 0: none stated.
+  double router_aux_coeff = 0;
+  bool router_aux_per_sequence = false;
   bool operator==(const Definition&) const = default;
 };
 enum class Norm { layernorm, rmsnorm };

@@ -137,14 +137,18 @@ void megatron_window(const Plan& p, std::vector<TrainerArgument>* args) {
 // before the top-k where the top-k weights are not renormalized (Megatron-core's default takes the
 // softmax over the top-k, which renormalized weights equal), DeepSeek-V3's balancing bias, its
 // group-limited routing and its scaling of the weights. Changes no cost; defines the model.
-void megatron_router(const Definition& d, std::vector<TrainerArgument>* args) {
+void megatron_router(const Definition& d, int top_k, std::vector<TrainerArgument>* args) {
   if (d.router_score == "sigmoid") args->push_back({"--moe-router-score-function", "sigmoid"});
-  if (d.router_score != "sigmoid" && !d.router_renormalize) args->push_back({"--moe-router-pre-softmax", ""});
+  if (d.router_score != "sigmoid" && (!d.router_renormalize || top_k == 1)) args->push_back({"--moe-router-pre-softmax", ""});
   if (d.router_expert_bias) args->push_back({"--moe-router-enable-expert-bias", ""});
   if (d.router_groups > 1)
     args->insert(args->end(), {{"--moe-router-num-groups", std::to_string(d.router_groups)},
                                {"--moe-router-group-topk", std::to_string(d.router_group_topk)}});
   if (d.router_scaling > 0 && d.router_scaling != 1) args->push_back({"--moe-router-topk-scaling-factor", number_text(d.router_scaling)});
+  // Megatron-core's balancing loss defaults to a coefficient of 0: none, where the config trained with one.
+  if (d.router_aux_coeff > 0)
+    args->insert(args->end(), {{"--moe-router-load-balancing-type", d.router_aux_per_sequence ? "seq_aux_loss" : "aux_loss"},
+                               {"--moe-aux-loss-coeff", number_text(d.router_aux_coeff)}});
 }
 
 // A MoE model's experts as Megatron-core's arguments: its all-to-all dispatcher and grouped GEMMs
@@ -160,6 +164,14 @@ void megatron_experts(const Plan& p, std::vector<TrainerArgument>* args) {
   if (!moe_block) return;
   const MoeShape* moe = &moe_block->shape.moe;
   const ParallelSpec& par = p.scenario.parallel;
+  // transformer_config.py: "Please use --moe-router-pre-softmax when topk is 1", which weights the
+  // one expert by its probability, where a config's renormalized top-1 weighs it 1 (a model of
+  // Parallax's keys states no router: megatron_router passes the flag).
+  const Definition& d = moe_block->shape.form.definition;
+  if (moe->top_k == 1 && d.router_score != "sigmoid" && d.router_renormalize && !p.scenario.hf_config_file.empty())
+    throw InputError(p.scenario.where("model"), "a softmax router of one expert a token, its weight renormalized to 1: Megatron-core "
+                                                "takes top-1 only with --moe-router-pre-softmax, which weighs the expert by its "
+                                                "probability instead (another model)");
   args->insert(args->end(), {{"--num-experts", std::to_string(moe->experts)},
                              {"--moe-router-topk", std::to_string(moe->top_k)},
                              {"--moe-ffn-hidden-size", std::to_string(moe->ffn)},
@@ -174,7 +186,7 @@ void megatron_experts(const Plan& p, std::vector<TrainerArgument>* args) {
   else
     args->push_back({"--moe-token-dispatcher-type", "alltoall"});
   if (moe->shared > 0) args->push_back({"--moe-shared-expert-intermediate-size", std::to_string(moe->shared * moe->ffn)});
-  megatron_router(moe_block->shape.form.definition, args);
+  megatron_router(moe_block->shape.form.definition, moe->top_k, args);
   if (moe->capacity_factor > 0) args->push_back({"--moe-expert-capacity-factor", number_text(moe->capacity_factor)});
   if (par.overlap_moe_expert_parallel_comm) args->push_back({"--overlap-moe-expert-parallel-comm", ""});
 }
@@ -353,8 +365,15 @@ TrainerExport export_megatron(const Plan& p) {
   // Transformer Engine's fused (cuDNN) attention, as NVIDIA's own H100 recipes take
   // (examples/llama/train_llama3_8b_h100_fp8.sh): a flash-style kernel, as the plan costs it, and
   // the one that runs latent attention's unequal key and value head widths on every Transformer
-  // Engine release (2.7's FlashAttention refuses them).
-  a.push_back({"--attention-backend", sh.flash_attention ? "fused" : "unfused"});
+  // Engine release (2.7's FlashAttention refuses them). A plan costed with FlashAttention-2's
+  // kernel (model.attention: flash2) gets Megatron-core's flash backend, Dao's package, but for
+  // latent attention, which keeps the fused one (and says so).
+  const bool dao = sh.flash2 && !f.mla.on();
+  a.push_back({"--attention-backend", !sh.flash_attention ? "unfused" : dao ? "flash" : "fused"});
+  const std::string attention_note =
+      sh.flash2 && f.mla.on() ? "--attention-backend fused: latent attention's unequal key and value head widths run on Transformer "
+                                "Engine's cuDNN attention, not on FlashAttention-2's kernel the plan was costed with"
+                              : "";
   // The model's own vocabulary: Megatron-LM pads it itself (--make-vocab-size-divisible-by), as the plan did.
   const int64_t vocab = p.unpadded_vocab > 0 ? p.unpadded_vocab : p.layers().front().shape.vocab;
   a.insert(a.end(), {{"--tokenizer-type", "NullTokenizer"}, {"--vocab-size", std::to_string(vocab)}});
@@ -380,13 +399,15 @@ TrainerExport export_megatron(const Plan& p) {
   // What the plan was predicted with that Megatron-LM does otherwise (framework: megatron sets each).
   std::vector<std::string> not_megatron;
   if (par.p2p != P2p::megatron) not_megatron.push_back("PyTorch's point-to-point");
-  if (!par.master_weights && par.precision != Precision::fp32) not_megatron.push_back("16-bit parameters without fp32 masters");
+  if (!par.master_weights && par.precision != Precision::fp32)
+    not_megatron.push_back("fp32 parameters cast per op (torch.autocast) instead of 16-bit ones with fp32 masters");
   if (par.bucket_caps_apply())  // Megatron-core buckets by --ddp-bucket-size, on the first pipeline rank only
     not_megatron.push_back("torch's DDP buckets");
   if (s.layers.back().shape.loss == Loss::eager) not_megatron.push_back("torch's cross entropy");
   out.does_not_fit = does_not_fit_note(p);
   if (!out.does_not_fit.empty()) out.notes.insert(out.notes.begin(), out.does_not_fit);
   if (!rotary_note.empty()) out.notes.push_back(rotary_note);
+  if (!attention_note.empty()) out.notes.push_back(attention_note);
   if (const std::string release = megatron_release_note(a, sh, par); !release.empty()) out.notes.push_back(release);
   if (!not_megatron.empty()) {
     std::string what = not_megatron.front();
@@ -450,8 +471,10 @@ const char* titan_flavor(const Plan& p, const Layer& block) {
                                                     "(theta 500000, llama3 scaling by 8); this model's config states others");
       return fl.name;
     }
-  throw InputError(p.scenario.where("model"), "torchtitan builds Llama 3 from its flavors 8B, 70B and 405B (torchtitan/models/llama3); this model is " +
-                                                  p.scenario.model_description + " (plan one of scenarios/models/llama-3.1-*.json)");
+  throw InputError(p.scenario.where("model"), "Parallax exports torchtitan's Llama 3 only, its flavors 8B, 70B and 405B "
+                                                  "(torchtitan/models/llama3; torchtitan's DeepSeek-V3 and Qwen3 are not exported yet); "
+                                                  "this model is " + p.scenario.model_description +
+                                                  " (plan one of scenarios/models/llama-3.1-*.json)");
 }
 
 std::string quoted(const std::string& s) { return enclosed('"', s, '"'); }

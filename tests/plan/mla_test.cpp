@@ -5,6 +5,9 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "plan/cost.hpp"
 #include "plan/executable.hpp"
@@ -273,4 +276,31 @@ TEST_CASE("mla: recomputing the up projections drops Q, K and V, recomputing mlp
   CHECK_THAT(test::parse_error("model: {preset: transformer, layers: 2, hidden: 64, heads: 4}\n"
                                "parallel: {activation_checkpointing: selective, recompute_modules: [mla_up_proj]}\nhardware: ideal\n"),
              Catch::Contains("mla_up_proj") && Catch::Contains("model.mla"));
+}
+
+TEST_CASE("mla: DeepSeek's group-limited routing must split the experts as transformers and Megatron-core do", "[plan][mla][hf]") {
+  // n_group equal groups of the experts, a token's top-k among the experts of its topk_group best
+  // groups: 256 experts do not split into 7 groups, 8 groups have no 9 best, and 8 experts a token
+  // do not fit in one group of 32 (Megatron-core asserts the first, group_limited_topk fails the others).
+  nlohmann::json config = nlohmann::json::parse(std::ifstream(kDeepSeekV3));
+  const auto dir = test::temp_path("parallax_mla_groups");
+  std::filesystem::create_directories(dir);
+  const auto error_with = [&](const std::string& key, int value) {
+    nlohmann::json c = config;
+    c[key] = value;
+    const std::string path = (dir / (key + std::to_string(value) + ".json")).string();
+    std::ofstream(path) << c.dump(1);
+    try {
+      test::plan_from("model: {hf_config: " + path + ", seq_len: 4096}\nhardware: h100-nvlink-ib\n");
+    } catch (const plan::InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK_THAT(error_with("n_group", 7), Catch::Contains("n_group 7 does not divide the 256 experts into equal groups"));
+  CHECK_THAT(error_with("topk_group", 9), Catch::Contains("topk_group 9 is not a count of the 8 groups"));
+  CHECK_THAT(error_with("topk_group", 0), Catch::Contains("topk_group 0 is not a count of the 8 groups"));
+  CHECK_THAT(error_with("n_group", 256), Catch::Contains("num_experts_per_tok 8 is more than the 4 experts of topk_group groups"));
+  CHECK(error_with("topk_group", 4).empty());  // its own
+  std::filesystem::remove_all(dir);
 }

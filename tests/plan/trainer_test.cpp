@@ -157,6 +157,8 @@ const std::set<std::string> kMegatronOptions = {
     "--norm-epsilon", "--apply-layernorm-1p", "--openai-gelu", "--rotary-percent", "--moe-router-score-function",
     "--moe-router-pre-softmax", "--moe-router-enable-expert-bias", "--moe-router-num-groups", "--moe-router-group-topk",
     "--moe-router-topk-scaling-factor",
+    // The balancing loss (_add_moe_args: --moe-router-load-balancing-type, --moe-aux-loss-coeff).
+    "--moe-router-load-balancing-type", "--moe-aux-loss-coeff",
     // Megatron-core's MoE options (the same parser; --overlap-moe-expert-parallel-comm since core 0.14).
     "--num-experts", "--moe-router-topk", "--moe-ffn-hidden-size", "--moe-layer-freq", "--expert-model-parallel-size",
     "--moe-token-dispatcher-type", "--moe-grouped-gemm", "--moe-shared-expert-intermediate-size", "--moe-expert-capacity-factor",
@@ -273,6 +275,10 @@ TEST_CASE("plan::export: DeepSeek-V3's latent attention, MTP and layout as Megat
   CHECK(a.at("--moe-router-topk-scaling-factor") == "2.5");
   CHECK(a.count("--moe-router-pre-softmax") == 0);  // sigmoid scores are renormalized over the top-k
   CHECK(a.at("--norm-epsilon") == "1e-06");
+  // Its balancing loss per sequence, at its config's aux_loss_alpha (Megatron-core's default
+  // coefficient is 0: none).
+  CHECK(a.at("--moe-router-load-balancing-type") == "seq_aux_loss");
+  CHECK(a.at("--moe-aux-loss-coeff") == "0.001");
 }
 
 TEST_CASE("plan::export: what a config defines that changes no cost goes to Megatron-LM too", "[plan]") {
@@ -374,7 +380,8 @@ TEST_CASE("plan::export: Megatron-LM's arguments, each one the trainer's, for ev
   };
   CHECK(notes({}).find("not Megatron-LM's semantics") == std::string::npos);  // framework: megatron
   CHECK_THAT(notes({"framework=pytorch", "model.attention=flash"}),
-             Catch::Contains("predicted with PyTorch's point-to-point, 16-bit parameters without fp32 masters, torch's DDP "
+             Catch::Contains("predicted with PyTorch's point-to-point, fp32 parameters cast per op (torch.autocast) instead of 16-bit "
+                             "ones with fp32 masters, torch's DDP "
                              "buckets and torch's cross entropy, not Megatron-LM's semantics"));
   CHECK_THAT(notes({"parallel.overlap_grad_reduce=true", "parallel.ddp_buckets=pytorch"}),
              Catch::Contains("predicted with torch's DDP buckets, not Megatron-LM's semantics"));
@@ -765,4 +772,33 @@ TEST_CASE("plan::search_defaults: the tuner searches the trainer's own selective
   // The per-op count is derived for dense blocks only: a torchtitan MoE model is not offered it.
   CHECK(searched(plan::load_scenario(dir + "llama-3.1-8b-64xH100-fsdp.yaml", {"model.experts=8", "model.experts_per_token=2", "parallel.activation_checkpointing=layer"})) ==
         Names{"false", "layer", "stage"});
+}
+
+TEST_CASE("plan::export: a MoE router's balancing loss, its top-1, and the attention backend, as Megatron-core takes them", "[plan]") {
+  const std::string models = std::string(PARALLAX_SOURCE_DIR) + "/scenarios/models/";
+  const std::string llama = std::string(PARALLAX_SOURCE_DIR) + "/scenarios/llama-3.1-70b-64xH100.yaml";
+  const auto megatron = [&](const std::vector<std::string>& sets) {
+    return as_map(plan::export_megatron(plan::resolve_plan(plan::load_scenario(llama, sets))));
+  };
+  // Mixtral trained with router_aux_loss_coef 0.02 over each micro-batch: Megatron-core's default
+  // coefficient is 0 (transformer_config.py), so the loss must be passed.
+  const std::vector<std::string> mixtral = {"model.hf_config=" + models + "mixtral-8x7b.json", "parallel.partition_len=balanced",
+                                            "parallel.tensor=4", "parallel.data=4"};
+  const auto m = megatron(mixtral);
+  CHECK(m.at("--moe-router-load-balancing-type") == "aux_loss");
+  CHECK(m.at("--moe-aux-loss-coeff") == "0.02");
+  CHECK(m.count("--moe-router-pre-softmax") == 0);  // top-2, renormalized: the softmax over the top-k
+  // Top-1 renormalized (Mixtral's config at one expert a token) is no model Megatron-core builds:
+  // it asserts --moe-router-pre-softmax at top-1, which weighs the expert by its probability.
+  auto top1 = mixtral;
+  top1.push_back("model.experts_per_token=1");
+  CHECK_THROWS_WITH(megatron(top1), Catch::Contains("takes top-1 only with --moe-router-pre-softmax"));
+  // A model of Parallax's own keys states no router: top-1 gets the flag Megatron-core asks for.
+  const auto preset = as_map(plan::export_megatron(test::plan_from(
+      "model: {preset: transformer, layers: 4, hidden: 256, heads: 4, ffn: 512, seq_len: 128, vocab: 1024, mlp: swiglu, "
+      "norm: rmsnorm, positions: rope, experts: 4, experts_per_token: 1, expert_ffn: 256}\nhardware: ideal\n")));
+  CHECK(preset.count("--moe-router-pre-softmax") == 1);
+  // FlashAttention-2's costs export Megatron-core's flash backend (Dao's package), flash's the fused one.
+  CHECK(megatron({"model.attention=flash2"}).at("--attention-backend") == "flash");
+  CHECK(megatron({}).at("--attention-backend") == "fused");
 }
