@@ -205,7 +205,11 @@ static void check_schedule_shape(const Scenario& s) {
     const int rounds = std::max(1, p.chunks / p.pipeline);
     if (p.chunks % rounds != 0)
       fail_at(s, "parallel.chunks", sched + " needs chunks to be a multiple of its rounds (max(1, chunks / pipeline) = " +
-                                        std::to_string(rounds) + "), as in PyTorch; got chunks " + std::to_string(p.chunks));
+                                        std::to_string(rounds) + "), as in PyTorch; got chunks " + std::to_string(p.chunks) +
+                                        // Megatron-LM's interleaved schedule asks more (schedules.py raises; export says so).
+                                        (s.framework == Framework::megatron && p.schedule == ScheduleKind::interleaved_1f1b
+                                             ? " (Megatron-LM asks more: a multiple of the pipeline size, " + std::to_string(p.pipeline) + ")"
+                                             : ""));
   }
   if (p.schedule == ScheduleKind::dualpipev && p.chunks < p.stages())
     fail_at(s, "parallel.chunks", "dualpipev needs at least as many micro-batches as stages (2 x pipeline = " +
