@@ -364,6 +364,8 @@ Rotary read_rotary(const Field& c) {
   if (scaling["mscale_all_dim"].present()) r.mscale_all_dim = to_number(scaling["mscale_all_dim"], 0);
   if (const Field original = scaling["original_max_position_embeddings"]; original.present())
     r.original_max_positions = static_cast<int64_t>(to_number(original, 1));
+  if (scaling["low_freq_factor"].present()) r.low_freq = to_number(scaling["low_freq_factor"], 0);
+  if (scaling["high_freq_factor"].present()) r.high_freq = to_number(scaling["high_freq_factor"], 0);
   return r;
 }
 

@@ -98,9 +98,16 @@ struct Rotary {
   std::string scaling;       ///< rope_scaling's type: "llama3", "yarn", ...; empty: none
   double factor = 0;         ///< rope_scaling's factor
   double mscale = 0, mscale_all_dim = 0;  ///< YaRN's (DeepSeek's configs)
-  int64_t original_max_positions = 0;     ///< YaRN's original_max_position_embeddings (Qwen's configs)
+  int64_t original_max_positions = 0;     ///< rope_scaling's original_max_position_embeddings (YaRN's, Llama 3's)
+  double low_freq = 0, high_freq = 0;     ///< Llama 3's low_freq_factor and high_freq_factor
   double fraction = 0;       ///< partial_rotary_factor: the share of each head rotated (Nemotron's 0.5); 0: all
   bool operator==(const Rotary&) const = default;
+  /// Llama 3.1's scaling as Megatron-core and torchtitan fix it (factor 8, low 1, high 4, original
+  /// 8192): what each states is that or unstated.
+  bool llama31_scaling() const {
+    return scaling == "llama3" && (factor == 0 || factor == 8) && (low_freq == 0 || low_freq == 1) && (high_freq == 0 || high_freq == 4) &&
+           (original_max_positions == 0 || original_max_positions == 8192);
+  }
 };
 
 /// What a Hugging Face config states that changes no cost but defines the model, kept so that

@@ -205,7 +205,13 @@ std::string megatron_rotary(const BlockForm& f, std::vector<std::pair<std::strin
   if (r.scaling == "llama3") {
     a->push_back({"--use-rope-scaling", ""});
     if (r.factor > 0 && r.factor != 8) a->push_back({"--rope-scaling-factor", number_text(r.factor)});
-    return "";
+    Rotary fixed = r;  // Megatron-core's _apply_scaling takes the factor only (rotary_pos_embedding.py)
+    fixed.factor = 8;
+    return fixed.llama31_scaling() ? ""
+                                   : "the model's config scales its rotary positions as Llama 3 with low_freq_factor " + number_text(r.low_freq) +
+                                         ", high_freq_factor " + number_text(r.high_freq) + " and original_max_position_embeddings " +
+                                         std::to_string(r.original_max_positions) +
+                                         ", where Megatron-core fixes 1, 4 and 8192 (rotary_pos_embedding.py): set them in Megatron-LM";
   }
   // YaRN: latent attention's by --rope-type, any other attention's by --position-embedding-type
   // yarn (export_megatron); both take the factor and mscales (argument_utils.py,
@@ -465,10 +471,15 @@ const char* titan_flavor(const Plan& p, const Layer& block) {
       // A config states its theta (base > 0) and its scaling or none; a model from the presets
       // states neither.
       const Rotary& r = f.rotary;
-      const bool llama31_scaling = r.scaling == "llama3" && (r.factor == 0 || r.factor == 8);
+      const bool llama31_scaling = r.llama31_scaling();
       if ((r.base > 0 && (r.base != 500000 || !llama31_scaling)) || (r.base == 0 && !r.scaling.empty() && !llama31_scaling))
         throw InputError(p.scenario.where("model"), std::string("torchtitan's Llama 3 ") + fl.name + " rotates positions as Llama 3.1 "
-                                                    "(theta 500000, llama3 scaling by 8); this model's config states others");
+                                                    "(theta 500000, llama3 scaling by 8, low_freq_factor 1, high_freq_factor 4, "
+                                                    "original_max_position_embeddings 8192); this model's config states others");
+      // torchtitan's TransformerModelArgs: norm_eps 1e-5, which no flavor changes.
+      if (const double eps = f.definition.norm_eps; eps > 0 && eps != 1e-5)
+        throw InputError(p.scenario.where("model"), std::string("torchtitan's Llama 3 ") + fl.name + " norms with epsilon 1e-5; this model's "
+                                                    "config states " + number_text(eps));
       return fl.name;
     }
   throw InputError(p.scenario.where("model"), "Parallax exports torchtitan's Llama 3 only, its flavors 8B, 70B and 405B "

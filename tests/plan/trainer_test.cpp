@@ -4,7 +4,11 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "plan/cost.hpp"
@@ -801,4 +805,32 @@ TEST_CASE("plan::export: a MoE router's balancing loss, its top-1, and the atten
   // FlashAttention-2's costs export Megatron-core's flash backend (Dao's package), flash's the fused one.
   CHECK(megatron({"model.attention=flash2"}).at("--attention-backend") == "flash");
   CHECK(megatron({}).at("--attention-backend") == "fused");
+}
+
+TEST_CASE("plan::export: Llama 3's rotary scaling and norm epsilon beyond what the trainers fix", "[plan]") {
+  // Megatron-core's _apply_scaling and torchtitan's RoPEScalingArgs fix low_freq_factor 1,
+  // high_freq_factor 4 and original_max_position_embeddings 8192; torchtitan's norm_eps is 1e-5.
+  const std::string root = PARALLAX_SOURCE_DIR;
+  const auto dir = test::temp_path("parallax_export_rotary");
+  std::filesystem::create_directories(dir);
+  // The shipped scenario with its model's config edited.
+  const auto with = [&](const std::string& scenario, const std::string& model, const std::function<void(nlohmann::json&)>& edit) {
+    nlohmann::json c = nlohmann::json::parse(std::ifstream(root + "/scenarios/models/" + model));
+    edit(c);
+    const std::string path = (dir / model).string();
+    std::ofstream(path) << c.dump(1);
+    return plan::resolve_plan(plan::load_scenario(root + "/scenarios/" + scenario, {"model.hf_config=" + path}));
+  };
+  const auto low = [](nlohmann::json& c) { c["rope_scaling"]["low_freq_factor"] = 2; };
+  CHECK_THROWS_WITH(plan::export_torchtitan(with("llama-3.1-8b-64xH100-fsdp.yaml", "llama-3.1-8b.json", low)),
+                    Catch::Contains("low_freq_factor 1, high_freq_factor 4"));
+  std::string notes;
+  for (const auto& n : plan::export_megatron(with("llama-3.1-70b-64xH100.yaml", "llama-3.1-70b.json", low)).notes) notes += n + "\n";
+  CHECK_THAT(notes, Catch::Contains("low_freq_factor 2, high_freq_factor 4 and original_max_position_embeddings 8192, where "
+                                    "Megatron-core fixes 1, 4 and 8192"));
+  const auto eps = [](nlohmann::json& c) { c["rms_norm_eps"] = 1e-6; };
+  CHECK_THROWS_WITH(plan::export_torchtitan(with("llama-3.1-8b-64xH100-fsdp.yaml", "llama-3.1-8b.json", eps)),
+                    Catch::Contains("norms with epsilon 1e-5; this model's config states 1e-06"));
+  CHECK_NOTHROW(plan::export_torchtitan(with("llama-3.1-8b-64xH100-fsdp.yaml", "llama-3.1-8b.json", [](nlohmann::json&) {})));
+  std::filesystem::remove_all(dir);
 }
