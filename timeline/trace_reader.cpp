@@ -181,7 +181,7 @@ std::optional<std::string> close_array(const std::string& text) {
   return text.substr(0, last + 1) + "]";
 }
 
-[[noreturn]] void not_json(const std::string& text, const std::string& name, const json::exception& e) {
+[[noreturn]] void not_json(const std::string& text, const std::string& name, const json::exception& e, bool closed = false) {
   std::string what = e.what();
   what = what.substr(std::min(what.find(']') + 2, what.size()));  // drop nlohmann's "[json.exception...] "
   size_t byte = 0;
@@ -191,7 +191,9 @@ std::optional<std::string> close_array(const std::string& text) {
     // "number overflow parsing '1e999'": nlohmann gives no position, the token finds it.
     byte = std::min(text.find(what.substr(q + 1, what.rfind('\'') - q - 1)), text.size());
   }
-  throw plan::InputError(position(name, text, byte), "not valid JSON (" + what + "); is the file truncated?");
+  // A list closed here fails at its end where the file has no bracket: say so, at the file's end.
+  const std::string added = closed && byte >= text.size() ? " (at the ']' added where the list ends without one)" : "";
+  throw plan::InputError(position(name, text, std::min(byte, text.size())), "not valid JSON (" + what + ")" + added + "; is the file truncated?");
 }
 
 // What parse_json hands on as it parses: the root's "parallax" header, and each event of the
@@ -231,7 +233,7 @@ json parse_json(const std::string& text, const std::string& name, const Stream& 
   try {
     return json::parse(closed ? *closed : text, each);
   } catch (const json::exception& e) {
-    not_json(text, name, e);
+    not_json(text, name, e, closed.has_value());
   }
 }
 
