@@ -58,7 +58,7 @@ TEST_CASE("timeline::step_statistic: on symmetric noise it stays near the median
   CHECK(s.max.to_ms() >= s.median.to_ms());
 }
 
-TEST_CASE("timeline::steps_after_warmup: the job's step 0 is its warm-up; a later window has none", "[timeline]") {
+TEST_CASE("timeline::steps_after_warmup: the job's step 0 is its warm-up, a later window has none", "[timeline]") {
   const auto run_of = [](std::vector<int> steps) {
     timeline::Timeline t;
     t.world_size = 1;
