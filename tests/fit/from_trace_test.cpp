@@ -240,9 +240,11 @@ TEST_CASE("fit: the shared Kineto traces of a 128-GPU data-parallel job map onto
     }
   }
   const fit::TraceFit f = fit::fit_to_measured(p, measured);
-  // The fit reproduces the phases' step (forward's start to the optimizer's end) to a percent;
-  // the stated guess was off by several times.
-  CHECK(f.fitted_step.to_ms() == Approx(f.measured_step.to_ms()).epsilon(0.01));
+  // The fit reproduces the phases' step (forward's start to the optimizer's end) to 2%, where the
+  // stated guess was off by several times. Both profiled steps count (the window starts at step
+  // 551 of a running job: no warm-up), 4% apart: the fit takes each phase's mean over them, the
+  // measured step their 20th percentile (with step 552 alone it had held to 1%).
+  CHECK(f.fitted_step.to_ms() == Approx(f.measured_step.to_ms()).epsilon(0.02));
   CHECK(std::abs(f.base_step.to_ms() - f.measured_step.to_ms()) > 0.5 * f.measured_step.to_ms());
   CHECK(f.costs.optimizer > 10);  // Shampoo's step against Adam's on the stated parameters
   CHECK(f.missing.empty());
@@ -410,8 +412,8 @@ TEST_CASE("fit::fit_kernel_kinds: a PyTorch profiler trace's kernels go to the p
   const auto [f, b] = modelled_kinds(p);
   // Kineto's form: the host's "## forward ##" and "## backward ##" spans (pid 10) hold the
   // cudaLaunchKernel calls; each kernel (stream 7) runs later and carries its launch's
-  // correlation. Step 2 runs GEMMs 1.5x, flash 0.8x and the rest 2x the model; step 1, the
-  // warm-up, 3x everything; a kernel launched outside both phases counts nowhere. The memory-bound
+  // correlation. Step 1 runs GEMMs 1.5x, flash 0.8x and the rest 2x the model; step 0, the job's
+  // first and so its warm-up, 3x everything; a kernel launched outside both phases counts nowhere. The memory-bound
   // kernel is torch.compile's: Triton launches through the driver API, which Kineto records as a
   // cuda_driver cuLaunchKernel with the same correlation.
   std::string events;
@@ -436,8 +438,8 @@ TEST_CASE("fit::fit_kernel_kinds: a PyTorch profiler trace's kernels go to the p
     events += std::string(R"({"ph": "X", "cat": "user_annotation", "name": ")") + name + R"(", "pid": 10, "tid": 10, "ts": )" +
               std::to_string(from) + R"(, "dur": 5},)" + "\n";
   };
-  for (int step : {1, 2}) {
-    const double x = step == 1 ? 3.0 : 1.0;
+  for (int step : {0, 1}) {
+    const double x = step == 0 ? 3.0 : 1.0;
     const int64_t begin = ts;
     phase("## forward ##", x * 1.5 * f.gemm, x * 0.8 * f.flash, x * 2 * f.memory);
     phase("## backward ##", x * 1.5 * b.gemm, x * 0.8 * b.flash, x * 2 * b.memory);
