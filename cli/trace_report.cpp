@@ -129,7 +129,7 @@ json trace_summary_json(const std::vector<timeline::LoadedTrace>& traces) {
   // rank -> lane -> intervals; rank -> communication intervals.
   std::map<int, std::map<std::string, std::vector<std::pair<int64_t, int64_t>>>> lanes;
   std::map<int, std::vector<std::pair<int64_t, int64_t>>> comm;
-  std::map<int, std::pair<int64_t, int64_t>> extent, idle_over;
+  std::map<int, std::pair<int64_t, int64_t>> extent;
   json files = json::array(), steps = json::array();
   size_t events = 0;
   // A rank's lanes are idle against its own first to last event, or, in a Parallax trace (every
@@ -155,7 +155,6 @@ json trace_summary_json(const std::vector<timeline::LoadedTrace>& traces) {
     for (const auto& s : t.steps)
       steps.push_back({{"rank", s.rank}, {"step", s.step}, {"step_time_ms", static_cast<double>(s.end_ns - s.start_ns) / 1e6}});
   }
-  for (const auto& [rank, span] : extent) idle_over[rank] = one_clock ? job : span;
   // By rank (a whole job's steps first), then step: files list them in their own order.
   std::stable_sort(steps.begin(), steps.end(), [](const json& a, const json& b) {
     const int ra = a["rank"].is_null() ? -1 : a["rank"].get<int>(), rb = b["rank"].is_null() ? -1 : b["rank"].get<int>();
@@ -167,7 +166,8 @@ json trace_summary_json(const std::vector<timeline::LoadedTrace>& traces) {
   json ranks = json::array();
   for (auto& [rank, by_lane] : lanes) {
     const double span_ms = static_cast<double>(extent[rank].second - extent[rank].first) / 1e6;
-    const double idle_over_ms = static_cast<double>(idle_over[rank].second - idle_over[rank].first) / 1e6;
+    const auto& over = one_clock ? job : extent[rank];
+    const double idle_over_ms = static_cast<double>(over.second - over.first) / 1e6;
     json lane_list = json::array();
     for (auto& [lane, iv] : by_lane) {
       const size_t n = iv.size();
