@@ -41,10 +41,10 @@ class Embed(torch.nn.Module):
     """exec/model.cpp's EmbedImpl: tokens plus learned positions (none with rotary positions),
     out as [seq, batch, hidden]."""
 
-    def __init__(self, vocab, hidden, seq, positions=True):
+    def __init__(self, vocab, hidden, position_rows, positions=True):
         super().__init__()
         self.tok = torch.nn.Embedding(vocab, hidden)
-        self.pos = torch.nn.Embedding(seq, hidden) if positions else None
+        self.pos = torch.nn.Embedding(position_rows, hidden) if positions else None
 
     def forward(self, ids):
         x = self.tok(ids)
@@ -298,8 +298,9 @@ def make_layer(layer, heads, built=()):
     form = layer.get("form")
     if kind == "embedding":
         vocab, hidden = shape(layer, "tok.weight")
-        seq = int(layer["output_elems_per_sample"]) // hidden
-        return [Embed(vocab, hidden, seq, positions=not (form and form["rope"]))]
+        rope = bool(form and form["rope"])
+        rows = 0 if rope else shape(layer, "pos.weight")[0]  # model.max_positions: may pass seq_len
+        return [Embed(vocab, hidden, rows, positions=not rope)]
     if kind == "encoder" and form:
         hidden = shape(layer, "o_proj.weight")[0]
         ffn = 0 if form.get("moe") else shape(layer, "mlp.up_proj.weight")[0]

@@ -9,13 +9,13 @@
 namespace parallax::exec {
 namespace {
 
-// Token embedding plus learned positions (none with rotary positions: the blocks rotate Q and K);
-// output [seq, batch, hidden] as LibTorch's encoder layers expect (no batch_first in its C++ API).
+// Token embedding plus learned positions, the table's first seq_len rows (none with rotary
+// positions: the blocks rotate Q and K); output [seq, batch, hidden] as LibTorch's encoder layers expect (no batch_first in its C++ API).
 class EmbedImpl : public torch::nn::Module {
  public:
-  EmbedImpl(int64_t vocab, int64_t hidden, int64_t seq_len, bool positions)
+  EmbedImpl(int64_t vocab, int64_t hidden, int64_t position_rows, bool positions)
       : tok(register_module("tok", torch::nn::Embedding(vocab, hidden))) {
-    if (positions) pos = register_module("pos", torch::nn::Embedding(seq_len, hidden));
+    if (positions) pos = register_module("pos", torch::nn::Embedding(position_rows, hidden));
   }
   torch::Tensor forward(const torch::Tensor& ids) {
     auto x = tok(ids);
@@ -304,7 +304,7 @@ StageImpl::StageImpl(const std::vector<plan::Layer>& layers, int first, int coun
         module = e.linear;
         break;
       case plan::LayerKind::embedding: {
-        auto m = Embed(s.vocab, s.hidden, s.seq_len, !s.form.rope).ptr();
+        auto m = Embed(s.vocab, s.hidden, s.position_rows(), !s.form.rope).ptr();
         embedding = m->tok->weight;
         e.call_other = [m](const torch::Tensor& x) { return m->forward(x); };
         e.other = module = m;

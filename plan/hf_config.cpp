@@ -483,12 +483,17 @@ HfModel read_hf_config(const std::string& path, int64_t seq_len) {
   // a trainer computes them for the job's length (torchtitan precomputes them to its seq_len; its
   // December 2024 benchmarks, Table 2, trained Llama 3.1 8B at 262,144 tokens on a config stating
   // 131,072), so max_position_embeddings is recorded, not enforced.
+  // The learned table is sized as the model's (n_positions rows; GPT2Config's default 1,024), of
+  // which a sample uses its first seq_len, as GPT-2 indexes it.
   const Field window = c[is_gpt2 ? "n_positions" : "max_position_embeddings"];
-  if (window.present()) {
-    m.max_positions = to_int(window, 1);
-    if (!m.shape.form.rope && seq_len > m.max_positions)
-      window.fail("the job's model.seq_len " + std::to_string(seq_len) + " is longer than the " + std::to_string(m.max_positions) +
-                  " positions this model takes");
+  if (window.present()) m.max_positions = to_int(window, 1);
+  if (!m.shape.form.rope) {
+    if (m.max_positions == 0) m.max_positions = 1024;
+    m.shape.form.position_rows = m.max_positions;
+    if (seq_len > m.max_positions)
+      (window.present() ? window : c).fail("the job's model.seq_len " + std::to_string(seq_len) + " is longer than the " +
+                                           std::to_string(m.max_positions) + " positions this model takes" +
+                                           (window.present() ? "" : " (n_positions, not in the config: GPT2Config's default)"));
   }
   // Sliding-window attention, where it is on, limits what each token attends to: Mistral's and
   // Mixtral's sliding_window in every block (model.sliding_window). The Qwen families switch it

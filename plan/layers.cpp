@@ -139,7 +139,7 @@ Layer make_embedding(const std::string& name, int64_t vocab, int64_t hidden, int
   l.shape.seq_len = seq_len;
   l.shape.form = form;
   l.params.push_back({name + ".tok.weight", {vocab, hidden}, /*tensor_split=*/true});  // vocab-parallel
-  if (!form.rope) l.params.push_back({name + ".pos.weight", {seq_len, hidden}});
+  if (!form.rope) l.params.push_back({name + ".pos.weight", {l.shape.position_rows(), hidden}});
   // Backward needs only the token ids (int64: two fp32-sized elements each).
   l.activation_elems_per_sample = 2.0 * seq_len;
   l.input_elems_per_sample = 2.0 * seq_len;

@@ -155,6 +155,9 @@ struct BlockForm {
   Mlp mlp = Mlp::relu;
   Norm norm = Norm::layernorm;
   bool rope = false;             ///< rotary positions in attention; false: learned positions in the embedding
+  /// Learned positions: the table's rows (`model.max_positions`, GPT-2's n_positions, Megatron-LM's
+  /// --max-position-embeddings), of which a sample uses its first seq_len; 0: seq_len rows.
+  int64_t position_rows = 0;
   bool bias = true;              ///< biases on the block's linears (the head's projection has none in a decoder)
   bool qkv_bias = true;          ///< biases on Q, K and V (Qwen2 has them where the rest has none)
   bool tie_embeddings = false;   ///< the head projects with the embedding's matrix
@@ -207,6 +210,8 @@ struct LayerShape {
   /// Key/value heads of an encoder block (`form.kv_heads`, or `heads` when that is 0; latent
   /// attention's heads each have their own K and V).
   int64_t kv_heads() const { return form.kv_heads > 0 && !form.mla.on() ? form.kv_heads : heads; }
+  /// Learned positions' table rows (0 with rotary positions: no table).
+  int64_t position_rows() const { return form.rope ? 0 : form.position_rows > 0 ? form.position_rows : seq_len; }
   /// Each attention head's width (`model.head_dim`, or hidden / heads).
   int64_t head_dim() const { return form.head_dim > 0 ? form.head_dim : heads > 0 ? hidden / heads : 0; }
   /// A query's and key's width per head, and a value's: head_dim, except under latent attention

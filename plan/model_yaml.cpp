@@ -138,7 +138,9 @@ std::string describe_transformer(const TransformerShape& t) {
       << f.mla.v_head_dim << ")";
   }
   d << ", ffn " << t.ffn;
-  if (f.decoder) d << " " << name(f.mlp) << ", " << name(f.norm) << (f.rope ? ", rope" : ", learned positions");
+  if (f.decoder)
+    d << " " << name(f.mlp) << ", " << name(f.norm)
+      << (f.rope ? ", rope" : f.position_rows > 0 ? ", " + std::to_string(f.position_rows) + " learned positions" : ", learned positions");
   if (f.tie_embeddings) d << ", tied embeddings";
   if (t.moe.on()) {
     d << "; " << t.moe.experts << " experts of ffn " << t.moe.ffn << ", top-" << t.moe.top_k;
@@ -180,6 +182,19 @@ void check_mla(const Field& m, const std::function<bool(const std::string&)>& gi
   if (given("head_dim")) m["head_dim"].fail("model.head_dim with model.mla: latent attention's widths are its qk_nope_head_dim, qk_rope_head_dim and v_head_dim");
   if (t.form.qk_norm) (given("qk_norm") ? m["qk_norm"] : at).fail("model.qk_norm with model.mla: latent attention norms its latents, not each head's query and key");
   if (!t.form.rope) at.fail("model.mla needs model.positions: rope (its qk_rope_head_dim is the rotary part of each query and key)");
+}
+
+// `model.max_positions`: learned positions' table rows (BlockForm::position_rows; a Hugging Face
+// config's n_positions sets it), at least the job's sequence. Rotary positions have no table.
+void read_position_rows(const Field& m, const std::function<bool(const std::string&)>& given, TransformerShape* t) {
+  if (given("max_positions")) {
+    if (t->form.rope) m["max_positions"].fail("model.max_positions sizes the learned positions' table; rotary positions (model.positions: rope) have none");
+    t->form.position_rows = to_int(m["max_positions"], 1, int64_t{1} << 24);
+  }
+  if (!t->form.rope && t->form.position_rows > 0 && t->seq_len > t->form.position_rows)
+    (given("max_positions") ? m["max_positions"] : m["seq_len"])
+        .fail("the job's model.seq_len " + std::to_string(t->seq_len) + " is longer than the " + std::to_string(t->form.position_rows) +
+              " learned positions of model.max_positions");
 }
 
 // `model.sliding_window` and `model.full_attention_every` (TransformerShape::block_window).
@@ -249,7 +264,7 @@ const std::vector<std::string> kJobKeys = {"seq_len", "attention", "kernels", "l
 // `transformer` from its keys, or from a Hugging Face config (`hf_config`) whose values the keys
 // beside it override.
 std::vector<Layer> transformer_preset(const Field& m, std::string* description, const ModelDefaults& defaults) {
-  std::vector<std::string> allowed = {"preset", "hf_config", "layers", "hidden", "heads", "ffn", "vocab"};
+  std::vector<std::string> allowed = {"preset", "hf_config", "layers", "hidden", "heads", "ffn", "vocab", "max_positions"};
   allowed.insert(allowed.end(), kJobKeys.begin(), kJobKeys.end());
   allowed.insert(allowed.end(), kFormKeys.begin(), kFormKeys.end());
   allowed.insert(allowed.end(), kMoeKeys.begin(), kMoeKeys.end());
@@ -300,6 +315,7 @@ std::vector<Layer> transformer_preset(const Field& m, std::string* description, 
   if (given("mlp")) t.form.mlp = choice_of<Mlp>(m["mlp"], {Mlp::relu, Mlp::gelu, Mlp::swiglu, Mlp::relu2});
   if (given("norm")) t.form.norm = choice_of<Norm>(m["norm"], {Norm::layernorm, Norm::rmsnorm});
   if (given("positions")) t.form.rope = to_choice(m["positions"], {"learned", "rope"}) == "rope";
+  read_position_rows(m, given, &t);
   if (given("tie_embeddings")) t.form.tie_embeddings = to_bool(m["tie_embeddings"]);
   if (given("bias")) t.form.bias = t.form.qkv_bias = to_bool(m["bias"]);
   if (given("qkv_bias")) t.form.qkv_bias = to_bool(m["qkv_bias"]);

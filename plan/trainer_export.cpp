@@ -331,7 +331,7 @@ TrainerExport export_megatron(const Plan& p) {
                      {"--ffn-hidden-size", std::to_string(sh.ffn)},
                      {"--num-attention-heads", std::to_string(sh.heads)},
                      {"--seq-length", std::to_string(sh.seq_len)},
-                     {"--max-position-embeddings", std::to_string(sh.seq_len)}});
+                     {"--max-position-embeddings", std::to_string(sh.form.rope ? sh.seq_len : sh.position_rows())}});
   if (sh.kv_heads() != sh.heads) a.insert(a.end(), {{"--group-query-attention", ""}, {"--num-query-groups", std::to_string(sh.kv_heads())}});
   if (f.head_dim > 0) a.push_back({"--kv-channels", std::to_string(f.head_dim)});
   // TransformerConfig's qk_layernorm: each head's query and key normed (the block's --normalization);

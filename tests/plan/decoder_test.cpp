@@ -35,14 +35,15 @@ int64_t params(const plan::Scenario& s) {
 
 TEST_CASE("plan::hf_config: the shipped configs have the parameter counts their makers publish", "[plan]") {
   // The totals of the released checkpoints (the Hugging Face Hub's safetensors metadata; Meta's
-  // 8B / 70B / 405B, Mistral's 7.24B, Qwen's 7.61B, OpenAI's GPT-2 124M). Learned positions hold
-  // the job's seq_len rows, so GPT-2 is planned at its 1,024.
+  // 8B / 70B / 405B, Mistral's 7.24B, Qwen's 7.61B, OpenAI's GPT-2 124M). GPT-2's learned
+  // positions hold its n_positions (1,024) rows whatever the job's sequence.
   CHECK(params(from_config("llama-3.1-8b.json")) == 8'030'261'248);
   CHECK(params(from_config("llama-3.1-70b.json")) == 70'553'706'496);
   CHECK(params(from_config("llama-3.1-405b.json")) == 405'853'388'800);
   CHECK(params(from_config("mistral-7b.json")) == 7'241'732'096);
   CHECK(params(from_config("qwen2.5-7b.json")) == 7'615'616'512);
   CHECK(params(from_config("gpt2.json", 1024)) == 124'439'808);
+  CHECK(params(from_config("gpt2.json", 128)) == 124'439'808);
   // Nemotron-4 15B's report gives 12.5B non-embedding parameters (Parker et al. 2024, Table 1):
   // 32 x (2 x 6144^2 + 2 x 6144 x 1024 + 2 x 6144 x 24576 + 4 x 6144 norms) = 12,483,035,136.
   const auto nemotron = from_config("nemotron-4-15b.json");
@@ -408,6 +409,20 @@ TEST_CASE("plan::layers: the block-form keys", "[plan]") {
   CHECK_FALSE(enc.layers[1].shape.form.decoder);
   CHECK(plan::layer_signature(enc.layers[1], plan::Precision::fp32) == "encoder h32 heads4 ffn128 seq8 fp32");
   CHECK(plan::layer_signature(gpt.layers[1], plan::Precision::fp32) != plan::layer_signature(enc.layers[1], plan::Precision::fp32));
+  // model.max_positions: the learned table's rows, hand-counted (rows x hidden), at least seq_len.
+  const auto rows = [](const std::string& keys) {
+    const auto s = test::scenario_from("model: {preset: transformer, layers: 1, hidden: 32, heads: 4, seq_len: 8, vocab: 10, " + keys +
+                                       "}\nhardware: ideal\n");
+    return s.layers.front().param_count() - 10 * 32;  // less the token table
+  };
+  CHECK(rows("tie_embeddings: true") == 8 * 32);
+  CHECK(rows("tie_embeddings: true, max_positions: 64") == 64 * 32);
+  CHECK(rows("max_positions: 64") == 64 * 32);  // LibTorch's encoder layer's embedding too
+  CHECK(rows("positions: rope") == 0);
+  CHECK_THAT(test::parse_error("model: {preset: transformer, hidden: 32, heads: 4, seq_len: 8, max_positions: 4}\nhardware: ideal\n"),
+             Catch::Contains("model.seq_len 8 is longer than the 4 learned positions of model.max_positions"));
+  CHECK_THAT(test::parse_error("model: {preset: transformer, hidden: 32, heads: 4, positions: rope, max_positions: 64}\nhardware: ideal\n"),
+             Catch::Contains("rotary positions (model.positions: rope) have none"));
   CHECK_THAT(test::parse_error("model: {preset: transformer, hidden: 32, heads: 4, kv_heads: 3}\nhardware: ideal\n"),
              Catch::Contains("'model.kv_heads' (3) must divide 'model.heads' (4)"));
   CHECK_THAT(test::parse_error("model: {preset: transformer, hidden: 32, heads: 4, mlp: tanh}\nhardware: ideal\n"),
@@ -529,6 +544,11 @@ TEST_CASE("plan::hf_config: what it cannot read is refused at the field", "[plan
     CHECK_THAT(test::parse_error("model: {hf_config: " + model_file("gpt2.json") + ", seq_len: 1025}\nhardware: ideal\n"),
                Catch::Contains("longer than the 1024 positions this model takes"));
     CHECK_NOTHROW(from_config("llama-3.1-8b.json", 262144));  // its max_position_embeddings: 131072
+    // GPT2Config's default n_positions, 1,024, where the config leaves it out.
+    test::TempFile bare("parallax-hf-gpt2.json", R"({"architectures": ["GPT2LMHeadModel"], "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 100})");
+    CHECK(test::scenario_from("model: {hf_config: " + bare.path + ", seq_len: 64}\nhardware: ideal\n").layers.front().params[1].shape[0] == 1024);
+    CHECK_THAT(test::parse_error("model: {hf_config: " + bare.path + ", seq_len: 2048}\nhardware: ideal\n"),
+               Catch::Contains("(n_positions, not in the config: GPT2Config's default)"));
   }
   SECTION("no seq_len") {
     CHECK_THAT(test::parse_error("model: {hf_config: " + model_file("llama-3.1-8b.json") + "}\nhardware: ideal\n"),

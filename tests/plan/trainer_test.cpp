@@ -296,6 +296,8 @@ TEST_CASE("plan::export: what a config defines that changes no cost goes to Mega
   CHECK(nemotron.at("--rotary-percent") == "0.5");
   // GPT-2's gelu_new is GELU's tanh approximation, Megatron-LM's --openai-gelu.
   CHECK(exported("gpt2.json", 1024).count("--openai-gelu") == 1);
+  // GPT-2's table of 1,024 learned positions, whatever the job's sequence.
+  CHECK(exported("gpt2.json", 128).at("--max-position-embeddings") == "1024");
   // Qwen2.5's RMSNorm epsilon 1e-6; Llama 3.1's 1e-5 is Megatron-LM's default.
   CHECK(exported("qwen2.5-7b.json", 4096).at("--norm-epsilon") == "1e-06");
   CHECK(exported("llama-3.1-8b.json", 4096).count("--norm-epsilon") == 0);
