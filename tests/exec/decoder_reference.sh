@@ -52,7 +52,7 @@ check llama "kv_heads: 2, mlp: swiglu, norm: rmsnorm, positions: rope, bias: fal
 check llama-2-stages "kv_heads: 2, mlp: swiglu, norm: rmsnorm, positions: rope, bias: false" --set parallel.pipeline=2
 check qwen2 "kv_heads: 4, mlp: swiglu, norm: rmsnorm, positions: rope, bias: false, qkv_bias: true"
 check nemotron "kv_heads: 1, mlp: relu2, norm: layernorm, positions: rope, bias: false"
-check gpt2 "mlp: gelu, tie_embeddings: true, max_positions: 48"  # a table longer than the sequence (32)
+check gpt2 "mlp: gelu, tie_embeddings: true, max_positions: 48"  # a table longer than the sequence (32), rows 33-48 unused
 # Qwen3's attention: heads wider than hidden / heads, each head's query and key RMS-normed.
 check qwen3 "kv_heads: 2, head_dim: 16, qk_norm: true, mlp: swiglu, norm: rmsnorm, positions: rope, bias: false"
 # A sliding window of 8 tokens (of 32) in every other block, over 2 pipeline stages.

@@ -39,6 +39,7 @@ TEST_CASE("exec::Stage: parameters equal the plan's for Llama-family and GPT dec
   for (const std::string form : {"kv_heads: 2, mlp: swiglu, norm: rmsnorm, positions: rope, bias: false",
                                  "mlp: relu2, kv_heads: 1, positions: rope, bias: false",
                                  "qkv_bias: true, bias: false, mlp: swiglu, norm: rmsnorm, kv_heads: 2", "mlp: gelu",
+                                 "mlp: gelu, max_positions: 24",  // GPT-2's table longer than the sequence
                                  // Qwen3's attention (wider heads, query and key norms), and the norms as LayerNorms
                                  "kv_heads: 2, head_dim: 16, qk_norm: true, mlp: swiglu, norm: rmsnorm, positions: rope, bias: false",
                                  "qk_norm: true, norm: layernorm, positions: rope"}) {
