@@ -137,9 +137,19 @@ void megatron_window(const Plan& p, std::vector<TrainerArgument>* args) {
 // before the top-k where the top-k weights are not renormalized (Megatron-core's default takes the
 // softmax over the top-k, which renormalized weights equal), DeepSeek-V3's balancing bias, its
 // group-limited routing and its scaling of the weights. Changes no cost; defines the model.
-void megatron_router(const Definition& d, int top_k, std::vector<TrainerArgument>* args) {
-  if (d.router_score == "sigmoid") args->push_back({"--moe-router-score-function", "sigmoid"});
-  if (d.router_score != "sigmoid" && (!d.router_renormalize || top_k == 1)) args->push_back({"--moe-router-pre-softmax", ""});
+void megatron_router(const Plan& p, const Layer& moe_block, std::vector<TrainerArgument>* args) {
+  const Definition& d = moe_block.shape.form.definition;
+  const bool softmax = d.router_score != "sigmoid";
+  // transformer_config.py: "Please use --moe-router-pre-softmax when topk is 1", which weighs the
+  // one expert by its probability. A config's renormalized top-1 weighs it 1, another model; a
+  // model of Parallax's keys states no router and takes the flag.
+  const bool top1 = softmax && moe_block.shape.moe.top_k == 1;
+  if (top1 && d.router_renormalize && !p.scenario.hf_config_file.empty())
+    throw InputError(p.scenario.where("model"), "a softmax router of one expert a token, its weight renormalized to 1: Megatron-core "
+                                                "takes top-1 only with --moe-router-pre-softmax, which weighs the expert by its "
+                                                "probability instead (another model)");
+  if (!softmax) args->push_back({"--moe-router-score-function", "sigmoid"});
+  if (softmax && (!d.router_renormalize || top1)) args->push_back({"--moe-router-pre-softmax", ""});
   if (d.router_expert_bias) args->push_back({"--moe-router-enable-expert-bias", ""});
   if (d.router_groups > 1)
     args->insert(args->end(), {{"--moe-router-num-groups", std::to_string(d.router_groups)},
@@ -164,14 +174,6 @@ void megatron_experts(const Plan& p, std::vector<TrainerArgument>* args) {
   if (!moe_block) return;
   const MoeShape* moe = &moe_block->shape.moe;
   const ParallelSpec& par = p.scenario.parallel;
-  // transformer_config.py: "Please use --moe-router-pre-softmax when topk is 1", which weights the
-  // one expert by its probability, where a config's renormalized top-1 weighs it 1 (a model of
-  // Parallax's keys states no router: megatron_router passes the flag).
-  const Definition& d = moe_block->shape.form.definition;
-  if (moe->top_k == 1 && d.router_score != "sigmoid" && d.router_renormalize && !p.scenario.hf_config_file.empty())
-    throw InputError(p.scenario.where("model"), "a softmax router of one expert a token, its weight renormalized to 1: Megatron-core "
-                                                "takes top-1 only with --moe-router-pre-softmax, which weighs the expert by its "
-                                                "probability instead (another model)");
   args->insert(args->end(), {{"--num-experts", std::to_string(moe->experts)},
                              {"--moe-router-topk", std::to_string(moe->top_k)},
                              {"--moe-ffn-hidden-size", std::to_string(moe->ffn)},
@@ -186,7 +188,7 @@ void megatron_experts(const Plan& p, std::vector<TrainerArgument>* args) {
   else
     args->push_back({"--moe-token-dispatcher-type", "alltoall"});
   if (moe->shared > 0) args->push_back({"--moe-shared-expert-intermediate-size", std::to_string(moe->shared * moe->ffn)});
-  megatron_router(moe_block->shape.form.definition, moe->top_k, args);
+  megatron_router(p, *moe_block, args);
   if (moe->capacity_factor > 0) args->push_back({"--moe-expert-capacity-factor", number_text(moe->capacity_factor)});
   if (par.overlap_moe_expert_parallel_comm) args->push_back({"--overlap-moe-expert-parallel-comm", ""});
 }
