@@ -340,6 +340,32 @@ EagerBytes encoder_eager_bytes(const Layer& l, double e, double tokens, double t
   return b;
 }
 
+// The memory-bound work torch's context_parallel adds to one attention call on the busiest rank
+// (torch/distributed/tensor/experimental/_attention.py, as torchtitan trains with it), in bytes
+// moved at e bytes an activation: each of the c steps' outputs cast to fp32 and merged into the
+// running one (out - sigmoid(lse_i - lse) x (out - out_i): 32 bytes an element), the result cast
+// back, and the keys and values concatenated to be passed on; in backward, fp32 accumulators for
+// the query, key and value gradients, each step's gradients added in (a half step's through a
+// concatenation of the two halves), the key and value gradients concatenated in fp32 to be passed
+// round, and all cast back. The busiest rank (the last) takes the whole query at every step. The
+// log-sum-exp's own bytes (1 / head_dim of the output's) are left out. Megatron-core's Transformer
+// Engine corrects the output inside its kernels: nothing apart.
+struct TorchRingBytes {
+  double forward = 0, backward = 0;
+};
+TorchRingBytes torch_ring_bytes(const Layer& l, const ParallelSpec& p, double e, double tokens) {
+  if (p.context == 1 || p.context_attention != ContextAttention::torch) return {};
+  const double c = p.context, t = p.tensor, heads = static_cast<double>(l.shape.heads) / t;
+  const double out = tokens * heads * static_cast<double>(l.shape.v_head_dim());
+  const double query = tokens * heads * static_cast<double>(l.shape.qk_head_dim());
+  const double kv = tokens * static_cast<double>(l.shape.k_width() + l.shape.v_width()) / std::min(t, static_cast<double>(l.shape.kv_heads()));
+  TorchRingBytes b;
+  b.forward = out * ((e + 4) * c + 32 * (c - 1) + (4 + e)) + kv * 2 * e * (c - 1);
+  b.backward = 4 * (query + kv) + query * (8 + e) * c + kv * ((8 + e) + (c - 1) * ((8 + e) / 2 + 8)) + kv * 8 * c +
+               kv * 2 * e * (c - 1) + (4 + e) * (query + kv);
+  return b;
+}
+
 // A transformer block as Megatron-LM runs it on one of t tensor ranks: Q, K and V, the per-head
 // scores and weighted values, the output projection and the MLP's linears (three for SwiGLU);
 // norms, the fused scale-mask-softmax, the residual adds (each with its dropout under
@@ -454,6 +480,9 @@ Kernels encoder_kernels(const Layer& l, const ParallelSpec& p, const ShapeModel&
     k.attention_forward = core;
     k.attention_backward = 2 * core;
   }
+  const TorchRingBytes ring = torch_ring_bytes(l, p, e, tokens);
+  k.attention_forward += m.memory(ring.forward);
+  k.attention_backward += m.memory(ring.backward);
   k.linear = k.gemm;
   k.backward_linear = k.backward_gemm;
   k.gemm += k.attention_forward;

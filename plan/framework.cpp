@@ -29,6 +29,7 @@ const FrameworkSemantics& semantics(Framework f) {
   static const FrameworkSemantics pytorch{{}, {false, Loss::eager}, "torch.distributed.pipelining and DDP under torch.autocast (Parallax's defaults)"};
   static const FrameworkSemantics megatron{
       {{"parallel.p2p", "megatron"},
+       {"parallel.context_attention", "megatron"},
        {"parallel.schedule", "1f1b"},
        {"parallel.master_weights", "true"},
        {"parallel.rank_order", "tp-dp-pp"},
@@ -39,7 +40,7 @@ const FrameworkSemantics& semantics(Framework f) {
       "Megatron-LM / Megatron-core: receives posted with their sends, 16-bit weights with fp32 masters, gradients reduced "
       "after the backward (--overlap-grad-reduce is off by default; with it, in Megatron-core's DDP buckets), sharded "
       "gradients reduce-scattered every micro-batch (Megatron-FSDP delays the reduction only for no_shard and optim), "
-      "Transformer Engine's flash attention, its vocabulary-parallel cross entropy (unfused, --cross-entropy-loss-fusion "
+      "Transformer Engine's flash attention (and its ring attention under context parallelism), its vocabulary-parallel cross entropy (unfused, --cross-entropy-loss-fusion "
       "being off by default), and its column-parallel linears' backward collectives beside their own GEMMs (under "
       "sequence parallelism the input's re-gather and the input gradient's reduce-scatter, without it that gradient's "
       "all-reduce), and a MoE router's weights scaling its experts' activation (weighted SwiGLU)"};
@@ -53,7 +54,7 @@ const FrameworkSemantics& semantics(Framework f) {
       {true, Loss::eager},
       "torchtitan: torch.distributed.pipelining, fp32 parameters with bf16 compute (FSDP2's mixed precision), FSDP2 "
       "reduce-scattering every micro-batch without pipelining, DDP (replicate) in 100 MB buckets, "
-      "scaled_dot_product_attention's flash kernel"};
+      "scaled_dot_product_attention's flash kernel (under context parallelism torch's context_parallel)"};
   static const FrameworkSemantics deepspeed{
       {{"parallel.p2p", "pytorch"},
        {"parallel.schedule", "1f1b"},

@@ -175,6 +175,12 @@ std::vector<Knob> make_table() {
                       "a ring of them beside attention, and gradients are reduced over data x context. Ranks: tp-cp-dp-pp with the "
                       "default rank order. Transformer models only; seq_len must divide into 2 x context chunks. Predict-only above 1"),
                        Coupling::layout, default_context));
+  t.push_back(choice("parallel.context_attention", &ParallelSpec::context_attention, {ContextAttention::torch, ContextAttention::megatron},
+                     "with context > 1, whose ring attention: torch (torch's context_parallel, as torchtitan trains with it: the "
+                     "keys and values all-gathered once beside the first step, its default rotate method; each step's output and "
+                     "log-sum-exp merged in fp32 by kernels of their own; the key and value gradients passed round in fp32) or "
+                     "megatron (Megatron-core over Transformer Engine, --cp-comm-type p2p: keys and values passed round a ring "
+                     "beside each step, the merges inside its kernels). framework: megatron sets megatron"));
   t.push_back(searched(integer("parallel.expert", &Settings::expert, kMaxCount,
                       "expert-parallel ranks (Megatron-core's --expert-model-parallel-size): each MoE block's experts divide over them "
                       "and tokens reach their experts by an all-to-all before the experts and another after. The group lies inside "
@@ -287,10 +293,11 @@ std::vector<Knob> make_table() {
                        "context parallelism a shard spans shard_group x context ranks");
   group.zero_word = "data";
   t.push_back(searched(group, Coupling::crossed, default_shard_group));
-  t.push_back(flag("parallel.reshard_after_forward", &Settings::reshard_after_forward,
+  t.push_back(searched(flag("parallel.reshard_after_forward", &Settings::reshard_after_forward,
                    "with shard full: free each layer's gathered parameters after its forward and gather them again before its "
                    "backward (FSDP2's default); false keeps them from forward to backward (more memory, one gather fewer), "
-                   "refused without shard full"));
+                   "refused without shard full (tune: with --search)"),
+                       Coupling::crossed, scenario_reshard));
   t.push_back(flag("parallel.fp8_param_gather", &Settings::fp8_param_gather,
                    "with shard full and precision fp8: all-gather the blocks' linear weights in fp8, 1 byte a parameter instead "
                    "of bf16's 2 (torchtitan's quantize.linear.float8.enable_fsdp_float8_all_gather; the embedding, the output "

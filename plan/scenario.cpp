@@ -364,6 +364,9 @@ void check_beyond_layout(const Scenario& s) {
     fail_at(s, "parallel.overlap_param_gather", "overlap_param_gather overlaps the gather of the parameters the distributed optimizer "
                                                 "updated in shards; it needs parallel.shard: optimizer or more (Megatron-LM asserts "
                                                 "--use-distributed-optimizer beside --overlap-param-gather)");
+  if (p.shard_group > 0 && p.shard == Shard::none)
+    fail_at(s, "parallel.shard_group", "shard_group says over how many data-parallel ranks a shard spans (HSDP: fewer than data); it "
+                                       "needs parallel.shard (full for FSDP's HSDP, torchtitan's dp_shard); without it nothing is sharded");
   if (!p.reshard_after_forward && !p.sharded(Shard::full))
     fail_at(s, "parallel.reshard_after_forward", "reshard_after_forward says whether FSDP frees each layer's gathered parameters after "
                                                  "its forward; it needs parallel.shard: full (without it the parameters stay whole)");
@@ -414,6 +417,7 @@ const char* name(Recompute r) {
 
 const char* name(P2p p) { return p == P2p::megatron ? "megatron" : "pytorch"; }
 const char* name(TokenDispatcher d) { return d == TokenDispatcher::deepep ? "deepep" : "alltoall"; }
+const char* name(ContextAttention a) { return a == ContextAttention::megatron ? "megatron" : "torch"; }
 const char* name(DdpBuckets b) { return b == DdpBuckets::megatron ? "megatron" : "pytorch"; }
 int64_t megatron_bucket_params(int replicas) { return std::max<int64_t>(40'000'000, 1'000'000 * static_cast<int64_t>(replicas)); }
 const char* name(RankOrder o) { return o == RankOrder::tensor_pipeline_data ? "tp-pp-dp" : "tp-dp-pp"; }
@@ -511,6 +515,8 @@ Scenario parse_scenario(const YamlDocument& doc) {
   // them (the value stays, for a tuner trying shard gradients or full).
   if (!knob_values.sharded(Shard::gradients))
     std::erase(s.framework_set, std::string("parallel.reduce_scatter_every_microbatch=true"));
+  // Whose ring attention is about context parallelism: not listed without it (the value stays).
+  if (knob_values.context == 1) std::erase(s.framework_set, std::string("parallel.context_attention=megatron"));
   // Buckets are about reducing during the backward: not listed without it (the value stays).
   if (!knob_values.overlap_grad_reduce) std::erase(s.framework_set, std::string("parallel.ddp_buckets=megatron"));
   apply(knob_values, &s);

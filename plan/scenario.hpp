@@ -81,6 +81,13 @@ enum class P2p {
 };
 const char* name(P2p p);
 
+/// `parallel.context_attention`: whose ring attention runs context parallelism.
+enum class ContextAttention {
+  torch,     ///< torch's context_parallel (torchtitan): keys and values all-gathered once, each step merged in fp32 apart
+  megatron,  ///< Megatron-core over Transformer Engine: a ring of point-to-point sends, the merges inside its kernels
+};
+const char* name(ContextAttention a);
+
 /// `parallel.moe_token_dispatcher`: how a MoE block's tokens reach their experts' ranks.
 enum class TokenDispatcher {
   alltoall,  ///< NCCL's all-to-all (Megatron-core's alltoall dispatcher): every copy of a token sent to its expert's rank
@@ -218,6 +225,7 @@ struct ParallelSpec {
   /// beside the backward of an earlier one in every steady-state step (schedule::combined_1f1b_order).
   bool overlap_moe_expert_parallel_comm = false;
   TokenDispatcher moe_token_dispatcher = TokenDispatcher::alltoall;
+  ContextAttention context_attention = ContextAttention::torch;
 
   int stages() const { return pipeline * virtual_stages; }
   /// Tensor ranks an expert is split over (expert_tensor, or tensor when 0).

@@ -106,6 +106,7 @@ std::vector<KnobValue> scenario_grad_accumulation(const Scenario& s, int) { retu
 std::vector<KnobValue> scenario_rank_order(const Scenario& s, int) { return {std::string(name(s.parallel.rank_order))}; }
 
 std::vector<KnobValue> scenario_moe_overlap(const Scenario& s, int) { return {s.parallel.overlap_moe_expert_parallel_comm}; }
+std::vector<KnobValue> scenario_reshard(const Scenario& s, int) { return {s.parallel.reshard_after_forward}; }
 
 // selective is Megatron-core's (by module), selective_op torchtitan's (by op, dense blocks with
 // flash attention only): each searched where the scenario's trainer runs it.

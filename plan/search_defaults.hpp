@@ -57,6 +57,7 @@ std::vector<KnobValue> scenario_rank_order(const Scenario& s, int world);
 /// overlap_moe_expert_parallel_comm: the scenario's own (it asks for Megatron-core's combined 1F1B,
 /// which only some schedules take): searched only when asked.
 std::vector<KnobValue> scenario_moe_overlap(const Scenario& s, int world);
+std::vector<KnobValue> scenario_reshard(const Scenario& s, int world);
 /// activation_checkpointing: each choice (true is layer, so not twice).
 std::vector<KnobValue> default_recompute(const Scenario& s, int world);
 /// shard: none, and full (FSDP) on NCCL machines; the scenario's own besides.

@@ -412,6 +412,7 @@ TrainerExport export_megatron(const Plan& p) {
   if (par.bucket_caps_apply())  // Megatron-core buckets by --ddp-bucket-size, on the first pipeline rank only
     not_megatron.push_back("torch's DDP buckets");
   if (s.layers.back().shape.loss == Loss::eager) not_megatron.push_back("torch's cross entropy");
+  if (par.context > 1 && par.context_attention != ContextAttention::megatron) not_megatron.push_back("torch's context-parallel attention");
   out.does_not_fit = does_not_fit_note(p);
   if (!out.does_not_fit.empty()) out.notes.insert(out.notes.begin(), out.does_not_fit);
   if (!rotary_note.empty()) out.notes.push_back(rotary_note);
@@ -531,12 +532,13 @@ TrainerExport export_torchtitan(const Plan& p) {
   a.push_back({"parallelism.data_parallel_shard_degree", std::to_string(fsdp ? par.shard_ranks() / par.context : 1)});
   if (fsdp) a.push_back({"parallelism.fsdp_reshard_after_forward", quoted(par.reshard_after_forward ? "always" : "never")});
   a.push_back({"parallelism.tensor_parallel_degree", std::to_string(par.tensor)});
-  // The plan passes keys and values around a ring (docs/simulator.md, context parallelism):
-  // torch's all-to-all rotater, where torchtitan's default all-gathers every shard at once. v0.2.2
-  // applies it in validation only (a note says so below).
+  // torch's context_parallel all-gathers the keys and values (its default rotate method, which
+  // parallel.context_attention: torch predicts); a plan predicted with Megatron-core's ring asks
+  // for torch's all-to-all rotater, which v0.2.2 applies in validation only (a note says so below).
   if (par.context > 1)
     a.insert(a.end(), {{"parallelism.context_parallel_degree", std::to_string(par.context)},
-                       {"parallelism.context_parallel_rotate_method", quoted("alltoall")}});
+                       {"parallelism.context_parallel_rotate_method",
+                        quoted(par.context_attention == ContextAttention::torch ? "allgather" : "alltoall")}});
   a.push_back({"parallelism.pipeline_parallel_degree", std::to_string(par.pipeline)});
   if (par.pipeline > 1) {
     static const std::map<ScheduleKind, const char*> kSchedules = {
@@ -615,10 +617,11 @@ TrainerExport export_torchtitan(const Plan& p) {
   if (!out.does_not_fit.empty()) out.notes.insert(out.notes.begin(), out.does_not_fit);
   // Context parallelism: torchtitan v0.2.2 sets the rotate method in validation only
   // (components/validate.py); training keeps torch's default, which all-gathers the keys and values.
-  if (par.context > 1)
+  if (par.context > 1 && par.context_attention != ContextAttention::torch)
     out.notes.push_back("torchtitan v0.2.2 applies context_parallel_rotate_method in validation only; its training keeps torch's "
-                        "default, which all-gathers every rank's keys and values before attention, where this plan predicts them "
-                        "passed round a ring (Megatron-core's, docs/simulator.md)");
+                        "default, which all-gathers every rank's keys and values before attention and merges each step in fp32, "
+                        "where this plan predicts Megatron-core's ring: plan it with parallel.context_attention: torch (framework: "
+                        "torchtitan) for the step time this config gets");
   // Its gradient accumulation never turns FSDP2's sync off (pytorch/torchtitan#1710); its pipeline
   // schedules do, as this plan's would (ParallelSpec::reduces_every_microbatch).
   if (par.sharded(Shard::gradients) && par.data > 1 && par.pipeline == 1 && par.chunks * par.grad_accumulation > 1 &&
@@ -638,6 +641,11 @@ TrainerExport export_torchtitan(const Plan& p) {
   if (s.framework != Framework::torchtitan && s.framework != Framework::pytorch)
     out.notes.push_back(std::string("this plan was predicted with framework: ") + name(s.framework) + " (" + trainer_name(s.framework) +
                         "'s semantics), not torchtitan's: plan it with framework: torchtitan for the step time this config gets");
+  // FSDP2's mixed precision: fp32 parameters (sharded), cast to bf16 per layer; no masters.
+  if (par.master_weights && par.precision != Precision::fp32)
+    out.notes.push_back("torchtitan keeps fp32 parameters and computes in bf16 (FSDP2's mixed precision, no master copies); this plan "
+                        "was predicted with 16-bit parameters and fp32 master weights: plan it with parallel.master_weights: false "
+                        "(framework: torchtitan sets it) for the memory this config takes");
   if (replicated && par.data > 1 && par.bucket_cap_mb != 100)
     out.notes.push_back("torchtitan's DDP buckets gradients by 100 MB (replicate's bucket_cap_mb); this plan was predicted with " +
                         number_text(par.bucket_cap_mb) + ": plan it with parallel.bucket_cap_mb: 100 (framework: torchtitan sets it)");

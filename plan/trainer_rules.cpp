@@ -16,6 +16,13 @@ const Layer* first_block(const Scenario& s) {
   return it == s.layers.end() ? nullptr : &*it;
 }
 
+// `key` where the scenario states it, else `cause`: a refusal of a knob left at its default points
+// at the knob that made the default wrong.
+std::string stated_or(const Scenario& s, const std::string& key, const std::string& cause) {
+  const Location* at = s.places.find(key);
+  return at && (at->line > 0 || !at->file.empty()) ? key : cause;
+}
+
 // torchrun starts as many processes on every node: a world beyond one node must fill whole nodes
 // (12 GPUs on nodes of 8 would start 16, and the trainer derive another data degree, or fail).
 // The refusal names the data degree, the one a user changes to fit a world to nodes, unless it is 1:
@@ -170,7 +177,8 @@ std::optional<TrainerRefusal> torchtitan_refusal(const Scenario& s) {
     return TrainerRefusal{"parallel.grad_reduce_in_bf16", "torchtitan's replicas (DDP) reduce the gradients of its fp32 parameters; "
                                                           "set parallel.grad_reduce_in_bf16: false"};
   if (par.tensor > 1 && !par.sequence_parallel)
-    return TrainerRefusal{"parallel.sequence_parallel", "torchtitan's tensor parallelism always splits the sequence in the norms; set "
+    return TrainerRefusal{stated_or(s, "parallel.sequence_parallel", "parallel.tensor"),
+                          "torchtitan's tensor parallelism always splits the sequence in the norms; set "
                                                         "parallel.sequence_parallel: true"};
   const Layer* block = first_block(s);
   // Its Llama splits the key/value projections' columns over the tensor ranks and views them as

@@ -178,7 +178,8 @@ class TensorTimer {
 
 // Context parallelism's ring in one layer (plan::context_traffic): each of its steps sends the
 // keys and values one hop while attention computes a block (1 / context of the layer's attention
-// core); a step takes the longer of the two, so what the sends do not hide is added. A context
+// core); a step takes the longer of the two, so what the sends do not hide is added (Megatron-core's
+// ring; torch's gathers them instead, below). A context
 // group is `context` ranks `tensor` apart (tp-cp-dp-pp): inside a node while tensor x context
 // devices fit in one, else each hop crosses the network on its device's share of the node's NICs.
 // Every rank sends at once, each to its own neighbour, so no link carries two of the ring's sends.
@@ -193,9 +194,18 @@ TensorTime context_ring(const plan::Plan& plan, const plan::ContextTraffic& ring
     return Time::us(link.latency_us + (std::isinf(link.bandwidth_gb_per_s) ? 0.0 : bytes / (link.bandwidth_gb_per_s * share * 1e3)));
   };
   const int c = plan.scenario.parallel.context;
-  auto exposed = [&](Time sends, Time attention) { return (sends - attention / c) * ring.steps; };
-  return {std::max(Time(), exposed(send(ring.step_bytes), lc.attention_forward)),
-          std::max(Time(), exposed(send(2 * ring.step_bytes), lc.attention_backward))};
+  auto exposed = [&](Time sends, Time attention) { return std::max(Time(), sends - attention / c); };
+  if (plan.scenario.parallel.context_attention == plan::ContextAttention::torch) {
+    // torch's context_parallel: the other ranks' keys and values all-gathered once, beside the
+    // first step (its own), before every other step can start; in backward again, and each step's
+    // key and value gradients passed on in fp32 beside the next step, the last one waited for.
+    const Time gather = send(ring.steps * ring.step_bytes);
+    const Time gradients = send(ring.step_bytes * 4.0 / plan::activation_bytes(plan.scenario.parallel.precision));
+    return {exposed(gather, lc.attention_forward),
+            exposed(gather, lc.attention_backward) + exposed(gradients, lc.attention_backward) * ring.steps + gradients};
+  }
+  return {exposed(send(ring.step_bytes), lc.attention_forward) * ring.steps,
+          exposed(send(2 * ring.step_bytes), lc.attention_backward) * ring.steps};
 }
 
 // A MoE block's token traffic (plan::expert_traffic) per micro-batch: its all-to-alls, and the

@@ -65,7 +65,8 @@ int64_t static_memory_floor(const plan::Scenario& s, const std::array<int64_t, 3
 
 // A configuration that repeats another the space holds: sharding with nothing to shard (one
 // replica), a shard group without sharding, or one spanning all of data (shard_group 0); whole
-// experts (expert_tensor 1) without tensor parallelism, which splits none anyway.
+// experts (expert_tensor 1) without tensor parallelism, which splits none anyway; parameters kept
+// gathered after forward (reshard_after_forward false) without FSDP's sharding of them.
 bool repeats_another(const Space& sp, const plan::Settings& c) {
   auto holds = [&](const char* key, const plan::KnobValue& v) {
     const auto& values = sp.of(key);
@@ -74,6 +75,7 @@ bool repeats_another(const Space& sp, const plan::Settings& c) {
   if (c.expert_tensor == 1 && c.tensor == 1 && holds("parallel.expert_tensor", 0)) return true;
   const bool unsharded = holds("parallel.shard", std::string("none"));
   if (c.shard != plan::Shard::none && c.replicas() == 1 && unsharded) return true;
+  if (!c.reshard_after_forward && c.shard != plan::Shard::full && holds("parallel.reshard_after_forward", true)) return true;
   const bool whole = holds("parallel.shard_group", 0);
   return c.shard_group != 0 && whole && (c.shard == plan::Shard::none || c.shard_group == c.data);
 }
@@ -187,7 +189,7 @@ std::vector<plan::Settings> enumerate(Evaluator& ev, const Space& sp, size_t* in
   };
   const plan::Knob& schedule = plan::knob("parallel.schedule");
   const auto& schedules = sp.of("parallel.schedule");
-  const bool has_gpipe = std::count(schedules.begin(), schedules.end(), plan::KnobValue(std::string("gpipe"))) > 0;
+  const bool has_1f1b = std::count(schedules.begin(), schedules.end(), plan::KnobValue(std::string("1f1b"))) > 0;
   const std::vector<int> data = sp.ints("parallel.data"), tensors = sp.ints("parallel.tensor");
   // The space's lists, typed once rather than per configuration.
   const std::vector<const plan::Knob*> free = free_knobs(sp);
@@ -251,10 +253,12 @@ std::vector<plan::Settings> enumerate(Evaluator& ev, const Space& sp, size_t* in
         plan::Settings layout = given;
         schedule.set(layout, kind_value);
         const schedule::ScheduleKind kind = layout.schedule;
-        // One pipeline rank: 1F1B is GPipe's order, and the schedules of several stages per rank
-        // or split backwards have no bubble to fill.
+        // One pipeline rank: 1F1B runs each micro-batch's forward and backward in turn, GPipe's
+        // step time with one micro-batch's activations held instead of all (what the trainers do
+        // without a pipeline), so GPipe is searched there only where the space has no 1F1B; the
+        // schedules of several stages per rank or split backwards have no bubble to fill.
         const bool several_stages = kind != schedule::ScheduleKind::gpipe && kind != schedule::ScheduleKind::one_f_one_b;
-        if (p == 1 && (several_stages || (kind == schedule::ScheduleKind::one_f_one_b && has_gpipe))) continue;
+        if (p == 1 && (several_stages || (kind == schedule::ScheduleKind::gpipe && has_1f1b))) continue;
         const std::vector<int> virtuals = stage_counts(kind, virtual_values);
         const std::vector<int> chunk_counts = sp.of("parallel.chunks").empty() ? plan::divisors(batch) : sp.ints("parallel.chunks");
         for (int v : virtuals)

@@ -75,7 +75,7 @@ TEST_CASE("plan::context: a rank keeps 1 / context of Korthikanti et al.'s activ
 }
 
 TEST_CASE("plan::context: the ring's bytes and what attention does not hide", "[plan][context]") {
-  const plan::Scenario s = test::scenario_from(kLlama, {"parallel.context=4", "parallel.tensor=2"});
+  const plan::Scenario s = test::scenario_from(kLlama, {"parallel.context=4", "parallel.tensor=2", "parallel.context_attention=megatron"});
   const plan::Layer& block = s.layers[1];
   // Each step sends K and V of the rank's 4096 / 4 tokens, of 8 x 128 / 2 = 512 columns per
   // tensor rank, in bf16: 2 x 1024 x 512 x 2 bytes per sample.
@@ -98,6 +98,56 @@ TEST_CASE("plan::context: the ring's bytes and what attention does not hide", "[
         Approx(blocks * 3 * (send_us - lc.attention_forward.to_us() / 4)).epsilon(1e-3));
   CHECK((slowed[0].backward - fast[0].backward).to_us() ==
         Approx(blocks * 3 * (2 * send_us - lc.attention_backward.to_us() / 4)).epsilon(1e-3));
+}
+
+TEST_CASE("plan::context: torch's context_parallel gathers the keys and values once and merges each step in fp32", "[plan][context]") {
+  // What torch/distributed/tensor/experimental/_attention.py runs beside its attention calls, worked
+  // by hand for a rank's 1,024 tokens (4,096 / 4), 32 query heads and 8 key/value heads of 128, bf16.
+  const plan::Scenario s = test::scenario_from(kLlama, {"parallel.context=4"});
+  CHECK(s.parallel.context_attention == plan::ContextAttention::torch);  // PyTorch's, and torchtitan's
+  CHECK(test::scenario_from("framework: megatron\n" + kLlama, {"parallel.context=4"}).parallel.context_attention ==
+        plan::ContextAttention::megatron);
+  const plan::Layer& block = s.layers[1];
+  plan::ParallelSpec megatron = s.parallel;
+  megatron.context_attention = plan::ContextAttention::megatron;
+  const plan::LayerCost torch_cost = plan::estimate_layer_cost(block, s.hardware, s.parallel, 1);
+  const plan::LayerCost megatron_cost = plan::estimate_layer_cost(block, s.hardware, megatron, 1);
+  const double out = 1024.0 * 4096, query = out, kv = 1024.0 * 2 * 1024, e = 2, c = 4;
+  // Forward: each step's output cast to fp32 (read 2, write 4), the three later ones merged
+  // (out - block: 12 bytes; x sigmoid: 8; out - that: 12), the result cast back; the keys and
+  // values concatenated before each of the 3 sends (read, write).
+  const double forward = out * ((e + 4) * c + 32 * (c - 1) + (4 + e)) + kv * 2 * e * (c - 1);
+  // Backward: fp32 accumulators zeroed; the last rank adds each step's query gradient whole (read
+  // 4 + 2, write 4) and its key and value gradients, after the first a half through a
+  // concatenation (read, write 4 bytes of the whole); the fp32 key and value gradients
+  // concatenated for each of 4 sends; the keys and values for 3; everything cast back.
+  const double backward = 4 * (query + kv) + query * (8 + e) * c + kv * ((8 + e) + (c - 1) * ((8 + e) / 2 + 8)) + kv * 8 * c +
+                          kv * 2 * e * (c - 1) + (4 + e) * (query + kv);
+  CHECK(forward == 553'648'128);
+  CHECK(backward == 425'721'856);
+  const double bytes_per_us = s.hardware.device.memory_bandwidth_gb_per_s * 1e3 * s.hardware.device.compute->memory_efficiency;
+  CHECK((torch_cost.attention_forward - megatron_cost.attention_forward).to_us() == Approx(forward / bytes_per_us).margin(0.002));  // Time holds whole ns
+  CHECK((torch_cost.attention_backward - megatron_cost.attention_backward).to_us() == Approx(backward / bytes_per_us).margin(0.002));
+  // The exchange on a slow link: one all-gather of the other 3 ranks' keys and values beside the
+  // first step, in forward and again in backward; there each step's fp32 key and value gradients
+  // (twice the bf16 bytes) go on beside the next step, and the last is waited for.
+  plan::Scenario slow = s;
+  slow.hardware.node_link = {"slow", 1.0, 0.0};  // 1 GB/s, no latency
+  const auto fast = sim::stage_costs(plan::resolve_plan(s)), slowed = sim::stage_costs(plan::resolve_plan(slow));
+  const plan::ContextTraffic ring = plan::context_traffic(block, s.parallel, 1);
+  const double a_f = torch_cost.attention_forward.to_us(), a_b = torch_cost.attention_backward.to_us();
+  auto exchange = [&](const plan::Link& link) {  // a block's exposed exchange, forward and backward, in us
+    const auto send = [&](double bytes) { return link.latency_us + bytes / (link.bandwidth_gb_per_s * 1e3); };
+    const auto exposed = [](double sends, double attention) { return std::max(0.0, sends - attention / 4); };
+    const double gather = send(3 * ring.step_bytes), gradients = send(2 * ring.step_bytes);
+    return std::pair{exposed(gather, a_f), exposed(gather, a_b) + 3 * exposed(gradients, a_b) + gradients};
+  };
+  const auto [slow_f, slow_b] = exchange(slow.hardware.node_link);
+  const auto [fast_f, fast_b] = exchange(s.hardware.node_link);
+  REQUIRE(slow_f > 0);
+  const int blocks = 4;
+  CHECK((slowed[0].forward - fast[0].forward).to_us() == Approx(blocks * (slow_f - fast_f)).epsilon(1e-3));
+  CHECK((slowed[0].backward - fast[0].backward).to_us() == Approx(blocks * (slow_b - fast_b)).epsilon(1e-3));
 }
 
 TEST_CASE("plan::context: a rank computes 1 / context of the tokens", "[plan][context]") {

@@ -19,7 +19,7 @@ const std::map<std::string, std::string> kOther = {
     {"parallel.grad_accumulation", "2"}, {"parallel.activation_checkpointing", "stage"}, {"parallel.precision", "bf16"},
     {"parallel.tensor", "2"},          {"parallel.sequence_parallel", "true"}, {"parallel.tensor_across_nodes", "true"},
     {"parallel.master_weights", "true"}, {"parallel.shard", "full"}, {"parallel.p2p", "megatron"},
-    {"parallel.rank_order", "tp-pp-dp"},     {"parallel.context", "2"}, {"parallel.grad_reduce_in_bf16", "true"},
+    {"parallel.rank_order", "tp-pp-dp"},     {"parallel.context", "2"}, {"parallel.context_attention", "megatron"}, {"parallel.grad_reduce_in_bf16", "true"},
     {"parallel.tp_comm_overlap", "true"}, {"parallel.overlap_grad_reduce", "false"},
     {"parallel.shard_group", "4"}, {"parallel.reshard_after_forward", "false"}, {"parallel.expert", "2"},
     {"parallel.expert_tensor", "1"}, {"parallel.overlap_moe_expert_parallel_comm", "true"},

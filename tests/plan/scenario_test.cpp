@@ -61,7 +61,7 @@ TEST_CASE("plan::Scenario: each bad input names its line and column", "[plan]") 
     const auto e = parse_error(yaml);
     CHECK_THAT(e, Catch::StartsWith("test.yaml:6:3: unknown key 'chunk'"));
     CHECK_THAT(e, Catch::Contains("did you mean 'chunks'"));
-    CHECK_THAT(e, Catch::Contains("allowed: data, context, expert, expert_tensor, pipeline, tensor, sequence_parallel"));
+    CHECK_THAT(e, Catch::Contains("allowed: data, context, context_attention, expert, expert_tensor, pipeline, tensor, sequence_parallel"));
   }
   SECTION("wrong type") {
     std::string yaml = kGood;

@@ -258,6 +258,9 @@ TEST_CASE("shard: knobs of sharding and of experts need what they act on", "[pla
   CHECK(test::parse_error(kModel, {"parallel.shard=full", "parallel.reshard_after_forward=false"}).empty());
   CHECK_THAT(test::parse_error(kModel, {"parallel.shard=gradients", "parallel.reshard_after_forward=false"}),
              Catch::Contains("parallel.reshard_after_forward") && Catch::Contains("it needs parallel.shard: full"));
+  CHECK(test::parse_error(kModel, {"parallel.shard=full", "parallel.shard_group=2"}).empty());
+  CHECK_THAT(test::parse_error(kModel, {"parallel.shard_group=2"}),
+             Catch::Contains("parallel.shard_group") && Catch::Contains("it needs parallel.shard"));
   CHECK(test::parse_error(kModel, {"parallel.shard=optimizer", "parallel.overlap_param_gather=true"}).empty());
   CHECK_THAT(test::parse_error(kModel, {"parallel.overlap_param_gather=true"}),
              Catch::Contains("it needs parallel.shard: optimizer or more"));

@@ -54,6 +54,10 @@ TEST_CASE("plan::framework: a trainer's semantics at once, what the scenario set
   CHECK(fp32.framework_set == std::vector<std::string>{"model.attention=flash", "model.loss=megatron", "parallel.p2p=megatron",
                                                        "parallel.schedule=1f1b", "parallel.rank_order=tp-dp-pp",
                                                        "parallel.overlap_grad_reduce=false"});
+  // Whose ring attention, where there is context parallelism to run it.
+  const auto cp = test::scenario_from("framework: megatron\n" + kLlama, {"parallel.context=2"});
+  CHECK(cp.parallel.context_attention == plan::ContextAttention::megatron);
+  CHECK(std::count(cp.framework_set.begin(), cp.framework_set.end(), "parallel.context_attention=megatron") == 1);
   // The trainers schedule 1F1B by default, and without a pipeline run each micro-batch's forward and
   // backward in turn: GPipe's order (every micro-batch's activations held) had been their default.
   CHECK(m.parallel.schedule == schedule::ScheduleKind::one_f_one_b);
@@ -762,6 +766,37 @@ TEST_CASE("plan::export: a plan that does not fit says so first, torchtitan's co
                                                         {"parallel.shard=full"})))
                                 .text;
   CHECK_THAT(titan, Catch::Contains("context_parallel_rotate_method = \"alltoall\"") && Catch::Contains("in validation only"));
+  // Predicted as torch runs it (parallel.context_attention: torch, torchtitan's and PyTorch's):
+  // torch's own all-gather, nothing to say.
+  const std::string torch_cp = plan::export_torchtitan(plan::resolve_plan(plan::load_scenario(
+                                                           std::string(PARALLAX_SOURCE_DIR) + "/scenarios/llama-3.1-405b-3072xH100.yaml",
+                                                           {"parallel.shard=full", "parallel.context_attention=torch"})))
+                                   .text;
+  CHECK_THAT(torch_cp, Catch::Contains("context_parallel_rotate_method = \"allgather\"") && !Catch::Contains("in validation only"));
+  // And Megatron-LM runs Transformer Engine's ring, which a plan predicted with torch's is not.
+  const plan::TrainerExport m = plan::export_megatron(plan::resolve_plan(plan::load_scenario(
+      std::string(PARALLAX_SOURCE_DIR) + "/scenarios/llama-3.1-405b-3072xH100.yaml", {"parallel.context_attention=torch"})));
+  CHECK_THAT(m.text, Catch::Contains("torch's context-parallel attention, not Megatron-LM's semantics"));
+}
+
+TEST_CASE("plan::export: torchtitan's mixed precision and its sequence-parallel rule, said where they differ", "[plan]") {
+  const std::string fsdp = std::string(PARALLAX_SOURCE_DIR) + "/scenarios/llama-3.1-8b-64xH100-fsdp.yaml";
+  // fp32 parameters under FSDP2's mixed precision: a plan with masters is told so.
+  const auto notes = [&](const std::vector<std::string>& sets) {
+    std::string all;
+    for (const auto& n : plan::export_torchtitan(plan::resolve_plan(plan::load_scenario(fsdp, sets))).notes) all += n + "\n";
+    return all;
+  };
+  CHECK_THAT(notes({}), !Catch::Contains("master"));
+  CHECK_THAT(notes({"parallel.master_weights=true"}), Catch::Contains("plan it with parallel.master_weights: false"));
+  // Tensor parallelism without sequence parallelism, set on the command line: the refusal points
+  // at the --set that made it, the knob not written anywhere.
+  try {
+    plan::export_torchtitan(plan::resolve_plan(plan::load_scenario(fsdp, {"parallel.tensor=8", "parallel.data=8"})));
+    FAIL("refused");
+  } catch (const plan::InputError& e) {
+    CHECK_THAT(e.what(), Catch::StartsWith("--set parallel.tensor=8") && Catch::Contains("always splits the sequence"));
+  }
 }
 
 TEST_CASE("plan::search_defaults: the tuner searches the trainer's own selective policy", "[plan][tune]") {

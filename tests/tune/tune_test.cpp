@@ -537,6 +537,22 @@ TEST_CASE("tune: with a fitted profile the default space keeps the fitted precis
   CHECK(searched().size() == s.hardware.device.peak_tflops.size());
 }
 
+TEST_CASE("tune: one pipeline rank runs 1F1B, GPipe's time with one micro-batch held", "[tune]") {
+  // A GPipe scenario: the layouts without a pipeline take 1F1B (each micro-batch's forward and
+  // backward in turn, as the trainers run them), never GPipe's every activation at once.
+  const plan::Scenario s = plan::load_scenario(source("scenarios/gpipe-1b-4xA100.yaml"), {});
+  REQUIRE(s.parallel.schedule == schedule::ScheduleKind::gpipe);
+  tune::Evaluator ev(s);
+  size_t invalid = 0, unpipelined = 0;
+  std::string example;
+  for (const plan::Settings& c : tune::enumerate(ev, tune::default_space(s), &invalid, &example)) {
+    if (c.pipeline != 1) continue;
+    ++unpipelined;
+    CHECK(c.schedule == schedule::ScheduleKind::one_f_one_b);
+  }
+  CHECK(unpipelined > 0);
+}
+
 TEST_CASE("tune: every tuned knob of the table is searched, as its coupling says", "[tune]") {
   // 16 A100s: a layout, a schedule, tensor parallelism and buckets all have room to vary. Each
   // tuned knob in turn keeps the values its table entry gives, and so do the layout and the
@@ -553,7 +569,8 @@ TEST_CASE("tune: every tuned knob of the table is searched, as its coupling says
                                                     {"parallel.rank_order", "tp-dp-pp,tp-pp-dp"},
                                                     {"parallel.context", "1,2"},
                                                     {"parallel.expert_tensor", "tensor,1"},
-                                                    {"parallel.overlap_moe_expert_parallel_comm", "false,true"}};
+                                                    {"parallel.overlap_moe_expert_parallel_comm", "false,true"},
+                                                    {"parallel.reshard_after_forward", "true,false"}};
   int tuned = 0;
   for (const plan::Knob& k : plan::knobs()) {
     if (!k.tuned()) continue;
@@ -569,8 +586,8 @@ TEST_CASE("tune: every tuned knob of the table is searched, as its coupling says
       if (other.tuned() && !kept) tune::fix(&space, plan::settings_of(s), other.key);
     }
     if (const auto it = asked.find(k.key); it != asked.end()) tune::search(&space, k.key + "=" + it->second);
-    // A shard group differs from another only where something is sharded.
-    if (k.key == "parallel.shard_group") tune::search(&space, "parallel.shard=full");
+    // A shard group differs from another only where something is sharded; a reshard only under FSDP.
+    if (k.key == "parallel.shard_group" || k.key == "parallel.reshard_after_forward") tune::search(&space, "parallel.shard=full");
     // Combined 1F1B hides expert parallelism's all-to-alls: only with some.
     if (k.key == "parallel.overlap_moe_expert_parallel_comm") tune::search(&space, "parallel.expert=2");
     size_t invalid = 0;
