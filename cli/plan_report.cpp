@@ -67,6 +67,27 @@ std::string format_bytes(int64_t bytes) {
   return buf;
 }
 
+// FSDP's all-gathers (shard full): each layer's parameters before its forward, and again before its
+// backward where they were freed after it, each beside the previous layer's compute (FSDP2's
+// prefetch), counted per stage for one micro-batch.
+void gathers_text(const plan::Plan& p, std::ostream& o) {
+  const plan::ParallelSpec& par = p.scenario.parallel;
+  if (!par.sharded(plan::Shard::full) || par.shard_ranks() == 1) return;
+  const int per_layer = par.reshard_after_forward ? 2 : 1;
+  o << "\nall-gathers (shard full: each layer's parameters before its forward"
+    << (par.reshard_after_forward ? " and again before its backward (reshard_after_forward)" : " (kept to its backward: reshard_after_forward false)")
+    << ", the next layer's beside the current one's compute, over " << par.shard_ranks() << " ranks):\n";
+  for (const auto& st : p.stages) {
+    double bytes = 0;
+    for (int l = st.first_layer; l < st.first_layer + st.layer_count; ++l) {
+      const plan::Layer& layer = p.layers()[l];
+      bytes += static_cast<double>(layer.param_count(par.tensor, par.expert, par.expert_tensor_ways())) * plan::gathered_parameter_bytes(par, layer);
+    }
+    o << "  stage " << st.index << ": " << per_layer * st.layer_count << " a micro-batch (" << st.layer_count << " layers x " << per_layer
+      << "), " << format_bytes(static_cast<int64_t>(per_layer * bytes)) << " gathered\n";
+  }
+}
+
 // The rank formula with this plan's numbers (plan::rank_of holds it). Context ranks sit inside a
 // replica, next to the tensor ranks (Megatron-core's tp-cp-dp-pp).
 std::string placement_line(const plan::ParallelSpec& p) {
@@ -269,6 +290,7 @@ std::string plan_text(const Plan& p) {
           << " tensors, " << names.front() << " .. " << names.back() << "\n";
       }
   }
+  gathers_text(p, o);
   const int64_t capacity = hw.device.memory_bytes();
   o << "\nmemory per rank (device: " << format_bytes(capacity) << ")\n";
   // Every replica and tensor rank of a pipeline rank holds the same; past 64 ranks, one row each.

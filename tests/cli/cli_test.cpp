@@ -67,6 +67,16 @@ TEST_CASE("cli: plan gives a MoE model's parameters a token uses beside its tota
   CHECK_THAT(line("llama-3.1-8b.json"), Catch::Contains("8030261248 parameters\n"));  // dense: one figure
 }
 
+TEST_CASE("cli: plan counts FSDP's all-gathers beside its reduce-scatters", "[cli]") {
+  // Llama 3.1 8B's 8,030,261,248 parameters gathered in bf16 before each of its 34 units' forward
+  // and again before its backward: 2 x 2 x 8,030,261,248 bytes = 29.92 GiB a micro-batch.
+  const std::string fsdp = std::string(PARALLAX_SOURCE_DIR) + "/scenarios/llama-3.1-8b-64xH100-fsdp.yaml";
+  CHECK_THAT(run("plan " + fsdp).out, Catch::Contains("stage 0: 68 a micro-batch (34 layers x 2), 29.92 GiB gathered"));
+  CHECK_THAT(run("plan " + fsdp + " --set parallel.reshard_after_forward=false").out,
+             Catch::Contains("stage 0: 34 a micro-batch (34 layers x 1), 14.96 GiB gathered"));
+  CHECK_THAT(run("plan " + fsdp + " --set parallel.shard=gradients").out, !Catch::Contains("all-gathers"));
+}
+
 TEST_CASE("cli: plan says when a profile's GPU runs below its tables' clock", "[cli]") {
   const auto limited = run("plan --set hardware=h100-hbm2e-500w-nvlink-roce");
   REQUIRE(limited.code == 0);
